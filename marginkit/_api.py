@@ -1,0 +1,303 @@
+"""``solve``: validate, compose the plug-ins, run the iteration loop, wrap the ``Result``."""
+import dataclasses
+import sys
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import plugins
+from ._config import Config
+from ._registry import REGISTRIES, get_plugin
+from ._result import Result
+from ._validation import check_random_state, check_X, check_y
+
+__all__ = ["solve", "Problem", "resolve_kernel", "compose"]
+
+
+@dataclasses.dataclass
+class Problem:
+    """A validated problem handed to ``Solver.start``.
+
+    Attributes
+    ----------
+    X : ndarray (C or F order) or CSR matrix, float32/float64 (never modified by solvers)
+    y : float64 ndarray, +-1 for classification, real for regression
+    classes_ : original labels (``classes_[1]`` is +1), None for regression
+    kernel : Kernel instance
+    smoother : Smoother instance or None
+    params : dict of validated solver parameters
+    rng : numpy.random.Generator
+    config : the Config of the run
+    """
+
+    X: object
+    y: np.ndarray
+    classes_: object
+    kernel: object
+    smoother: object
+    params: dict
+    rng: np.random.Generator
+    config: Config
+
+    @property
+    def n_samples(self):
+        return self.X.shape[0]
+
+    @property
+    def n_features(self):
+        return self.X.shape[1]
+
+    @property
+    def dtype(self):
+        return self.X.dtype
+
+    @property
+    def sparse(self):
+        return sp.issparse(self.X)
+
+
+def _instantiate(kind, spec, params=None):
+    params = dict(params or {})
+    if isinstance(spec, str):
+        obj = get_plugin(kind, spec)
+    else:
+        obj = spec
+    if isinstance(obj, type):
+        return obj(**params)
+    if params:
+        if isinstance(obj, plugins.Plugin):
+            return type(obj)(**{**obj.params, **params})
+        raise TypeError(f"{kind} parameters {sorted(params)} given for a plug-in instance {obj!r}")
+    return obj
+
+
+def resolve_kernel(kernel, kernel_params=None):
+    """A Kernel instance from a name, class, instance or plain callable ``k(A, B)``."""
+    if isinstance(kernel, str) or isinstance(kernel, type):
+        return _instantiate("kernel", kernel, kernel_params)
+    if isinstance(kernel, plugins.Kernel):
+        return _instantiate("kernel", kernel, kernel_params)
+    if callable(kernel):
+        cls = get_plugin("kernel", "callable")
+        return cls(function=kernel, **(kernel_params or {}))
+    raise TypeError(f"kernel={kernel!r} must be a registered name, a Kernel or a callable k(A, B)")
+
+
+def resolve_stop(stop):
+    rules = []
+    for spec in stop:
+        if isinstance(spec, plugins.StoppingRule):
+            rules.append(spec)
+        elif isinstance(spec, str):
+            rules.append(_instantiate("stopping", spec))
+        else:
+            name, params = spec
+            rules.append(_instantiate("stopping", name, params))
+    return rules
+
+
+def _compatible(kind, attrs):
+    names = []
+    for name in REGISTRIES[kind].names():
+        obj = REGISTRIES[kind].get(name)
+        if all(hasattr(obj, a) for a in attrs):
+            names.append(name)
+    return names
+
+
+def compose(config):
+    """Resolve the plug-ins of ``config`` and check they fit together.
+
+    Returns ``(solver, kernel, smoother, rules, max_iter)``. Raises ``ValueError`` naming
+    the missing piece and the compatible registered choices.
+    """
+    solver = _instantiate("solver", config.solver, config.solver_params)
+    sname = solver.name or type(solver).__name__
+    kernel = resolve_kernel(config.kernel, config.kernel_params)
+
+    need = dict(getattr(solver, "requires", {}) or {})
+    smoother = None
+    if "smoother" in need or config.smoother is not None:
+        spec = config.smoother if config.smoother is not None else solver.default_smoother
+        if spec is None:
+            raise ValueError(f"solver {sname!r} needs a smoother; pass smoother=... "
+                             f"(registered: {REGISTRIES['smoother'].names()})")
+        smoother = _instantiate("smoother", spec)
+        missing = [a for a in need.get("smoother", ()) if not hasattr(smoother, a)]
+        if missing:
+            raise ValueError(
+                f"solver {sname!r} needs a smoother with {missing} (closed-form minimizer over "
+                f"the simplex); smoother {getattr(smoother, 'name', smoother)!r} lacks it. "
+                f"Compatible smoothers: {_compatible('smoother', need.get('smoother', ()))}"
+            )
+    missing = [a for a in need.get("kernel", ()) if getattr(kernel, a, None) is None]
+    if missing:
+        raise ValueError(
+            f"solver {sname!r} needs a kernel with {missing} (an explicit feature map); "
+            f"kernel {getattr(kernel, 'name', kernel)!r} has none. Compatible kernels: "
+            f"{_compatible('kernel', need.get('kernel', ()))}"
+        )
+
+    stop = config.stop if config.stop is not None else tuple(solver.default_stop)
+    rules = resolve_stop(stop)
+    if config.time_limit is not None:
+        rules.append(_instantiate("stopping", "time_limit", {"seconds": config.time_limit}))
+    provides = set(solver.provides) | {"n_iter", "elapsed"}
+    for rule in rules:
+        missing = [a for a in rule.requires if a not in provides]
+        if missing:
+            ok = [n for n in REGISTRIES["stopping"].names()
+                  if set(getattr(REGISTRIES["stopping"].get(n), "requires", ())) <= provides]
+            raise ValueError(
+                f"stopping rule {rule.name or type(rule).__name__!r} needs {missing}, which solver "
+                f"{sname!r} does not provide; compatible rules for {sname!r}: {ok}"
+            )
+    max_iter = config.max_iter if config.max_iter is not None else solver.default_max_iter
+    return solver, kernel, smoother, rules, int(max_iter)
+
+
+def _make_config(config, kwargs):
+    fields = {f.name for f in dataclasses.fields(Config)}
+    direct = {k: v for k, v in kwargs.items() if k in fields and k != "solver_params"}
+    extra = {k: v for k, v in kwargs.items() if k not in fields}
+    sp_given = kwargs.get("solver_params")
+    if config is None:
+        solver_params = dict(sp_given or {})
+        solver_params.update(extra)
+        return Config(**direct, solver_params=solver_params)
+    if not isinstance(config, Config):
+        raise TypeError(f"config must be a marginkit.Config, got {type(config).__name__}")
+    if direct or extra or sp_given:
+        solver_params = dict(config.solver_params)
+        solver_params.update(sp_given or {})
+        solver_params.update(extra)
+        return config.replace(**direct, solver_params=solver_params)
+    return config
+
+
+class _Verbose:
+    def __init__(self, level, solver_name, stream=None):
+        self.level = level
+        self.name = solver_name
+        self.stream = stream or sys.stdout
+        self.last = -1.0
+        self.header = False
+
+    def __call__(self, k, elapsed, snap, force=False):
+        if self.level <= 0:
+            return
+        if not force and self.level == 1 and elapsed - self.last < 0.5 and k > 0:
+            return
+        self.last = elapsed
+        items = "  ".join(f"{key}={val:.6g}" for key, val in snap.items())
+        print(f"[{self.name}] iter {k:6d}  {elapsed:8.3f}s  {items}", file=self.stream, flush=True)
+
+
+def run(problem, solver, rules, max_iter, config):
+    """The iteration loop shared by every solver; returns ``(state, status, history, elapsed)``."""
+    state = solver.start(problem)
+    for rule in rules:
+        rule.reset(problem, state)
+    history = {}
+    verbose = _Verbose(config.verbose, solver.name or type(solver).__name__)
+    t0 = time.perf_counter()
+    status = None
+    state.elapsed = 0.0
+    try:
+        while True:
+            state.elapsed = time.perf_counter() - t0
+            snap = state.snapshot()
+            for key, val in snap.items():
+                history.setdefault(key, []).append(val)
+            verbose(state.n_iter, state.elapsed, snap, force=config.verbose >= 2)
+            for rule in rules:
+                status = rule.check(state)
+                if status:
+                    break
+            if status:
+                break
+            if state.n_iter >= max_iter:
+                status = "max_iter"
+                break
+            if config.callback is not None and config.callback(state):
+                status = "callback"
+                break
+            state.step()
+    except KeyboardInterrupt:
+        status = "interrupted"
+    elapsed = time.perf_counter() - t0
+    state.elapsed = elapsed
+    if config.verbose:
+        verbose(state.n_iter, elapsed, {}, force=True)
+        print(f"[{verbose.name}] stopped: {status} after {state.n_iter} iterations, {elapsed:.3f}s",
+              file=verbose.stream, flush=True)
+    hist = {k: np.asarray(v) for k, v in history.items()}
+    return state, status, hist, elapsed
+
+
+def solve(X, y, config=None, **kwargs):
+    """Solve a margin problem and return a ``Result`` with its certificate.
+
+    Parameters
+    ----------
+    X : array-like or scipy.sparse matrix, shape (n_samples, n_features)
+        float32 or float64 (other numeric dtypes are converted); with
+        ``kernel="precomputed"`` the (n, n) Gram matrix. Never modified.
+    y : array-like, shape (n_samples,)
+        Two distinct labels (classifiers) or real targets (regression solvers).
+    config : Config, optional
+        A full configuration; keyword arguments override its fields.
+    solver, kernel, kernel_params, smoother, stop, max_iter, random_state, verbose,
+    callback, time_limit, memory_budget : see ``Config``.
+    **solver_params
+        Any other keyword is a parameter of the solver (``eps=1e-6``, ``C=...``).
+
+    Returns
+    -------
+    Result
+
+    Examples
+    --------
+    >>> import numpy as np, marginkit as mk
+    >>> X = np.array([[1.0, 0.2], [0.8, -0.1], [-1.0, 0.1], [-0.9, -0.3]])
+    >>> res = mk.solve(X, [1, 1, 0, 0], solver="snkp")
+    >>> res.status, res.certificate.verify(X, [1, 1, 0, 0])
+    ('separable', True)
+    """
+    config = _make_config(config, kwargs)
+    solver, kernel, smoother, rules, max_iter = compose(config)
+    if getattr(solver, "handles_dask", False) and hasattr(X, "__dask_graph__"):
+        Xv = X  # solvers that declare dask support validate chunk-wise themselves
+    else:
+        Xv = check_X(X)
+    if getattr(kernel, "precomputed", False):
+        if Xv.shape[0] != Xv.shape[1]:
+            raise ValueError(
+                f"kernel='precomputed' needs X to be the square (n, n) Gram matrix, got shape {Xv.shape}"
+            )
+        Kd = Xv.toarray() if sp.issparse(Xv) else Xv
+        if not np.allclose(Kd, Kd.T, rtol=1e-6, atol=1e-8 * max(1.0, float(np.abs(Kd).max()))):
+            raise ValueError("kernel='precomputed': the Gram matrix X is not symmetric; pass K(X, X)")
+    task = getattr(solver, "task", "classification")
+    if hasattr(y, "__dask_graph__") and getattr(solver, "handles_dask", False):
+        yv, classes = y, None
+    else:
+        yv, classes = check_y(y, Xv.shape[0], task=task)
+    problem = Problem(X=Xv, y=yv, classes_=classes, kernel=kernel, smoother=smoother,
+                      params=dict(solver.params), rng=check_random_state(config.random_state),
+                      config=config)
+    state, status, history, elapsed = run(problem, solver, rules, max_iter, config)
+    fields = solver.finalize(problem, state, status) or {}
+    fields.setdefault("status", status)
+    fields.setdefault("n_iter", int(state.n_iter))
+    fields.setdefault("time_s", elapsed)
+    fields.setdefault("classes_", classes)
+    fields.setdefault("solver", solver.name or type(solver).__name__)
+    fields.setdefault("config", config)
+    fields.setdefault("kernel", kernel)
+    fields.setdefault("task", task)
+    hist = fields.pop("history", None) or {}
+    history.update(hist)
+    fields["history"] = history
+    return Result(**fields)

@@ -1,0 +1,170 @@
+"""``Config``: a frozen, validated description of one ``solve`` call.
+
+The constraint table ``CONFIG_TABLE`` is declarative (field -> ``Param``); a test checks
+that it covers exactly the dataclass fields and the keywords of ``marginkit.solve``.
+"""
+import dataclasses
+import numbers
+from typing import Any, Optional
+
+import numpy as np
+
+from ._validation import Param
+
+
+def _check_plugin_spec(kind):
+    def check(value, name, owner):
+        from . import plugins
+
+        base = {"solver": plugins.Solver, "kernel": plugins.Kernel,
+                "smoother": plugins.Smoother}[kind]
+        if isinstance(value, str):
+            return value
+        if kind == "kernel" and callable(value) and not isinstance(value, type):
+            return value  # a plug-in instance or any callable k(A, B)
+        if isinstance(value, base):
+            return value
+        if isinstance(value, type) and issubclass(value, base):
+            return value
+        raise TypeError(
+            f"{owner}: {name}={value!r} must be a registered name or a {base.__name__} "
+            f"instance (see marginkit.list_plugins()['{kind}'])"
+        )
+
+    return check
+
+
+def _check_stop(value, name, owner):
+    from . import plugins
+
+    def one(spec):
+        if isinstance(spec, str) or isinstance(spec, plugins.StoppingRule):
+            return spec
+        if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str) \
+                and isinstance(spec[1], dict):
+            return (spec[0], dict(spec[1]))
+        raise TypeError(
+            f"{owner}: {name} entry {spec!r} must be a rule name, a (name, params) pair "
+            "or a StoppingRule instance"
+        )
+
+    if isinstance(value, list):
+        if not value:
+            raise ValueError(f"{owner}: {name}=[] names no rule; pass None for the solver's defaults")
+        return tuple(one(s) for s in value)
+    if isinstance(value, tuple) and not (len(value) == 2 and isinstance(value[1], dict)):
+        return tuple(one(s) for s in value)
+    return (one(value),)
+
+
+def _check_dict(value, name, owner):
+    if not isinstance(value, dict):
+        raise TypeError(f"{owner}: {name} must be a dict of parameters, got {type(value).__name__}")
+    bad = [k for k in value if not isinstance(k, str)]
+    if bad:
+        raise TypeError(f"{owner}: {name} keys must be parameter names (str), got {bad}")
+    return dict(value)
+
+
+def _check_random_state(value, name, owner):
+    if isinstance(value, (np.random.Generator, np.random.RandomState)):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
+        raise TypeError(f"{owner}: {name}={value!r} must be None, an int >= 0 or a numpy Generator")
+    if value < 0:
+        raise ValueError(f"{owner}: {name}={value} must be >= 0")
+    return int(value)
+
+
+def _check_callback(value, name, owner):
+    if not callable(value):
+        raise TypeError(f"{owner}: {name} must be callable as fn(state) -> bool, got {value!r}")
+    return value
+
+
+CONFIG_TABLE = {
+    "solver": Param("snkp", validator=_check_plugin_spec("solver"),
+                    doc="registry name or Solver instance"),
+    "kernel": Param("linear", validator=_check_plugin_spec("kernel"),
+                    doc="registry name, Kernel instance or callable k(A, B)"),
+    "kernel_params": Param(None, allow_none=True, validator=_check_dict,
+                           doc="parameters of the kernel (e.g. {'gamma': 0.5})"),
+    "smoother": Param(None, allow_none=True, validator=_check_plugin_spec("smoother"),
+                      doc="registry name or Smoother instance; None: the solver's default"),
+    "stop": Param(None, allow_none=True, validator=_check_stop,
+                  doc="rule name, (name, params), instance, or a list; None: solver defaults"),
+    "max_iter": Param(None, types=numbers.Integral, low=1, allow_none=True,
+                      doc="iteration cap; None: the solver's default"),
+    "random_state": Param(None, allow_none=True, validator=_check_random_state,
+                          doc="seed or numpy Generator"),
+    "verbose": Param(0, types=numbers.Integral, low=0, doc="0 silent, 1 progress lines, 2 every iteration"),
+    "callback": Param(None, allow_none=True, validator=_check_callback,
+                      doc="fn(state) called between iterations; returning True stops the run"),
+    "time_limit": Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
+                        doc="wall-clock seconds; adds the time_limit stopping rule"),
+    "memory_budget": Param(2.0 * 2**30, types=numbers.Real, low=0, low_open=True,
+                           doc="bytes a solver may use for kernel matrices"),
+    "solver_params": Param(dataclasses.MISSING, validator=_check_dict,
+                           doc="parameters of the solver (e.g. {'eps': 1e-6})"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Everything that defines a ``marginkit.solve`` run (frozen and validated).
+
+    ``mk.solve(X, y, config=cfg)`` and ``mk.solve(X, y, **fields)`` are the same call;
+    unknown keywords of ``solve`` become ``solver_params``.
+
+    Examples
+    --------
+    >>> import marginkit as mk
+    >>> cfg = mk.Config(solver="isnkpvn", kernel="rbf", kernel_params={"gamma": 0.5})
+    >>> cfg.replace(max_iter=100).max_iter
+    100
+    """
+
+    solver: Any = "snkp"
+    kernel: Any = "linear"
+    kernel_params: Optional[dict] = None
+    smoother: Any = None
+    stop: Any = None
+    max_iter: Optional[int] = None
+    random_state: Any = None
+    verbose: int = 0
+    callback: Any = None
+    time_limit: Optional[float] = None
+    memory_budget: float = 2.0 * 2**30
+    solver_params: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            spec = CONFIG_TABLE[f.name]
+            value = getattr(self, f.name)
+            checked = spec.check(value, f.name, owner="Config")
+            if isinstance(checked, bool) and f.name == "verbose":
+                checked = int(checked)
+            object.__setattr__(self, f.name, checked)
+
+    def replace(self, **changes):
+        """A modified copy (validated again)."""
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise TypeError(f"Config.replace: unknown field(s) {unknown}; fields: {sorted(CONFIG_TABLE)}")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self):
+        """JSON-friendly description (plug-in instances by their repr)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.name == "callback":
+                v = None if v is None else repr(v)
+            elif f.name == "random_state" and not (v is None or isinstance(v, int)):
+                v = repr(v)
+            elif f.name in ("solver", "kernel", "smoother") and not (v is None or isinstance(v, str)):
+                v = getattr(v, "name", None) or repr(v)
+            elif f.name == "stop" and v is not None:
+                v = [s if isinstance(s, (str, tuple)) else repr(s) for s in v]
+            out[f.name] = v
+        return out

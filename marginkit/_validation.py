@@ -1,0 +1,275 @@
+"""Input checks shared by ``solve``, ``Config``, plug-ins, estimators, the CLI and loaders.
+
+Policy
+------
+* Every rejection is a ``ValueError`` or ``TypeError`` that names the argument and the fix.
+* The caller's arrays are never modified; copies are made only when the dtype or layout
+  must change (documented per function) and sparse input is never densified.
+* Integer and boolean arrays are converted to float64, except int8/uint8/bool/int16/uint16
+  which go to float32 (exact for those ranges): a large int8 matrix becomes 4x, not 8x, its size.
+"""
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+_MISSING = object()
+
+
+class Param:
+    """One row of a declarative parameter table.
+
+    Parameters
+    ----------
+    default : object
+        Default value (``Param.REQUIRED`` for none).
+    types : type or tuple of types
+        Accepted Python types (``numbers.Real`` accepts ints and numpy scalars).
+    low, high : float, optional
+        Bounds; ``low_open``/``high_open`` make them strict.
+    options : tuple, optional
+        Allowed values (strings).
+    allow_none : bool
+        ``None`` is a valid value.
+    finite : bool
+        Reject nan/inf for real values.
+    doc : str
+        One line, used in error messages and docs.
+    """
+
+    REQUIRED = _MISSING
+
+    def __init__(self, default=_MISSING, types=object, low=None, high=None, low_open=False,
+                 high_open=False, options=None, allow_none=False, finite=True, doc="",
+                 validator=None):
+        self.default = default
+        self.types = types
+        self.low = low
+        self.high = high
+        self.low_open = low_open
+        self.high_open = high_open
+        self.options = options
+        self.allow_none = allow_none
+        self.finite = finite
+        self.doc = doc
+        self.validator = validator
+
+    def describe(self):
+        parts = []
+        if self.options is not None:
+            parts.append(f"one of {list(self.options)}")
+        if self.low is not None or self.high is not None:
+            lo = "(" if self.low_open else "["
+            hi = ")" if self.high_open else "]"
+            parts.append(f"in {lo}{self.low if self.low is not None else '-inf'}, "
+                         f"{self.high if self.high is not None else 'inf'}{hi}")
+        if self.allow_none:
+            parts.append("or None")
+        return " ".join(parts) or "a valid value"
+
+    def check(self, value, name, owner=""):
+        where = f"{owner}: " if owner else ""
+        if value is None:
+            if self.allow_none:
+                return None
+            raise TypeError(f"{where}{name}=None is not allowed; pass {self.describe()}")
+        if self.options is not None and isinstance(value, str):
+            if value not in self.options:
+                raise ValueError(
+                    f"{where}{name}={value!r} is not valid; use one of {list(self.options)}"
+                )
+            return value
+        if self.types is not object and not isinstance(value, self.types):
+            if isinstance(value, bool) or not (
+                self.types is numbers.Real and isinstance(value, numbers.Real)
+            ):
+                tnames = self.types if isinstance(self.types, tuple) else (self.types,)
+                raise TypeError(
+                    f"{where}{name}={value!r} has type {type(value).__name__}; expected "
+                    f"{' or '.join(t.__name__ for t in tnames)} ({self.describe()})"
+                )
+        if isinstance(value, bool) and self.types in (numbers.Real, numbers.Integral, int, float):
+            raise TypeError(f"{where}{name}={value!r} is a bool; pass a number ({self.describe()})")
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            v = float(value)
+            if self.finite and not np.isfinite(v):
+                raise ValueError(f"{where}{name}={value!r} must be finite ({self.describe()})")
+            if self.low is not None and (v < self.low or (self.low_open and v == self.low)):
+                raise ValueError(f"{where}{name}={value!r} is out of range; use {self.describe()}")
+            if self.high is not None and (v > self.high or (self.high_open and v == self.high)):
+                raise ValueError(f"{where}{name}={value!r} is out of range; use {self.describe()}")
+        elif self.options is not None and not isinstance(value, str):
+            raise TypeError(f"{where}{name}={value!r}: use one of {list(self.options)}")
+        if self.validator is not None:
+            value = self.validator(value, name, owner)
+        return value
+
+
+def check_params(table, params, owner=""):
+    """Validate ``params`` against ``table``; return a full dict with defaults filled in."""
+    unknown = sorted(set(params) - set(table))
+    if unknown:
+        raise TypeError(
+            f"{owner}: unknown parameter(s) {unknown}; valid parameters: {sorted(table)}"
+        )
+    out = {}
+    for name, spec in table.items():
+        if name in params:
+            out[name] = spec.check(params[name], name, owner)
+        elif spec.default is _MISSING:
+            raise TypeError(f"{owner}: missing required parameter {name!r} ({spec.doc})")
+        else:
+            out[name] = spec.default
+    return out
+
+
+# --------------------------------------------------------------------------- arrays
+_SMALL_INTS = (np.int8, np.uint8, np.int16, np.uint16, np.bool_)
+
+
+def _float_dtype_for(dtype, name):
+    if dtype.kind == "c":
+        raise TypeError(f"{name} is complex ({dtype}); pass real values, e.g. {name}.real")
+    if dtype.kind == "O":
+        raise TypeError(
+            f"{name} has dtype object; convert it to a numeric array, e.g. np.asarray({name}, dtype=float)"
+        )
+    if dtype.kind in "USV":
+        raise TypeError(f"{name} has non-numeric dtype {dtype}; pass numbers")
+    if dtype in (np.float32, np.float64):
+        return dtype
+    if dtype.type in _SMALL_INTS:
+        return np.dtype(np.float32)
+    if dtype.kind in "iub" or dtype.kind == "f":
+        return np.dtype(np.float64)
+    raise TypeError(f"{name} has unsupported dtype {dtype}; pass float32 or float64")
+
+
+def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32")):
+    """Validate a feature matrix; return a float32/float64 ndarray or canonical CSR matrix.
+
+    Dense input keeps its memory (no copy) when it is already float32/float64; Fortran
+    order is accepted as is. Sparse input of any format becomes CSR (a private copy only
+    when the format, dtype or canonical form must change); it is never densified.
+    """
+    if X is None:
+        raise TypeError(f"{name} is None; pass an array of shape (n_samples, n_features)")
+    if sp.issparse(X):
+        dtype = _float_dtype_for(X.dtype, name)
+        if X.ndim != 2:
+            raise ValueError(f"{name} must be 2-D, got {X.ndim}-D")
+        Xc = X if X.format == "csr" else X.tocsr()
+        if Xc.dtype != dtype:
+            Xc = Xc.astype(dtype)
+        if not Xc.has_canonical_format:
+            Xc = Xc.copy() if Xc is X else Xc
+            Xc.sum_duplicates()  # sorts indices too
+        if Xc.indices.dtype not in (np.int32, np.int64) or Xc.indptr.dtype != Xc.indices.dtype:
+            Xc = sp.csr_matrix((Xc.data, Xc.indices.astype(np.int64), Xc.indptr.astype(np.int64)),
+                               shape=Xc.shape)
+        if not np.all(np.isfinite(Xc.data)):
+            bad = np.unique(np.repeat(np.arange(Xc.shape[0]), np.diff(Xc.indptr))[~np.isfinite(Xc.data)])
+            raise ValueError(
+                f"{name} contains NaN or infinity in row(s) {bad[:10].tolist()}"
+                f"{' ...' if bad.size > 10 else ''}; remove or impute them"
+            )
+        if not allow_empty and (Xc.shape[0] == 0 or Xc.shape[1] == 0):
+            raise ValueError(f"{name} is empty (shape {Xc.shape}); pass at least one sample and one feature")
+        return Xc
+    if hasattr(X, "__dask_graph__"):
+        raise TypeError(f"{name} is a dask array; this entry point needs numpy or scipy.sparse input")
+    arr = np.asarray(X)
+    dtype = _float_dtype_for(arr.dtype, name)
+    if arr.ndim != 2:
+        raise ValueError(
+            f"{name} must be 2-D (n_samples, n_features), got shape {arr.shape}; "
+            f"use {name}.reshape(-1, 1) for a single feature"
+        )
+    if arr.dtype != dtype:
+        arr = arr.astype(dtype)
+    if not allow_empty and (arr.shape[0] == 0 or arr.shape[1] == 0):
+        raise ValueError(f"{name} is empty (shape {arr.shape}); pass at least one sample and one feature")
+    if not np.isfinite(arr).all():
+        bad = np.flatnonzero(~np.isfinite(arr).all(axis=1))
+        raise ValueError(
+            f"{name} contains NaN or infinity in row(s) {bad[:10].tolist()}"
+            f"{' ...' if bad.size > 10 else ''}; remove or impute them"
+        )
+    if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
+        arr = np.ascontiguousarray(arr)
+    return arr
+
+
+def check_y(y, n_samples, task="classification", name="y"):
+    """Validate labels. Classification: two distinct labels -> (y in {-1, +1} float64, classes_).
+
+    ``classes_[1]`` is mapped to +1. Regression: finite float64 vector, ``classes_`` None.
+    """
+    if y is None:
+        raise TypeError(f"{name} is None; pass one label per sample")
+    if hasattr(y, "__dask_graph__"):
+        raise TypeError(f"{name} is a dask array; pass numpy input here")
+    if sp.issparse(y):
+        raise TypeError(f"{name} is sparse; pass a 1-D dense array of labels")
+    arr = np.asarray(y)
+    if arr.ndim == 2 and 1 in arr.shape:
+        arr = arr.ravel()
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+    if arr.shape[0] != n_samples:
+        raise ValueError(
+            f"{name} has {arr.shape[0]} entries but X has {n_samples} rows; pass one label per row of X"
+        )
+    if task == "regression":
+        if arr.dtype.kind not in "iufb":
+            raise TypeError(f"{name} must be numeric for regression, got dtype {arr.dtype}")
+        out = arr.astype(np.float64)
+        if not np.isfinite(out).all():
+            raise ValueError(f"{name} contains NaN or infinity; remove those samples")
+        return out, None
+    if arr.dtype.kind == "c":
+        raise TypeError(f"{name} is complex; pass real labels")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise ValueError(f"{name} contains NaN or infinity; every sample needs a label")
+    try:
+        classes = np.unique(arr)
+    except TypeError as exc:
+        raise TypeError(f"{name} has labels that cannot be compared ({exc}); use one label type") from None
+    if classes.size < 2:
+        raise ValueError(
+            f"{name} has a single class {classes.tolist()}; a classifier needs two distinct labels"
+        )
+    if classes.size > 2:
+        raise ValueError(
+            f"{name} has {classes.size} classes {classes[:10].tolist()}; solve() is binary: "
+            "use the marginkit.sklearn estimators (one-vs-rest) for more classes"
+        )
+    ypm = np.where(arr == classes[1], 1.0, -1.0)
+    return ypm, classes
+
+
+def check_random_state(random_state, name="random_state"):
+    """Return a ``numpy.random.Generator`` (ints/None seed a new one; Generators pass through)."""
+    if random_state is None or isinstance(random_state, (numbers.Integral, np.integer)):
+        if isinstance(random_state, bool):
+            raise TypeError(f"{name} must be None, an int or a numpy Generator, got a bool")
+        if random_state is not None and random_state < 0:
+            raise ValueError(f"{name}={random_state} must be >= 0")
+        return np.random.default_rng(random_state)
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(random_state.randint(0, 2**31 - 1))
+    raise TypeError(
+        f"{name}={random_state!r} must be None, an int or a numpy Generator"
+    )
+
+
+def check_vector(v, n, name):
+    """A finite float64 vector of length n (a private copy)."""
+    arr = np.array(v, dtype=np.float64, copy=True).ravel()
+    if arr.shape[0] != n:
+        raise ValueError(f"{name} has length {arr.shape[0]}, expected {n}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} contains NaN or infinity")
+    return arr

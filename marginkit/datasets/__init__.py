@@ -1,0 +1,1 @@
+"""Data loaders (LIBSVM files, MNIST IDX) and synthetic generators."""

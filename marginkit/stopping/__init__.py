@@ -1,0 +1,89 @@
+"""Stopping-rule plug-ins.
+
+A rule reads attributes of the solver's state (declared in ``requires`` and checked
+against the solver's ``provides`` before a run) and returns a status to stop.
+Rules specific to one family live beside it (``certified_points`` and ``liblinear``
+with the SVM family, ``newton_decrement`` with iterated Tikhonov) and are imported here.
+"""
+import numbers
+
+from .._registry import _register_builtin
+from .._validation import Param
+from ..plugins import StoppingRule
+
+__all__ = ["Separated", "DualCertificate", "Tolerance", "MaxIter", "TimeLimit"]
+
+
+@_register_builtin("stopping", "separated")
+class Separated(StoppingRule):
+    """Stop when G alpha > 0 (paper 000, Lemma 1): status ``"separable"``.
+
+    Reads ``state.min_margin`` = min_i (G alpha)_i.
+    """
+
+    requires = ("min_margin",)
+    status = "separable"
+
+    def check(self, state):
+        return self.status if state.min_margin > 0 else None
+
+
+@_register_builtin("stopping", "dual_certificate")
+class DualCertificate(StoppingRule):
+    """Stop when ||p||_G <= eps for a p in the simplex: status ``"infeasible"``.
+
+    ``eps=None`` uses the solver's own tolerance (``state.dual_tol``: ``eps`` of
+    ``isnkpvn``, ``delta`` of ``snkpvn``). Reads ``state.dual_norm``.
+    """
+
+    requires = ("dual_norm", "dual_tol")
+    status = "infeasible"
+    param_table = {"eps": Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
+                                doc="threshold on ||p||_G")}
+
+    def reset(self, problem, state):
+        self._eps = self.params["eps"] if self.params["eps"] is not None else state.dual_tol
+
+    def check(self, state):
+        return self.status if state.dual_norm <= self._eps else None
+
+
+@_register_builtin("stopping", "tolerance")
+class Tolerance(StoppingRule):
+    """Stop when ``state.<attribute>`` (default ``error``) <= tol: status ``"converged"``."""
+
+    status = "converged"
+    param_table = {
+        "tol": Param(1e-6, types=numbers.Real, low=0, doc="threshold"),
+        "attribute": Param("error", types=str, doc="state attribute compared with tol"),
+    }
+
+    @property
+    def requires(self):
+        return (self.params["attribute"],)
+
+    def check(self, state):
+        return self.status if getattr(state, self.params["attribute"]) <= self.params["tol"] else None
+
+
+@_register_builtin("stopping", "max_iter")
+class MaxIter(StoppingRule):
+    """Stop after ``n`` iterations: status ``"max_iter"``."""
+
+    status = "max_iter"
+    param_table = {"n": Param(Param.REQUIRED, types=numbers.Integral, low=1, doc="iterations")}
+
+    def check(self, state):
+        return self.status if state.n_iter >= self.params["n"] else None
+
+
+@_register_builtin("stopping", "time_limit")
+class TimeLimit(StoppingRule):
+    """Stop once ``seconds`` of wall time have passed (checked between iterations): ``"time_limit"``."""
+
+    status = "time_limit"
+    param_table = {"seconds": Param(Param.REQUIRED, types=numbers.Real, low=0, low_open=True,
+                                    doc="wall-clock budget")}
+
+    def check(self, state):
+        return self.status if state.elapsed >= self.params["seconds"] else None
