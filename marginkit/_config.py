@@ -76,6 +76,14 @@ def _check_random_state(value, name, owner):
     return int(value)
 
 
+def _check_verbose(value, name, owner):
+    if not isinstance(value, (numbers.Integral, np.integer)):
+        raise TypeError(f"{owner}: {name}={value!r} must be an int >= 0 (or a bool)")
+    if value < 0:
+        raise ValueError(f"{owner}: {name}={value} must be >= 0")
+    return int(value)
+
+
 def _check_callback(value, name, owner):
     if not callable(value):
         raise TypeError(f"{owner}: {name} must be callable as fn(state) -> bool, got {value!r}")
@@ -97,7 +105,7 @@ CONFIG_TABLE = {
                       doc="iteration cap; None: the solver's default"),
     "random_state": Param(None, allow_none=True, validator=_check_random_state,
                           doc="seed or numpy Generator"),
-    "verbose": Param(0, types=numbers.Integral, low=0, doc="0 silent, 1 progress lines, 2 every iteration"),
+    "verbose": Param(0, validator=_check_verbose, doc="0 silent, 1 progress lines, 2 every iteration"),
     "callback": Param(None, allow_none=True, validator=_check_callback,
                       doc="fn(state) called between iterations; returning True stops the run"),
     "time_limit": Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
@@ -142,8 +150,6 @@ class Config:
             spec = CONFIG_TABLE[f.name]
             value = getattr(self, f.name)
             checked = spec.check(value, f.name, owner="Config")
-            if isinstance(checked, bool) and f.name == "verbose":
-                checked = int(checked)
             object.__setattr__(self, f.name, checked)
 
     def replace(self, **changes):
