@@ -1,0 +1,292 @@
+"""Built-in kernel plug-ins: ``linear``, ``rbf``, ``poly``, ``laplacian``, ``precomputed``,
+``callable`` and ``spline``.
+
+Every kernel is a ``marginkit.plugins.Kernel``: ``kernel(A, B)`` returns the dense Gram
+block K(A, B) (float32 when both A and B are float32, else float64), ``kernel.diag(A)``
+returns K(a_i, a_i). A and B may be dense arrays or CSR matrices; sparse input is never
+densified. ``linear`` has a ``feature_map`` (X itself) so feature-space solvers never form
+the n x n Gram. See ``docs/kernels.md`` for the formulas and the choice of defaults.
+"""
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._registry import _register_builtin
+from .._validation import Param, check_X
+from ..plugins import Kernel
+
+__all__ = ["LinearKernel", "RBFKernel", "PolynomialKernel", "LaplacianKernel",
+           "PrecomputedKernel", "CallableKernel", "prepare_pair"]
+
+
+# ---------------------------------------------------------------------------------- helpers
+def prepare_pair(A, B=None):
+    """Validate a pair of row sets; return ``(A, B, dtype)`` with a common float dtype.
+
+    ``B=None`` means ``B = A``. The common dtype is float32 only when both are float32;
+    a float32 operand paired with a float64 one is converted (a private copy). Dense
+    operands are returned C-contiguous (a private copy only for Fortran-ordered input).
+    """
+    A = check_X(A, name="A", allow_empty=True)
+    same = B is None or B is A
+    B = A if same else check_X(B, name="B", allow_empty=True)
+    if A.shape[1] != B.shape[1]:
+        raise ValueError(
+            f"A has {A.shape[1]} features and B has {B.shape[1]}; K(A, B) needs the same "
+            "number of columns in both"
+        )
+    dtype = np.float32 if (A.dtype == np.float32 and B.dtype == np.float32) else np.float64
+    A = _as(A, dtype)
+    B = A if same else _as(B, dtype)
+    return A, B, np.dtype(dtype)
+
+
+def _as(X, dtype):
+    if sp.issparse(X):
+        return X if X.dtype == dtype else X.astype(dtype)
+    return np.ascontiguousarray(X, dtype=dtype)
+
+
+def _row_sqnorms(X):
+    if sp.issparse(X):
+        return np.asarray(X.multiply(X).sum(axis=1), dtype=X.dtype).ravel()
+    return np.einsum("ij,ij->i", X, X)
+
+
+def _dot_block(A, B):
+    """A @ B.T as a dense array (never densifies a sparse operand)."""
+    out = A @ B.T
+    if sp.issparse(out):
+        out = out.toarray()
+    return np.asarray(out)
+
+
+def _resolve_gamma(gamma, n_features):
+    # gamma=None -> 1 / n_features (scikit-learn's pairwise default): a fixed function of
+    # the feature count, so K(A, B) never depends on which rows are passed.
+    return 1.0 / n_features if gamma is None else float(gamma)
+
+
+_GAMMA = Param(None, numbers.Real, low=0.0, low_open=True, allow_none=True,
+               doc="kernel width; None means 1 / n_features")
+
+
+# ---------------------------------------------------------------------------------- kernels
+@_register_builtin("kernel", "linear")
+class LinearKernel(Kernel):
+    """K(a, b) = <a, b>.
+
+    ``feature_map(X)`` returns X itself (validated, never copied when already float32/
+    float64), so solvers that require ``feature_map`` work in the input space and never
+    form the n x n Gram.
+    """
+
+    param_table = {}
+
+    def feature_map(self, X):
+        """Phi(X) = X (K = X X^T)."""
+        return check_X(X, name="X")
+
+    def __call__(self, A, B=None):
+        A, B, _ = prepare_pair(A, B)
+        return _dot_block(A, B)
+
+    def diag(self, A):
+        A, _, _ = prepare_pair(A)
+        return _row_sqnorms(A)
+
+
+@_register_builtin("kernel", "rbf")
+class RBFKernel(Kernel):
+    """Gaussian kernel K(a, b) = exp(-gamma ||a - b||^2).
+
+    Parameters
+    ----------
+    gamma : float > 0 or None
+        None means ``1 / n_features`` (as ``sklearn.metrics.pairwise.rbf_kernel``).
+    """
+
+    param_table = {"gamma": _GAMMA}
+
+    def __call__(self, A, B=None):
+        A, B, dtype = prepare_pair(A, B)
+        g = _resolve_gamma(self.gamma, A.shape[1])
+        K = _dot_block(A, B)
+        na = _row_sqnorms(A)
+        nb = na if B is A else _row_sqnorms(B)
+        # ||a - b||^2 = ||a||^2 + ||b||^2 - 2 <a, b>, clipped at 0 (round-off)
+        K *= -2.0
+        K += na[:, None]
+        K += nb[None, :]
+        np.maximum(K, 0.0, out=K)
+        if B is A:
+            np.fill_diagonal(K, 0.0)
+        K *= -g
+        np.exp(K, out=K)
+        return K.astype(dtype, copy=False)
+
+    def diag(self, A):
+        A, _, dtype = prepare_pair(A)
+        return np.ones(A.shape[0], dtype=dtype)
+
+
+@_register_builtin("kernel", "poly")
+class PolynomialKernel(Kernel):
+    """Polynomial kernel K(a, b) = (gamma <a, b> + coef0)^degree.
+
+    Parameters
+    ----------
+    degree : int >= 1
+    gamma : float > 0 or None
+        None means ``1 / n_features`` (as ``sklearn.metrics.pairwise.polynomial_kernel``).
+    coef0 : float >= 0
+        ``coef0 >= 0`` keeps the kernel positive semi-definite.
+    """
+
+    param_table = {
+        "degree": Param(3, numbers.Integral, low=1, doc="polynomial degree"),
+        "gamma": _GAMMA,
+        "coef0": Param(1.0, numbers.Real, low=0.0, doc="additive constant (>= 0 for a PSD kernel)"),
+    }
+
+    def __call__(self, A, B=None):
+        A, B, dtype = prepare_pair(A, B)
+        g = _resolve_gamma(self.gamma, A.shape[1])
+        K = _dot_block(A, B)
+        K *= g
+        K += self.coef0
+        K **= int(self.degree)
+        return K.astype(dtype, copy=False)
+
+    def diag(self, A):
+        A, _, dtype = prepare_pair(A)
+        g = _resolve_gamma(self.gamma, A.shape[1])
+        return ((g * _row_sqnorms(A) + self.coef0) ** int(self.degree)).astype(dtype, copy=False)
+
+
+@_register_builtin("kernel", "laplacian")
+class LaplacianKernel(Kernel):
+    """Laplacian kernel K(a, b) = exp(-gamma ||a - b||_1).
+
+    Parameters
+    ----------
+    gamma : float > 0 or None
+        None means ``1 / n_features`` (as ``sklearn.metrics.pairwise.laplacian_kernel``).
+    """
+
+    param_table = {"gamma": _GAMMA}
+
+    def __call__(self, A, B=None):
+        A, B, dtype = prepare_pair(A, B)
+        g = _resolve_gamma(self.gamma, A.shape[1])
+        K = np.empty((A.shape[0], B.shape[0]), dtype=np.float64)
+        Bd = B.toarray() if sp.issparse(B) else B
+        step = 64
+        for i in range(0, A.shape[0], step):
+            Ai = A[i:i + step]
+            Ai = Ai.toarray() if sp.issparse(Ai) else Ai
+            K[i:i + step] = np.abs(Ai[:, None, :] - Bd[None, :, :]).sum(axis=2)
+        K *= -g
+        np.exp(K, out=K)
+        return K.astype(dtype, copy=False)
+
+    def diag(self, A):
+        A, _, dtype = prepare_pair(A)
+        return np.ones(A.shape[0], dtype=dtype)
+
+
+@_register_builtin("kernel", "precomputed")
+class PrecomputedKernel(Kernel):
+    """The user passes the Gram matrix itself as X.
+
+    ``solve(K, y, kernel="precomputed")`` takes the (n, n) matrix K(X_train, X_train);
+    prediction takes K(X_new, X_train) (one column per training sample). The kernel never
+    sees the original features, so ``kernel(A)`` (or ``kernel(A, B)`` with ``B`` having as
+    many rows as A has columns, e.g. the training Gram) returns the block ``A`` itself as a
+    dense array, and ``diag(K)`` returns the diagonal of a square Gram matrix.
+    """
+
+    precomputed = True
+    param_table = {}
+
+    def __call__(self, A, B=None):
+        A = check_X(A, name="A", allow_empty=True)
+        if B is not None and B is not A and np.shape(B)[0] != A.shape[1]:
+            raise ValueError(
+                f"kernel='precomputed': A must be the Gram block K(rows, training samples); A has "
+                f"{A.shape[1]} columns but B has {np.shape(B)[0]} rows"
+            )
+        return A.toarray() if sp.issparse(A) else np.array(A, copy=True)
+
+    def diag(self, A):
+        A = check_X(A, name="A", allow_empty=True)
+        if A.shape[0] != A.shape[1]:
+            raise ValueError(
+                f"kernel='precomputed': diag needs the square Gram matrix K(X, X), got shape {A.shape}"
+            )
+        d = A.diagonal()
+        return np.asarray(d).ravel().copy()
+
+
+def _check_function(value, name, owner):
+    if not callable(value):
+        raise TypeError(f"{owner}: {name}={value!r} must be a callable k(A, B) -> ndarray")
+    return value
+
+
+@_register_builtin("kernel", "callable")
+class CallableKernel(Kernel):
+    """Any user function ``k(A, B) -> ndarray`` of shape (len(A), len(B)).
+
+    Every block is checked: wrong shape or non-finite entries raise ``ValueError``. The
+    function must itself pickle (a module-level function, not a lambda) for the kernel to
+    pickle. ``diag`` evaluates small diagonal blocks (256 rows at a time).
+
+    Parameters
+    ----------
+    function : callable
+        ``function(A, B)`` with A, B validated (float32/float64 ndarray or CSR).
+    """
+
+    param_table = {"function": Param(Param.REQUIRED, object, validator=_check_function,
+                                     doc="a callable k(A, B) -> ndarray")}
+
+    def __call__(self, A, B=None):
+        A, B, dtype = prepare_pair(A, B)
+        K = self.function(A, B)
+        if sp.issparse(K):
+            K = K.toarray()
+        try:
+            K = np.asarray(K, dtype=np.float64 if dtype == np.float64 else None)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"callable kernel {self._fname()} returned a non-numeric block ({exc})") from None
+        if K.dtype.kind not in "fiu":
+            raise ValueError(
+                f"callable kernel {self._fname()} returned dtype {K.dtype}; return a float array"
+            )
+        want = (A.shape[0], B.shape[0])
+        if K.shape != want:
+            raise ValueError(
+                f"callable kernel {self._fname()} returned a block of shape {K.shape} for "
+                f"A with {want[0]} rows and B with {want[1]} rows; it must return "
+                f"K(A, B) of shape {want}"
+            )
+        if not np.isfinite(K).all():
+            raise ValueError(
+                f"callable kernel {self._fname()} returned NaN or infinity in its "
+                f"{want} block; the kernel must be finite"
+            )
+        return K.astype(dtype, copy=False) if K.dtype != dtype else K
+
+    def _fname(self):
+        return getattr(self.function, "__name__", repr(self.function))
+
+    def diag(self, A):
+        A, _, dtype = prepare_pair(A)
+        out = np.empty(A.shape[0], dtype=dtype)
+        step = 256
+        for i in range(0, A.shape[0], step):
+            Ai = A[i:i + step]
+            out[i:i + step] = np.diagonal(self(Ai, Ai))
+        return out
