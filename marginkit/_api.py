@@ -1,6 +1,8 @@
 """``solve``: validate, compose the plug-ins, run the iteration loop, wrap the ``Result``."""
 import dataclasses
+import signal
 import sys
+import threading
 import time
 
 import numpy as np
@@ -10,7 +12,7 @@ from . import plugins
 from ._config import Config
 from ._registry import REGISTRIES, get_plugin
 from ._result import Result
-from ._validation import check_random_state, check_X, check_y
+from ._validation import check_gram, check_random_state, check_X, check_y
 
 __all__ = ["solve", "Problem", "resolve_kernel", "compose"]
 
@@ -106,6 +108,13 @@ def _compatible(kind, attrs):
     return names
 
 
+def _rule_fits(cls, provides):
+    req = getattr(cls, "requires", ())
+    if isinstance(req, property):  # depends on the rule's parameters (e.g. tolerance)
+        return True
+    return set(req) <= provides
+
+
 def compose(config):
     """Resolve the plug-ins of ``config`` and check they fit together.
 
@@ -148,7 +157,7 @@ def compose(config):
         missing = [a for a in rule.requires if a not in provides]
         if missing:
             ok = [n for n in REGISTRIES["stopping"].names()
-                  if set(getattr(REGISTRIES["stopping"].get(n), "requires", ())) <= provides]
+                  if _rule_fits(REGISTRIES["stopping"].get(n), provides)]
             raise ValueError(
                 f"stopping rule {rule.name or type(rule).__name__!r} needs {missing}, which solver "
                 f"{sname!r} does not provide; compatible rules for {sname!r}: {ok}"
@@ -194,6 +203,36 @@ class _Verbose:
         print(f"[{self.name}] iter {k:6d}  {elapsed:8.3f}s  {items}", file=self.stream, flush=True)
 
 
+class _DeferredInterrupt:
+    """Context manager: during the loop a Ctrl-C (SIGINT) only sets a flag, checked between
+    iterations, so ``state.step()`` is never cut in the middle (the state stays consistent
+    and the run ends with status ``"interrupted"``). A second Ctrl-C raises at once.
+    Installed only in the main thread and only over Python's default SIGINT handler.
+    """
+
+    def __init__(self):
+        self.hit = False
+        self.forced = False
+        self._old = None
+
+    def _handler(self, signum, frame):
+        if self.hit:
+            self.forced = True
+            raise KeyboardInterrupt
+        self.hit = True
+
+    def __enter__(self):
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self._old = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+        return False
+
+
 def run(problem, solver, rules, max_iter, config):
     """The iteration loop shared by every solver; returns ``(state, status, history, elapsed)``."""
     state = solver.start(problem)
@@ -204,27 +243,34 @@ def run(problem, solver, rules, max_iter, config):
     t0 = time.perf_counter()
     status = None
     state.elapsed = 0.0
+    guard = _DeferredInterrupt()
     try:
-        while True:
-            state.elapsed = time.perf_counter() - t0
-            snap = state.snapshot()
-            for key, val in snap.items():
-                history.setdefault(key, []).append(val)
-            verbose(state.n_iter, state.elapsed, snap, force=config.verbose >= 2)
-            for rule in rules:
-                status = rule.check(state)
+        with guard:
+            while True:
+                state.elapsed = time.perf_counter() - t0
+                snap = state.snapshot()
+                for key, val in snap.items():
+                    history.setdefault(key, []).append(val)
+                verbose(state.n_iter, state.elapsed, snap, force=config.verbose >= 2)
+                for rule in rules:
+                    status = rule.check(state)
+                    if status:
+                        break
                 if status:
                     break
-            if status:
-                break
-            if state.n_iter >= max_iter:
-                status = "max_iter"
-                break
-            if config.callback is not None and config.callback(state):
-                status = "callback"
-                break
-            state.step()
+                if guard.hit:
+                    status = "interrupted"
+                    break
+                if state.n_iter >= max_iter:
+                    status = "max_iter"
+                    break
+                if config.callback is not None and config.callback(state):
+                    status = "callback"
+                    break
+                state.step()
     except KeyboardInterrupt:
+        if guard.forced:
+            raise
         status = "interrupted"
     elapsed = time.perf_counter() - t0
     state.elapsed = elapsed
@@ -272,13 +318,7 @@ def solve(X, y, config=None, **kwargs):
     else:
         Xv = check_X(X)
     if getattr(kernel, "precomputed", False):
-        if Xv.shape[0] != Xv.shape[1]:
-            raise ValueError(
-                f"kernel='precomputed' needs X to be the square (n, n) Gram matrix, got shape {Xv.shape}"
-            )
-        Kd = Xv.toarray() if sp.issparse(Xv) else Xv
-        if not np.allclose(Kd, Kd.T, rtol=1e-6, atol=1e-8 * max(1.0, float(np.abs(Kd).max()))):
-            raise ValueError("kernel='precomputed': the Gram matrix X is not symmetric; pass K(X, X)")
+        check_gram(Xv)  # square, symmetric, K_ii >= 0; blockwise, never densifies sparse K
     task = getattr(solver, "task", "classification")
     if hasattr(y, "__dask_graph__") and getattr(solver, "handles_dask", False):
         yv, classes = y, None

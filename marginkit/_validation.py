@@ -5,8 +5,16 @@ Policy
 * Every rejection is a ``ValueError`` or ``TypeError`` that names the argument and the fix.
 * The caller's arrays are never modified; copies are made only when the dtype or layout
   must change (documented per function) and sparse input is never densified.
-* Integer and boolean arrays are converted to float64, except int8/uint8/bool/int16/uint16
-  which go to float32 (exact for those ranges): a large int8 matrix becomes 4x, not 8x, its size.
+* dtype rule (``check_X``): float32 and float64 are kept as they are (no copy). bool,
+  int8, uint8, int16, uint16 and float16 become float32 (exact for those ranges), so a
+  large int8 matrix grows 4x, not 8x. Every other integer type (int32, uint32, int64,
+  uint64) and longdouble becomes float64 (int64 beyond 2**53 is rounded). Complex,
+  object, string and datetime arrays are rejected with a ``TypeError``.
+* Sparse input (CSR, CSC, COO, BSR, DIA, LIL, DOK, sparse arrays too) becomes a canonical
+  CSR matrix with int32 or int64 indices: duplicates summed, indices sorted, in a private
+  copy when the caller's matrix is not already canonical CSR.
+* The full table of bad inputs and what marginkit does is ``docs/reliability.md``,
+  generated from the test cases in ``tests/reliability_table.py``.
 """
 import numbers
 
@@ -124,7 +132,7 @@ def check_params(table, params, owner=""):
 
 
 # --------------------------------------------------------------------------- arrays
-_SMALL_INTS = (np.int8, np.uint8, np.int16, np.uint16, np.bool_)
+_SMALL_INTS = (np.int8, np.uint8, np.int16, np.uint16, np.bool_, np.float16)
 
 
 def _float_dtype_for(dtype, name):
@@ -134,7 +142,7 @@ def _float_dtype_for(dtype, name):
         raise TypeError(
             f"{name} has dtype object; convert it to a numeric array, e.g. np.asarray({name}, dtype=float)"
         )
-    if dtype.kind in "USV":
+    if dtype.kind in "USVmM":
         raise TypeError(f"{name} has non-numeric dtype {dtype}; pass numbers")
     if dtype in (np.float32, np.float64):
         return dtype
@@ -178,7 +186,13 @@ def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32")):
         return Xc
     if hasattr(X, "__dask_graph__"):
         raise TypeError(f"{name} is a dask array; this entry point needs numpy or scipy.sparse input")
-    arr = np.asarray(X)
+    try:
+        arr = np.asarray(X)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(
+            f"{name} could not be converted to an array ({exc}); pass a 2-D array of numbers "
+            "with the same number of features in every row"
+        ) from None
     dtype = _float_dtype_for(arr.dtype, name)
     if arr.ndim != 2:
         raise ValueError(
@@ -198,6 +212,90 @@ def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32")):
     if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
         arr = np.ascontiguousarray(arr)
     return arr
+
+
+def _first_asymmetry(blk, blkT, tol, row0):
+    i, j = np.argwhere(np.abs(blk - blkT) > tol)[0]
+    return row0 + int(i), int(j), float(blk[i, j]), float(blkT[i, j])
+
+
+def check_gram(K, name="X", rtol=None):
+    """Check a precomputed Gram matrix (already validated by ``check_X``).
+
+    The matrix must be square, symmetric (to ``rtol`` relative and ``1e-8 max|K|``
+    absolute tolerance) and have a non-negative diagonal. Dense matrices are compared in
+    row blocks (no n x n temporary); sparse ones through their nonzeros (never
+    densified). Returns ``K`` unchanged.
+    """
+    n, m = K.shape
+    if n != m:
+        raise ValueError(
+            f"kernel='precomputed' needs {name} to be the square (n, n) Gram matrix K(X, X), "
+            f"got shape {K.shape}"
+        )
+    if rtol is None:
+        rtol = 1e-6 if K.dtype == np.float64 else 1e-4
+    if sp.issparse(K):
+        amax = float(np.abs(K.data).max()) if K.nnz else 0.0
+        atol = 1e-8 * max(1.0, amax)
+        D = (K - K.T).tocoo()
+        if D.nnz:
+            A = abs(K).maximum(abs(K.T)).tocsr()
+            bound = atol + rtol * np.asarray(A[D.row, D.col]).ravel()
+            bad = np.flatnonzero(np.abs(D.data) > bound)
+            if bad.size:
+                i, j = int(D.row[bad[0]]), int(D.col[bad[0]])
+                raise ValueError(
+                    f"kernel='precomputed': the Gram matrix {name} is not symmetric "
+                    f"({name}[{i}, {j}] = {K[i, j]:.6g} but {name}[{j}, {i}] = {K[j, i]:.6g}); "
+                    f"pass K(X, X), e.g. (K + K.T) / 2"
+                )
+        diag = np.asarray(K.diagonal()).ravel()
+    else:
+        amax = float(np.abs(K).max()) if K.size else 0.0
+        atol = 1e-8 * max(1.0, amax)
+        step = max(1, 2**20 // max(n, 1))
+        for r in range(0, n, step):
+            blk = K[r:r + step]
+            blkT = K[:, r:r + step].T
+            tol = atol + rtol * np.maximum(np.abs(blk), np.abs(blkT))
+            if (np.abs(blk - blkT) > tol).any():
+                i, j, a, b = _first_asymmetry(blk, blkT, tol, r)
+                raise ValueError(
+                    f"kernel='precomputed': the Gram matrix {name} is not symmetric "
+                    f"({name}[{i}, {j}] = {a:.6g} but {name}[{j}, {i}] = {b:.6g}); "
+                    f"pass K(X, X), e.g. (K + K.T) / 2"
+                )
+        diag = np.diagonal(K)
+    neg = np.flatnonzero(diag < 0)
+    if neg.size:
+        raise ValueError(
+            f"kernel='precomputed': the Gram matrix {name} has negative diagonal entries "
+            f"K(x, x) < 0 at row(s) {neg[:10].tolist()}{' ...' if neg.size > 10 else ''}; "
+            "a kernel matrix is positive semi-definite: pass K(X, X)"
+        )
+    return K
+
+
+def check_positive_diag(kdiag, name="X", kernel=None):
+    """Rows must have K(x_i, x_i) > 0 where a solver normalizes by sqrt(K(x_i, x_i)).
+
+    The perceptron / von Neumann family works with the normalized Gram matrix
+    G_ij = y_i y_j K_ij / sqrt(K_ii K_jj) (paper 000, sec. 3), undefined for zero-norm
+    points. Raises ``ValueError`` naming the rows (first ten) and the fixes; returns the
+    diagonal as float64.
+    """
+    d = np.asarray(kdiag, dtype=np.float64).ravel()
+    bad = np.flatnonzero(~(d > 0))
+    if bad.size:
+        kname = f" under kernel {kernel!r}" if kernel is not None else ""
+        raise ValueError(
+            f"{name} has {bad.size} zero-norm point(s) (K(x, x) = 0{kname}) at row(s) "
+            f"{bad[:10].tolist()}{' ...' if bad.size > 10 else ''}; this solver normalizes by "
+            "sqrt(K(x, x)): remove those rows, append a constant feature, or use a kernel "
+            "with K(x, x) > 0 (e.g. 'rbf')"
+        )
+    return d
 
 
 def check_y(y, n_samples, task="classification", name="y"):
