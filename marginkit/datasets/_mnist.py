@@ -1,0 +1,89 @@
+"""Read MNIST-style IDX files (``*-images-idx3-ubyte[.gz]``, ``*-labels-idx1-ubyte[.gz]``).
+
+IDX format: two zero bytes, a type code (``0x08`` = unsigned byte), the number of
+dimensions, then one big-endian uint32 per dimension, then the data in C order.
+"""
+import numpy as np
+
+from ._libsvm import _read_bytes, find_data_file
+
+__all__ = ["load_mnist_idx"]
+
+_IDX_TYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+def _read_idx(name_or_path, what):
+    path = find_data_file(name_or_path)
+    raw = _read_bytes(path)
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_TYPES:
+        raise ValueError(
+            f"{path}: not an IDX file (bad magic number {raw[:4].hex() or 'empty'}); "
+            f"pass the {what} file, e.g. t10k-{what}-idx{3 if what == 'images' else 1}-ubyte.gz"
+        )
+    ndim = raw[3]
+    header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise ValueError(f"{path}: truncated IDX header")
+    shape = tuple(int(d) for d in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
+    dtype = np.dtype(_IDX_TYPES[raw[2]])
+    count = int(np.prod(shape)) if shape else 1
+    need = header + count * dtype.itemsize
+    if len(raw) < need:
+        raise ValueError(
+            f"{path}: truncated IDX data ({len(raw) - header} bytes for shape {shape}, "
+            f"{need - header} expected)"
+        )
+    return path, np.frombuffer(raw, dtype=dtype, count=count, offset=header).reshape(shape)
+
+
+def load_mnist_idx(images, labels, scale=True, dtype=np.float64):
+    """Load MNIST (or any IDX image/label pair) as a dense matrix and integer labels.
+
+    Parameters
+    ----------
+    images, labels : str or os.PathLike
+        Paths or names of the IDX files (plain or gzip), looked up like
+        ``load_libsvm`` does (``$MARGINKIT_DATA``), e.g.
+        ``"mnist/t10k-images-idx3-ubyte.gz"``.
+    scale : bool, default True
+        Divide pixel values by 255 (features in [0, 1]).
+    dtype : {numpy.float64, numpy.float32}
+        Floating type of ``X``.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_rows * n_cols)
+        One flattened image per row.
+    y : ndarray of int64, shape (n_samples,)
+
+    Raises
+    ------
+    ValueError
+        Not an IDX file, truncated data, or images and labels of different counts.
+
+    Examples
+    --------
+    >>> from marginkit.datasets import load_mnist_idx
+    >>> X, y = load_mnist_idx("mnist/t10k-images-idx3-ubyte.gz",
+    ...                       "mnist/t10k-labels-idx1-ubyte.gz")  # doctest: +SKIP
+    >>> X.shape, y[:5]  # doctest: +SKIP
+    ((10000, 784), array([7, 2, 1, 0, 4]))
+    """
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise TypeError(f"dtype={dtype} must be numpy.float32 or numpy.float64")
+    ipath, imgs = _read_idx(images, "images")
+    lpath, labs = _read_idx(labels, "labels")
+    if imgs.ndim < 2:
+        raise ValueError(f"{ipath}: expected an images file (3-D IDX), got shape {imgs.shape}")
+    if labs.ndim != 1:
+        raise ValueError(f"{lpath}: expected a labels file (1-D IDX), got shape {labs.shape}")
+    if imgs.shape[0] != labs.shape[0]:
+        raise ValueError(
+            f"{ipath} has {imgs.shape[0]} images but {lpath} has {labs.shape[0]} labels; "
+            "pass matching files"
+        )
+    X = imgs.reshape(imgs.shape[0], -1).astype(dtype)
+    if scale:
+        X /= 255.0
+    return X, labs.astype(np.int64)

@@ -1,0 +1,182 @@
+"""Loaders: LIBSVM files (plain/gz/xz, both readers), MNIST IDX, bundled heart_scale."""
+import gzip
+import hashlib
+import lzma
+import struct
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import marginkit as mk
+from marginkit.datasets import _libsvm
+
+TEXT = b"""# a comment line
++1 1:0.5 3:-1.25 # trailing comment
+-1 2:2 4:1e-3
++1 qid:3 1:1
+
+-1 4:-0.5
+"""
+DENSE = np.array([[0.5, 0, -1.25, 0], [0, 2, 0, 1e-3], [1, 0, 0, 0], [0, 0, 0, -0.5]])
+
+
+@pytest.fixture(params=["sklearn", "fallback"])
+def reader(request, monkeypatch):
+    """Run each test with scikit-learn's reader and with the pure-Python one."""
+    if request.param == "sklearn":
+        pytest.importorskip("sklearn")
+    else:
+        import builtins
+
+        real_import = builtins.__import__
+
+        def no_sklearn(name, *args, **kwargs):
+            if name == "sklearn" or name.startswith("sklearn."):
+                raise ImportError("scikit-learn hidden for this test")
+            return real_import(name, *args, **kwargs)
+
+        monkeypatch.setattr(builtins, "__import__", no_sklearn)
+    return request.param
+
+
+def _write(tmp_path, name, data, compress=None):
+    path = tmp_path / name
+    if compress == "gz":
+        data = gzip.compress(data)
+    elif compress == "xz":
+        data = lzma.compress(data)
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("compress,suffix", [(None, ""), ("gz", ".gz"), ("xz", ".xz")])
+def test_formats_give_the_same_matrix(tmp_path, reader, compress, suffix):
+    path = _write(tmp_path, "toy" + suffix, TEXT, compress)
+    X, y = mk.datasets.load_libsvm(path)
+    assert sp.isspmatrix_csr(X) and X.dtype == np.float64 and X.has_canonical_format
+    np.testing.assert_array_equal(X.toarray(), DENSE)
+    np.testing.assert_array_equal(y, [1, -1, 1, -1])
+
+
+def test_labels_as_given_and_n_features(tmp_path, reader):
+    path = _write(tmp_path, "lab", b"2 1:1\n4 2:1\n4 1:3\n")
+    X, y = mk.datasets.load_libsvm(path, n_features=5)
+    assert X.shape == (3, 5)
+    np.testing.assert_array_equal(y, [2, 4, 4])
+    with pytest.raises(ValueError, match="n_features"):
+        mk.datasets.load_libsvm(_write(tmp_path, "big", b"1 7:1\n"), n_features=5)
+
+
+def test_lookup_in_data_folder(tmp_path, monkeypatch, reader):
+    _write(tmp_path, "mydata.xz", TEXT, "xz")
+    monkeypatch.setenv("MARGINKIT_DATA", str(tmp_path))
+    for name in ("mydata", "mydata.xz"):
+        X, _ = mk.datasets.load_libsvm(name)
+        assert X.shape == (4, 4)
+    monkeypatch.delenv("MARGINKIT_DATA")
+    with pytest.raises(FileNotFoundError, match="MARGINKIT_DATA"):
+        mk.datasets.load_libsvm("mydata")
+
+
+@pytest.mark.parametrize("content,match", [
+    (b"+1 1:0.5\n-1 0:1\n", "line 2: feature index 0"),
+    (b"+1 1:0.5\n-1 -3:1\n", "line 2: feature index -3"),
+    (b"+1 1:0.5\n\n-1 2:abc\n", "line 3: bad value 'abc'"),
+    (b"+1 x:1\n", "line 1: bad feature index 'x'"),
+    (b"one 1:1\n", "line 1: bad label 'one'"),
+    (b"+1 1:0.5\n-1 1:1 2:", "line 2: truncated or malformed entry '2:'"),
+    (b"+1 1:0.5 3\n", "line 1: truncated or malformed entry '3'"),
+    (b"1:0.5 2:1\n", "line 1: missing label"),
+    (b"+1 3:1 2:1\n", "line 1: feature indices must be strictly increasing"),
+])
+def test_malformed_input_names_the_line(tmp_path, reader, content, match):
+    path = _write(tmp_path, "bad.txt", content)
+    with pytest.raises(ValueError, match=match):
+        mk.datasets.load_libsvm(path)
+
+
+def test_wrong_or_broken_compression(tmp_path, reader):
+    with pytest.raises(ValueError, match=r"ends in '\.xz' but the file is not compressed"):
+        mk.datasets.load_libsvm(_write(tmp_path, "plain.xz", TEXT))
+    with pytest.raises(ValueError, match=r"ends in '\.gz' but the file is xz-compressed"):
+        mk.datasets.load_libsvm(_write(tmp_path, "wrong.gz", TEXT, "xz"))
+    cut = lzma.compress(TEXT * 50)[:-40]
+    with pytest.raises(ValueError, match="corrupt or truncated"):
+        mk.datasets.load_libsvm(_write(tmp_path, "cut.xz", cut))
+    with pytest.raises(ValueError, match="line 1: not a text file"):
+        mk.datasets.load_libsvm(_write(tmp_path, "bin", b"\xff\xfe\x00\x01 1:1\n"))
+
+
+def test_bad_arguments(tmp_path):
+    with pytest.raises(TypeError, match="n_features"):
+        mk.datasets.load_libsvm("heart_scale", n_features=2.5)
+    with pytest.raises(ValueError, match="n_features=0"):
+        mk.datasets.load_libsvm("heart_scale", n_features=0)
+    with pytest.raises(TypeError, match="name_or_path"):
+        mk.datasets.load_libsvm(3)
+    with pytest.raises(ValueError, match="no samples"):
+        mk.datasets.load_libsvm(_write(tmp_path, "empty", b"# nothing\n"))
+
+
+def test_heart_scale_is_libsvm_copy(reader):
+    raw = (_libsvm._BUNDLED / "heart_scale").read_bytes()
+    assert hashlib.sha256(raw).hexdigest() == \
+        "5defa0a4c4c5bdaf3f55ae3828310252e8565c13ee37ce279e0b86d82e7f4ce9"
+    X, y = mk.datasets.load_heart_scale()
+    assert X.shape == (270, 13) and X.nnz == 3378
+    assert (y == 1).sum() == 120 and (y == -1).sum() == 150
+    assert X.min() >= -1 and X.max() <= 1
+
+
+def test_both_readers_agree_on_benchmark_files(data_dir):
+    pytest.importorskip("sklearn")
+    for name in ("a9a.t", "breast-cancer_scale", "svmguide1"):
+        X1, y1 = mk.datasets.load_libsvm(name)
+        X2, y2 = _libsvm._load_fallback(_libsvm.find_data_file(name), None)
+        assert (X1 != X2).nnz == 0 and X1.shape == X2.shape
+        np.testing.assert_array_equal(y1, y2)
+    X, y = mk.datasets.load_libsvm("a9a.t", n_features=123)
+    assert X.shape == (16281, 123) and set(np.unique(y)) == {-1.0, 1.0}
+
+
+# ----------------------------------------------------------------------------- MNIST
+def _idx(tmp_path, name, arr, code=0x08, compress=True):
+    header = bytes([0, 0, code, arr.ndim]) + b"".join(struct.pack(">I", d) for d in arr.shape)
+    data = header + arr.astype(np.uint8).tobytes()
+    return _write(tmp_path, name, data, "gz" if compress else None)
+
+
+def test_mnist_idx_roundtrip(tmp_path):
+    rng = np.random.default_rng(0)
+    imgs = rng.integers(0, 256, size=(5, 3, 4))
+    labs = np.array([3, 1, 4, 1, 5])
+    ip = _idx(tmp_path, "img.gz", imgs)
+    lp = _idx(tmp_path, "lab", labs, compress=False)
+    X, y = mk.datasets.load_mnist_idx(ip, lp)
+    assert X.shape == (5, 12) and X.dtype == np.float64
+    np.testing.assert_allclose(X, imgs.reshape(5, 12) / 255.0)
+    np.testing.assert_array_equal(y, labs)
+    X32, _ = mk.datasets.load_mnist_idx(ip, lp, scale=False, dtype=np.float32)
+    assert X32.dtype == np.float32 and X32.max() == imgs.max()
+
+
+def test_mnist_idx_errors(tmp_path):
+    imgs = np.zeros((5, 2, 2))
+    ip = _idx(tmp_path, "img.gz", imgs)
+    with pytest.raises(ValueError, match="4 labels"):
+        mk.datasets.load_mnist_idx(ip, _idx(tmp_path, "lab4", np.arange(4)))
+    with pytest.raises(ValueError, match="not an IDX file"):
+        mk.datasets.load_mnist_idx(_write(tmp_path, "txt", TEXT), ip)
+    full = gzip.decompress(ip.read_bytes())
+    with pytest.raises(ValueError, match="truncated IDX data"):
+        mk.datasets.load_mnist_idx(_write(tmp_path, "cut", full[:-3]), ip)
+    with pytest.raises(ValueError, match="labels file"):
+        mk.datasets.load_mnist_idx(ip, ip)
+
+
+def test_mnist_t10k(data_dir):
+    X, y = mk.datasets.load_mnist_idx("mnist/t10k-images-idx3-ubyte.gz",
+                                      "mnist/t10k-labels-idx1-ubyte.gz")
+    assert X.shape == (10000, 784) and 0 <= X.min() and X.max() == 1.0
+    np.testing.assert_array_equal(np.bincount(y), [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009])
