@@ -1,0 +1,321 @@
+"""Kernel plug-ins: Gram blocks against scikit-learn, dense/CSR x float32/float64, symmetry
+and PSD, diag, callable-kernel errors, the periodic spline (paper 002) against its Fourier
+series, kernel approximations, pickling."""
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from numpy.testing import assert_allclose
+
+import marginkit as mk
+from marginkit.kernels._periodic import periodic_cosine_series
+
+pairwise = pytest.importorskip("sklearn.metrics.pairwise")
+
+SKLEARN = {
+    "linear": (lambda A, B, **kw: pairwise.linear_kernel(A, B), [{}]),
+    "rbf": (pairwise.rbf_kernel, [{"gamma": None}, {"gamma": 0.37}]),
+    "poly": (pairwise.polynomial_kernel, [{"degree": 3, "gamma": None, "coef0": 1.0},
+                                          {"degree": 2, "gamma": 0.5, "coef0": 0.0}]),
+    "laplacian": (pairwise.laplacian_kernel, [{"gamma": None}, {"gamma": 0.2}]),
+}
+CASES = [(name, kw) for name, (_, kws) in SKLEARN.items() for kw in kws]
+
+
+def _data(rng, n, d, density=0.4):
+    X = rng.standard_normal((n, d))
+    X[rng.random((n, d)) > density] = 0.0  # genuinely sparse rows, some all-zero
+    X[0] = 0.0
+    return X
+
+
+def _fmt(X, fmt, dtype):
+    X = X.astype(dtype)
+    if fmt == "csr":
+        return sp.csr_matrix(X)
+    if fmt == "csr64":
+        c = sp.csr_matrix(X)
+        return sp.csr_matrix((c.data, c.indices.astype(np.int64), c.indptr.astype(np.int64)),
+                             shape=c.shape)
+    if fmt == "fortran":
+        return np.asfortranarray(X)
+    return X
+
+
+def _tol(dtype):
+    return {"rtol": 2e-4, "atol": 2e-5} if dtype == np.float32 else {"rtol": 1e-10, "atol": 1e-12}
+
+
+@pytest.mark.parametrize("name,kw", CASES)
+@pytest.mark.parametrize("fmt_a", ["dense", "csr", "csr64", "fortran"])
+@pytest.mark.parametrize("fmt_b", ["dense", "csr"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gram_matches_sklearn(name, kw, fmt_a, fmt_b, dtype, rng):
+    A = _data(rng, 37, 11)
+    B = _data(rng, 23, 11)
+    ref_fn = SKLEARN[name][0]
+    params = {k: v for k, v in kw.items()}
+    kernel = mk.get_plugin("kernel", name)(**params)
+    K = kernel(_fmt(A, fmt_a, dtype), _fmt(B, fmt_b, dtype))
+    assert K.dtype == dtype and K.shape == (37, 23)
+    assert K.flags.c_contiguous
+    ref = ref_fn(A, B, **params)
+    scale = max(1.0, np.abs(ref).max()) if name in ("linear", "poly") else 1.0
+    tol = _tol(dtype)
+    assert_allclose(K, ref, rtol=tol["rtol"], atol=tol["atol"] * scale)
+
+
+@pytest.mark.parametrize("name,kw", CASES)
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gram_symmetric_psd_and_diag(name, kw, fmt, dtype, rng):
+    X = _data(rng, 40, 6)
+    kernel = mk.get_plugin("kernel", name)(**kw)
+    Xf = _fmt(X, fmt, dtype)
+    K = kernel(Xf)
+    assert_allclose(K, K.T, rtol=0, atol=0)  # B = A is computed symmetric exactly
+    K64 = K.astype(np.float64)
+    lam_min = np.linalg.eigvalsh(K64).min()
+    assert lam_min >= -1e-6 * max(1.0, np.abs(K64).max()) * (1e3 if dtype == np.float32 else 1)
+    d = kernel.diag(Xf)
+    assert d.dtype == dtype and d.shape == (40,)
+    assert_allclose(d, np.diag(K), **_tol(dtype))
+    if name in ("rbf", "laplacian"):
+        assert np.all(np.diag(K) == 1.0)
+
+
+def test_mixed_dtypes_promote_to_float64(rng):
+    A = rng.standard_normal((5, 3)).astype(np.float32)
+    B = rng.standard_normal((4, 3))
+    K = mk.get_plugin("kernel", "rbf")(gamma=0.5)(A, B)
+    assert K.dtype == np.float64
+    assert_allclose(K, pairwise.rbf_kernel(A.astype(np.float64), B, gamma=0.5), rtol=1e-12)
+
+
+def test_inputs_are_not_modified(rng):
+    A = _data(rng, 20, 5)
+    Acsr = sp.csr_matrix(A)
+    before = (A.copy(), Acsr.data.copy(), Acsr.indices.copy())
+    for name, kw in CASES:
+        kernel = mk.get_plugin("kernel", name)(**kw)
+        kernel(A, Acsr)
+        kernel(Acsr)
+        kernel.diag(Acsr)
+    assert_allclose(A, before[0], rtol=0, atol=0)
+    assert np.array_equal(Acsr.data, before[1]) and np.array_equal(Acsr.indices, before[2])
+
+
+def test_feature_count_mismatch_is_an_error(rng):
+    with pytest.raises(ValueError, match="same number of columns"):
+        mk.get_plugin("kernel", "rbf")()(np.ones((3, 2)), np.ones((3, 4)))
+
+
+@pytest.mark.parametrize("bad,exc,match", [
+    ({"gamma": -1.0}, ValueError, "gamma"),
+    ({"gamma": 0.0}, ValueError, "gamma"),
+    ({"gamma": "scale"}, TypeError, "gamma"),
+    ({"width": 1.0}, TypeError, "unknown parameter"),
+])
+def test_rbf_params_validated(bad, exc, match):
+    with pytest.raises(exc, match=match):
+        mk.get_plugin("kernel", "rbf")(**bad)
+
+
+def test_poly_params_validated():
+    with pytest.raises(ValueError, match="degree"):
+        mk.get_plugin("kernel", "poly")(degree=0)
+    with pytest.raises(TypeError, match="degree"):
+        mk.get_plugin("kernel", "poly")(degree=2.5)
+
+
+def test_linear_feature_map_is_x_itself(rng):
+    X = rng.standard_normal((10, 4))
+    k = mk.get_plugin("kernel", "linear")()
+    assert k.feature_map(X) is X
+    Xs = sp.csr_matrix(X)
+    assert k.feature_map(Xs) is Xs
+    assert_allclose(k(X), X @ X.T, rtol=1e-12)
+
+
+def test_only_feature_map_kernels_advertise_it():
+    for name in ("rbf", "poly", "laplacian", "spline", "precomputed"):
+        assert getattr(mk.get_plugin("kernel", name)(), "feature_map", None) is None
+
+
+def test_precomputed_returns_the_gram(rng):
+    X = rng.standard_normal((8, 3))
+    G = X @ X.T
+    k = mk.get_plugin("kernel", "precomputed")()
+    assert k.precomputed
+    assert_allclose(k(G), G)
+    assert_allclose(k(G[:3], G), G[:3])
+    assert_allclose(k.diag(G), np.diag(G))
+    with pytest.raises(ValueError, match="square Gram"):
+        k.diag(G[:3])
+    with pytest.raises(ValueError, match="columns"):
+        k(G[:, :5], G)
+
+
+# ------------------------------------------------------------------------- callable kernel
+def _rbf_fn(A, B):
+    return pairwise.rbf_kernel(A, B, gamma=0.3)
+
+
+def _wrong_shape(A, B):
+    return np.ones((A.shape[0], B.shape[0] + 1))
+
+
+def _with_nan(A, B):
+    K = np.ones((A.shape[0], B.shape[0]))
+    K[0, 0] = np.nan
+    return K
+
+
+def test_callable_kernel_wraps_function(rng):
+    A, B = rng.standard_normal((9, 3)), rng.standard_normal((4, 3))
+    k = mk.get_plugin("kernel", "callable")(function=_rbf_fn)
+    assert_allclose(k(A, B), _rbf_fn(A, B))
+    assert_allclose(k.diag(A), np.ones(9))
+    k2 = pickle.loads(pickle.dumps(k))
+    assert_allclose(k2(A, B), _rbf_fn(A, B))
+    # solve() turns a plain function into this plug-in
+    from marginkit._api import resolve_kernel
+
+    assert isinstance(resolve_kernel(_rbf_fn), type(k))
+
+
+def test_callable_kernel_errors(rng):
+    A = rng.standard_normal((5, 2))
+    Kc = mk.get_plugin("kernel", "callable")
+    with pytest.raises(ValueError, match=r"shape \(5, 4\).*must return K\(A, B\) of shape \(5, 3\)"):
+        Kc(function=_wrong_shape)(A, A[:3])
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        Kc(function=_with_nan)(A)
+    with pytest.raises(TypeError, match="callable"):
+        Kc(function=3)
+    with pytest.raises(TypeError, match="missing required parameter 'function'"):
+        Kc()
+
+
+# ------------------------------------------------------------------------- periodic spline
+def _fourier_cos_sum(t, q, n_terms=400_000):
+    """sum_{k=1}^{N} cos(2 pi k t) / k^q plus the Euler-Maclaurin tail at t = 0 mod 1."""
+    t = np.asarray(t, dtype=np.float64).ravel()
+    k = np.arange(1, n_terms + 1, dtype=np.float64)
+    out = np.empty_like(t)
+    for i, ti in enumerate(t):
+        out[i] = np.sum(np.cos(2 * np.pi * k * ti) / k ** q)
+    return out
+
+
+@pytest.mark.parametrize("q", [2, 4, 6, 22, 2.5, 3, 3.0004, 5.5, 7.25])
+def test_periodic_series_matches_truncated_fourier(q):
+    # generic points away from t = 0 mod 1, where a long truncation is accurate to 1e-12
+    t = np.array([0.013, 0.1, 0.25, 0.37, 0.5, 0.61, 0.9, -0.3, 1.7])
+    ref = _fourier_cos_sum(t, q)
+    assert_allclose(periodic_cosine_series(t, q), ref, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("q", [1.5, 2, 3, 3.5, 4, 5.000001, 8, 41.5])
+def test_periodic_series_at_zero_is_zeta(q):
+    from scipy.special import zeta
+
+    assert_allclose(periodic_cosine_series(np.array([0.0, 1.0, -2.0]), q), zeta(q),
+                    rtol=1e-13)
+
+
+def test_periodic_series_even_closed_form():
+    # q = 2: sum cos(2 pi k t)/k^2 = pi^2 (t^2 - t + 1/6), t in [0, 1]
+    t = np.linspace(0, 1, 17)
+    assert_allclose(periodic_cosine_series(t, 2), np.pi ** 2 * (t * t - t + 1 / 6),
+                    rtol=0, atol=1e-14)
+    # q = 4: -pi^4/3 B_4(t), B_4 = t^4 - 2 t^3 + t^2 - 1/30
+    assert_allclose(periodic_cosine_series(t, 4),
+                    -np.pi ** 4 / 3 * (t ** 4 - 2 * t ** 3 + t ** 2 - 1 / 30), rtol=0, atol=1e-13)
+
+
+def test_periodic_series_continuous_in_q():
+    # the routes (closed form, expansion, near-odd expansion, plain series) agree at the seams
+    t = np.array([0.0, 0.07, 0.31, 0.5])
+    for q0 in (2.0, 3.0, 4.0, 5.0):
+        for dq in (1e-11, 1e-7, 1e-3, 9.99e-3, 1.001e-2):
+            lo, hi = periodic_cosine_series(t, q0 - dq), periodic_cosine_series(t, q0 + dq)
+            mid = periodic_cosine_series(t, q0)
+            assert_allclose(mid, (lo + hi) / 2, atol=max(1e-11, 10 * dq * dq), rtol=0)
+    assert_allclose(periodic_cosine_series(t, 40.0 - 1e-9), periodic_cosine_series(t, 40.0),
+                    atol=1e-12)
+
+
+def _spline_ref(A, B, q, weight=2.0):
+    K = np.ones((A.shape[0], B.shape[0]))
+    for j in range(A.shape[1]):
+        T = A[:, j][:, None] - B[:, j][None, :]
+        K *= 1 + weight * _fourier_cos_sum(T, q, n_terms=100_000).reshape(T.shape)
+    return K
+
+
+@pytest.mark.parametrize("q", [2, 4, 2.5, 3])
+@pytest.mark.parametrize("d", [1, 2])
+def test_spline_kernel_matches_fourier_series(q, d, rng):
+    A, B = rng.random((6, d)), rng.random((5, d))
+    k = mk.get_plugin("kernel", "spline")(order=q)
+    K = k(A, B)
+    tol = 1e-10 if q >= 2.5 else 1e-8  # truncation error of the reference ~ 1/(k^(q-1))
+    assert_allclose(K, _spline_ref(A, B, q), rtol=0, atol=tol * 4 ** d)
+
+
+@pytest.mark.parametrize("q", [2, 4, 8])
+def test_spline_bernoulli_normalization_is_papers_closed_form(q, rng):
+    # paper 002, app. E.1: Lambda_q(x, z) = 1 + (-1)^(q/2 - 1) B_q(|x - z|) / q!
+    from math import factorial
+
+    from scipy.special import comb
+
+    from marginkit.kernels._periodic import bernoulli_numbers
+
+    x, z = rng.random(7), rng.random(7)
+    t = np.abs(x - z)
+    Bn = bernoulli_numbers(q)
+    Bq = sum(comb(q, k, exact=True) * float(Bn[k]) * t ** (q - k) for k in range(q + 1))
+    ref = 1 + (-1) ** (q // 2 - 1) * Bq / factorial(q)
+    k = mk.get_plugin("kernel", "spline")(order=q, normalization="bernoulli")
+    assert_allclose(np.diag(k(x[:, None], z[:, None])), ref, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_spline_symmetric_psd_diag(fmt, dtype, rng):
+    X = rng.random((60, 2))
+    X[rng.random((60, 2)) < 0.3] = 0.0
+    k = mk.get_plugin("kernel", "spline")(order=3.5)
+    K = k(_fmt(X, fmt, dtype))
+    assert K.dtype == dtype
+    assert_allclose(K, K.T, rtol=0, atol=0)
+    assert np.linalg.eigvalsh(K.astype(np.float64)).min() > -1e-5
+    assert_allclose(k.diag(_fmt(X, fmt, dtype)), np.diag(K), rtol=1e-6)
+    assert_allclose(K, k(X), rtol=0, atol=1e-5 if dtype == np.float32 else 1e-14)
+
+
+def test_spline_is_periodic(rng):
+    A, B = rng.random((4, 2)), rng.random((3, 2))
+    k = mk.get_plugin("kernel", "spline")(order=2)
+    assert_allclose(k(A + 1.0, B - 2.0), k(A, B), atol=1e-12)
+
+
+def test_spline_params_validated():
+    with pytest.raises(ValueError, match="order"):
+        mk.get_plugin("kernel", "spline")(order=1.0)
+    with pytest.raises(ValueError, match="normalization"):
+        mk.get_plugin("kernel", "spline")(normalization="fourier")
+
+
+# ------------------------------------------------------------------------- pickling
+@pytest.mark.parametrize("name,kw", CASES + [("spline", {"order": 3}), ("precomputed", {})])
+def test_kernels_pickle(name, kw, rng):
+    k = mk.get_plugin("kernel", name)(**kw)
+    k2 = pickle.loads(pickle.dumps(k))
+    assert k2.get_params() == k.get_params()
+    X = rng.random((6, 6))
+    X = X @ X.T if name == "precomputed" else X
+    assert_allclose(k2(X), k(X))
