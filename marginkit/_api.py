@@ -312,6 +312,11 @@ def solve(X, y, config=None, **kwargs):
     ('separable', True)
     """
     config = _make_config(config, kwargs)
+    if hasattr(X, "__dask_graph__"):
+        # dask arrays run on the workers (marginkit._dask), validated chunk-wise there
+        from ._dask import solve as _dask_solve
+
+        return _dask_solve(X, y, config)
     solver, kernel, smoother, rules, max_iter = compose(config)
     if getattr(solver, "handles_dask", False) and hasattr(X, "__dask_graph__"):
         Xv = X  # solvers that declare dask support validate chunk-wise themselves

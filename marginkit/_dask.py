@@ -1,0 +1,400 @@
+"""Dask backend of ``marginkit.solve``: the same iterations on a row-chunked ``dask.array``.
+
+``mk.solve(X, y, ...)`` with a ``dask.array.Array`` ``X`` dispatches here. The data stay
+on the workers: ``X`` is persisted once, and each row chunk is held by one long-lived
+worker object (a ``distributed`` actor pinned to the worker that holds the chunk). An
+iteration of a linear solver is one call per chunk, which computes the chunk's share of
+a d-vector (``X_c^T u_c``) plus a few scalars; the client adds the chunk shares in chunk
+order, makes the stopping decision with the same ``StoppingRule`` plug-ins as the
+in-memory solvers, and broadcasts the next d-vector. The dual variables (``r``,
+``alpha``, ``p``, length n) live on the workers beside their chunk of ``X``; only the
+final ones are gathered (``dual_coef_`` is an n-vector). ``X`` is never gathered.
+
+Without a ``distributed`` client the chunks are computed once by dask's default scheduler
+into the calling process and the same chunk objects run there (useful for tests and for
+data that fit in memory but arrive as a dask array).
+
+The per-solver drivers perform exactly the iterations of the in-memory solvers
+(``marginkit/solvers``); results agree with ``mk.solve`` on the same data up to the order
+of floating-point summation. See ``docs/dask.md``.
+"""
+import dataclasses
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._validation import check_X, check_y
+
+__all__ = ["solve", "SUPPORTED_SOLVERS", "ChunkPool"]
+
+#: solver name -> driver class (filled by ``_driver`` below)
+SUPPORTED_SOLVERS = {}
+
+
+def _driver(*names):
+    def deco(cls):
+        for name in names:
+            SUPPORTED_SOLVERS[name] = cls
+        return cls
+
+    return deco
+
+
+def _import_dask():
+    try:
+        import dask  # noqa: F401
+        import dask.array  # noqa: F401
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "X is a dask array but dask is not installed; install the extra with "
+            "`pip install 'marginkit[dask]'` (dask[array] and distributed)"
+        ) from None
+
+
+def _default_client():
+    """The current ``distributed`` client, or None (no distributed, or no client created)."""
+    try:
+        from distributed import default_client
+    except ImportError:
+        return None
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------------------- workers
+class ChunkWorker:
+    """One row chunk of X and y with the solver's chunk-local vectors.
+
+    Created once per chunk (on the worker holding the chunk); solver code runs through
+    ``run(fn, *args)``, where ``fn`` is a module-level function ``fn(chunk, *args)``
+    that reads ``chunk.X``/``chunk.y`` and keeps its vectors in ``chunk.v`` (a dict).
+    """
+
+    def __init__(self, X, y, index):
+        self.X = check_X(X, name=f"X chunk {index}")
+        self.y_raw = y
+        self.y = None
+        self.index = index
+        self.v = {}
+
+    def run(self, fn, *args):
+        return fn(self, *args)
+
+
+class ChunkPool:
+    """The chunk workers of one run and the map / reduce primitives over them.
+
+    ``map(fn, *args)`` calls ``fn(chunk, *args)`` on every chunk (concurrently on a
+    cluster) and returns the results in chunk order; ``reduce`` adds them in that fixed
+    order, so a run is deterministic for a given chunking.
+    """
+
+    def __init__(self, workers, sizes, n_features, dtype, sparse, client=None, keep=()):
+        self.workers = workers
+        self.sizes = np.asarray(sizes, dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)])
+        self.n_samples = int(self.offsets[-1])
+        self.n_features = int(n_features)
+        self.dtype = np.dtype(dtype)
+        self.sparse = bool(sparse)
+        self.client = client
+        self._keep = list(keep)  # futures that keep the actors (and X) alive
+
+    @property
+    def shape(self):
+        return (self.n_samples, self.n_features)
+
+    @property
+    def n_chunks(self):
+        return len(self.workers)
+
+    def map(self, fn, *args):
+        if self.client is None:
+            return [w.run(fn, *args) for w in self.workers]
+        futs = [w.run(fn, *args) for w in self.workers]
+        return [f.result() for f in futs]
+
+    def map_each(self, fn, args_per_chunk):
+        """``fn(chunk_i, *args_per_chunk[i])`` for every chunk i."""
+        if self.client is None:
+            return [w.run(fn, *a) for w, a in zip(self.workers, args_per_chunk)]
+        futs = [w.run(fn, *a) for w, a in zip(self.workers, args_per_chunk)]
+        return [f.result() for f in futs]
+
+    def call(self, i, fn, *args):
+        """``fn(chunk_i, *args)`` on one chunk."""
+        out = self.workers[i].run(fn, *args)
+        return out if self.client is None else out.result()
+
+    def gather(self, name):
+        """Concatenate the chunk-local vector ``chunk.v[name]`` (an n-vector) on the client."""
+        return np.concatenate(self.map(_k_get, name))
+
+    def split(self, vec):
+        """An n-vector cut into per-chunk pieces."""
+        return [vec[self.offsets[i]:self.offsets[i + 1]] for i in range(self.n_chunks)]
+
+    def close(self):
+        self._keep = []
+        self.workers = []
+
+
+def _k_get(chunk, name):
+    return np.asarray(chunk.v[name])
+
+
+def _k_shape(chunk):
+    return chunk.X.shape, chunk.X.dtype.str, sp.issparse(chunk.X)
+
+
+def _k_check_y(chunk, task):
+    """Chunk-wise part of ``check_y``: shape, dtype and the chunk's distinct labels."""
+    y = chunk.y_raw
+    if sp.issparse(y):
+        raise TypeError("y is sparse; pass a 1-D dense array of labels")
+    y = np.asarray(y)
+    if y.ndim == 2 and 1 in y.shape:
+        y = y.ravel()
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-D, got a chunk of shape {y.shape}")
+    if y.shape[0] != chunk.X.shape[0]:
+        raise ValueError(
+            f"y chunk {chunk.index} has {y.shape[0]} entries but X chunk {chunk.index} has "
+            f"{chunk.X.shape[0]} rows; pass one label per row of X"
+        )
+    if task == "regression":
+        chunk.y, _ = check_y(y, y.shape[0], task="regression")
+        return None
+    if y.dtype.kind == "c":
+        raise TypeError("y is complex; pass real labels")
+    if y.dtype.kind == "f" and not np.isfinite(y).all():
+        raise ValueError("y contains NaN or infinity; every sample needs a label")
+    chunk.y_raw = y
+    return np.unique(y)
+
+
+def _k_set_labels(chunk, positive):
+    chunk.y = np.where(chunk.y_raw == positive, 1.0, -1.0)
+    chunk.y_raw = None
+
+
+def _split_numpy_y(y, sizes):
+    offs = np.concatenate([[0], np.cumsum(sizes)])
+    return [y[offs[i]:offs[i + 1]] for i in range(len(sizes))]
+
+
+def make_pool(X, y, task="classification"):
+    """Persist ``X`` (row chunks), build one ``ChunkWorker`` per chunk, validate ``y``.
+
+    Returns ``(pool, classes_)``. ``y`` may be a numpy array (cut to the row chunks of X
+    and shipped with them) or a dask array (rechunked like X and persisted).
+    """
+    _import_dask()
+    import dask
+
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features), got a {X.ndim}-D dask array")
+    if any(np.isnan(c) for c in X.chunks[0]):
+        raise ValueError("X has unknown chunk sizes; call X.compute_chunk_sizes() first")
+    if len(X.chunks[1]) > 1:
+        X = X.rechunk({1: -1})  # row chunks only: each chunk holds whole rows
+    sizes = [int(c) for c in X.chunks[0]]
+    n = int(sum(sizes))
+    if n == 0 or X.shape[1] == 0:
+        raise ValueError(f"X is empty (shape {X.shape}); pass at least one sample and one feature")
+
+    y_is_dask = hasattr(y, "__dask_graph__")
+    if y_is_dask:
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-D, got shape {y.shape}")
+        if y.shape[0] != n:
+            raise ValueError(
+                f"y has {y.shape[0]} entries but X has {n} rows; pass one label per row of X"
+            )
+        y = y.rechunk((tuple(sizes),))
+        classes = None
+    else:
+        ypm, classes = check_y(y, n, task=task)
+        y_parts = _split_numpy_y(ypm, sizes)
+
+    client = _default_client()
+    if client is None:
+        x_blocks = X.to_delayed()[:, 0].tolist()
+        if y_is_dask:
+            x_vals, y_vals = dask.compute(x_blocks, y.to_delayed().tolist())
+        else:
+            (x_vals,), y_vals = dask.compute(x_blocks), y_parts
+        workers = [ChunkWorker(xb, yb, i) for i, (xb, yb) in enumerate(zip(x_vals, y_vals))]
+        keep = []
+    else:
+        from distributed import futures_of, wait
+
+        Xp = client.persist(X)
+        xf = sorted(futures_of(Xp), key=lambda f: f.key[1])
+        wait(xf)
+        if y_is_dask:
+            yp = client.persist(y)
+            yf = sorted(futures_of(yp), key=lambda f: f.key[1])
+            wait(yf)
+        else:
+            yf = y_parts
+        who = client.who_has(xf)
+        afuts = []
+        for i, f in enumerate(xf):
+            where = list(who.get(f.key, ()))
+            afuts.append(client.submit(ChunkWorker, f, yf[i], i, actor=True,
+                                       workers=where or None, allow_other_workers=not where,
+                                       pure=False))
+        workers = [a.result() for a in afuts]
+        keep = afuts  # the persisted chunks are referenced by the actors themselves
+    shapes = [s for s in (w.run(_k_shape) for w in workers)] if client is None else \
+        [f.result() for f in [w.run(_k_shape) for w in workers]]
+    dtypes = {s[1] for s in shapes}
+    dtype = np.float64 if len(dtypes) > 1 else np.dtype(dtypes.pop())
+    sparse = any(s[2] for s in shapes)
+    pool = ChunkPool(workers, [s[0][0] for s in shapes], X.shape[1], dtype, sparse,
+                     client=client, keep=keep)
+    if y_is_dask:
+        uniq = pool.map(_k_check_y, task)
+        if task != "regression":
+            classes = np.unique(np.concatenate(uniq))
+            if classes.size < 2:
+                raise ValueError(f"y has a single class {classes.tolist()}; a classifier needs "
+                                 "two distinct labels")
+            if classes.size > 2:
+                raise ValueError(
+                    f"y has {classes.size} classes {classes[:10].tolist()}; solve() is binary: "
+                    "use the marginkit.sklearn estimators (one-vs-rest) for more classes"
+                )
+            pool.map(_k_set_labels, classes[1])
+    else:
+        pool.map(_k_adopt_y)
+    return pool, classes
+
+
+def _k_adopt_y(chunk):
+    chunk.y = np.asarray(chunk.y_raw, dtype=np.float64)
+    chunk.y_raw = None
+
+
+# ---------------------------------------------------------------------------------- problem
+@dataclasses.dataclass
+class DaskProblem:
+    """The problem handed to a dask driver's ``start``: like ``marginkit._api.Problem``, with
+    ``X`` replaced by the ``ChunkPool`` (``pool``) that holds the data on the workers."""
+
+    pool: object
+    classes_: object
+    kernel: object
+    smoother: object
+    params: dict
+    rng: np.random.Generator
+    config: object
+
+    @property
+    def X(self):
+        return self.pool
+
+    @property
+    def n_samples(self):
+        return self.pool.n_samples
+
+    @property
+    def n_features(self):
+        return self.pool.n_features
+
+    @property
+    def dtype(self):
+        return self.pool.dtype
+
+    @property
+    def sparse(self):
+        return self.pool.sparse
+
+
+def _unsupported(solver_name, kernel):
+    names = sorted(SUPPORTED_SOLVERS)
+    return ValueError(
+        f"solver {solver_name!r} with kernel {getattr(kernel, 'name', kernel)!r} is not supported "
+        f"on dask arrays; supported on dask arrays (kernel='linear' only): {names}. "
+        "Compute X into memory (X.compute()) to use the other solvers"
+    )
+
+
+def solve(X, y, config):
+    """``marginkit.solve`` for a dask array ``X`` (called by ``marginkit.solve``).
+
+    Parameters
+    ----------
+    X : dask.array.Array, shape (n_samples, n_features)
+        Row-chunked (column chunks are merged); chunks are numpy arrays or scipy.sparse
+        matrices, float32 or float64. Persisted once on the workers, never gathered.
+    y : numpy array or dask.array.Array, shape (n_samples,)
+    config : marginkit.Config
+
+    Returns
+    -------
+    Result
+        The same fields as the in-memory ``solve``.
+    """
+    from ._api import compose, run
+    from ._result import Result
+    from ._validation import check_random_state
+
+    solver, kernel, smoother, rules, max_iter = compose(config)
+    sname = solver.name or type(solver).__name__
+    driver_cls = SUPPORTED_SOLVERS.get(sname)
+    if driver_cls is None or getattr(kernel, "name", None) != "linear" \
+            or type(kernel).__name__ != "LinearKernel":
+        raise _unsupported(sname, kernel)
+    if not driver_cls.matches(solver):
+        raise _unsupported(sname, kernel)
+    task = getattr(solver, "task", "classification")
+    t0 = time.perf_counter()
+    pool, classes = make_pool(X, y, task=task)
+    try:
+        problem = DaskProblem(pool=pool, classes_=classes, kernel=kernel, smoother=smoother,
+                              params=dict(solver.params),
+                              rng=check_random_state(config.random_state), config=config)
+        driver = driver_cls(solver)
+        driver.check(problem)
+        state, status, history, elapsed = run(problem, driver, rules, max_iter, config)
+        fields = driver.finalize(problem, state, status) or {}
+    finally:
+        pool.close()
+    fields.setdefault("status", status)
+    fields.setdefault("n_iter", int(state.n_iter))
+    fields.setdefault("time_s", elapsed)
+    fields.setdefault("classes_", classes)
+    fields.setdefault("solver", sname)
+    fields.setdefault("config", config)
+    fields.setdefault("kernel", kernel)
+    fields.setdefault("task", task)
+    hist = fields.pop("history", None) or {}
+    history.update(hist)
+    fields["history"] = history
+    res = Result(**fields)
+    res.extra.setdefault("dask", {"n_chunks": len(pool.sizes), "setup_s": time.perf_counter() - t0 - elapsed,
+                                  "distributed": pool.client is not None})
+    return res
+
+
+class Driver:
+    """Base of the dask drivers: ``start`` / ``finalize`` mirroring one in-memory Solver."""
+
+    def __init__(self, solver):
+        self.solver = solver
+        self.name = solver.name
+
+    @classmethod
+    def matches(cls, solver):
+        """Whether this driver reproduces ``solver`` (a subclass with other iterations would not)."""
+        return True
+
+    def check(self, problem):
+        """Reject parameter combinations the driver does not reproduce (ValueError)."""
