@@ -9,8 +9,9 @@ Commands
 ``marginkit fit TRAIN [--test TEST] --solver NAME [--kernel K] [--C C] [--output model.npz]``
     Solve on a LIBSVM/svmlight file (plain, ``.gz``, ``.xz``; a path or a name in
     ``$MARGINKIT_DATA``) and report status, certificate, iterations, time and accuracies.
-``marginkit bench DATA [DATA ...] --solver A --solver B``
-    The same measurements side by side for several solvers and data sets.
+``marginkit bench [--data a9a,madelon] [--methods ...] [--quick]``
+    Side-by-side comparison with LIBLINEAR, LIBSVM and scikit-learn
+    (``marginkit._bench``).
 ``marginkit plugins``
     Registered plug-ins of each kind, where they come from, and the entry points that
     failed to load (with the reason).
@@ -295,32 +296,6 @@ def cmd_fit(args):
     return 0
 
 
-# ----------------------------------------------------------------------------- bench
-def cmd_bench(args):
-    solver_params = _key_values(args.param, "--param")
-    kernel_params = _key_values(args.kernel_param, "--kernel-param")
-    configs = [(s, _config(s, args.kernel, kernel_params, dict(solver_params),
-                           max_iter=args.max_iter, time_limit=args.time_limit, random_state=0))
-               for s in args.solver]
-    rows = []
-    for name in args.data:
-        X, y = _load(name, "DATA")
-        for solver, cfg in configs:
-            try:
-                row = run_job(X, y, cfg)
-            except (ValueError, TypeError) as exc:
-                if args.traceback:
-                    raise
-                raise UsageError(f"{solver} on {name}: {exc}") from None
-            row["data"] = f"{name} {X.shape[0]}x{X.shape[1]}"
-            rows.append(row)
-    print(format_table(rows, [("data", "data"), ("solver", "solver"), ("status", "status"),
-                              ("cert", "certificate"), ("verified", "verified"),
-                              ("n_iter", "iter"), ("time_s", "time [s]"),
-                              ("train_acc", "train acc")]))
-    return 0
-
-
 # ----------------------------------------------------------------------------- plugins
 def _origin(kind, name, reg):
     obj = reg._items[name]
@@ -390,12 +365,12 @@ def build_parser():
     common(f)
     f.set_defaults(func=cmd_fit)
 
-    b = sub.add_parser("bench", help="compare solvers side by side on LIBSVM data")
-    b.add_argument("data", nargs="+", metavar="DATA", help="files or data set names")
-    b.add_argument("--solver", action="append", required=True, metavar="NAME",
-                   help="solver to run (repeatable)")
-    common(b)
-    b.set_defaults(func=cmd_bench)
+    from . import _bench
+
+    b = sub.add_parser("bench", help="side-by-side comparison with LIBLINEAR, LIBSVM, scikit-learn",
+                       description=(_bench.__doc__ or "").strip().splitlines()[0])
+    _bench.build_parser(b)
+    b.set_defaults(func=lambda args: _bench.main(args.raw_argv))
 
     g = sub.add_parser("plugins", help="list registered plug-ins and failed entry points")
     g.set_defaults(func=cmd_plugins)
@@ -447,6 +422,9 @@ def main(argv=None):
         if args.command is None:
             raise UsageError("choose a command: demo, fit, bench, plugins (see 'marginkit --help')")
         prog = f"marginkit {args.command}"
+        if args.command == "bench":  # the bench module parses its own arguments again
+            raw = list(sys.argv[1:] if argv is None else argv)
+            args.raw_argv = raw[raw.index("bench") + 1:]
         return int(args.func(args) or 0)
     except UsageError as exc:
         prog = exc.args[1] if len(exc.args) > 1 else prog

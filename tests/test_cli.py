@@ -90,7 +90,7 @@ def test_fit_kernel_and_verbose(capsys, toy, files):
     (["fit", "BAD", "--solver", TOY], "argument TRAIN: .*line 2: feature index 0"),
     (["fit", "TRAIN", "--solver", TOY, "--output", "/nonexistent/dir/m.npz"], "argument --output"),
     (["demo", "--solver", "no_such_solver"], "argument --solver: unknown solver"),
-    (["bench", "TRAIN"], "required: --solver"),
+    (["bench", "--data"], "argument --data: expected one argument"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
 ])
 def test_usage_errors_exit_2_with_one_line(capsys, toy, files, tmp_path, argv, match):
@@ -151,12 +151,13 @@ def test_plugins_lists_builtin_runtime_and_failed(capsys, toy):
     assert "ep_broken" in out and "FAILED to load" in out and "ModuleNotFoundError" in out
 
 
-def test_bench_side_by_side(capsys, toy, files):
-    train, test = files
-    code, out, err = run(capsys, "bench", str(train), str(test), "--solver", TOY,
-                         "--solver", TOY, "--kernel", "rbf")
-    assert code == 0, err
-    assert sum(TOY in ln for ln in out.splitlines()) == 4
+def test_bench_is_wired(capsys):
+    code, out, err = run(capsys, "bench", "--repeat", "many")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "marginkit bench: error: argument --repeat" in err
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["bench", "--help"])
+    assert exc.value.code == 0 and "--methods" in capsys.readouterr().out
 
 
 def test_python_dash_m_is_the_same_program(tmp_path):
