@@ -1,0 +1,882 @@
+"""Iterated Tikhonov, a.k.a. the proximal point algorithm on the empirical risk (paper 002).
+
+Definition 1 (Eq. 4): theta^0 = 0 and, for k < t,
+
+    theta^{k+1} = argmin_theta  L_hat(theta) + lam/2 ||theta - theta^k||^2,
+    L_hat(theta) = 1/n sum_i loss(y_i, theta(x_i)),
+
+for the logistic loss (labels +-1) or the squared loss (regression). t = 1 is plain
+Tikhonov (kernel ridge / regularized logistic regression); t proximal steps give the
+spectral filter g_lam^t(s) = (1 - (lam/(s + lam))^t) / s of Eq. 8 for the squared loss
+and qualification t (Theorem 1).
+
+Each subproblem is solved by a damped Newton method stopped on the Newton decrement
+nu = ||grad||_{H^{-1}} (Eq. 19) with the schedule of Proposition 1: subproblem k is
+solved to nu <= eps 1.4^{k - t} / t, which guarantees nu <= eps on the exact final
+subproblem (Proposition 7 with c = 1/2). The ``newton_decrement`` stopping rule owns
+the schedule; one ``state.step()`` is one Newton iteration (a subproblem that meets
+its target hands over to the next one at the start of the following step).
+
+Representations
+---------------
+* primal: kernels with an explicit ``feature_map`` (``linear``: Phi = X itself, dense or
+  CSR, never densified; approximations such as Nystroem: an (n, m) array). Newton
+  systems are (d, d) (Cholesky through LAPACK) or solved by preconditioned conjugate
+  gradients for large dense feature maps (``newton_solver="cg"``): memory O(n m).
+* Gram: any other kernel through the representer theorem, theta = sum_i beta_i Phi(x_i),
+  beta in R^n (Eq. 6); the Newton system is reduced to the symmetric positive definite
+  (n, n) matrix D^{1/2} K D^{1/2} / n + lam I. Memory O(n^2): use ``n_components``
+  (Nystroem, section 3.2) for large n.
+
+The squared loss also has the closed form of the spectral filter (appendix E.2),
+``method="spectral_filter"``.
+"""
+import numbers
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+
+from .._registry import _register_builtin
+from .._result import Certificate, certificate_type
+from .._validation import Param, check_X
+from ..plugins import Solver, SolverState, StoppingRule
+from . import _tikhonov_fast as _fast
+
+__all__ = ["IteratedTikhonov", "NewtonDecrement", "NewtonDecrementCertificate",
+           "NystroemMap", "decrement_schedule", "iterated_tikhonov_filter",
+           "spectral_filter_path"]
+
+#: kappa_c = -log(1 - c)/c at c = 1/2 (Proposition 1: 1.386..., rounded up to 1.4)
+KAPPA = 1.4
+
+
+# ====================================================================== schedule / filter
+def decrement_schedule(tol, t, kappa=KAPPA):
+    """Targets of Proposition 1: eps_k = tol * kappa^(k - t) / t for k = 1..t.
+
+    Solving subproblem k to Newton decrement <= eps_k guarantees a decrement <= tol on
+    the exact final subproblem (Proposition 7, Eq. 62; kappa = 1.4 is c = 1/2).
+    """
+    k = np.arange(1, int(t) + 1, dtype=np.float64)
+    return float(tol) * float(kappa) ** (k - t) / t
+
+
+def iterated_tikhonov_filter(s, lam, t):
+    """g_lam^t(s) = (1 - (lam / (s + lam))^t) / s (Eq. 8), stable near s = 0 (-> t / lam).
+
+    Negative ``s`` (round-off in an eigendecomposition of a PSD matrix) is treated as 0.
+    """
+    s = np.maximum(np.asarray(s, dtype=np.float64), 0.0)
+    lam = float(lam)
+    # 1 - (lam/(s+lam))^t = -expm1(-t log1p(s/lam)); divide by s, with the limit t/lam
+    num = -np.expm1(-t * np.log1p(s / lam))
+    out = np.empty_like(s)
+    small = s <= 1e-300
+    out[small] = t / lam
+    out[~small] = num[~small] / s[~small]
+    return out
+
+
+def spectral_filter_path(K, y, lam, t):
+    """Iterated Tikhonov for the squared loss in closed form (appendix E.2).
+
+    beta = 1/n U g_lam^t(D / n) U^T y with K = U D U^T; theta = sum_i beta_i Phi(x_i).
+
+    Parameters
+    ----------
+    K : ndarray (n, n), the Gram matrix
+    y : ndarray (n,)
+    lam : float
+    t : int
+
+    Returns
+    -------
+    beta : ndarray (n,)
+    """
+    K = np.asarray(K, dtype=np.float64)
+    n = K.shape[0]
+    s, U = sla.eigh(K / n)
+    return U @ (iterated_tikhonov_filter(s, lam, t) * (U.T @ np.asarray(y, float))) / n
+
+
+# ====================================================================== Nystroem
+class NystroemMap:
+    """Nystroem approximation of a kernel with m centres sampled uniformly (section 3.2).
+
+    Phi(x) = K(x, C) V S^{-1/2} with K(C, C) = V S V^T (eigenvalues below ``rcond``
+    times the largest dropped), so that Phi(A) Phi(B)^T = K(A, C) K(C, C)^+ K(C, B).
+    With all points as centres it reproduces K exactly (up to ``rcond``). Any solver can
+    use it: ``fit(X)`` then ``transform(X)`` (an (n, m) array: memory O(n m)).
+
+    Parameters
+    ----------
+    kernel : Kernel plug-in (``kernel(A, B)`` Gram blocks)
+    n_components : int, number of centres m (capped at n)
+    random_state : numpy Generator or int
+    rcond : float, relative eigenvalue cut-off of K(C, C)
+    """
+
+    def __init__(self, kernel, n_components, random_state=None, rcond=1e-12):
+        from .._validation import check_random_state
+
+        self.kernel = kernel
+        self.n_components = int(n_components)
+        self.rng = check_random_state(random_state)
+        self.rcond = float(rcond)
+
+    def fit(self, X):
+        n = X.shape[0]
+        m = min(self.n_components, n)
+        idx = np.sort(self.rng.choice(n, size=m, replace=False))
+        C = X[idx]
+        self.centres_ = C.copy() if not sp.issparse(C) else C.copy()
+        self.centre_index_ = idx
+        Kcc = np.asarray(self.kernel(C, C), dtype=np.float64)
+        Kcc = 0.5 * (Kcc + Kcc.T)
+        s, V = sla.eigh(Kcc)
+        keep = s > self.rcond * max(s[-1], 0.0)
+        if not np.any(keep):
+            raise ValueError("NystroemMap: K(C, C) is zero; check the kernel and its parameters")
+        #: (m, m') projection: Phi(x) = K(x, C) @ projection_
+        self.projection_ = V[:, keep] / np.sqrt(s[keep])
+        return self
+
+    def transform(self, X, block=4096):
+        out = np.empty((X.shape[0], self.projection_.shape[1]), dtype=np.float64)
+        for start in range(0, X.shape[0], block):
+            stop = min(start + block, X.shape[0])
+            Kb = np.asarray(self.kernel(X[start:stop], self.centres_), dtype=np.float64)
+            out[start:stop] = Kb @ self.projection_
+        return out
+
+
+# ====================================================================== losses
+class _Logistic:
+    name = "logistic"
+    derivatives = staticmethod(_fast.logistic_derivatives)
+    loss_sum = staticmethod(_fast.logistic_loss_sum)
+
+
+class _Squared:
+    name = "squared"
+    derivatives = staticmethod(_fast.squared_derivatives)
+    loss_sum = staticmethod(_fast.squared_loss_sum)
+
+
+_LOSSES = {"logistic": _Logistic, "squared": _Squared}
+
+
+def _loss_numpy(loss, z, y):
+    """(mean loss, g, h) in plain numpy: the independent recomputation of certificates."""
+    if loss == "logistic":
+        from scipy.special import expit
+
+        m = y * z
+        val = np.logaddexp(0.0, -m)
+        s = expit(-m)
+        return val, -y * s, s * (1.0 - s)
+    r = z - y
+    return 0.5 * r * r, r, np.ones_like(z)
+
+
+# ====================================================================== representations
+class _Primal:
+    """theta in R^p (plus an unpenalized intercept b when asked), z = Phi theta + b."""
+
+    kind = "primal"
+
+    def __init__(self, Phi, fit_intercept, lam):
+        self.Phi = Phi
+        self.n, self.p = Phi.shape
+        self.fit_intercept = bool(fit_intercept)
+        self.q = self.p + int(self.fit_intercept)
+        self.lam = lam
+        self.sparse = sp.issparse(Phi)
+        if self.sparse:
+            self._args = (Phi.data, Phi.indices, Phi.indptr)
+        elif not Phi.flags.c_contiguous:
+            # the Cython passes read C-order rows: a private C copy of F-order input
+            self.Phi = np.ascontiguousarray(Phi)
+        self._tmp_p = np.empty(self.p)
+
+    def zeros(self):
+        return np.zeros(self.q)
+
+    def predict(self, w, out=None):
+        out = np.empty(self.n) if out is None else out
+        if self.sparse:
+            _fast.csr_matvec(*self._args, w[: self.p], out)
+        else:
+            _fast.dense_matvec(self.Phi, np.ascontiguousarray(w[: self.p]), out)
+        if self.fit_intercept:
+            out += w[self.p]
+        return out
+
+    def rmatvec(self, g):
+        out = np.empty(self.p)
+        if self.sparse:
+            _fast.csr_rmatvec(*self._args, g, out)
+        else:
+            _fast.dense_rmatvec(self.Phi, g, out)
+        return out
+
+    def gradient(self, w, w_prev, g):
+        """grad of L_hat(w) + lam/2 ||theta - theta_prev||^2 (intercept unpenalized)."""
+        grad = np.empty(self.q)
+        grad[: self.p] = self.rmatvec(g) / self.n + self.lam * (w[: self.p] - w_prev[: self.p])
+        if self.fit_intercept:
+            grad[self.p] = g.sum() / self.n
+        return grad
+
+    def hessian(self, h):
+        H = np.empty((self.q, self.q))
+        Hp = np.empty((self.p, self.p))
+        if self.sparse:
+            _fast.csr_weighted_gram(*self._args, h, Hp)
+        else:
+            _fast.dense_weighted_gram(self.Phi, h, Hp)
+        Hp /= self.n
+        Hp.flat[:: self.p + 1] += self.lam
+        H[: self.p, : self.p] = Hp
+        if self.fit_intercept:
+            col = self.rmatvec(h) / self.n
+            H[: self.p, self.p] = col
+            H[self.p, : self.p] = col
+            H[self.p, self.p] = h.sum() / self.n
+        return H
+
+    def hess_vec(self, h, v):
+        """H v without forming H: Phi^T (h * (Phi v + b)) / n + lam v."""
+        zv = self.predict(v)
+        hz = h * zv
+        out = np.empty(self.q)
+        out[: self.p] = self.rmatvec(hz) / self.n + self.lam * v[: self.p]
+        if self.fit_intercept:
+            out[self.p] = hz.sum() / self.n
+        return out
+
+    def penalty(self, w, w_prev):
+        d = w[: self.p] - w_prev[: self.p]
+        return 0.5 * self.lam * float(d @ d)
+
+
+class _Gram:
+    """beta in R^n, theta = sum_i beta_i Phi(x_i), z = K beta (representer theorem, Eq. 6)."""
+
+    kind = "gram"
+    fit_intercept = False
+
+    def __init__(self, K, lam):
+        self.K = K
+        self.n = K.shape[0]
+        self.q = self.n
+        self.lam = lam
+
+    def zeros(self):
+        return np.zeros(self.n)
+
+    def predict(self, w, out=None):
+        return self.K @ w
+
+
+# ====================================================================== state
+class _TikhonovState(SolverState):
+    """One run: the proximal sequence and the Newton iterations of the current subproblem.
+
+    Attributes read by stopping rules: ``decrement`` (Newton decrement of the current
+    subproblem at the current iterate), ``decrement_targets`` (Proposition 1 schedule,
+    set by the ``newton_decrement`` rule), ``prox_step`` (k, 1-based), ``n_prox`` (t,
+    or the chosen t once ``t="auto"`` has decided), ``objective``, ``empirical_risk``.
+    """
+
+    def __init__(self, solver, problem):
+        prm = problem.params
+        self.loss_name = prm["loss"]
+        self.loss = _LOSSES[self.loss_name]
+        self.auto = prm["t"] == "auto"
+        self.t_sched = prm["t_max"] if self.auto else prm["t"]
+        self.n_prox = self.t_sched
+        self.tol = prm["tol"]
+        self.decrement_targets = decrement_schedule(self.tol, self.t_sched)
+        self.method = prm["method"]
+        self.n_iter = 0
+        self.elapsed = 0.0
+        self.done = False
+
+        X, y = problem.X, problem.y
+        n_all = X.shape[0]
+        self.train_index = None
+        self.val = None
+        if self.auto:
+            n_val = int(round(prm["validation_fraction"] * n_all))
+            if n_val < 1 or n_all - n_val < 2:
+                raise ValueError(
+                    f"t='auto' needs a validation split: validation_fraction="
+                    f"{prm['validation_fraction']} of {n_all} samples leaves none; raise it or "
+                    "pass an integer t"
+                )
+            perm = problem.rng.permutation(n_all)
+            self.train_index = np.sort(perm[n_val:])
+            val_index = np.sort(perm[:n_val])
+        lam = prm["lam"] if prm["lam"] is not None else 1.0 / n_all
+        self.lam = float(lam)
+
+        kernel = problem.kernel
+        Xtr = X if self.train_index is None else X[self.train_index]
+        ytr = y if self.train_index is None else y[self.train_index]
+        if getattr(kernel, "precomputed", False) and self.train_index is not None:
+            Xtr = Xtr[:, self.train_index]
+        self.y = np.ascontiguousarray(ytr, dtype=np.float64)
+        self.nystroem = None
+        self.identity_map = False
+        m = prm["n_components"]
+        if m is not None:
+            if getattr(kernel, "precomputed", False):
+                raise ValueError("n_components (Nystroem) needs the data X, not kernel='precomputed'")
+            self.nystroem = NystroemMap(kernel, m, problem.rng).fit(Xtr)
+            Phi = self.nystroem.transform(Xtr)
+            self.model = _Primal(Phi, prm["fit_intercept"], self.lam)
+        elif getattr(kernel, "precomputed", False):
+            Kd = Xtr.toarray() if sp.issparse(Xtr) else Xtr
+            self.model = _Gram(np.ascontiguousarray(Kd, dtype=np.float64), self.lam)
+        elif getattr(kernel, "feature_map", None) is not None:
+            Phi = kernel.feature_map(Xtr)
+            self.identity_map = Phi is Xtr or getattr(kernel, "name", None) == "linear"
+            Phi = check_X(Phi, name="feature_map(X)")
+            self.model = _Primal(Phi, prm["fit_intercept"], self.lam)
+        else:
+            Xd = Xtr
+            K = np.asarray(kernel(Xd, Xd), dtype=np.float64)
+            self.model = _Gram(np.ascontiguousarray(0.5 * (K + K.T)), self.lam)
+        if self.model.kind == "gram" and prm["fit_intercept"]:
+            raise ValueError(
+                "fit_intercept=True needs a kernel with a feature map (linear) or n_components "
+                "(Nystroem); with a Gram kernel add a constant to the kernel instead"
+            )
+        if self.method == "spectral_filter":
+            if self.loss_name != "squared":
+                raise ValueError("method='spectral_filter' is the closed form of the squared loss "
+                                 "(Eq. 8); use method='newton' for loss='logistic'")
+            if self.auto or prm["fit_intercept"]:
+                raise ValueError("method='spectral_filter' needs an integer t and fit_intercept=False")
+        if self.auto:
+            self._setup_validation(problem, X, y, val_index)
+
+        ns = prm["newton_solver"]
+        if ns == "auto":
+            dense_big = self.model.kind == "primal" and not self.model.sparse \
+                and self.model.p >= 512 and self.model.n >= 4 * self.model.p
+            ns = "cg" if dense_big else "cholesky"
+        if ns == "cg" and self.model.kind != "primal":
+            raise ValueError("newton_solver='cg' works on feature maps (linear, Nystroem); "
+                             "use 'cholesky' for Gram kernels")
+        self.newton_solver = ns
+        if ns == "cg":
+            s = min(self.model.n, max(2 * self.model.p, 1000))
+            self._precond_rows = np.sort(problem.rng.choice(self.model.n, size=s, replace=False))
+
+        n = self.model.n
+        self.w = self.model.zeros()
+        self.w_prev = self.model.zeros()
+        self.z = np.zeros(n)
+        self.z_prev = np.zeros(n)
+        self.g = np.empty(n)
+        self.h = np.empty(n)
+        self._const_factor = None
+        self.prox_step = 1
+        self.newton_iter = 0
+        self.prox_decrement = []
+        self.prox_newton_iter = []
+        self.prox_risk = []
+        self.prox_coef = []
+        self.validation_loss = []
+        if self.method == "newton":
+            self._evaluate()
+        else:
+            self.decrement = np.inf
+            self.objective = self.empirical_risk = self._risk(self.z)
+
+    # ------------------------------------------------------------------ helpers
+    def _setup_validation(self, problem, X, y, val_index):
+        kernel = problem.kernel
+        Xv = X[val_index]
+        self.y_val = np.asarray(y[val_index], dtype=np.float64)
+        if self.nystroem is not None:
+            self.Phi_val = self.nystroem.transform(Xv)
+        elif getattr(kernel, "precomputed", False):
+            Kv = Xv[:, self.train_index]
+            self.K_val = np.asarray(Kv.toarray() if sp.issparse(Kv) else Kv, dtype=np.float64)
+        elif self.model.kind == "primal":
+            self.Phi_val = check_X(kernel.feature_map(Xv), name="feature_map(X)")
+        else:
+            Xtr = X[self.train_index]
+            self.K_val = np.asarray(kernel(Xv, Xtr), dtype=np.float64)
+
+    def _val_loss(self, w):
+        if self.model.kind == "gram":
+            z = self.K_val @ w
+        else:
+            z = np.asarray(self.Phi_val @ w[: self.model.p], dtype=np.float64).ravel()
+            if self.model.fit_intercept:
+                z = z + w[self.model.p]
+        return self.loss.loss_sum(np.ascontiguousarray(z), self.y_val) / z.shape[0]
+
+    def _risk(self, z):
+        return self.loss.loss_sum(z, self.y) / self.model.n
+
+    @property
+    def decrement_target(self):
+        return float(self.decrement_targets[min(self.prox_step, len(self.decrement_targets)) - 1])
+
+    def _evaluate(self):
+        """Loss derivatives, gradient, Newton direction and decrement at the current w."""
+        mdl = self.model
+        total = self.loss.derivatives(self.z, self.y, self.g, self.h)
+        self.empirical_risk = total / mdl.n
+        if mdl.kind == "primal":
+            self.penalty = mdl.penalty(self.w, self.w_prev)
+            self.grad = mdl.gradient(self.w, self.w_prev, self.g)
+            self.direction = self._primal_solve(self.grad)
+            self.dz = mdl.predict(self.direction)
+            dec2 = float(self.grad @ self.direction)
+        else:
+            K, lam, n = mdl.K, self.lam, mdl.n
+            wdiff = self.w - self.w_prev
+            zdiff = self.z - self.z_prev  # = K (beta - beta_prev)
+            self.penalty = 0.5 * lam * float(wdiff @ zdiff)
+            u = self.g / n + lam * wdiff
+            sq = np.sqrt(self.h)
+            if self.loss_name == "squared" and self._const_factor is not None:
+                cho = self._const_factor
+            else:
+                A = (sq[:, None] * K) * (sq[None, :] / n)
+                A.flat[:: n + 1] += lam
+                cho = sla.cho_factor(A, lower=True, check_finite=False)
+                if self.loss_name == "squared":
+                    self._const_factor = cho
+            Ku = K @ u
+            c = sla.cho_solve(cho, sq * Ku / n, check_finite=False)
+            v = (u - sq * c) / lam
+            self.direction = v
+            self.dz = K @ v
+            dec2 = float(u @ self.dz)
+        self.objective = self.empirical_risk + self.penalty
+        self.decrement = float(np.sqrt(max(dec2, 0.0)))
+
+    def _primal_solve(self, grad):
+        mdl = self.model
+        if self.newton_solver == "cholesky":
+            if self.loss_name == "squared" and self._const_factor is not None:
+                cho = self._const_factor
+            else:
+                cho = sla.cho_factor(mdl.hessian(self.h), lower=True, check_finite=False)
+                if self.loss_name == "squared":
+                    self._const_factor = cho
+            return sla.cho_solve(cho, grad, check_finite=False)
+        return self._pcg(grad)
+
+    def _pcg(self, grad):
+        """H^{-1} grad by conjugate gradients preconditioned with the Hessian of a
+        uniform row subsample (the Nystroem centres' role in FALKON-type solvers)."""
+        mdl = self.model
+        rows = self._precond_rows
+        sub = _Primal(mdl.Phi[rows], mdl.fit_intercept, self.lam)
+        P = sub.hessian(np.ascontiguousarray(self.h[rows]))
+        cho = sla.cho_factor(P, lower=True, check_finite=False)
+        gnorm = float(np.linalg.norm(grad))
+        # inexact Newton: relative accuracy min(0.1, ||grad||) and, near the target, an
+        # absolute accuracy making the decrement error a small fraction of the target
+        atol = 1e-3 * self.decrement_target * np.sqrt(self.lam)
+        stop = max(min(0.1, np.sqrt(gnorm)) * gnorm, atol)
+        x = np.zeros_like(grad)
+        r = grad.copy()
+        zr = sla.cho_solve(cho, r, check_finite=False)
+        p = zr.copy()
+        rz = float(r @ zr)
+        for _ in range(10 * mdl.q + 100):
+            if np.linalg.norm(r) <= stop:
+                break
+            Hp = mdl.hess_vec(self.h, p)
+            a = rz / float(p @ Hp)
+            x += a * p
+            r -= a * Hp
+            zr = sla.cho_solve(cho, r, check_finite=False)
+            rz_new = float(r @ zr)
+            p = zr + (rz_new / rz) * p
+            rz = rz_new
+        return x
+
+    def _objective_at(self, s):
+        """Objective of the current subproblem at w - s * direction (line search)."""
+        mdl = self.model
+        z = self.z - s * self.dz
+        risk = self.loss.loss_sum(z, self.y) / mdl.n
+        if mdl.kind == "primal":
+            return risk + mdl.penalty(self.w - s * self.direction, self.w_prev), z
+        wd = self.w - self.w_prev - s * self.direction
+        return risk + 0.5 * self.lam * float(wd @ (self.z - self.z_prev - s * self.dz)), z
+
+    # ------------------------------------------------------------------ iteration
+    def _finish_prox_step(self):
+        """Record subproblem k as solved; hand over to k + 1 or end the run."""
+        k = self.prox_step
+        self.prox_decrement.append(self.decrement)
+        self.prox_newton_iter.append(self.newton_iter)
+        self.prox_risk.append(self.empirical_risk)
+        self.prox_coef.append(self.w.copy())
+        if self.auto:
+            v = self._val_loss(self.w)
+            self.validation_loss.append(v)
+            if k > 1 and not v < min(self.validation_loss[:-1]):
+                # the validation loss stopped improving: keep t = k - 1 (section 3.2)
+                self._choose(k - 1)
+                return
+            if k == self.t_sched:
+                self._choose(k)
+                return
+        if k >= self.n_prox:
+            self.done = True
+            return
+        self.w_prev = self.w.copy()
+        self.z_prev = self.z.copy()
+        self.prox_step = k + 1
+        self.newton_iter = 0
+        self._evaluate()
+
+    def _choose(self, t):
+        """End of t='auto': roll back to the iterate of proximal step t."""
+        self.n_prox = self.prox_step = t
+        self.w = self.prox_coef[t - 1].copy()
+        self.w_prev = self.prox_coef[t - 2].copy() if t >= 2 else self.model.zeros()
+        self.z = np.ascontiguousarray(self.model.predict(self.w))
+        self.z_prev = np.ascontiguousarray(self.model.predict(self.w_prev))
+        self._evaluate()
+        self.done = True
+
+    def step(self):
+        self.n_iter += 1
+        if self.done:
+            return
+        if self.method == "spectral_filter":
+            self._filter_solve()
+            return
+        if self.decrement <= self.decrement_target:
+            self._finish_prox_step()
+            if self.done:
+                return
+        self._newton_iteration()
+
+    def _newton_iteration(self):
+        dec2 = self.decrement ** 2
+        f0 = self.objective
+        s, accepted = 1.0, False
+        for _ in range(40):
+            f, z = self._objective_at(s)
+            # Armijo on the objective, with room for round-off near the optimum
+            if f <= f0 - 0.25 * s * dec2 + 16 * np.finfo(float).eps * abs(f0):
+                accepted = True
+                break
+            s *= 0.5
+        if not accepted:  # round-off floor: take the Newton step and re-evaluate
+            s = 1.0
+            f, z = self._objective_at(s)
+        self.w = self.w - s * self.direction
+        self.z = np.ascontiguousarray(z)
+        self.step_size = s
+        self.newton_iter += 1
+        self._evaluate()
+
+    def _filter_solve(self):
+        """All t proximal steps at once through the spectral filter (Eq. 8, appendix E.2)."""
+        mdl, t, lam, n = self.model, self.n_prox, self.lam, self.model.n
+        if mdl.kind == "gram":
+            s, U = sla.eigh(mdl.K / n)
+            Uy = U.T @ self.y
+            coef = [U @ (iterated_tikhonov_filter(s, lam, k) * Uy) / n for k in (t - 1, t)]
+        else:
+            Phi = mdl.Phi
+            G = np.asarray((Phi.T @ Phi).toarray() if mdl.sparse else Phi.T @ Phi, dtype=np.float64)
+            s, V = sla.eigh(G / n)
+            b = V.T @ mdl.rmatvec(self.y) / n
+            coef = [V @ (iterated_tikhonov_filter(s, lam, k) * b) for k in (t - 1, t)]
+        self.w_prev, self.w = coef
+        self.z_prev = np.ascontiguousarray(mdl.predict(self.w_prev))
+        self.z = np.ascontiguousarray(mdl.predict(self.w))
+        self.prox_step = t
+        self._evaluate()
+        self.prox_decrement = [self.decrement]
+        self.prox_newton_iter = [0]
+        self.prox_risk = [self.empirical_risk]
+        self.done = True
+
+    def snapshot(self):
+        return {"objective": float(self.objective), "empirical_risk": float(self.empirical_risk),
+                "decrement": float(self.decrement), "prox_step": float(self.prox_step),
+                "target": self.decrement_target}
+
+
+# ====================================================================== stopping rule
+@_register_builtin("stopping", "newton_decrement")
+class NewtonDecrement(StoppingRule):
+    """Proposition 1: solve subproblem k to Newton decrement <= tol kappa^(k-t) / t.
+
+    The rule installs the schedule on the solver's state at ``reset`` (the solver hands a
+    subproblem over to the next one when it meets its target) and stops with
+    ``"converged"`` once the last proximal step meets its target: the decrement of the
+    exact final subproblem is then <= tol (Proposition 7, c = 1/2). ``tol=None`` uses the
+    solver's ``tol``; ``kappa`` = -log(1 - c)/c (1.4 for c = 1/2).
+    """
+
+    requires = ("decrement", "decrement_targets", "prox_step", "n_prox", "tol")
+    status = "converged"
+    param_table = {
+        "tol": Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
+                     doc="target eps on the final Newton decrement"),
+        "kappa": Param(KAPPA, types=numbers.Real, low=1.0, doc="geometric factor of the schedule"),
+    }
+
+    def reset(self, problem, state):
+        tol = self.params["tol"] if self.params["tol"] is not None else state.tol
+        state.tol = float(tol)
+        state.decrement_targets = decrement_schedule(tol, len(state.decrement_targets),
+                                                     self.params["kappa"])
+
+    def check(self, state):
+        if state.prox_step >= state.n_prox and \
+                state.decrement <= state.decrement_targets[state.n_prox - 1]:
+            return self.status
+        return None
+
+
+# ====================================================================== certificate
+@certificate_type
+class NewtonDecrementCertificate(Certificate):
+    """The final iterate solves the last proximal subproblem to Newton decrement ``value``.
+
+    ``verify(X, y)`` recomputes, in float64 numpy from the data alone, the gradient and
+    Hessian of L_hat(theta) + lam/2 ||theta - theta^{t-1}||^2 at the returned theta
+    (theta^{t-1} is kept here) and checks that the decrement is <= ``target``.
+    """
+
+    kind = "newton_decrement"
+
+    def __init__(self, value, target, loss, lam, representation, coef, coef_prev,
+                 fit_intercept, kernel, classes, train_index=None, centres=None,
+                 projection=None, identity_map=False):
+        self.value = float(value)
+        self.target = float(target)
+        self.loss = loss
+        self.lam = float(lam)
+        self.representation = representation
+        self.coef = np.asarray(coef, dtype=np.float64)
+        self.coef_prev = np.asarray(coef_prev, dtype=np.float64)
+        self.fit_intercept = bool(fit_intercept)
+        self.kernel = kernel
+        self.classes = classes
+        self.train_index = train_index
+        self.centres = centres
+        self.projection = projection
+        self.identity_map = bool(identity_map)
+
+    def recompute(self, X, y):
+        """The Newton decrement of the final subproblem, recomputed from (X, y)."""
+        X = check_X(X)
+        y = np.asarray(y).ravel()
+        if self.loss == "logistic":
+            classes = self.classes if self.classes is not None else np.unique(y)
+            y = np.where(y == classes[1], 1.0, -1.0)
+        else:
+            y = y.astype(np.float64)
+        precomputed = getattr(self.kernel, "precomputed", False)
+        if self.train_index is not None:
+            X = X[self.train_index]
+            if precomputed:
+                X = X[:, self.train_index]
+            y = y[self.train_index]
+        n, lam = X.shape[0], self.lam
+        if self.representation == "gram":
+            if precomputed:
+                K = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
+            else:
+                K = np.asarray(self.kernel(X, X), dtype=np.float64)
+            beta, dbeta = self.coef, self.coef - self.coef_prev
+            _, g, h = _loss_numpy(self.loss, K @ beta, y)
+            u = g / n + lam * dbeta
+            M = h[:, None] * K / n + lam * np.eye(n)
+            v = np.linalg.solve(M, u)
+            return float(np.sqrt(max(u @ (K @ v), 0.0)))
+        if self.centres is not None:
+            Phi = np.asarray(self.kernel(X, self.centres), dtype=np.float64) @ self.projection
+        elif self.identity_map:
+            Phi = X.astype(np.float64) if X.dtype != np.float64 else X
+        else:
+            Phi = self.kernel.feature_map(X)
+            Phi = Phi.astype(np.float64) if Phi.dtype != np.float64 else Phi
+        p = Phi.shape[1]
+        theta = self.coef[:p]
+        b = self.coef[p] if self.fit_intercept else 0.0
+        z = np.asarray(Phi @ theta).ravel() + b
+        _, g, h = _loss_numpy(self.loss, z, y)
+        grad = np.asarray(Phi.T @ g).ravel() / n + lam * (theta - self.coef_prev[:p])
+        if sp.issparse(Phi):
+            Hp = np.asarray((Phi.T @ Phi.multiply(h[:, None])).toarray()) / n
+            ph = np.asarray(Phi.T @ h).ravel() / n
+        else:
+            Hp = Phi.T @ (Phi * h[:, None]) / n
+            ph = Phi.T @ h / n
+        Hp = Hp + lam * np.eye(p)
+        if self.fit_intercept:
+            grad = np.append(grad, g.sum() / n)
+            H = np.block([[Hp, ph[:, None]], [ph[None, :], np.array([[h.sum() / n]])]])
+        else:
+            H = Hp
+        return float(np.sqrt(max(grad @ np.linalg.solve(H, grad), 0.0)))
+
+    def verify(self, X, y):
+        nu = self.recompute(X, y)
+        # the recomputation agrees with the solver's value up to float64 round-off of the
+        # gradient, amplified at most by H^{-1/2} <= lam^{-1/2}
+        slack = 1e-6 * self.target + 1e3 * np.finfo(float).eps / np.sqrt(self.lam)
+        return bool(nu <= self.target + slack)
+
+
+# ====================================================================== solver
+def _check_t(value, name, owner):
+    if isinstance(value, str):
+        if value != "auto":
+            raise ValueError(f"{owner}: {name}={value!r} is not valid; use an integer >= 1 or 'auto'")
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{owner}: {name}={value!r} must be an integer >= 1 or 'auto'")
+    if value < 1:
+        raise ValueError(f"{owner}: {name}={value} is out of range; use an integer >= 1 or 'auto'")
+    return int(value)
+
+
+@_register_builtin("solver", "iterated_tikhonov")
+class IteratedTikhonov(Solver):
+    """Iterated Tikhonov / proximal point estimator (paper 002, Definition 1, Eq. 4).
+
+    Parameters
+    ----------
+    loss : {"logistic", "squared"}
+        Logistic loss log(1 + exp(-y theta(x))) with labels +-1 (classification) or
+        squared loss (y - theta(x))^2 / 2 (regression, real y).
+    t : int >= 1 or "auto"
+        Number of proximal steps (t = 1 is Tikhonov). ``"auto"`` (end of section 3.2)
+        holds out ``validation_fraction`` of the data and keeps taking proximal steps
+        while the validation loss improves, up to ``t_max``; the model is the one fit on
+        the remaining data, the chosen t is ``result.extra["t"]``.
+    lam : float > 0 or None
+        Regularization lambda of Eq. 4 (None: 1/n).
+    tol : float
+        Target eps of Proposition 1 on the Newton decrement of the final subproblem;
+        subproblem k is solved to eps 1.4^(k - t) / t.
+    t_max : int
+        Largest t tried by ``t="auto"`` (its schedule uses t = t_max).
+    validation_fraction : float in (0, 1)
+        Validation split of ``t="auto"`` (drawn with ``random_state``).
+    fit_intercept : bool
+        The paper's estimator has no intercept (default False). True adds an unpenalized
+        intercept b, theta(x) = <theta, Phi(x)> + b, excluded from the proximal term
+        (feature-map kernels and Nystroem only).
+    method : {"newton", "spectral_filter"}
+        Damped Newton on each subproblem, or (squared loss) the closed form of Eq. 8.
+    newton_solver : {"auto", "cholesky", "cg"}
+        Newton systems by Cholesky (LAPACK) or by preconditioned conjugate gradients with
+        Hessian-vector products (memory O(n m) for a dense (n, m) feature map). "auto"
+        picks "cg" for dense feature maps with m >= 512 and n >= 4 m.
+    n_components : int or None
+        Nystroem approximation with that many centres sampled uniformly
+        (``random_state``): theta lives in the m-dimensional span, memory O(n m).
+    """
+
+    provides = ("decrement", "decrement_targets", "prox_step", "n_prox", "tol", "objective",
+                "empirical_risk")
+    default_stop = ("newton_decrement",)
+    default_max_iter = 1000
+    param_table = {
+        "loss": Param("logistic", types=str, options=("logistic", "squared"), doc="loss function"),
+        "t": Param(1, validator=_check_t, doc="number of proximal steps or 'auto'"),
+        "lam": Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
+                     doc="regularization lambda (None: 1/n)"),
+        "tol": Param(1e-8, types=numbers.Real, low=1e-15, doc="target Newton decrement eps"),
+        "t_max": Param(20, types=numbers.Integral, low=1, doc="largest t for t='auto'"),
+        "validation_fraction": Param(0.2, types=numbers.Real, low=0, high=1, low_open=True,
+                                     high_open=True, doc="validation split for t='auto'"),
+        "fit_intercept": Param(False, types=bool, doc="unpenalized intercept (not in the paper)"),
+        "method": Param("newton", types=str, options=("newton", "spectral_filter"),
+                        doc="Newton or closed-form spectral filter (squared loss)"),
+        "newton_solver": Param("auto", types=str, options=("auto", "cholesky", "cg"),
+                               doc="linear solver of the Newton systems"),
+        "n_components": Param(None, types=numbers.Integral, low=1, allow_none=True,
+                              doc="Nystroem centres (None: exact kernel)"),
+    }
+
+    @property
+    def task(self):
+        return "regression" if self.params["loss"] == "squared" else "classification"
+
+    def start(self, problem):
+        return _TikhonovState(self, problem)
+
+    def finalize(self, problem, state, status):
+        mdl = state.model
+        t_used = state.n_prox
+        w, w_prev = state.w, state.w_prev
+        if len(state.prox_decrement) < state.prox_step:
+            # the last subproblem stopped the run before handing over: record it
+            state.prox_decrement.append(state.decrement)
+            state.prox_newton_iter.append(state.newton_iter)
+            state.prox_risk.append(state.empirical_risk)
+        fields = {"task": self.task}
+        support_X = problem.X if state.train_index is None else problem.X[state.train_index]
+        kernel = problem.kernel
+        centres = projection = None
+        if mdl.kind == "gram":
+            fields["dual_coef_"] = w.copy()
+            fields["support_coef_"] = w.copy()
+            if not getattr(kernel, "precomputed", False):
+                fields["support_"] = support_X.copy()
+            fields["coef_"] = None
+        elif state.nystroem is not None:
+            centres, projection = state.nystroem.centres_, state.nystroem.projection_
+            beta = projection @ w[: mdl.p]
+            fields["dual_coef_"] = beta
+            fields["support_"] = centres.copy()
+            fields["support_coef_"] = beta.copy()
+            fields["intercept_"] = float(w[mdl.p]) if mdl.fit_intercept else 0.0
+        elif state.identity_map:
+            fields["coef_"] = w[: mdl.p].copy()
+            fields["intercept_"] = float(w[mdl.p]) if mdl.fit_intercept else 0.0
+        else:
+            # other feature maps: theta = Phi^T beta with the minimum-norm beta
+            Phi = mdl.Phi
+            G = np.asarray((Phi.T @ Phi).toarray() if mdl.sparse else Phi.T @ Phi)
+            beta = np.asarray(Phi @ (sla.pinvh(G) @ w[: mdl.p])).ravel()
+            fields["dual_coef_"] = beta
+            fields["support_"] = support_X.copy()
+            fields["support_coef_"] = beta.copy()
+            fields["intercept_"] = float(w[mdl.p]) if mdl.fit_intercept else 0.0
+        # the subproblem the returned iterate belongs to (the last one unless stopped early)
+        target = state.decrement_target
+        fields["certificate"] = NewtonDecrementCertificate(
+            state.decrement, target, state.loss_name, state.lam, mdl.kind, w, w_prev,
+            mdl.fit_intercept, kernel, problem.classes_, state.train_index, centres, projection,
+            state.identity_map)
+        fields["history"] = {
+            "prox_decrement": np.asarray(state.prox_decrement, dtype=np.float64),
+            "prox_newton_iter": np.asarray(state.prox_newton_iter, dtype=np.int64),
+            "prox_empirical_risk": np.asarray(state.prox_risk, dtype=np.float64),
+        }
+        if state.auto:
+            fields["history"]["validation_loss"] = np.asarray(state.validation_loss)
+        fields["extra"] = {"t": int(t_used), "lam": state.lam, "loss": state.loss_name,
+                           "decrement": state.decrement, "target": target,
+                           "newton_solver": state.newton_solver}
+        if mdl.kind == "primal" and not state.identity_map:
+            fields["extra"]["theta"] = w[: mdl.p].copy()
+        if state.train_index is not None:
+            fields["extra"]["train_index"] = state.train_index
+        return fields

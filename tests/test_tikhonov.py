@@ -1,0 +1,388 @@
+"""Iterated Tikhonov (paper 002): Newton path, spectral filter, schedule, certificates."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from numpy.testing import assert_allclose
+
+import marginkit as mk
+from marginkit.plugins import Kernel
+from marginkit.solvers.tikhonov import (NewtonDecrementCertificate, decrement_schedule,
+                                        iterated_tikhonov_filter, spectral_filter_path)
+
+
+# ----------------------------------------------------------------------------- kernels
+class _Linear(Kernel):
+    """Private linear kernel (feature map = identity), as the built-in one will be."""
+
+    def feature_map(self, X):
+        return X
+
+    def __call__(self, A, B=None):
+        B = A if B is None else B
+        out = A @ B.T
+        return np.asarray(out.toarray() if sp.issparse(out) else out, dtype=np.float64)
+
+
+class _LinearGram(Kernel):
+    """The same kernel without a feature map: forces the representer (Gram) path."""
+
+    def __call__(self, A, B=None):
+        B = A if B is None else B
+        out = A @ B.T
+        return np.asarray(out.toarray() if sp.issparse(out) else out, dtype=np.float64)
+
+
+class _RBF(Kernel):
+    def __init__(self, gamma=0.5):
+        super().__init__()
+        self.gamma = gamma
+
+    def __call__(self, A, B=None):
+        B = A if B is None else B
+        A = np.asarray(A, dtype=np.float64)
+        B = np.asarray(B, dtype=np.float64)
+        d = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2 * A @ B.T
+        return np.exp(-self.gamma * np.maximum(d, 0.0))
+
+
+def _classification(n=200, d=6, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    w = rng.standard_normal(d)
+    y = np.where(X @ w + 0.7 * rng.standard_normal(n) > 0, 1, -1)
+    return X, y
+
+
+def _regression(n=150, d=4, seed=1):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    y = np.sin(X[:, 0]) + X[:, 1] + 0.1 * rng.standard_normal(n)
+    return X, y
+
+
+def _solve(X, y, **kw):
+    kw.setdefault("kernel", _Linear())
+    return mk.solve(X, y, solver="iterated_tikhonov", **kw)
+
+
+# ----------------------------------------------------------------------------- Tikhonov
+@pytest.mark.parametrize("fmt", ["dense", "csr", "fortran"])
+def test_t1_equals_sklearn_logistic_regression(fmt):
+    linear_model = pytest.importorskip("sklearn.linear_model")
+    X, y = _classification()
+    n, lam = X.shape[0], 1e-2
+    Xf = {"dense": X, "csr": sp.csr_matrix(X), "fortran": np.asfortranarray(X)}[fmt]
+    res = _solve(Xf, y, lam=lam, t=1, tol=1e-10)
+    clf = linear_model.LogisticRegression(fit_intercept=False, C=1 / (n * lam), tol=1e-12,
+                                          max_iter=10_000, solver="newton-cholesky").fit(X, y)
+    assert res.status == "converged"
+    assert_allclose(res.coef_, clf.coef_.ravel(), atol=1e-6, rtol=0)
+
+
+def test_intercept_matches_sklearn_unpenalized_intercept():
+    linear_model = pytest.importorskip("sklearn.linear_model")
+    X, y = _classification(seed=3)
+    X = X + 1.5  # an intercept matters
+    n, lam = X.shape[0], 1e-2
+    res = _solve(X, y, lam=lam, t=1, tol=1e-10, fit_intercept=True)
+    clf = linear_model.LogisticRegression(C=1 / (n * lam), tol=1e-12, max_iter=10_000,
+                                          solver="newton-cholesky").fit(X, y)
+    assert_allclose(res.coef_, clf.coef_.ravel(), atol=1e-6)
+    assert_allclose(res.intercept_, clf.intercept_[0], atol=1e-6)
+    assert res.certificate.verify(X, y)
+
+
+def test_a9a_t1_equals_sklearn(data_dir):
+    import lzma
+    import os
+
+    datasets = pytest.importorskip("sklearn.datasets")
+    linear_model = pytest.importorskip("sklearn.linear_model")
+    with lzma.open(os.path.join(data_dir, "a9a.xz")) as fh:
+        X, y = datasets.load_svmlight_file(fh)
+    X = sp.csr_matrix(X)[:5000]
+    y = y[:5000]
+    n = X.shape[0]
+    lam = 1.0 / n
+    res = _solve(X, y, lam=lam, t=1, tol=1e-10)
+    clf = linear_model.LogisticRegression(fit_intercept=False, C=1 / (n * lam), tol=1e-12,
+                                          max_iter=10_000, solver="newton-cholesky").fit(X, y)
+    assert_allclose(res.coef_, clf.coef_.ravel(), atol=1e-6)
+    assert res.certificate.verify(X, y)
+
+
+# ----------------------------------------------------------------------------- squared loss
+@pytest.mark.parametrize("t", [1, 2, 5])
+def test_squared_newton_path_equals_spectral_filter_gram(t):
+    X, y = _regression()
+    kw = dict(kernel=_RBF(0.5), loss="squared", lam=1e-3, t=t)
+    newton = _solve(X, y, **kw)
+    filt = _solve(X, y, method="spectral_filter", **kw)
+    ref = spectral_filter_path(_RBF(0.5)(X, X), y, 1e-3, t)
+    assert newton.task == "regression" and newton.classes_ is None
+    assert_allclose(newton.dual_coef_, ref, atol=1e-8 * max(1.0, np.abs(ref).max()))
+    assert_allclose(filt.dual_coef_, ref, atol=1e-8 * max(1.0, np.abs(ref).max()))
+    # predictions are real values for regression results
+    assert_allclose(newton.predict(X), _RBF(0.5)(X, X) @ ref, atol=1e-8)
+
+
+@pytest.mark.parametrize("t", [1, 3])
+def test_squared_newton_path_equals_spectral_filter_primal(t):
+    X, y = _regression()
+    newton = _solve(X, y, loss="squared", lam=1e-2, t=t)
+    filt = _solve(X, y, loss="squared", lam=1e-2, t=t, method="spectral_filter")
+    assert_allclose(newton.coef_, filt.coef_, atol=1e-8)
+
+
+@pytest.mark.parametrize("t", [1, 2, 4])
+def test_proximal_steps_equal_refitting_residuals(t):
+    """Eq. 3: theta^t = theta^{t-1} + ridge fit of the residuals y - theta^{t-1}(x)."""
+    X, y = _regression()
+    n, lam = X.shape[0], 1e-2
+    res = _solve(X, y, loss="squared", lam=lam, t=t)
+    theta = np.zeros(X.shape[1])
+    for _ in range(t):
+        resid = y - X @ theta
+        theta = theta + np.linalg.solve(X.T @ X / n + lam * np.eye(X.shape[1]), X.T @ resid / n)
+    assert_allclose(res.coef_, theta, atol=1e-10)
+    # the kernel version: beta^t = beta^{t-1} + (K + n lam I)^{-1} (y - K beta^{t-1})
+    K = _RBF(0.5)(X, X)
+    beta = np.zeros(n)
+    for _ in range(t):
+        beta = beta + np.linalg.solve(K + n * lam * np.eye(n), y - K @ beta)
+    resk = _solve(X, y, kernel=_RBF(0.5), loss="squared", lam=lam, t=t)
+    assert_allclose(resk.dual_coef_, beta, atol=1e-8)
+
+
+def test_filter_qualification_formula():
+    s = np.array([0.0, 1e-20, 1e-6, 0.3, 2.0])
+    lam, t = 0.1, 3
+    direct = np.array([sum((lam / (x + lam)) ** i for i in range(t)) / (x + lam) for x in s])
+    assert_allclose(iterated_tikhonov_filter(s, lam, t), direct, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- schedule
+def test_schedule_values():
+    targets = decrement_schedule(1e-6, 4)
+    assert_allclose(targets, 1e-6 * 1.4 ** np.array([-3, -2, -1, 0]) / 4)
+
+
+@pytest.mark.parametrize("kernel", [_Linear(), _RBF(0.3)])
+def test_each_subproblem_meets_its_target(kernel):
+    X, y = _classification(n=150)
+    t, tol = 5, 1e-7
+    res = _solve(X, y, kernel=kernel, lam=1e-2, t=t, tol=tol)
+    assert res.status == "converged"
+    targets = decrement_schedule(tol, t)
+    dec = res.history["prox_decrement"]
+    assert dec.shape == (t,) and np.all(dec <= targets)
+    assert np.all(res.history["prox_newton_iter"] >= 1)
+    assert res.history["prox_newton_iter"].sum() == res.n_iter
+    assert res.certificate.kind == "newton_decrement"
+    assert res.certificate.value <= targets[-1]
+    assert res.certificate.verify(X, y)
+
+
+def test_proposition1_final_exact_decrement_below_tol():
+    """With the schedule, the decrement on the *exact* final subproblem is <= eps."""
+    X, y = _classification(n=150, seed=5)
+    t, tol, lam = 4, 1e-3, 1e-2
+    loose = _solve(X, y, lam=lam, t=t, tol=tol)
+    exact_prev = _solve(X, y, lam=lam, t=t - 1, tol=1e-13)
+    cert = loose.certificate
+    exact = NewtonDecrementCertificate(0.0, tol, "logistic", lam, "primal", cert.coef,
+                                       exact_prev.coef_, False, _Linear(), cert.classes,
+                                       identity_map=True)
+    assert exact.recompute(X, y) <= tol
+
+
+def test_empirical_risk_decreases_with_t():
+    X, y = _classification(n=200, seed=2)
+    risks = []
+    for t in range(1, 6):
+        res = _solve(X, y, lam=1e-2, t=t, tol=1e-10)
+        risks.append(res.history["prox_empirical_risk"][-1])
+        prox = res.history["prox_empirical_risk"]
+        assert np.all(np.diff(prox) < 0)
+    assert np.all(np.diff(risks) < 0)
+    assert_allclose(risks, prox, rtol=1e-8)
+
+
+def test_custom_schedule_through_the_stopping_plugin():
+    X, y = _classification(n=120)
+    res = _solve(X, y, lam=1e-2, t=3, stop=[("newton_decrement", {"tol": 1e-4, "kappa": 2.0})])
+    targets = decrement_schedule(1e-4, 3, kappa=2.0)
+    assert res.status == "converged"
+    assert np.all(res.history["prox_decrement"] <= targets)
+    assert res.certificate.target == targets[-1]
+
+
+def test_max_iter_status_and_certificate_not_verified():
+    X, y = _classification(n=120)
+    res = _solve(X, y, lam=1e-3, t=3, tol=1e-12, max_iter=2)
+    assert res.status == "max_iter"
+    assert not res.certificate.verify(X, y)
+
+
+# ----------------------------------------------------------------------------- certificate
+def test_certificate_rejects_tampered_model():
+    X, y = _classification()
+    res = _solve(X, y, lam=1e-2, t=2, tol=1e-9)
+    assert res.certificate.verify(X, y)
+    res.certificate.coef = res.certificate.coef + 1e-3
+    assert not res.certificate.verify(X, y)
+
+
+def test_certificate_rejects_other_labels():
+    X, y = _classification()
+    res = _solve(X, y, kernel=_RBF(), lam=1e-2, t=2)
+    assert res.certificate.verify(X, y)
+    assert not res.certificate.verify(X, -y)
+
+
+# ----------------------------------------------------------------------------- formats
+def test_dense_csr_float32_agree():
+    X, y = _classification()
+    ref = _solve(X, y, lam=1e-2, t=3, tol=1e-10)
+    csr = _solve(sp.csr_matrix(X), y, lam=1e-2, t=3, tol=1e-10)
+    X32 = X.astype(np.float32)
+    f32 = _solve(X32, y, lam=1e-2, t=3, tol=1e-10)
+    f32csr = _solve(sp.csr_matrix(X32), y, lam=1e-2, t=3, tol=1e-10)
+    ref32 = _solve(X32.astype(np.float64), y, lam=1e-2, t=3, tol=1e-10)
+    assert_allclose(csr.coef_, ref.coef_, atol=1e-10)
+    # float32 data are used exactly (float64 accumulation): same solution as the
+    # float64 copy of the rounded data
+    assert_allclose(f32.coef_, ref32.coef_, atol=1e-9)
+    assert_allclose(f32csr.coef_, ref32.coef_, atol=1e-9)
+    assert_allclose(f32.coef_, ref.coef_, atol=1e-5)
+    csr64 = sp.csr_matrix(X)
+    csr64.indices = csr64.indices.astype(np.int64)
+    csr64.indptr = csr64.indptr.astype(np.int64)
+    assert_allclose(_solve(csr64, y, lam=1e-2, t=3, tol=1e-10).coef_, ref.coef_, atol=1e-10)
+
+
+def test_caller_arrays_untouched():
+    X, y = _classification()
+    Xc, yc = X.copy(), y.copy()
+    _solve(X, y, lam=1e-2, t=2)
+    _solve(X, y, kernel=_RBF(), lam=1e-2, t=2)
+    assert np.array_equal(X, Xc) and np.array_equal(y, yc)
+
+
+def test_primal_and_gram_paths_agree():
+    X, y = _classification(n=100)
+    primal = _solve(X, y, lam=1e-2, t=3, tol=1e-11)
+    gram = _solve(X, y, kernel=_LinearGram(), lam=1e-2, t=3, tol=1e-11)
+    assert_allclose(X.T @ gram.dual_coef_, primal.coef_, atol=1e-8)
+    assert_allclose(gram.decision_function(X), primal.decision_function(X), atol=1e-8)
+    assert gram.coef_ is None and gram.support_ is not X
+
+
+def test_precomputed_kernel():
+    X, y = _classification(n=80)
+    K = _RBF()(X, X)
+    a = _solve(K, y, kernel="precomputed", lam=1e-2, t=2) if _has("kernel", "precomputed") \
+        else pytest.skip("precomputed kernel not registered yet")
+    b = _solve(X, y, kernel=_RBF(), lam=1e-2, t=2)
+    assert_allclose(a.dual_coef_, b.dual_coef_, atol=1e-10)
+    assert a.certificate.verify(K, y)
+
+
+def _has(kind, name):
+    return name in mk.list_plugins()[kind]
+
+
+# ----------------------------------------------------------------------------- Nystroem
+def test_nystroem_with_all_centres_is_exact():
+    X, y = _classification(n=120)
+    exact = _solve(X, y, kernel=_RBF(0.2), lam=1e-2, t=3, tol=1e-11)
+    nys = _solve(X, y, kernel=_RBF(0.2), lam=1e-2, t=3, tol=1e-11, n_components=120,
+                 random_state=0)
+    assert_allclose(nys.decision_function(X), exact.decision_function(X), atol=1e-6)
+    assert nys.certificate.verify(X, y)
+
+
+def test_nystroem_cg_equals_cholesky():
+    X, y = _classification(n=400, d=3)
+    kw = dict(kernel=_RBF(0.5), lam=1e-3, t=2, tol=1e-9, n_components=80, random_state=1)
+    chol = _solve(X, y, newton_solver="cholesky", **kw)
+    cg = _solve(X, y, newton_solver="cg", **kw)
+    assert cg.extra["newton_solver"] == "cg"
+    assert_allclose(cg.decision_function(X), chol.decision_function(X), atol=1e-6)
+    assert cg.certificate.verify(X, y)
+
+
+def test_nystroem_fewer_centres_runs_and_certifies():
+    X, y = _classification(n=300)
+    res = _solve(X, y, kernel=_RBF(0.2), lam=1e-2, t=2, n_components=30, random_state=0)
+    assert res.support_.shape[0] == 30 and res.status == "converged"
+    assert res.certificate.verify(X, y)
+    assert res.score(X, y) > 0.8
+
+
+# ----------------------------------------------------------------------------- t = "auto"
+def test_t_auto_picks_best_validation_step():
+    X, y = _classification(n=300, seed=4)
+    res = _solve(X, y, kernel=_RBF(0.5), lam=1e-1, t="auto", t_max=8, random_state=0)
+    v = res.history["validation_loss"]
+    t = res.extra["t"]
+    assert 1 <= t <= 8 and res.status == "converged"
+    # kept going while it improved, stopped at the first non-improvement (or t_max)
+    assert np.all(np.diff(v[:t]) < 0)
+    assert t == 8 or v[t] >= v[t - 1]
+    assert res.dual_coef_.shape[0] == len(res.extra["train_index"])
+    assert res.certificate.verify(X, y)
+
+
+def test_t_auto_regression():
+    X, y = _regression(n=200)
+    res = _solve(X, y, kernel=_RBF(0.5), loss="squared", lam=1.0, t="auto", t_max=6,
+                 random_state=0)
+    assert res.task == "regression" and res.extra["t"] > 1
+
+
+# ----------------------------------------------------------------------------- API
+def test_task_follows_loss():
+    solver = mk.get_plugin("solver", "iterated_tikhonov")
+    assert solver(loss="squared").task == "regression"
+    assert solver().task == "classification"
+
+
+def test_labels_mapped_and_predict_classes():
+    X, y = _classification()
+    labels = np.where(y > 0, "spam", "ham")
+    res = _solve(X, labels, lam=1e-2, t=2)
+    assert list(res.classes_) == ["ham", "spam"]
+    assert set(res.predict(X)) <= {"ham", "spam"}
+    assert res.score(X, labels) > 0.7
+
+
+@pytest.mark.parametrize("kw,exc,match", [
+    ({"t": 0}, ValueError, "integer >= 1 or 'auto'"),
+    ({"t": "many"}, ValueError, "integer >= 1 or 'auto'"),
+    ({"loss": "hinge"}, ValueError, "logistic"),
+    ({"lam": -1.0}, ValueError, "lam"),
+    ({"loss": "logistic", "method": "spectral_filter"}, ValueError, "squared loss"),
+])
+def test_parameter_errors(kw, exc, match):
+    X, y = _classification(n=40)
+    with pytest.raises(exc, match=match):
+        _solve(X, y, **kw)
+
+
+def test_intercept_with_gram_kernel_is_refused():
+    X, y = _classification(n=40)
+    with pytest.raises(ValueError, match="feature map"):
+        _solve(X, y, kernel=_RBF(), fit_intercept=True)
+
+
+def test_result_save_load_keeps_certificate(tmp_path):
+    mk.register("kernel", "_tik_linear")(_Linear)
+    X, y = _classification(n=80)
+    res = _solve(X, y, kernel="_tik_linear", lam=1e-2, t=2)
+    path = tmp_path / "res.npz"
+    res.save(path)
+    back = mk.load_result(path)
+    assert back.certificate.kind == "newton_decrement"
+    assert back.certificate.verify(X, y)
+    assert_allclose(back.coef_, res.coef_)
