@@ -1,0 +1,111 @@
+"""Peak memory of ``solve`` on CSR input against the input's size (issue 6 target).
+
+Target: peak <= 1.5 x (bytes of data + indices + indptr) + O(n + d): no densifying,
+no hidden copies. Input: seeded random CSR with 20 nonzeros per row out of d = 1000
+columns (a9a has 14 of 123, rcv1 74 of 47,236), float64 values, int32 indices, 5%
+label noise.
+
+Three views of the same solve:
+
+* ``peakmem_solve``: asv's own number, the process's peak RSS; it includes the
+  interpreter, the imported libraries and the input itself, so read it as a curve
+  over ``n``, not as the solver's share.
+* ``track_traced_peak_ratio``: the peak of the memory traced by ``tracemalloc``
+  (every numpy array, Python object and buffer allocated through Python's or numpy's
+  allocators) during ``solve``, divided by the input's bytes. Misses C-level
+  ``malloc`` in compiled code.
+* ``track_rss_peak_ratio``: growth of the peak resident set (``VmHWM``, reset through
+  ``/proc/self/clear_refs``; Linux only) during ``solve``, divided by the input's
+  bytes. Sees every touched page, including C ``malloc`` and BLAS/OpenMP buffers.
+
+``track_excess_vectors`` reports (traced peak - 1.5 x input) / (8 (n + d)): how many
+float64 vectors of length n + d the solver needs beyond the 1.5 x budget. It should
+stay bounded (not grow with n); a negative value is under budget.
+"""
+import gc
+import os
+import tracemalloc
+
+import marginkit as mk
+
+from . import common
+
+SOLVERS = ["fista", "fista_svm", "dcd", "pegasos", "snkp", "isnkpvn"]
+SIZES = [10_000, 40_000, 160_000] if common.FULL else [2_000, 8_000]
+D = 1000
+NNZ_PER_ROW = 20
+
+
+def input_bytes(X):
+    return X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+
+
+def _vm(field):
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise OSError(field)
+
+
+def rss_growth(fn):
+    """Growth of the peak RSS (bytes) while ``fn()`` runs; raises OSError off Linux."""
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")  # reset VmHWM to the current RSS
+    base = _vm("VmRSS")
+    fn()
+    return _vm("VmHWM") - base
+
+
+def traced_peak(fn):
+    """Peak bytes traced by tracemalloc while ``fn()`` runs (above the start level)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        start, _ = tracemalloc.get_traced_memory()
+        fn()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak - start
+
+
+class SolveMemoryCSR:
+    """Memory of solve on CSR input of growing n (fixed iteration count)."""
+
+    version = "memory-1"
+    params = (SOLVERS, SIZES)
+    param_names = ["solver", "n"]
+    timeout = 600
+
+    def setup(self, solver, n):
+        common.require_solver(solver)
+        self.X, self.y = common.random_csr(n, D, NNZ_PER_ROW, seed=7)
+        # a fixed, small number of iterations: memory, not convergence, is measured here
+        self.kwargs = dict(solver=solver, max_iter=common.size(20, 50), random_state=0)
+
+    def _solve(self):
+        mk.solve(self.X, self.y, **self.kwargs)
+
+    def peakmem_solve(self, solver, n):
+        self._solve()
+
+    def track_traced_peak_ratio(self, solver, n):
+        return traced_peak(self._solve) / input_bytes(self.X)
+
+    track_traced_peak_ratio.unit = "x input"
+
+    def track_rss_peak_ratio(self, solver, n):
+        if not os.path.exists("/proc/self/clear_refs"):
+            raise NotImplementedError("VmHWM reset needs Linux /proc")
+        return rss_growth(self._solve) / input_bytes(self.X)
+
+    track_rss_peak_ratio.unit = "x input"
+
+    def track_excess_vectors(self, solver, n):
+        peak = traced_peak(self._solve)
+        return (peak - 1.5 * input_bytes(self.X)) / (8.0 * (n + D))
+
+    track_excess_vectors.unit = "vectors of n+d"
