@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from .._registry import _register_builtin
 from .._validation import Param, check_X
 from ..plugins import Kernel
+from . import _gram
 
 __all__ = ["LinearKernel", "RBFKernel", "PolynomialKernel", "LaplacianKernel",
            "PrecomputedKernel", "CallableKernel", "SplineKernel", "prepare_pair"]
@@ -49,20 +50,52 @@ def _as(X, dtype):
 
 
 def _row_sqnorms(X):
+    """||x_i||^2 for each row, in the dtype of X (float64 sums)."""
+    out = np.empty(X.shape[0], dtype=X.dtype)
     if sp.issparse(X):
-        return np.asarray(X.multiply(X).sum(axis=1), dtype=X.dtype).ravel()
-    return np.einsum("ij,ij->i", X, X)
+        _gram.sqnorms_csr(X.data, X.indptr, out)
+    else:
+        _gram.sqnorms_dense(X, out)
+    return out
+
+
+def _empty_block(A, B, dtype):
+    return np.empty((A.shape[0], B.shape[0]), dtype=dtype)
 
 
 def _dot_block(A, B):
-    """A @ B.T as a dense array (never densifies a sparse operand)."""
-    out = A @ B.T
-    if sp.issparse(out):
-        out = out.toarray()
-    out = np.ascontiguousarray(out)
-    if B is A:  # exact symmetry: mirror the upper triangle
-        iu = np.triu_indices(out.shape[0], 1)
-        out[(iu[1], iu[0])] = out[iu]
+    """A @ B.T as a new dense C-ordered array (exactly symmetric when B is A).
+
+    Sparse operands are never densified; CSR x CSR reads B through a CSC copy of its
+    stored entries (O(nnz) memory).
+    """
+    same = B is A
+    out = _empty_block(A, B, A.dtype)
+    if not sp.issparse(A) and not sp.issparse(B):
+        _gram.dot_dense_dense(A, B, out, same)
+    elif sp.issparse(A) and not sp.issparse(B):
+        _gram.dot_csr_dense(A.data, A.indices, A.indptr, B, out)
+    elif not sp.issparse(A):
+        _gram.dot_dense_csr(A, B.data, B.indices, B.indptr, out)
+    else:
+        Bt = B.tocsc()
+        Bt.sort_indices()
+        _gram.dot_csr_csc(A.data, A.indices, A.indptr, Bt.data, Bt.indices, Bt.indptr, out)
+    return out
+
+
+def _l1_block(A, B):
+    """||a_i - b_j||_1 as a new dense C-ordered array (exact merges for CSR rows)."""
+    same = B is A
+    out = _empty_block(A, B, A.dtype)
+    if not sp.issparse(A) and not sp.issparse(B):
+        _gram.l1_dense_dense(A, B, out, same)
+    elif sp.issparse(A) and not sp.issparse(B):
+        _gram.l1_csr_dense(A.data, A.indices, A.indptr, B, out)
+    elif not sp.issparse(A):
+        _gram.l1_dense_csr(A, B.data, B.indices, B.indptr, out)
+    else:
+        _gram.l1_csr_csr(A.data, A.indices, A.indptr, B.data, B.indices, B.indptr, out, same)
     return out
 
 
@@ -119,15 +152,9 @@ class RBFKernel(Kernel):
         K = _dot_block(A, B)
         na = _row_sqnorms(A)
         nb = na if B is A else _row_sqnorms(B)
-        # ||a - b||^2 = ||a||^2 + ||b||^2 - 2 <a, b>, clipped at 0 (round-off)
-        K *= -2.0
-        K += na[:, None] + nb[None, :]
-        np.maximum(K, 0.0, out=K)
-        if B is A:
-            np.fill_diagonal(K, 0.0)
-        K *= -g
-        np.exp(K, out=K)
-        return K.astype(dtype, copy=False)
+        # ||a - b||^2 = ||a||^2 + ||b||^2 - 2 <a, b>, clipped at 0 (round-off), then exp
+        _gram.finish_rbf(K, na, nb, g, B is A)
+        return K
 
     def diag(self, A):
         A, _, dtype = prepare_pair(A)
@@ -157,10 +184,8 @@ class PolynomialKernel(Kernel):
         A, B, dtype = prepare_pair(A, B)
         g = _resolve_gamma(self.gamma, A.shape[1])
         K = _dot_block(A, B)
-        K *= g
-        K += self.coef0
-        K **= int(self.degree)
-        return K.astype(dtype, copy=False)
+        _gram.finish_poly(K, g, float(self.coef0), float(self.degree))
+        return K
 
     def diag(self, A):
         A, _, dtype = prepare_pair(A)
@@ -183,16 +208,9 @@ class LaplacianKernel(Kernel):
     def __call__(self, A, B=None):
         A, B, dtype = prepare_pair(A, B)
         g = _resolve_gamma(self.gamma, A.shape[1])
-        K = np.empty((A.shape[0], B.shape[0]), dtype=np.float64)
-        Bd = B.toarray() if sp.issparse(B) else B
-        step = 64
-        for i in range(0, A.shape[0], step):
-            Ai = A[i:i + step]
-            Ai = Ai.toarray() if sp.issparse(Ai) else Ai
-            K[i:i + step] = np.abs(Ai[:, None, :] - Bd[None, :, :]).sum(axis=2)
-        K *= -g
-        np.exp(K, out=K)
-        return K.astype(dtype, copy=False)
+        K = _l1_block(A, B)
+        _gram.finish_exp(K, g)
+        return K
 
     def diag(self, A):
         A, _, dtype = prepare_pair(A)
