@@ -1,0 +1,25 @@
+# Prox-functions on the simplex (paper 000, secs. 4 and 6), callable from nogil Cython code.
+
+cdef class SimplexSmoother:
+    # 1 for a prox-function 1-strongly convex in l1 (entropy), 2 for l2
+    cdef readonly int norm
+    # out = argmin_{p in simplex} <g, p> + mu d_q(p); q may be NULL (center 1/n)
+    cdef void argmin(self, const double* g, double mu, const double* q, double* out,
+                     Py_ssize_t n) noexcept nogil
+    # d_q(p)
+    cdef double value_of(self, const double* p, const double* q, Py_ssize_t n) noexcept nogil
+
+
+cdef class EntropySmoother(SimplexSmoother):
+    pass
+
+
+cdef class L2Smoother(SimplexSmoother):
+    cdef double* _buf
+    cdef Py_ssize_t _cap
+
+
+cdef class PythonSmoother(SimplexSmoother):
+    cdef object _obj
+    cdef int _argmin_py(self, const double* g, double mu, const double* q, double* out,
+                        Py_ssize_t n) except -1

@@ -1,0 +1,200 @@
+"""Smoothed minimizers over the simplex (paper 000, eq. (pmuf) and sec. 6).
+
+For a score vector g (g = G alpha in the solvers) and mu > 0,
+
+    p_mu(g) = argmin_{p in simplex} <g, p> + mu d(p).
+
+``EntropySmoother``: d(p) = sum_i p_i log p_i + log n (1-strongly convex in l1, center
+1/n); p_mu(g) = softmax(-g / mu), computed with the maximum shifted out (stable).
+
+``L2Smoother``: d_q(p) = 1/2 ||p - q||_2^2 (1-strongly convex in l2, center q);
+p_mu(g) = Euclidean projection of q - g / mu onto the simplex, by sorting (O(n log n)).
+"""
+import numpy as np
+
+from libc.math cimport exp, log
+from libc.stdlib cimport free, qsort, realloc
+
+__all__ = ["SimplexSmoother", "EntropySmoother", "L2Smoother", "PythonSmoother"]
+
+
+cdef int _cmp_desc(const void* a, const void* b) noexcept nogil:
+    cdef double x = (<const double*>a)[0]
+    cdef double y = (<const double*>b)[0]
+    if x < y:
+        return 1
+    if x > y:
+        return -1
+    return 0
+
+
+cdef class SimplexSmoother:
+    """Base class. Subclasses implement ``argmin`` and ``value_of`` (nogil)."""
+
+    cdef void argmin(self, const double* g, double mu, const double* q, double* out,
+                     Py_ssize_t n) noexcept nogil:
+        pass
+
+    cdef double value_of(self, const double* p, const double* q, Py_ssize_t n) noexcept nogil:
+        return 0.0
+
+    def argmin_simplex(self, g, mu, q=None):
+        """argmin over the simplex of <g, p> + mu d_q(p) (Python wrapper of ``argmin``)."""
+        cdef double[::1] gv = np.ascontiguousarray(g, dtype=np.float64).ravel()
+        cdef Py_ssize_t n = gv.shape[0]
+        cdef double m = float(mu)
+        cdef double[::1] qv
+        cdef const double* qp = NULL
+        if n == 0:
+            raise ValueError("g is empty")
+        if not m > 0:
+            raise ValueError(f"mu={mu!r} must be > 0")
+        if q is not None:
+            qv = np.ascontiguousarray(q, dtype=np.float64).ravel()
+            if qv.shape[0] != n:
+                raise ValueError(f"q has length {qv.shape[0]}, g has {n}")
+            qp = &qv[0]
+        out = np.empty(n)
+        cdef double[::1] ov = out
+        with nogil:
+            self.argmin(&gv[0], m, qp, &ov[0], n)
+        return out
+
+    def value(self, p, q=None):
+        """d_q(p) (Python wrapper of ``value_of``)."""
+        cdef double[::1] pv = np.ascontiguousarray(p, dtype=np.float64).ravel()
+        cdef Py_ssize_t n = pv.shape[0]
+        cdef double[::1] qv
+        cdef const double* qp = NULL
+        if q is not None:
+            qv = np.ascontiguousarray(q, dtype=np.float64).ravel()
+            if qv.shape[0] != n:
+                raise ValueError(f"q has length {qv.shape[0]}, p has {n}")
+            qp = &qv[0]
+        return self.value_of(&pv[0], qp, n)
+
+
+cdef class EntropySmoother(SimplexSmoother):
+    """p_mu(g) = exp(-g/mu) / ||exp(-g/mu)||_1; d(p) = sum p log p + log n (center 1/n).
+
+    ``q`` is ignored (the entropy's center is the uniform distribution).
+    """
+
+    def __cinit__(self):
+        self.norm = 1
+
+    cdef void argmin(self, const double* g, double mu, const double* q, double* out,
+                     Py_ssize_t n) noexcept nogil:
+        cdef Py_ssize_t i
+        cdef double gmin = g[0], total = 0.0, inv
+        for i in range(1, n):
+            if g[i] < gmin:
+                gmin = g[i]
+        # log-sum-exp: shift by the largest exponent -gmin/mu so every term is <= 1
+        inv = 1.0 / mu
+        for i in range(n):
+            out[i] = exp(-(g[i] - gmin) * inv)
+            total += out[i]
+        inv = 1.0 / total
+        for i in range(n):
+            out[i] *= inv
+
+    cdef double value_of(self, const double* p, const double* q, Py_ssize_t n) noexcept nogil:
+        cdef Py_ssize_t i
+        cdef double acc = 0.0
+        for i in range(n):
+            if p[i] > 0.0:
+                acc += p[i] * log(p[i])
+        return acc + log(<double>n)
+
+
+cdef class L2Smoother(SimplexSmoother):
+    """p_mu^q(g) = projection of q - g/mu onto the simplex; d_q(p) = 1/2 ||p - q||^2.
+
+    ``q=None`` (NULL) means q = 1/n. Holds a scratch buffer: one instance must not be
+    used from two threads at once.
+    """
+
+    def __cinit__(self):
+        self.norm = 2
+        self._buf = NULL
+        self._cap = 0
+
+    def __dealloc__(self):
+        free(self._buf)
+
+    cdef void argmin(self, const double* g, double mu, const double* q, double* out,
+                     Py_ssize_t n) noexcept nogil:
+        cdef Py_ssize_t i, rho = 1
+        cdef double inv = 1.0 / mu, qi, csum = 0.0, tau, tau_rho = 0.0
+        cdef double* nb
+        if self._cap < n:
+            nb = <double*>realloc(self._buf, n * sizeof(double))
+            if nb == NULL:
+                # out of memory: fall back to the center (a feasible point)
+                for i in range(n):
+                    out[i] = q[i] if q != NULL else 1.0 / n
+                return
+            self._buf = nb
+            self._cap = n
+        for i in range(n):
+            qi = q[i] if q != NULL else 1.0 / n
+            out[i] = qi - g[i] * inv
+            self._buf[i] = out[i]
+        qsort(self._buf, n, sizeof(double), _cmp_desc)
+        # largest rho with u_rho > (sum_{j<=rho} u_j - 1) / rho (Held, Wolfe, Crowder)
+        for i in range(n):
+            csum += self._buf[i]
+            tau = (csum - 1.0) / (i + 1)
+            if self._buf[i] > tau:
+                rho = i + 1
+                tau_rho = tau
+        for i in range(n):
+            out[i] = out[i] - tau_rho
+            if out[i] < 0.0:
+                out[i] = 0.0
+
+    cdef double value_of(self, const double* p, const double* q, Py_ssize_t n) noexcept nogil:
+        cdef Py_ssize_t i
+        cdef double acc = 0.0, r
+        for i in range(n):
+            r = p[i] - (q[i] if q != NULL else 1.0 / n)
+            acc += r * r
+        return 0.5 * acc
+
+
+cdef class PythonSmoother(SimplexSmoother):
+    """Adapter for a third-party Smoother plug-in written in Python.
+
+    Calls ``obj.argmin_simplex(g, mu, q)`` with the GIL (slower, but any plug-in works).
+    """
+
+    def __init__(self, obj, int norm=1):
+        self._obj = obj
+        self.norm = norm
+
+    cdef void argmin(self, const double* g, double mu, const double* q, double* out,
+                     Py_ssize_t n) noexcept nogil:
+        with gil:
+            self._argmin_py(g, mu, q, out, n)
+
+    cdef int _argmin_py(self, const double* g, double mu, const double* q, double* out,
+                        Py_ssize_t n) except -1:
+        cdef Py_ssize_t i
+        gv = np.empty(n)
+        cdef double[::1] gm = gv
+        for i in range(n):
+            gm[i] = g[i]
+        qv = None
+        if q != NULL:
+            qv = np.array(<double[:n]>(<double*>q))
+        res = np.asarray(self._obj.argmin_simplex(gv, mu, qv), dtype=np.float64).ravel()
+        cdef double[::1] rm = res
+        for i in range(n):
+            out[i] = rm[i]
+        return 0
+
+    cdef double value_of(self, const double* p, const double* q, Py_ssize_t n) noexcept nogil:
+        with gil:
+            return float(self._obj.value(np.array(<double[:n]>(<double*>p)),
+                                         None if q == NULL else np.array(<double[:n]>(<double*>q))))

@@ -1,0 +1,41 @@
+# Gram operators of paper 000 (normalized signed Gram G), usable from nogil Cython code.
+
+cdef class GramOperator:
+    cdef readonly Py_ssize_t n
+    cdef readonly bint normalize
+    # s_i = y_i / sqrt(K_ii) (normalized) or y_i (unnormalized): G = S K S
+    cdef double[::1] _scale
+    # sqrt(K_ii), for converting unnormalized coefficients to normalized ones
+    cdef double[::1] _sqrt_diag
+
+    cdef void matvec(self, const double* a, double* out) noexcept nogil
+    cdef void column(self, Py_ssize_t j, double* out) noexcept nogil
+
+
+cdef class FeatureOperator(GramOperator):
+    cdef readonly Py_ssize_t d
+    cdef readonly int layout
+    cdef object _phi
+    cdef const double[:, ::1] _c64
+    cdef const float[:, ::1] _c32
+    cdef const double[::1, :] _f64
+    cdef const float[::1, :] _f32
+    cdef const double[::1] _data64
+    cdef const float[::1] _data32
+    cdef const int[::1] _ind32
+    cdef const int[::1] _ptr32
+    cdef const long long[::1] _ind64
+    cdef const long long[::1] _ptr64
+    cdef double[::1] _w      # d-vector scratch (Phi^T S a)
+    cdef double[::1] _u      # n-vector scratch (S a) for the BLAS path
+
+    cdef void rmatvec(self, const double* a, double* w) noexcept nogil
+    cdef void fmatvec(self, const double* w, double* out) noexcept nogil
+    cdef void add_row(self, Py_ssize_t j, double c, double* w) noexcept nogil
+
+
+cdef class DenseGramOperator(GramOperator):
+    cdef readonly bint single
+    cdef object _G
+    cdef float[:, ::1] _g32
+    cdef double[:, ::1] _g64

@@ -1,0 +1,538 @@
+"""Products with the normalized signed Gram matrix of paper 000 (sec. 3).
+
+    G_ij = y_i y_j K(x_i, x_j) / sqrt(K(x_i, x_i) K(x_j, x_j))        (normalized)
+    G_ij = y_i y_j K(x_i, x_j)                                          (unnormalized)
+
+Every algorithm of the perceptron / von Neumann family only touches G through
+``G a`` and ``G e_j``. Two implementations:
+
+``FeatureOperator``
+    Kernels with an explicit feature map Phi (the linear kernel: Phi = X). With
+    S = diag(s), s_i = y_i / ||phi_i||, ``G a = S Phi (Phi^T (S a))`` costs two passes
+    over the nonzeros of Phi through a d-vector; G is never formed and X is never
+    copied or modified (dense C or F order, or CSR with int32/int64 indices;
+    float32 or float64 data; accumulation in float64).
+``DenseGramOperator``
+    Any other kernel: a private n x n G built from the kernel's Gram block and
+    normalized and signed in place. Refused when it would exceed
+    ``config.memory_budget``.
+
+``make_operator(problem)`` picks one.
+"""
+import numpy as np
+import scipy.sparse as sp
+
+from cython cimport floating
+from libc.math cimport sqrt
+from libc.string cimport memset
+from scipy.linalg.cython_blas cimport dgemv
+
+__all__ = ["GramOperator", "FeatureOperator", "DenseGramOperator", "make_operator"]
+
+ctypedef fused index_t:
+    int
+    long long
+
+# layouts of FeatureOperator
+cdef enum:
+    C64 = 0
+    C32 = 1
+    F64 = 2
+    F32 = 3
+    CSR64_32 = 4
+    CSR64_64 = 5
+    CSR32_32 = 6
+    CSR32_64 = 7
+
+_BUILTIN_FRESH_GRAM = ("rbf", "poly", "laplacian", "spline", "linear")
+
+
+def _zero_rows_error(bad, what):
+    bad = np.asarray(bad)
+    return ValueError(
+        f"row(s) {bad[:10].tolist()}{' ...' if bad.size > 10 else ''} of X have K(x, x) = 0"
+        f" ({what}); the normalized Gram is undefined there: remove those rows or use a kernel "
+        "with K(x, x) > 0"
+    )
+
+
+# --------------------------------------------------------------------------- base
+cdef class GramOperator:
+    """Abstract product with G. Subclasses implement ``matvec`` and ``column``."""
+
+    cdef void matvec(self, const double* a, double* out) noexcept nogil:
+        pass
+
+    cdef void column(self, Py_ssize_t j, double* out) noexcept nogil:
+        pass
+
+    @property
+    def scale(self):
+        """s with G = diag(s) K diag(s): y_i / sqrt(K_ii), or y_i when unnormalized."""
+        return np.asarray(self._scale).copy()
+
+    @property
+    def sqrt_diag(self):
+        """sqrt(K(x_i, x_i))."""
+        return np.asarray(self._sqrt_diag).copy()
+
+    def dot(self, a):
+        """G a as a float64 array (Python wrapper of ``matvec``)."""
+        cdef double[::1] av = np.ascontiguousarray(a, dtype=np.float64).ravel()
+        if av.shape[0] != self.n:
+            raise ValueError(f"a has length {av.shape[0]}, expected n={self.n}")
+        out = np.empty(self.n, dtype=np.float64)
+        cdef double[::1] ov = out
+        with nogil:
+            self.matvec(&av[0], &ov[0])
+        return out
+
+    def col(self, Py_ssize_t j):
+        """G e_j as a float64 array (Python wrapper of ``column``)."""
+        if j < 0 or j >= self.n:
+            raise IndexError(f"column index {j} out of range for n={self.n}")
+        out = np.empty(self.n, dtype=np.float64)
+        cdef double[::1] ov = out
+        with nogil:
+            self.column(j, &ov[0])
+        return out
+
+
+# --------------------------------------------------------------------------- feature space
+cdef void _csr_rmatvec(const floating[::1] data, const index_t[::1] ind, const index_t[::1] ptr,
+                       const double* s, const double* a, double* w,
+                       Py_ssize_t n, Py_ssize_t d) noexcept nogil:
+    # w = Phi^T (s * a), rows with a_i = 0 skipped
+    cdef Py_ssize_t i
+    cdef index_t k
+    cdef double u
+    memset(w, 0, d * sizeof(double))
+    for i in range(n):
+        u = s[i] * a[i]
+        if u != 0.0:
+            for k in range(ptr[i], ptr[i + 1]):
+                w[ind[k]] += data[k] * u
+
+
+cdef void _csr_fmatvec(const floating[::1] data, const index_t[::1] ind, const index_t[::1] ptr,
+                       const double* s, const double* w, double* out, Py_ssize_t n) noexcept nogil:
+    # out = s * (Phi w)
+    cdef Py_ssize_t i
+    cdef index_t k
+    cdef double acc
+    for i in range(n):
+        acc = 0.0
+        for k in range(ptr[i], ptr[i + 1]):
+            acc += data[k] * w[ind[k]]
+        out[i] = s[i] * acc
+
+
+cdef void _csr_add_row(const floating[::1] data, const index_t[::1] ind, const index_t[::1] ptr,
+                       Py_ssize_t j, double c, double* w) noexcept nogil:
+    cdef index_t k
+    for k in range(ptr[j], ptr[j + 1]):
+        w[ind[k]] += c * data[k]
+
+
+cdef void _c_rmatvec(const floating[:, ::1] X, const double* s, const double* a, double* w,
+                     Py_ssize_t n, Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t i, j
+    cdef double u
+    memset(w, 0, d * sizeof(double))
+    for i in range(n):
+        u = s[i] * a[i]
+        if u != 0.0:
+            for j in range(d):
+                w[j] += X[i, j] * u
+
+
+cdef void _c_fmatvec(const floating[:, ::1] X, const double* s, const double* w, double* out,
+                     Py_ssize_t n, Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t i, j
+    cdef double acc
+    for i in range(n):
+        acc = 0.0
+        for j in range(d):
+            acc += X[i, j] * w[j]
+        out[i] = s[i] * acc
+
+
+cdef void _f_rmatvec(const floating[::1, :] X, const double* s, const double* a, double* w,
+                     Py_ssize_t n, Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t i, j
+    cdef double acc
+    for j in range(d):
+        acc = 0.0
+        for i in range(n):
+            acc += X[i, j] * (s[i] * a[i])
+        w[j] = acc
+
+
+cdef void _f_fmatvec(const floating[::1, :] X, const double* s, const double* w, double* out,
+                     Py_ssize_t n, Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t i, j
+    cdef double wj
+    memset(out, 0, n * sizeof(double))
+    for j in range(d):
+        wj = w[j]
+        if wj != 0.0:
+            for i in range(n):
+                out[i] += X[i, j] * wj
+    for i in range(n):
+        out[i] *= s[i]
+
+
+def _row_sqnorms(Phi):
+    """||phi_i||^2 accumulated in float64 without copying Phi."""
+    if sp.issparse(Phi):
+        sq = np.zeros(Phi.shape[0])
+        data = Phi.data.astype(np.float64) ** 2
+        nz = np.diff(Phi.indptr)
+        rows = np.flatnonzero(nz)
+        if data.size:
+            sq[rows] = np.add.reduceat(data, Phi.indptr[rows])
+        return sq
+    return np.einsum("ij,ij->i", Phi, Phi, dtype=np.float64)
+
+
+cdef class FeatureOperator(GramOperator):
+    """G through an explicit feature map: ``G a = S Phi (Phi^T (S a))`` in O(nnz(Phi)).
+
+    Parameters
+    ----------
+    Phi : ndarray (C or F order) or CSR matrix, float32 or float64, shape (n, d)
+        Feature matrix (X itself for the linear kernel). Kept by reference, never
+        copied or modified (a non-contiguous dense array is copied once).
+    y : ndarray of +-1, shape (n,)
+    normalize : bool, default True
+        Use the normalized Gram (paper 000, sec. 3) or the unnormalized signed Gram
+        ``Y K Y`` of the classic perceptron.
+    """
+
+    def __init__(self, Phi, y, bint normalize=True):
+        y = np.asarray(y, dtype=np.float64).ravel()
+        if sp.issparse(Phi):
+            Phi = Phi if Phi.format == "csr" else Phi.tocsr()
+            if Phi.dtype not in (np.float32, np.float64):
+                Phi = Phi.astype(np.float64)
+            if Phi.indices.dtype != Phi.indptr.dtype or Phi.indices.dtype not in (np.int32, np.int64):
+                Phi = sp.csr_matrix((Phi.data, Phi.indices.astype(np.int64),
+                                     Phi.indptr.astype(np.int64)), shape=Phi.shape)
+        else:
+            Phi = np.asarray(Phi)
+            if Phi.dtype not in (np.float32, np.float64):
+                Phi = Phi.astype(np.float64)
+            if not (Phi.flags.c_contiguous or Phi.flags.f_contiguous):
+                Phi = np.ascontiguousarray(Phi)
+        if Phi.ndim != 2 or Phi.shape[0] != y.shape[0]:
+            raise ValueError(f"feature matrix of shape {Phi.shape} does not match {y.shape[0]} labels")
+        self.n, self.d = Phi.shape
+        self.normalize = normalize
+        self._phi = Phi
+        sq = _row_sqnorms(Phi)
+        bad = np.flatnonzero(~(sq > 0))
+        if bad.size:
+            raise _zero_rows_error(bad, "all-zero feature rows")
+        sd = np.sqrt(sq)
+        self._sqrt_diag = sd
+        self._scale = y / sd if normalize else y.copy()
+        self._w = np.zeros(max(self.d, 1))
+        self._u = np.zeros(max(self.n, 1))
+        if sp.issparse(Phi):
+            i64 = Phi.indices.dtype == np.int64
+            if Phi.dtype == np.float64:
+                self._data64 = Phi.data
+                self.layout = CSR64_64 if i64 else CSR64_32
+            else:
+                self._data32 = Phi.data
+                self.layout = CSR32_64 if i64 else CSR32_32
+            if i64:
+                self._ind64 = Phi.indices
+                self._ptr64 = Phi.indptr
+            else:
+                self._ind32 = Phi.indices
+                self._ptr32 = Phi.indptr
+        elif Phi.flags.c_contiguous:
+            if Phi.dtype == np.float64:
+                self._c64 = Phi
+                self.layout = C64
+            else:
+                self._c32 = Phi
+                self.layout = C32
+        else:
+            if Phi.dtype == np.float64:
+                self._f64 = Phi
+                self.layout = F64
+            else:
+                self._f32 = Phi
+                self.layout = F32
+
+    @property
+    def phi(self):
+        """The feature matrix (the caller's object for the linear kernel)."""
+        return self._phi
+
+    cdef void rmatvec(self, const double* a, double* w) noexcept nogil:
+        """w = Phi^T S a (a d-vector: the primal weights of a in feature space)."""
+        cdef int inc = 1, m, k
+        cdef double one = 1.0, zero = 0.0
+        cdef Py_ssize_t i
+        cdef char trans
+        if self.layout == CSR64_32:
+            _csr_rmatvec(self._data64, self._ind32, self._ptr32, &self._scale[0], a, w, self.n, self.d)
+        elif self.layout == CSR64_64:
+            _csr_rmatvec(self._data64, self._ind64, self._ptr64, &self._scale[0], a, w, self.n, self.d)
+        elif self.layout == CSR32_32:
+            _csr_rmatvec(self._data32, self._ind32, self._ptr32, &self._scale[0], a, w, self.n, self.d)
+        elif self.layout == CSR32_64:
+            _csr_rmatvec(self._data32, self._ind64, self._ptr64, &self._scale[0], a, w, self.n, self.d)
+        elif self.layout == C64:
+            for i in range(self.n):
+                self._u[i] = self._scale[i] * a[i]
+            # w = X.T @ u  (C-order X is the Fortran d x n matrix X^T)
+            trans = b'N'
+            m = <int>self.d
+            k = <int>self.n
+            dgemv(&trans, &m, &k, &one, <double*>&self._c64[0, 0], &m, &self._u[0], &inc, &zero, w, &inc)
+        elif self.layout == C32:
+            _c_rmatvec(self._c32, &self._scale[0], a, w, self.n, self.d)
+        elif self.layout == F64:
+            for i in range(self.n):
+                self._u[i] = self._scale[i] * a[i]
+            # w = X.T @ u  (F-order X is the Fortran n x d matrix X)
+            trans = b'T'
+            m = <int>self.n
+            k = <int>self.d
+            dgemv(&trans, &m, &k, &one, <double*>&self._f64[0, 0], &m, &self._u[0], &inc, &zero, w, &inc)
+        else:
+            _f_rmatvec(self._f32, &self._scale[0], a, w, self.n, self.d)
+
+    cdef void fmatvec(self, const double* w, double* out) noexcept nogil:
+        """out = S Phi w."""
+        cdef int inc = 1, m, k
+        cdef double one = 1.0, zero = 0.0
+        cdef Py_ssize_t i
+        cdef char trans
+        if self.layout == CSR64_32:
+            _csr_fmatvec(self._data64, self._ind32, self._ptr32, &self._scale[0], w, out, self.n)
+        elif self.layout == CSR64_64:
+            _csr_fmatvec(self._data64, self._ind64, self._ptr64, &self._scale[0], w, out, self.n)
+        elif self.layout == CSR32_32:
+            _csr_fmatvec(self._data32, self._ind32, self._ptr32, &self._scale[0], w, out, self.n)
+        elif self.layout == CSR32_64:
+            _csr_fmatvec(self._data32, self._ind64, self._ptr64, &self._scale[0], w, out, self.n)
+        elif self.layout == C64:
+            # out = X @ w  (C-order X is the Fortran d x n matrix X^T)
+            trans = b'T'
+            m = <int>self.d
+            k = <int>self.n
+            dgemv(&trans, &m, &k, &one, <double*>&self._c64[0, 0], &m, <double*>w, &inc, &zero, out, &inc)
+            for i in range(self.n):
+                out[i] *= self._scale[i]
+        elif self.layout == C32:
+            _c_fmatvec(self._c32, &self._scale[0], w, out, self.n, self.d)
+        elif self.layout == F64:
+            # out = X @ w  (F-order X is the Fortran n x d matrix X)
+            trans = b'N'
+            m = <int>self.n
+            k = <int>self.d
+            dgemv(&trans, &m, &k, &one, <double*>&self._f64[0, 0], &m, <double*>w, &inc, &zero, out, &inc)
+            for i in range(self.n):
+                out[i] *= self._scale[i]
+        else:
+            _f_fmatvec(self._f32, &self._scale[0], w, out, self.n, self.d)
+
+    cdef void add_row(self, Py_ssize_t j, double c, double* w) noexcept nogil:
+        """w += c * s_j * phi_j."""
+        cdef Py_ssize_t t
+        cdef double cs = c * self._scale[j]
+        if self.layout == CSR64_32:
+            _csr_add_row(self._data64, self._ind32, self._ptr32, j, cs, w)
+        elif self.layout == CSR64_64:
+            _csr_add_row(self._data64, self._ind64, self._ptr64, j, cs, w)
+        elif self.layout == CSR32_32:
+            _csr_add_row(self._data32, self._ind32, self._ptr32, j, cs, w)
+        elif self.layout == CSR32_64:
+            _csr_add_row(self._data32, self._ind64, self._ptr64, j, cs, w)
+        elif self.layout == C64:
+            for t in range(self.d):
+                w[t] += cs * self._c64[j, t]
+        elif self.layout == C32:
+            for t in range(self.d):
+                w[t] += cs * self._c32[j, t]
+        elif self.layout == F64:
+            for t in range(self.d):
+                w[t] += cs * self._f64[j, t]
+        else:
+            for t in range(self.d):
+                w[t] += cs * self._f32[j, t]
+
+    cdef void matvec(self, const double* a, double* out) noexcept nogil:
+        self.rmatvec(a, &self._w[0])
+        self.fmatvec(&self._w[0], out)
+
+    cdef void column(self, Py_ssize_t j, double* out) noexcept nogil:
+        memset(&self._w[0], 0, self.d * sizeof(double))
+        self.add_row(j, 1.0, &self._w[0])
+        self.fmatvec(&self._w[0], out)
+
+    def primal(self, a):
+        """Phi^T S a: the weight vector sum_i a_i s_i phi_i in feature space (float64)."""
+        cdef double[::1] av = np.ascontiguousarray(a, dtype=np.float64).ravel()
+        if av.shape[0] != self.n:
+            raise ValueError(f"a has length {av.shape[0]}, expected n={self.n}")
+        out = np.zeros(max(self.d, 1))
+        cdef double[::1] ov = out
+        with nogil:
+            self.rmatvec(&av[0], &ov[0])
+        return out[: self.d]
+
+    def features_dot(self, w):
+        """S Phi w for a d-vector w (float64)."""
+        cdef double[::1] wv = np.ascontiguousarray(w, dtype=np.float64).ravel()
+        if wv.shape[0] != self.d:
+            raise ValueError(f"w has length {wv.shape[0]}, expected d={self.d}")
+        out = np.empty(self.n)
+        cdef double[::1] ov = out
+        with nogil:
+            self.fmatvec(&wv[0], &ov[0])
+        return out
+
+
+# --------------------------------------------------------------------------- dense Gram
+cdef void _scale_gram(floating[:, ::1] G, const double[::1] s) noexcept nogil:
+    # G_ij <- s_i s_j G_ij, computed in float64
+    cdef Py_ssize_t i, j, n = G.shape[0]
+    cdef double si
+    for i in range(n):
+        si = s[i]
+        for j in range(n):
+            G[i, j] = <floating>(si * s[j] * G[i, j])
+
+
+cdef void _gram_matvec32(const float[:, ::1] G, const double* a, double* out) noexcept nogil:
+    cdef Py_ssize_t i, j, n = G.shape[0]
+    cdef double acc
+    for i in range(n):
+        acc = 0.0
+        for j in range(n):
+            acc += G[i, j] * a[j]
+        out[i] = acc
+
+
+cdef class DenseGramOperator(GramOperator):
+    """G held as a private dense n x n matrix (float32 input keeps a float32 G).
+
+    Parameters
+    ----------
+    K : ndarray, shape (n, n)
+        The kernel's Gram block K(X, X). Taken over and normalized in place when
+        ``owned`` is True; otherwise copied first.
+    y : ndarray of +-1
+    normalize : bool
+    dtype : float32 or float64
+    owned : bool
+        K is a fresh array nobody else holds (a built-in kernel's output).
+    """
+
+    def __init__(self, K, y, bint normalize=True, dtype=np.float64, owned=False):
+        y = np.asarray(y, dtype=np.float64).ravel()
+        dtype = np.dtype(dtype)
+        if sp.issparse(K):
+            K = K.toarray()
+            owned = True
+        K = np.asarray(K)
+        if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] != y.shape[0]:
+            raise ValueError(f"Gram matrix of shape {K.shape} does not match {y.shape[0]} labels")
+        if owned and K.dtype == dtype and K.flags.c_contiguous and K.flags.writeable:
+            G = K
+        else:
+            G = np.array(K, dtype=dtype, order="C", copy=True)
+        diag = np.diag(G).astype(np.float64)
+        bad = np.flatnonzero(~(diag > 0))
+        if bad.size:
+            raise _zero_rows_error(bad, "zero or negative kernel diagonal")
+        self.n = G.shape[0]
+        self.normalize = normalize
+        sd = np.sqrt(diag)
+        self._sqrt_diag = sd
+        self._scale = y / sd if normalize else y.copy()
+        self.single = dtype == np.float32
+        self._G = G
+        if self.single:
+            self._g32 = G
+            with nogil:
+                _scale_gram(self._g32, self._scale)
+        else:
+            self._g64 = G
+            with nogil:
+                _scale_gram(self._g64, self._scale)
+
+    @property
+    def gram(self):
+        """A copy of G (for tests)."""
+        return np.array(self._G, dtype=np.float64)
+
+    cdef void matvec(self, const double* a, double* out) noexcept nogil:
+        cdef int inc = 1, m = <int>self.n
+        cdef double one = 1.0, zero = 0.0
+        cdef char trans = b'N'
+        if self.single:
+            _gram_matvec32(self._g32, a, out)
+        else:
+            # out = G @ a  (G symmetric, so its Fortran view is G itself)
+            dgemv(&trans, &m, &m, &one, &self._g64[0, 0], &m, <double*>a, &inc, &zero, out, &inc)
+
+    cdef void column(self, Py_ssize_t j, double* out) noexcept nogil:
+        cdef Py_ssize_t i
+        if self.single:
+            for i in range(self.n):
+                out[i] = self._g32[j, i]
+        else:
+            for i in range(self.n):
+                out[i] = self._g64[j, i]
+
+
+# --------------------------------------------------------------------------- factory
+def _gram_bytes(n, itemsize):
+    return float(n) * float(n) * float(itemsize)
+
+
+def check_gram_budget(n, dtype, budget):
+    """Raise ValueError when an n x n Gram of ``dtype`` exceeds ``budget`` bytes."""
+    need = _gram_bytes(n, np.dtype(dtype).itemsize)
+    if need > budget:
+        raise ValueError(
+            f"n={n} needs {need / 2**30:.3g} GiB for the Gram matrix; raise memory_budget or "
+            f"use a kernel approximation (memory_budget is {budget / 2**30:.3g} GiB)"
+        )
+
+
+def make_operator(problem, normalize=True):
+    """The Gram operator of ``problem`` (a ``marginkit._api.Problem``).
+
+    Kernels with a ``feature_map`` give a ``FeatureOperator`` (no n x n matrix); other
+    kernels, and ``precomputed`` ones (X is the Gram), a ``DenseGramOperator`` within
+    ``problem.config.memory_budget``.
+
+    Parameters
+    ----------
+    problem : Problem
+    normalize : bool, default True
+        False gives the unnormalized signed Gram ``Y K Y`` (classic perceptron).
+    """
+    X, y, kernel = problem.X, problem.y, problem.kernel
+    n = X.shape[0]
+    budget = getattr(problem.config, "memory_budget", 2.0 * 2**30)
+    dtype = np.float32 if X.dtype == np.float32 else np.float64
+    if getattr(kernel, "precomputed", False):
+        check_gram_budget(n, dtype, budget)
+        return DenseGramOperator(X, y, normalize=normalize, dtype=dtype, owned=False)
+    fmap = getattr(kernel, "feature_map", None)
+    if fmap is not None:
+        return FeatureOperator(fmap(X), y, normalize=normalize)
+    check_gram_budget(n, dtype, budget)
+    K = kernel(X, X)
+    owned = (getattr(kernel, "name", None) in _BUILTIN_FRESH_GRAM
+             and isinstance(K, np.ndarray) and not np.may_share_memory(K, X))
+    return DenseGramOperator(K, y, normalize=normalize, dtype=dtype, owned=owned)
