@@ -1,0 +1,511 @@
+"""Cython kernels of the SVM family (paper 001): FISTA on the perturbed (H-)SVM dual,
+dual coordinate descent, Pegasos, and the exact projection onto {0 <= r <= gamma, y^T r = 0}.
+
+Data abstraction
+----------------
+Every kernel takes the training matrix in two forms, only one of which is used:
+``Xd`` (dense, C order, ``dense=True``) or ``data, indices, indptr`` (CSR, int32 or
+int64 indices, ``dense=False``). The other form is a 1-element dummy.
+
+Implicit centering and scaling (paper section 5.1)
+--------------------------------------------------
+Z = (X - e m^T) Diag(s) with s = 1/sigma (0 for zero-variance columns) is never formed.
+The solvers keep ``a = X^T u`` (u = y * r, an O(nnz) scatter) and ``b = e^T u``; then
+``w_bar = Z^T u = s * (a - m b)`` and, for a row i,
+
+    z_i . w_bar = x_i . (s2 * a) - b c_i - m . (s2 * a) + b M,
+
+with s2 = s * s, c_i = x_i . (s2 * m) and M = m . (s2 * m) precomputed once. With
+``scale=None`` the caller passes s2 = 1, m = 0 (so c = 0, M = 0).
+
+All vectors the solvers update (r, a, w) are float64 whatever the dtype of X; the
+products with X accumulate in float64.
+"""
+from cython cimport floating
+from libc.math cimport sqrt, fabs, INFINITY
+from libc.stdint cimport int32_t, int64_t
+from libc.stdlib cimport qsort, malloc, free
+
+ctypedef fused index_t:
+    int32_t
+    int64_t
+
+
+# ----------------------------------------------------------------------------- rows
+cdef inline double _dot_dense(const floating* x, const double* v, Py_ssize_t d) noexcept nogil:
+    cdef double acc = 0.0
+    cdef Py_ssize_t j
+    for j in range(d):
+        acc += x[j] * v[j]
+    return acc
+
+
+cdef inline double _dot_sparse(const floating* val, const index_t* ind, Py_ssize_t nnz,
+                               const double* v) noexcept nogil:
+    cdef double acc = 0.0
+    cdef Py_ssize_t k
+    for k in range(nnz):
+        acc += val[k] * v[ind[k]]
+    return acc
+
+
+cdef inline void _axpy_dense(double alpha, const floating* x, double* out, Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t j
+    for j in range(d):
+        out[j] += alpha * x[j]
+
+
+cdef inline void _axpy_sparse(double alpha, const floating* val, const index_t* ind, Py_ssize_t nnz,
+                              double* out) noexcept nogil:
+    cdef Py_ssize_t k
+    for k in range(nnz):
+        out[ind[k]] += alpha * val[k]
+
+
+cdef inline void _axpy_sparse_scaled(double alpha, const floating* val, const index_t* ind,
+                                     Py_ssize_t nnz, const double* s2, double* out) noexcept nogil:
+    cdef Py_ssize_t k
+    for k in range(nnz):
+        out[ind[k]] += alpha * s2[ind[k]] * val[k]
+
+
+cdef inline void _axpy_dense_scaled(double alpha, const floating* x, const double* s2,
+                                    double* out, Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t j
+    for j in range(d):
+        out[j] += alpha * s2[j] * x[j]
+
+
+cdef inline double _row_dot(bint dense, const floating[:, ::1] Xd, const floating[::1] data,
+                            const index_t[::1] indices, const index_t[::1] indptr,
+                            Py_ssize_t i, const double* v, Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t s
+    if dense:
+        return _dot_dense(&Xd[i, 0], v, d)
+    s = indptr[i]
+    return _dot_sparse(&data[s], &indices[s], indptr[i + 1] - s, v)
+
+
+cdef inline void _row_axpy(bint dense, const floating[:, ::1] Xd, const floating[::1] data,
+                           const index_t[::1] indices, const index_t[::1] indptr,
+                           Py_ssize_t i, double alpha, double* out, Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t s
+    if dense:
+        _axpy_dense(alpha, &Xd[i, 0], out, d)
+    else:
+        s = indptr[i]
+        _axpy_sparse(alpha, &data[s], &indices[s], indptr[i + 1] - s, out)
+
+
+cdef inline void _row_axpy_scaled(bint dense, const floating[:, ::1] Xd, const floating[::1] data,
+                                  const index_t[::1] indices, const index_t[::1] indptr,
+                                  Py_ssize_t i, double alpha, const double* s2, double* out,
+                                  Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t s
+    if dense:
+        _axpy_dense_scaled(alpha, &Xd[i, 0], s2, out, d)
+    else:
+        s = indptr[i]
+        _axpy_sparse_scaled(alpha, &data[s], &indices[s], indptr[i + 1] - s, s2, out)
+
+
+cdef inline double _clip(double v, double lo, double hi) noexcept nogil:
+    if v < lo:
+        return lo
+    if v > hi:
+        return hi
+    return v
+
+
+# ----------------------------------------------------------------------- row statistics
+def row_statistics(const floating[:, ::1] Xd, const floating[::1] data,
+                   const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                   Py_ssize_t n, const double[::1] s2, const double[::1] s2m,
+                   double[::1] c, double[::1] xsq):
+    """c_i = x_i . (s2 * m) and xsq_i = x_i . (s2 * x_i) for every row (one pass)."""
+    cdef Py_ssize_t d = s2.shape[0]
+    cdef Py_ssize_t i, j, k, st, en
+    cdef double acc, x
+    with nogil:
+        for i in range(n):
+            c[i] = _row_dot(dense, Xd, data, indices, indptr, i, &s2m[0], d)
+            acc = 0.0
+            if dense:
+                for j in range(d):
+                    x = Xd[i, j]
+                    acc += s2[j] * x * x
+            else:
+                st = indptr[i]
+                en = indptr[i + 1]
+                for k in range(st, en):
+                    x = data[k]
+                    acc += s2[indices[k]] * x * x
+            xsq[i] = acc
+
+
+def gram_power_matvec(const floating[:, ::1] Xd, const floating[::1] data,
+                      const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                      const double[::1] v_s, double offset, double[::1] acc):
+    """One pass: t = X v_s + offset (per row), acc = X^T t; returns e^T t and ||t||^2.
+
+    With v_s = s * v and offset = t_v - m . (s * v) this is Z~ [v; t_v] = t, and
+    Z~^T t = [s * (acc - m e^T t); e^T t] (assembled by the caller).
+    """
+    cdef Py_ssize_t n = (Xd.shape[0] if dense else indptr.shape[0] - 1)
+    cdef Py_ssize_t d = v_s.shape[0]
+    cdef Py_ssize_t i
+    cdef double t, tsum = 0.0, tsq = 0.0
+    with nogil:
+        for i in range(d):
+            acc[i] = 0.0
+        for i in range(n):
+            t = _row_dot(dense, Xd, data, indices, indptr, i, &v_s[0], d) + offset
+            tsum += t
+            tsq += t * t
+            _row_axpy(dense, Xd, data, indices, indptr, i, t, &acc[0], d)
+    return tsum, tsq
+
+
+def scatter_dual(const floating[:, ::1] Xd, const floating[::1] data,
+                 const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                 const double[::1] y, const double[::1] r, double[::1] a):
+    """a = X^T (y * r); returns b = y^T r."""
+    cdef Py_ssize_t n = y.shape[0]
+    cdef Py_ssize_t d = a.shape[0]
+    cdef Py_ssize_t i
+    cdef double u, b = 0.0
+    with nogil:
+        for i in range(d):
+            a[i] = 0.0
+        for i in range(n):
+            u = y[i] * r[i]
+            if u != 0.0:
+                b += u
+                _row_axpy(dense, Xd, data, indices, indptr, i, u, &a[0], d)
+    return b
+
+
+def margins(const floating[:, ::1] Xd, const floating[::1] data,
+            const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+            const double[::1] y, const double[::1] s2a, double offset_b, const double[::1] c,
+            double b, double[::1] theta):
+    """theta_i = y_i (x_i . s2a - b c_i + offset_b): the signed margins of the classifier.
+
+    offset_b collects the row-independent terms (-m . s2a + b M + t_bar).
+    """
+    cdef Py_ssize_t n = y.shape[0]
+    cdef Py_ssize_t d = s2a.shape[0]
+    cdef Py_ssize_t i
+    with nogil:
+        for i in range(n):
+            theta[i] = y[i] * (_row_dot(dense, Xd, data, indices, indptr, i, &s2a[0], d)
+                               - b * c[i] + offset_b)
+
+
+# ------------------------------------------------------------------------------ FISTA
+def fista_hsvm_step(const floating[:, ::1] Xd, const floating[::1] data,
+                    const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                    const double[::1] y, const double[::1] r_prev, const double[::1] r,
+                    const double[::1] v, double offset, double by, const double[::1] c,
+                    double beta, double L, double mu, double gamma, double kappa,
+                    double[::1] r_new, double[::1] a_new):
+    """One FISTA iteration on the perturbed H-SVM dual, in a single pass over the rows.
+
+    The caller passes v = s2 * a(y_k) with a(y_k) = (1 + beta) a_k - beta a_{k-1} (a is
+    linear in r) and offset = -m . v + b(y_k) M + b(y_k), by = b(y_k), so that
+    (H~ w~(y_k))_i = y_i (x_i . v - by c_i + offset). For each row i:
+
+        y_k,i     = r_i + beta (r_i - r_prev,i)
+        grad_i    = 1 - (H~ H~^T y_k)_i - mu y_k,i
+        r_new,i   = proj_[0, gamma](y_k,i + grad_i / L)
+        a_new    += y_i r_new,i x_i                  (scatter: a_new = X^T (y * r_new))
+
+    Returns (b_new, eps, n_certified, sum(r_new), ||r_new||^2) with the FISTA error bound
+    eps = kappa ||y_k - r_new|| (paper section 2.3) and the number of points with
+    gamma - r_new,i > eps.
+    """
+    cdef Py_ssize_t n = y.shape[0]
+    cdef Py_ssize_t d = a_new.shape[0]
+    cdef Py_ssize_t i, ncert = 0
+    cdef double yk, hw, rn, diff, u, b_new = 0.0, dsq = 0.0, rsum = 0.0, rsq = 0.0, eps
+    cdef double invL = 1.0 / L
+    with nogil:
+        for i in range(d):
+            a_new[i] = 0.0
+        for i in range(n):
+            yk = r[i] + beta * (r[i] - r_prev[i])
+            hw = y[i] * (_row_dot(dense, Xd, data, indices, indptr, i, &v[0], d)
+                         - by * c[i] + offset)
+            rn = _clip(yk + (1.0 - hw - mu * yk) * invL, 0.0, gamma)
+            r_new[i] = rn
+            diff = yk - rn
+            dsq += diff * diff
+            rsum += rn
+            rsq += rn * rn
+            u = y[i] * rn
+            if u != 0.0:
+                b_new += u
+                _row_axpy(dense, Xd, data, indices, indptr, i, u, &a_new[0], d)
+        eps = kappa * sqrt(dsq)
+        for i in range(n):
+            if gamma - r_new[i] > eps:
+                ncert += 1
+    return b_new, eps, ncert, rsum, rsq
+
+
+def fista_gradient_pass(const floating[:, ::1] Xd, const floating[::1] data,
+                        const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                        const double[::1] y, const double[::1] r_prev, const double[::1] r,
+                        const double[::1] v, double offset, double by, const double[::1] c,
+                        double beta, double L, double mu, double[::1] yk_out, double[::1] vproj):
+    """Gather pass of FISTA for the classical SVM: y_k and the point to project,
+    vproj = y_k + grad g(y_k) / L with grad_i = 1 - (H H^T y_k)_i - mu y_k,i."""
+    cdef Py_ssize_t n = y.shape[0]
+    cdef Py_ssize_t d = v.shape[0]
+    cdef Py_ssize_t i
+    cdef double yk, hw
+    cdef double invL = 1.0 / L
+    with nogil:
+        for i in range(n):
+            yk = r[i] + beta * (r[i] - r_prev[i])
+            hw = y[i] * (_row_dot(dense, Xd, data, indices, indptr, i, &v[0], d)
+                         - by * c[i] + offset)
+            yk_out[i] = yk
+            vproj[i] = yk + (1.0 - hw - mu * yk) * invL
+
+
+# ------------------------------------------------------ projection onto box and hyperplane
+cdef int _cmp_double(const void* a, const void* b) noexcept nogil:
+    cdef double x = (<const double*> a)[0]
+    cdef double z = (<const double*> b)[0]
+    return (x > z) - (x < z)
+
+
+cdef double _phi(const double* v, const double* y, Py_ssize_t n, double gamma,
+                 double lam) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef double acc = 0.0
+    for i in range(n):
+        acc += y[i] * _clip(v[i] - lam * y[i], 0.0, gamma)
+    return acc
+
+
+def project_box_hyperplane(const double[::1] v, const double[::1] y, double gamma,
+                           double[::1] out):
+    """Euclidean projection of v onto {0 <= r <= gamma, y^T r = 0} (y in {-1, +1}^n).
+
+    The KKT conditions give r = proj_[0, gamma](v - lam y) for the lam solving
+    phi(lam) = y^T proj_[0, gamma](v - lam y) = 0; phi is continuous, non-increasing and
+    piecewise linear with breakpoints y_i v_i and y_i v_i - y_i gamma. The breakpoints are
+    sorted, the sign change of phi is located by bisection over them, and lam is found
+    exactly by linear interpolation on that segment (an exact breakpoint search,
+    O(n log n); Brucker 1984 gives an O(n) variant of the same idea). Returns lam.
+    """
+    cdef Py_ssize_t n = v.shape[0]
+    cdef Py_ssize_t i, lo, hi, mid
+    cdef double lam, plo, phi_hi, blo, bhi
+    cdef double* bp
+    if n == 0:
+        return 0.0
+    bp = <double*> malloc(2 * n * sizeof(double))
+    if bp == NULL:
+        raise MemoryError("project_box_hyperplane: cannot allocate the breakpoints")
+    with nogil:
+        for i in range(n):
+            bp[2 * i] = y[i] * v[i]
+            bp[2 * i + 1] = y[i] * v[i] - y[i] * gamma
+        qsort(bp, 2 * n, sizeof(double), _cmp_double)
+        # phi(bp[0]) >= 0 >= phi(bp[2n-1]) because phi is non-increasing and at the extreme
+        # breakpoints every positive (resp. negative) term is saturated in the same way
+        lo = 0
+        hi = 2 * n - 1
+        if _phi(&v[0], &y[0], n, gamma, bp[lo]) <= 0.0:
+            lam = bp[lo]
+        elif _phi(&v[0], &y[0], n, gamma, bp[hi]) >= 0.0:
+            lam = bp[hi]
+        else:
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if _phi(&v[0], &y[0], n, gamma, bp[mid]) > 0.0:
+                    lo = mid
+                else:
+                    hi = mid
+            blo = bp[lo]
+            bhi = bp[hi]
+            plo = _phi(&v[0], &y[0], n, gamma, blo)
+            phi_hi = _phi(&v[0], &y[0], n, gamma, bhi)
+            if plo - phi_hi > 0.0:
+                lam = blo + (bhi - blo) * plo / (plo - phi_hi)
+            else:
+                lam = blo
+        for i in range(n):
+            out[i] = _clip(v[i] - lam * y[i], 0.0, gamma)
+    free(bp)
+    return lam
+
+
+# ------------------------------------------------------------------ dual coordinate descent
+def dcd_epoch(const floating[:, ::1] Xd, const floating[::1] data,
+              const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+              const double[::1] y, int64_t[::1] index, Py_ssize_t active_size,
+              double[::1] r, double[::1] s2a, double[::1] scal, const double[::1] s2,
+              const double[::1] c, const double[::1] qd, double M, double t_col,
+              double mu, double gamma, double pg_max_old, double pg_min_old, bint shrinking):
+    """One epoch of dual coordinate descent (Hsieh et al. 2008, LIBLINEAR's solver) on
+    min_{0 <= r <= gamma} 1/2 r^T Q r - e^T r, Q = H~ H~^T + mu I.
+
+    ``index[:active_size]`` is the visiting order (already permuted by the caller). For
+    each i: G_i = (Q r)_i - 1 = y_i (z_i . w_bar + t_col b) + mu r_i - 1, PG_i is the
+    projected gradient, and r_i <- proj_[0, gamma](r_i - G_i / Q_ii) is the exact
+    coordinate minimizer. ``scal`` = [b, P] with b = y^T r and P = m . s2a is updated with
+    s2a = s2 * X^T (y * r). With ``shrinking``, coordinates at a bound whose gradient
+    passes LIBLINEAR's test against the previous epoch's PG extremes leave the active
+    set (swapped to the end of ``index``).
+
+    Returns (pg_max, pg_min, active_size, sum PG_i^2 over the visited coordinates).
+    """
+    cdef Py_ssize_t d = s2a.shape[0]
+    cdef Py_ssize_t s, i, tmp
+    cdef double b = scal[0], P = scal[1]
+    cdef double G, PG, rold, rn, u, pg_max = -INFINITY, pg_min = INFINITY, pgsq = 0.0
+    with nogil:
+        s = 0
+        while s < active_size:
+            i = index[s]
+            G = y[i] * (_row_dot(dense, Xd, data, indices, indptr, i, &s2a[0], d)
+                        - b * c[i] - P + b * M + t_col * b) + mu * r[i] - 1.0
+            PG = 0.0
+            if r[i] <= 0.0:
+                if shrinking and G > pg_max_old:
+                    active_size -= 1
+                    tmp = index[s]
+                    index[s] = index[active_size]
+                    index[active_size] = tmp
+                    continue
+                if G < 0.0:
+                    PG = G
+            elif r[i] >= gamma:
+                if shrinking and G < pg_min_old:
+                    active_size -= 1
+                    tmp = index[s]
+                    index[s] = index[active_size]
+                    index[active_size] = tmp
+                    continue
+                if G > 0.0:
+                    PG = G
+            else:
+                PG = G
+            if PG > pg_max:
+                pg_max = PG
+            if PG < pg_min:
+                pg_min = PG
+            pgsq += PG * PG
+            if fabs(PG) > 1e-12:
+                rold = r[i]
+                rn = _clip(rold - G / qd[i], 0.0, gamma)
+                r[i] = rn
+                u = (rn - rold) * y[i]
+                if u != 0.0:
+                    b += u
+                    P += u * c[i]
+                    _row_axpy_scaled(dense, Xd, data, indices, indptr, i, u, &s2[0], &s2a[0], d)
+            s += 1
+        scal[0] = b
+        scal[1] = P
+    return pg_max, pg_min, active_size, pgsq
+
+
+def projected_gradient(const floating[:, ::1] Xd, const floating[::1] data,
+                       const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                       const double[::1] y, const double[::1] r, const double[::1] s2a,
+                       double b, double P, const double[::1] c, double M, double t_col,
+                       double t_shift, double mu, double gamma, double[::1] pg):
+    """Full projected gradient p(r) (paper section 4) in one pass:
+    G_i = y_i (z_i . w_bar + t_col b + t_shift) + mu r_i - 1, p_i = min(G_i, 0) at r_i = 0,
+    max(G_i, 0) at r_i = gamma, G_i inside. Returns ||p||^2.
+
+    ``t_shift`` adds an intercept not tied to r (classical SVM: the multiplier of
+    y^T r = 0); it is 0 for H-SVM.
+    """
+    cdef Py_ssize_t n = y.shape[0]
+    cdef Py_ssize_t d = s2a.shape[0]
+    cdef Py_ssize_t i
+    cdef double G, p, acc = 0.0
+    with nogil:
+        for i in range(n):
+            G = y[i] * (_row_dot(dense, Xd, data, indices, indptr, i, &s2a[0], d)
+                        - b * c[i] - P + b * M + t_col * b + t_shift) + mu * r[i] - 1.0
+            if r[i] <= 0.0:
+                p = G if G < 0.0 else 0.0
+            elif r[i] >= gamma:
+                p = G if G > 0.0 else 0.0
+            else:
+                p = G
+            pg[i] = p
+            acc += p * p
+    return acc
+
+
+# ------------------------------------------------------------------------------ Pegasos
+def pegasos_epoch(const floating[:, ::1] Xd, const floating[::1] data,
+                  const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                  const double[::1] y, const int64_t[::1] order, double[::1] s2a,
+                  double[::1] st, const double[::1] s2, const double[::1] c,
+                  const double[::1] xsq, double M, double lam, double radius):
+    """One epoch of Pegasos (Shalev-Shwartz et al. 2007) with an unregularized bias.
+
+    w = alpha * s * (a - m beta) in the scaled space (so that a rank-one update touches
+    only the nonzeros of x_i); the caller keeps s2a = s2 * a. ``st`` holds
+    [alpha, beta, P = m . s2a, A2 = a^T diag(s2) a, bias, k]. Step k (k = 1, 2, ...):
+    eta = 1 / (lam k); on a margin violation y_i (w . z_i + bias) < 1:
+    w <- (1 - eta lam) w + eta y_i z_i and bias <- bias + eta y_i, else
+    w <- (1 - eta lam) w; then w is projected on the ball of radius 1/sqrt(lam).
+    """
+    cdef Py_ssize_t d = s2a.shape[0]
+    cdef Py_ssize_t n_ord = order.shape[0]
+    cdef Py_ssize_t s, i, j
+    cdef double alpha = st[0], beta = st[1], P = st[2], A2 = st[3], bias = st[4], k = st[5]
+    cdef double eta, dot, marg, delta, xa, wn2, sc
+    with nogil:
+        for s in range(n_ord):
+            i = order[s]
+            k += 1.0
+            eta = 1.0 / (lam * k)
+            xa = _row_dot(dense, Xd, data, indices, indptr, i, &s2a[0], d)
+            dot = alpha * (xa - beta * c[i] - P + beta * M)
+            marg = y[i] * (dot + bias)
+            alpha *= (1.0 - eta * lam)
+            if alpha == 0.0:
+                # first step (eta lam = 1): w becomes 0; restart the representation
+                for j in range(d):
+                    s2a[j] = 0.0
+                alpha = 1.0
+                beta = 0.0
+                P = 0.0
+                A2 = 0.0
+                xa = 0.0
+            if marg < 1.0:
+                delta = eta * y[i] / alpha
+                A2 += 2.0 * delta * xa + delta * delta * xsq[i]
+                P += delta * c[i]
+                beta += delta
+                _row_axpy_scaled(dense, Xd, data, indices, indptr, i, delta, &s2[0], &s2a[0], d)
+                bias += eta * y[i]
+            # ||w||^2 = alpha^2 (a - m beta)^T diag(s2) (a - m beta)
+            wn2 = alpha * alpha * (A2 - 2.0 * beta * P + beta * beta * M)
+            if wn2 > radius * radius:
+                alpha *= radius / sqrt(wn2)
+            if alpha < 1e-100 or alpha > 1e100:
+                # fold alpha into the representation to stay in floating-point range
+                for j in range(d):
+                    s2a[j] *= alpha
+                A2 *= alpha * alpha
+                P *= alpha
+                beta *= alpha
+                alpha = 1.0
+        st[0] = alpha
+        st[1] = beta
+        st[2] = P
+        st[3] = A2
+        st[4] = bias
+        st[5] = k

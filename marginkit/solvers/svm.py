@@ -1,0 +1,677 @@
+"""SVM family with certified stopping (paper 001): ``fista``, ``fista_svm``, ``dcd``, ``pegasos``.
+
+Perturbed H-SVM dual (paper section 2.2)::
+
+    maximize g(r) = -1/2 ||H~^T r||^2 + e^T r - mu/2 ||r||^2   over 0 <= r <= gamma,
+
+row i of H~ being y_i (z_i, 1), z_i the (implicitly) centered and scaled feature vector,
+and w~(r) = H~^T r = (w, t) the classifier. ``fista_svm`` solves the classical SVM (the
+intercept is not regularized): H has rows y_i z_i and the dual gains y^T r = 0.
+Defaults (paper section 2.4): gamma = 64/n (``C``), mu = n/128 (so mu gamma = 1/2).
+
+Certified points (paper section 2.3): for any feasible r with ||r - r*|| <= eps, a point
+with gamma - r_i > eps has signed margin > 1 - mu gamma under both w(r) and w(r*). The
+bound eps is kappa ||y_k - r_{k+1}|| for FISTA and ||p(r)||/mu (projected gradient p)
+for coordinate descent (section 4). The derivations are written out in ``docs/svm.md``.
+
+Stopping rules registered here: ``certified_points(fraction=0.0)`` (status
+``"certified"``) and ``liblinear(tol=0.1)`` (LIBLINEAR's max-minus-min projected
+gradient over an epoch, status ``"converged"``).
+"""
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._registry import _register_builtin
+from .._result import Certificate, _labels_pm, certificate_type
+from .._validation import Param, check_X
+from ..plugins import Solver, SolverState, StoppingRule
+from . import _svm_fast as _f
+
+__all__ = ["Fista", "FistaSVM", "DCD", "Pegasos", "CertifiedPoints", "Liblinear",
+           "CertifiedPointsCertificate", "scaling_statistics", "feature_matrix_norm2"]
+
+_SCALES = ("std", "scale")
+
+
+# ------------------------------------------------------------------------ data helpers
+def scaling_statistics(X, scale):
+    """Training means and inverse standard deviations (float64) for ``scale``.
+
+    ``scale="std"``: m = column means, s = 1/sigma (population standard deviation), so
+    that z_i = s * (x_i - m) (paper section 5.1). ``scale="scale"``: m = 0, s = 1/sigma
+    (the paper's input to LIBLINEAR, LIBSVM and Pegasos: X Diag(sigma)^-1, no centering).
+    ``scale=None``: m = 0, s = 1. Zero-variance columns get s = 0 (their centered values
+    are all zero; with ``scale="scale"`` they are dropped): nothing is divided by zero.
+    Sparse input is never densified (sums over the stored entries only).
+    """
+    n, d = X.shape
+    if scale is None:
+        return np.zeros(d), np.ones(d)
+    if sp.issparse(X):
+        data = X.data.astype(np.float64, copy=False)
+        idx = X.indices
+        mean = np.bincount(idx, weights=data, minlength=d) / n
+        cnt = np.bincount(idx, minlength=d)
+        dev = data - mean[idx]
+        # sum over all rows of (x - mean)^2, the implicit zeros contributing mean^2 each
+        ss = np.bincount(idx, weights=dev * dev, minlength=d) + (n - cnt) * mean * mean
+        var = ss / n
+    else:
+        Xf = np.asarray(X, dtype=np.float64)
+        mean = Xf.mean(axis=0)
+        var = ((Xf - mean) ** 2).mean(axis=0) if n * d <= 4_000_000 else Xf.var(axis=0)
+    sigma = np.sqrt(np.maximum(var, 0.0))
+    ok = sigma > 1e-12 * np.maximum(1.0, np.abs(mean))
+    s = np.zeros(d)
+    s[ok] = 1.0 / sigma[ok]
+    m = mean if scale == "std" else np.zeros(d)
+    return m, s
+
+
+class _Data:
+    """The training matrix as the Cython kernels take it, plus the scaling constants."""
+
+    def __init__(self, X, scale):
+        self.n, self.d = X.shape
+        self.sparse = sp.issparse(X)
+        self.dtype = X.dtype
+        if self.sparse:
+            self.Xd = np.zeros((1, 1), dtype=X.dtype)
+            self.data, self.indices, self.indptr = X.data, X.indices, X.indptr
+        else:
+            Xc = X if X.flags.c_contiguous else np.ascontiguousarray(X)  # private C copy
+            self.Xd = Xc
+            self.data = np.zeros(1, dtype=X.dtype)
+            self.indices = np.zeros(1, dtype=np.int32)
+            self.indptr = np.zeros(1, dtype=np.int32)
+        self.args = (self.Xd, self.data, self.indices, self.indptr, not self.sparse)
+        self.scale = scale
+        self.m, self.s = scaling_statistics(X, scale)
+        self.s2 = self.s * self.s
+        s2m = self.s2 * self.m
+        self.M = float(self.m @ s2m)
+        self.c = np.zeros(self.n)
+        self.xsq = np.zeros(self.n)
+        _f.row_statistics(*self.args, self.n, self.s2, s2m, self.c, self.xsq)
+        # ||z_i||^2 = x_i^T S2 x_i - 2 c_i + M
+        self.zsq = np.maximum(self.xsq - 2.0 * self.c + self.M, 0.0)
+
+    # w_bar = s * (a - m b) for a = X^T u, b = e^T u
+    def w_bar(self, a, b):
+        return self.s * (a - self.m * b)
+
+    def original(self, w_bar, t_bar):
+        """(coef, intercept) in the original feature space: w = s w_bar, t = t_bar - m^T w."""
+        coef = self.s * w_bar
+        return coef, float(t_bar - self.m @ coef)
+
+
+def feature_matrix_norm2(data, augmented, tol=1e-10, max_iter=10_000, seed=0):
+    """||Z~||_2^2 (``augmented``: Z~ = [Z, e]) or ||Z||_2^2 by power iteration on Z~^T Z~.
+
+    Each iteration is one fused pass over X (Z~ v and Z~^T (Z~ v) with the implicit
+    centering). Stops when the Rayleigh quotient changes by less than ``tol`` relative
+    (paper section 5.1: tolerance 1e-10). The start vector is a fixed pseudo-random vector.
+    Returns (lambda_max, iterations).
+    """
+    d = data.d
+    rng = np.random.default_rng(seed)
+    v = rng.standard_normal(d + (1 if augmented else 0))
+    v /= np.linalg.norm(v)
+    acc = np.zeros(d)
+    lam_old = 0.0
+    lam = 0.0
+    for it in range(1, max_iter + 1):
+        vw = v[:d]
+        vt = v[d] if augmented else 0.0
+        vs = data.s * vw
+        offset = vt - float(data.m @ vs)
+        tsum, tsq = _f.gram_power_matvec(*data.args, vs, offset, acc)
+        lam = tsq  # Rayleigh quotient ||Z~ v||^2 with ||v|| = 1
+        out = data.s * (acc - data.m * tsum)
+        if augmented:
+            out = np.append(out, tsum)
+        nrm = np.linalg.norm(out)
+        if nrm == 0.0:
+            return 0.0, it
+        v = out / nrm
+        if it > 1 and abs(lam - lam_old) <= tol * lam:
+            break
+        lam_old = lam
+    return float(lam), it
+
+
+def _prepare(problem, scale):
+    """Apply the kernel's feature map and build the kernel-side data."""
+    fmap = getattr(problem.kernel, "feature_map", None)
+    X = problem.X
+    identity = True
+    if fmap is not None:
+        Phi = fmap(X)
+        if Phi is not X:
+            identity = False
+            if scale is not None:
+                raise ValueError(
+                    f"scale={scale!r} needs the linear kernel (coefficients in the input space); "
+                    "with a kernel approximation pass scale=None"
+                )
+            X = check_X(Phi, name="feature_map(X)")
+    return _Data(X, scale), X, identity
+
+
+def _gamma_mu(params, n):
+    gamma = params["C"] if params["C"] is not None else 64.0 / n
+    mu = params["mu"] if params["mu"] is not None else n / 128.0
+    return float(gamma), float(mu)
+
+
+def _model_fields(data, X_input, identity, y, r, w_bar, t_bar):
+    """coef_/intercept_ in the input space, or (feature maps, scale=None) the support rows
+    of the input with coefficients y * r, so that K(x, support) coef = Phi(x) . w."""
+    coef, intercept = data.original(w_bar, t_bar)
+    if identity:
+        return {"coef_": coef, "intercept_": intercept}
+    u = y * r
+    keep = np.flatnonzero(u)
+    return {"coef_": None, "intercept_": float(t_bar), "support_": X_input[keep],
+            "support_coef_": u[keep], "extra": {"feature_space_coef": w_bar}}
+
+
+_COMMON_PARAMS = {
+    "C": Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
+               doc="box bound gamma of the dual (None: 64/n)"),
+    "mu": Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
+                doc="perturbation mu (None: n/128)"),
+    "scale": Param("std", types=str, options=_SCALES, allow_none=True,
+                   doc="'std' (implicit centering and scaling), 'scale' (scaling only) or None"),
+}
+
+
+# --------------------------------------------------------------------------- certificate
+@certificate_type
+class CertifiedPointsCertificate(Certificate):
+    """Points certified correctly classified by the current and the optimal classifier.
+
+    ``value`` is the solver's error bound eps >= ||r - r*|| at the returned r; ``mask``
+    marks the points with gamma - r_i > eps. ``verify(X, y)`` recomputes from the data and
+    r alone (float64, numpy/scipy products independent of the Cython kernels):
+
+    * the scaling statistics (means, inverse standard deviations) from X;
+    * w_bar = Z^T (y * r), the intercept (t_bar = y^T r for H-SVM; the stored multiplier
+      for the classical SVM), the margins theta_i = y_i (z_i . w_bar + t_bar);
+    * the projected gradient p(r) of the perturbed dual and eps_v = ||p(r)|| / mu, which
+      bounds ||r - r*|| for *any* feasible r (strong convexity, paper section 4) and is
+      never larger than the FISTA bound in exact arithmetic;
+    * r is feasible (box; |y^T r| at round-off level for the classical SVM), the mask is
+      non-empty, every certified point has gamma - r_i > eps_v and theta_i > 1 - mu gamma,
+      and the stored original-space classifier (coef, intercept) agrees with w_bar and
+      classifies every certified point correctly.
+
+    Not re-checked: the solver's own value of eps (its FISTA extrapolation point is not
+    stored); the check uses the recomputed projected-gradient bound instead.
+    """
+
+    kind = "certified_points"
+
+    def __init__(self, value, mask, r, gamma, mu, scale, means, inv_std, formulation,
+                 t_bar, coef, intercept, classes=None):
+        self.value = float(value)
+        self.mask = np.asarray(mask, dtype=bool)
+        self.r = np.asarray(r, dtype=np.float64)
+        self.gamma = float(gamma)
+        self.mu = float(mu)
+        self.scale = scale
+        self.means = np.asarray(means, dtype=np.float64)
+        self.inv_std = np.asarray(inv_std, dtype=np.float64)
+        self.formulation = formulation
+        self.t_bar = float(t_bar)
+        self.coef = None if coef is None else np.asarray(coef, dtype=np.float64)
+        self.intercept = float(intercept)
+        self.classes = classes
+
+    def margins(self, X, y):
+        """(theta, eps_v, w_bar, t_bar) recomputed in float64 from X, y and r."""
+        X = check_X(X)
+        ypm = _labels_pm(y, self.classes)
+        m, s = scaling_statistics(X, self.scale)
+        Xf = X.astype(np.float64) if X.dtype != np.float64 else X
+        u = ypm * self.r
+        a = np.asarray(Xf.T @ u, dtype=np.float64).ravel()
+        w_bar = s * (a - m * u.sum())
+        t_bar = float(u.sum()) if self.formulation == "hsvm" else self.t_bar
+        ws = s * w_bar
+        theta = ypm * (np.asarray(Xf @ ws, dtype=np.float64).ravel() - m @ ws + t_bar)
+        G = theta + self.mu * self.r - 1.0
+        p = np.where(self.r <= 0.0, np.minimum(G, 0.0),
+                     np.where(self.r >= self.gamma, np.maximum(G, 0.0), G))
+        eps_v = float(np.linalg.norm(p)) / self.mu
+        return theta, eps_v, w_bar, t_bar, ypm, Xf
+
+    def verify(self, X, y):
+        r, gamma, mu = self.r, self.gamma, self.mu
+        if r.min() < 0.0 or r.max() > gamma or not self.mask.any():
+            return False
+        if self.mask.shape != r.shape:
+            return False
+        theta, eps_v, w_bar, t_bar, ypm, Xf = self.margins(X, y)
+        if self.formulation == "svm" and abs(ypm @ r) > 1e-9 * gamma * np.sqrt(r.size):
+            return False
+        cert = self.mask
+        if not np.all(gamma - r[cert] > eps_v):
+            return False
+        if not np.all(theta[cert] > 1.0 - mu * gamma):
+            return False
+        if self.coef is not None:
+            m, s = scaling_statistics(check_X(X), self.scale)
+            coef = s * w_bar
+            if not np.allclose(coef, self.coef, rtol=1e-6, atol=1e-9 * max(1.0, np.abs(coef).max())):
+                return False
+            dec = np.asarray(Xf @ self.coef, dtype=np.float64).ravel() + self.intercept
+            if not np.all(ypm[cert] * dec[cert] > 0):
+                return False
+        return True
+
+
+# ----------------------------------------------------------------------- stopping rules
+@_register_builtin("stopping", "certified_points")
+class CertifiedPoints(StoppingRule):
+    """Stop when more than ``fraction * n`` training points are certified (paper sec. 2.3).
+
+    A point is certified when gamma - r_i > eps with eps >= ||r - r*|| the solver's error
+    bound; it is then correctly classified (margin > 1 - mu gamma) by the current and by
+    the optimal classifier. ``fraction=0`` stops at the first certified point, as in the
+    paper's experiments. Reads ``state.n_certified``; status ``"certified"``.
+    """
+
+    requires = ("n_certified",)
+    status = "certified"
+    param_table = {"fraction": Param(0.0, types=numbers.Real, low=0.0, high=1.0, high_open=True,
+                                     doc="stop when more than fraction * n points are certified")}
+
+    def reset(self, problem, state):
+        self._threshold = self.params["fraction"] * problem.n_samples
+        if hasattr(state, "certify_fraction"):
+            state.certify_fraction = self.params["fraction"]
+
+    def check(self, state):
+        return self.status if state.n_certified > self._threshold else None
+
+
+@_register_builtin("stopping", "liblinear")
+class Liblinear(StoppingRule):
+    """LIBLINEAR's rule: max minus min projected gradient over an epoch <= ``tol``.
+
+    The projected-gradient entries are evaluated at the intermediate iterates of the epoch
+    (paper section 4.1), so the rule can fire with a poor classifier. Reads
+    ``state.projected_gradient_gap`` (inf while a shrunk active set is being reset, as in
+    LIBLINEAR); status ``"converged"``.
+    """
+
+    requires = ("projected_gradient_gap",)
+    status = "converged"
+    param_table = {"tol": Param(0.1, types=numbers.Real, low=0, low_open=True,
+                                doc="threshold on max - min projected gradient (LIBLINEAR eps)")}
+
+    def reset(self, problem, state):
+        if hasattr(state, "shrink_tol"):
+            state.shrink_tol = self.params["tol"]
+
+    def check(self, state):
+        return self.status if state.projected_gradient_gap <= self.params["tol"] else None
+
+
+# ---------------------------------------------------------------------------------- FISTA
+class _FistaState(SolverState):
+    """State of strongly convex FISTA (Beck 2017, sec. 10.7.7) on the perturbed dual."""
+
+    def __init__(self, data, y, gamma, mu, L, augmented, power_iterations):
+        n, d = data.n, data.d
+        self.data, self.y = data, y
+        self.gamma, self.mu, self.L = gamma, mu, L
+        self.kappa = L / mu
+        sk = np.sqrt(self.kappa)
+        self.beta = (sk - 1.0) / (sk + 1.0)
+        self.augmented = augmented
+        self.power_iterations = power_iterations
+        self.r_prev, self.r, self._r_buf = np.zeros(n), np.zeros(n), np.zeros(n)
+        self.a_prev, self.a, self._a_buf = np.zeros(d), np.zeros(d), np.zeros(d)
+        self.b_prev = self.b = 0.0
+        self.t_bar = 0.0            # classical SVM: intercept L * lambda of the last projection
+        self.y_k = np.zeros(n)      # extrapolation point that produced r (for the bound)
+        self._v = np.zeros(d)
+        self.n_iter = 0
+        self.error_bound = np.inf
+        self.n_certified = 0
+        self.objective = 0.0
+
+    def _extrapolated(self):
+        beta = self.beta
+        v = self._v
+        np.multiply(self.a, 1.0 + beta, out=v)
+        v -= beta * self.a_prev
+        v *= self.data.s2
+        by = (1.0 + beta) * self.b - beta * self.b_prev
+        offset = -float(self.data.m @ v) + by * self.data.M + (by if self.augmented else 0.0)
+        return v, by, offset
+
+    def _objective(self):
+        w = self.data.w_bar(self.a, self.b)
+        wsq = float(w @ w) + (self.b * self.b if self.augmented else 0.0)
+        return -0.5 * wsq + float(self.r.sum()) - 0.5 * self.mu * float(self.r @ self.r)
+
+    def step(self):
+        data = self.data
+        v, by, offset = self._extrapolated()
+        r_new, a_new = self._r_buf, self._a_buf
+        if self.augmented:
+            b_new, eps, ncert, _, _ = _f.fista_hsvm_step(
+                *data.args, self.y, self.r_prev, self.r, v, offset, by, data.c,
+                self.beta, self.L, self.mu, self.gamma, self.kappa, r_new, a_new)
+        else:
+            vproj = self._vproj if hasattr(self, "_vproj") else np.zeros(data.n)
+            self._vproj = vproj
+            _f.fista_gradient_pass(*data.args, self.y, self.r_prev, self.r, v, offset, by,
+                                   data.c, self.beta, self.L, self.mu, self.y_k, vproj)
+            lam = _f.project_box_hyperplane(vproj, self.y, self.gamma, r_new)
+            b_new = _f.scatter_dual(*data.args, self.y, r_new, a_new)
+            self.t_bar = self.L * lam
+            eps = self.kappa * float(np.linalg.norm(self.y_k - r_new))
+            ncert = int(np.count_nonzero(self.gamma - r_new > eps))
+        self._r_buf, self.r_prev, self.r = self.r_prev, self.r, r_new
+        self._a_buf, self.a_prev, self.a = self.a_prev, self.a, a_new
+        self.b_prev, self.b = self.b, b_new
+        self.error_bound = float(eps)
+        self.n_certified = int(ncert)
+        self.objective = self._objective()
+        self.n_iter += 1
+
+    def snapshot(self):
+        return {"objective": self.objective, "error_bound": self.error_bound,
+                "n_certified": float(self.n_certified)}
+
+
+class _FistaBase(Solver):
+    requires = {"kernel": ("feature_map",)}
+    provides = ("error_bound", "n_certified", "objective")
+    default_stop = (("certified_points", {"fraction": 0.0}),)
+    default_max_iter = 10_000
+    param_table = dict(_COMMON_PARAMS)
+    augmented = True
+
+    def start(self, problem):
+        data, Xfit, identity = _prepare(problem, self.params["scale"])
+        self._fit = (data, Xfit, identity)
+        gamma, mu = _gamma_mu(self.params, data.n)
+        lam, its = feature_matrix_norm2(data, self.augmented)
+        return _FistaState(data, problem.y, gamma, mu, mu + lam, self.augmented, its)
+
+    def finalize(self, problem, state, status):
+        data, Xfit, identity = self._fit
+        del self._fit
+        w_bar = data.w_bar(state.a, state.b)
+        t_bar = state.b if self.augmented else state.t_bar
+        fields = _model_fields(data, problem.X, identity, problem.y, state.r, w_bar, t_bar)
+        mask = state.gamma - state.r > state.error_bound
+        fields.update(dual_coef_=state.r.copy(), certified_mask=mask)
+        if mask.any():
+            fields["certificate"] = CertifiedPointsCertificate(
+                state.error_bound, mask, state.r.copy(), state.gamma, state.mu,
+                data.scale, data.m, data.s, "hsvm" if self.augmented else "svm", t_bar,
+                fields.get("coef_"), fields["intercept_"], problem.classes_)
+        extra = fields.setdefault("extra", {})
+        extra.update(L=state.L, kappa=state.kappa, gamma=state.gamma, mu=state.mu,
+                     power_iterations=state.power_iterations, t_bar=t_bar)
+        return fields
+
+
+@_register_builtin("solver", "fista")
+class Fista(_FistaBase):
+    """Strongly convex FISTA on the perturbed H-SVM dual with certified stopping.
+
+    Paper 001, sections 2.2-2.3 and 5.1 (Algorithm 1); Beck (2017), sec. 10.7.7::
+
+        y_k = r_k + beta (r_k - r_{k-1}),  beta = (sqrt(kappa) - 1)/(sqrt(kappa) + 1),
+        r_{k+1} = proj_[0, gamma]^n (y_k + grad g(y_k) / L),  kappa = L / mu,
+
+    with L = mu + ||Z~||_2^2 (power iteration) and the error bound
+    eps_{k+1} = kappa ||y_k - r_{k+1}|| >= ||r_{k+1} - r*||. One iteration is one fused pass
+    over the rows of X (Z~ w~(y_k) gathered, X^T (y * r_{k+1}) scattered); w~ is linear
+    in r, so w~(y_k) comes from the stored w~(r_k), w~(r_{k-1}).
+
+    Parameters
+    ----------
+    C : float or None
+        gamma, the box bound (None: 64/n).
+    mu : float or None
+        The perturbation (None: n/128).
+    scale : {"std", "scale", None}
+        "std": implicit centering and scaling by the training standard deviation
+        (paper section 5.1); coef_ and intercept_ are returned in the original space.
+    """
+
+    augmented = True
+
+
+@_register_builtin("solver", "fista_svm")
+class FistaSVM(_FistaBase):
+    """FISTA on the perturbed dual of the classical SVM (unregularized intercept).
+
+    Paper 001, appendix C: the dual adds y^T r = 0, so each step projects onto
+    Omega = {0 <= r <= gamma, y^T r = 0} exactly (breakpoint search, see
+    ``project_box_hyperplane``), with L = mu + ||Z||_2^2. The intercept is t = L lambda,
+    lambda the multiplier of the last projection (derivation in docs/svm.md), and the
+    certified-point test is the same as for ``fista``.
+    """
+
+    augmented = False
+
+
+# ----------------------------------------------------------------- dual coordinate descent
+class _DCDState(SolverState):
+    def __init__(self, data, y, gamma, mu, rng, shrinking, bound_check):
+        n, d = data.n, data.d
+        self.data, self.y, self.gamma, self.mu = data, y, gamma, mu
+        self.rng = rng
+        self.shrinking = bool(shrinking)
+        self.bound_check = bound_check
+        self.r = np.zeros(n)
+        self.s2a = np.zeros(d)
+        self.scal = np.zeros(2)  # [b, P]
+        self.qd = data.zsq + 1.0 + mu
+        self.index = np.arange(n, dtype=np.int64)
+        self.active_size = n
+        self.pg_max_old, self.pg_min_old = np.inf, -np.inf
+        self.shrink_tol = 0.1
+        self.certify_fraction = None if bound_check == "lazy" else 0.0
+        self._pg = np.zeros(n)
+        self.n_iter = 0
+        self.projected_gradient_gap = np.inf
+        self.error_bound = np.inf
+        self.error_estimate = np.inf
+        self.n_certified = 0
+        self.full_passes = 0
+        self.objective = 0.0
+        self.mask = np.zeros(n, dtype=bool)
+        if bound_check == "always":
+            self._full_bound()
+
+    def _full_bound(self):
+        data = self.data
+        b, P = self.scal
+        pgsq = _f.projected_gradient(*data.args, self.y, self.r, self.s2a, b, P, data.c,
+                                     data.M, 1.0, 0.0, self.mu, self.gamma, self._pg)
+        self.full_passes += 1
+        self.error_bound = float(np.sqrt(pgsq)) / self.mu
+        self.mask = self.gamma - self.r > self.error_bound
+        self.n_certified = int(np.count_nonzero(self.mask))
+
+    def w_bar(self):
+        data = self.data
+        a_s = np.divide(self.s2a, data.s, out=np.zeros_like(self.s2a), where=data.s > 0)
+        return a_s - data.s * data.m * self.scal[0]
+
+    def step(self):
+        data = self.data
+        k = self.active_size
+        self.index[:k] = self.index[:k][self.rng.permutation(k)]
+        pg_max, pg_min, k, pgsq = _f.dcd_epoch(
+            *data.args, self.y, self.index, k, self.r, self.s2a, self.scal, data.s2, data.c,
+            self.qd, data.M, 1.0, self.mu, self.gamma, self.pg_max_old, self.pg_min_old,
+            self.shrinking)
+        self.active_size = k
+        gap = pg_max - pg_min if k > 0 else 0.0
+        self.projected_gradient_gap = gap
+        if gap <= self.shrink_tol and k < data.n:
+            # LIBLINEAR: the test passed on a shrunk set -> reset it and keep going
+            self.active_size = data.n
+            self.pg_max_old, self.pg_min_old = np.inf, -np.inf
+            self.projected_gradient_gap = np.inf
+        else:
+            self.pg_max_old = pg_max if pg_max > 0 else np.inf
+            self.pg_min_old = pg_min if pg_min < 0 else -np.inf
+        self.n_iter += 1
+        # cheap estimate of ||p||/mu from the epoch's entries; the full pass only if it
+        # would certify (paper section 4: "inexpensive optimality checks ... first")
+        self.error_estimate = float(np.sqrt(pgsq)) / self.mu
+        self.error_bound = np.inf
+        self.n_certified = 0
+        if self.bound_check == "always":
+            self._full_bound()
+        elif self.certify_fraction is not None:
+            est_count = np.count_nonzero(self.gamma - self.r > self.error_estimate)
+            if est_count > self.certify_fraction * data.n:
+                self._full_bound()
+        w = self.w_bar()
+        self.objective = (-0.5 * (float(w @ w) + self.scal[0] ** 2) + float(self.r.sum())
+                          - 0.5 * self.mu * float(self.r @ self.r))
+
+    def snapshot(self):
+        return {"objective": self.objective, "error_bound": self.error_bound,
+                "n_certified": float(self.n_certified),
+                "projected_gradient_gap": self.projected_gradient_gap}
+
+
+@_register_builtin("solver", "dcd")
+class DCD(Solver):
+    """Dual coordinate descent on the perturbed H-SVM dual (paper 001, section 4).
+
+    Hsieh et al. (2008) as in LIBLINEAR: one epoch = one pass over the (active)
+    coordinates in a random order drawn from ``random_state``; each coordinate is
+    minimized exactly, r_i <- proj_[0, gamma](r_i - G_i / Q_ii), while w~ = H~^T r is kept
+    up to date (O(nnz(x_i)) per coordinate, also with implicit centering). Optional
+    LIBLINEAR shrinking.
+
+    Stopping: ``certified_points`` with the bound eps = ||p(r)|| / mu (p the projected
+    gradient at the end of the epoch, one extra pass over X, computed only when the
+    estimate from the epoch's own entries would certify, or every epoch with
+    ``bound_check="always"``); or ``liblinear`` (max - min projected gradient over the
+    epoch <= tol).
+    """
+
+    requires = {"kernel": ("feature_map",)}
+    provides = ("error_bound", "n_certified", "objective", "projected_gradient_gap")
+    default_stop = (("certified_points", {"fraction": 0.0}),)
+    default_max_iter = 1000
+    param_table = {
+        **_COMMON_PARAMS,
+        "shrinking": Param(True, types=bool, doc="LIBLINEAR's shrinking of the active set"),
+        "bound_check": Param("lazy", types=str, options=("lazy", "always"),
+                             doc="full projected-gradient pass: only when the cheap estimate "
+                                 "certifies ('lazy') or every epoch ('always')"),
+    }
+
+    def start(self, problem):
+        data, Xfit, identity = _prepare(problem, self.params["scale"])
+        self._fit = (data, Xfit, identity)
+        gamma, mu = _gamma_mu(self.params, data.n)
+        return _DCDState(data, problem.y, gamma, mu, problem.rng, self.params["shrinking"],
+                         self.params["bound_check"])
+
+    def finalize(self, problem, state, status):
+        data, Xfit, identity = self._fit
+        del self._fit
+        w_bar = state.w_bar()
+        t_bar = float(state.scal[0])
+        fields = _model_fields(data, problem.X, identity, problem.y, state.r, w_bar, t_bar)
+        mask = state.mask if np.isfinite(state.error_bound) else np.zeros(data.n, dtype=bool)
+        fields.update(dual_coef_=state.r.copy(), certified_mask=mask)
+        if mask.any():
+            fields["certificate"] = CertifiedPointsCertificate(
+                state.error_bound, mask, state.r.copy(), state.gamma, state.mu, data.scale,
+                data.m, data.s, "hsvm", t_bar, fields.get("coef_"), fields["intercept_"],
+                problem.classes_)
+        fields.setdefault("extra", {}).update(gamma=state.gamma, mu=state.mu,
+                                              full_passes=state.full_passes)
+        return fields
+
+
+# -------------------------------------------------------------------------------- Pegasos
+class _PegasosState(SolverState):
+    def __init__(self, data, y, lam, rng):
+        self.data, self.y, self.lam, self.rng = data, y, lam, rng
+        self.radius = 1.0 / np.sqrt(lam)
+        self.s2a = np.zeros(data.d)
+        self.st = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])  # alpha, beta, P, A2, bias, k
+        self.n_iter = 0
+        self.objective = np.nan
+
+    def w_bar(self):
+        data = self.data
+        alpha, beta = self.st[0], self.st[1]
+        a_s = np.divide(self.s2a, data.s, out=np.zeros_like(self.s2a), where=data.s > 0)
+        return alpha * (a_s - data.s * data.m * beta)
+
+    def step(self):
+        data = self.data
+        order = self.rng.permutation(data.n).astype(np.int64)
+        _f.pegasos_epoch(*data.args, self.y, order, self.s2a, self.st, data.s2, data.c,
+                         data.xsq, data.M, self.lam, self.radius)
+        self.n_iter += 1
+
+    def snapshot(self):
+        return {"bias": float(self.st[4]), "steps": float(self.st[5])}
+
+
+@_register_builtin("solver", "pegasos")
+class Pegasos(Solver):
+    """Pegasos (Shalev-Shwartz et al. 2007) as in paper 001, section 5.1.
+
+    Minimizes lam/2 ||w||^2 + (1/n) sum_i max(0, 1 - y_i (w . z_i + b)) (lam = 1/64 is the
+    paper's misclassification penalty 64/n) with step 1/(lam k), projection of w on the
+    ball of radius 1/sqrt(lam) after each step, and an unregularized bias b updated on
+    margin violations (Pegasos paper, section 6). One iteration is one epoch over a random
+    permutation from ``random_state``; the run stops after ``epochs`` epochs
+    (status ``"max_iter"``).
+    """
+
+    requires = {"kernel": ("feature_map",)}
+    provides = ()
+    default_max_iter = 10**9
+    param_table = {
+        "lam": Param(1.0 / 64.0, types=numbers.Real, low=0, low_open=True,
+                     doc="regularization lambda (1/64 is C = 64/n)"),
+        "epochs": Param(200, types=numbers.Integral, low=1, doc="number of epochs"),
+        "scale": _COMMON_PARAMS["scale"],
+    }
+
+    @property
+    def default_stop(self):
+        return (("max_iter", {"n": int(self.params["epochs"])}),)
+
+    def start(self, problem):
+        data, Xfit, identity = _prepare(problem, self.params["scale"])
+        self._fit = (data, Xfit, identity)
+        return _PegasosState(data, problem.y, float(self.params["lam"]), problem.rng)
+
+    def finalize(self, problem, state, status):
+        data, Xfit, identity = self._fit
+        del self._fit
+        w_bar = state.w_bar()
+        bias = float(state.st[4])
+        coef, intercept = data.original(w_bar, bias)
+        if not identity:
+            return {"coef_": None, "intercept_": bias, "status": "max_iter",
+                    "extra": {"feature_space_coef": w_bar}}
+        return {"coef_": coef, "intercept_": intercept, "status": "max_iter"}

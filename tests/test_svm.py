@@ -1,0 +1,384 @@
+"""SVM family (paper 001): error bounds, certified points, agreement between solvers,
+dense/CSR and float32/float64, the exact projection of fista_svm, LIBLINEAR's rule on the
+four-point data set of section 4.1."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import marginkit as mk
+from marginkit.plugins import Kernel
+from marginkit.solvers import _svm_fast
+from marginkit.solvers.svm import CertifiedPointsCertificate, scaling_statistics
+
+
+# ----------------------------------------------------------------------------- helpers
+def make_problem(n=60, d=5, seed=0, shift=3.0, noise=0.3):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)) * (1.0 + np.arange(d)) + shift
+    score = X[:, 0] - shift + 0.5 * (X[:, 1] - shift) + noise * rng.standard_normal(n)
+    y = np.where(score > 0, 1, -1)
+    return X, y
+
+
+def explicit_Z(X, y, scale, augmented=True):
+    """H~ (rows y_i (z_i, 1)) or H (rows y_i z_i), formed densely in float64 (tests only)."""
+    X = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
+    n, d = X.shape
+    if scale == "std":
+        m = X.mean(axis=0)
+        sd = X.std(axis=0)
+        s = np.where(sd > 1e-12, 1.0 / np.where(sd > 0, sd, 1.0), 0.0)
+        Z = (X - m) * s
+    elif scale is None:
+        Z = X
+    else:
+        raise ValueError(scale)
+    if augmented:
+        Z = np.hstack([Z, np.ones((n, 1))])
+    return y[:, None] * Z
+
+
+def box_qp_reference(H, mu, gamma, equality_y=None, iters=200_000):
+    """r* of max -1/2||H^T r||^2 + e^T r - mu/2||r||^2 over the box (and y^T r = 0) to ~1e-13.
+
+    Plain projected gradient with an explicit Q (independent of the package's kernels),
+    then an exact solve of the KKT system on the identified active set.
+    """
+    n = H.shape[0]
+    Q = H @ H.T + mu * np.eye(n)
+    L = np.linalg.eigvalsh(Q)[-1]
+    r = np.zeros(n)
+
+    def proj(v):
+        if equality_y is None:
+            return np.clip(v, 0, gamma)
+        lo, hi = -gamma - np.abs(v).max() - 1, gamma + np.abs(v).max() + 1
+        for _ in range(200):
+            lam = 0.5 * (lo + hi)
+            if equality_y @ np.clip(v - lam * equality_y, 0, gamma) > 0:
+                lo = lam
+            else:
+                hi = lam
+        return np.clip(v - 0.5 * (lo + hi) * equality_y, 0, gamma)
+
+    for _ in range(iters):
+        r_new = proj(r - (Q @ r - 1.0) / L)
+        if np.max(np.abs(r_new - r)) < 1e-15:
+            r = r_new
+            break
+        r = r_new
+    # polish: free set F solves Q_FF r_F = 1 - Q_FB r_B (with the equality when present)
+    free = (r > 1e-10) & (r < gamma - 1e-10)
+    fixed = ~free
+    rb = np.where(r >= gamma - 1e-10, gamma, 0.0)
+    rhs = 1.0 - Q[np.ix_(free, fixed)] @ rb[fixed]
+    if equality_y is None:
+        rf = np.linalg.solve(Q[np.ix_(free, free)], rhs)
+    else:
+        k = int(free.sum())
+        K = np.zeros((k + 1, k + 1))
+        K[:k, :k] = Q[np.ix_(free, free)]
+        K[:k, k] = equality_y[free]
+        K[k, :k] = equality_y[free]
+        sol = np.linalg.solve(K, np.append(rhs, -equality_y[fixed] @ rb[fixed]))
+        rf = sol[:k]
+    r_pol = rb.copy()
+    r_pol[free] = rf
+    if np.all(r_pol >= 0) and np.all(r_pol <= gamma) and np.abs(r_pol - r).max() < 1e-6:
+        r = r_pol
+    return r, Q
+
+
+def run_recording(X, y, **kw):
+    """Run solve and record (r_k, error_bound_k, n_certified_k) at every iteration."""
+    rec = []
+
+    def cb(state):
+        rec.append((state.r.copy(), state.error_bound, state.n_certified))
+        return False
+
+    res = mk.solve(X, y, callback=cb, **kw)
+    return res, rec
+
+
+class _IdentityMapKernel(Kernel):
+    """Private linear kernel (K = X X^T) with an explicit feature map."""
+
+    def __call__(self, A, B=None):
+        B = A if B is None else B
+        return np.asarray(A @ B.T)
+
+    def feature_map(self, X):
+        return X
+
+
+class _ApproxMapKernel(_IdentityMapKernel):
+    """A non-identity feature map: Phi(X) = [X, X**2] (explicit, for the feature_map path)."""
+
+    def __call__(self, A, B=None):
+        B = A if B is None else B
+        return self.feature_map(A) @ self.feature_map(B).T
+
+    def feature_map(self, X):
+        X = np.asarray(X, dtype=np.float64)
+        return np.hstack([X, X ** 2])
+
+
+# ------------------------------------------------------------------------ registration
+def test_registered_and_requirements():
+    plugins = mk.list_plugins()
+    for name in ("fista", "fista_svm", "dcd", "pegasos"):
+        assert name in plugins["solver"]
+    for name in ("certified_points", "liblinear"):
+        assert name in plugins["stopping"]
+    X, y = make_problem()
+    with pytest.raises(ValueError, match="feature_map"):
+        mk.solve(X, y, solver="fista", kernel=lambda A, B: np.exp(-((A[:, None] - B[None]) ** 2).sum(-1)))
+    with pytest.raises(ValueError, match="projected_gradient_gap"):
+        mk.solve(X, y, solver="fista", stop="liblinear")
+    with pytest.raises(ValueError, match="C"):
+        mk.solve(X, y, solver="fista", C=-1.0)
+    with pytest.raises(ValueError, match="scale"):
+        mk.solve(X, y, solver="dcd", scale="minmax")
+
+
+# ---------------------------------------------------------------------- FISTA error bound
+@pytest.mark.parametrize("scale", ["std", None])
+def test_fista_error_bound_every_iteration(scale):
+    # uncentered data (scale=None) is worse conditioned: keep it near the origin there
+    X, y = make_problem(n=50, d=4, seed=1, shift=3.0 if scale == "std" else 0.3)
+    ypm = np.where(y == 1, 1.0, -1.0)
+    n = X.shape[0]
+    gamma, mu = 64.0 / n, n / 128.0
+    H = explicit_Z(X, ypm, scale)
+    r_star, Q = box_qp_reference(H, mu, gamma)
+    res, rec = run_recording(X, y, solver="fista", scale=scale, stop=("max_iter", {"n": 600}))
+    assert res.status == "max_iter"
+    assert len(rec) == 600
+    finite = 0
+    for r, eps, ncert in rec:
+        err = np.linalg.norm(r - r_star)
+        if np.isfinite(eps):
+            finite += 1
+            assert err <= eps * (1 + 1e-9) + 1e-12
+            cert = gamma - r > eps
+            assert ncert == cert.sum()
+            theta = H @ (H.T @ r)
+            theta_star = H @ (H.T @ r_star)
+            assert np.all(theta[cert] > 1 - mu * gamma)
+            assert np.all(theta_star[cert] > 1 - mu * gamma)
+    assert finite == 599
+    # the bound converges with the iterates (linear rate of strongly convex FISTA)
+    assert rec[-1][1] < 1e-4 * rec[1][1]
+    assert max(ncert for _, _, ncert in rec) >= 1
+
+
+def test_fista_certified_stop_and_verify():
+    X, y = make_problem(n=80, d=6, seed=2)
+    res = mk.solve(X, y, solver="fista")
+    assert res.status == "certified"
+    assert res.certified_mask.sum() >= 1
+    assert res.history["n_certified"][-1] == res.certified_mask.sum()
+    assert res.history["n_certified"][:-1].max() == 0
+    cert = res.certificate
+    assert cert.kind == "certified_points"
+    assert cert.value == res.history["error_bound"][-1]
+    assert cert.verify(X, y)
+    # certified points are correctly classified by the returned model
+    pred = res.predict(X)
+    assert np.all(pred[res.certified_mask] == np.asarray(y)[res.certified_mask])
+    # more certified points with a larger fraction
+    res2 = mk.solve(X, y, solver="fista", stop=("certified_points", {"fraction": 0.5}))
+    assert res2.certified_mask.sum() > 40 and res2.n_iter >= res.n_iter
+    assert res2.certificate.verify(X, y)
+
+
+def test_certificate_verify_rejects_tampering():
+    X, y = make_problem(n=80, d=6, seed=3)
+    res = mk.solve(X, y, solver="fista", stop=("certified_points", {"fraction": 0.3}))
+    cert = res.certificate
+    assert cert.verify(X, y)
+    # flipped labels: the recomputed margins and bound no longer support the claim
+    assert not cert.verify(X, -np.asarray(y))
+    # claiming a point at the upper bound (r_i = gamma) cannot pass gamma - r_i > eps
+    bad = CertifiedPointsCertificate(cert.value, cert.mask.copy(), cert.r, cert.gamma, cert.mu,
+                                     cert.scale, cert.means, cert.inv_std, cert.formulation,
+                                     cert.t_bar, cert.coef, cert.intercept, cert.classes)
+    i = int(np.argmax(cert.r))
+    bad.mask[i] = True
+    assert cert.r[i] == pytest.approx(cert.gamma) or not bad.verify(X, y)
+    assert not bad.verify(X, y)
+    # a perturbed r breaks the bound or the stored coefficients
+    bad2 = CertifiedPointsCertificate(cert.value, cert.mask, cert.r * 0.5, cert.gamma, cert.mu,
+                                      cert.scale, cert.means, cert.inv_std, cert.formulation,
+                                      cert.t_bar, cert.coef, cert.intercept, cert.classes)
+    assert not bad2.verify(X, y)
+    # a wrong scaling claim (None instead of std) changes the recomputation
+    bad3 = CertifiedPointsCertificate(cert.value, cert.mask, cert.r, cert.gamma, cert.mu, None,
+                                      cert.means, cert.inv_std, cert.formulation, cert.t_bar,
+                                      cert.coef, cert.intercept, cert.classes)
+    assert not bad3.verify(X, y)
+
+
+def test_original_space_coefficients_and_zero_variance_column():
+    X, y = make_problem(n=70, d=4, seed=4)
+    X = np.hstack([X, np.full((X.shape[0], 1), 7.0)])  # zero-variance column
+    ypm = np.where(y == 1, 1.0, -1.0)
+    res = mk.solve(X, y, solver="fista", stop=("max_iter", {"n": 50}))
+    assert np.all(np.isfinite(res.coef_)) and res.coef_[-1] == 0.0
+    H = explicit_Z(X, ypm, "std")  # the constant column becomes 0 after centering
+    w_tilde = H.T @ res.dual_coef_
+    dec_scaled = (H / ypm[:, None]) @ w_tilde
+    np.testing.assert_allclose(res.decision_function(X), dec_scaled, rtol=1e-10, atol=1e-10)
+    m, s = scaling_statistics(X, "std")
+    assert s[-1] == 0.0 and m[-1] == pytest.approx(7.0)
+
+
+# ------------------------------------------------------------------------------- DCD
+@pytest.mark.parametrize("shrinking", [False, True])
+def test_dcd_bound_every_iteration_and_agreement_with_fista(shrinking):
+    X, y = make_problem(n=50, d=4, seed=5)
+    ypm = np.where(y == 1, 1.0, -1.0)
+    n = X.shape[0]
+    gamma, mu = 64.0 / n, n / 128.0
+    H = explicit_Z(X, ypm, "std")
+    r_star, Q = box_qp_reference(H, mu, gamma)
+    res, rec = run_recording(X, y, solver="dcd", shrinking=shrinking, bound_check="always",
+                             random_state=0, stop=("max_iter", {"n": 300}))
+    for r, eps, ncert in rec:
+        # eps = ||p(r)|| / mu, recomputed here from the explicit Q
+        G = Q @ r - 1.0
+        p = np.where(r <= 0, np.minimum(G, 0), np.where(r >= gamma, np.maximum(G, 0), G))
+        assert eps == pytest.approx(np.linalg.norm(p) / mu, rel=1e-9, abs=1e-12)
+        assert np.linalg.norm(r - r_star) <= eps * (1 + 1e-9) + 1e-12
+        cert = gamma - r > eps
+        theta, theta_star = H @ (H.T @ r), H @ (H.T @ r_star)
+        assert np.all(theta[cert] > 1 - mu * gamma) and np.all(theta_star[cert] > 1 - mu * gamma)
+    fista = mk.solve(X, y, solver="fista", stop=("max_iter", {"n": 400}))
+    np.testing.assert_allclose(res.dual_coef_, r_star, atol=1e-8)
+    np.testing.assert_allclose(fista.dual_coef_, res.dual_coef_, atol=1e-8)
+    np.testing.assert_allclose(fista.coef_, res.coef_, rtol=1e-6, atol=1e-8)
+
+
+def test_dcd_certified_and_liblinear_rules():
+    X, y = make_problem(n=200, d=8, seed=6)
+    res = mk.solve(X, y, solver="dcd", random_state=1)
+    assert res.status == "certified"
+    assert res.certificate.verify(X, y)
+    assert res.history["error_bound"][-1] == res.certificate.value
+    lib = mk.solve(X, y, solver="dcd", stop="liblinear", random_state=1)
+    assert lib.status == "converged"
+    assert lib.history["projected_gradient_gap"][-1] <= 0.1
+    assert np.all(lib.history["projected_gradient_gap"][:-1] > 0.1)
+    assert lib.score(X, y) > 0.8 and res.score(X, y) > 0.8
+
+
+def test_dcd_same_seed_bitwise_identical():
+    X, y = make_problem(n=120, d=6, seed=7)
+    a = mk.solve(X, y, solver="dcd", random_state=3, stop=("max_iter", {"n": 7}))
+    b = mk.solve(X, y, solver="dcd", random_state=3, stop=("max_iter", {"n": 7}))
+    c = mk.solve(X, y, solver="dcd", random_state=4, stop=("max_iter", {"n": 7}))
+    assert np.array_equal(a.dual_coef_, b.dual_coef_) and np.array_equal(a.coef_, b.coef_)
+    assert not np.array_equal(a.dual_coef_, c.dual_coef_)
+
+
+# ------------------------------------------------------------------------- fista_svm
+def test_projection_box_hyperplane_kkt():
+    rng = np.random.default_rng(8)
+    for trial in range(20):
+        n = int(rng.integers(2, 300))
+        y = np.where(rng.random(n) < 0.3, 1.0, -1.0)
+        y[0], y[1] = 1.0, -1.0
+        v = rng.standard_normal(n) * rng.choice([0.01, 1.0, 50.0])
+        gamma = float(rng.choice([0.05, 1.0, 10.0]))
+        r = np.zeros(n)
+        lam = _svm_fast.project_box_hyperplane(v, y, gamma, r)
+        assert abs(y @ r) <= 1e-12 * max(1.0, gamma * n)
+        assert r.min() >= 0 and r.max() <= gamma
+        np.testing.assert_allclose(r, np.clip(v - lam * y, 0, gamma), atol=1e-15)
+        # KKT: v - r = lam y + nu with nu in the normal cone of the box at r
+        nu = v - r - lam * y
+        inner = (r > 0) & (r < gamma)
+        assert np.all(np.abs(nu[inner]) <= 1e-12 * max(1.0, np.abs(v).max()))
+        assert np.all(nu[r == 0] <= 1e-12) and np.all(nu[r == gamma] >= -1e-12)
+        # optimality against random feasible points: <v - r, x - r> <= 0
+        for _ in range(5):
+            x = np.zeros(n)
+            _svm_fast.project_box_hyperplane(rng.standard_normal(n) * 5, y, gamma, x)
+            assert (v - r) @ (x - r) <= 1e-10 * max(1.0, np.abs(v).max() * gamma * n)
+
+
+def test_fista_svm_converges_to_classical_svm_dual():
+    X, y = make_problem(n=50, d=4, seed=9)
+    ypm = np.where(y == 1, 1.0, -1.0)
+    n = X.shape[0]
+    gamma, mu = 64.0 / n, n / 128.0
+    H = explicit_Z(X, ypm, "std", augmented=False)
+    r_star, Q = box_qp_reference(H, mu, gamma, equality_y=ypm)
+    res, rec = run_recording(X, y, solver="fista_svm", stop=("max_iter", {"n": 300}))
+    for r, eps, ncert in rec[1:]:
+        assert np.linalg.norm(r - r_star) <= eps * (1 + 1e-9) + 1e-12
+    np.testing.assert_allclose(res.dual_coef_, r_star, atol=1e-8)
+    # the intercept t = L lambda satisfies the KKT system: p(Qr - e + t y) = 0 at r*
+    t = res.extra["t_bar"]
+    G = Q @ res.dual_coef_ - 1.0 + t * ypm
+    r = res.dual_coef_
+    p = np.where(r <= 0, np.minimum(G, 0), np.where(r >= gamma, np.maximum(G, 0), G))
+    assert np.linalg.norm(p) < 1e-7
+    cert_res = mk.solve(X, y, solver="fista_svm")
+    assert cert_res.status == "certified" and cert_res.certificate.verify(X, y)
+
+
+# ------------------------------------------------------------- dense / CSR, float32 / 64
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd", "pegasos"])
+def test_dense_csr_float32_agree(solver):
+    rng = np.random.default_rng(10)
+    X, y = make_problem(n=150, d=12, seed=10)
+    X[rng.random(X.shape) < 0.5] = 0.0
+    kw = dict(solver=solver, random_state=5, stop=("max_iter", {"n": 30}))
+    if solver == "pegasos":
+        kw.pop("stop")
+        kw["epochs"] = 5
+    dense = mk.solve(X, y, **kw)
+    csr = mk.solve(sp.csr_matrix(X), y, **kw)
+    csr64 = sp.csr_matrix(X)
+    csr64 = sp.csr_matrix((csr64.data, csr64.indices.astype(np.int64), csr64.indptr.astype(np.int64)),
+                          shape=X.shape)
+    csr_i64 = mk.solve(csr64, y, **kw)
+    f32 = mk.solve(X.astype(np.float32), y, **kw)
+    np.testing.assert_allclose(csr.coef_, dense.coef_, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(csr_i64.coef_, dense.coef_, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(f32.coef_, dense.coef_, rtol=2e-3, atol=2e-4)
+    assert csr.intercept_ == pytest.approx(dense.intercept_, rel=1e-9, abs=1e-10)
+    assert f32.intercept_ == pytest.approx(dense.intercept_, rel=2e-3, abs=2e-4)
+    Xf = np.asfortranarray(X)
+    fort = mk.solve(Xf, y, **kw)
+    np.testing.assert_allclose(fort.coef_, dense.coef_, rtol=1e-12, atol=1e-13)
+
+
+def test_inputs_not_modified_and_feature_map_kernel():
+    X, y = make_problem(n=60, d=3, seed=11)
+    Xs = sp.csr_matrix(X)
+    before = (X.copy(), Xs.data.copy())
+    res = mk.solve(Xs, y, solver="fista", kernel=_IdentityMapKernel())
+    assert np.array_equal(X, before[0]) and np.array_equal(Xs.data, before[1])
+    assert res.coef_ is not None and res.certificate.verify(Xs, y)
+    with pytest.raises(ValueError, match="scale=None"):
+        mk.solve(X, y, solver="fista", kernel=_ApproxMapKernel())
+    approx = mk.solve(X, y, solver="fista", kernel=_ApproxMapKernel(), scale=None)
+    assert approx.coef_ is None
+    assert approx.score(X, y) > 0.8
+
+
+# ----------------------------------------------------------------------------- Pegasos
+def test_pegasos_epochs_seed_and_accuracy():
+    X, y = make_problem(n=300, d=5, seed=12)
+    a = mk.solve(X, y, solver="pegasos", epochs=20, random_state=0)
+    b = mk.solve(X, y, solver="pegasos", epochs=20, random_state=0)
+    assert a.n_iter == 20 and a.status == "max_iter"
+    assert np.array_equal(a.coef_, b.coef_) and a.intercept_ == b.intercept_
+    assert a.score(X, y) > 0.85
+    # the iterate stays in the ball of radius 1/sqrt(lam) (scaled space)
+    m, s = scaling_statistics(X, "std")
+    w_bar = np.divide(a.coef_, s, out=np.zeros_like(a.coef_), where=s > 0)
+    assert np.linalg.norm(w_bar) <= 8.0 * (1 + 1e-9)
