@@ -22,6 +22,7 @@ Three views of the same solve:
 float64 vectors of length n + d the solver needs beyond the 1.5 x budget. It should
 stay bounded (not grow with n); a negative value is under budget.
 """
+import ctypes
 import gc
 import os
 import tracemalloc
@@ -48,9 +49,18 @@ def _vm(field):
     raise OSError(field)
 
 
+def _release_free_heap():
+    """Give freed heap pages back to the OS (glibc), so reused pages do not hide growth."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def rss_growth(fn):
     """Growth of the peak RSS (bytes) while ``fn()`` runs; raises OSError off Linux."""
     gc.collect()
+    _release_free_heap()
     with open("/proc/self/clear_refs", "w") as fh:
         fh.write("5")  # reset VmHWM to the current RSS
     base = _vm("VmRSS")
