@@ -386,3 +386,69 @@ def test_result_save_load_keeps_certificate(tmp_path):
     assert back.certificate.kind == "newton_decrement"
     assert back.certificate.verify(X, y)
     assert_allclose(back.coef_, res.coef_)
+
+
+# ----------------------------------------------------------------------------- data (sec. 4)
+def _series(q, d, terms=200_000):
+    k = np.arange(1, terms + 1, dtype=np.float64)
+    return 1.0 + 2.0 * np.array([np.sum(np.cos(2 * np.pi * k * v) / k ** q) for v in d])
+
+
+@pytest.mark.parametrize("q,tol", [(2, 2e-5), (4, 1e-12), (22, 1e-12)])
+def test_spline_kernel_against_its_series(q, tol):
+    x = np.array([[0.0], [0.13], [0.5], [0.77], [0.999]])
+    K = mk.get_plugin("kernel", "spline")(order=q)(x, np.zeros((1, 1)))[:, 0]
+    assert_allclose(K, _series(q, x[:, 0]), atol=tol)
+
+
+def test_source_capacity_target_and_labels():
+    from marginkit.datasets._source_capacity import source_capacity_target
+
+    x = np.linspace(0, 1, 7)
+    # r = 0.25, alpha = 2: theta* = Lambda_2(0, .) = 1 + 2 sum cos(2 pi k x) / k^2
+    assert_allclose(source_capacity_target(x, 0.25, 2), _series(2, x), atol=2e-5)
+    X, y = mk.datasets.make_source_capacity(40_000, 0.25, 2, random_state=0)
+    assert X.shape == (40_000, 1) and X.min() >= 0 and X.max() <= 1
+    assert set(np.unique(y)) == {-1.0, 1.0}
+    # E[y | x] = tanh(theta*(x) / 2): compare in 5 bins of x within 5 standard errors
+    theta = source_capacity_target(X[:, 0], 0.25, 2)
+    bins = np.minimum((X[:, 0] * 5).astype(int), 4)
+    for b in range(5):
+        m = bins == b
+        se = np.sqrt(1.0 / m.sum())
+        assert abs(y[m].mean() - np.tanh(theta[m] / 2).mean()) < 5 * se
+    X1, y1 = mk.datasets.make_source_capacity(50, 3.25, 2, random_state=3)
+    X2, y2 = mk.datasets.make_source_capacity(50, 3.25, 2, random_state=3)
+    assert np.array_equal(X1, X2) and np.array_equal(y1, y2)
+
+
+def test_excess_risk_evaluator():
+    from marginkit.datasets._source_capacity import source_capacity_target, theoretical_rate
+
+    er = mk.datasets.source_capacity_excess_risk
+    star = lambda x: source_capacity_target(x[:, 0], 3.25, 2)  # noqa: E731
+    assert er(star, 3.25, 2) == 0.0
+    # a constant shift c: excess risk ~ c^2/2 E[s(1 - s)] (second order), computed on a grid
+    c = 0.1
+    xs = np.linspace(0, 1, 20001)
+    ts = source_capacity_target(xs, 3.25, 2)
+    s = 1 / (1 + np.exp(-ts))
+    exact = np.mean(s * (np.logaddexp(0, -ts - c) - np.logaddexp(0, -ts))
+                    + (1 - s) * (np.logaddexp(0, ts + c) - np.logaddexp(0, ts)))
+    got = er(lambda x: star(x) + c, 3.25, 2)
+    assert got > 0 and abs(got - exact) < 0.05 * exact
+    assert_allclose(er(lambda x: star(x) + c, 3.25, 2, loss="squared"), c ** 2 / 2)
+    # Table 1, theory rows
+    table = {(1, 0.25): 0.75, (1, 3.25): 0.80, (3, 3.25): 0.92, (8, 3.25): 0.94,
+             (8, 10.25): 0.97, (3, 10.25): 0.92}
+    for (t, r), g in table.items():
+        assert round(theoretical_rate(r, 2, t), 2) == g
+
+
+def test_spline_logistic_fit_beats_zero_predictor():
+    X, y = mk.datasets.make_source_capacity(300, 3.25, 2, random_state=1)
+    res = mk.solve(X, y, solver="iterated_tikhonov", kernel="spline",
+                   kernel_params={"order": 2}, lam=1e-2, t=3)
+    er = mk.datasets.source_capacity_excess_risk
+    assert res.certificate.verify(X, y)
+    assert er(res, 3.25, 2) < 0.2 * er(lambda x: np.zeros(len(x)), 3.25, 2)
