@@ -1,0 +1,588 @@
+"""The reliability cases of issue 8, and the generator of ``docs/reliability.md``.
+
+Each ``Case`` is one input tried against marginkit: how to build it, which entry point
+receives it, and what marginkit must do (raise a given exception whose message matches
+a pattern, accept it, or give an honest answer). ``tests/test_reliability.py`` runs
+every case (against every registered solver where that makes sense), and checks that
+``docs/reliability.md`` is the table generated here from the same cases.
+
+Regenerate the document after changing the cases::
+
+    python tests/reliability_table.py
+"""
+import dataclasses
+import gzip
+import lzma
+import os
+import sys
+from typing import Callable, Optional
+
+import numpy as np
+import scipy.sparse as sp
+
+DOC_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "docs",
+                        "reliability.md")
+REGENERATE = "python tests/reliability_table.py"
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One input and what marginkit must do with it.
+
+    ``build(tmp_path)`` returns the call's arguments: for ``solve`` a dict with ``X``,
+    ``y`` and keywords; for ``load_libsvm`` a dict with ``path``; for ``estimator`` a
+    dict with ``X``, ``y`` and estimator keywords.
+    ``expect`` is ``"ValueError"``/``"TypeError"`` (with ``match``, a regex the message
+    must contain), ``"accepted"`` (same answer as the plain float64 input, input
+    untouched) or ``"honest"`` (a correct answer or an honest status; ``truth`` tells
+    whether the data is ``"separable"`` or ``"infeasible"`` through the origin).
+    """
+
+    id: str
+    section: str
+    entry: str
+    what: str
+    build: Callable
+    expect: str
+    does: str
+    match: str = ""
+    truth: Optional[str] = None
+    solvers: str = "all"  # "all", "reference", "normalizing", "kernel_callable", "param:<name>"
+    kwargs: dict = dataclasses.field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------- data sets
+def separable():
+    """Six points separable through the origin (labels 0/1)."""
+    X = np.array([[2.0, 1.0], [1.5, 2.0], [2.5, 0.5], [-2.0, -1.0], [-1.0, -2.5], [-1.5, -0.5]])
+    return X, np.array([1, 1, 1, 0, 0, 0])
+
+
+def xor():
+    X = np.array([[1.0, 1.0], [-1.0, -1.0], [1.0, -1.0], [-1.0, 1.0]])
+    return X, np.array([1, 1, 0, 0])
+
+
+def _with(X, y=None, **kw):
+    if y is None:
+        y = separable()[1]
+    return dict(X=X, y=y, **kw)
+
+
+def _nan_dense(_):
+    X, y = separable()
+    X[2, 1] = np.nan
+    return _with(X, y)
+
+
+def _inf_dense(_):
+    X, y = separable()
+    X[4, 0] = -np.inf
+    return _with(X, y)
+
+
+def _nan_csr(_):
+    X, y = separable()
+    X = sp.csr_matrix(X)
+    X.data[3] = np.nan
+    return _with(X, y)
+
+
+def _inf_csc(_):
+    X, y = separable()
+    X = sp.csc_matrix(X)
+    X.data[0] = np.inf
+    return _with(X, y)
+
+
+def _gram(X):
+    return X @ X.T
+
+
+def _nan_gram(_):
+    X, y = separable()
+    K = _gram(X)
+    K[1, 1] = np.nan
+    return _with(K, y, kernel="precomputed")
+
+
+def _gram_not_square(_):
+    X, y = separable()
+    return _with(_gram(X)[:, :5], y, kernel="precomputed")
+
+
+def _gram_asym(_):
+    X, y = separable()
+    K = _gram(X)
+    K[0, 3] += 1.0
+    return _with(K, y, kernel="precomputed")
+
+
+def _gram_asym_sparse(_):
+    X, y = separable()
+    K = _gram(X)
+    K[0, 3] += 1.0
+    return _with(sp.csr_matrix(K), y, kernel="precomputed")
+
+
+def _gram_neg_diag(_):
+    X, y = separable()
+    K = _gram(X)
+    K[2, 2] = -1.0
+    return _with(K, y, kernel="precomputed")
+
+
+def _const(value):
+    def build(_):
+        return dict(value)
+    return build
+
+
+def _sep(**kw):
+    def build(_):
+        X, y = separable()
+        return _with(X, y, **kw)
+    return build
+
+
+def _Xy(fX, fy=None, **kw):
+    def build(_):
+        X, y = separable()
+        return dict(X=fX(X), y=y if fy is None else fy(y), **kw)
+    return build
+
+
+def _wrong_shape_kernel(A, B):
+    return np.ones((A.shape[0], B.shape[0] + 1))
+
+
+def _nan_kernel(A, B):
+    K = np.asarray(A @ B.T, dtype=np.float64)
+    K[0, 0] = np.nan
+    return K
+
+
+def _zero_row(_):
+    X, y = separable()
+    X[4] = 0.0
+    return _with(X, y)
+
+
+# hostile but valid data --------------------------------------------------------------
+def _scaled(s, dtype=np.float64):
+    def build(_):
+        X, y = separable()
+        return _with((X * s).astype(dtype), y)
+    return build
+
+
+def _mixed_norms(_):
+    X, y = separable()
+    X = X * np.array([1e150, 1e-150, 1.0, 1e100, 1e-100, 1.0])[:, None]
+    return _with(X, y)
+
+
+def _constant_feature(_):
+    X, y = separable()
+    return _with(np.hstack([X, np.full((6, 1), 5.0)]), y)
+
+
+def _dup_same(_):
+    X, y = separable()
+    return _with(np.vstack([X, X, X[:2]]), np.concatenate([y, y, y[:2]]))
+
+
+def _dup_opposite(_):
+    X, y = separable()
+    X = np.vstack([X, X[:1]])
+    return _with(X, np.concatenate([y, [0]]))
+
+
+def _n1(_):
+    return dict(X=np.array([[1.0, 2.0]]), y=np.array([1]))
+
+
+def _n2(_):
+    return dict(X=np.array([[1.0, 0.5], [-1.0, 0.25]]), y=np.array([1, 0]))
+
+
+def _d1(_):
+    return dict(X=np.array([[1.0], [2.0], [0.5], [-1.0], [-3.0]]), y=np.array([1, 1, 1, 0, 0]))
+
+
+def _unbalanced(_):
+    rng = np.random.default_rng(0)
+    neg = np.column_stack([rng.uniform(0.5, 2.0, 20), rng.uniform(-1.0, 1.0, 20)])
+    X = np.vstack([neg, [[-1.0, 0.1]]])
+    return dict(X=X, y=np.array([0] * 20 + [1]))
+
+
+def _xor(_):
+    X, y = xor()
+    return _with(X, y)
+
+
+# accepted inputs ----------------------------------------------------------------------
+def _readonly(_):
+    X, y = separable()
+    X.flags.writeable = False
+    return _with(X, y)
+
+
+def _noncanonical_csr(_):
+    X, y = separable()
+    # every entry split in two duplicates, indices of each row reversed
+    rows, cols = np.nonzero(X)
+    vals = X[rows, cols]
+    data, indices, indptr = [], [], [0]
+    for i in range(X.shape[0]):
+        m = rows == i
+        for c, v in zip(cols[m][::-1], vals[m][::-1]):
+            data += [v / 2, v / 2]
+            indices += [c, c]
+        indptr.append(len(data))
+    M = sp.csr_matrix((np.array(data), np.array(indices, dtype=np.int32),
+                       np.array(indptr, dtype=np.int32)), shape=X.shape)
+    return _with(M, y)
+
+
+def _csr_idx(dtype):
+    def build(_):
+        X, y = separable()
+        M = sp.csr_matrix(X)
+        M.indices = M.indices.astype(dtype)
+        M.indptr = M.indptr.astype(dtype)
+        return _with(M, y)
+    return build
+
+
+# LIBSVM files ---------------------------------------------------------------------------
+def _libsvm(text, name="data.txt", compress=None):
+    def build(tmp_path):
+        path = os.path.join(str(tmp_path), name)
+        raw = text.encode()
+        if compress == "gzip":
+            raw = gzip.compress(raw)
+        elif compress == "xz":
+            raw = lzma.compress(raw)
+        elif compress == "truncated-xz":
+            raw = lzma.compress(raw)[:-12]
+        with open(path, "wb") as fh:
+            fh.write(raw)
+        return dict(path=path)
+    return build
+
+
+GOOD = "1 1:0.5 3:1.0\n-1 2:0.25\n"
+
+# ------------------------------------------------------------------------------- cases
+R, A, H, L, E = ("Rejected inputs", "Accepted inputs", "Numerically hostile but valid data",
+                 "Malformed LIBSVM files", "Estimators")
+
+CASES = [
+    # --- rejected: data
+    Case("nan_dense", R, "solve", "NaN in dense X", _nan_dense, "ValueError",
+         "names the row(s) holding NaN/inf", r"X contains NaN or infinity in row\(s\) \[2\]"),
+    Case("inf_dense", R, "solve", "-inf in dense X", _inf_dense, "ValueError",
+         "names the row(s) holding NaN/inf", r"X contains NaN or infinity in row\(s\) \[4\]"),
+    Case("nan_csr", R, "solve", "NaN stored in CSR data", _nan_csr, "ValueError",
+         "names the row(s), without densifying", r"X contains NaN or infinity in row\(s\) \[\d\]"),
+    Case("inf_csc", R, "solve", "inf stored in CSC data", _inf_csc, "ValueError",
+         "names the row(s), without densifying", r"X contains NaN or infinity in row\(s\)"),
+    Case("nan_gram", R, "solve", "NaN in a precomputed Gram matrix", _nan_gram, "ValueError",
+         "names the row(s) holding NaN/inf", r"NaN or infinity in row\(s\) \[1\]",
+         solvers="precomputed"),
+    Case("x_1d", R, "solve", "1-D X", _Xy(lambda X: X[:, 0]), "ValueError",
+         "asks for 2-D input and suggests reshape(-1, 1)", r"X must be 2-D.*reshape\(-1, 1\)"),
+    Case("x_3d", R, "solve", "3-D X", _Xy(lambda X: X[:, :, None]), "ValueError",
+         "asks for 2-D input", r"X must be 2-D"),
+    Case("xy_mismatch", R, "solve", "len(y) != n_samples", _Xy(lambda X: X, lambda y: y[:5]),
+         "ValueError", "gives both lengths", r"y has 5 entries but X has 6 rows"),
+    Case("empty_rows", R, "solve", "X with 0 rows", _const(dict(X=np.zeros((0, 2)), y=[])),
+         "ValueError", "reports the empty shape", r"X is empty \(shape \(0, 2\)\)"),
+    Case("empty_cols", R, "solve", "X with 0 features", _Xy(lambda X: X[:, :0]), "ValueError",
+         "reports the empty shape", r"X is empty \(shape \(6, 0\)\)"),
+    Case("ragged", R, "solve", "ragged list of rows", _const(dict(X=[[1.0, 2.0], [3.0]], y=[0, 1])),
+         "ValueError", "asks for rows of equal length", r"X could not be converted to an array"),
+    Case("complex", R, "solve", "complex X", _Xy(lambda X: X.astype(complex)), "TypeError",
+         "asks for real values", r"X is complex"),
+    Case("object", R, "solve", "object-dtype X", _Xy(lambda X: X.astype(object)), "TypeError",
+         "asks for a numeric array", r"X has dtype object"),
+    Case("strings", R, "solve", "string X", _Xy(lambda X: X.astype(str)), "TypeError",
+         "asks for numbers", r"X has non-numeric dtype"),
+    Case("x_none", R, "solve", "X=None", _const(dict(X=None, y=[0, 1])), "TypeError",
+         "asks for an array", r"X is None"),
+    Case("one_class", R, "solve", "a single class in y", _Xy(lambda X: X, lambda y: np.ones_like(y)),
+         "ValueError", "a classifier needs two labels", r"y has a single class \[1\]",
+         solvers="classifiers"),
+    Case("n1", R, "solve", "n = 1 (one sample is one class)", _n1, "ValueError",
+         "single-class error: one sample cannot define two classes", r"y has a single class",
+         solvers="classifiers"),
+    Case("three_classes", R, "solve", "three classes in y",
+         _Xy(lambda X: X, lambda y: np.array([0, 1, 2, 0, 1, 2])), "ValueError",
+         "points to the one-vs-rest estimators", r"3 classes.*one-vs-rest", solvers="classifiers"),
+    Case("y_nan", R, "solve", "NaN label", _Xy(lambda X: X, lambda y: np.r_[np.nan, y[1:]]),
+         "ValueError", "every sample needs a label", r"y contains NaN", solvers="classifiers"),
+    Case("y_2d", R, "solve", "y of shape (n, 2)", _Xy(lambda X: X, lambda y: np.c_[y, y]),
+         "ValueError", "asks for 1-D labels", r"y must be 1-D"),
+    Case("gram_not_square", R, "solve", "precomputed Gram of shape (6, 5)", _gram_not_square,
+         "ValueError", "asks for the square K(X, X)", r"square \(n, n\) Gram matrix.*\(6, 5\)",
+         solvers="precomputed"),
+    Case("gram_asym", R, "solve", "non-symmetric precomputed Gram", _gram_asym, "ValueError",
+         "names an asymmetric pair", r"not symmetric \(X\[0, 3\]", solvers="precomputed"),
+    Case("gram_asym_sparse", R, "solve", "non-symmetric sparse Gram", _gram_asym_sparse,
+         "ValueError", "names an asymmetric pair, without densifying", r"not symmetric \(X\[0, 3\]",
+         solvers="precomputed"),
+    Case("gram_neg_diag", R, "solve", "Gram with K(x, x) < 0", _gram_neg_diag, "ValueError",
+         "names the rows with a negative diagonal", r"negative diagonal.*row\(s\) \[2\]",
+         solvers="precomputed"),
+    Case("kernel_shape", R, "solve", "callable kernel returning the wrong shape",
+         _sep(kernel=_wrong_shape_kernel), "ValueError", "gives the expected block shape",
+         r"callable kernel _wrong_shape_kernel returned a block of shape", solvers="callable"),
+    Case("kernel_nan", R, "solve", "callable kernel returning NaN", _sep(kernel=_nan_kernel),
+         "ValueError", "says the kernel must be finite",
+         r"callable kernel _nan_kernel returned NaN or infinity", solvers="callable"),
+    Case("zero_norm", R, "solve", "zero-norm point where normalization needs K(x, x) > 0",
+         _zero_row, "ValueError", "names the zero-norm rows and the fixes",
+         r"row\(s\) \[4\].*K\(x, x\) = 0|zero-norm point.*row\(s\) \[4\]",
+         solvers="normalizing"),
+    # --- rejected: parameters
+    Case("max_iter_0", R, "solve", "max_iter=0", _sep(max_iter=0), "ValueError",
+         "names the field and its range", r"max_iter=0 is out of range"),
+    Case("max_iter_float", R, "solve", "max_iter=2.5", _sep(max_iter=2.5), "TypeError",
+         "names the field and its type", r"max_iter=2.5 has type float"),
+    Case("time_limit_nan", R, "solve", "time_limit=nan", _sep(time_limit=float("nan")), "ValueError",
+         "names the field", r"time_limit=nan must be finite"),
+    Case("unknown_solver", R, "solve", "unknown solver name", _sep(solver="nope"), "ValueError",
+         "lists the registered solvers", r"unknown solver 'nope'; registered solvers: \[",
+         solvers="none"),
+    Case("unknown_kernel", R, "solve", "unknown kernel name", _sep(kernel="nope"), "ValueError",
+         "lists the registered kernels", r"unknown kernel 'nope'; registered kernels: \["),
+    Case("unknown_smoother", R, "solve", "unknown smoother name", _sep(smoother="nope"),
+         "ValueError", "lists the registered smoothers",
+         r"unknown smoother 'nope'; registered smoothers: \["),
+    Case("unknown_stop", R, "solve", "unknown stopping rule", _sep(stop="nope"), "ValueError",
+         "lists the registered rules", r"unknown stopping 'nope'; registered stoppings: \["),
+    Case("unknown_param", R, "solve", "unknown solver parameter", _sep(bogus=1), "TypeError",
+         "lists the solver's valid parameters", r"unknown parameter\(s\) \['bogus'\]; valid parameters"),
+    Case("unknown_kernel_param", R, "solve", "unknown kernel parameter",
+         _sep(kernel="rbf", kernel_params={"gama": 1.0}), "TypeError",
+         "lists the kernel's valid parameters", r"unknown parameter\(s\) \['gama'\]; valid parameters: \['gamma'\]"),
+    Case("gamma_negative", R, "solve", "kernel gamma < 0",
+         _sep(kernel="rbf", kernel_params={"gamma": -1.0}), "ValueError", "names gamma and its range",
+         r"gamma=-1.0 is out of range"),
+    Case("gamma_nan", R, "solve", "kernel gamma = nan",
+         _sep(kernel="rbf", kernel_params={"gamma": float("nan")}), "ValueError", "names gamma",
+         r"gamma=nan must be finite"),
+    Case("C_negative", R, "solve", "C < 0 (SVM family)", _sep(C=-1.0), "ValueError",
+         "names C and its range", r"C=-1.0 is out of range", solvers="param:C"),
+    Case("C_inf", R, "solve", "C = inf (SVM family)", _sep(C=float("inf")), "ValueError",
+         "names C", r"C=inf must be finite", solvers="param:C"),
+    Case("lam_negative", R, "solve", "lam < 0 (pegasos, iterated Tikhonov)", _sep(lam=-1.0),
+         "ValueError", "names lam and its range", r"lam=-1.0 is out of range", solvers="param:lam"),
+    Case("lam_nan", R, "solve", "lam = nan", _sep(lam=float("nan")), "ValueError", "names lam",
+         r"lam=nan must be finite", solvers="param:lam"),
+    Case("eps_negative", R, "solve", "eps < 0 (isnkpvn)", _sep(eps=-1e-6), "ValueError",
+         "names eps and its range", r"eps=-1e-06 is out of range", solvers="param:eps"),
+    Case("eps_inf", R, "solve", "eps = inf", _sep(eps=float("inf")), "ValueError", "names eps",
+         r"eps=inf must be finite", solvers="param:eps"),
+    Case("random_state_str", R, "solve", "random_state='seed'", _sep(random_state="seed"),
+         "TypeError", "names random_state", r"random_state='seed' must be None"),
+    # --- accepted without copies where possible, never modified
+    Case("readonly", A, "solve", "read-only dense X (flags.writeable = False)", _readonly, "accepted",
+         "used in place (no copy), not modified"),
+    Case("fortran", A, "solve", "Fortran-ordered X", _Xy(np.asfortranarray), "accepted",
+         "used in place by check_X; a solver needing C order makes a private copy"),
+    Case("float32", A, "solve", "float32 X", _Xy(lambda X: X.astype(np.float32)), "accepted",
+         "kept in float32 (no copy)"),
+    Case("int8", A, "solve", "int8 X", _Xy(lambda X: np.round(X * 2).astype(np.int8)), "accepted",
+         "converted to float32 (4x the int8 size, not 8x)"),
+    Case("int64", A, "solve", "int64 X", _Xy(lambda X: np.round(X * 2).astype(np.int64)), "accepted",
+         "converted to float64"),
+    Case("bool", A, "solve", "bool X (with a sign column)",
+         _Xy(lambda X: np.c_[X[:, 0] > 0, X[:, 0] < 0]), "accepted", "converted to float32"),
+    Case("list", A, "solve", "nested Python lists", _Xy(lambda X: X.tolist(), lambda y: y.tolist()),
+         "accepted", "converted to float64"),
+    Case("csr_int32", A, "solve", "CSR with int32 indices", _csr_idx(np.int32), "accepted",
+         "used in place (no copy)"),
+    Case("csr_int64", A, "solve", "CSR with int64 indices", _csr_idx(np.int64), "accepted",
+         "used in place (no copy)"),
+    Case("csc", A, "solve", "CSC matrix", _Xy(sp.csc_matrix), "accepted",
+         "converted to CSR (never densified)"),
+    Case("coo", A, "solve", "COO matrix", _Xy(sp.coo_matrix), "accepted",
+         "converted to CSR (never densified)"),
+    Case("csr_noncanonical", A, "solve", "CSR with duplicate entries and unsorted indices",
+         _noncanonical_csr, "accepted", "duplicates summed and indices sorted in a private copy"),
+    Case("labels_str", A, "solve", "string labels", _Xy(lambda X: X, lambda y: np.where(y, "yes", "no")),
+         "accepted", "mapped to -1/+1, classes_ keeps the strings"),
+    # --- numerically hostile but valid
+    Case("huge", H, "solve", "values around 1e150", _scaled(1e150), "honest",
+         "same answer as unscaled data (normalized or scaled, no overflow)", truth="separable"),
+    Case("tiny", H, "solve", "values around 1e-150", _scaled(1e-150), "honest",
+         "same answer as unscaled data (no underflow to zero norms)", truth="separable"),
+    Case("mixed_norms", H, "solve", "row norms from 1e-150 to 1e150 in one X", _mixed_norms, "honest",
+         "correct answer (the normalized kernel only sees directions)", truth="separable"),
+    Case("f32_huge", H, "solve", "float32 values around 1e30 (squares overflow float32)",
+         _scaled(1e30, np.float32), "honest", "correct answer or honest status", truth="separable"),
+    Case("f32_tiny", H, "solve", "float32 values around 1e-30 (squares underflow float32)",
+         _scaled(1e-30, np.float32), "honest", "correct answer or honest status", truth="separable"),
+    Case("constant_feature", H, "solve", "a constant feature", _constant_feature, "honest",
+         "correct answer", truth="separable"),
+    Case("dup_same", H, "solve", "duplicate points with the same label", _dup_same, "honest",
+         "correct answer", truth="separable"),
+    Case("dup_opposite", H, "solve", "duplicate points with opposite labels", _dup_opposite, "honest",
+         "never 'separable'; certified 'infeasible' by the solvers with a dual certificate",
+         truth="infeasible"),
+    Case("xor", H, "solve", "XOR (not linearly separable)", _xor, "honest",
+         "never 'separable'; certified 'infeasible' by the solvers with a dual certificate",
+         truth="infeasible"),
+    Case("n2", H, "solve", "n = 2 (one point per class)", _n2, "honest", "correct answer",
+         truth="separable"),
+    Case("d1", H, "solve", "d = 1", _d1, "honest", "correct answer", truth="separable"),
+    Case("unbalanced", H, "solve", "20 points of one class, 1 of the other", _unbalanced, "honest",
+         "correct answer", truth="separable"),
+    # --- LIBSVM files
+    Case("libsvm_bad_value", L, "load_libsvm", "non-numeric value `2:abc`",
+         _libsvm("1 1:0.5\n-1 2:abc\n"), "ValueError", "names the file, the line and the token",
+         r"line 2: bad value 'abc'"),
+    Case("libsvm_bad_label", L, "load_libsvm", "non-numeric label",
+         _libsvm("1 1:0.5\nfoo 2:1\n"), "ValueError", "names the line and the label",
+         r"line 2: bad label 'foo'"),
+    Case("libsvm_bad_index", L, "load_libsvm", "non-integer index `x:1`",
+         _libsvm("1 1:0.5\n-1 x:1\n"), "ValueError", "names the line and the entry",
+         r"line 2: bad feature index 'x'"),
+    Case("libsvm_zero_index", L, "load_libsvm", "index 0", _libsvm("1 1:0.5\n-1 0:1\n"),
+         "ValueError", "says indices start at 1", r"line 2: feature index 0 .*not positive"),
+    Case("libsvm_negative_index", L, "load_libsvm", "negative index",
+         _libsvm("1 1:0.5\n1 2:1\n-1 -3:1\n"), "ValueError", "says indices start at 1",
+         r"line 3: feature index -3 .*not positive"),
+    Case("libsvm_truncated", L, "load_libsvm", "line cut inside an entry `3:`",
+         _libsvm("1 1:0.5 3:"), "ValueError", "names the line and the entry",
+         r"line 1: truncated or malformed entry '3:'"),
+    Case("libsvm_decreasing", L, "load_libsvm", "decreasing indices",
+         _libsvm("1 3:0.5 2:1\n"), "ValueError", "asks for increasing indices",
+         r"line 1: feature indices must be strictly increasing"),
+    Case("libsvm_nonfinite", L, "load_libsvm", "value `nan`", _libsvm("1 1:0.5\n-1 1:nan\n"),
+         "ValueError", "names the line", r"line 2: value 'nan' is not finite"),
+    Case("libsvm_missing_label", L, "load_libsvm", "line without a label",
+         _libsvm("1 1:0.5\n2:1\n"), "ValueError", "names the line",
+         r"line 2: missing label"),
+    Case("libsvm_gz_not_gz", L, "load_libsvm", "`.gz` name on a plain text file",
+         _libsvm(GOOD, "data.gz"), "ValueError", "says the suffix does not match the content",
+         r"ends in '.gz' but the file is not compressed"),
+    Case("libsvm_xz_is_gz", L, "load_libsvm", "`.xz` name on a gzip file",
+         _libsvm(GOOD, "data.xz", "gzip"), "ValueError", "names the real compression",
+         r"ends in '.xz' but the file is gzip-compressed"),
+    Case("libsvm_truncated_xz", L, "load_libsvm", "truncated `.xz` file",
+         _libsvm(GOOD * 50, "data.xz", "truncated-xz"), "ValueError",
+         "reports a corrupt or truncated compressed file", r"corrupt or truncated compressed file"),
+    Case("libsvm_empty", L, "load_libsvm", "file with no data lines", _libsvm("# nothing\n\n"),
+         "ValueError", "reports no samples", r"no samples"),
+    # --- estimators
+    Case("est_nan", E, "estimator", "NaN in X passed to fit", _nan_dense, "ValueError",
+         "rejects it with a ValueError mentioning NaN", r"(?i)nan"),
+    Case("est_one_class", E, "estimator", "a single class in y",
+         _Xy(lambda X: X, lambda y: np.ones_like(y)), "ValueError",
+         "rejects it with a ValueError about the single class", r"(?i)class"),
+    Case("est_three_classes", E, "estimator", "three classes in y",
+         _Xy(lambda X: np.vstack([X, [[0.0, 3.0], [0.5, 3.0]]]),
+             lambda y: np.array([0, 0, 0, 1, 1, 1, 2, 2])),
+         "accepted", "one-vs-rest: classes_ has the three labels, predict returns them"),
+]
+
+
+# --------------------------------------------------------------------------- generator
+_SOLVER_NOTE = {
+    "all": "every registered solver",
+    "classifiers": "every registered classifier",
+    "precomputed": "solvers accepting kernel='precomputed'",
+    "callable": "solvers accepting a callable kernel",
+    "normalizing": "perceptron / von Neumann family (normalized Gram)",
+    "none": "(solver lookup)",
+}
+
+PREAMBLE = """\
+# Reliability: bad inputs and what marginkit does
+
+<!-- Generated by `{regen}` from the cases in tests/reliability_table.py;
+     tests/test_reliability.py runs every case and fails if this file is out of date. -->
+
+Every row below is a case that `tests/test_reliability.py` runs, against every registered
+solver where the last column says so (and a pure-numpy reference solver, so the input checks
+are exercised whatever is registered). Rejections are `ValueError`/`TypeError` whose message
+names the argument and the fix; the pattern shown is pinned by the test.
+
+## Input policy
+
+All entry points (`mk.solve`, `mk.Config`, the estimators, the command line and the loaders)
+go through one module, `marginkit/_validation.py`:
+
+* `X` is used in place when it is already float32/float64 (C or Fortran order, read-only
+  included) or canonical CSR with int32/int64 indices. Otherwise a private copy is made:
+  bool, int8, uint8, int16, uint16 and float16 become float32 (exact, and a large int8
+  matrix grows 4x rather than 8x); other integer types become float64. Sparse input of any
+  format becomes canonical CSR (duplicates summed, indices sorted) and is never densified.
+* The caller's arrays are never modified (checked byte for byte by the tests).
+* n = 1 is a single class, so classifiers reject it with the single-class error.
+* Long runs stop with `time_limit=seconds` (status `"time_limit"`), and Ctrl-C during a
+  solve ends the run at the next iteration boundary with status `"interrupted"` and a
+  consistent `Result` (a second Ctrl-C aborts at once).
+
+## Guarantees and where they are tested
+
+| guarantee | test |
+|---|---|
+| a clear error of the documented type, or a `Result` whose certificate verifies from the data alone, over random shapes, dtypes, sparsity and labels | `tests/test_properties.py` (hypothesis) |
+| same `random_state` gives bitwise-identical results; 1 and 2 threads agree to 1e-12 | `tests/test_reproducibility.py` |
+| results survive pickle, and `Result.save` / `mk.load_result` (npz + JSON, no pickle) | `tests/test_reproducibility.py` |
+| concurrent registry lookups, broken entry points isolated, `overwrite=True` needed to replace | `tests/test_registry.py`, `tests/test_reliability.py` |
+| `time_limit`, Ctrl-C between iterations without corrupting the state | `tests/test_api.py`, `tests/test_reliability.py` |
+"""
+
+
+def _solvers_note(case):
+    if case.entry != "solve":
+        return "-"
+    if case.solvers.startswith("param:"):
+        return f"solvers with parameter `{case.solvers[6:]}`"
+    return _SOLVER_NOTE[case.solvers]
+
+
+def _outcome(case):
+    if case.expect in ("ValueError", "TypeError"):
+        return f"`{case.expect}`: {case.does} (message matches `{case.match}`)"
+    if case.expect == "accepted":
+        return f"accepted: {case.does}"
+    return f"{case.does} (data is {case.truth} through the origin)"
+
+
+def _esc(text):
+    return text.replace("|", "\\|")
+
+
+def render():
+    """The text of docs/reliability.md for the current CASES."""
+    out = [PREAMBLE.format(regen=REGENERATE)]
+    for section in (R, A, H, L, E):
+        out.append(f"\n## {section}\n")
+        out.append("| case | input | entry point | what marginkit does | run against |")
+        out.append("|---|---|---|---|---|")
+        for c in CASES:
+            if c.section == section:
+                out.append(f"| `{c.id}` | {_esc(c.what)} | `{c.entry}` | {_esc(_outcome(c))} | "
+                           f"{_solvers_note(c)} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None):
+    text = render()
+    path = os.path.normpath(DOC_PATH)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    print(f"wrote {path} ({sum(1 for _ in CASES)} cases)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
