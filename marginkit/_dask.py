@@ -398,3 +398,264 @@ class Driver:
 
     def check(self, problem):
         """Reject parameter combinations the driver does not reproduce (ValueError)."""
+
+
+def _same_class(solver, name):
+    from ._registry import get_plugin
+
+    try:
+        return type(solver) is get_plugin("solver", name)
+    except ValueError:
+        return False
+
+
+# =====================================================================================
+# SVM family (paper 001): scaling statistics, power iteration, fista, pegasos
+# =====================================================================================
+def _k_column_sums(chunk):
+    """Column sums (float64) and stored-entry counts of the chunk."""
+    X, d = chunk.X, chunk.X.shape[1]
+    if sp.issparse(X):
+        data = X.data.astype(np.float64, copy=False)
+        return (np.bincount(X.indices, weights=data, minlength=d),
+                np.bincount(X.indices, minlength=d).astype(np.float64))
+    return np.asarray(X, dtype=np.float64).sum(axis=0), np.full(d, float(X.shape[0]))
+
+
+def _k_column_sqdev(chunk, mean):
+    """sum over the chunk's rows of (x - mean)^2 per column (implicit zeros included)."""
+    X, d = chunk.X, chunk.X.shape[1]
+    if sp.issparse(X):
+        data = X.data.astype(np.float64, copy=False)
+        dev = data - mean[X.indices]
+        cnt = np.bincount(X.indices, minlength=d)
+        return np.bincount(X.indices, weights=dev * dev, minlength=d) + \
+            (X.shape[0] - cnt) * mean * mean
+    Xf = np.asarray(X, dtype=np.float64)
+    return ((Xf - mean) ** 2).sum(axis=0)
+
+
+def scaling_statistics(pool, scale):
+    """``marginkit.solvers.svm.scaling_statistics`` computed chunk-wise (two map-reduces of
+    d-vectors: column sums, then squared deviations from the global mean)."""
+    n, d = pool.shape
+    if scale is None:
+        return np.zeros(d), np.ones(d)
+    sums = pool.map(_k_column_sums)
+    mean = np.sum([s for s, _ in sums], axis=0) / n
+    ss = np.sum(pool.map(_k_column_sqdev, mean), axis=0)
+    var = ss / n
+    sigma = np.sqrt(np.maximum(var, 0.0))
+    ok = sigma > 1e-12 * np.maximum(1.0, np.abs(mean))
+    s = np.zeros(d)
+    s[ok] = 1.0 / sigma[ok]
+    m = mean if scale == "std" else np.zeros(d)
+    return m, s
+
+
+def _k_svm_setup(chunk, m, s):
+    """The chunk as ``marginkit.solvers.svm._Data`` holds it, with the global statistics."""
+    from .solvers import _svm_fast as f
+
+    X = chunk.X
+    n = X.shape[0]
+    if sp.issparse(X):
+        args = (np.zeros((1, 1), dtype=X.dtype), X.data, X.indices, X.indptr, False)
+    else:
+        Xc = X if X.flags.c_contiguous else np.ascontiguousarray(X)
+        args = (Xc, np.zeros(1, dtype=X.dtype), np.zeros(1, dtype=np.int32),
+                np.zeros(1, dtype=np.int32), True)
+    s2 = s * s
+    c = np.zeros(n)
+    xsq = np.zeros(n)
+    f.row_statistics(*args, n, s2, s2 * m, c, xsq)
+    chunk.v.update(args=args, c=c, xsq=xsq)
+
+
+def _k_power(chunk, vs, offset):
+    from .solvers import _svm_fast as f
+
+    acc = np.zeros(vs.shape[0])
+    tsum, tsq = f.gram_power_matvec(*chunk.v["args"], vs, offset, acc)
+    return tsum, tsq, acc
+
+
+def feature_matrix_norm2(pool, m, s, augmented, tol=1e-10, max_iter=10_000, seed=0):
+    """``marginkit.solvers.svm.feature_matrix_norm2`` on the chunks: each power iteration
+    is one map (Z~ v and Z~^T Z~ v per chunk) and a reduction of d + 2 numbers."""
+    d = pool.n_features
+    rng = np.random.default_rng(seed)
+    v = rng.standard_normal(d + (1 if augmented else 0))
+    v /= np.linalg.norm(v)
+    lam_old = 0.0
+    lam = 0.0
+    for it in range(1, max_iter + 1):
+        vw = v[:d]
+        vt = v[d] if augmented else 0.0
+        vs = s * vw
+        offset = vt - float(m @ vs)
+        parts = pool.map(_k_power, vs, offset)
+        tsum = float(sum(p[0] for p in parts))
+        tsq = float(sum(p[1] for p in parts))
+        acc = np.sum([p[2] for p in parts], axis=0)
+        lam = tsq
+        out = s * (acc - m * tsum)
+        if augmented:
+            out = np.append(out, tsum)
+        nrm = np.linalg.norm(out)
+        if nrm == 0.0:
+            return 0.0, it
+        v = out / nrm
+        if it > 1 and abs(lam - lam_old) <= tol * lam:
+            break
+        lam_old = lam
+    return float(lam), it
+
+
+class _ScaledData:
+    """Client side of ``svm._Data``: the statistics and the map back to the input space."""
+
+    def __init__(self, n, d, scale, m, s):
+        self.n, self.d, self.scale = n, d, scale
+        self.m, self.s = m, s
+        self.s2 = s * s
+        self.M = float(m @ (self.s2 * m))
+
+    def w_bar(self, a, b):
+        return self.s * (a - self.m * b)
+
+    def original(self, w_bar, t_bar):
+        coef = self.s * w_bar
+        return coef, float(t_bar - self.m @ coef)
+
+
+def _svm_data(problem, scale):
+    pool = problem.pool
+    m, s = scaling_statistics(pool, scale)
+    pool.map(_k_svm_setup, m, s)
+    return _ScaledData(pool.n_samples, pool.n_features, scale, m, s)
+
+
+# ---------------------------------------------------------------------------------- fista
+def _k_fista_init(chunk):
+    n = chunk.X.shape[0]
+    chunk.v.update(r_prev=np.zeros(n), r=np.zeros(n), r_buf=np.zeros(n))
+
+
+def _k_fista_step(chunk, v, offset, by, beta, L, mu, gamma):
+    """One FISTA pass over the chunk (``_svm_fast.fista_hsvm_step``); the error bound and
+    the certified count need the global ||y_k - r_{k+1}||, so the kernel runs with
+    kappa = 1 (its eps is then the chunk's ||y_k - r_{k+1}||) and counting is separate."""
+    from .solvers import _svm_fast as f
+
+    cv = chunk.v
+    a_new = np.zeros(v.shape[0])
+    r_new = cv["r_buf"]
+    b_new, dnorm, _, rsum, rsq = f.fista_hsvm_step(
+        *cv["args"], chunk.y, cv["r_prev"], cv["r"], v, offset, by, cv["c"],
+        beta, L, mu, gamma, 1.0, r_new, a_new)
+    cv["r_buf"], cv["r_prev"], cv["r"] = cv["r_prev"], cv["r"], r_new
+    rmin = float(r_new.min()) if r_new.size else np.inf
+    return a_new, b_new, dnorm * dnorm, rsum, rsq, rmin
+
+
+def _k_count_below(chunk, name, threshold):
+    return int(np.count_nonzero(chunk.v[name] < threshold))
+
+
+def _k_count_certified(chunk, gamma, eps):
+    return int(np.count_nonzero(gamma - chunk.v["r"] > eps))
+
+
+class _DaskFistaState:
+    """``svm._FistaState`` (H-SVM) with r, r_prev on the workers; a, b on the client."""
+
+    def __init__(self, pool, data, gamma, mu, L, power_iterations):
+        d = data.d
+        self.pool, self.data = pool, data
+        self.gamma, self.mu, self.L = gamma, mu, L
+        self.kappa = L / mu
+        sk = np.sqrt(self.kappa)
+        self.beta = (sk - 1.0) / (sk + 1.0)
+        self.augmented = True
+        self.power_iterations = power_iterations
+        self.a_prev, self.a = np.zeros(d), np.zeros(d)
+        self.b_prev = self.b = 0.0
+        self.n_iter = 0
+        self.error_bound = np.inf
+        self.n_certified = 0
+        self.objective = 0.0
+        pool.map(_k_fista_init)
+
+    def _extrapolated(self):
+        beta = self.beta
+        v = np.multiply(self.a, 1.0 + beta)
+        v -= beta * self.a_prev
+        v *= self.data.s2
+        by = (1.0 + beta) * self.b - beta * self.b_prev
+        offset = -float(self.data.m @ v) + by * self.data.M + by
+        return v, by, offset
+
+    def step(self):
+        v, by, offset = self._extrapolated()
+        parts = self.pool.map(_k_fista_step, v, offset, by, self.beta, self.L, self.mu,
+                              self.gamma)
+        a_new = np.sum([p[0] for p in parts], axis=0)
+        b_new = float(sum(p[1] for p in parts))
+        eps = self.kappa * np.sqrt(sum(p[2] for p in parts))
+        rsum = float(sum(p[3] for p in parts))
+        rsq = float(sum(p[4] for p in parts))
+        rmin = min(p[5] for p in parts)
+        # a second map only once some point can be certified (gamma - min r > eps)
+        ncert = 0
+        if self.gamma - rmin > eps:
+            ncert = int(sum(self.pool.map(_k_count_certified, self.gamma, eps)))
+        self.a_prev, self.a = self.a, a_new
+        self.b_prev, self.b = self.b, b_new
+        self.error_bound = float(eps)
+        self.n_certified = ncert
+        w = self.data.w_bar(self.a, self.b)
+        wsq = float(w @ w) + self.b * self.b
+        self.objective = -0.5 * wsq + rsum - 0.5 * self.mu * rsq
+        self.n_iter += 1
+
+    def snapshot(self):
+        return {"objective": self.objective, "error_bound": self.error_bound,
+                "n_certified": float(self.n_certified)}
+
+
+@_driver("fista")
+class FistaDriver(Driver):
+    """``fista`` (strongly convex FISTA on the perturbed H-SVM dual, paper 001 sec. 2.3)."""
+
+    @classmethod
+    def matches(cls, solver):
+        return _same_class(solver, "fista")
+
+    def start(self, problem):
+        from .solvers.svm import _gamma_mu
+
+        data = _svm_data(problem, self.solver.params["scale"])
+        gamma, mu = _gamma_mu(self.solver.params, data.n)
+        lam, its = feature_matrix_norm2(problem.pool, data.m, data.s, True)
+        self._data = data
+        return _DaskFistaState(problem.pool, data, gamma, mu, mu + lam, its)
+
+    def finalize(self, problem, state, status):
+        from .solvers.svm import CertifiedPointsCertificate
+
+        data = self._data
+        w_bar = data.w_bar(state.a, state.b)
+        t_bar = state.b
+        coef, intercept = data.original(w_bar, t_bar)
+        r = problem.pool.gather("r")
+        mask = state.gamma - r > state.error_bound
+        fields = {"coef_": coef, "intercept_": intercept, "dual_coef_": r,
+                  "certified_mask": mask}
+        if mask.any():
+            fields["certificate"] = CertifiedPointsCertificate(
+                state.error_bound, mask, r.copy(), state.gamma, state.mu, data.scale, data.m,
+                data.s, "hsvm", t_bar, coef, intercept, problem.classes_)
+        fields["extra"] = dict(L=state.L, kappa=state.kappa, gamma=state.gamma, mu=state.mu,
+                               power_iterations=state.power_iterations, t_bar=t_bar)
+        return fields

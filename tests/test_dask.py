@@ -88,3 +88,90 @@ def test_y_length_and_classes_are_checked(client):
         _dask.make_pool(Xd, da.from_array(np.ones(50), chunks=20))
     with pytest.raises(ValueError, match="3 classes"):
         _dask.make_pool(Xd, da.from_array(np.arange(50) % 3, chunks=20))
+
+
+# --------------------------------------------------------------------------- comparisons
+def _close(a, b, tol=1e-10):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    assert a.shape == b.shape
+    np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+def assert_same_run(mem, dsk, X, y, tol=1e-10):
+    """Same stopping decision, same iterations, iterates equal to ``tol``."""
+    assert dsk.status == mem.status
+    assert dsk.n_iter == mem.n_iter
+    assert dsk.solver == mem.solver
+    np.testing.assert_array_equal(dsk.classes_, mem.classes_)
+    for field in ("coef_", "dual_coef_", "dual_vector"):
+        a, b = getattr(mem, field), getattr(dsk, field)
+        assert (a is None) == (b is None), field
+        if a is not None:
+            _close(a, b, tol)
+    _close(mem.intercept_, dsk.intercept_, tol)
+    if mem.certified_mask is not None:
+        np.testing.assert_array_equal(dsk.certified_mask, mem.certified_mask)
+    if mem.margin_bounds is not None:
+        _close(mem.margin_bounds, dsk.margin_bounds, tol)
+    assert sorted(dsk.history) == sorted(mem.history)
+    for key in mem.history:
+        np.testing.assert_allclose(dsk.history[key], mem.history[key], rtol=tol, atol=tol,
+                                   err_msg=key)
+    assert (mem.certificate is None) == (dsk.certificate is None)
+    if mem.certificate is not None:
+        assert dsk.certificate.kind == mem.certificate.kind
+        _close(mem.certificate.value, dsk.certificate.value, tol)
+        assert dsk.certificate.verify(X, y)
+    np.testing.assert_array_equal(dsk.predict(X), mem.predict(X))
+
+
+@pytest.fixture(scope="module")
+def a9a_small():
+    import os
+
+    folder = os.environ.get("MARGINKIT_DATA")
+    if not folder or not os.path.isdir(folder):
+        pytest.skip("MARGINKIT_DATA is not set")
+    X, y = mk.datasets.load_libsvm("a9a")
+    return X[:4000], y[:4000]
+
+
+# ---------------------------------------------------------------------------------- fista
+@pytest.mark.parametrize("sparse, scale", [(False, "std"), (True, "std"), (False, "scale"),
+                                           (True, None)])
+def test_fista_matches_in_memory(client, sparse, scale):
+    X, y = _synthetic(n=500, separable=False, sparse=sparse)
+    mem = mk.solve(X, y, solver="fista", scale=scale)
+    dsk = mk.solve(_as_dask(X, 130), da.from_array(y, chunks=200), solver="fista", scale=scale)
+    assert mem.status == "certified"
+    assert dsk.extra["power_iterations"] == mem.extra["power_iterations"]
+    _close(dsk.extra["L"], mem.extra["L"], 1e-12)
+    assert_same_run(mem, dsk, X, y)
+    assert dsk.extra["dask"]["n_chunks"] == 4 and dsk.extra["dask"]["distributed"]
+
+
+def test_fista_a9a_subset_and_fraction_rule(client, a9a_small):
+    X, y = a9a_small
+    for stop in (None, ("certified_points", {"fraction": 0.3}), ("max_iter", {"n": 40})):
+        mem = mk.solve(X, y, solver="fista", stop=stop)
+        dsk = mk.solve(_as_dask(X, 1000), y, solver="fista", stop=stop)
+        assert_same_run(mem, dsk, X, y)
+
+
+def test_fista_float32_chunks(client):
+    X, y = _synthetic(n=300, separable=False)
+    X32 = X.astype(np.float32)
+    mem = mk.solve(X32, y, solver="fista")
+    dsk = mk.solve(_as_dask(X32, 100), y, solver="fista")
+    assert_same_run(mem, dsk, X32, y)
+
+
+def test_local_mode_without_a_client(monkeypatch):
+    # no distributed client: the chunks are computed once into this process
+    monkeypatch.setattr(_dask, "_default_client", lambda: None)
+    X, y = _synthetic(n=200, separable=False)
+    mem = mk.solve(X, y, solver="fista")
+    dsk = mk.solve(_as_dask(X, 70), y, solver="fista")
+    assert not dsk.extra["dask"]["distributed"]
+    assert_same_run(mem, dsk, X, y)
