@@ -469,7 +469,7 @@ def _k_svm_setup(chunk, m, s):
     c = np.zeros(n)
     xsq = np.zeros(n)
     f.row_statistics(*args, n, s2, s2 * m, c, xsq)
-    chunk.v.update(args=args, c=c, xsq=xsq)
+    chunk.v.update(args=args, c=c, xsq=xsq, s2=s2)
 
 
 def _k_power(chunk, vs, offset):
@@ -659,3 +659,84 @@ class FistaDriver(Driver):
         fields["extra"] = dict(L=state.L, kappa=state.kappa, gamma=state.gamma, mu=state.mu,
                                power_iterations=state.power_iterations, t_bar=t_bar)
         return fields
+
+
+# -------------------------------------------------------------------------------- pegasos
+def chunkwise_permutation(rng, sizes):
+    """The order in which the dask ``pegasos`` visits the samples in one epoch.
+
+    Chunks are visited in their order 0, 1, ...; inside chunk c the rows follow
+    ``rng.permutation(sizes[c])`` (drawn chunk after chunk from the run's generator).
+    Returned as global row indices, so an in-memory run that visits samples in this order
+    (a ``numpy.random.Generator`` whose ``permutation(n)`` returns it) performs exactly
+    the same Pegasos steps.
+    """
+    out = []
+    start = 0
+    for nc in sizes:
+        out.append(start + np.random.Generator.permutation(rng, int(nc)))
+        start += int(nc)
+    return np.concatenate(out).astype(np.int64)
+
+
+def _k_pegasos_epoch(chunk, order, s2a, st, M, lam, radius):
+    """Pegasos steps over the chunk's rows in ``order`` (``_svm_fast.pegasos_epoch``);
+    the d-vector s2a and the 6 scalars st travel from chunk to chunk."""
+    from .solvers import _svm_fast as f
+
+    cv = chunk.v
+    f.pegasos_epoch(*cv["args"], chunk.y, order, s2a, st, cv["s2"], cv["c"], cv["xsq"], M,
+                    lam, radius)
+    return s2a, st
+
+
+class _DaskPegasosState:
+    """``svm._PegasosState`` with chunk-wise epochs: w (a d-vector and 6 scalars) is passed
+    from chunk to chunk; each chunk runs its rows in the order of ``chunkwise_permutation``."""
+
+    def __init__(self, pool, data, lam, rng):
+        self.pool, self.data, self.lam, self.rng = pool, data, lam, rng
+        self.radius = 1.0 / np.sqrt(lam)
+        self.s2a = np.zeros(data.d)
+        self.st = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])  # alpha, beta, P, A2, bias, k
+        self.n_iter = 0
+        self.objective = np.nan
+
+    def w_bar(self):
+        data = self.data
+        alpha, beta = self.st[0], self.st[1]
+        a_s = np.divide(self.s2a, data.s, out=np.zeros_like(self.s2a), where=data.s > 0)
+        return alpha * (a_s - data.s * data.m * beta)
+
+    def step(self):
+        pool = self.pool
+        order = chunkwise_permutation(self.rng, pool.sizes)
+        for c in range(pool.n_chunks):
+            local = order[pool.offsets[c]:pool.offsets[c + 1]] - pool.offsets[c]
+            self.s2a, self.st = pool.call(c, _k_pegasos_epoch, local, self.s2a, self.st,
+                                          self.data.M, self.lam, self.radius)
+        self.n_iter += 1
+
+    def snapshot(self):
+        return {"bias": float(self.st[4]), "steps": float(self.st[5])}
+
+
+@_driver("pegasos")
+class PegasosDriver(Driver):
+    """``pegasos`` with chunk-wise epochs (see ``chunkwise_permutation``)."""
+
+    @classmethod
+    def matches(cls, solver):
+        return _same_class(solver, "pegasos")
+
+    def start(self, problem):
+        data = _svm_data(problem, self.solver.params["scale"])
+        self._data = data
+        return _DaskPegasosState(problem.pool, data, float(self.solver.params["lam"]),
+                                 problem.rng)
+
+    def finalize(self, problem, state, status):
+        w_bar = state.w_bar()
+        bias = float(state.st[4])
+        coef, intercept = self._data.original(w_bar, bias)
+        return {"coef_": coef, "intercept_": intercept, "status": "max_iter"}

@@ -175,3 +175,35 @@ def test_local_mode_without_a_client(monkeypatch):
     dsk = mk.solve(_as_dask(X, 70), y, solver="fista")
     assert not dsk.extra["dask"]["distributed"]
     assert_same_run(mem, dsk, X, y)
+
+
+# -------------------------------------------------------------------------------- pegasos
+class _ChunkwiseOrder(np.random.Generator):
+    """A generator whose ``permutation(n)`` is the dask pegasos epoch order."""
+
+    def __init__(self, seed, sizes):
+        super().__init__(np.random.PCG64(seed))
+        self.sizes = sizes
+
+    def permutation(self, n):
+        assert n == sum(self.sizes)
+        return _dask.chunkwise_permutation(self, self.sizes)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_pegasos_chunkwise_epochs_match_in_memory_same_order(client, sparse):
+    X, y = _synthetic(n=400, separable=False, sparse=sparse)
+    sizes = [150, 150, 100]
+    dsk = mk.solve(_as_dask(X, 150), y, solver="pegasos", epochs=4, random_state=3)
+    mem = mk.solve(X, y, solver="pegasos", epochs=4, random_state=_ChunkwiseOrder(3, sizes))
+    assert_same_run(mem, dsk, X, y)
+    # with the in-memory global permutation the runs differ (another sample order)
+    other = mk.solve(X, y, solver="pegasos", epochs=4, random_state=3)
+    assert not np.allclose(other.coef_, dsk.coef_)
+
+
+def test_chunkwise_permutation_is_a_permutation():
+    rng = np.random.default_rng(0)
+    order = _dask.chunkwise_permutation(rng, [3, 5, 2])
+    np.testing.assert_array_equal(np.sort(order), np.arange(10))
+    assert set(order[:3]) == {0, 1, 2} and set(order[3:8]) == set(range(3, 8))
