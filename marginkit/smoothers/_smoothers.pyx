@@ -86,15 +86,21 @@ cdef class EntropySmoother(SimplexSmoother):
     cdef void argmin(self, const double* g, double mu, const double* q, double* out,
                      Py_ssize_t n) noexcept nogil:
         cdef Py_ssize_t i
-        cdef double gmin = g[0], total = 0.0, inv
+        cdef double gmin = g[0], total = 0.0, inv, z
         for i in range(1, n):
             if g[i] < gmin:
                 gmin = g[i]
         # log-sum-exp: shift by the largest exponent -gmin/mu so every term is <= 1
         inv = 1.0 / mu
         for i in range(n):
-            out[i] = exp(-(g[i] - gmin) * inv)
-            total += out[i]
+            z = (g[i] - gmin) * inv
+            # exp(-z) < 1e-304 is negligible next to the largest term (= 1); skipping it also
+            # avoids libm's slow path for subnormal results
+            if z < 700.0:
+                out[i] = exp(-z)
+                total += out[i]
+            else:
+                out[i] = 0.0
         inv = 1.0 / total
         for i in range(n):
             out[i] *= inv

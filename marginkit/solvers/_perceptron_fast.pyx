@@ -1,0 +1,432 @@
+"""Cython cores of the perceptron / von Neumann family (paper 000).
+
+Each core holds the iterates of one algorithm as float64 vectors and does one whole
+iteration per ``step()`` with the GIL released. G (the normalized signed Gram) is only
+touched through a ``GramOperator``: ``matvec`` (G a) and ``column`` (G e_j). The
+products G alpha and G p are maintained by linearity, so each iteration costs one
+product with G (a column for the vertex methods, one matvec for the smoothed ones);
+G alpha is recomputed from scratch before a run may be declared separable, and G p
+before ||p||_G may be declared below a tolerance.
+"""
+import numpy as np
+
+from libc.math cimport INFINITY, sqrt
+from libc.string cimport memcpy
+
+from marginkit.smoothers._smoothers cimport SimplexSmoother
+from marginkit.utils._operator cimport FeatureOperator, GramOperator
+
+__all__ = ["PerceptronCore", "NKPCore", "NormalizedPerceptronCore", "NVNCore",
+           "SmoothedCore", "IteratedSmoothedCore"]
+
+
+cdef inline Py_ssize_t _argmin(const double* x, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i, best = 0
+    cdef double v = x[0]
+    for i in range(1, n):
+        if x[i] < v:
+            v = x[i]
+            best = i
+    return best
+
+
+cdef inline double _dot(const double* a, const double* b, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef double acc = 0.0
+    for i in range(n):
+        acc += a[i] * b[i]
+    return acc
+
+
+cdef inline double _gnorm(double sq) noexcept nogil:
+    return sqrt(sq) if sq > 0.0 else 0.0
+
+
+cdef class _Core:
+    """Shared state: alpha, G alpha, p (in the simplex), G p and the bounds they give."""
+
+    cdef GramOperator op
+    cdef readonly Py_ssize_t n
+    cdef readonly Py_ssize_t k
+    cdef readonly Py_ssize_t imin
+    # min_i (G alpha)_i, ||alpha||_G, current and best ||p||_G, tolerance for dual checks
+    cdef readonly double min_margin
+    cdef readonly double alpha_norm
+    cdef readonly double cur_dual
+    cdef readonly double dual_norm
+    cdef readonly double dual_tol
+    cdef readonly double mu
+    cdef double[::1] alpha
+    cdef double[::1] ga
+    cdef double[::1] p
+    cdef double[::1] gp
+    cdef double[::1] best_p
+    cdef double[::1] col
+    cdef readonly object alpha_arr, ga_arr, p_arr, gp_arr, best_p_arr
+
+    def __init__(self, GramOperator op, double dual_tol=0.0):
+        self.op = op
+        self.n = op.n
+        self.dual_tol = dual_tol
+        self.alpha_arr = np.zeros(self.n)
+        self.ga_arr = np.zeros(self.n)
+        self.p_arr = np.full(self.n, 1.0 / self.n)
+        self.gp_arr = np.zeros(self.n)
+        self.best_p_arr = self.p_arr.copy()
+        self.alpha = self.alpha_arr
+        self.ga = self.ga_arr
+        self.p = self.p_arr
+        self.gp = self.gp_arr
+        self.best_p = self.best_p_arr
+        self.col = np.zeros(self.n)
+        self.dual_norm = INFINITY
+        self.cur_dual = INFINITY
+        self.mu = 0.0
+        self.k = 0
+
+    cdef void _margins(self) noexcept nogil:
+        """min_margin, imin and ||alpha||_G from alpha and G alpha; fresh G alpha if > 0."""
+        self.imin = _argmin(&self.ga[0], self.n)
+        self.min_margin = self.ga[self.imin]
+        if self.min_margin > 0.0:
+            # about to report "separable": recompute G alpha exactly
+            self.op.matvec(&self.alpha[0], &self.ga[0])
+            self.imin = _argmin(&self.ga[0], self.n)
+            self.min_margin = self.ga[self.imin]
+        self.alpha_norm = _gnorm(_dot(&self.alpha[0], &self.ga[0], self.n))
+
+    cdef void _dual(self, double fresh_below) noexcept nogil:
+        """cur_dual = ||p||_G from p and G p; keep the best p. Fresh G p near the tolerance."""
+        self.cur_dual = _gnorm(_dot(&self.p[0], &self.gp[0], self.n))
+        if self.cur_dual <= fresh_below:
+            self.op.matvec(&self.p[0], &self.gp[0])
+            self.cur_dual = _gnorm(_dot(&self.p[0], &self.gp[0], self.n))
+        if self.cur_dual < self.dual_norm:
+            self.dual_norm = self.cur_dual
+            memcpy(&self.best_p[0], &self.p[0], self.n * sizeof(double))
+
+    def margin_bounds(self):
+        """(lower, upper) on rho_K (paper 000, Lemma 3): min(G alpha)/||alpha||_G and best ||p||_G."""
+        lower = self.min_margin / self.alpha_norm if (self.min_margin > 0 and self.alpha_norm > 0) \
+            else -np.inf
+        return lower, self.dual_norm
+
+
+cdef class PerceptronCore(_Core):
+    """Classic kernel perceptron on the unnormalized signed Gram Gu = Y K Y.
+
+    counts_i = number of updates on point i; the normalized coefficients are
+    alpha_i = counts_i sqrt(K_ii) (so G alpha and Gu counts have the same signs).
+    """
+
+    cdef double[::1] counts
+    cdef double[::1] sd
+    cdef readonly object counts_arr
+    cdef double alpha_sum
+
+    def __init__(self, GramOperator op, double dual_tol=0.0):
+        if op.normalize:
+            raise ValueError("PerceptronCore needs the unnormalized Gram operator (normalize=False)")
+        _Core.__init__(self, op, dual_tol)
+        self.counts_arr = np.zeros(self.n)
+        self.counts = self.counts_arr
+        self.sd = op.sqrt_diag
+        self.alpha_sum = 0.0
+        with nogil:
+            self._stats()
+
+    cdef void _stats(self) noexcept nogil:
+        cdef Py_ssize_t i
+        cdef double m, v, sq
+        # most violated point for the classic rule (unnormalized margins)
+        self.imin = _argmin(&self.ga[0], self.n)
+        m = INFINITY
+        for i in range(self.n):
+            v = self.ga[i] / self.sd[i]
+            if v < m:
+                m = v
+        if m > 0.0:
+            self.op.matvec(&self.counts[0], &self.ga[0])
+            self.imin = _argmin(&self.ga[0], self.n)
+            m = INFINITY
+            for i in range(self.n):
+                v = self.ga[i] / self.sd[i]
+                if v < m:
+                    m = v
+        self.min_margin = m
+        # ||alpha||_G^2 = counts^T Gu counts; p = alpha / sum(alpha) lies in the simplex
+        sq = _dot(&self.counts[0], &self.ga[0], self.n)
+        self.alpha_norm = _gnorm(sq)
+        if self.alpha_sum > 0.0:
+            self.cur_dual = self.alpha_norm / self.alpha_sum
+            if self.cur_dual < self.dual_norm:
+                self.dual_norm = self.cur_dual
+                for i in range(self.n):
+                    self.best_p[i] = self.alpha[i] / self.alpha_sum
+
+    def step(self):
+        cdef Py_ssize_t i, j
+        with nogil:
+            j = self.imin
+            self.counts[j] += 1.0
+            self.alpha[j] += self.sd[j]
+            self.alpha_sum += self.sd[j]
+            self.op.column(j, &self.col[0])
+            for i in range(self.n):
+                self.ga[i] += self.col[i]
+            self.k += 1
+            self._stats()
+
+    def normalized_ga(self):
+        """G alpha for the normalized alpha (= (Gu counts) / sqrt(K_ii))."""
+        return self.ga_arr / np.asarray(self.sd)
+
+
+cdef class NKPCore(_Core):
+    """Normalized Kernel Perceptron (paper 000, sec. 4): alpha_{k+1} = (1-t) alpha_k + t e_i,
+    t = 1/(k+1), i = argmin_i (G alpha_k)_i; alpha_0 = 0. alpha (k >= 1) is the dual p."""
+
+    def __init__(self, GramOperator op, double dual_tol=0.0):
+        _Core.__init__(self, op, dual_tol)
+        with nogil:
+            self._margins()
+
+    def step(self):
+        cdef Py_ssize_t i, j
+        cdef double t
+        with nogil:
+            j = self.imin
+            t = 1.0 / (self.k + 1)
+            self.op.column(j, &self.col[0])
+            for i in range(self.n):
+                self.alpha[i] *= 1.0 - t
+                self.ga[i] = (1.0 - t) * self.ga[i] + t * self.col[i]
+            self.alpha[j] += t
+            self.k += 1
+            self._margins()
+            memcpy(&self.p[0], &self.alpha[0], self.n * sizeof(double))
+            memcpy(&self.gp[0], &self.ga[0], self.n * sizeof(double))
+            self._dual(self.dual_tol)
+
+
+cdef class NormalizedPerceptronCore(_Core):
+    """Normalized Perceptron (paper 000, sec. 2.1) in feature space:
+    w_{k+1} = (1-t) w_k + t y_i x_i/||x_i||, t = 1/(k+1), i the most misclassified point.
+
+    The margins S Phi w are recomputed from w every iteration (one pass over Phi);
+    alpha tracks w = Phi^T S alpha, and ||alpha||_G = ||w||_2."""
+
+    cdef FeatureOperator fop
+    cdef double[::1] w
+    cdef readonly object w_arr
+
+    def __init__(self, FeatureOperator op, double dual_tol=0.0):
+        _Core.__init__(self, op, dual_tol)
+        self.fop = op
+        self.w_arr = np.zeros(max(op.d, 1))
+        self.w = self.w_arr
+        with nogil:
+            self._stats()
+
+    cdef void _stats(self) noexcept nogil:
+        self.imin = _argmin(&self.ga[0], self.n)
+        self.min_margin = self.ga[self.imin]
+        self.alpha_norm = _gnorm(_dot(&self.w[0], &self.w[0], self.fop.d))
+        if self.k > 0:
+            self.cur_dual = self.alpha_norm
+            if self.cur_dual < self.dual_norm:
+                self.dual_norm = self.cur_dual
+                memcpy(&self.best_p[0], &self.alpha[0], self.n * sizeof(double))
+
+    def step(self):
+        cdef Py_ssize_t i, j
+        cdef double t
+        with nogil:
+            j = self.imin
+            t = 1.0 / (self.k + 1)
+            for i in range(self.fop.d):
+                self.w[i] *= 1.0 - t
+            self.fop.add_row(j, t, &self.w[0])
+            for i in range(self.n):
+                self.alpha[i] *= 1.0 - t
+            self.alpha[j] += t
+            # margins of w, from scratch
+            self.fop.fmatvec(&self.w[0], &self.ga[0])
+            memcpy(&self.p[0], &self.alpha[0], self.n * sizeof(double))
+            self.k += 1
+            self._stats()
+
+
+cdef class NVNCore(_Core):
+    """Normalized von Neumann (paper 000, sec. 5, kernelized): p_0 = 1/n, j = argmin (G p)_j,
+    exact line search theta = argmin_{[0,1]} ||(1-t) p + t e_j||_G, p <- (1-theta) p + theta e_j.
+
+    alpha = p: G p > 0 is a separator, ||p||_G <= eps an infeasibility certificate."""
+
+    def __init__(self, GramOperator op, double dual_tol=0.0):
+        _Core.__init__(self, op, dual_tol)
+        with nogil:
+            self.op.matvec(&self.p[0], &self.gp[0])
+            self._stats()
+
+    cdef void _stats(self) noexcept nogil:
+        memcpy(&self.alpha[0], &self.p[0], self.n * sizeof(double))
+        memcpy(&self.ga[0], &self.gp[0], self.n * sizeof(double))
+        self._margins()
+        if self.min_margin > 0.0:
+            memcpy(&self.gp[0], &self.ga[0], self.n * sizeof(double))
+        self._dual(self.dual_tol)
+
+    def step(self):
+        cdef Py_ssize_t i, j
+        cdef double a, b, c, den, t
+        with nogil:
+            j = self.imin
+            self.op.column(j, &self.col[0])
+            a = _dot(&self.p[0], &self.gp[0], self.n)
+            b = self.gp[j]
+            c = self.col[j]
+            # ||(1-t) p + t e_j||_G^2 = (1-t)^2 a + 2 t (1-t) b + t^2 c, minimized over [0, 1]
+            den = a - 2.0 * b + c
+            t = (a - b) / den if den > 0.0 else 0.0
+            if t < 0.0:
+                t = 0.0
+            elif t > 1.0:
+                t = 1.0
+            for i in range(self.n):
+                self.p[i] *= 1.0 - t
+                self.gp[i] = (1.0 - t) * self.gp[i] + t * self.col[i]
+            self.p[j] += t
+            self.k += 1
+            self._stats()
+
+
+cdef class SmoothedCore(_Core):
+    """Smoothed Normalized Kernel Perceptron (SNKP, paper 000 sec. 4) and SNKPVN(q, delta)
+    (sec. 6), one algorithm box with different smoothers:
+
+        alpha_{k+1} = (1 - t)(alpha_k + t p_k) + t^2 p_{mu_k}(alpha_k),   t = 2/(k+3)
+        mu_{k+1}    = (1 - t) mu_k
+        p_{k+1}     = (1 - t) p_k + t p_{mu_{k+1}}(alpha_{k+1})
+
+    with p_mu(alpha) = smoother.argmin(G alpha, mu, q). v = p_{mu_k}(alpha_k) and G v are
+    kept from the previous iteration, so an iteration costs one product G v.
+    """
+
+    cdef SimplexSmoother sm
+    cdef double[::1] v
+    cdef double[::1] gv
+    cdef double[::1] q
+    cdef bint has_q
+    cdef readonly double mu0
+    cdef readonly object q_arr
+
+    def __init__(self, GramOperator op, SimplexSmoother sm, double mu0, q=None,
+                 double dual_tol=0.0):
+        _Core.__init__(self, op, dual_tol)
+        self.sm = sm
+        self.mu0 = mu0
+        self.v = np.zeros(self.n)
+        self.gv = np.zeros(self.n)
+        self.q_arr = np.full(self.n, 1.0 / self.n) if q is None else np.array(q, dtype=np.float64)
+        self.q = self.q_arr
+        self.has_q = q is not None
+        self.restart(self.q_arr, None)
+
+    def restart(self, q, gq=None):
+        """alpha_0 = q, mu_0, p_0 = p_{mu_0}(alpha_0); G q reused when given."""
+        cdef double[::1] qv = np.ascontiguousarray(q, dtype=np.float64)
+        cdef double[::1] gqv
+        cdef bint have_gq = gq is not None
+        if have_gq:
+            gqv = np.ascontiguousarray(gq, dtype=np.float64)
+        with nogil:
+            memcpy(&self.q[0], &qv[0], self.n * sizeof(double))
+            memcpy(&self.alpha[0], &qv[0], self.n * sizeof(double))
+            if have_gq:
+                memcpy(&self.ga[0], &gqv[0], self.n * sizeof(double))
+            else:
+                self.op.matvec(&self.alpha[0], &self.ga[0])
+            self._start()
+
+    cdef void _start(self) noexcept nogil:
+        self.k = 0
+        self.mu = self.mu0
+        self.sm.argmin(&self.ga[0], self.mu, &self.q[0], &self.v[0], self.n)
+        self.op.matvec(&self.v[0], &self.gv[0])
+        memcpy(&self.p[0], &self.v[0], self.n * sizeof(double))
+        memcpy(&self.gp[0], &self.gv[0], self.n * sizeof(double))
+        self._margins()
+        self._dual(self.dual_tol)
+
+    cdef void _iterate(self) noexcept nogil:
+        cdef Py_ssize_t i
+        cdef double t = 2.0 / (self.k + 3)
+        cdef double c1 = 1.0 - t, c2 = (1.0 - t) * t, c3 = t * t
+        for i in range(self.n):
+            self.alpha[i] = c1 * self.alpha[i] + c2 * self.p[i] + c3 * self.v[i]
+            self.ga[i] = c1 * self.ga[i] + c2 * self.gp[i] + c3 * self.gv[i]
+        self.mu = c1 * self.mu
+        # v = p_{mu_{k+1}}(alpha_{k+1}): used for p_{k+1} now and for alpha_{k+2} next time
+        self.sm.argmin(&self.ga[0], self.mu, &self.q[0], &self.v[0], self.n)
+        self.op.matvec(&self.v[0], &self.gv[0])
+        for i in range(self.n):
+            self.p[i] = c1 * self.p[i] + t * self.v[i]
+            self.gp[i] = c1 * self.gp[i] + t * self.gv[i]
+        self.k += 1
+        self._margins()
+
+    def step(self):
+        with nogil:
+            self._iterate()
+            self._dual(self.dual_tol)
+
+    def smoothed_loss(self):
+        """L_mu(alpha) = -<alpha, p_mu(alpha)>_G - mu d(p_mu(alpha)) + 1/2 ||alpha||_G^2."""
+        pm = np.empty(self.n)
+        cdef double[::1] pv = pm
+        cdef double d
+        with nogil:
+            self.sm.argmin(&self.ga[0], self.mu, &self.q[0], &pv[0], self.n)
+            d = self.sm.value_of(&pv[0], &self.q[0], self.n)
+        return float(-pm @ self.ga_arr - self.mu * d + 0.5 * self.alpha_norm ** 2)
+
+
+cdef class IteratedSmoothedCore(SmoothedCore):
+    """ISNKPVN(gamma, eps) (paper 000, sec. 6) as one state machine.
+
+    Each ``step()`` is one inner SNKPVN(q_t, delta_t) iteration. When the inner loop
+    returns (||p_k||_G < delta_t, no separator yet, ||p_k||_G > eps), the outer loop
+    restarts it from q_{t+1} = p_k with delta_{t+1} = ||q_{t+1}||_G / gamma.
+    """
+
+    cdef readonly double gamma
+    cdef readonly double delta
+    cdef readonly Py_ssize_t outer
+
+    def __init__(self, GramOperator op, SimplexSmoother sm, double mu0, double eps,
+                 double gamma):
+        self.gamma = gamma
+        self.outer = 0
+        SmoothedCore.__init__(self, op, sm, mu0, None, eps)
+        # delta_0 = ||q_0||_G / gamma, with G q_0 = G alpha_0
+        self.delta = _gnorm(_dot(&self.q[0], &self.ga[0], self.n)) / gamma
+        with nogil:
+            self._settle()
+
+    cdef void _settle(self) noexcept nogil:
+        """Restart the inner loop while it has returned and the run is not over."""
+        while (self.cur_dual < self.delta and self.min_margin <= 0.0
+               and self.dual_norm > self.dual_tol):
+            memcpy(&self.q[0], &self.p[0], self.n * sizeof(double))
+            memcpy(&self.alpha[0], &self.p[0], self.n * sizeof(double))
+            memcpy(&self.ga[0], &self.gp[0], self.n * sizeof(double))
+            self.delta = self.cur_dual / self.gamma
+            self.outer += 1
+            self._start()
+
+    def step(self):
+        with nogil:
+            self._iterate()
+            self._dual(self.delta if self.delta > self.dual_tol else self.dual_tol)
+            self._settle()

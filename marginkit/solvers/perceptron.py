@@ -1,0 +1,338 @@
+"""The perceptron / von Neumann family of paper 000 (Ramdas & Pena, "Margins, Kernels and
+Non-linear Smoothed Perceptrons").
+
+Every solver works with the normalized signed Gram matrix (sec. 3)
+
+    G_ij = y_i y_j K(x_i, x_j) / sqrt(K(x_i, x_i) K(x_j, x_j)),
+
+through a ``marginkit.utils._operator.GramOperator`` (feature space for the linear
+kernel, never an n x n matrix; a private dense G otherwise). The function
+f = sum_i alpha_i y_i phi(x_i) / sqrt(K(x_i, x_i)) separates the data iff G alpha > 0
+(Lemma 1); a p in the simplex with ||p||_G = 0 proves that none does (Gordan's theorem
+for RKHSs, sec. 5), and for every p in the simplex and alpha,
+
+    min_i (G alpha)_i / ||alpha||_G  <=  rho_K  <=  ||p||_G          (Lemma 3),
+
+which is ``Result.margin_bounds``.
+
+=========================  ===================================  ========================
+solver                     algorithm                            default stop, max_iter
+=========================  ===================================  ========================
+``perceptron``             classic kernel perceptron (sec. 2.1) separated, 10_000
+``normalized_perceptron``  Normalized Perceptron (sec. 2.1)     separated, 10_000
+``nkp``                    Normalized Kernel Perceptron (s. 4)  separated, 10_000
+``snkp``                   Smoothed NKP (sec. 4, entropy)       separated, 10_000
+``nvn``                    Normalized von Neumann (sec. 5)      separated + dual_certificate, 100_000
+``snkpvn``                 SNKPVN(q, delta) (sec. 6, l2)        separated + dual_certificate, 100_000
+``isnkpvn``                ISNKPVN(gamma, eps) (sec. 6, l2)     separated + dual_certificate, 100_000
+=========================  ===================================  ========================
+
+State attributes for stopping rules: ``min_margin`` (min_i (G alpha)_i, recomputed
+exactly before it is reported positive), ``dual_norm`` (best ||p||_G seen, p in the
+simplex), ``dual_tol`` (the solver's eps or delta), ``alpha_norm``, ``mu``.
+"""
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._registry import _register_builtin
+from .._result import InfeasibilityCertificate, SeparatorCertificate
+from .._validation import Param
+from ..plugins import Solver, SolverState
+from ..smoothers.builtin import cython_smoother
+from ..utils._operator import FeatureOperator, make_operator
+from ._perceptron_fast import (IteratedSmoothedCore, NKPCore, NormalizedPerceptronCore,
+                               NVNCore, PerceptronCore, SmoothedCore)
+
+__all__ = ["Perceptron", "NormalizedPerceptron", "NKP", "SNKP", "NVN", "SNKPVN", "ISNKPVN"]
+
+_EPS = Param(1e-6, types=numbers.Real, low=0, low_open=True,
+             doc="tolerance on ||p||_G for an infeasibility certificate (dual_certificate rule)")
+
+
+def _check_q(value, name, owner):
+    q = np.array(value, dtype=np.float64).ravel()
+    if q.size == 0 or not np.all(np.isfinite(q)):
+        raise ValueError(f"{owner}: {name} must be a finite vector in the simplex")
+    if q.min() < 0 or abs(q.sum() - 1.0) > 1e-8:
+        raise ValueError(f"{owner}: {name} must lie in the simplex (q >= 0, sum(q) = 1); "
+                         f"got min {q.min():.3g}, sum {q.sum():.6g}")
+    return q
+
+
+class _FamilyState(SolverState):
+    """Python state around a Cython core; ``step()`` is one iteration without the GIL."""
+
+    def __init__(self, core, op):
+        self.core = core
+        self.op = op
+        self.n_iter = 0
+        self.elapsed = 0.0
+
+    def step(self):
+        self.core.step()
+        self.n_iter += 1
+
+    @property
+    def min_margin(self):
+        return self.core.min_margin
+
+    @property
+    def dual_norm(self):
+        return self.core.dual_norm
+
+    @property
+    def dual_tol(self):
+        return self.core.dual_tol
+
+    @property
+    def alpha_norm(self):
+        return self.core.alpha_norm
+
+    @property
+    def mu(self):
+        return self.core.mu
+
+    def snapshot(self):
+        lower, upper = self.core.margin_bounds()
+        return {"min_margin": float(self.core.min_margin), "dual_norm": float(self.core.dual_norm),
+                "mu": float(self.core.mu), "margin_lower": float(lower),
+                "margin_upper": float(upper)}
+
+
+class _IteratedState(_FamilyState):
+    def snapshot(self):
+        snap = super().snapshot()
+        snap["delta"] = float(self.core.delta)
+        snap["outer"] = float(self.core.outer)
+        return snap
+
+
+class _PerceptronFamily(Solver):
+    """Common ``finalize`` of the family: status, alpha, p, certificate, bounds, model."""
+
+    provides = ("min_margin", "dual_norm", "dual_tol", "alpha_norm", "mu")
+    default_stop = ("separated",)
+    default_max_iter = 10_000
+    param_table = {"eps": _EPS}
+    _normalize = True
+
+    def _operator(self, problem):
+        return make_operator(problem, normalize=self._normalize)
+
+    def start(self, problem):
+        op = self._operator(problem)
+        return _FamilyState(self._core(problem, op), op)
+
+    def _alpha(self, state):
+        return np.array(state.core.alpha_arr, dtype=np.float64)
+
+    def finalize(self, problem, state, status):
+        core, op = state.core, state.op
+        alpha = self._alpha(state)
+        lower, upper = core.margin_bounds()
+        fields = {
+            "status": status,
+            "dual_coef_": alpha,
+            "dual_vector": np.array(core.p_arr, dtype=np.float64),
+            "margin_bounds": (float(lower), float(upper)),
+            "certificate": None,
+        }
+        kernel, classes = problem.kernel, problem.classes_
+        if status == "separable":
+            fields["certificate"] = SeparatorCertificate(alpha, core.min_margin, kernel, classes)
+        elif status == "infeasible":
+            value = float(core.dual_norm)
+            fields["certificate"] = InfeasibilityCertificate(
+                np.array(core.best_p_arr), value, max(float(core.dual_tol), value), kernel, classes)
+        fields.update(_model(problem, op, alpha))
+        return fields
+
+
+def _model(problem, op, alpha):
+    """coef_ for the linear kernel; support rows and coefficients for other kernels."""
+    X, kernel = problem.X, problem.kernel
+    sd = np.asarray(op.sqrt_diag)
+    # f(x) = sum_i alpha_i y_i K(x_i, x) / sqrt(K(x_i, x_i))
+    coef = alpha * problem.y / sd
+    if isinstance(op, FeatureOperator) and op.phi is X:
+        w = op.primal(alpha) if op.normalize else op.primal(alpha / sd)
+        return {"coef_": np.asarray(w, dtype=np.float64), "intercept_": 0.0}
+    if getattr(kernel, "precomputed", False):
+        return {"support_": None, "support_coef_": coef}
+    idx = np.flatnonzero(alpha != 0)
+    sup = X[idx]
+    if sp.issparse(sup):
+        sup = sup.copy()
+    else:
+        sup = np.array(sup, copy=True)
+    return {"support_": sup, "support_coef_": coef[idx]}
+
+
+@_register_builtin("solver", "perceptron")
+class Perceptron(_PerceptronFamily):
+    """Classic kernel perceptron (paper 000, sec. 2.1, kernelized).
+
+    Works on the unnormalized signed Gram Gu = Y K Y: with c_i the number of updates on
+    point i, it updates the most violated point i = argmin_i (Gu c)_i while
+    min_i (Gu c)_i <= 0. Mistake bound max_i K(x_i, x_i) / rho^2 (unnormalized margin).
+    The certificate and ``dual_coef_`` use the normalized alpha_i = c_i sqrt(K(x_i, x_i)),
+    so they verify with G; the raw counts are ``Result.extra["mistake_counts"]``.
+    ``dual_norm`` is ||alpha / sum(alpha)||_G. Default ``max_iter``: 10_000.
+    """
+
+    _normalize = False
+
+    def _core(self, problem, op):
+        return PerceptronCore(op, self.params["eps"])
+
+    def finalize(self, problem, state, status):
+        fields = super().finalize(problem, state, status)
+        fields["extra"] = {"mistake_counts": np.array(state.core.counts_arr)}
+        return fields
+
+
+@_register_builtin("solver", "normalized_perceptron")
+class NormalizedPerceptron(_PerceptronFamily):
+    """Normalized Perceptron (paper 000, sec. 2.1): w_0 = 0,
+    w_{k+1} = (1 - t_k) w_k + t_k y_i x_i / ||x_i||, t_k = 1/(k+1), i the most
+    misclassified point. Finds a separator within 1/rho_2^2 iterations.
+
+    With a kernel that has a feature map (``linear``), w lives in feature space and the
+    margins Y X_2^T w are recomputed from w every iteration. Other kernels run the same
+    iterates through G (then it coincides with ``nkp``). Default ``max_iter``: 10_000.
+    """
+
+    def _core(self, problem, op):
+        if isinstance(op, FeatureOperator):
+            return NormalizedPerceptronCore(op, self.params["eps"])
+        return NKPCore(op, self.params["eps"])
+
+
+@_register_builtin("solver", "nkp")
+class NKP(_PerceptronFamily):
+    """Normalized Kernel Perceptron (paper 000, sec. 4): alpha_0 = 0,
+    alpha_{k+1} = (1 - t_k) alpha_k + t_k p(alpha_k), t_k = 1/(k+1), p(alpha) = e_i with
+    i = argmin_i (G alpha)_i. A subgradient method on L(alpha) = max_p <-alpha, p>_G +
+    ||alpha||_G^2 / 2; separator within 1/rho_K^2 iterations. alpha (in the simplex)
+    is also the dual p. Default ``max_iter``: 10_000.
+    """
+
+    def _core(self, problem, op):
+        return NKPCore(op, self.params["eps"])
+
+
+def _mu0(cy, n):
+    # mu_0 = 2 lambda: lambda = 1 for a prox-function strongly convex in l1, n in l2
+    return 2.0 if cy.norm == 1 else 2.0 * n
+
+
+@_register_builtin("solver", "snkp")
+class SNKP(_PerceptronFamily):
+    """Smoothed Normalized Kernel Perceptron (paper 000, sec. 4, algorithm box):
+
+        alpha_0 = 1/n, mu_0 = 2, p_0 = p_{mu_0}(alpha_0); for k = 0, 1, ...: t = 2/(k+3),
+        alpha_{k+1} = (1-t)(alpha_k + t p_k) + t^2 p_{mu_k}(alpha_k), mu_{k+1} = (1-t) mu_k,
+        p_{k+1} = (1-t) p_k + t p_{mu_{k+1}}(alpha_{k+1}),
+
+    with p_mu(alpha) = softmax(-G alpha / mu) (``entropy`` smoother). Finds a separator
+    within 2 sqrt(2 log n) / rho_K iterations (Theorem 1); ||p_k||_G <= ... gives the
+    upper margin bound. One product with G per iteration. Default ``max_iter``: 10_000.
+    """
+
+    requires = {"smoother": ("argmin_simplex",)}
+    default_smoother = "entropy"
+
+    def _core(self, problem, op):
+        cy = cython_smoother(problem.smoother)
+        return SmoothedCore(op, cy, _mu0(cy, op.n), None, self.params["eps"])
+
+
+@_register_builtin("solver", "nvn")
+class NVN(_PerceptronFamily):
+    """Normalized von Neumann with exact line search (paper 000, sec. 5), kernelized:
+    p_0 = 1/n, w_k = G p_k kept with columns of G, j = argmin_j (G p_k)_j,
+    theta = argmin_{[0,1]} ||(1-theta) p_k + theta e_j||_G, p_{k+1} = (1-theta) p_k + theta e_j.
+
+    Stops with ||p||_G <= eps (``infeasible``) or G p > 0 (``separable``, alpha = p).
+    Default ``max_iter``: 100_000.
+    """
+
+    default_stop = ("separated", "dual_certificate")
+    default_max_iter = 100_000
+
+    def _core(self, problem, op):
+        return NVNCore(op, self.params["eps"])
+
+
+@_register_builtin("solver", "snkpvn")
+class SNKPVN(_PerceptronFamily):
+    """SNKPVN(q, delta) (paper 000, sec. 6): the SNKP iteration with the smoother
+    d_q(p) = ||p - q||^2 / 2 (``l2``), alpha_0 = q, mu_0 = 2n, p_0 = p^q_{mu_0}(alpha_0).
+
+    Stops with G alpha > 0 (``separable``) or ||p_k||_G <= delta (``infeasible``, a
+    delta-certificate). Default ``max_iter``: 100_000.
+    """
+
+    requires = {"smoother": ("argmin_simplex",)}
+    default_smoother = "l2"
+    default_stop = ("separated", "dual_certificate")
+    default_max_iter = 100_000
+    param_table = {
+        "q": Param(None, allow_none=True, validator=_check_q,
+                   doc="center q in the simplex (None: 1/n)"),
+        "delta": Param(1e-6, types=numbers.Real, low=0, low_open=True,
+                       doc="accuracy delta: stop when ||p||_G <= delta"),
+    }
+
+    def _core(self, problem, op):
+        q = self.params["q"]
+        if q is not None and q.shape[0] != op.n:
+            raise ValueError(f"solver 'snkpvn': q has length {q.shape[0]}, X has {op.n} rows")
+        cy = cython_smoother(problem.smoother)
+        return SmoothedCore(op, cy, _mu0(cy, op.n), q, self.params["delta"])
+
+
+@_register_builtin("solver", "isnkpvn")
+class ISNKPVN(_PerceptronFamily):
+    """Iterated SNKPVN(gamma, eps) (paper 000, sec. 6, Theorem 3).
+
+    q_0 = 1/n; outer loop t: delta_t = ||q_t||_G / gamma, q_{t+1} = SNKPVN(q_t, delta_t);
+    halt when delta_t < eps. One state machine: each ``step()`` is one inner SNKPVN
+    iteration; the inner loop is restarted when ||p_k||_G < delta_t.
+    Finds a separator in O(sqrt(n)/rho_K log(1/rho_K)) iterations, or an eps-certificate
+    of infeasibility in O(min(sqrt(n)/eps, sqrt(n)/|rho_K|) log(1/eps)).
+
+    Parameters
+    ----------
+    eps : float, default 1e-6
+        Accuracy of the infeasibility certificate (``dual_tol``).
+    shrink : float > 1, default 2.0
+        The paper's gamma.
+
+    Default ``max_iter``: 100_000.
+    """
+
+    requires = {"smoother": ("argmin_simplex",)}
+    default_smoother = "l2"
+    default_stop = ("separated", "dual_certificate")
+    default_max_iter = 100_000
+    param_table = {
+        "eps": _EPS,
+        "shrink": Param(2.0, types=numbers.Real, low=1, low_open=True,
+                        doc="gamma > 1: delta_t = ||q_t||_G / gamma"),
+    }
+
+    def start(self, problem):
+        op = self._operator(problem)
+        cy = cython_smoother(problem.smoother)
+        core = IteratedSmoothedCore(op, cy, _mu0(cy, op.n), self.params["eps"],
+                                    self.params["shrink"])
+        return _IteratedState(core, op)
+
+    def finalize(self, problem, state, status):
+        fields = super().finalize(problem, state, status)
+        fields["extra"] = {"outer_iterations": int(state.core.outer),
+                           "delta": float(state.core.delta)}
+        return fields

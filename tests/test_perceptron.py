@@ -1,0 +1,372 @@
+"""Perceptron / von Neumann family of paper 000: certificates, bounds, agreement.
+
+Certificates are checked against G recomputed here from X, y and the kernel (numpy and
+scikit-learn's pairwise kernels), never with the solver's operator.
+"""
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import marginkit as mk
+from marginkit.datasets import make_duplicated_opposite, make_separable, make_xor
+
+pairwise = pytest.importorskip("sklearn.metrics.pairwise")
+scipy_optimize = pytest.importorskip("scipy.optimize")
+
+SOLVERS = ["perceptron", "normalized_perceptron", "nkp", "snkp", "nvn", "snkpvn", "isnkpvn"]
+DUAL_SOLVERS = ["nvn", "snkpvn", "isnkpvn"]
+GAMMA = 0.5
+KERNELS = {"linear": ("linear", None), "rbf": ("rbf", {"gamma": GAMMA})}
+
+
+# ----------------------------------------------------------------------- independent checks
+def gram_reference(X, y, kernel):
+    """Normalized signed Gram G recomputed in float64 from the data alone."""
+    Xd = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
+    if kernel == "linear":
+        K = Xd @ Xd.T
+    elif kernel == "rbf":
+        K = pairwise.rbf_kernel(Xd, gamma=GAMMA)
+    else:
+        raise AssertionError(kernel)
+    s = np.asarray(y, dtype=np.float64) / np.sqrt(np.diag(K))
+    return s[:, None] * K * s[None, :]
+
+
+def min_gnorm_simplex(G):
+    """min_{p in simplex} ||p||_G by SLSQP (= rho_K when the data are separable)."""
+    n = G.shape[0]
+    res = scipy_optimize.minimize(
+        lambda p: p @ G @ p, np.full(n, 1.0 / n), jac=lambda p: 2 * G @ p, method="SLSQP",
+        bounds=[(0.0, 1.0)] * n, constraints=[{"type": "eq", "fun": lambda p: p.sum() - 1.0}],
+        options={"ftol": 1e-15, "maxiter": 2000})
+    return float(np.sqrt(max(res.fun, 0.0)))
+
+
+def assert_certificate(res, X, y, kernel):
+    G = gram_reference(X, y, kernel)
+    if res.status == "separable":
+        alpha = res.certificate.alpha
+        assert np.all(G @ alpha > 0), "G alpha > 0 fails on the recomputed Gram"
+        np.testing.assert_allclose(res.dual_coef_, alpha)
+    elif res.status == "infeasible":
+        p = res.certificate.p
+        assert p.min() >= 0 and abs(p.sum() - 1) < 1e-9
+        norm = np.sqrt(max(p @ G @ p, 0.0))
+        assert norm <= res.certificate.eps * (1 + 1e-6) + 1e-9
+    else:  # pragma: no cover - the callers only expect conclusive statuses
+        raise AssertionError(res.status)
+    assert res.certificate.verify(X, y)
+
+
+def as_input(X, fmt, dtype):
+    X = X.astype(dtype)
+    return sp.csr_matrix(X) if fmt == "csr" else X
+
+
+def run(X, y, solver, kernel, **kw):
+    name, params = KERNELS[kernel]
+    return mk.solve(X, y, solver=solver, kernel=name, kernel_params=params, **kw)
+
+
+@pytest.fixture(scope="module")
+def separable():
+    X, y, u = make_separable(40, 4, margin=0.2, random_state=1)
+    return X, y, u
+
+
+@pytest.fixture(scope="module")
+def duplicated():
+    X, y, pairs = make_duplicated_opposite(30, 4, n_duplicates=2, random_state=2)
+    return X, y, pairs
+
+
+# ----------------------------------------------------------------------- certificates
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+def test_separator_certificate_verified(separable, solver, kernel, dtype, fmt):
+    X, y, _ = separable
+    Xin = as_input(X, fmt, dtype)
+    res = run(Xin, y, solver, kernel)
+    assert res.status == "separable"
+    assert_certificate(res, Xin, y, kernel)
+    assert np.array_equal(res.predict(Xin), y)
+    lo, hi = res.margin_bounds
+    assert 0 < lo <= hi
+
+
+@pytest.mark.parametrize("solver", DUAL_SOLVERS)
+@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+def test_infeasibility_certificate_verified(duplicated, solver, kernel, dtype, fmt):
+    X, y, _ = duplicated
+    Xin = as_input(X, fmt, dtype)
+    # von Neumann (Frank-Wolfe) converges sublinearly when the witness set is a small face
+    eps = 1e-2 if solver == "nvn" else 1e-6
+    res = run(Xin, y, solver, kernel, max_iter=20_000, **({"delta": eps} if solver == "snkpvn" else {"eps": eps}))
+    assert res.status == "infeasible"
+    assert_certificate(res, Xin, y, kernel)
+    assert res.dual_vector.shape == (X.shape[0],)
+    assert res.margin_bounds[1] <= eps
+    assert res.certificate.eps == pytest.approx(eps)
+
+
+def test_xor_linear_infeasible_rbf_separable():
+    X, y = make_xor(40, noise=0.1, random_state=3)
+    res = run(X, y, "isnkpvn", "linear")
+    assert res.status == "infeasible"
+    G = gram_reference(X, y, "linear")
+    p = res.certificate.p
+    assert np.sqrt(max(p @ G @ p, 0.0)) <= 1e-6
+    for solver in SOLVERS:
+        res = run(X, y, solver, "rbf")
+        assert res.status == "separable", solver
+        assert_certificate(res, X, y, "rbf")
+
+
+def test_isnkpvn_finds_separator(separable):
+    X, y, u = separable
+    res = run(X, y, "isnkpvn", "linear", eps=1e-8, shrink=3.0)
+    assert res.status == "separable"
+    assert_certificate(res, X, y, "linear")
+    # the separator is in feature space: coef_ = sum_i alpha_i y_i x_i / ||x_i||
+    w = (res.dual_coef_ * y / np.linalg.norm(X, axis=1)) @ X
+    np.testing.assert_allclose(res.coef_, w, atol=1e-12)
+    assert np.all(y * (X @ res.coef_) > 0)
+
+
+# ----------------------------------------------------------------------- the paper's bounds
+@pytest.mark.parametrize("margin,seed", [(0.3, 0), (0.1, 1), (0.05, 2)])
+def test_iteration_bounds(margin, seed):
+    X, y, u = make_separable(30, 3, margin=margin, random_state=seed)
+    n = X.shape[0]
+    rho = min_gnorm_simplex(gram_reference(X, y, "linear"))
+    assert rho == pytest.approx(margin, rel=1e-4)  # the generator's claim, checked by a QP
+    res = run(X, y, "snkp", "linear")
+    assert res.status == "separable"
+    assert res.n_iter <= 2 * np.sqrt(2 * np.log(n)) / rho + 1  # Theorem 1
+    for solver in ("nkp", "normalized_perceptron"):
+        res = run(X, y, solver, "linear")
+        assert res.status == "separable"
+        assert res.n_iter <= 1 / rho**2 + 1
+    res = run(X, y, "snkpvn", "linear", delta=rho / 2)
+    assert res.status == "separable"
+    assert res.n_iter <= 2 * np.sqrt(2 * n) / rho + 1  # Lemma 8
+
+
+def test_snkp_bound_rbf():
+    X, y = make_xor(24, noise=0.2, random_state=5)
+    G = gram_reference(X, y, "rbf")
+    rho = min_gnorm_simplex(G)
+    res = run(X, y, "snkp", "rbf")
+    assert res.status == "separable"
+    assert res.n_iter <= 2 * np.sqrt(2 * np.log(X.shape[0])) / rho + 1
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_lemma3_margin_bounds(separable, solver):
+    X, y, _ = separable
+    rho = min_gnorm_simplex(gram_reference(X, y, "linear"))
+    res = run(X, y, solver, "linear", stop=("max_iter", {"n": 60}))
+    lo, hi = res.margin_bounds
+    assert lo <= rho + 1e-9 and rho <= hi + 1e-9
+    h = res.history
+    assert np.all(h["margin_lower"] <= h["margin_upper"] + 1e-12)
+    assert np.all(np.diff(h["dual_norm"]) <= 0)  # best ||p||_G seen
+    # the lower bound is min(G alpha) / ||alpha||_G of the returned alpha, recomputed here
+    G = gram_reference(X, y, "linear")
+    alpha = res.dual_coef_
+    if np.isfinite(lo):
+        assert lo == pytest.approx(np.min(G @ alpha) / np.sqrt(alpha @ G @ alpha), rel=1e-9)
+    else:
+        assert np.min(G @ alpha) <= 1e-12
+
+
+@pytest.mark.parametrize("smoother,q", [("entropy", None), ("l2", None), ("l2", "random")])
+def test_smoothed_upper_bound_invariant(separable, smoother, q):
+    """Appendix lemma: L_{mu_k}(alpha_k) <= -1/2 ||p_k||_G^2 at every iteration."""
+    from marginkit.smoothers.builtin import cython_smoother
+    from marginkit.solvers._perceptron_fast import SmoothedCore
+    from marginkit.utils._operator import FeatureOperator
+
+    X, y, _ = separable
+    op = FeatureOperator(X, y)
+    sm = cython_smoother(mk.get_plugin("smoother", smoother)())
+    qv = None if q is None else np.random.default_rng(0).dirichlet(np.ones(X.shape[0]))
+    mu0 = 2.0 if smoother == "entropy" else 2.0 * X.shape[0]
+    core = SmoothedCore(op, sm, mu0, qv, 0.0)
+    G = gram_reference(X, y, "linear")
+    for k in range(25):
+        p = np.asarray(core.p_arr)
+        assert core.smoothed_loss() <= -0.5 * (p @ G @ p) + 1e-10
+        assert core.mu == pytest.approx(mu0 * 2.0 / ((k + 1) * (k + 2)))
+        np.testing.assert_allclose(core.ga_arr, G @ core.alpha_arr, atol=1e-10)
+        np.testing.assert_allclose(core.gp_arr, G @ p, atol=1e-10)
+        assert abs(np.sum(core.alpha_arr) - 1) < 1e-12 and abs(p.sum() - 1) < 1e-12
+        core.step()
+
+
+# ----------------------------------------------------------------------- agreement
+def test_all_solvers_agree(separable, duplicated):
+    X, y, _ = separable
+    for kernel in ("linear", "rbf"):
+        statuses = {s: run(X, y, s, kernel).status for s in SOLVERS}
+        assert set(statuses.values()) == {"separable"}, statuses
+    X, y, _ = duplicated
+    for kernel in ("linear", "rbf"):
+        for s in SOLVERS:
+            res = run(X, y, s, kernel, max_iter=20_000 if s in DUAL_SOLVERS else 2000,
+                      **({"eps": 1e-2} if s == "nvn" else {}))
+            if s in DUAL_SOLVERS:
+                assert res.status == "infeasible", (s, kernel)
+            else:  # primal-only solvers cannot conclude, and must never claim a separator
+                assert res.status == "max_iter", (s, kernel)
+            # every solver's p is a point of the simplex: an upper bound on rho_K (<= 0 here)
+            assert res.margin_bounds[1] >= 0
+
+
+def test_dtype_and_format_agree(separable):
+    X, y, _ = separable
+    for solver in ("snkp", "isnkpvn", "nkp"):
+        r64 = run(X, y, solver, "linear", stop=("max_iter", {"n": 30}))
+        rcsr = run(sp.csr_matrix(X), y, solver, "linear", stop=("max_iter", {"n": 30}))
+        r32 = run(X.astype(np.float32), y, solver, "linear", stop=("max_iter", {"n": 30}))
+        np.testing.assert_allclose(rcsr.dual_coef_, r64.dual_coef_, atol=1e-12)
+        if solver != "nkp":  # vertex methods may break float32 ties differently
+            np.testing.assert_allclose(r32.dual_coef_, r64.dual_coef_, atol=1e-4)
+
+
+def test_precomputed_kernel(separable):
+    X, y, _ = separable
+    K = pairwise.rbf_kernel(X, gamma=GAMMA)
+    Xnew = X[:5] + 0.01
+    for solver in ("snkp", "isnkpvn", "perceptron"):
+        res_pre = mk.solve(K, y, solver=solver, kernel="precomputed")
+        res = run(X, y, solver, "rbf")
+        assert res_pre.status == res.status == "separable"
+        np.testing.assert_allclose(res_pre.dual_coef_, res.dual_coef_, atol=1e-8)
+        np.testing.assert_allclose(res_pre.decision_function(pairwise.rbf_kernel(Xnew, X, gamma=GAMMA)),
+                                   res.decision_function(Xnew), atol=1e-8)
+
+
+# ----------------------------------------------------------------------- models and results
+@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+def test_decision_function_new_data(separable, kernel, fmt):
+    X, y, _ = separable
+    Xin = as_input(X, fmt, np.float64)
+    res = run(Xin, y, "snkp", kernel)
+    Xnew = np.random.default_rng(7).normal(size=(9, X.shape[1]))
+    Xnew_in = as_input(Xnew, fmt, np.float64)
+    # f(x) = sum_i alpha_i y_i K(x_i, x) / sqrt(K(x_i, x_i)), recomputed here
+    if kernel == "linear":
+        Knew, diag = Xnew @ X.T, np.einsum("ij,ij->i", X, X)
+        assert res.coef_ is not None and res.support_ is None
+    else:
+        Knew, diag = pairwise.rbf_kernel(Xnew, X, gamma=GAMMA), np.ones(X.shape[0])
+        assert res.coef_ is None and res.support_.shape[0] == np.count_nonzero(res.dual_coef_)
+    f = Knew @ (res.dual_coef_ * y / np.sqrt(diag))
+    np.testing.assert_allclose(res.decision_function(Xnew_in), f, atol=1e-10)
+    np.testing.assert_array_equal(res.predict(Xnew_in), np.where(f > 0, 1.0, -1.0))
+
+
+def test_labels_and_pickle(separable, tmp_path):
+    X, y, _ = separable
+    labels = np.where(y > 0, "spam", "ham")
+    for kernel in ("linear", "rbf"):
+        res = run(X, labels, "isnkpvn", kernel)
+        assert res.status == "separable" and list(res.classes_) == ["ham", "spam"]
+        assert np.array_equal(res.predict(X), labels)
+        again = pickle.loads(pickle.dumps(res))
+        np.testing.assert_array_equal(again.decision_function(X), res.decision_function(X))
+        assert again.certificate.verify(X, labels)
+        path = tmp_path / f"res_{kernel}.npz"
+        res.save(path)
+        loaded = mk.load_result(path)
+        np.testing.assert_allclose(loaded.decision_function(X), res.decision_function(X))
+        assert loaded.certificate.verify(X, labels)
+
+
+def test_support_is_private_copy(separable):
+    X, y, _ = separable
+    Xc = X.copy()
+    res = run(Xc, y, "nkp", "rbf")
+    before = res.decision_function(X[:4])
+    Xc[:] = 0.0
+    np.testing.assert_array_equal(res.decision_function(X[:4]), before)
+
+
+def test_caller_arrays_untouched(separable):
+    X, y, _ = separable
+    for Xin in (X.copy(), sp.csr_matrix(X), X.astype(np.float32)):
+        snap = Xin.copy()
+        yc = y.copy()
+        for solver in SOLVERS:
+            for kernel in ("linear", "rbf"):
+                run(Xin, yc, solver, kernel)
+        if sp.issparse(Xin):
+            assert (Xin != snap).nnz == 0
+        else:
+            np.testing.assert_array_equal(Xin, snap)
+        np.testing.assert_array_equal(yc, y)
+
+
+def test_perceptron_counts_and_normalized_alpha(separable):
+    X, y, _ = separable
+    res = run(X, y, "perceptron", "linear")
+    counts = res.extra["mistake_counts"]
+    assert counts.sum() == res.n_iter
+    np.testing.assert_allclose(res.dual_coef_, counts * np.linalg.norm(X, axis=1))
+    np.testing.assert_allclose(res.coef_, (counts * y) @ X)
+
+
+def test_history_and_state(separable):
+    X, y, _ = separable
+    seen = []
+    res = run(X, y, "isnkpvn", "linear", callback=lambda st: seen.append(
+        (st.min_margin, st.dual_norm, st.dual_tol)) and False)
+    assert {"min_margin", "dual_norm", "mu", "margin_lower", "margin_upper", "delta",
+            "outer"} <= set(res.history)
+    assert len(res.history["min_margin"]) == res.n_iter + 1
+    assert all(t == 1e-6 for _, _, t in seen)
+    assert res.history["min_margin"][-1] > 0
+
+
+def test_parameter_errors(separable):
+    X, y, _ = separable
+    with pytest.raises(ValueError, match="shrink"):
+        mk.solve(X, y, solver="isnkpvn", shrink=1.0)
+    with pytest.raises(ValueError, match="simplex"):
+        mk.solve(X, y, solver="snkpvn", q=[0.5, 0.7])
+    with pytest.raises(ValueError, match="q has length 2"):
+        mk.solve(X, y, solver="snkpvn", q=[0.5, 0.5])
+    with pytest.raises(ValueError, match="GiB for the Gram matrix"):
+        mk.solve(X, y, solver="snkp", kernel="rbf", memory_budget=1000.0)
+
+
+def test_snkpvn_center(separable):
+    X, y, _ = separable
+    q = np.zeros(X.shape[0])
+    q[:2] = 0.5  # the support pair: ||q||_G = rho exactly
+    res = run(X, y, "snkpvn", "linear", q=q)
+    assert res.status == "separable"
+    assert_certificate(res, X, y, "linear")
+
+
+def test_generators():
+    X, y, u = make_separable(50, 5, margin=0.25, random_state=0)
+    Xn = X / np.linalg.norm(X, axis=1)[:, None]
+    assert np.min(y * (Xn @ u)) == pytest.approx(0.25)
+    X, y = make_xor(20, noise=0.0, random_state=0)
+    assert set(y) == {-1.0, 1.0}
+    X, y, pairs = make_duplicated_opposite(20, 3, n_duplicates=3, random_state=0)
+    for i, j in pairs:
+        np.testing.assert_array_equal(X[i], X[j])
+        assert y[i] == -y[j]
+    with pytest.raises(ValueError, match="margin"):
+        make_separable(10, 2, margin=1.5)
