@@ -452,3 +452,15 @@ def test_spline_logistic_fit_beats_zero_predictor():
     er = mk.datasets.source_capacity_excess_risk
     assert res.certificate.verify(X, y)
     assert er(res, 3.25, 2) < 0.2 * er(lambda x: np.zeros(len(x)), 3.25, 2)
+
+
+def test_keep_path_rows_are_the_shorter_runs():
+    X, y = _classification(n=150)
+    for kernel in (_Linear(), _RBF(0.3)):
+        long = _solve(X, y, kernel=kernel, lam=1e-2, t=4, tol=1e-11, keep_path=True)
+        path = long.extra["path"]
+        assert path.shape[0] == 4
+        for t in (1, 2, 4):
+            short = _solve(X, y, kernel=kernel, lam=1e-2, t=t, tol=1e-11)
+            ref = short.coef_ if short.coef_ is not None else short.support_coef_
+            assert_allclose(path[t - 1], ref, atol=1e-8)
