@@ -1,7 +1,7 @@
 """Side-by-side comparison behind ``marginkit bench`` (issue 6).
 
 One process, the same data in memory, the same preprocessing, medians of several
-runs: marginkit's solvers against LIBLINEAR (``liblinear-official``, ``-s 3 -B 1``,
+runs (interleaved: one run of every method per round, so load drift hits all alike): marginkit's solvers against LIBLINEAR (``liblinear-official``, ``-s 3 -B 1``,
 C = 64/n_tr as in paper 001, sec. 5.1), LIBSVM / scikit-learn ``SVC`` and
 scikit-learn's ``LinearSVC``, ``Perceptron`` and ``LogisticRegression``.
 
@@ -553,24 +553,49 @@ METHODS = [m.name for m in default_methods()]
 
 
 # ---------------------------------------------------------------------------- runner
-def time_method(method, ds, repeat, budget):
-    """Run ``method`` up to ``repeat`` times on ``ds``; returns (times, Fit).
+def _timed_fit(method, ds):
+    """One run: (wall seconds, process CPU seconds, (prepared, model))."""
+    prepared = method.prepare(ds)
+    c0, t0 = time.process_time(), time.perf_counter()
+    model = method.fit(ds, prepared)
+    dt, dc = time.perf_counter() - t0, time.process_time() - c0
+    return dt, dc, (prepared, model)
 
-    Runs stop early once their total time exceeds ``budget`` seconds (at least one run).
+
+def time_methods(methods, ds, repeat, budget, progress=None):
+    """Time ``methods`` on ``ds``, ``repeat`` rounds, one run of each method per round.
+
+    Interleaving the rounds (A B C A B C ...) spreads any drift of the machine's load
+    evenly over the methods, so their ratios stay comparable. A method stops repeating
+    once its runs took more than ``budget`` seconds in total (it always runs once).
+    Returns ``{name: (wall times, cpu times, Fit of the last run)}`` and
+    ``{name: error text}`` for methods that raised.
     """
-    times = []
-    model = prepared = None
-    total = 0.0
-    for _ in range(repeat):
-        prepared = method.prepare(ds)
-        t0 = time.perf_counter()
-        model = method.fit(ds, prepared)
-        dt = time.perf_counter() - t0
-        times.append(dt)
-        total += dt
-        if total > budget:
-            break
-    return times, method.finish(ds, prepared, model)
+    out, errors = {}, {}
+    for rnd in range(repeat):
+        for method in methods:
+            name = method.name
+            if name in errors or (name in out and sum(out[name][0]) > budget):
+                continue
+            if progress:
+                progress(f"{ds.name}: {name} (run {rnd + 1}/{repeat}) ...")
+            try:
+                dt, dc, last = _timed_fit(method, ds)
+            except Exception as exc:  # noqa: BLE001 - a failing competitor is a row, not a crash
+                errors[name] = f"{type(exc).__name__}: {exc}"
+                out.pop(name, None)
+                continue
+            walls, cpus, _ = out.get(name, ([], [], None))
+            out[name] = (walls + [dt], cpus + [dc], last)
+    for method in methods:
+        if method.name in out:
+            walls, cpus, (prepared, model) = out[method.name]
+            try:
+                out[method.name] = (walls, cpus, method.finish(ds, prepared, model))
+            except Exception as exc:  # noqa: BLE001
+                errors[method.name] = f"{type(exc).__name__}: {exc}"
+                del out[method.name]
+    return out, errors
 
 
 def _status_text(row):
@@ -591,7 +616,7 @@ def _status_text(row):
 
 
 def run_bench(datasets, methods=None, repeat=5, budget=120.0, seed=0, folder=None,
-              all_sizes=False, stream=None, progress=None):
+              all_sizes=False, progress=None):
     """Run every method on every data set; returns the report dict (also for JSON)."""
     methods = default_methods() if methods is None else methods
     rows, notes, described = [], [], []
@@ -602,7 +627,7 @@ def run_bench(datasets, methods=None, repeat=5, budget=120.0, seed=0, folder=Non
             notes.append(f"{name}: skipped ({exc})")
             continue
         described.append(ds.describe())
-        ds_rows = []
+        ds_rows, runnable = [], []
         for method in methods:
             row = {"dataset": name, "method": method.name, "family": method.family}
             if all_sizes:
@@ -610,22 +635,22 @@ def run_bench(datasets, methods=None, repeat=5, budget=120.0, seed=0, folder=Non
             try:
                 method.check(ds)
                 row["input"] = method.sees
-                if progress:
-                    progress(f"{name}: {method.name} ...")
-                times, fit = time_method(method, ds, repeat, budget)
+                runnable.append(method)
             except Skip as exc:
                 row["skipped"] = str(exc)
-                ds_rows.append(row)
+            ds_rows.append(row)
+        timed, errors = time_methods(runnable, ds, repeat, budget, progress)
+        for row in ds_rows:
+            if row["method"] in errors:
+                row["error"] = errors[row["method"]]
+            if row["method"] not in timed:
                 continue
-            except Exception as exc:  # noqa: BLE001 - a failing competitor is a row, not a crash
-                row["error"] = f"{type(exc).__name__}: {exc}"
-                ds_rows.append(row)
-                continue
+            times, cpu, fit = timed[row["method"]]
             row.update(times=times, median_s=statistics.median(times), min_s=min(times),
-                       max_s=max(times), test_accuracy=_accuracy(fit.decision, ds.y_test),
+                       max_s=max(times), cpu_times=cpu, cpu_median_s=statistics.median(cpu),
+                       test_accuracy=_accuracy(fit.decision, ds.y_test),
                        status=fit.status, n_iter=fit.n_iter, certificate=fit.certificate)
             row.update(fit.extra)
-            ds_rows.append(row)
         ref = _reference_row(ds_rows)
         for row in ds_rows:
             if ref is not None and "median_s" in row:
