@@ -41,32 +41,30 @@ def explicit_Z(X, y, scale, augmented=True):
 def box_qp_reference(H, mu, gamma, equality_y=None, iters=200_000):
     """r* of max -1/2||H^T r||^2 + e^T r - mu/2||r||^2 over the box (and y^T r = 0) to ~1e-13.
 
-    Plain projected gradient with an explicit Q (independent of the package's kernels),
-    then an exact solve of the KKT system on the identified active set.
+    Plain projected gradient (box) or SciPy's SLSQP (box + equality) with an explicit Q,
+    independent of the package's kernels, then an exact solve of the KKT system on the
+    identified active set.
     """
     n = H.shape[0]
     Q = H @ H.T + mu * np.eye(n)
     L = np.linalg.eigvalsh(Q)[-1]
     r = np.zeros(n)
 
-    def proj(v):
-        if equality_y is None:
-            return np.clip(v, 0, gamma)
-        lo, hi = -gamma - np.abs(v).max() - 1, gamma + np.abs(v).max() + 1
-        for _ in range(200):
-            lam = 0.5 * (lo + hi)
-            if equality_y @ np.clip(v - lam * equality_y, 0, gamma) > 0:
-                lo = lam
-            else:
-                hi = lam
-        return np.clip(v - 0.5 * (lo + hi) * equality_y, 0, gamma)
-
-    for _ in range(iters):
-        r_new = proj(r - (Q @ r - 1.0) / L)
-        if np.max(np.abs(r_new - r)) < 1e-15:
+    if equality_y is None:
+        for _ in range(iters):
+            r_new = np.clip(r - (Q @ r - 1.0) / L, 0, gamma)
+            if np.max(np.abs(r_new - r)) < 1e-15:
+                r = r_new
+                break
             r = r_new
-            break
-        r = r_new
+    else:
+        from scipy.optimize import minimize
+
+        sol = minimize(lambda x: 0.5 * x @ Q @ x - x.sum(), np.zeros(n), jac=lambda x: Q @ x - 1.0,
+                       method="SLSQP", bounds=[(0, gamma)] * n, options={"ftol": 1e-15, "maxiter": 1000},
+                       constraints=[{"type": "eq", "fun": lambda x: equality_y @ x,
+                                     "jac": lambda x: equality_y}])
+        r = np.clip(sol.x, 0, gamma)
     # polish: free set F solves Q_FF r_F = 1 - Q_FB r_B (with the equality when present)
     free = (r > 1e-10) & (r < gamma - 1e-10)
     fixed = ~free
@@ -382,3 +380,51 @@ def test_pegasos_epochs_seed_and_accuracy():
     m, s = scaling_statistics(X, "std")
     w_bar = np.divide(a.coef_, s, out=np.zeros_like(a.coef_), where=s > 0)
     assert np.linalg.norm(w_bar) <= 8.0 * (1 + 1e-9)
+
+
+# ------------------------------------------------------- four-point data set (Table 5)
+def _four_point_runs(d, seeds):
+    X, y = mk.datasets.make_four_point(d, sparse=True)
+    lib_fail = cert_fail = 0
+    for s in seeds:
+        lib = mk.solve(X, y, solver="dcd", scale=None, stop="liblinear", random_state=s)
+        if lib.status == "converged" and lib.decision_function(X[:1])[0] <= 0:
+            lib_fail += 1
+        cert = mk.solve(X, y, solver="dcd", scale=None, random_state=s)
+        assert cert.status == "certified"
+        assert cert.certificate.verify(X, y)
+        if cert.decision_function(X[:1])[0] <= 0:
+            cert_fail += 1
+    return lib_fail / len(seeds), cert_fail
+
+
+def test_four_point_generator():
+    X, y = mk.datasets.make_four_point(1100)
+    assert X.shape == (4, 1100) and list(y) == [1, -1, -1, -1]
+    assert np.linalg.norm(X[0]) ** 2 + 1 == pytest.approx(1.5 * 1100)
+    Xs, _ = mk.datasets.make_four_point(1100, sparse=True, dtype=np.float32)
+    assert sp.issparse(Xs) and Xs.dtype == np.float32 and Xs.nnz == 8
+    with pytest.raises(ValueError, match="d="):
+        mk.datasets.make_four_point(2)
+    # the optimum (FISTA to convergence) classifies c_1 correctly
+    opt = mk.solve(X, y, solver="fista", scale=None, stop=("max_iter", {"n": 5000}))
+    assert opt.decision_function(X[:1])[0] > 0.5
+    fista = mk.solve(X, y, solver="fista", scale=None)
+    assert fista.status == "certified" and fista.score(X, y) == 1.0
+
+
+@pytest.mark.parametrize("d", [500, 1100])
+def test_four_point_liblinear_rule_fails_certified_never(d):
+    rate, cert_fail = _four_point_runs(d, range(1, 1001))
+    assert cert_fail == 0
+    if d >= 1100:
+        assert rate > 0.3  # paper, Table 5: 34.5 % at d = 1100
+    else:
+        assert rate < 0.01  # paper: 0 % at d = 500
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("d", [2000, 5000])
+def test_four_point_table5_large_d(d):
+    rate, cert_fail = _four_point_runs(d, range(1, 1001))
+    assert cert_fail == 0 and rate > 0.3
