@@ -319,3 +319,123 @@ def test_kernels_pickle(name, kw, rng):
     X = rng.random((6, 6))
     X = X @ X.T if name == "precomputed" else X
     assert_allclose(k2(X), k(X))
+
+
+# ------------------------------------------------------------------------- threads
+@pytest.mark.parametrize("name,kw", CASES)
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+def test_one_thread_gives_the_same_gram(name, kw, fmt, rng):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    A, B = _data(rng, 300, 40), _data(rng, 200, 40)  # above the parallel-work threshold
+    kernel = mk.get_plugin("kernel", name)(**kw)
+    Af, Bf = _fmt(A, fmt, np.float64), _fmt(B, fmt, np.float64)
+    with threadpoolctl.threadpool_limits(limits=1):
+        K1, S1 = kernel(Af, Bf), kernel(Af)
+    K2, S2 = kernel(Af, Bf), kernel(Af)
+    assert np.array_equal(K1, K2) and np.array_equal(S1, S2)
+
+
+# ------------------------------------------------------------------------- approximations
+@pytest.mark.parametrize("base,params,ref", [
+    ("rbf", {"gamma": 0.3}, lambda X: pairwise.rbf_kernel(X, gamma=0.3)),
+    ("laplacian", {"gamma": 0.2}, lambda X: pairwise.laplacian_kernel(X, gamma=0.2)),
+    ("poly", {"degree": 2}, lambda X: pairwise.polynomial_kernel(X, degree=2, coef0=1)),
+])
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+def test_nystroem_with_all_centres_is_exact(base, params, ref, fmt, rng):
+    X = _data(rng, 60, 5, density=0.8)
+    k = mk.get_plugin("kernel", "nystroem")(base=base, base_params=params, n_components=60,
+                                            random_state=0)
+    Xf = _fmt(X, fmt, np.float64)
+    P = k.feature_map(Xf)
+    assert P.shape == (60, 60) and P.dtype == np.float64
+    assert_allclose(P @ P.T, ref(X), rtol=0, atol=1e-8)
+    assert_allclose(k(Xf), ref(X), rtol=0, atol=1e-8)
+    assert_allclose(k.diag(Xf), np.diag(ref(X)), rtol=0, atol=1e-8)
+
+
+def test_nystroem_fixed_at_first_fit(rng):
+    X, Xnew = rng.standard_normal((50, 4)), rng.standard_normal((9, 4))
+    k = mk.get_plugin("kernel", "nystroem")(n_components=20, random_state=3)
+    assert not k.fitted
+    P = k.feature_map(X)
+    assert k.fitted and k.components_.shape == (20, 4)
+    # new data goes through the same map: K(X_new, X_train) = Phi(X_new) Phi(X_train)^T
+    assert_allclose(k(Xnew, X), k.feature_map(Xnew) @ P.T, rtol=1e-12)
+    assert_allclose(k.feature_map(X), P)            # not refitted by later calls
+    # a fresh instance with the same seed reproduces the map (deterministic given X, seed)
+    k2 = mk.get_plugin("kernel", "nystroem")(n_components=20, random_state=3)
+    assert_allclose(k2(Xnew, X), k(Xnew, X), rtol=1e-12)
+    # an unfitted kernel called on (new, train) fits on the training side B
+    assert_allclose(k2.components_, k.components_)
+    with pytest.raises(ValueError, match="fitted on 4"):
+        k.feature_map(np.ones((2, 3)))
+    # float32 input gives a float32 map
+    assert k.feature_map(Xnew.astype(np.float32)).dtype == np.float32
+
+
+def test_nystroem_rank_deficient_base_is_stable(rng):
+    # linear kernel on 3 features: K_CC has rank 3, the null space must be dropped
+    X = rng.standard_normal((40, 3))
+    k = mk.get_plugin("kernel", "nystroem")(base="linear", n_components=25, random_state=0)
+    P = k.feature_map(X)
+    assert k.n_components_kept_ == 3
+    assert np.isfinite(P).all()
+    assert_allclose(P @ P.T, X @ X.T, atol=1e-9)
+
+
+def test_nystroem_params_validated():
+    Ny = mk.get_plugin("kernel", "nystroem")
+    with pytest.raises(ValueError, match="base='precomputed' cannot be approximated"):
+        Ny(base="precomputed")
+    with pytest.raises(ValueError, match="n_components"):
+        Ny(n_components=0)
+    with pytest.raises(TypeError, match="random_state"):
+        Ny(random_state="seed")
+    with pytest.raises(TypeError, match="unknown parameter"):
+        Ny(base="rbf", base_params={"width": 2.0})
+
+
+@pytest.mark.parametrize("base,ref", [
+    ("rbf", lambda X: pairwise.rbf_kernel(X, gamma=0.25)),
+    ("laplacian", lambda X: pairwise.laplacian_kernel(X, gamma=0.25)),
+])
+def test_rff_converges_to_the_kernel(base, ref, rng):
+    X = rng.standard_normal((30, 4))
+    K = ref(X)
+    errs = []
+    for m in (100, 1600, 25600):
+        k = mk.get_plugin("kernel", "rff")(base=base, gamma=0.25, n_components=m, random_state=1)
+        errs.append(np.abs(k(X) - K).mean())
+    # Monte Carlo rate 1/sqrt(m): each 16x more features divide the error by about 4
+    assert errs[1] < errs[0] / 2 and errs[2] < errs[1] / 2
+    assert errs[2] < 0.02
+
+
+def test_rff_feature_map_dtype_sparse_and_consistency(rng):
+    X, Xnew = _data(rng, 40, 6), rng.standard_normal((5, 6))
+    k = mk.get_plugin("kernel", "rff")(n_components=64, random_state=0)
+    P = k.feature_map(sp.csr_matrix(X))
+    assert P.shape == (40, 64) and P.dtype == np.float64
+    assert_allclose(P, k.feature_map(X), rtol=1e-12, atol=1e-12)
+    assert k.gamma_ == 1 / 6
+    assert_allclose(k(Xnew, X), k.feature_map(Xnew) @ P.T)
+    assert k.feature_map(X.astype(np.float32)).dtype == np.float32
+    assert_allclose(k.diag(X), np.einsum("ij,ij->i", P, P))
+
+
+@pytest.mark.parametrize("name,kw", [("nystroem", {"n_components": 10, "random_state": 0}),
+                                     ("rff", {"n_components": 10, "random_state": 0})])
+def test_approximations_pickle_fitted_state(name, kw, rng):
+    X = rng.standard_normal((20, 3))
+    k = mk.get_plugin("kernel", name)(**kw)
+    P = k.feature_map(X)
+    k2 = pickle.loads(pickle.dumps(k))
+    assert k2.fitted
+    assert_allclose(k2.feature_map(X), P)
+
+
+def test_approximations_feed_feature_space_solvers():
+    # composition accepts them wherever a feature map is required
+    for name in ("linear", "nystroem", "rff"):
+        assert callable(getattr(mk.get_plugin("kernel", name)(), "feature_map", None))

@@ -3,26 +3,27 @@
 Each public function fills an output array allocated by the caller (C order, the dtype of
 the operands) and touches no Python object inside its ``with nogil:`` section.
 
-* ``dot_*``: out = A @ B.T. Dense x dense goes through BLAS (gemm; syrk and a mirror when
-  B is A, which halves the flops and makes the block exactly symmetric). The CSR variants
-  accumulate in float64; CSR x CSR walks the columns of B (``B_csc``: B in CSC form), so
+* ``dot_*``: out = A @ B.T. Dense x dense goes through BLAS (gemm; when B is A, gemm on
+  row panels of the upper triangle and a mirror: half the flops, an exactly symmetric
+  block). The CSR variants accumulate in float64; CSR x CSR walks the columns of B (``bt_*``: B in CSC form), so
   it costs sum over shared features, like a sparse product.
 * ``l1_*``: out = ||a_i - b_j||_1, with an exact merge over the sorted indices of CSR rows
   (no cancellation between norms).
-* ``finish_rbf`` / ``finish_exp`` / ``finish_poly``: the elementwise maps applied in place,
-  exp(-gamma max(|a|^2 + |b|^2 - 2 <a, b>, 0)), exp(-gamma out) and (gamma out + coef0)^p.
+* ``rbf_exponent`` / ``finish_poly``: the elementwise maps applied in place,
+  -gamma max(|a|^2 + |b|^2 - 2 <a, b>, 0) (numpy's SIMD exp follows) and (gamma out + coef0)^p.
 * ``sqnorms_*``: squared row norms, computed once per block in float64.
 
-Parallel loops are OpenMP ``prange`` over rows with a static or dynamic schedule; every
-entry is computed by one thread with a fixed summation order, so the result does not depend
-on the number of threads (``OMP_NUM_THREADS`` / ``threadpoolctl``). BLAS threads follow
-the BLAS library's own settings (``threadpoolctl`` again).
+Parallel loops are OpenMP ``prange`` over rows (or row panels) with a static or dynamic
+schedule; every entry is computed by one thread with a fixed summation order, so the result
+does not depend on the number of threads (``OMP_NUM_THREADS`` / ``threadpoolctl``). The
+dense products call gemm on fixed row panels from the OpenMP threads; the Python wrapper
+limits BLAS to one thread meanwhile (as scikit-learn's k-means does), which keeps them
+deterministic too.
 """
 from cython cimport floating
-from cython.parallel cimport parallel, prange
+from cython.parallel cimport prange, threadid
 from libc.math cimport exp, fabs, pow
-from libc.stdlib cimport calloc, free
-from scipy.linalg.cython_blas cimport dgemm, dsyrk, sgemm, ssyrk
+from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 ctypedef fused index_a:
     int
@@ -33,16 +34,37 @@ ctypedef fused index_b:
     long long
 
 cdef int _MIRROR_BLOCK = 64
+#: rows per gemm call (fixed: the partition, hence the rounding, ignores the thread count)
+cdef int GEMM_PANEL = 256
+# below this many elementary operations a parallel region costs more than it saves
+cdef double _PARALLEL_WORK = 1e6
+
+cdef extern from *:
+    """
+    #ifdef _OPENMP
+    #include <omp.h>
+    static int mk_gram_max_threads(void) { return omp_get_max_threads(); }
+    #else
+    static int mk_gram_max_threads(void) { return 1; }
+    #endif
+    """
+    int mk_gram_max_threads() noexcept nogil
+
+
+cdef inline int _n_threads(double work) noexcept nogil:
+    """OpenMP threads for a loop of ``work`` operations (OMP_NUM_THREADS/threadpoolctl cap)."""
+    if work < _PARALLEL_WORK:
+        return 1
+    return mk_gram_max_threads()
 
 
 # ------------------------------------------------------------------------------ BLAS products
-cdef void _gemm_abt(int m, int n, int k, const floating* A, const floating* B,
-                    floating* C) noexcept nogil:
-    """C (m x n, row-major) = A (m x k, row-major) @ B (n x k, row-major).T."""
+cdef void _gemm_abt_ld(int m, int n, int k, const floating* A, const floating* B,
+                       floating* C, int ldc) noexcept nogil:
+    """C (m x n, row-major, row stride ldc) = A (m x k, row-major) @ B (n x k, row-major).T."""
     cdef char transa = b'T'
     cdef char transb = b'N'
     cdef int lda = k if k > 0 else 1
-    cdef int ldc = n if n > 0 else 1
     cdef floating one = 1.0
     cdef floating zero = 0.0
     # Column-major view: C.T (n x m) = B @ A.T, i.e. op(B^T stored k x n) = B, op(A^T) = A^T.
@@ -56,28 +78,12 @@ cdef void _gemm_abt(int m, int n, int k, const floating* A, const floating* B,
               &zero, C, &ldc)
 
 
-cdef void _syrk_aat_upper(int m, int k, const floating* A, floating* C) noexcept nogil:
-    """Upper triangle (j >= i, row-major) of C (m x m) = A (m x k) @ A.T."""
-    cdef char uplo = b'L'      # lower in column-major = upper in row-major
-    cdef char trans = b'T'
-    cdef int lda = k if k > 0 else 1
-    cdef int ldc = m if m > 0 else 1
-    cdef floating one = 1.0
-    cdef floating zero = 0.0
-    if floating is double:
-        # np.triu(C) = np.triu(A @ A.T)
-        dsyrk(&uplo, &trans, &m, &k, &one, <double*>A, &lda, &zero, C, &ldc)
-    else:
-        # np.triu(C) = np.triu(A @ A.T)
-        ssyrk(&uplo, &trans, &m, &k, &one, <float*>A, &lda, &zero, C, &ldc)
-
-
 cdef void _mirror_upper(floating[:, ::1] out) noexcept nogil:
     """out[i, j] = out[j, i] for j < i, tile by tile (cache-friendly transpose)."""
     cdef Py_ssize_t m = out.shape[0]
     cdef Py_ssize_t nb = (m + _MIRROR_BLOCK - 1) // _MIRROR_BLOCK
     cdef Py_ssize_t bi, bj, i, j, i_end, j_end
-    for bi in prange(nb, schedule="dynamic"):
+    for bi in prange(nb, schedule="dynamic", num_threads=_n_threads(<double>m * m)):
         i_end = min((bi + 1) * _MIRROR_BLOCK, m)
         for bj in range(bi + 1):
             j_end = min((bj + 1) * _MIRROR_BLOCK, m)
@@ -94,21 +100,37 @@ def mirror_upper(floating[:, ::1] out):
 
 def dot_dense_dense(const floating[:, ::1] A, const floating[:, ::1] B, floating[:, ::1] out,
                     bint same=False):
-    """out = A @ B.T (BLAS). ``same=True`` (B is A): syrk on one triangle, then mirrored."""
+    """out = A @ B.T by gemm on fixed panels of ``GEMM_PANEL`` rows, one OpenMP task each.
+
+    ``same=True`` (B is A): panel p computes only C[i0:i1, i0:] (about half the flops),
+    then the lower triangle is mirrored, so the block is exactly symmetric. The panel
+    partition does not depend on the thread count; called with a single-threaded BLAS
+    (``threadpoolctl``, as the Python wrapper does) the result is the same for any number
+    of OpenMP threads.
+    """
     cdef int m = A.shape[0]
     cdef int n = B.shape[0]
     cdef int k = A.shape[1]
+    cdef int n_panels = (m + GEMM_PANEL - 1) // GEMM_PANEL
+    cdef int p, i0, rows
+    cdef int nt = min(_n_threads(2.0 * m * n * k), n_panels)
     if m == 0 or n == 0:
         return
     if k == 0:
         out[:, :] = 0
         return
     with nogil:
+        for p in prange(n_panels, schedule="dynamic", num_threads=nt if nt > 0 else 1):
+            i0 = p * GEMM_PANEL
+            rows = min(GEMM_PANEL, m - i0)
+            if same:
+                # out[i0:i0+rows, i0:] = A[i0:i0+rows] @ A[i0:].T
+                _gemm_abt_ld(rows, m - i0, k, &A[i0, 0], &A[i0, 0], &out[i0, i0], m)
+            else:
+                # out[i0:i0+rows, :] = A[i0:i0+rows] @ B.T
+                _gemm_abt_ld(rows, n, k, &A[i0, 0], &B[0, 0], &out[i0, 0], n)
         if same:
-            _syrk_aat_upper(m, k, &A[0, 0], &out[0, 0])
             _mirror_upper(out)
-        else:
-            _gemm_abt(m, n, k, &A[0, 0], &B[0, 0], &out[0, 0])
 
 
 def dot_csr_dense(const floating[::1] a_data, const index_a[::1] a_indices,
@@ -121,7 +143,7 @@ def dot_csr_dense(const floating[::1] a_data, const index_a[::1] a_indices,
     cdef index_a p
     cdef double s
     with nogil:
-        for i in prange(m, schedule="static"):
+        for i in prange(m, schedule="static", num_threads=_n_threads(<double>n * (a_indptr[m] - a_indptr[0] + m))):
             for j in range(n):
                 s = 0.0
                 for p in range(a_indptr[i], a_indptr[i + 1]):
@@ -139,7 +161,7 @@ def dot_dense_csr(const floating[:, ::1] A, const floating[::1] b_data,
     cdef index_b p
     cdef double s
     with nogil:
-        for i in prange(m, schedule="static"):
+        for i in prange(m, schedule="static", num_threads=_n_threads(<double>m * (b_indptr[n] - b_indptr[0] + n))):
             for j in range(n):
                 s = 0.0
                 for p in range(b_indptr[j], b_indptr[j + 1]):
@@ -147,36 +169,45 @@ def dot_dense_csr(const floating[:, ::1] A, const floating[::1] b_data,
                 out[i, j] = <floating>s
 
 
+def max_threads():
+    """OpenMP threads a parallel loop of this module may use (1 without OpenMP)."""
+    return mk_gram_max_threads()
+
+
 def dot_csr_csc(const floating[::1] a_data, const index_a[::1] a_indices,
                 const index_a[::1] a_indptr, const floating[::1] bt_data,
                 const index_b[::1] bt_indices, const index_b[::1] bt_indptr,
-                floating[:, ::1] out):
+                floating[:, ::1] out, double[:, ::1] work):
     """out = A @ B.T with A in CSR and B in CSC (``bt_*``: the CSR arrays of B.T).
 
     Row i of the result accumulates a_ik * B[:, k] over the stored features k of row i,
     in increasing k: the cost is the number of shared (feature, row) pairs, and entry (i, j)
-    sums the same products in the same order as entry (j, i) of K(B, A).
+    sums the same products in the same order as entry (j, i) of K(B, A). ``work`` is a
+    float64 scratch array of shape (max_threads(), n), one row per thread.
     """
     cdef Py_ssize_t m = out.shape[0]
     cdef Py_ssize_t n = out.shape[1]
-    cdef Py_ssize_t i, j, col
+    cdef Py_ssize_t i, j, col, t
     cdef index_a p
     cdef index_b q
     cdef double v
-    cdef double* acc
-    with nogil, parallel():
-        acc = <double*> calloc(n if n > 0 else 1, sizeof(double))
-        for i in prange(m, schedule="dynamic", chunksize=8):
+    cdef double avg_col = (bt_indptr[bt_indptr.shape[0] - 1] - bt_indptr[0]) / <double>max(bt_indptr.shape[0] - 1, 1)
+    cdef int nt = min(_n_threads(2.0 * m * n + <double>(a_indptr[m] - a_indptr[0]) * avg_col),
+                      <int>work.shape[0])
+    if m == 0 or n == 0:
+        return
+    with nogil:
+        for i in prange(m, schedule="dynamic", chunksize=8, num_threads=nt):
+            t = threadid()
             for j in range(n):
-                acc[j] = 0.0
+                work[t, j] = 0.0
             for p in range(a_indptr[i], a_indptr[i + 1]):
                 col = a_indices[p]
                 v = a_data[p]
                 for q in range(bt_indptr[col], bt_indptr[col + 1]):
-                    acc[bt_indices[q]] += v * bt_data[q]
+                    work[t, bt_indices[q]] += v * bt_data[q]
             for j in range(n):
-                out[i, j] = <floating>acc[j]
-        free(acc)
+                out[i, j] = <floating>work[t, j]
 
 
 # ------------------------------------------------------------------------------ L1 distances
@@ -189,7 +220,7 @@ def l1_dense_dense(const floating[:, ::1] A, const floating[:, ::1] B, floating[
     cdef Py_ssize_t i, j, f, j0
     cdef double s
     with nogil:
-        for i in prange(m, schedule="dynamic", chunksize=8):
+        for i in prange(m, schedule="dynamic", chunksize=8, num_threads=_n_threads(<double>m * n * d)):
             j0 = i if same else 0
             for j in range(j0, n):
                 s = 0.0
@@ -211,7 +242,7 @@ def l1_csr_dense(const floating[::1] a_data, const index_a[::1] a_indices,
     cdef index_a p, p_end
     cdef double s
     with nogil:
-        for i in prange(m, schedule="static"):
+        for i in prange(m, schedule="static", num_threads=_n_threads(<double>m * n * d)):
             p_end = a_indptr[i + 1]
             for j in range(n):
                 s = 0.0
@@ -236,7 +267,7 @@ def l1_dense_csr(const floating[:, ::1] A, const floating[::1] b_data,
     cdef index_b p, p_end
     cdef double s
     with nogil:
-        for i in prange(m, schedule="static"):
+        for i in prange(m, schedule="static", num_threads=_n_threads(<double>m * n * d)):
             for j in range(n):
                 s = 0.0
                 p = b_indptr[j]
@@ -263,7 +294,7 @@ def l1_csr_csr(const floating[::1] a_data, const index_a[::1] a_indices,
     cdef long long ca, cb
     cdef double s
     with nogil:
-        for i in prange(m, schedule="dynamic", chunksize=8):
+        for i in prange(m, schedule="dynamic", chunksize=8, num_threads=_n_threads(<double>m * n * 4.0)):
             j0 = i if same else 0
             for j in range(j0, n):
                 s = 0.0
@@ -297,7 +328,7 @@ def sqnorms_dense(const floating[:, ::1] A, floating[::1] out):
     cdef Py_ssize_t i, f
     cdef double s
     with nogil:
-        for i in prange(m, schedule="static"):
+        for i in prange(m, schedule="static", num_threads=_n_threads(<double>m * d)):
             s = 0.0
             for f in range(d):
                 s = s + <double>A[i, f] * A[i, f]
@@ -311,7 +342,7 @@ def sqnorms_csr(const floating[::1] data, const index_a[::1] indptr, floating[::
     cdef index_a p
     cdef double s
     with nogil:
-        for i in prange(m, schedule="static"):
+        for i in prange(m, schedule="static", num_threads=_n_threads(<double>(indptr[m] - indptr[0]))):
             s = 0.0
             for p in range(indptr[i], indptr[i + 1]):
                 s = s + <double>data[p] * data[p]
@@ -319,46 +350,34 @@ def sqnorms_csr(const floating[::1] data, const index_a[::1] indptr, floating[::
 
 
 # ------------------------------------------------------------------------------ elementwise maps
-def finish_rbf(floating[:, ::1] out, const floating[::1] sq_a, const floating[::1] sq_b,
-               double gamma, bint same=False):
-    """In place: out <- exp(-gamma * max(sq_a[:, None] + sq_b[None, :] - 2 out, 0)).
+def rbf_exponent(floating[:, ::1] out, const floating[::1] sq_a, const floating[::1] sq_b,
+                 double gamma, bint same=False):
+    """In place: out <- -gamma * max(sq_a[:, None] + sq_b[None, :] - 2 out, 0).
 
-    ``same=True`` (B is A): the diagonal is exactly 1 and only the upper triangle is
+    ``exp`` is then applied by numpy (its SIMD exp is several times faster than libm's).
+    ``same=True`` (B is A): the diagonal is exactly 0 and only the upper triangle is
     evaluated, then mirrored (the result is exactly symmetric).
     """
     cdef Py_ssize_t m = out.shape[0]
     cdef Py_ssize_t n = out.shape[1]
     cdef Py_ssize_t i, j
-    cdef double d2
+    cdef double d2, sa
     with nogil:
         if same:
-            for i in prange(m, schedule="dynamic", chunksize=16):
-                out[i, i] = 1.0
+            for i in prange(m, schedule="dynamic", chunksize=16, num_threads=_n_threads(<double>m * n)):
+                out[i, i] = 0.0
+                sa = sq_a[i]
                 for j in range(i + 1, n):
                     # |a|^2 + |b|^2 is formed first: the same rounding for (i, j) and (j, i)
-                    d2 = (<double>sq_a[i] + <double>sq_b[j]) - 2.0 * <double>out[i, j]
-                    if d2 < 0.0:
-                        d2 = 0.0
-                    out[i, j] = <floating>exp(-gamma * d2)
+                    d2 = (sa + <double>sq_b[j]) - 2.0 * <double>out[i, j]
+                    out[i, j] = <floating>(-gamma * (d2 if d2 > 0.0 else 0.0))
             _mirror_upper(out)
         else:
-            for i in prange(m, schedule="static"):
+            for i in prange(m, schedule="static", num_threads=_n_threads(<double>m * n)):
+                sa = sq_a[i]
                 for j in range(n):
-                    d2 = (<double>sq_a[i] + <double>sq_b[j]) - 2.0 * <double>out[i, j]
-                    if d2 < 0.0:
-                        d2 = 0.0
-                    out[i, j] = <floating>exp(-gamma * d2)
-
-
-def finish_exp(floating[:, ::1] out, double gamma):
-    """In place: out <- exp(-gamma * out)."""
-    cdef Py_ssize_t m = out.shape[0]
-    cdef Py_ssize_t n = out.shape[1]
-    cdef Py_ssize_t i, j
-    with nogil:
-        for i in prange(m, schedule="static"):
-            for j in range(n):
-                out[i, j] = <floating>exp(-gamma * <double>out[i, j])
+                    d2 = (sa + <double>sq_b[j]) - 2.0 * <double>out[i, j]
+                    out[i, j] = <floating>(-gamma * (d2 if d2 > 0.0 else 0.0))
 
 
 def finish_poly(floating[:, ::1] out, double gamma, double coef0, double degree):
@@ -367,6 +386,6 @@ def finish_poly(floating[:, ::1] out, double gamma, double coef0, double degree)
     cdef Py_ssize_t n = out.shape[1]
     cdef Py_ssize_t i, j
     with nogil:
-        for i in prange(m, schedule="static"):
+        for i in prange(m, schedule="static", num_threads=_n_threads(<double>m * n * 20.0)):
             for j in range(n):
                 out[i, j] = <floating>pow(gamma * <double>out[i, j] + coef0, degree)

@@ -59,6 +59,18 @@ def _row_sqnorms(X):
     return out
 
 
+_CONTROLLER = []
+
+
+def _single_threaded_blas():
+    """Context limiting BLAS to one thread (the OpenMP threads each call gemm on a panel)."""
+    if not _CONTROLLER:
+        from threadpoolctl import ThreadpoolController
+
+        _CONTROLLER.append(ThreadpoolController())  # after numpy/scipy's BLAS are loaded
+    return _CONTROLLER[0].limit(limits=1, user_api="blas")
+
+
 def _empty_block(A, B, dtype):
     return np.empty((A.shape[0], B.shape[0]), dtype=dtype)
 
@@ -72,7 +84,8 @@ def _dot_block(A, B):
     same = B is A
     out = _empty_block(A, B, A.dtype)
     if not sp.issparse(A) and not sp.issparse(B):
-        _gram.dot_dense_dense(A, B, out, same)
+        with _single_threaded_blas():
+            _gram.dot_dense_dense(A, B, out, same)
     elif sp.issparse(A) and not sp.issparse(B):
         _gram.dot_csr_dense(A.data, A.indices, A.indptr, B, out)
     elif not sp.issparse(A):
@@ -80,7 +93,8 @@ def _dot_block(A, B):
     else:
         Bt = B.tocsc()
         Bt.sort_indices()
-        _gram.dot_csr_csc(A.data, A.indices, A.indptr, Bt.data, Bt.indices, Bt.indptr, out)
+        work = np.empty((max(1, _gram.max_threads()), B.shape[0]), dtype=np.float64)
+        _gram.dot_csr_csc(A.data, A.indices, A.indptr, Bt.data, Bt.indices, Bt.indptr, out, work)
     return out
 
 
@@ -153,7 +167,8 @@ class RBFKernel(Kernel):
         na = _row_sqnorms(A)
         nb = na if B is A else _row_sqnorms(B)
         # ||a - b||^2 = ||a||^2 + ||b||^2 - 2 <a, b>, clipped at 0 (round-off), then exp
-        _gram.finish_rbf(K, na, nb, g, B is A)
+        _gram.rbf_exponent(K, na, nb, g, B is A)
+        np.exp(K, out=K)
         return K
 
     def diag(self, A):
@@ -209,7 +224,8 @@ class LaplacianKernel(Kernel):
         A, B, dtype = prepare_pair(A, B)
         g = _resolve_gamma(self.gamma, A.shape[1])
         K = _l1_block(A, B)
-        _gram.finish_exp(K, g)
+        np.multiply(K, -g, out=K)
+        np.exp(K, out=K)
         return K
 
     def diag(self, A):
