@@ -86,18 +86,27 @@ cdef class _Core:
 
     cdef void _margins(self) noexcept nogil:
         """min_margin, imin and ||alpha||_G from alpha and G alpha; fresh G alpha if > 0."""
-        self.imin = _argmin(&self.ga[0], self.n)
-        self.min_margin = self.ga[self.imin]
+        cdef Py_ssize_t i = _argmin(&self.ga[0], self.n)
+        self._set_margins(i, self.ga[i], _dot(&self.alpha[0], &self.ga[0], self.n))
+
+    cdef void _set_margins(self, Py_ssize_t imin, double gmin, double aga) noexcept nogil:
+        """Same as ``_margins`` with min, argmin and alpha^T G alpha already known."""
+        self.imin = imin
+        self.min_margin = gmin
         if self.min_margin > 0.0:
             # about to report "separable": recompute G alpha exactly
             self.op.matvec(&self.alpha[0], &self.ga[0])
             self.imin = _argmin(&self.ga[0], self.n)
             self.min_margin = self.ga[self.imin]
-        self.alpha_norm = _gnorm(_dot(&self.alpha[0], &self.ga[0], self.n))
+            aga = _dot(&self.alpha[0], &self.ga[0], self.n)
+        self.alpha_norm = _gnorm(aga)
 
     cdef void _dual(self, double fresh_below) noexcept nogil:
         """cur_dual = ||p||_G from p and G p; keep the best p. Fresh G p near the tolerance."""
-        self.cur_dual = _gnorm(_dot(&self.p[0], &self.gp[0], self.n))
+        self._set_dual(_dot(&self.p[0], &self.gp[0], self.n), fresh_below)
+
+    cdef void _set_dual(self, double pgp, double fresh_below) noexcept nogil:
+        self.cur_dual = _gnorm(pgp)
         if self.cur_dual <= fresh_below:
             self.op.matvec(&self.p[0], &self.gp[0])
             self.cur_dual = _gnorm(_dot(&self.p[0], &self.gp[0], self.n))
@@ -320,6 +329,7 @@ cdef class SmoothedCore(_Core):
     cdef bint has_q
     cdef readonly double mu0
     cdef readonly object q_arr
+    cdef double _pgp
 
     def __init__(self, GramOperator op, SimplexSmoother sm, double mu0, q=None,
                  double dual_tol=0.0):
@@ -360,26 +370,37 @@ cdef class SmoothedCore(_Core):
         self._dual(self.dual_tol)
 
     cdef void _iterate(self) noexcept nogil:
-        cdef Py_ssize_t i
+        cdef Py_ssize_t i, imin = 0
         cdef double t = 2.0 / (self.k + 3)
         cdef double c1 = 1.0 - t, c2 = (1.0 - t) * t, c3 = t * t
+        cdef double gmin = INFINITY, aga = 0.0, pgp = 0.0, a, g
         for i in range(self.n):
-            self.alpha[i] = c1 * self.alpha[i] + c2 * self.p[i] + c3 * self.v[i]
-            self.ga[i] = c1 * self.ga[i] + c2 * self.gp[i] + c3 * self.gv[i]
+            a = c1 * self.alpha[i] + c2 * self.p[i] + c3 * self.v[i]
+            g = c1 * self.ga[i] + c2 * self.gp[i] + c3 * self.gv[i]
+            self.alpha[i] = a
+            self.ga[i] = g
+            aga += a * g
+            if g < gmin:
+                gmin = g
+                imin = i
         self.mu = c1 * self.mu
         # v = p_{mu_{k+1}}(alpha_{k+1}): used for p_{k+1} now and for alpha_{k+2} next time
         self.sm.argmin(&self.ga[0], self.mu, &self.q[0], &self.v[0], self.n)
         self.op.matvec(&self.v[0], &self.gv[0])
         for i in range(self.n):
-            self.p[i] = c1 * self.p[i] + t * self.v[i]
-            self.gp[i] = c1 * self.gp[i] + t * self.gv[i]
+            a = c1 * self.p[i] + t * self.v[i]
+            g = c1 * self.gp[i] + t * self.gv[i]
+            self.p[i] = a
+            self.gp[i] = g
+            pgp += a * g
         self.k += 1
-        self._margins()
+        self._set_margins(imin, gmin, aga)
+        self._pgp = pgp
 
     def step(self):
         with nogil:
             self._iterate()
-            self._dual(self.dual_tol)
+            self._set_dual(self._pgp, self.dual_tol)
 
     def smoothed_loss(self):
         """L_mu(alpha) = -<alpha, p_mu(alpha)>_G - mu d(p_mu(alpha)) + 1/2 ||alpha||_G^2."""
@@ -428,5 +449,5 @@ cdef class IteratedSmoothedCore(SmoothedCore):
     def step(self):
         with nogil:
             self._iterate()
-            self._dual(self.delta if self.delta > self.dual_tol else self.dual_tol)
+            self._set_dual(self._pgp, self.delta if self.delta > self.dual_tol else self.dual_tol)
             self._settle()
