@@ -464,3 +464,24 @@ def test_keep_path_rows_are_the_shorter_runs():
             short = _solve(X, y, kernel=kernel, lam=1e-2, t=t, tol=1e-11)
             ref = short.coef_ if short.coef_ is not None else short.support_coef_
             assert_allclose(path[t - 1], ref, atol=1e-8)
+
+
+def test_asv_module_runs_one_case_each():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "asv_bench" / "benchmarks" / "tikhonov.py"
+    spec = importlib.util.spec_from_file_location("_asv_tikhonov", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    b = mod.TikhonovLinear()
+    b.setup("logistic", "csr", 2, "float32")
+    b.time_solve("logistic", "csr", 2, "float32")
+    assert b.track_newton_iterations("logistic", "csr", 2, "float32") >= 2
+    assert b.track_final_decrement("logistic", "csr", 2, "float32") <= 1e-8
+    k = mod.TikhonovKernel()
+    k.setup(3, "nystroem")
+    assert 0 < k.track_excess_risk(3, "nystroem") < 0.1
+    f = mod.TikhonovFilter()
+    f.setup("spectral_filter", 8)
+    f.time_solve("spectral_filter", 8)
