@@ -29,18 +29,29 @@ def client():
 
 
 def _synthetic(n=600, d=12, seed=0, separable=True, sparse=False):
+    """Gaussian (or 60% sparse) rows; separable: labels of a homogeneous separator with the
+    rows of small margin dropped (so slightly fewer than n rows); else 10% labels flipped."""
     rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d))
-    w = rng.standard_normal(d)
-    y = np.where(X @ w + 0.3 > 0, 1, -1)
-    if not separable:
-        flip = rng.random(n) < 0.1
-        y[flip] *= -1
+    m = 2 * n if separable else n
+    X = rng.standard_normal((m, d))
     if sparse:
-        X[rng.random((n, d)) < 0.6] = 0.0
-        X[np.arange(n), rng.integers(0, d, n)] = 1.0  # no empty rows
-        X = sp.csr_matrix(X)
-    return X, y
+        X[rng.random((m, d)) < 0.6] = 0.0
+        X[np.arange(m), rng.integers(0, d, m)] = 1.0  # no empty rows
+    w = rng.standard_normal(d)
+    w /= np.linalg.norm(w)
+    u = rng.standard_normal(d)
+    u -= (u @ w) * w
+    X += 1.5 * (X != 0) * (u / np.linalg.norm(u))  # a common direction orthogonal to w
+    z = X @ w + 0.4
+    y = np.where(z > 0, 1, -1)
+    if separable:
+        keep = np.flatnonzero((np.abs(X @ w) > 0.05 * np.sqrt((X * X).sum(axis=1)))
+                              & (np.sign(X @ w) == y))[:n]
+        X, y = X[keep], y[keep]
+    else:
+        flip = rng.random(m) < 0.1
+        y[flip] *= -1
+    return (sp.csr_matrix(X) if sparse else X), y
 
 
 def _as_dask(X, rows):
@@ -207,3 +218,54 @@ def test_chunkwise_permutation_is_a_permutation():
     order = _dask.chunkwise_permutation(rng, [3, 5, 2])
     np.testing.assert_array_equal(np.sort(order), np.arange(10))
     assert set(order[:3]) == {0, 1, 2} and set(order[3:8]) == set(range(3, 8))
+
+
+# -------------------------------------------------------------- perceptron / von Neumann
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("solver, separable, params", [
+    ("snkp", True, {}),
+    ("isnkpvn", True, {}),
+    ("isnkpvn", False, {"eps": 1e-3}),
+    ("snkpvn", False, {"delta": 1e-2}),
+    ("snkp", True, {"smoother": "l2"}),
+    ("isnkpvn", False, {"smoother": "entropy", "eps": 1e-2}),
+])
+def test_smoothed_perceptron_family_matches_in_memory(client, sparse, solver, separable, params):
+    X, y = _synthetic(n=300, separable=separable, sparse=sparse)
+    mem = mk.solve(X, y, solver=solver, max_iter=3000, **params)
+    dsk = mk.solve(_as_dask(X, 110), y, solver=solver, max_iter=3000, **params)
+    assert mem.status == ("separable" if separable else "infeasible")
+    assert_same_run(mem, dsk, X, y)
+    if solver == "isnkpvn":
+        assert dsk.extra["outer_iterations"] == mem.extra["outer_iterations"]
+
+
+def test_snkpvn_with_a_center_q(client):
+    X, y = _synthetic(n=200, separable=False)
+    q = np.random.default_rng(1).random(200)
+    q /= q.sum()
+    mem = mk.solve(X, y, solver="snkpvn", q=q, delta=1e-2)
+    dsk = mk.solve(_as_dask(X, 64), y, solver="snkpvn", q=q, delta=1e-2)
+    assert_same_run(mem, dsk, X, y)
+
+
+def test_zero_rows_are_reported_with_global_indices(client):
+    X, y = _synthetic(n=100)
+    X[[5, 77]] = 0.0
+    with pytest.raises(ValueError, match=r"row\(s\) \[5, 77\]"):
+        mk.solve(_as_dask(X, 30), y, solver="snkp")
+
+
+def test_unsupported_kernel_and_smoother(client):
+    X, y = _synthetic(n=60)
+    with pytest.raises(ValueError, match="not supported on dask arrays.*isnkpvn"):
+        mk.solve(_as_dask(X, 30), y, solver="snkp", kernel="rbf")
+
+    class MySmoother(mk.plugins.Smoother):
+        name = "mine"
+
+        def argmin_simplex(self, g, mu, q=None):
+            return mk.get_plugin("smoother", "entropy")().argmin_simplex(g, mu, q)
+
+    with pytest.raises(ValueError, match="not supported on dask arrays"):
+        mk.solve(_as_dask(X, 30), y, solver="snkp", smoother=MySmoother())
