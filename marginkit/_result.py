@@ -52,12 +52,22 @@ def signed_normalized_gram_dot(X, ypm, kernel, v, normalize=True):
     if fmap is not None:
         Phi = fmap(X)
         Phi = Phi.astype(np.float64) if Phi.dtype != np.float64 else Phi
-        if sp.issparse(Phi):
-            sq = np.asarray(Phi.multiply(Phi).sum(axis=1)).ravel()
-        else:
-            sq = np.einsum("ij,ij->i", Phi, Phi)
-        d = np.sqrt(sq) if normalize else np.ones(Phi.shape[0])
-        s = ypm / d
+        if normalize:
+            # unit rows without squaring raw entries (|x| > 1e154 would overflow, |x| < 1e-154
+            # underflow): divide each row by its max |entry| first
+            if sp.issparse(Phi):
+                m = np.asarray(abs(Phi).max(axis=1).toarray(), dtype=np.float64).ravel()
+                P = sp.diags(1.0 / np.where(m > 0, m, 1.0)) @ Phi
+                nrm = np.sqrt(np.asarray(P.multiply(P).sum(axis=1)).ravel())
+                with np.errstate(divide="ignore"):
+                    Phi = sp.diags(1.0 / nrm) @ P  # zero rows -> inf/nan: never verifies
+            else:
+                m = np.abs(Phi).max(axis=1)
+                P = Phi / np.where(m > 0, m, 1.0)[:, None]
+                nrm = np.sqrt(np.einsum("ij,ij->i", P, P))
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    Phi = P / nrm[:, None]
+        s = ypm
         w = Phi.T @ (s * v)
         return s * np.asarray(Phi @ w).ravel()
     Xd = X.astype(np.float64) if X.dtype != np.float64 else X

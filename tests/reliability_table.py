@@ -47,7 +47,8 @@ class Case:
     does: str
     match: str = ""
     truth: Optional[str] = None
-    solvers: str = "all"  # "all", "reference", "normalizing", "kernel_callable", "param:<name>"
+    solvers: str = "all"  # "all", "classifiers", "precomputed", "callable", "normalizing", "param:<name>"
+    allow_error: bool = False  # "honest" cases: a ValueError is an acceptable refusal
     kwargs: dict = dataclasses.field(default_factory=dict)
 
 
@@ -422,6 +423,12 @@ CASES = [
          "same answer as unscaled data (no underflow to zero norms)", truth="separable"),
     Case("mixed_norms", H, "solve", "row norms from 1e-150 to 1e150 in one X", _mixed_norms, "honest",
          "correct answer (the normalized kernel only sees directions)", truth="separable"),
+    Case("extreme_huge", H, "solve", "values around 1e300 (squares overflow float64)",
+         _scaled(1e300), "honest", "correct answer, honest status or a clear ValueError; never a "
+         "false certificate", truth="separable", allow_error=True),
+    Case("extreme_tiny", H, "solve", "values around 1e-300 (squares underflow float64)",
+         _scaled(1e-300), "honest", "correct answer, honest status or a clear ValueError; never a "
+         "false certificate", truth="separable", allow_error=True),
     Case("f32_huge", H, "solve", "float32 values around 1e30 (squares overflow float32)",
          _scaled(1e30, np.float32), "honest", "correct answer or honest status", truth="separable"),
     Case("f32_tiny", H, "solve", "float32 values around 1e-30 (squares underflow float32)",
