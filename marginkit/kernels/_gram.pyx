@@ -99,11 +99,12 @@ def mirror_upper(floating[:, ::1] out):
 
 
 def dot_dense_dense(const floating[:, ::1] A, const floating[:, ::1] B, floating[:, ::1] out,
-                    bint same=False):
+                    bint same=False, bint mirror=True):
     """out = A @ B.T by gemm on fixed panels of ``GEMM_PANEL`` rows, one OpenMP task each.
 
     ``same=True`` (B is A): panel p computes only C[i0:i1, i0:] (about half the flops),
-    then the lower triangle is mirrored, so the block is exactly symmetric. The panel
+    then the lower triangle is mirrored (unless ``mirror=False``: a caller that only reads
+    the upper triangle, like ``rbf_exponent``), so the block is exactly symmetric. The panel
     partition does not depend on the thread count; called with a single-threaded BLAS
     (``threadpoolctl``, as the Python wrapper does) the result is the same for any number
     of OpenMP threads.
@@ -129,7 +130,7 @@ def dot_dense_dense(const floating[:, ::1] A, const floating[:, ::1] B, floating
             else:
                 # out[i0:i0+rows, :] = A[i0:i0+rows] @ B.T
                 _gemm_abt_ld(rows, n, k, &A[i0, 0], &B[0, 0], &out[i0, 0], n)
-        if same:
+        if same and mirror:
             _mirror_upper(out)
 
 

@@ -75,8 +75,11 @@ def _empty_block(A, B, dtype):
     return np.empty((A.shape[0], B.shape[0]), dtype=dtype)
 
 
-def _dot_block(A, B):
+def _dot_block(A, B, upper_only=False):
     """A @ B.T as a new dense C-ordered array (exactly symmetric when B is A).
+
+    ``upper_only=True`` (B is A): the lower triangle may be left unfilled for a caller
+    that only reads the upper one.
 
     Sparse operands are never densified; CSR x CSR reads B through a CSC copy of its
     stored entries (O(nnz) memory).
@@ -85,7 +88,7 @@ def _dot_block(A, B):
     out = _empty_block(A, B, A.dtype)
     if not sp.issparse(A) and not sp.issparse(B):
         with _single_threaded_blas():
-            _gram.dot_dense_dense(A, B, out, same)
+            _gram.dot_dense_dense(A, B, out, same, not upper_only)
     elif sp.issparse(A) and not sp.issparse(B):
         _gram.dot_csr_dense(A.data, A.indices, A.indptr, B, out)
     elif not sp.issparse(A):
@@ -163,7 +166,7 @@ class RBFKernel(Kernel):
     def __call__(self, A, B=None):
         A, B, dtype = prepare_pair(A, B)
         g = _resolve_gamma(self.gamma, A.shape[1])
-        K = _dot_block(A, B)
+        K = _dot_block(A, B, upper_only=True)  # rbf_exponent mirrors the upper triangle
         na = _row_sqnorms(A)
         nb = na if B is A else _row_sqnorms(B)
         # ||a - b||^2 = ||a||^2 + ||b||^2 - 2 <a, b>, clipped at 0 (round-off), then exp
