@@ -276,9 +276,17 @@ def _libsvm(text, name="data.txt", compress=None):
 
 GOOD = "1 1:0.5 3:1.0\n-1 2:0.25\n"
 
+
+def _cli(*argv, text=GOOD):
+    """``marginkit fit`` on a file holding ``text`` ({file} in argv is its path)."""
+    def build(tmp_path):
+        path = _libsvm(text, "train.txt")(tmp_path)["path"]
+        return dict(argv=[a.format(file=path) for a in argv])
+    return build
+
 # ------------------------------------------------------------------------------- cases
-R, A, H, L, E = ("Rejected inputs", "Accepted inputs", "Numerically hostile but valid data",
-                 "Malformed LIBSVM files", "Estimators")
+R, A, H, L, E, C = ("Rejected inputs", "Accepted inputs", "Numerically hostile but valid data",
+                    "Malformed LIBSVM files", "Estimators", "Command line")
 
 CASES = [
     # --- rejected: data
@@ -495,6 +503,26 @@ CASES = [
          _Xy(lambda X: np.vstack([X, [[0.0, 3.0], [0.5, 3.0]]]),
              lambda y: np.array([0, 0, 0, 1, 1, 1, 2, 2])),
          "accepted", "one-vs-rest: classes_ has the three labels, predict returns them"),
+    # --- command line (exit code 2, one line on stderr, no traceback)
+    Case("cli_bad_file", C, "cli", "`marginkit fit` on a malformed file",
+         _cli("fit", "{file}", "--solver", "snkp", text="1 1:0.5\n-1 2:abc\n"), "UsageError",
+         "exit code 2, names the argument, the line and the token",
+         r"argument TRAIN: .*line 2: bad value 'abc'"),
+    Case("cli_missing_file", C, "cli", "`marginkit fit` on a missing file",
+         _cli("fit", "{file}.missing", "--solver", "snkp"), "UsageError",
+         "exit code 2, says where it searched", r"no data file"),
+    Case("cli_unknown_solver", C, "cli", "`marginkit fit --solver nope`",
+         _cli("fit", "{file}", "--solver", "nope"), "UsageError",
+         "exit code 2, lists the registered solvers", r"argument --solver: unknown solver 'nope'"),
+    Case("cli_bad_C", C, "cli", "`marginkit fit --C -1`", _cli("fit", "{file}", "--solver", "fista",
+                                                              "--C", "-1"),
+         "UsageError", "exit code 2, names --C", r"--C"),
+    Case("cli_bad_param", C, "cli", "`marginkit fit --param eps=-1`",
+         _cli("fit", "{file}", "--solver", "isnkpvn", "--param", "eps=-1"), "UsageError",
+         "exit code 2, names the parameter and its range", r"eps=-1 is out of range"),
+    Case("cli_unknown_param", C, "cli", "`marginkit fit --param bogus=1`",
+         _cli("fit", "{file}", "--solver", "snkp", "--param", "bogus=1"), "UsageError",
+         "exit code 2, lists the valid parameters", r"unknown parameter\(s\) \['bogus'\]"),
 ]
 
 
@@ -556,7 +584,7 @@ def _solvers_note(case):
 
 
 def _outcome(case):
-    if case.expect in ("ValueError", "TypeError"):
+    if case.expect in ("ValueError", "TypeError", "UsageError"):
         return f"`{case.expect}`: {case.does} (message matches `{case.match}`)"
     if case.expect == "accepted":
         return f"accepted: {case.does}"
@@ -570,7 +598,7 @@ def _esc(text):
 def render():
     """The text of docs/reliability.md for the current CASES."""
     out = [PREAMBLE.format(regen=REGENERATE)]
-    for section in (R, A, H, L, E):
+    for section in (R, A, H, L, E, C):
         out.append(f"\n## {section}\n")
         out.append("| case | input | entry point | what marginkit does | run against |")
         out.append("|---|---|---|---|---|")

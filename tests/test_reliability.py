@@ -6,6 +6,7 @@ whatever is registered) and against every registered solver the case applies to.
 """
 import importlib.metadata
 import os
+import re
 import signal
 import sys
 import threading
@@ -407,6 +408,33 @@ def test_estimator_case(case, name, tmp_path):
     assert _snapshot(X) == before
 
 
+def _cli_params():
+    out = []
+    for c in RT.CASES:
+        if c.entry != "cli":
+            continue
+        out.append(pytest.param(c, id=c.id))
+    return out
+
+
+@pytest.mark.parametrize("case", _cli_params())
+def test_cli_case(case, tmp_path, capsys):
+    try:
+        from marginkit.cli import main
+    except ImportError as exc:
+        pytest.skip(f"marginkit.cli not importable yet: {exc}")
+    argv = case.build(tmp_path)["argv"]
+    solver = argv[argv.index("--solver") + 1]
+    if solver != "nope" and solver not in mk.list_plugins()["solver"]:
+        pytest.skip(f"solver {solver} not registered yet")
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2, f"exit code {rc}, stderr: {err}"
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert re.search(case.match, err), err
+
+
 # ------------------------------------------------------------------ the generated document
 def test_reliability_doc_up_to_date():
     path = os.path.normpath(RT.DOC_PATH)
@@ -422,9 +450,9 @@ def test_case_ids_unique_and_every_case_runs():
     ids = [c.id for c in RT.CASES]
     assert len(ids) == len(set(ids))
     for c in RT.CASES:
-        assert c.entry in ("solve", "load_libsvm", "estimator")
-        assert c.expect in ("ValueError", "TypeError", "accepted", "honest")
-        if c.expect in ("ValueError", "TypeError"):
+        assert c.entry in ("solve", "load_libsvm", "estimator", "cli")
+        assert c.expect in ("ValueError", "TypeError", "UsageError", "accepted", "honest")
+        if c.expect in ("ValueError", "TypeError", "UsageError"):
             assert c.match
         if c.expect == "honest":
             assert c.truth in ("separable", "infeasible")
