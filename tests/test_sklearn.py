@@ -1,0 +1,173 @@
+"""scikit-learn estimators: the estimator checks, one-vs-rest, validation through Config,
+certificates kept in ``result_``, progress and callbacks, pickling."""
+import os
+import pickle
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+
+from sklearn.base import clone  # noqa: E402
+from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
+
+import marginkit as mk  # noqa: E402
+from marginkit.sklearn import (IteratedTikhonovClassifier, IteratedTikhonovRegressor,  # noqa: E402
+                               PerceptronClassifier, SVMClassifier, expected_failed_checks)
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _surface_helpers import TOY, register_toy, separable_blobs  # noqa: E402
+
+_SOLVERS = set(mk.list_plugins()["solver"])
+
+
+def _if(solver, est):
+    return [est] if solver in _SOLVERS else []
+
+
+# Estimators with their built-in solvers, as far as those are registered. Defaults are
+# the estimators' own (no reduced max_iter): the checks must pass as users get them.
+CHECKED = (
+    _if("snkp", PerceptronClassifier())
+    + _if("isnkpvn", PerceptronClassifier(solver="isnkpvn"))
+    + _if("fista", SVMClassifier())
+    + _if("dcd", SVMClassifier(solver="dcd"))
+    + _if("iterated_tikhonov", IteratedTikhonovClassifier())
+    + _if("iterated_tikhonov", IteratedTikhonovRegressor())
+)
+
+
+@parametrize_with_checks(CHECKED, expected_failed_checks=expected_failed_checks)
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+@pytest.fixture
+def toy():
+    return register_toy()
+
+
+def three_blobs(n=90, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = np.array([[4.0, 0.0], [-2.0, 3.5], [-2.0, -3.5]])
+    y = np.repeat(np.array(["a", "b", "c"]), n // 3)
+    X = centers[np.repeat(np.arange(3), n // 3)] + rng.normal(scale=0.6, size=(n, 2))
+    return X, y
+
+
+def test_one_vs_rest_keeps_certificates(toy):
+    X, y = three_blobs()
+    clf = PerceptronClassifier(solver=TOY).fit(X, y)
+    assert list(clf.classes_) == ["a", "b", "c"] and clf.n_features_in_ == 2
+    assert isinstance(clf.result_, list) and len(clf.result_) == 3
+    assert clf.decision_function(X).shape == (90, 3)
+    np.testing.assert_array_equal(clf.predict(X), y)
+    for c, res in zip(clf.classes_, clf.result_):
+        # each one-vs-rest problem is separable; its certificate is checked from the data
+        assert res.status == "separable"
+        assert res.certificate.verify(X, (y == c).astype(int))
+    assert clf.n_iter_.shape == (3,) and clf.status_ == ["separable"] * 3
+
+
+def test_binary_labels_and_result(toy):
+    X, y01 = separable_blobs(40, seed=3)
+    y = np.where(y01 == 1, "yes", "no")
+    clf = PerceptronClassifier(solver=TOY, kernel="rbf", kernel_params={"gamma": 0.5}).fit(X, y)
+    assert isinstance(clf.result_, mk.Result) and clf.result_.status == "separable"
+    assert clf.result_.certificate.verify(X, y)
+    d = clf.decision_function(X)
+    assert d.shape == (40,)
+    np.testing.assert_array_equal(clf.predict(X), np.where(d > 0, "yes", "no"))
+    assert clf.score(X, y) == 1.0
+
+
+def test_parameters_validated_by_config(toy):
+    X, y = separable_blobs(20)
+    with pytest.raises(ValueError, match="max_iter=0"):
+        PerceptronClassifier(solver=TOY, max_iter=0).fit(X, y)
+    with pytest.raises(ValueError, match="unknown kernel 'nope'"):
+        PerceptronClassifier(solver=TOY, kernel="nope").fit(X, y)
+    with pytest.raises(ValueError, match="unknown solver 'nope'"):
+        PerceptronClassifier(solver="nope").fit(X, y)
+    with pytest.raises(TypeError, match=r"unknown parameter\(s\) \['bogus'\]"):
+        PerceptronClassifier(solver=TOY, solver_params={"bogus": 1}).fit(X, y)
+    with pytest.raises(ValueError, match="step=-1.0"):
+        PerceptronClassifier(solver=TOY, solver_params={"step": -1.0}).fit(X, y)
+    with pytest.raises(TypeError, match="solver_params"):
+        PerceptronClassifier(solver=TOY, solver_params=[1]).fit(X, y)
+    with pytest.raises(TypeError, match="verbose"):
+        PerceptronClassifier(solver=TOY, verbose="loud").fit(X, y)
+
+
+def test_feature_count_and_unfitted_errors(toy):
+    from sklearn.exceptions import NotFittedError
+
+    X, y = separable_blobs(20)
+    clf = PerceptronClassifier(solver=TOY)
+    with pytest.raises(NotFittedError):
+        clf.predict(X)
+    clf.fit(X, y)
+    with pytest.raises(ValueError, match="X has 3 features, but PerceptronClassifier is expecting 2"):
+        clf.predict(np.ones((2, 3)))
+    with pytest.raises(ValueError, match="one class"):
+        clf.fit(X[:5], y[:5])
+
+
+def test_pickle_and_clone(toy):
+    X, y = three_blobs(60, seed=2)
+    clf = PerceptronClassifier(solver=TOY, kernel="rbf").fit(X, y)
+    back = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(back.decision_function(X), clf.decision_function(X))
+    c2 = clone(clf)
+    assert not hasattr(c2, "result_") and c2.get_params() == clf.get_params()
+
+
+def test_callback_stops_and_verbose_reports(toy, capsys):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 2))
+    y = rng.integers(0, 2, 50)  # random labels: the linear problem is not separable
+    seen = []
+
+    def stop_at_5(state):
+        seen.append(state.n_iter)
+        return state.n_iter >= 5
+
+    clf = PerceptronClassifier(solver=TOY, callback=stop_at_5).fit(X, y)
+    assert clf.status_ == "callback" and clf.n_iter_ == 5
+    assert seen == [0, 1, 2, 3, 4, 5]
+    PerceptronClassifier(solver=TOY, verbose=2, max_iter=3).fit(X, y)
+    out = capsys.readouterr().out
+    assert out.count(f"[{TOY}] iter") >= 4 and "stopped: max_iter after 3 iterations" in out
+
+
+def test_sparse_and_dense_agree(toy):
+    import scipy.sparse as sp
+
+    X, y = three_blobs(60, seed=4)
+    d1 = PerceptronClassifier(solver=TOY).fit(X, y).decision_function(X)
+    d2 = PerceptronClassifier(solver=TOY).fit(sp.csr_matrix(X), y).decision_function(sp.csr_matrix(X))
+    np.testing.assert_allclose(d1, d2, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.skipif("fista" not in _SOLVERS, reason="fista not registered")
+def test_svm_classifier_heart_scale_certified():
+    X, y = mk.datasets.load_heart_scale()
+    clf = SVMClassifier().fit(X, y)
+    res = clf.result_
+    assert res.certified_mask is not None and res.certified_mask.shape == (270,)
+    # certified points are correctly classified by the returned model
+    pred = clf.predict(X)
+    assert np.all(pred[res.certified_mask] == y[res.certified_mask])
+    assert clf.score(X, y) > 0.8
+
+
+@pytest.mark.skipif("iterated_tikhonov" not in _SOLVERS, reason="iterated_tikhonov not registered")
+def test_tikhonov_regressor_fits_smooth_function():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, size=(120, 1))
+    y = np.sin(2 * np.pi * X[:, 0]) + 0.05 * rng.normal(size=120)
+    reg = IteratedTikhonovRegressor(kernel="rbf", kernel_params={"gamma": 10.0}).fit(X, y)
+    assert reg.result_.task == "regression"
+    assert reg.score(X, y) > 0.95
+    assert reg.predict(X[:5]).shape == (5,)
