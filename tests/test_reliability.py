@@ -435,6 +435,44 @@ def test_cli_case(case, tmp_path, capsys):
     assert re.search(case.match, err), err
 
 
+_EST_INT8 = ("marginkit.sklearn validates X with scikit-learn's validate_data(dtype=[float64, "
+             "float32]), which turns int8/bool X into float64 (8x) before solve() sees it; "
+             "the dtype rule of marginkit/_validation.py says float32 (4x) "
+             "(marginkit/sklearn.py)")
+
+
+@pytest.mark.parametrize("name", ["PerceptronClassifier", "SVMClassifier"])
+@pytest.mark.parametrize("dtype,want", [
+    (np.float64, np.float64),
+    (np.float32, np.float32),
+    pytest.param(np.int8, np.float32, marks=pytest.mark.xfail(strict=True, reason=_EST_INT8)),
+    pytest.param(np.bool_, np.float32, marks=pytest.mark.xfail(strict=True, reason=_EST_INT8)),
+])
+def test_estimator_follows_the_dtype_rule(name, dtype, want, monkeypatch):
+    """What the solver receives from an estimator: no 8x copy of small-int input, float
+    input used without a copy (unless the estimator adds columns, as the perceptron's bias)."""
+    cls = _estimator(name)
+    import marginkit.sklearn as mks
+
+    seen = []
+    real = mks._solve
+
+    def spy(X, y, **kw):
+        seen.append(X)
+        return real(X, y, **kw)
+
+    monkeypatch.setattr(mks, "_solve", spy)
+    X, y = RT.separable()
+    Xd = (np.sign(X) if dtype in (np.int8, np.bool_) else X).astype(dtype)
+    Xd = np.c_[Xd, np.ones(6, dtype=dtype)]
+    est = cls(max_iter=50)
+    est.fit(Xd, y)
+    got = V.check_X(seen[0])
+    assert got.dtype == want
+    if got.shape == Xd.shape and dtype in (np.float64, np.float32):
+        assert np.shares_memory(got, Xd), f"{name} copied {dtype.__name__} input"
+
+
 # ------------------------------------------------------------------ the generated document
 def test_reliability_doc_up_to_date():
     path = os.path.normpath(RT.DOC_PATH)
