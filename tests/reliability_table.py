@@ -441,6 +441,8 @@ CASES = [
          _scaled(1e30, np.float32), "honest", "correct answer or honest status", truth="separable"),
     Case("f32_tiny", H, "solve", "float32 values around 1e-30 (squares underflow float32)",
          _scaled(1e-30, np.float32), "honest", "correct answer or honest status", truth="separable"),
+    Case("f32_max", H, "solve", "float32 values around 1e38 (next to float32's maximum)",
+         _scaled(1e38, np.float32), "honest", "correct answer or honest status", truth="separable"),
     Case("constant_feature", H, "solve", "a constant feature", _constant_feature, "honest",
          "correct answer", truth="separable"),
     Case("dup_same", H, "solve", "duplicate points with the same label", _dup_same, "honest",

@@ -324,6 +324,49 @@ def test_duplicates_with_opposite_labels_certified_infeasible():
         assert res.certificate.verify(X, y), s
 
 
+def _numeric_params():
+    """(kind, name, param, Param) for every bounded or finite real parameter of every plug-in."""
+    import numbers
+
+    out = []
+    for kind in ("solver", "kernel", "smoother", "stopping"):
+        for name in mk.list_plugins()[kind]:
+            obj = mk.get_plugin(kind, name)
+            for pname, spec in getattr(obj, "param_table", {}).items():
+                types = spec.types if isinstance(spec.types, tuple) else (spec.types,)
+                if any(t in (numbers.Real, numbers.Integral, float, int) for t in types):
+                    out.append(pytest.param(kind, name, pname, spec, id=f"{kind}-{name}-{pname}"))
+    return out or [pytest.param(None, None, None, None, id="none")]
+
+
+@pytest.mark.parametrize("kind,name,pname,spec", _numeric_params())
+def test_every_numeric_parameter_rejects_nan_and_out_of_range(kind, name, pname, spec):
+    """Every registered plug-in's numeric parameters: NaN/inf (when finite is required) and
+    values outside the declared range raise ValueError naming the parameter and its range."""
+    if kind is None:
+        pytest.skip("no plug-in with numeric parameters registered")
+    cls = mk.get_plugin(kind, name)
+    required = {k: (v.default if v.default is not Param.REQUIRED else 1)
+                for k, v in cls.param_table.items() if v.default is Param.REQUIRED and k != pname}
+    import numbers
+
+    integral = spec.types in (numbers.Integral, int)
+    bad = []
+    if spec.finite and not integral:
+        bad += [float("nan"), float("inf"), -float("inf")]
+    if spec.low is not None:
+        low = int(spec.low) if integral else spec.low
+        bad.append(low - 1 if not spec.low_open else low)
+    if spec.high is not None:
+        high = int(spec.high) if integral else spec.high
+        bad.append(high + 1 if not spec.high_open else high)
+    if not bad:
+        pytest.skip(f"{kind} {name}.{pname} has no declared range")
+    for value in bad:
+        with pytest.raises(ValueError, match=re.escape(f"{pname}=")):
+            cls(**required, **{pname: value})
+
+
 # ------------------------------------------------------------------ LIBSVM and estimators
 def _has_sklearn():
     try:
