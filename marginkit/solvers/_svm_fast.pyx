@@ -76,34 +76,35 @@ cdef inline void _axpy_dense_scaled(double alpha, const floating* x, const doubl
         out[j] += alpha * s2[j] * x[j]
 
 
-cdef inline double _row_dot(bint dense, const floating[:, ::1] Xd, const floating[::1] data,
-                            const index_t[::1] indices, const index_t[::1] indptr,
+cdef inline double _row_dot(bint dense, const floating* Xd, const floating* data,
+                            const index_t* indices, const index_t* indptr,
                             Py_ssize_t i, const double* v, Py_ssize_t d) noexcept nogil:
+    # raw pointers (not memoryviews): no reference counting per row
     cdef Py_ssize_t s
     if dense:
-        return _dot_dense(&Xd[i, 0], v, d)
+        return _dot_dense(Xd + i * d, v, d)
     s = indptr[i]
     return _dot_sparse(&data[s], &indices[s], indptr[i + 1] - s, v)
 
 
-cdef inline void _row_axpy(bint dense, const floating[:, ::1] Xd, const floating[::1] data,
-                           const index_t[::1] indices, const index_t[::1] indptr,
+cdef inline void _row_axpy(bint dense, const floating* Xd, const floating* data,
+                           const index_t* indices, const index_t* indptr,
                            Py_ssize_t i, double alpha, double* out, Py_ssize_t d) noexcept nogil:
     cdef Py_ssize_t s
     if dense:
-        _axpy_dense(alpha, &Xd[i, 0], out, d)
+        _axpy_dense(alpha, Xd + i * d, out, d)
     else:
         s = indptr[i]
         _axpy_sparse(alpha, &data[s], &indices[s], indptr[i + 1] - s, out)
 
 
-cdef inline void _row_axpy_scaled(bint dense, const floating[:, ::1] Xd, const floating[::1] data,
-                                  const index_t[::1] indices, const index_t[::1] indptr,
+cdef inline void _row_axpy_scaled(bint dense, const floating* Xd, const floating* data,
+                                  const index_t* indices, const index_t* indptr,
                                   Py_ssize_t i, double alpha, const double* s2, double* out,
                                   Py_ssize_t d) noexcept nogil:
     cdef Py_ssize_t s
     if dense:
-        _axpy_dense_scaled(alpha, &Xd[i, 0], s2, out, d)
+        _axpy_dense_scaled(alpha, Xd + i * d, s2, out, d)
     else:
         s = indptr[i]
         _axpy_sparse_scaled(alpha, &data[s], &indices[s], indptr[i + 1] - s, s2, out)
@@ -123,12 +124,16 @@ def row_statistics(const floating[:, ::1] Xd, const floating[::1] data,
                    Py_ssize_t n, const double[::1] s2, const double[::1] s2m,
                    double[::1] c, double[::1] xsq):
     """c_i = x_i . (s2 * m) and xsq_i = x_i . (s2 * x_i) for every row (one pass)."""
+    cdef const floating* Xp = &Xd[0, 0]
+    cdef const floating* dp = &data[0]
+    cdef const index_t* ip = &indices[0]
+    cdef const index_t* pp = &indptr[0]
     cdef Py_ssize_t d = s2.shape[0]
     cdef Py_ssize_t i, j, k, st, en
     cdef double acc, x
     with nogil:
         for i in range(n):
-            c[i] = _row_dot(dense, Xd, data, indices, indptr, i, &s2m[0], d)
+            c[i] = _row_dot(dense, Xp, dp, ip, pp, i, &s2m[0], d)
             acc = 0.0
             if dense:
                 for j in range(d):
@@ -151,6 +156,10 @@ def gram_power_matvec(const floating[:, ::1] Xd, const floating[::1] data,
     With v_s = s * v and offset = t_v - m . (s * v) this is Z~ [v; t_v] = t, and
     Z~^T t = [s * (acc - m e^T t); e^T t] (assembled by the caller).
     """
+    cdef const floating* Xp = &Xd[0, 0]
+    cdef const floating* dp = &data[0]
+    cdef const index_t* ip = &indices[0]
+    cdef const index_t* pp = &indptr[0]
     cdef Py_ssize_t n = (Xd.shape[0] if dense else indptr.shape[0] - 1)
     cdef Py_ssize_t d = v_s.shape[0]
     cdef Py_ssize_t i
@@ -159,10 +168,10 @@ def gram_power_matvec(const floating[:, ::1] Xd, const floating[::1] data,
         for i in range(d):
             acc[i] = 0.0
         for i in range(n):
-            t = _row_dot(dense, Xd, data, indices, indptr, i, &v_s[0], d) + offset
+            t = _row_dot(dense, Xp, dp, ip, pp, i, &v_s[0], d) + offset
             tsum += t
             tsq += t * t
-            _row_axpy(dense, Xd, data, indices, indptr, i, t, &acc[0], d)
+            _row_axpy(dense, Xp, dp, ip, pp, i, t, &acc[0], d)
     return tsum, tsq
 
 
@@ -170,6 +179,10 @@ def scatter_dual(const floating[:, ::1] Xd, const floating[::1] data,
                  const index_t[::1] indices, const index_t[::1] indptr, bint dense,
                  const double[::1] y, const double[::1] r, double[::1] a):
     """a = X^T (y * r); returns b = y^T r."""
+    cdef const floating* Xp = &Xd[0, 0]
+    cdef const floating* dp = &data[0]
+    cdef const index_t* ip = &indices[0]
+    cdef const index_t* pp = &indptr[0]
     cdef Py_ssize_t n = y.shape[0]
     cdef Py_ssize_t d = a.shape[0]
     cdef Py_ssize_t i
@@ -181,7 +194,7 @@ def scatter_dual(const floating[:, ::1] Xd, const floating[::1] data,
             u = y[i] * r[i]
             if u != 0.0:
                 b += u
-                _row_axpy(dense, Xd, data, indices, indptr, i, u, &a[0], d)
+                _row_axpy(dense, Xp, dp, ip, pp, i, u, &a[0], d)
     return b
 
 
@@ -193,12 +206,16 @@ def margins(const floating[:, ::1] Xd, const floating[::1] data,
 
     offset_b collects the row-independent terms (-m . s2a + b M + t_bar).
     """
+    cdef const floating* Xp = &Xd[0, 0]
+    cdef const floating* dp = &data[0]
+    cdef const index_t* ip = &indices[0]
+    cdef const index_t* pp = &indptr[0]
     cdef Py_ssize_t n = y.shape[0]
     cdef Py_ssize_t d = s2a.shape[0]
     cdef Py_ssize_t i
     with nogil:
         for i in range(n):
-            theta[i] = y[i] * (_row_dot(dense, Xd, data, indices, indptr, i, &s2a[0], d)
+            theta[i] = y[i] * (_row_dot(dense, Xp, dp, ip, pp, i, &s2a[0], d)
                                - b * c[i] + offset_b)
 
 
@@ -209,7 +226,7 @@ def fista_hsvm_step(const floating[:, ::1] Xd, const floating[::1] data,
                     const double[::1] v, double offset, double by, const double[::1] c,
                     double beta, double L, double mu, double gamma, double kappa,
                     double[::1] r_new, double[::1] a_new):
-    """One FISTA iteration on the perturbed H-SVM dual, in a single pass over the rows.
+    """One FISTA iteration on the perturbed H-SVM dual, in a single sweep over the rows.
 
     The caller passes v = s2 * a(y_k) with a(y_k) = (1 + beta) a_k - beta a_{k-1} (a is
     linear in r) and offset = -m . v + b(y_k) M + b(y_k), by = b(y_k), so that
@@ -218,12 +235,16 @@ def fista_hsvm_step(const floating[:, ::1] Xd, const floating[::1] data,
         y_k,i     = r_i + beta (r_i - r_prev,i)
         grad_i    = 1 - (H~ H~^T y_k)_i - mu y_k,i
         r_new,i   = proj_[0, gamma](y_k,i + grad_i / L)
-        a_new    += y_i r_new,i x_i                  (scatter: a_new = X^T (y * r_new))
+        a_new    += y_i r_new,i x_i   (scatter, rows with r_new,i > 0: a_new = X^T (y * r_new))
 
     Returns (b_new, eps, n_certified, sum(r_new), ||r_new||^2) with the FISTA error bound
     eps = kappa ||y_k - r_new|| (paper section 2.3) and the number of points with
     gamma - r_new,i > eps.
     """
+    cdef const floating* Xp = &Xd[0, 0]
+    cdef const floating* dp = &data[0]
+    cdef const index_t* ip = &indices[0]
+    cdef const index_t* pp = &indptr[0]
     cdef Py_ssize_t n = y.shape[0]
     cdef Py_ssize_t d = a_new.shape[0]
     cdef Py_ssize_t i, ncert = 0
@@ -234,7 +255,7 @@ def fista_hsvm_step(const floating[:, ::1] Xd, const floating[::1] data,
             a_new[i] = 0.0
         for i in range(n):
             yk = r[i] + beta * (r[i] - r_prev[i])
-            hw = y[i] * (_row_dot(dense, Xd, data, indices, indptr, i, &v[0], d)
+            hw = y[i] * (_row_dot(dense, Xp, dp, ip, pp, i, &v[0], d)
                          - by * c[i] + offset)
             rn = _clip(yk + (1.0 - hw - mu * yk) * invL, 0.0, gamma)
             r_new[i] = rn
@@ -245,7 +266,7 @@ def fista_hsvm_step(const floating[:, ::1] Xd, const floating[::1] data,
             u = y[i] * rn
             if u != 0.0:
                 b_new += u
-                _row_axpy(dense, Xd, data, indices, indptr, i, u, &a_new[0], d)
+                _row_axpy(dense, Xp, dp, ip, pp, i, u, &a_new[0], d)
         eps = kappa * sqrt(dsq)
         for i in range(n):
             if gamma - r_new[i] > eps:
@@ -260,6 +281,10 @@ def fista_gradient_pass(const floating[:, ::1] Xd, const floating[::1] data,
                         double beta, double L, double mu, double[::1] yk_out, double[::1] vproj):
     """Gather pass of FISTA for the classical SVM: y_k and the point to project,
     vproj = y_k + grad g(y_k) / L with grad_i = 1 - (H H^T y_k)_i - mu y_k,i."""
+    cdef const floating* Xp = &Xd[0, 0]
+    cdef const floating* dp = &data[0]
+    cdef const index_t* ip = &indices[0]
+    cdef const index_t* pp = &indptr[0]
     cdef Py_ssize_t n = y.shape[0]
     cdef Py_ssize_t d = v.shape[0]
     cdef Py_ssize_t i
@@ -268,7 +293,7 @@ def fista_gradient_pass(const floating[:, ::1] Xd, const floating[::1] data,
     with nogil:
         for i in range(n):
             yk = r[i] + beta * (r[i] - r_prev[i])
-            hw = y[i] * (_row_dot(dense, Xd, data, indices, indptr, i, &v[0], d)
+            hw = y[i] * (_row_dot(dense, Xp, dp, ip, pp, i, &v[0], d)
                          - by * c[i] + offset)
             yk_out[i] = yk
             vproj[i] = yk + (1.0 - hw - mu * yk) * invL
@@ -364,6 +389,10 @@ def dcd_epoch(const floating[:, ::1] Xd, const floating[::1] data,
 
     Returns (pg_max, pg_min, active_size, sum PG_i^2 over the visited coordinates).
     """
+    cdef const floating* Xp = &Xd[0, 0]
+    cdef const floating* dp = &data[0]
+    cdef const index_t* ip = &indices[0]
+    cdef const index_t* pp = &indptr[0]
     cdef Py_ssize_t d = s2a.shape[0]
     cdef Py_ssize_t s, i, tmp
     cdef double b = scal[0], P = scal[1]
@@ -372,7 +401,7 @@ def dcd_epoch(const floating[:, ::1] Xd, const floating[::1] data,
         s = 0
         while s < active_size:
             i = index[s]
-            G = y[i] * (_row_dot(dense, Xd, data, indices, indptr, i, &s2a[0], d)
+            G = y[i] * (_row_dot(dense, Xp, dp, ip, pp, i, &s2a[0], d)
                         - b * c[i] - P + b * M + t_col * b) + mu * r[i] - 1.0
             PG = 0.0
             if r[i] <= 0.0:
@@ -408,7 +437,7 @@ def dcd_epoch(const floating[:, ::1] Xd, const floating[::1] data,
                 if u != 0.0:
                     b += u
                     P += u * c[i]
-                    _row_axpy_scaled(dense, Xd, data, indices, indptr, i, u, &s2[0], &s2a[0], d)
+                    _row_axpy_scaled(dense, Xp, dp, ip, pp, i, u, &s2[0], &s2a[0], d)
             s += 1
         scal[0] = b
         scal[1] = P
@@ -427,13 +456,17 @@ def projected_gradient(const floating[:, ::1] Xd, const floating[::1] data,
     ``t_shift`` adds an intercept not tied to r (classical SVM: the multiplier of
     y^T r = 0); it is 0 for H-SVM.
     """
+    cdef const floating* Xp = &Xd[0, 0]
+    cdef const floating* dp = &data[0]
+    cdef const index_t* ip = &indices[0]
+    cdef const index_t* pp = &indptr[0]
     cdef Py_ssize_t n = y.shape[0]
     cdef Py_ssize_t d = s2a.shape[0]
     cdef Py_ssize_t i
     cdef double G, p, acc = 0.0
     with nogil:
         for i in range(n):
-            G = y[i] * (_row_dot(dense, Xd, data, indices, indptr, i, &s2a[0], d)
+            G = y[i] * (_row_dot(dense, Xp, dp, ip, pp, i, &s2a[0], d)
                         - b * c[i] - P + b * M + t_col * b + t_shift) + mu * r[i] - 1.0
             if r[i] <= 0.0:
                 p = G if G < 0.0 else 0.0
@@ -461,6 +494,10 @@ def pegasos_epoch(const floating[:, ::1] Xd, const floating[::1] data,
     w <- (1 - eta lam) w + eta y_i z_i and bias <- bias + eta y_i, else
     w <- (1 - eta lam) w; then w is projected on the ball of radius 1/sqrt(lam).
     """
+    cdef const floating* Xp = &Xd[0, 0]
+    cdef const floating* dp = &data[0]
+    cdef const index_t* ip = &indices[0]
+    cdef const index_t* pp = &indptr[0]
     cdef Py_ssize_t d = s2a.shape[0]
     cdef Py_ssize_t n_ord = order.shape[0]
     cdef Py_ssize_t s, i, j
@@ -471,7 +508,7 @@ def pegasos_epoch(const floating[:, ::1] Xd, const floating[::1] data,
             i = order[s]
             k += 1.0
             eta = 1.0 / (lam * k)
-            xa = _row_dot(dense, Xd, data, indices, indptr, i, &s2a[0], d)
+            xa = _row_dot(dense, Xp, dp, ip, pp, i, &s2a[0], d)
             dot = alpha * (xa - beta * c[i] - P + beta * M)
             marg = y[i] * (dot + bias)
             alpha *= (1.0 - eta * lam)
@@ -489,7 +526,7 @@ def pegasos_epoch(const floating[:, ::1] Xd, const floating[::1] data,
                 A2 += 2.0 * delta * xa + delta * delta * xsq[i]
                 P += delta * c[i]
                 beta += delta
-                _row_axpy_scaled(dense, Xd, data, indices, indptr, i, delta, &s2[0], &s2a[0], d)
+                _row_axpy_scaled(dense, Xp, dp, ip, pp, i, delta, &s2[0], &s2a[0], d)
                 bias += eta * y[i]
             # ||w||^2 = alpha^2 (a - m beta)^T diag(s2) (a - m beta)
             wn2 = alpha * alpha * (A2 - 2.0 * beta * P + beta * beta * M)
@@ -509,3 +546,36 @@ def pegasos_epoch(const floating[:, ::1] Xd, const floating[::1] data,
         st[3] = A2
         st[4] = bias
         st[5] = k
+
+
+# ------------------------------------------------------------------------- small helpers
+def sum_and_sumsq(const double[::1] x):
+    """(sum x, sum x^2) in one serial loop (no threaded BLAS call between iterations)."""
+    cdef Py_ssize_t i
+    cdef double s = 0.0, q = 0.0
+    with nogil:
+        for i in range(x.shape[0]):
+            s += x[i]
+            q += x[i] * x[i]
+    return s, q
+
+
+def sq_dist(const double[::1] x, const double[::1] z):
+    """||x - z||^2."""
+    cdef Py_ssize_t i
+    cdef double q = 0.0, t
+    with nogil:
+        for i in range(x.shape[0]):
+            t = x[i] - z[i]
+            q += t * t
+    return q
+
+
+def dot(const double[::1] x, const double[::1] z):
+    """x . z in a serial loop."""
+    cdef Py_ssize_t i
+    cdef double q = 0.0
+    with nogil:
+        for i in range(x.shape[0]):
+            q += x[i] * z[i]
+    return q

@@ -127,13 +127,13 @@ def feature_matrix_norm2(data, augmented, tol=1e-10, max_iter=10_000, seed=0):
         vw = v[:d]
         vt = v[d] if augmented else 0.0
         vs = data.s * vw
-        offset = vt - float(data.m @ vs)
+        offset = vt - _f.dot(data.m, vs)
         tsum, tsq = _f.gram_power_matvec(*data.args, vs, offset, acc)
         lam = tsq  # Rayleigh quotient ||Z~ v||^2 with ||v|| = 1
         out = data.s * (acc - data.m * tsum)
         if augmented:
             out = np.append(out, tsum)
-        nrm = np.linalg.norm(out)
+        nrm = float(np.sqrt(_f.sum_and_sumsq(out)[1]))
         if nrm == 0.0:
             return 0.0, it
         v = out / nrm
@@ -353,20 +353,25 @@ class _FistaState(SolverState):
         v -= beta * self.a_prev
         v *= self.data.s2
         by = (1.0 + beta) * self.b - beta * self.b_prev
-        offset = -float(self.data.m @ v) + by * self.data.M + (by if self.augmented else 0.0)
+        offset = -_f.dot(self.data.m, v) + by * self.data.M + (by if self.augmented else 0.0)
         return v, by, offset
 
-    def _objective(self):
-        w = self.data.w_bar(self.a, self.b)
-        wsq = float(w @ w) + (self.b * self.b if self.augmented else 0.0)
-        return -0.5 * wsq + float(self.r.sum()) - 0.5 * self.mu * float(self.r @ self.r)
+    def _objective(self, rsum=None, rsq=None):
+        # serial loops, not numpy dot/sum: a threaded BLAS call per iteration can cost
+        # more than the iteration itself on a loaded machine
+        _, wsq = _f.sum_and_sumsq(self.data.w_bar(self.a, self.b))
+        if self.augmented:
+            wsq += self.b * self.b
+        if rsum is None:
+            rsum, rsq = _f.sum_and_sumsq(self.r)
+        return -0.5 * wsq + rsum - 0.5 * self.mu * rsq
 
     def step(self):
         data = self.data
         v, by, offset = self._extrapolated()
         r_new, a_new = self._r_buf, self._a_buf
         if self.augmented:
-            b_new, eps, ncert, _, _ = _f.fista_hsvm_step(
+            b_new, eps, ncert, rsum, rsq = _f.fista_hsvm_step(
                 *data.args, self.y, self.r_prev, self.r, v, offset, by, data.c,
                 self.beta, self.L, self.mu, self.gamma, self.kappa, r_new, a_new)
         else:
@@ -377,14 +382,15 @@ class _FistaState(SolverState):
             lam = _f.project_box_hyperplane(vproj, self.y, self.gamma, r_new)
             b_new = _f.scatter_dual(*data.args, self.y, r_new, a_new)
             self.t_bar = self.L * lam
-            eps = self.kappa * float(np.linalg.norm(self.y_k - r_new))
+            eps = self.kappa * float(np.sqrt(_f.sq_dist(self.y_k, r_new)))
             ncert = int(np.count_nonzero(self.gamma - r_new > eps))
+            rsum = rsq = None
         self._r_buf, self.r_prev, self.r = self.r_prev, self.r, r_new
         self._a_buf, self.a_prev, self.a = self.a_prev, self.a, a_new
         self.b_prev, self.b = self.b, b_new
         self.error_bound = float(eps)
         self.n_certified = int(ncert)
-        self.objective = self._objective()
+        self.objective = self._objective(rsum, rsq)
         self.n_iter += 1
 
     def snapshot(self):
@@ -543,9 +549,9 @@ class _DCDState(SolverState):
             est_count = np.count_nonzero(self.gamma - self.r > self.error_estimate)
             if est_count > self.certify_fraction * data.n:
                 self._full_bound()
-        w = self.w_bar()
-        self.objective = (-0.5 * (float(w @ w) + self.scal[0] ** 2) + float(self.r.sum())
-                          - 0.5 * self.mu * float(self.r @ self.r))
+        _, wsq = _f.sum_and_sumsq(self.w_bar())
+        rsum, rsq = _f.sum_and_sumsq(self.r)
+        self.objective = -0.5 * (wsq + self.scal[0] ** 2) + rsum - 0.5 * self.mu * rsq
 
     def snapshot(self):
         return {"objective": self.objective, "error_bound": self.error_bound,
