@@ -88,8 +88,9 @@ def test_one_case_of_each_module_runs(benchmarks):
     mem = _module("memory")
     if "dcd" in mk.list_plugins()["solver"]:
         b = mem.SolveMemoryCSR()
-        b.setup("dcd", mem.SIZES[0])
-        ratio = b.track_traced_peak_ratio("dcd", mem.SIZES[0])
+        args = ("dcd", mem.SIZES[0], mem.NNZ_PER_ROW[0])
+        b.setup(*args)
+        ratio = b.track_traced_peak_ratio(*args)
         assert np.isfinite(ratio) and ratio >= 0
 
 
