@@ -570,14 +570,15 @@ def _k_count_certified(chunk, gamma, eps):
 class _DaskFistaState:
     """``svm._FistaState`` (H-SVM) with r, r_prev on the workers; a, b on the client."""
 
-    def __init__(self, pool, data, gamma, mu, L, power_iterations):
+    def __init__(self, pool, data, gamma, mu, L, power_iterations, augmented=True):
         d = data.d
         self.pool, self.data = pool, data
         self.gamma, self.mu, self.L = gamma, mu, L
         self.kappa = L / mu
         sk = np.sqrt(self.kappa)
         self.beta = (sk - 1.0) / (sk + 1.0)
-        self.augmented = True
+        self.augmented = augmented
+        self.t_bar = 0.0
         self.power_iterations = power_iterations
         self.a_prev, self.a = np.zeros(d), np.zeros(d)
         self.b_prev = self.b = 0.0
@@ -593,13 +594,16 @@ class _DaskFistaState:
         v -= beta * self.a_prev
         v *= self.data.s2
         by = (1.0 + beta) * self.b - beta * self.b_prev
-        offset = -float(self.data.m @ v) + by * self.data.M + by
+        offset = -float(self.data.m @ v) + by * self.data.M + (by if self.augmented else 0.0)
         return v, by, offset
 
     def step(self):
         v, by, offset = self._extrapolated()
-        parts = self.pool.map(_k_fista_step, v, offset, by, self.beta, self.L, self.mu,
-                              self.gamma)
+        if self.augmented:
+            parts = self.pool.map(_k_fista_step, v, offset, by, self.beta, self.L, self.mu,
+                                  self.gamma)
+        else:
+            parts = self._svm_step(v, offset, by)
         a_new = np.sum([p[0] for p in parts], axis=0)
         b_new = float(sum(p[1] for p in parts))
         eps = self.kappa * np.sqrt(sum(p[2] for p in parts))
@@ -615,7 +619,7 @@ class _DaskFistaState:
         self.error_bound = float(eps)
         self.n_certified = ncert
         w = self.data.w_bar(self.a, self.b)
-        wsq = float(w @ w) + self.b * self.b
+        wsq = float(w @ w) + (self.b * self.b if self.augmented else 0.0)
         self.objective = -0.5 * wsq + rsum - 0.5 * self.mu * rsq
         self.n_iter += 1
 
@@ -623,30 +627,123 @@ class _DaskFistaState:
         return {"objective": self.objective, "error_bound": self.error_bound,
                 "n_certified": float(self.n_certified)}
 
+    # -- classical SVM: projection onto {0 <= r <= gamma, y^T r = 0} ------------------
+    def _svm_step(self, v, offset, by, n_sample=16):
+        """Gradient pass, exact projection, scatter (``svm._FistaState.step``, fista_svm).
 
-@_driver("fista")
+        ``project_box_hyperplane`` sorts the 2n breakpoints of
+        phi(lam) = y^T proj_[0, gamma](v - lam y) and bisects over them for the
+        neighbouring breakpoints b_lo < b_hi with phi(b_lo) > 0 >= phi(b_hi), then
+        interpolates. Here the bracket [b_lo, b_hi] is narrowed over the chunks' sorted
+        breakpoints: each round samples up to ``n_sample`` breakpoints per chunk inside
+        the bracket (one map) and evaluates phi at them (one map); it ends when no
+        breakpoint lies strictly inside. The interpolation is the same.
+        """
+        pool, gamma = self.pool, self.gamma
+        ends = pool.map(_k_fsvm_gradient, v, offset, by, self.beta, self.L, self.mu, gamma)
+        lo, hi = min(e[0] for e in ends), max(e[1] for e in ends)
+        ph = np.sum(pool.map(_k_fsvm_phi, np.array([lo, hi]), gamma), axis=0)
+        if ph[0] <= 0.0:
+            lam = lo
+        elif ph[1] >= 0.0:
+            lam = hi
+        else:
+            plo, phi_hi = ph
+            while True:
+                inner = pool.map(_k_fsvm_inside, lo, hi, n_sample)
+                if sum(c for _, c in inner) == 0:
+                    break
+                cand = np.unique(np.concatenate([b for b, _ in inner]))
+                pc = np.sum(pool.map(_k_fsvm_phi, cand, gamma), axis=0)
+                pos = np.flatnonzero(pc > 0.0)
+                if pos.size:
+                    lo, plo = cand[pos[-1]], pc[pos[-1]]
+                nonpos = np.flatnonzero((pc <= 0.0) & (cand > lo))
+                if nonpos.size:
+                    hi, phi_hi = cand[nonpos[0]], pc[nonpos[0]]
+            lam = lo + (hi - lo) * plo / (plo - phi_hi) if plo - phi_hi > 0.0 else lo
+        self.t_bar = self.L * lam
+        return pool.map(_k_fsvm_finish, lam, gamma)
+
+
+def _k_fsvm_gradient(chunk, v, offset, by, beta, L, mu, gamma):
+    """``fista_gradient_pass`` on the chunk; keeps y_k, the point to project and its sorted
+    breakpoints y_i v_i, y_i v_i - y_i gamma; returns the smallest and largest."""
+    from .solvers import _svm_fast as f
+
+    cv = chunk.v
+    n = chunk.X.shape[0]
+    yk, vproj = np.empty(n), np.empty(n)
+    f.fista_gradient_pass(*cv["args"], chunk.y, cv["r_prev"], cv["r"], v, offset, by, cv["c"],
+                          beta, L, mu, yk, vproj)
+    y = chunk.y
+    bp = np.sort(np.concatenate([y * vproj, y * vproj - y * gamma]))
+    cv.update(yk=yk, vproj=vproj, bp=bp)
+    return (bp[0], bp[-1]) if bp.size else (np.inf, -np.inf)
+
+
+def _k_fsvm_phi(chunk, lams, gamma):
+    """The chunk's share of phi(lam) = sum_i y_i proj_[0, gamma](v_i - lam y_i)."""
+    y, v = chunk.y, chunk.v["vproj"]
+    out = np.empty(len(lams))
+    for j, lam in enumerate(lams):
+        out[j] = float(np.sum(y * np.clip(v - lam * y, 0.0, gamma)))
+    return out
+
+
+def _k_fsvm_inside(chunk, lo, hi, k):
+    """Breakpoints strictly inside (lo, hi): all of them, or k spread over their ranks."""
+    bp = chunk.v["bp"]
+    a = np.searchsorted(bp, lo, side="right")
+    b = np.searchsorted(bp, hi, side="left")
+    cnt = int(max(b - a, 0))
+    if cnt <= k:
+        return bp[a:b].copy(), cnt
+    return bp[a + (np.arange(1, k + 1) * cnt) // (k + 1)], cnt
+
+
+def _k_fsvm_finish(chunk, lam, gamma):
+    """r_{k+1} = proj(v - lam y), its scatter X^T (y r) and the chunk's sums."""
+    from .solvers import _svm_fast as f
+
+    cv = chunk.v
+    y = chunk.y
+    r_new = cv["r_buf"]
+    np.clip(cv["vproj"] - lam * y, 0.0, gamma, out=r_new)
+    a_new = np.zeros(chunk.X.shape[1])
+    b_new = f.scatter_dual(*cv["args"], y, r_new, a_new)
+    diff = cv["yk"] - r_new
+    cv["r_buf"], cv["r_prev"], cv["r"] = cv["r_prev"], cv["r"], r_new
+    cv["yk"] = cv["vproj"] = cv["bp"] = None
+    rmin = float(r_new.min()) if r_new.size else np.inf
+    return a_new, b_new, float(diff @ diff), float(r_new.sum()), float(r_new @ r_new), rmin
+
+
+@_driver("fista", "fista_svm")
 class FistaDriver(Driver):
-    """``fista`` (strongly convex FISTA on the perturbed H-SVM dual, paper 001 sec. 2.3)."""
+    """``fista`` (strongly convex FISTA on the perturbed H-SVM dual, paper 001 sec. 2.3) and
+    ``fista_svm`` (classical SVM, appendix C: exact projection onto the box and y^T r = 0)."""
 
     @classmethod
     def matches(cls, solver):
-        return _same_class(solver, "fista")
+        return _same_class(solver, "fista") or _same_class(solver, "fista_svm")
 
     def start(self, problem):
         from .solvers.svm import _gamma_mu
 
+        self.augmented = self.solver.name == "fista"
         data = _svm_data(problem, self.solver.params["scale"])
         gamma, mu = _gamma_mu(self.solver.params, data.n)
-        lam, its = feature_matrix_norm2(problem.pool, data.m, data.s, True)
+        lam, its = feature_matrix_norm2(problem.pool, data.m, data.s, self.augmented)
         self._data = data
-        return _DaskFistaState(problem.pool, data, gamma, mu, mu + lam, its)
+        return _DaskFistaState(problem.pool, data, gamma, mu, mu + lam, its, self.augmented)
 
     def finalize(self, problem, state, status):
         from .solvers.svm import CertifiedPointsCertificate
 
         data = self._data
         w_bar = data.w_bar(state.a, state.b)
-        t_bar = state.b
+        t_bar = state.b if self.augmented else state.t_bar
         coef, intercept = data.original(w_bar, t_bar)
         r = problem.pool.gather("r")
         mask = state.gamma - r > state.error_bound
@@ -655,7 +752,8 @@ class FistaDriver(Driver):
         if mask.any():
             fields["certificate"] = CertifiedPointsCertificate(
                 state.error_bound, mask, r.copy(), state.gamma, state.mu, data.scale, data.m,
-                data.s, "hsvm", t_bar, coef, intercept, problem.classes_)
+                data.s, "hsvm" if self.augmented else "svm", t_bar, coef, intercept,
+                problem.classes_)
         fields["extra"] = dict(L=state.L, kappa=state.kappa, gamma=state.gamma, mu=state.mu,
                                power_iterations=state.power_iterations, t_bar=t_bar)
         return fields

@@ -165,11 +165,26 @@ def test_fista_matches_in_memory(client, sparse, scale):
     assert dsk.extra["dask"]["n_chunks"] == 4 and dsk.extra["dask"]["distributed"]
 
 
+@pytest.mark.parametrize("sparse, scale", [(False, "std"), (True, None)])
+def test_fista_svm_matches_in_memory(client, sparse, scale):
+    # classical SVM: the exact projection onto {0 <= r <= gamma, y^T r = 0} is found on
+    # the chunks' breakpoints; same multiplier, same intercept t = L lambda
+    X, y = _synthetic(n=400, separable=False, sparse=sparse)
+    mem = mk.solve(X, y, solver="fista_svm", scale=scale)
+    dsk = mk.solve(_as_dask(X, 130), y, solver="fista_svm", scale=scale)
+    assert mem.status == "certified"
+    assert_same_run(mem, dsk, X, y)
+    _close(dsk.extra["t_bar"], mem.extra["t_bar"])
+    assert abs(dsk.dual_coef_ @ np.where(y > 0, 1.0, -1.0)) < 1e-12
+
+
 def test_fista_a9a_subset_and_fraction_rule(client, a9a_small):
     X, y = a9a_small
-    for stop in (None, ("certified_points", {"fraction": 0.3}), ("max_iter", {"n": 40})):
-        mem = mk.solve(X, y, solver="fista", stop=stop)
-        dsk = mk.solve(_as_dask(X, 1000), y, solver="fista", stop=stop)
+    Xd = _as_dask(X, 1000)
+    for solver, stop in (("fista", None), ("fista", ("certified_points", {"fraction": 0.3})),
+                         ("fista", ("max_iter", {"n": 40})), ("fista_svm", None)):
+        mem = mk.solve(X, y, solver=solver, stop=stop)
+        dsk = mk.solve(Xd, y, solver=solver, stop=stop)
         assert_same_run(mem, dsk, X, y)
 
 
