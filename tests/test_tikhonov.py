@@ -217,11 +217,20 @@ def test_custom_schedule_through_the_stopping_plugin():
     assert res.certificate.target == targets[-1]
 
 
-def test_max_iter_status_and_certificate_not_verified():
+def test_max_iter_status_gives_no_certificate():
     X, y = _classification(n=120)
     res = _solve(X, y, lam=1e-3, t=3, tol=1e-12, max_iter=2)
-    assert res.status == "max_iter"
-    assert not res.certificate.verify(X, y)
+    assert res.status == "max_iter" and res.certificate is None
+    assert res.history["prox_decrement"][-1] > decrement_schedule(1e-12, 3)[0]
+
+
+def test_overflowing_data_ends_honestly():
+    X, y = _classification(n=30)
+    X = X * np.array([1e200] * 15 + [1.0] * 15)[:, None]
+    with pytest.warns(RuntimeWarning, match="rescale X"):
+        res = _solve(X, y, lam=1e-2, t=2)
+    assert res.status == "max_iter" and res.certificate is None
+    assert np.all(np.isfinite(res.coef_)) and res.extra["failure"]
 
 
 # ----------------------------------------------------------------------------- certificate

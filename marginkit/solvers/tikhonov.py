@@ -180,6 +180,13 @@ def _loss_numpy(loss, z, y):
     return 0.5 * r * r, r, np.ones_like(z)
 
 
+def _finite(M):
+    """M itself, or LinAlgError when an entry overflowed (LAPACK would not notice)."""
+    if not np.isfinite(M).all():
+        raise np.linalg.LinAlgError("non-finite Newton system")
+    return M
+
+
 # ====================================================================== representations
 class _Primal:
     """theta in R^p (plus an unpenalized intercept b when asked), z = Phi theta + b."""
@@ -303,6 +310,7 @@ class _TikhonovState(SolverState):
         self.n_iter = 0
         self.elapsed = 0.0
         self.done = False
+        self.failed = None
 
         X, y = problem.X, problem.y
         n_all = X.shape[0]
@@ -384,6 +392,9 @@ class _TikhonovState(SolverState):
         self.g = np.empty(n)
         self.h = np.empty(n)
         self._const_factor = None
+        self.objective = self.empirical_risk = self.penalty = np.nan
+        self.decrement = np.inf
+        self.direction = self.model.zeros()
         self.prox_step = 1
         self.newton_iter = 0
         self.prox_decrement = []
@@ -430,7 +441,26 @@ class _TikhonovState(SolverState):
         return float(self.decrement_targets[min(self.prox_step, len(self.decrement_targets)) - 1])
 
     def _evaluate(self):
-        """Loss derivatives, gradient, Newton direction and decrement at the current w."""
+        """Newton quantities at the current w; a numerically singular or non-finite Newton
+        system (e.g. squares of entries overflowing float64) ends the run honestly."""
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                self._evaluate_unsafe()
+            ok = np.isfinite(self.decrement) and np.all(np.isfinite(self.direction)) \
+                and np.isfinite(self.objective)
+        except (np.linalg.LinAlgError, ValueError):
+            ok = False
+        if not ok:
+            import warnings
+
+            self.failed = ("the Newton system is not numerically positive definite or not "
+                           "finite (entries of X too large or too small for float64?); "
+                           "rescale X")
+            warnings.warn(f"iterated_tikhonov: {self.failed}", RuntimeWarning, stacklevel=2)
+            self.decrement = np.inf
+            self.done = True
+
+    def _evaluate_unsafe(self):
         mdl = self.model
         total = self.loss.derivatives(self.z, self.y, self.g, self.h)
         self.empirical_risk = total / mdl.n
@@ -452,7 +482,7 @@ class _TikhonovState(SolverState):
             else:
                 A = (sq[:, None] * K) * (sq[None, :] / n)
                 A.flat[:: n + 1] += lam
-                cho = sla.cho_factor(A, lower=True, check_finite=False)
+                cho = sla.cho_factor(_finite(A), lower=True, check_finite=False)
                 if self.loss_name == "squared":
                     self._const_factor = cho
             Ku = K @ u
@@ -470,7 +500,7 @@ class _TikhonovState(SolverState):
             if self.loss_name == "squared" and self._const_factor is not None:
                 cho = self._const_factor
             else:
-                cho = sla.cho_factor(mdl.hessian(self.h), lower=True, check_finite=False)
+                cho = sla.cho_factor(_finite(mdl.hessian(self.h)), lower=True, check_finite=False)
                 if self.loss_name == "squared":
                     self._const_factor = cho
             return sla.cho_solve(cho, grad, check_finite=False)
@@ -483,7 +513,7 @@ class _TikhonovState(SolverState):
         rows = self._precond_rows
         sub = _Primal(mdl.Phi[rows], mdl.fit_intercept, self.lam)
         P = sub.hessian(np.ascontiguousarray(self.h[rows]))
-        cho = sla.cho_factor(P, lower=True, check_finite=False)
+        cho = sla.cho_factor(_finite(P), lower=True, check_finite=False)
         gnorm = float(np.linalg.norm(grad))
         # inexact Newton: relative accuracy min(0.1, ||grad||) and, near the target, an
         # absolute accuracy making the decrement error a small fraction of the target
@@ -643,6 +673,8 @@ class NewtonDecrement(StoppingRule):
                                                      self.params["kappa"])
 
     def check(self, state):
+        if getattr(state, "failed", None):
+            return "max_iter"  # the numbers broke down: no target can be met (see extra)
         if state.prox_step >= state.n_prox and \
                 state.decrement <= state.decrement_targets[state.n_prox - 1]:
             return self.status
@@ -822,9 +854,17 @@ class IteratedTikhonov(Solver):
                            doc="keep every proximal iterate in result.extra['path']"),
     }
 
-    @property
-    def task(self):
-        return "regression" if self.params["loss"] == "squared" else "classification"
+    class _Task:
+        """``task`` follows ``loss`` on instances; the class reads as the default
+        (``loss="logistic"``: classification), so code inspecting the registered class
+        sees a string."""
+
+        def __get__(self, obj, cls=None):
+            if obj is None:
+                return "classification"
+            return "regression" if obj.params["loss"] == "squared" else "classification"
+
+    task = _Task()
 
     def start(self, problem):
         return _TikhonovState(self, problem)
@@ -869,7 +909,8 @@ class IteratedTikhonov(Solver):
             fields["intercept_"] = float(w[mdl.p]) if mdl.fit_intercept else 0.0
         # the subproblem the returned iterate belongs to (the last one unless stopped early)
         target = state.decrement_target
-        fields["certificate"] = NewtonDecrementCertificate(
+        # a certificate is a claim that holds: only when the last target was met
+        fields["certificate"] = None if status != "converged" else NewtonDecrementCertificate(
             state.decrement, target, state.loss_name, state.lam, mdl.kind, w, w_prev,
             mdl.fit_intercept, kernel, problem.classes_, state.train_index, centres, projection,
             state.identity_map)
@@ -880,7 +921,14 @@ class IteratedTikhonov(Solver):
         }
         if state.auto:
             fields["history"]["validation_loss"] = np.asarray(state.validation_loss)
+        if state.failed:
+            # keep the last finite iterate (theta^0 = 0 at worst)
+            w = np.where(np.isfinite(w), w, 0.0)
+            for key in ("coef_", "dual_coef_", "support_coef_"):
+                if fields.get(key) is not None:
+                    fields[key] = np.where(np.isfinite(fields[key]), fields[key], 0.0)
         fields["extra"] = {"t": int(t_used), "lam": state.lam, "loss": state.loss_name,
+                           "failure": state.failed,
                            "decrement": state.decrement, "target": target,
                            "newton_solver": state.newton_solver}
         if mdl.kind == "primal" and not state.identity_map:
