@@ -119,7 +119,7 @@ def _l1_block(A, B):
 def _resolve_gamma(gamma, n_features):
     # gamma=None -> 1 / n_features (scikit-learn's pairwise default): a fixed function of
     # the feature count, so K(A, B) never depends on which rows are passed.
-    return 1.0 / n_features if gamma is None else float(gamma)
+    return 1.0 / max(n_features, 1) if gamma is None else float(gamma)
 
 
 _GAMMA = Param(None, numbers.Real, low=0.0, low_open=True, allow_none=True,
