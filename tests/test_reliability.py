@@ -35,32 +35,7 @@ STATUSES = {"separable", "infeasible", "certified", "converged", "max_iter", "ti
             "callback", "interrupted"}
 HOSTILE_MAX_ITER = 3000
 
-#: known bugs in other modules, routed to their owners: (test, case id, solver) -> reason
-_PEGASOS_STATUS = ("pegasos.finalize always returns status 'max_iter', overriding the loop's "
-                   "'interrupted'/'time_limit'/'callback' (marginkit/solvers/svm.py)")
-_SVM_TINY = ("fista_svm: scaling_statistics treats columns with sigma < 1e-12 as constant, so "
-             "data around 1e-150 (or float32 1e-30) loses every feature; the run reports "
-             "'certified' with a certificate that does not verify (marginkit/solvers/svm.py)")
-_SVM_HUGE = ("fista_svm: scaling_statistics squares raw values ((X - mean)**2 overflows for "
-             "|x| ~ 1e300); the run reports 'certified' with a certificate that does not verify "
-             "(marginkit/solvers/svm.py)")
-_NORM_OVERFLOW = ("row norms squared without scaling overflow for |x| ~ 1e300, and the solver "
-                  "reports 'infeasible' at iteration 0 on separable data (its certificate fails "
-                  "verify) (marginkit/utils/_operator.pyx / marginkit/solvers/perceptron.py)")
-_PERCEPTRON_NAN = ("perceptron: coef_ is NaN for |x| ~ 1e300 (overflow in the unnormalized "
-                   "update) (marginkit/solvers/perceptron.py)")
-KNOWN_BUGS = {
-    ("hostile", "extreme_huge", "fista_svm"): _SVM_HUGE,
-    ("hostile", "extreme_tiny", "fista_svm"): _SVM_TINY,
-    ("hostile", "extreme_huge", "isnkpvn"): _NORM_OVERFLOW,
-    ("hostile", "extreme_huge", "nvn"): _NORM_OVERFLOW,
-    ("hostile", "extreme_huge", "snkpvn"): _NORM_OVERFLOW,
-    ("hostile", "extreme_huge", "perceptron"): _PERCEPTRON_NAN,
-    ("hostile", "tiny", "fista_svm"): _SVM_TINY,
-    ("hostile", "f32_tiny", "fista_svm"): _SVM_TINY,
-    ("interrupt", None, "pegasos"): _PEGASOS_STATUS,
-    ("time_limit", None, "pegasos"): _PEGASOS_STATUS,
-}
+KNOWN_BUGS = RT.KNOWN_BUGS
 
 
 def _param(test, case, solver, *values, id):
@@ -376,8 +351,7 @@ def _has_sklearn():
     return True
 
 
-_LIBSVM_NAN = ("load_libsvm: with scikit-learn installed, 'nan'/'inf' values are accepted (only the "
-               "pure-Python fallback rejects them) (marginkit/datasets/_libsvm.py)")
+_LIBSVM_NAN = RT.KNOWN_BUGS[("libsvm", "libsvm_nonfinite", None)]
 
 
 def _libsvm_params():
@@ -478,10 +452,7 @@ def test_cli_case(case, tmp_path, capsys):
     assert re.search(case.match, err), err
 
 
-_EST_INT8 = ("marginkit.sklearn validates X with scikit-learn's validate_data(dtype=[float64, "
-             "float32]), which turns int8/bool X into float64 (8x) before solve() sees it; "
-             "the dtype rule of marginkit/_validation.py says float32 (4x) "
-             "(marginkit/sklearn.py)")
+_EST_INT8 = RT.KNOWN_BUGS[("estimator_dtype", "int8", None)]
 
 
 @pytest.mark.parametrize("name", ["PerceptronClassifier", "SVMClassifier"])
