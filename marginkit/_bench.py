@@ -616,10 +616,15 @@ def _status_text(row):
 
 
 def run_bench(datasets, methods=None, repeat=5, budget=120.0, seed=0, folder=None,
-              all_sizes=False, progress=None):
-    """Run every method on every data set; returns the report dict (also for JSON)."""
+              all_sizes=False, progress=None, checkpoint=None):
+    """Run every method on every data set; returns the report dict (also for JSON).
+
+    ``checkpoint(report)``, when given, is called with the partial report after each
+    data set (``main`` uses it to keep the JSON file current during long runs).
+    """
     methods = default_methods() if methods is None else methods
     rows, notes, described = [], [], []
+    meta = _meta(repeat, budget, seed)
     for name in datasets:
         try:
             ds = load_dataset(name, folder=folder, seed=seed)
@@ -660,8 +665,9 @@ def run_bench(datasets, methods=None, repeat=5, budget=120.0, seed=0, folder=Non
                 row["accuracy_delta_points"] = 100 * (row["test_accuracy"] - ref["test_accuracy"])
             row["status_text"] = _status_text(row)
         rows.extend(ds_rows)
-    return {"meta": _meta(repeat, budget, seed), "datasets": described, "rows": rows,
-            "notes": notes}
+        if checkpoint is not None:
+            checkpoint({"meta": meta, "datasets": described, "rows": rows, "notes": notes})
+    return {"meta": meta, "datasets": described, "rows": rows, "notes": notes}
 
 
 def _reference_row(rows):
@@ -788,14 +794,18 @@ def main(argv=None):
     def progress(msg):
         print(msg, file=sys.stderr, flush=True)
 
+    command = "marginkit bench " + " ".join(argv if argv is not None else sys.argv[1:])
+
+    def write_json(report):
+        report["meta"]["command"] = command
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(report, fh, indent=1, default=_json_default)
+
     report = run_bench(names, methods, repeat=repeat, budget=args.budget, seed=args.seed,
-                       all_sizes=args.all_sizes, progress=progress)
-    report["meta"]["command"] = "marginkit bench " + " ".join(argv if argv is not None
-                                                              else sys.argv[1:])
+                       all_sizes=args.all_sizes, progress=progress, checkpoint=write_json)
+    write_json(report)
     print(format_table(report))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(report, fh, indent=1, default=_json_default)
     return 0
 
 
