@@ -626,8 +626,13 @@ class TwoPartSolver(Solver):
         return {"extra": {"a": state.a, "b": state.b}}
 
 
-@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
-                    reason="signals are delivered to the main thread only")
+_DEFAULT_SIGINT = pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread()
+    or signal.getsignal(signal.SIGINT) is not signal.default_int_handler,
+    reason="needs Python's default SIGINT handler in the main thread")
+
+
+@_DEFAULT_SIGINT
 def test_sigint_inside_a_step_does_not_cut_it():
     mk.register("solver", "two_part")(TwoPartSolver)
     X, y = RT.separable()
@@ -638,6 +643,7 @@ def test_sigint_inside_a_step_does_not_cut_it():
     assert signal.getsignal(signal.SIGINT) is handler  # the user's handler is back
 
 
+@_DEFAULT_SIGINT
 def test_second_sigint_aborts_at_once():
     class _State(_TwoPartState):
         def step(self):
@@ -669,6 +675,7 @@ def _interrupt_data():
     return X, y
 
 
+@_DEFAULT_SIGINT
 @pytest.mark.parametrize("solver", _classifiers("interrupt"))
 def test_interrupt_real_solver_keeps_state(solver):
     """A Ctrl-C between iterations ends the run at the next boundary; the result is the
@@ -709,6 +716,7 @@ def test_time_limit_real_solver(solver):
         assert res.certificate.verify(X, y)
 
 
+@_DEFAULT_SIGINT
 def test_sigint_timer_during_long_real_run():
     """A real asynchronous Ctrl-C (another thread raises SIGINT) during a long run."""
     names = [s for s in REGISTERED if _is_classifier(s)]
