@@ -78,6 +78,12 @@ def separable():
 
 
 @pytest.fixture(scope="module")
+def separable_rho(separable):
+    X, y, _ = separable
+    return min_gnorm_simplex(gram_reference(X, y, "linear"))
+
+
+@pytest.fixture(scope="module")
 def duplicated():
     X, y, pairs = make_duplicated_opposite(30, 4, n_duplicates=2, random_state=2)
     return X, y, pairs
@@ -169,9 +175,10 @@ def test_snkp_bound_rbf():
 
 
 @pytest.mark.parametrize("solver", SOLVERS)
-def test_lemma3_margin_bounds(separable, solver):
+def test_lemma3_margin_bounds(separable, separable_rho, solver):
     X, y, _ = separable
-    rho = min_gnorm_simplex(gram_reference(X, y, "linear"))
+    rho = separable_rho
+    assert rho == pytest.approx(0.2, rel=1e-4)  # make_separable's margin
     res = run(X, y, solver, "linear", stop=("max_iter", {"n": 60}))
     lo, hi = res.margin_bounds
     assert lo <= rho + 1e-9 and rho <= hi + 1e-9

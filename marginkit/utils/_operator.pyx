@@ -500,14 +500,25 @@ cdef void _scale_gram(floating[:, ::1] G, const double[::1] s) noexcept nogil:
             G[i, j] = <floating>(si * s[j] * G[i, j])
 
 
+cdef inline double _row_dot32(const float[:, ::1] G, Py_ssize_t i, const double* a,
+                              Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t j
+    cdef double acc = 0.0
+    for j in range(n):
+        acc += G[i, j] * a[j]
+    return acc
+
+
 cdef void _gram_matvec32(const float[:, ::1] G, const double* a, double* out) noexcept nogil:
-    cdef Py_ssize_t i, j, n = G.shape[0]
-    cdef double acc
-    for i in range(n):
-        acc = 0.0
-        for j in range(n):
-            acc += G[i, j] * a[j]
-        out[i] = acc
+    # out = G @ a in float64; each row is summed by one thread in a fixed order
+    cdef Py_ssize_t i, n = G.shape[0]
+    cdef int nt = _n_threads(<double>n * n)
+    if nt > 1:
+        for i in prange(n, schedule="static", num_threads=nt):
+            out[i] = _row_dot32(G, i, a, n)
+    else:
+        for i in range(n):
+            out[i] = _row_dot32(G, i, a, n)
 
 
 cdef class DenseGramOperator(GramOperator):
