@@ -246,7 +246,7 @@ def load_libsvm(name_or_path, n_features=None):
     --------
     >>> from marginkit.datasets import load_libsvm
     >>> X, y = load_libsvm("heart_scale")
-    >>> X.shape, sorted(set(y))
+    >>> X.shape, sorted(set(y.tolist()))
     ((270, 13), [-1.0, 1.0])
     """
     if n_features is not None:

@@ -1,0 +1,137 @@
+"""The documentation: its examples run, the example plug-in package works through its
+entry point, and ``sphinx-build -W`` passes."""
+import doctest
+import importlib
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import marginkit as mk
+from marginkit._registry import REGISTRIES
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+PLUGIN_PKG = DOCS / "examples" / "plugin_package"
+FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+
+@pytest.mark.parametrize("page", ["quickstart.rst", "plugins.rst"])
+def test_doc_page_examples_run(page):
+    pytest.importorskip("sklearn")  # the quickstart's estimator section
+    needed = {"quickstart.rst": ("isnkpvn", "snkp", "fista", "dcd"), "plugins.rst": ("snkp",)}
+    missing = [s for s in needed[page] if s not in mk.list_plugins()["solver"]]
+    if missing:
+        pytest.skip(f"solvers {missing} not registered")
+    result = doctest.testfile(str(DOCS / page), module_relative=False, optionflags=FLAGS,
+                              raise_on_error=False, verbose=False)
+    assert result.attempted > 5
+    assert result.failed == 0, f"{result.failed} example(s) of docs/{page} failed (see output)"
+
+
+@pytest.mark.parametrize("module", ["marginkit", "marginkit._api", "marginkit._config",
+                                    "marginkit.datasets._libsvm", "marginkit.datasets._mnist",
+                                    "marginkit.sklearn", "marginkit._registry"])
+def test_docstring_examples_run(module):
+    if module == "marginkit.sklearn":
+        pytest.importorskip("sklearn")
+    mod = importlib.import_module(module)
+    result = doctest.testmod(mod, optionflags=FLAGS, verbose=False)
+    assert result.failed == 0
+
+
+def _tempered_entry_point():
+    """EntryPoint objects built from the example package's pyproject.toml."""
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        tomllib = pytest.importorskip("tomli")
+    meta = tomllib.loads((PLUGIN_PKG / "pyproject.toml").read_text())
+    group = "marginkit.smoothers"
+    eps = meta["project"]["entry-points"][group]
+    return [importlib.metadata.EntryPoint(name, value, group) for name, value in eps.items()]
+
+
+def _solve_with_tempered():
+    X, y = mk.datasets.make_separable(120, margin=0.1, random_state=0)[:2]
+    res = mk.solve(X, y, solver="snkp", smoother="tempered_entropy")
+    assert res.status == "separable" and res.certificate.verify(X, y)
+    assert res.config.smoother == "tempered_entropy"
+    return X, y, res
+
+
+@pytest.fixture
+def plugin_on_path(monkeypatch):
+    monkeypatch.syspath_prepend(str(PLUGIN_PKG))
+    yield
+    sys.modules.pop("marginkit_tempered", None)
+
+
+def test_example_plugin_through_entry_points(plugin_on_path):
+    if "snkp" not in mk.list_plugins()["solver"]:
+        pytest.skip("snkp not registered")
+    eps = _tempered_entry_point()
+    assert [ep.name for ep in eps] == ["tempered_entropy"]
+    REGISTRIES["smoother"].load_entry_points(eps)
+    assert "tempered_entropy" in mk.list_plugins()["smoother"]
+    X, y, res = _solve_with_tempered()
+    # at temperature 1 the smoother is the built-in entropy: same iterates, same model
+    cls = mk.get_plugin("smoother", "tempered_entropy")
+    a = mk.solve(X, y, solver="snkp", smoother=cls(temperature=1.0))
+    b = mk.solve(X, y, solver="snkp", smoother="entropy")
+    assert a.n_iter == b.n_iter
+    np.testing.assert_allclose(a.dual_coef_, b.dual_coef_, rtol=1e-9, atol=1e-12)
+    with pytest.raises(ValueError, match="temperature=0.5"):
+        cls(temperature=0.5)
+
+
+@pytest.mark.slow
+def test_example_plugin_installed_with_pip(tmp_path, monkeypatch):
+    """pip-installs the example package into a folder and finds it by its metadata."""
+    if "snkp" not in mk.list_plugins()["solver"]:
+        pytest.skip("snkp not registered")
+    src = tmp_path / "src"
+    shutil.copytree(PLUGIN_PKG, src)  # building writes build/ and *.egg-info beside the sources
+    target = tmp_path / "site"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--quiet",
+         "--disable-pip-version-check", "--target", str(target), str(src)],
+        capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"pip could not build the example package here: {proc.stderr[-500:]}")
+    dists = [d for d in importlib.metadata.distributions(path=[str(target)])
+             if d.metadata["Name"] == "marginkit-tempered"]
+    assert len(dists) == 1
+    eps = [ep for ep in dists[0].entry_points if ep.group == "marginkit.smoothers"]
+    assert [ep.name for ep in eps] == ["tempered_entropy"]
+    monkeypatch.syspath_prepend(str(target))
+    try:
+        REGISTRIES["smoother"].load_entry_points(eps)
+        _solve_with_tempered()
+    finally:
+        sys.modules.pop("marginkit_tempered", None)
+
+
+def test_sphinx_build_without_warnings(tmp_path):
+    pytest.importorskip("sphinx")
+    pytest.importorskip("numpydoc")
+    pytest.importorskip("myst_parser")
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
+         "-d", str(tmp_path / "doctrees"), str(DOCS), str(tmp_path / "html")],
+        capture_output=True, text=True, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    html = (tmp_path / "html")
+    for page in ("index", "quickstart", "userguide", "plugins", "api", "reproductions"):
+        assert (html / f"{page}.html").is_file()
+    for md in DOCS.glob("*.md"):  # every family page is in the user guide
+        assert (html / f"{md.stem}.html").is_file()
+    api = (html / "api.html").read_text()
+    for name in ("marginkit.solve", "PerceptronClassifier", "load_libsvm", "decision_boundary"):
+        assert name in api
