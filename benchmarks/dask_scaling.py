@@ -3,14 +3,15 @@
 a9a replicated ``--replicate`` times (10 -> 325,610 rows, 123 features, CSR) is solved in
 memory and as a row-chunked ``dask.array`` on a ``LocalCluster`` (``--workers`` worker
 processes, one thread each, loopback only). For each solver the time per iteration is
-measured as the difference of two runs with ``max_iter`` = n1 and n2 iterations (so the
-set-up: persisting X, the scaling statistics, the power iteration for L, is excluded and
-reported separately), and the two runs' coefficients are compared.
+the median interval between iteration boundaries (a ``callback`` records them), so the
+set-up (persisting X, building the chunk workers, the scaling statistics, the power
+iteration for L) is excluded and reported separately as the time to the first
+iteration; the coefficients of the two runs are compared.
 
 Usage::
 
     MARGINKIT_DATA=/path/to/data python benchmarks/dask_scaling.py \
-        [--replicate 10] [--workers 2] [--chunks 8] [--solvers fista,snkp,isnkpvn,pegasos]
+        [--replicate 10] [--workers 2] [--chunks 8] [--solvers fista,fista_svm,snkp,isnkpvn,nkp,iterated_tikhonov,pegasos]
 
 Prints one table row per solver and a JSON line with all numbers (``--json PATH`` to save).
 """
@@ -31,27 +32,46 @@ def _data(replicate):
     return X, y
 
 
-def _timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t0
+class _Clock:
+    """A ``callback`` recording the time at each iteration boundary."""
+
+    def __init__(self):
+        self.t0 = time.perf_counter()
+        self.ticks = []
+
+    def __call__(self, state):
+        self.ticks.append(time.perf_counter())
+        return False
+
+    def summary(self):
+        """(median seconds per iteration, seconds before the first iteration)."""
+        t = np.asarray(self.ticks)
+        per = float(np.median(np.diff(t))) if t.size > 1 else float("nan")
+        return per, float(t[0] - self.t0) if t.size else float("nan")
 
 
-def _per_iteration(run, n1, n2):
-    """(seconds per iteration, set-up seconds, result of the longer run)."""
-    r1, t1 = _timed(lambda: run(n1))
-    r2, t2 = _timed(lambda: run(n2))
-    k1, k2 = r1.n_iter, r2.n_iter
-    per = (t2 - t1) / max(k2 - k1, 1)
-    return per, max(t1 - per * k1, 0.0), r2
+def _run(X, y, kw, n):
+    clock = _Clock()
+    res = mk_solve(X, y, callback=clock, **kw(n))
+    per, setup = clock.summary()
+    return per, setup, res
+
+
+def mk_solve(*args, **kwargs):
+    import marginkit as mk
+
+    return mk.solve(*args, **kwargs)
 
 
 CASES = {
-    # name: (solve keywords, n1, n2, iteration keyword)
-    "fista": ({"solver": "fista"}, 10, 40, "max_iter"),
-    "snkp": ({"solver": "snkp"}, 10, 40, "max_iter"),
-    "isnkpvn": ({"solver": "isnkpvn"}, 10, 40, "max_iter"),
-    "pegasos": ({"solver": "pegasos"}, 1, 3, "epochs"),
+    # name: keywords of solve for n iterations (epochs for pegasos), n
+    "fista": (lambda n: {"solver": "fista", "stop": ("max_iter", {"n": n})}, 40),
+    "fista_svm": (lambda n: {"solver": "fista_svm", "stop": ("max_iter", {"n": n})}, 20),
+    "snkp": (lambda n: {"solver": "snkp", "stop": ("max_iter", {"n": n})}, 40),
+    "isnkpvn": (lambda n: {"solver": "isnkpvn", "stop": ("max_iter", {"n": n})}, 40),
+    "nkp": (lambda n: {"solver": "nkp", "stop": ("max_iter", {"n": n})}, 40),
+    "iterated_tikhonov": (lambda n: {"solver": "iterated_tikhonov", "max_iter": n}, 10),
+    "pegasos": (lambda n: {"solver": "pegasos", "epochs": n, "random_state": 0}, 3),
 }
 
 
@@ -60,14 +80,12 @@ def main(argv=None):
     ap.add_argument("--replicate", type=int, default=10)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--chunks", type=int, default=8, help="row chunks of the dask array")
-    ap.add_argument("--solvers", default="fista,snkp,isnkpvn,pegasos")
+    ap.add_argument("--solvers", default="fista,fista_svm,snkp,isnkpvn,nkp,iterated_tikhonov,pegasos")
     ap.add_argument("--json", default=None, help="write the numbers to this file")
     args = ap.parse_args(argv)
 
     import dask.array as da
     from distributed import Client, LocalCluster
-
-    import marginkit as mk
 
     X, y = _data(args.replicate)
     n = X.shape[0]
@@ -79,34 +97,21 @@ def main(argv=None):
     with LocalCluster(n_workers=args.workers, processes=True, threads_per_worker=1,
                       host="127.0.0.1", dashboard_address=None) as cluster, Client(cluster):
         Xd = da.from_array(X, chunks=(rows, -1), asarray=False)
-        print(f"{'solver':9s} {'mem s/it':>10s} {'dask s/it':>10s} {'ratio':>7s} "
+        Xd = Xd.persist()  # the chunks live on the workers before the timed runs
+        print(f"{'solver':17s} {'mem s/it':>10s} {'dask s/it':>10s} {'ratio':>7s} "
               f"{'mem setup':>10s} {'dask setup':>10s} {'max |dcoef|':>12s}")
         for name in args.solvers.split(","):
-            kw, n1, n2, key = CASES[name]
-
-            def run_mem(k, kw=kw, key=key):
-                extra = {key: k}
-                if key == "epochs":
-                    extra["random_state"] = 0
-                return mk.solve(X, y, stop=None if key == "epochs" else ("max_iter", {"n": k}),
-                                **kw, **({} if key == "max_iter" else extra))
-
-            def run_dask(k, kw=kw, key=key):
-                extra = {key: k}
-                if key == "epochs":
-                    extra["random_state"] = 0
-                return mk.solve(Xd, y, stop=None if key == "epochs" else ("max_iter", {"n": k}),
-                                **kw, **({} if key == "max_iter" else extra))
-
-            pm, sm, rm = _per_iteration(run_mem, n1, n2)
-            pd, sd, rd = _per_iteration(run_dask, n1, n2)
+            kw, n_it = CASES[name]
+            pm, sm, rm = _run(X, y, kw, n_it)
+            pd, sd, rd = _run(Xd, y, kw, n_it)
             # pegasos visits the samples in another order on dask (chunk-wise epochs)
             diff = float(np.abs(rm.coef_ - rd.coef_).max())
-            print(f"{name:9s} {pm:10.4f} {pd:10.4f} {pd / pm:7.2f} {sm:10.3f} {sd:10.3f} "
-                  f"{diff:12.3g}")
+            print(f"{name:17s} {pm:10.4f} {pd:10.4f} {pd / pm:7.2f} {sm:10.3f} {sd:10.3f} "
+                  f"{diff:12.3g}", flush=True)
             out["cases"][name] = {"mem_s_per_iter": pm, "dask_s_per_iter": pd,
                                   "ratio": pd / pm, "mem_setup_s": sm, "dask_setup_s": sd,
-                                  "max_abs_coef_diff": diff, "n_iter": int(rd.n_iter)}
+                                  "max_abs_coef_diff": diff, "n_iter": int(rd.n_iter),
+                                  "same_n_iter": bool(rd.n_iter == rm.n_iter)}
     print(json.dumps(out))
     if args.json:
         with open(args.json, "w") as fh:

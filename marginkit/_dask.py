@@ -1529,3 +1529,336 @@ class TikhonovDriver(Driver):
             fields["extra"]["path_intercept"] = np.array(
                 [float(v[p]) if state.fit_intercept else 0.0 for v in steps])
         return fields
+
+
+# ------------------------------------------------------------ vertex methods (columns G e_j)
+class _VChunk:
+    """Chunk side of the vertex methods (``PerceptronCore``, ``NormalizedPerceptronCore``,
+    ``NKPCore``, ``NVNCore``): G e_j = S X (s_j x_j) through the d-vector s_j x_j, whose
+    row x_j comes back from the chunk holding j with the chunk's argmin."""
+
+    def __init__(self, chunk, offset, n, normalize):
+        from .utils._operator import FeatureOperator
+
+        self.op = FeatureOperator(chunk.X, chunk.y, normalize)
+        self.X = chunk.X
+        self.offset = offset
+        self.scale = self.op.scale
+        self.sd = self.op.sqrt_diag
+        nc = chunk.X.shape[0]
+        self.alpha = np.zeros(nc)
+        self.ga = np.zeros(nc)
+        self.p = np.full(nc, 1.0 / n)
+        self.gp = np.zeros(nc)
+        self.best_p = self.p.copy()
+        self.counts = np.zeros(nc)
+        self.col = np.zeros(nc)
+
+    def _row(self, i):
+        X = self.X
+        if sp.issparse(X):
+            a, b = X.indptr[i], X.indptr[i + 1]
+            return ("csr", X.indices[a:b].copy(), np.asarray(X.data[a:b], dtype=np.float64))
+        return ("dense", None, np.asarray(X[i], dtype=np.float64))
+
+    def argmin(self, name, by_sd=False):
+        """(min of ``name`` [or of name / sqrt(K_ii)], global argmin of ``name``, its row,
+        s_j, sqrt(K_jj), gp_j, alpha . ga, p . gp)."""
+        v = getattr(self, name)
+        if v.size == 0:
+            return (np.inf, -1, None, 0.0, 0.0, 0.0, 0.0, 0.0, np.inf)
+        i = int(np.argmin(v))
+        crit = float(np.min(v / self.sd)) if by_sd else float(v[i])
+        return (float(v[i]), self.offset + i, self._row(i), float(self.scale[i]),
+                float(self.sd[i]), float(self.gp[i]), float(self.alpha @ self.ga),
+                float(self.p @ self.gp), crit)
+
+    def column(self, w):
+        self.col = self.op.features_dot(w)
+
+    def owner_add(self, name, j, value):
+        i = j - self.offset
+        if 0 <= i < self.alpha.shape[0]:
+            getattr(self, name)[i] += value
+
+    def scale_vec(self, name, factor):
+        setattr(self, name, getattr(self, name) * factor)
+
+    def mix(self, name, c1, c2, src):
+        # name = c1 * name + c2 * src (the cores' (1 - t) ga + t col)
+        setattr(self, name, c1 * getattr(self, name) + c2 * getattr(self, src))
+
+    def add(self, name, src):
+        setattr(self, name, getattr(self, name) + getattr(self, src))
+
+    def copy(self, dst, src):
+        setattr(self, dst, getattr(self, src).copy())
+
+    def fdot(self, name, w):
+        setattr(self, name, self.op.features_dot(w))
+
+    def primal(self, name):
+        return self.op.primal(getattr(self, name))
+
+    def primal_over_sd(self, name):
+        return self.op.primal(getattr(self, name) / self.sd)
+
+    def dot(self, a, b):
+        return float(getattr(self, a) @ getattr(self, b))
+
+    def best_from_alpha(self, alpha_sum):
+        self.best_p = self.alpha / alpha_sum
+
+
+def _k_v_init(chunk, offset, n, normalize):
+    from .utils._operator import _row_sqnorms
+
+    bad = np.flatnonzero(~(_row_sqnorms(chunk.X) > 0))
+    if bad.size:
+        return bad + offset
+    chunk.v["vx"] = _VChunk(chunk, offset, n, normalize)
+    return bad
+
+
+def _add_row(w, row, c):
+    """w += c * x_j (``FeatureOperator.add_row`` with c = coefficient * s_j)."""
+    kind, idx, vals = row
+    if kind == "csr":
+        w[idx] += c * vals
+    else:
+        w += c * vals
+
+
+class _DaskVertexCore:
+    """The vertex methods of paper 000 on the chunks; one map per iteration (the column
+    G e_j through the row x_j returned by the previous map with the argmin)."""
+
+    def __init__(self, pool, kind, dual_tol):
+        self.pool = pool
+        self.kind = kind  # "perceptron", "normalized_perceptron", "nkp", "nvn"
+        self.n = pool.n_samples
+        self.d = pool.n_features
+        self.dual_tol = dual_tol
+        self.k = 0
+        self.min_margin = np.inf
+        self.alpha_norm = 0.0
+        self.cur_dual = np.inf
+        self.dual_norm = np.inf
+        self.mu = 0.0
+        self.alpha_sum = 0.0
+        self._counts_ga = 0.0
+        self._queue = []
+        normalize = kind != "perceptron"
+        bad = np.concatenate(pool.map_each(_k_v_init, [(pool.offsets[i], self.n, normalize)
+                                                       for i in range(pool.n_chunks)]))
+        if bad.size:
+            raise ValueError(
+                f"row(s) {bad[:10].tolist()}{' ...' if bad.size > 10 else ''} of X have "
+                "K(x, x) = 0 (all-zero feature rows); the normalized Gram is undefined there: "
+                "remove those rows or use a kernel with K(x, x) > 0")
+        if kind == "normalized_perceptron":
+            self.w = np.zeros(self.d)
+        if kind == "nvn":
+            self._matvec("p", "gp")
+            self._queue += [("copy", ("alpha", "p")), ("copy", ("ga", "gp"))]
+            self._margins(self._argmin("ga"))
+            pgp = self._pgp
+            if self.min_margin > 0.0:
+                self._queue.append(("copy", ("gp", "ga")))
+                pgp = self._aga
+            self._dual(self.dual_tol, pgp)
+        elif kind == "perceptron":
+            self._perceptron_stats(self._argmin("ga", by_sd=True))
+        elif kind == "normalized_perceptron":
+            self._np_stats(self._argmin("ga"))
+        else:
+            self._margins(self._argmin("ga"))
+
+    # -- communication -------------------------------------------------------------
+    def _map(self, ops):
+        allops = self._queue + ops
+        self._queue = []
+        return [res[-1] for res in self.pool.map(_k_obj, "vx", allops)]
+
+    def _matvec(self, src, dst):
+        w = np.sum(self._map([("primal", (src,))]), axis=0)
+        self._queue.append(("fdot", (dst, w)))
+
+    def _argmin(self, name, by_sd=False, ops=()):
+        parts = self._map(list(ops) + [("argmin", (name, by_sd))])
+        best = min(range(len(parts)), key=lambda c: (parts[c][0], c))
+        info = parts[best]
+        self.imin, self._row, self._sj, self._sdj, self._gpj = info[1], info[2], info[3], \
+            info[4], info[5]
+        self._aga = sum(p[6] for p in parts)
+        self._pgp = sum(p[7] for p in parts)
+        self._crit = min(p[8] for p in parts)
+        return info[0]
+
+    def _column_w(self):
+        w = np.zeros(self.d)
+        _add_row(w, self._row, 1.0 * self._sj)
+        return w
+
+    def flush(self):
+        if self._queue:
+            self._map([("dot", ("p", "p"))])
+
+    # -- shared pieces of _Core ------------------------------------------------------
+    def _margins(self, gmin):
+        self.min_margin = gmin
+        if self.min_margin > 0.0:
+            self._matvec("alpha", "ga")
+            self.min_margin = self._argmin("ga")
+        self.alpha_norm = _gnorm(self._aga)
+
+    def _dual(self, fresh_below, pgp):
+        self.cur_dual = _gnorm(pgp)
+        if self.cur_dual <= fresh_below:
+            self._matvec("p", "gp")
+            self.cur_dual = _gnorm(sum(self._map([("dot", ("p", "gp"))])))
+        if self.cur_dual < self.dual_norm:
+            self.dual_norm = self.cur_dual
+            self._queue.append(("copy", ("best_p", "p")))
+
+    def _perceptron_stats(self, _):
+        m = self._crit
+        if m > 0.0:
+            self._matvec("counts", "ga")
+            self._argmin("ga", by_sd=True)
+            m = self._crit
+            self._counts_ga = sum(self._map([("dot", ("counts", "ga"))]))
+        self.min_margin = m
+        sq = self._counts_ga
+        self.alpha_norm = _gnorm(sq)
+        if self.alpha_sum > 0.0:
+            self.cur_dual = self.alpha_norm / self.alpha_sum
+            if self.cur_dual < self.dual_norm:
+                self.dual_norm = self.cur_dual
+                self._queue.append(("best_from_alpha", (self.alpha_sum,)))
+
+    def _np_stats(self, gmin):
+        self.min_margin = gmin
+        self.alpha_norm = _gnorm(float(self.w @ self.w))
+        if self.k > 0:
+            self.cur_dual = self.alpha_norm
+            if self.cur_dual < self.dual_norm:
+                self.dual_norm = self.cur_dual
+                self._queue.append(("copy", ("best_p", "alpha")))
+
+    # -- steps -----------------------------------------------------------------------
+    def step(self):
+        j = self.imin
+        if self.kind == "perceptron":
+            sdj = self._sdj
+            self.alpha_sum += sdj
+            w = self._column_w()
+            ops = [("owner_add", ("counts", j, 1.0)), ("owner_add", ("alpha", j, sdj)),
+                   ("column", (w,)), ("add", ("ga", "col"))]
+            self.k += 1
+            parts = self._map(ops + [("dot", ("counts", "ga"))])
+            self._counts_ga = sum(parts)
+            self._argmin("ga", by_sd=True)
+            self._perceptron_stats(None)
+        elif self.kind == "normalized_perceptron":
+            t = 1.0 / (self.k + 1)
+            self.w = self.w * (1.0 - t)
+            _add_row(self.w, self._row, t * self._sj)
+            ops = [("scale_vec", ("alpha", 1.0 - t)), ("owner_add", ("alpha", j, t)),
+                   ("fdot", ("ga", self.w)), ("copy", ("p", "alpha"))]
+            self.k += 1
+            self._np_stats(self._argmin("ga", ops=ops))
+        elif self.kind == "nkp":
+            t = 1.0 / (self.k + 1)
+            w = self._column_w()
+            ops = [("column", (w,)), ("scale_vec", ("alpha", 1.0 - t)),
+                   ("mix", ("ga", 1.0 - t, t, "col")), ("owner_add", ("alpha", j, t))]
+            self.k += 1
+            self._margins(self._argmin("ga", ops=ops))
+            self._queue += [("copy", ("p", "alpha")), ("copy", ("gp", "ga"))]
+            self._dual(self.dual_tol, self._aga)
+        else:  # nvn
+            w = self._column_w()
+            parts = self._map([("column", (w,)), ("dot", ("p", "gp"))])
+            a = sum(parts)
+            b = self._gpj
+            c = self._sj * _row_dot(self._row, w)
+            den = a - 2.0 * b + c
+            t = (a - b) / den if den > 0.0 else 0.0
+            t = min(max(t, 0.0), 1.0)
+            ops = [("scale_vec", ("p", 1.0 - t)), ("mix", ("gp", 1.0 - t, t, "col")),
+                   ("owner_add", ("p", j, t)), ("copy", ("alpha", "p")), ("copy", ("ga", "gp"))]
+            self.k += 1
+            self._margins(self._argmin("ga", ops=ops))
+            if self.min_margin > 0.0:
+                self._queue.append(("copy", ("gp", "ga")))
+                pgp = self._aga
+            else:
+                pgp = self._pgp
+            self._dual(self.dual_tol, pgp)
+
+    def margin_bounds(self):
+        lower = self.min_margin / self.alpha_norm if (self.min_margin > 0 and self.alpha_norm > 0) \
+            else -np.inf
+        return lower, self.dual_norm
+
+
+def _row_dot(row, w):
+    kind, idx, vals = row
+    if kind == "csr":
+        acc = 0.0
+        for k in range(vals.shape[0]):
+            acc += vals[k] * w[idx[k]]
+        return acc
+    return float(vals @ w)
+
+
+class _DaskVertexState(_DaskFamilyState):
+    def __init__(self, core):
+        super().__init__(core)
+        core.iterated = False
+
+
+@_driver("perceptron", "normalized_perceptron", "nkp", "nvn")
+class VertexPerceptronDriver(Driver):
+    """``perceptron``, ``normalized_perceptron``, ``nkp`` and ``nvn`` (paper 000, secs. 2.1,
+    4 and 5) with the linear kernel: one column G e_j per iteration."""
+
+    _NAMES = ("perceptron", "normalized_perceptron", "nkp", "nvn")
+
+    @classmethod
+    def matches(cls, solver):
+        return any(_same_class(solver, name) for name in cls._NAMES)
+
+    def start(self, problem):
+        core = _DaskVertexCore(problem.pool, self.solver.name, self.solver.params["eps"])
+        return _DaskVertexState(core)
+
+    def finalize(self, problem, state, status):
+        from ._result import InfeasibilityCertificate, SeparatorCertificate
+
+        core, pool = state.core, problem.pool
+        core.flush()
+        alpha = np.concatenate(pool.map(_k_v_get, "alpha"))
+        lower, upper = core.margin_bounds()
+        fields = {"status": status, "dual_coef_": alpha,
+                  "dual_vector": np.concatenate(pool.map(_k_v_get, "p")),
+                  "margin_bounds": (float(lower), float(upper)), "certificate": None}
+        kernel, classes = problem.kernel, problem.classes_
+        if status == "separable":
+            fields["certificate"] = SeparatorCertificate(alpha, core.min_margin, kernel, classes)
+        elif status == "infeasible":
+            value = float(core.dual_norm)
+            fields["certificate"] = InfeasibilityCertificate(
+                np.concatenate(pool.map(_k_v_get, "best_p")), value,
+                max(float(core.dual_tol), value), kernel, classes)
+        op = "primal_over_sd" if core.kind == "perceptron" else "primal"
+        w = np.sum(core._map([(op, ("alpha",))]), axis=0)
+        fields.update(coef_=np.asarray(w, dtype=np.float64), intercept_=0.0)
+        if core.kind == "perceptron":
+            fields["extra"] = {"mistake_counts": np.concatenate(pool.map(_k_v_get, "counts"))}
+        return fields
+
+
+def _k_v_get(chunk, name):
+    return np.array(getattr(chunk.v["vx"], name), dtype=np.float64)
