@@ -439,3 +439,17 @@ def test_approximations_feed_feature_space_solvers():
     # composition accepts them wherever a feature map is required
     for name in ("linear", "nystroem", "rff"):
         assert callable(getattr(mk.get_plugin("kernel", name)(), "feature_map", None))
+
+
+@pytest.mark.parametrize("q", [2, 4, 22, 1.001, 1.5, 2.5, 3, 3 + 1e-12, 3.004, 5 - 1e-5, 7.25,
+                               39.5, 55.5])
+def test_spline_cython_matches_numpy_series(q, rng):
+    # the Cython Gram (truncated expansion, per-entry routes) against the numpy reference
+    A, B = rng.random((30, 2)) * 3 - 1, rng.random((20, 2))
+    ref = np.ones((30, 20))
+    for j in range(2):
+        ref *= 1 + 2 * periodic_cosine_series(A[:, j][:, None] - B[:, j][None, :], q)
+    k = mk.get_plugin("kernel", "spline")(order=q)
+    assert_allclose(k(A, B), ref, rtol=0, atol=2e-15 * np.abs(ref).max())
+    S = k(A)
+    assert np.array_equal(S, S.T)

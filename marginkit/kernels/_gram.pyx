@@ -22,7 +22,7 @@ deterministic too.
 """
 from cython cimport floating
 from cython.parallel cimport prange, threadid
-from libc.math cimport exp, fabs, pow
+from libc.math cimport cos, expm1, fabs, floor, log, pow
 from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 ctypedef fused index_a:
@@ -390,3 +390,70 @@ def finish_poly(floating[:, ::1] out, double gamma, double coef0, double degree)
         for i in prange(m, schedule="static", num_threads=_n_threads(<double>m * n * 20.0)):
             for j in range(n):
                 out[i, j] = <floating>pow(gamma * <double>out[i, j] + coef0, degree)
+
+
+# ------------------------------------------------------------------------------ periodic spline
+cdef inline double _horner(const double* c, Py_ssize_t nc, double x) noexcept nogil:
+    cdef double s = 0.0
+    cdef Py_ssize_t i
+    for i in range(nc):
+        s = s * x + c[i]
+    return s
+
+
+cdef inline double _cos_series(double t, int mode, const double* c, Py_ssize_t nc, double amp,
+                               double q, int j0, double eps, double zreg, double dlg,
+                               double lsin, double zq, double pair_scale) noexcept nogil:
+    """C_q(t) = sum_{k >= 1} cos(2 pi k t) / k^q, by the route of ``_periodic.series_plan``."""
+    cdef double u, x, s, m, expm
+    cdef Py_ssize_t k
+    t = fabs(t)
+    u = t - floor(t)
+    if u > 0.5:
+        u = 1.0 - u
+    if mode == 0:
+        return _horner(c, nc, u)
+    if mode == 3:
+        s = 0.0
+        for k in range(nc, 0, -1):        # smallest terms first
+            s = s + cos(6.283185307179586 * k * u) * c[k - 1]
+        return s
+    x = 6.283185307179586 * u
+    s = _horner(c, nc, x * x)
+    if mode == 1:
+        return s + amp * pow(x, q - 1.0)
+    if x > 0.0:
+        m = log(x) - dlg + lsin
+        expm = m if eps == 0.0 else expm1(eps * m) / eps
+        return s + pair_scale * pow(x, 2.0 * j0) * (zreg - expm)
+    return zq if j0 == 0 else s
+
+
+def spline_factor(const double[::1] a, const double[::1] b, double[:, ::1] out, int mode,
+                  const double[::1] coef, tuple scalars, double weight, bint same=False):
+    """In place: out[i, j] *= 1 + weight * C_q(a[i] - b[j]) (one coordinate of the spline).
+
+    ``same=True`` (b is a): only the upper triangle j >= i is updated; the caller mirrors
+    once after the last coordinate.
+    """
+    cdef Py_ssize_t m = out.shape[0]
+    cdef Py_ssize_t n = out.shape[1]
+    cdef Py_ssize_t nc = coef.shape[0]
+    cdef Py_ssize_t i, j, j0s
+    cdef double amp = scalars[0]
+    cdef double q = scalars[1]
+    cdef int j0 = scalars[2]
+    cdef double eps = scalars[3]
+    cdef double zreg = scalars[4]
+    cdef double dlg = scalars[5]
+    cdef double lsin = scalars[6]
+    cdef double zq = scalars[7]
+    cdef double pair_scale = scalars[8]
+    cdef const double* c = &coef[0]
+    with nogil:
+        for i in prange(m, schedule="dynamic", chunksize=16,
+                        num_threads=_n_threads(<double>m * n * (nc + 10))):
+            j0s = i if same else 0
+            for j in range(j0s, n):
+                out[i, j] *= 1.0 + weight * _cos_series(a[i] - b[j], mode, c, nc, amp, q, j0,
+                                                        eps, zreg, dlg, lsin, zq, pair_scale)

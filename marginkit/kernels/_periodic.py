@@ -20,7 +20,7 @@ from math import comb, factorial
 import numpy as np
 from scipy.special import gammaln, polygamma, zeta
 
-__all__ = ["periodic_cosine_series", "bernoulli_numbers"]
+__all__ = ["periodic_cosine_series", "bernoulli_numbers", "series_plan"]
 
 # Stieltjes constants gamma_0..gamma_6: zeta(1 + e) = 1/e + sum_k (-1)^k gamma_k e^k / k!
 _STIELTJES = (0.5772156649015329, -0.07281584548367672, -0.009690363192872318,
@@ -119,7 +119,7 @@ def periodic_cosine_series(t, q):
     q = float(q)
     if not q > 1.0:
         raise ValueError(f"q={q!r} must be > 1 (the series diverges at t = 0 otherwise)")
-    t = np.asarray(t, dtype=np.float64)
+    t = np.abs(np.asarray(t, dtype=np.float64))  # C is even: |t| makes C(t) == C(-t) bitwise
     u = t - np.floor(t)
     u = np.minimum(u, 1.0 - u)                # in [0, 1/2], C is even and 1-periodic
     if q >= _DIRECT_FROM:
@@ -136,3 +136,34 @@ def periodic_cosine_series(t, q):
         return _near_odd(x, q)
     A, c = _series_coefficients(q)
     return A * x ** (q - 1.0) + np.polynomial.polynomial.polyval(x * x, c)
+
+
+def series_plan(q):
+    """Precomputed constants for the Cython evaluation of C_q (``_gram.spline_factor``).
+
+    Returns ``(mode, coef, scalars)``: mode 0 = even closed form (``coef``: polynomial in u,
+    highest power first), 1 = polylog expansion, 2 = near an odd integer (``coef``: the
+    series in x^2, highest power first, truncated where 2 (2 pi)^(q-1) 4^-j < 1e-17),
+    3 = plain series (``coef[k-1] = k^-q``); ``scalars`` = (amp, q, j0, eps, zreg, dlg, lsin,
+    zeta(q), pair_scale) as used by that mode.
+    """
+    q = float(q)
+    if not q > 1.0:
+        raise ValueError(f"q={q!r} must be > 1")
+    zero = (0.0, q, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    if q >= _DIRECT_FROM:
+        n_terms = int(np.ceil(10.0 ** (17.0 / (q - 1.0)))) + 1
+        return 3, np.arange(1, n_terms + 1, dtype=np.float64) ** (-q), zero
+    if q == np.round(q) and int(q) % 2 == 0:
+        return 0, np.ascontiguousarray(_even_coefficients(int(q))), zero
+    n_keep = int(np.ceil((np.log(2.0) + (q - 1.0) * np.log(2 * np.pi) + 17 * np.log(10.0))
+                         / np.log(4.0))) + 2
+    n_keep = min(n_keep, _N_SERIES)
+    n = np.round(q)
+    if int(n) % 2 == 1 and abs(q - n) < _NEAR_ODD:
+        n, eps, j0, c, zreg, dlg, lsin = _near_odd_coefficients(q)
+        sign = -1.0 if j0 % 2 else 1.0
+        scal = (0.0, q, j0, eps, zreg, dlg, lsin, float(zeta(q)), sign / factorial(2 * j0))
+        return 2, np.ascontiguousarray(c[:n_keep][::-1]), scal
+    A, c = _series_coefficients(q)
+    return 1, np.ascontiguousarray(c[:n_keep][::-1]), (A,) + zero[1:]

@@ -368,29 +368,26 @@ class SplineKernel(Kernel):
                                doc="Fourier weights |k|^-q ('series') or |2 pi k|^-q ('bernoulli')"),
     }
 
-    # rows per block so that the temporaries of one coordinate stay near 8 MB
-    _BLOCK_ELEMENTS = 1 << 20
-
     def _weight(self):
         q = float(self.order)
         return 2.0 if self.normalization == "series" else 2.0 * (2.0 * np.pi) ** (-q)
 
     def __call__(self, A, B=None):
-        from ._periodic import periodic_cosine_series
+        from ._periodic import series_plan
 
         A, B, dtype = prepare_pair(A, B)
-        q, w = float(self.order), self._weight()
-        nA, nB, d = A.shape[0], B.shape[0], A.shape[1]
+        same = B is A
+        mode, coef, scalars = series_plan(float(self.order))
+        w = self._weight()
         Ac = A.tocsc() if sp.issparse(A) else A
-        Bc = Ac if B is A else (B.tocsc() if sp.issparse(B) else B)
-        K = np.ones((nA, nB), dtype=np.float64)
-        step = max(1, self._BLOCK_ELEMENTS // max(nB, 1))
-        for j in range(d):
+        Bc = Ac if same else (B.tocsc() if sp.issparse(B) else B)
+        K = np.ones((A.shape[0], B.shape[0]), dtype=np.float64)
+        for j in range(A.shape[1]):
             a = _column(Ac, j)
-            b = a if Bc is Ac else _column(Bc, j)
-            for i in range(0, nA, step):
-                T = a[i:i + step, None] - b[None, :]
-                K[i:i + step] *= 1.0 + w * periodic_cosine_series(T, q)
+            b = a if same else _column(Bc, j)
+            _gram.spline_factor(a, b, K, mode, coef, scalars, w, same)
+        if same:
+            _gram.mirror_upper(K)
         return K.astype(dtype, copy=False)
 
     def diag(self, A):
@@ -405,5 +402,5 @@ class SplineKernel(Kernel):
 def _column(X, j):
     """Column j as a dense float64 vector (X dense or CSC; never densifies the matrix)."""
     if sp.issparse(X):
-        return np.asarray(X[:, [j]].toarray(), dtype=np.float64).ravel()
-    return np.asarray(X[:, j], dtype=np.float64)
+        return np.ascontiguousarray(X[:, [j]].toarray(), dtype=np.float64).ravel()
+    return np.ascontiguousarray(X[:, j], dtype=np.float64)
