@@ -79,7 +79,8 @@ class ReferenceSolver(Solver):
     def finalize(self, problem, state, status):
         if state.coef is not None:
             return {"coef_": state.coef, "intercept_": 0.0}
-        return {"dual_coef_": problem.y.copy()}
+        return {"dual_coef_": problem.y.copy(), "support_coef_": problem.y / len(problem.y),
+                "support_": None if problem.kernel.precomputed else problem.X}
 
 
 @pytest.fixture(autouse=True)
