@@ -220,3 +220,52 @@ def test_estimator_clear_error_or_valid_model(name, problem):
             assert set(est.classes_.tolist()) == set(y.tolist())
             assert set(est.predict(X).tolist()) <= set(y.tolist())
     assert _snapshot(X) == before
+
+
+# ------------------------------------------------------------------ LIBSVM reader fuzzing
+# non-finite values ("1:nan", "1:1e400") are the tracked case libsvm_nonfinite of
+# tests/reliability_table.py (accepted when scikit-learn's reader is used)
+_TOKENS = ["1", "-1", "+1", "0", "2.5", "1:0.5", "2:1", "3:-2e3", "10:1", "0:1", "-2:1", "2:",
+           ":1", "x:1", "1:abc", "qid:3", "#", "# c", " ", "  ", "\t", "\n", "\r\n", "1:1:1",
+           "é", "\x00"]
+
+
+def _loader():
+    datasets = pytest.importorskip("marginkit.datasets")
+    if not hasattr(datasets, "load_libsvm"):
+        pytest.skip("marginkit.datasets.load_libsvm not available yet")
+    return datasets.load_libsvm
+
+
+def _check_load(load, path):
+    try:
+        X, y = load(str(path))
+    except ValueError as exc:
+        msg = str(exc)
+        assert path.name in msg, msg  # names the file
+        assert ("line " in msg or "no samples" in msg or "compressed" in msg
+                or "not a text file" in msg), msg
+        return
+    assert sp.issparse(X) and X.shape[0] == y.shape[0] >= 1
+    assert np.isfinite(y).all() and np.isfinite(X.data).all()
+    assert X.has_canonical_format and (X.indices >= 0).all()
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(tokens=st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=30))
+def test_libsvm_reader_clear_error_or_valid_matrix(tokens, tmp_path_factory):
+    """Any text: a valid CSR matrix and labels, or a ValueError naming the file and line."""
+    load = _loader()
+    path = tmp_path_factory.mktemp("fuzz") / "data.txt"
+    path.write_bytes(" ".join(tokens).encode("utf-8"))
+    _check_load(load, path)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, database=None)
+@given(data=st.binary(min_size=1, max_size=200),
+       suffix=st.sampled_from(["", ".gz", ".xz", ".bz2"]))
+def test_libsvm_reader_binary_garbage(data, suffix, tmp_path_factory):
+    load = _loader()
+    path = tmp_path_factory.mktemp("fuzz") / f"data{suffix}"
+    path.write_bytes(data)
+    _check_load(load, path)
