@@ -75,6 +75,9 @@ def test_gram_symmetric_psd_and_diag(name, kw, fmt, dtype, rng):
     Xf = _fmt(X, fmt, dtype)
     K = kernel(Xf)
     assert_allclose(K, K.T, rtol=0, atol=0)  # B = A is computed symmetric exactly
+    ref = SKLEARN[name][0](X, X, **kw)
+    tol = _tol(dtype)
+    assert_allclose(K, ref, rtol=tol["rtol"], atol=tol["atol"] * max(1.0, np.abs(ref).max()))
     K64 = K.astype(np.float64)
     lam_min = np.linalg.eigvalsh(K64).min()
     assert lam_min >= -1e-6 * max(1.0, np.abs(K64).max()) * (1e3 if dtype == np.float32 else 1)

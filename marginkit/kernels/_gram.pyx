@@ -178,19 +178,21 @@ def max_threads():
 def dot_csr_csc(const floating[::1] a_data, const index_a[::1] a_indices,
                 const index_a[::1] a_indptr, const floating[::1] bt_data,
                 const index_b[::1] bt_indices, const index_b[::1] bt_indptr,
-                floating[:, ::1] out, double[:, ::1] work):
+                floating[:, ::1] out, double[:, ::1] work, bint same=False, bint mirror=True):
     """out = A @ B.T with A in CSR and B in CSC (``bt_*``: the CSR arrays of B.T).
 
     Row i of the result accumulates a_ik * B[:, k] over the stored features k of row i,
-    in increasing k: the cost is the number of shared (feature, row) pairs, and entry (i, j)
-    sums the same products in the same order as entry (j, i) of K(B, A). ``work`` is a
-    float64 scratch array of shape (max_threads(), n), one row per thread.
+    in increasing k: the cost is the number of shared (feature, row) pairs. ``work`` is a
+    float64 scratch array of shape (max_threads(), n), one row per thread. ``same=True``
+    (B is A): only the upper triangle j >= i is accumulated (the row indices of a CSC
+    column are sorted, so the entries j >= i are found by bisection), then mirrored unless
+    ``mirror=False``.
     """
     cdef Py_ssize_t m = out.shape[0]
     cdef Py_ssize_t n = out.shape[1]
-    cdef Py_ssize_t i, j, col, t
+    cdef Py_ssize_t i, j, j0, col, t
     cdef index_a p
-    cdef index_b q
+    cdef index_b q, lo, hi, mid
     cdef double v
     cdef double avg_col = (bt_indptr[bt_indptr.shape[0] - 1] - bt_indptr[0]) / <double>max(bt_indptr.shape[0] - 1, 1)
     cdef int nt = min(_n_threads(2.0 * m * n + <double>(a_indptr[m] - a_indptr[0]) * avg_col),
@@ -200,15 +202,29 @@ def dot_csr_csc(const floating[::1] a_data, const index_a[::1] a_indices,
     with nogil:
         for i in prange(m, schedule="dynamic", chunksize=8, num_threads=nt):
             t = threadid()
-            for j in range(n):
+            j0 = i if same else 0
+            for j in range(j0, n):
                 work[t, j] = 0.0
             for p in range(a_indptr[i], a_indptr[i + 1]):
                 col = a_indices[p]
                 v = a_data[p]
-                for q in range(bt_indptr[col], bt_indptr[col + 1]):
+                lo = bt_indptr[col]
+                hi = bt_indptr[col + 1]
+                if same:
+                    # first stored row >= i in this column
+                    while lo < hi:
+                        mid = lo + (hi - lo) // 2
+                        if bt_indices[mid] < i:
+                            lo = mid + 1
+                        else:
+                            hi = mid
+                    hi = bt_indptr[col + 1]
+                for q in range(lo, hi):
                     work[t, bt_indices[q]] += v * bt_data[q]
-            for j in range(n):
+            for j in range(j0, n):
                 out[i, j] = <floating>work[t, j]
+        if same and mirror:
+            _mirror_upper(out)
 
 
 # ------------------------------------------------------------------------------ L1 distances

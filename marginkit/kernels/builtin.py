@@ -97,7 +97,8 @@ def _dot_block(A, B, upper_only=False):
         Bt = B.tocsc()
         Bt.sort_indices()
         work = np.empty((max(1, _gram.max_threads()), B.shape[0]), dtype=np.float64)
-        _gram.dot_csr_csc(A.data, A.indices, A.indptr, Bt.data, Bt.indices, Bt.indptr, out, work)
+        _gram.dot_csr_csc(A.data, A.indices, A.indptr, Bt.data, Bt.indices, Bt.indptr, out, work,
+                          same, not upper_only)
     return out
 
 
