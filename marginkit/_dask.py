@@ -864,6 +864,7 @@ class _PFChunk:
         self.q = np.full(nc, 1.0 / n) if q is None else np.array(q, dtype=np.float64)
         self._sorted = None
         self._csum = None
+        self._spec = None
 
     # generic pieces
     def primal(self, name):
@@ -914,6 +915,21 @@ class _PFChunk:
 
     def scale_v(self, factor):
         self.v = self.v * factor
+
+    def stats_speculate(self, c1, c2, c3, inv):
+        """``stats`` now, and the next iteration's update and softmax shares computed
+        ahead into side buffers (committed by ``commit`` if the run takes that step)."""
+        st = self.stats()
+        alpha, ga, v = self.alpha, self.ga, self.v
+        self.iterate(c1, c2, c3)
+        spec = self.entropy_local(inv)
+        self._spec = (self.alpha, self.ga, self.v)
+        self.alpha, self.ga, self.v = alpha, ga, v
+        return st + (spec,)
+
+    def commit(self):
+        self.alpha, self.ga, self.v = self._spec
+        self._spec = None
 
     # l2 smoother: projection of q - G alpha / mu onto the simplex
     def l2_raw(self, inv):
@@ -981,6 +997,7 @@ class _DaskSmoothedCore:
         self.outer = 0
         self.delta = np.inf
         self._queue = []
+        self._spec = None
         qparts = [None] * pool.n_chunks if q is None else pool.split(q)
         bad = np.concatenate(pool.map_each(_k_pf_init, [(pool.offsets[i], self.n, qparts[i])
                                                         for i in range(pool.n_chunks)]))
@@ -1018,10 +1035,11 @@ class _DaskSmoothedCore:
             self._map([("dot", ("p", "p"))])
 
     # -- the smoother: v = argmin_p <G alpha, p> + mu d_q(p), then G v ----------------
-    def _smooth(self):
+    def _smooth(self, parts=None):
         inv = 1.0 / self.mu
         if self.kind == "entropy":
-            parts = self._map([("entropy_local", (inv,))])
+            if parts is None:
+                parts = self._map([("entropy_local", (inv,))])
             gmin = min(p[0] for p in parts)
             fac = [np.exp(-(p[0] - gmin) * inv) for p in parts]
             total = sum(f * p[1] for f, p in zip(fac, parts))
@@ -1077,6 +1095,7 @@ class _DaskSmoothedCore:
     def _margins(self, stats):
         self.min_margin = min(s[0] for s in stats)
         if self.min_margin > 0.0:
+            self._spec = None  # computed from the G alpha being replaced
             self._matvec("alpha", "ga")
             stats = self._map([("margin_stats", ())])
             self.min_margin = min(s[0] for s in stats)
@@ -1085,6 +1104,7 @@ class _DaskSmoothedCore:
     def _dual(self, fresh_below, pgp):
         self.cur_dual = _gnorm(pgp)
         if self.cur_dual <= fresh_below:
+            self._spec = None  # computed from the G p being replaced
             self._matvec("p", "gp")
             self.cur_dual = _gnorm(sum(self._map([("dot", ("p", "gp"))])))
         if self.cur_dual < self.dual_norm:
@@ -1099,13 +1119,33 @@ class _DaskSmoothedCore:
         self._margins(stats)
         self._dual(fresh_below, sum(st[2] for st in stats))
 
+    @staticmethod
+    def _coefficients(k):
+        t = 2.0 / (k + 3)
+        return t, 1.0 - t, (1.0 - t) * t, t * t
+
     def _iterate(self):
-        t = 2.0 / (self.k + 3)
-        c1, c2, c3 = 1.0 - t, (1.0 - t) * t, t * t
-        self._queue.append(("iterate", (c1, c2, c3)))
+        """One SNKP iteration. With the entropy smoother the map that finishes iteration k
+        also computes iteration k+1's update and softmax shares ahead (``stats_speculate``),
+        so an iteration costs one map; they are discarded when a fresh G alpha / G p or a
+        restart intervenes, or when the run stops."""
+        t, c1, c2, c3 = self._coefficients(self.k)
         self.mu = c1 * self.mu
-        w = self._smooth()
-        stats = self._gv_and_p(w, [("pupdate", (c1, t)), ("stats", ())])
+        if self._spec is not None:
+            parts, self._spec = self._spec, None
+            self._queue.append(("commit", ()))
+            w = self._smooth(parts)
+        else:
+            self._queue.append(("iterate", (c1, c2, c3)))
+            w = self._smooth()
+        if self.kind == "entropy":
+            _, n1, n2, n3 = self._coefficients(self.k + 1)
+            res = self._gv_and_p(w, [("pupdate", (c1, t)),
+                                     ("stats_speculate", (n1, n2, n3, 1.0 / (n1 * self.mu)))])
+            stats = [r[:3] for r in res]
+            self._spec = [r[3] for r in res]
+        else:
+            stats = self._gv_and_p(w, [("pupdate", (c1, t)), ("stats", ())])
         self.k += 1
         self._margins(stats)
         return sum(st[2] for st in stats)
@@ -1113,6 +1153,7 @@ class _DaskSmoothedCore:
     def _settle(self):
         while (self.cur_dual < self.delta and self.min_margin <= 0.0
                and self.dual_norm > self.dual_tol):
+            self._spec = None
             self._queue.append(("restart", ()))
             self.delta = self.cur_dual / self.gamma
             self.outer += 1
