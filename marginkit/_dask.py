@@ -252,8 +252,8 @@ def make_pool(X, y, task="classification"):
                                        pure=False))
         workers = [a.result() for a in afuts]
         keep = afuts  # the persisted chunks are referenced by the actors themselves
-    shapes = [s for s in (w.run(_k_shape) for w in workers)] if client is None else \
-        [f.result() for f in [w.run(_k_shape) for w in workers]]
+    calls = [w.run(_k_shape) for w in workers]
+    shapes = calls if client is None else [f.result() for f in calls]
     dtypes = {s[1] for s in shapes}
     dtype = np.float64 if len(dtypes) > 1 else np.dtype(dtypes.pop())
     sparse = any(s[2] for s in shapes)
@@ -557,10 +557,6 @@ def _k_fista_step(chunk, v, offset, by, beta, L, mu, gamma):
     cv["r_buf"], cv["r_prev"], cv["r"] = cv["r_prev"], cv["r"], r_new
     rmin = float(r_new.min()) if r_new.size else np.inf
     return a_new, b_new, dnorm * dnorm, rsum, rsq, rmin
-
-
-def _k_count_below(chunk, name, threshold):
-    return int(np.count_nonzero(chunk.v[name] < threshold))
 
 
 def _k_count_certified(chunk, gamma, eps):

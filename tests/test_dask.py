@@ -362,3 +362,20 @@ def test_full_a9a(client, data_dir):
     dsk = mk.solve(Xd, y, solver="pegasos", epochs=2, random_state=0)
     mem = mk.solve(X, y, solver="pegasos", epochs=2, random_state=_ChunkwiseOrder(0, sizes))
     assert_same_run(mem, dsk, X, y)
+
+
+def test_input_errors_are_clear(monkeypatch):
+    monkeypatch.setattr(_dask, "_default_client", lambda: None)
+    X, y = _synthetic(n=60)
+    Xd = _as_dask(X, 25)
+    with pytest.raises(ValueError, match="2-D"):
+        mk.solve(Xd[:, 0], y, solver="fista")
+    masked = Xd[Xd[:, 0] > -np.inf]  # unknown chunk sizes
+    with pytest.raises(ValueError, match="compute_chunk_sizes"):
+        mk.solve(masked, y, solver="fista")
+    Xn = X.copy()
+    Xn[30, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        mk.solve(_as_dask(Xn, 25), y, solver="fista")
+    with pytest.raises(ValueError, match="one label per row"):
+        mk.solve(Xd, y[:-1], solver="fista")
