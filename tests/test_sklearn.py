@@ -171,3 +171,13 @@ def test_tikhonov_regressor_fits_smooth_function():
     assert reg.result_.task == "regression"
     assert reg.score(X, y) > 0.95
     assert reg.predict(X[:5]).shape == (5,)
+
+
+@pytest.mark.skipif("iterated_tikhonov" not in _SOLVERS, reason="iterated_tikhonov not registered")
+def test_tikhonov_losses_match_the_estimator():
+    X, y = three_blobs(60, seed=1)
+    clf = IteratedTikhonovClassifier(loss="squared", kernel="linear").fit(X, y)
+    assert all(r.task == "regression" for r in clf.result_)
+    assert clf.score(X, y) == 1.0 and clf.decision_function(X).shape == (60, 3)
+    with pytest.raises(ValueError, match="loss='logistic' is a classifier"):
+        IteratedTikhonovRegressor(loss="logistic").fit(X, np.arange(60.0))
