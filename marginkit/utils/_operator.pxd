@@ -28,9 +28,6 @@ cdef class FeatureOperator(GramOperator):
     cdef const long long[::1] _ptr64
     cdef double[::1] _w      # d-vector scratch (Phi^T S a)
     cdef double[::1] _u      # n-vector scratch (S a) for the BLAS path
-    cdef double[::1] _wb     # row-block partial sums of Phi^T S a (parallel CSR path)
-    cdef bint _blocked
-    cdef double _nnz
 
     cdef void rmatvec(self, const double* a, double* w) noexcept nogil
     cdef void fmatvec(self, const double* w, double* out) noexcept nogil

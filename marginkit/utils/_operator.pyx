@@ -18,39 +18,17 @@ Every algorithm of the perceptron / von Neumann family only touches G through
     ``config.memory_budget``.
 
 ``make_operator(problem)`` picks one.
+
+The products run on one thread (float64 dense ones through BLAS ``dgemv``): a row-parallel
+OpenMP version of the CSR products was measured and did not pay (docs/perceptron.md).
 """
 import numpy as np
 import scipy.sparse as sp
 
 from cython cimport floating
-from cython.parallel cimport prange
 from libc.math cimport sqrt
 from libc.string cimport memset
 from scipy.linalg.cython_blas cimport dgemv
-
-cdef extern from *:
-    """
-    #ifdef _OPENMP
-    #include <omp.h>
-    static int mk_op_max_threads(void) { return omp_get_max_threads(); }
-    #else
-    static int mk_op_max_threads(void) { return 1; }
-    #endif
-    """
-    int mk_op_max_threads() noexcept nogil
-
-# below this many nonzeros a parallel region costs more than it saves
-cdef double _PARALLEL_NNZ = 2e5
-# fixed number of row blocks of the parallel Phi^T u: the summation order, hence the
-# result, does not depend on the number of threads
-cdef Py_ssize_t _NBLOCKS = 8
-
-
-cdef inline int _n_threads(double work) noexcept nogil:
-    """OpenMP threads for ``work`` nonzeros (OMP_NUM_THREADS / threadpoolctl cap)."""
-    if work < _PARALLEL_NNZ:
-        return 1
-    return mk_op_max_threads()
 
 __all__ = ["GramOperator", "FeatureOperator", "DenseGramOperator", "make_operator"]
 
@@ -139,31 +117,6 @@ cdef void _csr_rmatvec(const floating[::1] data, const index_t[::1] ind, const i
                 w[ind[k]] += data[k] * u
 
 
-cdef void _csr_rmatvec_blocked(const floating[::1] data, const index_t[::1] ind,
-                               const index_t[::1] ptr, const double* s, const double* a,
-                               double* w, double* wb, Py_ssize_t n, Py_ssize_t d,
-                               int nthreads) noexcept nogil:
-    # w = Phi^T (s * a) as _NBLOCKS partial sums over fixed row blocks, added in block order
-    cdef Py_ssize_t b, i, j, lo, hi
-    cdef index_t k
-    cdef double u
-    cdef double* wk
-    for b in prange(_NBLOCKS, schedule="static", chunksize=1, num_threads=nthreads):
-        wk = wb + b * d
-        memset(wk, 0, d * sizeof(double))
-        lo = (b * n) // _NBLOCKS
-        hi = ((b + 1) * n) // _NBLOCKS
-        for i in range(lo, hi):
-            u = s[i] * a[i]
-            if u != 0.0:
-                for k in range(ptr[i], ptr[i + 1]):
-                    wk[ind[k]] += data[k] * u
-    memset(w, 0, d * sizeof(double))
-    for b in range(_NBLOCKS):
-        for j in range(d):
-            w[j] += wb[b * d + j]
-
-
 cdef inline double _csr_row_dot(const floating[::1] data, const index_t[::1] ind,
                                 const index_t[::1] ptr, Py_ssize_t i,
                                 const double* w) noexcept nogil:
@@ -175,16 +128,11 @@ cdef inline double _csr_row_dot(const floating[::1] data, const index_t[::1] ind
 
 
 cdef void _csr_fmatvec(const floating[::1] data, const index_t[::1] ind, const index_t[::1] ptr,
-                       const double* s, const double* w, double* out, Py_ssize_t n,
-                       int nthreads) noexcept nogil:
-    # out = s * (Phi w); each row is summed by one thread in a fixed order
+                       const double* s, const double* w, double* out, Py_ssize_t n) noexcept nogil:
+    # out = s * (Phi w)
     cdef Py_ssize_t i
-    if nthreads > 1:
-        for i in prange(n, schedule="static", num_threads=nthreads):
-            out[i] = s[i] * _csr_row_dot(data, ind, ptr, i, w)
-    else:
-        for i in range(n):
-            out[i] = s[i] * _csr_row_dot(data, ind, ptr, i, w)
+    for i in range(n):
+        out[i] = s[i] * _csr_row_dot(data, ind, ptr, i, w)
 
 
 cdef void _csr_add_row(const floating[::1] data, const index_t[::1] ind, const index_t[::1] ptr,
@@ -298,12 +246,6 @@ cdef class FeatureOperator(GramOperator):
         self._scale = y / sd if normalize else y.copy()
         self._w = np.zeros(max(self.d, 1))
         self._u = np.zeros(max(self.n, 1))
-        self._nnz = float(Phi.nnz) if sp.issparse(Phi) else float(self.n) * float(self.d)
-        # blocked (parallelizable, thread-count independent) Phi^T u only when the block
-        # buffers are small next to Phi: the same choice for any number of threads
-        self._blocked = sp.issparse(Phi) and self._nnz >= _PARALLEL_NNZ and \
-            _NBLOCKS * self.d * 4 <= self._nnz
-        self._wb = np.zeros(_NBLOCKS * max(self.d, 1) if self._blocked else 1)
         if sp.issparse(Phi):
             i64 = Phi.indices.dtype == np.int64
             if Phi.dtype == np.float64:
@@ -345,33 +287,17 @@ cdef class FeatureOperator(GramOperator):
         cdef Py_ssize_t i
         cdef char trans
         if self.layout == CSR64_32:
-            if self._blocked:
-                _csr_rmatvec_blocked(self._data64, self._ind32, self._ptr32, &self._scale[0], a, w,
-                                     &self._wb[0], self.n, self.d, _n_threads(self._nnz))
-            else:
-                _csr_rmatvec(self._data64, self._ind32, self._ptr32, &self._scale[0], a, w,
-                             self.n, self.d)
+            _csr_rmatvec(self._data64, self._ind32, self._ptr32, &self._scale[0], a, w,
+                         self.n, self.d)
         elif self.layout == CSR64_64:
-            if self._blocked:
-                _csr_rmatvec_blocked(self._data64, self._ind64, self._ptr64, &self._scale[0], a, w,
-                                     &self._wb[0], self.n, self.d, _n_threads(self._nnz))
-            else:
-                _csr_rmatvec(self._data64, self._ind64, self._ptr64, &self._scale[0], a, w,
-                             self.n, self.d)
+            _csr_rmatvec(self._data64, self._ind64, self._ptr64, &self._scale[0], a, w,
+                         self.n, self.d)
         elif self.layout == CSR32_32:
-            if self._blocked:
-                _csr_rmatvec_blocked(self._data32, self._ind32, self._ptr32, &self._scale[0], a, w,
-                                     &self._wb[0], self.n, self.d, _n_threads(self._nnz))
-            else:
-                _csr_rmatvec(self._data32, self._ind32, self._ptr32, &self._scale[0], a, w,
-                             self.n, self.d)
+            _csr_rmatvec(self._data32, self._ind32, self._ptr32, &self._scale[0], a, w,
+                         self.n, self.d)
         elif self.layout == CSR32_64:
-            if self._blocked:
-                _csr_rmatvec_blocked(self._data32, self._ind64, self._ptr64, &self._scale[0], a, w,
-                                     &self._wb[0], self.n, self.d, _n_threads(self._nnz))
-            else:
-                _csr_rmatvec(self._data32, self._ind64, self._ptr64, &self._scale[0], a, w,
-                             self.n, self.d)
+            _csr_rmatvec(self._data32, self._ind64, self._ptr64, &self._scale[0], a, w,
+                         self.n, self.d)
         elif self.layout == C64:
             for i in range(self.n):
                 self._u[i] = self._scale[i] * a[i]
@@ -401,16 +327,16 @@ cdef class FeatureOperator(GramOperator):
         cdef char trans
         if self.layout == CSR64_32:
             _csr_fmatvec(self._data64, self._ind32, self._ptr32, &self._scale[0], w, out,
-                         self.n, _n_threads(self._nnz))
+                         self.n)
         elif self.layout == CSR64_64:
             _csr_fmatvec(self._data64, self._ind64, self._ptr64, &self._scale[0], w, out,
-                         self.n, _n_threads(self._nnz))
+                         self.n)
         elif self.layout == CSR32_32:
             _csr_fmatvec(self._data32, self._ind32, self._ptr32, &self._scale[0], w, out,
-                         self.n, _n_threads(self._nnz))
+                         self.n)
         elif self.layout == CSR32_64:
             _csr_fmatvec(self._data32, self._ind64, self._ptr64, &self._scale[0], w, out,
-                         self.n, _n_threads(self._nnz))
+                         self.n)
         elif self.layout == C64:
             # out = X @ w  (C-order X is the Fortran d x n matrix X^T)
             trans = b'T'
@@ -510,15 +436,10 @@ cdef inline double _row_dot32(const float[:, ::1] G, Py_ssize_t i, const double*
 
 
 cdef void _gram_matvec32(const float[:, ::1] G, const double* a, double* out) noexcept nogil:
-    # out = G @ a in float64; each row is summed by one thread in a fixed order
+    # out = G @ a, accumulated in float64
     cdef Py_ssize_t i, n = G.shape[0]
-    cdef int nt = _n_threads(<double>n * n)
-    if nt > 1:
-        for i in prange(n, schedule="static", num_threads=nt):
-            out[i] = _row_dot32(G, i, a, n)
-    else:
-        for i in range(n):
-            out[i] = _row_dot32(G, i, a, n)
+    for i in range(n):
+        out[i] = _row_dot32(G, i, a, n)
 
 
 cdef class DenseGramOperator(GramOperator):
