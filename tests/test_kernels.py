@@ -456,3 +456,21 @@ def test_spline_cython_matches_numpy_series(q, rng):
     assert_allclose(k(A, B), ref, rtol=0, atol=2e-15 * np.abs(ref).max())
     S = k(A)
     assert np.array_equal(S, S.T)
+
+
+def test_asv_kernels_module_runs(monkeypatch):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "asv_bench" / "benchmarks" / "kernels.py"
+    spec = importlib.util.spec_from_file_location("_asv_kernels", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(mod, "N", 120)
+    b = mod.RBFGram()
+    for impl in ("marginkit", "sklearn"):
+        b.setup(impl, "csr", "float32")
+        b.time_gram(impl, "csr", "float32")
+    r = mod.RBFGramRatio()
+    r.setup("dense", "float64")
+    assert 0 < r.track_ratio("dense", "float64") < np.inf
