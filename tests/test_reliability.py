@@ -742,6 +742,43 @@ def test_sigint_timer_during_long_real_run():
     assert res.status == "interrupted" and res.n_iter > 0
 
 
+def _est_interrupt_params():
+    return [_param("estimator_interrupt", None, n, n, id=n)
+            for n in ("PerceptronClassifier", "SVMClassifier")]
+
+
+@_DEFAULT_SIGINT
+@pytest.mark.parametrize("name", _est_interrupt_params())
+def test_ctrl_c_stops_a_one_vs_rest_fit(name, monkeypatch):
+    """One Ctrl-C stops the whole estimator fit: no further one-vs-rest subproblem is solved
+    (or KeyboardInterrupt propagates)."""
+    cls = _estimator(name)
+    import marginkit.sklearn as mks
+
+    calls = []
+    real = mks._solve
+
+    def spy(X, y, **kw):
+        calls.append(1)
+        return real(X, y, **kw)
+
+    monkeypatch.setattr(mks, "_solve", spy)
+
+    def cb(state):
+        if len(calls) == 1 and state.n_iter == 2:
+            signal.raise_signal(signal.SIGINT)
+        return False
+
+    X, y = _interrupt_data()
+    y = np.digitize(X[:, 0], [-0.5, 0.5])  # three classes
+    est = cls(max_iter=10**5, callback=cb, stop=("max_iter", {"n": 10**5}))
+    try:
+        est.fit(X, y)
+    except KeyboardInterrupt:
+        pass
+    assert len(calls) == 1, f"{len(calls)} subproblems solved after one Ctrl-C"
+
+
 # ------------------------------------------------------------------ registry under stress
 class _SlowEntryPoint:
     """Duck-typed entry point whose load takes a while and counts its calls."""
