@@ -16,8 +16,9 @@ Commands
     Registered plug-ins of each kind, where they come from, and the entry points that
     failed to load (with the reason).
 
-Exit codes: 0 success, 1 a solver failed while running (a bug: the traceback is shown
-with ``--traceback``), 2 a usage error (one line naming the bad argument).
+Exit codes: 0 success, 2 a usage error (one line naming the bad argument: options,
+files, labels), 1 a solver failed while running (one line; ``--traceback`` shows the
+traceback). No traceback is printed otherwise.
 """
 import argparse
 import ast
@@ -258,12 +259,22 @@ def cmd_fit(args):
                 print(f"note: {args.test} has {X_test.shape[1]} features, the training file "
                       f"{X.shape[1]}; the extra columns are ignored", file=sys.stderr)
             X_test = _match_features(X_test, X.shape[1])
+    from ._api import compose
+    from ._validation import check_y
+
+    task = getattr(compose(cfg)[0], "task", "classification")
+    try:  # the labels are the user's: a problem with them is a usage error
+        check_y(y, X.shape[0], task=task, name=f"the labels of {args.train}")
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"argument TRAIN: {exc}") from None
     try:
         row = run_job(X, y, cfg, X_test, y_test, verify=not args.no_verify)
-    except (ValueError, TypeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - reported in one line; --traceback shows it
         if args.traceback:
             raise
-        raise UsageError(str(exc)) from None
+        print(f"marginkit fit: solver {args.solver!r} failed on {args.train}: "
+              f"{type(exc).__name__}: {exc} (run with --traceback for details)", file=sys.stderr)
+        return 1
     res = row["result"]
     lines = [
         ("data", f"{args.train}: {X.shape[0]} samples x {X.shape[1]} features, "

@@ -109,6 +109,26 @@ def test_usage_errors_exit_2_with_one_line(capsys, toy, files, tmp_path, argv, m
     assert "Traceback" not in err
 
 
+def test_labels_and_solver_failures(capsys, toy, tmp_path, monkeypatch):
+    three = tmp_path / "three"
+    three.write_text("1 1:1\n2 1:2\n3 2:1\n")
+    code, out, err = run(capsys, "fit", str(three), "--solver", TOY)
+    assert code == 2 and err.count("\n") == 1
+    assert f"argument TRAIN: the labels of {three} has 3 classes" in err
+
+    def broken(self, problem):
+        raise RuntimeError("core exploded")
+
+    monkeypatch.setattr(mk.get_plugin("solver", TOY), "start", broken)
+    single = tmp_path / "two"
+    single.write_text("1 1:1\n-1 1:-1\n")
+    code, out, err = run(capsys, "fit", str(single), "--solver", TOY)
+    assert code == 1 and err.count("\n") == 1 and "Traceback" not in err
+    assert f"solver '{TOY}' failed on {single}: RuntimeError: core exploded" in err
+    with pytest.raises(RuntimeError, match="core exploded"):
+        cli.main(["fit", str(single), "--solver", TOY, "--traceback"])
+
+
 def test_demo_runs_registered_solvers(capsys, toy):
     code, out, err = run(capsys, "demo", "--solver", TOY, "--time-limit", "1")
     assert code == 0, err
