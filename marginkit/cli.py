@@ -188,10 +188,12 @@ def cmd_demo(args):
     registered = set(list_plugins()["solver"])
     kernels = set(list_plugins()["kernel"])
     jobs = [(s, k, d, p) for solvers, ks, ds, p in DEMO_JOBS for d in ds for s in solvers for k in ks]
-    for name in args.solver or ():
+    in_table = {j[0] for j in jobs}
+    for name in dict.fromkeys(args.solver or ()):
         if name not in registered:
             raise UsageError(f"argument --solver: unknown solver {name!r}; registered: {sorted(registered)}")
-        jobs += [(name, k, d, {}) for d in ("heart_scale", "xor") for k in ("linear", "rbf")]
+        if name not in in_table:
+            jobs += [(name, k, d, {}) for d in ("heart_scale", "xor") for k in ("linear", "rbf")]
     if args.solver:
         jobs = [j for j in jobs if j[0] in args.solver]
     data, rows, notes, failed = {}, [], [], 0

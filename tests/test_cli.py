@@ -160,6 +160,22 @@ def test_demo_default_table_runs_what_is_registered(capsys):
     assert " NO " not in table
 
 
+def test_demo_on_a_base_install_without_sklearn(tmp_path):
+    """scikit-learn and matplotlib are optional: the demo must not need them."""
+    if "snkp" not in mk.list_plugins()["solver"]:
+        pytest.skip("snkp not registered")
+    code = ("import sys; sys.modules['sklearn'] = None; sys.modules['matplotlib'] = None\n"
+            "from marginkit.cli import main\n"
+            "sys.exit(main(['demo', '--solver', 'snkp', '--solver', 'snkp', '--time-limit', '0.5']))")
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = [ln for ln in proc.stdout.splitlines() if " snkp " in ln]
+    assert len(rows) == 4  # heart_scale and xor, linear and rbf, each once
+    assert all(" yes " in ln for ln in rows if "separable" in ln)
+
+
 def test_plugins_lists_builtin_runtime_and_failed(capsys, toy):
     good = importlib.metadata.EntryPoint(
         "ep_smoother", "_plugin_fixtures:EntryPointSmoother", "marginkit.smoothers")
