@@ -167,6 +167,32 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
         scores = [r.decision_function(X) for r in self.results_]
         return scores[0] if len(scores) == 1 else np.column_stack(scores)
 
+    def _linear_parts(self):
+        check_is_fitted(self)
+        coefs = [r.coef_ for r in self.results_]
+        if any(c is None for c in coefs):
+            raise AttributeError(
+                "coef_ and intercept_ exist for models linear in X (kernel='linear'); this "
+                "model is a kernel expansion: see result_.support_ and result_.support_coef_"
+            )
+        W = np.vstack([np.asarray(c, dtype=np.float64).ravel() for c in coefs])
+        b = np.array([float(r.intercept_ or 0.0) for r in self.results_])
+        if getattr(self, "fit_intercept", False):
+            b = b + W[:, -1] * float(self.intercept_scaling)
+            W = W[:, :-1]
+        return W, b
+
+    @property
+    def coef_(self):
+        """Weights of the linear model(s), shape (1, n_features) for two classes, else
+        (n_classes, n_features); only for ``kernel="linear"``."""
+        return self._linear_parts()[0]
+
+    @property
+    def intercept_(self):
+        """Offsets of the linear model(s), shape (1,) or (n_classes,)."""
+        return self._linear_parts()[1]
+
     def predict(self, X):
         """Class labels (from ``classes_``)."""
         d = self.decision_function(X)

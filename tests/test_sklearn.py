@@ -181,3 +181,19 @@ def test_tikhonov_losses_match_the_estimator():
     assert clf.score(X, y) == 1.0 and clf.decision_function(X).shape == (60, 3)
     with pytest.raises(ValueError, match="loss='logistic' is a classifier"):
         IteratedTikhonovRegressor(loss="logistic").fit(X, np.arange(60.0))
+
+
+def test_linear_coef_and_intercept(toy):
+    X, y = three_blobs(60, seed=3)
+    clf = PerceptronClassifier(solver=TOY).fit(X, y)
+    assert clf.coef_.shape == (3, 2) and clf.intercept_.shape == (3,)
+    np.testing.assert_allclose(X @ clf.coef_.T + clf.intercept_, clf.decision_function(X),
+                               rtol=1e-10, atol=1e-10)
+    Xb, yb = separable_blobs(30, seed=1)
+    clf = PerceptronClassifier(solver=TOY, fit_intercept=False).fit(Xb, yb)
+    assert clf.coef_.shape == (1, 2) and clf.intercept_.tolist() == [0.0]
+    np.testing.assert_allclose(Xb @ clf.coef_[0], clf.decision_function(Xb), rtol=1e-10)
+    rbf = PerceptronClassifier(solver=TOY, kernel="rbf").fit(Xb, yb)
+    assert not hasattr(rbf, "coef_")
+    with pytest.raises(AttributeError, match="kernel expansion"):
+        rbf.intercept_
