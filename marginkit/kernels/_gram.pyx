@@ -80,10 +80,12 @@ cdef void _gemm_abt_ld(int m, int n, int k, const floating* A, const floating* B
 
 cdef void _mirror_upper(floating[:, ::1] out) noexcept nogil:
     """out[i, j] = out[j, i] for j < i, tile by tile (cache-friendly transpose)."""
+    cdef int nt
     cdef Py_ssize_t m = out.shape[0]
     cdef Py_ssize_t nb = (m + _MIRROR_BLOCK - 1) // _MIRROR_BLOCK
     cdef Py_ssize_t bi, bj, i, j, i_end, j_end
-    for bi in prange(nb, schedule="dynamic", num_threads=_n_threads(<double>m * m)):
+    nt = _n_threads(<double>m * m)
+    for bi in prange(nb, schedule="dynamic", num_threads=nt):
         i_end = min((bi + 1) * _MIRROR_BLOCK, m)
         for bj in range(bi + 1):
             j_end = min((bj + 1) * _MIRROR_BLOCK, m)
@@ -114,14 +116,14 @@ def dot_dense_dense(const floating[:, ::1] A, const floating[:, ::1] B, floating
     cdef int k = A.shape[1]
     cdef int n_panels = (m + GEMM_PANEL - 1) // GEMM_PANEL
     cdef int p, i0, rows
-    cdef int nt = min(_n_threads(2.0 * m * n * k), n_panels)
+    cdef int nt = max(1, min(_n_threads(2.0 * m * n * k), n_panels))
     if m == 0 or n == 0:
         return
     if k == 0:
         out[:, :] = 0
         return
     with nogil:
-        for p in prange(n_panels, schedule="dynamic", num_threads=nt if nt > 0 else 1):
+        for p in prange(n_panels, schedule="dynamic", num_threads=nt):
             i0 = p * GEMM_PANEL
             rows = min(GEMM_PANEL, m - i0)
             if same:
@@ -143,8 +145,9 @@ def dot_csr_dense(const floating[::1] a_data, const index_a[::1] a_indices,
     cdef Py_ssize_t i, j
     cdef index_a p
     cdef double s
+    cdef int nt = _n_threads(<double>n * (a_indptr[m] - a_indptr[0] + m))
     with nogil:
-        for i in prange(m, schedule="static", num_threads=_n_threads(<double>n * (a_indptr[m] - a_indptr[0] + m))):
+        for i in prange(m, schedule="static", num_threads=nt):
             for j in range(n):
                 s = 0.0
                 for p in range(a_indptr[i], a_indptr[i + 1]):
@@ -161,8 +164,9 @@ def dot_dense_csr(const floating[:, ::1] A, const floating[::1] b_data,
     cdef Py_ssize_t i, j
     cdef index_b p
     cdef double s
+    cdef int nt = _n_threads(<double>m * (b_indptr[n] - b_indptr[0] + n))
     with nogil:
-        for i in prange(m, schedule="static", num_threads=_n_threads(<double>m * (b_indptr[n] - b_indptr[0] + n))):
+        for i in prange(m, schedule="static", num_threads=nt):
             for j in range(n):
                 s = 0.0
                 for p in range(b_indptr[j], b_indptr[j + 1]):
@@ -236,8 +240,9 @@ def l1_dense_dense(const floating[:, ::1] A, const floating[:, ::1] B, floating[
     cdef Py_ssize_t d = A.shape[1]
     cdef Py_ssize_t i, j, f, j0
     cdef double s
+    cdef int nt = _n_threads(<double>m * n * d)
     with nogil:
-        for i in prange(m, schedule="dynamic", chunksize=8, num_threads=_n_threads(<double>m * n * d)):
+        for i in prange(m, schedule="dynamic", chunksize=8, num_threads=nt):
             j0 = i if same else 0
             for j in range(j0, n):
                 s = 0.0
@@ -258,8 +263,9 @@ def l1_csr_dense(const floating[::1] a_data, const index_a[::1] a_indices,
     cdef Py_ssize_t i, j, f
     cdef index_a p, p_end
     cdef double s
+    cdef int nt = _n_threads(<double>m * n * d)
     with nogil:
-        for i in prange(m, schedule="static", num_threads=_n_threads(<double>m * n * d)):
+        for i in prange(m, schedule="static", num_threads=nt):
             p_end = a_indptr[i + 1]
             for j in range(n):
                 s = 0.0
@@ -283,8 +289,9 @@ def l1_dense_csr(const floating[:, ::1] A, const floating[::1] b_data,
     cdef Py_ssize_t i, j, f
     cdef index_b p, p_end
     cdef double s
+    cdef int nt = _n_threads(<double>m * n * d)
     with nogil:
-        for i in prange(m, schedule="static", num_threads=_n_threads(<double>m * n * d)):
+        for i in prange(m, schedule="static", num_threads=nt):
             for j in range(n):
                 s = 0.0
                 p = b_indptr[j]
@@ -310,8 +317,9 @@ def l1_csr_csr(const floating[::1] a_data, const index_a[::1] a_indices,
     cdef index_b q, q_end
     cdef long long ca, cb
     cdef double s
+    cdef int nt = _n_threads(<double>m * n * 4.0)
     with nogil:
-        for i in prange(m, schedule="dynamic", chunksize=8, num_threads=_n_threads(<double>m * n * 4.0)):
+        for i in prange(m, schedule="dynamic", chunksize=8, num_threads=nt):
             j0 = i if same else 0
             for j in range(j0, n):
                 s = 0.0
@@ -344,8 +352,9 @@ def sqnorms_dense(const floating[:, ::1] A, floating[::1] out):
     cdef Py_ssize_t d = A.shape[1]
     cdef Py_ssize_t i, f
     cdef double s
+    cdef int nt = _n_threads(<double>m * d)
     with nogil:
-        for i in prange(m, schedule="static", num_threads=_n_threads(<double>m * d)):
+        for i in prange(m, schedule="static", num_threads=nt):
             s = 0.0
             for f in range(d):
                 s = s + <double>A[i, f] * A[i, f]
@@ -358,8 +367,9 @@ def sqnorms_csr(const floating[::1] data, const index_a[::1] indptr, floating[::
     cdef Py_ssize_t i
     cdef index_a p
     cdef double s
+    cdef int nt = _n_threads(<double>(indptr[m] - indptr[0]))
     with nogil:
-        for i in prange(m, schedule="static", num_threads=_n_threads(<double>(indptr[m] - indptr[0]))):
+        for i in prange(m, schedule="static", num_threads=nt):
             s = 0.0
             for p in range(indptr[i], indptr[i + 1]):
                 s = s + <double>data[p] * data[p]
@@ -379,9 +389,10 @@ def rbf_exponent(floating[:, ::1] out, const floating[::1] sq_a, const floating[
     cdef Py_ssize_t n = out.shape[1]
     cdef Py_ssize_t i, j
     cdef double d2, sa
+    cdef int nt = _n_threads(<double>m * n)
     with nogil:
         if same:
-            for i in prange(m, schedule="dynamic", chunksize=16, num_threads=_n_threads(<double>m * n)):
+            for i in prange(m, schedule="dynamic", chunksize=16, num_threads=nt):
                 out[i, i] = 0.0
                 sa = sq_a[i]
                 for j in range(i + 1, n):
@@ -390,7 +401,7 @@ def rbf_exponent(floating[:, ::1] out, const floating[::1] sq_a, const floating[
                     out[i, j] = <floating>(-gamma * (d2 if d2 > 0.0 else 0.0))
             _mirror_upper(out)
         else:
-            for i in prange(m, schedule="static", num_threads=_n_threads(<double>m * n)):
+            for i in prange(m, schedule="static", num_threads=nt):
                 sa = sq_a[i]
                 for j in range(n):
                     d2 = (sa + <double>sq_b[j]) - 2.0 * <double>out[i, j]
@@ -402,8 +413,9 @@ def finish_poly(floating[:, ::1] out, double gamma, double coef0, double degree)
     cdef Py_ssize_t m = out.shape[0]
     cdef Py_ssize_t n = out.shape[1]
     cdef Py_ssize_t i, j
+    cdef int nt = _n_threads(<double>m * n * 20.0)
     with nogil:
-        for i in prange(m, schedule="static", num_threads=_n_threads(<double>m * n * 20.0)):
+        for i in prange(m, schedule="static", num_threads=nt):
             for j in range(n):
                 out[i, j] = <floating>pow(gamma * <double>out[i, j] + coef0, degree)
 
@@ -466,9 +478,10 @@ def spline_factor(const double[::1] a, const double[::1] b, double[:, ::1] out, 
     cdef double zq = scalars[7]
     cdef double pair_scale = scalars[8]
     cdef const double* c = &coef[0]
+    cdef int nt = _n_threads(<double>m * n * (nc + 10))
     with nogil:
         for i in prange(m, schedule="dynamic", chunksize=16,
-                        num_threads=_n_threads(<double>m * n * (nc + 10))):
+                        num_threads=nt):
             j0s = i if same else 0
             for j in range(j0s, n):
                 out[i, j] *= 1.0 + weight * _cos_series(a[i] - b[j], mode, c, nc, amp, q, j0,
