@@ -473,11 +473,12 @@ def _k_svm_setup(chunk, m, s):
 
 
 def _k_power(chunk, vs, offset):
-    from .solvers import _svm_fast as f
-
-    acc = np.zeros(vs.shape[0])
-    tsum, tsq = f.gram_power_matvec(*chunk.v["args"], vs, offset, acc)
-    return tsum, tsq, acc
+    """t = X_c v_s + offset (per row); returns e^T t, ||t||^2 and X_c^T t (float64), the
+    chunk's share of one pass of ``svm.feature_matrix_norm2``."""
+    X = chunk.X
+    t = np.asarray(X @ vs, dtype=np.float64).ravel() + offset
+    acc = np.asarray(X.T @ t, dtype=np.float64).ravel()
+    return float(t.sum()), float(t @ t), acc
 
 
 def feature_matrix_norm2(pool, m, s, augmented, tol=1e-10, max_iter=10_000, seed=0):
