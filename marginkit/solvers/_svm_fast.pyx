@@ -150,7 +150,7 @@ def row_statistics(const floating[:, ::1] Xd, const floating[::1] data,
 
 def gram_power_matvec(const floating[:, ::1] Xd, const floating[::1] data,
                       const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-                      const double[::1] v_s, double offset, double[::1] acc):
+                      const double[::1] v_s, double offset, double[::1] acc, double[::1] t_buf):
     """One pass: t = X v_s + offset (per row), acc = X^T t; returns e^T t and ||t||^2.
 
     With v_s = s * v and offset = t_v - m . (s * v) this is Z~ [v; t_v] = t, and
@@ -167,8 +167,10 @@ def gram_power_matvec(const floating[:, ::1] Xd, const floating[::1] data,
     with nogil:
         for i in range(d):
             acc[i] = 0.0
+        for i in range(n):  # products in their own loop (see fista_hsvm_step)
+            t_buf[i] = _row_dot(dense, Xp, dp, ip, pp, i, &v_s[0], d) + offset
         for i in range(n):
-            t = _row_dot(dense, Xp, dp, ip, pp, i, &v_s[0], d) + offset
+            t = t_buf[i]
             tsum += t
             tsq += t * t
             _row_axpy(dense, Xp, dp, ip, pp, i, t, &acc[0], d)
@@ -226,7 +228,7 @@ def fista_hsvm_step(const floating[:, ::1] Xd, const floating[::1] data,
                     const double[::1] v, double offset, double by, const double[::1] c,
                     double beta, double L, double mu, double gamma, double kappa,
                     double[::1] r_new, double[::1] a_new):
-    """One FISTA iteration on the perturbed H-SVM dual, in a single sweep over the rows.
+    """One FISTA iteration on the perturbed H-SVM dual: one gather and one scatter sweep.
 
     The caller passes v = s2 * a(y_k) with a(y_k) = (1 + beta) a_k - beta a_{k-1} (a is
     linear in r) and offset = -m . v + b(y_k) M + b(y_k), by = b(y_k), so that
@@ -253,17 +255,21 @@ def fista_hsvm_step(const floating[:, ::1] Xd, const floating[::1] data,
     with nogil:
         for i in range(d):
             a_new[i] = 0.0
+        # the row products first, in a loop of their own (r_new as scratch): measured about
+        # 3x faster than computing the update in the same loop body (a9a, CSR)
+        for i in range(n):
+            r_new[i] = _row_dot(dense, Xp, dp, ip, pp, i, &v[0], d)
         for i in range(n):
             yk = r[i] + beta * (r[i] - r_prev[i])
-            hw = y[i] * (_row_dot(dense, Xp, dp, ip, pp, i, &v[0], d)
-                         - by * c[i] + offset)
+            hw = y[i] * (r_new[i] - by * c[i] + offset)
             rn = _clip(yk + (1.0 - hw - mu * yk) * invL, 0.0, gamma)
             r_new[i] = rn
             diff = yk - rn
             dsq += diff * diff
             rsum += rn
             rsq += rn * rn
-            u = y[i] * rn
+        for i in range(n):
+            u = y[i] * r_new[i]
             if u != 0.0:
                 b_new += u
                 _row_axpy(dense, Xp, dp, ip, pp, i, u, &a_new[0], d)
@@ -291,10 +297,11 @@ def fista_gradient_pass(const floating[:, ::1] Xd, const floating[::1] data,
     cdef double yk, hw
     cdef double invL = 1.0 / L
     with nogil:
+        for i in range(n):  # products in their own loop (see fista_hsvm_step)
+            vproj[i] = _row_dot(dense, Xp, dp, ip, pp, i, &v[0], d)
         for i in range(n):
             yk = r[i] + beta * (r[i] - r_prev[i])
-            hw = y[i] * (_row_dot(dense, Xp, dp, ip, pp, i, &v[0], d)
-                         - by * c[i] + offset)
+            hw = y[i] * (vproj[i] - by * c[i] + offset)
             yk_out[i] = yk
             vproj[i] = yk + (1.0 - hw - mu * yk) * invL
 
@@ -465,9 +472,10 @@ def projected_gradient(const floating[:, ::1] Xd, const floating[::1] data,
     cdef Py_ssize_t i
     cdef double G, p, acc = 0.0
     with nogil:
+        for i in range(n):  # products in their own loop (see fista_hsvm_step)
+            pg[i] = _row_dot(dense, Xp, dp, ip, pp, i, &s2a[0], d)
         for i in range(n):
-            G = y[i] * (_row_dot(dense, Xp, dp, ip, pp, i, &s2a[0], d)
-                        - b * c[i] - P + b * M + t_col * b + t_shift) + mu * r[i] - 1.0
+            G = y[i] * (pg[i] - b * c[i] - P + b * M + t_col * b + t_shift) + mu * r[i] - 1.0
             if r[i] <= 0.0:
                 p = G if G < 0.0 else 0.0
             elif r[i] >= gamma:
@@ -579,3 +587,27 @@ def dot(const double[::1] x, const double[::1] z):
         for i in range(x.shape[0]):
             q += x[i] * z[i]
     return q
+
+
+def extrapolate(const double[::1] a, const double[::1] a_prev, const double[::1] s2,
+                const double[::1] m, double beta, double[::1] out):
+    """out = s2 * ((1 + beta) a - beta a_prev); returns m . out (one loop, between iterations)."""
+    cdef Py_ssize_t j
+    cdef double acc = 0.0, t
+    with nogil:
+        for j in range(a.shape[0]):
+            t = s2[j] * ((1.0 + beta) * a[j] - beta * a_prev[j])
+            out[j] = t
+            acc += m[j] * t
+    return acc
+
+
+def w_bar_sq(const double[::1] a, double b, const double[::1] s, const double[::1] m):
+    """||s * (a - m b)||^2, the squared norm of w_bar = Z^T u."""
+    cdef Py_ssize_t j
+    cdef double acc = 0.0, t
+    with nogil:
+        for j in range(a.shape[0]):
+            t = s[j] * (a[j] - m[j] * b)
+            acc += t * t
+    return acc

@@ -121,6 +121,7 @@ def feature_matrix_norm2(data, augmented, tol=1e-10, max_iter=10_000, seed=0):
     v = rng.standard_normal(d + (1 if augmented else 0))
     v /= np.linalg.norm(v)
     acc = np.zeros(d)
+    t_buf = np.zeros(data.n)
     lam_old = 0.0
     lam = 0.0
     for it in range(1, max_iter + 1):
@@ -128,7 +129,7 @@ def feature_matrix_norm2(data, augmented, tol=1e-10, max_iter=10_000, seed=0):
         vt = v[d] if augmented else 0.0
         vs = data.s * vw
         offset = vt - _f.dot(data.m, vs)
-        tsum, tsq = _f.gram_power_matvec(*data.args, vs, offset, acc)
+        tsum, tsq = _f.gram_power_matvec(*data.args, vs, offset, acc, t_buf)
         lam = tsq  # Rayleigh quotient ||Z~ v||^2 with ||v|| = 1
         out = data.s * (acc - data.m * tsum)
         if augmented:
@@ -349,17 +350,15 @@ class _FistaState(SolverState):
     def _extrapolated(self):
         beta = self.beta
         v = self._v
-        np.multiply(self.a, 1.0 + beta, out=v)
-        v -= beta * self.a_prev
-        v *= self.data.s2
+        mv = _f.extrapolate(self.a, self.a_prev, self.data.s2, self.data.m, beta, v)
         by = (1.0 + beta) * self.b - beta * self.b_prev
-        offset = -_f.dot(self.data.m, v) + by * self.data.M + (by if self.augmented else 0.0)
+        offset = -mv + by * self.data.M + (by if self.augmented else 0.0)
         return v, by, offset
 
     def _objective(self, rsum=None, rsq=None):
         # serial loops, not numpy dot/sum: a threaded BLAS call per iteration can cost
         # more than the iteration itself on a loaded machine
-        _, wsq = _f.sum_and_sumsq(self.data.w_bar(self.a, self.b))
+        wsq = _f.w_bar_sq(self.a, self.b, self.data.s, self.data.m)
         if self.augmented:
             wsq += self.b * self.b
         if rsum is None:
