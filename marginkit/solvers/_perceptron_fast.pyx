@@ -10,10 +10,10 @@ before ||p||_G may be declared below a tolerance.
 """
 import numpy as np
 
-from libc.math cimport INFINITY, sqrt
+from libc.math cimport INFINITY, exp, sqrt
 from libc.string cimport memcpy
 
-from marginkit.smoothers._smoothers cimport SimplexSmoother
+from marginkit.smoothers._smoothers cimport EntropySmoother, SimplexSmoother
 from marginkit.utils._operator cimport FeatureOperator, GramOperator
 
 __all__ = ["PerceptronCore", "NKPCore", "NormalizedPerceptronCore", "NVNCore",
@@ -330,11 +330,15 @@ cdef class SmoothedCore(_Core):
     cdef readonly double mu0
     cdef readonly object q_arr
     cdef double _pgp
+    cdef bint _entropy
 
     def __init__(self, GramOperator op, SimplexSmoother sm, double mu0, q=None,
                  double dual_tol=0.0):
         _Core.__init__(self, op, dual_tol)
         self.sm = sm
+        # the entropy's softmax is inlined in the iteration (min of G alpha already known,
+        # normalization folded into the p update)
+        self._entropy = type(sm) is EntropySmoother
         self.mu0 = mu0
         self.v = np.zeros(self.n)
         self.gv = np.zeros(self.n)
@@ -373,7 +377,7 @@ cdef class SmoothedCore(_Core):
         cdef Py_ssize_t i, imin = 0
         cdef double t = 2.0 / (self.k + 3)
         cdef double c1 = 1.0 - t, c2 = (1.0 - t) * t, c3 = t * t
-        cdef double gmin = INFINITY, aga = 0.0, pgp = 0.0, a, g
+        cdef double gmin = INFINITY, aga = 0.0, pgp = 0.0, a, g, z, inv, total, vi, gvi
         for i in range(self.n):
             a = c1 * self.alpha[i] + c2 * self.p[i] + c3 * self.v[i]
             g = c1 * self.ga[i] + c2 * self.gp[i] + c3 * self.gv[i]
@@ -385,14 +389,39 @@ cdef class SmoothedCore(_Core):
                 imin = i
         self.mu = c1 * self.mu
         # v = p_{mu_{k+1}}(alpha_{k+1}): used for p_{k+1} now and for alpha_{k+2} next time
-        self.sm.argmin(&self.ga[0], self.mu, &self.q[0], &self.v[0], self.n)
-        self.op.matvec(&self.v[0], &self.gv[0])
-        for i in range(self.n):
-            a = c1 * self.p[i] + t * self.v[i]
-            g = c1 * self.gp[i] + t * self.gv[i]
-            self.p[i] = a
-            self.gp[i] = g
-            pgp += a * g
+        if self._entropy:
+            # softmax(-G alpha / mu) shifted by its minimum: weights in (0, 1], normalized
+            # below (G v is linear in v)
+            inv = 1.0 / self.mu
+            total = 0.0
+            for i in range(self.n):
+                z = (self.ga[i] - gmin) * inv
+                if z < 700.0:
+                    self.v[i] = exp(-z)
+                    total += self.v[i]
+                else:
+                    self.v[i] = 0.0
+            self.op.matvec(&self.v[0], &self.gv[0])
+            inv = 1.0 / total
+            for i in range(self.n):
+                vi = self.v[i] * inv
+                gvi = self.gv[i] * inv
+                self.v[i] = vi
+                self.gv[i] = gvi
+                a = c1 * self.p[i] + t * vi
+                g = c1 * self.gp[i] + t * gvi
+                self.p[i] = a
+                self.gp[i] = g
+                pgp += a * g
+        else:
+            self.sm.argmin(&self.ga[0], self.mu, &self.q[0], &self.v[0], self.n)
+            self.op.matvec(&self.v[0], &self.gv[0])
+            for i in range(self.n):
+                a = c1 * self.p[i] + t * self.v[i]
+                g = c1 * self.gp[i] + t * self.gv[i]
+                self.p[i] = a
+                self.gp[i] = g
+                pgp += a * g
         self.k += 1
         self._set_margins(imin, gmin, aga)
         self._pgp = pgp
