@@ -153,6 +153,21 @@ def _float_dtype_for(dtype, name):
     raise TypeError(f"{name} has unsupported dtype {dtype}; pass float32 or float64")
 
 
+def _nonfinite_rows(arr):
+    """Indices of the rows holding NaN/inf, without an array-sized temporary.
+
+    A sum is finite exactly when every entry is, unless finite entries overflow it; only
+    then (or when some entry is not finite) are the rows scanned, in ~1 MiB blocks.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        if arr.size == 0 or np.isfinite(np.sum(arr, dtype=np.float64)):
+            return np.empty(0, dtype=np.intp)
+    step = max(1, 2**17 // max(arr.shape[1], 1))
+    bad = [r + np.flatnonzero(~np.isfinite(arr[r:r + step]).all(axis=1))
+           for r in range(0, arr.shape[0], step)]
+    return np.concatenate(bad)
+
+
 def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32")):
     """Validate a feature matrix; return a float32/float64 ndarray or canonical CSR matrix.
 
@@ -203,8 +218,8 @@ def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32")):
         arr = arr.astype(dtype)
     if not allow_empty and (arr.shape[0] == 0 or arr.shape[1] == 0):
         raise ValueError(f"{name} is empty (shape {arr.shape}); pass at least one sample and one feature")
-    if not np.isfinite(arr).all():
-        bad = np.flatnonzero(~np.isfinite(arr).all(axis=1))
+    bad = _nonfinite_rows(arr)
+    if bad.size:
         raise ValueError(
             f"{name} contains NaN or infinity in row(s) {bad[:10].tolist()}"
             f"{' ...' if bad.size > 10 else ''}; remove or impute them"
@@ -252,9 +267,9 @@ def check_gram(K, name="X", rtol=None):
                 )
         diag = np.asarray(K.diagonal()).ravel()
     else:
-        amax = float(np.abs(K).max()) if K.size else 0.0
+        amax = max(float(K.max()), -float(K.min())) if K.size else 0.0  # no |K| temporary
         atol = 1e-8 * max(1.0, amax)
-        step = max(1, 2**20 // max(n, 1))
+        step = max(1, 2**17 // max(n, 1))  # row blocks of ~1 MiB temporaries
         for r in range(0, n, step):
             blk = K[r:r + step]
             blkT = K[:, r:r + step].T

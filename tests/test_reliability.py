@@ -584,6 +584,42 @@ def test_check_gram_blockwise_matches_dense_symmetry():
     V.check_gram(K32)
 
 
+def test_check_gram_has_no_n_by_n_temporary():
+    import tracemalloc
+
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((1500, 3))
+    K = A @ A.T  # 18 MB
+    tracemalloc.start()
+    try:
+        V.check_gram(K)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < K.nbytes / 4, f"check_gram peaked at {peak / 1e6:.1f} MB for an {K.nbytes / 1e6:.0f} MB Gram"
+
+
+@pytest.mark.parametrize("poison", [None, np.nan, 1e308])
+def test_check_X_finiteness_check_has_no_array_sized_temporary(poison):
+    import tracemalloc
+
+    X = np.random.default_rng(3).standard_normal((20000, 100))  # 16 MB
+    if poison is not None:
+        X[12345, 7] = poison
+        X[12346, 7] = poison
+    tracemalloc.start()
+    try:
+        if poison is not None and np.isnan(poison):
+            with pytest.raises(ValueError, match=r"row\(s\) \[12345, 12346\]"):
+                V.check_X(X)
+        else:
+            assert V.check_X(X) is X
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < X.nbytes / 8, f"check_X peaked at {peak / 1e6:.1f} MB for a {X.nbytes / 1e6:.0f} MB X"
+
+
 def test_check_positive_diag_names_rows():
     with pytest.raises(ValueError, match=r"2 zero-norm point\(s\).*row\(s\) \[1, 3\]"):
         V.check_positive_diag([1.0, 0.0, 2.0, 0.0])
