@@ -13,6 +13,7 @@ import pytest
 import scipy.sparse as sp
 
 import marginkit as mk
+import marginkit._api  # noqa: F401 - compose
 from marginkit import _validation as V
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -88,7 +89,7 @@ def _dense64(X):
     return (X.toarray() if sp.issparse(X) else np.asarray(X)).astype(np.float64)
 
 
-def expected_error(X, y, solver):
+def expected_error(X, y, solver, kernel="linear"):
     """(type, regex, required) solve must raise for this input, or None; independent of marginkit.
 
     ``required=False``: the error is allowed but a verified ``Result`` is fine too.
@@ -102,7 +103,7 @@ def expected_error(X, y, solver):
     if k > 2:
         return ValueError, r"y has 3 classes.*one-vs-rest", True
     zero = np.flatnonzero(~(np.abs(D).sum(axis=1) > 0))
-    if zero.size and solver in NORMALIZING | MAY_REJECT_ZERO_ROWS:
+    if zero.size and kernel == "linear" and solver in NORMALIZING | MAY_REJECT_ZERO_ROWS:
         return (ValueError, rf"row\(s\) \[{zero[0]}[\],].*K\(x, x\) = 0|zero-norm",
                 solver in NORMALIZING)
     return None
@@ -115,15 +116,25 @@ def _snapshot(X):
     return (X.tobytes(order="A"), X.flags.writeable, X.flags.f_contiguous)
 
 
-def check_solve(X, y, solver):
+def _kernel_for(solver, kernel):
+    try:
+        mk._api.compose(mk.Config(solver=solver, kernel=kernel))
+    except ValueError:
+        return "linear"  # this solver works in feature space only
+    return kernel
+
+
+def check_solve(X, y, solver, kernel="linear"):
     before = _snapshot(X)
-    want = expected_error(X, y, solver)
+    kernel = _kernel_for(solver, kernel)
+    want = expected_error(X, y, solver, kernel)
+    kw = dict(solver=solver, kernel=kernel, max_iter=200, random_state=0)
     if want is not None and want[2]:
         with pytest.raises(want[0], match=want[1]):
-            mk.solve(X, y, solver=solver, max_iter=200, random_state=0)
+            mk.solve(X, y, **kw)
     else:
         try:
-            res = mk.solve(X, y, solver=solver, max_iter=200, random_state=0)
+            res = mk.solve(X, y, **kw)
         except ValueError as exc:
             if want is None:
                 raise
@@ -151,21 +162,21 @@ def check_solve(X, y, solver):
 
 @pytest.mark.parametrize("solver", CLASSIFIERS or [None])
 @FAST
-@given(problem=problems())
-def test_solve_clear_error_or_verified_result(solver, problem):
+@given(problem=problems(), kernel=st.sampled_from(["linear", "rbf"]))
+def test_solve_clear_error_or_verified_result(solver, problem, kernel):
     if solver is None:
         pytest.skip("no classification solver registered yet")
-    check_solve(*problem, solver)
+    check_solve(*problem, solver, kernel)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("solver", CLASSIFIERS or [None])
 @SLOW
-@given(problem=problems(max_n=40, max_d=8))
-def test_solve_property_sweep(solver, problem):
+@given(problem=problems(max_n=40, max_d=8), kernel=st.sampled_from(["linear", "rbf"]))
+def test_solve_property_sweep(solver, problem, kernel):
     if solver is None:
         pytest.skip("no classification solver registered yet")
-    check_solve(*problem, solver)
+    check_solve(*problem, solver, kernel)
 
 
 @settings(max_examples=60, deadline=None, derandomize=True, database=None)
