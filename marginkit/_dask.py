@@ -1380,6 +1380,7 @@ class _DaskTikhonovState:
         self.n_iter = 0
         self.elapsed = 0.0
         self.done = False
+        self.failed = None
         self.train_index = None
         n = pool.n_samples
         self.lam = float(params["lam"] if params["lam"] is not None else 1.0 / n)
@@ -1392,6 +1393,9 @@ class _DaskTikhonovState:
         pool.map(_k_it_init, self.loss_name, self.p, self.fit_intercept)
         self.w = np.zeros(self.q)
         self.w_prev = np.zeros(self.q)
+        self.objective = self.empirical_risk = self.penalty = np.nan
+        self.decrement = np.inf
+        self.direction = np.zeros(self.q)
         self.prox_step = 1
         self.newton_iter = 0
         self.prox_decrement = []
@@ -1415,7 +1419,29 @@ class _DaskTikhonovState:
         return 0.5 * self.lam * float(d @ d)
 
     def _evaluate(self):
+        """As ``_TikhonovState._evaluate``: a numerically singular or non-finite Newton
+        system ends the run (``failed``)."""
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                self._evaluate_unsafe()
+            ok = np.isfinite(self.decrement) and np.all(np.isfinite(self.direction)) \
+                and np.isfinite(self.objective)
+        except (np.linalg.LinAlgError, ValueError):
+            ok = False
+        if not ok:
+            import warnings
+
+            self.failed = ("the Newton system is not numerically positive definite or not "
+                           "finite (entries of X too large or too small for float64?); "
+                           "rescale X")
+            warnings.warn(f"iterated_tikhonov: {self.failed}", RuntimeWarning, stacklevel=2)
+            self.decrement = np.inf
+            self.done = True
+
+    def _evaluate_unsafe(self):
         import scipy.linalg as sla
+
+        from .solvers.tikhonov import _finite
 
         p, n, lam = self.p, self.n, self.lam
         const = self.loss_name == "squared" and self._hessian is not None
@@ -1441,7 +1467,7 @@ class _DaskTikhonovState:
                 H[:p, p] = col
                 H[p, :p] = col
                 H[p, p] = sum(x[5] for x in parts) / n
-            cho = sla.cho_factor(H, lower=True, check_finite=False)
+            cho = sla.cho_factor(_finite(H), lower=True, check_finite=False)
             if self.loss_name == "squared":
                 self._hessian = cho
         self.direction = sla.cho_solve(cho, grad, check_finite=False)
@@ -1550,7 +1576,8 @@ class TikhonovDriver(Driver):
                   "coef_": w[:p].copy(),
                   "intercept_": float(w[p]) if state.fit_intercept else 0.0}
         target = state.decrement_target
-        fields["certificate"] = NewtonDecrementCertificate(
+        # a certificate only when the last target was met (as in memory)
+        fields["certificate"] = None if status != "converged" else NewtonDecrementCertificate(
             state.decrement, target, state.loss_name, state.lam, "primal", w, w_prev,
             state.fit_intercept, problem.kernel, problem.classes_, None, None, None, True)
         fields["history"] = {
@@ -1558,7 +1585,10 @@ class TikhonovDriver(Driver):
             "prox_newton_iter": np.asarray(state.prox_newton_iter, dtype=np.int64),
             "prox_empirical_risk": np.asarray(state.prox_risk, dtype=np.float64),
         }
+        if state.failed:
+            fields["coef_"] = np.where(np.isfinite(fields["coef_"]), fields["coef_"], 0.0)
         fields["extra"] = {"t": int(t_used), "lam": state.lam, "loss": state.loss_name,
+                           "failure": state.failed,
                            "decrement": state.decrement, "target": target,
                            "newton_solver": state.newton_solver}
         if self.solver.params["keep_path"]:
