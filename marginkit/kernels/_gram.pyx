@@ -408,16 +408,34 @@ def rbf_exponent(floating[:, ::1] out, const floating[::1] sq_a, const floating[
                     out[i, j] = <floating>(-gamma * (d2 if d2 > 0.0 else 0.0))
 
 
-def finish_poly(floating[:, ::1] out, double gamma, double coef0, double degree):
-    """In place: out <- (gamma * out + coef0) ** degree."""
+cdef inline double _ipow(double x, int p) noexcept nogil:
+    """x ** p for an integer p >= 1 by repeated squaring (log2(p) products, no libm pow)."""
+    cdef double r = 1.0
+    while True:
+        if p & 1:
+            r = r * x
+        p = p >> 1
+        if p == 0:
+            return r
+        x = x * x
+
+
+def finish_poly(floating[:, ::1] out, double gamma, double coef0, int degree, bint same=False):
+    """In place: out <- (gamma * out + coef0) ** degree (integer degree >= 1).
+
+    ``same=True`` (B is A): only the upper triangle is read and written, then mirrored.
+    """
     cdef Py_ssize_t m = out.shape[0]
     cdef Py_ssize_t n = out.shape[1]
-    cdef Py_ssize_t i, j
-    cdef int nt = _n_threads(<double>m * n * 20.0)
+    cdef Py_ssize_t i, j, j0
+    cdef int nt = _n_threads(<double>m * n * 4.0)
     with nogil:
-        for i in prange(m, schedule="static", num_threads=nt):
-            for j in range(n):
-                out[i, j] = <floating>pow(gamma * <double>out[i, j] + coef0, degree)
+        for i in prange(m, schedule="dynamic", chunksize=16, num_threads=nt):
+            j0 = i if same else 0
+            for j in range(j0, n):
+                out[i, j] = <floating>_ipow(gamma * <double>out[i, j] + coef0, degree)
+        if same:
+            _mirror_upper(out)
 
 
 # ------------------------------------------------------------------------------ periodic spline

@@ -202,8 +202,8 @@ class PolynomialKernel(Kernel):
     def __call__(self, A, B=None):
         A, B, dtype = prepare_pair(A, B)
         g = _resolve_gamma(self.gamma, A.shape[1])
-        K = _dot_block(A, B)
-        _gram.finish_poly(K, g, float(self.coef0), float(self.degree))
+        K = _dot_block(A, B, upper_only=True)  # finish_poly mirrors the upper triangle
+        _gram.finish_poly(K, g, float(self.coef0), int(self.degree), B is A)
         return K
 
     def diag(self, A):
