@@ -578,7 +578,11 @@ _EST_INT8 = ("marginkit.sklearn validates X with scikit-learn's validate_data(dt
 _EST_INTERRUPT = ("marginkit.sklearn: after a Ctrl-C ends one one-vs-rest subproblem with status "
                   "'interrupted', fit goes on solving the other classes (one Ctrl-C per class "
                   "is needed); fit should stop, e.g. raise KeyboardInterrupt (marginkit/sklearn.py)")
+_DASK_ROWS = ("dask input: a NaN in chunk k is reported with its row index inside the chunk "
+              "('X chunk 1 contains NaN or infinity in row(s) [1]' for global row 4); report "
+              "global row numbers (marginkit/_dask.py)")
 KNOWN_BUGS.update({
+    ("dask_rows", None, None): _DASK_ROWS,
     ("estimator_interrupt", None, "PerceptronClassifier"): _EST_INTERRUPT,
     ("estimator_interrupt", None, "SVMClassifier"): _EST_INTERRUPT,
     ("libsvm", "libsvm_nonfinite", None): _LIBSVM_NAN,

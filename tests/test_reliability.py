@@ -815,6 +815,17 @@ def test_ctrl_c_stops_a_one_vs_rest_fit(name, monkeypatch):
     assert len(calls) == 1, f"{len(calls)} subproblems solved after one Ctrl-C"
 
 
+@pytest.mark.xfail(strict=True, reason=RT.KNOWN_BUGS[("dask_rows", None, None)])
+def test_dask_input_errors_name_global_rows():
+    da = pytest.importorskip("dask.array")
+    if "snkp" not in REGISTERED:
+        pytest.skip("snkp not registered")
+    X, y = RT.separable()
+    X[4, 1] = np.nan
+    with pytest.raises(ValueError, match=r"NaN or infinity in row\(s\) \[4\]"):
+        mk.solve(da.from_array(X, chunks=3), da.from_array(y, chunks=3), solver="snkp")
+
+
 # ------------------------------------------------------------------ registry under stress
 class _SlowEntryPoint:
     """Duck-typed entry point whose load takes a while and counts its calls."""
