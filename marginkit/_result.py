@@ -314,7 +314,12 @@ def _decode(obj, arrays):
         params = _decode(obj["params"], arrays)
         return cls(**params) if isinstance(cls, type) else cls
     if "__certificate__" in obj:
-        cls = CERTIFICATE_TYPES[obj["__certificate__"]]
+        cls = CERTIFICATE_TYPES.get(obj["__certificate__"])
+        if cls is None:
+            raise ValueError(
+                f"certificate type {obj['__certificate__']!r} is unknown; import the plug-in "
+                "that defines it (a class decorated with @certificate_type) before load_result"
+            )
         cert = cls.__new__(cls)
         cert.__dict__.update(_decode(obj["state"], arrays))
         return cert
@@ -324,14 +329,24 @@ def _decode(obj, arrays):
 def load_result(path):
     """Load a ``Result`` stored by ``Result.save`` (no pickle: ``allow_pickle=False``)."""
     try:
-        with np.load(path, allow_pickle=False) as data:
+        data = np.load(path, allow_pickle=False)
+        if not hasattr(data, "files"):  # a single .npy array, not an archive
+            raise ValueError("a single array, not an npz archive")
+        with data:
             arrays = {k: data[k] for k in data.files}
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        raise
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         raise ValueError(f"{path!r} is not a file written by Result.save ({exc})") from None
     if "__meta__" not in arrays:
         raise ValueError(f"{path!r} is not a file written by Result.save (no header)")
-    meta = json.loads(arrays.pop("__meta__").tobytes().decode())
-    fields = _decode(meta, arrays)
+    try:
+        meta = json.loads(arrays.pop("__meta__").tobytes().decode())
+        fields = _decode(meta, arrays)
+        if not isinstance(fields, dict):
+            raise TypeError("the header is not a dict of fields")
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{path!r}: corrupt Result.save header ({type(exc).__name__}: {exc})") from None
     res = Result.__new__(Result)
     res.__dict__.update(fields)
     return res
