@@ -284,9 +284,32 @@ def _cli(*argv, text=GOOD):
         return dict(argv=[a.format(file=path) for a in argv])
     return build
 
+def _stored(kind):
+    """A file that ``mk.load_result`` must refuse."""
+    def build(tmp_path):
+        path = os.path.join(str(tmp_path), "result.npz")
+        meta = {"json": b"{not json",
+                "array": b'{"__dict__": {"coef_": {"__array__": "r.coef_"}}}',
+                "cert": b'{"__dict__": {"certificate": {"__certificate__": "ThirdPartyCert", '
+                        b'"state": {}}}}',
+                "pickle": b'{"__dict__": {}}'}.get(kind)
+        if kind == "missing":
+            return dict(path=path)
+        if kind == "npy":
+            path = path[:-1] + "y"
+            np.save(path, np.zeros(3))
+            return dict(path=path)
+        arrays = {"__meta__": np.frombuffer(meta, dtype=np.uint8)}
+        if kind == "pickle":
+            arrays["payload"] = np.array([object()], dtype=object)
+        np.savez(path, **arrays)
+        return dict(path=path)
+    return build
+
+
 # ------------------------------------------------------------------------------- cases
-R, A, H, L, E, C = ("Rejected inputs", "Accepted inputs", "Numerically hostile but valid data",
-                    "Malformed LIBSVM files", "Estimators", "Command line")
+R, A, H, L, E, C, S = ("Rejected inputs", "Accepted inputs", "Numerically hostile but valid data",
+                       "Malformed LIBSVM files", "Estimators", "Command line", "Stored results")
 
 CASES = [
     # --- rejected: data
@@ -516,6 +539,22 @@ CASES = [
          _Xy(lambda X: np.vstack([X, [[0.0, 3.0], [0.5, 3.0]]]),
              lambda y: np.array([0, 0, 0, 1, 1, 1, 2, 2])),
          "accepted", "one-vs-rest: classes_ has the three labels, predict returns them"),
+    # --- stored results (mk.load_result never unpickles)
+    Case("stored_missing", S, "load_result", "missing file", _stored("missing"), "FileNotFoundError",
+         "the usual FileNotFoundError", r"missing|No such file"),
+    Case("stored_npy", S, "load_result", "a `.npy` array instead of a saved result", _stored("npy"),
+         "ValueError", "says it is not a file written by Result.save",
+         r"not a file written by Result.save.*single array"),
+    Case("stored_pickle", S, "load_result", "an archive holding an object (pickled) array",
+         _stored("pickle"), "ValueError", "refuses it without unpickling anything",
+         r"not a file written by Result.save"),
+    Case("stored_bad_json", S, "load_result", "a header that is not JSON", _stored("json"),
+         "ValueError", "reports a corrupt header", r"corrupt Result.save header"),
+    Case("stored_missing_array", S, "load_result", "a header naming an array the file lacks",
+         _stored("array"), "ValueError", "reports a corrupt header", r"corrupt Result.save header"),
+    Case("stored_unknown_cert", S, "load_result", "a certificate class nobody registered",
+         _stored("cert"), "ValueError", "names the class and says to import its plug-in",
+         r"certificate type 'ThirdPartyCert' is unknown.*import"),
     # --- command line (exit code 2, one line on stderr, no traceback)
     Case("cli_bad_file", C, "cli", "`marginkit fit` on a malformed file",
          _cli("fit", "{file}", "--solver", "snkp", text="1 1:0.5\n-1 2:abc\n"), "UsageError",
@@ -650,7 +689,7 @@ def _solvers_note(case):
 
 
 def _outcome(case):
-    if case.expect in ("ValueError", "TypeError", "UsageError"):
+    if case.expect in ("ValueError", "TypeError", "UsageError", "FileNotFoundError"):
         return f"`{case.expect}`: {case.does} (message matches `{case.match}`)"
     if case.expect == "accepted":
         return f"accepted: {case.does}"
@@ -664,7 +703,7 @@ def _esc(text):
 def render():
     """The text of docs/reliability.md for the current CASES."""
     out = [PREAMBLE.format(regen=REGENERATE)]
-    for section in (R, A, H, L, E, C):
+    for section in (R, A, H, L, E, C, S):
         out.append(f"\n## {section}\n")
         out.append("| case | input | entry point | what marginkit does | run against |")
         out.append("|---|---|---|---|---|")

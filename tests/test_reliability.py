@@ -488,6 +488,15 @@ def test_estimator_follows_the_dtype_rule(name, dtype, want, monkeypatch):
         assert np.shares_memory(got, Xd), f"{name} copied {dtype.__name__} input"
 
 
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in RT.CASES
+                                  if c.entry == "load_result"])
+def test_load_result_case(case, tmp_path):
+    path = case.build(tmp_path)["path"]
+    exc = {"ValueError": ValueError, "FileNotFoundError": FileNotFoundError}[case.expect]
+    with pytest.raises(exc, match=case.match):
+        mk.load_result(path)
+
+
 # ------------------------------------------------------------------ the generated document
 def test_reliability_doc_up_to_date():
     path = os.path.normpath(RT.DOC_PATH)
@@ -503,9 +512,10 @@ def test_case_ids_unique_and_every_case_runs():
     ids = [c.id for c in RT.CASES]
     assert len(ids) == len(set(ids))
     for c in RT.CASES:
-        assert c.entry in ("solve", "load_libsvm", "estimator", "cli")
-        assert c.expect in ("ValueError", "TypeError", "UsageError", "accepted", "honest")
-        if c.expect in ("ValueError", "TypeError", "UsageError"):
+        assert c.entry in ("solve", "load_libsvm", "estimator", "cli", "load_result")
+        assert c.expect in ("ValueError", "TypeError", "UsageError", "FileNotFoundError",
+                            "accepted", "honest")
+        if c.expect not in ("accepted", "honest"):
             assert c.match
         if c.expect == "honest":
             assert c.truth in ("separable", "infeasible")

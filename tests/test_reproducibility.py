@@ -223,15 +223,6 @@ def test_callable_kernel_result_cannot_be_saved_without_pickle(tmp_path):
     pytest.skip("no registered classifier accepts a callable kernel yet")
 
 
-def test_load_result_refuses_pickled_payloads(tmp_path):
-    """A file carrying an object array (which only pickle could restore) is refused."""
-    path = tmp_path / "evil.npz"
-    meta = np.frombuffer(b'{"__dict__": {}}', dtype=np.uint8)
-    np.savez(path, __meta__=meta, payload=np.array([object()], dtype=object))
-    with pytest.raises(ValueError, match="not a file written by Result.save"):
-        mk.load_result(path)
-
-
 # ------------------------------------------------------------------ estimators
 @pytest.mark.parametrize("name", ["PerceptronClassifier", "SVMClassifier",
                                   "IteratedTikhonovClassifier"])
@@ -259,26 +250,3 @@ def test_estimator_same_random_state_same_model(name):
     c = pickle.loads(pickle.dumps(a))
     np.testing.assert_array_equal(c.decision_function(X), a.decision_function(X))
     np.testing.assert_array_equal(c.predict(X), a.predict(X))
-
-
-def test_load_result_clear_errors(tmp_path):
-    with pytest.raises(FileNotFoundError):
-        mk.load_result(tmp_path / "missing.npz")
-    np.save(tmp_path / "one.npy", np.zeros(3))
-    with pytest.raises(ValueError, match="not a file written by Result.save.*single array"):
-        mk.load_result(tmp_path / "one.npy")
-    bad_json = np.frombuffer(b"{not json", dtype=np.uint8)
-    np.savez(tmp_path / "bad.npz", __meta__=bad_json)
-    with pytest.raises(ValueError, match="corrupt Result.save header"):
-        mk.load_result(tmp_path / "bad.npz")
-    missing_array = np.frombuffer(b'{"__dict__": {"coef_": {"__array__": "r.coef_"}}}', np.uint8)
-    np.savez(tmp_path / "missing_array.npz", __meta__=missing_array)
-    with pytest.raises(ValueError, match="corrupt Result.save header"):
-        mk.load_result(tmp_path / "missing_array.npz")
-
-
-def test_load_result_unknown_certificate_type_is_named(tmp_path):
-    meta = b'{"__dict__": {"certificate": {"__certificate__": "ThirdPartyCert", "state": {}}}}'
-    np.savez(tmp_path / "c.npz", __meta__=np.frombuffer(meta, dtype=np.uint8))
-    with pytest.raises(ValueError, match="certificate type 'ThirdPartyCert' is unknown.*import"):
-        mk.load_result(tmp_path / "c.npz")
