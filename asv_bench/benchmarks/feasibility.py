@@ -132,3 +132,37 @@ def _best_of(k, fn):
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+def _report(sizes, kinds, repeat=3):
+    """Markdown table: wall and CPU seconds (best of ``repeat``) of HiGHS and isnkpvn."""
+
+    def best(fn):
+        walls, cpus, out = [], [], None
+        for _ in range(repeat):
+            c, t = time.process_time(), time.perf_counter()
+            out = fn()
+            walls.append(time.perf_counter() - t)
+            cpus.append(time.process_time() - c)
+        return min(walls), min(cpus), out
+
+    print("| n | instance | HiGHS | HiGHS wall / CPU (s) | isnkpvn | iterations | "
+          "isnkpvn wall / CPU (s) | certificate verified | speed-up wall / CPU |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for n in sizes:
+        for kind in kinds:
+            Xa, y = instance(kind, n)
+            wl, cl, (st, _) = best(lambda: linprog_feasibility(Xa, y))
+            wm, cm, res = best(lambda: isnkpvn_decide(Xa, y))
+            ok = res.certificate is not None and bool(res.certificate.verify(Xa, y))
+            print(f"| {n} | {kind} | {st} | {wl:.3g} / {cl:.3g} | {res.status} | {res.n_iter} | "
+                  f"{wm:.3g} / {cm:.3g} | {ok} | {wl / wm:.2f} / {cl / cm:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    # cd asv_bench && MARGINKIT_BENCH_PROFILE=full python -m benchmarks.feasibility [n,n] [kinds]
+    import sys
+
+    _sizes = [int(a) for a in sys.argv[1].split(",")] if len(sys.argv) > 1 else SIZES
+    _kinds = sys.argv[2].split(",") if len(sys.argv) > 2 else KINDS
+    _report(_sizes, _kinds, repeat=3 if max(_sizes) <= 10_000 else 1)

@@ -123,3 +123,30 @@ class SolveMemoryCSR:
         return (peak - 1.5 * input_bytes(self.X)) / (8.0 * (n + D))
 
     track_excess_vectors.unit = "vectors of n+d"
+
+
+if __name__ == "__main__":
+    # cd asv_bench && python -m benchmarks.memory [solvers] [n,n] [nnz,nnz]
+    import sys
+
+    _solvers = sys.argv[1].split(",") if len(sys.argv) > 1 else SOLVERS
+    _sizes = [int(a) for a in sys.argv[2].split(",")] if len(sys.argv) > 2 else SIZES
+    _nnz = [int(a) for a in sys.argv[3].split(",")] if len(sys.argv) > 3 else NNZ_PER_ROW
+    print("| solver | n | nnz/row | input (MB) | traced extra (MB) | traced / input | "
+          "RSS growth / input | excess vectors of n+d |")
+    print("|---|---|---|---|---|---|---|---|")
+    for _s in _solvers:
+        for _n in _sizes:
+            for _k in _nnz:
+                _b = SolveMemoryCSR()
+                try:
+                    _b.setup(_s, _n, _k)
+                except NotImplementedError as _exc:
+                    print(f"| {_s} | {_n} | {_k} | skipped: {_exc} |||||")
+                    continue
+                _inp = input_bytes(_b.X)
+                _b._solve()  # warm-up: imports and lazily built caches
+                _tr = traced_peak(_b._solve)
+                _rss = rss_growth(_b._solve) if os.path.exists("/proc/self/clear_refs") else float("nan")
+                print(f"| {_s} | {_n} | {_k} | {_inp / 1e6:.2f} | {_tr / 1e6:.2f} | {_tr / _inp:.2f} | "
+                      f"{_rss / _inp:.2f} | {(_tr - 1.5 * _inp) / (8.0 * (_n + D)):.1f} |", flush=True)
