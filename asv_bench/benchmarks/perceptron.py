@@ -93,8 +93,7 @@ class PerceptronFamily:
 
     def track_margin_lower_bound(self, *params):
         res = self._solve()
-        if res.margin_bounds is None:
-            return float("nan")
-        return float(res.margin_bounds[0])
+        low = float("nan") if res.margin_bounds is None else float(res.margin_bounds[0])
+        return low if np.isfinite(low) else float("nan")  # -inf: no separator yet
 
     track_margin_lower_bound.unit = "rho"
