@@ -4,7 +4,6 @@ Build: ``python -m sphinx -W -b html docs docs/_build/html`` (``pip install marg
 The user-guide pages of the algorithm families are Markdown (``docs/<family>.md``), read
 by myst-parser; the user guide's table of contents lists those present at build time.
 """
-import os
 import sys
 from pathlib import Path
 

@@ -289,7 +289,8 @@ def cmd_fit(args):
     else:
         ver = {True: "verified from the data", False: "FAILED verification",
                None: "not verified (--no-verify or n x n Gram too large)"}[row["verified"]]
-        lines.append(("certificate", f"{res.certificate.kind}, value {_fmt(res.certificate.value, 6)}, {ver}"))
+        value = _fmt(res.certificate.value, 6)
+        lines.append(("certificate", f"{res.certificate.kind}, value {value}, {ver}"))
     if res.margin_bounds is not None:
         lines.append(("margin", row["margin"]))
     if res.certified_mask is not None:

@@ -11,7 +11,6 @@ parses the file and names the offending line.
 """
 import bz2
 import gzip
-import io
 import lzma
 import os
 from pathlib import Path
