@@ -24,7 +24,6 @@ products with X accumulate in float64.
 from cython cimport floating
 from libc.math cimport sqrt, fabs, INFINITY
 from libc.stdint cimport int32_t, int64_t
-from libc.stdlib cimport qsort, malloc, free
 
 ctypedef fused index_t:
     int32_t
@@ -307,72 +306,88 @@ def fista_gradient_pass(const floating[:, ::1] Xd, const floating[::1] data,
 
 
 # ------------------------------------------------------ projection onto box and hyperplane
-cdef int _cmp_double(const void* a, const void* b) noexcept nogil:
-    cdef double x = (<const double*> a)[0]
-    cdef double z = (<const double*> b)[0]
-    return (x > z) - (x < z)
-
-
-cdef double _phi(const double* v, const double* y, Py_ssize_t n, double gamma,
-                 double lam) noexcept nogil:
-    cdef Py_ssize_t i
-    cdef double acc = 0.0
+cdef double _phi_slope(const double* v, const double* y, Py_ssize_t n, double gamma,
+                       double lam, Py_ssize_t* n_free) noexcept nogil:
+    """phi(lam) = y^T proj_[0, gamma](v - lam y) and the number of free coordinates
+    (0 < v_i - lam y_i < gamma): phi'(lam) = -n_free between breakpoints."""
+    cdef Py_ssize_t i, nf = 0
+    cdef double acc = 0.0, t
     for i in range(n):
-        acc += y[i] * _clip(v[i] - lam * y[i], 0.0, gamma)
+        t = v[i] - lam * y[i]
+        if t <= 0.0:
+            continue
+        if t >= gamma:
+            acc += y[i] * gamma
+        else:
+            acc += y[i] * t
+            nf += 1
+    n_free[0] = nf
     return acc
 
 
+cdef double _next_breakpoint(const double* v, const double* y, Py_ssize_t n, double gamma,
+                             double lam, bint upward) noexcept nogil:
+    """The nearest breakpoint (y_i v_i or y_i (v_i - gamma)) strictly above (below) lam."""
+    cdef Py_ssize_t i
+    cdef double best = INFINITY if upward else -INFINITY, b1, b2
+    for i in range(n):
+        b1 = y[i] * v[i]
+        b2 = y[i] * (v[i] - gamma)
+        if upward:
+            if b1 > lam and b1 < best:
+                best = b1
+            if b2 > lam and b2 < best:
+                best = b2
+        else:
+            if b1 < lam and b1 > best:
+                best = b1
+            if b2 < lam and b2 > best:
+                best = b2
+    return best
+
+
 def project_box_hyperplane(const double[::1] v, const double[::1] y, double gamma,
-                           double[::1] out):
+                           double[::1] out, double lam0=0.0):
     """Euclidean projection of v onto {0 <= r <= gamma, y^T r = 0} (y in {-1, +1}^n).
 
     The KKT conditions give r = proj_[0, gamma](v - lam y) for the lam solving
     phi(lam) = y^T proj_[0, gamma](v - lam y) = 0; phi is continuous, non-increasing and
-    piecewise linear with breakpoints y_i v_i and y_i v_i - y_i gamma. The breakpoints are
-    sorted, the sign change of phi is located by bisection over them, and lam is found
-    exactly by linear interpolation on that segment (an exact breakpoint search,
-    O(n log n); Brucker 1984 gives an O(n) variant of the same idea). Returns lam.
+    piecewise linear (breakpoints y_i v_i and y_i (v_i - gamma)), with slope -n_free(lam).
+    Newton's method on phi inside a bracket [lo, hi] is exact once lam lies on the root's
+    linear piece; where the slope is 0 (no free coordinate) the step goes to the nearest
+    breakpoint, and a step leaving the bracket is replaced by bisection. Each step is O(n);
+    warm-started from the previous projection's multiplier ``lam0`` it takes a few steps
+    (an exact breakpoint search in the sense of Brucker 1984, without sorting). Returns lam.
     """
     cdef Py_ssize_t n = v.shape[0]
-    cdef Py_ssize_t i, lo, hi, mid
-    cdef double lam, plo, phi_hi, blo, bhi
-    cdef double* bp
+    cdef Py_ssize_t i, it, nf
+    cdef double lam = lam0, lo = -INFINITY, hi = INFINITY, ph, lam_new
     if n == 0:
         return 0.0
-    bp = <double*> malloc(2 * n * sizeof(double))
-    if bp == NULL:
-        raise MemoryError("project_box_hyperplane: cannot allocate the breakpoints")
     with nogil:
-        for i in range(n):
-            bp[2 * i] = y[i] * v[i]
-            bp[2 * i + 1] = y[i] * v[i] - y[i] * gamma
-        qsort(bp, 2 * n, sizeof(double), _cmp_double)
-        # phi(bp[0]) >= 0 >= phi(bp[2n-1]) because phi is non-increasing and at the extreme
-        # breakpoints every positive (resp. negative) term is saturated in the same way
-        lo = 0
-        hi = 2 * n - 1
-        if _phi(&v[0], &y[0], n, gamma, bp[lo]) <= 0.0:
-            lam = bp[lo]
-        elif _phi(&v[0], &y[0], n, gamma, bp[hi]) >= 0.0:
-            lam = bp[hi]
-        else:
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if _phi(&v[0], &y[0], n, gamma, bp[mid]) > 0.0:
-                    lo = mid
-                else:
-                    hi = mid
-            blo = bp[lo]
-            bhi = bp[hi]
-            plo = _phi(&v[0], &y[0], n, gamma, blo)
-            phi_hi = _phi(&v[0], &y[0], n, gamma, bhi)
-            if plo - phi_hi > 0.0:
-                lam = blo + (bhi - blo) * plo / (plo - phi_hi)
+        for it in range(200):
+            ph = _phi_slope(&v[0], &y[0], n, gamma, lam, &nf)
+            if ph == 0.0:
+                break
+            if ph > 0.0:
+                lo = lam
             else:
-                lam = blo
+                hi = lam
+            if nf > 0:
+                lam_new = lam + ph / nf
+            else:
+                lam_new = _next_breakpoint(&v[0], &y[0], n, gamma, lam, ph > 0.0)
+            if not (lam_new > lo and lam_new < hi):
+                if lo > -INFINITY and hi < INFINITY:
+                    lam_new = 0.5 * (lo + hi)
+                else:
+                    break  # phi is constant and nonzero beyond every breakpoint: infeasible
+            if fabs(lam_new - lam) <= 1e-15 * (fabs(lam) + gamma):
+                lam = lam_new
+                break
+            lam = lam_new
         for i in range(n):
             out[i] = _clip(v[i] - lam * y[i], 0.0, gamma)
-    free(bp)
     return lam
 
 

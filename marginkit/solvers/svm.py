@@ -340,6 +340,7 @@ class _FistaState(SolverState):
         self.a_prev, self.a, self._a_buf = np.zeros(d), np.zeros(d), np.zeros(d)
         self.b_prev = self.b = 0.0
         self.t_bar = 0.0            # classical SVM: intercept L * lambda of the last projection
+        self._lam = 0.0             # warm start of the projection's multiplier
         self.y_k = np.zeros(n)      # extrapolation point that produced r (for the bound)
         self._v = np.zeros(d)
         self.n_iter = 0
@@ -378,7 +379,8 @@ class _FistaState(SolverState):
             self._vproj = vproj
             _f.fista_gradient_pass(*data.args, self.y, self.r_prev, self.r, v, offset, by,
                                    data.c, self.beta, self.L, self.mu, self.y_k, vproj)
-            lam = _f.project_box_hyperplane(vproj, self.y, self.gamma, r_new)
+            lam = _f.project_box_hyperplane(vproj, self.y, self.gamma, r_new, self._lam)
+            self._lam = lam
             b_new = _f.scatter_dual(*data.args, self.y, r_new, a_new)
             self.t_bar = self.L * lam
             eps = self.kappa * float(np.sqrt(_f.sq_dist(self.y_k, r_new)))
