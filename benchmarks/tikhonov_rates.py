@@ -35,7 +35,7 @@ LAMS = np.logspace(-4, 0, 50)
 
 def one_run(args):
     """Min-over-lambda excess risk of IT(1), IT(3), IT(8) for one (r, n, repetition)."""
-    r, n, rep, exact_upto, centres, tol, n_max = args
+    r, n, rep, exact_upto, centres, tol, n_max, norm = args
     from threadpoolctl import threadpool_limits
 
     import marginkit as mk
@@ -47,14 +47,16 @@ def one_run(args):
             # nested samples: the n points of repetition rep are the first n of one draw of
             # n_max points (common random numbers across n: steadier slopes)
             seed = int(1_000_003 * rep + int(100 * r))
-            X, y = mk.datasets.make_source_capacity(n_max, r, ALPHA, random_state=seed)
+            X, y = mk.datasets.make_source_capacity(n_max, r, ALPHA, random_state=seed,
+                                                    normalization=norm)
             X, y = X[:n], y[:n]
         else:
             seed = int(1_000_003 * rep + 7919 * n + int(100 * r))
-            X, y = mk.datasets.make_source_capacity(n, r, ALPHA, random_state=seed)
-        kernel = mk.get_plugin("kernel", "spline")(order=ALPHA)
+            X, y = mk.datasets.make_source_capacity(n, r, ALPHA, random_state=seed,
+                                                    normalization=norm)
+        kernel = mk.get_plugin("kernel", "spline")(order=ALPHA, normalization=norm)
         x_mc = np.random.default_rng(12345).random(10_000).reshape(-1, 1)
-        star = source_capacity_target(x_mc[:, 0], r, ALPHA)
+        star = source_capacity_target(x_mc[:, 0], r, ALPHA, norm)
         p = 0.5 * (1.0 + np.tanh(0.5 * star))
         base = p * np.logaddexp(0.0, -star) + (1 - p) * np.logaddexp(0.0, star)
         t0 = time.perf_counter()
@@ -137,6 +139,9 @@ def main(argv=None):
     ap.add_argument("--exact-upto", type=int, default=400)
     ap.add_argument("--centres", type=int, default=150)
     ap.add_argument("--tol", type=float, default=1e-8)
+    ap.add_argument("--normalization", choices=("series", "bernoulli"), default="series",
+                    help="spline normalization: Fourier series (paper's definition) or the "
+                         "closed form printed in app. E.1")
     ap.add_argument("--independent", action="store_true",
                     help="independent samples per n (default: nested samples within a repetition)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
@@ -144,7 +149,7 @@ def main(argv=None):
                                                   "tikhonov_rates"))
     a = ap.parse_args(argv)
     n_max = 0 if a.independent else max(a.n)
-    tasks = [(r, n, rep, a.exact_upto, a.centres, a.tol, n_max)
+    tasks = [(r, n, rep, a.exact_upto, a.centres, a.tol, n_max, a.normalization)
              for n in sorted(a.n, reverse=True) for r in RS for rep in range(a.reps)]
     t0 = time.perf_counter()
     with mp.get_context("spawn").Pool(a.jobs) as pool:

@@ -494,3 +494,16 @@ def test_asv_module_runs_one_case_each():
     f = mod.TikhonovFilter()
     f.setup("spectral_filter", 8)
     f.time_solve("spectral_filter", 8)
+
+
+def test_source_capacity_bernoulli_normalization():
+    from marginkit.datasets._source_capacity import source_capacity_target
+
+    x = np.linspace(0, 1, 5)
+    # weights |2 pi k|^-q: theta* = 1 + 2 sum cos(2 pi k x) / (2 pi k)^q
+    q = 2.0
+    ref = 1 + (_series(q, x) - 1) / (2 * np.pi) ** q
+    assert_allclose(source_capacity_target(x, 0.25, 2, normalization="bernoulli"), ref, atol=1e-6)
+    X, y = mk.datasets.make_source_capacity(20, 0.25, 2, random_state=0, normalization="bernoulli")
+    X2, _ = mk.datasets.make_source_capacity(20, 0.25, 2, random_state=0)
+    assert np.array_equal(X, X2)

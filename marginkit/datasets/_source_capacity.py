@@ -36,16 +36,23 @@ def _check(n, r, alpha, loss):
         raise ValueError(f"loss={loss!r} is not valid; use 'logistic' or 'squared'")
 
 
-def source_capacity_target(x, r, alpha):
-    """theta*(x) = Lambda_{(r + 1/2) alpha + 1/2}(0, x) (series normalization)."""
+def source_capacity_target(x, r, alpha, normalization="series"):
+    """theta*(x) = Lambda_{(r + 1/2) alpha + 1/2}(0, x).
+
+    ``normalization`` is that of the ``spline`` kernel: ``"series"`` (Fourier weights
+    |k|^-q, the paper's definition) or ``"bernoulli"`` (the closed form printed in app. E.1,
+    weights |2 pi k|^-q: same source and capacity exponents, other constants).
+    """
     from .._registry import get_plugin
 
     x = np.asarray(x, dtype=np.float64).reshape(-1, 1)
-    kernel = get_plugin("kernel", "spline")(order=_target_order(r, alpha))
+    kernel = get_plugin("kernel", "spline")(order=_target_order(r, alpha),
+                                            normalization=normalization)
     return np.asarray(kernel(x, np.zeros((1, 1))), dtype=np.float64)[:, 0]
 
 
-def make_source_capacity(n, r, alpha, loss="logistic", noise=1.0, random_state=None):
+def make_source_capacity(n, r, alpha, loss="logistic", noise=1.0, random_state=None,
+                         normalization="series"):
     """Sample the synthetic task of paper 002 (sec. 4; app. E.2, E.3).
 
     Parameters
@@ -62,6 +69,9 @@ def make_source_capacity(n, r, alpha, loss="logistic", noise=1.0, random_state=N
     noise : float
         Standard deviation of the Gaussian noise (squared loss only).
     random_state : None, int or numpy Generator
+    normalization : {"series", "bernoulli"}
+        Normalization of the spline defining theta* (see ``source_capacity_target``); fit
+        with the ``spline`` kernel of the same normalization.
 
     Returns
     -------
@@ -71,7 +81,7 @@ def make_source_capacity(n, r, alpha, loss="logistic", noise=1.0, random_state=N
     _check(n, r, alpha, loss)
     rng = check_random_state(random_state)
     x = rng.random(n)
-    theta = source_capacity_target(x, r, alpha)
+    theta = source_capacity_target(x, r, alpha, normalization)
     if loss == "logistic":
         p = 0.5 * (1.0 + np.tanh(0.5 * theta))  # sigmoid, stable
         y = np.where(rng.random(n) < p, 1.0, -1.0)
@@ -81,7 +91,7 @@ def make_source_capacity(n, r, alpha, loss="logistic", noise=1.0, random_state=N
 
 
 def source_capacity_excess_risk(model, r, alpha, loss="logistic", n_mc=10_000,
-                                random_state=0):
+                                random_state=0, normalization="series"):
     """Monte Carlo estimate of L(theta) - L(theta*) (app. E.3).
 
     Parameters
@@ -94,6 +104,7 @@ def source_capacity_excess_risk(model, r, alpha, loss="logistic", n_mc=10_000,
     random_state : None, int or Generator
         Seed of the Monte Carlo points (fixed by default so that estimators compare on the
         same points).
+    normalization : as in ``make_source_capacity``
 
     Returns
     -------
@@ -106,7 +117,7 @@ def source_capacity_excess_risk(model, r, alpha, loss="logistic", n_mc=10_000,
     x = rng.random(int(n_mc)).reshape(-1, 1)
     f = model.decision_function if hasattr(model, "decision_function") else model
     theta = np.asarray(f(x), dtype=np.float64).ravel()
-    star = source_capacity_target(x[:, 0], r, alpha)
+    star = source_capacity_target(x[:, 0], r, alpha, normalization)
     if loss == "squared":
         return float(0.5 * np.mean((theta - star) ** 2))
     p = 0.5 * (1.0 + np.tanh(0.5 * star))
