@@ -23,6 +23,7 @@ extensions = [
     "sphinx.ext.viewcode",
     "numpydoc",
     "myst_parser",
+    "matplotlib.sphinxext.plot_directive",
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
@@ -36,6 +37,11 @@ autodoc_typehints = "none"
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_validation_checks = set()
+
+plot_html_show_formats = False
+plot_html_show_source_link = False
+plot_formats = [("png", 90)]
+plot_rcparams = {"figure.max_open_warning": 0}
 
 html_theme = "alabaster"
 html_static_path = []
