@@ -183,6 +183,14 @@ def _mixed_norms(_):
     return _with(X, y)
 
 
+def _near_duplicates_f32(_):
+    """Points 4e-6 apart with opposite labels: the float32 rbf Gram rounds them together, but
+    distinct points are always separable by rbf (its Gram is positive definite)."""
+    X = np.full((4, 5), 4e-6, dtype=np.float32)
+    X[3, 1] = 0.0
+    return dict(X=X, y=np.array(["a", "a", "a", "b"]), kernel="rbf")
+
+
 def _constant_feature(_):
     X, y = separable()
     return _with(np.hstack([X, np.full((6, 1), 5.0)]), y)
@@ -477,6 +485,10 @@ CASES = [
          _scaled(1e-30, np.float32), "honest", "correct answer or honest status", truth="separable"),
     Case("f32_max", H, "solve", "float32 values around 1e38 (next to float32's maximum)",
          _scaled(1e38, np.float32), "honest", "correct answer or honest status", truth="separable"),
+    Case("f32_near_duplicates_rbf", H, "solve",
+         "float32, rbf kernel, opposite labels on points 4e-6 apart (Gram rounds to all ones)",
+         _near_duplicates_f32, "honest", "never a false 'infeasible' (rbf separates distinct "
+         "points); an honest 'max_iter' is fine", truth="separable"),
     Case("constant_feature", H, "solve", "a constant feature", _constant_feature, "honest",
          "correct answer", truth="separable"),
     Case("dup_same", H, "solve", "duplicate points with the same label", _dup_same, "honest",
@@ -620,7 +632,15 @@ _EST_INTERRUPT = ("marginkit.sklearn: after a Ctrl-C ends one one-vs-rest subpro
 _DASK_ROWS = ("dask input: a NaN in chunk k is reported with its row index inside the chunk "
               "('X chunk 1 contains NaN or infinity in row(s) [1]' for global row 4); report "
               "global row numbers (marginkit/_dask.py)")
+_F32_FALSE_INFEASIBLE = (
+    "float32 + rbf: when float32 rounding makes the Gram of nearly identical points all ones, "
+    "the solver reports 'infeasible' with a certificate whose float64 re-check fails "
+    "(||p||_G is ~1e-6, not <= eps); re-check ||p||_G in float64 before claiming "
+    "(marginkit/solvers/perceptron.py)")
 KNOWN_BUGS.update({
+    ("hostile", "f32_near_duplicates_rbf", "isnkpvn"): _F32_FALSE_INFEASIBLE,
+    ("hostile", "f32_near_duplicates_rbf", "nvn"): _F32_FALSE_INFEASIBLE,
+    ("hostile", "f32_near_duplicates_rbf", "snkpvn"): _F32_FALSE_INFEASIBLE,
     ("dask_rows", None, None): _DASK_ROWS,
     ("estimator_interrupt", None, "PerceptronClassifier"): _EST_INTERRUPT,
     ("estimator_interrupt", None, "SVMClassifier"): _EST_INTERRUPT,

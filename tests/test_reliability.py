@@ -241,6 +241,8 @@ def test_hostile_data_honest(case, solver, tmp_path):
         pytest.skip("no classification solver registered yet")
     args = case.build(tmp_path)
     X, y = args.pop("X"), args.pop("y")
+    if "kernel" in args:
+        _check_composable(solver, args)
     before = _snapshot(X)
     try:
         res = mk.solve(X, y, solver=solver, max_iter=HOSTILE_MAX_ITER, random_state=0, **args)
