@@ -377,3 +377,46 @@ def test_generators():
         assert y[i] == -y[j]
     with pytest.raises(ValueError, match="margin"):
         make_separable(10, 2, margin=1.5)
+
+
+def test_normalized_perceptron_equals_nkp():
+    """Sec. 2.1 in feature space and sec. 4 through G are the same iterates (linear kernel)."""
+    # random data: no exact ties in argmin_i (G alpha)_i that round-off could break either way
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(40, 5))
+    y = np.where(rng.random(40) < 0.5, -1.0, 1.0)
+    stop = [("max_iter", {"n": 25})]
+    for Xin in (X, sp.csr_matrix(X)):
+        a = run(Xin, y, "normalized_perceptron", "linear", stop=stop)
+        b = run(Xin, y, "nkp", "linear", stop=stop)
+        np.testing.assert_allclose(a.dual_coef_, b.dual_coef_, atol=1e-12)
+        np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-12)
+        np.testing.assert_allclose(a.history["min_margin"], b.history["min_margin"], atol=1e-12)
+
+
+def test_perceptron_matches_reference_loop(separable):
+    """The classic perceptron against a plain numpy loop (most violated point first)."""
+    X, y, _ = separable
+    w = np.zeros(X.shape[1])
+    counts = np.zeros(X.shape[0])
+    for _ in range(500):
+        m = y * (X @ w)
+        if m.min() > 0:
+            break
+        i = int(np.argmin(m))
+        w += y[i] * X[i]
+        counts[i] += 1
+    res = run(X, y, "perceptron", "linear")
+    assert res.status == "separable"
+    np.testing.assert_array_equal(res.extra["mistake_counts"], counts)
+    np.testing.assert_allclose(res.coef_, w, atol=1e-12)
+
+
+def test_snkp_with_l2_smoother(separable):
+    X, y, _ = separable
+    res = run(X, y, "snkp", "linear", smoother="l2")
+    assert res.status == "separable"
+    assert_certificate(res, X, y, "linear")
+    assert res.history["mu"][0] == pytest.approx(2.0 * X.shape[0])  # mu_0 = 2 lambda, lambda = n
+    res = run(X, y, "snkp", "linear")
+    assert res.history["mu"][0] == pytest.approx(2.0)
