@@ -420,3 +420,17 @@ def test_snkp_with_l2_smoother(separable):
     assert res.history["mu"][0] == pytest.approx(2.0 * X.shape[0])  # mu_0 = 2 lambda, lambda = n
     res = run(X, y, "snkp", "linear")
     assert res.history["mu"][0] == pytest.approx(2.0)
+
+
+def test_infeasible_result_save_load(tmp_path):
+    X, y = make_xor(40, noise=0.1, random_state=3)
+    res = run(X, y, "isnkpvn", "linear")
+    assert res.status == "infeasible" and res.margin_bounds[0] == -np.inf
+    path = tmp_path / "infeasible.npz"
+    res.save(path)
+    loaded = mk.load_result(path)
+    assert loaded.status == "infeasible" and loaded.margin_bounds == res.margin_bounds
+    assert loaded.certificate.verify(X, y)
+    assert loaded.extra["outer_iterations"] == res.extra["outer_iterations"]
+    again = pickle.loads(pickle.dumps(res))
+    np.testing.assert_array_equal(again.dual_vector, res.dual_vector)
