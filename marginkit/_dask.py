@@ -576,6 +576,7 @@ class _DaskFistaState:
         self.beta = (sk - 1.0) / (sk + 1.0)
         self.augmented = augmented
         self.t_bar = 0.0
+        self._lam = 0.0  # warm start of the projection's multiplier (fista_svm)
         self.power_iterations = power_iterations
         self.a_prev, self.a = np.zeros(d), np.zeros(d)
         self.b_prev = self.b = 0.0
@@ -625,47 +626,50 @@ class _DaskFistaState:
                 "n_certified": float(self.n_certified)}
 
     # -- classical SVM: projection onto {0 <= r <= gamma, y^T r = 0} ------------------
-    def _svm_step(self, v, offset, by, n_sample=16):
+    def _svm_step(self, v, offset, by):
         """Gradient pass, exact projection, scatter (``svm._FistaState.step``, fista_svm).
 
-        ``project_box_hyperplane`` sorts the 2n breakpoints of
-        phi(lam) = y^T proj_[0, gamma](v - lam y) and bisects over them for the
-        neighbouring breakpoints b_lo < b_hi with phi(b_lo) > 0 >= phi(b_hi), then
-        interpolates. Here the bracket [b_lo, b_hi] is narrowed over the chunks' sorted
-        breakpoints: each round samples up to ``n_sample`` breakpoints per chunk inside
-        the bracket (one map) and evaluates phi at them (one map); it ends when no
-        breakpoint lies strictly inside. The interpolation is the same.
+        ``project_box_hyperplane`` finds the root of the piecewise-linear, non-increasing
+        phi(lam) = y^T proj_[0, gamma](v - lam y) by Newton steps lam + phi / n_free inside a
+        bracket (to the nearest breakpoint where no coordinate is free, bisection when a
+        step leaves the bracket), warm-started from the previous multiplier. Here each
+        evaluation of phi and n_free is one map (2 numbers per chunk), and the nearest
+        breakpoint one map (1 number); the decisions are the same.
         """
         pool, gamma = self.pool, self.gamma
-        ends = pool.map(_k_fsvm_gradient, v, offset, by, self.beta, self.L, self.mu, gamma)
-        lo, hi = min(e[0] for e in ends), max(e[1] for e in ends)
-        ph = np.sum(pool.map(_k_fsvm_phi, np.array([lo, hi]), gamma), axis=0)
-        if ph[0] <= 0.0:
-            lam = lo
-        elif ph[1] >= 0.0:
-            lam = hi
-        else:
-            plo, phi_hi = ph
-            while True:
-                inner = pool.map(_k_fsvm_inside, lo, hi, n_sample)
-                if sum(c for _, c in inner) == 0:
-                    break
-                cand = np.unique(np.concatenate([b for b, _ in inner]))
-                pc = np.sum(pool.map(_k_fsvm_phi, cand, gamma), axis=0)
-                pos = np.flatnonzero(pc > 0.0)
-                if pos.size:
-                    lo, plo = cand[pos[-1]], pc[pos[-1]]
-                nonpos = np.flatnonzero((pc <= 0.0) & (cand > lo))
-                if nonpos.size:
-                    hi, phi_hi = cand[nonpos[0]], pc[nonpos[0]]
-            lam = lo + (hi - lo) * plo / (plo - phi_hi) if plo - phi_hi > 0.0 else lo
+        pool.map(_k_fsvm_gradient, v, offset, by, self.beta, self.L, self.mu)
+        lam, lo, hi = self._lam, -np.inf, np.inf
+        for _ in range(200):
+            parts = pool.map(_k_fsvm_phi_slope, lam, gamma)
+            ph = sum(p[0] for p in parts)
+            nf = sum(p[1] for p in parts)
+            if ph == 0.0:
+                break
+            if ph > 0.0:
+                lo = lam
+            else:
+                hi = lam
+            if nf > 0:
+                lam_new = lam + ph / nf
+            else:
+                near = pool.map(_k_fsvm_next_breakpoint, lam, gamma, ph > 0.0)
+                lam_new = min(near) if ph > 0.0 else max(near)
+            if not (lo < lam_new < hi):
+                if np.isfinite(lo) and np.isfinite(hi):
+                    lam_new = 0.5 * (lo + hi)
+                else:
+                    break  # phi constant and nonzero beyond every breakpoint: infeasible
+            if abs(lam_new - lam) <= 1e-15 * (abs(lam) + gamma):
+                lam = lam_new
+                break
+            lam = lam_new
+        self._lam = lam
         self.t_bar = self.L * lam
         return pool.map(_k_fsvm_finish, lam, gamma)
 
 
-def _k_fsvm_gradient(chunk, v, offset, by, beta, L, mu, gamma):
-    """``fista_gradient_pass`` on the chunk; keeps y_k, the point to project and its sorted
-    breakpoints y_i v_i, y_i v_i - y_i gamma; returns the smallest and largest."""
+def _k_fsvm_gradient(chunk, v, offset, by, beta, L, mu):
+    """``fista_gradient_pass`` on the chunk; keeps y_k and the point to project."""
     from .solvers import _svm_fast as f
 
     cv = chunk.v
@@ -673,30 +677,27 @@ def _k_fsvm_gradient(chunk, v, offset, by, beta, L, mu, gamma):
     yk, vproj = np.empty(n), np.empty(n)
     f.fista_gradient_pass(*cv["args"], chunk.y, cv["r_prev"], cv["r"], v, offset, by, cv["c"],
                           beta, L, mu, yk, vproj)
-    y = chunk.y
-    bp = np.sort(np.concatenate([y * vproj, y * vproj - y * gamma]))
-    cv.update(yk=yk, vproj=vproj, bp=bp)
-    return (bp[0], bp[-1]) if bp.size else (np.inf, -np.inf)
+    cv.update(yk=yk, vproj=vproj)
 
 
-def _k_fsvm_phi(chunk, lams, gamma):
-    """The chunk's share of phi(lam) = sum_i y_i proj_[0, gamma](v_i - lam y_i)."""
+def _k_fsvm_phi_slope(chunk, lam, gamma):
+    """The chunk's share of phi(lam) and of the number of free coordinates."""
     y, v = chunk.y, chunk.v["vproj"]
-    out = np.empty(len(lams))
-    for j, lam in enumerate(lams):
-        out[j] = float(np.sum(y * np.clip(v - lam * y, 0.0, gamma)))
-    return out
+    t = v - lam * y
+    free = (t > 0.0) & (t < gamma)
+    ph = float(np.sum(y * np.where(t >= gamma, gamma, np.where(free, t, 0.0))))
+    return ph, int(np.count_nonzero(free))
 
 
-def _k_fsvm_inside(chunk, lo, hi, k):
-    """Breakpoints strictly inside (lo, hi): all of them, or k spread over their ranks."""
-    bp = chunk.v["bp"]
-    a = np.searchsorted(bp, lo, side="right")
-    b = np.searchsorted(bp, hi, side="left")
-    cnt = int(max(b - a, 0))
-    if cnt <= k:
-        return bp[a:b].copy(), cnt
-    return bp[a + (np.arange(1, k + 1) * cnt) // (k + 1)], cnt
+def _k_fsvm_next_breakpoint(chunk, lam, gamma, upward):
+    """The chunk's nearest breakpoint (y_i v_i or y_i (v_i - gamma)) strictly above (below) lam."""
+    y, v = chunk.y, chunk.v["vproj"]
+    bp = np.concatenate([y * v, y * (v - gamma)])
+    if upward:
+        bp = bp[bp > lam]
+        return float(bp.min()) if bp.size else np.inf
+    bp = bp[bp < lam]
+    return float(bp.max()) if bp.size else -np.inf
 
 
 def _k_fsvm_finish(chunk, lam, gamma):
@@ -711,7 +712,7 @@ def _k_fsvm_finish(chunk, lam, gamma):
     b_new = f.scatter_dual(*cv["args"], y, r_new, a_new)
     diff = cv["yk"] - r_new
     cv["r_buf"], cv["r_prev"], cv["r"] = cv["r_prev"], cv["r"], r_new
-    cv["yk"] = cv["vproj"] = cv["bp"] = None
+    cv["yk"] = cv["vproj"] = None
     rmin = float(r_new.min()) if r_new.size else np.inf
     return a_new, b_new, float(diff @ diff), float(r_new.sum()), float(r_new @ r_new), rmin
 
