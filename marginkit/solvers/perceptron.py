@@ -237,8 +237,8 @@ class SNKP(_PerceptronFamily):
         p_{k+1} = (1-t) p_k + t p_{mu_{k+1}}(alpha_{k+1}),
 
     with p_mu(alpha) = softmax(-G alpha / mu) (``entropy`` smoother). Finds a separator
-    within 2 sqrt(2 log n) / rho_K iterations (Theorem 1); ||p_k||_G <= ... gives the
-    upper margin bound. One product with G per iteration. Default ``max_iter``: 10_000.
+    within 2 sqrt(2 log n) / rho_K iterations (Theorem 1); ||p_k||_G bounds rho_K from
+    above (Lemma 3). One product with G per iteration. Default ``max_iter``: 10_000.
     """
 
     requires = {"smoother": ("argmin_simplex",)}
