@@ -44,14 +44,23 @@ def scaling_statistics(X, scale):
     (the paper's input to LIBLINEAR, LIBSVM and Pegasos: X Diag(sigma)^-1, no centering).
     ``scale=None``: m = 0, s = 1. Zero-variance columns get s = 0 (their centered values
     are all zero; with ``scale="scale"`` they are dropped): nothing is divided by zero.
+    A column counts as constant when its spread is at round-off level of its mean (a
+    threshold relative to the column's magnitude); the statistics are computed on the
+    column divided by its largest magnitude, so they neither overflow nor underflow.
     Sparse input is never densified (sums over the stored entries only).
     """
     n, d = X.shape
     if scale is None:
         return np.zeros(d), np.ones(d)
+    # statistics of each column divided by its largest magnitude: no overflow when squaring
+    # values near 1e300, no loss of columns whose values are all tiny (1e-150)
     if sp.issparse(X):
         data = X.data.astype(np.float64, copy=False)
         idx = X.indices
+        colmax = np.zeros(d)
+        np.maximum.at(colmax, idx, np.abs(data))
+        safe = np.where(colmax > 0, colmax, 1.0)
+        data = data / safe[idx]
         mean = np.bincount(idx, weights=data, minlength=d) / n
         cnt = np.bincount(idx, minlength=d)
         dev = data - mean[idx]
@@ -59,11 +68,24 @@ def scaling_statistics(X, scale):
         ss = np.bincount(idx, weights=dev * dev, minlength=d) + (n - cnt) * mean * mean
         var = ss / n
     else:
-        Xf = np.asarray(X, dtype=np.float64)
-        mean = Xf.mean(axis=0)
-        var = ((Xf - mean) ** 2).mean(axis=0) if n * d <= 4_000_000 else Xf.var(axis=0)
-    sigma = np.sqrt(np.maximum(var, 0.0))
-    ok = sigma > 1e-12 * np.maximum(1.0, np.abs(mean))
+        colmax, mean, var = np.zeros(d), np.zeros(d), np.zeros(d)
+        step = max(1, 2_000_000 // max(n, 1))  # column blocks: bounded temporaries
+        for j0 in range(0, d, step):
+            blk = np.asarray(X[:, j0:j0 + step], dtype=np.float64)
+            cm = np.abs(blk).max(axis=0)
+            blk = blk / np.where(cm > 0, cm, 1.0)
+            colmax[j0:j0 + step] = cm
+            mu_b = blk.mean(axis=0)
+            mean[j0:j0 + step] = mu_b
+            var[j0:j0 + step] = ((blk - mu_b) ** 2).mean(axis=0)
+        safe = np.where(colmax > 0, colmax, 1.0)
+    sd = np.sqrt(np.maximum(var, 0.0))
+    # constant columns: zero spread, or spread at round-off level of the (normalized) mean
+    ok = (colmax > 0) & (sd > 1e-12 * np.abs(mean))
+    ok &= sd > 0
+    sigma = sd * safe
+    mean = mean * safe
+    ok &= np.isfinite(sigma) & (sigma > 0)
     s = np.zeros(d)
     s[ok] = 1.0 / sigma[ok]
     m = mean if scale == "std" else np.zeros(d)
@@ -679,6 +701,5 @@ class Pegasos(Solver):
         bias = float(state.st[4])
         coef, intercept = data.original(w_bar, bias)
         if not identity:
-            return {"coef_": None, "intercept_": bias, "status": "max_iter",
-                    "extra": {"feature_space_coef": w_bar}}
-        return {"coef_": coef, "intercept_": intercept, "status": "max_iter"}
+            return {"coef_": None, "intercept_": bias, "extra": {"feature_space_coef": w_bar}}
+        return {"coef_": coef, "intercept_": intercept}
