@@ -68,6 +68,8 @@ def extensions():
                 name,
                 [str(rel)],
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+                # link libm directly: exp/log resolve to the current glibc versions
+                libraries=[] if sys.platform == "win32" else ["m"],
                 extra_compile_args=["-O3"] + omp_c + (["-O0", "-g"] if DEBUG else []),
                 extra_link_args=omp_l,
             )
