@@ -16,7 +16,8 @@ What each method sees (paper 001, sec. 5.1)
 * Reference tools (LIBLINEAR, LIBSVM, scikit-learn) get ``X Diag(sigma)^-1``: scaled,
   not centred (centring would destroy sparsity), CSR when the training matrix has
   density below 1/2, dense C-ordered float64 otherwise.
-* marginkit solvers with a ``scale`` parameter (``fista``, ``fista_svm``, ``dcd``) get
+* marginkit solvers with a ``scale`` parameter (``fista``, ``fista_svm``, ``dcd``,
+  ``pegasos``) get
   the *unscaled* matrix in the same format and ``scale="std"``: they centre and
   scale implicitly, ``Z = (X - e mu^T) Diag(sigma)^-1``, without forming Z, and
   report ``coef_`` in the original feature space. marginkit solvers without a
