@@ -73,8 +73,16 @@ class ChunkWorker:
     that reads ``chunk.X``/``chunk.y`` and keeps its vectors in ``chunk.v`` (a dict).
     """
 
-    def __init__(self, X, y, index):
-        self.X = check_X(X, name=f"X chunk {index}")
+    def __init__(self, X, y, index, offset=0):
+        self.bad_rows = None
+        try:
+            self.X = check_X(X, name=f"X chunk {index}")
+        except ValueError as exc:
+            if "NaN or infinity" not in str(exc):
+                raise
+            # reported by make_pool for all chunks at once, with global row numbers
+            self.X = None
+            self.bad_rows = _nonfinite_rows(X) + offset
         self.y_raw = y
         self.y = None
         self.index = index
@@ -142,6 +150,18 @@ class ChunkPool:
         self.workers = []
 
 
+def _nonfinite_rows(X):
+    if sp.issparse(X):
+        X = X.tocsr()
+        rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+        return np.unique(rows[~np.isfinite(X.data)])
+    return np.flatnonzero(~np.isfinite(np.asarray(X)).all(axis=1))
+
+
+def _k_bad_rows(chunk):
+    return chunk.bad_rows
+
+
 def _k_get(chunk, name):
     return np.asarray(chunk.v[name])
 
@@ -202,6 +222,7 @@ def make_pool(X, y, task="classification"):
     if len(X.chunks[1]) > 1:
         X = X.rechunk({1: -1})  # row chunks only: each chunk holds whole rows
     sizes = [int(c) for c in X.chunks[0]]
+    offs = np.concatenate([[0], np.cumsum(sizes)])
     n = int(sum(sizes))
     if n == 0 or X.shape[1] == 0:
         raise ValueError(f"X is empty (shape {X.shape}); pass at least one sample and one feature")
@@ -229,7 +250,8 @@ def make_pool(X, y, task="classification"):
             x_vals, y_vals = dask.compute(x_blocks, y.to_delayed().tolist())
         else:
             (x_vals,), y_vals = dask.compute(x_blocks), y_parts
-        workers = [ChunkWorker(xb, yb, i) for i, (xb, yb) in enumerate(zip(x_vals, y_vals))]
+        workers = [ChunkWorker(xb, yb, i, offs[i])
+                   for i, (xb, yb) in enumerate(zip(x_vals, y_vals))]
         keep = []
     else:
         from distributed import futures_of, wait
@@ -247,11 +269,18 @@ def make_pool(X, y, task="classification"):
         afuts = []
         for i, f in enumerate(xf):
             where = list(who.get(f.key, ()))
-            afuts.append(client.submit(ChunkWorker, f, yf[i], i, actor=True,
+            afuts.append(client.submit(ChunkWorker, f, yf[i], i, int(offs[i]), actor=True,
                                        workers=where or None, allow_other_workers=not where,
                                        pure=False))
         workers = [a.result() for a in afuts]
         keep = afuts  # the persisted chunks are referenced by the actors themselves
+    calls = [w.run(_k_bad_rows) for w in workers]
+    bad = [b for b in (calls if client is None else [f.result() for f in calls]) if b is not None]
+    if bad:
+        bad = np.concatenate(bad)
+        raise ValueError(
+            f"X contains NaN or infinity in row(s) {bad[:10].tolist()}"
+            f"{' ...' if bad.size > 10 else ''}; remove or impute them")
     calls = [w.run(_k_shape) for w in workers]
     shapes = calls if client is None else [f.result() for f in calls]
     dtypes = {s[1] for s in shapes}
@@ -453,23 +482,24 @@ def scaling_statistics(pool, scale):
     return m, s
 
 
-def _k_svm_setup(chunk, m, s):
-    """The chunk as ``marginkit.solvers.svm._Data`` holds it, with the global statistics."""
-    from .solvers import _svm_fast as f
+_STATS_LOCK = None
 
-    X = chunk.X
-    n = X.shape[0]
-    if sp.issparse(X):
-        args = (np.zeros((1, 1), dtype=X.dtype), X.data, X.indices, X.indptr, False)
-    else:
-        Xc = X if X.flags.c_contiguous else np.ascontiguousarray(X)
-        args = (Xc, np.zeros(1, dtype=X.dtype), np.zeros(1, dtype=np.int32),
-                np.zeros(1, dtype=np.int32), True)
-    s2 = s * s
-    c = np.zeros(n)
-    xsq = np.zeros(n)
-    f.row_statistics(*args, n, s2, s2 * m, c, xsq)
-    chunk.v.update(args=args, c=c, xsq=xsq, s2=s2)
+
+def _k_svm_setup(chunk, m, s, scale):
+    """The chunk as ``marginkit.solvers.svm._Data`` holds it, built by that class itself
+    with the global statistics (m, s) in place of the chunk's own, so the per-row
+    constants (c, xsq, ...) follow the in-memory conventions exactly."""
+    import threading
+    from unittest import mock
+
+    from .solvers import svm
+
+    global _STATS_LOCK
+    if _STATS_LOCK is None:
+        _STATS_LOCK = threading.Lock()
+    with _STATS_LOCK, mock.patch.object(svm, "scaling_statistics", lambda X, sc: (m, s)):
+        data = svm._Data(chunk.X, scale)
+    chunk.v.update(data=data, args=data.args, c=data.c, xsq=data.xsq)
 
 
 def _k_power(chunk, vs, offset):
@@ -533,7 +563,7 @@ class _ScaledData:
 def _svm_data(problem, scale):
     pool = problem.pool
     m, s = scaling_statistics(pool, scale)
-    pool.map(_k_svm_setup, m, s)
+    pool.map(_k_svm_setup, m, s, scale)
     return _ScaledData(pool.n_samples, pool.n_features, scale, m, s)
 
 
@@ -775,15 +805,28 @@ def chunkwise_permutation(rng, sizes):
     return np.concatenate(out).astype(np.int64)
 
 
-def _k_pegasos_epoch(chunk, order, s2a, st, M, lam, radius):
-    """Pegasos steps over the chunk's rows in ``order`` (``_svm_fast.pegasos_epoch``);
-    the d-vector s2a and the 6 scalars st travel from chunk to chunk."""
-    from .solvers import _svm_fast as f
+class _FixedOrder:
+    """A stand-in generator whose ``permutation`` returns a given order."""
 
-    cv = chunk.v
-    f.pegasos_epoch(*cv["args"], chunk.y, order, s2a, st, cv["s2"], cv["c"], cv["xsq"], M,
-                    lam, radius)
-    return s2a, st
+    def __init__(self, order):
+        self.order = order
+
+    def permutation(self, n):
+        assert n == self.order.shape[0]
+        return self.order
+
+
+def _k_pegasos_epoch(chunk, order, s2a, st, lam):
+    """Pegasos steps over the chunk's rows in ``order``: one step of the in-memory
+    ``svm._PegasosState`` on the chunk (its ``pegasos_epoch`` call), with the d-vector
+    s2a and the 6 scalars st passed from chunk to chunk."""
+    from .solvers import svm
+
+    state = svm._PegasosState(chunk.v["data"], chunk.y, lam, _FixedOrder(order))
+    state.s2a = np.array(s2a, dtype=np.float64)
+    state.st = np.array(st, dtype=np.float64)
+    state.step()
+    return state.s2a, state.st
 
 
 class _DaskPegasosState:
@@ -810,7 +853,7 @@ class _DaskPegasosState:
         for c in range(pool.n_chunks):
             local = order[pool.offsets[c]:pool.offsets[c + 1]] - pool.offsets[c]
             self.s2a, self.st = pool.call(c, _k_pegasos_epoch, local, self.s2a, self.st,
-                                          self.data.M, self.lam, self.radius)
+                                          self.lam)
         self.n_iter += 1
 
     def snapshot(self):
@@ -835,7 +878,7 @@ class PegasosDriver(Driver):
         w_bar = state.w_bar()
         bias = float(state.st[4])
         coef, intercept = self._data.original(w_bar, bias)
-        return {"coef_": coef, "intercept_": intercept, "status": "max_iter"}
+        return {"coef_": coef, "intercept_": intercept}
 
 
 # =====================================================================================

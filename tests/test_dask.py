@@ -380,3 +380,15 @@ def test_input_errors_are_clear(monkeypatch):
         mk.solve(_as_dask(Xn, 25), y, solver="fista")
     with pytest.raises(ValueError, match="one label per row"):
         mk.solve(Xd, y[:-1], solver="fista")
+
+
+def test_nonfinite_rows_are_reported_with_global_indices(client):
+    X, y = _synthetic(n=60)
+    X[[4, 41]] = np.nan
+    X[50, 3] = np.inf
+    with pytest.raises(ValueError, match=r"NaN or infinity in row\(s\) \[4, 41, 50\]"):
+        mk.solve(da.from_array(X, chunks=3), da.from_array(y, chunks=3), solver="snkp")
+    Xs = sp.csr_matrix(np.nan_to_num(X, nan=1.0, posinf=1.0))
+    Xs.data[Xs.indptr[41]] = np.nan
+    with pytest.raises(ValueError, match=r"NaN or infinity in row\(s\) \[41\]"):
+        mk.solve(_as_dask(Xs, 20), y, solver="fista")
