@@ -15,8 +15,9 @@ The solvers keep ``a = X^T u`` (u = y * r, an O(nnz) scatter) and ``b = e^T u``;
 
     z_i . w_bar = x_i . (s2 * a) - b c_i - m . (s2 * a) + b M,
 
-with s2 = s * s, c_i = x_i . (s2 * m) and M = m . (s2 * m) precomputed once. With
-``scale=None`` the caller passes s2 = 1, m = 0 (so c = 0, M = 0).
+with s2 = s * s, c_i = x_i . (s2 * m) and M = m . (s2 * m) precomputed once. The kernels
+take s and form s2 * x as s * (s * x), so that columns of magnitude 1e-160 or 1e160 stay
+in floating-point range. With ``scale=None`` the caller passes s = 1, m = 0 (c = 0, M = 0).
 
 All vectors the solvers update (r, a, w) are float64 whatever the dtype of X; the
 products with X accumulate in float64.
@@ -62,17 +63,19 @@ cdef inline void _axpy_sparse(double alpha, const floating* val, const index_t* 
 
 
 cdef inline void _axpy_sparse_scaled(double alpha, const floating* val, const index_t* ind,
-                                     Py_ssize_t nnz, const double* s2, double* out) noexcept nogil:
+                                     Py_ssize_t nnz, const double* sc, double* out) noexcept nogil:
+    # alpha s_j^2 x_j evaluated as alpha (s_j (s_j x_j)): s_j^2 alone can overflow or
+    # underflow for columns of magnitude 1e-160 or 1e160, the product stays in range
     cdef Py_ssize_t k
     for k in range(nnz):
-        out[ind[k]] += alpha * s2[ind[k]] * val[k]
+        out[ind[k]] += alpha * (sc[ind[k]] * (sc[ind[k]] * val[k]))
 
 
-cdef inline void _axpy_dense_scaled(double alpha, const floating* x, const double* s2,
+cdef inline void _axpy_dense_scaled(double alpha, const floating* x, const double* sc,
                                     double* out, Py_ssize_t d) noexcept nogil:
     cdef Py_ssize_t j
     for j in range(d):
-        out[j] += alpha * s2[j] * x[j]
+        out[j] += alpha * (sc[j] * (sc[j] * x[j]))
 
 
 cdef inline double _row_dot(bint dense, const floating* Xd, const floating* data,
@@ -99,14 +102,14 @@ cdef inline void _row_axpy(bint dense, const floating* Xd, const floating* data,
 
 cdef inline void _row_axpy_scaled(bint dense, const floating* Xd, const floating* data,
                                   const index_t* indices, const index_t* indptr,
-                                  Py_ssize_t i, double alpha, const double* s2, double* out,
+                                  Py_ssize_t i, double alpha, const double* sc, double* out,
                                   Py_ssize_t d) noexcept nogil:
     cdef Py_ssize_t s
     if dense:
-        _axpy_dense_scaled(alpha, Xd + i * d, s2, out, d)
+        _axpy_dense_scaled(alpha, Xd + i * d, sc, out, d)
     else:
         s = indptr[i]
-        _axpy_sparse_scaled(alpha, &data[s], &indices[s], indptr[i + 1] - s, s2, out)
+        _axpy_sparse_scaled(alpha, &data[s], &indices[s], indptr[i + 1] - s, sc, out)
 
 
 cdef inline double _clip(double v, double lo, double hi) noexcept nogil:
@@ -120,14 +123,14 @@ cdef inline double _clip(double v, double lo, double hi) noexcept nogil:
 # ----------------------------------------------------------------------- row statistics
 def row_statistics(const floating[:, ::1] Xd, const floating[::1] data,
                    const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-                   Py_ssize_t n, const double[::1] s2, const double[::1] s2m,
+                   Py_ssize_t n, const double[::1] sc, const double[::1] s2m,
                    double[::1] c, double[::1] xsq):
-    """c_i = x_i . (s2 * m) and xsq_i = x_i . (s2 * x_i) for every row (one pass)."""
+    """c_i = x_i . (s2 * m) and xsq_i = ||sc * x_i||^2 (s2 = sc^2) for every row (one pass)."""
     cdef const floating* Xp = &Xd[0, 0]
     cdef const floating* dp = &data[0]
     cdef const index_t* ip = &indices[0]
     cdef const index_t* pp = &indptr[0]
-    cdef Py_ssize_t d = s2.shape[0]
+    cdef Py_ssize_t d = sc.shape[0]
     cdef Py_ssize_t i, j, k, st, en
     cdef double acc, x
     with nogil:
@@ -137,13 +140,15 @@ def row_statistics(const floating[:, ::1] Xd, const floating[::1] data,
             if dense:
                 for j in range(d):
                     x = Xd[i, j]
-                    acc += s2[j] * x * x
+                    x = sc[j] * x
+                    acc += x * x
             else:
                 st = indptr[i]
                 en = indptr[i + 1]
                 for k in range(st, en):
                     x = data[k]
-                    acc += s2[indices[k]] * x * x
+                    x = sc[indices[k]] * x
+                    acc += x * x
             xsq[i] = acc
 
 
@@ -395,7 +400,7 @@ def project_box_hyperplane(const double[::1] v, const double[::1] y, double gamm
 def dcd_epoch(const floating[:, ::1] Xd, const floating[::1] data,
               const index_t[::1] indices, const index_t[::1] indptr, bint dense,
               const double[::1] y, int64_t[::1] index, Py_ssize_t active_size,
-              double[::1] r, double[::1] s2a, double[::1] scal, const double[::1] s2,
+              double[::1] r, double[::1] s2a, double[::1] scal, const double[::1] sc,
               const double[::1] c, const double[::1] qd, double M, double t_col,
               double mu, double gamma, double pg_max_old, double pg_min_old, bint shrinking):
     """One epoch of dual coordinate descent (Hsieh et al. 2008, LIBLINEAR's solver) on
@@ -459,7 +464,7 @@ def dcd_epoch(const floating[:, ::1] Xd, const floating[::1] data,
                 if u != 0.0:
                     b += u
                     P += u * c[i]
-                    _row_axpy_scaled(dense, Xp, dp, ip, pp, i, u, &s2[0], &s2a[0], d)
+                    _row_axpy_scaled(dense, Xp, dp, ip, pp, i, u, &sc[0], &s2a[0], d)
             s += 1
         scal[0] = b
         scal[1] = P
@@ -506,7 +511,7 @@ def projected_gradient(const floating[:, ::1] Xd, const floating[::1] data,
 def pegasos_epoch(const floating[:, ::1] Xd, const floating[::1] data,
                   const index_t[::1] indices, const index_t[::1] indptr, bint dense,
                   const double[::1] y, const int64_t[::1] order, double[::1] s2a,
-                  double[::1] st, const double[::1] s2, const double[::1] c,
+                  double[::1] st, const double[::1] sc, const double[::1] c,
                   const double[::1] xsq, double M, double lam, double radius):
     """One epoch of Pegasos (Shalev-Shwartz et al. 2007) with an unregularized bias.
 
@@ -525,7 +530,7 @@ def pegasos_epoch(const floating[:, ::1] Xd, const floating[::1] data,
     cdef Py_ssize_t n_ord = order.shape[0]
     cdef Py_ssize_t s, i, j
     cdef double alpha = st[0], beta = st[1], P = st[2], A2 = st[3], bias = st[4], k = st[5]
-    cdef double eta, dot, marg, delta, xa, wn2, sc
+    cdef double eta, dot, marg, delta, xa, wn2
     with nogil:
         for s in range(n_ord):
             i = order[s]
@@ -549,7 +554,7 @@ def pegasos_epoch(const floating[:, ::1] Xd, const floating[::1] data,
                 A2 += 2.0 * delta * xa + delta * delta * xsq[i]
                 P += delta * c[i]
                 beta += delta
-                _row_axpy_scaled(dense, Xp, dp, ip, pp, i, delta, &s2[0], &s2a[0], d)
+                _row_axpy_scaled(dense, Xp, dp, ip, pp, i, delta, &sc[0], &s2a[0], d)
                 bias += eta * y[i]
             # ||w||^2 = alpha^2 (a - m beta)^T diag(s2) (a - m beta)
             wn2 = alpha * alpha * (A2 - 2.0 * beta * P + beta * beta * M)
@@ -604,14 +609,14 @@ def dot(const double[::1] x, const double[::1] z):
     return q
 
 
-def extrapolate(const double[::1] a, const double[::1] a_prev, const double[::1] s2,
+def extrapolate(const double[::1] a, const double[::1] a_prev, const double[::1] sc,
                 const double[::1] m, double beta, double[::1] out):
-    """out = s2 * ((1 + beta) a - beta a_prev); returns m . out (one loop, between iterations)."""
+    """out = sc^2 * ((1 + beta) a - beta a_prev); returns m . out (one loop, between iterations)."""
     cdef Py_ssize_t j
     cdef double acc = 0.0, t
     with nogil:
         for j in range(a.shape[0]):
-            t = s2[j] * ((1.0 + beta) * a[j] - beta * a_prev[j])
+            t = sc[j] * (sc[j] * ((1.0 + beta) * a[j] - beta * a_prev[j]))
             out[j] = t
             acc += m[j] * t
     return acc

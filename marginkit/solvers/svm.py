@@ -111,12 +111,12 @@ class _Data:
         self.args = (self.Xd, self.data, self.indices, self.indptr, not self.sparse)
         self.scale = scale
         self.m, self.s = scaling_statistics(X, scale)
-        self.s2 = self.s * self.s
-        s2m = self.s2 * self.m
-        self.M = float(self.m @ s2m)
+        sm = self.s * self.m
+        s2m = self.s * sm            # s^2 m without forming s^2 (range: see _svm_fast)
+        self.M = float(sm @ sm)
         self.c = np.zeros(self.n)
         self.xsq = np.zeros(self.n)
-        _f.row_statistics(*self.args, self.n, self.s2, s2m, self.c, self.xsq)
+        _f.row_statistics(*self.args, self.n, self.s, s2m, self.c, self.xsq)
         # ||z_i||^2 = x_i^T S2 x_i - 2 c_i + M
         self.zsq = np.maximum(self.xsq - 2.0 * self.c + self.M, 0.0)
 
@@ -373,7 +373,7 @@ class _FistaState(SolverState):
     def _extrapolated(self):
         beta = self.beta
         v = self._v
-        mv = _f.extrapolate(self.a, self.a_prev, self.data.s2, self.data.m, beta, v)
+        mv = _f.extrapolate(self.a, self.a_prev, self.data.s, self.data.m, beta, v)
         by = (1.0 + beta) * self.b - beta * self.b_prev
         offset = -mv + by * self.data.M + (by if self.augmented else 0.0)
         return v, by, offset
@@ -546,7 +546,7 @@ class _DCDState(SolverState):
         k = self.active_size
         self.index[:k] = self.index[:k][self.rng.permutation(k)]
         pg_max, pg_min, k, pgsq = _f.dcd_epoch(
-            *data.args, self.y, self.index, k, self.r, self.s2a, self.scal, data.s2, data.c,
+            *data.args, self.y, self.index, k, self.r, self.s2a, self.scal, data.s, data.c,
             self.qd, data.M, 1.0, self.mu, self.gamma, self.pg_max_old, self.pg_min_old,
             self.shrinking)
         self.active_size = k
@@ -655,7 +655,7 @@ class _PegasosState(SolverState):
     def step(self):
         data = self.data
         order = self.rng.permutation(data.n).astype(np.int64)
-        _f.pegasos_epoch(*data.args, self.y, order, self.s2a, self.st, data.s2, data.c,
+        _f.pegasos_epoch(*data.args, self.y, order, self.s2a, self.st, data.s, data.c,
                          data.xsq, data.M, self.lam, self.radius)
         self.n_iter += 1
 
