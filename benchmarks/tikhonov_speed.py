@@ -35,7 +35,11 @@ def load(name, n_features=123):
         raise SystemExit("set MARGINKIT_DATA to the folder holding a9a.xz and a9a.t.xz")
     with lzma.open(os.path.join(folder, name)) as fh:
         X, y = load_svmlight_file(fh, n_features=n_features)
-    return sp.csr_matrix(X), np.where(y > 0, 1.0, -1.0)
+    X = sp.csr_matrix(X)
+    # int32 indices (the loader may give int64, which libsvm-based SVC refuses)
+    X = sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)),
+                      shape=X.shape)
+    return X, np.where(y > 0, 1.0, -1.0)
 
 
 def objective(X, y, coef, lam):
