@@ -318,17 +318,11 @@ def solve(X, y, config=None, **kwargs):
 
         return _dask_solve(X, y, config)
     solver, kernel, smoother, rules, max_iter = compose(config)
-    if getattr(solver, "handles_dask", False) and hasattr(X, "__dask_graph__"):
-        Xv = X  # solvers that declare dask support validate chunk-wise themselves
-    else:
-        Xv = check_X(X)
+    Xv = check_X(X)
     if getattr(kernel, "precomputed", False):
         check_gram(Xv)  # square, symmetric, K_ii >= 0; blockwise, never densifies sparse K
     task = getattr(solver, "task", "classification")
-    if hasattr(y, "__dask_graph__") and getattr(solver, "handles_dask", False):
-        yv, classes = y, None
-    else:
-        yv, classes = check_y(y, Xv.shape[0], task=task)
+    yv, classes = check_y(y, Xv.shape[0], task=task)
     problem = Problem(X=Xv, y=yv, classes_=classes, kernel=kernel, smoother=smoother,
                       params=dict(solver.params), rng=check_random_state(config.random_state),
                       config=config)
