@@ -594,17 +594,6 @@ CASES = [
 #: bugs in other modules, routed to their owners; the tests mark them xfail(strict=True)
 #: so they fail loudly once fixed (then delete the entry and regenerate the document).
 #: (test, case id or None, solver or None) -> reason
-_PEGASOS_STATUS = ("pegasos.finalize always returns status 'max_iter', overriding the loop's "
-                   "'interrupted'/'time_limit'/'callback' (marginkit/solvers/svm.py)")
-_SVM_TINY = ("SVM family (scale='std'): scaling_statistics treats columns with sigma < 1e-12 "
-             "(an absolute threshold) as constant, so data around 1e-150 (or float32 1e-30) "
-             "loses every feature: predictions differ from the unscaled problem (accuracy 0.5 "
-             "on separable data); use a threshold relative to the column's magnitude "
-             "(marginkit/solvers/svm.py)")
-_SVM_HUGE = ("SVM family (scale='std'): scaling_statistics squares raw values ((X - mean)**2 "
-             "overflows for |x| ~ 1e300), sigma becomes inf and every feature is dropped: "
-             "predictions differ from the unscaled problem; scale columns by max |x| first "
-             "(marginkit/solvers/svm.py)")
 _NORM_OVERFLOW = ("row norms squared without scaling overflow for |x| ~ 1e300, and the solver "
                   "reports 'infeasible' at iteration 0 on separable data (its certificate fails "
                   "verify) (marginkit/utils/_operator.pyx / marginkit/solvers/perceptron.py)")
@@ -613,16 +602,11 @@ _NORM_OVERFLOW_MAXITER = ("row norms squared without scaling overflow for |x| ~ 
                           "'separable' (marginkit/utils/_operator.pyx)")
 _PERCEPTRON_NAN = ("perceptron: coef_ is NaN for |x| ~ 1e300 (overflow in the unnormalized "
                    "update) (marginkit/solvers/perceptron.py)")
-_SVM = ("dcd", "fista", "fista_svm", "pegasos")
 KNOWN_BUGS = {
-    **{("hostile", c, s): _SVM_TINY for c in ("tiny", "f32_tiny", "extreme_tiny") for s in _SVM},
-    **{("hostile", "extreme_huge", s): _SVM_HUGE for s in _SVM},
     **{("hostile", "extreme_huge", s): _NORM_OVERFLOW for s in ("isnkpvn", "nvn", "snkpvn")},
     **{("hostile", "extreme_huge", s): _NORM_OVERFLOW_MAXITER
        for s in ("nkp", "normalized_perceptron", "snkp")},
     ("hostile", "extreme_huge", "perceptron"): _PERCEPTRON_NAN,
-    ("interrupt", None, "pegasos"): _PEGASOS_STATUS,
-    ("time_limit", None, "pegasos"): _PEGASOS_STATUS,
 }
 
 _LIBSVM_NAN = ("load_libsvm: with scikit-learn installed, 'nan'/'inf' values are accepted (only "
@@ -634,9 +618,6 @@ _EST_INT8 = ("marginkit.sklearn validates X with scikit-learn's validate_data(dt
 _EST_INTERRUPT = ("marginkit.sklearn: after a Ctrl-C ends one one-vs-rest subproblem with status "
                   "'interrupted', fit goes on solving the other classes (one Ctrl-C per class "
                   "is needed); fit should stop, e.g. raise KeyboardInterrupt (marginkit/sklearn.py)")
-_DASK_ROWS = ("dask input: a NaN in chunk k is reported with its row index inside the chunk "
-              "('X chunk 1 contains NaN or infinity in row(s) [1]' for global row 4); report "
-              "global row numbers (marginkit/_dask.py)")
 _F32_FALSE_INFEASIBLE = (
     "float32 + rbf: when float32 rounding makes the Gram of nearly identical points all ones, "
     "the solver reports 'infeasible' with a certificate whose float64 re-check fails "
@@ -646,7 +627,6 @@ KNOWN_BUGS.update({
     ("hostile", "f32_near_duplicates_rbf", "isnkpvn"): _F32_FALSE_INFEASIBLE,
     ("hostile", "f32_near_duplicates_rbf", "nvn"): _F32_FALSE_INFEASIBLE,
     ("hostile", "f32_near_duplicates_rbf", "snkpvn"): _F32_FALSE_INFEASIBLE,
-    ("dask_rows", None, None): _DASK_ROWS,
     ("estimator_interrupt", None, "PerceptronClassifier"): _EST_INTERRUPT,
     ("estimator_interrupt", None, "SVMClassifier"): _EST_INTERRUPT,
     ("libsvm", "libsvm_nonfinite", None): _LIBSVM_NAN,

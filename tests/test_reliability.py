@@ -836,7 +836,6 @@ def test_ctrl_c_stops_a_one_vs_rest_fit(name, monkeypatch):
     assert len(calls) == 1, f"{len(calls)} subproblems solved after one Ctrl-C"
 
 
-@pytest.mark.xfail(strict=True, reason=RT.KNOWN_BUGS[("dask_rows", None, None)])
 def test_dask_input_errors_name_global_rows():
     da = pytest.importorskip("dask.array")
     if "snkp" not in REGISTERED:
