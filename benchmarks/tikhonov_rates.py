@@ -14,7 +14,7 @@ larger ones the Nystroem approximation with ``--centres`` centres.
 Usage::
 
     python benchmarks/tikhonov_rates.py                       # defaults below, ~minutes
-    python benchmarks/tikhonov_rates.py --n 200 400 800 --reps 2 --out /tmp/rates
+    python benchmarks/tikhonov_rates.py --n 200 400 800 --reps 2 --out rates_quick
 
 Writes ``<out>.json`` (all numbers) and ``<out>.png`` (the log-log plot), and prints the
 table in Markdown.
