@@ -192,6 +192,11 @@ class Result:
                 )
             out = X @ coef if not sp.issparse(X) else X.dot(coef)
             return np.asarray(out, dtype=np.float64).ravel() + float(self.intercept_ or 0.0)
+        fcoef = (self.extra or {}).get("feature_space_coef")
+        if fcoef is not None and getattr(self.kernel, "feature_map", None) is not None:
+            # linear model on the kernel's fitted feature map (SVM family with an approximation)
+            out = np.asarray(self.kernel.feature_map(X), dtype=np.float64) @ np.asarray(fcoef)
+            return out.ravel() + float(self.intercept_ or 0.0)
         if self.support_coef_ is None or self.kernel is None:
             raise ValueError("this result has no model to evaluate (no coef_ or kernel support)")
         kernel = self.kernel

@@ -6,6 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 import marginkit as mk
+from marginkit._api import resolve_kernel
 from marginkit.plugins import Kernel
 from marginkit.solvers import _svm_fast
 from marginkit.solvers.svm import CertifiedPointsCertificate, scaling_statistics
@@ -361,11 +362,67 @@ def test_inputs_not_modified_and_feature_map_kernel():
     res = mk.solve(Xs, y, solver="fista", kernel=_IdentityMapKernel())
     assert np.array_equal(X, before[0]) and np.array_equal(Xs.data, before[1])
     assert res.coef_ is not None and res.certificate.verify(Xs, y)
-    with pytest.raises(ValueError, match="scale=None"):
-        mk.solve(X, y, solver="fista", kernel=_ApproxMapKernel())
     approx = mk.solve(X, y, solver="fista", kernel=_ApproxMapKernel(), scale=None)
     assert approx.coef_ is None
     assert approx.score(X, y) > 0.8
+    # scale="std" standardizes the columns of Phi (no longer refused)
+    approx_std = mk.solve(X, y, solver="fista", kernel=_ApproxMapKernel())
+    assert approx_std.coef_ is None and approx_std.certificate.verify(X, y)
+
+
+# ------------------------------------------------------- kernel approximations (Phi)
+def _approx_data(seed=13):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((160, 4))
+    y = np.where((X ** 2).sum(axis=1) > 3.4, 1, -1)  # not linearly separable in X
+    Xnew = rng.standard_normal((40, 4))
+    return X, y, Xnew
+
+
+@pytest.mark.parametrize("kernel", ["nystroem", "rff"])
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd", "pegasos"])
+@pytest.mark.parametrize("scale", [None, "std"])
+def test_kernel_approximation_runs_on_feature_map(kernel, solver, scale):
+    """The solvers work on Phi = feature_map(X): the same run as the linear kernel on the
+    explicit matrix Phi, the certificate verifies from (X, y) through the kernel's fitted
+    map, and predictions on new data apply that same map."""
+    X, y, Xnew = _approx_data()
+    kw = dict(solver=solver, scale=scale, random_state=3)
+    if solver == "pegasos":
+        kw["epochs"] = 10
+    else:
+        kw["stop"] = ("certified_points", {"fraction": 0.2})
+    res = mk.solve(X, y, kernel=kernel,
+                   kernel_params={"n_components": 40, "random_state": 0}, **kw)
+    assert res.coef_ is None
+    Phi = res.kernel.feature_map(X)
+    Phi_new = res.kernel.feature_map(Xnew)
+    ref = mk.solve(Phi, y, **kw)  # linear kernel on the explicit features
+    f = res.extra["feature_space_coef"]
+    np.testing.assert_allclose(f, ref.coef_, rtol=1e-9, atol=1e-12)
+    assert res.intercept_ == pytest.approx(ref.intercept_, rel=1e-9, abs=1e-12)
+    np.testing.assert_allclose(res.decision_function(Xnew), Phi_new @ ref.coef_ + ref.intercept_,
+                               rtol=1e-9, atol=1e-9)
+    assert res.score(X, y) > 0.8
+    if solver == "pegasos":
+        return
+    assert res.status == "certified"
+    cert = res.certificate
+    assert cert.verify(X, y) and ref.certificate.verify(Phi, y)
+    if scale is None:
+        # w = Phi^T (y * r), independently: decision = Phi_new w + t
+        ypm = np.where(y == 1, 1.0, -1.0)
+        t = ref.extra.get("t_bar", ref.intercept_)
+        np.testing.assert_allclose(res.decision_function(Xnew),
+                                   Phi_new @ (Phi.T @ (ypm * res.dual_coef_)) + t,
+                                   rtol=1e-8, atol=1e-8)
+    # the claim is about this fitted map: raw X, or another draw of the map, fail it
+    for other in (None, resolve_kernel(kernel, {"n_components": 40, "random_state": 1})):
+        bad = CertifiedPointsCertificate(cert.value, cert.mask, cert.r, cert.gamma, cert.mu,
+                                         cert.scale, cert.means, cert.inv_std, cert.formulation,
+                                         cert.t_bar, cert.coef, cert.intercept, cert.classes,
+                                         kernel=other)
+        assert not bad.verify(X, y)
 
 
 # ----------------------------------------------------------------------------- Pegasos

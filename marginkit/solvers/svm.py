@@ -167,7 +167,15 @@ def feature_matrix_norm2(data, augmented, tol=1e-10, max_iter=10_000, seed=0):
 
 
 def _prepare(problem, scale):
-    """Apply the kernel's feature map and build the kernel-side data."""
+    """Apply the kernel's feature map and build the kernel-side data.
+
+    Returns ``(data, Phi, identity)``. With the linear kernel (identity map) the solvers run
+    on X itself. With a kernel approximation (``nystroem``, ``rff``, any non-identity
+    ``feature_map``) they run on Phi = feature_map(X), the map being fixed (fitted) on the
+    training rows; ``scale`` then acts on the columns of Phi: ``"std"`` centres each
+    feature of Phi and divides it by its training standard deviation, ``"scale"`` only
+    divides, None uses Phi as is (the approximated kernel K~ = Phi Phi^T exactly).
+    """
     fmap = getattr(problem.kernel, "feature_map", None)
     X = problem.X
     identity = True
@@ -175,13 +183,23 @@ def _prepare(problem, scale):
         Phi = fmap(X)
         if Phi is not X:
             identity = False
-            if scale is not None:
-                raise ValueError(
-                    f"scale={scale!r} needs the linear kernel (coefficients in the input space); "
-                    "with a kernel approximation pass scale=None"
-                )
             X = check_X(Phi, name="feature_map(X)")
     return _Data(X, scale), X, identity
+
+
+def _feature_fields(data, identity, w_bar, t_bar):
+    """The model fields of a linear model on the solver's features.
+
+    ``identity``: coef_/intercept_ in the input space. Otherwise (kernel approximation)
+    coef_ is None and the model is linear in Phi(x): decision(x) = Phi(x) . f + intercept_
+    with f = ``extra["feature_space_coef"]`` (the centering/scaling of ``scale`` folded
+    into f and intercept_), which ``Result.decision_function`` evaluates through the
+    result's kernel (the same fitted feature map).
+    """
+    coef, intercept = data.original(w_bar, t_bar)
+    if identity:
+        return {"coef_": coef, "intercept_": intercept}
+    return {"coef_": None, "intercept_": intercept, "extra": {"feature_space_coef": coef}}
 
 
 def _gamma_mu(params, n):
@@ -190,16 +208,11 @@ def _gamma_mu(params, n):
     return float(gamma), float(mu)
 
 
-def _model_fields(data, X_input, identity, y, r, w_bar, t_bar):
-    """coef_/intercept_ in the input space, or (feature maps, scale=None) the support rows
-    of the input with coefficients y * r, so that K(x, support) coef = Phi(x) . w."""
-    coef, intercept = data.original(w_bar, t_bar)
-    if identity:
-        return {"coef_": coef, "intercept_": intercept}
-    u = y * r
-    keep = np.flatnonzero(u)
-    return {"coef_": None, "intercept_": float(t_bar), "support_": X_input[keep],
-            "support_coef_": u[keep], "extra": {"feature_space_coef": w_bar}}
+def _fitted_coef(fields):
+    """The classifier's coefficients on the solver's features (input space or Phi)."""
+    if fields.get("coef_") is not None:
+        return fields["coef_"]
+    return fields.get("extra", {}).get("feature_space_coef")
 
 
 _COMMON_PARAMS = {
@@ -232,6 +245,11 @@ class CertifiedPointsCertificate(Certificate):
       and the stored original-space classifier (coef, intercept) agrees with w_bar and
       classifies every certified point correctly.
 
+    With a kernel approximation (``kernel`` not None: a kernel whose fitted ``feature_map``
+    is not the identity) every step above runs on Phi = kernel.feature_map(X) instead of X
+    (the scaling statistics too), and ``coef`` is the classifier on Phi; the certificate
+    then certifies the approximated kernel K~ = Phi Phi^T, as ``kernel(A, B)`` computes it.
+
     Not re-checked: the solver's own value of eps (its FISTA extrapolation point is not
     stored); the check uses the recomputed projected-gradient bound instead.
     """
@@ -239,7 +257,7 @@ class CertifiedPointsCertificate(Certificate):
     kind = "certified_points"
 
     def __init__(self, value, mask, r, gamma, mu, scale, means, inv_std, formulation,
-                 t_bar, coef, intercept, classes=None):
+                 t_bar, coef, intercept, classes=None, kernel=None):
         self.value = float(value)
         self.mask = np.asarray(mask, dtype=bool)
         self.r = np.asarray(r, dtype=np.float64)
@@ -253,10 +271,19 @@ class CertifiedPointsCertificate(Certificate):
         self.coef = None if coef is None else np.asarray(coef, dtype=np.float64)
         self.intercept = float(intercept)
         self.classes = classes
+        self.kernel = kernel
+
+    def features(self, X):
+        """The features the solver worked on: X, or the kernel's fitted Phi(X)."""
+        X = check_X(X)
+        kernel = getattr(self, "kernel", None)  # absent in certificates saved before
+        if kernel is None:
+            return X
+        return check_X(kernel.feature_map(X), name="feature_map(X)")
 
     def margins(self, X, y):
-        """(theta, eps_v, w_bar, t_bar) recomputed in float64 from X, y and r."""
-        X = check_X(X)
+        """(theta, eps_v, w_bar, t_bar) recomputed in float64 from X (or Phi(X)), y and r."""
+        X = self.features(X)
         ypm = _labels_pm(y, self.classes)
         m, s = scaling_statistics(X, self.scale)
         Xf = X.astype(np.float64) if X.dtype != np.float64 else X
@@ -287,7 +314,7 @@ class CertifiedPointsCertificate(Certificate):
         if not np.all(theta[cert] > 1.0 - mu * gamma):
             return False
         if self.coef is not None:
-            m, s = scaling_statistics(check_X(X), self.scale)
+            m, s = scaling_statistics(Xf, self.scale)
             coef = s * w_bar
             if not np.allclose(coef, self.coef, rtol=1e-6, atol=1e-9 * max(1.0, np.abs(coef).max())):
                 return False
@@ -441,14 +468,15 @@ class _FistaBase(Solver):
         del self._fit
         w_bar = data.w_bar(state.a, state.b)
         t_bar = state.b if self.augmented else state.t_bar
-        fields = _model_fields(data, problem.X, identity, problem.y, state.r, w_bar, t_bar)
+        fields = _feature_fields(data, identity, w_bar, t_bar)
         mask = state.gamma - state.r > state.error_bound
         fields.update(dual_coef_=state.r.copy(), certified_mask=mask)
         if mask.any():
             fields["certificate"] = CertifiedPointsCertificate(
                 state.error_bound, mask, state.r.copy(), state.gamma, state.mu,
                 data.scale, data.m, data.s, "hsvm" if self.augmented else "svm", t_bar,
-                fields.get("coef_"), fields["intercept_"], problem.classes_)
+                _fitted_coef(fields), fields["intercept_"], problem.classes_,
+                kernel=None if identity else problem.kernel)
         extra = fields.setdefault("extra", {})
         extra.update(L=state.L, kappa=state.kappa, gamma=state.gamma, mu=state.mu,
                      power_iterations=state.power_iterations, t_bar=t_bar)
@@ -478,6 +506,10 @@ class Fista(_FistaBase):
     scale : {"std", "scale", None}
         "std": implicit centering and scaling by the training standard deviation
         (paper section 5.1); coef_ and intercept_ are returned in the original space.
+        With a kernel approximation (``nystroem``, ``rff``) the solver works on
+        Phi = feature_map(X) and "std" standardizes the columns of Phi (training
+        statistics); coef_ is None, ``extra["feature_space_coef"]`` and intercept_ give
+        the classifier on Phi(x), and predict applies the kernel's fitted map.
     """
 
     augmented = True
@@ -623,14 +655,14 @@ class DCD(Solver):
         del self._fit
         w_bar = state.w_bar()
         t_bar = float(state.scal[0])
-        fields = _model_fields(data, problem.X, identity, problem.y, state.r, w_bar, t_bar)
+        fields = _feature_fields(data, identity, w_bar, t_bar)
         mask = state.mask if np.isfinite(state.error_bound) else np.zeros(data.n, dtype=bool)
         fields.update(dual_coef_=state.r.copy(), certified_mask=mask)
         if mask.any():
             fields["certificate"] = CertifiedPointsCertificate(
                 state.error_bound, mask, state.r.copy(), state.gamma, state.mu, data.scale,
-                data.m, data.s, "hsvm", t_bar, fields.get("coef_"), fields["intercept_"],
-                problem.classes_)
+                data.m, data.s, "hsvm", t_bar, _fitted_coef(fields), fields["intercept_"],
+                problem.classes_, kernel=None if identity else problem.kernel)
         fields.setdefault("extra", {}).update(gamma=state.gamma, mu=state.mu,
                                               full_passes=state.full_passes)
         return fields
@@ -699,7 +731,4 @@ class Pegasos(Solver):
         del self._fit
         w_bar = state.w_bar()
         bias = float(state.st[4])
-        coef, intercept = data.original(w_bar, bias)
-        if not identity:
-            return {"coef_": None, "intercept_": bias, "extra": {"feature_space_coef": w_bar}}
-        return {"coef_": coef, "intercept_": intercept}
+        return _feature_fields(data, identity, w_bar, bias)
