@@ -1,4 +1,6 @@
 """Smoothers ``entropy`` and ``l2`` (paper 000, secs. 4 and 6) against brute force."""
+import math
+
 import numpy as np
 import pytest
 
@@ -109,3 +111,76 @@ def test_python_smoother_adapter(rng):
     np.testing.assert_allclose(cy.argmin_simplex(g, 0.3),
                                mk.get_plugin("smoother", "entropy")().argmin_simplex(g, 0.3))
     assert cy.value(np.full(5, 0.2)) == pytest.approx(0.0, abs=1e-12)
+
+
+def _project_by_sorting(y):
+    """Reference Euclidean projection onto the simplex by sorting (Held, Wolfe, Crowder):
+    tau = (sum of the rho largest - 1) / rho with the largest rho such that the rho-th largest
+    exceeds it. Shifted by max(y) (the projection is shift invariant) and summed exactly
+    (math.fsum), so it stays accurate at |y| ~ 1e300."""
+    import math
+
+    y = np.asarray(y, dtype=np.float64)
+    d = y - y.max()
+    u = np.sort(d)[::-1]
+    rho = 1
+    for i in range(u.shape[0]):
+        if u[i] > (math.fsum(u[: i + 1]) - 1.0) / (i + 1):
+            rho = i + 1
+    tau = (math.fsum(u[:rho]) - 1.0) / rho
+    return np.where(d > tau, d - tau, 0.0)
+
+
+def _adversarial_vectors(rng):
+    yield np.array([0.3])  # n = 1
+    yield np.zeros(5)
+    yield np.full(17, -2.5)  # all equal
+    yield np.full(9, 1e300)
+    yield np.array([1e300, -1e300, 3.0, 1e300, -5.0])  # tied huge entries, mixed signs
+    yield np.array([1e300] + [0.0] * 20)  # one huge entry
+    yield np.array([-1e300] + [1.0] * 20)
+    yield np.array([1e-300, -1e-300, 0.0, 5e-324, 2e-300])
+    yield rng.normal(size=50) * 1e-300
+    yield rng.normal(size=50) * 1e300
+    yield rng.normal(size=40) * 10.0 ** rng.integers(-300, 300, size=40)  # all scales at once
+    yield np.repeat(rng.normal(size=6), 7)  # many ties
+    yield np.round(rng.normal(size=64) * 4) / 4  # ties at the threshold
+    yield np.array([1.0, 0.0, 0.0, 0.0])  # already a vertex
+    yield np.array([0.5, 0.5, -0.5, 0.25])  # tau exactly 0: y_i - tau hits 0 on ties
+    yield np.linspace(0.0, 1.0, 101)
+    yield np.linspace(1.0, 0.0, 101)
+    yield np.arange(1000.0) / 1000.0  # support size comparable to n
+
+
+def _check_projection(p, y):
+    ref = _project_by_sorting(y)
+    assert np.all(p >= 0) and abs(math.fsum(p) - 1.0) < 1e-12
+    # the outputs lie in [0, 1] and sum to 1: 1e-15 relative to ||p||_1
+    np.testing.assert_allclose(p, ref, rtol=0, atol=1e-15)
+
+
+def test_l2_projection_matches_sorting_reference(rng):
+    """The linear-time projection (Condat 2016) equals the sort-based one up to round-off,
+    on adversarial inputs (ties, n = 1, one huge entry, |y| ~ 1e300 / 1e-300, mixed signs)
+    and on many random ones (q = 0, mu = 1: argmin_simplex projects y = -g)."""
+    from marginkit.smoothers._smoothers import L2Smoother
+
+    sm = L2Smoother()
+    for y in _adversarial_vectors(rng):
+        _check_projection(sm.argmin_simplex(-y, 1.0, np.zeros_like(y)), y)
+    for t in range(300):
+        n = int(rng.integers(1, 300))
+        y = rng.normal(size=n) * 10.0 ** rng.uniform(-3, 3)
+        if t % 3 == 1:
+            y = rng.standard_cauchy(size=n)  # heavy tails: support of any size
+        elif t % 3 == 2:
+            y = rng.integers(-3, 4, size=n) / rng.integers(1, 5)  # many exact ties
+        _check_projection(sm.argmin_simplex(-y, 1.0, np.zeros(n)), y)
+    # default center 1/n and a general center q, mu: y = q - g (1 / mu) (rounded as in the
+    # smoother); the buffer sized by an earlier, larger n is reused
+    for n in (1000, 3, 1000):
+        g = rng.normal(size=n)
+        q = rng.dirichlet(np.ones(n))
+        for mu in (1e-3, 0.1, 10.0):
+            _check_projection(sm.argmin_simplex(g, mu), 1.0 / n - g * (1.0 / mu))
+            _check_projection(sm.argmin_simplex(g, mu, q), q - g * (1.0 / mu))

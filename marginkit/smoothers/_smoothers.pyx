@@ -8,24 +8,16 @@ For a score vector g (g = G alpha in the solvers) and mu > 0,
 1/n); p_mu(g) = softmax(-g / mu), computed with the maximum shifted out (stable).
 
 ``L2Smoother``: d_q(p) = 1/2 ||p - q||_2^2 (1-strongly convex in l2, center q);
-p_mu(g) = Euclidean projection of q - g / mu onto the simplex, by sorting (O(n log n)).
+p_mu(g) = Euclidean projection of q - g / mu onto the simplex, by Condat's algorithm
+(L. Condat, "Fast projection onto the simplex and the l1 ball", Math. Program. 158, 2016;
+expected O(n), no sorting, no allocation per call).
 """
 import numpy as np
 
-from libc.math cimport exp, log
-from libc.stdlib cimport free, qsort, realloc
+from libc.math cimport INFINITY, exp, fabs, log
+from libc.stdlib cimport free, realloc
 
 __all__ = ["SimplexSmoother", "EntropySmoother", "L2Smoother", "PythonSmoother"]
-
-
-cdef int _cmp_desc(const void* a, const void* b) noexcept nogil:
-    cdef double x = (<const double*>a)[0]
-    cdef double y = (<const double*>b)[0]
-    if x < y:
-        return 1
-    if x > y:
-        return -1
-    return 0
 
 
 cdef class SimplexSmoother:
@@ -131,34 +123,95 @@ cdef class L2Smoother(SimplexSmoother):
 
     cdef void argmin(self, const double* g, double mu, const double* q, double* out,
                      Py_ssize_t n) noexcept nogil:
-        cdef Py_ssize_t i, rho = 1
-        cdef double inv = 1.0 / mu, qi, csum = 0.0, tau, tau_rho = 0.0
+        cdef Py_ssize_t i, j, k, kold, start
+        cdef double inv = 1.0 / mu, c = 1.0 / n, y, tau, m, s, comp, t, d
+        cdef double* aux
         cdef double* nb
         if self._cap < n:
+            # grows only when n grows: no allocation in the solvers' iterations
             nb = <double*>realloc(self._buf, n * sizeof(double))
             if nb == NULL:
                 # out of memory: fall back to the center (a feasible point)
                 for i in range(n):
-                    out[i] = q[i] if q != NULL else 1.0 / n
+                    out[i] = q[i] if q != NULL else c
                 return
             self._buf = nb
             self._cap = n
+        aux = self._buf
+        # y = q - g / mu and its maximum m; the projection only depends on y - m, and the
+        # support {y_i > tau} lies in (m - 1, m] (tau >= m - 1 as p_max <= 1), so working on
+        # d = y - m keeps full resolution there (no absorption of the 1 at |y| ~ 1e300)
+        m = -INFINITY
         for i in range(n):
-            qi = q[i] if q != NULL else 1.0 / n
-            out[i] = qi - g[i] * inv
-            self._buf[i] = out[i]
-        qsort(self._buf, n, sizeof(double), _cmp_desc)
-        # largest rho with u_rho > (sum_{j<=rho} u_j - 1) / rho (Held, Wolfe, Crowder)
+            y = (q[i] if q != NULL else c) - g[i] * inv
+            out[i] = y
+            if y > m:
+                m = y
+        # Condat (2016), Algorithm 1 (as in his reference C code, one work buffer) on d.
+        # Pass 1 builds a candidate set v = aux[kold + 1:k] with tau = (sum v - 1) / |v|
+        # kept as a running mean; the candidates it discards stay in aux[:kold + 1].
+        d = out[0] - m
+        aux[0] = d
+        tau = d - 1.0
+        k = 1
+        kold = -1
+        for i in range(1, n):
+            d = out[i] - m
+            if d > tau:
+                aux[k] = d
+                tau += (d - tau) / (k - kold)
+                if tau <= d - 1.0:
+                    tau = d - 1.0
+                    kold = k - 1
+                k += 1
+        # pass 2: the discarded candidates > tau rejoin v (stored just before it)
+        start = 0
+        if kold >= 0:
+            kold += 1
+            k -= kold
+            start = kold
+            j = kold
+            while j > 0:
+                j -= 1
+                if aux[j] > tau:
+                    start -= 1
+                    aux[start] = aux[j]
+                    k += 1
+                    tau += (aux[start] - tau) / k
+        aux = aux + start
+        # pass 3: drop the members <= tau until v is stable; then v = {d_i > tau}
+        while True:
+            kold = k - 1
+            k = 0
+            for i in range(kold + 1):
+                if aux[i] > tau:
+                    aux[k] = aux[i]
+                    k += 1
+                else:
+                    tau += (tau - aux[i]) / (kold - i + k)
+            if k > kold:
+                break
+        if k == 0:
+            # only with NaN in y: fall back to the vertex at the maximum
+            aux[0] = 0.0
+            k = 1
+        # recompute t = tau from v with compensated (Neumaier) summation, t = (sum v - 1) / |v|,
+        # so that the result does not depend on the order in which v was visited;
+        # p_i = max(y_i - m - t, 0)
+        s = 0.0
+        comp = 0.0
+        for i in range(k):
+            d = aux[i]
+            t = s + d
+            if fabs(s) >= fabs(d):
+                comp += (s - t) + d
+            else:
+                comp += (d - t) + s
+            s = t
+        t = ((s + comp) - 1.0) / k
         for i in range(n):
-            csum += self._buf[i]
-            tau = (csum - 1.0) / (i + 1)
-            if self._buf[i] > tau:
-                rho = i + 1
-                tau_rho = tau
-        for i in range(n):
-            out[i] = out[i] - tau_rho
-            if out[i] < 0.0:
-                out[i] = 0.0
+            d = out[i] - m
+            out[i] = d - t if d > t else 0.0
 
     cdef double value_of(self, const double* p, const double* q, Py_ssize_t n) noexcept nogil:
         cdef Py_ssize_t i
