@@ -26,10 +26,18 @@ def _data(rng, n=40, d=7, density=0.5):
     return X, y
 
 
+def _int64_csr(A, indptr_dtype=np.int64):
+    """A copy of CSR ``A`` with int64 indices (the scipy constructor would downcast them)."""
+    out = sp.csr_matrix(A.shape, dtype=A.dtype)
+    out.data = A.data.copy()
+    out.indices = A.indices.astype(np.int64)
+    out.indptr = A.indptr.astype(indptr_dtype)
+    return out
+
+
 def _layouts(X):
     c32 = sp.csr_matrix(X)
-    c64 = sp.csr_matrix((c32.data, c32.indices.astype(np.int64), c32.indptr.astype(np.int64)),
-                        shape=X.shape)
+    c64 = _int64_csr(c32)
     out = {}
     for dt in (np.float64, np.float32):
         Xt = X.astype(dt)
@@ -144,3 +152,53 @@ def test_solve_reports_zero_rows(rng):
     X[5] = 0.0
     with pytest.raises(ValueError, match=r"row\(s\) \[5\]"):
         mk.solve(X, y, solver="snkp")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("index", ["int32", "int64", "int32/int64 indptr", "int64/int32 indptr"])
+def test_csr_row_norms_without_copies(rng, dtype, index):
+    """Row norms of CSR input (both dtypes, int32/int64 and mixed index arrays) equal the dense
+    float64 ones, the operator shares the caller's data and indices, and building it
+    allocates no nnz-sized temporary (tracemalloc sees numpy's allocations)."""
+    import tracemalloc
+
+    from marginkit.utils._operator import _row_sqnorms
+
+    n, d, per_row = 3000, 400, 40
+    A = sp.random(n, d, density=per_row / d, format="csr", random_state=0, dtype=np.float64)
+    A.data += 0.5
+    A = A.astype(dtype)
+    if index == "int64":
+        A = _int64_csr(A)
+    elif index == "int32/int64 indptr":
+        A.indptr = A.indptr.astype(np.int64)
+    elif index == "int64/int32 indptr":
+        A = _int64_csr(A, indptr_dtype=np.int32)
+    A.data[A.indptr[7]:A.indptr[8]] = 0.0  # an all-zero stored row
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    dense = A.toarray().astype(np.float64)
+    expected = np.einsum("ij,ij->i", dense, dense)
+    np.testing.assert_allclose(_row_sqnorms(A), expected, rtol=1e-13)
+    assert _row_sqnorms(A)[7] == 0.0
+    A.data[A.indptr[7]:A.indptr[8]] = 1.0
+    expected[7] = float(A.indptr[8] - A.indptr[7])
+    data_before, indices_before = A.data.copy(), A.indices.copy()
+    tracemalloc.start()
+    try:
+        op = FeatureOperator(A, y)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_allclose(op.sqrt_diag ** 2, expected, rtol=1e-13)
+    # O(n + d) work vectors only: far below one copy of the values or of the indices
+    assert peak < 0.5 * min(A.data.nbytes, A.indices.nbytes), (peak, A.data.nbytes)
+    assert np.shares_memory(op.phi.data, A.data) and np.shares_memory(op.phi.indices, A.indices)
+    if "/" not in index:
+        assert op.phi is A
+    np.testing.assert_array_equal(A.data, data_before)
+    np.testing.assert_array_equal(A.indices, indices_before)
+    assert A.indptr.dtype == (np.int32 if index in ("int32", "int64/int32 indptr") else np.int64)
+    a = rng.normal(size=n)
+    G = _reference_G(A, y)
+    np.testing.assert_allclose(op.dot(a), G @ a,
+                               atol=(1e-12 if dtype == np.float64 else 1e-5) * np.abs(G).sum(1).max())

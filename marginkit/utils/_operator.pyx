@@ -190,15 +190,42 @@ cdef void _f_fmatvec(const floating[::1, :] X, const double* s, const double* w,
         out[i] *= s[i]
 
 
+def _csr_row_sqnorms(const floating[::1] data, const index_t[::1] indptr, double[::1] out):
+    """out_i = sum_k data_k^2 over row i of a CSR matrix, accumulated in float64 (no copies)."""
+    cdef Py_ssize_t i, n = out.shape[0]
+    cdef index_t k
+    cdef double acc, v
+    with nogil:
+        for i in range(n):
+            acc = 0.0
+            for k in range(indptr[i], indptr[i + 1]):
+                v = data[k]
+                acc += v * v
+            out[i] = acc
+
+
+def _csr_with_indptr(Phi, indptr):
+    """A CSR matrix sharing ``Phi.data`` and ``Phi.indices`` (no nnz-sized copy) with its own
+    ``indptr`` (n + 1 entries). Mixed index dtypes are cast through indptr only: its entries are
+    <= nnz, which the indices' dtype holds. The scipy constructor is bypassed because it may
+    downcast (copy) int64 indices; ``Phi`` is not modified."""
+    out = sp.csr_matrix(Phi.shape, dtype=Phi.dtype)
+    out.data, out.indices, out.indptr = Phi.data, Phi.indices, indptr
+    return out
+
+
 def _row_sqnorms(Phi):
-    """||phi_i||^2 accumulated in float64 without copying Phi."""
+    """||phi_i||^2 accumulated in float64 without copying Phi (no nnz- or n x d-sized
+    temporaries)."""
     if sp.issparse(Phi):
-        sq = np.zeros(Phi.shape[0])
-        data = Phi.data.astype(np.float64) ** 2
-        nz = np.diff(Phi.indptr)
-        rows = np.flatnonzero(nz)
-        if data.size:
-            sq[rows] = np.add.reduceat(data, Phi.indptr[rows])
+        Phi = Phi if Phi.format == "csr" else Phi.tocsr()
+        data, indptr = Phi.data, Phi.indptr
+        if data.dtype not in (np.float32, np.float64):
+            data = data.astype(np.float64)
+        if indptr.dtype not in (np.int32, np.int64):
+            indptr = indptr.astype(np.int64)
+        sq = np.empty(Phi.shape[0])
+        _csr_row_sqnorms(data, indptr, sq)
         return sq
     return np.einsum("ij,ij->i", Phi, Phi, dtype=np.float64)
 
@@ -223,9 +250,11 @@ cdef class FeatureOperator(GramOperator):
             Phi = Phi if Phi.format == "csr" else Phi.tocsr()
             if Phi.dtype not in (np.float32, np.float64):
                 Phi = Phi.astype(np.float64)
-            if Phi.indices.dtype != Phi.indptr.dtype or Phi.indices.dtype not in (np.int32, np.int64):
+            if Phi.indices.dtype not in (np.int32, np.int64):
                 Phi = sp.csr_matrix((Phi.data, Phi.indices.astype(np.int64),
                                      Phi.indptr.astype(np.int64)), shape=Phi.shape)
+            elif Phi.indptr.dtype != Phi.indices.dtype:
+                Phi = _csr_with_indptr(Phi, Phi.indptr.astype(Phi.indices.dtype))
         else:
             Phi = np.asarray(Phi)
             if Phi.dtype not in (np.float32, np.float64):
