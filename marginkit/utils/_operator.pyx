@@ -270,7 +270,7 @@ cdef class FeatureOperator(GramOperator):
         bad = np.flatnonzero(~(sq > 0))
         if bad.size:
             raise _zero_rows_error(bad, "all-zero feature rows")
-        sd = np.sqrt(sq)
+        sd = np.sqrt(sq, out=sq)  # in place: one n-vector less
         self._sqrt_diag = sd
         self._scale = y / sd if normalize else y.copy()
         self._w = np.zeros(max(self.d, 1))
