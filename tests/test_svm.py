@@ -485,3 +485,38 @@ def test_four_point_liblinear_rule_fails_certified_never(d):
 def test_four_point_table5_large_d(d):
     rate, cert_fail = _four_point_runs(d, range(1, 1001))
     assert cert_fail == 0 and rate > 0.3
+
+
+# ------------------------------------------------------------------ memory (issue 6)
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd", "pegasos"])
+def test_csr_solve_peak_memory_within_budget(solver):
+    """Peak traced memory of solve on CSR input <= 1.5 x the input's bytes + O(n + d):
+    the scaling statistics read the CSR arrays in place (no nnz-sized temporaries)."""
+    import gc
+    import tracemalloc
+
+    n, d, per_row = 6000, 300, 40
+    X = sp.random(n, d, density=per_row / d, format="csr", random_state=0, dtype=np.float64)
+    y = np.where(np.random.default_rng(0).random(n) < 0.5, 1, -1)
+    inp = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+    kw = dict(solver=solver, max_iter=3, random_state=0)
+    mk.solve(X, y, **kw)  # imports and lazily built caches outside the measurement
+    gc.collect()
+    tracemalloc.start()
+    try:
+        start, _ = tracemalloc.get_traced_memory()
+        mk.solve(X, y, **kw)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak - start <= 1.5 * inp + 12 * 8 * (n + d)
+    # the statistics alone need O(d) memory
+    gc.collect()
+    tracemalloc.start()
+    try:
+        start, _ = tracemalloc.get_traced_memory()
+        scaling_statistics(X, "std")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak - start <= 64 * 8 * d

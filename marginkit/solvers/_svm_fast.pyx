@@ -152,6 +152,62 @@ def row_statistics(const floating[:, ::1] Xd, const floating[::1] data,
             xsq[i] = acc
 
 
+def csr_column_sums(const floating[::1] data, const index_t[::1] indices,
+                    const index_t[::1] indptr, double[::1] colmax, double[::1] sums,
+                    int64_t[::1] counts):
+    """Column statistics of a CSR matrix over its stored entries, in O(d) memory.
+
+    Two passes over the nonzeros (in storage order): colmax_j = max |x_kj|, then, with
+    safe_j = colmax_j (1 where colmax_j = 0), sums_j = sum_k x_kj / safe_j and counts_j the
+    number of stored entries of column j. ``colmax``, ``sums``, ``counts`` (length d) are
+    overwritten. The column scaling by the largest magnitude keeps the later squares in
+    range (``scaling_statistics``); no nnz-sized temporary is formed.
+    """
+    cdef Py_ssize_t d = colmax.shape[0]
+    cdef Py_ssize_t nnz = indptr[indptr.shape[0] - 1]
+    cdef Py_ssize_t j, k
+    cdef double x, c
+    with nogil:
+        for j in range(d):
+            colmax[j] = 0.0
+            sums[j] = 0.0
+            counts[j] = 0
+        for k in range(nnz):
+            j = indices[k]
+            x = fabs(<double>data[k])
+            if x > colmax[j] or x != x:  # NaN propagates, as np.maximum would
+                colmax[j] = x
+        for k in range(nnz):
+            j = indices[k]
+            c = colmax[j]
+            if c > 0:
+                sums[j] += (<double>data[k]) / c
+            else:
+                sums[j] += <double>data[k]
+            counts[j] += 1
+
+
+def csr_column_sqdev(const floating[::1] data, const index_t[::1] indices,
+                     const index_t[::1] indptr, const double[::1] safe,
+                     const double[::1] mean, double[::1] ss):
+    """ss_j = sum over the stored entries of column j of (x_kj / safe_j - mean_j)^2.
+
+    One pass over the nonzeros in storage order, O(d) memory (``ss`` is overwritten); the
+    implicit zeros' share (n - counts_j) mean_j^2 is added by the caller.
+    """
+    cdef Py_ssize_t d = ss.shape[0]
+    cdef Py_ssize_t nnz = indptr[indptr.shape[0] - 1]
+    cdef Py_ssize_t j, k
+    cdef double dev
+    with nogil:
+        for j in range(d):
+            ss[j] = 0.0
+        for k in range(nnz):
+            j = indices[k]
+            dev = (<double>data[k]) / safe[j] - mean[j]
+            ss[j] += dev * dev
+
+
 def gram_power_matvec(const floating[:, ::1] Xd, const floating[::1] data,
                       const index_t[::1] indices, const index_t[::1] indptr, bint dense,
                       const double[::1] v_s, double offset, double[::1] acc, double[::1] t_buf):
