@@ -618,15 +618,7 @@ _EST_INT8 = ("marginkit.sklearn validates X with scikit-learn's validate_data(dt
 _EST_INTERRUPT = ("marginkit.sklearn: after a Ctrl-C ends one one-vs-rest subproblem with status "
                   "'interrupted', fit goes on solving the other classes (one Ctrl-C per class "
                   "is needed); fit should stop, e.g. raise KeyboardInterrupt (marginkit/sklearn.py)")
-_F32_FALSE_INFEASIBLE = (
-    "float32 + rbf: when float32 rounding makes the Gram of nearly identical points all ones, "
-    "the solver reports 'infeasible' with a certificate whose float64 re-check fails "
-    "(||p||_G is ~1e-6, not <= eps); re-check ||p||_G in float64 before claiming "
-    "(marginkit/solvers/perceptron.py)")
 KNOWN_BUGS.update({
-    ("hostile", "f32_near_duplicates_rbf", "isnkpvn"): _F32_FALSE_INFEASIBLE,
-    ("hostile", "f32_near_duplicates_rbf", "nvn"): _F32_FALSE_INFEASIBLE,
-    ("hostile", "f32_near_duplicates_rbf", "snkpvn"): _F32_FALSE_INFEASIBLE,
     ("estimator_interrupt", None, "PerceptronClassifier"): _EST_INTERRUPT,
     ("estimator_interrupt", None, "SVMClassifier"): _EST_INTERRUPT,
     ("libsvm", "libsvm_nonfinite", None): _LIBSVM_NAN,

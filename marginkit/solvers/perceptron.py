@@ -37,7 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._registry import _register_builtin
-from .._result import InfeasibilityCertificate, SeparatorCertificate
+from .._result import InfeasibilityCertificate, SeparatorCertificate, signed_normalized_gram_dot
 from .._validation import Param
 from ..plugins import Solver, SolverState
 from ..smoothers.builtin import cython_smoother
@@ -64,11 +64,53 @@ def _check_q(value, name, owner):
 class _FamilyState(SolverState):
     """Python state around a Cython core; ``step()`` is one iteration without the GIL."""
 
-    def __init__(self, core, op):
+    def __init__(self, core, op, problem=None):
         self.core = core
         self.op = op
+        self.problem = problem
         self.n_iter = 0
         self.elapsed = 0.0
+        self._refuted = {}
+
+    def _exact_dot(self, v):
+        """G v in float64: a fresh product for float64 data, a recomputation from X otherwise."""
+        pb = self.problem
+        if pb.X.dtype == np.float64:
+            return np.asarray(self.op.dot(np.ascontiguousarray(v, dtype=np.float64)))
+        return signed_normalized_gram_dot(pb.X, pb.y, pb.kernel, v)
+
+    def confirm(self, status, tol=None):
+        """Re-check a "separable" / "infeasible" claim in float64 before stopping on it.
+
+        The claims are checked with the same criterion as the certificates' ``verify``.
+        After a refuted claim, the next check waits until the measure has improved by 2x,
+        so a claim float32 round-off keeps suggesting is not recomputed every iteration.
+        """
+        if self.problem is None or not self.op.normalize:
+            return True
+        if status == "separable":
+            measure = float(self.core.min_margin)
+            last = self._refuted.get(status)
+            if last is not None and measure <= 2 * last:
+                return False
+            ok = bool(np.all(self._exact_dot(self._alpha()) > 0))
+        elif status == "infeasible":
+            measure = float(self.core.dual_norm)
+            last = self._refuted.get(status)
+            if last is not None and measure >= last / 2:
+                return False
+            p = np.array(self.core.best_p_arr, dtype=np.float64)
+            norm = np.sqrt(max(float(p @ self._exact_dot(p)), 0.0))
+            eps = max(float(tol if tol is not None else self.core.dual_tol), measure)
+            ok = bool(norm <= eps * (1 + 1e-6) + 1e-12)
+        else:
+            return True
+        if not ok:
+            self._refuted[status] = measure
+        return ok
+
+    def _alpha(self):
+        return np.array(self.core.alpha_arr, dtype=np.float64)
 
     def step(self):
         self.core.step()
@@ -123,7 +165,7 @@ class _PerceptronFamily(Solver):
 
     def start(self, problem):
         op = self._operator(problem)
-        return _FamilyState(self._core(problem, op), op)
+        return _FamilyState(self._core(problem, op), op, problem)
 
     def _alpha(self, state):
         return np.array(state.core.alpha_arr, dtype=np.float64)
@@ -329,7 +371,7 @@ class ISNKPVN(_PerceptronFamily):
         cy = cython_smoother(problem.smoother)
         core = IteratedSmoothedCore(op, cy, _mu0(cy, op.n), self.params["eps"],
                                     self.params["shrink"])
-        return _IteratedState(core, op)
+        return _IteratedState(core, op, problem)
 
     def finalize(self, problem, state, status):
         fields = super().finalize(problem, state, status)

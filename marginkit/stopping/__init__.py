@@ -14,6 +14,17 @@ from ..plugins import StoppingRule
 __all__ = ["Separated", "DualCertificate", "Tolerance", "MaxIter", "TimeLimit"]
 
 
+def _confirmed(state, status, tol=None):
+    """Let the state re-check a claim exactly before the run stops on it.
+
+    States of solvers that compute in reduced precision or maintain products by recursion
+    implement ``confirm(status, tol) -> bool`` (a float64 recomputation from the data);
+    until it holds, the run goes on.
+    """
+    confirm = getattr(state, "confirm", None)
+    return True if confirm is None else bool(confirm(status, tol))
+
+
 @_register_builtin("stopping", "separated")
 class Separated(StoppingRule):
     """Stop when G alpha > 0 (paper 000, Lemma 1): status ``"separable"``.
@@ -25,7 +36,9 @@ class Separated(StoppingRule):
     status = "separable"
 
     def check(self, state):
-        return self.status if state.min_margin > 0 else None
+        if state.min_margin > 0 and _confirmed(state, self.status):
+            return self.status
+        return None
 
 
 @_register_builtin("stopping", "dual_certificate")
@@ -45,7 +58,9 @@ class DualCertificate(StoppingRule):
         self._eps = self.params["eps"] if self.params["eps"] is not None else state.dual_tol
 
     def check(self, state):
-        return self.status if state.dual_norm <= self._eps else None
+        if state.dual_norm <= self._eps and _confirmed(state, self.status, self._eps):
+            return self.status
+        return None
 
 
 @_register_builtin("stopping", "tolerance")
