@@ -609,8 +609,6 @@ KNOWN_BUGS = {
     ("hostile", "extreme_huge", "perceptron"): _PERCEPTRON_NAN,
 }
 
-_LIBSVM_NAN = ("load_libsvm: with scikit-learn installed, 'nan'/'inf' values are accepted (only "
-               "the pure-Python fallback rejects them) (marginkit/datasets/_libsvm.py)")
 _EST_INT8 = ("marginkit.sklearn validates X with scikit-learn's validate_data(dtype=[float64, "
              "float32]), which turns int8/bool X into float64 (8x) before solve() sees it; "
              "the dtype rule of marginkit/_validation.py says float32 (4x) "
@@ -621,7 +619,6 @@ _EST_INTERRUPT = ("marginkit.sklearn: after a Ctrl-C ends one one-vs-rest subpro
 KNOWN_BUGS.update({
     ("estimator_interrupt", None, "PerceptronClassifier"): _EST_INTERRUPT,
     ("estimator_interrupt", None, "SVMClassifier"): _EST_INTERRUPT,
-    ("libsvm", "libsvm_nonfinite", None): _LIBSVM_NAN,
     ("estimator_dtype", "int8", None): _EST_INT8,
 })
 

@@ -244,8 +244,8 @@ def test_estimator_clear_error_or_valid_model(name, problem):
 
 
 # ------------------------------------------------------------------ LIBSVM reader fuzzing
-# non-finite values ("1:nan", "1:1e400") are the tracked case libsvm_nonfinite of
-# tests/reliability_table.py (accepted when scikit-learn's reader is used)
+# non-finite values ("1:nan", "1:1e400") are the case libsvm_nonfinite of
+# tests/reliability_table.py
 _TOKENS = ["1", "-1", "+1", "0", "2.5", "1:0.5", "2:1", "3:-2e3", "10:1", "0:1", "-2:1", "2:",
            ":1", "x:1", "1:abc", "qid:3", "#", "# c", " ", "  ", "\t", "\n", "\r\n", "1:1:1",
            "é", "\x00"]

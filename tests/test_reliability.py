@@ -355,26 +355,8 @@ def test_every_numeric_parameter_rejects_nan_and_out_of_range(kind, name, pname,
 
 
 # ------------------------------------------------------------------ LIBSVM and estimators
-def _has_sklearn():
-    try:
-        import sklearn  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-_LIBSVM_NAN = RT.KNOWN_BUGS[("libsvm", "libsvm_nonfinite", None)]
-
-
 def _libsvm_params():
-    out = []
-    for c in RT.CASES:
-        if c.entry != "load_libsvm":
-            continue
-        marks = ([pytest.mark.xfail(strict=True, reason=_LIBSVM_NAN)]
-                 if c.id == "libsvm_nonfinite" and _has_sklearn() else [])
-        out.append(pytest.param(c, id=c.id, marks=marks))
-    return out
+    return [pytest.param(c, id=c.id) for c in RT.CASES if c.entry == "load_libsvm"]
 
 
 @pytest.mark.parametrize("case", _libsvm_params())

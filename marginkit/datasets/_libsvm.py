@@ -269,6 +269,10 @@ def load_libsvm(name_or_path, n_features=None):
         raise ValueError(f"{path}: {exc}") from None
     if X.shape[0] == 0:
         raise ValueError(f"{path}: no samples (the file has no data lines)")
+    if not (np.isfinite(X.data).all() and np.isfinite(y).all()):
+        # scikit-learn's reader accepts 'nan'/'inf'; the pure-Python one names the line
+        _load_fallback(path, n_features)
+        raise ValueError(f"{path}: contains NaN or infinite values")
     X = sp.csr_matrix(X)
     if not X.has_canonical_format:
         X.sum_duplicates()
