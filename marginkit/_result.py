@@ -195,6 +195,11 @@ class Result:
         fcoef = (self.extra or {}).get("feature_space_coef")
         if fcoef is not None and getattr(self.kernel, "feature_map", None) is not None:
             # linear model on the kernel's fitted feature map (SVM family with an approximation)
+            if getattr(self.kernel, "fitted", True) is False:
+                raise ValueError(
+                    "the kernel's feature map is not fitted (a loaded result keeps only its "
+                    "parameters): call result.kernel.fit(X_train) first"
+                )
             out = np.asarray(self.kernel.feature_map(X), dtype=np.float64) @ np.asarray(fcoef)
             return out.ravel() + float(self.intercept_ or 0.0)
         if self.support_coef_ is None or self.kernel is None:

@@ -520,3 +520,22 @@ def test_csr_solve_peak_memory_within_budget(solver):
     finally:
         tracemalloc.stop()
     assert peak - start <= 64 * 8 * d
+
+
+def test_kernel_approximation_save_load(tmp_path):
+    """A saved result keeps the kernel's parameters, not its fitted map: the certificate
+    still verifies (the map is refitted on the training rows with the same seed) and
+    prediction asks for that refit instead of fitting the map on new data."""
+    X, y, Xnew = _approx_data(seed=14)
+    res = mk.solve(X, y, solver="dcd", kernel="nystroem", random_state=0,
+                   kernel_params={"n_components": 30, "random_state": 2})
+    assert res.status == "certified"
+    path = tmp_path / "res.npz"
+    res.save(path)
+    back = mk.load_result(path)
+    with pytest.raises(ValueError, match="fit"):
+        back.predict(Xnew[:3])
+    assert back.certificate.verify(X, y)
+    back.kernel.fit(X)
+    np.testing.assert_allclose(back.decision_function(Xnew), res.decision_function(Xnew),
+                               rtol=1e-12, atol=1e-12)
