@@ -58,7 +58,8 @@ class L2(Smoother):
 
         argmin_{p in simplex} <g, p> + mu/2 ||p - q||^2 = proj_simplex(q - g/mu)
 
-    is found by sorting (O(n log n)). ``q=None`` means the uniform distribution 1/n.
+    is found by Condat's algorithm (Math. Program. 158, 2016; expected O(n), no sorting).
+    ``q=None`` means the uniform distribution 1/n.
     """
 
     strong_convexity_norm = "l2"
