@@ -49,7 +49,7 @@ except ImportError:  # scikit-learn < 1.6
 from ._api import compose
 from ._api import solve as _solve
 from ._config import Config
-from ._validation import Param, check_params
+from ._validation import Param, _float_dtype_for, check_params
 
 __all__ = ["PerceptronClassifier", "SVMClassifier", "IteratedTikhonovClassifier",
            "IteratedTikhonovRegressor", "expected_failed_checks"]
@@ -57,9 +57,23 @@ __all__ = ["PerceptronClassifier", "SVMClassifier", "IteratedTikhonovClassifier"
 _DTYPES = [np.float64, np.float32]
 
 
+def _dtypes_for(X):
+    dtype = getattr(X, "dtype", None)
+    if isinstance(dtype, np.dtype) and dtype.kind in "biu":
+        try:
+            return [_float_dtype_for(dtype, "X")]
+        except TypeError:
+            return _DTYPES
+    return _DTYPES
+
+
 def _validate(estimator, X, y="no_validation", reset=True, y_numeric=False):
-    """X (and y) through scikit-learn's public validation: CSR kept, float32/64 kept."""
-    kw = dict(accept_sparse="csr", dtype=_DTYPES)
+    """X (and y) through scikit-learn's public validation: CSR kept, float32/64 kept.
+
+    Other dtypes follow marginkit's rule (``marginkit._validation``): bool and small
+    integers become float32, other numbers float64.
+    """
+    kw = dict(accept_sparse="csr", dtype=_dtypes_for(X))
     if _sk_validate_data is not None:
         if isinstance(y, str) and y == "no_validation":
             return _sk_validate_data(estimator, X, reset=reset, **kw)
@@ -155,6 +169,10 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
             else:
                 # labels 0/1: solve maps 1 (class c) to +1
                 results.append(_solve(X, (y == c).astype(np.int8), config=cfg))
+            if results[-1].status == "interrupted" and len(pairs) > 1:
+                # one Ctrl-C ends the whole one-vs-rest fit, not only this subproblem
+                raise KeyboardInterrupt(
+                    f"{type(self).__name__}.fit interrupted while fitting class {c!r}")
         self._set_fit_info(results)
         self.result_ = results[0] if len(results) == 1 else results
         return self

@@ -609,19 +609,6 @@ KNOWN_BUGS = {
     ("hostile", "extreme_huge", "perceptron"): _PERCEPTRON_NAN,
 }
 
-_EST_INT8 = ("marginkit.sklearn validates X with scikit-learn's validate_data(dtype=[float64, "
-             "float32]), which turns int8/bool X into float64 (8x) before solve() sees it; "
-             "the dtype rule of marginkit/_validation.py says float32 (4x) "
-             "(marginkit/sklearn.py)")
-_EST_INTERRUPT = ("marginkit.sklearn: after a Ctrl-C ends one one-vs-rest subproblem with status "
-                  "'interrupted', fit goes on solving the other classes (one Ctrl-C per class "
-                  "is needed); fit should stop, e.g. raise KeyboardInterrupt (marginkit/sklearn.py)")
-KNOWN_BUGS.update({
-    ("estimator_interrupt", None, "PerceptronClassifier"): _EST_INTERRUPT,
-    ("estimator_interrupt", None, "SVMClassifier"): _EST_INTERRUPT,
-    ("estimator_dtype", "int8", None): _EST_INT8,
-})
-
 
 # --------------------------------------------------------------------------- generator
 _SOLVER_NOTE = {

@@ -446,15 +446,12 @@ def test_cli_case(case, tmp_path, capsys):
     assert re.search(case.match, err), err
 
 
-_EST_INT8 = RT.KNOWN_BUGS[("estimator_dtype", "int8", None)]
-
-
 @pytest.mark.parametrize("name", ["PerceptronClassifier", "SVMClassifier"])
 @pytest.mark.parametrize("dtype,want", [
     (np.float64, np.float64),
     (np.float32, np.float32),
-    pytest.param(np.int8, np.float32, marks=pytest.mark.xfail(strict=True, reason=_EST_INT8)),
-    pytest.param(np.bool_, np.float32, marks=pytest.mark.xfail(strict=True, reason=_EST_INT8)),
+    (np.int8, np.float32),
+    (np.bool_, np.float32),
 ])
 def test_estimator_follows_the_dtype_rule(name, dtype, want, monkeypatch):
     """What the solver receives from an estimator: no 8x copy of small-int input, float
