@@ -204,13 +204,13 @@ def _csr_row_sqnorms(const floating[::1] data, const index_t[::1] indptr, double
             out[i] = acc
 
 
-def _csr_with_indptr(Phi, indptr):
-    """A CSR matrix sharing ``Phi.data`` and ``Phi.indices`` (no nnz-sized copy) with its own
-    ``indptr`` (n + 1 entries). Mixed index dtypes are cast through indptr only: its entries are
-    <= nnz, which the indices' dtype holds. The scipy constructor is bypassed because it may
-    downcast (copy) int64 indices; ``Phi`` is not modified."""
+def _csr_arrays(Phi, indices, indptr):
+    """A CSR matrix with ``Phi.data`` (shared, not copied) and the given index arrays.
+
+    Used for mixed index dtypes: only the arrays passed in are new. The scipy constructor is
+    bypassed because it may downcast (copy) int64 indices; ``Phi`` is not modified."""
     out = sp.csr_matrix(Phi.shape, dtype=Phi.dtype)
-    out.data, out.indices, out.indptr = Phi.data, Phi.indices, indptr
+    out.data, out.indices, out.indptr = Phi.data, indices, indptr
     return out
 
 
@@ -254,7 +254,12 @@ cdef class FeatureOperator(GramOperator):
                 Phi = sp.csr_matrix((Phi.data, Phi.indices.astype(np.int64),
                                      Phi.indptr.astype(np.int64)), shape=Phi.shape)
             elif Phi.indptr.dtype != Phi.indices.dtype:
-                Phi = _csr_with_indptr(Phi, Phi.indptr.astype(Phi.indices.dtype))
+                if Phi.indices.dtype == np.int64 or Phi.nnz <= np.iinfo(np.int32).max:
+                    # cast indptr only (n + 1 entries, all <= nnz)
+                    Phi = _csr_arrays(Phi, Phi.indices, Phi.indptr.astype(Phi.indices.dtype))
+                else:
+                    # int32 indices but more than 2^31 - 1 nonzeros: int64 indices are needed
+                    Phi = _csr_arrays(Phi, Phi.indices.astype(np.int64), Phi.indptr)
         else:
             Phi = np.asarray(Phi)
             if Phi.dtype not in (np.float32, np.float64):
