@@ -1102,7 +1102,7 @@ class _DaskSmoothedCore:
         taus on the chunks' sorted u (one map, 2 numbers per candidate) and keeps the
         bracket [t_i, t_j] of neighbouring candidates with f(t_i) >= 0 > f(t_j); when no
         entry lies in (t_i, t_j], the active set {u > tau} is that of t_i and
-        tau = (S(t_i) - 1) / C(t_i), as in the sort-based rule of ``L2Smoother``. The
+        tau = (S(t_i) - 1) / C(t_i), the same threshold ``L2Smoother`` computes. The
         Michelot step (S(t_i) - 1) / C(t_i) joins the next candidates.
         """
         umax = max(self._map([("l2_raw", (inv,))]))
