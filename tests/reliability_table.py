@@ -594,18 +594,14 @@ CASES = [
 #: bugs in other modules, routed to their owners; the tests mark them xfail(strict=True)
 #: so they fail loudly once fixed (then delete the entry and regenerate the document).
 #: (test, case id or None, solver or None) -> reason
-_NORM_OVERFLOW = ("row norms squared without scaling overflow for |x| ~ 1e300, and the solver "
-                  "reports 'infeasible' at iteration 0 on separable data (its certificate fails "
-                  "verify) (marginkit/utils/_operator.pyx / marginkit/solvers/perceptron.py)")
 _NORM_OVERFLOW_MAXITER = ("row norms squared without scaling overflow for |x| ~ 1e300: the "
                           "normalized solver stops at 'max_iter' where the unscaled data gives "
                           "'separable' (marginkit/utils/_operator.pyx)")
 _PERCEPTRON_NAN = ("perceptron: coef_ is NaN for |x| ~ 1e300 (overflow in the unnormalized "
                    "update) (marginkit/solvers/perceptron.py)")
 KNOWN_BUGS = {
-    **{("hostile", "extreme_huge", s): _NORM_OVERFLOW for s in ("isnkpvn", "nvn", "snkpvn")},
     **{("hostile", "extreme_huge", s): _NORM_OVERFLOW_MAXITER
-       for s in ("nkp", "normalized_perceptron", "snkp")},
+       for s in ("isnkpvn", "nkp", "normalized_perceptron", "nvn", "snkp", "snkpvn")},
     ("hostile", "extreme_huge", "perceptron"): _PERCEPTRON_NAN,
 }
 

@@ -73,9 +73,11 @@ class _FamilyState(SolverState):
         self._refuted = {}
 
     def _exact_dot(self, v):
-        """G v in float64: a fresh product for float64 data, a recomputation from X otherwise."""
+        """G v in float64: a fresh product when the operator is exact (float64 data, finite
+        nonzero norms), else the overflow-safe recomputation from X that ``verify`` uses."""
         pb = self.problem
-        if pb.X.dtype == np.float64:
+        sd = np.asarray(self.op.sqrt_diag)
+        if pb.X.dtype == np.float64 and np.all(np.isfinite(sd)) and np.all(sd > 0):
             return np.asarray(self.op.dot(np.ascontiguousarray(v, dtype=np.float64)))
         return signed_normalized_gram_dot(pb.X, pb.y, pb.kernel, v)
 
