@@ -25,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._validation import check_X, check_y
+from .solvers.tikhonov import _GuardedNewton
 
 __all__ = ["solve", "SUPPORTED_SOLVERS", "ChunkPool"]
 
@@ -1402,7 +1403,7 @@ def _k_it_init(chunk, loss_name, p, fit_intercept):
     chunk.v["it"] = _ITChunk(chunk, loss_name, p, fit_intercept)
 
 
-class _DaskTikhonovState:
+class _DaskTikhonovState(_GuardedNewton):
     """``tikhonov._TikhonovState`` (method="newton", Cholesky, linear kernel) on the chunks:
     each Newton iteration maps the loss derivatives, X^T g and X^T diag(h) X (d + d^2
     numbers), solves the (d, d) system on the client, and evaluates the line search
@@ -1461,26 +1462,6 @@ class _DaskTikhonovState:
     def _penalty(self, w, w_prev):
         d = w[: self.p] - w_prev[: self.p]
         return 0.5 * self.lam * float(d @ d)
-
-    def _evaluate(self):
-        """As ``_TikhonovState._evaluate``: a numerically singular or non-finite Newton
-        system ends the run (``failed``)."""
-        try:
-            with np.errstate(over="ignore", invalid="ignore"):
-                self._evaluate_unsafe()
-            ok = np.isfinite(self.decrement) and np.all(np.isfinite(self.direction)) \
-                and np.isfinite(self.objective)
-        except (np.linalg.LinAlgError, ValueError):
-            ok = False
-        if not ok:
-            import warnings
-
-            self.failed = ("the Newton system is not numerically positive definite or not "
-                           "finite (entries of X too large or too small for float64?); "
-                           "rescale X")
-            warnings.warn(f"iterated_tikhonov: {self.failed}", RuntimeWarning, stacklevel=2)
-            self.decrement = np.inf
-            self.done = True
 
     def _evaluate_unsafe(self):
         import scipy.linalg as sla

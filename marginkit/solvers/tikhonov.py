@@ -288,7 +288,32 @@ class _Gram:
 
 
 # ====================================================================== state
-class _TikhonovState(SolverState):
+class _GuardedNewton:
+    """``_evaluate``: Newton quantities at the current iterate through the subclass's
+    ``_evaluate_unsafe``; a numerically singular or non-finite Newton system (e.g. squares
+    of entries overflowing float64) ends the run honestly. Shared by the in-memory and the
+    Dask states."""
+
+    def _evaluate(self):
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                self._evaluate_unsafe()
+            ok = np.isfinite(self.decrement) and np.all(np.isfinite(self.direction)) \
+                and np.isfinite(self.objective)
+        except (np.linalg.LinAlgError, ValueError):
+            ok = False
+        if not ok:
+            import warnings
+
+            self.failed = ("the Newton system is not numerically positive definite or not "
+                           "finite (entries of X too large or too small for float64?); "
+                           "rescale X")
+            warnings.warn(f"iterated_tikhonov: {self.failed}", RuntimeWarning, stacklevel=2)
+            self.decrement = np.inf
+            self.done = True
+
+
+class _TikhonovState(_GuardedNewton, SolverState):
     """One run: the proximal sequence and the Newton iterations of the current subproblem.
 
     Attributes read by stopping rules: ``decrement`` (Newton decrement of the current
@@ -439,26 +464,6 @@ class _TikhonovState(SolverState):
     @property
     def decrement_target(self):
         return float(self.decrement_targets[min(self.prox_step, len(self.decrement_targets)) - 1])
-
-    def _evaluate(self):
-        """Newton quantities at the current w; a numerically singular or non-finite Newton
-        system (e.g. squares of entries overflowing float64) ends the run honestly."""
-        try:
-            with np.errstate(over="ignore", invalid="ignore"):
-                self._evaluate_unsafe()
-            ok = np.isfinite(self.decrement) and np.all(np.isfinite(self.direction)) \
-                and np.isfinite(self.objective)
-        except (np.linalg.LinAlgError, ValueError):
-            ok = False
-        if not ok:
-            import warnings
-
-            self.failed = ("the Newton system is not numerically positive definite or not "
-                           "finite (entries of X too large or too small for float64?); "
-                           "rescale X")
-            warnings.warn(f"iterated_tikhonov: {self.failed}", RuntimeWarning, stacklevel=2)
-            self.decrement = np.inf
-            self.done = True
 
     def _evaluate_unsafe(self):
         mdl = self.model
