@@ -25,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._validation import check_X, check_y
+from .solvers import svm
 from .solvers.tikhonov import _GuardedNewton
 
 __all__ = ["solve", "SUPPORTED_SOLVERS", "ChunkPool"]
@@ -483,23 +484,11 @@ def scaling_statistics(pool, scale):
     return m, s
 
 
-_STATS_LOCK = None
-
-
 def _k_svm_setup(chunk, m, s, scale):
     """The chunk as ``marginkit.solvers.svm._Data`` holds it, built by that class itself
     with the global statistics (m, s) in place of the chunk's own, so the per-row
     constants (c, xsq, ...) follow the in-memory conventions exactly."""
-    import threading
-    from unittest import mock
-
-    from .solvers import svm
-
-    global _STATS_LOCK
-    if _STATS_LOCK is None:
-        _STATS_LOCK = threading.Lock()
-    with _STATS_LOCK, mock.patch.object(svm, "scaling_statistics", lambda X, sc: (m, s)):
-        data = svm._Data(chunk.X, scale)
+    data = svm._Data(chunk.X, scale, stats=(m, s))
     chunk.v.update(data=data, args=data.args, c=data.c, xsq=data.xsq)
 
 
@@ -821,8 +810,6 @@ def _k_pegasos_epoch(chunk, order, s2a, st, lam):
     """Pegasos steps over the chunk's rows in ``order``: one step of the in-memory
     ``svm._PegasosState`` on the chunk (its ``pegasos_epoch`` call), with the d-vector
     s2a and the 6 scalars st passed from chunk to chunk."""
-    from .solvers import svm
-
     state = svm._PegasosState(chunk.v["data"], chunk.y, lam, _FixedOrder(order))
     state.s2a = np.array(s2a, dtype=np.float64)
     state.st = np.array(st, dtype=np.float64)
@@ -830,23 +817,13 @@ def _k_pegasos_epoch(chunk, order, s2a, st, lam):
     return state.s2a, state.st
 
 
-class _DaskPegasosState:
+class _DaskPegasosState(svm._PegasosState):
     """``svm._PegasosState`` with chunk-wise epochs: w (a d-vector and 6 scalars) is passed
     from chunk to chunk; each chunk runs its rows in the order of ``chunkwise_permutation``."""
 
     def __init__(self, pool, data, lam, rng):
-        self.pool, self.data, self.lam, self.rng = pool, data, lam, rng
-        self.radius = 1.0 / np.sqrt(lam)
-        self.s2a = np.zeros(data.d)
-        self.st = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])  # alpha, beta, P, A2, bias, k
-        self.n_iter = 0
-        self.objective = np.nan
-
-    def w_bar(self):
-        data = self.data
-        alpha, beta = self.st[0], self.st[1]
-        a_s = np.divide(self.s2a, data.s, out=np.zeros_like(self.s2a), where=data.s > 0)
-        return alpha * (a_s - data.s * data.m * beta)
+        super().__init__(data, None, lam, rng)  # the labels stay on the workers
+        self.pool = pool
 
     def step(self):
         pool = self.pool
@@ -856,9 +833,6 @@ class _DaskPegasosState:
             self.s2a, self.st = pool.call(c, _k_pegasos_epoch, local, self.s2a, self.st,
                                           self.lam)
         self.n_iter += 1
-
-    def snapshot(self):
-        return {"bias": float(self.st[4]), "steps": float(self.st[5])}
 
 
 @_driver("pegasos")

@@ -93,9 +93,13 @@ def scaling_statistics(X, scale):
 
 
 class _Data:
-    """The training matrix as the Cython kernels take it, plus the scaling constants."""
+    """The training matrix as the Cython kernels take it, plus the scaling constants.
 
-    def __init__(self, X, scale):
+    ``stats=(m, s)`` uses given column means and inverse deviations instead of X's own
+    (the Dask backend passes the statistics of the whole distributed matrix).
+    """
+
+    def __init__(self, X, scale, stats=None):
         self.n, self.d = X.shape
         self.sparse = sp.issparse(X)
         self.dtype = X.dtype
@@ -110,7 +114,7 @@ class _Data:
             self.indptr = np.zeros(1, dtype=np.int32)
         self.args = (self.Xd, self.data, self.indices, self.indptr, not self.sparse)
         self.scale = scale
-        self.m, self.s = scaling_statistics(X, scale)
+        self.m, self.s = scaling_statistics(X, scale) if stats is None else stats
         sm = self.s * self.m
         s2m = self.s * sm            # s^2 m without forming s^2 (range: see _svm_fast)
         self.M = float(sm @ sm)
