@@ -244,6 +244,14 @@ def run(problem, solver, rules, max_iter, config):
     status = None
     state.elapsed = 0.0
     guard = _DeferredInterrupt()
+    # a state with ``step_batch(rules, limit)`` may take several steps per call when nothing
+    # but the rules runs between them (no callback, no verbose output): it returns the
+    # snapshots of all its steps but the last (on which no rule fires), the loop records
+    # the last one and checks the rules on it as after any step; None means "nothing done,
+    # these rules need a check after every step" (the loop then calls ``step``)
+    batch = getattr(state, "step_batch", None)
+    if config.callback is not None or config.verbose:
+        batch = None
     try:
         with guard:
             while True:
@@ -267,7 +275,16 @@ def run(problem, solver, rules, max_iter, config):
                 if config.callback is not None and config.callback(state):
                     status = "callback"
                     break
-                state.step()
+                if batch is None:
+                    state.step()
+                    continue
+                snaps = batch(rules, max_iter - state.n_iter)
+                if snaps is None:
+                    batch = None
+                    state.step()
+                    continue
+                for key, vals in snaps.items():
+                    history[key].extend(vals)
     except KeyboardInterrupt:
         if guard.forced:
             raise
