@@ -22,6 +22,7 @@ in floating-point range. With ``scale=None`` the caller passes s = 1, m = 0 (c =
 All vectors the solvers update (r, a, w) are float64 whatever the dtype of X; the
 products with X accumulate in float64.
 """
+import numpy as np
 from cython cimport floating
 from libc.math cimport sqrt, fabs, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint64_t
@@ -251,6 +252,102 @@ def csr_column_sqdev(const floating[::1] data, const index_t[::1] indices,
             j = indices[k]
             dev = (<double>data[k]) / safe[j] - mean[j]
             ss[j] += dev * dev
+
+
+def csr_scaling_statistics(const floating[::1] data, const index_t[::1] indices,
+                           const index_t[::1] indptr, Py_ssize_t n, bint center,
+                           double[::1] m, double[::1] s):
+    """``svm.scaling_statistics`` for a CSR matrix in one call (the same operations, in
+    the same order, as ``csr_column_sums`` and ``csr_column_sqdev`` followed by the numpy
+    expressions there): m = column means (0 unless ``center``), s = 1/sigma (0 for
+    constant columns). O(d) temporaries, no copy of the nonzeros."""
+    cdef Py_ssize_t d = m.shape[0]
+    cdef Py_ssize_t nnz = indptr[indptr.shape[0] - 1]
+    cdef Py_ssize_t j, k
+    cdef double x, cm, mean, var, sd, safe, sigma, dev
+    cdef double dn = <double>n
+    cdef double[::1] colmax = np.zeros(d)
+    cdef double[::1] sums = np.zeros(d)
+    cdef double[::1] ss = np.zeros(d)
+    cdef int64_t[::1] cnt = np.zeros(d, dtype=np.int64)
+    cdef bint ok
+    with nogil:
+        for k in range(nnz):
+            j = indices[k]
+            x = fabs(<double>data[k])
+            if x > colmax[j] or x != x:  # NaN propagates, as np.maximum would
+                colmax[j] = x
+        for k in range(nnz):
+            j = indices[k]
+            cm = colmax[j]
+            if cm > 0:
+                sums[j] += (<double>data[k]) / cm
+            else:
+                sums[j] += <double>data[k]
+            cnt[j] += 1
+        for k in range(nnz):
+            j = indices[k]
+            safe = colmax[j] if colmax[j] > 0 else 1.0
+            dev = (<double>data[k]) / safe - sums[j] / dn
+            ss[j] += dev * dev
+        for j in range(d):
+            safe = colmax[j] if colmax[j] > 0 else 1.0
+            mean = sums[j] / dn
+            # the implicit zeros contribute mean^2 each
+            var = (ss[j] + (<double>(n - cnt[j]) * mean) * mean) / dn
+            sd = sqrt(var if var > 0.0 else 0.0)  # np.maximum(var, 0) (NaN stays NaN)
+            if var != var:
+                sd = var
+            ok = (colmax[j] > 0) and (sd > 1e-12 * fabs(mean)) and (sd > 0)
+            sigma = sd * safe
+            mean = mean * safe
+            ok = ok and (sigma - sigma == 0.0) and (sigma > 0)  # finite and positive
+            s[j] = 1.0 / sigma if ok else 0.0
+            m[j] = mean if center else 0.0
+
+
+def dense_scaling_statistics(const floating[:, ::1] X, bint center, double[::1] m,
+                             double[::1] s):
+    """``svm.scaling_statistics`` for a C-ordered dense matrix in one call: the operations
+    of its numpy column-block branch (column maxima, sums of x / colmax in row order, sums
+    of squared deviations), three passes over X in storage order, O(d) temporaries."""
+    cdef Py_ssize_t n = X.shape[0]
+    cdef Py_ssize_t d = X.shape[1]
+    cdef Py_ssize_t i, j
+    cdef double x, mean, var, sd, safe, sigma, dev
+    cdef double dn = <double>n
+    cdef double[::1] colmax = np.zeros(d)
+    cdef double[::1] sums = np.zeros(d)
+    cdef double[::1] ss = np.zeros(d)
+    cdef bint ok
+    with nogil:
+        for i in range(n):
+            for j in range(d):
+                x = fabs(<double>X[i, j])
+                if x > colmax[j] or x != x:  # NaN propagates, as np.max would
+                    colmax[j] = x
+        for i in range(n):
+            for j in range(d):
+                safe = colmax[j] if colmax[j] > 0 else 1.0
+                sums[j] += (<double>X[i, j]) / safe
+        for i in range(n):
+            for j in range(d):
+                safe = colmax[j] if colmax[j] > 0 else 1.0
+                dev = (<double>X[i, j]) / safe - sums[j] / dn
+                ss[j] += dev * dev
+        for j in range(d):
+            safe = colmax[j] if colmax[j] > 0 else 1.0
+            mean = sums[j] / dn
+            var = ss[j] / dn
+            sd = sqrt(var if var > 0.0 else 0.0)
+            if var != var:
+                sd = var
+            ok = (colmax[j] > 0) and (sd > 1e-12 * fabs(mean)) and (sd > 0)
+            sigma = sd * safe
+            mean = mean * safe
+            ok = ok and (sigma - sigma == 0.0) and (sigma > 0)
+            s[j] = 1.0 / sigma if ok else 0.0
+            m[j] = mean if center else 0.0
 
 
 def gram_power_matvec(const floating[:, ::1] Xd, const floating[::1] data,

@@ -55,9 +55,19 @@ def scaling_statistics(X, scale):
         return np.zeros(d), np.ones(d)
     # statistics of each column divided by its largest magnitude: no overflow when squaring
     # values near 1e300, no loss of columns whose values are all tiny (1e-150)
-    if sp.issparse(X):
+    if sp.issparse(X) and X.format == "csr":
         # three passes over the stored entries in Cython, O(d) memory: no temporary the
-        # length of the nonzeros (issue 6: peak memory of solve <= 1.5 x the CSR input)
+        # length of the nonzeros (issue 6: peak memory of solve <= 1.5 x the CSR input);
+        # the same operations as the branch below, in one call (no numpy per column block)
+        m, s = np.zeros(d), np.zeros(d)
+        _f.csr_scaling_statistics(X.data, X.indices, X.indptr, n, scale == "std", m, s)
+        return m, s
+    if (not sp.issparse(X) and isinstance(X, np.ndarray) and X.flags.c_contiguous
+            and X.dtype in (np.float32, np.float64) and n > 0):
+        m, s = np.zeros(d), np.zeros(d)  # the column-block branch below, in one call
+        _f.dense_scaling_statistics(X, scale == "std", m, s)
+        return m, s
+    if sp.issparse(X):
         colmax, sums, cnt = np.zeros(d), np.zeros(d), np.zeros(d, dtype=np.int64)
         _f.csr_column_sums(X.data, X.indices, X.indptr, colmax, sums, cnt)
         safe = np.where(colmax > 0, colmax, 1.0)
