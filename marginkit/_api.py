@@ -8,6 +8,13 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+# the C functions behind ``signal``, without its enum conversion of the handlers
+# (signal.signal and getsignal cost 10-20 us per solve of a small problem)
+try:
+    import _signal
+except ImportError:  # pragma: no cover - other Python implementations
+    _signal = signal
+
 from . import plugins
 from ._config import Config
 from ._registry import REGISTRIES, get_plugin
@@ -223,13 +230,13 @@ class _DeferredInterrupt:
 
     def __enter__(self):
         if (threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-            self._old = signal.signal(signal.SIGINT, self._handler)
+                and _signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self._old = _signal.signal(signal.SIGINT, self._handler)
         return self
 
     def __exit__(self, *exc):
         if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
+            _signal.signal(signal.SIGINT, self._old)
         return False
 
 

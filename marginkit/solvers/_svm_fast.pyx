@@ -24,7 +24,7 @@ products with X accumulate in float64.
 """
 import numpy as np
 from cython cimport floating
-from libc.math cimport sqrt, fabs, INFINITY
+from libc.math cimport sqrt, fabs, frexp, ldexp, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
 ctypedef fused index_t:
@@ -198,156 +198,128 @@ def row_statistics(const floating[:, ::1] Xd, const floating[::1] data,
             xsq[i] = acc
 
 
-def csr_column_sums(const floating[::1] data, const index_t[::1] indices,
-                    const index_t[::1] indptr, double[::1] colmax, double[::1] sums,
-                    int64_t[::1] counts):
-    """Column statistics of a CSR matrix over its stored entries, in O(d) memory.
-
-    Two passes over the nonzeros (in storage order): colmax_j = max |x_kj|, then, with
-    safe_j = colmax_j (1 where colmax_j = 0), sums_j = sum_k x_kj / safe_j and counts_j the
-    number of stored entries of column j. ``colmax``, ``sums``, ``counts`` (length d) are
-    overwritten. The column scaling by the largest magnitude keeps the later squares in
-    range (``scaling_statistics``); no nnz-sized temporary is formed.
-    """
-    cdef Py_ssize_t d = colmax.shape[0]
-    cdef Py_ssize_t nnz = indptr[indptr.shape[0] - 1]
-    cdef Py_ssize_t j, k
-    cdef double x, c
-    with nogil:
-        for j in range(d):
-            colmax[j] = 0.0
-            sums[j] = 0.0
-            counts[j] = 0
-        for k in range(nnz):
-            j = indices[k]
-            x = fabs(<double>data[k])
-            if x > colmax[j] or x != x:  # NaN propagates, as np.maximum would
-                colmax[j] = x
-        for k in range(nnz):
-            j = indices[k]
-            c = colmax[j]
-            if c > 0:
-                sums[j] += (<double>data[k]) / c
-            else:
-                sums[j] += <double>data[k]
-            counts[j] += 1
+cdef inline double _pow2_at_least(double cm) noexcept nogil:
+    # the power of two 2^e >= cm (1 for cm = 0 or not finite), e clipped to [-1021, 1023]
+    # so that both 2^e and 2^-e are finite: dividing by it is exact (a multiplication by
+    # 2^-e), and |x| / 2^e <= 2 for every entry of a column with largest magnitude cm
+    cdef int e
+    if not (cm > 0.0) or cm - cm != 0.0:
+        return 1.0
+    frexp(cm, &e)
+    if e > 1023:
+        e = 1023
+    if e < -1021:
+        e = -1021
+    return ldexp(1.0, e)
 
 
-def csr_column_sqdev(const floating[::1] data, const index_t[::1] indices,
-                     const index_t[::1] indptr, const double[::1] safe,
-                     const double[::1] mean, double[::1] ss):
-    """ss_j = sum over the stored entries of column j of (x_kj / safe_j - mean_j)^2.
-
-    One pass over the nonzeros in storage order, O(d) memory (``ss`` is overwritten); the
-    implicit zeros' share (n - counts_j) mean_j^2 is added by the caller.
-    """
-    cdef Py_ssize_t d = ss.shape[0]
-    cdef Py_ssize_t nnz = indptr[indptr.shape[0] - 1]
-    cdef Py_ssize_t j, k
-    cdef double dev
-    with nogil:
-        for j in range(d):
-            ss[j] = 0.0
-        for k in range(nnz):
-            j = indices[k]
-            dev = (<double>data[k]) / safe[j] - mean[j]
-            ss[j] += dev * dev
+cdef void _scaling_tail(Py_ssize_t d, double dn, const double* colmax, const double* safe,
+                        const double* sums, const double* var_sum, bint center, double* m,
+                        double* s) noexcept nogil:
+    # m_j = mean_j (0 unless center), s_j = 1/sigma_j or 0 for a constant column: the
+    # statistics of x / safe_j scaled back by safe_j
+    cdef Py_ssize_t j
+    cdef double mean, var, sd, sigma
+    cdef bint ok
+    for j in range(d):
+        mean = sums[j] / dn
+        var = var_sum[j] / dn
+        sd = sqrt(var if var > 0.0 else 0.0)
+        if var != var:
+            sd = var
+        # constant: zero spread, or spread at round-off level of the (normalized) mean
+        ok = (colmax[j] > 0) and (sd > 1e-12 * fabs(mean)) and (sd > 0)
+        sigma = sd * safe[j]
+        mean = mean * safe[j]
+        ok = ok and (sigma - sigma == 0.0) and (sigma > 0)  # finite and positive
+        s[j] = 1.0 / sigma if ok else 0.0
+        m[j] = mean if center else 0.0
 
 
 def csr_scaling_statistics(const floating[::1] data, const index_t[::1] indices,
                            const index_t[::1] indptr, Py_ssize_t n, bint center,
                            double[::1] m, double[::1] s):
-    """``svm.scaling_statistics`` for a CSR matrix in one call (the same operations, in
-    the same order, as ``csr_column_sums`` and ``csr_column_sqdev`` followed by the numpy
-    expressions there): m = column means (0 unless ``center``), s = 1/sigma (0 for
-    constant columns). O(d) temporaries, no copy of the nonzeros."""
+    """``svm.scaling_statistics`` of a CSR matrix: m = column means (0 unless ``center``),
+    s = 1/sigma (0 for constant columns).
+
+    Three passes over the stored entries in storage order, O(d) temporaries, no copy of
+    the nonzeros: the column maxima, then the sums of x / safe_j and the sums of squared
+    deviations (x / safe_j - mean_j)^2 with safe_j the power of two at or above the
+    column's largest magnitude (an exact scaling, a multiplication: no division per
+    entry, no overflow when squaring values near 1e300, no loss of columns of 1e-150);
+    the implicit zeros contribute mean_j^2 each.
+    """
     cdef Py_ssize_t d = m.shape[0]
     cdef Py_ssize_t nnz = indptr[indptr.shape[0] - 1]
     cdef Py_ssize_t j, k
-    cdef double x, cm, mean, var, sd, safe, sigma, dev
+    cdef double x, dev
     cdef double dn = <double>n
     cdef double[::1] colmax = np.zeros(d)
+    cdef double[::1] safe = np.zeros(d)
+    cdef double[::1] inv = np.zeros(d)
     cdef double[::1] sums = np.zeros(d)
     cdef double[::1] ss = np.zeros(d)
+    cdef double[::1] means = np.zeros(d)
     cdef int64_t[::1] cnt = np.zeros(d, dtype=np.int64)
-    cdef bint ok
     with nogil:
         for k in range(nnz):
             j = indices[k]
             x = fabs(<double>data[k])
             if x > colmax[j] or x != x:  # NaN propagates, as np.maximum would
                 colmax[j] = x
+        for j in range(d):
+            safe[j] = _pow2_at_least(colmax[j])
+            inv[j] = 1.0 / safe[j]
         for k in range(nnz):
             j = indices[k]
-            cm = colmax[j]
-            if cm > 0:
-                sums[j] += (<double>data[k]) / cm
-            else:
-                sums[j] += <double>data[k]
+            sums[j] += (<double>data[k]) * inv[j]
             cnt[j] += 1
+        for j in range(d):
+            means[j] = sums[j] / dn
         for k in range(nnz):
             j = indices[k]
-            safe = colmax[j] if colmax[j] > 0 else 1.0
-            dev = (<double>data[k]) / safe - sums[j] / dn
+            dev = (<double>data[k]) * inv[j] - means[j]
             ss[j] += dev * dev
         for j in range(d):
-            safe = colmax[j] if colmax[j] > 0 else 1.0
-            mean = sums[j] / dn
-            # the implicit zeros contribute mean^2 each
-            var = (ss[j] + (<double>(n - cnt[j]) * mean) * mean) / dn
-            sd = sqrt(var if var > 0.0 else 0.0)  # np.maximum(var, 0) (NaN stays NaN)
-            if var != var:
-                sd = var
-            ok = (colmax[j] > 0) and (sd > 1e-12 * fabs(mean)) and (sd > 0)
-            sigma = sd * safe
-            mean = mean * safe
-            ok = ok and (sigma - sigma == 0.0) and (sigma > 0)  # finite and positive
-            s[j] = 1.0 / sigma if ok else 0.0
-            m[j] = mean if center else 0.0
+            ss[j] += (<double>(n - cnt[j]) * means[j]) * means[j]
+        _scaling_tail(d, dn, &colmax[0], &safe[0], &sums[0], &ss[0], center, &m[0], &s[0])
 
 
 def dense_scaling_statistics(const floating[:, ::1] X, bint center, double[::1] m,
                              double[::1] s):
-    """``svm.scaling_statistics`` for a C-ordered dense matrix in one call: the operations
-    of its numpy column-block branch (column maxima, sums of x / colmax in row order, sums
-    of squared deviations), three passes over X in storage order, O(d) temporaries."""
+    """``svm.scaling_statistics`` of a C-ordered dense matrix: the operations of
+    ``csr_scaling_statistics`` (every entry stored), three passes over X in storage
+    order, O(d) temporaries."""
     cdef Py_ssize_t n = X.shape[0]
     cdef Py_ssize_t d = X.shape[1]
     cdef Py_ssize_t i, j
-    cdef double x, mean, var, sd, safe, sigma, dev
+    cdef double x, dev
     cdef double dn = <double>n
     cdef double[::1] colmax = np.zeros(d)
+    cdef double[::1] safe = np.zeros(d)
+    cdef double[::1] inv = np.zeros(d)
     cdef double[::1] sums = np.zeros(d)
     cdef double[::1] ss = np.zeros(d)
-    cdef bint ok
+    cdef double[::1] means = np.zeros(d)
     with nogil:
         for i in range(n):
             for j in range(d):
                 x = fabs(<double>X[i, j])
                 if x > colmax[j] or x != x:  # NaN propagates, as np.max would
                     colmax[j] = x
-        for i in range(n):
-            for j in range(d):
-                safe = colmax[j] if colmax[j] > 0 else 1.0
-                sums[j] += (<double>X[i, j]) / safe
-        for i in range(n):
-            for j in range(d):
-                safe = colmax[j] if colmax[j] > 0 else 1.0
-                dev = (<double>X[i, j]) / safe - sums[j] / dn
-                ss[j] += dev * dev
         for j in range(d):
-            safe = colmax[j] if colmax[j] > 0 else 1.0
-            mean = sums[j] / dn
-            var = ss[j] / dn
-            sd = sqrt(var if var > 0.0 else 0.0)
-            if var != var:
-                sd = var
-            ok = (colmax[j] > 0) and (sd > 1e-12 * fabs(mean)) and (sd > 0)
-            sigma = sd * safe
-            mean = mean * safe
-            ok = ok and (sigma - sigma == 0.0) and (sigma > 0)
-            s[j] = 1.0 / sigma if ok else 0.0
-            m[j] = mean if center else 0.0
+            safe[j] = _pow2_at_least(colmax[j])
+            inv[j] = 1.0 / safe[j]
+        for i in range(n):
+            for j in range(d):
+                sums[j] += (<double>X[i, j]) * inv[j]
+        for j in range(d):
+            means[j] = sums[j] / dn
+        for i in range(n):
+            for j in range(d):
+                dev = (<double>X[i, j]) * inv[j] - means[j]
+                ss[j] += dev * dev
+        _scaling_tail(d, dn, &colmax[0], &safe[0], &sums[0], &ss[0], center, &m[0], &s[0])
 
 
 def gram_power_matvec(const floating[:, ::1] Xd, const floating[::1] data,

@@ -46,59 +46,34 @@ def scaling_statistics(X, scale):
     are all zero; with ``scale="scale"`` they are dropped): nothing is divided by zero.
     A column counts as constant when its spread is at round-off level of its mean (a
     threshold relative to the column's magnitude); the statistics are computed on the
-    column divided by its largest magnitude, so they neither overflow nor underflow.
+    column divided by the power of two at or above its largest magnitude (exact), so they
+    neither overflow nor underflow.
     Sparse input is never densified (sums over the stored entries only, in O(d) memory:
-    ``_svm_fast.csr_column_sums``/``csr_column_sqdev`` read the CSR arrays in place).
+    ``_svm_fast.csr_scaling_statistics`` reads the CSR arrays in place).
     """
     n, d = X.shape
     if scale is None:
         return np.zeros(d), np.ones(d)
-    # statistics of each column divided by its largest magnitude: no overflow when squaring
-    # values near 1e300, no loss of columns whose values are all tiny (1e-150)
-    if sp.issparse(X) and X.format == "csr":
-        # three passes over the stored entries in Cython, O(d) memory: no temporary the
-        # length of the nonzeros (issue 6: peak memory of solve <= 1.5 x the CSR input);
-        # the same operations as the branch below, in one call (no numpy per column block)
-        m, s = np.zeros(d), np.zeros(d)
-        _f.csr_scaling_statistics(X.data, X.indices, X.indptr, n, scale == "std", m, s)
-        return m, s
-    if (not sp.issparse(X) and isinstance(X, np.ndarray) and X.flags.c_contiguous
-            and X.dtype in (np.float32, np.float64) and n > 0):
-        m, s = np.zeros(d), np.zeros(d)  # the column-block branch below, in one call
-        _f.dense_scaling_statistics(X, scale == "std", m, s)
-        return m, s
+    # statistics of each column divided by the power of two at or above its largest
+    # magnitude (an exact scaling): no overflow when squaring values near 1e300, no loss
+    # of columns whose values are all tiny (1e-150)
+    m, s = np.zeros(d), np.zeros(d)
+    std = scale == "std"
     if sp.issparse(X):
-        colmax, sums, cnt = np.zeros(d), np.zeros(d), np.zeros(d, dtype=np.int64)
-        _f.csr_column_sums(X.data, X.indices, X.indptr, colmax, sums, cnt)
-        safe = np.where(colmax > 0, colmax, 1.0)
-        mean = sums / n
-        ss = np.zeros(d)
-        _f.csr_column_sqdev(X.data, X.indices, X.indptr, safe, mean, ss)
-        # sum over all rows of (x - mean)^2, the implicit zeros contributing mean^2 each
-        ss += (n - cnt) * mean * mean
-        var = ss / n
-    else:
-        colmax, mean, var = np.zeros(d), np.zeros(d), np.zeros(d)
-        step = max(1, 2_000_000 // max(n, 1))  # column blocks: bounded temporaries
-        for j0 in range(0, d, step):
-            blk = np.asarray(X[:, j0:j0 + step], dtype=np.float64)
-            cm = np.abs(blk).max(axis=0)
-            blk = blk / np.where(cm > 0, cm, 1.0)
-            colmax[j0:j0 + step] = cm
-            mu_b = blk.mean(axis=0)
-            mean[j0:j0 + step] = mu_b
-            var[j0:j0 + step] = ((blk - mu_b) ** 2).mean(axis=0)
-        safe = np.where(colmax > 0, colmax, 1.0)
-    sd = np.sqrt(np.maximum(var, 0.0))
-    # constant columns: zero spread, or spread at round-off level of the (normalized) mean
-    ok = (colmax > 0) & (sd > 1e-12 * np.abs(mean))
-    ok &= sd > 0
-    sigma = sd * safe
-    mean = mean * safe
-    ok &= np.isfinite(sigma) & (sigma > 0)
-    s = np.zeros(d)
-    s[ok] = 1.0 / sigma[ok]
-    m = mean if scale == "std" else np.zeros(d)
+        # three passes over the stored entries in Cython, O(d) memory: no temporary the
+        # length of the nonzeros (issue 6: peak memory of solve <= 1.5 x the CSR input)
+        Xc = X if X.format == "csr" else sp.csr_matrix(X)
+        _f.csr_scaling_statistics(Xc.data, Xc.indices, Xc.indptr, n, std, m, s)
+        return m, s
+    X = np.asarray(X)
+    if X.flags.c_contiguous and X.dtype in (np.float32, np.float64):
+        _f.dense_scaling_statistics(X, std, m, s)
+        return m, s
+    # other layouts: column blocks (the statistics are per column), bounded temporaries
+    step = max(1, 2_000_000 // max(n, 1))
+    for j0 in range(0, d, step):
+        blk = np.ascontiguousarray(X[:, j0:j0 + step], dtype=np.float64)
+        _f.dense_scaling_statistics(blk, std, m[j0:j0 + step], s[j0:j0 + step])
     return m, s
 
 
@@ -550,7 +525,7 @@ class _DCDState(SolverState):
         self.data, self.y, self.gamma, self.mu = data, y, gamma, mu
         # the epoch permutations come from a SplitMix64 stream seeded once from the run's
         # generator (drawn in Cython, so an epoch costs no numpy call)
-        self._rng_state = rng.integers(0, 2**64, size=1, dtype=np.uint64)
+        self._rng_state = np.array([rng.bit_generator.random_raw()], dtype=np.uint64)
         self.shrinking = bool(shrinking)
         self.bound_check = bound_check
         self.r = np.zeros(n)
