@@ -541,9 +541,10 @@ class _DCDState(SolverState):
         self._ctl = np.zeros(7)
         self._hist = np.zeros((1, 4))
         # iterations per Cython call in step_batch: about 2e7 row entries of work, so that
-        # Ctrl-C and the caller's loop get control back every few tens of milliseconds
+        # Ctrl-C and the caller's loop get control back every few tens of milliseconds,
+        # and at most 10 000 (the history rows of one call)
         work = (len(data.data) if data.sparse else n * d) + n
-        self._batch_cap = max(1, int(2e7 // max(work, 1)))
+        self._batch_cap = max(1, min(10_000, int(2e7 // max(work, 1))))
         self.n_iter = 0
         self.projected_gradient_gap = np.inf
         self.error_bound = np.inf
