@@ -8,6 +8,13 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+# the C functions behind ``signal``, without its enum conversion of the handlers
+# (signal.signal and getsignal cost 10-20 us per solve of a small problem)
+try:
+    import _signal
+except ImportError:  # pragma: no cover - other Python implementations
+    _signal = signal
+
 from . import plugins
 from ._config import Config
 from ._registry import REGISTRIES, get_plugin
@@ -223,13 +230,13 @@ class _DeferredInterrupt:
 
     def __enter__(self):
         if (threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-            self._old = signal.signal(signal.SIGINT, self._handler)
+                and _signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self._old = _signal.signal(signal.SIGINT, self._handler)
         return self
 
     def __exit__(self, *exc):
         if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
+            _signal.signal(signal.SIGINT, self._old)
         return False
 
 
@@ -244,6 +251,14 @@ def run(problem, solver, rules, max_iter, config):
     status = None
     state.elapsed = 0.0
     guard = _DeferredInterrupt()
+    # a state with ``step_batch(rules, limit)`` may take several steps per call when nothing
+    # but the rules runs between them (no callback, no verbose output): it returns the
+    # snapshots of all its steps but the last (on which no rule fires), the loop records
+    # the last one and checks the rules on it as after any step; None means "nothing done,
+    # these rules need a check after every step" (the loop then calls ``step``)
+    batch = getattr(state, "step_batch", None)
+    if config.callback is not None or config.verbose:
+        batch = None
     try:
         with guard:
             while True:
@@ -267,7 +282,16 @@ def run(problem, solver, rules, max_iter, config):
                 if config.callback is not None and config.callback(state):
                     status = "callback"
                     break
-                state.step()
+                if batch is None:
+                    state.step()
+                    continue
+                snaps = batch(rules, max_iter - state.n_iter)
+                if snaps is None:
+                    batch = None
+                    state.step()
+                    continue
+                for key, vals in snaps.items():
+                    history[key].extend(vals)
     except KeyboardInterrupt:
         if guard.forced:
             raise

@@ -190,7 +190,11 @@ def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32")):
         if Xc.indices.dtype not in (np.int32, np.int64) or Xc.indptr.dtype != Xc.indices.dtype:
             Xc = sp.csr_matrix((Xc.data, Xc.indices.astype(np.int64), Xc.indptr.astype(np.int64)),
                                shape=Xc.shape)
-        if not np.all(np.isfinite(Xc.data)):
+        with np.errstate(over="ignore", invalid="ignore"):
+            # a sum is finite exactly when every entry is, unless finite entries overflow
+            # it: the entry-wise test (a temporary the length of the nonzeros) only then
+            finite = np.isfinite(np.sum(Xc.data, dtype=np.float64)) or np.all(np.isfinite(Xc.data))
+        if not finite:
             bad = np.unique(np.repeat(np.arange(Xc.shape[0]), np.diff(Xc.indptr))[~np.isfinite(Xc.data)])
             raise ValueError(
                 f"{name} contains NaN or infinity in row(s) {bad[:10].tolist()}"
@@ -344,8 +348,17 @@ def check_y(y, n_samples, task="classification", name="y"):
         raise TypeError(f"{name} is complex; pass real labels")
     if arr.dtype.kind == "f" and not np.isfinite(arr).all():
         raise ValueError(f"{name} contains NaN or infinity; every sample needs a label")
+    classes = None
+    if arr.dtype.kind in "biuf" and arr.size:
+        # two labels (the usual case) without sorting: min, max and one comparison pass,
+        # the same classes_ as np.unique (a solve of a small problem spent most of its
+        # label check in the sort)
+        lo, hi = arr.min(), arr.max()
+        if lo != hi and not np.any((arr != lo) & (arr != hi)):
+            classes = np.array([lo, hi], dtype=arr.dtype)
     try:
-        classes = np.unique(arr)
+        if classes is None:
+            classes = np.unique(arr)
     except TypeError as exc:
         raise TypeError(f"{name} has labels that cannot be compared ({exc}); use one label type") from None
     if classes.size < 2:

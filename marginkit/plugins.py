@@ -61,6 +61,12 @@ class SolverState:
 
     Attributes every state has: ``n_iter`` (steps taken). Anything listed in the solver's
     ``provides`` must be an attribute (read by stopping rules and verbose output).
+
+    Optional: ``step_batch(rules, limit)`` takes up to ``limit`` steps in one call when
+    only ``rules`` would run between them (``solve`` uses it without callback and verbose
+    output). It stops after the first step on which a rule could fire and returns the
+    ``snapshot`` values of its steps but the last (dict of lists), or None without taking
+    a step when it cannot evaluate the rules itself.
     """
 
     n_iter = 0

@@ -281,6 +281,28 @@ def test_dcd_same_seed_bitwise_identical():
     assert not np.array_equal(a.dual_coef_, c.dual_coef_)
 
 
+@pytest.mark.parametrize("kw", [{}, {"stop": "liblinear"}, {"shrinking": False},
+                                {"bound_check": "always"},
+                                {"stop": ("certified_points", {"fraction": 0.5})},
+                                {"stop": ("max_iter", {"n": 9})}, {"max_iter": 4}])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_dcd_epochs_per_call_do_not_change_the_run(kw, sparse):
+    # without a callback the run loop lets dcd run several epochs per Cython call; a
+    # callback forces one epoch per call: same r, history, status and iteration count
+    X, y = make_problem(n=150, d=7, seed=11)
+    if sparse:
+        X = sp.csr_matrix(X)
+    a = mk.solve(X, y, solver="dcd", random_state=5, **kw)
+    b = mk.solve(X, y, solver="dcd", random_state=5, callback=lambda state: False, **kw)
+    assert a.status == b.status and a.n_iter == b.n_iter
+    assert np.array_equal(a.dual_coef_, b.dual_coef_)
+    assert a.history.keys() == b.history.keys()
+    for key in a.history:
+        assert np.array_equal(a.history[key], b.history[key]), key
+    if a.certificate is not None:
+        assert a.certificate.verify(X, y)
+
+
 # ------------------------------------------------------------------------- fista_svm
 def test_projection_box_hyperplane_kkt():
     rng = np.random.default_rng(8)

@@ -22,13 +22,29 @@ in floating-point range. With ``scale=None`` the caller passes s = 1, m = 0 (c =
 All vectors the solvers update (r, a, w) are float64 whatever the dtype of X; the
 products with X accumulate in float64.
 """
+import numpy as np
 from cython cimport floating
-from libc.math cimport sqrt, fabs, INFINITY
-from libc.stdint cimport int32_t, int64_t
+from libc.math cimport sqrt, fabs, frexp, ldexp, INFINITY
+from libc.stdint cimport int32_t, int64_t, uint64_t
 
 ctypedef fused index_t:
     int32_t
     int64_t
+
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define MK_PREFETCH(p) __builtin_prefetch((const void *)(p))
+    #elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
+    #include <xmmintrin.h>
+    #define MK_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+    #else
+    #define MK_PREFETCH(p) ((void)0)
+    #endif
+    """
+    # a cache hint only (no effect on results): the visiting order of dual coordinate
+    # descent is random, so the next rows' data are fetched ahead of their use
+    void MK_PREFETCH(const void* p) noexcept nogil
 
 
 # ----------------------------------------------------------------------------- rows
@@ -112,6 +128,36 @@ cdef inline void _row_axpy_scaled(bint dense, const floating* Xd, const floating
         _axpy_sparse_scaled(alpha, &data[s], &indices[s], indptr[i + 1] - s, sc, out)
 
 
+cdef inline void _prefetch_row(bint dense, const floating* Xd, const floating* data,
+                               const index_t* indices, const index_t* indptr,
+                               Py_ssize_t i, Py_ssize_t d) noexcept nogil:
+    # the first 256 bytes of row i's values and column indices (longer rows are streamed
+    # by the hardware prefetcher once their first lines arrive)
+    cdef Py_ssize_t st, ln, k
+    cdef Py_ssize_t step = 64 // sizeof(floating)
+    cdef Py_ssize_t cap = 4 * step
+    if dense:
+        ln = d if d < cap else cap
+        k = 0
+        while k < ln:
+            MK_PREFETCH(Xd + i * d + k)
+            k += step
+        return
+    st = indptr[i]
+    ln = indptr[i + 1] - st
+    if ln > cap:
+        ln = cap
+    k = 0
+    while k < ln:
+        MK_PREFETCH(data + st + k)
+        k += step
+    step = 64 // sizeof(index_t)
+    k = 0
+    while k < ln:
+        MK_PREFETCH(indices + st + k)
+        k += step
+
+
 cdef inline double _clip(double v, double lo, double hi) noexcept nogil:
     if v < lo:
         return lo
@@ -152,60 +198,128 @@ def row_statistics(const floating[:, ::1] Xd, const floating[::1] data,
             xsq[i] = acc
 
 
-def csr_column_sums(const floating[::1] data, const index_t[::1] indices,
-                    const index_t[::1] indptr, double[::1] colmax, double[::1] sums,
-                    int64_t[::1] counts):
-    """Column statistics of a CSR matrix over its stored entries, in O(d) memory.
+cdef inline double _pow2_at_least(double cm) noexcept nogil:
+    # the power of two 2^e >= cm (1 for cm = 0 or not finite), e clipped to [-1021, 1023]
+    # so that both 2^e and 2^-e are finite: dividing by it is exact (a multiplication by
+    # 2^-e), and |x| / 2^e <= 2 for every entry of a column with largest magnitude cm
+    cdef int e
+    if not (cm > 0.0) or cm - cm != 0.0:
+        return 1.0
+    frexp(cm, &e)
+    if e > 1023:
+        e = 1023
+    if e < -1021:
+        e = -1021
+    return ldexp(1.0, e)
 
-    Two passes over the nonzeros (in storage order): colmax_j = max |x_kj|, then, with
-    safe_j = colmax_j (1 where colmax_j = 0), sums_j = sum_k x_kj / safe_j and counts_j the
-    number of stored entries of column j. ``colmax``, ``sums``, ``counts`` (length d) are
-    overwritten. The column scaling by the largest magnitude keeps the later squares in
-    range (``scaling_statistics``); no nnz-sized temporary is formed.
+
+cdef void _scaling_tail(Py_ssize_t d, double dn, const double* colmax, const double* safe,
+                        const double* sums, const double* var_sum, bint center, double* m,
+                        double* s) noexcept nogil:
+    # m_j = mean_j (0 unless center), s_j = 1/sigma_j or 0 for a constant column: the
+    # statistics of x / safe_j scaled back by safe_j
+    cdef Py_ssize_t j
+    cdef double mean, var, sd, sigma
+    cdef bint ok
+    for j in range(d):
+        mean = sums[j] / dn
+        var = var_sum[j] / dn
+        sd = sqrt(var if var > 0.0 else 0.0)
+        if var != var:
+            sd = var
+        # constant: zero spread, or spread at round-off level of the (normalized) mean
+        ok = (colmax[j] > 0) and (sd > 1e-12 * fabs(mean)) and (sd > 0)
+        sigma = sd * safe[j]
+        mean = mean * safe[j]
+        ok = ok and (sigma - sigma == 0.0) and (sigma > 0)  # finite and positive
+        s[j] = 1.0 / sigma if ok else 0.0
+        m[j] = mean if center else 0.0
+
+
+def csr_scaling_statistics(const floating[::1] data, const index_t[::1] indices,
+                           const index_t[::1] indptr, Py_ssize_t n, bint center,
+                           double[::1] m, double[::1] s):
+    """``svm.scaling_statistics`` of a CSR matrix: m = column means (0 unless ``center``),
+    s = 1/sigma (0 for constant columns).
+
+    Three passes over the stored entries in storage order, O(d) temporaries, no copy of
+    the nonzeros: the column maxima, then the sums of x / safe_j and the sums of squared
+    deviations (x / safe_j - mean_j)^2 with safe_j the power of two at or above the
+    column's largest magnitude (an exact scaling, a multiplication: no division per
+    entry, no overflow when squaring values near 1e300, no loss of columns of 1e-150);
+    the implicit zeros contribute mean_j^2 each.
     """
-    cdef Py_ssize_t d = colmax.shape[0]
+    cdef Py_ssize_t d = m.shape[0]
     cdef Py_ssize_t nnz = indptr[indptr.shape[0] - 1]
     cdef Py_ssize_t j, k
-    cdef double x, c
+    cdef double x, dev
+    cdef double dn = <double>n
+    cdef double[::1] colmax = np.zeros(d)
+    cdef double[::1] safe = np.zeros(d)
+    cdef double[::1] inv = np.zeros(d)
+    cdef double[::1] sums = np.zeros(d)
+    cdef double[::1] ss = np.zeros(d)
+    cdef double[::1] means = np.zeros(d)
+    cdef int64_t[::1] cnt = np.zeros(d, dtype=np.int64)
     with nogil:
-        for j in range(d):
-            colmax[j] = 0.0
-            sums[j] = 0.0
-            counts[j] = 0
         for k in range(nnz):
             j = indices[k]
             x = fabs(<double>data[k])
             if x > colmax[j] or x != x:  # NaN propagates, as np.maximum would
                 colmax[j] = x
-        for k in range(nnz):
-            j = indices[k]
-            c = colmax[j]
-            if c > 0:
-                sums[j] += (<double>data[k]) / c
-            else:
-                sums[j] += <double>data[k]
-            counts[j] += 1
-
-
-def csr_column_sqdev(const floating[::1] data, const index_t[::1] indices,
-                     const index_t[::1] indptr, const double[::1] safe,
-                     const double[::1] mean, double[::1] ss):
-    """ss_j = sum over the stored entries of column j of (x_kj / safe_j - mean_j)^2.
-
-    One pass over the nonzeros in storage order, O(d) memory (``ss`` is overwritten); the
-    implicit zeros' share (n - counts_j) mean_j^2 is added by the caller.
-    """
-    cdef Py_ssize_t d = ss.shape[0]
-    cdef Py_ssize_t nnz = indptr[indptr.shape[0] - 1]
-    cdef Py_ssize_t j, k
-    cdef double dev
-    with nogil:
         for j in range(d):
-            ss[j] = 0.0
+            safe[j] = _pow2_at_least(colmax[j])
+            inv[j] = 1.0 / safe[j]
         for k in range(nnz):
             j = indices[k]
-            dev = (<double>data[k]) / safe[j] - mean[j]
+            sums[j] += (<double>data[k]) * inv[j]
+            cnt[j] += 1
+        for j in range(d):
+            means[j] = sums[j] / dn
+        for k in range(nnz):
+            j = indices[k]
+            dev = (<double>data[k]) * inv[j] - means[j]
             ss[j] += dev * dev
+        for j in range(d):
+            ss[j] += (<double>(n - cnt[j]) * means[j]) * means[j]
+        _scaling_tail(d, dn, &colmax[0], &safe[0], &sums[0], &ss[0], center, &m[0], &s[0])
+
+
+def dense_scaling_statistics(const floating[:, ::1] X, bint center, double[::1] m,
+                             double[::1] s):
+    """``svm.scaling_statistics`` of a C-ordered dense matrix: the operations of
+    ``csr_scaling_statistics`` (every entry stored), three passes over X in storage
+    order, O(d) temporaries."""
+    cdef Py_ssize_t n = X.shape[0]
+    cdef Py_ssize_t d = X.shape[1]
+    cdef Py_ssize_t i, j
+    cdef double x, dev
+    cdef double dn = <double>n
+    cdef double[::1] colmax = np.zeros(d)
+    cdef double[::1] safe = np.zeros(d)
+    cdef double[::1] inv = np.zeros(d)
+    cdef double[::1] sums = np.zeros(d)
+    cdef double[::1] ss = np.zeros(d)
+    cdef double[::1] means = np.zeros(d)
+    with nogil:
+        for i in range(n):
+            for j in range(d):
+                x = fabs(<double>X[i, j])
+                if x > colmax[j] or x != x:  # NaN propagates, as np.max would
+                    colmax[j] = x
+        for j in range(d):
+            safe[j] = _pow2_at_least(colmax[j])
+            inv[j] = 1.0 / safe[j]
+        for i in range(n):
+            for j in range(d):
+                sums[j] += (<double>X[i, j]) * inv[j]
+        for j in range(d):
+            means[j] = sums[j] / dn
+        for i in range(n):
+            for j in range(d):
+                dev = (<double>X[i, j]) * inv[j] - means[j]
+                ss[j] += dev * dev
+        _scaling_tail(d, dn, &colmax[0], &safe[0], &sums[0], &ss[0], center, &m[0], &s[0])
 
 
 def gram_power_matvec(const floating[:, ::1] Xd, const floating[::1] data,
@@ -453,6 +567,134 @@ def project_box_hyperplane(const double[::1] v, const double[::1] y, double gamm
 
 
 # ------------------------------------------------------------------ dual coordinate descent
+cdef enum:
+    _PF_FAR = 24   # coordinates ahead: row offsets and per-coordinate scalars
+    _PF_NEAR = 12  # coordinates ahead: the row itself (its offsets have arrived)
+
+
+cdef inline uint64_t _splitmix64(uint64_t* state) noexcept nogil:
+    # SplitMix64 (Steele, Lea and Flood 2014): the generator of the epoch permutations
+    cdef uint64_t z
+    state[0] += <uint64_t>0x9E3779B97F4A7C15ULL
+    z = state[0]
+    z = (z ^ (z >> 30)) * <uint64_t>0xBF58476D1CE4E5B9ULL
+    z = (z ^ (z >> 27)) * <uint64_t>0x94D049BB133111EBULL
+    return z ^ (z >> 31)
+
+
+cdef void _shuffle(int64_t* index, Py_ssize_t k, uint64_t* state) noexcept nogil:
+    # Fisher-Yates: position i (from the end) takes a uniform draw among 0..i, from 53
+    # random bits (bias of order 2^-53 per draw)
+    cdef Py_ssize_t i, j
+    cdef int64_t tmp
+    cdef double u
+    i = k - 1
+    while i > 0:
+        u = <double>(_splitmix64(state) >> 11) * (1.0 / 9007199254740992.0)
+        j = <Py_ssize_t>(u * <double>(i + 1))
+        if j > i:
+            j = i
+        tmp = index[i]
+        index[i] = index[j]
+        index[j] = tmp
+        i -= 1
+
+
+cdef Py_ssize_t _dcd_pass(bint dense, const floating* Xp, const floating* dp,
+                          const index_t* ip, const index_t* pp, Py_ssize_t d,
+                          const double* y, int64_t* index, Py_ssize_t active_size,
+                          double* r, double* s2a, double* scal, const double* sc,
+                          const double* c, const double* qd, double M, double t_col,
+                          double mu, double gamma, double pg_max_old, double pg_min_old,
+                          bint shrinking, double* out) noexcept nogil:
+    # one epoch over index[:active_size]; out = [pg_max, pg_min, sum PG^2]; returns the
+    # new active size (see dcd_epoch)
+    cdef Py_ssize_t s, i, tmp
+    cdef double b = scal[0], P = scal[1]
+    cdef double G, PG, rold, rn, u, pg_max = -INFINITY, pg_min = INFINITY, pgsq = 0.0
+    s = 0
+    while s < active_size:
+        # the visiting order is random: fetch the per-coordinate scalars _PF_FAR
+        # coordinates ahead and the rows _PF_NEAR ahead (a cache hint, no effect on results)
+        if s + _PF_FAR < active_size:
+            i = index[s + _PF_FAR]
+            MK_PREFETCH(&pp[i])
+            MK_PREFETCH(&y[i])
+            MK_PREFETCH(&r[i])
+            MK_PREFETCH(&c[i])
+            MK_PREFETCH(&qd[i])
+        if s + _PF_NEAR < active_size:
+            _prefetch_row(dense, Xp, dp, ip, pp, index[s + _PF_NEAR], d)
+        i = index[s]
+        G = y[i] * (_row_dot(dense, Xp, dp, ip, pp, i, s2a, d)
+                    - b * c[i] - P + b * M + t_col * b) + mu * r[i] - 1.0
+        PG = 0.0
+        if r[i] <= 0.0:
+            if shrinking and G > pg_max_old:
+                active_size -= 1
+                tmp = index[s]
+                index[s] = index[active_size]
+                index[active_size] = tmp
+                continue
+            if G < 0.0:
+                PG = G
+        elif r[i] >= gamma:
+            if shrinking and G < pg_min_old:
+                active_size -= 1
+                tmp = index[s]
+                index[s] = index[active_size]
+                index[active_size] = tmp
+                continue
+            if G > 0.0:
+                PG = G
+        else:
+            PG = G
+        if PG > pg_max:
+            pg_max = PG
+        if PG < pg_min:
+            pg_min = PG
+        pgsq += PG * PG
+        if fabs(PG) > 1e-12:
+            rold = r[i]
+            rn = _clip(rold - G / qd[i], 0.0, gamma)
+            r[i] = rn
+            u = (rn - rold) * y[i]
+            if u != 0.0:
+                b += u
+                P += u * c[i]
+                _row_axpy_scaled(dense, Xp, dp, ip, pp, i, u, sc, s2a, d)
+        s += 1
+    scal[0] = b
+    scal[1] = P
+    out[0] = pg_max
+    out[1] = pg_min
+    out[2] = pgsq
+    return active_size
+
+
+cdef double _pg_pass(bint dense, const floating* Xp, const floating* dp, const index_t* ip,
+                     const index_t* pp, Py_ssize_t n, Py_ssize_t d, const double* y,
+                     const double* r, const double* s2a, double b, double P, const double* c,
+                     double M, double t_col, double t_shift, double mu, double gamma,
+                     double* pg) noexcept nogil:
+    # the full projected gradient (see projected_gradient); returns ||p||^2
+    cdef Py_ssize_t i
+    cdef double G, p, acc = 0.0
+    for i in range(n):  # products in their own loop (see fista_hsvm_step)
+        pg[i] = _row_dot(dense, Xp, dp, ip, pp, i, s2a, d)
+    for i in range(n):
+        G = y[i] * (pg[i] - b * c[i] - P + b * M + t_col * b + t_shift) + mu * r[i] - 1.0
+        if r[i] <= 0.0:
+            p = G if G < 0.0 else 0.0
+        elif r[i] >= gamma:
+            p = G if G > 0.0 else 0.0
+        else:
+            p = G
+        pg[i] = p
+        acc += p * p
+    return acc
+
+
 def dcd_epoch(const floating[:, ::1] Xd, const floating[::1] data,
               const index_t[::1] indices, const index_t[::1] indptr, bint dense,
               const double[::1] y, int64_t[::1] index, Py_ssize_t active_size,
@@ -472,59 +714,112 @@ def dcd_epoch(const floating[:, ::1] Xd, const floating[::1] data,
 
     Returns (pg_max, pg_min, active_size, sum PG_i^2 over the visited coordinates).
     """
+    cdef double out[3]
+    with nogil:
+        active_size = _dcd_pass(dense, &Xd[0, 0], &data[0], &indices[0], &indptr[0],
+                                s2a.shape[0], &y[0], &index[0], active_size, &r[0], &s2a[0],
+                                &scal[0], &sc[0], &c[0], &qd[0], M, t_col, mu, gamma,
+                                pg_max_old, pg_min_old, shrinking, out)
+    return out[0], out[1], active_size, out[2]
+
+
+def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
+               const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+               const double[::1] y, int64_t[::1] index, double[::1] r, double[::1] s2a,
+               double[::1] scal, const double[::1] sc, const double[::1] m,
+               const double[::1] c, const double[::1] qd, double M, double mu, double gamma,
+               uint64_t[::1] rng_state, double[::1] pg, double[::1] ctl, bint shrinking,
+               bint always, double[:, ::1] hist, Py_ssize_t max_epochs, double cert_above,
+               double gap_at_most):
+    """Up to ``max_epochs`` complete iterations of ``dcd`` (one ``_DCDState.step`` each).
+
+    One iteration: Fisher-Yates shuffle of the active coordinates ``index[:k]`` (SplitMix64
+    state ``rng_state``), one epoch (``dcd_epoch``, t_col = 1), LIBLINEAR's shrinking
+    bookkeeping, the estimate eps_est = sqrt(sum PG^2) / mu, the full projected-gradient
+    bound eps = ||p(r)|| / mu when ``always`` or when eps_est would certify more than
+    ``certify_fraction * n`` points, and the dual objective.
+
+    ``ctl`` (in/out) = [k, pg_max_old, pg_min_old, shrink_tol, certify_fraction (NaN:
+    no lazy check), full_passes, eps_est]. Row e of ``hist`` receives (objective, eps or
+    inf, number of points with gamma - r_i > eps, max - min PG gap or inf after a reset
+    of the shrunk set) of iteration e. Stops after the first iteration whose count
+    exceeds ``cert_above`` or whose gap is <= ``gap_at_most`` (the stopping rules the
+    caller checks), or after ``max_epochs``. Returns the number of iterations done.
+    """
     cdef const floating* Xp = &Xd[0, 0]
     cdef const floating* dp = &data[0]
     cdef const index_t* ip = &indices[0]
     cdef const index_t* pp = &indptr[0]
+    cdef Py_ssize_t n = y.shape[0]
     cdef Py_ssize_t d = s2a.shape[0]
-    cdef Py_ssize_t s, i, tmp
-    cdef double b = scal[0], P = scal[1]
-    cdef double G, PG, rold, rn, u, pg_max = -INFINITY, pg_min = INFINITY, pgsq = 0.0
+    cdef Py_ssize_t k = <Py_ssize_t>ctl[0]
+    cdef double pg_max_old = ctl[1], pg_min_old = ctl[2], shrink_tol = ctl[3]
+    cdef double certify_fraction = ctl[4], full_passes = ctl[5], est = ctl[6]
+    cdef double out[3]
+    cdef double gap, eps, ncert, t, wsq, rsum, rsq, b
+    cdef Py_ssize_t e, i, j, cnt, done = 0
+    cdef bint lazy = certify_fraction == certify_fraction  # not NaN
     with nogil:
-        s = 0
-        while s < active_size:
-            i = index[s]
-            G = y[i] * (_row_dot(dense, Xp, dp, ip, pp, i, &s2a[0], d)
-                        - b * c[i] - P + b * M + t_col * b) + mu * r[i] - 1.0
-            PG = 0.0
-            if r[i] <= 0.0:
-                if shrinking and G > pg_max_old:
-                    active_size -= 1
-                    tmp = index[s]
-                    index[s] = index[active_size]
-                    index[active_size] = tmp
-                    continue
-                if G < 0.0:
-                    PG = G
-            elif r[i] >= gamma:
-                if shrinking and G < pg_min_old:
-                    active_size -= 1
-                    tmp = index[s]
-                    index[s] = index[active_size]
-                    index[active_size] = tmp
-                    continue
-                if G > 0.0:
-                    PG = G
+        for e in range(max_epochs):
+            _shuffle(&index[0], k, &rng_state[0])
+            k = _dcd_pass(dense, Xp, dp, ip, pp, d, &y[0], &index[0], k, &r[0], &s2a[0],
+                          &scal[0], &sc[0], &c[0], &qd[0], M, 1.0, mu, gamma, pg_max_old,
+                          pg_min_old, shrinking, out)
+            gap = out[0] - out[1] if k > 0 else 0.0
+            if gap <= shrink_tol and k < n:
+                # LIBLINEAR: the test passed on a shrunk set -> reset it and keep going
+                k = n
+                pg_max_old = INFINITY
+                pg_min_old = -INFINITY
+                gap = INFINITY
             else:
-                PG = G
-            if PG > pg_max:
-                pg_max = PG
-            if PG < pg_min:
-                pg_min = PG
-            pgsq += PG * PG
-            if fabs(PG) > 1e-12:
-                rold = r[i]
-                rn = _clip(rold - G / qd[i], 0.0, gamma)
-                r[i] = rn
-                u = (rn - rold) * y[i]
-                if u != 0.0:
-                    b += u
-                    P += u * c[i]
-                    _row_axpy_scaled(dense, Xp, dp, ip, pp, i, u, &sc[0], &s2a[0], d)
-            s += 1
-        scal[0] = b
-        scal[1] = P
-    return pg_max, pg_min, active_size, pgsq
+                pg_max_old = out[0] if out[0] > 0 else INFINITY
+                pg_min_old = out[1] if out[1] < 0 else -INFINITY
+            # cheap estimate of ||p||/mu from the epoch's entries; the full pass only if
+            # it would certify (paper section 4: "inexpensive optimality checks ... first")
+            est = sqrt(out[2]) / mu
+            eps = INFINITY
+            ncert = 0.0
+            cnt = 0
+            if not always and lazy:
+                for i in range(n):
+                    if gamma - r[i] > est:
+                        cnt += 1
+            if always or (lazy and <double>cnt > certify_fraction * <double>n):
+                eps = sqrt(_pg_pass(dense, Xp, dp, ip, pp, n, d, &y[0], &r[0], &s2a[0],
+                                    scal[0], scal[1], &c[0], M, 1.0, 0.0, mu, gamma,
+                                    &pg[0])) / mu
+                full_passes += 1.0
+                cnt = 0
+                for i in range(n):
+                    if gamma - r[i] > eps:
+                        cnt += 1
+                ncert = <double>cnt
+            # objective -1/2 (||w_bar||^2 + b^2) + e^T r - mu/2 ||r||^2 with
+            # w_bar = s2a / s - s m b (0 / 0 := 0 for dropped columns)
+            b = scal[0]
+            wsq = 0.0
+            for j in range(d):
+                t = (s2a[j] / sc[j] if sc[j] > 0 else 0.0) - sc[j] * m[j] * b
+                wsq += t * t
+            rsum = 0.0
+            rsq = 0.0
+            for i in range(n):
+                rsum += r[i]
+                rsq += r[i] * r[i]
+            hist[e, 0] = -0.5 * (wsq + b * b) + rsum - 0.5 * mu * rsq
+            hist[e, 1] = eps
+            hist[e, 2] = ncert
+            hist[e, 3] = gap
+            done = e + 1
+            if ncert > cert_above or gap <= gap_at_most:
+                break
+    ctl[0] = <double>k
+    ctl[1] = pg_max_old
+    ctl[2] = pg_min_old
+    ctl[5] = full_passes
+    ctl[6] = est
+    return done
 
 
 def projected_gradient(const floating[:, ::1] Xd, const floating[::1] data,
@@ -539,27 +834,11 @@ def projected_gradient(const floating[:, ::1] Xd, const floating[::1] data,
     ``t_shift`` adds an intercept not tied to r (classical SVM: the multiplier of
     y^T r = 0); it is 0 for H-SVM.
     """
-    cdef const floating* Xp = &Xd[0, 0]
-    cdef const floating* dp = &data[0]
-    cdef const index_t* ip = &indices[0]
-    cdef const index_t* pp = &indptr[0]
-    cdef Py_ssize_t n = y.shape[0]
-    cdef Py_ssize_t d = s2a.shape[0]
-    cdef Py_ssize_t i
-    cdef double G, p, acc = 0.0
+    cdef double acc
     with nogil:
-        for i in range(n):  # products in their own loop (see fista_hsvm_step)
-            pg[i] = _row_dot(dense, Xp, dp, ip, pp, i, &s2a[0], d)
-        for i in range(n):
-            G = y[i] * (pg[i] - b * c[i] - P + b * M + t_col * b + t_shift) + mu * r[i] - 1.0
-            if r[i] <= 0.0:
-                p = G if G < 0.0 else 0.0
-            elif r[i] >= gamma:
-                p = G if G > 0.0 else 0.0
-            else:
-                p = G
-            pg[i] = p
-            acc += p * p
+        acc = _pg_pass(dense, &Xd[0, 0], &data[0], &indices[0], &indptr[0], y.shape[0],
+                       s2a.shape[0], &y[0], &r[0], &s2a[0], b, P, &c[0], M, t_col, t_shift,
+                       mu, gamma, &pg[0])
     return acc
 
 

@@ -46,49 +46,34 @@ def scaling_statistics(X, scale):
     are all zero; with ``scale="scale"`` they are dropped): nothing is divided by zero.
     A column counts as constant when its spread is at round-off level of its mean (a
     threshold relative to the column's magnitude); the statistics are computed on the
-    column divided by its largest magnitude, so they neither overflow nor underflow.
+    column divided by the power of two at or above its largest magnitude (exact), so they
+    neither overflow nor underflow.
     Sparse input is never densified (sums over the stored entries only, in O(d) memory:
-    ``_svm_fast.csr_column_sums``/``csr_column_sqdev`` read the CSR arrays in place).
+    ``_svm_fast.csr_scaling_statistics`` reads the CSR arrays in place).
     """
     n, d = X.shape
     if scale is None:
         return np.zeros(d), np.ones(d)
-    # statistics of each column divided by its largest magnitude: no overflow when squaring
-    # values near 1e300, no loss of columns whose values are all tiny (1e-150)
+    # statistics of each column divided by the power of two at or above its largest
+    # magnitude (an exact scaling): no overflow when squaring values near 1e300, no loss
+    # of columns whose values are all tiny (1e-150)
+    m, s = np.zeros(d), np.zeros(d)
+    std = scale == "std"
     if sp.issparse(X):
         # three passes over the stored entries in Cython, O(d) memory: no temporary the
         # length of the nonzeros (issue 6: peak memory of solve <= 1.5 x the CSR input)
-        colmax, sums, cnt = np.zeros(d), np.zeros(d), np.zeros(d, dtype=np.int64)
-        _f.csr_column_sums(X.data, X.indices, X.indptr, colmax, sums, cnt)
-        safe = np.where(colmax > 0, colmax, 1.0)
-        mean = sums / n
-        ss = np.zeros(d)
-        _f.csr_column_sqdev(X.data, X.indices, X.indptr, safe, mean, ss)
-        # sum over all rows of (x - mean)^2, the implicit zeros contributing mean^2 each
-        ss += (n - cnt) * mean * mean
-        var = ss / n
-    else:
-        colmax, mean, var = np.zeros(d), np.zeros(d), np.zeros(d)
-        step = max(1, 2_000_000 // max(n, 1))  # column blocks: bounded temporaries
-        for j0 in range(0, d, step):
-            blk = np.asarray(X[:, j0:j0 + step], dtype=np.float64)
-            cm = np.abs(blk).max(axis=0)
-            blk = blk / np.where(cm > 0, cm, 1.0)
-            colmax[j0:j0 + step] = cm
-            mu_b = blk.mean(axis=0)
-            mean[j0:j0 + step] = mu_b
-            var[j0:j0 + step] = ((blk - mu_b) ** 2).mean(axis=0)
-        safe = np.where(colmax > 0, colmax, 1.0)
-    sd = np.sqrt(np.maximum(var, 0.0))
-    # constant columns: zero spread, or spread at round-off level of the (normalized) mean
-    ok = (colmax > 0) & (sd > 1e-12 * np.abs(mean))
-    ok &= sd > 0
-    sigma = sd * safe
-    mean = mean * safe
-    ok &= np.isfinite(sigma) & (sigma > 0)
-    s = np.zeros(d)
-    s[ok] = 1.0 / sigma[ok]
-    m = mean if scale == "std" else np.zeros(d)
+        Xc = X if X.format == "csr" else sp.csr_matrix(X)
+        _f.csr_scaling_statistics(Xc.data, Xc.indices, Xc.indptr, n, std, m, s)
+        return m, s
+    X = np.asarray(X)
+    if X.flags.c_contiguous and X.dtype in (np.float32, np.float64):
+        _f.dense_scaling_statistics(X, std, m, s)
+        return m, s
+    # other layouts: column blocks (the statistics are per column), bounded temporaries
+    step = max(1, 2_000_000 // max(n, 1))
+    for j0 in range(0, d, step):
+        blk = np.ascontiguousarray(X[:, j0:j0 + step], dtype=np.float64)
+        _f.dense_scaling_statistics(blk, std, m[j0:j0 + step], s[j0:j0 + step])
     return m, s
 
 
@@ -538,7 +523,9 @@ class _DCDState(SolverState):
     def __init__(self, data, y, gamma, mu, rng, shrinking, bound_check):
         n, d = data.n, data.d
         self.data, self.y, self.gamma, self.mu = data, y, gamma, mu
-        self.rng = rng
+        # the epoch permutations come from a SplitMix64 stream seeded once from the run's
+        # generator (drawn in Cython, so an epoch costs no numpy call)
+        self._rng_state = np.array([rng.bit_generator.random_raw()], dtype=np.uint64)
         self.shrinking = bool(shrinking)
         self.bound_check = bound_check
         self.r = np.zeros(n)
@@ -551,6 +538,13 @@ class _DCDState(SolverState):
         self.shrink_tol = 0.1
         self.certify_fraction = None if bound_check == "lazy" else 0.0
         self._pg = np.zeros(n)
+        self._ctl = np.zeros(7)
+        self._hist = np.zeros((1, 4))
+        # iterations per Cython call in step_batch: about 2e7 row entries of work, so that
+        # Ctrl-C and the caller's loop get control back every few tens of milliseconds,
+        # and at most 10 000 (the history rows of one call)
+        work = (len(data.data) if data.sparse else n * d) + n
+        self._batch_cap = max(1, min(10_000, int(2e7 // max(work, 1))))
         self.n_iter = 0
         self.projected_gradient_gap = np.inf
         self.error_bound = np.inf
@@ -577,40 +571,64 @@ class _DCDState(SolverState):
         a_s = np.divide(self.s2a, data.s, out=np.zeros_like(self.s2a), where=data.s > 0)
         return a_s - data.s * data.m * self.scal[0]
 
-    def step(self):
+    def _epochs(self, k, cert_above=np.inf, gap_at_most=-np.inf):
+        """Run up to k iterations in one Cython call (``_svm_fast.dcd_epochs``), stopping
+        after the first one where ``n_certified > cert_above`` or the gap is
+        <= ``gap_at_most``; returns the history rows (objective, error_bound, n_certified,
+        gap) of the iterations done."""
         data = self.data
-        k = self.active_size
-        self.index[:k] = self.index[:k][self.rng.permutation(k)]
-        pg_max, pg_min, k, pgsq = _f.dcd_epoch(
-            *data.args, self.y, self.index, k, self.r, self.s2a, self.scal, data.s, data.c,
-            self.qd, data.M, 1.0, self.mu, self.gamma, self.pg_max_old, self.pg_min_old,
-            self.shrinking)
-        self.active_size = k
-        gap = pg_max - pg_min if k > 0 else 0.0
+        ctl = self._ctl
+        cf = self.certify_fraction
+        ctl[:] = (self.active_size, self.pg_max_old, self.pg_min_old, self.shrink_tol,
+                  np.nan if cf is None else cf, self.full_passes, self.error_estimate)
+        if self._hist.shape[0] < k:
+            self._hist = np.zeros((k, 4))
+        hist = self._hist
+        done = _f.dcd_epochs(*data.args, self.y, self.index, self.r, self.s2a, self.scal,
+                             data.s, data.m, data.c, self.qd, data.M, self.mu, self.gamma,
+                             self._rng_state, self._pg, ctl, self.shrinking,
+                             self.bound_check == "always", hist, k, cert_above, gap_at_most)
+        self.active_size = int(ctl[0])
+        self.pg_max_old, self.pg_min_old = float(ctl[1]), float(ctl[2])
+        self.full_passes = int(ctl[5])
+        self.error_estimate = float(ctl[6])
+        obj, eps, ncert, gap = hist[done - 1].tolist()
+        self.objective = obj
+        self.error_bound = eps
+        self.n_certified = int(ncert)
         self.projected_gradient_gap = gap
-        if gap <= self.shrink_tol and k < data.n:
-            # LIBLINEAR: the test passed on a shrunk set -> reset it and keep going
-            self.active_size = data.n
-            self.pg_max_old, self.pg_min_old = np.inf, -np.inf
-            self.projected_gradient_gap = np.inf
-        else:
-            self.pg_max_old = pg_max if pg_max > 0 else np.inf
-            self.pg_min_old = pg_min if pg_min < 0 else -np.inf
-        self.n_iter += 1
-        # cheap estimate of ||p||/mu from the epoch's entries; the full pass only if it
-        # would certify (paper section 4: "inexpensive optimality checks ... first")
-        self.error_estimate = float(np.sqrt(pgsq)) / self.mu
-        self.error_bound = np.inf
-        self.n_certified = 0
-        if self.bound_check == "always":
-            self._full_bound()
-        elif self.certify_fraction is not None:
-            est_count = np.count_nonzero(self.gamma - self.r > self.error_estimate)
-            if est_count > self.certify_fraction * data.n:
-                self._full_bound()
-        _, wsq = _f.sum_and_sumsq(self.w_bar())
-        rsum, rsq = _f.sum_and_sumsq(self.r)
-        self.objective = -0.5 * (wsq + self.scal[0] ** 2) + rsum - 0.5 * self.mu * rsq
+        if eps < np.inf:
+            self.mask = self.gamma - self.r > eps
+        self.n_iter += done
+        return hist[:done]
+
+    def step(self):
+        self._epochs(1)
+
+    def step_batch(self, rules, limit):
+        """Several iterations in one call where the run loop would only have recorded
+        their snapshots: stops after the first iteration on which one of ``rules`` could
+        fire, or after ``limit``. Returns the snapshots of the iterations before the last
+        one (dict of lists), or None (one ``step``) when a rule is not one whose test the
+        kernel evaluates (``certified_points``, ``liblinear``, ``max_iter``)."""
+        from ..stopping import MaxIter
+
+        cert_above, gap_at_most = np.inf, -np.inf
+        for rule in rules:
+            kind = type(rule)
+            if kind is CertifiedPoints:
+                cert_above = min(cert_above, float(rule._threshold))
+            elif kind is Liblinear:
+                gap_at_most = max(gap_at_most, float(rule.params["tol"]))
+            elif kind is MaxIter:
+                limit = min(limit, int(rule.params["n"]) - self.n_iter)
+            else:
+                return None
+        rows = self._epochs(max(1, min(limit, self._batch_cap)), cert_above, gap_at_most)
+        rows = rows[:-1]
+        return {"objective": rows[:, 0].tolist(), "error_bound": rows[:, 1].tolist(),
+                "n_certified": rows[:, 2].tolist(),
+                "projected_gradient_gap": rows[:, 3].tolist()}
 
     def snapshot(self):
         return {"objective": self.objective, "error_bound": self.error_bound,
