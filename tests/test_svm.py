@@ -234,6 +234,31 @@ def test_original_space_coefficients_and_zero_variance_column():
 
 
 # ------------------------------------------------------------------------------- DCD
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("scale", ["std", None])
+@pytest.mark.parametrize("augmented", [True, False])
+def test_lipschitz_bound_against_dense_eigvalsh(dtype, sparse, scale, augmented):
+    # L = mu + bound must not be below the Hessian's top eigenvalue, and only just above:
+    # Gram + LAPACK path and Lanczos path (forced by a tiny memory budget)
+    from marginkit.solvers import svm
+
+    X, y = make_problem(n=90, d=6, seed=3, shift=40.0)
+    X[np.random.default_rng(3).random(X.shape) < 0.3] = 0.0
+    X = X.astype(dtype)
+    data = svm._Data(sp.csr_matrix(X) if sparse else X, scale)
+    Z = explicit_Z(X, np.ones(len(y)), scale, augmented)
+    ref = np.linalg.eigvalsh(Z.T @ Z)[-1]
+    for budget, method in ((2.0**31, "gram"), (1.0, "lanczos")):
+        lam, info = svm.lipschitz_bound(data, augmented, memory_budget=budget)
+        assert info["method"] == method
+        assert ref <= lam <= ref * (1 + 1e-10)
+    res = mk.solve(sp.csr_matrix(X) if sparse else X, y, solver="fista" if augmented
+                   else "fista_svm", scale=scale, max_iter=3)
+    assert res.extra["lipschitz_method"] == "gram"
+    assert res.extra["L"] - res.extra["mu"] >= ref
+
+
 @pytest.mark.parametrize("shrinking", [False, True])
 def test_dcd_bound_every_iteration_and_agreement_with_fista(shrinking):
     X, y = make_problem(n=50, d=4, seed=5)

@@ -237,6 +237,36 @@ def gram_power_matvec(const floating[:, ::1] Xd, const floating[::1] data,
     return tsum, tsq
 
 
+def csr_scaled_gram(const floating[::1] data, const index_t[::1] indices,
+                    const index_t[::1] indptr, const double[::1] sc, double[:, ::1] P,
+                    double[::1] diag, double[::1] colsum):
+    """Pieces of the Gram matrix G1 = (X S)^T (X S) of a CSR matrix in one pass, O(d^2) memory.
+
+    With x~_k = sc[j_k] x_k the scaled stored entries of a row, accumulates (``P``, ``diag``,
+    ``colsum`` are added to, not overwritten)
+
+        P[j1, j2]  += x~_k1 x~_k2   for each pair k1 < k2 of entries of the same row,
+        diag[j]    += x~_k^2,        colsum[j] += x~_k,
+
+    so that G1 = P + P^T + Diag(diag) whatever the order of the indices in a row (duplicates
+    included) and colsum = S X^T e. Cost sum_i nnz_i (nnz_i + 1) / 2.
+    """
+    cdef Py_ssize_t n = indptr.shape[0] - 1
+    cdef Py_ssize_t i, k1, k2, st, en, j1
+    cdef double x1
+    with nogil:
+        for i in range(n):
+            st = indptr[i]
+            en = indptr[i + 1]
+            for k1 in range(st, en):
+                j1 = indices[k1]
+                x1 = sc[j1] * data[k1]
+                diag[j1] += x1 * x1
+                colsum[j1] += x1
+                for k2 in range(k1 + 1, en):
+                    P[j1, indices[k2]] += x1 * (sc[indices[k2]] * data[k2])
+
+
 def scatter_dual(const floating[:, ::1] Xd, const floating[::1] data,
                  const index_t[::1] indices, const index_t[::1] indptr, bint dense,
                  const double[::1] y, const double[::1] r, double[::1] a):
