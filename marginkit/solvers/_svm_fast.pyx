@@ -23,8 +23,20 @@ All vectors the solvers update (r, a, w) are float64 whatever the dtype of X; th
 products with X accumulate in float64.
 """
 from cython cimport floating
+from cython.parallel cimport prange
 from libc.math cimport sqrt, fabs, INFINITY
 from libc.stdint cimport int32_t, int64_t
+
+cdef extern from *:
+    """
+    #ifdef _OPENMP
+    #include <omp.h>
+    static int mk_svm_max_threads(void) { return omp_get_max_threads(); }
+    #else
+    static int mk_svm_max_threads(void) { return 1; }
+    #endif
+    """
+    int mk_svm_max_threads() noexcept nogil
 
 ctypedef fused index_t:
     int32_t
@@ -118,6 +130,13 @@ cdef inline double _clip(double v, double lo, double hi) noexcept nogil:
     if v > hi:
         return hi
     return v
+
+
+cdef inline double _clamp(double v, double lo, double hi) noexcept nogil:
+    # the same value as _clip, written as two selects the compiler turns into max/min
+    # instructions: no data-dependent branch in the O(n) loops of the projection
+    v = v if v > lo else lo
+    return v if v < hi else hi
 
 
 # ----------------------------------------------------------------------- row statistics
@@ -396,22 +415,317 @@ def fista_gradient_pass(const floating[:, ::1] Xd, const floating[::1] data,
             vproj[i] = yk + (1.0 - hw - mu * yk) * invL
 
 
+# ------------------------------------------------------- FISTA, blocked and row-parallel
+# The rows are cut into blocks that depend on the data only (never on the thread count,
+# ``fista_blocks``); each block has its own partial sums and its own d-vector for the
+# scatter, summed in block order. A run is then bitwise the same on any number of OpenMP
+# threads; the threads follow OMP_NUM_THREADS / threadpoolctl (omp_get_max_threads at
+# each call), static schedule, one parallel region per iteration.
+
+#: at most this many blocks (d-vectors), each allowed when it costs <= 1/32 of a pass
+cdef Py_ssize_t _MAX_BLOCKS = 16
+#: below this many stored entries one thread does the pass (a parallel region costs more)
+cdef double _PARALLEL_NNZ = 2e5
+
+
+def fista_blocks(Py_ssize_t n, Py_ssize_t d, double nnz):
+    """The number of row blocks of ``fista_iteration`` for n rows, d columns, nnz entries.
+
+    Each block owns a d-vector that is zeroed and summed once per iteration, so there
+    are at most nnz / (32 d) of them (and at most 16, at most n). The count depends on
+    the data only, never on the number of threads.
+    """
+    cdef Py_ssize_t ns = <Py_ssize_t>(nnz / (32.0 * (d if d > 0 else 1)))
+    return max(1, min(ns, _MAX_BLOCKS, n))
+
+
+cdef inline int _threads(double nnz, Py_ssize_t blocks) noexcept nogil:
+    if nnz < _PARALLEL_NNZ or blocks < 2:
+        return 1
+    return mk_svm_max_threads()
+
+
+cdef double _extrapolate_v(const double* a, const double* a_prev, const double* sc,
+                           const double* m, double beta, double* v, Py_ssize_t d) noexcept nogil:
+    """v = sc^2 * ((1 + beta) a - beta a_prev) (as sc (sc t), in range); returns m . v."""
+    cdef Py_ssize_t j
+    cdef double acc = 0.0, t
+    for j in range(d):
+        t = sc[j] * (sc[j] * ((1.0 + beta) * a[j] - beta * a_prev[j]))
+        v[j] = t
+        acc += m[j] * t
+    return acc
+
+
+cdef void _gather_block(bint dense, const floating* Xp, const floating* dp,
+                        const index_t* ip, const index_t* pp, Py_ssize_t lo, Py_ssize_t hi,
+                        const double* v, Py_ssize_t d, double* out) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(lo, hi):
+        out[i] = _row_dot(dense, Xp, dp, ip, pp, i, v, d)
+
+
+cdef void _hsvm_update_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, const double* r_prev,
+                             const double* r, const double* c, double by, double offset,
+                             double beta, double invL, double mu, double gamma,
+                             double* r_new, double* part) noexcept nogil:
+    """r_new (holding the row products on entry) <- the FISTA update; part = [||y_k - r_new||^2,
+    sum r_new, ||r_new||^2] over the block."""
+    cdef Py_ssize_t i
+    cdef double yk, hw, rn, diff, dsq = 0.0, rsum = 0.0, rsq = 0.0
+    for i in range(lo, hi):
+        yk = r[i] + beta * (r[i] - r_prev[i])
+        hw = y[i] * (r_new[i] - by * c[i] + offset)
+        rn = _clamp(yk + (1.0 - hw - mu * yk) * invL, 0.0, gamma)
+        r_new[i] = rn
+        diff = yk - rn
+        dsq += diff * diff
+        rsum += rn
+        rsq += rn * rn
+    part[0] = dsq
+    part[1] = rsum
+    part[2] = rsq
+
+
+cdef double _scatter_block(bint dense, const floating* Xp, const floating* dp,
+                           const index_t* ip, const index_t* pp, Py_ssize_t lo, Py_ssize_t hi,
+                           const double* y, const double* r, double* out, Py_ssize_t d,
+                           Py_ssize_t* active) noexcept nogil:
+    """out = sum over rows lo..hi-1 of y_i r_i x_i (zeroed first); returns the sum of y_i r_i.
+
+    The rows with r_i != 0 are listed first (``active[lo:hi]`` as scratch) without a
+    branch, then scattered: a data-dependent branch per row mispredicts about as often
+    as r_i is 0 or not, which cost more than the rows it skipped (a9a)."""
+    cdef Py_ssize_t i, j, t, cnt = lo
+    cdef double u, b = 0.0
+    for j in range(d):
+        out[j] = 0.0
+    for i in range(lo, hi):
+        active[cnt] = i
+        cnt += r[i] != 0.0
+    for t in range(lo, cnt):
+        i = active[t]
+        u = y[i] * r[i]
+        b += u
+        _row_axpy(dense, Xp, dp, ip, pp, i, u, out, d)
+    return b
+
+
+cdef double _w_bar_sq(const double* a, double b, const double* sc, const double* m,
+                      Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t j
+    cdef double acc = 0.0, t
+    for j in range(d):
+        t = sc[j] * (a[j] - m[j] * b)
+        acc += t * t
+    return acc
+
+
+cdef void _reduce_buffers(const double* bufs, Py_ssize_t ns, Py_ssize_t d,
+                            double* a_new) noexcept nogil:
+    """a_new = sum of the ns rows of ``bufs`` (ns x d), added in block order."""
+    cdef Py_ssize_t j, k
+    cdef double t
+    for j in range(d):
+        t = bufs[j]
+        for k in range(1, ns):
+            t = t + bufs[k * d + j]
+        a_new[j] = t
+
+
+def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
+                    const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                    const double[::1] y, const double[::1] r_prev, const double[::1] r,
+                    const double[::1] a_prev, const double[::1] a, double b_prev, double b,
+                    const double[::1] sc, const double[::1] m, double M, const double[::1] c,
+                    double beta, double L, double mu, double gamma, double kappa,
+                    double[::1] r_new, double[::1] a_new, double[::1] v, double[:, ::1] bufs,
+                    double[:, ::1] parts, Py_ssize_t[::1] active):
+    """One whole FISTA iteration on the perturbed H-SVM dual (paper 001, Algorithm 1).
+
+    ``fista_hsvm_step`` with the O(d) work around it in the same call: the extrapolated
+    a(y_k) = (1 + beta) a - beta a_prev, v = s2 * a(y_k), b(y_k) and the offset
+    -m . v + b(y_k) M + b(y_k) first; then, block by block of rows, the gather x_i . v, the
+    update
+
+        y_k,i   = r_i + beta (r_i - r_prev,i)
+        r_new,i = proj_[0, gamma](y_k,i + (1 - (H~ H~^T y_k)_i - mu y_k,i) / L)
+
+    and the scatter of y_i r_new,i x_i into the block's own d-vector (row i needs nothing
+    from other rows: one parallel region per iteration); then the d-vectors are summed in
+    block order, a_new = X^T (y * r_new), and the error bound, the certified count and
+    ||w~(r_new)||^2 (objective) follow. The ns = bufs.shape[0] blocks (``bufs``, ns x d;
+    partial sums in ``parts``, ns x 4) come from ``fista_blocks``: the result does not
+    depend on the thread count. ``active`` (length n) is scratch.
+
+    Returns (b_new, eps, n_certified, sum r_new, ||r_new||^2, ||w~(r_new)||^2) with
+    eps = kappa ||y_k - r_new|| (paper section 2.3).
+    """
+    cdef const floating* Xp = &Xd[0, 0]
+    cdef const floating* dp = &data[0]
+    cdef const index_t* ip = &indices[0]
+    cdef const index_t* pp = &indptr[0]
+    cdef Py_ssize_t n = y.shape[0]
+    cdef Py_ssize_t d = a_new.shape[0]
+    cdef Py_ssize_t ns = bufs.shape[0]
+    cdef Py_ssize_t k, i, lo, hi, ncert = 0
+    cdef double nnz = (<double>n * d) if dense else <double>indptr[n]
+    cdef int nt = _threads(nnz, ns)
+    cdef double by, offset, mv, b_new = 0.0, eps, dsq = 0.0, rsum = 0.0, rsq = 0.0, wsq
+    cdef double invL = 1.0 / L
+    cdef double* out
+    with nogil:
+        mv = _extrapolate_v(&a[0], &a_prev[0], &sc[0], &m[0], beta, &v[0], d)
+        by = (1.0 + beta) * b - beta * b_prev
+        offset = -mv + by * M + by
+        for k in prange(ns, schedule="static", num_threads=nt):
+            lo = k * n // ns
+            hi = (k + 1) * n // ns
+            _gather_block(dense, Xp, dp, ip, pp, lo, hi, &v[0], d, &r_new[0])
+            _hsvm_update_block(lo, hi, &y[0], &r_prev[0], &r[0], &c[0], by, offset, beta,
+                               invL, mu, gamma, &r_new[0], &parts[k, 0])
+            # one block: scatter straight into a_new
+            out = &a_new[0] if ns == 1 else &bufs[k, 0]
+            parts[k, 3] = _scatter_block(dense, Xp, dp, ip, pp, lo, hi, &y[0], &r_new[0],
+                                         out, d, &active[0])
+        if ns > 1:
+            _reduce_buffers(&bufs[0, 0], ns, d, &a_new[0])
+        for k in range(ns):
+            dsq = dsq + parts[k, 0]
+            rsum = rsum + parts[k, 1]
+            rsq = rsq + parts[k, 2]
+            b_new = b_new + parts[k, 3]
+        eps = kappa * sqrt(dsq)
+        for i in range(n):
+            ncert += (gamma - r_new[i]) > eps
+        wsq = _w_bar_sq(&a_new[0], b_new, &sc[0], &m[0], d) + b_new * b_new
+    return b_new, eps, ncert, rsum, rsq, wsq
+
+
+cdef void _svm_gradient_block(Py_ssize_t lo, Py_ssize_t hi, const double* y,
+                              const double* r_prev, const double* r, const double* c,
+                              double by, double offset, double beta, double invL, double mu,
+                              double* yk_out, double* vproj) noexcept nogil:
+    """vproj (holding the row products on entry) <- y_k + grad g(y_k) / L; yk_out <- y_k."""
+    cdef Py_ssize_t i
+    cdef double yk, hw
+    for i in range(lo, hi):
+        yk = r[i] + beta * (r[i] - r_prev[i])
+        hw = y[i] * (vproj[i] - by * c[i] + offset)
+        yk_out[i] = yk
+        vproj[i] = yk + (1.0 - hw - mu * yk) * invL
+
+
+def fista_svm_gradient(const floating[:, ::1] Xd, const floating[::1] data,
+                       const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                       const double[::1] y, const double[::1] r_prev, const double[::1] r,
+                       const double[::1] a_prev, const double[::1] a, double b_prev, double b,
+                       const double[::1] sc, const double[::1] m, double M,
+                       const double[::1] c, double beta, double L, double mu,
+                       double[::1] v, double[::1] yk_out, double[::1] vproj, Py_ssize_t ns):
+    """First half of a FISTA iteration for the classical SVM (``fista_gradient_pass`` with
+    the extrapolation of a and b in the same call): y_k and the point to project,
+    vproj = y_k + grad g(y_k) / L, grad_i = 1 - (H H^T y_k)_i - mu y_k,i, over ``ns`` row
+    blocks (``fista_blocks``) in one parallel region; every entry is computed by one
+    thread, so the result does not depend on the thread count."""
+    cdef const floating* Xp = &Xd[0, 0]
+    cdef const floating* dp = &data[0]
+    cdef const index_t* ip = &indices[0]
+    cdef const index_t* pp = &indptr[0]
+    cdef Py_ssize_t n = y.shape[0]
+    cdef Py_ssize_t d = v.shape[0]
+    cdef Py_ssize_t k, lo, hi
+    cdef double nnz = (<double>n * d) if dense else <double>indptr[n]
+    cdef int nt = _threads(nnz, ns)
+    cdef double by, offset, mv
+    cdef double invL = 1.0 / L
+    with nogil:
+        mv = _extrapolate_v(&a[0], &a_prev[0], &sc[0], &m[0], beta, &v[0], d)
+        by = (1.0 + beta) * b - beta * b_prev
+        offset = -mv + by * M
+        for k in prange(ns, schedule="static", num_threads=nt):
+            lo = k * n // ns
+            hi = (k + 1) * n // ns
+            _gather_block(dense, Xp, dp, ip, pp, lo, hi, &v[0], d, &vproj[0])
+            _svm_gradient_block(lo, hi, &y[0], &r_prev[0], &r[0], &c[0], by, offset, beta,
+                                invL, mu, &yk_out[0], &vproj[0])
+
+
+cdef void _svm_finish_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, const double* yk,
+                            const double* vproj, double lam, double gamma, double* r_new,
+                            double* part) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef double rn, diff, dsq = 0.0, rsum = 0.0, rsq = 0.0
+    for i in range(lo, hi):
+        rn = _clamp(vproj[i] - lam * y[i], 0.0, gamma)
+        r_new[i] = rn
+        diff = yk[i] - rn
+        dsq += diff * diff
+        rsum += rn
+        rsq += rn * rn
+    part[0] = dsq
+    part[1] = rsum
+    part[2] = rsq
+
+
+def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
+                     const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                     const double[::1] y, const double[::1] yk, const double[::1] vproj,
+                     double lam, double gamma, double kappa, const double[::1] sc,
+                     const double[::1] m, double[::1] r_new, double[::1] a_new,
+                     double[:, ::1] bufs, double[:, ::1] parts, Py_ssize_t[::1] active):
+    """Second half of a FISTA iteration for the classical SVM, given the multiplier lam of
+    ``project_box_hyperplane``: r_new = proj_[0, gamma](vproj - lam y), a_new = X^T (y * r_new)
+    (block d-vectors ``bufs`` summed in block order, as in ``fista_iteration``), the error
+    bound eps = kappa ||y_k - r_new||, the certified count and ||w(r_new)||^2 (no column of
+    ones). Returns (b_new, eps, n_certified, sum r_new, ||r_new||^2, ||w(r_new)||^2)."""
+    cdef const floating* Xp = &Xd[0, 0]
+    cdef const floating* dp = &data[0]
+    cdef const index_t* ip = &indices[0]
+    cdef const index_t* pp = &indptr[0]
+    cdef Py_ssize_t n = y.shape[0]
+    cdef Py_ssize_t d = a_new.shape[0]
+    cdef Py_ssize_t ns = bufs.shape[0]
+    cdef Py_ssize_t k, i, lo, hi, ncert = 0
+    cdef double nnz = (<double>n * d) if dense else <double>indptr[n]
+    cdef int nt = _threads(nnz, ns)
+    cdef double b_new = 0.0, eps, dsq = 0.0, rsum = 0.0, rsq = 0.0, wsq
+    cdef double* out
+    with nogil:
+        for k in prange(ns, schedule="static", num_threads=nt):
+            lo = k * n // ns
+            hi = (k + 1) * n // ns
+            _svm_finish_block(lo, hi, &y[0], &yk[0], &vproj[0], lam, gamma, &r_new[0],
+                              &parts[k, 0])
+            out = &a_new[0] if ns == 1 else &bufs[k, 0]
+            parts[k, 3] = _scatter_block(dense, Xp, dp, ip, pp, lo, hi, &y[0], &r_new[0],
+                                         out, d, &active[0])
+        if ns > 1:
+            _reduce_buffers(&bufs[0, 0], ns, d, &a_new[0])
+        for k in range(ns):
+            dsq = dsq + parts[k, 0]
+            rsum = rsum + parts[k, 1]
+            rsq = rsq + parts[k, 2]
+            b_new = b_new + parts[k, 3]
+        eps = kappa * sqrt(dsq)
+        for i in range(n):
+            ncert += (gamma - r_new[i]) > eps
+        wsq = _w_bar_sq(&a_new[0], b_new, &sc[0], &m[0], d)
+    return b_new, eps, ncert, rsum, rsq, wsq
+
+
 # ------------------------------------------------------ projection onto box and hyperplane
 cdef double _phi_slope(const double* v, const double* y, Py_ssize_t n, double gamma,
                        double lam, Py_ssize_t* n_free) noexcept nogil:
     """phi(lam) = y^T proj_[0, gamma](v - lam y) and the number of free coordinates
-    (0 < v_i - lam y_i < gamma): phi'(lam) = -n_free between breakpoints."""
+    (0 < v_i - lam y_i < gamma): phi'(lam) = -n_free between breakpoints. Branch-free
+    (about half of the coordinates sit at a bound, in no predictable order)."""
     cdef Py_ssize_t i, nf = 0
     cdef double acc = 0.0, t
     for i in range(n):
         t = v[i] - lam * y[i]
-        if t <= 0.0:
-            continue
-        if t >= gamma:
-            acc += y[i] * gamma
-        else:
-            acc += y[i] * t
-            nf += 1
+        acc += y[i] * _clamp(t, 0.0, gamma)
+        nf += (t > 0.0) & (t < gamma)
     n_free[0] = nf
     return acc
 
@@ -478,7 +792,7 @@ def project_box_hyperplane(const double[::1] v, const double[::1] y, double gamm
                 break
             lam = lam_new
         for i in range(n):
-            out[i] = _clip(v[i] - lam * y[i], 0.0, gamma)
+            out[i] = _clamp(v[i] - lam * y[i], 0.0, gamma)
     return lam
 
 

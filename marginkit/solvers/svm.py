@@ -571,55 +571,45 @@ class _FistaState(SolverState):
         self._lam = 0.0             # warm start of the projection's multiplier
         self.y_k = np.zeros(n)      # extrapolation point that produced r (for the bound)
         self._v = np.zeros(d)
+        nnz = float(n) * d if not data.sparse else float(data.indptr[-1])
+        ns = _f.fista_blocks(n, d, nnz)
+        self._parts = np.zeros((ns, 4))        # per block: partial sums
+        self._bufs = np.zeros((ns, d))         # per block: its share of X^T (y * r)
+        self._active = np.zeros(n, dtype=np.intp)  # scratch: rows with r_i != 0
+        self._vproj = np.zeros(n)                  # classical SVM: the point to project
         self.n_iter = 0
         self.error_bound = np.inf
         self.n_certified = 0
         self.objective = 0.0
 
-    def _extrapolated(self):
-        beta = self.beta
-        v = self._v
-        mv = _f.extrapolate(self.a, self.a_prev, self.data.s, self.data.m, beta, v)
-        by = (1.0 + beta) * self.b - beta * self.b_prev
-        offset = -mv + by * self.data.M + (by if self.augmented else 0.0)
-        return v, by, offset
-
-    def _objective(self, rsum=None, rsq=None):
-        # serial loops, not numpy dot/sum: a threaded BLAS call per iteration can cost
-        # more than the iteration itself on a loaded machine
-        wsq = _f.w_bar_sq(self.a, self.b, self.data.s, self.data.m)
-        if self.augmented:
-            wsq += self.b * self.b
-        if rsum is None:
-            rsum, rsq = _f.sum_and_sumsq(self.r)
-        return -0.5 * wsq + rsum - 0.5 * self.mu * rsq
-
     def step(self):
         data = self.data
-        v, by, offset = self._extrapolated()
         r_new, a_new = self._r_buf, self._a_buf
         if self.augmented:
-            b_new, eps, ncert, rsum, rsq = _f.fista_hsvm_step(
-                *data.args, self.y, self.r_prev, self.r, v, offset, by, data.c,
-                self.beta, self.L, self.mu, self.gamma, self.kappa, r_new, a_new)
+            # the whole iteration in one call (extrapolation, passes, bound, objective)
+            b_new, eps, ncert, rsum, rsq, wsq = _f.fista_iteration(
+                *data.args, self.y, self.r_prev, self.r, self.a_prev, self.a, self.b_prev,
+                self.b, data.s, data.m, data.M, data.c, self.beta, self.L, self.mu,
+                self.gamma, self.kappa, r_new, a_new, self._v, self._bufs, self._parts,
+                self._active)
         else:
-            vproj = self._vproj if hasattr(self, "_vproj") else np.zeros(data.n)
-            self._vproj = vproj
-            _f.fista_gradient_pass(*data.args, self.y, self.r_prev, self.r, v, offset, by,
-                                   data.c, self.beta, self.L, self.mu, self.y_k, vproj)
+            vproj, yk, ns = self._vproj, self.y_k, self._bufs.shape[0]
+            _f.fista_svm_gradient(
+                *data.args, self.y, self.r_prev, self.r, self.a_prev, self.a, self.b_prev,
+                self.b, data.s, data.m, data.M, data.c, self.beta, self.L, self.mu, self._v,
+                yk, vproj, ns)
             lam = _f.project_box_hyperplane(vproj, self.y, self.gamma, r_new, self._lam)
             self._lam = lam
-            b_new = _f.scatter_dual(*data.args, self.y, r_new, a_new)
             self.t_bar = self.L * lam
-            eps = self.kappa * float(np.sqrt(_f.sq_dist(self.y_k, r_new)))
-            ncert = int(np.count_nonzero(self.gamma - r_new > eps))
-            rsum = rsq = None
+            b_new, eps, ncert, rsum, rsq, wsq = _f.fista_svm_finish(
+                *data.args, self.y, yk, vproj, lam, self.gamma, self.kappa, data.s, data.m,
+                r_new, a_new, self._bufs, self._parts, self._active)
         self._r_buf, self.r_prev, self.r = self.r_prev, self.r, r_new
         self._a_buf, self.a_prev, self.a = self.a_prev, self.a, a_new
         self.b_prev, self.b = self.b, b_new
-        self.error_bound = float(eps)
-        self.n_certified = int(ncert)
-        self.objective = self._objective(rsum, rsq)
+        self.error_bound = eps
+        self.n_certified = ncert
+        self.objective = -0.5 * wsq + rsum - 0.5 * self.mu * rsq
         self.n_iter += 1
 
     def snapshot(self):
