@@ -564,3 +564,28 @@ def test_kernel_approximation_save_load(tmp_path):
     back.kernel.fit(X)
     np.testing.assert_allclose(back.decision_function(Xnew), res.decision_function(Xnew),
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_fista_row_blocks_thread_count_independent(solver, sparse):
+    # large enough for the OpenMP path (>= 2e5 stored entries, 16 row blocks): the blocks
+    # and their summation order do not depend on the thread count -> bitwise the same
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from marginkit.solvers import _svm_fast
+
+    X, y = make_problem(n=4000, d=60, seed=5, shift=1.0, noise=1.0)
+    if sparse:
+        X[np.random.default_rng(5).random(X.shape) < 0.1] = 0.0
+        X = sp.csr_matrix(X)
+    nnz = X.nnz if sparse else X.size
+    assert nnz >= 2e5 and _svm_fast.fista_blocks(4000, 60, float(nnz)) == 16
+    runs = []
+    for nt in (1, 2, 1):
+        with threadpoolctl.threadpool_limits(nt):
+            runs.append(mk.solve(X, y, solver=solver, max_iter=30))
+    for r in runs[1:]:
+        assert r.n_iter == runs[0].n_iter
+        assert r.coef_.tobytes() == runs[0].coef_.tobytes()
+        assert r.dual_coef_.tobytes() == runs[0].dual_coef_.tobytes()
+        assert r.intercept_ == runs[0].intercept_

@@ -258,7 +258,7 @@ def gram_power_matvec(const floating[:, ::1] Xd, const floating[::1] data,
 
 def csr_scaled_gram(const floating[::1] data, const index_t[::1] indices,
                     const index_t[::1] indptr, const double[::1] sc, double[:, ::1] P,
-                    double[::1] diag, double[::1] colsum):
+                    double[::1] diag, double[::1] colsum, double[::1] xs):
     """Pieces of the Gram matrix G1 = (X S)^T (X S) of a CSR matrix in one pass, O(d^2) memory.
 
     With x~_k = sc[j_k] x_k the scaled stored entries of a row, accumulates (``P``, ``diag``,
@@ -268,22 +268,29 @@ def csr_scaled_gram(const floating[::1] data, const index_t[::1] indices,
         diag[j]    += x~_k^2,        colsum[j] += x~_k,
 
     so that G1 = P + P^T + Diag(diag) whatever the order of the indices in a row (duplicates
-    included) and colsum = S X^T e. Cost sum_i nnz_i (nnz_i + 1) / 2.
+    included) and colsum = S X^T e. Cost sum_i nnz_i (nnz_i + 1) / 2. ``xs`` is scratch
+    of length >= the longest row (the row's scaled values).
     """
     cdef Py_ssize_t n = indptr.shape[0] - 1
+    cdef Py_ssize_t d = diag.shape[0]
     cdef Py_ssize_t i, k1, k2, st, en, j1
     cdef double x1
+    cdef double* row
+    cdef double* Pp = &P[0, 0]
     with nogil:
         for i in range(n):
             st = indptr[i]
             en = indptr[i + 1]
             for k1 in range(st, en):
+                xs[k1 - st] = sc[indices[k1]] * data[k1]
+            for k1 in range(st, en):
                 j1 = indices[k1]
-                x1 = sc[j1] * data[k1]
+                x1 = xs[k1 - st]
                 diag[j1] += x1 * x1
                 colsum[j1] += x1
+                row = Pp + j1 * d
                 for k2 in range(k1 + 1, en):
-                    P[j1, indices[k2]] += x1 * (sc[indices[k2]] * data[k2])
+                    row[indices[k2]] += x1 * xs[k2 - st]
 
 
 def scatter_dual(const floating[:, ::1] Xd, const floating[::1] data,
@@ -371,7 +378,7 @@ def fista_hsvm_step(const floating[:, ::1] Xd, const floating[::1] data,
         for i in range(n):
             yk = r[i] + beta * (r[i] - r_prev[i])
             hw = y[i] * (r_new[i] - by * c[i] + offset)
-            rn = _clip(yk + (1.0 - hw - mu * yk) * invL, 0.0, gamma)
+            rn = _clamp(yk + (1.0 - hw - mu * yk) * invL, 0.0, gamma)
             r_new[i] = rn
             diff = yk - rn
             dsq += diff * diff

@@ -214,7 +214,9 @@ def _gram_blocks(data):
     if data.sparse:
         P = np.zeros((d, d))
         diag, cs = np.zeros(d), np.zeros(d)
-        _f.csr_scaled_gram(data.data, data.indices, data.indptr, s, P, diag, cs)
+        rl = np.diff(data.indptr)
+        xs = np.zeros(max(int(rl.max()) if rl.size else 0, 1))
+        _f.csr_scaled_gram(data.data, data.indices, data.indptr, s, P, diag, cs, xs)
         G = P + P.T
         G[np.diag_indices(d)] += diag
         sm = s * m
