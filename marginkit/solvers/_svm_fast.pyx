@@ -514,10 +514,10 @@ cdef void _hsvm_update_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, cons
                              const double* r, const double* c, double by, double offset,
                              double beta, double invL, double mu, double gamma,
                              double* r_new, double* part) noexcept nogil:
-    """r_new (holding the row products on entry) <- the FISTA update; part[0, 1, 2, 4] =
-    ||y_k - r_new||^2, sum r_new, ||r_new||^2, min r_new over the block."""
+    """r_new (holding the row products on entry) <- the FISTA update; part = [||y_k - r_new||^2,
+    sum r_new, ||r_new||^2] over the block."""
     cdef Py_ssize_t i
-    cdef double yk, hw, rn, diff, dsq = 0.0, rsum = 0.0, rsq = 0.0, rmin = INFINITY
+    cdef double yk, hw, rn, diff, dsq = 0.0, rsum = 0.0, rsq = 0.0
     for i in range(lo, hi):
         yk = r[i] + beta * (r[i] - r_prev[i])
         hw = y[i] * (r_new[i] - by * c[i] + offset)
@@ -527,11 +527,9 @@ cdef void _hsvm_update_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, cons
         dsq += diff * diff
         rsum += rn
         rsq += rn * rn
-        rmin = rn if rn < rmin else rmin
     part[0] = dsq
     part[1] = rsum
     part[2] = rsq
-    part[4] = rmin
 
 
 cdef double _scatter_block(bint dense, const floating* Xp, const floating* dp,
@@ -602,7 +600,7 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
     from other rows: one parallel region per iteration); then the d-vectors are summed in
     block order, a_new = X^T (y * r_new), and the error bound, the certified count and
     ||w~(r_new)||^2 (objective) follow. The ns = bufs.shape[0] blocks (``bufs``, ns x d;
-    partial sums in ``parts``, ns x 5) come from ``fista_blocks``: the result does not
+    partial sums in ``parts``, ns x 4) come from ``fista_blocks``: the result does not
     depend on the thread count. ``active`` (length n) is scratch.
 
     Returns (b_new, eps, n_certified, sum r_new, ||r_new||^2, ||w~(r_new)||^2) with
@@ -619,7 +617,6 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
     cdef double nnz = (<double>n * d) if dense else <double>indptr[n]
     cdef int nt = _threads(nnz, ns)
     cdef double by, offset, mv, b_new = 0.0, eps, dsq = 0.0, rsum = 0.0, rsq = 0.0, wsq
-    cdef double rmin = INFINITY
     cdef double invL = 1.0 / L
     cdef double* out
     with nogil:
@@ -643,13 +640,9 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
             rsum = rsum + parts[k, 1]
             rsq = rsq + parts[k, 2]
             b_new = b_new + parts[k, 3]
-            rmin = parts[k, 4] if parts[k, 4] < rmin else rmin
         eps = kappa * sqrt(dsq)
-        # the count needs eps, known only now; skipped while no point can be certified
-        # (gamma - min r_new <= eps: every iteration before the first certified point)
-        if gamma - rmin > eps:
-            for i in range(n):
-                ncert += (gamma - r_new[i]) > eps
+        for i in range(n):
+            ncert += (gamma - r_new[i]) > eps
         wsq = _w_bar_sq(&a_new[0], b_new, &sc[0], &m[0], d) + b_new * b_new
     return b_new, eps, ncert, rsum, rsq, wsq
 
@@ -707,7 +700,7 @@ cdef void _svm_finish_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, const
                             const double* vproj, double lam, double gamma, double* r_new,
                             double* part) noexcept nogil:
     cdef Py_ssize_t i
-    cdef double rn, diff, dsq = 0.0, rsum = 0.0, rsq = 0.0, rmin = INFINITY
+    cdef double rn, diff, dsq = 0.0, rsum = 0.0, rsq = 0.0
     for i in range(lo, hi):
         rn = _clamp(vproj[i] - lam * y[i], 0.0, gamma)
         r_new[i] = rn
@@ -715,11 +708,9 @@ cdef void _svm_finish_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, const
         dsq += diff * diff
         rsum += rn
         rsq += rn * rn
-        rmin = rn if rn < rmin else rmin
     part[0] = dsq
     part[1] = rsum
     part[2] = rsq
-    part[4] = rmin
 
 
 def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
@@ -744,7 +735,6 @@ def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
     cdef double nnz = (<double>n * d) if dense else <double>indptr[n]
     cdef int nt = _threads(nnz, ns)
     cdef double b_new = 0.0, eps, dsq = 0.0, rsum = 0.0, rsq = 0.0, wsq
-    cdef double rmin = INFINITY
     cdef double* out
     with nogil:
         for k in prange(ns, schedule="static", num_threads=nt):
@@ -762,13 +752,9 @@ def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
             rsum = rsum + parts[k, 1]
             rsq = rsq + parts[k, 2]
             b_new = b_new + parts[k, 3]
-            rmin = parts[k, 4] if parts[k, 4] < rmin else rmin
         eps = kappa * sqrt(dsq)
-        # the count needs eps, known only now; skipped while no point can be certified
-        # (gamma - min r_new <= eps: every iteration before the first certified point)
-        if gamma - rmin > eps:
-            for i in range(n):
-                ncert += (gamma - r_new[i]) > eps
+        for i in range(n):
+            ncert += (gamma - r_new[i]) > eps
         wsq = _w_bar_sq(&a_new[0], b_new, &sc[0], &m[0], d)
     return b_new, eps, ncert, rsum, rsq, wsq
 

@@ -575,7 +575,7 @@ class _FistaState(SolverState):
         self._v = np.zeros(d)
         nnz = float(n) * d if not data.sparse else float(data.indptr[-1])
         ns = _f.fista_blocks(n, d, nnz)
-        self._parts = np.zeros((ns, 5))        # per block: partial sums, min r
+        self._parts = np.zeros((ns, 4))        # per block: partial sums
         self._bufs = np.zeros((ns, d))         # per block: its share of X^T (y * r)
         self._active = np.zeros(n, dtype=np.intp)  # scratch: rows with r_i != 0
         self._vproj = np.zeros(n)                  # classical SVM: the point to project
