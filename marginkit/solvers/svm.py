@@ -571,14 +571,16 @@ class _FistaState(SolverState):
         self.b_prev = self.b = 0.0
         self.t_bar = 0.0            # classical SVM: intercept L * lambda of the last projection
         self._lam = 0.0             # warm start of the projection's multiplier
-        self.y_k = np.zeros(n)      # extrapolation point that produced r (for the bound)
         self._v = np.zeros(d)
         nnz = float(n) * d if not data.sparse else float(data.indptr[-1])
         ns = _f.fista_blocks(n, d, nnz)
         self._parts = np.zeros((ns, 4))        # per block: partial sums
         self._bufs = np.zeros((ns, d))         # per block: its share of X^T (y * r)
         self._active = np.zeros(n, dtype=np.intp)  # scratch: rows with r_i != 0
-        self._vproj = np.zeros(n)                  # classical SVM: the point to project
+        if not augmented:
+            # classical SVM: the extrapolation point y_k and the point to project, kept
+            # between the gradient pass and the scatter (the projection runs in between)
+            self.y_k, self._vproj = np.zeros(n), np.zeros(n)
         self.n_iter = 0
         self.error_bound = np.inf
         self.n_certified = 0
