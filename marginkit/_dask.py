@@ -533,6 +533,61 @@ def feature_matrix_norm2(pool, m, s, augmented, tol=1e-10, max_iter=10_000, seed
     return float(lam), it
 
 
+def _k_gram_cost(chunk):
+    """The chunk's (nnz, multiply-adds of its Gram pass): ``svm.gram_cost``."""
+    return svm.gram_cost(chunk.v["data"])
+
+
+def _k_gram(chunk):
+    """The chunk's (Z_c^T Z_c, Z_c^T e, sum ||s * x_i||^2, sum ||z_i||^2): Gram matrices
+    add over row chunks (``svm._gram_blocks``)."""
+    data = chunk.v["data"]
+    G, zte = svm._gram_blocks(data)
+    return G, zte, float(np.sum(data.xsq)), float(np.sum(data.zsq))
+
+
+def lipschitz_bound(pool, data, augmented, memory_budget, tol=1e-10, seed=0):
+    """``marginkit.solvers.svm.lipschitz_bound`` on the chunks: the Gram matrix is the sum
+    of the chunks' Gram matrices (one map), the same eigenvalue bound follows; otherwise
+    Lanczos with one map per product (``_k_power``). Same decision rule as in memory."""
+    n, d = pool.n_samples, pool.n_features
+    p = d + (1 if augmented else 0)
+    if p == 0 or n == 0:
+        return 0.0, {"method": "gram", "passes": 0}
+    costs = pool.map(_k_gram_cost)
+    nnz = float(sum(c[0] for c in costs))
+    cost = float(sum(c[1] for c in costs))
+    gram = svm.gram_is_cheap(p, nnz, cost, memory_budget)
+    parts = pool.map(_k_gram if gram else _k_gram_sums)
+    F = float(sum(q[2] for q in parts))
+    trace = float(sum(q[3] for q in parts)) + (n if augmented else 0.0)
+    if gram:
+        G = np.sum([q[0] for q in parts], axis=0)
+        zte = np.sum([q[1] for q in parts], axis=0)
+        G = svm._augment(G, zte, n, augmented)
+        return svm.top_eigenvalue_bound(G, n, F, data.M, trace, augmented), {
+            "method": "gram", "passes": 0}
+    m, s = data.m, data.s
+
+    def matvec(v):
+        vs = s * v[:d]
+        offset = (v[d] if augmented else 0.0) - float(m @ vs)
+        pr = pool.map(_k_power, vs, offset)
+        tsum = float(sum(q[0] for q in pr))
+        acc = np.sum([q[2] for q in pr], axis=0)
+        out = s * (acc - m * tsum)
+        return np.append(out, tsum) if augmented else out
+
+    lam, passes = svm.lanczos_bound(matvec, p, n, F, data.M, trace, augmented, tol, seed)
+    return lam, {"method": "lanczos", "passes": passes}
+
+
+def _k_gram_sums(chunk):
+    """The chunk's sums of ||s * x_i||^2 and ||z_i||^2 (for the rounding margin)."""
+    data = chunk.v["data"]
+    return None, None, float(np.sum(data.xsq)), float(np.sum(data.zsq))
+
+
 class _ScaledData:
     """Client side of ``svm._Data``: the statistics and the map back to the input space."""
 
@@ -752,9 +807,13 @@ class FistaDriver(Driver):
         self.augmented = self.solver.name == "fista"
         data = _svm_data(problem, self.solver.params["scale"])
         gamma, mu = _gamma_mu(self.solver.params, data.n)
-        lam, its = feature_matrix_norm2(problem.pool, data.m, data.s, self.augmented)
+        budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
+        lam, info = lipschitz_bound(problem.pool, data, self.augmented, budget)
         self._data = data
-        return _DaskFistaState(problem.pool, data, gamma, mu, mu + lam, its, self.augmented)
+        state = _DaskFistaState(problem.pool, data, gamma, mu, mu + lam, info["passes"],
+                                self.augmented)
+        state.lipschitz_method = info["method"]
+        return state
 
     def finalize(self, problem, state, status):
         from .solvers.svm import CertifiedPointsCertificate
@@ -773,7 +832,8 @@ class FistaDriver(Driver):
                 data.s, "hsvm" if self.augmented else "svm", t_bar, coef, intercept,
                 problem.classes_)
         fields["extra"] = dict(L=state.L, kappa=state.kappa, gamma=state.gamma, mu=state.mu,
-                               power_iterations=state.power_iterations, t_bar=t_bar)
+                               power_iterations=state.power_iterations,
+                               lipschitz_method=state.lipschitz_method, t_bar=t_bar)
         return fields
 
 

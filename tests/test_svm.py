@@ -234,6 +234,31 @@ def test_original_space_coefficients_and_zero_variance_column():
 
 
 # ------------------------------------------------------------------------------- DCD
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("scale", ["std", None])
+@pytest.mark.parametrize("augmented", [True, False])
+def test_lipschitz_bound_against_dense_eigvalsh(dtype, sparse, scale, augmented):
+    # L = mu + bound must not be below the Hessian's top eigenvalue, and only just above:
+    # Gram + LAPACK path and Lanczos path (forced by a tiny memory budget)
+    from marginkit.solvers import svm
+
+    X, y = make_problem(n=90, d=6, seed=3, shift=40.0)
+    X[np.random.default_rng(3).random(X.shape) < 0.3] = 0.0
+    X = X.astype(dtype)
+    data = svm._Data(sp.csr_matrix(X) if sparse else X, scale)
+    Z = explicit_Z(X, np.ones(len(y)), scale, augmented)
+    ref = np.linalg.eigvalsh(Z.T @ Z)[-1]
+    for budget, method in ((2.0**31, "gram"), (1.0, "lanczos")):
+        lam, info = svm.lipschitz_bound(data, augmented, memory_budget=budget)
+        assert info["method"] == method
+        assert ref <= lam <= ref * (1 + 1e-10)
+    res = mk.solve(sp.csr_matrix(X) if sparse else X, y, solver="fista" if augmented
+                   else "fista_svm", scale=scale, max_iter=3)
+    assert res.extra["lipschitz_method"] == "gram"
+    assert res.extra["L"] - res.extra["mu"] >= ref
+
+
 @pytest.mark.parametrize("shrinking", [False, True])
 def test_dcd_bound_every_iteration_and_agreement_with_fista(shrinking):
     X, y = make_problem(n=50, d=4, seed=5)
@@ -561,3 +586,28 @@ def test_kernel_approximation_save_load(tmp_path):
     back.kernel.fit(X)
     np.testing.assert_allclose(back.decision_function(Xnew), res.decision_function(Xnew),
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_fista_row_blocks_thread_count_independent(solver, sparse):
+    # large enough for the OpenMP path (>= 2e5 stored entries, 16 row blocks): the blocks
+    # and their summation order do not depend on the thread count -> bitwise the same
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from marginkit.solvers import _svm_fast
+
+    X, y = make_problem(n=4000, d=60, seed=5, shift=1.0, noise=1.0)
+    if sparse:
+        X[np.random.default_rng(5).random(X.shape) < 0.1] = 0.0
+        X = sp.csr_matrix(X)
+    nnz = X.nnz if sparse else X.size
+    assert nnz >= 2e5 and _svm_fast.fista_blocks(4000, 60, float(nnz)) == 16
+    runs = []
+    for nt in (1, 2, 1):
+        with threadpoolctl.threadpool_limits(nt):
+            runs.append(mk.solve(X, y, solver=solver, max_iter=30))
+    for r in runs[1:]:
+        assert r.n_iter == runs[0].n_iter
+        assert r.coef_.tobytes() == runs[0].coef_.tobytes()
+        assert r.dual_coef_.tobytes() == runs[0].dual_coef_.tobytes()
+        assert r.intercept_ == runs[0].intercept_

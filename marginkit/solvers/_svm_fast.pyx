@@ -24,8 +24,20 @@ products with X accumulate in float64.
 """
 import numpy as np
 from cython cimport floating
+from cython.parallel cimport prange
 from libc.math cimport sqrt, fabs, frexp, ldexp, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint64_t
+
+cdef extern from *:
+    """
+    #ifdef _OPENMP
+    #include <omp.h>
+    static int mk_svm_max_threads(void) { return omp_get_max_threads(); }
+    #else
+    static int mk_svm_max_threads(void) { return 1; }
+    #endif
+    """
+    int mk_svm_max_threads() noexcept nogil
 
 ctypedef fused index_t:
     int32_t
@@ -164,6 +176,13 @@ cdef inline double _clip(double v, double lo, double hi) noexcept nogil:
     if v > hi:
         return hi
     return v
+
+
+cdef inline double _clamp(double v, double lo, double hi) noexcept nogil:
+    # the same value as _clip, written as two selects the compiler turns into max/min
+    # instructions: no data-dependent branch in the O(n) loops of the projection
+    v = v if v > lo else lo
+    return v if v < hi else hi
 
 
 # ----------------------------------------------------------------------- row statistics
@@ -351,6 +370,43 @@ def gram_power_matvec(const floating[:, ::1] Xd, const floating[::1] data,
     return tsum, tsq
 
 
+def csr_scaled_gram(const floating[::1] data, const index_t[::1] indices,
+                    const index_t[::1] indptr, const double[::1] sc, double[:, ::1] P,
+                    double[::1] diag, double[::1] colsum, double[::1] xs):
+    """Pieces of the Gram matrix G1 = (X S)^T (X S) of a CSR matrix in one pass, O(d^2) memory.
+
+    With x~_k = sc[j_k] x_k the scaled stored entries of a row, accumulates (``P``, ``diag``,
+    ``colsum`` are added to, not overwritten)
+
+        P[j1, j2]  += x~_k1 x~_k2   for each pair k1 < k2 of entries of the same row,
+        diag[j]    += x~_k^2,        colsum[j] += x~_k,
+
+    so that G1 = P + P^T + Diag(diag) whatever the order of the indices in a row (duplicates
+    included) and colsum = S X^T e. Cost sum_i nnz_i (nnz_i + 1) / 2. ``xs`` is scratch
+    of length >= the longest row (the row's scaled values).
+    """
+    cdef Py_ssize_t n = indptr.shape[0] - 1
+    cdef Py_ssize_t d = diag.shape[0]
+    cdef Py_ssize_t i, k1, k2, st, en, j1
+    cdef double x1
+    cdef double* row
+    cdef double* Pp = &P[0, 0]
+    with nogil:
+        for i in range(n):
+            st = indptr[i]
+            en = indptr[i + 1]
+            for k1 in range(st, en):
+                xs[k1 - st] = sc[indices[k1]] * data[k1]
+            for k1 in range(st, en):
+                j1 = indices[k1]
+                x1 = xs[k1 - st]
+                diag[j1] += x1 * x1
+                colsum[j1] += x1
+                row = Pp + j1 * d
+                for k2 in range(k1 + 1, en):
+                    row[indices[k2]] += x1 * xs[k2 - st]
+
+
 def scatter_dual(const floating[:, ::1] Xd, const floating[::1] data,
                  const index_t[::1] indices, const index_t[::1] indptr, bint dense,
                  const double[::1] y, const double[::1] r, double[::1] a):
@@ -436,7 +492,7 @@ def fista_hsvm_step(const floating[:, ::1] Xd, const floating[::1] data,
         for i in range(n):
             yk = r[i] + beta * (r[i] - r_prev[i])
             hw = y[i] * (r_new[i] - by * c[i] + offset)
-            rn = _clip(yk + (1.0 - hw - mu * yk) * invL, 0.0, gamma)
+            rn = _clamp(yk + (1.0 - hw - mu * yk) * invL, 0.0, gamma)
             r_new[i] = rn
             diff = yk - rn
             dsq += diff * diff
@@ -480,22 +536,355 @@ def fista_gradient_pass(const floating[:, ::1] Xd, const floating[::1] data,
             vproj[i] = yk + (1.0 - hw - mu * yk) * invL
 
 
+# ------------------------------------------------------- FISTA, blocked and row-parallel
+# The rows are cut into blocks that depend on the data only (never on the thread count,
+# ``fista_blocks``); each block has its own partial sums and its own d-vector for the
+# scatter, summed in block order. A run is then bitwise the same on any number of OpenMP
+# threads; the threads follow OMP_NUM_THREADS / threadpoolctl (omp_get_max_threads at
+# each call), static schedule, one parallel region per iteration.
+
+#: at most this many blocks (d-vectors), each allowed when it costs <= 1/32 of a pass
+cdef Py_ssize_t _MAX_BLOCKS = 16
+#: below this many stored entries one thread does the pass (a parallel region costs more)
+cdef double _PARALLEL_NNZ = 2e5
+
+
+def fista_blocks(Py_ssize_t n, Py_ssize_t d, double nnz):
+    """The number of row blocks of ``fista_iteration`` for n rows, d columns, nnz entries.
+
+    Each block owns a d-vector that is zeroed and summed once per iteration, so there
+    are at most nnz / (32 d) of them (and at most 16, at most n). The count depends on
+    the data only, never on the number of threads.
+    """
+    cdef Py_ssize_t ns = <Py_ssize_t>(nnz / (32.0 * (d if d > 0 else 1)))
+    return max(1, min(ns, _MAX_BLOCKS, n))
+
+
+cdef inline int _threads(double nnz, Py_ssize_t blocks) noexcept nogil:
+    if nnz < _PARALLEL_NNZ or blocks < 2:
+        return 1
+    return mk_svm_max_threads()
+
+
+cdef double _extrapolate_v(const double* a, const double* a_prev, const double* sc,
+                           const double* m, double beta, double* v, Py_ssize_t d) noexcept nogil:
+    """v = sc^2 * ((1 + beta) a - beta a_prev) (as sc (sc t), in range); returns m . v."""
+    cdef Py_ssize_t j
+    cdef double acc = 0.0, t
+    for j in range(d):
+        t = sc[j] * (sc[j] * ((1.0 + beta) * a[j] - beta * a_prev[j]))
+        v[j] = t
+        acc += m[j] * t
+    return acc
+
+
+cdef inline double _dot_sparse4(const floating* val, const index_t* ind, Py_ssize_t nnz,
+                                const double* v) noexcept nogil:
+    # four partial sums: four independent multiply-add chains instead of one
+    cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
+    cdef Py_ssize_t k = 0
+    while k + 4 <= nnz:
+        a0 += val[k] * v[ind[k]]
+        a1 += val[k + 1] * v[ind[k + 1]]
+        a2 += val[k + 2] * v[ind[k + 2]]
+        a3 += val[k + 3] * v[ind[k + 3]]
+        k += 4
+    while k < nnz:
+        a0 += val[k] * v[ind[k]]
+        k += 1
+    return (a0 + a1) + (a2 + a3)
+
+
+cdef inline double _dot_dense4(const floating* x, const double* v, Py_ssize_t d) noexcept nogil:
+    cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
+    cdef Py_ssize_t j = 0
+    while j + 4 <= d:
+        a0 += x[j] * v[j]
+        a1 += x[j + 1] * v[j + 1]
+        a2 += x[j + 2] * v[j + 2]
+        a3 += x[j + 3] * v[j + 3]
+        j += 4
+    while j < d:
+        a0 += x[j] * v[j]
+        j += 1
+    return (a0 + a1) + (a2 + a3)
+
+
+cdef void _gather_block(bint dense, const floating* Xp, const floating* dp,
+                        const index_t* ip, const index_t* pp, Py_ssize_t lo, Py_ssize_t hi,
+                        const double* v, Py_ssize_t d, double* out) noexcept nogil:
+    """out_i = x_i . v for the rows lo..hi-1 (four partial sums per row)."""
+    cdef Py_ssize_t i, st
+    if dense:
+        for i in range(lo, hi):
+            out[i] = _dot_dense4(Xp + i * d, v, d)
+    else:
+        for i in range(lo, hi):
+            st = pp[i]
+            out[i] = _dot_sparse4(&dp[st], &ip[st], pp[i + 1] - st, v)
+
+
+cdef void _hsvm_update_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, const double* r_prev,
+                             const double* r, const double* c, double by, double offset,
+                             double beta, double invL, double mu, double gamma,
+                             double* r_new, double* part) noexcept nogil:
+    """r_new (holding the row products on entry) <- the FISTA update; part = [||y_k - r_new||^2,
+    sum r_new, ||r_new||^2] over the block."""
+    cdef Py_ssize_t i
+    cdef double yk, hw, rn, diff, dsq = 0.0, rsum = 0.0, rsq = 0.0
+    for i in range(lo, hi):
+        yk = r[i] + beta * (r[i] - r_prev[i])
+        hw = y[i] * (r_new[i] - by * c[i] + offset)
+        rn = _clamp(yk + (1.0 - hw - mu * yk) * invL, 0.0, gamma)
+        r_new[i] = rn
+        diff = yk - rn
+        dsq += diff * diff
+        rsum += rn
+        rsq += rn * rn
+    part[0] = dsq
+    part[1] = rsum
+    part[2] = rsq
+
+
+cdef double _scatter_block(bint dense, const floating* Xp, const floating* dp,
+                           const index_t* ip, const index_t* pp, Py_ssize_t lo, Py_ssize_t hi,
+                           const double* y, const double* r, double* out, Py_ssize_t d,
+                           Py_ssize_t* active) noexcept nogil:
+    """out = sum over rows lo..hi-1 of y_i r_i x_i (zeroed first); returns the sum of y_i r_i.
+
+    The rows with r_i != 0 are listed first (``active[lo:hi]`` as scratch) without a
+    branch, then scattered: a data-dependent branch per row mispredicts about as often
+    as r_i is 0 or not, which cost more than the rows it skipped (a9a)."""
+    cdef Py_ssize_t i, j, t, cnt = lo
+    cdef double u, b = 0.0
+    for j in range(d):
+        out[j] = 0.0
+    for i in range(lo, hi):
+        active[cnt] = i
+        cnt += r[i] != 0.0
+    for t in range(lo, cnt):
+        i = active[t]
+        u = y[i] * r[i]
+        b += u
+        _row_axpy(dense, Xp, dp, ip, pp, i, u, out, d)
+    return b
+
+
+cdef double _w_bar_sq(const double* a, double b, const double* sc, const double* m,
+                      Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t j
+    cdef double acc = 0.0, t
+    for j in range(d):
+        t = sc[j] * (a[j] - m[j] * b)
+        acc += t * t
+    return acc
+
+
+cdef void _reduce_buffers(const double* bufs, Py_ssize_t ns, Py_ssize_t d,
+                            double* a_new) noexcept nogil:
+    """a_new = sum of the ns rows of ``bufs`` (ns x d), added in block order."""
+    cdef Py_ssize_t j, k
+    cdef double t
+    for j in range(d):
+        t = bufs[j]
+        for k in range(1, ns):
+            t = t + bufs[k * d + j]
+        a_new[j] = t
+
+
+def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
+                    const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                    const double[::1] y, const double[::1] r_prev, const double[::1] r,
+                    const double[::1] a_prev, const double[::1] a, double b_prev, double b,
+                    const double[::1] sc, const double[::1] m, double M, const double[::1] c,
+                    double beta, double L, double mu, double gamma, double kappa,
+                    double[::1] r_new, double[::1] a_new, double[::1] v, double[:, ::1] bufs,
+                    double[:, ::1] parts, Py_ssize_t[::1] active):
+    """One whole FISTA iteration on the perturbed H-SVM dual (paper 001, Algorithm 1).
+
+    ``fista_hsvm_step`` with the O(d) work around it in the same call: the extrapolated
+    a(y_k) = (1 + beta) a - beta a_prev, v = s2 * a(y_k), b(y_k) and the offset
+    -m . v + b(y_k) M + b(y_k) first; then, block by block of rows, the gather x_i . v, the
+    update
+
+        y_k,i   = r_i + beta (r_i - r_prev,i)
+        r_new,i = proj_[0, gamma](y_k,i + (1 - (H~ H~^T y_k)_i - mu y_k,i) / L)
+
+    and the scatter of y_i r_new,i x_i into the block's own d-vector (row i needs nothing
+    from other rows: one parallel region per iteration); then the d-vectors are summed in
+    block order, a_new = X^T (y * r_new), and the error bound, the certified count and
+    ||w~(r_new)||^2 (objective) follow. The ns = bufs.shape[0] blocks (``bufs``, ns x d;
+    partial sums in ``parts``, ns x 4) come from ``fista_blocks``: the result does not
+    depend on the thread count. ``active`` (length n) is scratch.
+
+    Returns (b_new, eps, n_certified, sum r_new, ||r_new||^2, ||w~(r_new)||^2) with
+    eps = kappa ||y_k - r_new|| (paper section 2.3).
+    """
+    cdef const floating* Xp = &Xd[0, 0]
+    cdef const floating* dp = &data[0]
+    cdef const index_t* ip = &indices[0]
+    cdef const index_t* pp = &indptr[0]
+    cdef Py_ssize_t n = y.shape[0]
+    cdef Py_ssize_t d = a_new.shape[0]
+    cdef Py_ssize_t ns = bufs.shape[0]
+    cdef Py_ssize_t k, i, lo, hi, ncert = 0
+    cdef double nnz = (<double>n * d) if dense else <double>indptr[n]
+    cdef int nt = _threads(nnz, ns)
+    cdef double by, offset, mv, b_new = 0.0, eps, dsq = 0.0, rsum = 0.0, rsq = 0.0, wsq
+    cdef double invL = 1.0 / L
+    cdef double* out
+    with nogil:
+        mv = _extrapolate_v(&a[0], &a_prev[0], &sc[0], &m[0], beta, &v[0], d)
+        by = (1.0 + beta) * b - beta * b_prev
+        offset = -mv + by * M + by
+        for k in prange(ns, schedule="static", num_threads=nt):
+            lo = k * n // ns
+            hi = (k + 1) * n // ns
+            _gather_block(dense, Xp, dp, ip, pp, lo, hi, &v[0], d, &r_new[0])
+            _hsvm_update_block(lo, hi, &y[0], &r_prev[0], &r[0], &c[0], by, offset, beta,
+                               invL, mu, gamma, &r_new[0], &parts[k, 0])
+            # one block: scatter straight into a_new
+            out = &a_new[0] if ns == 1 else &bufs[k, 0]
+            parts[k, 3] = _scatter_block(dense, Xp, dp, ip, pp, lo, hi, &y[0], &r_new[0],
+                                         out, d, &active[0])
+        if ns > 1:
+            _reduce_buffers(&bufs[0, 0], ns, d, &a_new[0])
+        for k in range(ns):
+            dsq = dsq + parts[k, 0]
+            rsum = rsum + parts[k, 1]
+            rsq = rsq + parts[k, 2]
+            b_new = b_new + parts[k, 3]
+        eps = kappa * sqrt(dsq)
+        for i in range(n):
+            ncert += (gamma - r_new[i]) > eps
+        wsq = _w_bar_sq(&a_new[0], b_new, &sc[0], &m[0], d) + b_new * b_new
+    return b_new, eps, ncert, rsum, rsq, wsq
+
+
+cdef void _svm_gradient_block(Py_ssize_t lo, Py_ssize_t hi, const double* y,
+                              const double* r_prev, const double* r, const double* c,
+                              double by, double offset, double beta, double invL, double mu,
+                              double* yk_out, double* vproj) noexcept nogil:
+    """vproj (holding the row products on entry) <- y_k + grad g(y_k) / L; yk_out <- y_k."""
+    cdef Py_ssize_t i
+    cdef double yk, hw
+    for i in range(lo, hi):
+        yk = r[i] + beta * (r[i] - r_prev[i])
+        hw = y[i] * (vproj[i] - by * c[i] + offset)
+        yk_out[i] = yk
+        vproj[i] = yk + (1.0 - hw - mu * yk) * invL
+
+
+def fista_svm_gradient(const floating[:, ::1] Xd, const floating[::1] data,
+                       const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                       const double[::1] y, const double[::1] r_prev, const double[::1] r,
+                       const double[::1] a_prev, const double[::1] a, double b_prev, double b,
+                       const double[::1] sc, const double[::1] m, double M,
+                       const double[::1] c, double beta, double L, double mu,
+                       double[::1] v, double[::1] yk_out, double[::1] vproj, Py_ssize_t ns):
+    """First half of a FISTA iteration for the classical SVM (``fista_gradient_pass`` with
+    the extrapolation of a and b in the same call): y_k and the point to project,
+    vproj = y_k + grad g(y_k) / L, grad_i = 1 - (H H^T y_k)_i - mu y_k,i, over ``ns`` row
+    blocks (``fista_blocks``) in one parallel region; every entry is computed by one
+    thread, so the result does not depend on the thread count."""
+    cdef const floating* Xp = &Xd[0, 0]
+    cdef const floating* dp = &data[0]
+    cdef const index_t* ip = &indices[0]
+    cdef const index_t* pp = &indptr[0]
+    cdef Py_ssize_t n = y.shape[0]
+    cdef Py_ssize_t d = v.shape[0]
+    cdef Py_ssize_t k, lo, hi
+    cdef double nnz = (<double>n * d) if dense else <double>indptr[n]
+    cdef int nt = _threads(nnz, ns)
+    cdef double by, offset, mv
+    cdef double invL = 1.0 / L
+    with nogil:
+        mv = _extrapolate_v(&a[0], &a_prev[0], &sc[0], &m[0], beta, &v[0], d)
+        by = (1.0 + beta) * b - beta * b_prev
+        offset = -mv + by * M
+        for k in prange(ns, schedule="static", num_threads=nt):
+            lo = k * n // ns
+            hi = (k + 1) * n // ns
+            _gather_block(dense, Xp, dp, ip, pp, lo, hi, &v[0], d, &vproj[0])
+            _svm_gradient_block(lo, hi, &y[0], &r_prev[0], &r[0], &c[0], by, offset, beta,
+                                invL, mu, &yk_out[0], &vproj[0])
+
+
+cdef void _svm_finish_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, const double* yk,
+                            const double* vproj, double lam, double gamma, double* r_new,
+                            double* part) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef double rn, diff, dsq = 0.0, rsum = 0.0, rsq = 0.0
+    for i in range(lo, hi):
+        rn = _clamp(vproj[i] - lam * y[i], 0.0, gamma)
+        r_new[i] = rn
+        diff = yk[i] - rn
+        dsq += diff * diff
+        rsum += rn
+        rsq += rn * rn
+    part[0] = dsq
+    part[1] = rsum
+    part[2] = rsq
+
+
+def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
+                     const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                     const double[::1] y, const double[::1] yk, const double[::1] vproj,
+                     double lam, double gamma, double kappa, const double[::1] sc,
+                     const double[::1] m, double[::1] r_new, double[::1] a_new,
+                     double[:, ::1] bufs, double[:, ::1] parts, Py_ssize_t[::1] active):
+    """Second half of a FISTA iteration for the classical SVM, given the multiplier lam of
+    ``project_box_hyperplane``: r_new = proj_[0, gamma](vproj - lam y), a_new = X^T (y * r_new)
+    (block d-vectors ``bufs`` summed in block order, as in ``fista_iteration``), the error
+    bound eps = kappa ||y_k - r_new||, the certified count and ||w(r_new)||^2 (no column of
+    ones). Returns (b_new, eps, n_certified, sum r_new, ||r_new||^2, ||w(r_new)||^2)."""
+    cdef const floating* Xp = &Xd[0, 0]
+    cdef const floating* dp = &data[0]
+    cdef const index_t* ip = &indices[0]
+    cdef const index_t* pp = &indptr[0]
+    cdef Py_ssize_t n = y.shape[0]
+    cdef Py_ssize_t d = a_new.shape[0]
+    cdef Py_ssize_t ns = bufs.shape[0]
+    cdef Py_ssize_t k, i, lo, hi, ncert = 0
+    cdef double nnz = (<double>n * d) if dense else <double>indptr[n]
+    cdef int nt = _threads(nnz, ns)
+    cdef double b_new = 0.0, eps, dsq = 0.0, rsum = 0.0, rsq = 0.0, wsq
+    cdef double* out
+    with nogil:
+        for k in prange(ns, schedule="static", num_threads=nt):
+            lo = k * n // ns
+            hi = (k + 1) * n // ns
+            _svm_finish_block(lo, hi, &y[0], &yk[0], &vproj[0], lam, gamma, &r_new[0],
+                              &parts[k, 0])
+            out = &a_new[0] if ns == 1 else &bufs[k, 0]
+            parts[k, 3] = _scatter_block(dense, Xp, dp, ip, pp, lo, hi, &y[0], &r_new[0],
+                                         out, d, &active[0])
+        if ns > 1:
+            _reduce_buffers(&bufs[0, 0], ns, d, &a_new[0])
+        for k in range(ns):
+            dsq = dsq + parts[k, 0]
+            rsum = rsum + parts[k, 1]
+            rsq = rsq + parts[k, 2]
+            b_new = b_new + parts[k, 3]
+        eps = kappa * sqrt(dsq)
+        for i in range(n):
+            ncert += (gamma - r_new[i]) > eps
+        wsq = _w_bar_sq(&a_new[0], b_new, &sc[0], &m[0], d)
+    return b_new, eps, ncert, rsum, rsq, wsq
+
+
 # ------------------------------------------------------ projection onto box and hyperplane
 cdef double _phi_slope(const double* v, const double* y, Py_ssize_t n, double gamma,
                        double lam, Py_ssize_t* n_free) noexcept nogil:
     """phi(lam) = y^T proj_[0, gamma](v - lam y) and the number of free coordinates
-    (0 < v_i - lam y_i < gamma): phi'(lam) = -n_free between breakpoints."""
+    (0 < v_i - lam y_i < gamma): phi'(lam) = -n_free between breakpoints. Branch-free
+    (about half of the coordinates sit at a bound, in no predictable order)."""
     cdef Py_ssize_t i, nf = 0
     cdef double acc = 0.0, t
     for i in range(n):
         t = v[i] - lam * y[i]
-        if t <= 0.0:
-            continue
-        if t >= gamma:
-            acc += y[i] * gamma
-        else:
-            acc += y[i] * t
-            nf += 1
+        acc += y[i] * _clamp(t, 0.0, gamma)
+        nf += (t > 0.0) & (t < gamma)
     n_free[0] = nf
     return acc
 
@@ -562,7 +951,7 @@ def project_box_hyperplane(const double[::1] v, const double[::1] y, double gamm
                 break
             lam = lam_new
         for i in range(n):
-            out[i] = _clip(v[i] - lam * y[i], 0.0, gamma)
+            out[i] = _clamp(v[i] - lam * y[i], 0.0, gamma)
     return lam
 
 
@@ -923,17 +1312,6 @@ def sum_and_sumsq(const double[::1] x):
     return s, q
 
 
-def sq_dist(const double[::1] x, const double[::1] z):
-    """||x - z||^2."""
-    cdef Py_ssize_t i
-    cdef double q = 0.0, t
-    with nogil:
-        for i in range(x.shape[0]):
-            t = x[i] - z[i]
-            q += t * t
-    return q
-
-
 def dot(const double[::1] x, const double[::1] z):
     """x . z in a serial loop."""
     cdef Py_ssize_t i
@@ -942,27 +1320,3 @@ def dot(const double[::1] x, const double[::1] z):
         for i in range(x.shape[0]):
             q += x[i] * z[i]
     return q
-
-
-def extrapolate(const double[::1] a, const double[::1] a_prev, const double[::1] sc,
-                const double[::1] m, double beta, double[::1] out):
-    """out = sc^2 * ((1 + beta) a - beta a_prev); returns m . out (one loop, between iterations)."""
-    cdef Py_ssize_t j
-    cdef double acc = 0.0, t
-    with nogil:
-        for j in range(a.shape[0]):
-            t = sc[j] * (sc[j] * ((1.0 + beta) * a[j] - beta * a_prev[j]))
-            out[j] = t
-            acc += m[j] * t
-    return acc
-
-
-def w_bar_sq(const double[::1] a, double b, const double[::1] s, const double[::1] m):
-    """||s * (a - m b)||^2, the squared norm of w_bar = Z^T u."""
-    cdef Py_ssize_t j
-    cdef double acc = 0.0, t
-    with nogil:
-        for j in range(a.shape[0]):
-            t = s[j] * (a[j] - m[j] * b)
-            acc += t * t
-    return acc

@@ -30,7 +30,8 @@ from ..plugins import Solver, SolverState, StoppingRule
 from . import _svm_fast as _f
 
 __all__ = ["Fista", "FistaSVM", "DCD", "Pegasos", "CertifiedPoints", "Liblinear",
-           "CertifiedPointsCertificate", "scaling_statistics", "feature_matrix_norm2"]
+           "CertifiedPointsCertificate", "scaling_statistics", "feature_matrix_norm2",
+           "lipschitz_bound", "scaled_gram"]
 
 _SCALES = ("std", "scale")
 
@@ -122,6 +123,9 @@ class _Data:
 def feature_matrix_norm2(data, augmented, tol=1e-10, max_iter=10_000, seed=0):
     """||Z~||_2^2 (``augmented``: Z~ = [Z, e]) or ||Z||_2^2 by power iteration on Z~^T Z~.
 
+    The paper's estimate (section 5.1), kept as a reference: a Rayleigh quotient, hence a
+    lower estimate; the solvers use the upper bound of ``lipschitz_bound``.
+
     Each iteration is one fused pass over X (Z~ v and Z~^T (Z~ v) with the implicit
     centering). Stops when the Rayleigh quotient changes by less than ``tol`` relative
     (paper section 5.1: tolerance 1e-10). The start vector is a fixed pseudo-random vector.
@@ -153,6 +157,179 @@ def feature_matrix_norm2(data, augmented, tol=1e-10, max_iter=10_000, seed=0):
             break
         lam_old = lam
     return float(lam), it
+
+
+#: budget for the (d+1) x (d+1) Gram matrix of ``lipschitz_bound`` (bytes; also capped by
+#: a quarter of ``Config.memory_budget``)
+_GRAM_BYTES = 256 * 2**20
+#: the Gram matrix is formed when it costs less than this many passes over X
+#: (one pass = one product with Z~ and one with Z~^T, 2 nnz multiply-adds)
+_GRAM_PASSES = 40
+_UNIT_ROUNDOFF = np.finfo(np.float64).eps / 2
+
+
+def _gram_rounding_bound(n, F, M, trace, augmented, p):
+    """Bound on the error of the computed largest eigenvalue of G = Z~^T Z~ (or Z^T Z).
+
+    ``F`` = sum_i ||s * x_i||^2, ``M`` = ||s * m||^2, ``trace`` = trace(G). Every entry of G
+    is a sum of at most n + 4 rounded products whose magnitudes are entries of W^T W, W the
+    matrix of rows (|s * x_i| + |s * m|, 1); so entrywise |G_computed - G| <=
+    gamma_{n+4} W^T W (Higham 2002, sec. 3.1) and ||W^T W||_2 <= ||W||_F^2 <=
+    (sqrt(F) + sqrt(n M) + sqrt(n))^2. The symmetric eigensolver is backward stable: its
+    largest eigenvalue is that of a matrix within O(p u ||G||_2) of G_computed, allowed
+    for by 8 p u trace(G).
+    """
+    k = (n + 4) * _UNIT_ROUNDOFF
+    gam = k / (1.0 - k)
+    W = (np.sqrt(F) + np.sqrt(n * M) + (np.sqrt(n) if augmented else 0.0)) ** 2
+    return gam * W + 8.0 * p * _UNIT_ROUNDOFF * trace
+
+
+def _gram_blocks(data):
+    """(Z^T Z, Z^T e) of the rows held by ``data`` (a ``_Data``), float64, one pass over X.
+
+    Dense X: row blocks are centered and scaled exactly, (X_B - e m^T) S, and multiplied
+    by BLAS. CSR X (never densified): G1 = S X^T X S and cs = S X^T e from
+    ``_svm_fast.csr_scaled_gram``, then with sm = s * m
+
+        Z^T Z = G1 - sm cs^T - cs sm^T + n sm sm^T,   Z^T e = cs - n sm.
+    """
+    n, d = data.n, data.d
+    s, m = data.s, data.m
+    if data.sparse:
+        P = np.zeros((d, d))
+        diag, cs = np.zeros(d), np.zeros(d)
+        rl = np.diff(data.indptr)
+        xs = np.zeros(max(int(rl.max()) if rl.size else 0, 1))
+        _f.csr_scaled_gram(data.data, data.indices, data.indptr, s, P, diag, cs, xs)
+        G = P + P.T
+        G[np.diag_indices(d)] += diag
+        sm = s * m
+        G -= np.outer(sm, cs)
+        G -= np.outer(cs, sm)
+        G += n * np.outer(sm, sm)
+        return G, cs - n * sm
+    G, zte = np.zeros((d, d)), np.zeros(d)
+    step = max(1, 2_000_000 // max(d, 1))  # row blocks: bounded temporaries
+    for i0 in range(0, n, step):
+        B = np.asarray(data.Xd[i0:i0 + step], dtype=np.float64) - m
+        B *= s
+        G += B.T @ B
+        zte += B.sum(axis=0)
+    return G, zte
+
+
+def _augment(G, zte, n, augmented):
+    """Z~^T Z~ = [[Z^T Z, Z^T e], [e^T Z, n]] (``augmented``), else Z^T Z."""
+    if not augmented:
+        return G
+    d = G.shape[0]
+    Ga = np.empty((d + 1, d + 1))
+    Ga[:d, :d] = G
+    Ga[:d, d] = zte
+    Ga[d, :d] = zte
+    Ga[d, d] = n
+    return Ga
+
+
+def scaled_gram(data, augmented):
+    """G = Z~^T Z~ ((d+1) x (d+1), ``augmented``) or Z^T Z (d x d), float64, one pass over X
+    (``_gram_blocks``); X is never densified."""
+    G, zte = _gram_blocks(data)
+    return _augment(G, zte, data.n, augmented)
+
+
+def gram_cost(data):
+    """(nnz, multiply-adds of ``_gram_blocks``) for the rows held by ``data``."""
+    if data.sparse:
+        rl = np.diff(data.indptr).astype(np.float64)
+        return float(rl.sum()), 0.5 * float(rl @ rl)
+    nnz = float(data.n) * data.d
+    return nnz, 0.5 * nnz * data.d / 8.0  # BLAS: several times the rate of a sparse pass
+
+
+def gram_is_cheap(p, nnz, cost, memory_budget):
+    """Form the p x p Gram matrix when it fits (``_GRAM_BYTES``, a quarter of
+    ``memory_budget``) and forming plus decomposing it costs at most ``_GRAM_PASSES``
+    passes over X (one pass: 2 nnz multiply-adds)."""
+    if 8.0 * p * p > min(_GRAM_BYTES, 0.25 * memory_budget):
+        return False
+    return p <= 3 or cost + p ** 3 / 3.0 <= _GRAM_PASSES * 2.0 * max(nnz, 1.0)
+
+
+def top_eigenvalue_bound(G, n, F, M, trace, augmented):
+    """Largest eigenvalue of the Gram matrix G (LAPACK, top one only) plus the rounding
+    margin of ``_gram_rounding_bound``: an upper bound of ||Z~||_2^2."""
+    import scipy.linalg
+
+    p = G.shape[0]
+    lam = float(scipy.linalg.eigvalsh(G, subset_by_index=[p - 1, p - 1])[0])
+    return max(lam, 0.0) + _gram_rounding_bound(n, F, M, trace, augmented, p)
+
+
+def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0):
+    """Upper estimate of the largest eigenvalue of the p x p operator ``matvec`` (Z~^T Z~)
+    by Lanczos (``scipy.sparse.linalg.eigsh``, relative tolerance ``tol``, start vector
+    from ``seed``): the Ritz value theta plus its residual ||A x - theta x|| (an eigenvalue
+    lies within it; from a random start Lanczos finds the largest one) plus the rounding
+    margin. Returns (bound, products with the operator)."""
+    from scipy.sparse.linalg import LinearOperator, eigsh
+
+    count = [0]
+
+    def mv(v):
+        count[0] += 1
+        return matvec(np.asarray(v, dtype=np.float64).ravel())
+
+    v0 = np.random.default_rng(seed).standard_normal(p)
+    op = LinearOperator((p, p), matvec=mv, dtype=np.float64)
+    theta, x = eigsh(op, k=1, which="LA", tol=tol, v0=v0)
+    theta, x = float(theta[0]), x[:, 0] / np.linalg.norm(x[:, 0])
+    res = float(np.linalg.norm(mv(x) - theta * x))
+    bound = max(theta, 0.0) + res + _gram_rounding_bound(n, F, M, trace, augmented, p)
+    return bound, count[0]
+
+
+def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=0):
+    """An upper bound of ||Z~||_2^2 (``augmented``) or ||Z||_2^2, for L = mu + this bound.
+
+    L must bound the largest eigenvalue of the Hessian Q = H~ H~^T + mu I from above
+    (paper section 2.3; the error bound eps_k = kappa ||y_k - r_{k+1}|| uses it), so the
+    estimate is rounded *up* (derivation in docs/svm.md, section 2):
+
+    * when the (d+1) x (d+1) Gram matrix is cheap (``gram_is_cheap``), G = Z~^T Z~ is
+      formed in one pass over X (``scaled_gram``) and its largest eigenvalue taken by
+      LAPACK (``top_eigenvalue_bound``) plus a rounding margin (about 1e-13 relative on
+      the benchmark data);
+    * otherwise Lanczos (``lanczos_bound``) on v -> Z~^T (Z~ v), one fused pass over X per
+      product (``_svm_fast.gram_power_matvec``), to relative tolerance ``tol``.
+
+    Returns (bound, info) with info = {"method": "gram" or "lanczos", "passes": products
+    with Z~^T Z~}.
+    """
+    p = data.d + (1 if augmented else 0)
+    n = data.n
+    if p == 0 or n == 0:
+        return 0.0, {"method": "gram", "passes": 0}
+    F = float(np.sum(data.xsq))
+    trace = float(np.sum(data.zsq)) + (n if augmented else 0.0)
+    nnz, cost = gram_cost(data)
+    if gram_is_cheap(p, nnz, cost, memory_budget):
+        G = scaled_gram(data, augmented)
+        lam = top_eigenvalue_bound(G, n, F, data.M, trace, augmented)
+        return lam, {"method": "gram", "passes": 0}
+    d = data.d
+    acc, t_buf = np.zeros(d), np.zeros(n)
+
+    def matvec(v):
+        vs = data.s * v[:d]
+        offset = (v[d] if augmented else 0.0) - _f.dot(data.m, vs)
+        tsum, _ = _f.gram_power_matvec(*data.args, vs, offset, acc, t_buf)
+        out = data.s * (acc - data.m * tsum)
+        return np.append(out, tsum) if augmented else out
+
+    lam, passes = lanczos_bound(matvec, p, n, F, data.M, trace, augmented, tol, seed)
+    return lam, {"method": "lanczos", "passes": passes}
 
 
 def _prepare(problem, scale):
@@ -379,57 +556,49 @@ class _FistaState(SolverState):
         self.b_prev = self.b = 0.0
         self.t_bar = 0.0            # classical SVM: intercept L * lambda of the last projection
         self._lam = 0.0             # warm start of the projection's multiplier
-        self.y_k = np.zeros(n)      # extrapolation point that produced r (for the bound)
         self._v = np.zeros(d)
+        nnz = float(n) * d if not data.sparse else float(data.indptr[-1])
+        ns = _f.fista_blocks(n, d, nnz)
+        self._parts = np.zeros((ns, 4))        # per block: partial sums
+        self._bufs = np.zeros((ns, d))         # per block: its share of X^T (y * r)
+        self._active = np.zeros(n, dtype=np.intp)  # scratch: rows with r_i != 0
+        if not augmented:
+            # classical SVM: the extrapolation point y_k and the point to project, kept
+            # between the gradient pass and the scatter (the projection runs in between)
+            self.y_k, self._vproj = np.zeros(n), np.zeros(n)
         self.n_iter = 0
         self.error_bound = np.inf
         self.n_certified = 0
         self.objective = 0.0
 
-    def _extrapolated(self):
-        beta = self.beta
-        v = self._v
-        mv = _f.extrapolate(self.a, self.a_prev, self.data.s, self.data.m, beta, v)
-        by = (1.0 + beta) * self.b - beta * self.b_prev
-        offset = -mv + by * self.data.M + (by if self.augmented else 0.0)
-        return v, by, offset
-
-    def _objective(self, rsum=None, rsq=None):
-        # serial loops, not numpy dot/sum: a threaded BLAS call per iteration can cost
-        # more than the iteration itself on a loaded machine
-        wsq = _f.w_bar_sq(self.a, self.b, self.data.s, self.data.m)
-        if self.augmented:
-            wsq += self.b * self.b
-        if rsum is None:
-            rsum, rsq = _f.sum_and_sumsq(self.r)
-        return -0.5 * wsq + rsum - 0.5 * self.mu * rsq
-
     def step(self):
         data = self.data
-        v, by, offset = self._extrapolated()
         r_new, a_new = self._r_buf, self._a_buf
         if self.augmented:
-            b_new, eps, ncert, rsum, rsq = _f.fista_hsvm_step(
-                *data.args, self.y, self.r_prev, self.r, v, offset, by, data.c,
-                self.beta, self.L, self.mu, self.gamma, self.kappa, r_new, a_new)
+            # the whole iteration in one call (extrapolation, passes, bound, objective)
+            b_new, eps, ncert, rsum, rsq, wsq = _f.fista_iteration(
+                *data.args, self.y, self.r_prev, self.r, self.a_prev, self.a, self.b_prev,
+                self.b, data.s, data.m, data.M, data.c, self.beta, self.L, self.mu,
+                self.gamma, self.kappa, r_new, a_new, self._v, self._bufs, self._parts,
+                self._active)
         else:
-            vproj = self._vproj if hasattr(self, "_vproj") else np.zeros(data.n)
-            self._vproj = vproj
-            _f.fista_gradient_pass(*data.args, self.y, self.r_prev, self.r, v, offset, by,
-                                   data.c, self.beta, self.L, self.mu, self.y_k, vproj)
+            vproj, yk, ns = self._vproj, self.y_k, self._bufs.shape[0]
+            _f.fista_svm_gradient(
+                *data.args, self.y, self.r_prev, self.r, self.a_prev, self.a, self.b_prev,
+                self.b, data.s, data.m, data.M, data.c, self.beta, self.L, self.mu, self._v,
+                yk, vproj, ns)
             lam = _f.project_box_hyperplane(vproj, self.y, self.gamma, r_new, self._lam)
             self._lam = lam
-            b_new = _f.scatter_dual(*data.args, self.y, r_new, a_new)
             self.t_bar = self.L * lam
-            eps = self.kappa * float(np.sqrt(_f.sq_dist(self.y_k, r_new)))
-            ncert = int(np.count_nonzero(self.gamma - r_new > eps))
-            rsum = rsq = None
+            b_new, eps, ncert, rsum, rsq, wsq = _f.fista_svm_finish(
+                *data.args, self.y, yk, vproj, lam, self.gamma, self.kappa, data.s, data.m,
+                r_new, a_new, self._bufs, self._parts, self._active)
         self._r_buf, self.r_prev, self.r = self.r_prev, self.r, r_new
         self._a_buf, self.a_prev, self.a = self.a_prev, self.a, a_new
         self.b_prev, self.b = self.b, b_new
-        self.error_bound = float(eps)
-        self.n_certified = int(ncert)
-        self.objective = self._objective(rsum, rsq)
+        self.error_bound = eps
+        self.n_certified = ncert
+        self.objective = -0.5 * wsq + rsum - 0.5 * self.mu * rsq
         self.n_iter += 1
 
     def snapshot(self):
@@ -449,8 +618,12 @@ class _FistaBase(Solver):
         data, Xfit, identity = _prepare(problem, self.params["scale"])
         self._fit = (data, Xfit, identity)
         gamma, mu = _gamma_mu(self.params, data.n)
-        lam, its = feature_matrix_norm2(data, self.augmented)
-        return _FistaState(data, problem.y, gamma, mu, mu + lam, self.augmented, its)
+        budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
+        lam, info = lipschitz_bound(data, self.augmented, budget)
+        state = _FistaState(data, problem.y, gamma, mu, mu + lam, self.augmented,
+                            info["passes"])
+        state.lipschitz_method = info["method"]
+        return state
 
     def finalize(self, problem, state, status):
         data, Xfit, identity = self._fit
@@ -468,7 +641,8 @@ class _FistaBase(Solver):
                 kernel=None if identity else problem.kernel)
         extra = fields.setdefault("extra", {})
         extra.update(L=state.L, kappa=state.kappa, gamma=state.gamma, mu=state.mu,
-                     power_iterations=state.power_iterations, t_bar=t_bar)
+                     power_iterations=state.power_iterations,
+                     lipschitz_method=state.lipschitz_method, t_bar=t_bar)
         return fields
 
 
@@ -481,7 +655,7 @@ class Fista(_FistaBase):
         y_k = r_k + beta (r_k - r_{k-1}),  beta = (sqrt(kappa) - 1)/(sqrt(kappa) + 1),
         r_{k+1} = proj_[0, gamma]^n (y_k + grad g(y_k) / L),  kappa = L / mu,
 
-    with L = mu + ||Z~||_2^2 (power iteration) and the error bound
+    with L = mu + ||Z~||_2^2 (an upper bound: ``lipschitz_bound``) and the error bound
     eps_{k+1} = kappa ||y_k - r_{k+1}|| >= ||r_{k+1} - r*||. One iteration is one fused pass
     over the rows of X (Z~ w~(y_k) gathered, X^T (y * r_{k+1}) scattered); w~ is linear
     in r, so w~(y_k) comes from the stored w~(r_k), w~(r_{k-1}).

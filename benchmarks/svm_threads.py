@@ -1,0 +1,65 @@
+"""fista / fista_svm on 1 vs 2 OpenMP threads, interleaved in one process (threadpoolctl).
+
+    MARGINKIT_DATA=<data folder> python benchmarks/svm_threads.py [--reps 9] [--data a9a]
+
+Each repetition solves the same problem (defaults, certified stop) once with
+``threadpool_limits(1)`` and once with ``threadpool_limits(2)``. Reported: the median over
+repetitions of the per-iteration time (median of the iterations of one run, which is
+robust to a run being preempted on a shared machine), of the whole wall time, the median
+ratio 1-thread / 2-thread with its range over repetitions, and whether the two runs
+returned bitwise-identical coefficients (the row blocks do not depend on the thread count).
+"""
+import argparse
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
+
+from svm_common import load_split
+import marginkit as mk
+from marginkit.solvers import svm
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--data", default="a9a")
+    ap.add_argument("--solvers", default="fista,fista_svm")
+    args = ap.parse_args()
+    X, y, _, _ = load_split(args.data)
+    X = sp.csr_matrix(X)
+    steps = []
+    plain_step = svm._FistaState.step
+
+    def timed_step(state):
+        t = time.perf_counter()
+        plain_step(state)
+        steps.append(time.perf_counter() - t)
+
+    svm._FistaState.step = timed_step
+    for solver in args.solvers.split(","):
+        it = {1: [], 2: []}
+        wall = {1: [], 2: []}
+        res = {}
+        same = True
+        for _ in range(args.reps):
+            for nt in (1, 2):
+                with threadpool_limits(nt):
+                    steps.clear()
+                    t = time.perf_counter()
+                    res[nt] = mk.solve(X, y, solver=solver)
+                    wall[nt].append(time.perf_counter() - t)
+                    it[nt].append(np.median(steps))
+            same &= res[1].coef_.tobytes() == res[2].coef_.tobytes()
+        i1, i2, w1, w2 = (np.asarray(v) for v in (it[1], it[2], wall[1], wall[2]))
+        print(f"{args.data} {solver} ({res[1].n_iter} iterations): per iteration "
+              f"{np.median(i1) * 1e3:.3f} ms (1 thread) vs {np.median(i2) * 1e3:.3f} ms (2), "
+              f"speedup {np.median(i1 / i2):.2f} [{np.min(i1 / i2):.2f}, {np.max(i1 / i2):.2f}]; "
+              f"wall {np.median(w1):.3f} s vs {np.median(w2):.3f} s, speedup "
+              f"{np.median(w1 / w2):.2f} [{np.min(w1 / w2):.2f}, {np.max(w1 / w2):.2f}]; "
+              f"bitwise identical: {same}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
