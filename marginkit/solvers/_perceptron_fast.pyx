@@ -392,15 +392,8 @@ cdef class SmoothedCore(_Core):
         if self._entropy:
             # softmax(-G alpha / mu) shifted by its minimum: weights in (0, 1], normalized
             # below (G v is linear in v)
-            inv = 1.0 / self.mu
-            total = 0.0
-            for i in range(self.n):
-                z = (self.ga[i] - gmin) * inv
-                if z < 700.0:
-                    self.v[i] = exp(-z)
-                    total += self.v[i]
-                else:
-                    self.v[i] = 0.0
+            total = (<EntropySmoother>self.sm).weights(&self.ga[0], gmin, 1.0 / self.mu,
+                                                       &self.v[0], self.n)
             self.op.matvec(&self.v[0], &self.gv[0])
             inv = 1.0 / total
             for i in range(self.n):
