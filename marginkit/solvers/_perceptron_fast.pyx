@@ -319,7 +319,9 @@ cdef class SmoothedCore(_Core):
         p_{k+1}     = (1 - t) p_k + t p_{mu_{k+1}}(alpha_{k+1})
 
     with p_mu(alpha) = smoother.argmin(G alpha, mu, q). v = p_{mu_k}(alpha_k) and G v are
-    kept from the previous iteration, so an iteration costs one product G v.
+    kept from the previous iteration, so an iteration costs one product G v. With the
+    entropy smoother v and G v are kept unnormalized (the softmax weights and their
+    product) and scaled by ``_vscale`` = 1 / sum(weights) where they are used.
     """
 
     cdef SimplexSmoother sm
@@ -330,6 +332,7 @@ cdef class SmoothedCore(_Core):
     cdef readonly double mu0
     cdef readonly object q_arr
     cdef double _pgp
+    cdef double _vscale
     cdef bint _entropy
 
     def __init__(self, GramOperator op, SimplexSmoother sm, double mu0, q=None,
@@ -367,6 +370,7 @@ cdef class SmoothedCore(_Core):
         self.k = 0
         self.mu = self.mu0
         self.sm.argmin(&self.ga[0], self.mu, &self.q[0], &self.v[0], self.n)
+        self._vscale = 1.0
         self.op.matvec(&self.v[0], &self.gv[0])
         memcpy(&self.p[0], &self.v[0], self.n * sizeof(double))
         memcpy(&self.gp[0], &self.gv[0], self.n * sizeof(double))
@@ -376,8 +380,8 @@ cdef class SmoothedCore(_Core):
     cdef void _iterate(self) noexcept nogil:
         cdef Py_ssize_t i, imin = 0
         cdef double t = 2.0 / (self.k + 3)
-        cdef double c1 = 1.0 - t, c2 = (1.0 - t) * t, c3 = t * t
-        cdef double gmin = INFINITY, aga = 0.0, pgp = 0.0, a, g, z, inv, total, vi, gvi
+        cdef double c1 = 1.0 - t, c2 = (1.0 - t) * t, c3 = t * t * self._vscale
+        cdef double gmin = INFINITY, aga = 0.0, pgp = 0.0, a, g, tv
         for i in range(self.n):
             a = c1 * self.alpha[i] + c2 * self.p[i] + c3 * self.v[i]
             g = c1 * self.ga[i] + c2 * self.gp[i] + c3 * self.gv[i]
@@ -390,31 +394,21 @@ cdef class SmoothedCore(_Core):
         self.mu = c1 * self.mu
         # v = p_{mu_{k+1}}(alpha_{k+1}): used for p_{k+1} now and for alpha_{k+2} next time
         if self._entropy:
-            # softmax(-G alpha / mu) shifted by its minimum: weights in (0, 1], normalized
-            # below (G v is linear in v)
-            total = (<EntropySmoother>self.sm).weights(&self.ga[0], gmin, 1.0 / self.mu,
-                                                       &self.v[0], self.n)
-            self.op.matvec(&self.v[0], &self.gv[0])
-            inv = 1.0 / total
-            for i in range(self.n):
-                vi = self.v[i] * inv
-                gvi = self.gv[i] * inv
-                self.v[i] = vi
-                self.gv[i] = gvi
-                a = c1 * self.p[i] + t * vi
-                g = c1 * self.gp[i] + t * gvi
-                self.p[i] = a
-                self.gp[i] = g
-                pgp += a * g
+            # softmax(-G alpha / mu) shifted by its minimum: weights in (0, 1], left
+            # unnormalized (G v is linear in v); the normalization is _vscale
+            self._vscale = 1.0 / (<EntropySmoother>self.sm).weights(
+                &self.ga[0], gmin, 1.0 / self.mu, &self.v[0], self.n)
         else:
             self.sm.argmin(&self.ga[0], self.mu, &self.q[0], &self.v[0], self.n)
-            self.op.matvec(&self.v[0], &self.gv[0])
-            for i in range(self.n):
-                a = c1 * self.p[i] + t * self.v[i]
-                g = c1 * self.gp[i] + t * self.gv[i]
-                self.p[i] = a
-                self.gp[i] = g
-                pgp += a * g
+            self._vscale = 1.0
+        self.op.matvec(&self.v[0], &self.gv[0])
+        tv = t * self._vscale
+        for i in range(self.n):
+            a = c1 * self.p[i] + tv * self.v[i]
+            g = c1 * self.gp[i] + tv * self.gv[i]
+            self.p[i] = a
+            self.gp[i] = g
+            pgp += a * g
         self.k += 1
         self._set_margins(imin, gmin, aga)
         self._pgp = pgp
