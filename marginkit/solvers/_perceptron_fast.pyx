@@ -367,11 +367,41 @@ cdef class SmoothedCore(_Core):
             self._start()
 
     cdef void _start(self) noexcept nogil:
-        self.k = 0
-        self.mu = self.mu0
-        self.sm.argmin(&self.ga[0], self.mu, &self.q[0], &self.v[0], self.n)
-        self._vscale = 1.0
-        self.op.matvec(&self.v[0], &self.gv[0])
+        self._start_at(0)
+
+    cdef void _start_at(self, Py_ssize_t k0) noexcept nogil:
+        """Start the inner loop at alpha = q (G alpha given) at index k0 of the schedule
+        mu_k = 2 mu_0 / ((k + 1)(k + 2)), t_k = 2 / (k + 3).
+
+        The paper starts at k0 = 0. Its induction (appendix) holds from any k0 >= 0 at
+        which -1/2 ||p_k0||_G^2 >= L_mu(alpha_k0) with mu = mu_k0, alpha_k0 = q and
+        p_k0 = p_mu(q); for the prox-center q that inequality reads
+        ||r||_G^2 <= mu ||r||_#^2 with r = p_k0 - q (checked here exactly for the l2
+        smoother, # = 2; always true at k0 = 0, where mu_0 >= the bound lambda_# on
+        ||.||_G^2 / ||.||_#^2). A k0 that fails the check is halved until one passes."""
+        cdef Py_ssize_t i
+        cdef double rgr, r2, r, gr
+        if self.sm.norm != 2:
+            # the check is written for the l2 prox-function
+            k0 = 0
+        while True:
+            self.k = k0
+            self.mu = self.mu0 * (2.0 / ((k0 + 1.0) * (k0 + 2.0)))
+            self.sm.argmin(&self.ga[0], self.mu, &self.q[0], &self.v[0], self.n)
+            self._vscale = 1.0
+            self.op.matvec(&self.v[0], &self.gv[0])
+            if k0 == 0:
+                break
+            rgr = 0.0
+            r2 = 0.0
+            for i in range(self.n):
+                r = self.v[i] - self.q[i]
+                gr = self.gv[i] - self.ga[i]
+                rgr += r * gr
+                r2 += r * r
+            if rgr <= self.mu * r2:
+                break
+            k0 = k0 // 2
         memcpy(&self.p[0], &self.v[0], self.n * sizeof(double))
         memcpy(&self.gp[0], &self.gv[0], self.n * sizeof(double))
         self._margins()
@@ -440,11 +470,13 @@ cdef class IteratedSmoothedCore(SmoothedCore):
     cdef readonly double gamma
     cdef readonly double delta
     cdef readonly Py_ssize_t outer
+    cdef readonly bint warm
 
     def __init__(self, GramOperator op, SimplexSmoother sm, double mu0, double eps,
-                 double gamma):
+                 double gamma, bint warm=True):
         self.gamma = gamma
         self.outer = 0
+        self.warm = warm
         SmoothedCore.__init__(self, op, sm, mu0, None, eps)
         # delta_0 = ||q_0||_G / gamma, with G q_0 = G alpha_0
         self.delta = _gnorm(_dot(&self.q[0], &self.ga[0], self.n)) / gamma
@@ -460,7 +492,9 @@ cdef class IteratedSmoothedCore(SmoothedCore):
             memcpy(&self.ga[0], &self.gp[0], self.n * sizeof(double))
             self.delta = self.cur_dual / self.gamma
             self.outer += 1
-            self._start()
+            # warm restart: try the schedule index the last inner loop reached (its mu),
+            # rather than mu_0 again (see _start_at)
+            self._start_at(self.k if self.warm else 0)
 
     def step(self):
         with nogil:
