@@ -1150,7 +1150,7 @@ class _DaskSmoothedCore:
             self._queue.append(("copy", ("best_p", "p")))
 
     def _start(self, fresh_below, k0=0):
-        # as ``SmoothedCore._start_at``: start at schedule index k0, halved until the
+        # as ``SmoothedCore._start_at``: start at schedule index k0, lowered by 15% until the
         # restart's base case ||v - q||_G^2 <= mu ||v - q||_2^2 holds (l2 smoother)
         if self.kind != "l2":
             k0 = 0
@@ -1161,7 +1161,7 @@ class _DaskSmoothedCore:
             res = self._gv_and_p(w, [("start_checked", ())])
             if k0 == 0 or sum(r[0] for r in res) <= self.mu * sum(r[1] for r in res):
                 break
-            k0 = k0 // 2
+            k0 = (k0 * 85) // 100
         stats = [r[2:] for r in res]
         self._margins(stats)
         self._dual(fresh_below, sum(st[2] for st in stats))

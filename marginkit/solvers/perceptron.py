@@ -402,8 +402,8 @@ class ISNKPVN(_PerceptronFamily):
     (``gram_norm_bound``; the paper's n is the worst case), and warm restarts: an inner
     loop restarts at the schedule index k_0 (mu_k0 = 2 mu_0 / ((k_0 + 1)(k_0 + 2))) the
     last one reached instead of k_0 = 0, once the restart's base case
-    ||p_k0 - q||_G^2 <= mu_k0 ||p_k0 - q||_2^2 is checked (k_0 is halved until it holds;
-    it always does at 0).
+    ||p_k0 - q||_G^2 <= mu_k0 ||p_k0 - q||_2^2 is checked (k_0 is lowered by 15% until it
+    holds; it always does at 0).
 
     Parameters
     ----------
