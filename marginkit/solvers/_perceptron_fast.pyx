@@ -17,7 +17,34 @@ from marginkit.smoothers._smoothers cimport EntropySmoother, SimplexSmoother
 from marginkit.utils._operator cimport FeatureOperator, GramOperator
 
 __all__ = ["PerceptronCore", "NKPCore", "NormalizedPerceptronCore", "NVNCore",
-           "SmoothedCore", "IteratedSmoothedCore"]
+           "SmoothedCore", "IteratedSmoothedCore", "csr_normalized_cross"]
+
+
+ctypedef fused _index_t:
+    int
+    long long
+
+ctypedef fused _data_t:
+    float
+    double
+
+
+def csr_normalized_cross(const _data_t[::1] data, const _index_t[::1] indices,
+                         const _index_t[::1] indptr, const double[::1] inv,
+                         double[:, ::1] C):
+    """C += X_n^T X_n for CSR X (rows scaled by ``inv``), in float64: sum over rows of
+    nnz_i^2 multiply-adds, without a scaled copy of X. Both orders of each pair of entries
+    are added (duplicate column indices count correctly); C is symmetric up to round-off."""
+    cdef Py_ssize_t i, n = inv.shape[0]
+    cdef _index_t a, b
+    cdef double s, xa
+    with nogil:
+        for i in range(n):
+            s = inv[i] * inv[i]
+            for a in range(indptr[i], indptr[i + 1]):
+                xa = data[a] * s
+                for b in range(indptr[i], indptr[i + 1]):
+                    C[indices[a], indices[b]] += xa * data[b]
 
 
 cdef inline Py_ssize_t _argmin(const double* x, Py_ssize_t n) noexcept nogil:

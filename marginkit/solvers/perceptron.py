@@ -43,7 +43,7 @@ from ..plugins import Solver, SolverState
 from ..smoothers.builtin import cython_smoother
 from ..utils._operator import FeatureOperator, make_operator
 from ._perceptron_fast import (IteratedSmoothedCore, NKPCore, NormalizedPerceptronCore,
-                               NVNCore, PerceptronCore, SmoothedCore)
+                               NVNCore, PerceptronCore, SmoothedCore, csr_normalized_cross)
 
 __all__ = ["Perceptron", "NormalizedPerceptron", "NKP", "SNKP", "NVN", "SNKPVN", "ISNKPVN"]
 
@@ -278,8 +278,8 @@ def gram_norm_bound(op):
     l2 prox-function (appendix: mu_0 = 2 lambda_#); the paper takes n (|G_ij| <= 1). For a
     feature operator with d <= 2048 columns, lambda_max(G) = lambda_max(Phi_n^T Phi_n)
     (Phi_n: the rows of Phi divided by their norms) is computed from that d x d matrix,
-    accumulated in float64 over blocks of rows (no copy of Phi beyond one block), plus a
-    margin for its round-off; otherwise n.
+    accumulated in float64 (dense: over blocks of rows, no copy of Phi beyond one block;
+    CSR: sum_i nnz_i^2 multiply-adds, no copy), plus a margin for its round-off; otherwise n.
     """
     C = normalized_feature_cross(op)
     return float(op.n) if C is None else bound_from_cross(C, op.n)
@@ -293,15 +293,15 @@ def normalized_feature_cross(op):
     Phi, d, n = op.phi, op.d, op.n
     inv = 1.0 / np.asarray(op.sqrt_diag)
     C = np.zeros((d, d))
+    if sp.issparse(Phi):
+        # the operator's CSR arrays (float32/64 data, int32/64 indices)
+        csr_normalized_cross(Phi.data, Phi.indices, Phi.indptr, inv, C)
+        return 0.5 * (C + C.T)
     step = max(1, (1 << 22) // max(d, 1))
     for start in range(0, n, step):
         stop = min(n, start + step)
-        if sp.issparse(Phi):
-            B = sp.diags(inv[start:stop]) @ sp.csr_matrix(Phi[start:stop], dtype=np.float64)
-            C += (B.T @ B).toarray()
-        else:
-            B = np.asarray(Phi[start:stop], dtype=np.float64) * inv[start:stop, None]
-            C += B.T @ B
+        B = np.asarray(Phi[start:stop], dtype=np.float64) * inv[start:stop, None]
+        C += B.T @ B
     return C
 
 
