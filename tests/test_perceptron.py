@@ -490,3 +490,15 @@ def test_infeasible_result_save_load(tmp_path):
     assert loaded.extra["outer_iterations"] == res.extra["outer_iterations"]
     again = pickle.loads(pickle.dumps(res))
     np.testing.assert_array_equal(again.dual_vector, res.dual_vector)
+
+
+def test_gram_norm_bound_falls_back_to_n_when_costly():
+    """Wide dense X or CSR rows with many entries: the d x d matrix is not formed."""
+    from marginkit.solvers.perceptron import gram_norm_bound
+    from marginkit.utils._operator import FeatureOperator
+
+    rng = np.random.default_rng(0)
+    y = np.where(rng.random(40) < 0.5, -1.0, 1.0)
+    assert gram_norm_bound(FeatureOperator(rng.standard_normal((40, 513)), y)) == 40
+    assert gram_norm_bound(FeatureOperator(sp.csr_matrix(rng.standard_normal((40, 65))), y)) == 40
+    assert gram_norm_bound(FeatureOperator(sp.csr_matrix(rng.standard_normal((40, 64))), y)) < 40

@@ -267,8 +267,13 @@ class NKP(_PerceptronFamily):
         return NKPCore(op, self.params["eps"])
 
 
-# largest d for which the d x d matrix Phi_n^T Phi_n is formed to bound lambda_max(G)
-_GRAM_BOUND_MAX_D = 2048
+# Phi_n^T Phi_n is formed to bound lambda_max(G) only when it is cheap next to the
+# iterations it saves: dense Phi with d <= 512 (n d^2 multiply-adds through BLAS-3), CSR Phi
+# with d <= 2048 and at most 64 entries per row (sum_i nnz_i^2 <= 64 nnz: the cost of at
+# most 32 products with G)
+_GRAM_BOUND_MAX_D_DENSE = 512
+_GRAM_BOUND_MAX_D_CSR = 2048
+_GRAM_BOUND_MAX_ROW_NNZ = 64
 
 
 def gram_norm_bound(op):
@@ -276,7 +281,8 @@ def gram_norm_bound(op):
 
     Every bound lambda >= max ||r||_G^2 / ||r||_2^2 serves as the paper's lambda_# for the
     l2 prox-function (appendix: mu_0 = 2 lambda_#); the paper takes n (|G_ij| <= 1). For a
-    feature operator with d <= 2048 columns, lambda_max(G) = lambda_max(Phi_n^T Phi_n)
+    feature operator where it is cheap (dense: d <= 512; CSR: d <= 2048 and at most 64
+    entries per row), lambda_max(G) = lambda_max(Phi_n^T Phi_n)
     (Phi_n: the rows of Phi divided by their norms) is computed from that d x d matrix,
     accumulated in float64 (dense: over blocks of rows, no copy of Phi beyond one block;
     CSR: sum_i nnz_i^2 multiply-adds, no copy), plus a margin for its round-off; otherwise n.
@@ -287,10 +293,16 @@ def gram_norm_bound(op):
 
 def normalized_feature_cross(op):
     """Phi_n^T Phi_n (d x d, float64) of a normalized ``FeatureOperator``, or None when
-    ``op`` is not one or d > 2048."""
-    if not isinstance(op, FeatureOperator) or not op.normalize or op.d > _GRAM_BOUND_MAX_D:
+    ``op`` is not one or forming it is not cheap (see ``gram_norm_bound``)."""
+    if not isinstance(op, FeatureOperator) or not op.normalize:
         return None
     Phi, d, n = op.phi, op.d, op.n
+    if sp.issparse(Phi):
+        widest = int(np.diff(Phi.indptr).max()) if n else 0
+        if d > _GRAM_BOUND_MAX_D_CSR or widest > _GRAM_BOUND_MAX_ROW_NNZ:
+            return None
+    elif d > _GRAM_BOUND_MAX_D_DENSE:
+        return None
     inv = 1.0 / np.asarray(op.sqrt_diag)
     C = np.zeros((d, d))
     if sp.issparse(Phi):
