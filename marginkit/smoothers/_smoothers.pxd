@@ -17,8 +17,7 @@ cdef class EntropySmoother(SimplexSmoother):
 
 
 cdef class L2Smoother(SimplexSmoother):
-    cdef double* _buf
-    cdef Py_ssize_t _cap
+    pass
 
 
 cdef class PythonSmoother(SimplexSmoother):
