@@ -502,3 +502,27 @@ def test_gram_norm_bound_falls_back_to_n_when_costly():
     assert gram_norm_bound(FeatureOperator(rng.standard_normal((40, 513)), y)) == 40
     assert gram_norm_bound(FeatureOperator(sp.csr_matrix(rng.standard_normal((40, 65))), y)) == 40
     assert gram_norm_bound(FeatureOperator(sp.csr_matrix(rng.standard_normal((40, 64))), y)) < 40
+
+
+@pytest.mark.parametrize("n", [7, 8, 9, 64, 67])
+def test_smoothed_core_argmin_is_the_first_minimum(n):
+    """The vectorized pass keeps min_i (G alpha)_i and its first index (duplicated rows
+    give ties), for lengths around the eight lanes."""
+    from marginkit.smoothers.builtin import cython_smoother
+    from marginkit.solvers._perceptron_fast import SmoothedCore
+    from marginkit.utils._operator import FeatureOperator
+
+    rng = np.random.default_rng(n)
+    X = rng.standard_normal((n, 3))
+    X[n // 2:] = X[: n - n // 2]  # ties
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    y[n // 2:] = y[: n - n // 2]
+    op = FeatureOperator(X, y)
+    for name in ("entropy", "l2"):
+        sm = cython_smoother(mk.get_plugin("smoother", name)())
+        core = SmoothedCore(op, sm, 2.0 if name == "entropy" else 2.0 * n, None, 0.0)
+        for _ in range(30):
+            core.step()
+            ga = np.asarray(core.ga_arr)
+            if core.min_margin <= 0:
+                assert core.imin == int(np.argmin(ga)) and core.min_margin == ga.min()

@@ -36,17 +36,20 @@ cdef extern from *:
     #endif
 
     /* x = c1 x + c2 y + c3 z and gx = c1 gx + c2 gy + c3 gz; returns x . gx, *gmin =
-       min gx (NaN entries ignored, +inf when there is none) */
+       min gx and *imin its first index (NaN entries ignored; +inf and 0 when there is no
+       number) */
     MK_PF_CLONES MK_PF_NOCONTRACT
     static double mk_pf_combine3(double* restrict x, double* restrict gx,
                                  const double* restrict y, const double* restrict gy,
                                  const double* restrict z, const double* restrict gz,
                                  double c1, double c2, double c3, ptrdiff_t n,
-                                 double* gmin)
+                                 double* gmin, ptrdiff_t* imin)
     {
-        double s[8], m[8], a, g;
+        /* lane j: the partial sum, minimum and first index of the minimum (as a double,
+           exact below 2^53, so that the selects vectorize) of the entries i = j mod 8 */
+        double s[8], m[8], ix[8], a, g, best;
         ptrdiff_t i, j, n8 = n - n % 8;
-        for (j = 0; j < 8; j++) { s[j] = 0.0; m[j] = INFINITY; }
+        for (j = 0; j < 8; j++) { s[j] = 0.0; m[j] = INFINITY; ix[j] = 0.0; }
         for (i = 0; i < n8; i += 8) {
             for (j = 0; j < 8; j++) {
                 a = c1 * x[i + j] + c2 * y[i + j] + c3 * z[i + j];
@@ -54,6 +57,7 @@ cdef extern from *:
                 x[i + j] = a;
                 gx[i + j] = g;
                 s[j] += a * g;
+                ix[j] = g < m[j] ? (double)(i + j) : ix[j];
                 m[j] = g < m[j] ? g : m[j];
             }
         }
@@ -63,11 +67,20 @@ cdef extern from *:
             x[i + j] = a;
             gx[i + j] = g;
             s[j] += a * g;
+            ix[j] = g < m[j] ? (double)(i + j) : ix[j];
             m[j] = g < m[j] ? g : m[j];
         }
-        for (j = 1; j < 8; j++)
-            m[0] = m[j] < m[0] ? m[j] : m[0];
-        *gmin = m[0];
+        /* the global minimum, and the smallest first index among the lanes reaching it */
+        best = m[0];
+        for (j = 1; j < 8; j++) best = m[j] < best ? m[j] : best;
+        *gmin = best;
+        *imin = 0;
+        if (best < INFINITY) {
+            double first = (double)n;
+            for (j = 0; j < 8; j++)
+                if (m[j] == best && ix[j] < first) first = ix[j];
+            *imin = (ptrdiff_t)first;
+        }
         return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
     }
 
@@ -101,7 +114,7 @@ cdef extern from *:
     """
     double mk_pf_combine3(double* x, double* gx, const double* y, const double* gy,
                           const double* z, const double* gz, double c1, double c2, double c3,
-                          Py_ssize_t n, double* gmin) noexcept nogil
+                          Py_ssize_t n, double* gmin, Py_ssize_t* imin) noexcept nogil
     double mk_pf_combine2(double* x, double* gx, const double* y, const double* gy,
                           double c1, double c2, Py_ssize_t n) noexcept nogil
 from marginkit.utils._operator cimport FeatureOperator, GramOperator
@@ -534,13 +547,7 @@ cdef class SmoothedCore(_Core):
         cdef double c1 = 1.0 - t, c2 = (1.0 - t) * t, c3 = t * t * self._vscale
         cdef double gmin = INFINITY, aga, pgp, tv
         aga = mk_pf_combine3(&self.alpha[0], &self.ga[0], &self.p[0], &self.gp[0], &self.v[0],
-                             &self.gv[0], c1, c2, c3, self.n, &gmin)
-        # the first index of the minimum (0 when every entry is NaN)
-        if gmin < INFINITY:
-            for i in range(self.n):
-                if self.ga[i] == gmin:
-                    imin = i
-                    break
+                             &self.gv[0], c1, c2, c3, self.n, &gmin, &imin)
         self.mu = c1 * self.mu
         # v = p_{mu_{k+1}}(alpha_{k+1}): used for p_{k+1} now and for alpha_{k+2} next time
         if self._entropy:
