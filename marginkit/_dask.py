@@ -975,6 +975,19 @@ class _PFChunk:
         self.p = self.v.copy()
         self.gp = self.gv.copy()
 
+    def start_checked(self):
+        """The warm-restart check's sums for r = v - q (G r = G v - G alpha, alpha = q),
+        then ``start_p`` and ``stats``."""
+        r = self.v - self.q
+        out = (float(r @ (self.gv - self.ga)), float(r @ r))
+        self.start_p()
+        return out + self.stats()
+
+    def gram_cross(self):
+        from .solvers.perceptron import normalized_feature_cross
+
+        return normalized_feature_cross(self.op)
+
     def restart(self):
         # ISNKPVN's outer step: q = alpha = p, G alpha = G p
         self.q = self.p.copy()
@@ -1056,8 +1069,10 @@ class _DaskSmoothedCore:
     Operations that only touch chunk-local vectors are queued and sent with the next map.
     """
 
-    def __init__(self, pool, smoother_kind, mu0, q, dual_tol, iterated=False, gamma=None):
+    def __init__(self, pool, smoother_kind, mu0, q, dual_tol, iterated=False, gamma=None,
+                 warm=False):
         self.pool = pool
+        self.warm = warm
         self.n = pool.n_samples
         self.kind = smoother_kind
         self.mu0 = mu0
@@ -1085,6 +1100,13 @@ class _DaskSmoothedCore:
         # restart(q): alpha = q, G alpha, then _start()
         self._queue.append(("copy", ("alpha", "q")))
         self._matvec("alpha", "ga")
+        if mu0 is None:
+            # mu_0 = 2 lambda, lambda >= lambda_max(G) from the chunks' Phi_c^T Phi_c
+            from .solvers.perceptron import bound_from_cross
+
+            parts = self._map([("gram_cross", ())])
+            self.mu0 = 2.0 * (float(self.n) if any(c is None for c in parts)
+                              else bound_from_cross(np.sum(parts, axis=0), self.n))
         self._start(self.dual_tol)
         if iterated:
             self.delta = _gnorm(sum(self._map([("dot", ("q", "ga"))]))) / gamma
@@ -1187,11 +1209,20 @@ class _DaskSmoothedCore:
             self.dual_norm = self.cur_dual
             self._queue.append(("copy", ("best_p", "p")))
 
-    def _start(self, fresh_below):
-        self.k = 0
-        self.mu = self.mu0
-        w = self._smooth()
-        stats = self._gv_and_p(w, [("start_p", ()), ("stats", ())])
+    def _start(self, fresh_below, k0=0):
+        # as ``SmoothedCore._start_at``: start at schedule index k0, lowered by 15% until the
+        # restart's base case ||v - q||_G^2 <= mu ||v - q||_2^2 holds (l2 smoother)
+        if self.kind != "l2":
+            k0 = 0
+        while True:
+            self.k = k0
+            self.mu = self.mu0 * (2.0 / ((k0 + 1.0) * (k0 + 2.0)))
+            w = self._smooth()
+            res = self._gv_and_p(w, [("start_checked", ())])
+            if k0 == 0 or sum(r[0] for r in res) <= self.mu * sum(r[1] for r in res):
+                break
+            k0 = (k0 * 85) // 100
+        stats = [r[2:] for r in res]
         self._margins(stats)
         self._dual(fresh_below, sum(st[2] for st in stats))
 
@@ -1233,7 +1264,7 @@ class _DaskSmoothedCore:
             self._queue.append(("restart", ()))
             self.delta = self.cur_dual / self.gamma
             self.outer += 1
-            self._start(self.dual_tol)
+            self._start(self.dual_tol, self.k if self.warm else 0)
 
     def step(self):
         pgp = self._iterate()
@@ -1302,11 +1333,12 @@ class SmoothedPerceptronDriver(Driver):
         pool, params = problem.pool, self.solver.params
         kind = _smoother_kind(problem.smoother)
         n = pool.n_samples
-        mu0 = 2.0 if kind == "entropy" else 2.0 * n
+        # l2: mu_0 = 2 lambda, lambda >= lambda_max(G), computed by the core from the chunks
+        mu0 = 2.0 if kind == "entropy" else None
         name = self.solver.name
         if name == "isnkpvn":
             core = _DaskSmoothedCore(pool, kind, mu0, None, params["eps"], iterated=True,
-                                     gamma=params["shrink"])
+                                     gamma=params["shrink"], warm=params["warm_restart"])
         elif name == "snkpvn":
             q = params["q"]
             if q is not None and q.shape[0] != n:

@@ -202,3 +202,18 @@ def test_csr_row_norms_without_copies(rng, dtype, index):
     G = _reference_G(A, y)
     np.testing.assert_allclose(op.dot(a), G @ a,
                                atol=(1e-12 if dtype == np.float64 else 1e-5) * np.abs(G).sum(1).max())
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_feature_operator_sparse_vector_rows_only(rng, order):
+    """A vector with few nonzeros (the l2 smoother's projections) takes the rows-only path
+    of the float64 dense layouts; both paths agree with the reference."""
+    X, y = _data(rng, n=64, d=5, density=1.0)
+    Xo = np.asarray(X, order=order)
+    op = FeatureOperator(Xo, y)
+    G = _reference_G(X, y)
+    for nnz in (1, 3, 16, 17, 64):  # 16 * 4 <= 64: rows only; 17 and up: BLAS
+        a = np.zeros(64)
+        a[rng.choice(64, nnz, replace=False)] = rng.random(nnz)
+        np.testing.assert_allclose(op.dot(a), G @ a, rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(op.primal(a), Xo.T @ (a * op.scale), rtol=1e-12, atol=1e-13)

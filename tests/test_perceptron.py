@@ -417,9 +417,65 @@ def test_snkp_with_l2_smoother(separable):
     res = run(X, y, "snkp", "linear", smoother="l2")
     assert res.status == "separable"
     assert_certificate(res, X, y, "linear")
-    assert res.history["mu"][0] == pytest.approx(2.0 * X.shape[0])  # mu_0 = 2 lambda, lambda = n
+    # mu_0 = 2 lambda_#, lambda_# a bound on lambda_max(G) (the paper's n at most)
+    lam = np.linalg.eigvalsh(gram_reference(X, y, "linear"))[-1]
+    mu0 = res.history["mu"][0]
+    assert 2.0 * lam <= mu0 <= 2.0 * X.shape[0]
+    assert mu0 == pytest.approx(2.0 * lam, rel=1e-4)
     res = run(X, y, "snkp", "linear")
     assert res.history["mu"][0] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("fmt", ["dense", "fortran", "csr", "csr32"])
+def test_gram_norm_bound(fmt):
+    """An upper bound on lambda_max(G), tight when d is small, n when d is large or for a
+    dense Gram; the same for every layout."""
+    from marginkit.solvers.perceptron import gram_norm_bound
+    from marginkit.utils._operator import DenseGramOperator, FeatureOperator
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((300, 7))
+    y = np.where(rng.random(300) < 0.5, -1.0, 1.0)
+    lam = np.linalg.eigvalsh(gram_reference(X, y, "linear"))[-1]
+    Xf = {"dense": X, "fortran": np.asfortranarray(X), "csr": sp.csr_matrix(X),
+          "csr32": sp.csr_matrix(X.astype(np.float32))}[fmt]
+    bound = gram_norm_bound(FeatureOperator(Xf, y))
+    tol = 1e-6 if fmt == "csr32" else 1e-12
+    assert lam * (1 - tol) <= bound <= lam * (1 + 1e-4)
+    assert lam < 300 / 3  # the bound is well below the paper's n here
+    assert gram_norm_bound(DenseGramOperator(gram_reference(X, y, "linear"), y)) == 300
+
+
+def test_isnkpvn_warm_restarts_keep_the_invariant(duplicated):
+    """Restarts at the schedule index the last inner loop reached (mu not reset to mu_0)
+    keep the appendix invariant L_mu(alpha) <= -1/2 ||p||_G^2 at every iteration, and the
+    run ends with the same kind of certificate as the paper's cold restarts."""
+    from marginkit.smoothers.builtin import cython_smoother
+    from marginkit.solvers._perceptron_fast import IteratedSmoothedCore
+    from marginkit.solvers.perceptron import gram_norm_bound
+    from marginkit.utils._operator import FeatureOperator
+
+    X, y, _ = duplicated
+    op = FeatureOperator(X, y)
+    G = gram_reference(X, y, "linear")
+    sm = cython_smoother(mk.get_plugin("smoother", "l2")())
+    mu0 = 2.0 * gram_norm_bound(op)
+    outs = {}
+    for warm in (True, False):
+        core = IteratedSmoothedCore(op, sm, mu0, 1e-3, 2.0, warm)
+        restarted_late = False
+        for _ in range(4000):
+            p = np.asarray(core.p_arr)
+            assert core.smoothed_loss() <= -0.5 * (p @ G @ p) + 1e-10
+            assert core.mu == pytest.approx(mu0 * 2.0 / ((core.k + 1) * (core.k + 2)))
+            if core.dual_norm <= 1e-3 or core.min_margin > 0:
+                break
+            outer = core.outer
+            core.step()
+            restarted_late |= core.outer > outer and core.k > 0
+        assert core.dual_norm <= 1e-3
+        outs[warm] = (core.outer, restarted_late)
+    assert outs[True][1] and not outs[False][1]
 
 
 def test_infeasible_result_save_load(tmp_path):
@@ -434,3 +490,39 @@ def test_infeasible_result_save_load(tmp_path):
     assert loaded.extra["outer_iterations"] == res.extra["outer_iterations"]
     again = pickle.loads(pickle.dumps(res))
     np.testing.assert_array_equal(again.dual_vector, res.dual_vector)
+
+
+def test_gram_norm_bound_falls_back_to_n_when_costly():
+    """Wide dense X or CSR rows with many entries: the d x d matrix is not formed."""
+    from marginkit.solvers.perceptron import gram_norm_bound
+    from marginkit.utils._operator import FeatureOperator
+
+    rng = np.random.default_rng(0)
+    y = np.where(rng.random(40) < 0.5, -1.0, 1.0)
+    assert gram_norm_bound(FeatureOperator(rng.standard_normal((40, 513)), y)) == 40
+    assert gram_norm_bound(FeatureOperator(sp.csr_matrix(rng.standard_normal((40, 65))), y)) == 40
+    assert gram_norm_bound(FeatureOperator(sp.csr_matrix(rng.standard_normal((40, 64))), y)) < 40
+
+
+@pytest.mark.parametrize("n", [7, 8, 9, 64, 67])
+def test_smoothed_core_argmin_is_the_first_minimum(n):
+    """The vectorized pass keeps min_i (G alpha)_i and its first index (duplicated rows
+    give ties), for lengths around the eight lanes."""
+    from marginkit.smoothers.builtin import cython_smoother
+    from marginkit.solvers._perceptron_fast import SmoothedCore
+    from marginkit.utils._operator import FeatureOperator
+
+    rng = np.random.default_rng(n)
+    X = rng.standard_normal((n, 3))
+    X[n // 2:] = X[: n - n // 2]  # ties
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    y[n // 2:] = y[: n - n // 2]
+    op = FeatureOperator(X, y)
+    for name in ("entropy", "l2"):
+        sm = cython_smoother(mk.get_plugin("smoother", name)())
+        core = SmoothedCore(op, sm, 2.0 if name == "entropy" else 2.0 * n, None, 0.0)
+        for _ in range(30):
+            core.step()
+            ga = np.asarray(core.ga_arr)
+            if core.min_margin <= 0:
+                assert core.imin == int(np.argmin(ga)) and core.min_margin == ga.min()

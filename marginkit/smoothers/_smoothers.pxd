@@ -11,12 +11,13 @@ cdef class SimplexSmoother:
 
 
 cdef class EntropySmoother(SimplexSmoother):
-    pass
+    # unnormalized softmax weights exp(-(g_i - gmin) inv) and their sum
+    cdef double weights(self, const double* g, double gmin, double inv, double* out,
+                        Py_ssize_t n) noexcept nogil
 
 
 cdef class L2Smoother(SimplexSmoother):
-    cdef double* _buf
-    cdef Py_ssize_t _cap
+    pass
 
 
 cdef class PythonSmoother(SimplexSmoother):

@@ -58,7 +58,9 @@ class L2(Smoother):
 
         argmin_{p in simplex} <g, p> + mu/2 ||p - q||^2 = proj_simplex(q - g/mu)
 
-    is found by Condat's algorithm (Math. Program. 158, 2016; expected O(n), no sorting).
+    is found by Newton's (Michelot's) iteration on the threshold t of
+    p_i = max(y_i - t, 0) from the lower bound max(y) - 1: a handful of vectorized O(n)
+    passes, no sorting.
     ``q=None`` means the uniform distribution 1/n.
     """
 

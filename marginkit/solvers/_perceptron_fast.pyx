@@ -14,10 +14,140 @@ from libc.math cimport INFINITY, exp, sqrt
 from libc.string cimport memcpy
 
 from marginkit.smoothers._smoothers cimport EntropySmoother, SimplexSmoother
+
+cdef extern from *:
+    """
+    /* The two O(n) passes of a smoothed (SNKP) iteration, written so that they vectorize:
+       eight interleaved partial sums and minima (a fixed order: every instruction set
+       gives the same bits, contraction into FMA off), GCC on x86-64 Linux compiling SSE2,
+       AVX2 and AVX-512 versions picked at load time. */
+    #include <stddef.h>
+    #include <math.h>
+    #if defined(__GNUC__) && !defined(__clang__)
+    #define MK_PF_NOCONTRACT __attribute__((optimize("fp-contract=off", "no-trapping-math")))
+    #if defined(__x86_64__) && defined(__linux__)
+    #define MK_PF_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+    #else
+    #define MK_PF_CLONES
+    #endif
+    #else
+    #define MK_PF_NOCONTRACT
+    #define MK_PF_CLONES
+    #endif
+
+    /* x = c1 x + c2 y + c3 z and gx = c1 gx + c2 gy + c3 gz; returns x . gx, *gmin =
+       min gx and *imin its first index (NaN entries ignored; +inf and 0 when there is no
+       number) */
+    MK_PF_CLONES MK_PF_NOCONTRACT
+    static double mk_pf_combine3(double* restrict x, double* restrict gx,
+                                 const double* restrict y, const double* restrict gy,
+                                 const double* restrict z, const double* restrict gz,
+                                 double c1, double c2, double c3, ptrdiff_t n,
+                                 double* gmin, ptrdiff_t* imin)
+    {
+        /* lane j: the partial sum, minimum and first index of the minimum (as a double,
+           exact below 2^53, so that the selects vectorize) of the entries i = j mod 8 */
+        double s[8], m[8], ix[8], a, g, best;
+        ptrdiff_t i, j, n8 = n - n % 8;
+        for (j = 0; j < 8; j++) { s[j] = 0.0; m[j] = INFINITY; ix[j] = 0.0; }
+        for (i = 0; i < n8; i += 8) {
+            for (j = 0; j < 8; j++) {
+                a = c1 * x[i + j] + c2 * y[i + j] + c3 * z[i + j];
+                g = c1 * gx[i + j] + c2 * gy[i + j] + c3 * gz[i + j];
+                x[i + j] = a;
+                gx[i + j] = g;
+                s[j] += a * g;
+                ix[j] = g < m[j] ? (double)(i + j) : ix[j];
+                m[j] = g < m[j] ? g : m[j];
+            }
+        }
+        for (j = 0; i + j < n; j++) {
+            a = c1 * x[i + j] + c2 * y[i + j] + c3 * z[i + j];
+            g = c1 * gx[i + j] + c2 * gy[i + j] + c3 * gz[i + j];
+            x[i + j] = a;
+            gx[i + j] = g;
+            s[j] += a * g;
+            ix[j] = g < m[j] ? (double)(i + j) : ix[j];
+            m[j] = g < m[j] ? g : m[j];
+        }
+        /* the global minimum, and the smallest first index among the lanes reaching it */
+        best = m[0];
+        for (j = 1; j < 8; j++) best = m[j] < best ? m[j] : best;
+        *gmin = best;
+        *imin = 0;
+        if (best < INFINITY) {
+            double first = (double)n;
+            for (j = 0; j < 8; j++)
+                if (m[j] == best && ix[j] < first) first = ix[j];
+            *imin = (ptrdiff_t)first;
+        }
+        return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    }
+
+    /* x = c1 x + c2 y and gx = c1 gx + c2 gy; returns x . gx */
+    MK_PF_CLONES MK_PF_NOCONTRACT
+    static double mk_pf_combine2(double* restrict x, double* restrict gx,
+                                 const double* restrict y, const double* restrict gy,
+                                 double c1, double c2, ptrdiff_t n)
+    {
+        double s[8], a, g;
+        ptrdiff_t i, j, n8 = n - n % 8;
+        for (j = 0; j < 8; j++) s[j] = 0.0;
+        for (i = 0; i < n8; i += 8) {
+            for (j = 0; j < 8; j++) {
+                a = c1 * x[i + j] + c2 * y[i + j];
+                g = c1 * gx[i + j] + c2 * gy[i + j];
+                x[i + j] = a;
+                gx[i + j] = g;
+                s[j] += a * g;
+            }
+        }
+        for (j = 0; i + j < n; j++) {
+            a = c1 * x[i + j] + c2 * y[i + j];
+            g = c1 * gx[i + j] + c2 * gy[i + j];
+            x[i + j] = a;
+            gx[i + j] = g;
+            s[j] += a * g;
+        }
+        return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    }
+    """
+    double mk_pf_combine3(double* x, double* gx, const double* y, const double* gy,
+                          const double* z, const double* gz, double c1, double c2, double c3,
+                          Py_ssize_t n, double* gmin, Py_ssize_t* imin) noexcept nogil
+    double mk_pf_combine2(double* x, double* gx, const double* y, const double* gy,
+                          double c1, double c2, Py_ssize_t n) noexcept nogil
 from marginkit.utils._operator cimport FeatureOperator, GramOperator
 
 __all__ = ["PerceptronCore", "NKPCore", "NormalizedPerceptronCore", "NVNCore",
-           "SmoothedCore", "IteratedSmoothedCore"]
+           "SmoothedCore", "IteratedSmoothedCore", "csr_normalized_cross"]
+
+
+ctypedef fused _index_t:
+    int
+    long long
+
+ctypedef fused _data_t:
+    float
+    double
+
+
+def csr_normalized_cross(const _data_t[::1] data, const _index_t[::1] indices,
+                         const _index_t[::1] indptr, const double[::1] inv,
+                         double[:, ::1] C):
+    """C += X_n^T X_n for CSR X (rows scaled by ``inv``), in float64: sum over rows of
+    nnz_i^2 multiply-adds, without a scaled copy of X. Both orders of each pair of entries
+    are added (duplicate column indices count correctly); C is symmetric up to round-off."""
+    cdef Py_ssize_t i, n = inv.shape[0]
+    cdef _index_t a, b
+    cdef double s, xa
+    with nogil:
+        for i in range(n):
+            s = inv[i] * inv[i]
+            for a in range(indptr[i], indptr[i + 1]):
+                xa = data[a] * s
+                for b in range(indptr[i], indptr[i + 1]):
+                    C[indices[a], indices[b]] += xa * data[b]
 
 
 cdef inline Py_ssize_t _argmin(const double* x, Py_ssize_t n) noexcept nogil:
@@ -319,7 +449,9 @@ cdef class SmoothedCore(_Core):
         p_{k+1}     = (1 - t) p_k + t p_{mu_{k+1}}(alpha_{k+1})
 
     with p_mu(alpha) = smoother.argmin(G alpha, mu, q). v = p_{mu_k}(alpha_k) and G v are
-    kept from the previous iteration, so an iteration costs one product G v.
+    kept from the previous iteration, so an iteration costs one product G v. With the
+    entropy smoother v and G v are kept unnormalized (the softmax weights and their
+    product) and scaled by ``_vscale`` = 1 / sum(weights) where they are used.
     """
 
     cdef SimplexSmoother sm
@@ -330,6 +462,9 @@ cdef class SmoothedCore(_Core):
     cdef readonly double mu0
     cdef readonly object q_arr
     cdef double _pgp
+    cdef double _vscale
+    # warm-restart attempts rejected by the base-case check (each cost one G v)
+    cdef readonly Py_ssize_t rejected_restarts
     cdef bint _entropy
 
     def __init__(self, GramOperator op, SimplexSmoother sm, double mu0, q=None,
@@ -364,10 +499,43 @@ cdef class SmoothedCore(_Core):
             self._start()
 
     cdef void _start(self) noexcept nogil:
-        self.k = 0
-        self.mu = self.mu0
-        self.sm.argmin(&self.ga[0], self.mu, &self.q[0], &self.v[0], self.n)
-        self.op.matvec(&self.v[0], &self.gv[0])
+        self._start_at(0)
+
+    cdef void _start_at(self, Py_ssize_t k0) noexcept nogil:
+        """Start the inner loop at alpha = q (G alpha given) at index k0 of the schedule
+        mu_k = 2 mu_0 / ((k + 1)(k + 2)), t_k = 2 / (k + 3).
+
+        The paper starts at k0 = 0. Its induction (appendix) holds from any k0 >= 0 at
+        which -1/2 ||p_k0||_G^2 >= L_mu(alpha_k0) with mu = mu_k0, alpha_k0 = q and
+        p_k0 = p_mu(q); for the prox-center q that inequality reads
+        ||r||_G^2 <= mu ||r||_#^2 with r = p_k0 - q (checked here exactly for the l2
+        smoother, # = 2; always true at k0 = 0, where mu_0 >= the bound lambda_# on
+        ||.||_G^2 / ||.||_#^2). A k0 that fails the check is lowered by 15% until one passes
+        (each failed check costs one G v; ``rejected_restarts`` counts them)."""
+        cdef Py_ssize_t i
+        cdef double rgr, r2, r, gr
+        if self.sm.norm != 2:
+            # the check is written for the l2 prox-function
+            k0 = 0
+        while True:
+            self.k = k0
+            self.mu = self.mu0 * (2.0 / ((k0 + 1.0) * (k0 + 2.0)))
+            self.sm.argmin(&self.ga[0], self.mu, &self.q[0], &self.v[0], self.n)
+            self._vscale = 1.0
+            self.op.matvec(&self.v[0], &self.gv[0])
+            if k0 == 0:
+                break
+            rgr = 0.0
+            r2 = 0.0
+            for i in range(self.n):
+                r = self.v[i] - self.q[i]
+                gr = self.gv[i] - self.ga[i]
+                rgr += r * gr
+                r2 += r * r
+            if rgr <= self.mu * r2:
+                break
+            self.rejected_restarts += 1
+            k0 = (k0 * 85) // 100
         memcpy(&self.p[0], &self.v[0], self.n * sizeof(double))
         memcpy(&self.gp[0], &self.gv[0], self.n * sizeof(double))
         self._margins()
@@ -376,52 +544,23 @@ cdef class SmoothedCore(_Core):
     cdef void _iterate(self) noexcept nogil:
         cdef Py_ssize_t i, imin = 0
         cdef double t = 2.0 / (self.k + 3)
-        cdef double c1 = 1.0 - t, c2 = (1.0 - t) * t, c3 = t * t
-        cdef double gmin = INFINITY, aga = 0.0, pgp = 0.0, a, g, z, inv, total, vi, gvi
-        for i in range(self.n):
-            a = c1 * self.alpha[i] + c2 * self.p[i] + c3 * self.v[i]
-            g = c1 * self.ga[i] + c2 * self.gp[i] + c3 * self.gv[i]
-            self.alpha[i] = a
-            self.ga[i] = g
-            aga += a * g
-            if g < gmin:
-                gmin = g
-                imin = i
+        cdef double c1 = 1.0 - t, c2 = (1.0 - t) * t, c3 = t * t * self._vscale
+        cdef double gmin = INFINITY, aga, pgp, tv
+        aga = mk_pf_combine3(&self.alpha[0], &self.ga[0], &self.p[0], &self.gp[0], &self.v[0],
+                             &self.gv[0], c1, c2, c3, self.n, &gmin, &imin)
         self.mu = c1 * self.mu
         # v = p_{mu_{k+1}}(alpha_{k+1}): used for p_{k+1} now and for alpha_{k+2} next time
         if self._entropy:
-            # softmax(-G alpha / mu) shifted by its minimum: weights in (0, 1], normalized
-            # below (G v is linear in v)
-            inv = 1.0 / self.mu
-            total = 0.0
-            for i in range(self.n):
-                z = (self.ga[i] - gmin) * inv
-                if z < 700.0:
-                    self.v[i] = exp(-z)
-                    total += self.v[i]
-                else:
-                    self.v[i] = 0.0
-            self.op.matvec(&self.v[0], &self.gv[0])
-            inv = 1.0 / total
-            for i in range(self.n):
-                vi = self.v[i] * inv
-                gvi = self.gv[i] * inv
-                self.v[i] = vi
-                self.gv[i] = gvi
-                a = c1 * self.p[i] + t * vi
-                g = c1 * self.gp[i] + t * gvi
-                self.p[i] = a
-                self.gp[i] = g
-                pgp += a * g
+            # softmax(-G alpha / mu) shifted by its minimum: weights in (0, 1], left
+            # unnormalized (G v is linear in v); the normalization is _vscale
+            self._vscale = 1.0 / (<EntropySmoother>self.sm).weights(
+                &self.ga[0], gmin, 1.0 / self.mu, &self.v[0], self.n)
         else:
             self.sm.argmin(&self.ga[0], self.mu, &self.q[0], &self.v[0], self.n)
-            self.op.matvec(&self.v[0], &self.gv[0])
-            for i in range(self.n):
-                a = c1 * self.p[i] + t * self.v[i]
-                g = c1 * self.gp[i] + t * self.gv[i]
-                self.p[i] = a
-                self.gp[i] = g
-                pgp += a * g
+            self._vscale = 1.0
+        self.op.matvec(&self.v[0], &self.gv[0])
+        tv = t * self._vscale
+        pgp = mk_pf_combine2(&self.p[0], &self.gp[0], &self.v[0], &self.gv[0], c1, tv, self.n)
         self.k += 1
         self._set_margins(imin, gmin, aga)
         self._pgp = pgp
@@ -453,11 +592,13 @@ cdef class IteratedSmoothedCore(SmoothedCore):
     cdef readonly double gamma
     cdef readonly double delta
     cdef readonly Py_ssize_t outer
+    cdef readonly bint warm
 
     def __init__(self, GramOperator op, SimplexSmoother sm, double mu0, double eps,
-                 double gamma):
+                 double gamma, bint warm=True):
         self.gamma = gamma
         self.outer = 0
+        self.warm = warm
         SmoothedCore.__init__(self, op, sm, mu0, None, eps)
         # delta_0 = ||q_0||_G / gamma, with G q_0 = G alpha_0
         self.delta = _gnorm(_dot(&self.q[0], &self.ga[0], self.n)) / gamma
@@ -473,7 +614,9 @@ cdef class IteratedSmoothedCore(SmoothedCore):
             memcpy(&self.ga[0], &self.gp[0], self.n * sizeof(double))
             self.delta = self.cur_dual / self.gamma
             self.outer += 1
-            self._start()
+            # warm restart: try the schedule index the last inner loop reached (its mu),
+            # rather than mu_0 again (see _start_at)
+            self._start_at(self.k if self.warm else 0)
 
     def step(self):
         with nogil:

@@ -43,7 +43,7 @@ from ..plugins import Solver, SolverState
 from ..smoothers.builtin import cython_smoother
 from ..utils._operator import FeatureOperator, make_operator
 from ._perceptron_fast import (IteratedSmoothedCore, NKPCore, NormalizedPerceptronCore,
-                               NVNCore, PerceptronCore, SmoothedCore)
+                               NVNCore, PerceptronCore, SmoothedCore, csr_normalized_cross)
 
 __all__ = ["Perceptron", "NormalizedPerceptron", "NKP", "SNKP", "NVN", "SNKPVN", "ISNKPVN"]
 
@@ -267,9 +267,69 @@ class NKP(_PerceptronFamily):
         return NKPCore(op, self.params["eps"])
 
 
-def _mu0(cy, n):
-    # mu_0 = 2 lambda: lambda = 1 for a prox-function strongly convex in l1, n in l2
-    return 2.0 if cy.norm == 1 else 2.0 * n
+# Phi_n^T Phi_n is formed to bound lambda_max(G) only when it is cheap next to the
+# iterations it saves: dense Phi with d <= 512 (n d^2 multiply-adds through BLAS-3), CSR Phi
+# with d <= 2048 and at most 64 entries per row (sum_i nnz_i^2 <= 64 nnz: the cost of at
+# most 32 products with G)
+_GRAM_BOUND_MAX_D_DENSE = 512
+_GRAM_BOUND_MAX_D_CSR = 2048
+_GRAM_BOUND_MAX_ROW_NNZ = 64
+
+
+def gram_norm_bound(op):
+    """An upper bound on lambda_max(G), the largest eigenvalue of the normalized Gram.
+
+    Every bound lambda >= max ||r||_G^2 / ||r||_2^2 serves as the paper's lambda_# for the
+    l2 prox-function (appendix: mu_0 = 2 lambda_#); the paper takes n (|G_ij| <= 1). For a
+    feature operator where it is cheap (dense: d <= 512; CSR: d <= 2048 and at most 64
+    entries per row), lambda_max(G) = lambda_max(Phi_n^T Phi_n)
+    (Phi_n: the rows of Phi divided by their norms) is computed from that d x d matrix,
+    accumulated in float64 (dense: over blocks of rows, no copy of Phi beyond one block;
+    CSR: sum_i nnz_i^2 multiply-adds, no copy), plus a margin for its round-off; otherwise n.
+    """
+    C = normalized_feature_cross(op)
+    return float(op.n) if C is None else bound_from_cross(C, op.n)
+
+
+def normalized_feature_cross(op):
+    """Phi_n^T Phi_n (d x d, float64) of a normalized ``FeatureOperator``, or None when
+    ``op`` is not one or forming it is not cheap (see ``gram_norm_bound``)."""
+    if not isinstance(op, FeatureOperator) or not op.normalize:
+        return None
+    Phi, d, n = op.phi, op.d, op.n
+    if sp.issparse(Phi):
+        widest = int(np.diff(Phi.indptr).max()) if n else 0
+        if d > _GRAM_BOUND_MAX_D_CSR or widest > _GRAM_BOUND_MAX_ROW_NNZ:
+            return None
+    elif d > _GRAM_BOUND_MAX_D_DENSE:
+        return None
+    inv = 1.0 / np.asarray(op.sqrt_diag)
+    C = np.zeros((d, d))
+    if sp.issparse(Phi):
+        # the operator's CSR arrays (float32/64 data, int32/64 indices)
+        csr_normalized_cross(Phi.data, Phi.indices, Phi.indptr, inv, C)
+        return 0.5 * (C + C.T)
+    step = max(1, (1 << 22) // max(d, 1))
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        B = np.asarray(Phi[start:stop], dtype=np.float64) * inv[start:stop, None]
+        C += B.T @ B
+    return C
+
+
+def bound_from_cross(C, n):
+    """The bound of ``gram_norm_bound`` from Phi_n^T Phi_n (summed over row blocks)."""
+    lam = float(np.linalg.eigvalsh(C)[-1]) if C.size else float(n)
+    if not np.isfinite(lam):
+        return float(n)
+    # entries of C carry a float64 round-off far below 1e-6 n (trace(C) = n)
+    return float(min(n, max(1.0, lam * (1.0 + 1e-6) + 1e-6 * n)))
+
+
+def _mu0(cy, op):
+    # mu_0 = 2 lambda_#: 1 for a prox-function strongly convex in l1, a bound on
+    # lambda_max(G) (at most n) in l2
+    return 2.0 if cy.norm == 1 else 2.0 * gram_norm_bound(op)
 
 
 @_register_builtin("solver", "snkp")
@@ -290,7 +350,7 @@ class SNKP(_PerceptronFamily):
 
     def _core(self, problem, op):
         cy = cython_smoother(problem.smoother)
-        return SmoothedCore(op, cy, _mu0(cy, op.n), None, self.params["eps"])
+        return SmoothedCore(op, cy, _mu0(cy, op), None, self.params["eps"])
 
 
 @_register_builtin("solver", "nvn")
@@ -313,7 +373,8 @@ class NVN(_PerceptronFamily):
 @_register_builtin("solver", "snkpvn")
 class SNKPVN(_PerceptronFamily):
     """SNKPVN(q, delta) (paper 000, sec. 6): the SNKP iteration with the smoother
-    d_q(p) = ||p - q||^2 / 2 (``l2``), alpha_0 = q, mu_0 = 2n, p_0 = p^q_{mu_0}(alpha_0).
+    d_q(p) = ||p - q||^2 / 2 (``l2``), alpha_0 = q, mu_0 = 2 lambda, p_0 = p^q_{mu_0}(alpha_0),
+    with lambda >= lambda_max(G) (``gram_norm_bound``; the paper's n at most).
 
     Stops with G alpha > 0 (``separable``) or ||p_k||_G <= delta (``infeasible``, a
     delta-certificate). Default ``max_iter``: 100_000.
@@ -335,7 +396,7 @@ class SNKPVN(_PerceptronFamily):
         if q is not None and q.shape[0] != op.n:
             raise ValueError(f"solver 'snkpvn': q has length {q.shape[0]}, X has {op.n} rows")
         cy = cython_smoother(problem.smoother)
-        return SmoothedCore(op, cy, _mu0(cy, op.n), q, self.params["delta"])
+        return SmoothedCore(op, cy, _mu0(cy, op), q, self.params["delta"])
 
 
 @_register_builtin("solver", "isnkpvn")
@@ -348,12 +409,22 @@ class ISNKPVN(_PerceptronFamily):
     Finds a separator in O(sqrt(n)/rho_K log(1/rho_K)) iterations, or an eps-certificate
     of infeasibility in O(min(sqrt(n)/eps, sqrt(n)/|rho_K|) log(1/eps)).
 
+    Two refinements that keep the paper's invariant L_mu(alpha_k) <= -1/2 ||p_k||_G^2 (its
+    appendix), hence its bounds: mu_0 = 2 lambda with lambda a bound on lambda_max(G)
+    (``gram_norm_bound``; the paper's n is the worst case), and warm restarts: an inner
+    loop restarts at the schedule index k_0 (mu_k0 = 2 mu_0 / ((k_0 + 1)(k_0 + 2))) the
+    last one reached instead of k_0 = 0, once the restart's base case
+    ||p_k0 - q||_G^2 <= mu_k0 ||p_k0 - q||_2^2 is checked (k_0 is lowered by 15% until it
+    holds; it always does at 0).
+
     Parameters
     ----------
     eps : float, default 1e-6
         Accuracy of the infeasibility certificate (``dual_tol``).
     shrink : float > 1, default 2.0
         The paper's gamma.
+    warm_restart : bool, default True
+        False restarts every inner loop at mu_0, as in the paper.
 
     Default ``max_iter``: 100_000.
     """
@@ -366,13 +437,16 @@ class ISNKPVN(_PerceptronFamily):
         "eps": _EPS,
         "shrink": Param(2.0, types=numbers.Real, low=1, low_open=True,
                         doc="gamma > 1: delta_t = ||q_t||_G / gamma"),
+        "warm_restart": Param(True, types=bool,
+                              doc="restart the inner loop at the mu it reached (checked "
+                                  "invariant) instead of mu_0"),
     }
 
     def start(self, problem):
         op = self._operator(problem)
         cy = cython_smoother(problem.smoother)
-        core = IteratedSmoothedCore(op, cy, _mu0(cy, op.n), self.params["eps"],
-                                    self.params["shrink"])
+        core = IteratedSmoothedCore(op, cy, _mu0(cy, op), self.params["eps"],
+                                    self.params["shrink"], self.params["warm_restart"])
         return _IteratedState(core, op, problem)
 
     def finalize(self, problem, state, status):

@@ -29,6 +29,7 @@ cdef class FeatureOperator(GramOperator):
     cdef double[::1] _w      # d-vector scratch (Phi^T S a)
     cdef double[::1] _u      # n-vector scratch (S a) for the BLAS path
 
+    cdef Py_ssize_t _scale_u(self, const double* a) noexcept nogil
     cdef void rmatvec(self, const double* a, double* w) noexcept nogil
     cdef void fmatvec(self, const double* w, double* out) noexcept nogil
     cdef void add_row(self, Py_ssize_t j, double c, double* w) noexcept nogil

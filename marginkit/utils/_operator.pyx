@@ -21,6 +21,9 @@ Every algorithm of the perceptron / von Neumann family only touches G through
 
 The products run on one thread (float64 dense ones through BLAS ``dgemv``): a row-parallel
 OpenMP version of the CSR products was measured and did not pay (docs/perceptron.md).
+``Phi^T S a`` skips the rows with a_i = 0: the CSR and float32 loops always, the float64
+dense layouts when a has at most n/4 nonzeros (the l2 smoother's sparse projections),
+instead of ``dgemv`` over all rows.
 """
 import numpy as np
 import scipy.sparse as sp
@@ -152,6 +155,19 @@ cdef void _c_rmatvec(const floating[:, ::1] X, const double* s, const double* a,
         if u != 0.0:
             for j in range(d):
                 w[j] += X[i, j] * u
+
+
+cdef void _f_rmatvec_rows(const double[::1, :] X, const double* u, double* w,
+                          Py_ssize_t n, Py_ssize_t d) noexcept nogil:
+    # w = X^T u over the rows with u_i != 0 only
+    cdef Py_ssize_t i, j
+    cdef double ui
+    memset(w, 0, d * sizeof(double))
+    for i in range(n):
+        ui = u[i]
+        if ui != 0.0:
+            for j in range(d):
+                w[j] += X[i, j] * ui
 
 
 cdef void _c_fmatvec(const floating[:, ::1] X, const double* s, const double* w, double* out,
@@ -333,25 +349,38 @@ cdef class FeatureOperator(GramOperator):
             _csr_rmatvec(self._data32, self._ind64, self._ptr64, &self._scale[0], a, w,
                          self.n, self.d)
         elif self.layout == C64:
-            for i in range(self.n):
-                self._u[i] = self._scale[i] * a[i]
-            # w = X.T @ u  (C-order X is the Fortran d x n matrix X^T)
-            trans = b'N'
-            m = <int>self.d
-            k = <int>self.n
-            dgemv(&trans, &m, &k, &one, <double*>&self._c64[0, 0], &m, &self._u[0], &inc, &zero, w, &inc)
+            if self._scale_u(a) * 4 <= self.n:
+                # a sparse a (the l2 smoother's projections): only its rows, as for CSR
+                _c_rmatvec(self._c64, &self._scale[0], a, w, self.n, self.d)
+            else:
+                # w = X.T @ u  (C-order X is the Fortran d x n matrix X^T)
+                trans = b'N'
+                m = <int>self.d
+                k = <int>self.n
+                dgemv(&trans, &m, &k, &one, <double*>&self._c64[0, 0], &m, &self._u[0], &inc,
+                      &zero, w, &inc)
         elif self.layout == C32:
             _c_rmatvec(self._c32, &self._scale[0], a, w, self.n, self.d)
         elif self.layout == F64:
-            for i in range(self.n):
-                self._u[i] = self._scale[i] * a[i]
-            # w = X.T @ u  (F-order X is the Fortran n x d matrix X)
-            trans = b'T'
-            m = <int>self.n
-            k = <int>self.d
-            dgemv(&trans, &m, &k, &one, <double*>&self._f64[0, 0], &m, &self._u[0], &inc, &zero, w, &inc)
+            if self._scale_u(a) * 4 <= self.n:
+                _f_rmatvec_rows(self._f64, &self._u[0], w, self.n, self.d)
+            else:
+                # w = X.T @ u  (F-order X is the Fortran n x d matrix X)
+                trans = b'T'
+                m = <int>self.n
+                k = <int>self.d
+                dgemv(&trans, &m, &k, &one, <double*>&self._f64[0, 0], &m, &self._u[0], &inc,
+                      &zero, w, &inc)
         else:
             _f_rmatvec(self._f32, &self._scale[0], a, w, self.n, self.d)
+
+    cdef Py_ssize_t _scale_u(self, const double* a) noexcept nogil:
+        """u = S a (the BLAS paths' scratch); returns the number of nonzeros of u."""
+        cdef Py_ssize_t i, nz = 0
+        for i in range(self.n):
+            self._u[i] = self._scale[i] * a[i]
+            nz += self._u[i] != 0.0
+        return nz
 
     cdef void fmatvec(self, const double* w, double* out) noexcept nogil:
         """out = S Phi w."""
