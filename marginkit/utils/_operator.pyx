@@ -19,8 +19,10 @@ Every algorithm of the perceptron / von Neumann family only touches G through
 
 ``make_operator(problem)`` picks one.
 
-The products run on one thread (float64 dense ones through BLAS ``dgemv``): a row-parallel
-OpenMP version of the CSR products was measured and did not pay (docs/perceptron.md).
+The CSR and float32 products run on one thread: a row-parallel OpenMP version of the CSR
+products was measured and did not pay (docs/perceptron.md). The float64 dense ones go
+through BLAS ``dgemv`` and use as many threads as the BLAS library is allowed
+(``threadpoolctl.threadpool_limits`` or ``OMP_NUM_THREADS`` control it).
 ``Phi^T S a`` skips the rows with a_i = 0: the CSR and float32 loops always, the float64
 dense layouts when a has at most n/4 nonzeros (the l2 smoother's sparse projections),
 instead of ``dgemv`` over all rows.
