@@ -146,15 +146,13 @@ class Config:
     solver_params: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
-        for f in dataclasses.fields(self):
-            spec = CONFIG_TABLE[f.name]
-            value = getattr(self, f.name)
-            checked = spec.check(value, f.name, owner="Config")
-            object.__setattr__(self, f.name, checked)
+        setattr_ = object.__setattr__
+        for name, spec in _FIELD_SPECS:
+            setattr_(self, name, spec.check(getattr(self, name), name, owner="Config"))
 
     def replace(self, **changes):
         """A modified copy (validated again)."""
-        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        unknown = sorted(set(changes) - FIELD_NAMES)
         if unknown:
             raise TypeError(f"Config.replace: unknown field(s) {unknown}; fields: {sorted(CONFIG_TABLE)}")
         return dataclasses.replace(self, **changes)
@@ -174,3 +172,9 @@ class Config:
                 v = [s if isinstance(s, (str, tuple)) else repr(s) for s in v]
             out[f.name] = v
         return out
+
+
+#: the field names of ``Config`` and their rows of ``CONFIG_TABLE``, in field order (the
+#: per-call ``dataclasses.fields`` lookups were a visible part of a small solve)
+FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(Config))
+_FIELD_SPECS = tuple((f.name, CONFIG_TABLE[f.name]) for f in dataclasses.fields(Config))

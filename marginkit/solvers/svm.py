@@ -26,6 +26,7 @@ import scipy.sparse as sp
 from .._registry import _register_builtin
 from .._result import Certificate, _labels_pm, certificate_type
 from .._validation import Param, check_X
+from ..kernels.builtin import LinearKernel
 from ..plugins import Solver, SolverState, StoppingRule
 from . import _svm_fast as _f
 
@@ -345,6 +346,10 @@ def _prepare(problem, scale):
     fmap = getattr(problem.kernel, "feature_map", None)
     X = problem.X
     identity = True
+    if getattr(fmap, "__func__", None) is LinearKernel.feature_map:
+        # the linear kernel's map is ``check_X``, which returns the already validated
+        # problem.X itself: not run a second time
+        fmap = None
     if fmap is not None:
         Phi = fmap(X)
         if Phi is not X:
