@@ -14,12 +14,12 @@ from ._validation import Param
 
 def _check_plugin_spec(kind):
     def check(value, name, owner):
+        if isinstance(value, str):
+            return value
         from . import plugins
 
         base = {"solver": plugins.Solver, "kernel": plugins.Kernel,
                 "smoother": plugins.Smoother}[kind]
-        if isinstance(value, str):
-            return value
         if kind == "kernel" and callable(value) and not isinstance(value, type):
             return value  # a plug-in instance or any callable k(A, B)
         if isinstance(value, base):

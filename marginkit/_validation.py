@@ -399,6 +399,8 @@ def check_y(y, n_samples, task="classification", name="y"):
 
 def check_random_state(random_state, name="random_state"):
     """Return a ``numpy.random.Generator`` (ints/None seed a new one; Generators pass through)."""
+    if type(random_state) is int and random_state >= 0:  # the common case, without ABC checks
+        return np.random.default_rng(random_state)
     if random_state is None or isinstance(random_state, (numbers.Integral, np.integer)):
         if isinstance(random_state, bool):
             raise TypeError(f"{name} must be None, an int or a numpy Generator, got a bool")

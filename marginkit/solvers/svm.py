@@ -28,6 +28,7 @@ from .._result import Certificate, _labels_pm, certificate_type
 from .._validation import Param, check_X
 from ..kernels.builtin import LinearKernel
 from ..plugins import Solver, SolverState, StoppingRule
+from ..stopping import MaxIter
 from . import _svm_fast as _f
 
 __all__ = ["Fista", "FistaSVM", "DCD", "Pegasos", "CertifiedPoints", "Liblinear",
@@ -790,8 +791,6 @@ class _DCDState(SolverState):
         fire, or after ``limit``. Returns the snapshots of the iterations before the last
         one (dict of lists), or None (one ``step``) when a rule is not one whose test the
         kernel evaluates (``certified_points``, ``liblinear``, ``max_iter``)."""
-        from ..stopping import MaxIter
-
         cert_above, gap_at_most = np.inf, -np.inf
         for rule in rules:
             kind = type(rule)
