@@ -67,6 +67,8 @@ def _check_dict(value, name, owner):
 
 
 def _check_random_state(value, name, owner):
+    if type(value) is int and value >= 0:  # the common case, without the ABC checks
+        return value
     if isinstance(value, (np.random.Generator, np.random.RandomState)):
         return value
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
@@ -77,6 +79,8 @@ def _check_random_state(value, name, owner):
 
 
 def _check_verbose(value, name, owner):
+    if type(value) is int and value >= 0:  # the common case, without the ABC check
+        return value
     if not isinstance(value, (numbers.Integral, np.integer)):
         raise TypeError(f"{owner}: {name}={value!r} must be an int >= 0 (or a bool)")
     if value < 0:

@@ -88,7 +88,11 @@ class Param:
                     f"{_where(owner)}{name}={value!r} is not valid; use one of {list(self.options)}"
                 )
             return value
-        if self.types is not object and not isinstance(value, self.types):
+        tv = type(value)
+        # int and float are numbers.Real (and str is not): decided without the ABC check
+        real = tv is float or tv is int or (tv is not str and isinstance(value, numbers.Real))
+        if self.types is not object and not (real and self.types is numbers.Real) \
+                and not isinstance(value, self.types):
             if isinstance(value, bool) or not (
                 self.types is numbers.Real and isinstance(value, numbers.Real)
             ):
@@ -99,7 +103,7 @@ class Param:
                 )
         if isinstance(value, bool) and self.types in (numbers.Real, numbers.Integral, int, float):
             raise TypeError(f"{_where(owner)}{name}={value!r} is a bool; pass a number ({self.describe()})")
-        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        if real and tv is not bool:
             v = float(value)
             if self.finite and not math.isfinite(v):
                 raise ValueError(f"{_where(owner)}{name}={value!r} must be finite ({self.describe()})")
@@ -367,18 +371,21 @@ def check_y(y, n_samples, task="classification", name="y"):
         return out, None
     if arr.dtype.kind == "c":
         raise TypeError(f"{name} is complex; pass real labels")
-    classes = None
+    classes = is_hi = None
     if arr.dtype.kind in "biuf" and arr.size:
         # two labels (the usual case) without sorting: min, max and one comparison pass,
         # the same classes_ as np.unique (a solve of a small problem spent most of its
         # label check in the sort). min and max propagate NaN and reach +-inf, so both
         # are finite exactly when every label is: the entry-wise test only otherwise
-        lo, hi = arr.min(), arr.max()
+        lo, hi = np.minimum.reduce(arr), np.maximum.reduce(arr)
         if arr.dtype.kind == "f" and not (math.isfinite(lo) and math.isfinite(hi)) \
                 and not np.isfinite(arr).all():
             raise ValueError(f"{name} contains NaN or infinity; every sample needs a label")
-        if lo != hi and not np.any((arr != lo) & (arr != hi)):
-            classes = np.array([lo, hi], dtype=arr.dtype)
+        if lo != hi:
+            eq_hi = arr == hi
+            if (eq_hi | (arr == lo)).all():
+                classes = np.array([lo, hi], dtype=arr.dtype)
+                is_hi = eq_hi  # the labels mapped to +1
     try:
         if classes is None:
             classes = np.unique(arr)
@@ -393,7 +400,7 @@ def check_y(y, n_samples, task="classification", name="y"):
             f"{name} has {classes.size} classes {classes[:10].tolist()}; solve() is binary: "
             "use the marginkit.sklearn estimators (one-vs-rest) for more classes"
         )
-    ypm = np.where(arr == classes[1], 1.0, -1.0)
+    ypm = np.where(arr == classes[1] if is_hi is None else is_hi, 1.0, -1.0)
     return ypm, classes
 
 
