@@ -151,8 +151,10 @@ class Config:
 
     def __post_init__(self):
         setattr_ = object.__setattr__
-        for name, spec in _FIELD_SPECS:
-            setattr_(self, name, spec.check(getattr(self, name), name, owner="Config"))
+        for name, spec, default in _FIELD_SPECS:
+            value = getattr(self, name)
+            if value is not default:  # the default itself passed its row once, at import
+                setattr_(self, name, spec.check(value, name, owner="Config"))
 
     def replace(self, **changes):
         """A modified copy (validated again)."""
@@ -178,7 +180,19 @@ class Config:
         return out
 
 
-#: the field names of ``Config`` and their rows of ``CONFIG_TABLE``, in field order (the
-#: per-call ``dataclasses.fields`` lookups were a visible part of a small solve)
+#: the field names of ``Config``; per field its row of ``CONFIG_TABLE`` and its default
+#: when the row accepts that default unchanged (checked here, once: a field still holding
+#: the default object needs no check per instance), else a marker no value is
 FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(Config))
-_FIELD_SPECS = tuple((f.name, CONFIG_TABLE[f.name]) for f in dataclasses.fields(Config))
+_NO_DEFAULT = object()
+
+
+def _checked_default(f):
+    if f.default is dataclasses.MISSING:
+        return _NO_DEFAULT
+    checked = CONFIG_TABLE[f.name].check(f.default, f.name, owner="Config")
+    return f.default if checked is f.default else _NO_DEFAULT
+
+
+_FIELD_SPECS = tuple((f.name, CONFIG_TABLE[f.name], _checked_default(f))
+                     for f in dataclasses.fields(Config))
