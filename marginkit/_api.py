@@ -16,7 +16,7 @@ except ImportError:  # pragma: no cover - other Python implementations
     _signal = signal
 
 from . import plugins
-from ._config import Config
+from ._config import FIELD_NAMES as _CONFIG_FIELDS, Config
 from ._registry import REGISTRIES, get_plugin
 from ._result import Result
 from ._validation import check_gram, check_random_state, check_X, check_y
@@ -174,7 +174,7 @@ def compose(config):
 
 
 def _make_config(config, kwargs):
-    fields = {f.name for f in dataclasses.fields(Config)}
+    fields = _CONFIG_FIELDS
     direct = {k: v for k, v in kwargs.items() if k in fields and k != "solver_params"}
     extra = {k: v for k, v in kwargs.items() if k not in fields}
     sp_given = kwargs.get("solver_params")

@@ -14,12 +14,12 @@ from ._validation import Param
 
 def _check_plugin_spec(kind):
     def check(value, name, owner):
+        if isinstance(value, str):
+            return value
         from . import plugins
 
         base = {"solver": plugins.Solver, "kernel": plugins.Kernel,
                 "smoother": plugins.Smoother}[kind]
-        if isinstance(value, str):
-            return value
         if kind == "kernel" and callable(value) and not isinstance(value, type):
             return value  # a plug-in instance or any callable k(A, B)
         if isinstance(value, base):
@@ -67,6 +67,8 @@ def _check_dict(value, name, owner):
 
 
 def _check_random_state(value, name, owner):
+    if type(value) is int and value >= 0:  # the common case, without the ABC checks
+        return value
     if isinstance(value, (np.random.Generator, np.random.RandomState)):
         return value
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
@@ -77,6 +79,8 @@ def _check_random_state(value, name, owner):
 
 
 def _check_verbose(value, name, owner):
+    if type(value) is int and value >= 0:  # the common case, without the ABC check
+        return value
     if not isinstance(value, (numbers.Integral, np.integer)):
         raise TypeError(f"{owner}: {name}={value!r} must be an int >= 0 (or a bool)")
     if value < 0:
@@ -146,15 +150,15 @@ class Config:
     solver_params: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
-        for f in dataclasses.fields(self):
-            spec = CONFIG_TABLE[f.name]
-            value = getattr(self, f.name)
-            checked = spec.check(value, f.name, owner="Config")
-            object.__setattr__(self, f.name, checked)
+        setattr_ = object.__setattr__
+        for name, spec, default in _FIELD_SPECS:
+            value = getattr(self, name)
+            if value is not default:  # the default itself passed its row once, at import
+                setattr_(self, name, spec.check(value, name, owner="Config"))
 
     def replace(self, **changes):
         """A modified copy (validated again)."""
-        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        unknown = sorted(set(changes) - FIELD_NAMES)
         if unknown:
             raise TypeError(f"Config.replace: unknown field(s) {unknown}; fields: {sorted(CONFIG_TABLE)}")
         return dataclasses.replace(self, **changes)
@@ -174,3 +178,21 @@ class Config:
                 v = [s if isinstance(s, (str, tuple)) else repr(s) for s in v]
             out[f.name] = v
         return out
+
+
+#: the field names of ``Config``; per field its row of ``CONFIG_TABLE`` and its default
+#: when the row accepts that default unchanged (checked here, once: a field still holding
+#: the default object needs no check per instance), else a marker no value is
+FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(Config))
+_NO_DEFAULT = object()
+
+
+def _checked_default(f):
+    if f.default is dataclasses.MISSING:
+        return _NO_DEFAULT
+    checked = CONFIG_TABLE[f.name].check(f.default, f.name, owner="Config")
+    return f.default if checked is f.default else _NO_DEFAULT
+
+
+_FIELD_SPECS = tuple((f.name, CONFIG_TABLE[f.name], _checked_default(f))
+                     for f in dataclasses.fields(Config))

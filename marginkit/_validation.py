@@ -16,6 +16,7 @@ Policy
 * The full table of bad inputs and what marginkit does is ``docs/reliability.md``,
   generated from the test cases in ``tests/reliability_table.py``.
 """
+import math
 import numbers
 
 import numpy as np
@@ -76,47 +77,55 @@ class Param:
         return " ".join(parts) or "a valid value"
 
     def check(self, value, name, owner=""):
-        where = f"{owner}: " if owner else ""
+        # the "owner: " prefix of the messages is built on the error paths only
         if value is None:
             if self.allow_none:
                 return None
-            raise TypeError(f"{where}{name}=None is not allowed; pass {self.describe()}")
+            raise TypeError(f"{_where(owner)}{name}=None is not allowed; pass {self.describe()}")
         if self.options is not None and isinstance(value, str):
             if value not in self.options:
                 raise ValueError(
-                    f"{where}{name}={value!r} is not valid; use one of {list(self.options)}"
+                    f"{_where(owner)}{name}={value!r} is not valid; use one of {list(self.options)}"
                 )
             return value
-        if self.types is not object and not isinstance(value, self.types):
+        tv = type(value)
+        # int and float are numbers.Real (and str is not): decided without the ABC check
+        real = tv is float or tv is int or (tv is not str and isinstance(value, numbers.Real))
+        if self.types is not object and not (real and self.types is numbers.Real) \
+                and not isinstance(value, self.types):
             if isinstance(value, bool) or not (
                 self.types is numbers.Real and isinstance(value, numbers.Real)
             ):
                 tnames = self.types if isinstance(self.types, tuple) else (self.types,)
                 raise TypeError(
-                    f"{where}{name}={value!r} has type {type(value).__name__}; expected "
+                    f"{_where(owner)}{name}={value!r} has type {type(value).__name__}; expected "
                     f"{' or '.join(t.__name__ for t in tnames)} ({self.describe()})"
                 )
         if isinstance(value, bool) and self.types in (numbers.Real, numbers.Integral, int, float):
-            raise TypeError(f"{where}{name}={value!r} is a bool; pass a number ({self.describe()})")
-        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            raise TypeError(f"{_where(owner)}{name}={value!r} is a bool; pass a number ({self.describe()})")
+        if real and tv is not bool:
             v = float(value)
-            if self.finite and not np.isfinite(v):
-                raise ValueError(f"{where}{name}={value!r} must be finite ({self.describe()})")
+            if self.finite and not math.isfinite(v):
+                raise ValueError(f"{_where(owner)}{name}={value!r} must be finite ({self.describe()})")
             if self.low is not None and (v < self.low or (self.low_open and v == self.low)):
-                raise ValueError(f"{where}{name}={value!r} is out of range; use {self.describe()}")
+                raise ValueError(f"{_where(owner)}{name}={value!r} is out of range; use {self.describe()}")
             if self.high is not None and (v > self.high or (self.high_open and v == self.high)):
-                raise ValueError(f"{where}{name}={value!r} is out of range; use {self.describe()}")
+                raise ValueError(f"{_where(owner)}{name}={value!r} is out of range; use {self.describe()}")
         elif self.options is not None and not isinstance(value, str):
-            raise TypeError(f"{where}{name}={value!r}: use one of {list(self.options)}")
+            raise TypeError(f"{_where(owner)}{name}={value!r}: use one of {list(self.options)}")
         if self.validator is not None:
             value = self.validator(value, name, owner)
         return value
 
 
+def _where(owner):
+    return f"{owner}: " if owner else ""
+
+
 def check_params(table, params, owner=""):
     """Validate ``params`` against ``table``; return a full dict with defaults filled in."""
-    unknown = sorted(set(params) - set(table))
-    if unknown:
+    if not params.keys() <= table.keys():
+        unknown = sorted(set(params) - set(table))
         raise TypeError(
             f"{owner}: unknown parameter(s) {unknown}; valid parameters: {sorted(table)}"
         )
@@ -153,15 +162,26 @@ def _float_dtype_for(dtype, name):
     raise TypeError(f"{name} has unsupported dtype {dtype}; pass float32 or float64")
 
 
+#: arrays up to this many entries are tested for NaN/inf entry-wise (a temporary of at most
+#: 64 KiB of bools) instead of through their sum under ``np.errstate``, whose context
+#: switch costs more than the whole test on small inputs
+_SMALL = 65536
+
+
 def _nonfinite_rows(arr):
     """Indices of the rows holding NaN/inf, without an array-sized temporary.
 
     A sum is finite exactly when every entry is, unless finite entries overflow it; only
     then (or when some entry is not finite) are the rows scanned, in ~1 MiB blocks.
+    Arrays of at most ``_SMALL`` entries are tested entry-wise.
     """
-    with np.errstate(over="ignore", invalid="ignore"):
-        if arr.size == 0 or np.isfinite(np.sum(arr, dtype=np.float64)):
+    if arr.size <= _SMALL:
+        if np.isfinite(arr).all():  # a small temporary, no floating-point state to switch
             return np.empty(0, dtype=np.intp)
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            if np.isfinite(np.sum(arr, dtype=np.float64)):
+                return np.empty(0, dtype=np.intp)
     step = max(1, 2**17 // max(arr.shape[1], 1))
     bad = [r + np.flatnonzero(~np.isfinite(arr[r:r + step]).all(axis=1))
            for r in range(0, arr.shape[0], step)]
@@ -190,10 +210,15 @@ def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32")):
         if Xc.indices.dtype not in (np.int32, np.int64) or Xc.indptr.dtype != Xc.indices.dtype:
             Xc = sp.csr_matrix((Xc.data, Xc.indices.astype(np.int64), Xc.indptr.astype(np.int64)),
                                shape=Xc.shape)
-        with np.errstate(over="ignore", invalid="ignore"):
-            # a sum is finite exactly when every entry is, unless finite entries overflow
-            # it: the entry-wise test (a temporary the length of the nonzeros) only then
-            finite = np.isfinite(np.sum(Xc.data, dtype=np.float64)) or np.all(np.isfinite(Xc.data))
+        if Xc.data.size <= _SMALL:
+            finite = np.isfinite(Xc.data).all()
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                # a sum is finite exactly when every entry is, unless finite entries
+                # overflow it: the entry-wise test (a temporary the length of the
+                # nonzeros) only then
+                finite = (np.isfinite(np.sum(Xc.data, dtype=np.float64))
+                          or np.all(np.isfinite(Xc.data)))
         if not finite:
             bad = np.unique(np.repeat(np.arange(Xc.shape[0]), np.diff(Xc.indptr))[~np.isfinite(Xc.data)])
             raise ValueError(
@@ -346,16 +371,21 @@ def check_y(y, n_samples, task="classification", name="y"):
         return out, None
     if arr.dtype.kind == "c":
         raise TypeError(f"{name} is complex; pass real labels")
-    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-        raise ValueError(f"{name} contains NaN or infinity; every sample needs a label")
-    classes = None
+    classes = is_hi = None
     if arr.dtype.kind in "biuf" and arr.size:
         # two labels (the usual case) without sorting: min, max and one comparison pass,
         # the same classes_ as np.unique (a solve of a small problem spent most of its
-        # label check in the sort)
-        lo, hi = arr.min(), arr.max()
-        if lo != hi and not np.any((arr != lo) & (arr != hi)):
-            classes = np.array([lo, hi], dtype=arr.dtype)
+        # label check in the sort). min and max propagate NaN and reach +-inf, so both
+        # are finite exactly when every label is: the entry-wise test only otherwise
+        lo, hi = np.minimum.reduce(arr), np.maximum.reduce(arr)
+        if arr.dtype.kind == "f" and not (math.isfinite(lo) and math.isfinite(hi)) \
+                and not np.isfinite(arr).all():
+            raise ValueError(f"{name} contains NaN or infinity; every sample needs a label")
+        if lo != hi:
+            eq_hi = arr == hi
+            if (eq_hi | (arr == lo)).all():
+                classes = np.array([lo, hi], dtype=arr.dtype)
+                is_hi = eq_hi  # the labels mapped to +1
     try:
         if classes is None:
             classes = np.unique(arr)
@@ -370,12 +400,14 @@ def check_y(y, n_samples, task="classification", name="y"):
             f"{name} has {classes.size} classes {classes[:10].tolist()}; solve() is binary: "
             "use the marginkit.sklearn estimators (one-vs-rest) for more classes"
         )
-    ypm = np.where(arr == classes[1], 1.0, -1.0)
+    ypm = np.where(arr == classes[1] if is_hi is None else is_hi, 1.0, -1.0)
     return ypm, classes
 
 
 def check_random_state(random_state, name="random_state"):
     """Return a ``numpy.random.Generator`` (ints/None seed a new one; Generators pass through)."""
+    if type(random_state) is int and random_state >= 0:  # the common case, without ABC checks
+        return np.random.default_rng(random_state)
     if random_state is None or isinstance(random_state, (numbers.Integral, np.integer)):
         if isinstance(random_state, bool):
             raise TypeError(f"{name} must be None, an int or a numpy Generator, got a bool")

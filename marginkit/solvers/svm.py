@@ -26,7 +26,9 @@ import scipy.sparse as sp
 from .._registry import _register_builtin
 from .._result import Certificate, _labels_pm, certificate_type
 from .._validation import Param, check_X
+from ..kernels.builtin import LinearKernel
 from ..plugins import Solver, SolverState, StoppingRule
+from ..stopping import MaxIter
 from . import _svm_fast as _f
 
 __all__ = ["Fista", "FistaSVM", "DCD", "Pegasos", "CertifiedPoints", "Liblinear",
@@ -345,6 +347,10 @@ def _prepare(problem, scale):
     fmap = getattr(problem.kernel, "feature_map", None)
     X = problem.X
     identity = True
+    if getattr(fmap, "__func__", None) is LinearKernel.feature_map:
+        # the linear kernel's map is ``check_X``, which returns the already validated
+        # problem.X itself: not run a second time
+        fmap = None
     if fmap is not None:
         Phi = fmap(X)
         if Phi is not X:
@@ -785,8 +791,6 @@ class _DCDState(SolverState):
         fire, or after ``limit``. Returns the snapshots of the iterations before the last
         one (dict of lists), or None (one ``step``) when a rule is not one whose test the
         kernel evaluates (``certified_points``, ``liblinear``, ``max_iter``)."""
-        from ..stopping import MaxIter
-
         cert_above, gap_at_most = np.inf, -np.inf
         for rule in rules:
             kind = type(rule)
