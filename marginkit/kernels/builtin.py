@@ -16,6 +16,7 @@ from .._registry import _register_builtin
 from .._validation import Param, check_X
 from ..plugins import Kernel
 from . import _gram
+from ..utils._threads import single_threaded_blas
 
 __all__ = ["LinearKernel", "RBFKernel", "PolynomialKernel", "LaplacianKernel",
            "PrecomputedKernel", "CallableKernel", "SplineKernel", "prepare_pair"]
@@ -59,16 +60,9 @@ def _row_sqnorms(X):
     return out
 
 
-_CONTROLLER = []
-
-
 def _single_threaded_blas():
     """Context limiting BLAS to one thread (the OpenMP threads each call gemm on a panel)."""
-    if not _CONTROLLER:
-        from threadpoolctl import ThreadpoolController
-
-        _CONTROLLER.append(ThreadpoolController())  # after numpy/scipy's BLAS are loaded
-    return _CONTROLLER[0].limit(limits=1, user_api="blas")
+    return single_threaded_blas()
 
 
 def _empty_block(A, B, dtype):

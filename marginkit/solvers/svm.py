@@ -30,6 +30,7 @@ from ..kernels.builtin import LinearKernel
 from ..plugins import Solver, SolverState, StoppingRule
 from ..stopping import MaxIter
 from . import _svm_fast as _f
+from ..utils._threads import single_threaded_blas
 
 __all__ = ["Fista", "FistaSVM", "DCD", "Pegasos", "CertifiedPoints", "Liblinear",
            "CertifiedPointsCertificate", "scaling_statistics", "feature_matrix_norm2",
@@ -621,11 +622,14 @@ class _FistaBase(Solver):
     augmented = True
 
     def start(self, problem):
-        data, Xfit, identity = _prepare(problem, self.params["scale"])
-        self._fit = (data, Xfit, identity)
-        gamma, mu = _gamma_mu(self.params, data.n)
-        budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
-        lam, info = lipschitz_bound(data, self.augmented, budget)
+        # the set-up's BLAS calls (L, statistics) on one thread: OpenBLAS workers keep
+        # spinning after a call and would take a core from the OpenMP iterations that follow
+        with single_threaded_blas():
+            data, Xfit, identity = _prepare(problem, self.params["scale"])
+            self._fit = (data, Xfit, identity)
+            gamma, mu = _gamma_mu(self.params, data.n)
+            budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
+            lam, info = lipschitz_bound(data, self.augmented, budget)
         state = _FistaState(data, problem.y, gamma, mu, mu + lam, self.augmented,
                             info["passes"])
         state.lipschitz_method = info["method"]
