@@ -180,7 +180,7 @@ def _check_projection(p, y):
 
 
 def test_l2_projection_matches_sorting_reference(rng):
-    """The linear-time projection (Condat 2016) equals the sort-based one up to round-off,
+    """The projection (Michelot passes) equals the sort-based one up to round-off,
     on adversarial inputs (ties, n = 1, one huge entry, |y| ~ 1e300 / 1e-300, mixed signs)
     and on many random ones (q = 0, mu = 1: argmin_simplex projects y = -g)."""
     from marginkit.smoothers._smoothers import L2Smoother
@@ -204,3 +204,31 @@ def test_l2_projection_matches_sorting_reference(rng):
         for mu in (1e-3, 0.1, 10.0):
             _check_projection(sm.argmin_simplex(g, mu), 1.0 / n - g * (1.0 / mu))
             _check_projection(sm.argmin_simplex(g, mu, q), q - g * (1.0 / mu))
+
+
+def test_l2_projection_terminates_when_the_threshold_is_a_tie(rng):
+    """The threshold of the projection lands exactly on one of the entries (a tie at the
+    boundary of the support): rounding must not make the iteration alternate between two
+    support sizes forever. Each case runs in a subprocess with a timeout, since a hang
+    would hold the GIL-free loop."""
+    import subprocess
+    import sys
+
+    cases = [[8 / 7, 2 / 7, 1.0]]
+    for _ in range(200):  # quantized values: many ties, as with duplicated rows
+        n = int(rng.integers(2, 40))
+        base = float(rng.choice([0.1, 1 / 3, 0.7, 1e-8, 3.0]))
+        cases.append((rng.integers(-30, 1, n) * base / 10).tolist())
+    code = ("import sys, json, numpy as np\n"
+            "from marginkit.smoothers._smoothers import L2Smoother\n"
+            "sm = L2Smoother()\n"
+            "out = [sm.argmin_simplex(-np.asarray(y), 1.0, np.zeros(len(y))).tolist()\n"
+            "       for y in json.load(sys.stdin)]\n"
+            "json.dump(out, sys.stdout)\n")
+    import json
+
+    run = subprocess.run([sys.executable, "-c", code], input=json.dumps(cases),
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    for y, p in zip(cases, json.loads(run.stdout)):
+        _check_projection(np.asarray(p), np.asarray(y, dtype=float))

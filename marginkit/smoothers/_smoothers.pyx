@@ -285,7 +285,7 @@ cdef class L2Smoother(SimplexSmoother):
     cdef void argmin(self, const double* g, double mu, const double* q, double* out,
                      Py_ssize_t n) noexcept nogil:
         cdef Py_ssize_t i
-        cdef double m, t, s, k, kold, comp, d, u
+        cdef double m, t, tn, s, k, kold, comp, d, u
         # y = q - g / mu and its maximum m; the projection is p_i = max(y_i - m - t, 0) with
         # t the root of f(t) = sum_i max(d_i - t, 0) - 1, d = y - m; working on d keeps
         # full resolution on the support, which lies in (-1, 0] (no absorption of the 1 at
@@ -294,7 +294,10 @@ cdef class L2Smoother(SimplexSmoother):
         # Newton on the convex, decreasing, piecewise-linear f from t = -1 <= root
         # (f(-1) >= 0: the maximum alone gives 1): t <- (sum_{d > t} d - 1) / #{d > t}
         # increases to the root and stops once the set {d > t} no longer shrinks
-        # (Michelot's iteration; a handful of vectorized passes)
+        # (Michelot's iteration; a handful of vectorized passes). t is never lowered: when
+        # the root is one of the d_i, rounding could otherwise move t one ulp below and
+        # above it in turn and the set would alternate between two sizes forever; with t
+        # non-decreasing the set only shrinks, so at most n + 1 passes
         t = -1.0
         kold = -1.0
         while True:
@@ -302,9 +305,12 @@ cdef class L2Smoother(SimplexSmoother):
             if k == kold or k == 0.0:
                 break
             kold = k
-            t = (s - 1.0) / k
+            tn = (s - 1.0) / k
+            if tn > t:
+                t = tn
         if k == 0.0:
-            # only when every entry of y is NaN (no support): all weights 0
+            # no entry above t: every entry of y NaN, or y_i = +inf (g_i = -inf or g_i/mu
+            # overflowing); all weights 0
             t = -1.0
         else:
             # recompute t over the support with compensated (Neumaier) summation in index
