@@ -562,8 +562,11 @@ def lipschitz_bound(pool, data, augmented, memory_budget, tol=1e-10, seed=0):
     F = float(sum(q[2] for q in parts))
     trace = float(sum(q[3] for q in parts)) + (n if augmented else 0.0)
     if gram:
-        G = np.sum([q[0] for q in parts], axis=0)
-        zte = np.sum([q[1] for q in parts], axis=0)
+        # summed chunk by chunk: one p x p matrix on the client besides the chunks' own
+        G, zte = parts[0][0].copy(), parts[0][1].copy()
+        for q in parts[1:]:
+            G += q[0]
+            zte += q[1]
         G = svm._augment(G, zte, n, augmented)
         return svm.top_eigenvalue_bound(G, n, F, data.M, trace, augmented), {
             "method": "gram", "passes": 0}

@@ -179,8 +179,9 @@ cdef inline double _clip(double v, double lo, double hi) noexcept nogil:
 
 
 cdef inline double _clamp(double v, double lo, double hi) noexcept nogil:
-    # the same value as _clip, written as two selects the compiler turns into max/min
-    # instructions: no data-dependent branch in the O(n) loops of the projection
+    # the value of _clip for every number but NaN (a NaN v gives lo, _clip keeps NaN),
+    # written as two selects the compiler turns into max/min instructions: no
+    # data-dependent branch in the O(n) loops of the projection
     v = v if v > lo else lo
     return v if v < hi else hi
 

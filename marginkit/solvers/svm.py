@@ -255,9 +255,11 @@ def gram_is_cheap(p, nnz, cost, memory_budget):
     """Form the p x p Gram matrix when it fits (``_GRAM_BYTES``, a quarter of
     ``memory_budget``) and forming plus decomposing it costs at most ``_GRAM_PASSES``
     passes over X (one pass: 2 nnz multiply-adds)."""
+    if p <= 3:  # a few numbers; Lanczos needs p > 2 anyway
+        return True
     if 8.0 * p * p > min(_GRAM_BYTES, 0.25 * memory_budget):
         return False
-    return p <= 3 or cost + p ** 3 / 3.0 <= _GRAM_PASSES * 2.0 * max(nnz, 1.0)
+    return cost + p ** 3 / 3.0 <= _GRAM_PASSES * 2.0 * max(nnz, 1.0)
 
 
 def top_eigenvalue_bound(G, n, F, M, trace, augmented):
@@ -273,10 +275,13 @@ def top_eigenvalue_bound(G, n, F, M, trace, augmented):
 def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0):
     """Upper estimate of the largest eigenvalue of the p x p operator ``matvec`` (Z~^T Z~)
     by Lanczos (``scipy.sparse.linalg.eigsh``, relative tolerance ``tol``, start vector
-    from ``seed``): the Ritz value theta plus its residual ||A x - theta x|| (an eigenvalue
-    lies within it; from a random start Lanczos finds the largest one) plus the rounding
-    margin. Returns (bound, products with the operator)."""
-    from scipy.sparse.linalg import LinearOperator, eigsh
+    from ``seed``): the Ritz value theta plus its residual ||A x - theta x|| plus the
+    rounding margin. An eigenvalue lies within the residual of theta; that it is the
+    largest one holds with high probability from a random start (Lanczos converges to the
+    extreme eigenvalues first), not with certainty, unlike the Gram path. If ARPACK does
+    not converge, the trace (>= the largest eigenvalue of this positive semidefinite
+    operator) is used. Returns (bound, products with the operator)."""
+    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 
     count = [0]
 
@@ -286,7 +291,10 @@ def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0):
 
     v0 = np.random.default_rng(seed).standard_normal(p)
     op = LinearOperator((p, p), matvec=mv, dtype=np.float64)
-    theta, x = eigsh(op, k=1, which="LA", tol=tol, v0=v0)
+    try:
+        theta, x = eigsh(op, k=1, which="LA", tol=tol, v0=v0)
+    except ArpackNoConvergence:
+        return trace + _gram_rounding_bound(n, F, M, trace, augmented, p), count[0]
     theta, x = float(theta[0]), x[:, 0] / np.linalg.norm(x[:, 0])
     res = float(np.linalg.norm(mv(x) - theta * x))
     bound = max(theta, 0.0) + res + _gram_rounding_bound(n, F, M, trace, augmented, p)
@@ -622,13 +630,13 @@ class _FistaBase(Solver):
     augmented = True
 
     def start(self, problem):
-        # the set-up's BLAS calls (L, statistics) on one thread: OpenBLAS workers keep
-        # spinning after a call and would take a core from the OpenMP iterations that follow
+        data, Xfit, identity = _prepare(problem, self.params["scale"])
+        self._fit = (data, Xfit, identity)
+        gamma, mu = _gamma_mu(self.params, data.n)
+        budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
+        # L's BLAS/LAPACK calls on one thread: OpenBLAS workers keep spinning after a call
+        # and would take a core from the OpenMP iterations that follow
         with single_threaded_blas():
-            data, Xfit, identity = _prepare(problem, self.params["scale"])
-            self._fit = (data, Xfit, identity)
-            gamma, mu = _gamma_mu(self.params, data.n)
-            budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
             lam, info = lipschitz_bound(data, self.augmented, budget)
         state = _FistaState(data, problem.y, gamma, mu, mu + lam, self.augmented,
                             info["passes"])
