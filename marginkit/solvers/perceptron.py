@@ -319,7 +319,13 @@ def normalized_feature_cross(op):
 
 def bound_from_cross(C, n):
     """The bound of ``gram_norm_bound`` from Phi_n^T Phi_n (summed over row blocks)."""
-    lam = float(np.linalg.eigvalsh(C)[-1]) if C.size else float(n)
+    if C.size:
+        import scipy.linalg
+
+        d = C.shape[0]  # the top eigenvalue only (LAPACK's subset driver)
+        lam = float(scipy.linalg.eigvalsh(C, subset_by_index=[d - 1, d - 1])[0])
+    else:
+        lam = float(n)
     if not np.isfinite(lam):
         return float(n)
     # entries of C carry a float64 round-off far below 1e-6 n (trace(C) = n)
