@@ -259,6 +259,22 @@ def test_lipschitz_bound_against_dense_eigvalsh(dtype, sparse, scale, augmented)
     assert res.extra["L"] - res.extra["mu"] >= ref
 
 
+@pytest.mark.parametrize("augmented", [True, False])
+def test_lipschitz_bound_tight_with_an_offset_column(augmented):
+    # dense rows are centred before the Gram product: a column whose mean is 1e6 times its
+    # spread must not inflate the rounding margin (it did with the uncentred row norms)
+    from marginkit.solvers import svm
+
+    X, y = make_problem(n=400, d=5, seed=4)
+    X[:, 1] += 1e6
+    data = svm._Data(X, "std")
+    Z = explicit_Z(X, np.ones(len(y)), "std", augmented)
+    ref = np.linalg.eigvalsh(Z.T @ Z)[-1]
+    lam, info = svm.lipschitz_bound(data, augmented)
+    assert info["method"] == "gram"
+    assert ref <= lam <= ref * (1 + 1e-10)
+
+
 @pytest.mark.parametrize("shrinking", [False, True])
 def test_dcd_bound_every_iteration_and_agreement_with_fista(shrinking):
     X, y = make_problem(n=50, d=4, seed=5)

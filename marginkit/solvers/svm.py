@@ -327,7 +327,16 @@ def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=
     nnz, cost = gram_cost(data)
     if gram_is_cheap(p, nnz, cost, memory_budget):
         G = scaled_gram(data, augmented)
-        lam = top_eigenvalue_bound(G, n, F, data.M, trace, augmented)
+        M = data.M
+        if not data.sparse:
+            # dense rows are centred before the product (``_gram_blocks``): each computed
+            # entry is z_ij (1 + theta_2), so the margin's W has rows (|z_i|, 1), i.e.
+            # F = sum_i ||z_i||^2 = trace(Z^T Z) and M = 0; the computed trace (a sum of
+            # squares, accurate to gamma_n relative) is raised to cover its own rounding
+            d = data.d
+            F = float(np.trace(G[:d, :d])) * (1.0 + 4.0 * (n + 4) * _UNIT_ROUNDOFF)
+            M = 0.0
+        lam = top_eigenvalue_bound(G, n, F, M, trace, augmented)
         return lam, {"method": "gram", "passes": 0}
     d = data.d
     acc, t_buf = np.zeros(d), np.zeros(n)
