@@ -1352,25 +1352,8 @@ class SmoothedPerceptronDriver(Driver):
         return _DaskFamilyState(core)
 
     def finalize(self, problem, state, status):
-        from ._result import InfeasibilityCertificate, SeparatorCertificate
-
-        core, pool = state.core, problem.pool
-        core.flush()
-        alpha = np.concatenate(pool.map(_k_pf_get, "alpha"))
-        lower, upper = core.margin_bounds()
-        fields = {"status": status, "dual_coef_": alpha,
-                  "dual_vector": np.concatenate(pool.map(_k_pf_get, "p")),
-                  "margin_bounds": (float(lower), float(upper)), "certificate": None}
-        kernel, classes = problem.kernel, problem.classes_
-        if status == "separable":
-            fields["certificate"] = SeparatorCertificate(alpha, core.min_margin, kernel, classes)
-        elif status == "infeasible":
-            value = float(core.dual_norm)
-            fields["certificate"] = InfeasibilityCertificate(
-                np.concatenate(pool.map(_k_pf_get, "best_p")), value,
-                max(float(core.dual_tol), value), kernel, classes)
-        w = np.sum(core._map([("primal", ("alpha",))]), axis=0)
-        fields.update(coef_=np.asarray(w, dtype=np.float64), intercept_=0.0)
+        core = state.core
+        fields = _family_fields(problem, core, _k_pf_get, status, "primal")
         if core.iterated:
             fields["extra"] = {"outer_iterations": int(core.outer), "delta": float(core.delta)}
         return fields
@@ -1378,6 +1361,33 @@ class SmoothedPerceptronDriver(Driver):
 
 def _k_pf_get(chunk, name):
     return np.array(getattr(chunk.v["pf"], name), dtype=np.float64)
+
+
+def _family_fields(problem, core, get, status, primal_op):
+    """Result fields of a perceptron-family run on chunks (the in-memory
+    ``perceptron._PerceptronFamily.finalize``): the chunks' alpha, p and best p (read with
+    the chunk kernel ``get``), margin bounds, the certificate the status claims, and
+    coef_ = sum over chunks of ``primal_op`` (no intercept)."""
+    from ._result import InfeasibilityCertificate, SeparatorCertificate
+
+    pool = problem.pool
+    core.flush()
+    alpha = np.concatenate(pool.map(get, "alpha"))
+    lower, upper = core.margin_bounds()
+    fields = {"status": status, "dual_coef_": alpha,
+              "dual_vector": np.concatenate(pool.map(get, "p")),
+              "margin_bounds": (float(lower), float(upper)), "certificate": None}
+    kernel, classes = problem.kernel, problem.classes_
+    if status == "separable":
+        fields["certificate"] = SeparatorCertificate(alpha, core.min_margin, kernel, classes)
+    elif status == "infeasible":
+        value = float(core.dual_norm)
+        fields["certificate"] = InfeasibilityCertificate(
+            np.concatenate(pool.map(get, "best_p")), value,
+            max(float(core.dual_tol), value), kernel, classes)
+    w = np.sum(core._map([(primal_op, ("alpha",))]), axis=0)
+    fields.update(coef_=np.asarray(w, dtype=np.float64), intercept_=0.0)
+    return fields
 
 
 # =====================================================================================
@@ -1997,26 +2007,9 @@ class VertexPerceptronDriver(Driver):
         return _DaskVertexState(core)
 
     def finalize(self, problem, state, status):
-        from ._result import InfeasibilityCertificate, SeparatorCertificate
-
         core, pool = state.core, problem.pool
-        core.flush()
-        alpha = np.concatenate(pool.map(_k_v_get, "alpha"))
-        lower, upper = core.margin_bounds()
-        fields = {"status": status, "dual_coef_": alpha,
-                  "dual_vector": np.concatenate(pool.map(_k_v_get, "p")),
-                  "margin_bounds": (float(lower), float(upper)), "certificate": None}
-        kernel, classes = problem.kernel, problem.classes_
-        if status == "separable":
-            fields["certificate"] = SeparatorCertificate(alpha, core.min_margin, kernel, classes)
-        elif status == "infeasible":
-            value = float(core.dual_norm)
-            fields["certificate"] = InfeasibilityCertificate(
-                np.concatenate(pool.map(_k_v_get, "best_p")), value,
-                max(float(core.dual_tol), value), kernel, classes)
         op = "primal_over_sd" if core.kind == "perceptron" else "primal"
-        w = np.sum(core._map([(op, ("alpha",))]), axis=0)
-        fields.update(coef_=np.asarray(w, dtype=np.float64), intercept_=0.0)
+        fields = _family_fields(problem, core, _k_v_get, status, op)
         if core.kind == "perceptron":
             fields["extra"] = {"mistake_counts": np.concatenate(pool.map(_k_v_get, "counts"))}
         return fields
