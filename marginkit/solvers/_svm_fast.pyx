@@ -693,6 +693,29 @@ cdef void _reduce_buffers(const double* bufs, Py_ssize_t ns, Py_ssize_t d,
         a_new[j] = t
 
 
+cdef double _combine_blocks(double* bufs, const double* parts, Py_ssize_t ns, Py_ssize_t d,
+                           double* a_new, const double* r_new, Py_ssize_t n, double kappa,
+                           double gamma, double* sums, Py_ssize_t* ncert) noexcept nogil:
+    """End of a blocked FISTA iteration: a_new = sum of the blocks' d-vectors (``bufs``,
+    ns x d; with one block the scatter wrote a_new itself), sums[j] = sum over blocks of
+    parts[k, j] (||y_k - r_new||^2, sum r_new, ||r_new||^2, b_new), both in block order;
+    returns eps = kappa ||y_k - r_new|| and sets ``ncert`` = #{i: gamma - r_new_i > eps}."""
+    cdef Py_ssize_t k, i, j, count = 0
+    cdef double eps
+    if ns > 1:
+        _reduce_buffers(bufs, ns, d, a_new)
+    for j in range(4):
+        sums[j] = 0.0
+    for k in range(ns):
+        for j in range(4):
+            sums[j] = sums[j] + parts[4 * k + j]
+    eps = kappa * sqrt(sums[0])
+    for i in range(n):
+        count += (gamma - r_new[i]) > eps
+    ncert[0] = count
+    return eps
+
+
 def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
                     const index_t[::1] indices, const index_t[::1] indptr, bint dense,
                     const double[::1] y, const double[::1] r_prev, const double[::1] r,
@@ -731,7 +754,7 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
     cdef Py_ssize_t k, i, lo, hi, ncert = 0
     cdef double nnz = (<double>n * d) if dense else <double>indptr[n]
     cdef int nt = _threads(nnz, ns)
-    cdef double by, offset, mv, b_new = 0.0, eps, dsq = 0.0, rsum = 0.0, rsq = 0.0, wsq
+    cdef double by, offset, mv, b_new = 0.0, eps, dsq = 0.0, rsum = 0.0, rsq = 0.0, wsq, sums[4]
     cdef double invL = 1.0 / L
     cdef double* out
     with nogil:
@@ -748,16 +771,9 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
             out = &a_new[0] if ns == 1 else &bufs[k, 0]
             parts[k, 3] = _scatter_block(dense, Xp, dp, ip, pp, lo, hi, &y[0], &r_new[0],
                                          out, d, &active[0])
-        if ns > 1:
-            _reduce_buffers(&bufs[0, 0], ns, d, &a_new[0])
-        for k in range(ns):
-            dsq = dsq + parts[k, 0]
-            rsum = rsum + parts[k, 1]
-            rsq = rsq + parts[k, 2]
-            b_new = b_new + parts[k, 3]
-        eps = kappa * sqrt(dsq)
-        for i in range(n):
-            ncert += (gamma - r_new[i]) > eps
+        eps = _combine_blocks(&bufs[0, 0], &parts[0, 0], ns, d, &a_new[0], &r_new[0], n,
+                              kappa, gamma, sums, &ncert)
+        dsq, rsum, rsq, b_new = sums[0], sums[1], sums[2], sums[3]
         wsq = _w_bar_sq(&a_new[0], b_new, &sc[0], &m[0], d) + b_new * b_new
     return b_new, eps, ncert, rsum, rsq, wsq
 
@@ -849,7 +865,7 @@ def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
     cdef Py_ssize_t k, i, lo, hi, ncert = 0
     cdef double nnz = (<double>n * d) if dense else <double>indptr[n]
     cdef int nt = _threads(nnz, ns)
-    cdef double b_new = 0.0, eps, dsq = 0.0, rsum = 0.0, rsq = 0.0, wsq
+    cdef double b_new = 0.0, eps, dsq = 0.0, rsum = 0.0, rsq = 0.0, wsq, sums[4]
     cdef double* out
     with nogil:
         for k in prange(ns, schedule="static", num_threads=nt):
@@ -860,16 +876,9 @@ def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
             out = &a_new[0] if ns == 1 else &bufs[k, 0]
             parts[k, 3] = _scatter_block(dense, Xp, dp, ip, pp, lo, hi, &y[0], &r_new[0],
                                          out, d, &active[0])
-        if ns > 1:
-            _reduce_buffers(&bufs[0, 0], ns, d, &a_new[0])
-        for k in range(ns):
-            dsq = dsq + parts[k, 0]
-            rsum = rsum + parts[k, 1]
-            rsq = rsq + parts[k, 2]
-            b_new = b_new + parts[k, 3]
-        eps = kappa * sqrt(dsq)
-        for i in range(n):
-            ncert += (gamma - r_new[i]) > eps
+        eps = _combine_blocks(&bufs[0, 0], &parts[0, 0], ns, d, &a_new[0], &r_new[0], n,
+                              kappa, gamma, sums, &ncert)
+        dsq, rsum, rsq, b_new = sums[0], sums[1], sums[2], sums[3]
         wsq = _w_bar_sq(&a_new[0], b_new, &sc[0], &m[0], d)
     return b_new, eps, ncert, rsum, rsq, wsq
 
