@@ -1609,24 +1609,9 @@ class _DaskTikhonovState(_GuardedNewton):
                 return
         self._newton_iteration()
 
-    def _newton_iteration(self):
-        dec2 = self.decrement ** 2
-        f0 = self.objective
-        s, accepted = 1.0, False
-        for _ in range(40):
-            f = self._objective_at(s)
-            if f <= f0 - 0.25 * s * dec2 + 16 * np.finfo(float).eps * abs(f0):
-                accepted = True
-                break
-            s *= 0.5
-        if not accepted:
-            s = 1.0
-            f = self._objective_at(s)
+    def _accept(self, s):
         self.w = self.w - s * self.direction
         self._queue.append(("accept", ()))
-        self.step_size = s
-        self.newton_iter += 1
-        self._evaluate()
 
     def snapshot(self):
         return {"objective": float(self.objective), "empirical_risk": float(self.empirical_risk),

@@ -289,10 +289,10 @@ class _Gram:
 
 # ====================================================================== state
 class _GuardedNewton:
-    """``_evaluate``: Newton quantities at the current iterate through the subclass's
-    ``_evaluate_unsafe``; a numerically singular or non-finite Newton system (e.g. squares
-    of entries overflowing float64) ends the run honestly. Shared by the in-memory and the
-    Dask states."""
+    """The Newton iteration shared by the in-memory and the Dask states: ``_evaluate``
+    (Newton quantities at the current iterate through the subclass's ``_evaluate_unsafe``;
+    a numerically singular or non-finite Newton system, e.g. squares of entries overflowing
+    float64, ends the run honestly) and the damped step ``_newton_iteration``."""
 
     def _evaluate(self):
         try:
@@ -311,6 +311,28 @@ class _GuardedNewton:
             warnings.warn(f"iterated_tikhonov: {self.failed}", RuntimeWarning, stacklevel=2)
             self.decrement = np.inf
             self.done = True
+
+    def _newton_iteration(self):
+        """One damped Newton step on the current subproblem: Armijo backtracking along
+        -direction from s = 1 (halving, at most 40 times), with room for round-off near the
+        optimum; when no step passes (the round-off floor) the full step. The subclass's
+        ``_objective_at(s)`` evaluates a trial step, ``_accept(s)`` takes the last one."""
+        dec2 = self.decrement ** 2
+        f0 = self.objective
+        s, accepted = 1.0, False
+        for _ in range(40):
+            f = self._objective_at(s)
+            if f <= f0 - 0.25 * s * dec2 + 16 * np.finfo(float).eps * abs(f0):
+                accepted = True
+                break
+            s *= 0.5
+        if not accepted:
+            s = 1.0
+            self._objective_at(s)
+        self._accept(s)
+        self.step_size = s
+        self.newton_iter += 1
+        self._evaluate()
 
 
 class _TikhonovState(_GuardedNewton, SolverState):
@@ -543,14 +565,19 @@ class _TikhonovState(_GuardedNewton, SolverState):
         return x
 
     def _objective_at(self, s):
-        """Objective of the current subproblem at w - s * direction (line search)."""
+        """Objective of the current subproblem at w - s * direction (line search); keeps
+        the trial predictions for ``_accept``."""
         mdl = self.model
-        z = self.z - s * self.dz
+        z = self._z_trial = self.z - s * self.dz
         risk = self.loss.loss_sum(z, self.y) / mdl.n
         if mdl.kind == "primal":
-            return risk + mdl.penalty(self.w - s * self.direction, self.w_prev), z
+            return risk + mdl.penalty(self.w - s * self.direction, self.w_prev)
         wd = self.w - self.w_prev - s * self.direction
-        return risk + 0.5 * self.lam * float(wd @ (self.z - self.z_prev - s * self.dz)), z
+        return risk + 0.5 * self.lam * float(wd @ (self.z - self.z_prev - s * self.dz))
+
+    def _accept(self, s):
+        self.w = self.w - s * self.direction
+        self.z = np.ascontiguousarray(self._z_trial)
 
     # ------------------------------------------------------------------ iteration
     def _finish_prox_step(self):
@@ -601,26 +628,6 @@ class _TikhonovState(_GuardedNewton, SolverState):
             if self.done:
                 return
         self._newton_iteration()
-
-    def _newton_iteration(self):
-        dec2 = self.decrement ** 2
-        f0 = self.objective
-        s, accepted = 1.0, False
-        for _ in range(40):
-            f, z = self._objective_at(s)
-            # Armijo on the objective, with room for round-off near the optimum
-            if f <= f0 - 0.25 * s * dec2 + 16 * np.finfo(float).eps * abs(f0):
-                accepted = True
-                break
-            s *= 0.5
-        if not accepted:  # round-off floor: take the Newton step and re-evaluate
-            s = 1.0
-            f, z = self._objective_at(s)
-        self.w = self.w - s * self.direction
-        self.z = np.ascontiguousarray(z)
-        self.step_size = s
-        self.newton_iter += 1
-        self._evaluate()
 
     def _filter_solve(self):
         """All t proximal steps at once through the spectral filter (Eq. 8, appendix E.2)."""
