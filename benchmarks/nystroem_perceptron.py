@@ -12,26 +12,11 @@ Usage::
     MARGINKIT_DATA=... python benchmarks/nystroem_perceptron.py [--m 1000] [--time-limit 240]
 """
 import argparse
-import lzma
-import os
 import time
 
 import numpy as np
-import scipy.sparse as sp
 
-
-def load(name, n_features=123):
-    from sklearn.datasets import load_svmlight_file
-
-    folder = os.environ.get("MARGINKIT_DATA")
-    if not folder:
-        raise SystemExit("set MARGINKIT_DATA to the folder holding a9a.xz and a9a.t.xz")
-    with lzma.open(os.path.join(folder, name)) as fh:
-        X, y = load_svmlight_file(fh, n_features=n_features)
-    X = sp.csr_matrix(X)
-    X = sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)),
-                      shape=X.shape)
-    return X, y
+from svm_common import a9a_int32
 
 
 def main(argv=None):
@@ -45,8 +30,7 @@ def main(argv=None):
     ap.add_argument("--solvers", default="snkp,isnkpvn")
     args = ap.parse_args(argv)
 
-    X, y = load("a9a.xz")
-    Xt, yt = load("a9a.t.xz")
+    X, y, Xt, yt = a9a_int32()
     n = X.shape[0]
     kp = {"base": "rbf", "base_params": {"gamma": args.gamma}, "n_components": args.m,
           "random_state": 0}

@@ -39,6 +39,18 @@ def _read(path, n_features=None):
     return X.tocsr(), np.where(y == np.max(y), 1.0, -1.0)
 
 
+def a9a_int32():
+    """(X, y, X_test, y_test) of a9a / a9a.t with int32 CSR indices (the loader may give
+    int64, which libsvm-based SVC refuses) and labels +-1."""
+    X, y, Xt, yt = load_split("a9a")
+    return _int32(X), y, _int32(Xt), yt
+
+
+def _int32(X):
+    return sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)),
+                         shape=X.shape)
+
+
 def load_split(name, seed=0):
     """(X_train, y_train, X_test, y_test): the official split when there is one, else a
     stratified 70/30 split with a fixed seed (paper section 5.1)."""

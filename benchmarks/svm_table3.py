@@ -12,7 +12,6 @@ original and on the inverted images.
 """
 import gzip
 import os
-import time
 
 import numpy as np
 import scipy.sparse as sp

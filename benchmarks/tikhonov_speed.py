@@ -19,27 +19,11 @@ Usage::
 """
 import argparse
 import json
-import lzma
-import os
 import time
 
 import numpy as np
-import scipy.sparse as sp
 
-
-def load(name, n_features=123):
-    from sklearn.datasets import load_svmlight_file
-
-    folder = os.environ.get("MARGINKIT_DATA")
-    if not folder:
-        raise SystemExit("set MARGINKIT_DATA to the folder holding a9a.xz and a9a.t.xz")
-    with lzma.open(os.path.join(folder, name)) as fh:
-        X, y = load_svmlight_file(fh, n_features=n_features)
-    X = sp.csr_matrix(X)
-    # int32 indices (the loader may give int64, which libsvm-based SVC refuses)
-    X = sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)),
-                      shape=X.shape)
-    return X, np.where(y > 0, 1.0, -1.0)
+from svm_common import a9a_int32
 
 
 def objective(X, y, coef, lam):
@@ -60,7 +44,7 @@ def linear_part(repeat):
     import marginkit as mk
     from sklearn.linear_model import LogisticRegression
 
-    X, y = load("a9a.xz")
+    X, y, _, _ = a9a_int32()
     n = X.shape[0]
     lam = 1.0 / n
     ref = mk.solve(X, y, solver="iterated_tikhonov", kernel="linear", lam=lam, t=1, tol=1e-13)
@@ -104,8 +88,7 @@ def kernel_part(m, lam, t, gamma, budget_factor, newton_solvers=("cg", "cholesky
     import marginkit as mk
     from sklearn.svm import SVC
 
-    X, y = load("a9a.xz")
-    Xt, yt = load("a9a.t.xz")
+    X, y, Xt, yt = a9a_int32()
     n = X.shape[0]
     out = {"m": m, "lam": lam, "t": t, "gamma": gamma}
     for solver in newton_solvers:
