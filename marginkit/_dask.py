@@ -1049,14 +1049,18 @@ def _k_pf(chunk, ops):
     return [getattr(pf, name)(*args) for name, args in ops]
 
 
-def _k_pf_init(chunk, offset, n, q):
-    """Set up the chunk, or return the global indices of its all-zero rows."""
+def _zero_rows(chunk, offset):
+    """Global indices of the chunk's all-zero rows (they cannot be normalized)."""
     from .utils._operator import _row_sqnorms
 
-    bad = np.flatnonzero(~(_row_sqnorms(chunk.X) > 0))
-    if bad.size:
-        return bad + offset
-    chunk.v["pf"] = _PFChunk(chunk, offset, n, q)
+    return np.flatnonzero(~(_row_sqnorms(chunk.X) > 0)) + offset
+
+
+def _k_pf_init(chunk, offset, n, q):
+    """Set up the chunk, or return the global indices of its all-zero rows."""
+    bad = _zero_rows(chunk, offset)
+    if not bad.size:
+        chunk.v["pf"] = _PFChunk(chunk, offset, n, q)
     return bad
 
 
@@ -1657,10 +1661,7 @@ class TikhonovDriver(Driver):
         p = state.p
         t_used = state.n_prox
         w, w_prev = state.w, state.w_prev
-        if len(state.prox_decrement) < state.prox_step:
-            state.prox_decrement.append(state.decrement)
-            state.prox_newton_iter.append(state.newton_iter)
-            state.prox_risk.append(state.empirical_risk)
+        state._record_last_prox_step()
         fields = {"task": self.solver.task,
                   "coef_": w[:p].copy(),
                   "intercept_": float(w[p]) if state.fit_intercept else 0.0}
@@ -1768,12 +1769,10 @@ class _VChunk:
 
 
 def _k_v_init(chunk, offset, n, normalize):
-    from .utils._operator import _row_sqnorms
-
-    bad = np.flatnonzero(~(_row_sqnorms(chunk.X) > 0))
-    if bad.size:
-        return bad + offset
-    chunk.v["vx"] = _VChunk(chunk, offset, n, normalize)
+    """Set up the chunk, or return the global indices of its all-zero rows."""
+    bad = _zero_rows(chunk, offset)
+    if not bad.size:
+        chunk.v["vx"] = _VChunk(chunk, offset, n, normalize)
     return bad
 
 

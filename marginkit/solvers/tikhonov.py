@@ -312,6 +312,14 @@ class _GuardedNewton:
             self.decrement = np.inf
             self.done = True
 
+    def _record_last_prox_step(self):
+        """At the end of a run: the last subproblem, if it stopped the run before handing
+        over, goes into the per-step history."""
+        if len(self.prox_decrement) < self.prox_step:
+            self.prox_decrement.append(self.decrement)
+            self.prox_newton_iter.append(self.newton_iter)
+            self.prox_risk.append(self.empirical_risk)
+
     def _newton_iteration(self):
         """One damped Newton step on the current subproblem: Armijo backtracking along
         -direction from s = 1 (halving, at most 40 times), with room for round-off near the
@@ -885,11 +893,7 @@ class IteratedTikhonov(Solver):
         mdl = state.model
         t_used = state.n_prox
         w, w_prev = state.w, state.w_prev
-        if len(state.prox_decrement) < state.prox_step:
-            # the last subproblem stopped the run before handing over: record it
-            state.prox_decrement.append(state.decrement)
-            state.prox_newton_iter.append(state.newton_iter)
-            state.prox_risk.append(state.empirical_risk)
+        state._record_last_prox_step()
         fields = {"task": self.task}
         support_X = problem.X if state.train_index is None else problem.X[state.train_index]
         kernel = problem.kernel
