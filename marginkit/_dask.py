@@ -1368,27 +1368,16 @@ def _k_pf_get(chunk, name):
 
 
 def _family_fields(problem, core, get, status, primal_op):
-    """Result fields of a perceptron-family run on chunks (the in-memory
-    ``perceptron._PerceptronFamily.finalize``): the chunks' alpha, p and best p (read with
-    the chunk kernel ``get``), margin bounds, the certificate the status claims, and
+    """Result fields of a perceptron-family run on chunks: ``perceptron.family_fields``
+    on the chunks' alpha, p and best p (read with the chunk kernel ``get``), and
     coef_ = sum over chunks of ``primal_op`` (no intercept)."""
-    from ._result import InfeasibilityCertificate, SeparatorCertificate
+    from .solvers.perceptron import family_fields
 
     pool = problem.pool
     core.flush()
     alpha = np.concatenate(pool.map(get, "alpha"))
-    lower, upper = core.margin_bounds()
-    fields = {"status": status, "dual_coef_": alpha,
-              "dual_vector": np.concatenate(pool.map(get, "p")),
-              "margin_bounds": (float(lower), float(upper)), "certificate": None}
-    kernel, classes = problem.kernel, problem.classes_
-    if status == "separable":
-        fields["certificate"] = SeparatorCertificate(alpha, core.min_margin, kernel, classes)
-    elif status == "infeasible":
-        value = float(core.dual_norm)
-        fields["certificate"] = InfeasibilityCertificate(
-            np.concatenate(pool.map(get, "best_p")), value,
-            max(float(core.dual_tol), value), kernel, classes)
+    fields = family_fields(problem, status, core, alpha, np.concatenate(pool.map(get, "p")),
+                           lambda: np.concatenate(pool.map(get, "best_p")))
     w = np.sum(core._map([(primal_op, ("alpha",))]), axis=0)
     fields.update(coef_=np.asarray(w, dtype=np.float64), intercept_=0.0)
     return fields

@@ -175,23 +175,34 @@ class _PerceptronFamily(Solver):
     def finalize(self, problem, state, status):
         core, op = state.core, state.op
         alpha = self._alpha(state)
-        lower, upper = core.margin_bounds()
-        fields = {
-            "status": status,
-            "dual_coef_": alpha,
-            "dual_vector": np.array(core.p_arr, dtype=np.float64),
-            "margin_bounds": (float(lower), float(upper)),
-            "certificate": None,
-        }
-        kernel, classes = problem.kernel, problem.classes_
-        if status == "separable":
-            fields["certificate"] = SeparatorCertificate(alpha, core.min_margin, kernel, classes)
-        elif status == "infeasible":
-            value = float(core.dual_norm)
-            fields["certificate"] = InfeasibilityCertificate(
-                np.array(core.best_p_arr), value, max(float(core.dual_tol), value), kernel, classes)
+        fields = family_fields(problem, status, core, alpha,
+                               np.array(core.p_arr, dtype=np.float64),
+                               lambda: np.array(core.best_p_arr))
         fields.update(_model(problem, op, alpha))
         return fields
+
+
+def family_fields(problem, status, core, alpha, dual_vector, best_p):
+    """Result fields every solver of the family returns (in memory and on Dask chunks):
+    status, alpha, p, the margin bounds, and the certificate the status claims: a separator
+    (alpha, checked by G alpha > 0) or an infeasibility certificate (the best p, ``best_p()``
+    read only then, with ||p||_G <= eps)."""
+    lower, upper = core.margin_bounds()
+    fields = {
+        "status": status,
+        "dual_coef_": alpha,
+        "dual_vector": dual_vector,
+        "margin_bounds": (float(lower), float(upper)),
+        "certificate": None,
+    }
+    kernel, classes = problem.kernel, problem.classes_
+    if status == "separable":
+        fields["certificate"] = SeparatorCertificate(alpha, core.min_margin, kernel, classes)
+    elif status == "infeasible":
+        value = float(core.dual_norm)
+        fields["certificate"] = InfeasibilityCertificate(
+            best_p(), value, max(float(core.dual_tol), value), kernel, classes)
+    return fields
 
 
 def _model(problem, op, alpha):
