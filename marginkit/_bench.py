@@ -20,7 +20,8 @@ What each method sees (paper 001, sec. 5.1)
   ``pegasos``) get
   the *unscaled* matrix in the same format and ``scale="std"``: they centre and
   scale implicitly, ``Z = (X - e mu^T) Diag(sigma)^-1``, without forming Z, and
-  report ``coef_`` in the original feature space. marginkit solvers without a
+  report ``coef_`` in the original feature space (``mk:dcd[scale]`` passes
+  ``scale="scale"``: scaled, not centred, the model LIBLINEAR fits). marginkit solvers without a
   ``scale`` parameter get ``X Diag(sigma)^-1`` like the references.
 * Timed: the fit call only (``mk.solve``, ``liblinearutil.train`` on a ``problem``
   built once, ``estimator.fit``); data loading, scaling and prediction are not timed.
@@ -335,7 +336,9 @@ class MarginkitMethod(Method):
     @property
     def sees(self):
         try:
-            return "X (unscaled) + scale='std'" if self._uses_scale() else "X Diag(sigma)^-1"
+            if self._uses_scale():
+                return f"X (unscaled) + scale={self.params.get('scale', 'std')!r}"
+            return "X Diag(sigma)^-1"
         except Skip:
             return "-"
 
@@ -540,6 +543,7 @@ def default_methods():
         MarginkitMethod("mk:fista_svm", "fista_svm"),
         MarginkitMethod("mk:dcd", "dcd"),
         MarginkitMethod("mk:dcd[liblinear-stop]", "dcd", stop="liblinear"),
+        MarginkitMethod("mk:dcd[scale]", "dcd", scale="scale"),
         MarginkitMethod("mk:pegasos", "pegasos", random_state=0),
         LiblinearOfficial(),
         SklearnMethod("LinearSVC", _linear_svc),

@@ -171,6 +171,8 @@ def test_bench_quick_end_to_end(tmp_path, monkeypatch, capsys):
     if "fista" in mk.list_plugins()["solver"]:
         assert rows["mk:fista"]["input"] == "X (unscaled) + scale='std'"
         assert rows["mk:fista"]["test_accuracy"] > 0.7
+    if "dcd" in mk.list_plugins()["solver"]:
+        assert rows["mk:dcd[scale]"]["input"] == "X (unscaled) + scale='scale'"
 
 
 def test_bench_quick_through_the_command_line(tmp_path):
@@ -230,6 +232,17 @@ def test_stratified_split_is_stratified_and_seeded():
     assert (y[te] == 1).sum() == 21 and (y[te] == -1).sum() == 9
     tr2, te2 = _bench.stratified_split(y, seed=3)
     assert np.array_equal(te, te2)
+
+
+def test_dcd_scale_method_fits_liblinears_input():
+    """``mk:dcd[scale]`` solves on X Diag(sigma)^-1, the very matrix LIBLINEAR is given."""
+    ds = _bench.load_dataset("synthetic")
+    method = _bench.MarginkitMethod("mk:dcd[scale]", "dcd", scale="scale", random_state=0)
+    prep = method.prepare(ds)
+    fit = method.finish(ds, prep, method.fit(ds, prep))
+    direct = mk.solve(ds.Xs_train, ds.y_train, solver="dcd", scale=None, random_state=0)
+    assert np.allclose(fit.decision, ds.Xs_test @ direct.coef_.ravel() + direct.intercept_,
+                       rtol=1e-9, atol=1e-9)
 
 
 def test_liblinear_scores_agree_with_liblinear_predict():
