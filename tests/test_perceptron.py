@@ -586,6 +586,18 @@ def test_isnkpvn_without_finish_is_the_paper_algorithm(overlap):
     np.testing.assert_array_equal(again.certificate.p, res.certificate.p)
 
 
+def test_isnkpvn_finish_taken_once(overlap):
+    """With a stop rule that lets the run go on, the finish's point is taken once and the
+    iterations continue from it."""
+    X, y = overlap
+    res = mk.solve(X, y, solver="isnkpvn", stop=("max_iter", {"n": 120}))
+    decided = mk.solve(X, y, solver="isnkpvn")
+    assert res.status == "max_iter" and res.n_iter == 120 and res.extra["finish"] == "decided"
+    assert res.extra["finish_steps"] == decided.extra["finish_steps"]
+    assert res.extra["outer_iterations"] == decided.extra["outer_iterations"]
+    assert res.margin_bounds[1] <= decided.certificate.value
+
+
 def test_isnkpvn_finish_is_reproducible(overlap):
     X, y = overlap
     a = mk.solve(X, y, solver="isnkpvn")

@@ -957,6 +957,8 @@ cdef class IteratedSmoothedCore(SmoothedCore):
             self.delta = norm / self.gamma
             self.outer += 1
             self._start_at(0)
+            # taken once: the finish has done its work
+            fin.stop()
         self.finish_decided = True
 
     def refuse_finish(self):
