@@ -766,8 +766,8 @@ cdef class MinNormPoint:
         self.size = m + 1
         return True
 
-    cdef void _affine_minimizer(self) noexcept nogil:
-        """mu = M^{-1} 1 / (1^T M^{-1} 1) on S, from M = R^T R."""
+    cdef bint _affine_minimizer(self) noexcept nogil:
+        """mu = M^{-1} 1 / (1^T M^{-1} 1) on S, from M = R^T R; False if not finite."""
         cdef Py_ssize_t t, s, m = self.size
         cdef double acc, total = 0.0
         for t in range(m):
@@ -782,8 +782,12 @@ cdef class MinNormPoint:
             self.mu[t] = acc / self.R[t, t]
         for t in range(m):
             total += self.mu[t]
+        # 1^T M^{-1} 1 > 0 for a positive definite M; anything else is round-off gone wrong
+        if not (isfinite(total) and total > 0.0):
+            return False
         for t in range(m):
             self.mu[t] /= total
+        return True
 
     cdef void _minor(self) noexcept nogil:
         """Minor cycles after a vertex entered (it is the last of S, weight 0)."""
@@ -791,7 +795,9 @@ cdef class MinNormPoint:
         cdef double theta, r, total
         cdef bint inside
         while True:
-            self._affine_minimizer()
+            if not self._affine_minimizer():
+                self._state = MNP_STOPPED
+                return
             m = self.size
             inside = True
             for t in range(m):
@@ -811,6 +817,10 @@ cdef class MinNormPoint:
                     if r < theta:
                         theta = r
                         k = t
+            if not (theta <= 1.0):
+                # some mu_t <= 0 gives a ratio in [0, 1] unless the weights are broken
+                self._state = MNP_STOPPED
+                return
             if self.idx[k] == entering and self.lam[k] == 0.0:
                 # numerically, the new vertex does not lower ||p||_G: no progress
                 self._remove(k)
