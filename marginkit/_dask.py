@@ -1359,7 +1359,9 @@ class SmoothedPerceptronDriver(Driver):
         core = state.core
         fields = _family_fields(problem, core, _k_pf_get, status, "primal")
         if core.iterated:
-            fields["extra"] = {"outer_iterations": int(core.outer), "delta": float(core.delta)}
+            # the exact finish of the in-memory solver is not run on chunks
+            fields["extra"] = {"outer_iterations": int(core.outer), "delta": float(core.delta),
+                               "finish": "off", "finish_steps": 0}
         return fields
 
 

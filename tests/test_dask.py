@@ -181,7 +181,7 @@ def test_a9a_subset(client, a9a_small):
     X, y = a9a_small
     Xd = _as_dask(X, 700)
     for solver, kw in (("fista", {}), ("fista_svm", {"max_iter": 30}),
-                       ("isnkpvn", {"max_iter": 60}), ("iterated_tikhonov", {})):
+                       ("isnkpvn", {"max_iter": 60, "finish": False}), ("iterated_tikhonov", {})):
         mem = mk.solve(X, y, solver=solver, **kw)
         dsk = mk.solve(Xd, y, solver=solver, **kw)
         assert_same_run(mem, dsk, X, y)
@@ -247,15 +247,16 @@ def test_chunkwise_permutation_is_a_permutation():
 
 
 # -------------------------------------------------------------- perceptron / von Neumann
+# isnkpvn with finish=False: its exact finish runs in memory only (test below)
 @pytest.mark.parametrize("solver, separable, sparse, params", [
     ("snkp", True, False, {}),
     ("snkp", True, True, {}),
-    ("isnkpvn", True, True, {}),
-    ("isnkpvn", False, False, {"eps": 1e-2}),
-    ("isnkpvn", False, True, {"eps": 1e-2}),
+    ("isnkpvn", True, True, {"finish": False}),
+    ("isnkpvn", False, False, {"eps": 1e-2, "finish": False}),
+    ("isnkpvn", False, True, {"eps": 1e-2, "finish": False}),
     ("snkpvn", False, True, {"delta": 2e-2}),
     ("snkp", True, False, {"smoother": "l2"}),
-    ("isnkpvn", False, False, {"smoother": "entropy", "eps": 1e-2}),
+    ("isnkpvn", False, False, {"smoother": "entropy", "eps": 1e-2, "finish": False}),
     ("snkp", False, True, {"max_iter": 300}),  # 300 iterations computed one map ahead
 ])
 def test_smoothed_perceptron_family_matches_in_memory(client, solver, separable, sparse, params):
@@ -269,6 +270,14 @@ def test_smoothed_perceptron_family_matches_in_memory(client, solver, separable,
     assert_same_run(mem, dsk, X, y)
     if solver == "isnkpvn":
         assert dsk.extra["outer_iterations"] == mem.extra["outer_iterations"]
+
+
+def test_isnkpvn_finish_is_in_memory_only(client):
+    X, y = _synthetic(n=300, separable=False)
+    dsk = mk.solve(_as_dask(X, 110), y, solver="isnkpvn", eps=1e-2)
+    off = mk.solve(X, y, solver="isnkpvn", eps=1e-2, finish=False)
+    assert dsk.extra["finish"] == "off" and dsk.extra["finish_steps"] == 0
+    assert_same_run(off, dsk, X, y)
 
 
 def test_snkpvn_with_a_center_q(client):
@@ -355,7 +364,7 @@ def test_full_a9a(client, data_dir):
     Xd = _as_dask(X, 8200)
     sizes = [int(c) for c in Xd.chunks[0]]
     for solver, kw in (("fista", {}), ("fista_svm", {}), ("iterated_tikhonov", {"t": 2}),
-                       ("snkp", {"max_iter": 300}), ("isnkpvn", {"max_iter": 300}),
+                       ("snkp", {"max_iter": 300}), ("isnkpvn", {"max_iter": 300, "finish": False}),
                        ("nkp", {"max_iter": 300})):
         mem = mk.solve(X, y, solver=solver, **kw)
         dsk = mk.solve(Xd, y, solver=solver, **kw)

@@ -66,6 +66,9 @@ def test_feature_operator_all_layouts(rng, normalize):
         np.testing.assert_allclose(op.dot(a), G @ a, atol=tol * scale, err_msg=name)
         for j in (0, 5, X.shape[0] - 1):
             np.testing.assert_allclose(op.col(j), G[:, j], atol=tol, err_msg=name)
+            rows = [3, j, 0, 7]
+            np.testing.assert_allclose(op.col_entries(j, rows), G[rows, j], atol=tol,
+                                       err_msg=name)
         # never copied or modified
         assert op.phi is Phi
         if sp.issparse(Phi):
@@ -97,7 +100,10 @@ def test_dense_gram_operator(rng, dtype):
     tol = 1e-12 if dtype == np.float64 else 1e-5
     np.testing.assert_allclose(op.dot(a), G @ a, atol=tol * np.abs(a).sum())
     np.testing.assert_allclose(op.col(3), G[:, 3], atol=tol)
+    np.testing.assert_allclose(op.col_entries(3, [0, 3, 9]), G[[0, 3, 9], 3], atol=tol)
     np.testing.assert_allclose(np.diag(op.gram), 1.0, atol=tol)
+    with pytest.raises(IndexError, match="row index"):
+        op.col_entries(3, [X.shape[0]])
 
 
 def test_make_operator_picks_implementation(rng):

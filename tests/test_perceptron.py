@@ -526,3 +526,155 @@ def test_smoothed_core_argmin_is_the_first_minimum(n):
             ga = np.asarray(core.ga_arr)
             if core.min_margin <= 0:
                 assert core.imin == int(np.argmin(ga)) and core.min_margin == ga.min()
+
+
+# ------------------------------------------------------------------- isnkpvn's exact finish
+def overlap_instance(n, d=20, seed=5):
+    """Rows [x_i, 1] of Gaussian points separated by a random hyperplane, with the label of
+    the positive point nearest the positive mean flipped: barely infeasible (the
+    ``overlap`` instance of the feasibility benchmark)."""
+    g = np.random.default_rng(seed)
+    w, b = g.standard_normal(d), 0.5 * g.standard_normal()
+    X = g.standard_normal((n, d))
+    y = np.where(X @ w + b > 0, 1.0, -1.0)
+    pos = np.flatnonzero(y > 0)
+    y[pos[np.argmin(((X[pos] - X[pos].mean(axis=0)) ** 2).sum(axis=1))]] = -1.0
+    return np.hstack([X, np.ones((n, 1))]), y
+
+
+@pytest.fixture(scope="module")
+def overlap():
+    return overlap_instance(2000)
+
+
+def assert_finish_certificate(res, X, y, kernel="linear"):
+    """The certificate verifies by itself and against G recomputed here."""
+    assert res.certificate is not None and res.certificate.verify(X, y)
+    assert_certificate(res, X, y, kernel)
+    if res.status == "infeasible":
+        G = gram_reference(X, y, kernel)
+        p = res.certificate.p
+        assert np.sqrt(max(p @ G @ p, 0.0)) <= 1e-6
+
+
+@pytest.mark.parametrize("fmt", ["dense", "csr32", "float32", "csr"])
+def test_isnkpvn_finish_decides_barely_infeasible_data(overlap, fmt):
+    X, y = overlap
+    Xf = {"dense": X, "csr": sp.csr_matrix(X), "float32": X.astype(np.float32),
+          "csr32": sp.csr_matrix(X.astype(np.float32))}[fmt]
+    on = mk.solve(Xf, y, solver="isnkpvn")
+    off = mk.solve(Xf, y, solver="isnkpvn", finish=False)
+    assert on.status == off.status == "infeasible"
+    assert on.extra["finish"] == "decided" and 0 < on.extra["finish_steps"] <= on.n_iter
+    assert off.extra == {"outer_iterations": off.extra["outer_iterations"],
+                         "delta": off.extra["delta"], "finish": "off", "finish_steps": 0}
+    assert 4 * on.n_iter <= off.n_iter
+    # an exact certificate on few points (an affinely independent set in R^21: <= 22)
+    assert on.certificate.value < 1e-12 and np.count_nonzero(on.certificate.p) <= 22
+    assert_finish_certificate(on, X, y)
+    assert_finish_certificate(off, X, y)
+    np.testing.assert_array_equal(on.dual_vector >= 0, True)
+
+
+def test_isnkpvn_without_finish_is_the_paper_algorithm(overlap):
+    """finish=False runs the iterations of the previous release, iterate for iterate."""
+    X, y = overlap
+    res = mk.solve(X, y, solver="isnkpvn", finish=False)
+    assert (res.n_iter, res.extra["outer_iterations"]) == (271, 14)
+    again = mk.solve(X, y, solver="isnkpvn", finish=False)
+    np.testing.assert_array_equal(again.dual_vector, res.dual_vector)
+    np.testing.assert_array_equal(again.certificate.p, res.certificate.p)
+
+
+def test_isnkpvn_finish_taken_once(overlap):
+    """With a stop rule that lets the run go on, the finish's point is taken once and the
+    iterations continue from it."""
+    X, y = overlap
+    res = mk.solve(X, y, solver="isnkpvn", stop=("max_iter", {"n": 120}))
+    decided = mk.solve(X, y, solver="isnkpvn")
+    assert res.status == "max_iter" and res.n_iter == 120 and res.extra["finish"] == "decided"
+    assert res.extra["finish_steps"] == decided.extra["finish_steps"]
+    assert res.extra["outer_iterations"] == decided.extra["outer_iterations"]
+    assert res.margin_bounds[1] <= decided.certificate.value
+
+
+def test_isnkpvn_finish_is_reproducible(overlap):
+    X, y = overlap
+    a = mk.solve(X, y, solver="isnkpvn")
+    b = mk.solve(X, y, solver="isnkpvn")
+    assert a.n_iter == b.n_iter and a.extra == b.extra
+    np.testing.assert_array_equal(a.certificate.p, b.certificate.p)
+    np.testing.assert_array_equal(a.dual_vector, b.dual_vector)
+
+
+def test_isnkpvn_finish_separator(separable, separable_rho):
+    X, y, _ = separable
+    for fmt in (X, sp.csr_matrix(X.astype(np.float32))):
+        res = mk.solve(fmt, y, solver="isnkpvn")
+        assert res.status == "separable" and res.extra["finish"] in ("decided", "running")
+        assert_finish_certificate(res, X, y)
+        lower, upper = res.margin_bounds
+        assert lower <= separable_rho * (1 + 1e-6) and upper >= separable_rho * (1 - 1e-6)
+
+
+def test_isnkpvn_finish_separator_on_a_small_margin():
+    # margin 1e-3 in 5 dimensions: the paper needs many halvings, the finish few cycles
+    X, y, _ = make_separable(3000, 5, margin=1e-3, random_state=0)
+    on = mk.solve(X, y, solver="isnkpvn")
+    off = mk.solve(X, y, solver="isnkpvn", finish=False)
+    assert on.status == off.status == "separable"
+    assert on.extra["finish"] == "decided" and on.n_iter < off.n_iter
+    assert_finish_certificate(on, X, y)
+    G = gram_reference(X, y, "linear")
+    assert np.all(G @ on.dual_coef_ > 0)
+
+
+@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+def test_isnkpvn_finish_with_a_dense_gram(duplicated, kernel):
+    """Other kernels: the finish reads entries of the private dense G."""
+    X, y, _ = duplicated
+    res = run(X, y, "isnkpvn", kernel)
+    assert res.status == "infeasible"
+    assert_finish_certificate(res, X, y, kernel)
+
+
+def test_isnkpvn_refused_finish_leaves_the_iterations_alone(overlap, monkeypatch):
+    """A candidate that fails the float64 check is dropped, the finish stops, and the run
+    is the paper's, iterate for iterate."""
+    from marginkit.solvers import perceptron
+
+    X, y = overlap
+    off = mk.solve(X, y, solver="isnkpvn", finish=False)
+    checks = []
+    real = perceptron._IteratedState._certifies
+
+    def refuse_first(self, p, eps):
+        checks.append(eps)
+        return False if len(checks) == 1 else real(self, p, eps)
+
+    monkeypatch.setattr(perceptron._IteratedState, "_certifies", refuse_first)
+    res = mk.solve(X, y, solver="isnkpvn")
+    assert res.extra["finish"] == "stopped" and res.n_iter == off.n_iter
+    np.testing.assert_array_equal(res.certificate.p, off.certificate.p)
+    np.testing.assert_array_equal(res.dual_coef_, off.dual_coef_)
+
+
+def test_min_norm_point_wolfe(separable, duplicated):
+    """Wolfe's algorithm alone: a separator (G p > 0) on separable data, a point of norm
+    <= tol on infeasible data, p in the simplex on the corral."""
+    from marginkit.solvers._perceptron_fast import MinNormPoint
+    from marginkit.utils._operator import FeatureOperator
+
+    for (X, y, _), expected in ((separable, "separator"), (duplicated, "certificate")):
+        G = gram_reference(X, y, "linear")
+        mnp = MinNormPoint(FeatureOperator(X, y), 64)
+        assert mnp.run(int(np.argmin(G.sum(axis=1))), 500, 1e-20) == expected
+        p = np.asarray(mnp.p_arr)
+        assert p.min() >= 0 and abs(p.sum() - 1) < 1e-12
+        np.testing.assert_array_equal(np.flatnonzero(p), np.sort(mnp.support))
+        if expected == "separator":
+            assert np.all(G @ p > 0)
+        else:
+            assert p @ G @ p <= 1e-20 * (1 + 1e-6) + 1e-24
+    with pytest.raises(IndexError):
+        mnp.run(len(y), 1, 0.0)

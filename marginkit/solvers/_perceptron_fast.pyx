@@ -2,7 +2,8 @@
 
 Each core holds the iterates of one algorithm as float64 vectors and does one whole
 iteration per ``step()`` with the GIL released. G (the normalized signed Gram) is only
-touched through a ``GramOperator``: ``matvec`` (G a) and ``column`` (G e_j). The
+touched through a ``GramOperator``: ``matvec`` (G a), ``column`` (G e_j) and ``entries``
+(a few G_ij, for the exact finish of ISNKPVN). The
 products G alpha and G p are maintained by linearity, so each iteration costs one
 product with G (a column for the vertex methods, one matvec for the smoothed ones);
 G alpha is recomputed from scratch before a run may be declared separable, and G p
@@ -10,8 +11,8 @@ before ||p||_G may be declared below a tolerance.
 """
 import numpy as np
 
-from libc.math cimport INFINITY, exp, sqrt
-from libc.string cimport memcpy
+from libc.math cimport INFINITY, exp, hypot, isfinite, sqrt
+from libc.string cimport memcpy, memset
 
 from marginkit.smoothers._smoothers cimport EntropySmoother, SimplexSmoother
 
@@ -120,7 +121,7 @@ cdef extern from *:
 from marginkit.utils._operator cimport FeatureOperator, GramOperator
 
 __all__ = ["PerceptronCore", "NKPCore", "NormalizedPerceptronCore", "NVNCore",
-           "SmoothedCore", "IteratedSmoothedCore", "csr_normalized_cross"]
+           "SmoothedCore", "IteratedSmoothedCore", "MinNormPoint", "csr_normalized_cross"]
 
 
 ctypedef fused _index_t:
@@ -581,24 +582,334 @@ cdef class SmoothedCore(_Core):
         return float(-pm @ self.ga_arr - self.mu * d + 0.5 * self.alpha_norm ** 2)
 
 
+# states of MinNormPoint
+cdef enum:
+    MNP_IDLE = 0
+    MNP_RUNNING = 1
+    MNP_SEPARATOR = 2
+    MNP_CERTIFICATE = 3
+    MNP_STOPPED = 4
+
+_MNP_STATES = {MNP_IDLE: "idle", MNP_RUNNING: "running", MNP_SEPARATOR: "separator",
+               MNP_CERTIFICATE: "certificate", MNP_STOPPED: "stopped"}
+
+# a vertex enters only when it lowers ||p||_G^2 by more than this (|G_ij| <= 1: the
+# products G p carry an absolute round-off far below it)
+cdef double _MNP_GAP = 1e-15
+# a vertex whose squared distance to the affine hull of the corral (in the lifted
+# metric G + 1 1^T) is below this fraction of its own is numerically in that hull
+cdef double _MNP_INDEPENDENT = 1e-12
+
+
+cdef class MinNormPoint:
+    """Wolfe's minimum-norm-point algorithm for min_{p in simplex} ||p||_G, the point of
+    least norm z* = sum_i p*_i a_i in conv{a_i} (a_i = y_i phi(x_i) / ||phi(x_i)||), with
+    the vertices priced over all n points by G p.
+
+    A major cycle (``major``) computes G p with one product (p is supported on the
+    corral S, |S| <= ``cap``; with a feature map, w = Phi^T S p from the |S| rows and
+    one pass S Phi w), stops with a *candidate* when G p > 0 (a separator) or
+    ||p||_G^2 <= ``tol_sq`` (an infeasibility certificate), else adds the vertex
+    j = argmin_i (G p)_i to S and runs the minor cycles: the affine minimizer
+    mu = M^{-1} 1 / (1^T M^{-1} 1) of S, M = G_SS + 1 1^T (positive definite while S is
+    affinely independent), kept as M = R^T R (R upper triangular, a column appended per
+    vertex, Givens rotations per removal); if mu > 0 it is the new p, otherwise p moves
+    towards mu until a weight vanishes and that vertex leaves S. In exact arithmetic
+    ||p||_G decreases strictly each major cycle and the run ends in finitely many.
+
+    It stops for good (``state`` "stopped") when it cannot make numerical progress: no
+    decrease of ||p||_G^2, a gain below 1e-15, a vertex numerically in the affine hull of
+    S, the entering vertex dropped at once, or |S| = ``cap``. Only the n-vectors p and
+    G p are stored, and the |S| entries G_Sj of each new column (``GramOperator.entries``).
+    """
+
+    cdef GramOperator op
+    cdef FeatureOperator fop
+    cdef double[::1] w
+    cdef readonly Py_ssize_t n
+    cdef readonly Py_ssize_t cap
+    cdef readonly Py_ssize_t size
+    cdef readonly Py_ssize_t steps
+    cdef int _state
+    cdef readonly double norm_sq
+    cdef readonly double gmin
+    cdef Py_ssize_t[::1] idx
+    cdef double[::1] lam
+    cdef double[::1] mu
+    cdef double[::1] u
+    cdef double[::1] ent
+    cdef double[:, ::1] R
+    cdef double[::1] p
+    cdef double[::1] gp
+    cdef readonly object p_arr, gp_arr
+
+    def __init__(self, GramOperator op, Py_ssize_t cap):
+        self.op = op
+        self.fop = op if isinstance(op, FeatureOperator) else None
+        self.w = np.zeros(max(op.d, 1) if self.fop is not None else 1)
+        self.n = op.n
+        self.cap = max(1, min(cap, op.n))
+        self.size = 0
+        self.steps = 0
+        self._state = MNP_IDLE
+        self.norm_sq = INFINITY
+        self.gmin = -INFINITY
+        self.idx = np.zeros(self.cap, dtype=np.intp)
+        self.lam = np.zeros(self.cap)
+        self.mu = np.zeros(self.cap)
+        self.u = np.zeros(self.cap)
+        self.ent = np.zeros(self.cap)
+        self.R = np.zeros((self.cap, self.cap))
+        self.p_arr = np.zeros(self.n)
+        self.gp_arr = np.zeros(self.n)
+        self.p = self.p_arr
+        self.gp = self.gp_arr
+
+    @property
+    def state(self):
+        """"idle", "running", "separator", "certificate" (candidates) or "stopped"."""
+        return _MNP_STATES[self._state]
+
+    @property
+    def support(self):
+        """The corral S (indices of the nonzero weights of p)."""
+        return np.array(self.idx[:self.size])
+
+    def run(self, Py_ssize_t j0, Py_ssize_t max_steps, double tol_sq):
+        """Start at the vertex j0 and run at most ``max_steps`` major cycles; the state."""
+        if j0 < 0 or j0 >= self.n:
+            raise IndexError(f"vertex {j0} out of range for n={self.n}")
+        with nogil:
+            self.begin(j0)
+            while self._state == MNP_RUNNING and self.steps < max_steps:
+                self.major(tol_sq)
+        return self.state
+
+    cdef void stop(self) noexcept nogil:
+        self._state = MNP_STOPPED
+
+    cdef void begin(self, Py_ssize_t j0) noexcept nogil:
+        """S = {j0}, p = e_j0."""
+        cdef double g
+        cdef Py_ssize_t t
+        for t in range(self.size):
+            self.p[self.idx[t]] = 0.0
+        self.op.entries(j0, &j0, 1, &g)
+        self.steps = 0
+        self.norm_sq = INFINITY
+        if not (isfinite(g) and g + 1.0 > 0.0):
+            self.size = 0
+            self._state = MNP_STOPPED
+            return
+        self.idx[0] = j0
+        self.lam[0] = 1.0
+        self.R[0, 0] = sqrt(g + 1.0)
+        self.size = 1
+        self.p[j0] = 1.0
+        self._state = MNP_RUNNING
+
+    cdef int major(self, double tol_sq) noexcept nogil:
+        """One major cycle (see the class docstring); returns the state."""
+        cdef Py_ssize_t t, j, m
+        cdef double pgp = 0.0, prev = self.norm_sq
+        if self._state != MNP_RUNNING:
+            return self._state
+        if self.fop is not None:
+            # G p = S Phi w with w = sum_{s in S} p_s s_s phi_s: |S| rows, then one pass
+            memset(&self.w[0], 0, self.fop.d * sizeof(double))
+            for t in range(self.size):
+                self.fop.add_row(self.idx[t], self.lam[t], &self.w[0])
+            self.fop.fmatvec(&self.w[0], &self.gp[0])
+        else:
+            self.op.matvec(&self.p[0], &self.gp[0])
+        for t in range(self.size):
+            pgp += self.lam[t] * self.gp[self.idx[t]]
+        j = _argmin(&self.gp[0], self.n)
+        self.steps += 1
+        self.norm_sq = pgp
+        self.gmin = self.gp[j]
+        if not (isfinite(pgp) and isfinite(self.gmin)):
+            self._state = MNP_STOPPED
+        elif self.gmin > 0.0:
+            self._state = MNP_SEPARATOR
+        elif pgp <= tol_sq:
+            self._state = MNP_CERTIFICATE
+        elif pgp >= prev or pgp - self.gmin <= _MNP_GAP or self.size >= self.cap:
+            self._state = MNP_STOPPED
+        else:
+            for t in range(self.size):
+                if self.idx[t] == j:
+                    self._state = MNP_STOPPED
+            if self._state == MNP_RUNNING and self._enter(j):
+                self._minor()
+        return self._state
+
+    cdef bint _enter(self, Py_ssize_t j) noexcept nogil:
+        """Append vertex j to S with weight 0: a new column of R (R^T r = M_Sj)."""
+        cdef Py_ssize_t t, s, m = self.size
+        cdef double g, acc, rho2
+        self.op.entries(j, &self.idx[0], m, &self.ent[0])
+        self.op.entries(j, &j, 1, &g)
+        rho2 = g + 1.0
+        for t in range(m):
+            acc = self.ent[t] + 1.0
+            for s in range(t):
+                acc -= self.R[s, t] * self.R[s, m]
+            self.R[t, m] = acc / self.R[t, t]
+            rho2 -= self.R[t, m] * self.R[t, m]
+        if not (isfinite(rho2) and rho2 > _MNP_INDEPENDENT * (g + 1.0)):
+            self._state = MNP_STOPPED
+            return False
+        self.R[m, m] = sqrt(rho2)
+        self.idx[m] = j
+        self.lam[m] = 0.0
+        self.size = m + 1
+        return True
+
+    cdef bint _affine_minimizer(self) noexcept nogil:
+        """mu = M^{-1} 1 / (1^T M^{-1} 1) on S, from M = R^T R; False if not finite."""
+        cdef Py_ssize_t t, s, m = self.size
+        cdef double acc, total = 0.0
+        for t in range(m):
+            acc = 1.0
+            for s in range(t):
+                acc -= self.R[s, t] * self.u[s]
+            self.u[t] = acc / self.R[t, t]
+        for t in range(m - 1, -1, -1):
+            acc = self.u[t]
+            for s in range(t + 1, m):
+                acc -= self.R[t, s] * self.mu[s]
+            self.mu[t] = acc / self.R[t, t]
+        for t in range(m):
+            total += self.mu[t]
+        # 1^T M^{-1} 1 > 0 for a positive definite M; anything else is round-off gone wrong
+        if not (isfinite(total) and total > 0.0):
+            return False
+        for t in range(m):
+            self.mu[t] /= total
+        return True
+
+    cdef void _minor(self) noexcept nogil:
+        """Minor cycles after a vertex entered (it is the last of S, weight 0)."""
+        cdef Py_ssize_t t, k, m, entering = self.idx[self.size - 1]
+        cdef double theta, r, total
+        cdef bint inside
+        while True:
+            if not self._affine_minimizer():
+                self._state = MNP_STOPPED
+                return
+            m = self.size
+            inside = True
+            for t in range(m):
+                if not (self.mu[t] > 0.0):
+                    inside = False
+            if inside:
+                for t in range(m):
+                    self.lam[t] = self.mu[t]
+                    self.p[self.idx[t]] = self.mu[t]
+                return
+            # the largest step towards mu that keeps the weights >= 0; vertex k leaves S
+            theta = INFINITY
+            k = 0
+            for t in range(m):
+                if not (self.mu[t] > 0.0):
+                    r = self.lam[t] / (self.lam[t] - self.mu[t])
+                    if r < theta:
+                        theta = r
+                        k = t
+            if not (theta <= 1.0):
+                # some mu_t <= 0 gives a ratio in [0, 1] unless the weights are broken
+                self._state = MNP_STOPPED
+                return
+            if self.idx[k] == entering and self.lam[k] == 0.0:
+                # numerically, the new vertex does not lower ||p||_G: no progress
+                self._remove(k)
+                self._state = MNP_STOPPED
+                return
+            total = 0.0
+            for t in range(m):
+                self.lam[t] = (1.0 - theta) * self.lam[t] + theta * self.mu[t]
+                if self.lam[t] < 0.0:
+                    self.lam[t] = 0.0
+            self.lam[k] = 0.0
+            self._remove(k)
+            # any other weight rounded to zero leaves too
+            t = 0
+            while t < self.size:
+                if self.lam[t] <= 0.0 and self.size > 1:
+                    self._remove(t)
+                else:
+                    t += 1
+            for t in range(self.size):
+                total += self.lam[t]
+            for t in range(self.size):
+                self.lam[t] /= total
+                self.p[self.idx[t]] = self.lam[t]
+
+    cdef void _remove(self, Py_ssize_t k) noexcept nogil:
+        """Drop the k-th vertex of S: delete column k of R, restore the triangle with
+        Givens rotations of rows (c, c + 1) (R^T R stays M without row and column k)."""
+        cdef Py_ssize_t t, c, m = self.size
+        cdef double a, b, h, cs, sn, x, z
+        self.p[self.idx[k]] = 0.0
+        for c in range(k, m - 1):
+            for t in range(c + 2):
+                self.R[t, c] = self.R[t, c + 1]
+            self.idx[c] = self.idx[c + 1]
+            self.lam[c] = self.lam[c + 1]
+        for c in range(k, m - 1):
+            a = self.R[c, c]
+            b = self.R[c + 1, c]
+            h = hypot(a, b)
+            if h == 0.0:
+                continue
+            cs = a / h
+            sn = b / h
+            for t in range(c, m - 1):
+                x = self.R[c, t]
+                z = self.R[c + 1, t]
+                self.R[c, t] = cs * x + sn * z
+                self.R[c + 1, t] = cs * z - sn * x
+            self.R[c + 1, c] = 0.0
+        self.size = m - 1
+
+
+# the finish runs one major cycle (about one pass over the data) every this many steps
+cdef Py_ssize_t _FINISH_PERIOD = 2
+
+
 cdef class IteratedSmoothedCore(SmoothedCore):
     """ISNKPVN(gamma, eps) (paper 000, sec. 6) as one state machine.
 
     Each ``step()`` is one inner SNKPVN(q_t, delta_t) iteration. When the inner loop
     returns (||p_k||_G < delta_t, no separator yet, ||p_k||_G > eps), the outer loop
     restarts it from q_{t+1} = p_k with delta_{t+1} = ||q_{t+1}||_G / gamma.
+
+    With ``finish_cap`` > 0, every second step also runs one major cycle of a
+    ``MinNormPoint`` (Wolfe's algorithm on the same problem, corral of at most
+    ``finish_cap`` vertices), started at the most violated point of G p_k, until it stops. Its
+    candidates ("separator", "certificate") are checked by the caller, then taken with
+    ``accept_finish`` (the outer loop restarts at q = its p) or refused with
+    ``refuse_finish``; the iterations above never read its state otherwise.
     """
 
     cdef readonly double gamma
     cdef readonly double delta
     cdef readonly Py_ssize_t outer
     cdef readonly bint warm
+    cdef readonly MinNormPoint finish
+    cdef readonly bint finish_decided
+    # steps taken (the finish runs a major cycle every _FINISH_PERIOD of them)
+    cdef readonly Py_ssize_t steps
 
     def __init__(self, GramOperator op, SimplexSmoother sm, double mu0, double eps,
-                 double gamma, bint warm=True):
+                 double gamma, bint warm=True, Py_ssize_t finish_cap=0):
         self.gamma = gamma
         self.outer = 0
         self.warm = warm
+        self.finish = MinNormPoint(op, finish_cap) if finish_cap > 0 else None
+        self.finish_decided = False
+        self.steps = 0
         SmoothedCore.__init__(self, op, sm, mu0, None, eps)
         # delta_0 = ||q_0||_G / gamma, with G q_0 = G alpha_0
         self.delta = _gnorm(_dot(&self.q[0], &self.ga[0], self.n)) / gamma
@@ -619,7 +930,48 @@ cdef class IteratedSmoothedCore(SmoothedCore):
             self._start_at(self.k if self.warm else 0)
 
     def step(self):
+        cdef MinNormPoint fin = self.finish
         with nogil:
             self._iterate()
             self._set_dual(self._pgp, self.delta if self.delta > self.dual_tol else self.dual_tol)
             self._settle()
+            self.steps += 1
+            if (fin is not None and self.steps % _FINISH_PERIOD == 0
+                    and self.min_margin <= 0.0 and self.dual_norm > self.dual_tol):
+                if fin._state == MNP_IDLE:
+                    fin.begin(_argmin(&self.gp[0], self.n))
+                fin.major(self.dual_tol * self.dual_tol)
+
+    @property
+    def finish_state(self):
+        """State of the finish: "off", or that of its ``MinNormPoint``."""
+        return "off" if self.finish is None else self.finish.state
+
+    def accept_finish(self):
+        """Take the finish's checked candidate p as the next prox-center: the outer loop
+        restarts at q = alpha = p (delta = ||p||_G / gamma, k = 0, the paper's start, so
+        its invariant holds), and p becomes the best p if its norm is lower. A separator
+        candidate gives G alpha > 0 at once, a certificate ||best p||_G <= eps."""
+        cdef MinNormPoint fin = self.finish
+        cdef double norm
+        if fin is None or fin._state not in (MNP_SEPARATOR, MNP_CERTIFICATE):
+            raise RuntimeError("the finish has no candidate to accept")
+        with nogil:
+            norm = _gnorm(fin.norm_sq)
+            memcpy(&self.q[0], &fin.p[0], self.n * sizeof(double))
+            memcpy(&self.alpha[0], &fin.p[0], self.n * sizeof(double))
+            memcpy(&self.ga[0], &fin.gp[0], self.n * sizeof(double))
+            if norm < self.dual_norm:
+                self.dual_norm = norm
+                memcpy(&self.best_p[0], &fin.p[0], self.n * sizeof(double))
+            self.delta = norm / self.gamma
+            self.outer += 1
+            self._start_at(0)
+            # taken once: the finish has done its work
+            fin.stop()
+        self.finish_decided = True
+
+    def refuse_finish(self):
+        """Drop a candidate that failed the caller's check; the finish stops for good."""
+        if self.finish is not None:
+            self.finish.stop()

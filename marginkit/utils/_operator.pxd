@@ -10,6 +10,8 @@ cdef class GramOperator:
 
     cdef void matvec(self, const double* a, double* out) noexcept nogil
     cdef void column(self, Py_ssize_t j, double* out) noexcept nogil
+    cdef void entries(self, Py_ssize_t j, const Py_ssize_t* rows, Py_ssize_t m,
+                      double* out) noexcept nogil
 
 
 cdef class FeatureOperator(GramOperator):
@@ -33,6 +35,7 @@ cdef class FeatureOperator(GramOperator):
     cdef void rmatvec(self, const double* a, double* w) noexcept nogil
     cdef void fmatvec(self, const double* w, double* out) noexcept nogil
     cdef void add_row(self, Py_ssize_t j, double c, double* w) noexcept nogil
+    cdef double row_dot(self, Py_ssize_t i, const double* w) noexcept nogil
 
 
 cdef class DenseGramOperator(GramOperator):

@@ -31,7 +31,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from cython cimport floating
-from libc.math cimport sqrt
+from libc.math cimport NAN, sqrt
+from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 from scipy.linalg.cython_blas cimport dgemv
 
@@ -74,6 +75,21 @@ cdef class GramOperator:
     cdef void column(self, Py_ssize_t j, double* out) noexcept nogil:
         pass
 
+    cdef void entries(self, Py_ssize_t j, const Py_ssize_t* rows, Py_ssize_t m,
+                      double* out) noexcept nogil:
+        """out[t] = G[rows[t], j] for t < m. Subclasses read the entries without forming
+        column j; this fallback forms it (one ``column``)."""
+        cdef Py_ssize_t t
+        cdef double* buf = <double*>malloc(self.n * sizeof(double))
+        if buf == NULL:
+            for t in range(m):
+                out[t] = NAN
+            return
+        self.column(j, buf)
+        for t in range(m):
+            out[t] = buf[rows[t]]
+        free(buf)
+
     @property
     def scale(self):
         """s with G = diag(s) K diag(s): y_i / sqrt(K_ii), or y_i when unnormalized."""
@@ -103,6 +119,22 @@ cdef class GramOperator:
         cdef double[::1] ov = out
         with nogil:
             self.column(j, &ov[0])
+        return out
+
+    def col_entries(self, Py_ssize_t j, rows):
+        """G[rows, j] as a float64 array (Python wrapper of ``entries``)."""
+        cdef Py_ssize_t[::1] rv = np.ascontiguousarray(rows, dtype=np.intp).ravel()
+        cdef Py_ssize_t t, m = rv.shape[0]
+        if j < 0 or j >= self.n:
+            raise IndexError(f"column index {j} out of range for n={self.n}")
+        for t in range(m):
+            if rv[t] < 0 or rv[t] >= self.n:
+                raise IndexError(f"row index {rv[t]} out of range for n={self.n}")
+        out = np.empty(m, dtype=np.float64)
+        cdef double[::1] ov = out
+        if m:
+            with nogil:
+                self.entries(j, &rv[0], m, &ov[0])
         return out
 
 
@@ -448,6 +480,32 @@ cdef class FeatureOperator(GramOperator):
             for t in range(self.d):
                 w[t] += cs * self._f32[j, t]
 
+    cdef double row_dot(self, Py_ssize_t i, const double* w) noexcept nogil:
+        """phi_i . w (unscaled), accumulated in float64."""
+        cdef Py_ssize_t t
+        cdef double acc = 0.0
+        if self.layout == CSR64_32:
+            return _csr_row_dot(self._data64, self._ind32, self._ptr32, i, w)
+        elif self.layout == CSR64_64:
+            return _csr_row_dot(self._data64, self._ind64, self._ptr64, i, w)
+        elif self.layout == CSR32_32:
+            return _csr_row_dot(self._data32, self._ind32, self._ptr32, i, w)
+        elif self.layout == CSR32_64:
+            return _csr_row_dot(self._data32, self._ind64, self._ptr64, i, w)
+        elif self.layout == C64:
+            for t in range(self.d):
+                acc += self._c64[i, t] * w[t]
+        elif self.layout == C32:
+            for t in range(self.d):
+                acc += self._c32[i, t] * w[t]
+        elif self.layout == F64:
+            for t in range(self.d):
+                acc += self._f64[i, t] * w[t]
+        else:
+            for t in range(self.d):
+                acc += self._f32[i, t] * w[t]
+        return acc
+
     cdef void matvec(self, const double* a, double* out) noexcept nogil:
         self.rmatvec(a, &self._w[0])
         self.fmatvec(&self._w[0], out)
@@ -456,6 +514,15 @@ cdef class FeatureOperator(GramOperator):
         memset(&self._w[0], 0, self.d * sizeof(double))
         self.add_row(j, 1.0, &self._w[0])
         self.fmatvec(&self._w[0], out)
+
+    cdef void entries(self, Py_ssize_t j, const Py_ssize_t* rows, Py_ssize_t m,
+                      double* out) noexcept nogil:
+        # w = s_j phi_j once, then s_r phi_r . w for each requested row r
+        cdef Py_ssize_t t
+        memset(&self._w[0], 0, self.d * sizeof(double))
+        self.add_row(j, 1.0, &self._w[0])
+        for t in range(m):
+            out[t] = self._scale[rows[t]] * self.row_dot(rows[t], &self._w[0])
 
     def primal(self, a):
         """Phi^T S a: the weight vector sum_i a_i s_i phi_i in feature space (float64)."""
@@ -578,6 +645,16 @@ cdef class DenseGramOperator(GramOperator):
         else:
             for i in range(self.n):
                 out[i] = self._g64[j, i]
+
+    cdef void entries(self, Py_ssize_t j, const Py_ssize_t* rows, Py_ssize_t m,
+                      double* out) noexcept nogil:
+        cdef Py_ssize_t t
+        if self.single:
+            for t in range(m):
+                out[t] = self._g32[rows[t], j]
+        else:
+            for t in range(m):
+                out[t] = self._g64[rows[t], j]
 
 
 # --------------------------------------------------------------------------- factory
