@@ -1,5 +1,6 @@
 """``solve``: validate, compose the plug-ins, run the iteration loop, wrap the ``Result``."""
 import dataclasses
+import secrets
 import signal
 import sys
 import threading
@@ -24,6 +25,26 @@ from ._validation import check_gram, check_random_state, check_X, check_y
 __all__ = ["solve", "Problem", "resolve_kernel", "compose"]
 
 
+class _GeneratorField:
+    """``Problem.rng``: given a Generator, or a seed (int, None, RandomState) turned into
+    one by ``check_random_state`` on first access, so that a run which draws no random
+    number (or only ``Problem.random_bits``) never builds one (10-20 us per solve)."""
+
+    def __set_name__(self, owner, name):
+        self.key = "_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return None  # the dataclass default: a fresh generator from OS entropy
+        value = obj.__dict__[self.key]
+        if not isinstance(value, np.random.Generator):
+            value = obj.__dict__[self.key] = check_random_state(value)
+        return value
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.key] = value
+
+
 @dataclasses.dataclass
 class Problem:
     """A validated problem handed to ``Solver.start``.
@@ -36,7 +57,8 @@ class Problem:
     kernel : Kernel instance
     smoother : Smoother instance or None
     params : dict of validated solver parameters
-    rng : numpy.random.Generator
+    rng : numpy.random.Generator (may be given as a seed: ``random_state`` of ``Config``,
+        built into a Generator on first access)
     config : the Config of the run
     """
 
@@ -46,8 +68,16 @@ class Problem:
     kernel: object
     smoother: object
     params: dict
-    rng: np.random.Generator
-    config: Config
+    rng: np.random.Generator = _GeneratorField()
+    config: Config = None
+
+    def random_bits(self):
+        """64 random bits (a Python int): the next raw output of ``rng``'s bit generator,
+        or, when the run's seed is None and ``rng`` was not built yet, 64 bits of fresh OS
+        entropy directly (what a Generator seeded from None would be drawn from)."""
+        if self.__dict__["_rng"] is None:
+            return secrets.randbits(64)
+        return int(self.rng.bit_generator.random_raw())
 
     @property
     def n_samples(self):
@@ -348,8 +378,7 @@ def solve(X, y, config=None, **kwargs):
     task = getattr(solver, "task", "classification")
     yv, classes = check_y(y, Xv.shape[0], task=task)
     problem = Problem(X=Xv, y=yv, classes_=classes, kernel=kernel, smoother=smoother,
-                      params=dict(solver.params), rng=check_random_state(config.random_state),
-                      config=config)
+                      params=dict(solver.params), rng=config.random_state, config=config)
     state, status, history, elapsed = run(problem, solver, rules, max_iter, config)
     fields = solver.finalize(problem, state, status) or {}
     fields.setdefault("status", status)

@@ -27,6 +27,7 @@ from cython cimport floating
 from cython.parallel cimport prange
 from libc.math cimport sqrt, fabs, frexp, ldexp, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdlib cimport calloc, free
 
 cdef extern from *:
     """
@@ -190,15 +191,20 @@ cdef inline double _clamp(double v, double lo, double hi) noexcept nogil:
 def row_statistics(const floating[:, ::1] Xd, const floating[::1] data,
                    const index_t[::1] indices, const index_t[::1] indptr, bint dense,
                    Py_ssize_t n, const double[::1] sc, const double[::1] s2m,
-                   double[::1] c, double[::1] xsq):
-    """c_i = x_i . (s2 * m) and xsq_i = ||sc * x_i||^2 (s2 = sc^2) for every row (one pass)."""
+                   double[::1] c, double[::1] xsq, double M=0.0, zsq=None):
+    """c_i = x_i . (s2 * m) and xsq_i = ||sc * x_i||^2 (s2 = sc^2) for every row (one pass);
+    with ``zsq`` (a float64 array of length n) also ||z_i||^2 = max(xsq_i - 2 c_i + M, 0)."""
     cdef const floating* Xp = &Xd[0, 0]
     cdef const floating* dp = &data[0]
     cdef const index_t* ip = &indices[0]
     cdef const index_t* pp = &indptr[0]
     cdef Py_ssize_t d = sc.shape[0]
     cdef Py_ssize_t i, j, k, st, en
-    cdef double acc, x
+    cdef double acc, x, t
+    cdef double[::1] zv
+    cdef bint with_z = zsq is not None
+    if with_z:
+        zv = zsq
     with nogil:
         for i in range(n):
             c[i] = _row_dot(dense, Xp, dp, ip, pp, i, &s2m[0], d)
@@ -216,6 +222,10 @@ def row_statistics(const floating[:, ::1] Xd, const floating[::1] data,
                     x = sc[indices[k]] * x
                     acc += x * x
             xsq[i] = acc
+            if with_z:
+                # the value of np.maximum(xsq - 2.0 * c + M, 0.0) (NaN kept)
+                t = acc - 2.0 * c[i] + M
+                zv[i] = 0.0 if t < 0.0 else t
 
 
 cdef inline double _pow2_at_least(double cm) noexcept nogil:
@@ -274,13 +284,20 @@ def csr_scaling_statistics(const floating[::1] data, const index_t[::1] indices,
     cdef Py_ssize_t j, k
     cdef double x, dev
     cdef double dn = <double>n
-    cdef double[::1] colmax = np.zeros(d)
-    cdef double[::1] safe = np.zeros(d)
-    cdef double[::1] inv = np.zeros(d)
-    cdef double[::1] sums = np.zeros(d)
-    cdef double[::1] ss = np.zeros(d)
-    cdef double[::1] means = np.zeros(d)
-    cdef int64_t[::1] cnt = np.zeros(d, dtype=np.int64)
+    # the O(d) temporaries in one zeroed block (seven numpy arrays cost more than the
+    # passes themselves on small inputs)
+    cdef double* colmax = <double*>calloc(6 * d + 1, sizeof(double))
+    cdef int64_t* cnt = <int64_t*>calloc(d + 1, sizeof(int64_t))
+    cdef double* safe
+    cdef double* inv
+    cdef double* sums
+    cdef double* ss
+    cdef double* means
+    if colmax == NULL or cnt == NULL:
+        free(colmax)
+        free(cnt)
+        raise MemoryError()
+    safe, inv, sums, ss, means = colmax + d, colmax + 2 * d, colmax + 3 * d, colmax + 4 * d, colmax + 5 * d
     with nogil:
         for k in range(nnz):
             j = indices[k]
@@ -302,7 +319,9 @@ def csr_scaling_statistics(const floating[::1] data, const index_t[::1] indices,
             ss[j] += dev * dev
         for j in range(d):
             ss[j] += (<double>(n - cnt[j]) * means[j]) * means[j]
-        _scaling_tail(d, dn, &colmax[0], &safe[0], &sums[0], &ss[0], center, &m[0], &s[0])
+        _scaling_tail(d, dn, colmax, safe, sums, ss, center, &m[0], &s[0])
+    free(colmax)
+    free(cnt)
 
 
 def dense_scaling_statistics(const floating[:, ::1] X, bint center, double[::1] m,
@@ -315,12 +334,15 @@ def dense_scaling_statistics(const floating[:, ::1] X, bint center, double[::1] 
     cdef Py_ssize_t i, j
     cdef double x, dev
     cdef double dn = <double>n
-    cdef double[::1] colmax = np.zeros(d)
-    cdef double[::1] safe = np.zeros(d)
-    cdef double[::1] inv = np.zeros(d)
-    cdef double[::1] sums = np.zeros(d)
-    cdef double[::1] ss = np.zeros(d)
-    cdef double[::1] means = np.zeros(d)
+    cdef double* colmax = <double*>calloc(6 * d + 1, sizeof(double))  # as in the CSR case
+    cdef double* safe
+    cdef double* inv
+    cdef double* sums
+    cdef double* ss
+    cdef double* means
+    if colmax == NULL:
+        raise MemoryError()
+    safe, inv, sums, ss, means = colmax + d, colmax + 2 * d, colmax + 3 * d, colmax + 4 * d, colmax + 5 * d
     with nogil:
         for i in range(n):
             for j in range(d):
@@ -339,7 +361,8 @@ def dense_scaling_statistics(const floating[:, ::1] X, bint center, double[::1] 
             for j in range(d):
                 dev = (<double>X[i, j]) * inv[j] - means[j]
                 ss[j] += dev * dev
-        _scaling_tail(d, dn, &colmax[0], &safe[0], &sums[0], &ss[0], center, &m[0], &s[0])
+        _scaling_tail(d, dn, colmax, safe, sums, ss, center, &m[0], &s[0])
+    free(colmax)
 
 
 def gram_power_matvec(const floating[:, ::1] Xd, const floating[::1] data,

@@ -37,6 +37,7 @@ __all__ = ["Fista", "FistaSVM", "DCD", "Pegasos", "CertifiedPoints", "Liblinear"
            "lipschitz_bound", "scaled_gram"]
 
 _SCALES = ("std", "scale")
+_FLOAT_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
 
 # ------------------------------------------------------------------------ data helpers
@@ -63,6 +64,9 @@ def scaling_statistics(X, scale):
     # of columns whose values are all tiny (1e-150)
     m, s = np.zeros(d), np.zeros(d)
     std = scale == "std"
+    if type(X) is np.ndarray and X.flags.c_contiguous and X.dtype in _FLOAT_DTYPES:
+        _f.dense_scaling_statistics(X, std, m, s)
+        return m, s
     if sp.issparse(X):
         # three passes over the stored entries in Cython, O(d) memory: no temporary the
         # length of the nonzeros (issue 6: peak memory of solve <= 1.5 x the CSR input)
@@ -81,6 +85,20 @@ def scaling_statistics(X, scale):
     return m, s
 
 
+def _read_only(a):
+    a.flags.writeable = False
+    return a
+
+
+#: the unused form of the training matrix (the kernels take both, see ``_svm_fast``):
+#: shared read-only 1-element arrays per dtype, never written (``const`` in every kernel)
+_DENSE_PLACEHOLDER = {np.dtype(t): _read_only(np.zeros((1, 1), dtype=t)) for t in (np.float32, np.float64)}
+_CSR_PLACEHOLDER = {np.dtype(t): (_read_only(np.zeros(1, dtype=t)),
+                                  _read_only(np.zeros(1, dtype=np.int32)),
+                                  _read_only(np.zeros(1, dtype=np.int32)))
+                    for t in (np.float32, np.float64)}
+
+
 class _Data:
     """The training matrix as the Cython kernels take it, plus the scaling constants.
 
@@ -89,29 +107,28 @@ class _Data:
     """
 
     def __init__(self, X, scale, stats=None):
-        self.n, self.d = X.shape
-        self.sparse = sp.issparse(X)
+        n, d = X.shape
+        self.n, self.d = n, d
+        self.sparse = sparse = not isinstance(X, np.ndarray) and sp.issparse(X)
         self.dtype = X.dtype
-        if self.sparse:
-            self.Xd = np.zeros((1, 1), dtype=X.dtype)
+        if sparse:
+            self.Xd = _DENSE_PLACEHOLDER[X.dtype]
             self.data, self.indices, self.indptr = X.data, X.indices, X.indptr
         else:
             Xc = X if X.flags.c_contiguous else np.ascontiguousarray(X)  # private C copy
             self.Xd = Xc
-            self.data = np.zeros(1, dtype=X.dtype)
-            self.indices = np.zeros(1, dtype=np.int32)
-            self.indptr = np.zeros(1, dtype=np.int32)
-        self.args = (self.Xd, self.data, self.indices, self.indptr, not self.sparse)
+            self.data, self.indices, self.indptr = _CSR_PLACEHOLDER[X.dtype]
+        self.args = (self.Xd, self.data, self.indices, self.indptr, not sparse)
         self.scale = scale
         self.m, self.s = scaling_statistics(X, scale) if stats is None else stats
         sm = self.s * self.m
         s2m = self.s * sm            # s^2 m without forming s^2 (range: see _svm_fast)
         self.M = float(sm @ sm)
-        self.c = np.zeros(self.n)
-        self.xsq = np.zeros(self.n)
-        _f.row_statistics(*self.args, self.n, self.s, s2m, self.c, self.xsq)
-        # ||z_i||^2 = x_i^T S2 x_i - 2 c_i + M
-        self.zsq = np.maximum(self.xsq - 2.0 * self.c + self.M, 0.0)
+        self.c = np.empty(n)
+        self.xsq = np.empty(n)
+        # ||z_i||^2 = max(x_i^T S2 x_i - 2 c_i + M, 0), in the same pass
+        self.zsq = np.empty(n)
+        _f.row_statistics(*self.args, n, self.s, s2m, self.c, self.xsq, self.M, self.zsq)
 
     # w_bar = s * (a - m b) for a = X^T u, b = e^T u
     def w_bar(self, a, b):
@@ -721,12 +738,12 @@ class FistaSVM(_FistaBase):
 
 # ----------------------------------------------------------------- dual coordinate descent
 class _DCDState(SolverState):
-    def __init__(self, data, y, gamma, mu, rng, shrinking, bound_check):
+    def __init__(self, data, y, gamma, mu, seed, shrinking, bound_check):
         n, d = data.n, data.d
         self.data, self.y, self.gamma, self.mu = data, y, gamma, mu
         # the epoch permutations come from a SplitMix64 stream seeded once from the run's
         # generator (drawn in Cython, so an epoch costs no numpy call)
-        self._rng_state = np.array([rng.bit_generator.random_raw()], dtype=np.uint64)
+        self._rng_state = np.array([seed], dtype=np.uint64)
         self.shrinking = bool(shrinking)
         self.bound_check = bound_check
         self.r = np.zeros(n)
@@ -868,7 +885,10 @@ class DCD(Solver):
         data, Xfit, identity = _prepare(problem, self.params["scale"])
         self._fit = (data, Xfit, identity)
         gamma, mu = _gamma_mu(self.params, data.n)
-        return _DCDState(data, problem.y, gamma, mu, problem.rng, self.params["shrinking"],
+        # 64 bits of the run's generator (without building one for random_state=None)
+        random_bits = getattr(problem, "random_bits", None)
+        seed = random_bits() if random_bits is not None else problem.rng.bit_generator.random_raw()
+        return _DCDState(data, problem.y, gamma, mu, seed, self.params["shrinking"],
                          self.params["bound_check"])
 
     def finalize(self, problem, state, status):
