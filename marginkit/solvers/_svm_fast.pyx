@@ -1152,7 +1152,7 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
                const double[::1] c, const double[::1] qd, double M, double mu, double gamma,
                uint64_t[::1] rng_state, double[::1] pg, double[::1] ctl, bint shrinking,
                bint always, double[:, ::1] hist, Py_ssize_t max_epochs, double cert_above,
-               double gap_at_most):
+               double gap_at_most, double[::1] w_bar, unsigned char[::1] mask):
     """Up to ``max_epochs`` complete iterations of ``dcd`` (one ``_DCDState.step`` each).
 
     One iteration: Fisher-Yates shuffle of the active coordinates ``index[:k]`` (SplitMix64
@@ -1167,6 +1167,9 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
     of the shrunk set) of iteration e. Stops after the first iteration whose count
     exceeds ``cert_above`` or whose gap is <= ``gap_at_most`` (the stopping rules the
     caller checks), or after ``max_epochs``. Returns the number of iterations done.
+
+    Outputs besides: ``w_bar`` = s2a / s - s m b (0 / 0 := 0) at the last iteration, and
+    ``mask`` (0/1) marks gamma - r_i > eps at the last iteration that made the full pass.
     """
     cdef const floating* Xp = &Xd[0, 0]
     cdef const floating* dp = &data[0]
@@ -1216,6 +1219,9 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
                 for i in range(n):
                     if gamma - r[i] > eps:
                         cnt += 1
+                        mask[i] = 1
+                    else:
+                        mask[i] = 0
                 ncert = <double>cnt
             # objective -1/2 (||w_bar||^2 + b^2) + e^T r - mu/2 ||r||^2 with
             # w_bar = s2a / s - s m b (0 / 0 := 0 for dropped columns)
@@ -1223,6 +1229,7 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
             wsq = 0.0
             for j in range(d):
                 t = (s2a[j] / sc[j] if sc[j] > 0 else 0.0) - sc[j] * m[j] * b
+                w_bar[j] = t
                 wsq += t * t
             rsum = 0.0
             rsq = 0.0

@@ -18,6 +18,7 @@ Stopping rules registered here: ``certified_points(fraction=0.0)`` (status
 ``"certified"``) and ``liblinear(tol=0.1)`` (LIBLINEAR's max-minus-min projected
 gradient over an epoch, status ``"converged"``).
 """
+import math
 import numbers
 
 import numpy as np
@@ -751,13 +752,16 @@ class _DCDState(SolverState):
         self.scal = np.zeros(2)  # [b, P]
         self.qd = data.zsq + 1.0 + mu
         self.index = np.arange(n, dtype=np.int64)
-        self.active_size = n
-        self.pg_max_old, self.pg_min_old = np.inf, -np.inf
         self.shrink_tol = 0.1
         self.certify_fraction = None if bound_check == "lazy" else 0.0
-        self._pg = np.zeros(n)
-        self._ctl = np.zeros(7)
-        self._hist = np.zeros((1, 4))
+        self._pg = np.empty(n)
+        # the kernel's loop state between calls (see _svm_fast.dcd_epochs): active size,
+        # previous PG extremes, shrink_tol, certify_fraction, full passes, estimate
+        self._ctl = np.array([n, np.inf, -np.inf, 0.1, np.nan, 0.0, np.inf])
+        self._hist = np.empty((1, 4))
+        # written by the kernel: w_bar at the last iteration, the mask of its last full pass
+        self._w_bar = np.zeros(d)
+        self._mask_bytes = np.zeros(n, dtype=np.uint8)
         # iterations per Cython call in step_batch: about 2e7 row entries of work, so that
         # Ctrl-C and the caller's loop get control back every few tens of milliseconds,
         # and at most 10 000 (the history rows of one call)
@@ -766,28 +770,33 @@ class _DCDState(SolverState):
         self.n_iter = 0
         self.projected_gradient_gap = np.inf
         self.error_bound = np.inf
-        self.error_estimate = np.inf
         self.n_certified = 0
-        self.full_passes = 0
         self.objective = 0.0
-        self.mask = np.zeros(n, dtype=bool)
+        self.mask = self._mask_bytes.view(bool)
         if bound_check == "always":
             self._full_bound()
+
+    # the loop state kept in ``_ctl``, readable by name
+    active_size = property(lambda self: int(self._ctl[0]))
+    pg_max_old = property(lambda self: float(self._ctl[1]))
+    pg_min_old = property(lambda self: float(self._ctl[2]))
+    full_passes = property(lambda self: int(self._ctl[5]))
+    error_estimate = property(lambda self: float(self._ctl[6]))
 
     def _full_bound(self):
         data = self.data
         b, P = self.scal
         pgsq = _f.projected_gradient(*data.args, self.y, self.r, self.s2a, b, P, data.c,
                                      data.M, 1.0, 0.0, self.mu, self.gamma, self._pg)
-        self.full_passes += 1
+        self._ctl[5] += 1
         self.error_bound = float(np.sqrt(pgsq)) / self.mu
         self.mask = self.gamma - self.r > self.error_bound
         self.n_certified = int(np.count_nonzero(self.mask))
 
     def w_bar(self):
-        data = self.data
-        a_s = np.divide(self.s2a, data.s, out=np.zeros_like(self.s2a), where=data.s > 0)
-        return a_s - data.s * data.m * self.scal[0]
+        """w_bar = s2a / s - s m b (0 / 0 := 0), as the kernel leaves it after its last
+        iteration (zero before the first)."""
+        return self._w_bar.copy()
 
     def _epochs(self, k, cert_above=np.inf, gap_at_most=-np.inf):
         """Run up to k iterations in one Cython call (``_svm_fast.dcd_epochs``), stopping
@@ -797,26 +806,23 @@ class _DCDState(SolverState):
         data = self.data
         ctl = self._ctl
         cf = self.certify_fraction
-        ctl[:] = (self.active_size, self.pg_max_old, self.pg_min_old, self.shrink_tol,
-                  np.nan if cf is None else cf, self.full_passes, self.error_estimate)
-        if self._hist.shape[0] < k:
-            self._hist = np.zeros((k, 4))
+        ctl[3] = self.shrink_tol
+        ctl[4] = np.nan if cf is None else cf
         hist = self._hist
+        if hist.shape[0] < k:
+            hist = self._hist = np.empty((k, 4))  # row e is written by iteration e
         done = _f.dcd_epochs(*data.args, self.y, self.index, self.r, self.s2a, self.scal,
                              data.s, data.m, data.c, self.qd, data.M, self.mu, self.gamma,
                              self._rng_state, self._pg, ctl, self.shrinking,
-                             self.bound_check == "always", hist, k, cert_above, gap_at_most)
-        self.active_size = int(ctl[0])
-        self.pg_max_old, self.pg_min_old = float(ctl[1]), float(ctl[2])
-        self.full_passes = int(ctl[5])
-        self.error_estimate = float(ctl[6])
+                             self.bound_check == "always", hist, k, cert_above, gap_at_most,
+                             self._w_bar, self._mask_bytes)
         obj, eps, ncert, gap = hist[done - 1].tolist()
         self.objective = obj
         self.error_bound = eps
         self.n_certified = int(ncert)
         self.projected_gradient_gap = gap
         if eps < np.inf:
-            self.mask = self.gamma - self.r > eps
+            self.mask = self._mask_bytes.view(bool)
         self.n_iter += done
         return hist[:done]
 
@@ -894,12 +900,12 @@ class DCD(Solver):
     def finalize(self, problem, state, status):
         data, Xfit, identity = self._fit
         del self._fit
-        w_bar = state.w_bar()
         t_bar = float(state.scal[0])
-        fields = _feature_fields(data, identity, w_bar, t_bar)
-        mask = state.mask if np.isfinite(state.error_bound) else np.zeros(data.n, dtype=bool)
+        fields = _feature_fields(data, identity, state._w_bar, t_bar)
+        finite = math.isfinite(state.error_bound)
+        mask = state.mask if finite else np.zeros(data.n, dtype=bool)
         fields.update(dual_coef_=state.r.copy(), certified_mask=mask)
-        if mask.any():
+        if finite and np.count_nonzero(mask):
             fields["certificate"] = CertifiedPointsCertificate(
                 state.error_bound, mask, state.r.copy(), state.gamma, state.mu, data.scale,
                 data.m, data.s, "hsvm", t_bar, _fitted_coef(fields), fields["intercept_"],
