@@ -22,7 +22,11 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
+from .utils._checks import all_finite, two_labels
+
 _MISSING = object()
+_FLOAT_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+_LABEL_DTYPES = frozenset((np.dtype(np.float64), np.dtype(np.int64)))
 
 
 class Param:
@@ -166,6 +170,8 @@ def _float_dtype_for(dtype, name):
 #: 64 KiB of bools) instead of through their sum under ``np.errstate``, whose context
 #: switch costs more than the whole test on small inputs
 _SMALL = 65536
+_NO_ROWS = np.empty(0, dtype=np.intp)
+_NO_ROWS.flags.writeable = False
 
 
 def _nonfinite_rows(arr):
@@ -176,12 +182,15 @@ def _nonfinite_rows(arr):
     Arrays of at most ``_SMALL`` entries are tested entry-wise.
     """
     if arr.size <= _SMALL:
-        if np.isfinite(arr).all():  # a small temporary, no floating-point state to switch
-            return np.empty(0, dtype=np.intp)
+        if arr.flags.c_contiguous or arr.flags.f_contiguous:
+            if all_finite(arr.ravel(order="K")):  # a view: one pass, no temporary
+                return _NO_ROWS
+        elif np.isfinite(arr).all():  # a small temporary, no floating-point state to switch
+            return _NO_ROWS
     else:
         with np.errstate(over="ignore", invalid="ignore"):
             if np.isfinite(np.sum(arr, dtype=np.float64)):
-                return np.empty(0, dtype=np.intp)
+                return _NO_ROWS
     step = max(1, 2**17 // max(arr.shape[1], 1))
     bad = [r + np.flatnonzero(~np.isfinite(arr[r:r + step]).all(axis=1))
            for r in range(0, arr.shape[0], step)]
@@ -195,6 +204,8 @@ def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32")):
     order is accepted as is. Sparse input of any format becomes CSR (a private copy only
     when the format, dtype or canonical form must change); it is never densified.
     """
+    if type(X) is np.ndarray and X.ndim == 2 and X.dtype in _FLOAT_DTYPES:
+        return _checked_dense(X, name, allow_empty)  # kept as it is: no conversion to check
     if X is None:
         raise TypeError(f"{name} is None; pass an array of shape (n_samples, n_features)")
     if sp.issparse(X):
@@ -245,6 +256,12 @@ def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32")):
         )
     if arr.dtype != dtype:
         arr = arr.astype(dtype)
+    return _checked_dense(arr, name, allow_empty)
+
+
+def _checked_dense(arr, name, allow_empty):
+    """The checks of a 2-D float32/float64 ndarray (``check_X``): not empty, finite,
+    C or Fortran contiguous (a contiguous copy otherwise)."""
     if not allow_empty and (arr.shape[0] == 0 or arr.shape[1] == 0):
         raise ValueError(f"{name} is empty (shape {arr.shape}); pass at least one sample and one feature")
     bad = _nonfinite_rows(arr)
@@ -371,6 +388,12 @@ def check_y(y, n_samples, task="classification", name="y"):
         return out, None
     if arr.dtype.kind == "c":
         raise TypeError(f"{name} is complex; pass real labels")
+    if arr.dtype in _LABEL_DTYPES and arr.flags.c_contiguous:
+        # the usual case in one pass: two finite labels (see utils._checks.two_labels)
+        ypm = np.empty(arr.shape[0])
+        lohi = two_labels(arr, ypm)
+        if lohi is not None:
+            return ypm, np.array(lohi, dtype=arr.dtype)
     classes = is_hi = None
     if arr.dtype.kind in "biuf" and arr.size:
         # two labels (the usual case) without sorting: min, max and one comparison pass,
