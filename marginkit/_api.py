@@ -276,8 +276,11 @@ def run(problem, solver, rules, max_iter, config):
     for rule in rules:
         rule.reset(problem, state)
     history = {}
-    verbose = _Verbose(config.verbose, solver.name or type(solver).__name__)
-    t0 = time.perf_counter()
+    callback = config.callback
+    verbose = _Verbose(config.verbose, solver.name or type(solver).__name__) \
+        if config.verbose else None
+    clock = time.perf_counter
+    t0 = clock()
     status = None
     state.elapsed = 0.0
     guard = _DeferredInterrupt()
@@ -286,17 +289,18 @@ def run(problem, solver, rules, max_iter, config):
     # snapshots of all its steps but the last (on which no rule fires), the loop records
     # the last one and checks the rules on it as after any step; None means "nothing done,
     # these rules need a check after every step" (the loop then calls ``step``)
-    batch = getattr(state, "step_batch", None)
-    if config.callback is not None or config.verbose:
-        batch = None
+    batch = None
+    if callback is None and verbose is None:
+        batch = getattr(state, "step_batch", None)
     try:
         with guard:
             while True:
-                state.elapsed = time.perf_counter() - t0
+                state.elapsed = clock() - t0
                 snap = state.snapshot()
                 for key, val in snap.items():
                     history.setdefault(key, []).append(val)
-                verbose(state.n_iter, state.elapsed, snap, force=config.verbose >= 2)
+                if verbose is not None:
+                    verbose(state.n_iter, state.elapsed, snap, force=config.verbose >= 2)
                 for rule in rules:
                     status = rule.check(state)
                     if status:
@@ -309,7 +313,7 @@ def run(problem, solver, rules, max_iter, config):
                 if state.n_iter >= max_iter:
                     status = "max_iter"
                     break
-                if config.callback is not None and config.callback(state):
+                if callback is not None and callback(state):
                     status = "callback"
                     break
                 if batch is None:
@@ -326,9 +330,9 @@ def run(problem, solver, rules, max_iter, config):
         if guard.forced:
             raise
         status = "interrupted"
-    elapsed = time.perf_counter() - t0
+    elapsed = clock() - t0
     state.elapsed = elapsed
-    if config.verbose:
+    if verbose is not None:
         verbose(state.n_iter, elapsed, {}, force=True)
         print(f"[{verbose.name}] stopped: {status} after {state.n_iter} iterations, {elapsed:.3f}s",
               file=verbose.stream, flush=True)
@@ -366,7 +370,7 @@ def solve(X, y, config=None, **kwargs):
     ('separable', True)
     """
     config = _make_config(config, kwargs)
-    if hasattr(X, "__dask_graph__"):
+    if type(X) is not np.ndarray and hasattr(X, "__dask_graph__"):
         # dask arrays run on the workers (marginkit._dask), validated chunk-wise there
         from ._dask import solve as _dask_solve
 

@@ -118,27 +118,36 @@ class Param:
         elif self.options is not None and not isinstance(value, str):
             raise TypeError(f"{_where(owner)}{name}={value!r}: use one of {list(self.options)}")
         if self.validator is not None:
-            value = self.validator(value, name, owner)
+            value = self.validator(value, name, _owner_name(owner))
         return value
 
 
+def _owner_name(owner):
+    # a plug-in passes itself (its name is built on the error paths only)
+    return owner if isinstance(owner, str) else owner._owner()
+
+
 def _where(owner):
+    owner = _owner_name(owner)
     return f"{owner}: " if owner else ""
 
 
 def check_params(table, params, owner=""):
-    """Validate ``params`` against ``table``; return a full dict with defaults filled in."""
+    """Validate ``params`` against ``table``; return a full dict with defaults filled in.
+
+    ``owner`` (a name, or a plug-in whose ``_owner()`` gives it) prefixes the messages.
+    """
     if not params.keys() <= table.keys():
         unknown = sorted(set(params) - set(table))
         raise TypeError(
-            f"{owner}: unknown parameter(s) {unknown}; valid parameters: {sorted(table)}"
+            f"{_owner_name(owner)}: unknown parameter(s) {unknown}; valid parameters: {sorted(table)}"
         )
     out = {}
     for name, spec in table.items():
         if name in params:
             out[name] = spec.check(params[name], name, owner)
         elif spec.default is _MISSING:
-            raise TypeError(f"{owner}: missing required parameter {name!r} ({spec.doc})")
+            raise TypeError(f"{_owner_name(owner)}: missing required parameter {name!r} ({spec.doc})")
         else:
             out[name] = spec.default
     return out

@@ -738,6 +738,10 @@ class FistaSVM(_FistaBase):
 
 
 # ----------------------------------------------------------------- dual coordinate descent
+#: the columns of the kernel's history rows (``_svm_fast.dcd_epochs``)
+_DCD_HISTORY = ("objective", "error_bound", "n_certified", "projected_gradient_gap")
+
+
 class _DCDState(SolverState):
     def __init__(self, data, y, gamma, mu, seed, shrinking, bound_check):
         n, d = data.n, data.d
@@ -847,10 +851,7 @@ class _DCDState(SolverState):
             else:
                 return None
         rows = self._epochs(max(1, min(limit, self._batch_cap)), cert_above, gap_at_most)
-        rows = rows[:-1]
-        return {"objective": rows[:, 0].tolist(), "error_bound": rows[:, 1].tolist(),
-                "n_certified": rows[:, 2].tolist(),
-                "projected_gradient_gap": rows[:, 3].tolist()}
+        return dict(zip(_DCD_HISTORY, rows[:-1].T.tolist()))
 
     def snapshot(self):
         return {"objective": self.objective, "error_bound": self.error_bound,
