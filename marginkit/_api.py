@@ -162,7 +162,7 @@ def compose(config):
     sname = solver.name or type(solver).__name__
     kernel = resolve_kernel(config.kernel, config.kernel_params)
 
-    need = dict(getattr(solver, "requires", {}) or {})
+    need = getattr(solver, "requires", None) or {}  # read only
     smoother = None
     if "smoother" in need or config.smoother is not None:
         spec = config.smoother if config.smoother is not None else solver.default_smoother
@@ -189,7 +189,7 @@ def compose(config):
     rules = resolve_stop(stop)
     if config.time_limit is not None:
         rules.append(_instantiate("stopping", "time_limit", {"seconds": config.time_limit}))
-    provides = set(solver.provides) | {"n_iter", "elapsed"}
+    provides = {"n_iter", "elapsed", *solver.provides}
     for rule in rules:
         missing = [a for a in rule.requires if a not in provides]
         if missing:
@@ -205,9 +205,13 @@ def compose(config):
 
 def _make_config(config, kwargs):
     fields = _CONFIG_FIELDS
-    direct = {k: v for k, v in kwargs.items() if k in fields and k != "solver_params"}
-    extra = {k: v for k, v in kwargs.items() if k not in fields}
-    sp_given = kwargs.get("solver_params")
+    direct, extra = {}, {}
+    for k, v in kwargs.items():
+        if k in fields:
+            direct[k] = v
+        else:
+            extra[k] = v
+    sp_given = direct.pop("solver_params", None)
     if config is None:
         solver_params = dict(sp_given or {})
         solver_params.update(extra)

@@ -25,6 +25,7 @@ import scipy.sparse as sp
 from .utils._checks import all_finite, two_labels
 
 _MISSING = object()
+_CONTAINERS = frozenset((str, dict, list, tuple))
 _FLOAT_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 _LABEL_DTYPES = frozenset((np.dtype(np.float64), np.dtype(np.int64)))
 
@@ -66,6 +67,10 @@ class Param:
         self.finite = finite
         self.doc = doc
         self.validator = validator
+        # a row that only runs its validator on names and containers (Config's plug-in,
+        # stop and dict fields): ``check`` goes straight to it for str, dict, list, tuple
+        self._validator_only = (validator is not None and types is object and options is None
+                                and low is None and high is None)
 
     def describe(self):
         parts = []
@@ -82,6 +87,8 @@ class Param:
 
     def check(self, value, name, owner=""):
         # the "owner: " prefix of the messages is built on the error paths only
+        if self._validator_only and type(value) in _CONTAINERS:
+            return self.validator(value, name, _owner_name(owner))  # what the steps below reach
         if value is None:
             if self.allow_none:
                 return None

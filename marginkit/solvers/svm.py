@@ -86,6 +86,26 @@ def scaling_statistics(X, scale):
     return m, s
 
 
+def _scaling_constants(X, scale):
+    """``scaling_statistics(X, scale)`` and the products sm = s * m, s2m = s * sm, the
+    products from the same Cython call when X is CSR or a C-ordered float matrix."""
+    d = X.shape[1]
+    if scale is not None:
+        dense = type(X) is np.ndarray
+        if (dense and X.flags.c_contiguous and X.dtype in _FLOAT_DTYPES) or \
+                (not dense and sp.issparse(X) and X.format == "csr"):
+            m, s, sm, s2m = np.zeros(d), np.zeros(d), np.empty(d), np.empty(d)
+            if dense:
+                _f.dense_scaling_statistics(X, scale == "std", m, s, sm, s2m)
+            else:
+                _f.csr_scaling_statistics(X.data, X.indices, X.indptr, X.shape[0],
+                                          scale == "std", m, s, sm, s2m)
+            return m, s, sm, s2m
+    m, s = scaling_statistics(X, scale)
+    sm = s * m
+    return m, s, sm, s * sm
+
+
 def _read_only(a):
     a.flags.writeable = False
     return a
@@ -107,7 +127,7 @@ class _Data:
     (the Dask backend passes the statistics of the whole distributed matrix).
     """
 
-    def __init__(self, X, scale, stats=None):
+    def __init__(self, X, scale, stats=None, diag_shift=None):
         n, d = X.shape
         self.n, self.d = n, d
         self.sparse = sparse = not isinstance(X, np.ndarray) and sp.issparse(X)
@@ -121,23 +141,31 @@ class _Data:
             self.data, self.indices, self.indptr = _CSR_PLACEHOLDER[X.dtype]
         self.args = (self.Xd, self.data, self.indices, self.indptr, not sparse)
         self.scale = scale
-        self.m, self.s = scaling_statistics(X, scale) if stats is None else stats
-        sm = self.s * self.m
-        s2m = self.s * sm            # s^2 m without forming s^2 (range: see _svm_fast)
+        if stats is None:
+            self.m, self.s, sm, s2m = _scaling_constants(X if sparse else Xc, scale)
+        else:
+            self.m, self.s = stats
+            sm = self.s * self.m
+            s2m = self.s * sm        # s^2 m without forming s^2 (range: see _svm_fast)
         self.M = float(sm @ sm)
         self.c = np.empty(n)
         self.xsq = np.empty(n)
-        # ||z_i||^2 = max(x_i^T S2 x_i - 2 c_i + M, 0), in the same pass
+        # ||z_i||^2 = max(x_i^T S2 x_i - 2 c_i + M, 0) in the same pass, and with
+        # ``diag_shift`` the diagonal qd = ||z_i||^2 + 1 + diag_shift of dcd's Q
         self.zsq = np.empty(n)
-        _f.row_statistics(*self.args, n, self.s, s2m, self.c, self.xsq, self.M, self.zsq)
+        self.qd = None if diag_shift is None else np.empty(n)
+        _f.row_statistics(*self.args, n, self.s, s2m, self.c, self.xsq, self.M, self.zsq,
+                          self.qd, 0.0 if diag_shift is None else diag_shift)
 
     # w_bar = s * (a - m b) for a = X^T u, b = e^T u
     def w_bar(self, a, b):
         return self.s * (a - self.m * b)
 
-    def original(self, w_bar, t_bar):
-        """(coef, intercept) in the original feature space: w = s w_bar, t = t_bar - m^T w."""
-        coef = self.s * w_bar
+    def original(self, w_bar, t_bar, coef=None):
+        """(coef, intercept) in the original feature space: w = s w_bar (or the given
+        ``coef``, already that product), t = t_bar - m^T w."""
+        if coef is None:
+            coef = self.s * w_bar
         return coef, float(t_bar - self.m @ coef)
 
 
@@ -370,7 +398,7 @@ def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=
     return lam, {"method": "lanczos", "passes": passes}
 
 
-def _prepare(problem, scale):
+def _prepare(problem, scale, diag_shift=None):
     """Apply the kernel's feature map and build the kernel-side data.
 
     Returns ``(data, Phi, identity)``. With the linear kernel (identity map) the solvers run
@@ -392,10 +420,10 @@ def _prepare(problem, scale):
         if Phi is not X:
             identity = False
             X = check_X(Phi, name="feature_map(X)")
-    return _Data(X, scale), X, identity
+    return _Data(X, scale, diag_shift=diag_shift), X, identity
 
 
-def _feature_fields(data, identity, w_bar, t_bar):
+def _feature_fields(data, identity, w_bar, t_bar, coef=None):
     """The model fields of a linear model on the solver's features.
 
     ``identity``: coef_/intercept_ in the input space. Otherwise (kernel approximation)
@@ -404,7 +432,7 @@ def _feature_fields(data, identity, w_bar, t_bar):
     into f and intercept_), which ``Result.decision_function`` evaluates through the
     result's kernel (the same fitted feature map).
     """
-    coef, intercept = data.original(w_bar, t_bar)
+    coef, intercept = data.original(w_bar, t_bar, coef)
     if identity:
         return {"coef_": coef, "intercept_": intercept}
     return {"coef_": None, "intercept_": intercept, "extra": {"feature_space_coef": coef}}
@@ -754,7 +782,7 @@ class _DCDState(SolverState):
         self.r = np.zeros(n)
         self.s2a = np.zeros(d)
         self.scal = np.zeros(2)  # [b, P]
-        self.qd = data.zsq + 1.0 + mu
+        self.qd = data.qd if data.qd is not None else data.zsq + 1.0 + mu
         self.index = np.arange(n, dtype=np.int64)
         self.shrink_tol = 0.1
         self.certify_fraction = None if bound_check == "lazy" else 0.0
@@ -765,6 +793,7 @@ class _DCDState(SolverState):
         self._hist = np.empty((1, 4))
         # written by the kernel: w_bar at the last iteration, the mask of its last full pass
         self._w_bar = np.zeros(d)
+        self._coef = np.zeros(d)  # s * w_bar
         self._mask_bytes = np.zeros(n, dtype=np.uint8)
         # iterations per Cython call in step_batch: about 2e7 row entries of work, so that
         # Ctrl-C and the caller's loop get control back every few tens of milliseconds,
@@ -819,7 +848,7 @@ class _DCDState(SolverState):
                              data.s, data.m, data.c, self.qd, data.M, self.mu, self.gamma,
                              self._rng_state, self._pg, ctl, self.shrinking,
                              self.bound_check == "always", hist, k, cert_above, gap_at_most,
-                             self._w_bar, self._mask_bytes)
+                             self._w_bar, self._coef, self._mask_bytes)
         obj, eps, ncert, gap = hist[done - 1].tolist()
         self.objective = obj
         self.error_bound = eps
@@ -889,9 +918,9 @@ class DCD(Solver):
     }
 
     def start(self, problem):
-        data, Xfit, identity = _prepare(problem, self.params["scale"])
+        gamma, mu = _gamma_mu(self.params, problem.X.shape[0])
+        data, Xfit, identity = _prepare(problem, self.params["scale"], diag_shift=mu)
         self._fit = (data, Xfit, identity)
-        gamma, mu = _gamma_mu(self.params, data.n)
         # 64 bits of the run's generator (without building one for random_state=None)
         random_bits = getattr(problem, "random_bits", None)
         seed = random_bits() if random_bits is not None else problem.rng.bit_generator.random_raw()
@@ -902,7 +931,7 @@ class DCD(Solver):
         data, Xfit, identity = self._fit
         del self._fit
         t_bar = float(state.scal[0])
-        fields = _feature_fields(data, identity, state._w_bar, t_bar)
+        fields = _feature_fields(data, identity, state._w_bar, t_bar, state._coef.copy())
         finite = math.isfinite(state.error_bound)
         mask = state.mask if finite else np.zeros(data.n, dtype=bool)
         fields.update(dual_coef_=state.r.copy(), certified_mask=mask)
