@@ -263,7 +263,7 @@ class _DeferredInterrupt:
         self.hit = True
 
     def __enter__(self):
-        if (threading.current_thread() is threading.main_thread()
+        if (threading.get_ident() == threading.main_thread().ident
                 and _signal.getsignal(signal.SIGINT) is signal.default_int_handler):
             self._old = _signal.signal(signal.SIGINT, self._handler)
         return self
@@ -388,16 +388,13 @@ def solve(X, y, config=None, **kwargs):
     problem = Problem(X=Xv, y=yv, classes_=classes, kernel=kernel, smoother=smoother,
                       params=dict(solver.params), rng=config.random_state, config=config)
     state, status, history, elapsed = run(problem, solver, rules, max_iter, config)
-    fields = solver.finalize(problem, state, status) or {}
-    fields.setdefault("status", status)
-    fields.setdefault("n_iter", int(state.n_iter))
-    fields.setdefault("time_s", elapsed)
-    fields.setdefault("classes_", classes)
-    fields.setdefault("solver", solver.name or type(solver).__name__)
-    fields.setdefault("config", config)
-    fields.setdefault("kernel", kernel)
-    fields.setdefault("task", task)
-    hist = fields.pop("history", None) or {}
-    history.update(hist)
+    # the solver's fields over the defaults of the run
+    fields = {"status": status, "n_iter": int(state.n_iter), "time_s": elapsed,
+              "classes_": classes, "solver": solver.name or type(solver).__name__,
+              "config": config, "kernel": kernel, "task": task,
+              **(solver.finalize(problem, state, status) or {})}
+    hist = fields.pop("history", None)
+    if hist:
+        history.update(hist)
     fields["history"] = history
     return Result(**fields)

@@ -768,6 +768,7 @@ class FistaSVM(_FistaBase):
 # ----------------------------------------------------------------- dual coordinate descent
 #: the columns of the kernel's history rows (``_svm_fast.dcd_epochs``)
 _DCD_HISTORY = ("objective", "error_bound", "n_certified", "projected_gradient_gap")
+_NO_HISTORY = np.empty((0, 4))
 
 
 class _DCDState(SolverState):
@@ -790,7 +791,7 @@ class _DCDState(SolverState):
         # the kernel's loop state between calls (see _svm_fast.dcd_epochs): active size,
         # previous PG extremes, shrink_tol, certify_fraction, full passes, estimate
         self._ctl = np.array([n, np.inf, -np.inf, 0.1, np.nan, 0.0, np.inf])
-        self._hist = np.empty((1, 4))
+        self._hist = _NO_HISTORY  # (k, 4) rows, allocated by the first call
         # written by the kernel: w_bar at the last iteration, the mask of its last full pass
         self._w_bar = np.zeros(d)
         self._coef = np.zeros(d)  # s * w_bar
