@@ -97,11 +97,8 @@ class Problem:
 
 
 def _instantiate(kind, spec, params=None):
-    params = dict(params or {})
-    if isinstance(spec, str):
-        obj = get_plugin(kind, spec)
-    else:
-        obj = spec
+    params = params or {}  # read only (unpacked into the constructor's own dict)
+    obj = REGISTRIES[kind].get(spec) if isinstance(spec, str) else spec
     if isinstance(obj, type):
         return obj(**params)
     if params:
