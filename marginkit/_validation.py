@@ -52,6 +52,7 @@ class Param:
     """
 
     REQUIRED = _MISSING
+    _validator_only = False  # set per row by __init__
 
     def __init__(self, default=_MISSING, types=object, low=None, high=None, low_open=False,
                  high_open=False, options=None, allow_none=False, finite=True, doc="",
@@ -182,9 +183,10 @@ def _float_dtype_for(dtype, name):
     raise TypeError(f"{name} has unsupported dtype {dtype}; pass float32 or float64")
 
 
-#: arrays up to this many entries are tested for NaN/inf entry-wise (a temporary of at most
-#: 64 KiB of bools) instead of through their sum under ``np.errstate``, whose context
-#: switch costs more than the whole test on small inputs
+#: arrays up to this many entries are tested for NaN/inf entry-wise (in one pass without a
+#: temporary when contiguous, else through a temporary of at most 64 KiB of bools) instead
+#: of through their sum under ``np.errstate``, whose context switch costs more than the
+#: whole test on small inputs
 _SMALL = 65536
 _NO_ROWS = np.empty(0, dtype=np.intp)
 _NO_ROWS.flags.writeable = False
