@@ -1193,8 +1193,8 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
     caller checks), or after ``max_epochs``. Returns the number of iterations done.
 
     Outputs besides: ``w_bar`` = s2a / s - s m b (0 / 0 := 0) and ``coef`` = s * w_bar at
-    the last iteration, and ``mask`` (0/1) marks gamma - r_i > eps at the last iteration
-    that made the full pass.
+    the last iteration, and, when the last iteration made the full pass, ``mask`` (0/1)
+    marks its points with gamma - r_i > eps (left as it was otherwise).
     """
     cdef const floating* Xp = &Xd[0, 0]
     cdef const floating* dp = &data[0]
@@ -1244,9 +1244,6 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
                 for i in range(n):
                     if gamma - r[i] > eps:
                         cnt += 1
-                        mask[i] = 1
-                    else:
-                        mask[i] = 0
                 ncert = <double>cnt
             # objective -1/2 (||w_bar||^2 + b^2) + e^T r - mu/2 ||r||^2 with
             # w_bar = s2a / s - s m b (0 / 0 := 0 for dropped columns)
@@ -1269,6 +1266,11 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
             done = e + 1
             if ncert > cert_above or gap <= gap_at_most:
                 break
+        if done > 0 and hist[done - 1, 1] < INFINITY:
+            # the last iteration made the full pass: its certified points
+            eps = hist[done - 1, 1]
+            for i in range(n):
+                mask[i] = gamma - r[i] > eps
     ctl[0] = <double>k
     ctl[1] = pg_max_old
     ctl[2] = pg_min_old
