@@ -147,7 +147,7 @@ class _Data:
             self.m, self.s = stats
             sm = self.s * self.m
             s2m = self.s * sm        # s^2 m without forming s^2 (range: see _svm_fast)
-        self.M = float(sm @ sm)
+        self.M = float(sm.dot(sm))  # the value of sm @ sm (same dot), a shorter call
         self.c = np.empty(n)
         self.xsq = np.empty(n)
         # ||z_i||^2 = max(x_i^T S2 x_i - 2 c_i + M, 0) in the same pass, and with
@@ -166,7 +166,7 @@ class _Data:
         ``coef``, already that product), t = t_bar - m^T w."""
         if coef is None:
             coef = self.s * w_bar
-        return coef, float(t_bar - self.m @ coef)
+        return coef, float(t_bar - self.m.dot(coef))
 
 
 def feature_matrix_norm2(data, augmented, tol=1e-10, max_iter=10_000, seed=0):
