@@ -936,7 +936,7 @@ class DCD(Solver):
         finite = math.isfinite(state.error_bound)
         mask = state.mask if finite else np.zeros(data.n, dtype=bool)
         fields.update(dual_coef_=state.r.copy(), certified_mask=mask)
-        if finite and np.count_nonzero(mask):
+        if finite and state.n_certified > 0:  # the number of points in mask
             fields["certificate"] = CertifiedPointsCertificate(
                 state.error_bound, mask, state.r.copy(), state.gamma, state.mu, data.scale,
                 data.m, data.s, "hsvm", t_bar, _fitted_coef(fields), fields["intercept_"],
