@@ -382,13 +382,16 @@ def check_y(y, n_samples, task="classification", name="y"):
 
     ``classes_[1]`` is mapped to +1. Regression: finite float64 vector, ``classes_`` None.
     """
-    if y is None:
-        raise TypeError(f"{name} is None; pass one label per sample")
-    if hasattr(y, "__dask_graph__"):
-        raise TypeError(f"{name} is a dask array; pass numpy input here")
-    if sp.issparse(y):
-        raise TypeError(f"{name} is sparse; pass a 1-D dense array of labels")
-    arr = np.asarray(y)
+    if type(y) is np.ndarray:
+        arr = y  # neither None, dask nor sparse: the conversion below is the identity
+    else:
+        if y is None:
+            raise TypeError(f"{name} is None; pass one label per sample")
+        if hasattr(y, "__dask_graph__"):
+            raise TypeError(f"{name} is a dask array; pass numpy input here")
+        if sp.issparse(y):
+            raise TypeError(f"{name} is sparse; pass a 1-D dense array of labels")
+        arr = np.asarray(y)
     if arr.ndim == 2 and 1 in arr.shape:
         arr = arr.ravel()
     if arr.ndim != 1:
