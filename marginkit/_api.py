@@ -1,5 +1,6 @@
 """``solve``: validate, compose the plug-ins, run the iteration loop, wrap the ``Result``."""
 import dataclasses
+import secrets
 import signal
 import sys
 import threading
@@ -24,6 +25,26 @@ from ._validation import check_gram, check_random_state, check_X, check_y
 __all__ = ["solve", "Problem", "resolve_kernel", "compose"]
 
 
+class _GeneratorField:
+    """``Problem.rng``: given a Generator, or a seed (int, None, RandomState) turned into
+    one by ``check_random_state`` on first access, so that a run which draws no random
+    number (or only ``Problem.random_bits``) never builds one (10-20 us per solve)."""
+
+    def __set_name__(self, owner, name):
+        self.key = "_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return None  # the dataclass default: a fresh generator from OS entropy
+        value = obj.__dict__[self.key]
+        if not isinstance(value, np.random.Generator):
+            value = obj.__dict__[self.key] = check_random_state(value)
+        return value
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.key] = value
+
+
 @dataclasses.dataclass
 class Problem:
     """A validated problem handed to ``Solver.start``.
@@ -36,7 +57,8 @@ class Problem:
     kernel : Kernel instance
     smoother : Smoother instance or None
     params : dict of validated solver parameters
-    rng : numpy.random.Generator
+    rng : numpy.random.Generator (may be given as a seed: ``random_state`` of ``Config``,
+        built into a Generator on first access)
     config : the Config of the run
     """
 
@@ -46,8 +68,16 @@ class Problem:
     kernel: object
     smoother: object
     params: dict
-    rng: np.random.Generator
-    config: Config
+    rng: np.random.Generator = _GeneratorField()
+    config: Config = None
+
+    def random_bits(self):
+        """64 random bits (a Python int): the next raw output of ``rng``'s bit generator,
+        or, when the run's seed is None and ``rng`` was not built yet, 64 bits of fresh OS
+        entropy directly (what a Generator seeded from None would be drawn from)."""
+        if self.__dict__["_rng"] is None:
+            return secrets.randbits(64)
+        return int(self.rng.bit_generator.random_raw())
 
     @property
     def n_samples(self):
@@ -67,11 +97,8 @@ class Problem:
 
 
 def _instantiate(kind, spec, params=None):
-    params = dict(params or {})
-    if isinstance(spec, str):
-        obj = get_plugin(kind, spec)
-    else:
-        obj = spec
+    params = params or {}  # read only (unpacked into the constructor's own dict)
+    obj = REGISTRIES[kind].get(spec) if isinstance(spec, str) else spec
     if isinstance(obj, type):
         return obj(**params)
     if params:
@@ -132,7 +159,7 @@ def compose(config):
     sname = solver.name or type(solver).__name__
     kernel = resolve_kernel(config.kernel, config.kernel_params)
 
-    need = dict(getattr(solver, "requires", {}) or {})
+    need = getattr(solver, "requires", None) or {}  # read only
     smoother = None
     if "smoother" in need or config.smoother is not None:
         spec = config.smoother if config.smoother is not None else solver.default_smoother
@@ -159,7 +186,7 @@ def compose(config):
     rules = resolve_stop(stop)
     if config.time_limit is not None:
         rules.append(_instantiate("stopping", "time_limit", {"seconds": config.time_limit}))
-    provides = set(solver.provides) | {"n_iter", "elapsed"}
+    provides = {"n_iter", "elapsed", *solver.provides}
     for rule in rules:
         missing = [a for a in rule.requires if a not in provides]
         if missing:
@@ -175,9 +202,13 @@ def compose(config):
 
 def _make_config(config, kwargs):
     fields = _CONFIG_FIELDS
-    direct = {k: v for k, v in kwargs.items() if k in fields and k != "solver_params"}
-    extra = {k: v for k, v in kwargs.items() if k not in fields}
-    sp_given = kwargs.get("solver_params")
+    direct, extra = {}, {}
+    for k, v in kwargs.items():
+        if k in fields:
+            direct[k] = v
+        else:
+            extra[k] = v
+    sp_given = direct.pop("solver_params", None)
     if config is None:
         solver_params = dict(sp_given or {})
         solver_params.update(extra)
@@ -229,7 +260,7 @@ class _DeferredInterrupt:
         self.hit = True
 
     def __enter__(self):
-        if (threading.current_thread() is threading.main_thread()
+        if (threading.get_ident() == threading.main_thread().ident
                 and _signal.getsignal(signal.SIGINT) is signal.default_int_handler):
             self._old = _signal.signal(signal.SIGINT, self._handler)
         return self
@@ -246,8 +277,11 @@ def run(problem, solver, rules, max_iter, config):
     for rule in rules:
         rule.reset(problem, state)
     history = {}
-    verbose = _Verbose(config.verbose, solver.name or type(solver).__name__)
-    t0 = time.perf_counter()
+    callback = config.callback
+    verbose = _Verbose(config.verbose, solver.name or type(solver).__name__) \
+        if config.verbose else None
+    clock = time.perf_counter
+    t0 = clock()
     status = None
     state.elapsed = 0.0
     guard = _DeferredInterrupt()
@@ -256,17 +290,18 @@ def run(problem, solver, rules, max_iter, config):
     # snapshots of all its steps but the last (on which no rule fires), the loop records
     # the last one and checks the rules on it as after any step; None means "nothing done,
     # these rules need a check after every step" (the loop then calls ``step``)
-    batch = getattr(state, "step_batch", None)
-    if config.callback is not None or config.verbose:
-        batch = None
+    batch = None
+    if callback is None and verbose is None:
+        batch = getattr(state, "step_batch", None)
     try:
         with guard:
             while True:
-                state.elapsed = time.perf_counter() - t0
+                state.elapsed = clock() - t0
                 snap = state.snapshot()
                 for key, val in snap.items():
                     history.setdefault(key, []).append(val)
-                verbose(state.n_iter, state.elapsed, snap, force=config.verbose >= 2)
+                if verbose is not None:
+                    verbose(state.n_iter, state.elapsed, snap, force=config.verbose >= 2)
                 for rule in rules:
                     status = rule.check(state)
                     if status:
@@ -279,7 +314,7 @@ def run(problem, solver, rules, max_iter, config):
                 if state.n_iter >= max_iter:
                     status = "max_iter"
                     break
-                if config.callback is not None and config.callback(state):
+                if callback is not None and callback(state):
                     status = "callback"
                     break
                 if batch is None:
@@ -296,9 +331,9 @@ def run(problem, solver, rules, max_iter, config):
         if guard.forced:
             raise
         status = "interrupted"
-    elapsed = time.perf_counter() - t0
+    elapsed = clock() - t0
     state.elapsed = elapsed
-    if config.verbose:
+    if verbose is not None:
         verbose(state.n_iter, elapsed, {}, force=True)
         print(f"[{verbose.name}] stopped: {status} after {state.n_iter} iterations, {elapsed:.3f}s",
               file=verbose.stream, flush=True)
@@ -336,7 +371,7 @@ def solve(X, y, config=None, **kwargs):
     ('separable', True)
     """
     config = _make_config(config, kwargs)
-    if hasattr(X, "__dask_graph__"):
+    if type(X) is not np.ndarray and hasattr(X, "__dask_graph__"):
         # dask arrays run on the workers (marginkit._dask), validated chunk-wise there
         from ._dask import solve as _dask_solve
 
@@ -348,19 +383,15 @@ def solve(X, y, config=None, **kwargs):
     task = getattr(solver, "task", "classification")
     yv, classes = check_y(y, Xv.shape[0], task=task)
     problem = Problem(X=Xv, y=yv, classes_=classes, kernel=kernel, smoother=smoother,
-                      params=dict(solver.params), rng=check_random_state(config.random_state),
-                      config=config)
+                      params=dict(solver.params), rng=config.random_state, config=config)
     state, status, history, elapsed = run(problem, solver, rules, max_iter, config)
-    fields = solver.finalize(problem, state, status) or {}
-    fields.setdefault("status", status)
-    fields.setdefault("n_iter", int(state.n_iter))
-    fields.setdefault("time_s", elapsed)
-    fields.setdefault("classes_", classes)
-    fields.setdefault("solver", solver.name or type(solver).__name__)
-    fields.setdefault("config", config)
-    fields.setdefault("kernel", kernel)
-    fields.setdefault("task", task)
-    hist = fields.pop("history", None) or {}
-    history.update(hist)
+    # the solver's fields over the defaults of the run
+    fields = {"status": status, "n_iter": int(state.n_iter), "time_s": elapsed,
+              "classes_": classes, "solver": solver.name or type(solver).__name__,
+              "config": config, "kernel": kernel, "task": task,
+              **(solver.finalize(problem, state, status) or {})}
+    hist = fields.pop("history", None)
+    if hist:
+        history.update(hist)
     fields["history"] = history
     return Result(**fields)

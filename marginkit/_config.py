@@ -150,11 +150,11 @@ class Config:
     solver_params: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
-        setattr_ = object.__setattr__
+        fields = self.__dict__  # what the frozen __init__ wrote (object.__setattr__)
         for name, spec, default in _FIELD_SPECS:
-            value = getattr(self, name)
+            value = fields[name]
             if value is not default:  # the default itself passed its row once, at import
-                setattr_(self, name, spec.check(value, name, owner="Config"))
+                fields[name] = spec.check(value, name, owner="Config")
 
     def replace(self, **changes):
         """A modified copy (validated again)."""

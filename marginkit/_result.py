@@ -159,11 +159,11 @@ class Result:
                "task", "extra")
 
     def __init__(self, **fields):
-        unknown = set(fields) - set(self._FIELDS)
-        if unknown:
-            raise TypeError(f"Result: unknown field(s) {sorted(unknown)}")
-        for f in self._FIELDS:
-            setattr(self, f, fields.get(f))
+        if not fields.keys() <= _RESULT_FIELDS:
+            raise TypeError(f"Result: unknown field(s) {sorted(set(fields) - _RESULT_FIELDS)}")
+        attrs = self.__dict__
+        attrs.update(_NO_FIELDS)  # every field, in the order of _FIELDS, then the given ones
+        attrs.update(fields)
         if self.history is None:
             self.history = {}
         if self.extra is None:
@@ -250,6 +250,10 @@ class Result:
                             **arrays)
         with open(path, "wb") as fh:
             fh.write(buf.getvalue())
+
+
+_RESULT_FIELDS = frozenset(Result._FIELDS)
+_NO_FIELDS = dict.fromkeys(Result._FIELDS)
 
 
 def _encode(obj, arrays, key):

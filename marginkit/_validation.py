@@ -22,7 +22,12 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
+from .utils._checks import all_finite, two_labels
+
 _MISSING = object()
+_CONTAINERS = frozenset((str, dict, list, tuple))
+_FLOAT_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+_LABEL_DTYPES = frozenset((np.dtype(np.float64), np.dtype(np.int64)))
 
 
 class Param:
@@ -47,6 +52,7 @@ class Param:
     """
 
     REQUIRED = _MISSING
+    _validator_only = False  # set per row by __init__
 
     def __init__(self, default=_MISSING, types=object, low=None, high=None, low_open=False,
                  high_open=False, options=None, allow_none=False, finite=True, doc="",
@@ -62,6 +68,10 @@ class Param:
         self.finite = finite
         self.doc = doc
         self.validator = validator
+        # a row that only runs its validator on names and containers (Config's plug-in,
+        # stop and dict fields): ``check`` goes straight to it for str, dict, list, tuple
+        self._validator_only = (validator is not None and types is object and options is None
+                                and low is None and high is None)
 
     def describe(self):
         parts = []
@@ -78,6 +88,8 @@ class Param:
 
     def check(self, value, name, owner=""):
         # the "owner: " prefix of the messages is built on the error paths only
+        if self._validator_only and type(value) in _CONTAINERS:
+            return self.validator(value, name, _owner_name(owner))  # what the steps below reach
         if value is None:
             if self.allow_none:
                 return None
@@ -114,27 +126,36 @@ class Param:
         elif self.options is not None and not isinstance(value, str):
             raise TypeError(f"{_where(owner)}{name}={value!r}: use one of {list(self.options)}")
         if self.validator is not None:
-            value = self.validator(value, name, owner)
+            value = self.validator(value, name, _owner_name(owner))
         return value
 
 
+def _owner_name(owner):
+    # a plug-in passes itself (its name is built on the error paths only)
+    return owner if isinstance(owner, str) else owner._owner()
+
+
 def _where(owner):
+    owner = _owner_name(owner)
     return f"{owner}: " if owner else ""
 
 
 def check_params(table, params, owner=""):
-    """Validate ``params`` against ``table``; return a full dict with defaults filled in."""
+    """Validate ``params`` against ``table``; return a full dict with defaults filled in.
+
+    ``owner`` (a name, or a plug-in whose ``_owner()`` gives it) prefixes the messages.
+    """
     if not params.keys() <= table.keys():
         unknown = sorted(set(params) - set(table))
         raise TypeError(
-            f"{owner}: unknown parameter(s) {unknown}; valid parameters: {sorted(table)}"
+            f"{_owner_name(owner)}: unknown parameter(s) {unknown}; valid parameters: {sorted(table)}"
         )
     out = {}
     for name, spec in table.items():
         if name in params:
             out[name] = spec.check(params[name], name, owner)
         elif spec.default is _MISSING:
-            raise TypeError(f"{owner}: missing required parameter {name!r} ({spec.doc})")
+            raise TypeError(f"{_owner_name(owner)}: missing required parameter {name!r} ({spec.doc})")
         else:
             out[name] = spec.default
     return out
@@ -162,10 +183,13 @@ def _float_dtype_for(dtype, name):
     raise TypeError(f"{name} has unsupported dtype {dtype}; pass float32 or float64")
 
 
-#: arrays up to this many entries are tested for NaN/inf entry-wise (a temporary of at most
-#: 64 KiB of bools) instead of through their sum under ``np.errstate``, whose context
-#: switch costs more than the whole test on small inputs
+#: arrays up to this many entries are tested for NaN/inf entry-wise (in one pass without a
+#: temporary when contiguous, else through a temporary of at most 64 KiB of bools) instead
+#: of through their sum under ``np.errstate``, whose context switch costs more than the
+#: whole test on small inputs
 _SMALL = 65536
+_NO_ROWS = np.empty(0, dtype=np.intp)
+_NO_ROWS.flags.writeable = False
 
 
 def _nonfinite_rows(arr):
@@ -176,12 +200,15 @@ def _nonfinite_rows(arr):
     Arrays of at most ``_SMALL`` entries are tested entry-wise.
     """
     if arr.size <= _SMALL:
-        if np.isfinite(arr).all():  # a small temporary, no floating-point state to switch
-            return np.empty(0, dtype=np.intp)
+        if arr.flags.c_contiguous or arr.flags.f_contiguous:
+            if all_finite(arr.ravel(order="K")):  # a view: one pass, no temporary
+                return _NO_ROWS
+        elif np.isfinite(arr).all():  # a small temporary, no floating-point state to switch
+            return _NO_ROWS
     else:
         with np.errstate(over="ignore", invalid="ignore"):
             if np.isfinite(np.sum(arr, dtype=np.float64)):
-                return np.empty(0, dtype=np.intp)
+                return _NO_ROWS
     step = max(1, 2**17 // max(arr.shape[1], 1))
     bad = [r + np.flatnonzero(~np.isfinite(arr[r:r + step]).all(axis=1))
            for r in range(0, arr.shape[0], step)]
@@ -195,6 +222,8 @@ def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32")):
     order is accepted as is. Sparse input of any format becomes CSR (a private copy only
     when the format, dtype or canonical form must change); it is never densified.
     """
+    if type(X) is np.ndarray and X.ndim == 2 and X.dtype in _FLOAT_DTYPES:
+        return _checked_dense(X, name, allow_empty)  # kept as it is: no conversion to check
     if X is None:
         raise TypeError(f"{name} is None; pass an array of shape (n_samples, n_features)")
     if sp.issparse(X):
@@ -245,6 +274,12 @@ def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32")):
         )
     if arr.dtype != dtype:
         arr = arr.astype(dtype)
+    return _checked_dense(arr, name, allow_empty)
+
+
+def _checked_dense(arr, name, allow_empty):
+    """The checks of a 2-D float32/float64 ndarray (``check_X``): not empty, finite,
+    C or Fortran contiguous (a contiguous copy otherwise)."""
     if not allow_empty and (arr.shape[0] == 0 or arr.shape[1] == 0):
         raise ValueError(f"{name} is empty (shape {arr.shape}); pass at least one sample and one feature")
     bad = _nonfinite_rows(arr)
@@ -347,13 +382,16 @@ def check_y(y, n_samples, task="classification", name="y"):
 
     ``classes_[1]`` is mapped to +1. Regression: finite float64 vector, ``classes_`` None.
     """
-    if y is None:
-        raise TypeError(f"{name} is None; pass one label per sample")
-    if hasattr(y, "__dask_graph__"):
-        raise TypeError(f"{name} is a dask array; pass numpy input here")
-    if sp.issparse(y):
-        raise TypeError(f"{name} is sparse; pass a 1-D dense array of labels")
-    arr = np.asarray(y)
+    if type(y) is np.ndarray:
+        arr = y  # neither None, dask nor sparse: the conversion below is the identity
+    else:
+        if y is None:
+            raise TypeError(f"{name} is None; pass one label per sample")
+        if hasattr(y, "__dask_graph__"):
+            raise TypeError(f"{name} is a dask array; pass numpy input here")
+        if sp.issparse(y):
+            raise TypeError(f"{name} is sparse; pass a 1-D dense array of labels")
+        arr = np.asarray(y)
     if arr.ndim == 2 and 1 in arr.shape:
         arr = arr.ravel()
     if arr.ndim != 1:
@@ -371,6 +409,12 @@ def check_y(y, n_samples, task="classification", name="y"):
         return out, None
     if arr.dtype.kind == "c":
         raise TypeError(f"{name} is complex; pass real labels")
+    if arr.dtype in _LABEL_DTYPES and arr.flags.c_contiguous:
+        # the usual case in one pass: two finite labels (see utils._checks.two_labels)
+        ypm = np.empty(arr.shape[0])
+        lohi = two_labels(arr, ypm)
+        if lohi is not None:
+            return ypm, np.array(lohi, dtype=arr.dtype)
     classes = is_hi = None
     if arr.dtype.kind in "biuf" and arr.size:
         # two labels (the usual case) without sorting: min, max and one comparison pass,

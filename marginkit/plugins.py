@@ -30,7 +30,8 @@ class Plugin:
     param_table = {}
 
     def __init__(self, **params):
-        self.params = check_params(self.param_table, params, owner=self._owner())
+        # the owner's name is only needed in error messages: passed as the plug-in itself
+        self.params = check_params(self.param_table, params, owner=self)
 
     def _owner(self):
         return f"{self.kind or 'plug-in'} {self.name or type(self).__name__!r}"

@@ -635,6 +635,47 @@ def test_check_y_maps_labels_and_keeps_classes():
         V.check_y(np.array([1, "a", 2.0], dtype=object), 3)
 
 
+def _check_y_general(y):
+    """check_y through its general numpy code (no one-pass fast path)."""
+    import unittest.mock
+
+    with unittest.mock.patch.object(V, "two_labels", lambda y, out: None):
+        return V.check_y(y, len(y))
+
+
+@pytest.mark.parametrize("y", [
+    [3.0, -1.5, 3.0], [0, 1, 1, 0], [5, 2], [-0.0, 0.0, 1.0], [0.0, 1.0], [1.0, 1.0, 2.0, 3.0],
+    [1.0, np.nan], [np.inf, 1.0], [np.nan, np.nan], [2.0, 2.0], [7], [1.0, -np.inf, 1.0],
+])
+@pytest.mark.parametrize("dtype", [np.float64, np.int64, np.float32])
+def test_check_y_fast_path_agrees_with_the_general_code(y, dtype):
+    # the one-pass path (two finite labels) gives what the numpy code gives, and leaves
+    # every other case to it (same classes_, same error messages)
+    arr = np.asarray(y)
+    if dtype is np.int64 and not np.all(np.isfinite(arr)):
+        return
+    arr = arr.astype(dtype)
+    try:
+        want = _check_y_general(arr)
+    except (TypeError, ValueError) as exc:
+        with pytest.raises(type(exc), match=re.escape(str(exc))):
+            V.check_y(arr, len(arr))
+        return
+    got = V.check_y(arr, len(arr))
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1].dtype == want[1].dtype and got[1].tolist() == want[1].tolist()
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("order", ["C", "F", "strided"])
+def test_check_X_small_finiteness_check_finds_the_rows(bad, order):
+    X = np.arange(60, dtype=np.float64).reshape(12, 5)
+    X[[3, 8], 2] = bad
+    X = {"C": X, "F": np.asfortranarray(X), "strided": np.repeat(X, 2, axis=1)[:, ::2]}[order]
+    with pytest.raises(ValueError, match=r"row\(s\) \[3, 8\]"):
+        V.check_X(X)
+
+
 # ------------------------------------------------------------------ interrupts and time limits
 class _TwoPartState(SolverState):
     """A step that updates two fields; a SIGINT arrives between them."""

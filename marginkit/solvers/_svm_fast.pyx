@@ -27,6 +27,7 @@ from cython cimport floating
 from cython.parallel cimport prange
 from libc.math cimport sqrt, fabs, frexp, ldexp, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdlib cimport calloc, free
 
 cdef extern from *:
     """
@@ -190,15 +191,25 @@ cdef inline double _clamp(double v, double lo, double hi) noexcept nogil:
 def row_statistics(const floating[:, ::1] Xd, const floating[::1] data,
                    const index_t[::1] indices, const index_t[::1] indptr, bint dense,
                    Py_ssize_t n, const double[::1] sc, const double[::1] s2m,
-                   double[::1] c, double[::1] xsq):
-    """c_i = x_i . (s2 * m) and xsq_i = ||sc * x_i||^2 (s2 = sc^2) for every row (one pass)."""
+                   double[::1] c, double[::1] xsq, double M=0.0, zsq=None, qd=None,
+                   double shift=0.0):
+    """c_i = x_i . (s2 * m) and xsq_i = ||sc * x_i||^2 (s2 = sc^2) for every row (one pass);
+    with ``zsq`` (a float64 array of length n) also ||z_i||^2 = max(xsq_i - 2 c_i + M, 0),
+    and with ``qd`` besides the diagonal ||z_i||^2 + 1 + ``shift`` (dcd's Q_ii)."""
     cdef const floating* Xp = &Xd[0, 0]
     cdef const floating* dp = &data[0]
     cdef const index_t* ip = &indices[0]
     cdef const index_t* pp = &indptr[0]
     cdef Py_ssize_t d = sc.shape[0]
     cdef Py_ssize_t i, j, k, st, en
-    cdef double acc, x
+    cdef double acc, x, t
+    cdef double[::1] zv, qv
+    cdef bint with_z = zsq is not None
+    cdef bint with_q = with_z and qd is not None
+    if with_z:
+        zv = zsq
+    if with_q:
+        qv = qd
     with nogil:
         for i in range(n):
             c[i] = _row_dot(dense, Xp, dp, ip, pp, i, &s2m[0], d)
@@ -216,6 +227,13 @@ def row_statistics(const floating[:, ::1] Xd, const floating[::1] data,
                     x = sc[indices[k]] * x
                     acc += x * x
             xsq[i] = acc
+            if with_z:
+                # the value of np.maximum(xsq - 2.0 * c + M, 0.0) (NaN kept)
+                t = acc - 2.0 * c[i] + M
+                t = 0.0 if t < 0.0 else t
+                zv[i] = t
+                if with_q:
+                    qv[i] = t + 1.0 + shift
 
 
 cdef inline double _pow2_at_least(double cm) noexcept nogil:
@@ -256,9 +274,21 @@ cdef void _scaling_tail(Py_ssize_t d, double dn, const double* colmax, const dou
         m[j] = mean if center else 0.0
 
 
+cdef void _scaling_products(const double[::1] m, const double[::1] s, double[::1] sm,
+                            double[::1] s2m) noexcept:
+    # the values of sm = s * m and s2m = s * sm (numpy's elementwise products), when asked
+    cdef Py_ssize_t j
+    if sm is None or s2m is None:
+        return
+    for j in range(m.shape[0]):
+        sm[j] = s[j] * m[j]
+        s2m[j] = s[j] * sm[j]
+
+
 def csr_scaling_statistics(const floating[::1] data, const index_t[::1] indices,
                            const index_t[::1] indptr, Py_ssize_t n, bint center,
-                           double[::1] m, double[::1] s):
+                           double[::1] m, double[::1] s, double[::1] sm=None,
+                           double[::1] s2m=None):
     """``svm.scaling_statistics`` of a CSR matrix: m = column means (0 unless ``center``),
     s = 1/sigma (0 for constant columns).
 
@@ -267,20 +297,28 @@ def csr_scaling_statistics(const floating[::1] data, const index_t[::1] indices,
     deviations (x / safe_j - mean_j)^2 with safe_j the power of two at or above the
     column's largest magnitude (an exact scaling, a multiplication: no division per
     entry, no overflow when squaring values near 1e300, no loss of columns of 1e-150);
-    the implicit zeros contribute mean_j^2 each.
+    the implicit zeros contribute mean_j^2 each. Given ``sm`` and ``s2m``, also fills
+    them with s * m and s * (s * m) (see ``_scaling_products``).
     """
     cdef Py_ssize_t d = m.shape[0]
     cdef Py_ssize_t nnz = indptr[indptr.shape[0] - 1]
     cdef Py_ssize_t j, k
     cdef double x, dev
     cdef double dn = <double>n
-    cdef double[::1] colmax = np.zeros(d)
-    cdef double[::1] safe = np.zeros(d)
-    cdef double[::1] inv = np.zeros(d)
-    cdef double[::1] sums = np.zeros(d)
-    cdef double[::1] ss = np.zeros(d)
-    cdef double[::1] means = np.zeros(d)
-    cdef int64_t[::1] cnt = np.zeros(d, dtype=np.int64)
+    # the O(d) temporaries in one zeroed block (seven numpy arrays cost more than the
+    # passes themselves on small inputs)
+    cdef double* colmax = <double*>calloc(6 * d + 1, sizeof(double))
+    cdef int64_t* cnt = <int64_t*>calloc(d + 1, sizeof(int64_t))
+    cdef double* safe
+    cdef double* inv
+    cdef double* sums
+    cdef double* ss
+    cdef double* means
+    if colmax == NULL or cnt == NULL:
+        free(colmax)
+        free(cnt)
+        raise MemoryError()
+    safe, inv, sums, ss, means = colmax + d, colmax + 2 * d, colmax + 3 * d, colmax + 4 * d, colmax + 5 * d
     with nogil:
         for k in range(nnz):
             j = indices[k]
@@ -302,25 +340,31 @@ def csr_scaling_statistics(const floating[::1] data, const index_t[::1] indices,
             ss[j] += dev * dev
         for j in range(d):
             ss[j] += (<double>(n - cnt[j]) * means[j]) * means[j]
-        _scaling_tail(d, dn, &colmax[0], &safe[0], &sums[0], &ss[0], center, &m[0], &s[0])
+        _scaling_tail(d, dn, colmax, safe, sums, ss, center, &m[0], &s[0])
+    free(colmax)
+    free(cnt)
+    _scaling_products(m, s, sm, s2m)
 
 
 def dense_scaling_statistics(const floating[:, ::1] X, bint center, double[::1] m,
-                             double[::1] s):
+                             double[::1] s, double[::1] sm=None, double[::1] s2m=None):
     """``svm.scaling_statistics`` of a C-ordered dense matrix: the operations of
     ``csr_scaling_statistics`` (every entry stored), three passes over X in storage
-    order, O(d) temporaries."""
+    order, O(d) temporaries; ``sm``, ``s2m`` as there."""
     cdef Py_ssize_t n = X.shape[0]
     cdef Py_ssize_t d = X.shape[1]
     cdef Py_ssize_t i, j
     cdef double x, dev
     cdef double dn = <double>n
-    cdef double[::1] colmax = np.zeros(d)
-    cdef double[::1] safe = np.zeros(d)
-    cdef double[::1] inv = np.zeros(d)
-    cdef double[::1] sums = np.zeros(d)
-    cdef double[::1] ss = np.zeros(d)
-    cdef double[::1] means = np.zeros(d)
+    cdef double* colmax = <double*>calloc(6 * d + 1, sizeof(double))  # as in the CSR case
+    cdef double* safe
+    cdef double* inv
+    cdef double* sums
+    cdef double* ss
+    cdef double* means
+    if colmax == NULL:
+        raise MemoryError()
+    safe, inv, sums, ss, means = colmax + d, colmax + 2 * d, colmax + 3 * d, colmax + 4 * d, colmax + 5 * d
     with nogil:
         for i in range(n):
             for j in range(d):
@@ -339,7 +383,9 @@ def dense_scaling_statistics(const floating[:, ::1] X, bint center, double[::1] 
             for j in range(d):
                 dev = (<double>X[i, j]) * inv[j] - means[j]
                 ss[j] += dev * dev
-        _scaling_tail(d, dn, &colmax[0], &safe[0], &sums[0], &ss[0], center, &m[0], &s[0])
+        _scaling_tail(d, dn, colmax, safe, sums, ss, center, &m[0], &s[0])
+    free(colmax)
+    _scaling_products(m, s, sm, s2m)
 
 
 def gram_power_matvec(const floating[:, ::1] Xd, const floating[::1] data,
@@ -1129,7 +1175,8 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
                const double[::1] c, const double[::1] qd, double M, double mu, double gamma,
                uint64_t[::1] rng_state, double[::1] pg, double[::1] ctl, bint shrinking,
                bint always, double[:, ::1] hist, Py_ssize_t max_epochs, double cert_above,
-               double gap_at_most):
+               double gap_at_most, double[::1] w_bar, double[::1] coef,
+               unsigned char[::1] mask):
     """Up to ``max_epochs`` complete iterations of ``dcd`` (one ``_DCDState.step`` each).
 
     One iteration: Fisher-Yates shuffle of the active coordinates ``index[:k]`` (SplitMix64
@@ -1144,6 +1191,10 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
     of the shrunk set) of iteration e. Stops after the first iteration whose count
     exceeds ``cert_above`` or whose gap is <= ``gap_at_most`` (the stopping rules the
     caller checks), or after ``max_epochs``. Returns the number of iterations done.
+
+    Outputs besides: ``w_bar`` = s2a / s - s m b (0 / 0 := 0) and ``coef`` = s * w_bar at
+    the last iteration, and, when the last iteration made the full pass, ``mask`` (0/1)
+    marks its points with gamma - r_i > eps (left as it was otherwise).
     """
     cdef const floating* Xp = &Xd[0, 0]
     cdef const floating* dp = &data[0]
@@ -1200,6 +1251,8 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
             wsq = 0.0
             for j in range(d):
                 t = (s2a[j] / sc[j] if sc[j] > 0 else 0.0) - sc[j] * m[j] * b
+                w_bar[j] = t
+                coef[j] = sc[j] * t
                 wsq += t * t
             rsum = 0.0
             rsq = 0.0
@@ -1213,6 +1266,11 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
             done = e + 1
             if ncert > cert_above or gap <= gap_at_most:
                 break
+        if done > 0 and hist[done - 1, 1] < INFINITY:
+            # the last iteration made the full pass: its certified points
+            eps = hist[done - 1, 1]
+            for i in range(n):
+                mask[i] = gamma - r[i] > eps
     ctl[0] = <double>k
     ctl[1] = pg_max_old
     ctl[2] = pg_min_old

@@ -18,6 +18,7 @@ Stopping rules registered here: ``certified_points(fraction=0.0)`` (status
 ``"certified"``) and ``liblinear(tol=0.1)`` (LIBLINEAR's max-minus-min projected
 gradient over an epoch, status ``"converged"``).
 """
+import math
 import numbers
 
 import numpy as np
@@ -37,6 +38,7 @@ __all__ = ["Fista", "FistaSVM", "DCD", "Pegasos", "CertifiedPoints", "Liblinear"
            "lipschitz_bound", "scaled_gram"]
 
 _SCALES = ("std", "scale")
+_FLOAT_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
 
 # ------------------------------------------------------------------------ data helpers
@@ -63,6 +65,9 @@ def scaling_statistics(X, scale):
     # of columns whose values are all tiny (1e-150)
     m, s = np.zeros(d), np.zeros(d)
     std = scale == "std"
+    if type(X) is np.ndarray and X.flags.c_contiguous and X.dtype in _FLOAT_DTYPES:
+        _f.dense_scaling_statistics(X, std, m, s)
+        return m, s
     if sp.issparse(X):
         # three passes over the stored entries in Cython, O(d) memory: no temporary the
         # length of the nonzeros (issue 6: peak memory of solve <= 1.5 x the CSR input)
@@ -81,6 +86,40 @@ def scaling_statistics(X, scale):
     return m, s
 
 
+def _scaling_constants(X, scale):
+    """``scaling_statistics(X, scale)`` and the products sm = s * m, s2m = s * sm, the
+    products from the same Cython call when X is CSR or a C-ordered float matrix."""
+    d = X.shape[1]
+    if scale is not None:
+        dense = type(X) is np.ndarray
+        if (dense and X.flags.c_contiguous and X.dtype in _FLOAT_DTYPES) or \
+                (not dense and sp.issparse(X) and X.format == "csr"):
+            m, s, sm, s2m = np.zeros(d), np.zeros(d), np.empty(d), np.empty(d)
+            if dense:
+                _f.dense_scaling_statistics(X, scale == "std", m, s, sm, s2m)
+            else:
+                _f.csr_scaling_statistics(X.data, X.indices, X.indptr, X.shape[0],
+                                          scale == "std", m, s, sm, s2m)
+            return m, s, sm, s2m
+    m, s = scaling_statistics(X, scale)
+    sm = s * m
+    return m, s, sm, s * sm
+
+
+def _read_only(a):
+    a.flags.writeable = False
+    return a
+
+
+#: the unused form of the training matrix (the kernels take both, see ``_svm_fast``):
+#: shared read-only 1-element arrays per dtype, never written (``const`` in every kernel)
+_DENSE_PLACEHOLDER = {np.dtype(t): _read_only(np.zeros((1, 1), dtype=t)) for t in (np.float32, np.float64)}
+_CSR_PLACEHOLDER = {np.dtype(t): (_read_only(np.zeros(1, dtype=t)),
+                                  _read_only(np.zeros(1, dtype=np.int32)),
+                                  _read_only(np.zeros(1, dtype=np.int32)))
+                    for t in (np.float32, np.float64)}
+
+
 class _Data:
     """The training matrix as the Cython kernels take it, plus the scaling constants.
 
@@ -88,39 +127,46 @@ class _Data:
     (the Dask backend passes the statistics of the whole distributed matrix).
     """
 
-    def __init__(self, X, scale, stats=None):
-        self.n, self.d = X.shape
-        self.sparse = sp.issparse(X)
+    def __init__(self, X, scale, stats=None, diag_shift=None):
+        n, d = X.shape
+        self.n, self.d = n, d
+        self.sparse = sparse = not isinstance(X, np.ndarray) and sp.issparse(X)
         self.dtype = X.dtype
-        if self.sparse:
-            self.Xd = np.zeros((1, 1), dtype=X.dtype)
+        if sparse:
+            self.Xd = _DENSE_PLACEHOLDER[X.dtype]
             self.data, self.indices, self.indptr = X.data, X.indices, X.indptr
         else:
             Xc = X if X.flags.c_contiguous else np.ascontiguousarray(X)  # private C copy
             self.Xd = Xc
-            self.data = np.zeros(1, dtype=X.dtype)
-            self.indices = np.zeros(1, dtype=np.int32)
-            self.indptr = np.zeros(1, dtype=np.int32)
-        self.args = (self.Xd, self.data, self.indices, self.indptr, not self.sparse)
+            self.data, self.indices, self.indptr = _CSR_PLACEHOLDER[X.dtype]
+        self.args = (self.Xd, self.data, self.indices, self.indptr, not sparse)
         self.scale = scale
-        self.m, self.s = scaling_statistics(X, scale) if stats is None else stats
-        sm = self.s * self.m
-        s2m = self.s * sm            # s^2 m without forming s^2 (range: see _svm_fast)
-        self.M = float(sm @ sm)
-        self.c = np.zeros(self.n)
-        self.xsq = np.zeros(self.n)
-        _f.row_statistics(*self.args, self.n, self.s, s2m, self.c, self.xsq)
-        # ||z_i||^2 = x_i^T S2 x_i - 2 c_i + M
-        self.zsq = np.maximum(self.xsq - 2.0 * self.c + self.M, 0.0)
+        if stats is None:
+            self.m, self.s, sm, s2m = _scaling_constants(X if sparse else Xc, scale)
+        else:
+            self.m, self.s = stats
+            sm = self.s * self.m
+            s2m = self.s * sm        # s^2 m without forming s^2 (range: see _svm_fast)
+        self.M = float(sm.dot(sm))  # the value of sm @ sm (same dot), a shorter call
+        self.c = np.empty(n)
+        self.xsq = np.empty(n)
+        # ||z_i||^2 = max(x_i^T S2 x_i - 2 c_i + M, 0) in the same pass, and with
+        # ``diag_shift`` the diagonal qd = ||z_i||^2 + 1 + diag_shift of dcd's Q
+        self.zsq = np.empty(n)
+        self.qd = None if diag_shift is None else np.empty(n)
+        _f.row_statistics(*self.args, n, self.s, s2m, self.c, self.xsq, self.M, self.zsq,
+                          self.qd, 0.0 if diag_shift is None else diag_shift)
 
     # w_bar = s * (a - m b) for a = X^T u, b = e^T u
     def w_bar(self, a, b):
         return self.s * (a - self.m * b)
 
-    def original(self, w_bar, t_bar):
-        """(coef, intercept) in the original feature space: w = s w_bar, t = t_bar - m^T w."""
-        coef = self.s * w_bar
-        return coef, float(t_bar - self.m @ coef)
+    def original(self, w_bar, t_bar, coef=None):
+        """(coef, intercept) in the original feature space: w = s w_bar (or the given
+        ``coef``, already that product), t = t_bar - m^T w."""
+        if coef is None:
+            coef = self.s * w_bar
+        return coef, float(t_bar - self.m.dot(coef))
 
 
 def feature_matrix_norm2(data, augmented, tol=1e-10, max_iter=10_000, seed=0):
@@ -352,7 +398,7 @@ def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=
     return lam, {"method": "lanczos", "passes": passes}
 
 
-def _prepare(problem, scale):
+def _prepare(problem, scale, diag_shift=None):
     """Apply the kernel's feature map and build the kernel-side data.
 
     Returns ``(data, Phi, identity)``. With the linear kernel (identity map) the solvers run
@@ -374,10 +420,10 @@ def _prepare(problem, scale):
         if Phi is not X:
             identity = False
             X = check_X(Phi, name="feature_map(X)")
-    return _Data(X, scale), X, identity
+    return _Data(X, scale, diag_shift=diag_shift), X, identity
 
 
-def _feature_fields(data, identity, w_bar, t_bar):
+def _feature_fields(data, identity, w_bar, t_bar, coef=None):
     """The model fields of a linear model on the solver's features.
 
     ``identity``: coef_/intercept_ in the input space. Otherwise (kernel approximation)
@@ -386,7 +432,7 @@ def _feature_fields(data, identity, w_bar, t_bar):
     into f and intercept_), which ``Result.decision_function`` evaluates through the
     result's kernel (the same fitted feature map).
     """
-    coef, intercept = data.original(w_bar, t_bar)
+    coef, intercept = data.original(w_bar, t_bar, coef)
     if identity:
         return {"coef_": coef, "intercept_": intercept}
     return {"coef_": None, "intercept_": intercept, "extra": {"feature_space_coef": coef}}
@@ -720,27 +766,36 @@ class FistaSVM(_FistaBase):
 
 
 # ----------------------------------------------------------------- dual coordinate descent
+#: the columns of the kernel's history rows (``_svm_fast.dcd_epochs``)
+_DCD_HISTORY = ("objective", "error_bound", "n_certified", "projected_gradient_gap")
+_NO_HISTORY = np.empty((0, 4))
+
+
 class _DCDState(SolverState):
-    def __init__(self, data, y, gamma, mu, rng, shrinking, bound_check):
+    def __init__(self, data, y, gamma, mu, seed, shrinking, bound_check):
         n, d = data.n, data.d
         self.data, self.y, self.gamma, self.mu = data, y, gamma, mu
         # the epoch permutations come from a SplitMix64 stream seeded once from the run's
         # generator (drawn in Cython, so an epoch costs no numpy call)
-        self._rng_state = np.array([rng.bit_generator.random_raw()], dtype=np.uint64)
+        self._rng_state = np.array([seed], dtype=np.uint64)
         self.shrinking = bool(shrinking)
         self.bound_check = bound_check
         self.r = np.zeros(n)
         self.s2a = np.zeros(d)
         self.scal = np.zeros(2)  # [b, P]
-        self.qd = data.zsq + 1.0 + mu
+        self.qd = data.qd if data.qd is not None else data.zsq + 1.0 + mu
         self.index = np.arange(n, dtype=np.int64)
-        self.active_size = n
-        self.pg_max_old, self.pg_min_old = np.inf, -np.inf
         self.shrink_tol = 0.1
         self.certify_fraction = None if bound_check == "lazy" else 0.0
-        self._pg = np.zeros(n)
-        self._ctl = np.zeros(7)
-        self._hist = np.zeros((1, 4))
+        self._pg = np.empty(n)
+        # the kernel's loop state between calls (see _svm_fast.dcd_epochs): active size,
+        # previous PG extremes, shrink_tol, certify_fraction, full passes, estimate
+        self._ctl = np.array([n, np.inf, -np.inf, 0.1, np.nan, 0.0, np.inf])
+        self._hist = _NO_HISTORY  # (k, 4) rows, allocated by the first call
+        # written by the kernel: w_bar at the last iteration, the mask of its last full pass
+        self._w_bar = np.zeros(d)
+        self._coef = np.zeros(d)  # s * w_bar
+        self._mask_bytes = np.zeros(n, dtype=np.uint8)
         # iterations per Cython call in step_batch: about 2e7 row entries of work, so that
         # Ctrl-C and the caller's loop get control back every few tens of milliseconds,
         # and at most 10 000 (the history rows of one call)
@@ -749,28 +804,33 @@ class _DCDState(SolverState):
         self.n_iter = 0
         self.projected_gradient_gap = np.inf
         self.error_bound = np.inf
-        self.error_estimate = np.inf
         self.n_certified = 0
-        self.full_passes = 0
         self.objective = 0.0
-        self.mask = np.zeros(n, dtype=bool)
+        self.mask = self._mask_bytes.view(bool)
         if bound_check == "always":
             self._full_bound()
+
+    # the loop state kept in ``_ctl``, readable by name
+    active_size = property(lambda self: int(self._ctl[0]))
+    pg_max_old = property(lambda self: float(self._ctl[1]))
+    pg_min_old = property(lambda self: float(self._ctl[2]))
+    full_passes = property(lambda self: int(self._ctl[5]))
+    error_estimate = property(lambda self: float(self._ctl[6]))
 
     def _full_bound(self):
         data = self.data
         b, P = self.scal
         pgsq = _f.projected_gradient(*data.args, self.y, self.r, self.s2a, b, P, data.c,
                                      data.M, 1.0, 0.0, self.mu, self.gamma, self._pg)
-        self.full_passes += 1
+        self._ctl[5] += 1
         self.error_bound = float(np.sqrt(pgsq)) / self.mu
         self.mask = self.gamma - self.r > self.error_bound
         self.n_certified = int(np.count_nonzero(self.mask))
 
     def w_bar(self):
-        data = self.data
-        a_s = np.divide(self.s2a, data.s, out=np.zeros_like(self.s2a), where=data.s > 0)
-        return a_s - data.s * data.m * self.scal[0]
+        """w_bar = s2a / s - s m b (0 / 0 := 0), as the kernel leaves it after its last
+        iteration (zero before the first)."""
+        return self._w_bar.copy()
 
     def _epochs(self, k, cert_above=np.inf, gap_at_most=-np.inf):
         """Run up to k iterations in one Cython call (``_svm_fast.dcd_epochs``), stopping
@@ -780,26 +840,23 @@ class _DCDState(SolverState):
         data = self.data
         ctl = self._ctl
         cf = self.certify_fraction
-        ctl[:] = (self.active_size, self.pg_max_old, self.pg_min_old, self.shrink_tol,
-                  np.nan if cf is None else cf, self.full_passes, self.error_estimate)
-        if self._hist.shape[0] < k:
-            self._hist = np.zeros((k, 4))
+        ctl[3] = self.shrink_tol
+        ctl[4] = np.nan if cf is None else cf
         hist = self._hist
+        if hist.shape[0] < k:
+            hist = self._hist = np.empty((k, 4))  # row e is written by iteration e
         done = _f.dcd_epochs(*data.args, self.y, self.index, self.r, self.s2a, self.scal,
                              data.s, data.m, data.c, self.qd, data.M, self.mu, self.gamma,
                              self._rng_state, self._pg, ctl, self.shrinking,
-                             self.bound_check == "always", hist, k, cert_above, gap_at_most)
-        self.active_size = int(ctl[0])
-        self.pg_max_old, self.pg_min_old = float(ctl[1]), float(ctl[2])
-        self.full_passes = int(ctl[5])
-        self.error_estimate = float(ctl[6])
+                             self.bound_check == "always", hist, k, cert_above, gap_at_most,
+                             self._w_bar, self._coef, self._mask_bytes)
         obj, eps, ncert, gap = hist[done - 1].tolist()
         self.objective = obj
         self.error_bound = eps
         self.n_certified = int(ncert)
         self.projected_gradient_gap = gap
         if eps < np.inf:
-            self.mask = self.gamma - self.r > eps
+            self.mask = self._mask_bytes.view(bool)
         self.n_iter += done
         return hist[:done]
 
@@ -824,10 +881,7 @@ class _DCDState(SolverState):
             else:
                 return None
         rows = self._epochs(max(1, min(limit, self._batch_cap)), cert_above, gap_at_most)
-        rows = rows[:-1]
-        return {"objective": rows[:, 0].tolist(), "error_bound": rows[:, 1].tolist(),
-                "n_certified": rows[:, 2].tolist(),
-                "projected_gradient_gap": rows[:, 3].tolist()}
+        return dict(zip(_DCD_HISTORY, rows[:-1].T.tolist()))
 
     def snapshot(self):
         return {"objective": self.objective, "error_bound": self.error_bound,
@@ -865,21 +919,24 @@ class DCD(Solver):
     }
 
     def start(self, problem):
-        data, Xfit, identity = _prepare(problem, self.params["scale"])
+        gamma, mu = _gamma_mu(self.params, problem.X.shape[0])
+        data, Xfit, identity = _prepare(problem, self.params["scale"], diag_shift=mu)
         self._fit = (data, Xfit, identity)
-        gamma, mu = _gamma_mu(self.params, data.n)
-        return _DCDState(data, problem.y, gamma, mu, problem.rng, self.params["shrinking"],
+        # 64 bits of the run's generator (without building one for random_state=None)
+        random_bits = getattr(problem, "random_bits", None)
+        seed = random_bits() if random_bits is not None else problem.rng.bit_generator.random_raw()
+        return _DCDState(data, problem.y, gamma, mu, seed, self.params["shrinking"],
                          self.params["bound_check"])
 
     def finalize(self, problem, state, status):
         data, Xfit, identity = self._fit
         del self._fit
-        w_bar = state.w_bar()
         t_bar = float(state.scal[0])
-        fields = _feature_fields(data, identity, w_bar, t_bar)
-        mask = state.mask if np.isfinite(state.error_bound) else np.zeros(data.n, dtype=bool)
+        fields = _feature_fields(data, identity, state._w_bar, t_bar, state._coef.copy())
+        finite = math.isfinite(state.error_bound)
+        mask = state.mask if finite else np.zeros(data.n, dtype=bool)
         fields.update(dual_coef_=state.r.copy(), certified_mask=mask)
-        if mask.any():
+        if finite and state.n_certified > 0:  # the number of points in mask
             fields["certificate"] = CertifiedPointsCertificate(
                 state.error_bound, mask, state.r.copy(), state.gamma, state.mu, data.scale,
                 data.m, data.s, "hsvm", t_bar, _fitted_coef(fields), fields["intercept_"],
