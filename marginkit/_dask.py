@@ -621,7 +621,7 @@ def _k_fista_init(chunk):
     chunk.v.update(r_prev=np.zeros(n), r=np.zeros(n), r_buf=np.zeros(n))
 
 
-def _k_fista_step(chunk, v, offset, by, beta, L, mu, gamma):
+def _k_fista_step(chunk, v, offset, by, beta, L, mu, gamma, level):
     """One FISTA pass over the chunk (``_svm_fast.fista_hsvm_step``); the error bound and
     the certified count need the global ||y_k - r_{k+1}||, so the kernel runs with
     kappa = 1 (its eps is then the chunk's ||y_k - r_{k+1}||) and counting is separate."""
@@ -632,14 +632,14 @@ def _k_fista_step(chunk, v, offset, by, beta, L, mu, gamma):
     r_new = cv["r_buf"]
     b_new, dnorm, _, rsum, rsq = f.fista_hsvm_step(
         *cv["args"], chunk.y, cv["r_prev"], cv["r"], v, offset, by, cv["c"],
-        beta, L, mu, gamma, 1.0, r_new, a_new)
+        beta, L, mu, gamma, 1.0, level, r_new, a_new)
     cv["r_buf"], cv["r_prev"], cv["r"] = cv["r_prev"], cv["r"], r_new
     rmin = float(r_new.min()) if r_new.size else np.inf
     return a_new, b_new, dnorm * dnorm, rsum, rsq, rmin
 
 
-def _k_count_certified(chunk, gamma, eps):
-    return int(np.count_nonzero(gamma - chunk.v["r"] > eps))
+def _k_count_certified(chunk, level, eps):
+    return int(np.count_nonzero(level - chunk.v["r"] > eps))
 
 
 class _DaskFistaState:
@@ -649,6 +649,7 @@ class _DaskFistaState:
         d = data.d
         self.pool, self.data = pool, data
         self.gamma, self.mu, self.L = gamma, mu, L
+        self.level = svm.certify_level(gamma, mu)
         self.kappa = L / mu
         sk = np.sqrt(self.kappa)
         self.beta = (sk - 1.0) / (sk + 1.0)
@@ -677,7 +678,7 @@ class _DaskFistaState:
         v, by, offset = self._extrapolated()
         if self.augmented:
             parts = self.pool.map(_k_fista_step, v, offset, by, self.beta, self.L, self.mu,
-                                  self.gamma)
+                                  self.gamma, self.level)
         else:
             parts = self._svm_step(v, offset, by)
         a_new = np.sum([p[0] for p in parts], axis=0)
@@ -686,10 +687,10 @@ class _DaskFistaState:
         rsum = float(sum(p[3] for p in parts))
         rsq = float(sum(p[4] for p in parts))
         rmin = min(p[5] for p in parts)
-        # a second map only once some point can be certified (gamma - min r > eps)
+        # a second map only once some point can be certified (level - min r > eps)
         ncert = 0
-        if self.gamma - rmin > eps:
-            ncert = int(sum(self.pool.map(_k_count_certified, self.gamma, eps)))
+        if self.level - rmin > eps:
+            ncert = int(sum(self.pool.map(_k_count_certified, self.level, eps)))
         self.a_prev, self.a = self.a, a_new
         self.b_prev, self.b = self.b, b_new
         self.error_bound = float(eps)
@@ -826,7 +827,7 @@ class FistaDriver(Driver):
         t_bar = state.b if self.augmented else state.t_bar
         coef, intercept = data.original(w_bar, t_bar)
         r = problem.pool.gather("r")
-        mask = state.gamma - r > state.error_bound
+        mask = state.level - r > state.error_bound
         fields = {"coef_": coef, "intercept_": intercept, "dual_coef_": r,
                   "certified_mask": mask}
         if mask.any():

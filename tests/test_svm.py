@@ -219,6 +219,35 @@ def test_certificate_verify_rejects_tampering():
     assert not bad3.verify(X, y)
 
 
+@pytest.mark.parametrize("solver", ["dcd", "fista", "fista_svm"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_certified_points_with_mu_gamma_above_one(solver, sparse):
+    """C = 0.5, mu = 8 (mu gamma = 4): gamma - r_i > eps only gives a margin
+    > 1 - mu gamma < 0; the certified level is min(gamma, 1/mu), and every certified
+    point is correctly classified by the returned classifier and by r* (the returned
+    certificate verifies; before the level it did not, on this problem)."""
+    X, y = make_problem(n=60, d=3, seed=0, noise=1.5)
+    Xs = sp.csr_matrix(X) if sparse else X
+    gamma, mu = 0.5, 8.0
+    res = mk.solve(Xs, y, solver=solver, C=gamma, mu=mu, random_state=0)
+    cert = res.certificate
+    assert res.status == "certified" and cert.verify(Xs, y)
+    level = 1.0 / mu
+    np.testing.assert_array_equal(res.certified_mask, level - res.dual_coef_ > cert.value)
+    assert np.all(res.predict(X)[cert.mask] == y[cert.mask])
+    if solver != "fista_svm":
+        ypm = np.where(y == 1, 1.0, -1.0)
+        H = explicit_Z(X, ypm, "std")
+        r_star, _ = box_qp_reference(H, mu, gamma)
+        assert np.linalg.norm(res.dual_coef_ - r_star) <= cert.value * (1 + 1e-9)
+        assert np.all((H @ (H.T @ r_star))[cert.mask] > 0)
+    # the paper's threshold gamma claims more points than the margin bound supports
+    old = CertifiedPointsCertificate(cert.value, gamma - cert.r > cert.value, cert.r, gamma, mu,
+                                     cert.scale, cert.means, cert.inv_std, cert.formulation,
+                                     cert.t_bar, cert.coef, cert.intercept, cert.classes)
+    assert old.mask.sum() > cert.mask.sum() and not old.verify(Xs, y)
+
+
 def test_original_space_coefficients_and_zero_variance_column():
     X, y = make_problem(n=70, d=4, seed=4)
     X = np.hstack([X, np.full((X.shape[0], 1), 7.0)])  # zero-variance column

@@ -504,7 +504,7 @@ def fista_hsvm_step(const floating[:, ::1] Xd, const floating[::1] data,
                     const double[::1] y, const double[::1] r_prev, const double[::1] r,
                     const double[::1] v, double offset, double by, const double[::1] c,
                     double beta, double L, double mu, double gamma, double kappa,
-                    double[::1] r_new, double[::1] a_new):
+                    double level, double[::1] r_new, double[::1] a_new):
     """One FISTA iteration on the perturbed H-SVM dual: one gather and one scatter sweep.
 
     The caller passes v = s2 * a(y_k) with a(y_k) = (1 + beta) a_k - beta a_{k-1} (a is
@@ -518,7 +518,7 @@ def fista_hsvm_step(const floating[:, ::1] Xd, const floating[::1] data,
 
     Returns (b_new, eps, n_certified, sum(r_new), ||r_new||^2) with the FISTA error bound
     eps = kappa ||y_k - r_new|| (paper section 2.3) and the number of points with
-    gamma - r_new,i > eps.
+    level - r_new,i > eps (``level`` = min(gamma, 1/mu), ``svm.certify_level``).
     """
     cdef const floating* Xp = &Xd[0, 0]
     cdef const floating* dp = &data[0]
@@ -552,7 +552,7 @@ def fista_hsvm_step(const floating[:, ::1] Xd, const floating[::1] data,
                 _row_axpy(dense, Xp, dp, ip, pp, i, u, &a_new[0], d)
         eps = kappa * sqrt(dsq)
         for i in range(n):
-            if gamma - r_new[i] > eps:
+            if level - r_new[i] > eps:
                 ncert += 1
     return b_new, eps, ncert, rsum, rsq
 
@@ -741,11 +741,12 @@ cdef void _reduce_buffers(const double* bufs, Py_ssize_t ns, Py_ssize_t d,
 
 cdef double _combine_blocks(double* bufs, const double* parts, Py_ssize_t ns, Py_ssize_t d,
                            double* a_new, const double* r_new, Py_ssize_t n, double kappa,
-                           double gamma, double* sums, Py_ssize_t* ncert) noexcept nogil:
+                           double level, double* sums, Py_ssize_t* ncert) noexcept nogil:
     """End of a blocked FISTA iteration: a_new = sum of the blocks' d-vectors (``bufs``,
     ns x d; with one block the scatter wrote a_new itself), sums[j] = sum over blocks of
     parts[k, j] (||y_k - r_new||^2, sum r_new, ||r_new||^2, b_new), both in block order;
-    returns eps = kappa ||y_k - r_new|| and sets ``ncert`` = #{i: gamma - r_new_i > eps}."""
+    returns eps = kappa ||y_k - r_new|| and sets ``ncert`` = #{i: level - r_new_i > eps}
+    (``level`` = min(gamma, 1/mu), ``svm.certify_level``)."""
     cdef Py_ssize_t k, i, j, count = 0
     cdef double eps
     if ns > 1:
@@ -757,7 +758,7 @@ cdef double _combine_blocks(double* bufs, const double* parts, Py_ssize_t ns, Py
             sums[j] = sums[j] + parts[4 * k + j]
     eps = kappa * sqrt(sums[0])
     for i in range(n):
-        count += (gamma - r_new[i]) > eps
+        count += (level - r_new[i]) > eps
     ncert[0] = count
     return eps
 
@@ -768,7 +769,8 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
                     const double[::1] a_prev, const double[::1] a, double b_prev, double b,
                     const double[::1] sc, const double[::1] m, double M, const double[::1] c,
                     double beta, double L, double mu, double gamma, double kappa,
-                    double[::1] r_new, double[::1] a_new, double[::1] v, double[:, ::1] bufs,
+                    double level, double[::1] r_new, double[::1] a_new, double[::1] v,
+                    double[:, ::1] bufs,
                     double[:, ::1] parts, Py_ssize_t[::1] active):
     """One whole FISTA iteration on the perturbed H-SVM dual (paper 001, Algorithm 1).
 
@@ -788,7 +790,8 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
     depend on the thread count. ``active`` (length n) is scratch.
 
     Returns (b_new, eps, n_certified, sum r_new, ||r_new||^2, ||w~(r_new)||^2) with
-    eps = kappa ||y_k - r_new|| (paper section 2.3).
+    eps = kappa ||y_k - r_new|| (paper section 2.3) and n_certified the number of points
+    with level - r_new,i > eps (``level`` = min(gamma, 1/mu), ``svm.certify_level``).
     """
     cdef const floating* Xp = &Xd[0, 0]
     cdef const floating* dp = &data[0]
@@ -818,7 +821,7 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
             parts[k, 3] = _scatter_block(dense, Xp, dp, ip, pp, lo, hi, &y[0], &r_new[0],
                                          out, d, &active[0])
         eps = _combine_blocks(&bufs[0, 0], &parts[0, 0], ns, d, &a_new[0], &r_new[0], n,
-                              kappa, gamma, sums, &ncert)
+                              kappa, level, sums, &ncert)
         dsq, rsum, rsq, b_new = sums[0], sums[1], sums[2], sums[3]
         wsq = _w_bar_sq(&a_new[0], b_new, &sc[0], &m[0], d) + b_new * b_new
     return b_new, eps, ncert, rsum, rsq, wsq
@@ -893,14 +896,16 @@ cdef void _svm_finish_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, const
 def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
                      const index_t[::1] indices, const index_t[::1] indptr, bint dense,
                      const double[::1] y, const double[::1] yk, const double[::1] vproj,
-                     double lam, double gamma, double kappa, const double[::1] sc,
+                     double lam, double gamma, double kappa, double level,
+                     const double[::1] sc,
                      const double[::1] m, double[::1] r_new, double[::1] a_new,
                      double[:, ::1] bufs, double[:, ::1] parts, Py_ssize_t[::1] active):
     """Second half of a FISTA iteration for the classical SVM, given the multiplier lam of
     ``project_box_hyperplane``: r_new = proj_[0, gamma](vproj - lam y), a_new = X^T (y * r_new)
     (block d-vectors ``bufs`` summed in block order, as in ``fista_iteration``), the error
-    bound eps = kappa ||y_k - r_new||, the certified count and ||w(r_new)||^2 (no column of
-    ones). Returns (b_new, eps, n_certified, sum r_new, ||r_new||^2, ||w(r_new)||^2)."""
+    bound eps = kappa ||y_k - r_new||, the certified count (level - r_new,i > eps) and
+    ||w(r_new)||^2 (no column of ones). Returns (b_new, eps, n_certified, sum r_new,
+    ||r_new||^2, ||w(r_new)||^2)."""
     cdef const floating* Xp = &Xd[0, 0]
     cdef const floating* dp = &data[0]
     cdef const index_t* ip = &indices[0]
@@ -923,7 +928,7 @@ def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
             parts[k, 3] = _scatter_block(dense, Xp, dp, ip, pp, lo, hi, &y[0], &r_new[0],
                                          out, d, &active[0])
         eps = _combine_blocks(&bufs[0, 0], &parts[0, 0], ns, d, &a_new[0], &r_new[0], n,
-                              kappa, gamma, sums, &ncert)
+                              kappa, level, sums, &ncert)
         dsq, rsum, rsq, b_new = sums[0], sums[1], sums[2], sums[3]
         wsq = _w_bar_sq(&a_new[0], b_new, &sc[0], &m[0], d)
     return b_new, eps, ncert, rsum, rsq, wsq
@@ -1173,9 +1178,9 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
                const double[::1] y, int64_t[::1] index, double[::1] r, double[::1] s2a,
                double[::1] scal, const double[::1] sc, const double[::1] m,
                const double[::1] c, const double[::1] qd, double M, double mu, double gamma,
-               uint64_t[::1] rng_state, double[::1] pg, double[::1] ctl, bint shrinking,
-               bint always, double[:, ::1] hist, Py_ssize_t max_epochs, double cert_above,
-               double gap_at_most, double[::1] w_bar, double[::1] coef,
+               double level, uint64_t[::1] rng_state, double[::1] pg, double[::1] ctl,
+               bint shrinking, bint always, double[:, ::1] hist, Py_ssize_t max_epochs,
+               double cert_above, double gap_at_most, double[::1] w_bar, double[::1] coef,
                unsigned char[::1] mask):
     """Up to ``max_epochs`` complete iterations of ``dcd`` (one ``_DCDState.step`` each).
 
@@ -1187,14 +1192,15 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
 
     ``ctl`` (in/out) = [k, pg_max_old, pg_min_old, shrink_tol, certify_fraction (NaN:
     no lazy check), full_passes, eps_est]. Row e of ``hist`` receives (objective, eps or
-    inf, number of points with gamma - r_i > eps, max - min PG gap or inf after a reset
-    of the shrunk set) of iteration e. Stops after the first iteration whose count
-    exceeds ``cert_above`` or whose gap is <= ``gap_at_most`` (the stopping rules the
-    caller checks), or after ``max_epochs``. Returns the number of iterations done.
+    inf, number of points with level - r_i > eps (``level`` = min(gamma, 1/mu),
+    ``svm.certify_level``), max - min PG gap or inf after a reset of the shrunk set) of
+    iteration e. Stops after the first iteration whose count exceeds ``cert_above`` or
+    whose gap is <= ``gap_at_most`` (the stopping rules the caller checks), or after
+    ``max_epochs``. Returns the number of iterations done.
 
     Outputs besides: ``w_bar`` = s2a / s - s m b (0 / 0 := 0) and ``coef`` = s * w_bar at
     the last iteration, and, when the last iteration made the full pass, ``mask`` (0/1)
-    marks its points with gamma - r_i > eps (left as it was otherwise).
+    marks its points with level - r_i > eps (left as it was otherwise).
     """
     cdef const floating* Xp = &Xd[0, 0]
     cdef const floating* dp = &data[0]
@@ -1233,7 +1239,7 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
             cnt = 0
             if not always and lazy:
                 for i in range(n):
-                    if gamma - r[i] > est:
+                    if level - r[i] > est:
                         cnt += 1
             if always or (lazy and <double>cnt > certify_fraction * <double>n):
                 eps = sqrt(_pg_pass(dense, Xp, dp, ip, pp, n, d, &y[0], &r[0], &s2a[0],
@@ -1242,7 +1248,7 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
                 full_passes += 1.0
                 cnt = 0
                 for i in range(n):
-                    if gamma - r[i] > eps:
+                    if level - r[i] > eps:
                         cnt += 1
                 ncert = <double>cnt
             # objective -1/2 (||w_bar||^2 + b^2) + e^T r - mu/2 ||r||^2 with
@@ -1270,7 +1276,7 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
             # the last iteration made the full pass: its certified points
             eps = hist[done - 1, 1]
             for i in range(n):
-                mask[i] = gamma - r[i] > eps
+                mask[i] = level - r[i] > eps
     ctl[0] = <double>k
     ctl[1] = pg_max_old
     ctl[2] = pg_min_old

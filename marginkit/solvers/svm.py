@@ -10,7 +10,9 @@ intercept is not regularized): H has rows y_i z_i and the dual gains y^T r = 0.
 Defaults (paper section 2.4): gamma = 64/n (``C``), mu = n/128 (so mu gamma = 1/2).
 
 Certified points (paper section 2.3): for any feasible r with ||r - r*|| <= eps, a point
-with gamma - r_i > eps has signed margin > 1 - mu gamma under both w(r) and w(r*). The
+with level - r_i > eps, level = min(gamma, 1/mu) (``certify_level``), has signed margin
+> 1 - mu level >= 0 under both w(r) and w(r*) (the paper's gamma when mu gamma < 1, its
+assumption; 1/mu otherwise, where 1 - mu gamma < 0 would not mean correct). The
 bound eps is kappa ||y_k - r_{k+1}|| for FISTA and ||p(r)||/mu (projected gradient p)
 for coordinate descent (section 4). The derivations are written out in ``docs/svm.md``.
 
@@ -444,6 +446,18 @@ def _gamma_mu(params, n):
     return float(gamma), float(mu)
 
 
+def certify_level(gamma, mu):
+    """min(gamma, 1/mu): a point with level - r_i > eps (eps >= ||r - r*||) is certified.
+
+    Then r_i < gamma and r*_i < gamma, so theta_i(r) >= 1 - mu (r_i + eps) and
+    theta_i(r*) >= 1 - mu r*_i, both > 1 - mu level >= 0 (docs/svm.md, "Certified
+    points"). The paper's threshold gamma is this level when mu gamma <= 1 (its defaults:
+    mu gamma = 1/2); for mu gamma > 1 the margin bound 1 - mu gamma is negative and
+    gamma - r_i > eps would not mean that the point is correctly classified.
+    """
+    return min(float(gamma), 1.0 / float(mu))
+
+
 def _fitted_coef(fields):
     """The classifier's coefficients on the solver's features (input space or Phi)."""
     if fields.get("coef_") is not None:
@@ -467,7 +481,7 @@ class CertifiedPointsCertificate(Certificate):
     """Points certified correctly classified by the current and the optimal classifier.
 
     ``value`` is the solver's error bound eps >= ||r - r*|| at the returned r; ``mask``
-    marks the points with gamma - r_i > eps. ``verify(X, y)`` recomputes from the data and
+    marks the points with level - r_i > eps, level = min(gamma, 1/mu) (``certify_level``). ``verify(X, y)`` recomputes from the data and
     r alone (float64, numpy/scipy products independent of the Cython kernels):
 
     * the scaling statistics (means, inverse standard deviations) from X;
@@ -477,8 +491,8 @@ class CertifiedPointsCertificate(Certificate):
       bounds ||r - r*|| for *any* feasible r (strong convexity, paper section 4) and is
       never larger than the FISTA bound in exact arithmetic;
     * r is feasible (box; |y^T r| at round-off level for the classical SVM), the mask is
-      non-empty, every certified point has gamma - r_i > eps_v and theta_i > 1 - mu gamma,
-      and the stored original-space classifier (coef, intercept) agrees with w_bar and
+      non-empty, every certified point has level - r_i > eps_v and
+      theta_i > 1 - mu level (>= 0), and the stored original-space classifier (coef, intercept) agrees with w_bar and
       classifies every certified point correctly.
 
     With a kernel approximation (``kernel`` not None: a kernel whose fitted ``feature_map``
@@ -545,9 +559,10 @@ class CertifiedPointsCertificate(Certificate):
         if self.formulation == "svm" and abs(ypm @ r) > 1e-9 * gamma * np.sqrt(r.size):
             return False
         cert = self.mask
-        if not np.all(gamma - r[cert] > eps_v):
+        level = certify_level(gamma, mu)
+        if not np.all(level - r[cert] > eps_v):
             return False
-        if not np.all(theta[cert] > 1.0 - mu * gamma):
+        if not np.all(theta[cert] > 1.0 - mu * level):
             return False
         if self.coef is not None:
             m, s = scaling_statistics(Xf, self.scale)
@@ -565,9 +580,10 @@ class CertifiedPointsCertificate(Certificate):
 class CertifiedPoints(StoppingRule):
     """Stop when more than ``fraction * n`` training points are certified (paper sec. 2.3).
 
-    A point is certified when gamma - r_i > eps with eps >= ||r - r*|| the solver's error
-    bound; it is then correctly classified (margin > 1 - mu gamma) by the current and by
-    the optimal classifier. ``fraction=0`` stops at the first certified point, as in the
+    A point is certified when level - r_i > eps, level = min(gamma, 1/mu)
+    (``certify_level``), with eps >= ||r - r*|| the solver's error bound; it is then
+    correctly classified (margin > 1 - mu level >= 0) by the current and by the optimal
+    classifier. ``fraction=0`` stops at the first certified point, as in the
     paper's experiments. Reads ``state.n_certified``; status ``"certified"``.
     """
 
@@ -616,6 +632,7 @@ class _FistaState(SolverState):
         n, d = data.n, data.d
         self.data, self.y = data, y
         self.gamma, self.mu, self.L = gamma, mu, L
+        self.level = certify_level(gamma, mu)
         self.kappa = L / mu
         sk = np.sqrt(self.kappa)
         self.beta = (sk - 1.0) / (sk + 1.0)
@@ -649,8 +666,8 @@ class _FistaState(SolverState):
             b_new, eps, ncert, rsum, rsq, wsq = _f.fista_iteration(
                 *data.args, self.y, self.r_prev, self.r, self.a_prev, self.a, self.b_prev,
                 self.b, data.s, data.m, data.M, data.c, self.beta, self.L, self.mu,
-                self.gamma, self.kappa, r_new, a_new, self._v, self._bufs, self._parts,
-                self._active)
+                self.gamma, self.kappa, self.level, r_new, a_new, self._v, self._bufs,
+                self._parts, self._active)
         else:
             vproj, yk, ns = self._vproj, self.y_k, self._bufs.shape[0]
             _f.fista_svm_gradient(
@@ -661,8 +678,8 @@ class _FistaState(SolverState):
             self._lam = lam
             self.t_bar = self.L * lam
             b_new, eps, ncert, rsum, rsq, wsq = _f.fista_svm_finish(
-                *data.args, self.y, yk, vproj, lam, self.gamma, self.kappa, data.s, data.m,
-                r_new, a_new, self._bufs, self._parts, self._active)
+                *data.args, self.y, yk, vproj, lam, self.gamma, self.kappa, self.level,
+                data.s, data.m, r_new, a_new, self._bufs, self._parts, self._active)
         self._r_buf, self.r_prev, self.r = self.r_prev, self.r, r_new
         self._a_buf, self.a_prev, self.a = self.a_prev, self.a, a_new
         self.b_prev, self.b = self.b, b_new
@@ -704,7 +721,7 @@ class _FistaBase(Solver):
         w_bar = data.w_bar(state.a, state.b)
         t_bar = state.b if self.augmented else state.t_bar
         fields = _feature_fields(data, identity, w_bar, t_bar)
-        mask = state.gamma - state.r > state.error_bound
+        mask = state.level - state.r > state.error_bound
         fields.update(dual_coef_=state.r.copy(), certified_mask=mask)
         if mask.any():
             fields["certificate"] = CertifiedPointsCertificate(
@@ -775,6 +792,7 @@ class _DCDState(SolverState):
     def __init__(self, data, y, gamma, mu, seed, shrinking, bound_check):
         n, d = data.n, data.d
         self.data, self.y, self.gamma, self.mu = data, y, gamma, mu
+        self.level = certify_level(gamma, mu)
         # the epoch permutations come from a SplitMix64 stream seeded once from the run's
         # generator (drawn in Cython, so an epoch costs no numpy call)
         self._rng_state = np.array([seed], dtype=np.uint64)
@@ -824,7 +842,7 @@ class _DCDState(SolverState):
                                      data.M, 1.0, 0.0, self.mu, self.gamma, self._pg)
         self._ctl[5] += 1
         self.error_bound = float(np.sqrt(pgsq)) / self.mu
-        self.mask = self.gamma - self.r > self.error_bound
+        self.mask = self.level - self.r > self.error_bound
         self.n_certified = int(np.count_nonzero(self.mask))
 
     def w_bar(self):
@@ -847,7 +865,7 @@ class _DCDState(SolverState):
             hist = self._hist = np.empty((k, 4))  # row e is written by iteration e
         done = _f.dcd_epochs(*data.args, self.y, self.index, self.r, self.s2a, self.scal,
                              data.s, data.m, data.c, self.qd, data.M, self.mu, self.gamma,
-                             self._rng_state, self._pg, ctl, self.shrinking,
+                             self.level, self._rng_state, self._pg, ctl, self.shrinking,
                              self.bound_check == "always", hist, k, cert_above, gap_at_most,
                              self._w_bar, self._coef, self._mask_bytes)
         obj, eps, ncert, gap = hist[done - 1].tolist()
