@@ -203,6 +203,8 @@ def row_statistics(const floating[:, ::1] Xd, const floating[::1] data,
     cdef Py_ssize_t d = sc.shape[0]
     cdef Py_ssize_t i, j, k, st, en
     cdef double acc, x, t
+    cdef const floating* row
+    cdef const double* scp = &sc[0]
     cdef double[::1] zv, qv
     cdef bint with_z = zsq is not None
     cdef bint with_q = with_z and qd is not None
@@ -215,9 +217,10 @@ def row_statistics(const floating[:, ::1] Xd, const floating[::1] data,
             c[i] = _row_dot(dense, Xp, dp, ip, pp, i, &s2m[0], d)
             acc = 0.0
             if dense:
+                row = Xp + i * d
                 for j in range(d):
-                    x = Xd[i, j]
-                    x = sc[j] * x
+                    x = row[j]
+                    x = scp[j] * x
                     acc += x * x
             else:
                 st = indptr[i]
@@ -272,6 +275,12 @@ cdef void _scaling_tail(Py_ssize_t d, double dn, const double* colmax, const dou
         ok = ok and (sigma - sigma == 0.0) and (sigma > 0)  # finite and positive
         s[j] = 1.0 / sigma if ok else 0.0
         m[j] = mean if center else 0.0
+
+
+#: rows per block of the dense statistics passes (a block of a few thousand columns stays
+#: in L2, of a few tens in L1)
+cdef enum:
+    _STAT_ROWS = 128
 
 
 cdef void _scaling_products(const double[::1] m, const double[::1] s, double[::1] sm,
@@ -353,9 +362,11 @@ def dense_scaling_statistics(const floating[:, ::1] X, bint center, double[::1] 
     order, O(d) temporaries; ``sm``, ``s2m`` as there."""
     cdef Py_ssize_t n = X.shape[0]
     cdef Py_ssize_t d = X.shape[1]
-    cdef Py_ssize_t i, j
-    cdef double x, dev
+    cdef Py_ssize_t i, j, i0, i1
+    cdef double x, dev, acc, v, mj
     cdef double dn = <double>n
+    cdef const floating* Xp = &X[0, 0] if n > 0 and d > 0 else NULL
+    cdef const floating* p
     cdef double* colmax = <double*>calloc(6 * d + 1, sizeof(double))  # as in the CSR case
     cdef double* safe
     cdef double* inv
@@ -366,23 +377,54 @@ def dense_scaling_statistics(const floating[:, ::1] X, bint center, double[::1] 
         raise MemoryError()
     safe, inv, sums, ss, means = colmax + d, colmax + 2 * d, colmax + 3 * d, colmax + 4 * d, colmax + 5 * d
     with nogil:
-        for i in range(n):
+        # each pass runs over blocks of _STAT_ROWS rows, column by column inside a block
+        # (its rows stay in L1): a column's value lives in a register for the block
+        # instead of going through memory per entry, and every column still sees its
+        # entries in row order (the sums are the same as row by row)
+        i0 = 0
+        while i0 < n:
+            i1 = i0 + _STAT_ROWS if i0 + _STAT_ROWS < n else n
             for j in range(d):
-                x = fabs(<double>X[i, j])
-                if x > colmax[j] or x != x:  # NaN propagates, as np.max would
-                    colmax[j] = x
+                acc = colmax[j]
+                p = Xp + i0 * d + j
+                for i in range(i0, i1):
+                    x = fabs(<double>p[0])
+                    if x > acc or x != x:  # NaN propagates, as np.max would
+                        acc = x
+                    p += d
+                colmax[j] = acc
+            i0 = i1
         for j in range(d):
             safe[j] = _pow2_at_least(colmax[j])
             inv[j] = 1.0 / safe[j]
-        for i in range(n):
+        i0 = 0
+        while i0 < n:
+            i1 = i0 + _STAT_ROWS if i0 + _STAT_ROWS < n else n
             for j in range(d):
-                sums[j] += (<double>X[i, j]) * inv[j]
+                acc = sums[j]
+                v = inv[j]
+                p = Xp + i0 * d + j
+                for i in range(i0, i1):
+                    acc += (<double>p[0]) * v
+                    p += d
+                sums[j] = acc
+            i0 = i1
         for j in range(d):
             means[j] = sums[j] / dn
-        for i in range(n):
+        i0 = 0
+        while i0 < n:
+            i1 = i0 + _STAT_ROWS if i0 + _STAT_ROWS < n else n
             for j in range(d):
-                dev = (<double>X[i, j]) * inv[j] - means[j]
-                ss[j] += dev * dev
+                acc = ss[j]
+                v = inv[j]
+                mj = means[j]
+                p = Xp + i0 * d + j
+                for i in range(i0, i1):
+                    dev = (<double>p[0]) * v - mj
+                    acc += dev * dev
+                    p += d
+                ss[j] = acc
+            i0 = i1
         _scaling_tail(d, dn, colmax, safe, sums, ss, center, &m[0], &s[0])
     free(colmax)
     _scaling_products(m, s, sm, s2m)
@@ -1206,7 +1248,8 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
     cdef double pg_max_old = ctl[1], pg_min_old = ctl[2], shrink_tol = ctl[3]
     cdef double certify_fraction = ctl[4], full_passes = ctl[5], est = ctl[6]
     cdef double out[3]
-    cdef double gap, eps, ncert, t, wsq, rsum, rsq, b
+    cdef double gap, eps, ncert, t, wsq, rsum, rsq, b, ri
+    cdef const double* rp
     cdef Py_ssize_t e, i, j, cnt, done = 0
     cdef bint lazy = certify_fraction == certify_fraction  # not NaN
     with nogil:
@@ -1230,11 +1273,24 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
             est = sqrt(out[2]) / mu
             eps = INFINITY
             ncert = 0.0
+            # one pass over r: the count under the estimate and the sums of the objective
+            # (the full pass below leaves r as it is)
             cnt = 0
+            rsum = 0.0
+            rsq = 0.0
+            rp = &r[0]
             if not always and lazy:
                 for i in range(n):
-                    if gamma - r[i] > est:
+                    ri = rp[i]
+                    if gamma - ri > est:
                         cnt += 1
+                    rsum += ri
+                    rsq += ri * ri
+            else:
+                for i in range(n):
+                    ri = rp[i]
+                    rsum += ri
+                    rsq += ri * ri
             if always or (lazy and <double>cnt > certify_fraction * <double>n):
                 eps = sqrt(_pg_pass(dense, Xp, dp, ip, pp, n, d, &y[0], &r[0], &s2a[0],
                                     scal[0], scal[1], &c[0], M, 1.0, 0.0, mu, gamma,
@@ -1254,11 +1310,6 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
                 w_bar[j] = t
                 coef[j] = sc[j] * t
                 wsq += t * t
-            rsum = 0.0
-            rsq = 0.0
-            for i in range(n):
-                rsum += r[i]
-                rsq += r[i] * r[i]
             hist[e, 0] = -0.5 * (wsq + b * b) + rsum - 0.5 * mu * rsq
             hist[e, 1] = eps
             hist[e, 2] = ncert
