@@ -277,12 +277,6 @@ cdef void _scaling_tail(Py_ssize_t d, double dn, const double* colmax, const dou
         m[j] = mean if center else 0.0
 
 
-#: rows per block of the dense statistics passes (a block of a few thousand columns stays
-#: in L2, of a few tens in L1)
-cdef enum:
-    _STAT_ROWS = 128
-
-
 cdef void _scaling_products(const double[::1] m, const double[::1] s, double[::1] sm,
                             double[::1] s2m) noexcept:
     # the values of sm = s * m and s2m = s * sm (numpy's elementwise products), when asked
@@ -362,11 +356,9 @@ def dense_scaling_statistics(const floating[:, ::1] X, bint center, double[::1] 
     order, O(d) temporaries; ``sm``, ``s2m`` as there."""
     cdef Py_ssize_t n = X.shape[0]
     cdef Py_ssize_t d = X.shape[1]
-    cdef Py_ssize_t i, j, i0, i1
-    cdef double x, dev, acc, v, mj
+    cdef Py_ssize_t i, j
+    cdef double x, dev
     cdef double dn = <double>n
-    cdef const floating* Xp = &X[0, 0] if n > 0 and d > 0 else NULL
-    cdef const floating* p
     cdef double* colmax = <double*>calloc(6 * d + 1, sizeof(double))  # as in the CSR case
     cdef double* safe
     cdef double* inv
@@ -377,54 +369,23 @@ def dense_scaling_statistics(const floating[:, ::1] X, bint center, double[::1] 
         raise MemoryError()
     safe, inv, sums, ss, means = colmax + d, colmax + 2 * d, colmax + 3 * d, colmax + 4 * d, colmax + 5 * d
     with nogil:
-        # each pass runs over blocks of _STAT_ROWS rows, column by column inside a block
-        # (its rows stay in L1): a column's value lives in a register for the block
-        # instead of going through memory per entry, and every column still sees its
-        # entries in row order (the sums are the same as row by row)
-        i0 = 0
-        while i0 < n:
-            i1 = i0 + _STAT_ROWS if i0 + _STAT_ROWS < n else n
+        for i in range(n):
             for j in range(d):
-                acc = colmax[j]
-                p = Xp + i0 * d + j
-                for i in range(i0, i1):
-                    x = fabs(<double>p[0])
-                    if x > acc or x != x:  # NaN propagates, as np.max would
-                        acc = x
-                    p += d
-                colmax[j] = acc
-            i0 = i1
+                x = fabs(<double>X[i, j])
+                if x > colmax[j] or x != x:  # NaN propagates, as np.max would
+                    colmax[j] = x
         for j in range(d):
             safe[j] = _pow2_at_least(colmax[j])
             inv[j] = 1.0 / safe[j]
-        i0 = 0
-        while i0 < n:
-            i1 = i0 + _STAT_ROWS if i0 + _STAT_ROWS < n else n
+        for i in range(n):
             for j in range(d):
-                acc = sums[j]
-                v = inv[j]
-                p = Xp + i0 * d + j
-                for i in range(i0, i1):
-                    acc += (<double>p[0]) * v
-                    p += d
-                sums[j] = acc
-            i0 = i1
+                sums[j] += (<double>X[i, j]) * inv[j]
         for j in range(d):
             means[j] = sums[j] / dn
-        i0 = 0
-        while i0 < n:
-            i1 = i0 + _STAT_ROWS if i0 + _STAT_ROWS < n else n
+        for i in range(n):
             for j in range(d):
-                acc = ss[j]
-                v = inv[j]
-                mj = means[j]
-                p = Xp + i0 * d + j
-                for i in range(i0, i1):
-                    dev = (<double>p[0]) * v - mj
-                    acc += dev * dev
-                    p += d
-                ss[j] = acc
-            i0 = i1
+                dev = (<double>X[i, j]) * inv[j] - means[j]
+                ss[j] += dev * dev
         _scaling_tail(d, dn, colmax, safe, sums, ss, center, &m[0], &s[0])
     free(colmax)
     _scaling_products(m, s, sm, s2m)
