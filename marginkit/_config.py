@@ -4,6 +4,7 @@ The constraint table ``CONFIG_TABLE`` is declarative (field -> ``Param``); a tes
 that it covers exactly the dataclass fields and the keywords of ``marginkit.solve``.
 """
 import dataclasses
+import inspect
 import numbers
 from typing import Any, Optional
 
@@ -121,7 +122,10 @@ CONFIG_TABLE = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
+_FRESH_DICT = object()  # the default of solver_params: a new empty dict per instance
+
+
+@dataclasses.dataclass(frozen=True, init=False)
 class Config:
     """Everything that defines a ``marginkit.solve`` run (frozen and validated).
 
@@ -148,6 +152,21 @@ class Config:
     time_limit: Optional[float] = None
     memory_budget: float = 2.0 * 2**30
     solver_params: dict = dataclasses.field(default_factory=dict)
+
+    def __init__(self, solver="snkp", kernel="linear", kernel_params=None, smoother=None,
+                 stop=None, max_iter=None, random_state=None, verbose=0, callback=None,
+                 time_limit=None, memory_budget=2.0 * 2**30, solver_params=_FRESH_DICT):
+        # what the dataclass __init__ of a frozen class does (every field set, then
+        # __post_init__), the fields written in one update of the instance dict instead
+        # of one object.__setattr__ each; the defaults are checked against the fields below
+        if solver_params is _FRESH_DICT:
+            solver_params = {}
+        self.__dict__.update(solver=solver, kernel=kernel, kernel_params=kernel_params,
+                             smoother=smoother, stop=stop, max_iter=max_iter,
+                             random_state=random_state, verbose=verbose, callback=callback,
+                             time_limit=time_limit, memory_budget=memory_budget,
+                             solver_params=solver_params)
+        self.__post_init__()
 
     def __post_init__(self):
         fields = self.__dict__  # what the frozen __init__ wrote (object.__setattr__)
@@ -184,6 +203,21 @@ class Config:
 #: when the row accepts that default unchanged (checked here, once: a field still holding
 #: the default object needs no check per instance), else a marker no value is
 FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(Config))
+
+
+def _check_init_signature():
+    # Config.__init__ takes the fields in their order with their defaults
+    params = list(inspect.signature(Config.__init__).parameters.values())[1:]
+    fields = dataclasses.fields(Config)
+    assert [p.name for p in params] == [f.name for f in fields], "Config.__init__ fields"
+    for p, f in zip(params, fields):
+        if f.default is not dataclasses.MISSING:
+            assert p.default == f.default, f"Config.__init__ default of {f.name}"
+        else:
+            assert p.default is _FRESH_DICT and f.default_factory is dict, f.name
+
+
+_check_init_signature()
 _NO_DEFAULT = object()
 
 

@@ -203,6 +203,8 @@ def row_statistics(const floating[:, ::1] Xd, const floating[::1] data,
     cdef Py_ssize_t d = sc.shape[0]
     cdef Py_ssize_t i, j, k, st, en
     cdef double acc, x, t
+    cdef const floating* row
+    cdef const double* scp = &sc[0]
     cdef double[::1] zv, qv
     cdef bint with_z = zsq is not None
     cdef bint with_q = with_z and qd is not None
@@ -215,9 +217,10 @@ def row_statistics(const floating[:, ::1] Xd, const floating[::1] data,
             c[i] = _row_dot(dense, Xp, dp, ip, pp, i, &s2m[0], d)
             acc = 0.0
             if dense:
+                row = Xp + i * d
                 for j in range(d):
-                    x = Xd[i, j]
-                    x = sc[j] * x
+                    x = row[j]
+                    x = scp[j] * x
                     acc += x * x
             else:
                 st = indptr[i]
@@ -1212,7 +1215,8 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
     cdef double pg_max_old = ctl[1], pg_min_old = ctl[2], shrink_tol = ctl[3]
     cdef double certify_fraction = ctl[4], full_passes = ctl[5], est = ctl[6]
     cdef double out[3]
-    cdef double gap, eps, ncert, t, wsq, rsum, rsq, b
+    cdef double gap, eps, ncert, t, wsq, rsum, rsq, b, ri
+    cdef const double* rp
     cdef Py_ssize_t e, i, j, cnt, done = 0
     cdef bint lazy = certify_fraction == certify_fraction  # not NaN
     with nogil:
@@ -1236,11 +1240,24 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
             est = sqrt(out[2]) / mu
             eps = INFINITY
             ncert = 0.0
+            # one pass over r: the count under the estimate and the sums of the objective
+            # (the full pass below leaves r as it is)
             cnt = 0
+            rsum = 0.0
+            rsq = 0.0
+            rp = &r[0]
             if not always and lazy:
                 for i in range(n):
-                    if level - r[i] > est:
+                    ri = rp[i]
+                    if level - ri > est:
                         cnt += 1
+                    rsum += ri
+                    rsq += ri * ri
+            else:
+                for i in range(n):
+                    ri = rp[i]
+                    rsum += ri
+                    rsq += ri * ri
             if always or (lazy and <double>cnt > certify_fraction * <double>n):
                 eps = sqrt(_pg_pass(dense, Xp, dp, ip, pp, n, d, &y[0], &r[0], &s2a[0],
                                     scal[0], scal[1], &c[0], M, 1.0, 0.0, mu, gamma,
@@ -1260,11 +1277,6 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
                 w_bar[j] = t
                 coef[j] = sc[j] * t
                 wsq += t * t
-            rsum = 0.0
-            rsq = 0.0
-            for i in range(n):
-                rsum += r[i]
-                rsq += r[i] * r[i]
             hist[e, 0] = -0.5 * (wsq + b * b) + rsum - 0.5 * mu * rsq
             hist[e, 1] = eps
             hist[e, 2] = ncert
