@@ -1,7 +1,9 @@
 """Side-by-side comparison behind ``marginkit bench`` (issue 6).
 
 One process, the same data in memory, the same preprocessing, medians of several
-runs (interleaved: one run of every method per round, so load drift hits all alike): marginkit's solvers against LIBLINEAR (``liblinear-official``, ``-s 3 -B 1``,
+runs (interleaved: one run of every method per round, so load drift hits all alike, in
+an order that rotates from round to round): marginkit's solvers against LIBLINEAR
+(``liblinear-official``, ``-s 3 -B 1``,
 C = 64/n_tr as in paper 001, sec. 5.1), LIBSVM / scikit-learn ``SVC`` and
 scikit-learn's ``LinearSVC``, ``Perceptron`` and ``LogisticRegression``.
 
@@ -570,15 +572,19 @@ def _timed_fit(method, ds):
 def time_methods(methods, ds, repeat, budget, progress=None):
     """Time ``methods`` on ``ds``, ``repeat`` rounds, one run of each method per round.
 
-    Interleaving the rounds (A B C A B C ...) spreads any drift of the machine's load
-    evenly over the methods, so their ratios stay comparable. A method stops repeating
+    Interleaving the rounds spreads any drift of the machine's load evenly over the
+    methods, so their ratios stay comparable; the order rotates from round to round
+    (A B C, B C A, C A B, ...) so that no method always runs right after the same other
+    one (a run leaves the caches and branch predictors in its own state, which costs the
+    next method tens of microseconds on sub-millisecond fits). A method stops repeating
     once its runs took more than ``budget`` seconds in total (it always runs once).
     Returns ``{name: (wall times, cpu times, Fit of the last run)}`` and
     ``{name: error text}`` for methods that raised.
     """
     out, errors = {}, {}
     for rnd in range(repeat):
-        for method in methods:
+        shift = rnd % max(len(methods), 1)
+        for method in methods[shift:] + methods[:shift]:
             name = method.name
             if name in errors or (name in out and sum(out[name][0]) > budget):
                 continue

@@ -234,6 +234,25 @@ def test_stratified_split_is_stratified_and_seeded():
     assert np.array_equal(te, te2)
 
 
+def test_rounds_rotate_the_order_of_the_methods():
+    calls = []
+
+    class Recorder(_bench.Method):
+        def __init__(self, name):
+            self.name = name
+
+        def fit(self, ds, prepared):
+            calls.append(self.name)
+
+        def finish(self, ds, prepared, model):
+            return _bench.Fit(np.zeros(1), "done")
+
+    ds = _bench.load_dataset("synthetic")
+    out, errors = _bench.time_methods([Recorder(c) for c in "ABC"], ds, repeat=4, budget=60)
+    assert not errors and all(len(out[c][0]) == 4 for c in "ABC")
+    assert "".join(calls) == "ABC" "BCA" "CAB" "ABC"
+
+
 def test_dcd_scale_method_fits_liblinears_input():
     """``mk:dcd[scale]`` solves on X Diag(sigma)^-1, the very matrix LIBLINEAR is given."""
     ds = _bench.load_dataset("synthetic")
