@@ -200,7 +200,7 @@ def _nonfinite_rows(arr):
     Arrays of at most ``_SMALL`` entries are tested entry-wise.
     """
     if arr.size <= _SMALL:
-        if arr.flags.c_contiguous or arr.flags.f_contiguous:
+        if (arr.flags.c_contiguous or arr.flags.f_contiguous) and arr.dtype in _FLOAT_DTYPES:
             if all_finite(arr.ravel(order="K")):  # a view: one pass, no temporary
                 return _NO_ROWS
         elif np.isfinite(arr).all():  # a small temporary, no floating-point state to switch

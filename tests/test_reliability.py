@@ -973,3 +973,13 @@ def test_clean_input_emits_no_warnings():
         warnings.simplefilter("error")
         res = mk.solve(X, y, solver=REFERENCE)
     assert res.status == "max_iter" and res.n_iter == 1
+
+
+@pytest.mark.parametrize("dtype", [">f8", "<f2", "<f8"])
+def test_nonfinite_rows_of_any_float_layout(dtype):
+    from marginkit._validation import _nonfinite_rows
+
+    arr = np.array([[1.0, 2.0], [1.0, np.nan], [np.inf, 0.0]], dtype=dtype)
+    assert list(_nonfinite_rows(arr)) == [1, 2]
+    assert list(_nonfinite_rows(np.asfortranarray(arr))) == [1, 2]
+    assert list(_nonfinite_rows(arr[:1])) == []
