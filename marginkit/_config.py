@@ -122,7 +122,14 @@ CONFIG_TABLE = {
 }
 
 
-_FRESH_DICT = object()  # the default of solver_params: a new empty dict per instance
+class _FreshDict:
+    """The default of solver_params: a new empty dict per instance (shown as ``{}``)."""
+
+    def __repr__(self):
+        return "{}"
+
+
+_FRESH_DICT = _FreshDict()
 
 
 @dataclasses.dataclass(frozen=True, init=False)

@@ -75,3 +75,8 @@ def test_config_pickles_and_describes():
     assert cfg2.solver == "snkp" and cfg2.solver_params == {"a": 1}
     d = cfg.to_dict()
     assert d["solver"] == "snkp" and isinstance(d["random_state"], str)
+
+
+def test_signature_shows_the_solver_params_default_as_an_empty_dict():
+    assert inspect.signature(mk.Config).parameters["solver_params"].default.__repr__() == "{}"
+    assert mk.Config().solver_params == {} and mk.Config().solver_params is not mk.Config().solver_params
