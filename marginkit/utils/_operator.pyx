@@ -649,12 +649,13 @@ cdef class DenseGramOperator(GramOperator):
     cdef void entries(self, Py_ssize_t j, const Py_ssize_t* rows, Py_ssize_t m,
                       double* out) noexcept nogil:
         cdef Py_ssize_t t
+        # row j, as ``column`` and the products read it (G is symmetric only to tolerance)
         if self.single:
             for t in range(m):
-                out[t] = self._g32[rows[t], j]
+                out[t] = self._g32[j, rows[t]]
         else:
             for t in range(m):
-                out[t] = self._g64[rows[t], j]
+                out[t] = self._g64[j, rows[t]]
 
 
 # --------------------------------------------------------------------------- factory
