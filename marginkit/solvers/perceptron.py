@@ -88,26 +88,32 @@ class _FamilyState(SolverState):
         After a refuted claim, the next check waits until the measure has improved by 2x,
         so a claim float32 round-off keeps suggesting is not recomputed every iteration.
         """
-        if self.problem is None or not self.op.normalize:
-            return True
         if status == "separable":
             measure = float(self.core.min_margin)
             last = self._refuted.get(status)
             if last is not None and measure <= 2 * last:
                 return False
-            ok = self._separates(self._alpha())
+            ok = self._holds(status, self._alpha())
         elif status == "infeasible":
             measure = float(self.core.dual_norm)
             last = self._refuted.get(status)
             if last is not None and measure >= last / 2:
                 return False
             eps = max(float(tol if tol is not None else self.core.dual_tol), measure)
-            ok = self._certifies(np.array(self.core.best_p_arr, dtype=np.float64), eps)
+            ok = self._holds(status, np.array(self.core.best_p_arr, dtype=np.float64), eps)
         else:
             return True
         if not ok:
             self._refuted[status] = measure
         return ok
+
+    def _holds(self, status, v, eps=None):
+        """The claim in float64, with the criterion of the certificates' ``verify``:
+        "separable": G v > 0; "infeasible": ||v||_G <= eps. Only the normalized operators
+        of an in-memory problem are re-checked (the others' claims stand as computed)."""
+        if self.problem is None or not self.op.normalize:
+            return True
+        return self._separates(v) if status == "separable" else self._certifies(v, eps)
 
     def _separates(self, alpha):
         """G alpha > 0, in float64 (the criterion of ``SeparatorCertificate.verify``)."""
@@ -159,13 +165,8 @@ class _IteratedState(_FamilyState):
         if candidate in ("separator", "certificate"):
             # the finish's p is taken only once checked like a certificate, from scratch
             p = np.array(self.core.finish.p_arr, dtype=np.float64)
-            if self.problem is None or not self.op.normalize:
-                ok = True
-            elif candidate == "separator":
-                ok = self._separates(p)
-            else:
-                ok = self._certifies(p, float(self.core.dual_tol))
-            if ok:
+            claim = "separable" if candidate == "separator" else "infeasible"
+            if self._holds(claim, p, float(self.core.dual_tol)):
                 self.core.accept_finish()
             else:
                 self.core.refuse_finish()
