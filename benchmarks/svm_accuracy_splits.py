@@ -39,6 +39,8 @@ def main():
     parser.add_argument("--splits", type=int, default=20)
     parser.add_argument("--data", default=",".join(SPLIT_SETS))
     args = parser.parse_args()
+    if args.splits < 2:
+        parser.error("--splits must be >= 2 (the standard error needs two splits)")
     print(f"| data set | n_test | LIBLINEAR | mk:dcd | diff +- s.e. | mk:dcd[scale] | "
           f"diff +- s.e. |  ({args.splits} stratified 70/30 splits, accuracy in points)")
     print("|---|---|---|---|---|---|---|")
