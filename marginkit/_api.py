@@ -1,6 +1,5 @@
 """``solve``: validate, compose the plug-ins, run the iteration loop, wrap the ``Result``."""
 import dataclasses
-import secrets
 import signal
 import sys
 import threading
@@ -20,80 +19,11 @@ from . import plugins
 from ._config import FIELD_NAMES as _CONFIG_FIELDS, Config
 from ._registry import REGISTRIES, get_plugin
 from ._result import Result
-from ._validation import check_gram, check_random_state, check_X, check_y
+from .certificates import CLAIM_KINDS
+from ._validation import check_gram, check_X, check_y
+from .plugins import Problem
 
 __all__ = ["solve", "Problem", "resolve_kernel", "compose"]
-
-
-class _GeneratorField:
-    """``Problem.rng``: given a Generator, or a seed (int, None, RandomState) turned into
-    one by ``check_random_state`` on first access, so that a run which draws no random
-    number (or only ``Problem.random_bits``) never builds one (10-20 us per solve)."""
-
-    def __set_name__(self, owner, name):
-        self.key = "_" + name
-
-    def __get__(self, obj, owner=None):
-        if obj is None:
-            return None  # the dataclass default: a fresh generator from OS entropy
-        value = obj.__dict__[self.key]
-        if not isinstance(value, np.random.Generator):
-            value = obj.__dict__[self.key] = check_random_state(value)
-        return value
-
-    def __set__(self, obj, value):
-        obj.__dict__[self.key] = value
-
-
-@dataclasses.dataclass
-class Problem:
-    """A validated problem handed to ``Solver.start``.
-
-    Attributes
-    ----------
-    X : ndarray (C or F order) or CSR matrix, float32/float64 (never modified by solvers)
-    y : float64 ndarray, +-1 for classification, real for regression
-    classes_ : original labels (``classes_[1]`` is +1), None for regression
-    kernel : Kernel instance
-    smoother : Smoother instance or None
-    params : dict of validated solver parameters
-    rng : numpy.random.Generator (may be given as a seed: ``random_state`` of ``Config``,
-        built into a Generator on first access)
-    config : the Config of the run
-    """
-
-    X: object
-    y: np.ndarray
-    classes_: object
-    kernel: object
-    smoother: object
-    params: dict
-    rng: np.random.Generator = _GeneratorField()
-    config: Config = None
-
-    def random_bits(self):
-        """64 random bits (a Python int): the next raw output of ``rng``'s bit generator,
-        or, when the run's seed is None and ``rng`` was not built yet, 64 bits of fresh OS
-        entropy directly (what a Generator seeded from None would be drawn from)."""
-        if self.__dict__["_rng"] is None:
-            return secrets.randbits(64)
-        return int(self.rng.bit_generator.random_raw())
-
-    @property
-    def n_samples(self):
-        return self.X.shape[0]
-
-    @property
-    def n_features(self):
-        return self.X.shape[1]
-
-    @property
-    def dtype(self):
-        return self.X.dtype
-
-    @property
-    def sparse(self):
-        return sp.issparse(self.X)
 
 
 def _instantiate(kind, spec, params=None):
@@ -271,9 +201,55 @@ class _DeferredInterrupt:
         return False
 
 
+#: statuses the run loop itself decides (never claims)
+_LOOP_STATUSES = frozenset(("max_iter", "time_limit", "callback", "interrupted"))
+
+
+def referee(problem, solver, state, status):
+    """Re-check the claim ``status`` of ``state`` from the data.
+
+    Returns ``(accepted, certificate)``. The certificate is ``state.certificate(status)``,
+    or, for a state without that method, the one ``solver.finalize(problem, state,
+    status)`` returns. A claim status (``certificates.CLAIM_KINDS``) is accepted only with
+    a certificate of the matching kind that verifies on the training data
+    (``problem.check_certificate``); any other status is accepted without a certificate
+    when there is none, and only if it verifies when there is one. A refuted claim is
+    reported to ``state.refuted(status, verdict)`` (when the state has it) and the run goes
+    on. Errors of the check (a kernel that is not positive semi-definite on the data)
+    propagate.
+    """
+    claim_kind = CLAIM_KINDS.get(status)
+    make = getattr(state, "certificate", None)
+    if make is not None:
+        cert = make(status)
+    else:
+        cert = (solver.finalize(problem, state, status) or {}).get("certificate")
+    if cert is None:
+        return claim_kind is None, None
+    if claim_kind is not None and getattr(cert, "kind", None) != claim_kind:
+        raise TypeError(
+            f"solver {solver.name or type(solver).__name__!r} offered a "
+            f"{getattr(cert, 'kind', None)!r} certificate for the claim {status!r}, which "
+            f"needs a {claim_kind!r} one"
+        )
+    verdict = problem.check_certificate(cert)
+    if verdict:
+        return True, cert
+    hook = getattr(state, "refuted", None)
+    if hook is not None:
+        hook(status, verdict)
+    return False, None
+
+
 def run(problem, solver, rules, max_iter, config):
-    """The iteration loop shared by every solver; returns ``(state, status, history, elapsed)``."""
+    """The iteration loop shared by every solver.
+
+    Returns ``(state, status, history, elapsed, certificate)``: ``certificate`` is the one
+    the run stopped on (re-checked by ``referee``), None when the status is not a claim.
+    """
     state = solver.start(problem)
+    if getattr(state, "problem", None) is None:
+        state.problem = problem
     for rule in rules:
         rule.reset(problem, state)
     history = {}
@@ -283,6 +259,7 @@ def run(problem, solver, rules, max_iter, config):
     clock = time.perf_counter
     t0 = clock()
     status = None
+    accepted = None
     state.elapsed = 0.0
     guard = _DeferredInterrupt()
     # a state with ``step_batch(rules, limit)`` may take several steps per call when nothing
@@ -304,6 +281,10 @@ def run(problem, solver, rules, max_iter, config):
                     verbose(state.n_iter, state.elapsed, snap, force=config.verbose >= 2)
                 for rule in rules:
                     status = rule.check(state)
+                    if status and status not in _LOOP_STATUSES:
+                        ok, accepted = referee(problem, solver, state, status)
+                        if not ok:
+                            status = None
                     if status:
                         break
                 if status:
@@ -338,7 +319,25 @@ def run(problem, solver, rules, max_iter, config):
         print(f"[{verbose.name}] stopped: {status} after {state.n_iter} iterations, {elapsed:.3f}s",
               file=verbose.stream, flush=True)
     hist = {k: np.asarray(v) for k, v in history.items()}
-    return state, status, hist, elapsed
+    return state, status, hist, elapsed, accepted
+
+
+def finish_fields(problem, fields, accepted):
+    """The certificate rules of a ``Result``: the accepted claim's certificate replaces the
+    one ``finalize`` built; any other certificate is kept only if it verifies on the
+    training data (else it, and a certified mask, are dropped)."""
+    if accepted is not None:
+        fields["certificate"] = accepted
+        mask = getattr(accepted, "mask", None)
+        if mask is not None and "certified_mask" in fields:
+            fields["certified_mask"] = np.array(mask, dtype=bool)
+        return fields
+    cert = fields.get("certificate")
+    if cert is not None and not problem.check_certificate(cert):
+        fields["certificate"] = None
+        if fields.get("certified_mask") is not None:
+            fields["certified_mask"] = np.zeros(problem.n_samples, dtype=bool)
+    return fields
 
 
 def solve(X, y, config=None, **kwargs):
@@ -384,12 +383,14 @@ def solve(X, y, config=None, **kwargs):
     yv, classes = check_y(y, Xv.shape[0], task=task)
     problem = Problem(X=Xv, y=yv, classes_=classes, kernel=kernel, smoother=smoother,
                       params=dict(solver.params), rng=config.random_state, config=config)
-    state, status, history, elapsed = run(problem, solver, rules, max_iter, config)
+    state, status, history, elapsed, accepted = run(problem, solver, rules, max_iter, config)
     # the solver's fields over the defaults of the run
     fields = {"status": status, "n_iter": int(state.n_iter), "time_s": elapsed,
               "classes_": classes, "solver": solver.name or type(solver).__name__,
               "config": config, "kernel": kernel, "task": task,
               **(solver.finalize(problem, state, status) or {})}
+    fields["status"] = status  # a claim is the run's, after its re-check
+    finish_fields(problem, fields, accepted)
     hist = fields.pop("history", None)
     if hist:
         history.update(hist)

@@ -326,10 +326,19 @@ class DaskProblem:
     params: dict
     rng: np.random.Generator
     config: object
+    source: tuple = None  # (X, y) as the caller passed them (dask arrays)
 
     @property
     def X(self):
         return self.pool
+
+    def check_certificate(self, certificate):
+        """The referee's ``Verdict`` on ``certificate`` for the training data: the chunks
+        are brought to this process one at a time by the certificate's own check."""
+        X, y = self.source
+        if hasattr(y, "__dask_graph__"):
+            y = y.compute()
+        return certificate.check(X, y)
 
     @property
     def n_samples(self):
@@ -373,7 +382,7 @@ def solve(X, y, config):
     Result
         The same fields as the in-memory ``solve``.
     """
-    from ._api import compose, run
+    from ._api import compose, finish_fields, run
     from ._result import Result
     from ._validation import check_random_state
 
@@ -391,11 +400,14 @@ def solve(X, y, config):
     try:
         problem = DaskProblem(pool=pool, classes_=classes, kernel=kernel, smoother=smoother,
                               params=dict(solver.params),
-                              rng=check_random_state(config.random_state), config=config)
+                              rng=check_random_state(config.random_state), config=config,
+                              source=(X, y))
         driver = driver_cls(solver)
         driver.check(problem)
-        state, status, history, elapsed = run(problem, driver, rules, max_iter, config)
+        state, status, history, elapsed, accepted = run(problem, driver, rules, max_iter, config)
         fields = driver.finalize(problem, state, status) or {}
+        fields["status"] = status
+        finish_fields(problem, fields, accepted)
     finally:
         pool.close()
     fields.setdefault("status", status)

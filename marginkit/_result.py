@@ -1,7 +1,6 @@
-"""``Result`` (one type for every solver) and the certificates it may carry.
+"""``Result`` (one type for every solver) and its persistence.
 
-A certificate's ``verify(X, y)`` recomputes its claim from the data and the kernel
-alone (not from any solver state), so a test, or a user, can check it independently.
+The certificates a result may carry live in ``marginkit.certificates``.
 """
 import io
 import json
@@ -10,138 +9,14 @@ import zipfile
 import numpy as np
 import scipy.sparse as sp
 
+from .certificates import (CERTIFICATE_TYPES, Certificate, InfeasibilityCertificate,
+                           SeparatorCertificate, certificate_type, labels_pm,
+                           signed_normalized_gram_dot)
+
 __all__ = ["Result", "Certificate", "SeparatorCertificate", "InfeasibilityCertificate",
            "load_result", "certificate_type", "signed_normalized_gram_dot"]
 
-CERTIFICATE_TYPES = {}
-
-
-def certificate_type(cls):
-    """Class decorator: make a certificate class restorable by ``load_result``."""
-    CERTIFICATE_TYPES[cls.__name__] = cls
-    return cls
-
-
-# ---------------------------------------------------------------------------------
-def _kernel_from_spec(kernel, kernel_params=None):
-    from ._api import resolve_kernel
-
-    return resolve_kernel(kernel, kernel_params)
-
-
-def _labels_pm(y, classes):
-    y = np.asarray(y).ravel()
-    if classes is None:
-        classes = np.unique(y)
-    return np.where(y == classes[1], 1.0, -1.0)
-
-
-def signed_normalized_gram_dot(X, ypm, kernel, v, normalize=True):
-    """G v with G_ij = y_i y_j K_ij / sqrt(K_ii K_jj), recomputed from X in float64.
-
-    Kernels with an explicit feature map go through Phi (never the n x n Gram); others
-    form K(X, X) in float64.
-    """
-    v = np.asarray(v, dtype=np.float64)
-    if getattr(kernel, "precomputed", False):
-        K = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
-        d = np.sqrt(np.diag(K)) if normalize else np.ones(K.shape[0])
-        s = ypm / d
-        return s * (K @ (s * v))
-    fmap = getattr(kernel, "feature_map", None)
-    if fmap is not None:
-        Phi = fmap(X)
-        Phi = Phi.astype(np.float64) if Phi.dtype != np.float64 else Phi
-        if normalize:
-            # unit rows without squaring raw entries (|x| > 1e154 would overflow, |x| < 1e-154
-            # underflow): divide each row by its max |entry| first
-            if sp.issparse(Phi):
-                m = np.asarray(abs(Phi).max(axis=1).toarray(), dtype=np.float64).ravel()
-                P = sp.diags(1.0 / np.where(m > 0, m, 1.0)) @ Phi
-                nrm = np.sqrt(np.asarray(P.multiply(P).sum(axis=1)).ravel())
-                with np.errstate(divide="ignore"):
-                    Phi = sp.diags(1.0 / nrm) @ P  # zero rows -> inf/nan: never verifies
-            else:
-                m = np.abs(Phi).max(axis=1)
-                P = Phi / np.where(m > 0, m, 1.0)[:, None]
-                nrm = np.sqrt(np.einsum("ij,ij->i", P, P))
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    Phi = P / nrm[:, None]
-        s = ypm
-        w = Phi.T @ (s * v)
-        return s * np.asarray(Phi @ w).ravel()
-    Xd = X.astype(np.float64) if X.dtype != np.float64 else X
-    K = np.asarray(kernel(Xd, Xd), dtype=np.float64)
-    d = np.sqrt(np.diag(K)) if normalize else np.ones(K.shape[0])
-    s = ypm / d
-    return s * (K @ (s * v))
-
-
-class Certificate:
-    """Base class: ``kind``, ``value`` and ``verify(X, y) -> bool``."""
-
-    kind = None
-    value = None
-
-    def verify(self, X, y):  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def __repr__(self):
-        return f"{type(self).__name__}(kind={self.kind!r}, value={self.value!r})"
-
-
-@certificate_type
-class SeparatorCertificate(Certificate):
-    """G alpha > 0: f = sum_i alpha_i y_i phi(x_i)/sqrt(K(x_i, x_i)) separates the data.
-
-    ``value`` is min_i (G alpha)_i as computed by the solver (in float64).
-    """
-
-    kind = "separator"
-
-    def __init__(self, alpha, value, kernel, classes=None):
-        self.alpha = np.asarray(alpha, dtype=np.float64)
-        self.value = float(value)
-        self.kernel = kernel
-        self.classes = classes
-
-    def verify(self, X, y):
-        from ._validation import check_X
-
-        X = check_X(X)
-        ypm = _labels_pm(y, self.classes)
-        Ga = signed_normalized_gram_dot(X, ypm, self.kernel, self.alpha)
-        return bool(np.all(Ga > 0))
-
-
-@certificate_type
-class InfeasibilityCertificate(Certificate):
-    """p in the simplex with ||p||_G <= eps (Gordan's theorem in the RKHS, paper 000, sec. 5).
-
-    ``value`` is ||p||_G = sqrt(p^T G p); ``eps`` the tolerance it was certified against.
-    """
-
-    kind = "infeasibility"
-
-    def __init__(self, p, value, eps, kernel, classes=None):
-        self.p = np.asarray(p, dtype=np.float64)
-        self.value = float(value)
-        self.eps = float(eps)
-        self.kernel = kernel
-        self.classes = classes
-
-    def verify(self, X, y):
-        from ._validation import check_X
-
-        X = check_X(X)
-        p = self.p
-        if p.min() < 0 or abs(p.sum() - 1.0) > 1e-9:
-            return False
-        ypm = _labels_pm(y, self.classes)
-        Gp = signed_normalized_gram_dot(X, ypm, self.kernel, p)
-        norm = np.sqrt(max(float(p @ Gp), 0.0))
-        # the recomputed norm must be within eps (with round-off slack of the recomputation)
-        return bool(norm <= self.eps * (1 + 1e-6) + 1e-12)
+_labels_pm = labels_pm
 
 
 # ---------------------------------------------------------------------------------

@@ -9,16 +9,111 @@ solver's state (``StoppingRule.requires`` against ``Solver.provides``) before ru
 The run loop (``marginkit._api``) is::
 
     state = solver.start(problem)
-    while no rule fires and state.n_iter < max_iter:
+    while state.n_iter < max_iter:
+        status = first rule whose check(state) fires
+        if status is a claim ("separable", "infeasible", "certified", ...):
+            certificate = state.certificate(status)     # the claim, checkable from the data
+            stop only if problem.check_certificate(certificate) holds (else go on)
         state.step()                  # one iteration, GIL released inside Cython
     fields = solver.finalize(problem, state, status)
 
 Stopping rules are checked *before* each step (iteration 0 included), as in the
-papers' algorithm boxes ("if G alpha_k > 0, halt").
+papers' algorithm boxes ("if G alpha_k > 0, halt"). A claim is reported only after
+this float64 re-check, whichever rule made it (built-in or third-party): the referee is
+the certificate's own ``check`` (``marginkit.certificates``), which recomputes the claim
+from X, y and the kernel.
 """
-from ._validation import Param, check_params
+import dataclasses
+import secrets
 
-__all__ = ["Plugin", "Solver", "SolverState", "Smoother", "Kernel", "StoppingRule", "Param"]
+import numpy as np
+import scipy.sparse as sp
+
+from ._validation import Param, check_params, check_random_state
+
+__all__ = ["Plugin", "Solver", "SolverState", "Smoother", "Kernel", "StoppingRule", "Param",
+           "Problem"]
+
+
+class _GeneratorField:
+    """``Problem.rng``: given a Generator, or a seed (int, None, RandomState) turned into
+    one by ``check_random_state`` on first access, so that a run which draws no random
+    number (or only ``Problem.random_bits``) never builds one (10-20 us per solve)."""
+
+    def __set_name__(self, owner, name):
+        self.key = "_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return None  # the dataclass default: a fresh generator from OS entropy
+        value = obj.__dict__[self.key]
+        if not isinstance(value, np.random.Generator):
+            value = obj.__dict__[self.key] = check_random_state(value)
+        return value
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.key] = value
+
+
+@dataclasses.dataclass
+class Problem:
+    """A validated problem handed to ``Solver.start``.
+
+    Attributes
+    ----------
+    X : ndarray (C or F order) or CSR matrix, float32/float64 (never modified by solvers)
+    y : float64 ndarray, +-1 for classification, real for regression
+    classes_ : original labels (``classes_[1]`` is +1), None for regression
+    kernel : Kernel instance
+    smoother : Smoother instance or None
+    params : dict of validated solver parameters
+    rng : numpy.random.Generator (may be given as a seed: ``random_state`` of ``Config``,
+        built into a Generator on first access)
+    config : the Config of the run
+    """
+
+    X: object
+    y: np.ndarray
+    classes_: object
+    kernel: object
+    smoother: object
+    params: dict
+    rng: np.random.Generator = _GeneratorField()
+    config: object = None
+
+    def random_bits(self):
+        """64 random bits (a Python int): the next raw output of ``rng``'s bit generator,
+        or, when the run's seed is None and ``rng`` was not built yet, 64 bits of fresh OS
+        entropy directly (what a Generator seeded from None would be drawn from)."""
+        if self.__dict__["_rng"] is None:
+            return secrets.randbits(64)
+        return int(self.rng.bit_generator.random_raw())
+
+    @property
+    def n_samples(self):
+        return self.X.shape[0]
+
+    @property
+    def n_features(self):
+        return self.X.shape[1]
+
+    @property
+    def dtype(self):
+        return self.X.dtype
+
+    @property
+    def sparse(self):
+        return sp.issparse(self.X)
+
+    def labels(self):
+        """The training labels as the user gave them (``classes_`` values), or y."""
+        if self.classes_ is None:
+            return self.y
+        return np.asarray(self.classes_)[(self.y > 0).astype(np.intp)]
+
+    def check_certificate(self, certificate):
+        """The referee's ``Verdict`` on ``certificate`` for this problem's training data."""
+        return certificate.check(self.X, self.labels())
 
 
 class Plugin:
@@ -60,8 +155,20 @@ class Plugin:
 class SolverState:
     """Mutable state of one run. Subclasses (often Cython cdef classes) implement ``step``.
 
-    Attributes every state has: ``n_iter`` (steps taken). Anything listed in the solver's
-    ``provides`` must be an attribute (read by stopping rules and verbose output).
+    Attributes every state has: ``n_iter`` (steps taken) and ``problem`` (the ``Problem``
+    of the run; the run loop sets it when ``start`` did not). Anything listed in the
+    solver's ``provides`` must be an attribute (read by stopping rules and verbose output).
+
+    Claims: a state whose solver can end with a claim status (``"separable"``,
+    ``"infeasible"``, ``"certified"``; see ``marginkit.certificates.CLAIM_KINDS``)
+    implements ``certificate(status)``: the certificate of that claim at the current
+    iterate, or None to decline it for now. The run stops on the claim only when the
+    certificate's ``check`` holds on the training data; after a refuted claim the loop
+    calls ``refuted(status, verdict)`` if the state has it (e.g. to wait until its own
+    measure has improved before offering the claim again). A state may also return a
+    certificate for ``"converged"`` (iterated Tikhonov's Newton decrement), which is then
+    checked the same way. A state without ``certificate`` has its claims checked through
+    the certificate of ``solver.finalize(problem, state, status)``.
 
     Optional: ``step_batch(rules, limit)`` takes up to ``limit`` steps in one call when
     only ``rules`` would run between them (``solve`` uses it without callback and verbose
@@ -71,9 +178,11 @@ class SolverState:
     """
 
     n_iter = 0
+    problem = None
 
     def step(self):  # pragma: no cover - abstract
         raise NotImplementedError
+
 
     def snapshot(self):
         """Per-iteration numbers for ``Result.history`` (dict of floats)."""
@@ -108,7 +217,7 @@ class Solver(Plugin):
     task = "classification"
 
     def start(self, problem):  # pragma: no cover - abstract
-        """Return a ``SolverState`` for ``problem`` (a ``marginkit._api.Problem``)."""
+        """Return a ``SolverState`` for ``problem`` (a ``marginkit.plugins.Problem``)."""
         raise NotImplementedError
 
     def finalize(self, problem, state, status):  # pragma: no cover - abstract

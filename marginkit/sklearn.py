@@ -166,8 +166,12 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
             if self._task == "regression":
                 # a regression loss (squared) fit to +-1 targets: least-squares classification
                 results.append(_solve(X, np.where(y == c, 1.0, -1.0), config=cfg))
+            elif len(pairs) == 1:
+                # two classes: solve maps classes_[1] to +1, and the result (its
+                # certificate) keeps the estimator's own labels
+                results.append(_solve(X, y, config=cfg))
             else:
-                # labels 0/1: solve maps 1 (class c) to +1
+                # one-vs-rest labels 0/1: solve maps 1 (class c) to +1
                 results.append(_solve(X, (y == c).astype(np.int8), config=cfg))
             if results[-1].status == "interrupted" and len(pairs) > 1:
                 # one Ctrl-C ends the whole one-vs-rest fit, not only this subproblem

@@ -37,7 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._registry import _register_builtin
-from .._result import InfeasibilityCertificate, SeparatorCertificate, signed_normalized_gram_dot
+from ..certificates import InfeasibilityCertificate, SeparatorCertificate, signed_normalized_gram_dot
 from .._validation import Param
 from ..plugins import Solver, SolverState
 from ..smoothers.builtin import cython_smoother
@@ -81,31 +81,30 @@ class _FamilyState(SolverState):
             return np.asarray(self.op.dot(np.ascontiguousarray(v, dtype=np.float64)))
         return signed_normalized_gram_dot(pb.X, pb.y, pb.kernel, v)
 
-    def confirm(self, status, tol=None):
-        """Re-check a "separable" / "infeasible" claim in float64 before stopping on it.
-
-        The claims are checked with the same criterion as the certificates' ``verify``.
-        After a refuted claim, the next check waits until the measure has improved by 2x,
-        so a claim float32 round-off keeps suggesting is not recomputed every iteration.
-        """
+    def certificate(self, status):
+        """The certificate of a "separable" / "infeasible" claim at the current iterate
+        (re-checked by the run loop), or None to decline it for now: after a refuted claim,
+        the next one waits until the measure has improved by 2x, so a claim float32
+        round-off keeps suggesting is not recomputed every iteration."""
+        core = self.core
+        last = self._refuted.get(status)
         if status == "separable":
-            measure = float(self.core.min_margin)
-            last = self._refuted.get(status)
-            if last is not None and measure <= 2 * last:
-                return False
-            ok = self._holds(status, self._alpha())
-        elif status == "infeasible":
-            measure = float(self.core.dual_norm)
-            last = self._refuted.get(status)
-            if last is not None and measure >= last / 2:
-                return False
-            eps = max(float(tol if tol is not None else self.core.dual_tol), measure)
-            ok = self._holds(status, np.array(self.core.best_p_arr, dtype=np.float64), eps)
-        else:
-            return True
-        if not ok:
-            self._refuted[status] = measure
-        return ok
+            if last is not None and float(core.min_margin) <= 2 * last:
+                return None
+            return SeparatorCertificate(self._alpha(), core.min_margin, self.problem.kernel,
+                                        self.problem.classes_)
+        if status == "infeasible":
+            value = float(core.dual_norm)
+            if last is not None and value >= last / 2:
+                return None
+            return InfeasibilityCertificate(np.array(core.best_p_arr, dtype=np.float64), value,
+                                            max(float(core.dual_tol), value),
+                                            self.problem.kernel, self.problem.classes_)
+        return None
+
+    def refuted(self, status, verdict):
+        core = self.core
+        self._refuted[status] = float(core.min_margin if status == "separable" else core.dual_norm)
 
     def _holds(self, status, v, eps=None):
         """The claim in float64, with the criterion of the certificates' ``verify``:

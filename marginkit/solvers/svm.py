@@ -27,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._registry import _register_builtin
-from .._result import Certificate, _labels_pm, certificate_type
+from ..certificates import Certificate, Verdict, certificate_type, local_matrix, labels_pm as _labels_pm
 from .._validation import Param, check_X
 from ..kernels.builtin import LinearKernel
 from ..plugins import Solver, SolverState, StoppingRule
@@ -549,7 +549,10 @@ class CertifiedPointsCertificate(Certificate):
         eps_v = float(np.linalg.norm(p)) / self.mu
         return theta, eps_v, w_bar, t_bar, ypm, Xf
 
-    def verify(self, X, y):
+    def check(self, X, y):
+        return Verdict(self._holds(local_matrix(X), y), self.kind)
+
+    def _holds(self, X, y):
         r, gamma, mu = self.r, self.gamma, self.mu
         if r.min() < 0.0 or r.max() > gamma or not self.mask.any():
             return False
@@ -593,12 +596,15 @@ class CertifiedPoints(StoppingRule):
                                      doc="stop when more than fraction * n points are certified")}
 
     def reset(self, problem, state):
-        self._threshold = self.params["fraction"] * problem.n_samples
         if hasattr(state, "certify_fraction"):
             state.certify_fraction = self.params["fraction"]
 
+    def threshold(self, state):
+        """Points to exceed: ``fraction * n``."""
+        return self.params["fraction"] * state.problem.n_samples
+
     def check(self, state):
-        return self.status if state.n_certified > self._threshold else None
+        return self.status if state.n_certified > self.threshold(state) else None
 
 
 @_register_builtin("stopping", "liblinear")
@@ -703,7 +709,6 @@ class _FistaBase(Solver):
 
     def start(self, problem):
         data, Xfit, identity = _prepare(problem, self.params["scale"])
-        self._fit = (data, Xfit, identity)
         gamma, mu = _gamma_mu(self.params, data.n)
         budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
         # L's BLAS/LAPACK calls on one thread: OpenBLAS workers keep spinning after a call
@@ -713,11 +718,11 @@ class _FistaBase(Solver):
         state = _FistaState(data, problem.y, gamma, mu, mu + lam, self.augmented,
                             info["passes"])
         state.lipschitz_method = info["method"]
+        state.fit = (data, Xfit, identity)
         return state
 
     def finalize(self, problem, state, status):
-        data, Xfit, identity = self._fit
-        del self._fit
+        data, Xfit, identity = state.fit
         w_bar = data.w_bar(state.a, state.b)
         t_bar = state.b if self.augmented else state.t_bar
         fields = _feature_fields(data, identity, w_bar, t_bar)
@@ -891,7 +896,7 @@ class _DCDState(SolverState):
         for rule in rules:
             kind = type(rule)
             if kind is CertifiedPoints:
-                cert_above = min(cert_above, float(rule._threshold))
+                cert_above = min(cert_above, float(rule.threshold(self)))
             elif kind is Liblinear:
                 gap_at_most = max(gap_at_most, float(rule.params["tol"]))
             elif kind is MaxIter:
@@ -939,16 +944,16 @@ class DCD(Solver):
     def start(self, problem):
         gamma, mu = _gamma_mu(self.params, problem.X.shape[0])
         data, Xfit, identity = _prepare(problem, self.params["scale"], diag_shift=mu)
-        self._fit = (data, Xfit, identity)
         # 64 bits of the run's generator (without building one for random_state=None)
         random_bits = getattr(problem, "random_bits", None)
         seed = random_bits() if random_bits is not None else problem.rng.bit_generator.random_raw()
-        return _DCDState(data, problem.y, gamma, mu, seed, self.params["shrinking"],
-                         self.params["bound_check"])
+        state = _DCDState(data, problem.y, gamma, mu, seed, self.params["shrinking"],
+                          self.params["bound_check"])
+        state.fit = (data, Xfit, identity)
+        return state
 
     def finalize(self, problem, state, status):
-        data, Xfit, identity = self._fit
-        del self._fit
+        data, Xfit, identity = state.fit
         t_bar = float(state.scal[0])
         fields = _feature_fields(data, identity, state._w_bar, t_bar, state._coef.copy())
         finite = math.isfinite(state.error_bound)
@@ -1019,12 +1024,12 @@ class Pegasos(Solver):
 
     def start(self, problem):
         data, Xfit, identity = _prepare(problem, self.params["scale"])
-        self._fit = (data, Xfit, identity)
-        return _PegasosState(data, problem.y, float(self.params["lam"]), problem.rng)
+        state = _PegasosState(data, problem.y, float(self.params["lam"]), problem.rng)
+        state.fit = (data, Xfit, identity)
+        return state
 
     def finalize(self, problem, state, status):
-        data, Xfit, identity = self._fit
-        del self._fit
+        data, Xfit, identity = state.fit
         w_bar = state.w_bar()
         bias = float(state.st[4])
         return _feature_fields(data, identity, w_bar, bias)

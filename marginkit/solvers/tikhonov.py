@@ -38,7 +38,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from .._registry import _register_builtin
-from .._result import Certificate, certificate_type
+from ..certificates import Certificate, Verdict, certificate_type, local_matrix
 from .._validation import Param, check_X
 from ..plugins import Solver, SolverState, StoppingRule
 from . import _tikhonov_fast as _fast
@@ -785,12 +785,14 @@ class NewtonDecrementCertificate(Certificate):
             H = Hp
         return float(np.sqrt(max(grad @ np.linalg.solve(H, grad), 0.0)))
 
-    def verify(self, X, y):
-        nu = self.recompute(X, y)
+    def check(self, X, y):
+        nu = self.recompute(local_matrix(X), y)
         # the recomputation agrees with the solver's value up to float64 round-off of the
         # gradient, amplified at most by H^{-1/2} <= lam^{-1/2}
         slack = 1e-6 * self.target + 1e3 * np.finfo(float).eps / np.sqrt(self.lam)
-        return bool(nu <= self.target + slack)
+        return Verdict(nu <= self.target + slack, self.kind, value=nu, threshold=self.target,
+                       rounding=slack, margin=self.target + slack - nu,
+                       reason="Newton decrement above its target")
 
 
 # ====================================================================== solver

@@ -1,7 +1,10 @@
 """Stopping-rule plug-ins.
 
 A rule reads attributes of the solver's state (declared in ``requires`` and checked
-against the solver's ``provides`` before a run) and returns a status to stop.
+against the solver's ``provides`` before a run) and returns a status to stop. A rule
+keeps nothing of a run on itself (one instance may serve concurrent runs), and a claim it
+returns ("separable", "infeasible", ...) is re-checked by the run loop from the data
+before the run stops on it (``marginkit.plugins``).
 Rules specific to one family live beside it (``certified_points`` and ``liblinear``
 with the SVM family, ``newton_decrement`` with iterated Tikhonov) and are imported here.
 """
@@ -12,17 +15,6 @@ from .._validation import Param
 from ..plugins import StoppingRule
 
 __all__ = ["Separated", "DualCertificate", "Tolerance", "MaxIter", "TimeLimit"]
-
-
-def _confirmed(state, status, tol=None):
-    """Let the state re-check a claim exactly before the run stops on it.
-
-    States of solvers that compute in reduced precision or maintain products by recursion
-    implement ``confirm(status, tol) -> bool`` (a float64 recomputation from the data);
-    until it holds, the run goes on.
-    """
-    confirm = getattr(state, "confirm", None)
-    return True if confirm is None else bool(confirm(status, tol))
 
 
 @_register_builtin("stopping", "separated")
@@ -36,9 +28,7 @@ class Separated(StoppingRule):
     status = "separable"
 
     def check(self, state):
-        if state.min_margin > 0 and _confirmed(state, self.status):
-            return self.status
-        return None
+        return self.status if state.min_margin > 0 else None
 
 
 @_register_builtin("stopping", "dual_certificate")
@@ -54,13 +44,13 @@ class DualCertificate(StoppingRule):
     param_table = {"eps": Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
                                 doc="threshold on ||p||_G")}
 
-    def reset(self, problem, state):
-        self._eps = self.params["eps"] if self.params["eps"] is not None else state.dual_tol
+    def threshold(self, state):
+        """The eps of this rule for the run of ``state``."""
+        eps = self.params["eps"]
+        return state.dual_tol if eps is None else eps
 
     def check(self, state):
-        if state.dual_norm <= self._eps and _confirmed(state, self.status, self._eps):
-            return self.status
-        return None
+        return self.status if state.dual_norm <= self.threshold(state) else None
 
 
 @_register_builtin("stopping", "tolerance")
