@@ -96,19 +96,53 @@ def _dot_block(A, B, upper_only=False):
     return out
 
 
-def _l1_block(A, B):
-    """||a_i - b_j||_1 as a new dense C-ordered array (exact merges for CSR rows)."""
+def _dist_block(A, B, power):
+    """sum_f |a_if - b_jf|^power (power 1: L1, 2: squared Euclidean) as a new dense
+    C-ordered array, from explicit differences (exact merges for CSR rows)."""
     same = B is A
     out = _empty_block(A, B, A.dtype)
     if not sp.issparse(A) and not sp.issparse(B):
-        _gram.l1_dense_dense(A, B, out, same)
+        _gram.dist_dense_dense(A, B, out, power, same)
     elif sp.issparse(A) and not sp.issparse(B):
-        _gram.l1_csr_dense(A.data, A.indices, A.indptr, B, out)
+        _gram.dist_csr_dense(A.data, A.indices, A.indptr, B, out, power)
     elif not sp.issparse(A):
-        _gram.l1_dense_csr(A, B.data, B.indices, B.indptr, out)
+        _gram.dist_dense_csr(A, B.data, B.indices, B.indptr, out, power)
     else:
-        _gram.l1_csr_csr(A.data, A.indices, A.indptr, B.data, B.indices, B.indptr, out, same)
+        _gram.dist_csr_csr(A.data, A.indices, A.indptr, B.data, B.indices, B.indptr, out,
+                           power, same)
     return out
+
+
+def _as64(X):
+    """X with float64 entries (exact for float32), dense ones C-ordered (a copy only when
+    the dtype or the layout changes)."""
+    if sp.issparse(X):
+        return X if X.dtype == np.float64 else X.astype(np.float64)
+    return np.ascontiguousarray(X, dtype=np.float64)
+
+
+def _row_nnz_max(X):
+    """The most entries a row of X can have in a dot product (d for dense)."""
+    if sp.issparse(X):
+        return int(np.diff(X.indptr).max()) if X.shape[0] else 0
+    return X.shape[1]
+
+
+#: the kernels' own accuracy targets: an entry of an RBF block whose cancellation bound
+#: exceeds this (after centering) is recomputed from explicit differences
+_RBF_TOLERANCE = {np.dtype(np.float64): 2.0**-36, np.dtype(np.float32): 2.0**-12}
+_U64 = np.finfo(np.float64).eps / 2
+
+
+def _centered(A, B):
+    """Dense A, B translated by the mean of B's rows (distances are unchanged; the norms
+    that |a|^2 + |b|^2 - 2<a, b> cancels become the data's spread, not its offset).
+    Sparse operands are returned as they are (translating them would densify)."""
+    if sp.issparse(A) or sp.issparse(B):
+        return A, B
+    c = np.mean(B, axis=0, dtype=np.float64).astype(A.dtype)
+    Ac = A - c
+    return Ac, (Ac if B is A else B - c)
 
 
 def _resolve_gamma(gamma, n_features):
@@ -161,13 +195,59 @@ class RBFKernel(Kernel):
     def __call__(self, A, B=None):
         A, B, dtype = prepare_pair(A, B)
         g = _resolve_gamma(self.gamma, A.shape[1])
-        K = _dot_block(A, B, upper_only=True)  # rbf_exponent mirrors the upper triangle
-        na = _row_sqnorms(A)
-        nb = na if B is A else _row_sqnorms(B)
+        same = B is A
+        Ac, Bc = _centered(A, B)
+        K = _dot_block(Ac, Bc, upper_only=True)  # rbf_exponent mirrors the upper triangle
+        na = _row_sqnorms(Ac)
+        nb = na if same else _row_sqnorms(Bc)
         # ||a - b||^2 = ||a||^2 + ||b||^2 - 2 <a, b>, clipped at 0 (round-off), then exp
-        _gram.rbf_exponent(K, na, nb, g, B is A)
+        _gram.rbf_exponent(K, na, nb, g, same)
         np.exp(K, out=K)
+        self._recompute_cancelled_rows(A, B, Ac, Bc, na, nb, g, K)
         return K
+
+    @staticmethod
+    def _recompute_cancelled_rows(A, B, Ac, Bc, na, nb, g, K):
+        """Rows of K whose entries the norm formula may have cancelled beyond the kernel's
+        tolerance, recomputed from explicit differences (float64).
+
+        The rounding of |a|^2 + |b|^2 - 2 <a, b> is at most (k + 8) u (|a|^2 + |b|^2) (k the
+        terms of a dot product, u the unit round-off of the dtype), so an entry exp(-g D2)
+        is off by at most g (k + 8) u (|a|^2 + |b|^2). Row i is recomputed when that exceeds
+        the tolerance for some column (rows with norms far above the data's spread: sparse
+        data with an offset, far outliers); on centered dense data no row is.
+        """
+        dtype = K.dtype
+        u = np.finfo(dtype).eps / 2
+        k = max(_row_nnz_max(Ac), _row_nnz_max(Bc) if Bc is not Ac else 0)
+        worst = g * (k + 8) * u * (np.asarray(na, dtype=np.float64) + float(np.max(nb, initial=0.0)))
+        rows = np.flatnonzero(worst > _RBF_TOLERANCE[dtype])
+        if rows.size == 0:
+            return
+        same = B is A
+        B64 = _as64(B)
+        step = max(1, (1 << 22) // max(B.shape[0], 1))
+        for r0 in range(0, rows.size, step):
+            idx = rows[r0:r0 + step]
+            D2 = _dist_block(_as64(A[idx]), B64, 2)
+            Ki = np.exp(-g * D2)
+            K[idx] = Ki
+            if same:
+                K[:, idx] = Ki.T
+
+    def careful_block(self, A, B):
+        """K(A, B) in float64 from explicit differences, and a bound on each entry's error.
+
+        D2 = sum_f (a_f - b_f)^2 has only non-negative terms: relative error <= (k + 3) u;
+        exp adds at most 4 ulps: |K - fl(K)| <= K (g D2 (k + 4) u + 8 u).
+        """
+        A, B = _as64(A), _as64(B)
+        g = _resolve_gamma(self.gamma, A.shape[1])
+        D2 = _dist_block(A, B, 2)
+        K = np.exp(-g * D2)
+        k = max(_row_nnz_max(A), _row_nnz_max(B))
+        err = K * (g * D2 * ((k + 4) * _U64) + 8 * _U64)
+        return K, err
 
     def diag(self, A):
         A, _, dtype = prepare_pair(A)
@@ -200,6 +280,25 @@ class PolynomialKernel(Kernel):
         _gram.finish_poly(K, g, float(self.coef0), int(self.degree), B is A)
         return K
 
+    def careful_block(self, A, B):
+        """K(A, B) in float64 and a bound on each entry's error.
+
+        fl(<a, b>) is off by at most gamma_k |a| |b| (Cauchy-Schwarz on sum |a_f b_f|), so the
+        base t = g <a, b> + c0 by D = g gamma_k |a| |b| + 2 u |t|, and t^p by
+        p (|t| + D)^(p - 1) D + 2 p u |t^p|.
+        """
+        A, B = _as64(A), _as64(B)
+        g = _resolve_gamma(self.gamma, A.shape[1])
+        p = int(self.degree)
+        t = g * _dot_block(A, B) + float(self.coef0)
+        k = max(_row_nnz_max(A), _row_nnz_max(B))
+        na = np.sqrt(_row_sqnorms(A))
+        nb = np.sqrt(_row_sqnorms(B))
+        dt = g * ((k + 2) * _U64) * np.outer(na, nb) + 2 * _U64 * np.abs(t)
+        K = t ** p
+        err = p * (np.abs(t) + dt) ** (p - 1) * dt + 2 * p * _U64 * np.abs(K)
+        return K, err
+
     def diag(self, A):
         A, _, dtype = prepare_pair(A)
         g = _resolve_gamma(self.gamma, A.shape[1])
@@ -221,10 +320,22 @@ class LaplacianKernel(Kernel):
     def __call__(self, A, B=None):
         A, B, dtype = prepare_pair(A, B)
         g = _resolve_gamma(self.gamma, A.shape[1])
-        K = _l1_block(A, B)
+        K = _dist_block(A, B, 1)
         np.multiply(K, -g, out=K)
         np.exp(K, out=K)
         return K
+
+    def careful_block(self, A, B):
+        """K(A, B) in float64 and a bound on each entry's error: the L1 distance from
+        explicit differences has relative error <= (k + 2) u, so
+        |K - fl(K)| <= K (g D1 (k + 3) u + 8 u)."""
+        A, B = _as64(A), _as64(B)
+        g = _resolve_gamma(self.gamma, A.shape[1])
+        D1 = _dist_block(A, B, 1)
+        K = np.exp(-g * D1)
+        k = A.shape[1]
+        err = K * (g * D1 * ((k + 3) * _U64) + 8 * _U64)
+        return K, err
 
     def diag(self, A):
         A, _, dtype = prepare_pair(A)
