@@ -182,6 +182,8 @@ class RowBlocks:
 
     def _block(self, b):
         lo, hi = self.offsets[b], self.offsets[b + 1]
+        if len(self.sizes) == 1 and not hasattr(self.X, "__dask_graph__"):
+            return self.X  # one block: the matrix itself, no slice
         if hasattr(self.X, "__dask_graph__"):
             return self.X.blocks[b].compute() if self.X.numblocks[1] == 1 else \
                 self.X[lo:hi].compute()
@@ -251,17 +253,21 @@ def unit_rows(P):
     import scipy.sparse as sp
 
     if sp.issparse(P):
-        P = sp.csr_matrix(P, dtype=np.float64, copy=True)
+        P = P.tocsr()
         counts = np.diff(P.indptr)
-        rows = np.repeat(np.arange(P.shape[0]), counts)
+        full = np.flatnonzero(counts)  # reduceat needs non-empty segments
+        data = np.abs(P.data, dtype=np.float64)  # a new array: |P| now, Q's data below
         m = np.zeros(P.shape[0])
-        np.maximum.at(m, rows, np.abs(P.data))
+        if full.size:
+            m[full] = np.maximum.reduceat(data, P.indptr[full])
         zero = ~(m > 0)
-        P.data /= np.where(zero, 1.0, m)[rows]
-        r = np.sqrt(np.bincount(rows, weights=P.data * P.data, minlength=P.shape[0]))
-        P.data /= np.where(zero, 1.0, r)[rows]
-        absP = P.copy()
-        absP.data = np.abs(absP.data)
+        data /= np.repeat(np.where(zero, 1.0, m), counts)
+        r = np.zeros(P.shape[0])
+        if full.size:
+            r[full] = np.sqrt(np.add.reduceat(data * data, P.indptr[full]))
+        data /= np.repeat(np.where(zero, 1.0, r), counts)
+        absP = sp.csr_matrix((data, P.indices, P.indptr), shape=P.shape)
+        P = sp.csr_matrix((np.copysign(data, P.data), P.indices, P.indptr), shape=P.shape)
         k = int(counts.max(initial=0))
         return P, absP, zero, k
     P = np.asarray(P, dtype=np.float64)
@@ -387,7 +393,7 @@ def separator_margin(X, ypm, kernel, alpha):
     v, top = _pow2_scale(np.asarray(alpha, dtype=np.float64))
     if top == 0.0 or not math.isfinite(top):
         return None
-    l1 = math.fsum(np.abs(v))
+    l1 = float(np.sum(np.abs(v))) * (1 + (v.size + 2) * U)  # an upper bound on sum |v|
     if getattr(kernel, "feature_map", None) is not None:
         blocks = row_blocks(X)
         w, ew, dq, zero = _feature_products(blocks, ypm, kernel, v)
@@ -415,7 +421,7 @@ def dual_norm_bound(X, ypm, kernel, p):
     v, top = _pow2_scale(np.asarray(p, dtype=np.float64))
     if top == 0.0:
         return None
-    total = math.fsum(v) * (1 - 2 * U)  # a lower bound on sum(v)
+    total = float(np.sum(v)) * (1 - (v.size + 2) * U)  # a lower bound on sum(v) (v >= 0)
     if getattr(kernel, "feature_map", None) is not None:
         w, ew, dq, zero = _feature_products(row_blocks(X), ypm, kernel, v)
         if zero:
@@ -426,8 +432,8 @@ def dual_norm_bound(X, ypm, kernel, p):
     g, err, zero = _gram_products(X, ypm, kernel, v)
     if zero:
         return None
-    sq = math.fsum(v * g)
-    sq_err = math.fsum(v * err) + (v.size + 2) * U * math.fsum(v * np.abs(g))
+    sq = float(v @ g)
+    sq_err = float(v @ err) * (1 + (v.size + 2) * U) + 2 * (v.size + 2) * U * float(v @ np.abs(g))
     if sq + sq_err < 0:
         raise NotPositiveSemidefiniteError(
             f"p^T G p = {sq / total**2:.3g} < 0 beyond its rounding bound "
@@ -542,7 +548,7 @@ class InfeasibilityCertificate(_PerceptronFamilyCertificate):
         if p.shape[0] != ypm.shape[0] or n_rows(X) != ypm.shape[0]:
             return Verdict.reject(self.kind, f"p has {p.shape[0]} entries for {n_rows(X)} "
                                              f"points and {ypm.shape[0]} labels")
-        if not np.all(np.isfinite(p)) or p.min() < 0 or abs(math.fsum(p) - 1.0) > 1e-9:
+        if not np.all(np.isfinite(p)) or p.min() < 0 or abs(float(np.sum(p)) - 1.0) > 1e-9:
             return Verdict.reject(self.kind, "p is not in the simplex (p >= 0, sum(p) = 1)",
                                   threshold=eps)
         res = dual_norm_bound(X, ypm, self.kernel, p)

@@ -303,3 +303,29 @@ def test_verdict_reports_value_threshold_and_margin():
     assert v.threshold == 1e-6 and 0 <= v.value < 1e-6
     assert v.margin == pytest.approx(v.threshold - v.value - v.rounding)
     assert "holds" in repr(v)
+
+
+@pytest.mark.parametrize("name,params", [("rbf", {"gamma": 0.7}), ("laplacian", {"gamma": 0.3}),
+                                         ("poly", {"degree": 3, "gamma": 0.5, "coef0": 1.0})])
+@pytest.mark.parametrize("offset", [0.0, 1e4, 1e7])
+@pytest.mark.parametrize("layout", ["dense", "csr"])
+def test_careful_block_bounds_cover_a_long_double_recomputation(name, params, offset, layout):
+    if name == "poly" and offset:
+        pytest.skip("the polynomial kernel of far-away points overflows by design")
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(15, 4))
+    A[rng.random(A.shape) < 0.3] = 0.0
+    A[:, 0] += offset
+    B = np.vstack([A[:5] + 1e-3 * rng.normal(size=(5, 4)), rng.normal(size=(6, 4))])
+    kernel = mk.get_plugin("kernel", name)(**params)
+    Al, Bl = (sp.csr_matrix(A), sp.csr_matrix(B)) if layout == "csr" else (A, B)
+    K, err = kernel.careful_block(Al, Bl)
+    a, b = np.asarray(A, dtype=np.longdouble), np.asarray(B, dtype=np.longdouble)
+    if name == "rbf":
+        exact = np.exp(-params["gamma"] * ((a[:, None] - b[None]) ** 2).sum(axis=2))
+    elif name == "laplacian":
+        exact = np.exp(-params["gamma"] * np.abs(a[:, None] - b[None]).sum(axis=2))
+    else:
+        exact = (params["gamma"] * (a @ b.T) + params["coef0"]) ** params["degree"]
+    assert np.all(np.abs(K - exact) <= err)
+    assert float(np.max(err / np.maximum(np.abs(exact), 1e-300))) < 1e-6

@@ -132,6 +132,26 @@ def _row_nnz_max(X):
 #: exceeds this (after centering) is recomputed from explicit differences
 _RBF_TOLERANCE = {np.dtype(np.float64): 2.0**-36, np.dtype(np.float32): 2.0**-12}
 _U64 = np.finfo(np.float64).eps / 2
+#: the absolute error of an exp that underflows to 0
+_TINY = float(np.finfo(np.float64).smallest_subnormal)
+
+
+def _cancellation_bound(k, u):
+    """The factor c with |fl(D2) - D2| <= c (|a|^2 + |b|^2) for D2 = |a|^2 + |b|^2 - 2 <a, b>
+    on centered rows: the dot product's gamma_k |a| |b| <= (k + 2) u (|a|^2 + |b|^2) / 2,
+    the norms' and the sum's roundings, and the centering subtraction (each centered entry
+    within u of its exact value: 3 u (|a|^2 + |b|^2) more); k terms per dot product."""
+    return (k + 12) * u
+
+
+def _cancelled_rows(Ac, Bc, na, nb, g, dtype, tol):
+    """Rows i with g _cancellation_bound (|a_i|^2 + max_j |b_j|^2) > tol: those whose
+    entries the norm formula may have cancelled beyond ``tol``."""
+    u = np.finfo(dtype).eps / 2
+    k = max(_row_nnz_max(Ac), _row_nnz_max(Bc))
+    worst = g * _cancellation_bound(k, u) * (np.asarray(na, dtype=np.float64)
+                                             + float(np.max(nb, initial=0.0)))
+    return np.flatnonzero(worst > tol)
 
 
 def _centered(A, B):
@@ -211,17 +231,13 @@ class RBFKernel(Kernel):
         """Rows of K whose entries the norm formula may have cancelled beyond the kernel's
         tolerance, recomputed from explicit differences (float64).
 
-        The rounding of |a|^2 + |b|^2 - 2 <a, b> is at most (k + 8) u (|a|^2 + |b|^2) (k the
-        terms of a dot product, u the unit round-off of the dtype), so an entry exp(-g D2)
-        is off by at most g (k + 8) u (|a|^2 + |b|^2). Row i is recomputed when that exceeds
-        the tolerance for some column (rows with norms far above the data's spread: sparse
+        The rounding of |a|^2 + |b|^2 - 2 <a, b> on the centered rows is at most
+        (k + 12) u (|a|^2 + |b|^2) (``_cancellation_bound``), so an entry exp(-g D2) is off
+        by at most g (k + 12) u (|a|^2 + |b|^2). Row i is recomputed when that exceeds the
+        tolerance for some column (rows with norms far above the data's spread: sparse
         data with an offset, far outliers); on centered dense data no row is.
         """
-        dtype = K.dtype
-        u = np.finfo(dtype).eps / 2
-        k = max(_row_nnz_max(Ac), _row_nnz_max(Bc) if Bc is not Ac else 0)
-        worst = g * (k + 8) * u * (np.asarray(na, dtype=np.float64) + float(np.max(nb, initial=0.0)))
-        rows = np.flatnonzero(worst > _RBF_TOLERANCE[dtype])
+        rows = _cancelled_rows(Ac, Bc, na, nb, g, K.dtype, _RBF_TOLERANCE[K.dtype])
         if rows.size == 0:
             return
         same = B is A
@@ -236,17 +252,30 @@ class RBFKernel(Kernel):
                 K[:, idx] = Ki.T
 
     def careful_block(self, A, B):
-        """K(A, B) in float64 from explicit differences, and a bound on each entry's error.
+        """K(A, B) in float64 and a bound on each entry's error.
 
-        D2 = sum_f (a_f - b_f)^2 has only non-negative terms: relative error <= (k + 3) u;
-        exp adds at most 4 ulps: |K - fl(K)| <= K (g D2 (k + 4) u + 8 u).
+        D2 = |a|^2 + |b|^2 - 2 <a, b> on rows centered by the mean of B's rows is off by at
+        most e = (k + 12) u (|a|^2 + |b|^2) (``_cancellation_bound``); the rows where that
+        bound is not small next to the entries are recomputed from explicit differences,
+        whose terms are all non-negative (e = (k + 4) u D2). With D2 within e of the exact
+        value, |K - fl(K)| <= exp(-g max(D2 - e, 0)) 2 g e + 8 u K (exp: 4 ulps) + the
+        smallest subnormal (an exp that underflows).
         """
         A, B = _as64(A), _as64(B)
         g = _resolve_gamma(self.gamma, A.shape[1])
-        D2 = _dist_block(A, B, 2)
+        Ac, Bc = _centered(A, B)
+        na = np.asarray(_row_sqnorms(Ac), dtype=np.float64)
+        nb = na if Bc is Ac else np.asarray(_row_sqnorms(Bc), dtype=np.float64)
+        k = max(_row_nnz_max(Ac), _row_nnz_max(Bc))
+        S = na[:, None] + nb[None, :]
+        D2 = np.maximum(S - 2.0 * _dot_block(Ac, Bc), 0.0)
+        e = _cancellation_bound(k, _U64) * S
+        rows = _cancelled_rows(Ac, Bc, na, nb, g, np.dtype(np.float64), 2.0**-40)
+        if rows.size:
+            D2[rows] = _dist_block(A[rows], B, 2)
+            e[rows] = (k + 4) * _U64 * D2[rows]
         K = np.exp(-g * D2)
-        k = max(_row_nnz_max(A), _row_nnz_max(B))
-        err = K * (g * D2 * ((k + 4) * _U64) + 8 * _U64)
+        err = np.exp(-g * np.maximum(D2 - e, 0.0)) * (2.0 * g * e) + 8 * _U64 * K + _TINY
         return K, err
 
     def diag(self, A):
@@ -334,7 +363,7 @@ class LaplacianKernel(Kernel):
         D1 = _dist_block(A, B, 1)
         K = np.exp(-g * D1)
         k = A.shape[1]
-        err = K * (g * D1 * ((k + 3) * _U64) + 8 * _U64)
+        err = K * (g * D1 * ((k + 3) * _U64) + 8 * _U64) + _TINY
         return K, err
 
     def diag(self, A):
@@ -495,6 +524,13 @@ class SplineKernel(Kernel):
         if same:
             _gram.mirror_upper(K)
         return K.astype(dtype, copy=False)
+
+    def careful_block(self, A, B):
+        """K(A, B) in float64 and a bound on each entry's error: every coordinate's factor
+        is accurate to about 1e-14 (closed forms and series of ``_periodic``), so the
+        product of d factors to d 1e-13 relative (a margin of 10)."""
+        K = np.asarray(self(_as64(A), _as64(B)), dtype=np.float64)
+        return K, (A.shape[1] * 1e-13 + 8 * _U64) * np.abs(K)
 
     def diag(self, A):
         from ._periodic import periodic_cosine_series
