@@ -333,11 +333,15 @@ class DaskProblem:
         return self.pool
 
     def check_certificate(self, certificate):
-        """The referee's ``Verdict`` on ``certificate`` for the training data: the chunks
-        are brought to this process one at a time by the certificate's own check."""
+        """The referee's ``Verdict`` on ``certificate`` for the training data: the
+        certificate's check runs its passes over the chunks where they are held
+        (``PoolBlocks``); certificates without block passes read the chunks through the
+        caller's dask array, one at a time."""
         X, y = self.source
         if hasattr(y, "__dask_graph__"):
             y = y.compute()
+        if getattr(certificate, "blocked", False):
+            return certificate.check(PoolBlocks(self.pool), y)
         return certificate.check(X, y)
 
     @property
@@ -355,6 +359,26 @@ class DaskProblem:
     @property
     def sparse(self):
         return self.pool.sparse
+
+
+def _k_referee(chunk, fn, per_block, common):
+    return fn(chunk.X, *per_block, *common)
+
+
+class PoolBlocks:
+    """The chunks of a ``ChunkPool`` as the row blocks of ``marginkit.certificates``: the
+    referee's block functions run on the workers holding the chunks, only their (d-vector
+    and scalar) results come back, in chunk order."""
+
+    def __init__(self, pool):
+        self.pool = pool
+        self.n_samples, self.n_features = pool.shape
+
+    def map(self, fn, per_block=(), common=()):
+        pieces = [self.pool.split(np.asarray(v)) for v in per_block]
+        args = [(fn, tuple(p[i] for p in pieces), tuple(common))
+                for i in range(self.pool.n_chunks)]
+        return self.pool.map_each(_k_referee, args)
 
 
 def _unsupported(solver_name, kernel):
@@ -1303,10 +1327,42 @@ class _DaskSmoothedCore:
 class _DaskFamilyState:
     """``perceptron._FamilyState`` / ``_IteratedState`` over a ``_DaskSmoothedCore``."""
 
+    #: the chunk kernel reading alpha, p and best p (``_k_pf_get`` or ``_k_v_get``)
+    get = None
+
     def __init__(self, core):
         self.core = core
         self.n_iter = 0
         self.elapsed = 0.0
+        self.problem = None
+        self._refuted = {}
+
+    def certificate(self, status):
+        """As ``perceptron._FamilyState.certificate``: alpha or the best p gathered from the
+        chunks (an n-vector), bound to the run's configuration; None for a claim whose
+        measure has not improved 2x since it was last refuted."""
+        from .certificates import InfeasibilityCertificate, SeparatorCertificate
+
+        core, pb = self.core, self.problem
+        last = self._refuted.get(status)
+        core.flush()
+        if status == "separable":
+            if last is not None and float(core.min_margin) <= 2 * last:
+                return None
+            alpha = np.concatenate(pb.pool.map(self.get, "alpha"))
+            return SeparatorCertificate(alpha, core.min_margin, pb.kernel, pb.classes_,
+                                        config=pb.config)
+        if status == "infeasible":
+            if last is not None and float(core.dual_norm) >= last / 2:
+                return None
+            p = np.concatenate(pb.pool.map(self.get, "best_p"))
+            return InfeasibilityCertificate(p, float(core.dual_norm), float(core.dual_tol),
+                                            pb.kernel, pb.classes_, config=pb.config)
+        return None
+
+    def refuted(self, status, verdict):
+        core = self.core
+        self._refuted[status] = float(core.min_margin if status == "separable" else core.dual_norm)
 
     def step(self):
         self.core.step()
@@ -1366,7 +1422,9 @@ class SmoothedPerceptronDriver(Driver):
             core = _DaskSmoothedCore(pool, kind, mu0, q, params["delta"])
         else:
             core = _DaskSmoothedCore(pool, kind, mu0, None, params["eps"])
-        return _DaskFamilyState(core)
+        state = _DaskFamilyState(core)
+        state.get = _k_pf_get
+        return state
 
     def finalize(self, problem, state, status):
         core = state.core
@@ -1992,7 +2050,9 @@ class VertexPerceptronDriver(Driver):
 
     def start(self, problem):
         core = _DaskVertexCore(problem.pool, self.solver.name, self.solver.params["eps"])
-        return _DaskVertexState(core)
+        state = _DaskVertexState(core)
+        state.get = _k_v_get
+        return state
 
     def finalize(self, problem, state, status):
         core, pool = state.core, problem.pool

@@ -10,11 +10,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from .certificates import (CERTIFICATE_TYPES, Certificate, InfeasibilityCertificate,
-                           SeparatorCertificate, certificate_type, labels_pm,
-                           signed_normalized_gram_dot)
+                           SeparatorCertificate, certificate_type, labels_pm)
 
 __all__ = ["Result", "Certificate", "SeparatorCertificate", "InfeasibilityCertificate",
-           "load_result", "certificate_type", "signed_normalized_gram_dot"]
+           "load_result", "certificate_type"]
 
 _labels_pm = labels_pm
 

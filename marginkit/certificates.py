@@ -149,103 +149,413 @@ def labels_pm(y, classes):
     return np.where(pos, 1.0, -1.0)
 
 
-# ------------------------------------------------------------------ perceptron family
-def signed_normalized_gram_dot(X, ypm, kernel, v, normalize=True):
-    """G v with G_ij = y_i y_j K_ij / sqrt(K_ii K_jj), recomputed from X in float64.
+# ------------------------------------------------------------------ row blocks
+class RowBlocks:
+    """The rows of an in-memory matrix as blocks, for the referee's passes.
 
-    Kernels with an explicit feature map go through Phi (never the n x n Gram); others
-    form K(X, X) in float64.
+    ``map(fn, per_block=(), common=())`` returns ``[fn(X_b, *v_b, *common) for each block]``
+    in block order, where ``v_b`` are the block's slices of the n-vectors ``per_block``.
+    Blocks hold at most about ``budget`` entries (views of dense rows, CSR row slices), so
+    a pass never holds a float64 copy of the whole matrix. A dask array is read one chunk at
+    a time (each chunk computed when its block is reached).
+    """
+
+    def __init__(self, X, budget=1 << 21):
+        self.X = X
+        self.n_samples, self.n_features = X.shape
+        if hasattr(X, "__dask_graph__"):
+            sizes = X.chunks[0]
+        else:
+            import scipy.sparse as sp
+
+            if sp.issparse(X):
+                nnz = np.diff(X.indptr)
+                # rows per block: about ``budget`` stored entries
+                cuts = np.searchsorted(np.cumsum(nnz), np.arange(budget, nnz.sum(), budget))
+                bounds = np.unique(np.concatenate(([0], cuts + 1, [X.shape[0]])))
+                sizes = np.diff(bounds).tolist()
+            else:
+                step = max(1, budget // max(X.shape[1], 1))
+                sizes = [min(step, X.shape[0] - r) for r in range(0, X.shape[0], step)]
+        self.sizes = [int(k) for k in sizes if k > 0] or [0]
+        self.offsets = np.concatenate(([0], np.cumsum(self.sizes))).astype(np.intp)
+
+    def _block(self, b):
+        lo, hi = self.offsets[b], self.offsets[b + 1]
+        if len(self.sizes) == 1 and not hasattr(self.X, "__dask_graph__"):
+            return self.X  # one block: the matrix itself, no slice
+        if hasattr(self.X, "__dask_graph__"):
+            return self.X.blocks[b].compute() if self.X.numblocks[1] == 1 else \
+                self.X[lo:hi].compute()
+        return self.X[lo:hi]
+
+    def map(self, fn, per_block=(), common=()):
+        out = []
+        for b in range(len(self.sizes)):
+            lo, hi = self.offsets[b], self.offsets[b + 1]
+            out.append(fn(self._block(b), *[v[lo:hi] for v in per_block], *common))
+        return out
+
+
+def n_rows(X):
+    """Rows of a matrix, a dask array or ``RowBlocks``."""
+    return X.n_samples if hasattr(X, "n_samples") else X.shape[0]
+
+
+def as_data(X):
+    """What a check reads: an in-memory X validated (``check_X``), a dask array or a
+    ``RowBlocks``-like object as it is."""
+    if hasattr(X, "__dask_graph__") or hasattr(X, "map"):
+        return X
+    from ._validation import check_X
+
+    return check_X(X)
+
+
+def row_blocks(X):
+    """``RowBlocks`` of X: an in-memory matrix is validated first (``check_X``: any sparse
+    format becomes canonical CSR); a dask array is read chunk by chunk, each chunk
+    validated by the passes; a ``RowBlocks``-like object (``map``) is used as it is."""
+    if isinstance(X, RowBlocks) or hasattr(X, "map"):
+        return X
+    if hasattr(X, "__dask_graph__"):
+        return RowBlocks(X)
+    from ._validation import check_X
+
+    return RowBlocks(check_X(X))
+
+
+# ------------------------------------------------------------------ rounding model
+#: unit round-off of float64
+U = np.finfo(np.float64).eps / 2
+#: factor on every first-order rounding bound: covers the second-order terms and the
+#: rounding of the bound's own evaluation
+SAFETY = 2.0
+
+
+def _pow2_scale(v):
+    """v / 2^e with 2^e >= max |v| (exact unless entries are subnormal after the scaling)."""
+    top = float(np.max(np.abs(v), initial=0.0))
+    if top == 0.0 or not math.isfinite(top):
+        return v, top
+    e = math.frexp(top)[1]
+    return np.ldexp(v, -e), top
+
+
+def unit_rows(P):
+    """Rows of P (float64, dense or CSR) scaled to unit norm without overflow or underflow:
+    ``(Q, absQ, zero, k)``; zero rows (norm 0) are left at 0 and flagged in ``zero``; ``k``
+    bounds the entries per row. Each entry of Q has relative error <= (k + 6) u.
+
+    Every row is first divided by its largest magnitude (exact up to one rounding), so no
+    square of a raw entry is ever formed.
     """
     import scipy.sparse as sp
 
-    v = np.asarray(v, dtype=np.float64)
+    if sp.issparse(P):
+        P = P.tocsr()
+        counts = np.diff(P.indptr)
+        full = np.flatnonzero(counts)  # reduceat needs non-empty segments
+        data = np.abs(P.data, dtype=np.float64)  # a new array: |P| now, Q's data below
+        m = np.zeros(P.shape[0])
+        if full.size:
+            m[full] = np.maximum.reduceat(data, P.indptr[full])
+        zero = ~(m > 0)
+        data /= np.repeat(np.where(zero, 1.0, m), counts)
+        r = np.zeros(P.shape[0])
+        if full.size:
+            r[full] = np.sqrt(np.add.reduceat(data * data, P.indptr[full]))
+        data /= np.repeat(np.where(zero, 1.0, r), counts)
+        absP = sp.csr_matrix((data, P.indices, P.indptr), shape=P.shape)
+        P = sp.csr_matrix((np.copysign(data, P.data), P.indices, P.indptr), shape=P.shape)
+        k = int(counts.max(initial=0))
+        return P, absP, zero, k
+    P = np.asarray(P, dtype=np.float64)
+    m = np.max(np.abs(P), axis=1, initial=0.0)
+    zero = ~(m > 0)
+    Q = P / np.where(zero, 1.0, m)[:, None]
+    r = np.sqrt(np.einsum("ij,ij->i", Q, Q))
+    Q /= np.where(zero, 1.0, r)[:, None]
+    return Q, np.abs(Q), zero, P.shape[1]
+
+
+# ------------------------------------------------------------------ feature-map passes
+def _features(kernel, Xb):
+    """The block's features Phi(X_b) in float64 (validated: dense or canonical CSR)."""
+    from ._validation import check_X
+
+    Xb = check_X(Xb, allow_empty=True)
+    Phi = check_X(kernel.feature_map(Xb), name="feature_map(X)", allow_empty=True)
+    return Phi
+
+
+def _pass_primal(Xb, sb, vb, kernel):
+    """Block share of w = Q^T (s v) and a = |Q|^T |v|, its zero rows and row length."""
+    Q, absQ, zero, k = unit_rows(_features(kernel, Xb))
+    u = sb * vb
+    w = np.asarray(Q.T @ u).ravel()
+    a = np.asarray(absQ.T @ np.abs(vb)).ravel()
+    return w, a, bool(zero.any()), k
+
+
+def _pass_dual(Xb, sb, kernel, w, ew, dq):
+    """Block share of min_i (G v)_i - err_i and min_i (G v)_i, with G v = s (Q w)."""
+    Q, absQ, _, k = unit_rows(_features(kernel, Xb))
+    g = sb * np.asarray(Q @ w).ravel()
+    err = SAFETY * ((k + dq + 8) * U * np.asarray(absQ @ np.abs(w)).ravel()
+                    + np.asarray(absQ @ ew).ravel())
+    if g.size == 0:
+        return np.inf, np.inf
+    return float(np.min(g - err)), float(np.min(g))
+
+
+def _feature_products(blocks, ypm, kernel, v):
+    """w = Q^T (s v) over the blocks, a bound ``ew`` on its rounding, the row length and
+    whether some row has norm 0 (the normalized Gram is then undefined)."""
+    parts = blocks.map(_pass_primal, per_block=(ypm, v), common=(kernel,))
+    w = np.zeros_like(parts[0][0]) if parts else np.zeros(0)
+    a = np.zeros_like(w)
+    for wb, ab, _, _ in parts:  # fixed block order
+        w += wb
+        a += ab
+    zero = any(p[2] for p in parts)
+    dq = max((p[3] for p in parts), default=0)
+    n = blocks.n_samples
+    ew = SAFETY * (n + dq + 8) * U * a
+    return w, ew, dq, zero
+
+
+# ------------------------------------------------------------------ Gram-matrix path
+def _gram_rows(X, kernel, lo, hi):
+    """Rows lo:hi of K(X, X) in float64 and a bound on each entry's error."""
+    import scipy.sparse as sp
+
     if getattr(kernel, "precomputed", False):
-        K = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
-        d = np.sqrt(np.diag(K)) if normalize else np.ones(K.shape[0])
-        s = ypm / d
-        return s * (K @ (s * v))
-    fmap = getattr(kernel, "feature_map", None)
-    if fmap is not None:
-        Phi = fmap(X)
-        Phi = Phi.astype(np.float64) if Phi.dtype != np.float64 else Phi
-        if normalize:
-            # unit rows without squaring raw entries (|x| > 1e154 would overflow, |x| < 1e-154
-            # underflow): divide each row by its max |entry| first
-            if sp.issparse(Phi):
-                m = np.asarray(abs(Phi).max(axis=1).toarray(), dtype=np.float64).ravel()
-                P = sp.diags(1.0 / np.where(m > 0, m, 1.0)) @ Phi
-                nrm = np.sqrt(np.asarray(P.multiply(P).sum(axis=1)).ravel())
-                with np.errstate(divide="ignore"):
-                    Phi = sp.diags(1.0 / nrm) @ P  # zero rows -> inf/nan: never verifies
-            else:
-                m = np.abs(Phi).max(axis=1)
-                P = Phi / np.where(m > 0, m, 1.0)[:, None]
-                nrm = np.sqrt(np.einsum("ij,ij->i", P, P))
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    Phi = P / nrm[:, None]
-        s = ypm
-        w = Phi.T @ (s * v)
-        return s * np.asarray(Phi @ w).ravel()
-    Xd = X.astype(np.float64) if X.dtype != np.float64 else X
-    K = np.asarray(kernel(Xd, Xd), dtype=np.float64)
-    d = np.sqrt(np.diag(K)) if normalize else np.ones(K.shape[0])
-    s = ypm / d
-    return s * (K @ (s * v))
+        K = X[lo:hi]
+        K = np.asarray(K.toarray() if sp.issparse(K) else K, dtype=np.float64)
+        return K, None
+    return kernel.careful_block(X[lo:hi], X)
+
+
+def _gram_products(X, ypm, kernel, v):
+    """(G v, its error bound) from the kernel's careful Gram rows (in memory, row blocks)."""
+    import scipy.sparse as sp
+
+    from ._validation import check_X
+
+    X = check_X(local_matrix(X))
+    n = X.shape[0]
+    if getattr(kernel, "precomputed", False) and X.shape[1] != n:
+        raise ValueError(f"kernel='precomputed' needs the square Gram matrix, got shape {X.shape}")
+    step = max(1, (1 << 21) // max(n, 1))
+    # the diagonal K(x_i, x_i) (with its error) from small square blocks
+    diag, ediag = np.empty(n), np.zeros(n)
+    for lo in range(0, n, 256):
+        hi = min(n, lo + 256)
+        if getattr(kernel, "precomputed", False):
+            K, E = np.asarray(X[lo:hi, lo:hi].toarray() if sp.issparse(X) else X[lo:hi, lo:hi],
+                              dtype=np.float64), None
+        else:
+            K, E = kernel.careful_block(X[lo:hi], X[lo:hi])
+        diag[lo:hi] = np.diagonal(K)
+        if E is not None:
+            ediag[lo:hi] = np.diagonal(E)
+    if np.any(diag + ediag < 0):
+        raise NotPositiveSemidefiniteError(
+            f"the kernel has negative diagonal entries K(x, x) < 0 at row(s) "
+            f"{np.flatnonzero(diag + ediag < 0)[:10].tolist()}: it is not positive "
+            "semi-definite on this data"
+        )
+    zero = ~(diag - ediag > 0)
+    if zero.any():
+        return None, None, True
+    t = ypm / np.sqrt(diag)
+    delta = float(np.max(ediag / (2 * diag))) + 2 * U
+    tv = t * v
+    g, A, B = np.empty(n), np.empty(n), np.zeros(n)
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        K, E = _gram_rows(X, kernel, lo, hi)
+        g[lo:hi] = t[lo:hi] * (K @ tv)
+        A[lo:hi] = np.abs(t[lo:hi]) * (np.abs(K) @ np.abs(tv))
+        if E is not None:
+            B[lo:hi] = np.abs(t[lo:hi]) * (E @ np.abs(tv))
+    err = SAFETY * (((n + 4) * U + 2 * delta) * A + B)
+    return g, err, False
+
+
+# ------------------------------------------------------------------ the two claims
+def separator_margin(X, ypm, kernel, alpha):
+    """The referee's view of "G alpha > 0": ``(low, value, rounding)`` with value = min_i
+    (G alpha)_i and low = min_i ((G alpha)_i - err_i) (err_i a bound on the rounding of the
+    recomputation), both for alpha scaled to sum(abs(alpha)) = 1; None when G is undefined
+    (a point of zero norm). The claim holds iff low > 0."""
+    v, top = _pow2_scale(np.asarray(alpha, dtype=np.float64))
+    if top == 0.0 or not math.isfinite(top):
+        return None
+    l1 = float(np.sum(np.abs(v))) * (1 + (v.size + 2) * U)  # an upper bound on sum |v|
+    if getattr(kernel, "feature_map", None) is not None:
+        blocks = row_blocks(X)
+        w, ew, dq, zero = _feature_products(blocks, ypm, kernel, v)
+        if zero:
+            return None
+        parts = blocks.map(_pass_dual, per_block=(ypm,), common=(kernel, w, ew, dq))
+        low = min(p[0] for p in parts)
+        value = min(p[1] for p in parts)
+    else:
+        g, err, zero = _gram_products(X, ypm, kernel, v)
+        if zero:
+            return None
+        low, value = float(np.min(g - err)), float(np.min(g))
+    return low / l1, value / l1, (value - low) / l1
+
+
+def dual_norm_bound(X, ypm, kernel, p):
+    """The referee's view of ||p||_G for p >= 0: ``(upper, value)``, an upper bound on the
+    true ||p / sum(p)||_G that covers the rounding of its recomputation, and the computed
+    value; None when G is undefined (a point of zero norm).
+
+    Raises ``NotPositiveSemidefiniteError`` when p^T G p is negative beyond its rounding
+    bound (no RKHS: Gordan's theorem does not apply).
+    """
+    v, top = _pow2_scale(np.asarray(p, dtype=np.float64))
+    if top == 0.0:
+        return None
+    total = float(np.sum(v)) * (1 - (v.size + 2) * U)  # a lower bound on sum(v) (v >= 0)
+    if getattr(kernel, "feature_map", None) is not None:
+        w, ew, dq, zero = _feature_products(row_blocks(X), ypm, kernel, v)
+        if zero:
+            return None
+        value = float(np.linalg.norm(w))
+        upper = value * (1 + (dq + 8) * U) + float(np.linalg.norm(ew))
+        return upper / total, value / total
+    g, err, zero = _gram_products(X, ypm, kernel, v)
+    if zero:
+        return None
+    sq = float(v @ g)
+    sq_err = float(v @ err) * (1 + (v.size + 2) * U) + 2 * (v.size + 2) * U * float(v @ np.abs(g))
+    if sq + sq_err < 0:
+        raise NotPositiveSemidefiniteError(
+            f"p^T G p = {sq / total**2:.3g} < 0 beyond its rounding bound "
+            f"({sq_err / total**2:.2g}): the kernel is not positive semi-definite on this "
+            "data, so no infeasibility certificate exists; use a PSD kernel (a precomputed "
+            "Gram matrix must be K(X, X) of one)"
+        )
+    return math.sqrt(max(sq + sq_err, 0.0)) / total, math.sqrt(max(sq, 0.0)) / total
+
+
+def _thresholds(config, key):
+    """A claim's threshold from the run's configuration (a ``Config`` or its dict); None
+    without a configuration. A configuration that does not give it raises ``ValueError``."""
+    if config is None:
+        return None
+    from ._api import claim_thresholds
+
+    value = claim_thresholds(config).get(key)
+    if value is None:
+        raise ValueError(f"the run's configuration gives no {key!r} threshold")
+    return float(value)
+
+
+class _PerceptronFamilyCertificate(Certificate):
+    """Certificates on the normalized Gram G: with a feature map, their check is two
+    passes over row blocks (``blocked``), so it also runs where the blocks are held."""
+
+    @property
+    def blocked(self):
+        return getattr(self.kernel, "feature_map", None) is not None
 
 
 @certificate_type
-class SeparatorCertificate(Certificate):
+class SeparatorCertificate(_PerceptronFamilyCertificate):
     """G alpha > 0: f = sum_i alpha_i y_i phi(x_i)/sqrt(K(x_i, x_i)) separates the data.
 
-    ``value`` is min_i (G alpha)_i as computed by the solver (in float64).
+    ``value`` is min_i (G alpha)_i as the solver computed it (for information). ``check``
+    recomputes G alpha in float64 from X, y and the kernel (feature maps: rows scaled to
+    unit norm without squaring raw entries; other kernels: the kernel's ``careful_block``,
+    distance kernels from explicit differences) with a bound on that recomputation's
+    rounding, and holds when min_i (G alpha)_i exceeds it. ``Verdict.value`` and
+    ``margin`` are for alpha scaled to sum(abs(alpha)) = 1 (a lower bound on the margin
+    rho_K times ||alpha||_G / sum(abs(alpha))).
     """
 
     kind = "separator"
 
-    def __init__(self, alpha, value, kernel, classes=None):
+    def __init__(self, alpha, value, kernel, classes=None, config=None):
         self.alpha = np.asarray(alpha, dtype=np.float64)
         self.value = float(value)
         self.kernel = kernel
         self.classes = classes
+        self.config = config
 
     def check(self, X, y):
-        from ._validation import check_X
-
-        X = check_X(local_matrix(X))
+        X = as_data(X)
         ypm = labels_pm(y, self.classes)
-        Ga = signed_normalized_gram_dot(X, ypm, self.kernel, self.alpha)
-        low = float(np.min(Ga))
-        return Verdict(bool(np.all(Ga > 0)), self.kind, value=low, threshold=0.0, margin=low,
-                       reason="G alpha > 0 fails")
+        if ypm.shape[0] != self.alpha.shape[0] or n_rows(X) != ypm.shape[0]:
+            return Verdict.reject(self.kind, f"alpha has {self.alpha.shape[0]} entries for "
+                                             f"{n_rows(X)} points and {ypm.shape[0]} labels")
+        if not np.all(np.isfinite(self.alpha)):
+            return Verdict.reject(self.kind, "alpha is not finite")
+        res = separator_margin(X, ypm, self.kernel, self.alpha)
+        if res is None:
+            return Verdict.reject(self.kind, "alpha is zero, or a point has K(x, x) = 0 "
+                                             "(the normalized Gram is undefined)")
+        low, value, rounding = res
+        return Verdict(low > 0, self.kind, value=value, threshold=0.0, rounding=rounding,
+                       margin=low, reason="min_i (G alpha)_i does not exceed its rounding bound")
 
 
 @certificate_type
-class InfeasibilityCertificate(Certificate):
-    """p in the simplex with ||p||_G <= eps (Gordan's theorem in the RKHS, paper 000, sec. 5).
+class InfeasibilityCertificate(_PerceptronFamilyCertificate):
+    """p in the simplex with ||p||_G <= eps (Gordan's theorem in the RKHS, paper 000, sec. 5):
+    no separator has normalized margin above eps.
 
-    ``value`` is ||p||_G = sqrt(p^T G p); ``eps`` the tolerance it was certified against.
+    ``value`` is ||p||_G as the solver computed it (for information). ``eps`` is the run's
+    threshold: from the run's configuration (``config``: the largest eps of its
+    ``dual_certificate`` rules, or the solver's own tolerance) when the certificate has one,
+    else the ``eps`` it was built with. ``check`` recomputes an upper bound on ||p||_G in
+    float64 from X, y and the kernel (rounding included) and holds when it is <= eps;
+    a p^T G p negative beyond rounding raises ``NotPositiveSemidefiniteError``.
     """
 
     kind = "infeasibility"
 
-    def __init__(self, p, value, eps, kernel, classes=None):
+    def __init__(self, p, value, eps, kernel, classes=None, config=None):
         self.p = np.asarray(p, dtype=np.float64)
         self.value = float(value)
-        self.eps = float(eps)
+        self._eps = float(eps)
         self.kernel = kernel
         self.classes = classes
+        self.config = config
+
+    @property
+    def eps(self):
+        """The threshold ||p||_G is checked against (from the run's configuration)."""
+        eps = _thresholds(self.config, "dual_tol")
+        return float(self._eps if eps is None else eps)
 
     def check(self, X, y):
-        from ._validation import check_X
-
-        X = check_X(local_matrix(X))
+        try:
+            eps = self.eps
+        except ValueError as exc:
+            return Verdict.reject(self.kind, str(exc))
+        if not (0.0 < eps < 1.0):
+            return Verdict.reject(self.kind, f"eps = {eps!r} is not in (0, 1): every p in the "
+                                             "simplex has ||p||_G <= 1, such a claim says nothing")
         p = self.p
-        if p.min() < 0 or abs(p.sum() - 1.0) > 1e-9:
-            return Verdict.reject(self.kind, "p is not in the simplex")
+        X = as_data(X)
         ypm = labels_pm(y, self.classes)
-        Gp = signed_normalized_gram_dot(X, ypm, self.kernel, p)
-        norm = np.sqrt(max(float(p @ Gp), 0.0))
-        # the recomputed norm must be within eps (with round-off slack of the recomputation)
-        bound = self.eps * (1 + 1e-6) + 1e-12
-        return Verdict(bool(norm <= bound), self.kind, value=norm, threshold=self.eps,
-                       margin=bound - norm, reason="||p||_G > eps")
+        if p.shape[0] != ypm.shape[0] or n_rows(X) != ypm.shape[0]:
+            return Verdict.reject(self.kind, f"p has {p.shape[0]} entries for {n_rows(X)} "
+                                             f"points and {ypm.shape[0]} labels")
+        if not np.all(np.isfinite(p)) or p.min() < 0 or abs(float(np.sum(p)) - 1.0) > 1e-9:
+            return Verdict.reject(self.kind, "p is not in the simplex (p >= 0, sum(p) = 1)",
+                                  threshold=eps)
+        res = dual_norm_bound(X, ypm, self.kernel, p)
+        if res is None:
+            return Verdict.reject(self.kind, "a point has K(x, x) = 0 (the normalized Gram "
+                                             "is undefined)", threshold=eps)
+        upper, value = res
+        return Verdict(upper <= eps, self.kind, value=value, threshold=eps,
+                       rounding=upper - value, margin=eps - upper,
+                       reason="||p||_G (with its rounding bound) exceeds eps")

@@ -262,9 +262,28 @@ class Kernel(Plugin):
 
     def diag(self, A):
         """K(x_i, x_i) for each row of A (default: through 1 x 1 blocks)."""
-        import numpy as np
-
         return np.array([self(A[i : i + 1], A[i : i + 1])[0, 0] for i in range(A.shape[0])])
+
+    #: entries of a kernel without its own error bound are trusted to this many units in
+    #: the last place by the referee (``careful_block``)
+    trusted_ulps = 4
+
+    def careful_block(self, A, B):
+        """K(A, B) in float64 by the path the referee trusts, and a bound on each entry's error.
+
+        Certificates check their claims from this block (``marginkit.certificates``). The
+        built-in kernels compute it by a path of its own (distance kernels from explicit
+        differences) with a proven bound; this default evaluates the kernel on float64 input
+        and trusts its values to ``trusted_ulps`` units in the last place, so the accuracy of
+        a kernel that does not override it is the kernel's own responsibility.
+        """
+        def as64(M):
+            if sp.issparse(M):
+                return M.astype(np.float64)
+            return np.ascontiguousarray(M, dtype=np.float64)
+
+        K = np.asarray(self(as64(A), as64(B)), dtype=np.float64)
+        return K, (2.0 * self.trusted_ulps * (np.finfo(np.float64).eps / 2)) * np.abs(K)
 
 
 class StoppingRule(Plugin):

@@ -594,16 +594,7 @@ CASES = [
 #: bugs in other modules, routed to their owners; the tests mark them xfail(strict=True)
 #: so they fail loudly once fixed (then delete the entry and regenerate the document).
 #: (test, case id or None, solver or None) -> reason
-_NORM_OVERFLOW_MAXITER = ("row norms squared without scaling overflow for |x| ~ 1e300: the "
-                          "normalized solver stops at 'max_iter' where the unscaled data gives "
-                          "'separable' (marginkit/utils/_operator.pyx)")
-_PERCEPTRON_NAN = ("perceptron: coef_ is NaN for |x| ~ 1e300 (overflow in the unnormalized "
-                   "update) (marginkit/solvers/perceptron.py)")
-KNOWN_BUGS = {
-    **{("hostile", "extreme_huge", s): _NORM_OVERFLOW_MAXITER
-       for s in ("isnkpvn", "nkp", "normalized_perceptron", "nvn", "snkp", "snkpvn")},
-    ("hostile", "extreme_huge", "perceptron"): _PERCEPTRON_NAN,
-}
+KNOWN_BUGS = {}
 
 
 # --------------------------------------------------------------------------- generator

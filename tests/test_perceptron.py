@@ -646,13 +646,13 @@ def test_isnkpvn_refused_finish_leaves_the_iterations_alone(overlap, monkeypatch
     X, y = overlap
     off = mk.solve(X, y, solver="isnkpvn", finish=False)
     checks = []
-    real = perceptron._IteratedState._certifies
+    real = perceptron._IteratedState._finish_holds
 
-    def refuse_first(self, p, eps):
-        checks.append(eps)
-        return False if len(checks) == 1 else real(self, p, eps)
+    def refuse_first(self, claim, p):
+        checks.append(claim)
+        return False if len(checks) == 1 else real(self, claim, p)
 
-    monkeypatch.setattr(perceptron._IteratedState, "_certifies", refuse_first)
+    monkeypatch.setattr(perceptron._IteratedState, "_finish_holds", refuse_first)
     res = mk.solve(X, y, solver="isnkpvn")
     assert res.extra["finish"] == "stopped" and res.n_iter == off.n_iter
     np.testing.assert_array_equal(res.certificate.p, off.certificate.p)

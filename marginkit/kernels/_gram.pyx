@@ -7,8 +7,9 @@ the operands) and touches no Python object inside its ``with nogil:`` section.
   row panels of the upper triangle and a mirror: half the flops, an exactly symmetric
   block). The CSR variants accumulate in float64; CSR x CSR walks the columns of B (``bt_*``: B in CSC form), so
   it costs sum over shared features, like a sparse product.
-* ``l1_*``: out = ||a_i - b_j||_1, with an exact merge over the sorted indices of CSR rows
-  (no cancellation between norms).
+* ``dist_*``: out = sum_f |a_if - b_jf|^p for p = 1 (L1) or 2 (squared Euclidean), from
+  explicit differences with a merge over the sorted indices of CSR rows (no cancellation
+  between norms).
 * ``rbf_exponent`` / ``finish_poly``: the elementwise maps applied in place,
   -gamma max(|a|^2 + |b|^2 - 2 <a, b>, 0) (numpy's SIMD exp follows) and (gamma out + coef0)^p.
 * ``sqnorms_*``: squared row norms, computed once per block in float64.
@@ -231,10 +232,16 @@ def dot_csr_csc(const floating[::1] a_data, const index_a[::1] a_indices,
             _mirror_upper(out)
 
 
-# ------------------------------------------------------------------------------ L1 distances
-def l1_dense_dense(const floating[:, ::1] A, const floating[:, ::1] B, floating[:, ::1] out,
-                   bint same=False):
-    """out[i, j] = sum_f |A[i, f] - B[j, f]| (float64 sums); one triangle when B is A."""
+# ------------------------------------------------------------------------------ distances
+cdef inline double _term(double diff, int power) noexcept nogil:
+    """|diff| (power 1) or diff^2 (power 2): one coordinate's share of the distance."""
+    return fabs(diff) if power == 1 else diff * diff
+
+
+def dist_dense_dense(const floating[:, ::1] A, const floating[:, ::1] B, floating[:, ::1] out,
+                     int power, bint same=False):
+    """out[i, j] = sum_f |A[i, f] - B[j, f]|^power (power 1 or 2) from explicit differences
+    (float64 sums, no cancellation between norms); one triangle when B is A."""
     cdef Py_ssize_t m = out.shape[0]
     cdef Py_ssize_t n = out.shape[1]
     cdef Py_ssize_t d = A.shape[1]
@@ -247,16 +254,16 @@ def l1_dense_dense(const floating[:, ::1] A, const floating[:, ::1] B, floating[
             for j in range(j0, n):
                 s = 0.0
                 for f in range(d):
-                    s = s + fabs(<double>A[i, f] - <double>B[j, f])
+                    s = s + _term(<double>A[i, f] - <double>B[j, f], power)
                 out[i, j] = <floating>s
         if same:
             _mirror_upper(out)
 
 
-def l1_csr_dense(const floating[::1] a_data, const index_a[::1] a_indices,
-                 const index_a[::1] a_indptr, const floating[:, ::1] B,
-                 floating[:, ::1] out):
-    """out[i, j] = ||a_i - B[j]||_1 with A in CSR (exact merge over the row's features)."""
+def dist_csr_dense(const floating[::1] a_data, const index_a[::1] a_indices,
+                   const index_a[::1] a_indptr, const floating[:, ::1] B,
+                   floating[:, ::1] out, int power):
+    """out[i, j] = sum_f |a_if - B[j, f]|^power with A in CSR (merge over the row's features)."""
     cdef Py_ssize_t m = out.shape[0]
     cdef Py_ssize_t n = out.shape[1]
     cdef Py_ssize_t d = B.shape[1]
@@ -272,17 +279,17 @@ def l1_csr_dense(const floating[::1] a_data, const index_a[::1] a_indices,
                 p = a_indptr[i]
                 for f in range(d):
                     if p < p_end and a_indices[p] == f:
-                        s = s + fabs(<double>a_data[p] - <double>B[j, f])
+                        s = s + _term(<double>a_data[p] - <double>B[j, f], power)
                         p = p + 1
                     else:
-                        s = s + fabs(<double>B[j, f])
+                        s = s + _term(<double>B[j, f], power)
                 out[i, j] = <floating>s
 
 
-def l1_dense_csr(const floating[:, ::1] A, const floating[::1] b_data,
-                 const index_b[::1] b_indices, const index_b[::1] b_indptr,
-                 floating[:, ::1] out):
-    """out[i, j] = ||A[i] - b_j||_1 with B in CSR (same summation order as ``l1_csr_dense``)."""
+def dist_dense_csr(const floating[:, ::1] A, const floating[::1] b_data,
+                   const index_b[::1] b_indices, const index_b[::1] b_indptr,
+                   floating[:, ::1] out, int power):
+    """out[i, j] = sum_f |A[i, f] - b_jf|^power with B in CSR (the order of ``dist_csr_dense``)."""
     cdef Py_ssize_t m = out.shape[0]
     cdef Py_ssize_t n = out.shape[1]
     cdef Py_ssize_t d = A.shape[1]
@@ -298,18 +305,18 @@ def l1_dense_csr(const floating[:, ::1] A, const floating[::1] b_data,
                 p_end = b_indptr[j + 1]
                 for f in range(d):
                     if p < p_end and b_indices[p] == f:
-                        s = s + fabs(<double>b_data[p] - <double>A[i, f])
+                        s = s + _term(<double>b_data[p] - <double>A[i, f], power)
                         p = p + 1
                     else:
-                        s = s + fabs(<double>A[i, f])
+                        s = s + _term(<double>A[i, f], power)
                 out[i, j] = <floating>s
 
 
-def l1_csr_csr(const floating[::1] a_data, const index_a[::1] a_indices,
-               const index_a[::1] a_indptr, const floating[::1] b_data,
-               const index_b[::1] b_indices, const index_b[::1] b_indptr,
-               floating[:, ::1] out, bint same=False):
-    """out[i, j] = ||a_i - b_j||_1, both CSR with sorted indices (merge of the two rows)."""
+def dist_csr_csr(const floating[::1] a_data, const index_a[::1] a_indices,
+                 const index_a[::1] a_indptr, const floating[::1] b_data,
+                 const index_b[::1] b_indices, const index_b[::1] b_indptr,
+                 floating[:, ::1] out, int power, bint same=False):
+    """out[i, j] = sum_f |a_if - b_jf|^power, both CSR with sorted indices (merge of the rows)."""
     cdef Py_ssize_t m = out.shape[0]
     cdef Py_ssize_t n = out.shape[1]
     cdef Py_ssize_t i, j, j0
@@ -331,13 +338,13 @@ def l1_csr_csr(const floating[::1] a_data, const index_a[::1] a_indices,
                     ca = a_indices[p] if p < p_end else -1
                     cb = b_indices[q] if q < q_end else -1
                     if cb < 0 or (ca >= 0 and ca < cb):
-                        s = s + fabs(<double>a_data[p])
+                        s = s + _term(<double>a_data[p], power)
                         p = p + 1
                     elif ca < 0 or cb < ca:
-                        s = s + fabs(<double>b_data[q])
+                        s = s + _term(<double>b_data[q], power)
                         q = q + 1
                     else:
-                        s = s + fabs(<double>a_data[p] - <double>b_data[q])
+                        s = s + _term(<double>a_data[p] - <double>b_data[q], power)
                         p = p + 1
                         q = q + 1
                 out[i, j] = <floating>s

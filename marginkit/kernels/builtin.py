@@ -96,19 +96,73 @@ def _dot_block(A, B, upper_only=False):
     return out
 
 
-def _l1_block(A, B):
-    """||a_i - b_j||_1 as a new dense C-ordered array (exact merges for CSR rows)."""
+def _dist_block(A, B, power):
+    """sum_f |a_if - b_jf|^power (power 1: L1, 2: squared Euclidean) as a new dense
+    C-ordered array, from explicit differences (exact merges for CSR rows)."""
     same = B is A
     out = _empty_block(A, B, A.dtype)
     if not sp.issparse(A) and not sp.issparse(B):
-        _gram.l1_dense_dense(A, B, out, same)
+        _gram.dist_dense_dense(A, B, out, power, same)
     elif sp.issparse(A) and not sp.issparse(B):
-        _gram.l1_csr_dense(A.data, A.indices, A.indptr, B, out)
+        _gram.dist_csr_dense(A.data, A.indices, A.indptr, B, out, power)
     elif not sp.issparse(A):
-        _gram.l1_dense_csr(A, B.data, B.indices, B.indptr, out)
+        _gram.dist_dense_csr(A, B.data, B.indices, B.indptr, out, power)
     else:
-        _gram.l1_csr_csr(A.data, A.indices, A.indptr, B.data, B.indices, B.indptr, out, same)
+        _gram.dist_csr_csr(A.data, A.indices, A.indptr, B.data, B.indices, B.indptr, out,
+                           power, same)
     return out
+
+
+def _as64(X):
+    """X with float64 entries (exact for float32), dense ones C-ordered (a copy only when
+    the dtype or the layout changes)."""
+    if sp.issparse(X):
+        return X if X.dtype == np.float64 else X.astype(np.float64)
+    return np.ascontiguousarray(X, dtype=np.float64)
+
+
+def _row_nnz_max(X):
+    """The most entries a row of X can have in a dot product (d for dense)."""
+    if sp.issparse(X):
+        return int(np.diff(X.indptr).max()) if X.shape[0] else 0
+    return X.shape[1]
+
+
+#: the kernels' own accuracy targets: an entry of an RBF block whose cancellation bound
+#: exceeds this (after centering) is recomputed from explicit differences
+_RBF_TOLERANCE = {np.dtype(np.float64): 2.0**-36, np.dtype(np.float32): 2.0**-12}
+_U64 = np.finfo(np.float64).eps / 2
+#: the absolute error of an exp that underflows to 0
+_TINY = float(np.finfo(np.float64).smallest_subnormal)
+
+
+def _cancellation_bound(k, u):
+    """The factor c with |fl(D2) - D2| <= c (|a|^2 + |b|^2) for D2 = |a|^2 + |b|^2 - 2 <a, b>
+    on centered rows: the dot product's gamma_k |a| |b| <= (k + 2) u (|a|^2 + |b|^2) / 2,
+    the norms' and the sum's roundings, and the centering subtraction (each centered entry
+    within u of its exact value: 3 u (|a|^2 + |b|^2) more); k terms per dot product."""
+    return (k + 12) * u
+
+
+def _cancelled_rows(Ac, Bc, na, nb, g, dtype, tol):
+    """Rows i with g _cancellation_bound (|a_i|^2 + max_j |b_j|^2) > tol: those whose
+    entries the norm formula may have cancelled beyond ``tol``."""
+    u = np.finfo(dtype).eps / 2
+    k = max(_row_nnz_max(Ac), _row_nnz_max(Bc))
+    worst = g * _cancellation_bound(k, u) * (np.asarray(na, dtype=np.float64)
+                                             + float(np.max(nb, initial=0.0)))
+    return np.flatnonzero(worst > tol)
+
+
+def _centered(A, B):
+    """Dense A, B translated by the mean of B's rows (distances are unchanged; the norms
+    that |a|^2 + |b|^2 - 2<a, b> cancels become the data's spread, not its offset).
+    Sparse operands are returned as they are (translating them would densify)."""
+    if sp.issparse(A) or sp.issparse(B):
+        return A, B
+    c = np.mean(B, axis=0, dtype=np.float64).astype(A.dtype)
+    Ac = A - c
+    return Ac, (Ac if B is A else B - c)
 
 
 def _resolve_gamma(gamma, n_features):
@@ -161,13 +215,68 @@ class RBFKernel(Kernel):
     def __call__(self, A, B=None):
         A, B, dtype = prepare_pair(A, B)
         g = _resolve_gamma(self.gamma, A.shape[1])
-        K = _dot_block(A, B, upper_only=True)  # rbf_exponent mirrors the upper triangle
-        na = _row_sqnorms(A)
-        nb = na if B is A else _row_sqnorms(B)
+        same = B is A
+        Ac, Bc = _centered(A, B)
+        K = _dot_block(Ac, Bc, upper_only=True)  # rbf_exponent mirrors the upper triangle
+        na = _row_sqnorms(Ac)
+        nb = na if same else _row_sqnorms(Bc)
         # ||a - b||^2 = ||a||^2 + ||b||^2 - 2 <a, b>, clipped at 0 (round-off), then exp
-        _gram.rbf_exponent(K, na, nb, g, B is A)
+        _gram.rbf_exponent(K, na, nb, g, same)
         np.exp(K, out=K)
+        self._recompute_cancelled_rows(A, B, Ac, Bc, na, nb, g, K)
         return K
+
+    @staticmethod
+    def _recompute_cancelled_rows(A, B, Ac, Bc, na, nb, g, K):
+        """Rows of K whose entries the norm formula may have cancelled beyond the kernel's
+        tolerance, recomputed from explicit differences (float64).
+
+        The rounding of |a|^2 + |b|^2 - 2 <a, b> on the centered rows is at most
+        (k + 12) u (|a|^2 + |b|^2) (``_cancellation_bound``), so an entry exp(-g D2) is off
+        by at most g (k + 12) u (|a|^2 + |b|^2). Row i is recomputed when that exceeds the
+        tolerance for some column (rows with norms far above the data's spread: sparse
+        data with an offset, far outliers); on centered dense data no row is.
+        """
+        rows = _cancelled_rows(Ac, Bc, na, nb, g, K.dtype, _RBF_TOLERANCE[K.dtype])
+        if rows.size == 0:
+            return
+        same = B is A
+        B64 = _as64(B)
+        step = max(1, (1 << 22) // max(B.shape[0], 1))
+        for r0 in range(0, rows.size, step):
+            idx = rows[r0:r0 + step]
+            D2 = _dist_block(_as64(A[idx]), B64, 2)
+            Ki = np.exp(-g * D2)
+            K[idx] = Ki
+            if same:
+                K[:, idx] = Ki.T
+
+    def careful_block(self, A, B):
+        """K(A, B) in float64 and a bound on each entry's error.
+
+        D2 = |a|^2 + |b|^2 - 2 <a, b> on rows centered by the mean of B's rows is off by at
+        most e = (k + 12) u (|a|^2 + |b|^2) (``_cancellation_bound``); the rows where that
+        bound is not small next to the entries are recomputed from explicit differences,
+        whose terms are all non-negative (e = (k + 4) u D2). With D2 within e of the exact
+        value, |K - fl(K)| <= exp(-g max(D2 - e, 0)) 2 g e + 8 u K (exp: 4 ulps) + the
+        smallest subnormal (an exp that underflows).
+        """
+        A, B = _as64(A), _as64(B)
+        g = _resolve_gamma(self.gamma, A.shape[1])
+        Ac, Bc = _centered(A, B)
+        na = np.asarray(_row_sqnorms(Ac), dtype=np.float64)
+        nb = na if Bc is Ac else np.asarray(_row_sqnorms(Bc), dtype=np.float64)
+        k = max(_row_nnz_max(Ac), _row_nnz_max(Bc))
+        S = na[:, None] + nb[None, :]
+        D2 = np.maximum(S - 2.0 * _dot_block(Ac, Bc), 0.0)
+        e = _cancellation_bound(k, _U64) * S
+        rows = _cancelled_rows(Ac, Bc, na, nb, g, np.dtype(np.float64), 2.0**-40)
+        if rows.size:
+            D2[rows] = _dist_block(A[rows], B, 2)
+            e[rows] = (k + 4) * _U64 * D2[rows]
+        K = np.exp(-g * D2)
+        err = np.exp(-g * np.maximum(D2 - e, 0.0)) * (2.0 * g * e) + 8 * _U64 * K + _TINY
+        return K, err
 
     def diag(self, A):
         A, _, dtype = prepare_pair(A)
@@ -200,6 +309,25 @@ class PolynomialKernel(Kernel):
         _gram.finish_poly(K, g, float(self.coef0), int(self.degree), B is A)
         return K
 
+    def careful_block(self, A, B):
+        """K(A, B) in float64 and a bound on each entry's error.
+
+        fl(<a, b>) is off by at most gamma_k |a| |b| (Cauchy-Schwarz on sum |a_f b_f|), so the
+        base t = g <a, b> + c0 by D = g gamma_k |a| |b| + 2 u |t|, and t^p by
+        p (|t| + D)^(p - 1) D + 2 p u |t^p|.
+        """
+        A, B = _as64(A), _as64(B)
+        g = _resolve_gamma(self.gamma, A.shape[1])
+        p = int(self.degree)
+        t = g * _dot_block(A, B) + float(self.coef0)
+        k = max(_row_nnz_max(A), _row_nnz_max(B))
+        na = np.sqrt(_row_sqnorms(A))
+        nb = np.sqrt(_row_sqnorms(B))
+        dt = g * ((k + 2) * _U64) * np.outer(na, nb) + 2 * _U64 * np.abs(t)
+        K = t ** p
+        err = p * (np.abs(t) + dt) ** (p - 1) * dt + 2 * p * _U64 * np.abs(K)
+        return K, err
+
     def diag(self, A):
         A, _, dtype = prepare_pair(A)
         g = _resolve_gamma(self.gamma, A.shape[1])
@@ -221,10 +349,22 @@ class LaplacianKernel(Kernel):
     def __call__(self, A, B=None):
         A, B, dtype = prepare_pair(A, B)
         g = _resolve_gamma(self.gamma, A.shape[1])
-        K = _l1_block(A, B)
+        K = _dist_block(A, B, 1)
         np.multiply(K, -g, out=K)
         np.exp(K, out=K)
         return K
+
+    def careful_block(self, A, B):
+        """K(A, B) in float64 and a bound on each entry's error: the L1 distance from
+        explicit differences has relative error <= (k + 2) u, so
+        |K - fl(K)| <= K (g D1 (k + 3) u + 8 u)."""
+        A, B = _as64(A), _as64(B)
+        g = _resolve_gamma(self.gamma, A.shape[1])
+        D1 = _dist_block(A, B, 1)
+        K = np.exp(-g * D1)
+        k = A.shape[1]
+        err = K * (g * D1 * ((k + 3) * _U64) + 8 * _U64) + _TINY
+        return K, err
 
     def diag(self, A):
         A, _, dtype = prepare_pair(A)
@@ -384,6 +524,13 @@ class SplineKernel(Kernel):
         if same:
             _gram.mirror_upper(K)
         return K.astype(dtype, copy=False)
+
+    def careful_block(self, A, B):
+        """K(A, B) in float64 and a bound on each entry's error: every coordinate's factor
+        is accurate to about 1e-14 (closed forms and series of ``_periodic``), so the
+        product of d factors to d 1e-13 relative (a margin of 10)."""
+        K = np.asarray(self(_as64(A), _as64(B)), dtype=np.float64)
+        return K, (A.shape[1] * 1e-13 + 8 * _U64) * np.abs(K)
 
     def diag(self, A):
         from ._periodic import periodic_cosine_series

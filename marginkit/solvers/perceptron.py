@@ -37,9 +37,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._registry import _register_builtin
-from ..certificates import InfeasibilityCertificate, SeparatorCertificate, signed_normalized_gram_dot
+from ..certificates import InfeasibilityCertificate, SeparatorCertificate
 from .._validation import Param
 from ..plugins import Solver, SolverState
+from ..stopping import DualCertificate
 from ..smoothers.builtin import cython_smoother
 from ..utils._operator import FeatureOperator, make_operator
 from ._perceptron_fast import (IteratedSmoothedCore, NKPCore, NormalizedPerceptronCore,
@@ -47,8 +48,9 @@ from ._perceptron_fast import (IteratedSmoothedCore, NKPCore, NormalizedPerceptr
 
 __all__ = ["Perceptron", "NormalizedPerceptron", "NKP", "SNKP", "NVN", "SNKPVN", "ISNKPVN"]
 
-_EPS = Param(1e-6, types=numbers.Real, low=0, low_open=True,
-             doc="tolerance on ||p||_G for an infeasibility certificate (dual_certificate rule)")
+_EPS = Param(1e-6, types=numbers.Real, low=0, low_open=True, high=1, high_open=True,
+             doc="tolerance on ||p||_G for an infeasibility certificate (dual_certificate "
+                 "rule); below 1, since every p in the simplex has ||p||_G <= 1")
 
 
 def _check_q(value, name, owner):
@@ -72,15 +74,6 @@ class _FamilyState(SolverState):
         self.elapsed = 0.0
         self._refuted = {}
 
-    def _exact_dot(self, v):
-        """G v in float64: a fresh product when the operator is exact (float64 data, finite
-        nonzero norms), else the overflow-safe recomputation from X that ``verify`` uses."""
-        pb = self.problem
-        sd = np.asarray(self.op.sqrt_diag)
-        if pb.X.dtype == np.float64 and np.all(np.isfinite(sd)) and np.all(sd > 0):
-            return np.asarray(self.op.dot(np.ascontiguousarray(v, dtype=np.float64)))
-        return signed_normalized_gram_dot(pb.X, pb.y, pb.kernel, v)
-
     def certificate(self, status):
         """The certificate of a "separable" / "infeasible" claim at the current iterate
         (re-checked by the run loop), or None to decline it for now: after a refuted claim,
@@ -91,37 +84,26 @@ class _FamilyState(SolverState):
         if status == "separable":
             if last is not None and float(core.min_margin) <= 2 * last:
                 return None
-            return SeparatorCertificate(self._alpha(), core.min_margin, self.problem.kernel,
-                                        self.problem.classes_)
+            return self._certificate("separable", self._alpha())
         if status == "infeasible":
-            value = float(core.dual_norm)
-            if last is not None and value >= last / 2:
+            if last is not None and float(core.dual_norm) >= last / 2:
                 return None
-            return InfeasibilityCertificate(np.array(core.best_p_arr, dtype=np.float64), value,
-                                            max(float(core.dual_tol), value),
-                                            self.problem.kernel, self.problem.classes_)
+            return self._certificate("infeasible", np.array(core.best_p_arr, dtype=np.float64))
         return None
+
+    def _certificate(self, status, v):
+        """The certificate of ``status`` for the vector ``v`` (alpha, or p), bound to the
+        run's configuration (its threshold)."""
+        pb, core = self.problem, self.core
+        if status == "separable":
+            return SeparatorCertificate(v, core.min_margin, pb.kernel, pb.classes_,
+                                        config=pb.config)
+        return InfeasibilityCertificate(v, float(core.dual_norm), float(core.dual_tol),
+                                        pb.kernel, pb.classes_, config=pb.config)
 
     def refuted(self, status, verdict):
         core = self.core
         self._refuted[status] = float(core.min_margin if status == "separable" else core.dual_norm)
-
-    def _holds(self, status, v, eps=None):
-        """The claim in float64, with the criterion of the certificates' ``verify``:
-        "separable": G v > 0; "infeasible": ||v||_G <= eps. Only the normalized operators
-        of an in-memory problem are re-checked (the others' claims stand as computed)."""
-        if self.problem is None or not self.op.normalize:
-            return True
-        return self._separates(v) if status == "separable" else self._certifies(v, eps)
-
-    def _separates(self, alpha):
-        """G alpha > 0, in float64 (the criterion of ``SeparatorCertificate.verify``)."""
-        return bool(np.all(self._exact_dot(alpha) > 0))
-
-    def _certifies(self, p, eps):
-        """||p||_G <= eps, in float64 (that of ``InfeasibilityCertificate.verify``)."""
-        norm = np.sqrt(max(float(p @ self._exact_dot(p)), 0.0))
-        return bool(norm <= eps * (1 + 1e-6) + 1e-12)
 
     def _alpha(self):
         return np.array(self.core.alpha_arr, dtype=np.float64)
@@ -165,11 +147,15 @@ class _IteratedState(_FamilyState):
             # the finish's p is taken only once checked like a certificate, from scratch
             p = np.array(self.core.finish.p_arr, dtype=np.float64)
             claim = "separable" if candidate == "separator" else "infeasible"
-            if self._holds(claim, p, float(self.core.dual_tol)):
+            if self._finish_holds(claim, p):
                 self.core.accept_finish()
             else:
                 self.core.refuse_finish()
         self.n_iter += 1
+
+    def _finish_holds(self, claim, p):
+        """The finish's candidate p passes the referee as the certificate of ``claim``."""
+        return bool(self.problem.check_certificate(self._certificate(claim, p)))
 
     def snapshot(self):
         snap = super().snapshot()
@@ -186,6 +172,17 @@ class _PerceptronFamily(Solver):
     default_max_iter = 10_000
     param_table = {"eps": _EPS}
     _normalize = True
+    #: the parameter that is the solver's own tolerance on ||p||_G (``dual_tol``)
+    _dual_tol_param = "eps"
+
+    def claim_thresholds(self, rules):
+        """What the run's claims are checked against: ``dual_tol``, the largest eps of its
+        ``dual_certificate`` rules (a rule without eps: the solver's own tolerance), or the
+        solver's tolerance when no such rule is configured."""
+        own = float(self.params[self._dual_tol_param])
+        eps = [own if r.params.get("eps") is None else float(r.params["eps"])
+               for r in rules if isinstance(r, DualCertificate)]
+        return {"dual_tol": max(eps) if eps else own}
 
     def _operator(self, problem):
         return make_operator(problem, normalize=self._normalize)
@@ -209,25 +206,16 @@ class _PerceptronFamily(Solver):
 
 def family_fields(problem, status, core, alpha, dual_vector, best_p):
     """Result fields every solver of the family returns (in memory and on Dask chunks):
-    status, alpha, p, the margin bounds, and the certificate the status claims: a separator
-    (alpha, checked by G alpha > 0) or an infeasibility certificate (the best p, ``best_p()``
-    read only then, with ||p||_G <= eps)."""
+    status, alpha, p and the margin bounds. The certificate of a claim is the one the run
+    loop re-checked before stopping (``_FamilyState.certificate``)."""
     lower, upper = core.margin_bounds()
-    fields = {
+    return {
         "status": status,
         "dual_coef_": alpha,
         "dual_vector": dual_vector,
         "margin_bounds": (float(lower), float(upper)),
         "certificate": None,
     }
-    kernel, classes = problem.kernel, problem.classes_
-    if status == "separable":
-        fields["certificate"] = SeparatorCertificate(alpha, core.min_margin, kernel, classes)
-    elif status == "infeasible":
-        value = float(core.dual_norm)
-        fields["certificate"] = InfeasibilityCertificate(
-            best_p(), value, max(float(core.dual_tol), value), kernel, classes)
-    return fields
 
 
 def _model(problem, op, alpha):
@@ -426,11 +414,12 @@ class SNKPVN(_PerceptronFamily):
     default_smoother = "l2"
     default_stop = ("separated", "dual_certificate")
     default_max_iter = 100_000
+    _dual_tol_param = "delta"
     param_table = {
         "q": Param(None, allow_none=True, validator=_check_q,
                    doc="center q in the simplex (None: 1/n)"),
-        "delta": Param(1e-6, types=numbers.Real, low=0, low_open=True,
-                       doc="accuracy delta: stop when ||p||_G <= delta"),
+        "delta": Param(1e-6, types=numbers.Real, low=0, low_open=True, high=1, high_open=True,
+                       doc="accuracy delta: stop when ||p||_G <= delta (below 1)"),
     }
 
     def _core(self, problem, op):

@@ -41,8 +41,10 @@ class DualCertificate(StoppingRule):
 
     requires = ("dual_norm", "dual_tol")
     status = "infeasible"
-    param_table = {"eps": Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
-                                doc="threshold on ||p||_G")}
+    param_table = {"eps": Param(None, types=numbers.Real, low=0, low_open=True, high=1,
+                                high_open=True, allow_none=True,
+                                doc="threshold on ||p||_G (below 1: every p in the simplex "
+                                    "has ||p||_G <= 1)")}
 
     def threshold(self, state):
         """The eps of this rule for the run of ``state``."""

@@ -280,6 +280,46 @@ def _row_sqnorms(Phi):
     return np.einsum("ij,ij->i", Phi, Phi, dtype=np.float64)
 
 
+#: squared norms outside [2^-960, 2^960] may have lost digits to underflow or overflowed:
+#: those rows get their norm from the row divided by its largest magnitude
+_SAFE_SQ = (2.0**-960, 2.0**960)
+
+
+def row_norms(Phi):
+    """||phi_i|| in float64 for every row, without overflow or underflow: the squared norms
+    of ``_row_sqnorms``, and for the rows whose square is out of the safe range the norm of
+    the row divided by its largest magnitude, times that magnitude."""
+    sq = _row_sqnorms(Phi)
+    bad = np.flatnonzero(~((sq >= _SAFE_SQ[0]) & (sq <= _SAFE_SQ[1])))
+    nrm = np.sqrt(sq, out=sq)
+    for i in bad:
+        row = Phi[i]
+        row = np.asarray(row.toarray() if sp.issparse(row) else row, dtype=np.float64).ravel()
+        m = float(np.max(np.abs(row), initial=0.0))
+        nrm[i] = 0.0 if m == 0.0 else m * float(np.sqrt(np.dot(row / m, row / m)))
+    return nrm
+
+
+#: row norms a Gram operator accepts: its products divide by them (normalized) or multiply
+#: their squares (unnormalized), which must stay finite and nonzero in float64
+_NORM_RANGE = {True: (2.0**-1000, 2.0**1000), False: (2.0**-500, 2.0**500)}
+
+
+def _scale_error(sd, normalize):
+    lo, hi = _NORM_RANGE[bool(normalize)]
+    bad = np.flatnonzero((sd > 0) & ((sd < lo) | (sd > hi)))
+    if not bad.size:
+        return None
+    what = ("the normalized Gram divides each row by its norm" if normalize else
+            "the classic perceptron works with the raw Gram X X^T (squared norms)")
+    return ValueError(
+        f"X has rows with norms {float(sd[bad[0]]):.3g} (row {int(bad[0])}"
+        f"{' and others' if bad.size > 1 else ''}) outside [{lo:.3g}, {hi:.3g}]: {what}, "
+        "which overflows or underflows float64 there; rescale X (any positive factor gives "
+        "the same iterates)"
+    )
+
+
 cdef class FeatureOperator(GramOperator):
     """G through an explicit feature map: ``G a = S Phi (Phi^T (S a))`` in O(nnz(Phi)).
 
@@ -321,11 +361,13 @@ cdef class FeatureOperator(GramOperator):
         self.n, self.d = Phi.shape
         self.normalize = normalize
         self._phi = Phi
-        sq = _row_sqnorms(Phi)
-        bad = np.flatnonzero(~(sq > 0))
+        sd = row_norms(Phi)
+        bad = np.flatnonzero(~(sd > 0))
         if bad.size:
             raise _zero_rows_error(bad, "all-zero feature rows")
-        sd = np.sqrt(sq, out=sq)  # in place: one n-vector less
+        err = _scale_error(sd, normalize)
+        if err is not None:
+            raise err
         self._sqrt_diag = sd
         self._scale = y / sd if normalize else y.copy()
         self._w = np.zeros(max(self.d, 1))

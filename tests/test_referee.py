@@ -1,0 +1,331 @@
+"""The referee of the perceptron family's claims (``marginkit.certificates``).
+
+A claim a run reports ("separable", "infeasible") must be true: ``check`` recomputes it from
+X, y and the kernel in float64 with a bound on its own rounding, against the thresholds of
+the run's configuration; hostile but legal inputs (cancelling distances, non-PSD Grams,
+magnitudes near overflow, tampered certificates) never yield a claim that an independent
+numpy recomputation rejects.
+"""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import marginkit as mk
+from marginkit.certificates import (InfeasibilityCertificate, NotPositiveSemidefiniteError,
+                                    SeparatorCertificate, Verdict)
+from marginkit.datasets import make_xor
+
+FAMILY = ["perceptron", "normalized_perceptron", "nkp", "snkp", "nvn", "snkpvn", "isnkpvn"]
+DUAL = ["nvn", "snkpvn", "isnkpvn"]
+
+
+# ------------------------------------------------------------------ numpy references
+def rbf_reference(A, B, gamma):
+    """exp(-gamma ||a - b||^2) from explicit differences in long double."""
+    A = np.asarray(A, dtype=np.longdouble)
+    B = np.asarray(B, dtype=np.longdouble)
+    D2 = ((A[:, None, :] - B[None, :, :]) ** 2).sum(axis=2)
+    return np.exp(-gamma * D2)
+
+
+def normalized_gram(K, y):
+    K = np.asarray(K, dtype=np.longdouble)
+    d = np.sqrt(np.diag(K))
+    y = np.asarray(y, dtype=np.longdouble)
+    return (y[:, None] * y[None, :]) * K / (d[:, None] * d[None, :])
+
+
+def pm(y):
+    y = np.asarray(y)
+    return np.where(y == np.unique(y)[1], 1.0, -1.0)
+
+
+def reference_claim_holds(res, X, y, kernel_gram):
+    """An independent check of a result's claim from an explicit Gram matrix."""
+    G = normalized_gram(kernel_gram, pm(y))
+    if res.status == "separable":
+        alpha = np.asarray(res.certificate.alpha, dtype=np.longdouble)
+        return bool(np.all(G @ alpha > 0))
+    if res.status == "infeasible":
+        p = np.asarray(res.certificate.p, dtype=np.longdouble)
+        return bool(p.min() >= 0 and np.sqrt(max(float(p @ G @ p), 0.0)) <= res.certificate.eps)
+    return True
+
+
+def offset_pairs(offset, dtype=np.float64, gap=0.01):
+    """Points on a small grid around ``offset`` with a pair ``gap`` apart of opposite labels:
+    separable by RBF (distinct points), not by a hyperplane through 0 at this offset."""
+    rng = np.random.default_rng(0)
+    base = rng.uniform(-1, 1, size=(10, 2))
+    X = np.vstack([base, base[:1] + [gap, 0.0]]) + offset
+    y = np.r_[np.where(base[:, 0] > 0, 1, -1), -np.sign(base[0, 0]) or 1]
+    return X.astype(dtype), y
+
+
+# ------------------------------------------------------------------ item: cancellation
+@pytest.mark.parametrize("offset,dtype,tol", [(1e6, np.float64, 1e-9), (1e3, np.float32, 2e-5)])
+def test_rbf_gram_does_not_cancel_at_an_offset(offset, dtype, tol):
+    X, _ = offset_pairs(offset, dtype)
+    K = mk.get_plugin("kernel", "rbf")(gamma=0.5)(X)
+    ref = rbf_reference(X.astype(np.float64), X.astype(np.float64), 0.5)
+    assert float(np.max(np.abs(K - ref))) <= tol
+    # the pair 0.01 apart: K = exp(-0.5 * 1e-4), not 1
+    assert K[0, -1] < 1.0 - 1e-5
+
+
+def test_rbf_gram_sparse_offset_rows_recomputed():
+    X, _ = offset_pairs(1e6)
+    Xs = sp.csr_matrix(X)
+    K = mk.get_plugin("kernel", "rbf")(gamma=0.5)(Xs)
+    ref = rbf_reference(X, X, 0.5)
+    assert float(np.max(np.abs(K - ref))) <= 1e-9
+
+
+@pytest.mark.parametrize("solver", DUAL)
+@pytest.mark.parametrize("offset,dtype", [(1e6, np.float64), (1e3, np.float32)])
+def test_no_false_infeasibility_under_rbf_at_an_offset(solver, offset, dtype):
+    X, y = offset_pairs(offset, dtype)
+    res = mk.solve(X, y, solver=solver, kernel="rbf", kernel_params={"gamma": 0.5},
+                   max_iter=3000)
+    assert res.status != "infeasible"
+    K = rbf_reference(X.astype(np.float64), X.astype(np.float64), 0.5)
+    assert reference_claim_holds(res, X, y, K)
+    if res.certificate is not None:
+        assert res.certificate.verify(X, y)
+
+
+def test_verify_rejects_a_cancelled_infeasibility_claim():
+    """The certificate the old cancelling Gram suggested (uniform p, norm ~0 at K = 1)."""
+    X, y = offset_pairs(1e6)
+    kernel = mk.get_plugin("kernel", "rbf")(gamma=0.5)
+    p = np.zeros(len(y))
+    p[0] = p[-1] = 0.5
+    cert = InfeasibilityCertificate(p, 0.0, 1e-6, kernel, np.unique(y))
+    verdict = cert.check(X, y)
+    assert not verdict and verdict.value > 1e-4
+
+
+# ------------------------------------------------------------------ item: non-PSD kernels
+def _indexed_kernel(M):
+    def k(A, B):
+        return M[np.asarray(A, dtype=int)[:, 0]][:, np.asarray(B, dtype=int)[:, 0]]
+    return k
+
+
+NON_PSD = np.array([[1.0, 2.0], [2.0, 1.0]])
+
+
+@pytest.mark.parametrize("solver", DUAL)
+def test_non_psd_precomputed_gram_is_an_error(solver):
+    with pytest.raises(NotPositiveSemidefiniteError, match="not positive semi-definite"):
+        mk.solve(NON_PSD, [1, -1], solver=solver, kernel="precomputed")
+
+
+@pytest.mark.parametrize("solver", DUAL)
+def test_non_psd_callable_kernel_is_an_error(solver):
+    X = np.array([[0.0], [1.0]])
+    with pytest.raises(NotPositiveSemidefiniteError, match="not positive semi-definite"):
+        mk.solve(X, [1, -1], solver=solver, kernel=_indexed_kernel(NON_PSD))
+
+
+def test_non_psd_certificate_never_verifies():
+    kernel = mk.get_plugin("kernel", "precomputed")()
+    cert = InfeasibilityCertificate([0.5, 0.5], 0.0, 1e-6, kernel, np.array([-1, 1]))
+    with pytest.raises(NotPositiveSemidefiniteError):
+        cert.verify(NON_PSD, [1, -1])
+
+
+# ------------------------------------------------------------------ item: float64 re-checks
+def test_perceptron_refuses_norms_its_raw_gram_cannot_hold():
+    X, y = make_xor(40, random_state=0)[:2]
+    X = np.c_[X, np.ones(len(X))] * 1e160
+    with pytest.raises(ValueError, match="rescale X"):
+        mk.solve(X, y, solver="perceptron")
+
+
+@pytest.mark.parametrize("scale", [1e150, 1e-150, 1e300, 1e-300])
+@pytest.mark.parametrize("solver", FAMILY)
+def test_extreme_scales_claims_hold(solver, scale):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(30, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    try:
+        res = mk.solve(X * scale, y, solver=solver, max_iter=2000)
+    except ValueError as exc:
+        assert "rescale X" in str(exc)
+        return
+    if res.status in ("separable", "infeasible"):
+        assert res.certificate.verify(X * scale, y)
+        assert reference_claim_holds(res, X, y, X @ X.T)  # same directions
+    if res.coef_ is not None:
+        assert np.all(np.isfinite(res.coef_))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_perceptron_rbf_float32_claims_verify(seed):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(60, 5)).astype(np.float32)
+    y = np.where(rng.random(60) > 0.5, 1, -1)
+    res = mk.solve(X, y, solver="perceptron", kernel="rbf", kernel_params={"gamma": 0.3},
+                   max_iter=5000)
+    if res.status == "separable":
+        assert res.certificate.verify(X, y)
+        assert reference_claim_holds(res, X, y, rbf_reference(X, X, 0.3))
+
+
+def test_dask_dual_family_no_false_claim_at_1e155():
+    da = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(80, 3))
+    y = np.where(X[:, 0] > 0.1, 1, -1)
+    X = X * 1e155
+    for solver in DUAL:
+        kw = {"finish": False} if solver == "isnkpvn" else {}
+        res = mk.solve(da.from_array(X, chunks=(20, 3)), y, solver=solver, max_iter=2000, **kw)
+        assert res.status != "infeasible"
+        if res.status == "separable":
+            assert res.certificate.verify(X, y)
+            assert reference_claim_holds(res, X / 1e155, y, (X / 1e155) @ (X / 1e155).T)
+
+
+# ------------------------------------------------------------------ item: a strict verify()
+def _infeasible_run():
+    X, y = make_xor(200, random_state=0)[:2]
+    res = mk.solve(X, y, solver="isnkpvn")
+    assert res.status == "infeasible"
+    return X, y, res
+
+
+def test_verify_refuses_labels_outside_classes():
+    X, y, res = _infeasible_run()
+    bad = np.where(y == y.max(), 7, y)
+    with pytest.raises(ValueError, match="not among the run's classes"):
+        res.certificate.verify(X, bad)
+
+
+@pytest.mark.parametrize("eps", [1.0, 5.0])
+def test_eps_at_or_above_one_is_refused(eps):
+    X, y = make_xor(20, random_state=0)[:2]
+    with pytest.raises(ValueError, match="eps"):
+        mk.solve(X, y, solver="isnkpvn", eps=eps)
+    with pytest.raises(ValueError, match="eps"):
+        mk.solve(X, y, solver="nvn", stop=[("dual_certificate", {"eps": eps})])
+    with pytest.raises(ValueError, match="delta"):
+        mk.solve(X, y, solver="snkpvn", delta=eps)
+
+
+def test_threshold_is_the_runs_not_the_certificates():
+    X, y, res = _infeasible_run()
+    cert = res.certificate
+    assert cert.eps == 1e-6
+    cert._eps = 0.9  # tampering with the stored number changes nothing
+    assert cert.eps == 1e-6
+    cert.p = np.full(len(y), 1.0 / len(y))  # a p whose norm is far above 1e-6
+    assert not cert.verify(X, y)
+    # a certificate built outside a run is checked against the eps it was built with
+    loose = InfeasibilityCertificate(np.full(len(y), 1.0 / len(y)), 0.0, 0.9, cert.kernel,
+                                     cert.classes)
+    assert loose.check(X, y).threshold == 0.9
+
+
+def test_the_dual_certificate_rule_eps_is_the_threshold():
+    X, y = make_xor(200, random_state=0)[:2]
+    res = mk.solve(X, y, solver="nvn", stop=["separated", ("dual_certificate", {"eps": 1e-2})])
+    assert res.status == "infeasible" and res.certificate.eps == 1e-2
+    assert res.certificate.verify(X, y)
+    assert mk.solve(X, y, solver="snkpvn", delta=1e-3).certificate.eps == 1e-3
+
+
+def test_threshold_within_rounding_is_no_certificate():
+    """Two copies of a point with opposite labels: ||p||_G is 0 in exact arithmetic, but a
+    threshold below the recomputation's rounding bound cannot be certified."""
+    X = np.array([[1.0, 2.0], [1.0, 2.0], [3.0, -1.0]])
+    y = np.array([1, -1, 1])
+    kernel = mk.get_plugin("kernel", "linear")()
+    p = np.array([0.5, 0.5, 0.0])
+    ok = InfeasibilityCertificate(p, 0.0, 1e-6, kernel, np.array([-1, 1])).check(X, y)
+    assert ok and 0 < ok.rounding < 1e-12
+    tiny = InfeasibilityCertificate(p, 0.0, 1e-300, kernel, np.array([-1, 1])).check(X, y)
+    assert not tiny and tiny.margin < 0
+
+
+@pytest.mark.parametrize("layout", ["dense", "csr", "fortran", "float32"])
+def test_tampered_certificates_are_rejected(layout):
+    X, y, res = _infeasible_run()
+    Xl = {"dense": X, "csr": sp.csr_matrix(X), "fortran": np.asfortranarray(X),
+          "float32": X.astype(np.float32)}[layout]
+    cert = res.certificate
+    assert cert.verify(Xl, y)
+    p = cert.p
+    for bad_p in (p * 1.5, np.r_[p[:-1], -1e-3 + p[-1]], np.roll(p, 7), np.full(p.size, 1 / p.size)):
+        forged = InfeasibilityCertificate(bad_p, cert.value, 1e-6, cert.kernel, cert.classes,
+                                          config=cert.config)
+        assert not forged.verify(Xl, y)
+    # G is invariant under swapping the two classes (y y^T); other labels are refused
+    relabelled = InfeasibilityCertificate(p, cert.value, 1e-6, cert.kernel, np.array([0, 1]),
+                                          config=cert.config)
+    with pytest.raises(ValueError, match="classes"):
+        relabelled.verify(Xl, y)
+    Xr, yr = make_xor(200, random_state=0)[:2]
+    sep = mk.solve(Xr, yr, solver="snkp", kernel="rbf", kernel_params={"gamma": 2.0})
+    assert sep.status == "separable" and sep.certificate.verify(Xr, yr)
+    alpha = sep.certificate.alpha.copy()
+    alpha[np.argmax(alpha)] = -alpha.sum()
+    forged = SeparatorCertificate(alpha, 1.0, sep.certificate.kernel, sep.certificate.classes)
+    assert not forged.verify(Xr, yr)
+
+
+def test_rounding_bound_covers_the_exact_value():
+    """The referee's upper bound on ||p||_G is never below a long-double recomputation, and
+    its G alpha lower bound never above it."""
+    rng = np.random.default_rng(5)
+    for trial in range(20):
+        n, d = rng.integers(3, 30), rng.integers(1, 6)
+        X = rng.normal(size=(n, d)) * 10.0 ** rng.integers(-100, 100)
+        y = np.where(rng.random(n) > 0.5, 1, -1)
+        y[:2] = (-1, 1)
+        p = rng.random(n) ** 4
+        p /= p.sum()
+        kernel = mk.get_plugin("kernel", "linear")()
+        v = InfeasibilityCertificate(p, 0.0, 0.5, kernel, np.array([-1, 1])).check(X, y)
+        G = normalized_gram(np.asarray(X, dtype=np.longdouble) @ np.asarray(X, dtype=np.longdouble).T, y)
+        exact = float(np.sqrt(max(p.astype(np.longdouble) @ G @ p.astype(np.longdouble), 0)))
+        assert v.value + v.rounding >= exact
+        s = SeparatorCertificate(p, 0.0, kernel, np.array([-1, 1])).check(X, y)
+        gmin = float(np.min(G @ p.astype(np.longdouble)))
+        assert s.margin <= gmin / p.sum() and s.value + 1e-12 >= gmin
+
+
+def test_verdict_reports_value_threshold_and_margin():
+    X, y, res = _infeasible_run()
+    v = res.certificate.check(X, y)
+    assert isinstance(v, Verdict) and v
+    assert v.threshold == 1e-6 and 0 <= v.value < 1e-6
+    assert v.margin == pytest.approx(v.threshold - v.value - v.rounding)
+    assert "holds" in repr(v)
+
+
+@pytest.mark.parametrize("name,params", [("rbf", {"gamma": 0.7}), ("laplacian", {"gamma": 0.3}),
+                                         ("poly", {"degree": 3, "gamma": 0.5, "coef0": 1.0})])
+@pytest.mark.parametrize("offset", [0.0, 1e4, 1e7])
+@pytest.mark.parametrize("layout", ["dense", "csr"])
+def test_careful_block_bounds_cover_a_long_double_recomputation(name, params, offset, layout):
+    if name == "poly" and offset:
+        pytest.skip("the polynomial kernel of far-away points overflows by design")
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(15, 4))
+    A[rng.random(A.shape) < 0.3] = 0.0
+    A[:, 0] += offset
+    B = np.vstack([A[:5] + 1e-3 * rng.normal(size=(5, 4)), rng.normal(size=(6, 4))])
+    kernel = mk.get_plugin("kernel", name)(**params)
+    Al, Bl = (sp.csr_matrix(A), sp.csr_matrix(B)) if layout == "csr" else (A, B)
+    K, err = kernel.careful_block(Al, Bl)
+    a, b = np.asarray(A, dtype=np.longdouble), np.asarray(B, dtype=np.longdouble)
+    if name == "rbf":
+        exact = np.exp(-params["gamma"] * ((a[:, None] - b[None]) ** 2).sum(axis=2))
+    elif name == "laplacian":
+        exact = np.exp(-params["gamma"] * np.abs(a[:, None] - b[None]).sum(axis=2))
+    else:
+        exact = (params["gamma"] * (a @ b.T) + params["coef0"]) ** params["degree"]
+    assert np.all(np.abs(K - exact) <= err)
+    assert float(np.max(err / np.maximum(np.abs(exact), 1e-300))) < 1e-6
