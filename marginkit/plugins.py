@@ -32,7 +32,13 @@ import scipy.sparse as sp
 from ._validation import Param, check_params, check_random_state
 
 __all__ = ["Plugin", "Solver", "SolverState", "Smoother", "Kernel", "StoppingRule", "Param",
-           "Problem"]
+           "Problem", "PluginError"]
+
+
+class PluginError(RuntimeError):
+    """A plug-in raised an exception where marginkit's compiled loops call it (a Python
+    smoother's ``argmin_simplex`` or ``value``). The message names the plug-in; the
+    plug-in's own exception is the ``__cause__``."""
 
 
 class _GeneratorField:
