@@ -263,6 +263,15 @@ class Kernel(Plugin):
     #: the Gram matrix is given by the user (X is the (n, n) Gram)
     precomputed = False
 
+    def for_run(self, config=None):
+        """The kernel one run (``marginkit.solve`` with ``config``) works on.
+
+        A kernel without state of its own serves every run as it is: ``self``. A kernel
+        fitted to data (``nystroem``, ``rff``) returns a private copy, so that the run's fit
+        never changes this instance, another run, or a ``Result`` that holds it.
+        """
+        return self
+
     def __call__(self, A, B=None):  # pragma: no cover - abstract
         raise NotImplementedError
 
