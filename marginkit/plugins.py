@@ -137,7 +137,9 @@ class Plugin:
     def _owner(self):
         return f"{self.kind or 'plug-in'} {self.name or type(self).__name__!r}"
 
-    def get_params(self):
+    def get_params(self, deep=True):
+        """The constructor's parameters (``deep`` is accepted for scikit-learn's ``clone``,
+        which re-creates a plug-in given as an estimator's hyper-parameter this way)."""
         return dict(self.params)
 
     def __getattr__(self, item):

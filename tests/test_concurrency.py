@@ -167,3 +167,109 @@ def test_blas_counts_unchanged_after_many_concurrent_solves():
     # and from the main thread afterwards, as for any single solve
     mk.solve(X, y, solver="fista", max_iter=5)
     assert _blas_counts() == before
+
+
+# --------------------------------------------------------- shared plug-in instances
+SOLVERS = mk.list_plugins()["solver"]
+
+
+def _problem(seed, n=90, d=5):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    y = (X @ rng.standard_normal(d) + 0.4 * rng.standard_normal(n) > 0).astype(int)
+    return X, y
+
+
+def _kernels_for(cls):
+    approx = {"random_state": 0, "n_components": 20}
+    if "feature_map" in cls.requires.get("kernel", ()):
+        return [("linear", {}), ("nystroem", approx), ("rff", approx)]
+    return [("linear", {}), ("rbf", {"gamma": 0.3}), ("poly", {"degree": 2}),
+            ("nystroem", approx)]
+
+
+def _same(a, b):
+    assert a.status == b.status and a.n_iter == b.n_iter, (a.status, b.status, a.n_iter, b.n_iter)
+    for f in ("coef_", "dual_coef_", "dual_vector", "certified_mask", "support_coef_"):
+        va, vb = getattr(a, f, None), getattr(b, f, None)
+        assert (va is None) == (vb is None), f
+        if va is not None:
+            assert np.array_equal(np.asarray(va), np.asarray(vb)), f
+    assert set(a.history) == set(b.history)
+    for key in a.history:
+        assert np.array_equal(a.history[key], b.history[key], equal_nan=True), key
+    assert (a.certificate is None) == (b.certificate is None)
+    if a.certificate is not None:
+        assert a.certificate.kind == b.certificate.kind
+        assert a.certificate.value == b.certificate.value
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_shared_instances_serve_concurrent_runs(solver):
+    """One Solver, Kernel, Smoother and StoppingRule instance each, used by 4 threads at
+    once on 4 different problems (and in sequence): every result equals that of the same
+    problem solved alone with fresh instances."""
+    from marginkit._api import resolve_stop
+
+    cls = mk.get_plugin("solver", solver)
+    problems = [_problem(seed) for seed in range(4)]
+    for kname, kparams in _kernels_for(cls):
+        solver_obj = cls()
+        kernel = mk.get_plugin("kernel", kname)(**kparams)
+        smoother = None
+        if "smoother" in cls.requires:
+            smoother = mk.get_plugin("smoother", cls.default_smoother)()
+        rules = resolve_stop(tuple(solver_obj.default_stop))
+        shared = dict(solver=solver_obj, kernel=kernel, smoother=smoother, stop=rules,
+                      max_iter=150, random_state=0)
+
+        def fresh(X, y):
+            return mk.solve(X, y, solver=solver, kernel=kname, kernel_params=kparams,
+                            max_iter=150, random_state=0)
+
+        alone = [fresh(X, y) for X, y in problems]
+        for (X, y), ref in zip(problems, alone):  # in sequence: nothing carried over
+            _same(mk.solve(X, y, **shared), ref)
+        out = [None] * 4
+        barrier = threading.Barrier(4)
+
+        def work(i):
+            barrier.wait()
+            out[i] = mk.solve(*problems[i], **shared)
+
+        _run_threads([lambda i=i: work(i) for i in range(4)])
+        for res, ref in zip(out, alone):
+            _same(res, ref)
+        assert not getattr(kernel, "fitted", False)  # the runs fitted copies of their own
+
+
+def test_sklearn_estimators_from_threads():
+    """Estimators fitted in 4 threads at once (one shared kernel instance among their
+    hyper-parameters), then one fitted estimator predicting from 4 threads: the same as
+    one thread at a time."""
+    pytest.importorskip("sklearn")
+    from sklearn.base import clone
+
+    from marginkit.sklearn import PerceptronClassifier, SVMClassifier
+
+    kernel = mk.get_plugin("kernel", "nystroem")(n_components=20, random_state=0)
+    problems = [_problem(seed) for seed in range(4)]
+    Xtest = np.random.default_rng(9).standard_normal((50, 5))
+    for est in (PerceptronClassifier(kernel=kernel, max_iter=200, random_state=0),
+                SVMClassifier(kernel=kernel, max_iter=200, random_state=0),
+                PerceptronClassifier(kernel="rbf", max_iter=200)):
+        alone = [clone(est).fit(X, y).decision_function(Xtest) for X, y in problems]
+        fitted = [clone(est) for _ in problems]
+        _run_threads([lambda e=e, p=p: e.fit(*p) for e, p in zip(fitted, problems)])
+        for e, ref in zip(fitted, alone):
+            assert np.array_equal(e.decision_function(Xtest), ref)
+        parts = [Xtest[i::3] for i in range(3)] + [Xtest]
+        one_by_one = [fitted[0].decision_function(P) for P in parts]
+        out = [None] * 4
+
+        def predict(i, e=fitted[0]):
+            out[i] = e.decision_function(parts[i])
+
+        _run_threads([lambda i=i: predict(i) for i in range(4)])
+        for a, b in zip(out, one_by_one):
+            assert np.array_equal(a, b)
