@@ -444,10 +444,10 @@ cdef class PythonSmoother(SimplexSmoother):
             raw = self._obj.value(pv, qv)
         except Exception as exc:
             raise _plugin_error(self._obj, "value", exc) from exc
-        owner = f"smoother {_plugin_name(self._obj)!r}: value"
-        arr = np.asarray(raw) if not isinstance(raw, (str, bytes)) else np.asarray(None)
+        arr = np.asarray(raw)
         if arr.shape != () or arr.dtype.kind not in "fiu" or not np.isfinite(arr):
-            raise ValueError(f"{owner} returned {raw!r}; it must return a finite real number")
+            raise ValueError(f"smoother {_plugin_name(self._obj)!r}: value returned {raw!r}; "
+                             "it must return a finite real number")
         return float(arr)
 
     cdef int check_error(self) except -1:
