@@ -82,12 +82,17 @@ def _rule_fits(cls, provides):
 def compose(config):
     """Resolve the plug-ins of ``config`` and check they fit together.
 
-    Returns ``(solver, kernel, smoother, rules, max_iter)``. Raises ``ValueError`` naming
-    the missing piece and the compatible registered choices.
+    Returns ``(solver, kernel, smoother, rules, max_iter)``, the kernel being the one the
+    run works on (``Kernel.for_run``). Raises ``ValueError`` naming the missing piece and
+    the compatible registered choices.
     """
     solver = _instantiate("solver", config.solver, config.solver_params)
     sname = solver.name or type(solver).__name__
     kernel = resolve_kernel(config.kernel, config.kernel_params)
+    for_run = getattr(kernel, "for_run", None)
+    if for_run is not None:
+        # a kernel fitted to data is fitted on a private copy: the run's own
+        kernel = for_run(config)
 
     need = getattr(solver, "requires", None) or {}  # read only
     smoother = None

@@ -40,7 +40,24 @@ class Registry:
         self._lock = threading.RLock()
 
     # -- registration -------------------------------------------------------
+    def _named(self, obj, name):
+        """Whether ``obj`` already has its name: it is a built-in of any kind, or is
+        registered here under another name (the new name is then an alias)."""
+        for reg in REGISTRIES.values():
+            if any(v is obj for v in reg._builtin.values()):
+                return True
+        return any(v is obj for key, v in self._items.items() if key != name)
+
     def add(self, name, obj, overwrite=False, _builtin=False):
+        """Register ``obj`` under ``name``.
+
+        The first registration names a plug-in (``obj.name``, ``obj.kind``: what results,
+        errors and save files report). Registering a plug-in that already has its name
+        (a built-in, or a plug-in registered here under another name) adds an alias: the
+        name resolves to it, and the name it reports is unchanged. A taken name is
+        replaced only with ``overwrite=True``, which changes the registry entry only
+        (never the class object it held, built-in or not).
+        """
         if not isinstance(name, str) or not name:
             raise TypeError(f"plug-in name must be a non-empty string, got {name!r}")
         with self._lock:
@@ -49,11 +66,12 @@ class Registry:
                     f"a {self.kind} named {name!r} is already registered; "
                     "pass overwrite=True to replace it"
                 )
-            try:
-                obj.name = name
-                obj.kind = self.kind
-            except (AttributeError, TypeError):  # e.g. a builtin function
-                pass
+            if not self._named(obj, name):
+                try:
+                    obj.name = name
+                    obj.kind = self.kind
+                except (AttributeError, TypeError):  # e.g. a builtin function
+                    pass
             self._items[name] = obj
             if _builtin:
                 self._builtin[name] = obj
@@ -73,7 +91,8 @@ class Registry:
     def load_entry_points(self, entry_points=None):
         """Load the entry points of this kind's group (once), or the ones given."""
         with self._lock:
-            if entry_points is None:
+            scanning = entry_points is None
+            if scanning:
                 if self._entry_points_loaded:
                     return
                 self._entry_points_loaded = True
@@ -91,7 +110,12 @@ class Registry:
                     continue
                 try:
                     obj = ep.load()
-                except Exception as exc:  # noqa: BLE001 - isolate any third-party failure
+                except KeyboardInterrupt:
+                    if scanning:  # the rest are read on the next lookup
+                        self._entry_points_loaded = False
+                    raise
+                except BaseException as exc:  # noqa: BLE001 - SystemExit too: a broken
+                    # third-party plug-in warns, it never ends the process
                     self.failed[ep.name] = f"{type(exc).__name__}: {exc}"
                     warnings.warn(
                         f"could not load {self.kind} plug-in {ep.name!r} from entry point "

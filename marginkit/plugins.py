@@ -32,7 +32,13 @@ import scipy.sparse as sp
 from ._validation import Param, check_params, check_random_state
 
 __all__ = ["Plugin", "Solver", "SolverState", "Smoother", "Kernel", "StoppingRule", "Param",
-           "Problem"]
+           "Problem", "PluginError"]
+
+
+class PluginError(RuntimeError):
+    """A plug-in raised an exception where marginkit's compiled loops call it (a Python
+    smoother's ``argmin_simplex`` or ``value``). The message names the plug-in; the
+    plug-in's own exception is the ``__cause__``."""
 
 
 class _GeneratorField:
@@ -131,7 +137,9 @@ class Plugin:
     def _owner(self):
         return f"{self.kind or 'plug-in'} {self.name or type(self).__name__!r}"
 
-    def get_params(self):
+    def get_params(self, deep=True):
+        """The constructor's parameters (``deep`` is accepted for scikit-learn's ``clone``,
+        which re-creates a plug-in given as an estimator's hyper-parameter this way)."""
         return dict(self.params)
 
     def __getattr__(self, item):
@@ -256,6 +264,15 @@ class Kernel(Plugin):
     kind = "kernel"
     #: the Gram matrix is given by the user (X is the (n, n) Gram)
     precomputed = False
+
+    def for_run(self, config=None):
+        """The kernel one run (``marginkit.solve`` with ``config``) works on.
+
+        A kernel without state of its own serves every run as it is: ``self``. A kernel
+        fitted to data (``nystroem``, ``rff``) returns a private copy, so that the run's fit
+        never changes this instance, another run, or a ``Result`` that holds it.
+        """
+        return self
 
     def __call__(self, A, B=None):  # pragma: no cover - abstract
         raise NotImplementedError

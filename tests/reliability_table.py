@@ -643,7 +643,9 @@ LIBSVM loader reports parse errors with the file and line number.
 | a clear error of the documented type, or a `Result` whose certificate verifies from the data alone, over random shapes, dtypes, sparsity and labels | `tests/test_properties.py` (hypothesis) |
 | same `random_state` gives bitwise-identical results; 1 and 2 threads agree to 1e-12 | `tests/test_reproducibility.py` |
 | results survive pickle, and `Result.save` / `mk.load_result` (npz + JSON, no pickle) | `tests/test_reproducibility.py` |
-| concurrent registry lookups, broken entry points isolated, `overwrite=True` needed to replace | `tests/test_registry.py`, `tests/test_reliability.py` |
+| concurrent registry lookups, broken entry points isolated (whatever `load()` raises, `SystemExit` included), `overwrite=True` needed to replace, a second registration never renames a plug-in | `tests/test_registry.py`, `tests/test_reliability.py` |
+| one Solver, Kernel, Smoother or StoppingRule instance serves concurrent runs (per-run state lives in the run; `nystroem`/`rff` fit a private copy per run); the BLAS thread counts after concurrent solves, failing ones included, are those from before | `tests/test_concurrency.py` |
+| a Python smoother's exception ends the run with a `PluginError` naming it (the original chained); a result that is not n finite reals in the simplex is a `ValueError` naming it, checked before use | `tests/test_smoothers.py` |
 | `time_limit`, Ctrl-C between iterations without corrupting the state | `tests/test_api.py`, `tests/test_reliability.py` |
 """
 

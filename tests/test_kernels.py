@@ -438,6 +438,106 @@ def test_approximations_pickle_fitted_state(name, kw, rng):
     assert_allclose(k2.feature_map(X), P)
 
 
+# ----------------------------------------------- approximations: one fit per run
+def _two_blobs(seed, n=120, d=4):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    return X, np.where((X ** 2).sum(axis=1) > d - 0.6, 1, -1)
+
+
+_APPROX = [("nystroem", {"n_components": 15}), ("rff", {"n_components": 30})]
+
+
+@pytest.mark.parametrize("name,kw", _APPROX)
+@pytest.mark.parametrize("solver", ["fista", "snkp"])
+def test_a_run_fits_a_private_copy(name, kw, solver):
+    """Two runs with one unfitted instance: each Result keeps the map of its own training
+    rows (the same as with a fresh instance), a later run does not refit an earlier
+    Result's kernel, and the user's instance stays unfitted."""
+    (X1, y1), (X2, y2) = _two_blobs(1), _two_blobs(2)
+    Xnew = np.random.default_rng(3).standard_normal((7, 4))
+    k = mk.get_plugin("kernel", name)(random_state=5, **kw)
+    run = dict(solver=solver, kernel=k, max_iter=30, random_state=0)
+    res1 = mk.solve(X1, y1, **run)
+    dec1 = res1.decision_function(Xnew)
+    assert not k.fitted and res1.kernel is not k and res1.kernel.fitted
+    res2 = mk.solve(X2, y2, **run)
+    assert not k.fitted
+    assert_allclose(res1.decision_function(Xnew), dec1, rtol=0, atol=0)
+    for res, X, y in ((res1, X1, y1), (res2, X2, y2)):
+        fresh = mk.solve(X, y, **{**run, "kernel": name,
+                                  "kernel_params": {"random_state": 5, **kw}})
+        assert_allclose(res.decision_function(Xnew), fresh.decision_function(Xnew),
+                        rtol=0, atol=0)
+    if name == "nystroem":  # centres drawn from each run's own rows
+        assert all(any(np.array_equal(c, x) for x in X2) for c in res2.kernel.components_)
+
+
+@pytest.mark.parametrize("name,kw", _APPROX)
+def test_a_fitted_instance_is_honoured_and_refitting_it_spares_results(name, kw):
+    (X, y), (Xo, _) = _two_blobs(1), _two_blobs(4, n=300)
+    Xnew = np.random.default_rng(3).standard_normal((7, 4))
+    k = mk.get_plugin("kernel", name)(random_state=None, **kw).fit(Xo)
+    P = k.feature_map(X)
+    res = mk.solve(X, y, solver="fista", kernel=k, max_iter=30)
+    assert_allclose(res.kernel.feature_map(X), P, rtol=0, atol=0)  # the user's map
+    dec = res.decision_function(Xnew)
+    k.fit(Xo[::-1])  # refitting the user's instance (fresh entropy: another map)
+    assert not np.allclose(k.feature_map(X), P)
+    assert_allclose(res.decision_function(Xnew), dec, rtol=0, atol=0)
+    assert res.certificate is None or res.certificate.verify(X, y)
+
+
+@pytest.mark.parametrize("name,kw,X,match", [
+    ("rff", {"n_components": 1000}, np.ones((200, 4)),
+     r"kernel 'rff': the feature matrix of 200 rows x 1000 components needs 0\.00149 GiB; "
+     r"memory_budget is 9\.31e-05 GiB; use fewer components \(n_components=1000\) or "
+     r"raise memory_budget"),
+    ("rff", {"n_components": 1000}, sp.eye(20, 5000, format="csr"),
+     r"kernel 'rff': the 5000 x 1000 random frequencies needs 0\.0373 GiB"),
+    ("nystroem", {"n_components": 150}, np.random.default_rng(0).standard_normal((200, 4)),
+     r"kernel 'nystroem': the 150 x 150 matrices of the centres needs 0\.000503 GiB; "
+     r"memory_budget is 9\.31e-05 GiB; use fewer components \(n_components=150\)"),
+    ("nystroem", {"n_components": 40}, np.random.default_rng(0).standard_normal((2000, 4)),
+     r"kernel 'nystroem': the feature matrix of 2000 rows x 40 components needs 0\.00119 GiB"),
+])
+@pytest.mark.parametrize("solver", ["fista", "snkp", "iterated_tikhonov"])
+def test_approximation_respects_memory_budget(name, kw, X, match, solver):
+    y = np.arange(X.shape[0]) % 2
+    with pytest.raises(ValueError, match=match):
+        mk.solve(X, y, solver=solver, kernel=name, kernel_params=kw, memory_budget=1e5,
+                 max_iter=5)
+    # the same within the budget (iterated Tikhonov's Newton steps on 1000 features are
+    # slow), and direct use of an instance has no budget
+    if solver != "iterated_tikhonov":
+        mk.solve(X, y, solver=solver, kernel=name, kernel_params=kw, max_iter=5)
+    mk.get_plugin("kernel", name)(**kw).feature_map(X)
+
+
+@pytest.mark.parametrize("name,kw", _APPROX)
+def test_concurrent_first_use_fits_once(name, kw):
+    """Threads using one unfitted instance at once (fresh entropy each fit) all get the
+    same map: the first use fits it once."""
+    import threading
+
+    X, _ = _two_blobs(1, n=400)
+    for _ in range(5):
+        k = mk.get_plugin("kernel", name)(random_state=None, **kw)
+        out, barrier = [None] * 6, threading.Barrier(6)
+
+        def work(i):
+            barrier.wait()
+            out[i] = k.feature_map(X)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for P in out[1:]:
+            assert_allclose(P, out[0], rtol=0, atol=0)
+
+
 def test_approximations_feed_feature_space_solvers():
     # composition accepts them wherever a feature map is required
     for name in ("linear", "nystroem", "rff"):

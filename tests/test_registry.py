@@ -148,3 +148,88 @@ def test_plugin_params_validated():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         repr(rule)
+
+
+# ------------------------------------------------------------ names are not renamed
+def _tiny():
+    import numpy as np
+
+    X = np.array([[1.0, 0.2], [0.8, -0.1], [-1.0, 0.1], [-0.9, -0.3]])
+    return X, np.array([1, 1, 0, 0])
+
+
+def test_registering_a_builtin_again_adds_an_alias(tmp_path):
+    Fista = mk.get_plugin("solver", "fista")
+    mk.register("solver", "my_alias")(Fista)
+    assert mk.get_plugin("solver", "my_alias") is Fista
+    assert Fista.name == "fista" and Fista.kind == "solver"
+    X, y = _tiny()
+    res = mk.solve(X, y, solver="my_alias", max_iter=50)
+    assert res.solver == "fista"  # the name the built-in reports, in results and save files
+    res.save(tmp_path / "r.npz")
+    assert mk.load_result(tmp_path / "r.npz").solver == "fista"
+    with pytest.raises(ValueError, match="solver 'fista' needs a kernel with"):
+        mk.solve(X, y, solver="my_alias", kernel="rbf")
+
+
+def test_overwrite_replaces_the_entry_never_the_builtin_class():
+    Fista, SNKP = mk.get_plugin("solver", "fista"), mk.get_plugin("solver", "snkp")
+    mk.register("solver", "snkp", overwrite=True)(Fista)
+    assert mk.get_plugin("solver", "snkp") is Fista
+    assert Fista.name == "fista" and SNKP.name == "snkp"
+
+    class MyFista(Fista):
+        pass
+
+    mk.register("solver", "fista", overwrite=True)(MyFista)
+    assert mk.get_plugin("solver", "fista") is MyFista
+    assert MyFista.name == "fista" and Fista.__dict__["name"] == "fista"
+    mk.reset_registry()
+    assert mk.get_plugin("solver", "fista") is Fista and mk.get_plugin("solver", "snkp") is SNKP
+
+
+def test_second_name_of_a_third_party_plugin_is_an_alias():
+    class Mine(mk.plugins.StoppingRule):
+        def check(self, state):
+            return None
+
+    mk.register("stopping", "mine")(Mine)
+    mk.register("stopping", "mine_too")(Mine)
+    assert mk.get_plugin("stopping", "mine_too") is Mine and Mine.name == "mine"
+    # a subclass of a built-in registered under its own name gets that name, on itself
+    Separated = mk.get_plugin("stopping", "separated")
+    Sub = type("Sub", (Separated,), {})
+    mk.register("stopping", "sub_separated")(Sub)
+    assert Sub.name == "sub_separated" and Separated.name == "separated"
+
+
+@pytest.mark.parametrize("raised", ["SystemExit(3)", "GeneratorExit()", "Custom()"])
+def test_entry_point_raising_base_exception_warns(raised, monkeypatch, tmp_path):
+    (tmp_path / "mk_exiting_plugin.py").write_text(
+        "class Custom(BaseException):\n    pass\n"
+        f"raise {raised}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    eps = [_ep("exits", "mk_exiting_plugin:Solver", "marginkit.solvers"),
+           _ep("never_ep", "tests._plugin_fixtures:NeverStop", "marginkit.stopping")]
+    monkeypatch.setattr(importlib.metadata, "entry_points",
+                        lambda group=None: [e for e in eps if e.group == group])
+    mk.reset_registry()
+    name = raised.split("(")[0]
+    with pytest.warns(PluginLoadWarning, match=f"'exits'.*{name}"):
+        names = mk.list_plugins()["solver"]
+    assert "exits" not in names and "fista" in names
+    assert REGISTRIES["solver"].failed["exits"].startswith(name)
+    assert "never_ep" in mk.list_plugins()["stopping"]  # the other kinds load as usual
+
+
+def test_keyboard_interrupt_in_entry_point_propagates(monkeypatch, tmp_path):
+    (tmp_path / "mk_interrupting_plugin.py").write_text("raise KeyboardInterrupt\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    eps = [_ep("ctrl_c", "mk_interrupting_plugin:Solver", "marginkit.solvers")]
+    monkeypatch.setattr(importlib.metadata, "entry_points",
+                        lambda group=None: [e for e in eps if e.group == group])
+    mk.reset_registry()
+    with pytest.raises(KeyboardInterrupt):
+        mk.list_plugins()
+    # not marked as read: the next lookup tries again
+    assert not REGISTRIES["solver"]._entry_points_loaded

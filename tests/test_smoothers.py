@@ -232,3 +232,126 @@ def test_l2_projection_terminates_when_the_threshold_is_a_tie(rng):
     assert run.returncode == 0, run.stderr
     for y, p in zip(cases, json.loads(run.stdout)):
         _check_projection(np.asarray(p), np.asarray(y, dtype=float))
+
+
+# ------------------------------------------------- third-party smoothers that misbehave
+class _Softmax(mk.plugins.Smoother):
+    """A plain-numpy entropy smoother that goes wrong on its ``fail_at``-th call."""
+
+    strong_convexity_norm = "l1"
+
+    def __init__(self, fail_at=1, exc=ZeroDivisionError("boom")):
+        super().__init__()
+        self.fail_at, self.exc, self.calls = fail_at, exc, 0
+
+    def argmin_simplex(self, g, mu, q=None):
+        self.calls += 1
+        if self.calls >= self.fail_at:
+            raise self.exc
+        e = np.exp(-(g - g.min()) / mu)
+        return e / e.sum()
+
+    def value(self, p, q=None):
+        raise ValueError("no value here")
+
+
+def _separable(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 3))
+    return X, (X @ np.array([1.0, -0.5, 0.2]) > 0).astype(int)
+
+
+@pytest.mark.parametrize("solver", ["snkp", "snkpvn", "isnkpvn"])
+@pytest.mark.parametrize("fail_at", [1, 4])  # in start (the first p), and mid-run
+def test_python_smoother_exception_propagates_from_solve(solver, fail_at, capfd):
+    """The plug-in's exception ends the run with an error naming the smoother (not an
+    "Exception ignored" line while the run goes on), the original chained."""
+    X, y = _separable()
+    sm = _Softmax(fail_at=fail_at)
+    with pytest.raises(mk.plugins.PluginError,
+                       match=r"smoother '_Softmax' raised ZeroDivisionError in "
+                             r"argmin_simplex: boom") as info:
+        mk.solve(X, y, solver=solver, smoother=sm, stop=[("max_iter", {"n": 50})])
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+    assert sm.calls == fail_at  # nothing called after the error
+    assert "Exception ignored" not in capfd.readouterr().err
+
+
+def test_python_smoother_keyboard_interrupt_is_not_wrapped():
+    """A KeyboardInterrupt inside the smoother reaches the run loop as one (which ends the
+    run "interrupted", as for Ctrl-C), not as a PluginError."""
+    X, y = _separable()
+    sm = _Softmax(fail_at=3, exc=KeyboardInterrupt())
+    res = mk.solve(X, y, solver="snkp", smoother=sm, stop=[("max_iter", {"n": 50})])
+    assert res.status == "interrupted" and sm.calls == 3
+
+
+def test_python_smoother_value_errors_are_raised():
+    from marginkit.smoothers.builtin import cython_smoother
+
+    cy = cython_smoother(_Softmax(fail_at=10**9))
+    with pytest.raises(mk.plugins.PluginError,
+                       match="smoother '_Softmax' raised ValueError in value: no value here"):
+        cy.value(np.full(4, 0.25))
+
+    class Vector(_Softmax):
+        def value(self, p, q=None):
+            return np.asarray(p)
+
+    with pytest.raises(ValueError, match=r"smoother 'Vector': value returned array\(.*"
+                                         r"it must return a finite real number"):
+        cython_smoother(Vector(fail_at=10**9)).value(np.full(4, 0.25))
+
+
+_BAD_RESULTS = {
+    "short": ("p[:-1]", r"argmin_simplex returned shape \(39,\) for g of length 40; it must "
+                        r"return a vector of length 40"),
+    "long": ("np.append(p, 0.0)", r"returned shape \(41,\) for g of length 40"),
+    "matrix": ("p[None, :]", r"returned shape \(1, 40\)"),
+    "scalar": ("1.0", r"returned shape \(\) for g of length 40"),
+    "object": ("np.array([None] * 40)", r"returned an array of dtype object; it must return "
+                                        r"40 real numbers"),
+    "complex": ("p.astype(complex)", r"dtype complex128"),
+    "strings": ("[str(v) for v in p]", r"dtype <U"),
+    "nan": ("np.where(np.arange(40) == 7, np.nan, p)", r"returned nan at index 7; it must "
+                                                       r"return finite numbers"),
+    "inf": ("np.where(np.arange(40) == 3, np.inf, p)", r"returned inf at index 3"),
+    "negative": ("np.where(np.arange(40) == 0, p - 1.0, p)", r"outside the simplex \(min "),
+    "sum_two": ("2 * p", r"outside the simplex \(min .*, sum 2\); it must return p >= 0 "
+                         r"with sum\(p\) = 1"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BAD_RESULTS))
+def test_python_smoother_bad_result_is_refused(case):
+    """A wrong-length (or wrong-dtype, NaN, off-simplex) result is checked before use and
+    refused with a ValueError naming the smoother. In a subprocess: reading past the end
+    of a short result could crash."""
+    import subprocess
+    import sys
+
+    expr, message = _BAD_RESULTS[case]
+    code = (
+        "import numpy as np, marginkit as mk\n"
+        "class Bad(mk.plugins.Smoother):\n"
+        "    def argmin_simplex(self, g, mu, q=None):\n"
+        "        e = np.exp(-(g - g.min()) / mu); p = e / e.sum()\n"
+        f"        return {expr}\n"
+        "    def value(self, p, q=None):\n"
+        "        return 0.0\n"
+        "rng = np.random.default_rng(0)\n"
+        "X = rng.standard_normal((40, 3)); y = (X[:, 0] > 0).astype(int)\n"
+        "try:\n"
+        "    mk.solve(X, y, solver='snkp', smoother=Bad(), stop=[('max_iter', {'n': 20})])\n"
+        "except ValueError as exc:\n"
+        "    print('ValueError:', exc)\n"
+        "else:\n"
+        "    print('no error')\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    out = run.stdout.strip()
+    assert out.startswith("ValueError: smoother 'Bad': argmin_simplex returned"), out
+    import re
+
+    assert re.search(message, out), out

@@ -14,11 +14,25 @@ and every later call reuses them, so ``feature_map(X_train)`` followed by
 ``kernel(X_new, X_train)`` or ``feature_map(X_new)`` are consistent. An unfitted kernel
 fits itself on first use: ``feature_map(X)`` fits on X, and ``kernel(A, B)`` fits on B
 (by convention the training side, as in ``K(X_new, X_train)``), or on A when B is None.
-Call ``fit`` again (or pass the registry name to ``solve``, which builds a new instance) to
-refit on other data. With an integer ``random_state`` the fit depends only on the seed and
-on X, so refitting on the same training rows reproduces the same map.
+Call ``fit`` again to refit on other data. With an integer ``random_state`` the fit
+depends only on the seed and on X, so refitting on the same training rows reproduces the
+same map.
+
+Runs
+----
+A run (``marginkit.solve``) never fits the instance it is given: it works on a private
+copy (``for_run``). An unfitted instance gives an unfitted copy, which fits itself on the
+run's training rows at first use: the centres or random features of *that* run, kept by
+its ``Result.kernel``; the instance stays unfitted, so it can serve runs on other data,
+from several threads at once. A fitted instance is honoured: the copy keeps its fit (the
+user chose that map, e.g. fitted on more rows, or to share it between runs), and refitting
+the instance later changes neither the copy nor a ``Result`` holding it. The copy also
+enforces the run's ``memory_budget`` on the matrices it builds (the n x m feature matrix,
+Nystroem's m x m matrices, the d x m random frequencies).
 """
+import copy
 import numbers
+import threading
 
 import numpy as np
 import scipy.sparse as sp
@@ -49,13 +63,27 @@ _N_COMPONENTS = Param(100, numbers.Integral, low=1, doc="number m of features")
 _NYSTROEM_BASES = ("rbf", "laplacian", "poly", "linear", "spline")
 
 
+# a first use that fits an unfitted instance fits it once, whichever threads use it
+# (reentrant: a Nystroem fit evaluates its base kernel, which may fit itself)
+_LAZY_FIT = threading.RLock()
+
+
 class _FittedFeatureMap(Kernel):
-    """Shared behaviour: lazy fit, Phi(A) Phi(B)^T blocks, diag = ||Phi(a)||^2."""
+    """Shared behaviour: lazy fit, per-run copies, Phi(A) Phi(B)^T blocks,
+    diag = ||Phi(a)||^2."""
+
+    #: copies of the feature matrix ``feature_map`` holds at its peak (n x m arrays)
+    _transform_copies = 1
 
     def _fit_state(self, X):  # pragma: no cover - abstract
+        """The fitted attributes for the training rows X (a dict)."""
         raise NotImplementedError
 
     def _transform(self, X):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _n_outputs(self):  # pragma: no cover - abstract
+        """The number m of features of the fitted map."""
         raise NotImplementedError
 
     @property
@@ -66,16 +94,46 @@ class _FittedFeatureMap(Kernel):
     def fit(self, X):
         """Fix the feature map on the training rows X; returns self."""
         X = check_X(X, name="X")
-        self._fit_state(X)
-        self.n_features_in_ = X.shape[1]
+        state = self._fit_state(X)
+        state["n_features_in_"] = X.shape[1]
+        self.__dict__.update(state)  # all at once: a reader sees one fit or the other
         return self
+
+    def for_run(self, config=None):
+        """The kernel one run works on: a private copy of this instance (see the module
+        docstring, "Runs"), within ``config.memory_budget``."""
+        run = copy.copy(self)
+        run.params = dict(self.params)
+        base = self.__dict__.get("base_kernel")
+        if base is not None and hasattr(base, "for_run"):
+            run.base_kernel = base.for_run(config)
+        run._memory_budget = getattr(config, "memory_budget", None)
+        return run
+
+    def _check_budget(self, need, what):
+        budget = self.__dict__.get("_memory_budget")
+        if budget is not None and need > budget:
+            raise ValueError(
+                f"{self._owner()}: {what} needs {need / 2**30:.3g} GiB; memory_budget is "
+                f"{budget / 2**30:.3g} GiB; use fewer components "
+                f"(n_components={self.n_components}) or raise memory_budget"
+            )
+
+    def _fit_if_needed(self, X):
+        if not self.fitted:
+            with _LAZY_FIT:
+                if not self.fitted:
+                    self.fit(X)
 
     def feature_map(self, X):
         """Phi(X), a dense (n, n_components) array of X's float dtype (fits on X if unfitted)."""
         X = check_X(X, name="X", allow_empty=True)
-        if not self.fitted:
-            self.fit(X)
+        self._fit_if_needed(X)
         self._check_features(X)
+        m = self._n_outputs()
+        self._check_budget(
+            self._transform_copies * float(X.shape[0]) * m * X.dtype.itemsize,
+            f"the feature matrix of {X.shape[0]} rows x {m} components")
         return self._transform(X)
 
     def _check_features(self, X):
@@ -87,8 +145,7 @@ class _FittedFeatureMap(Kernel):
 
     def __call__(self, A, B=None):
         A, B, dtype = prepare_pair(A, B)
-        if not self.fitted:
-            self.fit(B)
+        self._fit_if_needed(B)
         PA = self.feature_map(A)
         PB = PA if B is A else self.feature_map(B)
         return np.ascontiguousarray(PA @ PB.T, dtype=dtype)
@@ -129,14 +186,22 @@ class NystroemKernel(_FittedFeatureMap):
         "random_state": _RANDOM_STATE,
     }
 
+    # K(X, C) and its product with K_CC^{-1/2}
+    _transform_copies = 2
+
     def __init__(self, **params):
         super().__init__(**params)
         self.base_kernel = _make_base(self.base, self.base_params, self._owner())
         self.n_features_in_ = None
 
+    def _n_outputs(self):
+        return self.components_.shape[0]
+
     def _fit_state(self, X):
         n = X.shape[0]
         m = min(int(self.n_components), n)
+        # K_CC, its eigenvectors and K_CC^{-1/2}
+        self._check_budget(3.0 * m * m * 8, f"the {m} x {m} matrices of the centres")
         rng = check_random_state(self.random_state)
         idx = np.sort(rng.choice(n, size=m, replace=False))
         centres = X[idx]
@@ -148,10 +213,8 @@ class NystroemKernel(_FittedFeatureMap):
         scale = np.zeros_like(lam)
         scale[keep] = 1.0 / np.sqrt(lam[keep])
         # K_CC^{-1/2} restricted to the numerically positive eigenspace
-        self.normalization_ = (V * scale) @ V.T
-        self.components_ = centres
-        self.component_indices_ = idx
-        self.n_components_kept_ = int(keep.sum())
+        return {"normalization_": (V * scale) @ V.T, "components_": centres,
+                "component_indices_": idx, "n_components_kept_": int(keep.sum())}
 
     def _transform(self, X):
         Kxc = self.base_kernel(X, self.components_)  # float64 (the centres are float64 or X's)
@@ -215,17 +278,20 @@ class RandomFourierKernel(_FittedFeatureMap):
         super().__init__(**params)
         self.n_features_in_ = None
 
+    def _n_outputs(self):
+        return self.frequencies_.shape[1]
+
     def _fit_state(self, X):
         d, m = X.shape[1], int(self.n_components)
+        self._check_budget(float(d) * m * 8, f"the {d} x {m} random frequencies")
         gamma = 1.0 / d if self.gamma is None else float(self.gamma)
         rng = check_random_state(self.random_state)
         if self.base == "rbf":
             W = rng.normal(scale=np.sqrt(2.0 * gamma), size=(d, m))
         else:
             W = gamma * rng.standard_cauchy(size=(d, m))
-        self.gamma_ = gamma
-        self.frequencies_ = W
-        self.offsets_ = rng.uniform(0.0, 2.0 * np.pi, size=m)
+        return {"gamma_": gamma, "frequencies_": W,
+                "offsets_": rng.uniform(0.0, 2.0 * np.pi, size=m)}
 
     def _transform(self, X):
         dtype = X.dtype

@@ -8,6 +8,9 @@ cdef class SimplexSmoother:
                      Py_ssize_t n) noexcept nogil
     # d_q(p)
     cdef double value_of(self, const double* p, const double* q, Py_ssize_t n) noexcept nogil
+    # raise the error a call of argmin / value_of met, if any (called with the GIL by the
+    # Python method that ran the loop: those calls cannot raise themselves)
+    cdef int check_error(self) except -1
 
 
 cdef class EntropySmoother(SimplexSmoother):
@@ -22,5 +25,8 @@ cdef class L2Smoother(SimplexSmoother):
 
 cdef class PythonSmoother(SimplexSmoother):
     cdef object _obj
+    # the first error met (None: none); once set, argmin and value_of call nothing
+    cdef object _error
     cdef int _argmin_py(self, const double* g, double mu, const double* q, double* out,
                         Py_ssize_t n) except -1
+    cdef double _value_py(self, const double* p, const double* q, Py_ssize_t n) except? -1

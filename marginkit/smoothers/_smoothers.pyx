@@ -14,7 +14,7 @@ no allocation per call).
 """
 import numpy as np
 
-from libc.math cimport INFINITY, fabs, log
+from libc.math cimport INFINITY, NAN, fabs, log
 
 cdef extern from *:
     """
@@ -198,6 +198,9 @@ cdef class SimplexSmoother:
     cdef double value_of(self, const double* p, const double* q, Py_ssize_t n) noexcept nogil:
         return 0.0
 
+    cdef int check_error(self) except -1:
+        return 0
+
     def argmin_simplex(self, g, mu, q=None):
         """argmin over the simplex of <g, p> + mu d_q(p) (Python wrapper of ``argmin``)."""
         cdef double[::1] gv = np.ascontiguousarray(g, dtype=np.float64).ravel()
@@ -218,6 +221,7 @@ cdef class SimplexSmoother:
         cdef double[::1] ov = out
         with nogil:
             self.argmin(&gv[0], m, qp, &ov[0], n)
+        self.check_error()
         return out
 
     def value(self, p, q=None):
@@ -231,7 +235,9 @@ cdef class SimplexSmoother:
             if qv.shape[0] != n:
                 raise ValueError(f"q has length {qv.shape[0]}, p has {n}")
             qp = &qv[0]
-        return self.value_of(&pv[0], qp, n)
+        cdef double d = self.value_of(&pv[0], qp, n)
+        self.check_error()
+        return d
 
 
 cdef class EntropySmoother(SimplexSmoother):
@@ -340,20 +346,68 @@ cdef class L2Smoother(SimplexSmoother):
         return 0.5 * acc
 
 
+def _plugin_name(obj):
+    return getattr(obj, "name", None) or type(obj).__name__
+
+
+def _checked_point(obj, raw, Py_ssize_t n):
+    """``raw`` (what ``obj.argmin_simplex`` returned for g of length n) as a float64
+    vector, or ValueError naming the smoother: it must be n finite reals in the simplex."""
+    owner = f"smoother {_plugin_name(obj)!r}: argmin_simplex"
+    try:
+        res = np.asarray(raw)
+    except Exception as exc:
+        raise ValueError(f"{owner} returned {type(raw).__name__}, not a vector of {n} "
+                         "numbers") from exc
+    if res.dtype.kind not in "fiu":
+        raise ValueError(f"{owner} returned an array of dtype {res.dtype}; it must return "
+                         f"{n} real numbers (a point of the simplex)")
+    if res.shape != (n,):
+        raise ValueError(f"{owner} returned shape {res.shape} for g of length {n}; it must "
+                         f"return a vector of length {n}")
+    res = np.ascontiguousarray(res, dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(res))
+    if bad.size:
+        raise ValueError(f"{owner} returned {res[bad[0]]} at index {bad[0]}; it must return "
+                         "finite numbers")
+    low, total = float(res.min()), float(res.sum())
+    # the sum of n numbers in [0, 1] carries a rounding of at most about n eps
+    if low < 0.0 or abs(total - 1.0) > 1e-9 + 4.0 * n * np.finfo(np.float64).eps:
+        raise ValueError(f"{owner} returned a point outside the simplex (min {low:.6g}, sum "
+                         f"{total:.17g}); it must return p >= 0 with sum(p) = 1")
+    return res
+
+
 cdef class PythonSmoother(SimplexSmoother):
     """Adapter for a third-party Smoother plug-in written in Python.
 
-    Calls ``obj.argmin_simplex(g, mu, q)`` with the GIL (slower, but any plug-in works).
+    Calls ``obj.argmin_simplex(g, mu, q)`` and ``obj.value(p, q)`` with the GIL (slower,
+    but any plug-in works) and checks what they return: n finite reals in the simplex, a
+    finite real. The compiled loops that call ``argmin`` / ``value_of`` cannot raise, so
+    the first error (an exception of the plug-in, wrapped in ``PluginError`` naming it,
+    or a ``ValueError`` for a result that fails the check) is kept: ``out`` gets the
+    uniform point 1/n so the loop ends on valid numbers, later calls call nothing, and
+    ``check_error`` (run by the core's Python method once its loop returns) raises it.
+    An adapter serves one run (``cython_smoother`` builds one per run).
     """
 
     def __init__(self, obj, int norm=1):
         self._obj = obj
         self.norm = norm
+        self._error = None
 
     cdef void argmin(self, const double* g, double mu, const double* q, double* out,
                      Py_ssize_t n) noexcept nogil:
+        cdef Py_ssize_t i
         with gil:
-            self._argmin_py(g, mu, q, out, n)
+            if self._error is None:
+                try:
+                    self._argmin_py(g, mu, q, out, n)
+                    return
+                except BaseException as exc:
+                    self._error = exc
+        for i in range(n):
+            out[i] = 1.0 / n
 
     cdef int _argmin_py(self, const double* g, double mu, const double* q, double* out,
                         Py_ssize_t n) except -1:
@@ -365,13 +419,45 @@ cdef class PythonSmoother(SimplexSmoother):
         qv = None
         if q != NULL:
             qv = np.array(<double[:n]>(<double*>q))
-        res = np.asarray(self._obj.argmin_simplex(gv, mu, qv), dtype=np.float64).ravel()
-        cdef double[::1] rm = res
+        try:
+            raw = self._obj.argmin_simplex(gv, mu, qv)
+        except Exception as exc:
+            raise _plugin_error(self._obj, "argmin_simplex", exc) from exc
+        cdef double[::1] rm = _checked_point(self._obj, raw, n)
         for i in range(n):
             out[i] = rm[i]
         return 0
 
     cdef double value_of(self, const double* p, const double* q, Py_ssize_t n) noexcept nogil:
         with gil:
-            return float(self._obj.value(np.array(<double[:n]>(<double*>p)),
-                                         None if q == NULL else np.array(<double[:n]>(<double*>q))))
+            if self._error is None:
+                try:
+                    return self._value_py(p, q, n)
+                except BaseException as exc:
+                    self._error = exc
+        return NAN
+
+    cdef double _value_py(self, const double* p, const double* q, Py_ssize_t n) except? -1:
+        pv = np.array(<double[:n]>(<double*>p))
+        qv = None if q == NULL else np.array(<double[:n]>(<double*>q))
+        try:
+            raw = self._obj.value(pv, qv)
+        except Exception as exc:
+            raise _plugin_error(self._obj, "value", exc) from exc
+        arr = np.asarray(raw)
+        if arr.shape != () or arr.dtype.kind not in "fiu" or not np.isfinite(arr):
+            raise ValueError(f"smoother {_plugin_name(self._obj)!r}: value returned {raw!r}; "
+                             "it must return a finite real number")
+        return float(arr)
+
+    cdef int check_error(self) except -1:
+        if self._error is not None:
+            raise self._error
+        return 0
+
+
+def _plugin_error(obj, method, exc):
+    from marginkit.plugins import PluginError
+
+    return PluginError(f"smoother {_plugin_name(obj)!r} raised {type(exc).__name__} in "
+                       f"{method}: {exc}")

@@ -498,6 +498,7 @@ cdef class SmoothedCore(_Core):
             else:
                 self.op.matvec(&self.alpha[0], &self.ga[0])
             self._start()
+        self.sm.check_error()  # a Python smoother's error, raised once the loop is done
 
     cdef void _start(self) noexcept nogil:
         self._start_at(0)
@@ -570,6 +571,7 @@ cdef class SmoothedCore(_Core):
         with nogil:
             self._iterate()
             self._set_dual(self._pgp, self.dual_tol)
+        self.sm.check_error()
 
     def smoothed_loss(self):
         """L_mu(alpha) = -<alpha, p_mu(alpha)>_G - mu d(p_mu(alpha)) + 1/2 ||alpha||_G^2."""
@@ -579,6 +581,7 @@ cdef class SmoothedCore(_Core):
         with nogil:
             self.sm.argmin(&self.ga[0], self.mu, &self.q[0], &pv[0], self.n)
             d = self.sm.value_of(&pv[0], &self.q[0], self.n)
+        self.sm.check_error()
         return float(-pm @ self.ga_arr - self.mu * d + 0.5 * self.alpha_norm ** 2)
 
 
@@ -915,6 +918,7 @@ cdef class IteratedSmoothedCore(SmoothedCore):
         self.delta = _gnorm(_dot(&self.q[0], &self.ga[0], self.n)) / gamma
         with nogil:
             self._settle()
+        self.sm.check_error()
 
     cdef void _settle(self) noexcept nogil:
         """Restart the inner loop while it has returned and the run is not over."""
@@ -941,6 +945,7 @@ cdef class IteratedSmoothedCore(SmoothedCore):
                 if fin._state == MNP_IDLE:
                     fin.begin(_argmin(&self.gp[0], self.n))
                 fin.major(self.dual_tol * self.dual_tol)
+        self.sm.check_error()
 
     @property
     def finish_state(self):
@@ -970,6 +975,7 @@ cdef class IteratedSmoothedCore(SmoothedCore):
             # taken once: the finish has done its work
             fin.stop()
         self.finish_decided = True
+        self.sm.check_error()
 
     def refuse_finish(self):
         """Drop a candidate that failed the caller's check; the finish stops for good."""
