@@ -636,6 +636,37 @@ LIBSVM loader reports parse errors with the file and line number.
   solve ends the run at the next iteration boundary with status `"interrupted"` and a
   consistent `Result` (a second Ctrl-C aborts at once).
 
+## Claims and their referee
+
+A status that is a claim (`"separable"`, `"infeasible"`, `"certified"`, `"converged"` with a
+Newton-decrement certificate) is reported only after the run loop has re-checked the
+certificate of that claim on the training data, whichever stopping rule made it (built-in or
+third-party); a claim that fails the check is not reported and the run goes on (or ends
+`max_iter`). The check is the certificate's own `check(X, y)` (`marginkit.certificates`), the
+same one `verify` runs:
+
+* it recomputes the claim from X, y and the kernel in float64 by a path of its own, never
+  the solver's numbers: feature maps through rows scaled to unit norm without squaring raw
+  entries (no overflow at |x| ~ 1e300, no underflow at 1e-300), other kernels through the
+  kernel's `careful_block` (RBF through the centered Gram with a proven cancellation bound,
+  the flagged rows from explicit differences; Laplacian from explicit differences);
+* it carries a bound on its own rounding, and a claim holds only beyond it: a claim within
+  the rounding error of its threshold is not a certificate;
+* the thresholds are the run's configuration (the `eps` of the `dual_certificate` rules or the
+  solver's own tolerance), never a number the certificate stores about itself; `eps` and
+  `delta` must lie in (0, 1) (every p in the simplex has ||p||_G <= 1);
+* labels outside the run's classes are refused;
+* a kernel that is not positive semi-definite on the data (p^T G p < 0 beyond rounding) ends
+  the run with `NotPositiveSemidefiniteError` (a `ValueError`), not a certificate.
+
+The solvers' own fast paths were fixed where they gave false claims: the RBF Gram is computed
+on centered rows, and rows whose cancellation bound exceeds the kernel's tolerance are
+recomputed from explicit differences (two points 0.01 apart at coordinates ~1e6 get
+K = exp(-gamma 1e-4), not 1); the Gram operator's row norms cannot overflow, and norms its
+products cannot represent (normalized solvers: outside [2^-1000, 2^1000]; the classic
+perceptron, which works with the raw Gram X X^T: outside [2^-500, 2^500]) are refused with a
+message to rescale X.
+
 ## Guarantees and where they are tested
 
 | guarantee | test |
@@ -647,6 +678,7 @@ LIBSVM loader reports parse errors with the file and line number.
 | one Solver, Kernel, Smoother or StoppingRule instance serves concurrent runs (per-run state lives in the run; `nystroem`/`rff` fit a private copy per run); the BLAS thread counts after concurrent solves, failing ones included, are those from before | `tests/test_concurrency.py` |
 | a Python smoother's exception ends the run with a `PluginError` naming it (the original chained); a result that is not n finite reals in the simplex is a `ValueError` naming it, checked before use | `tests/test_smoothers.py` |
 | `time_limit`, Ctrl-C between iterations without corrupting the state | `tests/test_api.py`, `tests/test_reliability.py` |
+| every claim re-checked by the referee before the run stops; no false "infeasible" under RBF at large offsets or in float32; non-PSD Grams refused; tampered certificates, labels and thresholds rejected; the rounding bounds cover a long-double recomputation | `tests/test_referee.py` |
 """
 
 
