@@ -359,9 +359,10 @@ def _first_out_of_range(idx, high):
     return -1  # pragma: no cover - min/max said otherwise
 
 
-def _check_pointers(indptr, n_major, n_stored, name, label, major):
+def _check_pointers(indptr, n_major, n_stored, name, label, major, offset=0):
     """indptr of a compressed format: n_major + 1 entries, starts at 0, non-decreasing,
-    ends at most at the number of stored entries. Returns the number of entries used."""
+    ends at most at the number of stored entries. Returns the number of entries used.
+    ``offset`` is added to the row named in a message (a row block of a larger matrix)."""
     if indptr.shape[0] != n_major + 1:
         raise ValueError(
             f"{name} ({label}): indptr has {indptr.shape[0]} entries, expected "
@@ -373,7 +374,7 @@ def _check_pointers(indptr, n_major, n_stored, name, label, major):
         if down.any():
             i = int(np.argmax(down))
             raise ValueError(
-                f"{name} ({label}): indptr decreases at {major} {i} (indptr[{i}] = "
+                f"{name} ({label}): indptr decreases at {major} {i + offset} (indptr[{i}] = "
                 f"{int(indptr[i])} > indptr[{i + 1}] = {int(indptr[i + 1])}); the {major} "
                 "pointers must be non-decreasing")
     used = int(indptr[-1])
@@ -424,7 +425,8 @@ def _checked_compressed(X, name, label, csr=True, row_offset=0):
         raise ValueError(
             f"{name} ({label}): indices has {indices.shape[0]} entries but data has "
             f"{data.shape[0]}; they must have the same length")
-    used = _check_pointers(indptr, n_major, indices.shape[0], name, label, major)
+    used = _check_pointers(indptr, n_major, indices.shape[0], name, label, major,
+                           row_offset if csr else 0)
     if used < indices.shape[0]:
         data, indices = data[:used], indices[:used]
     k = _first_out_of_range(indices, n_minor)
