@@ -459,6 +459,14 @@ for _ext, _comp in (("", None), (".gz", "gzip"), (".xz", "xz")):
     FILES[f"index_3e19{_ext}"] = (lambda: b"1 1:1 30000000000000000000:2\n-1 2:1\n", _comp)
 
 
+# an IDX labels file declaring 10 labels, followed by 256 MiB of zeros (the reader stops
+# where the header says the data ends)
+FILES["idx_trailing.gz"] = (lambda: bytes([0, 0, 8, 1]) + (10).to_bytes(4, "big")
+                            + bytes(range(10)) + bytes(256 << 20), "gzip")
+FILES["idx_images.gz"] = (lambda: bytes([0, 0, 8, 3]) + b"".join(
+    d.to_bytes(4, "big") for d in (10, 2, 2)) + bytes(40), "gzip")
+
+
 def prepare_files(tmp, names=None):
     for name in names or FILES:
         raw_fn, compress = FILES[name]
@@ -492,6 +500,17 @@ def _libsvm(name, sklearn=True):
                     sys.modules[m] = mod
         assert X.shape[0] == y.shape[0] == 2 and X.nnz == 3, (X.shape, X.nnz)
         return f"{X.shape} {X.indices.dtype}"
+    return run
+
+
+def _mnist(images, labels):
+    def run(_):
+        from marginkit.datasets import load_mnist_idx
+
+        tmp = os.environ["HOSTILE_TMP"]
+        X, y = load_mnist_idx(os.path.join(tmp, images), os.path.join(tmp, labels))
+        assert X.shape == (10, 4) and y.tolist() == list(range(10)), (X.shape, y)
+        return "read"
     return run
 
 
@@ -535,6 +554,8 @@ def _libsvm_cases():
             cases.append(Case(f"libsvm:index_3e19:{tag}:{reader}", _libsvm(f"index_3e19{ext}", sk),
                               "ValueError", r"line 1: feature index 30000000000000000000 is too "
                                             r"large \(the largest supported index is 2\*\*63 - 1\)"))
+    cases.append(Case("mnist:idx_trailing_256MiB", _mnist("idx_images.gz", "idx_trailing.gz"),
+                      None, measured=True, max_rss_mib=32))
     cases += [
         Case("cli:zeros_128MiB", _cli_fit("zeros.gz"), "ValueError",
              r"^marginkit fit: error: argument TRAIN: .*" + nul),

@@ -108,14 +108,6 @@ def _open_binary(path):
     return open(path, "rb")
 
 
-def _read_bytes(path):
-    try:
-        with _open_binary(path) as fh:
-            return fh.read()
-    except _DECOMPRESSION_ERRORS as exc:
-        _raise_corrupt(path, exc)
-
-
 #: errors of the decompressors on corrupt or truncated input (BadGzipFile is an OSError)
 _DECOMPRESSION_ERRORS = (EOFError, lzma.LZMAError, zlib.error, OSError)
 
