@@ -113,7 +113,8 @@ class Result:
         """Store as a ``.npz`` file (arrays) with a JSON header; no pickle involved.
 
         ``mk.load_result(path)`` reads it back (safely, also from untrusted sources: see
-        ``marginkit._persist``). Results with a callable (unregistered) kernel or solver
+        ``marginkit._persist``). Only the fields of ``Result`` are stored (attributes
+        added to the object are not). Results with a callable (unregistered) kernel or solver
         cannot be saved this way (pickle them instead); a ``random_state`` Generator or a
         ``callback`` in the config is stored as None.
         """

@@ -10,9 +10,12 @@ Policy
   large int8 matrix grows 4x, not 8x. Every other integer type (int32, uint32, int64,
   uint64) and longdouble becomes float64 (int64 beyond 2**53 is rounded). Complex,
   object, string and datetime arrays are rejected with a ``TypeError``.
-* Sparse input (CSR, CSC, COO, BSR, DIA, LIL, DOK, sparse arrays too) becomes a canonical
-  CSR matrix with int32 or int64 indices: duplicates summed, indices sorted, in a private
-  copy when the caller's matrix is not already canonical CSR.
+* Sparse input (CSR, CSC, COO, BSR, DIA, LIL, DOK, sparse arrays too) has its structure
+  checked first (``checked_csr``: index arrays of consistent lengths, monotone indptr,
+  every index in range; O(nnz) numpy, before scipy's C++ or marginkit's kernels read
+  them), then becomes a canonical CSR matrix with int32 or int64 indices: duplicates
+  summed, indices sorted, in a private copy when the caller's matrix is not already
+  canonical CSR. Compiled code may assume canonical input after ``check_X``.
 * The full table of bad inputs and what marginkit does is ``docs/reliability.md``,
   generated from the test cases in ``tests/reliability_table.py``.
 """
@@ -514,6 +517,8 @@ def check_sparse_structure(X, name="X", row_offset=0):
     What ``checked_csr`` checks, without converting anything: for code that hands X to
     scipy (slicing, conversions) rather than to marginkit's kernels.
     """
+    if X.ndim != 2:
+        return  # not a matrix: the caller's own shape check words the error
     fmt = X.format
     if fmt in ("csr", "csc"):
         _checked_compressed(X, name, fmt.upper(), csr=fmt == "csr", row_offset=row_offset)

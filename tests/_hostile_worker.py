@@ -396,6 +396,38 @@ def _strided_arrays(_):
     return _same_answers(M, ref)
 
 
+def _dense_layout(kind):
+    """Dense layouts other than C/F order (views with odd strides, unaligned data): the
+    same answers as a contiguous copy, from every kernel and a solve."""
+    def run(_):
+        X, _y = _data()
+        if kind == "negative_strides":
+            A = X[::-1, ::-1].copy()[::-1, ::-1]
+        elif kind == "strided_columns":
+            A = np.asfortranarray(np.c_[X, X])[:, ::2]
+            A[...] = np.c_[X, X][:, ::2]
+            A = A[:, :D]
+        elif kind == "unaligned":
+            raw = np.zeros(X.size * 8 + 1, dtype=np.uint8)
+            A = np.frombuffer(raw.data, dtype=np.float64, count=X.size, offset=1).reshape(X.shape)
+            A[...] = X
+        elif kind == "read_only_broadcast":
+            A = np.broadcast_to(X[:, :1], (N, D))
+            X = np.ascontiguousarray(A)
+        return _same_answers(A, np.ascontiguousarray(A)) if kind != "read_only_broadcast" \
+            else _kernels_agree(A, X)
+    return run
+
+
+def _kernels_agree(A, ref):
+    import marginkit as mk
+
+    for name in ("linear", "rbf", "laplacian", "poly"):
+        k = mk.get_plugin("kernel", name)()
+        np.testing.assert_allclose(k(A, ref), k(ref, ref), rtol=1e-12, err_msg=name)
+    return "same"
+
+
 # ------------------------------------------------------------------ small items
 def _xarray_numpy(_):
     try:
@@ -436,6 +468,10 @@ def _small_cases():
         Case("small:csr_stale_canonical_flag", _stale_canonical_flag, None),
         Case("small:csr_uint16_int16_indices", _odd_index_dtypes, None),
         Case("small:csr_strided_arrays", _strided_arrays, None),
+        Case("small:dense_negative_strides", _dense_layout("negative_strides"), None),
+        Case("small:dense_strided_columns", _dense_layout("strided_columns"), None),
+        Case("small:dense_unaligned", _dense_layout("unaligned"), None),
+        Case("small:dense_zero_strides", _dense_layout("read_only_broadcast"), None),
         Case("small:xarray_on_numpy", _xarray_numpy, None),
         Case("small:C_10e400", _huge_int("C", "fista"), "ValueError",
              r"C=~1e400 \(an int\) is out of range: too large for a float64"),

@@ -75,11 +75,17 @@ def _describe(code):
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory):
-    """Every case of the default run, once: the measured ones (memory, time) in a worker
-    of their own, the others in another (each worker restarted after a crash)."""
+def hostile_files(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hostile")
     W.prepare_files(str(tmp))
+    return tmp
+
+
+@pytest.fixture(scope="module")
+def outcomes(hostile_files):
+    """Every case of the default run, once: the measured ones (memory, time) in a worker
+    of their own, the others in another (each worker restarted after a crash)."""
+    tmp = hostile_files
     results = _run_workers([c.id for c in CASES if c.measured], tmp)
     results.update(_run_workers([c.id for c in CASES if not c.measured], tmp))
     return results
@@ -111,9 +117,8 @@ def test_hostile_case(cid, outcomes):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cid", [c.id for c in W.SLOW_CASES])
-def test_hostile_case_slow(cid, tmp_path):
-    W.prepare_files(str(tmp_path))
-    _check(BY_ID[cid], _run_workers([cid], tmp_path)[cid])
+def test_hostile_case_slow(cid, hostile_files):
+    _check(BY_ID[cid], _run_workers([cid], hostile_files)[cid])  # each alone, measured
 
 
 def test_every_solver_and_kernel_is_covered():
