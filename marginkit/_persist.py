@@ -46,6 +46,7 @@ import json
 import math
 import numbers
 import os
+import stat
 import zipfile
 
 import numpy as np
@@ -201,6 +202,10 @@ def load_result(path, max_bytes=MAX_BYTES):
         raise TypeError(f"max_bytes={max_bytes!r} must be an int >= 0 (bytes)")
     if isinstance(path, os.PathLike):
         path = os.fspath(path)  # named as the string it is in messages
+    if isinstance(path, (str, bytes)) and os.path.exists(path) and not os.path.isdir(path) \
+            and not stat.S_ISREG(os.stat(path).st_mode):
+        # a pipe or a device: opening or reading it could block or never end
+        raise ValueError(f"{path!r} is not a file written by Result.save (not a regular file)")
     try:
         zf = zipfile.ZipFile(path)
     except (FileNotFoundError, IsADirectoryError, PermissionError):

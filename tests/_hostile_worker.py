@@ -703,9 +703,21 @@ def _bomb(n_bytes, declared=True, max_bytes=None):
     return run
 
 
+def _load_pipe(_):
+    """A named pipe nobody writes to: opening it would block forever."""
+    import marginkit as mk
+
+    path = os.path.join(os.environ["HOSTILE_TMP"], "pipe.npz")
+    if not os.path.exists(path):
+        os.mkfifo(path)
+    return repr(mk.load_result(path))
+
+
 def _result_cases():
     S = r"corrupt Result.save header: "
     c = [
+        Case("result:named_pipe", _load_pipe, "ValueError",
+             r"is not a file written by Result.save \(not a regular file\)"),
         Case("result:override_predict", _tampered(_set("fields.predict", _plugin("kernel", "rbf"))),
              "ValueError", S + r"r: unknown field\(s\) \['predict'\]"),
         Case("result:override_score", _tampered(_set("fields.score", "x")),
