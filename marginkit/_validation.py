@@ -416,8 +416,9 @@ def _checked_compressed(X, name, label, csr=True, row_offset=0):
     indptr[-1] (entries past indptr[-1] are not part of the matrix, as in scipy's
     ``prune``: the arrays returned are views that stop there); every index is in
     [0, n_minor). ``canonical`` tells whether every row is sorted without duplicates.
-    Index arrays of other integer types become int64 (int32 and int64 are kept when
-    both arrays share them); non-contiguous arrays become contiguous copies.
+    The index arrays end with one dtype, int32 or int64 (int32 indices with int64 indptr:
+    indptr is cast when its values fit, else indices; other integer types become int64);
+    non-contiguous arrays become contiguous copies.
     """
     major, minor = ("row", "column") if csr else ("column", "row")
     n_major, n_minor = X.shape if csr else X.shape[::-1]
@@ -439,7 +440,14 @@ def _checked_compressed(X, name, label, csr=True, row_offset=0):
             f"{name} ({label}): {minor} index {int(indices[k])} of {major} {i} is out of "
             f"range [0, {n_minor}) (stored entry {k}); the matrix has {n_minor} {minor}s: "
             "fix the index arrays or the shape")
-    if indices.dtype not in _INDEX_DTYPES or indptr.dtype != indices.dtype:
+    if indices.dtype in _INDEX_DTYPES and indptr.dtype in _INDEX_DTYPES:
+        if indptr.dtype != indices.dtype:
+            # one index dtype for both: cast indptr (n + 1 entries) when its values fit
+            if indices.dtype == np.int64 or used <= np.iinfo(np.int32).max:
+                indptr = indptr.astype(indices.dtype)
+            else:
+                indices = indices.astype(np.int64)
+    else:  # other integer types (range-checked above): int64
         indices, indptr = indices.astype(np.int64), indptr.astype(np.int64)
     data, indices, indptr = (np.ascontiguousarray(a) for a in (data, indices, indptr))
     return data, indices, indptr, _sorted_unique(indices, indptr)

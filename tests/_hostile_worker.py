@@ -285,6 +285,31 @@ def _dask_wrong_shape(solver):
     return run
 
 
+def _corrupt_feature_map(solver):
+    """A third-party kernel whose feature map returns a corrupt CSR matrix."""
+    def run(_):
+        import marginkit as mk
+        from marginkit.plugins import Kernel
+
+        class CorruptMap(Kernel):
+            param_table = {}
+
+            def feature_map(self, X):
+                return _csr_defect("col_too_large", sp.csr_matrix(np.asarray(X)), ROW)
+
+            def __call__(self, A, B=None):
+                A = np.asarray(A)
+                return A @ np.asarray(A if B is None else B).T
+
+            def diag(self, A):
+                return (np.asarray(A) ** 2).sum(axis=1)
+
+        mk.register("kernel", "corrupt_map", overwrite=True)(CorruptMap)
+        X, y = _data()
+        return mk.solve(X, y, solver=solver, kernel="corrupt_map", max_iter=20).status
+    return run
+
+
 def _registered(kind):
     import marginkit as mk
 
@@ -326,6 +351,10 @@ def _structure_cases():
                       "estimator:SVMClassifier:fit"):
             cases.append(Case(f"{kind.split('_')[0]}:{kind}:{entry}",
                               lambda k, fn=entries[entry]: _untouched(fn)(k), exc, pattern))
+    for s in solvers:
+        cases.append(Case(f"plugin:feature_map_corrupt:{s}", _corrupt_feature_map(s), "ValueError",
+                          r"feature_map\(X\) \(CSR\): column index 1000000 of row "
+                          rf"{ROW} is out of range \[0, {D}\)"))
     for s in dask_solvers:
         cases.append(Case(f"dask:chunk_shape:{s}", _dask_wrong_shape(s), "ValueError",
                           rf"X chunk 0 has shape \({N // 2}, {D + 2}\) but the dask array "
