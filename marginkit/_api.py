@@ -20,7 +20,7 @@ from ._config import FIELD_NAMES as _CONFIG_FIELDS, Config
 from ._registry import REGISTRIES, get_plugin
 from ._result import Result
 from .certificates import CLAIM_KINDS
-from ._validation import check_gram, check_X, check_y
+from ._validation import check_gram, check_X, check_y, dask_array_of
 from .plugins import Problem
 
 __all__ = ["solve", "Problem", "resolve_kernel", "compose"]
@@ -414,11 +414,12 @@ def solve(X, y, config=None, **kwargs):
     ('separable', True)
     """
     config = _make_config(config, kwargs)
-    if type(X) is not np.ndarray and hasattr(X, "__dask_graph__"):
+    Xd = dask_array_of(X)  # None for in-memory input, an xarray object on numpy included
+    if Xd is not None:
         # dask arrays run on the workers (marginkit._dask), validated chunk-wise there
         from ._dask import solve as _dask_solve
 
-        return _dask_solve(X, y, config)
+        return _dask_solve(Xd, y, config)
     solver, kernel, smoother, rules, max_iter = compose(config)
     Xv = check_X(X)
     if getattr(kernel, "precomputed", False):

@@ -24,7 +24,8 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import check_X, check_y
+from ._validation import (check_sparse_structure, check_X, check_y, dask_array_of,
+                          has_nan_label)
 from .solvers import svm
 from .solvers.tikhonov import _GuardedNewton
 
@@ -77,14 +78,19 @@ class ChunkWorker:
 
     def __init__(self, X, y, index, offset=0):
         self.bad_rows = None
+        self.error = None
         try:
-            self.X = check_X(X, name=f"X chunk {index}")
-        except ValueError as exc:
-            if "NaN or infinity" not in str(exc):
-                raise
-            # reported by make_pool for all chunks at once, with global row numbers
+            # the structure of a sparse chunk is checked here, before any compiled code
+            # reads it (messages name the chunk and the row of X)
+            self.X = check_X(X, name=f"X chunk {index}", row_offset=offset)
+        except (ValueError, TypeError) as exc:
+            # reported by make_pool in chunk order: NaN/inf rows for all chunks at once,
+            # with global row numbers, any other problem for the first chunk that has one
             self.X = None
-            self.bad_rows = _nonfinite_rows(X) + offset
+            if isinstance(exc, ValueError) and "NaN or infinity" in str(exc):
+                self.bad_rows = _nonfinite_rows(X) + offset
+            else:
+                self.error = exc
         self.y_raw = y
         self.y = None
         self.index = index
@@ -161,7 +167,7 @@ def _nonfinite_rows(X):
 
 
 def _k_bad_rows(chunk):
-    return chunk.bad_rows
+    return chunk.bad_rows, chunk.error
 
 
 def _k_get(chunk, name):
@@ -194,6 +200,8 @@ def _k_check_y(chunk, task):
         raise TypeError("y is complex; pass real labels")
     if y.dtype.kind == "f" and not np.isfinite(y).all():
         raise ValueError("y contains NaN or infinity; every sample needs a label")
+    if y.dtype.kind == "O" and has_nan_label(y):
+        raise ValueError("y contains NaN; every sample needs a label")
     chunk.y_raw = y
     return np.unique(y)
 
@@ -201,6 +209,16 @@ def _k_check_y(chunk, task):
 def _k_set_labels(chunk, positive):
     chunk.y = np.where(chunk.y_raw == positive, 1.0, -1.0)
     chunk.y_raw = None
+
+
+def _check_sparse_sources(X):
+    """The scipy.sparse matrices a dask graph holds as data (``da.from_array(csr)``) have
+    their structure checked before the graph runs: dask slices them with scipy's C++
+    code, which trusts the index arrays, before any chunk reaches a ``ChunkWorker``."""
+    for value in X.__dask_graph__().values():
+        value = getattr(value, "value", value)  # a literal may be wrapped in a data node
+        if sp.issparse(value):
+            check_sparse_structure(value, name="the sparse matrix behind the dask array X")
 
 
 def _split_numpy_y(y, sizes):
@@ -219,6 +237,7 @@ def make_pool(X, y, task="classification"):
 
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (n_samples, n_features), got a {X.ndim}-D dask array")
+    _check_sparse_sources(X)
     if any(np.isnan(c) for c in X.chunks[0]):
         raise ValueError("X has unknown chunk sizes; call X.compute_chunk_sizes() first")
     if len(X.chunks[1]) > 1:
@@ -229,8 +248,10 @@ def make_pool(X, y, task="classification"):
     if n == 0 or X.shape[1] == 0:
         raise ValueError(f"X is empty (shape {X.shape}); pass at least one sample and one feature")
 
-    y_is_dask = hasattr(y, "__dask_graph__")
+    y_dask = dask_array_of(y, "y")
+    y_is_dask = y_dask is not None
     if y_is_dask:
+        y = y_dask
         if y.ndim == 2 and y.shape[1] == 1:
             y = y[:, 0]
         if y.ndim != 1:
@@ -277,7 +298,11 @@ def make_pool(X, y, task="classification"):
         workers = [a.result() for a in afuts]
         keep = afuts  # the persisted chunks are referenced by the actors themselves
     calls = [w.run(_k_bad_rows) for w in workers]
-    bad = [b for b in (calls if client is None else [f.result() for f in calls]) if b is not None]
+    found = calls if client is None else [f.result() for f in calls]
+    errors = [e for _, e in found if e is not None]
+    if errors:
+        raise errors[0]
+    bad = [b for b, _ in found if b is not None]
     if bad:
         bad = np.concatenate(bad)
         raise ValueError(
@@ -285,6 +310,14 @@ def make_pool(X, y, task="classification"):
             f"{' ...' if bad.size > 10 else ''}; remove or impute them")
     calls = [w.run(_k_shape) for w in workers]
     shapes = calls if client is None else [f.result() for f in calls]
+    for i, (shape, _, _) in enumerate(shapes):
+        # a chunk computed by the graph must be the block the array declares: the
+        # drivers size every d-vector and row offset from the declaration
+        if tuple(shape) != (sizes[i], X.shape[1]):
+            raise ValueError(
+                f"X chunk {i} has shape {tuple(shape)} but the dask array declares "
+                f"{(sizes[i], X.shape[1])} for it; build the array with the shape and chunks "
+                "its blocks really have")
     dtypes = {s[1] for s in shapes}
     dtype = np.float64 if len(dtypes) > 1 else np.dtype(dtypes.pop())
     sparse = any(s[2] for s in shapes)

@@ -1,15 +1,12 @@
-"""``Result`` (one type for every solver) and its persistence.
+"""``Result`` (one type for every solver); its persistence is ``marginkit._persist``.
 
 The certificates a result may carry live in ``marginkit.certificates``.
 """
-import io
-import json
-import zipfile
-
 import numpy as np
 import scipy.sparse as sp
 
-from .certificates import (CERTIFICATE_TYPES, Certificate, InfeasibilityCertificate,
+from ._persist import load_result, save_result
+from .certificates import (CERTIFICATE_TYPES, Certificate, InfeasibilityCertificate,  # noqa: F401
                            SeparatorCertificate, certificate_type, labels_pm)
 
 __all__ = ["Result", "Certificate", "SeparatorCertificate", "InfeasibilityCertificate",
@@ -114,127 +111,15 @@ class Result:
     def save(self, path):
         """Store as a ``.npz`` file (arrays) with a JSON header; no pickle involved.
 
-        Results with a callable (unregistered) kernel or solver cannot be saved this way
-        (pickle them instead).
+        ``mk.load_result(path)`` reads it back (safely, also from untrusted sources: see
+        ``marginkit._persist``). Only the fields of ``Result`` are stored (attributes
+        added to the object are not). Results with a callable (unregistered) kernel or solver
+        cannot be saved this way (pickle them instead); a ``random_state`` Generator or a
+        ``callback`` in the config is stored as None.
         """
-        arrays = {}
-        meta = _encode(self.__dict__, arrays, "r")
-        buf = io.BytesIO()
-        np.savez_compressed(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
-                            **arrays)
-        with open(path, "wb") as fh:
-            fh.write(buf.getvalue())
+        save_result(self, path)
 
 
 _RESULT_FIELDS = frozenset(Result._FIELDS)
 _NO_FIELDS = dict.fromkeys(Result._FIELDS)
 
-
-def _encode(obj, arrays, key):
-    """JSON-encode obj, moving arrays into ``arrays`` (keys derived from ``key``)."""
-    from . import plugins
-    from ._config import Config
-
-    if obj is None or isinstance(obj, (bool, str)):
-        return obj
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        f = float(obj)
-        return f if np.isfinite(f) else {"__float__": repr(f)}
-    if isinstance(obj, np.ndarray):
-        if obj.dtype == object:
-            raise TypeError("cannot save object arrays without pickle")
-        arrays[key] = obj
-        return {"__array__": key}
-    if sp.issparse(obj):
-        c = obj.tocsr()
-        for part in ("data", "indices", "indptr"):
-            arrays[f"{key}.{part}"] = getattr(c, part)
-        return {"__csr__": key, "shape": list(c.shape)}
-    if isinstance(obj, (list, tuple)):
-        return {"__seq__": [_encode(v, arrays, f"{key}.{i}") for i, v in enumerate(obj)],
-                "tuple": isinstance(obj, tuple)}
-    if isinstance(obj, dict):
-        return {"__dict__": {str(k): _encode(v, arrays, f"{key}.{k}") for k, v in obj.items()}}
-    if isinstance(obj, Config):
-        return {"__config__": _encode(obj.to_dict(), arrays, key + ".config")}
-    if isinstance(obj, plugins.Plugin):
-        if obj.name is None:
-            raise TypeError(f"cannot save {obj!r}: it is not a registered plug-in")
-        return {"__plugin__": [obj.kind, obj.name], "params": _encode(obj.params, arrays, key + ".p")}
-    if isinstance(obj, Certificate):
-        name = type(obj).__name__
-        if name not in CERTIFICATE_TYPES:
-            raise TypeError(f"cannot save certificate {name}: decorate it with @certificate_type")
-        return {"__certificate__": name, "state": _encode(obj.__dict__, arrays, key + ".c")}
-    raise TypeError(
-        f"cannot save {type(obj).__name__} without pickle (callable kernels or custom objects); "
-        "use pickle for this result"
-    )
-
-
-def _decode(obj, arrays):
-    from ._registry import get_plugin
-
-    if isinstance(obj, list):
-        return [_decode(v, arrays) for v in obj]
-    if not isinstance(obj, dict):
-        return obj
-    if "__float__" in obj:
-        return float(obj["__float__"])
-    if "__array__" in obj:
-        return arrays[obj["__array__"]]
-    if "__csr__" in obj:
-        k = obj["__csr__"]
-        return sp.csr_matrix((arrays[k + ".data"], arrays[k + ".indices"], arrays[k + ".indptr"]),
-                             shape=tuple(obj["shape"]))
-    if "__seq__" in obj:
-        seq = [_decode(v, arrays) for v in obj["__seq__"]]
-        return tuple(seq) if obj.get("tuple") else seq
-    if "__dict__" in obj:
-        return {k: _decode(v, arrays) for k, v in obj["__dict__"].items()}
-    if "__config__" in obj:
-        return _decode(obj["__config__"], arrays)  # kept as a plain dict description
-    if "__plugin__" in obj:
-        kind, name = obj["__plugin__"]
-        cls = get_plugin(kind, name)
-        params = _decode(obj["params"], arrays)
-        return cls(**params) if isinstance(cls, type) else cls
-    if "__certificate__" in obj:
-        cls = CERTIFICATE_TYPES.get(obj["__certificate__"])
-        if cls is None:
-            raise ValueError(
-                f"certificate type {obj['__certificate__']!r} is unknown; import the plug-in "
-                "that defines it (a class decorated with @certificate_type) before load_result"
-            )
-        cert = cls.__new__(cls)
-        cert.__dict__.update(_decode(obj["state"], arrays))
-        return cert
-    return {k: _decode(v, arrays) for k, v in obj.items()}
-
-
-def load_result(path):
-    """Load a ``Result`` stored by ``Result.save`` (no pickle: ``allow_pickle=False``)."""
-    try:
-        data = np.load(path, allow_pickle=False)
-        if not hasattr(data, "files"):  # a single .npy array, not an archive
-            raise ValueError("a single array, not an npz archive")
-        with data:
-            arrays = {k: data[k] for k in data.files}
-    except (FileNotFoundError, IsADirectoryError, PermissionError):
-        raise
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-        raise ValueError(f"{path!r} is not a file written by Result.save ({exc})") from None
-    if "__meta__" not in arrays:
-        raise ValueError(f"{path!r} is not a file written by Result.save (no header)")
-    try:
-        meta = json.loads(arrays.pop("__meta__").tobytes().decode())
-        fields = _decode(meta, arrays)
-        if not isinstance(fields, dict):
-            raise TypeError("the header is not a dict of fields")
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"{path!r}: corrupt Result.save header ({type(exc).__name__}: {exc})") from None
-    res = Result.__new__(Result)
-    res.__dict__.update(fields)
-    return res

@@ -10,9 +10,12 @@ Policy
   large int8 matrix grows 4x, not 8x. Every other integer type (int32, uint32, int64,
   uint64) and longdouble becomes float64 (int64 beyond 2**53 is rounded). Complex,
   object, string and datetime arrays are rejected with a ``TypeError``.
-* Sparse input (CSR, CSC, COO, BSR, DIA, LIL, DOK, sparse arrays too) becomes a canonical
-  CSR matrix with int32 or int64 indices: duplicates summed, indices sorted, in a private
-  copy when the caller's matrix is not already canonical CSR.
+* Sparse input (CSR, CSC, COO, BSR, DIA, LIL, DOK, sparse arrays too) has its structure
+  checked first (``checked_csr``: index arrays of consistent lengths, monotone indptr,
+  every index in range; O(nnz) numpy, before scipy's C++ or marginkit's kernels read
+  them), then becomes a canonical CSR matrix with int32 or int64 indices: duplicates
+  summed, indices sorted, in a private copy when the caller's matrix is not already
+  canonical CSR. Compiled code may assume canonical input after ``check_X``.
 * The full table of bad inputs and what marginkit does is ``docs/reliability.md``,
   generated from the test cases in ``tests/reliability_table.py``.
 """
@@ -97,7 +100,7 @@ class Param:
         if self.options is not None and isinstance(value, str):
             if value not in self.options:
                 raise ValueError(
-                    f"{_where(owner)}{name}={value!r} is not valid; use one of {list(self.options)}"
+                    f"{_where(owner)}{name}={_show(value)} is not valid; use one of {list(self.options)}"
                 )
             return value
         tv = type(value)
@@ -110,24 +113,39 @@ class Param:
             ):
                 tnames = self.types if isinstance(self.types, tuple) else (self.types,)
                 raise TypeError(
-                    f"{_where(owner)}{name}={value!r} has type {type(value).__name__}; expected "
+                    f"{_where(owner)}{name}={_show(value)} has type {type(value).__name__}; expected "
                     f"{' or '.join(t.__name__ for t in tnames)} ({self.describe()})"
                 )
         if isinstance(value, bool) and self.types in (numbers.Real, numbers.Integral, int, float):
-            raise TypeError(f"{_where(owner)}{name}={value!r} is a bool; pass a number ({self.describe()})")
+            raise TypeError(f"{_where(owner)}{name}={_show(value)} is a bool; pass a number ({self.describe()})")
         if real and tv is not bool:
-            v = float(value)
+            try:
+                v = float(value)
+            except OverflowError:  # an int beyond float64's range (10**400)
+                raise ValueError(
+                    f"{_where(owner)}{name}={_show(value)} is out of range: too large for a "
+                    f"float64; use {self.describe()}") from None
             if self.finite and not math.isfinite(v):
-                raise ValueError(f"{_where(owner)}{name}={value!r} must be finite ({self.describe()})")
+                raise ValueError(f"{_where(owner)}{name}={_show(value)} must be finite ({self.describe()})")
             if self.low is not None and (v < self.low or (self.low_open and v == self.low)):
-                raise ValueError(f"{_where(owner)}{name}={value!r} is out of range; use {self.describe()}")
+                raise ValueError(f"{_where(owner)}{name}={_show(value)} is out of range; use {self.describe()}")
             if self.high is not None and (v > self.high or (self.high_open and v == self.high)):
-                raise ValueError(f"{_where(owner)}{name}={value!r} is out of range; use {self.describe()}")
+                raise ValueError(f"{_where(owner)}{name}={_show(value)} is out of range; use {self.describe()}")
         elif self.options is not None and not isinstance(value, str):
-            raise TypeError(f"{_where(owner)}{name}={value!r}: use one of {list(self.options)}")
+            raise TypeError(f"{_where(owner)}{name}={_show(value)}: use one of {list(self.options)}")
         if self.validator is not None:
             value = self.validator(value, name, _owner_name(owner))
         return value
+
+
+def _show(value):
+    """repr(value) for messages, short: an int of many digits as its order of magnitude
+    (Python refuses to print ints of more than 4300 digits at all)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
+        digits = int(value.bit_length() * math.log10(2))
+        return f"~{'-' if value < 0 else ''}1e{digits} (an int)"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _owner_name(owner):
@@ -215,30 +233,48 @@ def _nonfinite_rows(arr):
     return np.concatenate(bad)
 
 
-def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32")):
+def dask_array_of(obj, name="X"):
+    """``obj`` as a dask array when it is one, or an xarray object backed by one; else None.
+
+    Objects with a ``__dask_graph__`` method that returns None (an xarray DataArray on a
+    numpy array) are in-memory arrays; a dask collection that is not an array (a
+    DataFrame, a bag) is refused.
+    """
+    if type(obj) is np.ndarray or not hasattr(obj, "__dask_graph__"):
+        return None
+    if obj.__dask_graph__() is None:
+        return None
+    import dask.array as da
+
+    if isinstance(obj, da.Array):
+        return obj
+    data = getattr(obj, "data", None)
+    if isinstance(data, da.Array):
+        return data
+    raise TypeError(f"{name} is a dask collection of type {type(obj).__name__}, not an array; "
+                    f"pass a dask.array.Array (or {name}.to_dask_array())")
+
+
+def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32"), row_offset=0):
     """Validate a feature matrix; return a float32/float64 ndarray or canonical CSR matrix.
 
     Dense input keeps its memory (no copy) when it is already float32/float64; Fortran
-    order is accepted as is. Sparse input of any format becomes CSR (a private copy only
-    when the format, dtype or canonical form must change); it is never densified.
+    order is accepted as is. Sparse input of any format has its structure checked
+    (``checked_csr``) and becomes CSR (a private copy only when the format, dtype or
+    canonical form must change); it is never densified. ``row_offset`` is added to the
+    row numbers of structure errors (X is a row block of a larger matrix).
     """
     if type(X) is np.ndarray and X.ndim == 2 and X.dtype in _FLOAT_DTYPES:
         return _checked_dense(X, name, allow_empty)  # kept as it is: no conversion to check
     if X is None:
         raise TypeError(f"{name} is None; pass an array of shape (n_samples, n_features)")
     if sp.issparse(X):
-        dtype = _float_dtype_for(X.dtype, name)
         if X.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got {X.ndim}-D")
-        Xc = X if X.format == "csr" else X.tocsr()
+        dtype = _float_dtype_for(_sparse_dtype(X, name), name)
+        Xc = checked_csr(X, name, row_offset)  # structure checked before scipy's own C++ reads it
         if Xc.dtype != dtype:
             Xc = Xc.astype(dtype)
-        if not Xc.has_canonical_format:
-            Xc = Xc.copy() if Xc is X else Xc
-            Xc.sum_duplicates()  # sorts indices too
-        if Xc.indices.dtype not in (np.int32, np.int64) or Xc.indptr.dtype != Xc.indices.dtype:
-            Xc = sp.csr_matrix((Xc.data, Xc.indices.astype(np.int64), Xc.indptr.astype(np.int64)),
-                               shape=Xc.shape)
         if Xc.data.size <= _SMALL:
             finite = np.isfinite(Xc.data).all()
         else:
@@ -257,7 +293,7 @@ def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32")):
         if not allow_empty and (Xc.shape[0] == 0 or Xc.shape[1] == 0):
             raise ValueError(f"{name} is empty (shape {Xc.shape}); pass at least one sample and one feature")
         return Xc
-    if hasattr(X, "__dask_graph__"):
+    if dask_array_of(X, name) is not None:
         raise TypeError(f"{name} is a dask array; this entry point needs numpy or scipy.sparse input")
     try:
         arr = np.asarray(X)
@@ -275,6 +311,270 @@ def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32")):
     if arr.dtype != dtype:
         arr = arr.astype(dtype)
     return _checked_dense(arr, name, allow_empty)
+
+
+# --------------------------------------------------------------------------- sparse structure
+#: entries per block of the canonical-order scan (bounds its temporaries to ~1 MiB)
+_SCAN_BLOCK = 1 << 20
+_INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+
+
+def _sparse_dtype(X, name):
+    data = getattr(X, "data", None)
+    if X.format in ("csr", "csc", "bsr", "coo", "dia") and not isinstance(data, np.ndarray):
+        raise TypeError(f"{name} ({X.format.upper()}): data is a {type(data).__name__}, not a "
+                        "numpy array; rebuild the matrix from numpy arrays")
+    return X.dtype
+
+
+def _index_array(arr, name, label, part):
+    """``arr`` as a 1-D integer ndarray (no copy), or a clear error."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"{name} ({label}): {part} is a {type(arr).__name__}, not a numpy array; "
+                        "rebuild the matrix from numpy arrays")
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{name} ({label}): {part} has dtype {arr.dtype}; the index arrays of a "
+                        "sparse matrix must be integers")
+    if arr.ndim != 1:
+        raise ValueError(f"{name} ({label}): {part} must be 1-D, got shape {arr.shape}")
+    return arr
+
+
+def _data_array(arr, name, label, ndim=1):
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"{name} ({label}): data is a {type(arr).__name__}, not a numpy array; "
+                        "rebuild the matrix from numpy arrays")
+    if arr.ndim != ndim:
+        raise ValueError(f"{name} ({label}): data must be {ndim}-D, got shape {arr.shape}")
+    return arr
+
+
+def _first_out_of_range(idx, high):
+    """Position of the first entry of ``idx`` outside [0, high), or -1 (min/max first:
+    no temporary unless something is out of range)."""
+    if idx.size == 0 or (int(idx.min()) >= 0 and int(idx.max()) < high):
+        return -1
+    for a in range(0, idx.size, _SCAN_BLOCK):
+        blk = idx[a:a + _SCAN_BLOCK]
+        bad = np.flatnonzero((blk < 0) | (blk >= high))
+        if bad.size:
+            return a + int(bad[0])
+    return -1  # pragma: no cover - min/max said otherwise
+
+
+def _check_pointers(indptr, n_major, n_stored, name, label, major, offset=0):
+    """indptr of a compressed format: n_major + 1 entries, starts at 0, non-decreasing,
+    ends at most at the number of stored entries. Returns the number of entries used.
+    ``offset`` is added to the row named in a message (a row block of a larger matrix)."""
+    if indptr.shape[0] != n_major + 1:
+        raise ValueError(
+            f"{name} ({label}): indptr has {indptr.shape[0]} entries, expected "
+            f"n_{major}s + 1 = {n_major + 1}; rebuild the matrix with a matching shape")
+    if int(indptr[0]) != 0:
+        raise ValueError(f"{name} ({label}): indptr[0] = {int(indptr[0])}, expected 0")
+    if n_major:
+        down = indptr[1:] < indptr[:-1]  # n_major booleans
+        if down.any():
+            i = int(np.argmax(down))
+            raise ValueError(
+                f"{name} ({label}): indptr decreases at {major} {i + offset} (indptr[{i}] = "
+                f"{int(indptr[i])} > indptr[{i + 1}] = {int(indptr[i + 1])}); the {major} "
+                "pointers must be non-decreasing")
+    used = int(indptr[-1])
+    if used > n_stored:
+        raise ValueError(
+            f"{name} ({label}): indptr[-1] = {used} (the number of stored entries) exceeds "
+            f"the length {n_stored} of indices and data")
+    return used
+
+
+def _sorted_unique(indices, indptr):
+    """True when every row's indices are strictly increasing (sorted, no duplicates).
+
+    Blocked: each block compares neighbours (a temporary of at most ``_SCAN_BLOCK``
+    booleans) and forgives the pairs that straddle a row boundary.
+    """
+    nnz = indices.shape[0]
+    starts = indptr[1:-1]  # positions where rows 1.. begin (non-decreasing)
+    for a in range(0, nnz - 1, _SCAN_BLOCK):
+        b = min(a + _SCAN_BLOCK, nnz - 1)
+        ok = indices[a:b] < indices[a + 1:b + 1]  # pair (k, k + 1) for k in [a, b)
+        # the pairs whose k + 1 starts a new row compare two rows: not an order violation
+        lo = np.searchsorted(starts, a + 1, side="left")
+        hi = np.searchsorted(starts, b, side="right")
+        ok[starts[lo:hi] - (a + 1)] = True
+        if not ok.all():
+            return False
+    return True
+
+
+def _checked_compressed(X, name, label, csr=True, row_offset=0):
+    """(data, indices, indptr, canonical) of a CSR/CSC matrix whose structure is valid.
+
+    Checks, in O(nnz) numpy and without copying the data: indptr has n + 1 entries,
+    starts at 0 and never decreases; indices and data have the same length, at least
+    indptr[-1] (entries past indptr[-1] are not part of the matrix, as in scipy's
+    ``prune``: the arrays returned are views that stop there); every index is in
+    [0, n_minor). ``canonical`` tells whether every row is sorted without duplicates.
+    The index arrays end with one dtype, int32 or int64 (int32 indices with int64 indptr:
+    indptr is cast when its values fit, else indices; other integer types become int64);
+    non-contiguous arrays become contiguous copies.
+    """
+    major, minor = ("row", "column") if csr else ("column", "row")
+    n_major, n_minor = X.shape if csr else X.shape[::-1]
+    data = _data_array(X.data, name, label)
+    indices = _index_array(X.indices, name, label, "indices")
+    indptr = _index_array(X.indptr, name, label, "indptr")
+    if indices.shape[0] != data.shape[0]:
+        raise ValueError(
+            f"{name} ({label}): indices has {indices.shape[0]} entries but data has "
+            f"{data.shape[0]}; they must have the same length")
+    used = _check_pointers(indptr, n_major, indices.shape[0], name, label, major,
+                           row_offset if csr else 0)
+    if used < indices.shape[0]:
+        data, indices = data[:used], indices[:used]
+    k = _first_out_of_range(indices, n_minor)
+    if k >= 0:
+        i = int(np.searchsorted(indptr, k, side="right")) - 1 + (row_offset if csr else 0)
+        raise ValueError(
+            f"{name} ({label}): {minor} index {int(indices[k])} of {major} {i} is out of "
+            f"range [0, {n_minor}) (stored entry {k}); the matrix has {n_minor} {minor}s: "
+            "fix the index arrays or the shape")
+    if indices.dtype in _INDEX_DTYPES and indptr.dtype in _INDEX_DTYPES:
+        if indptr.dtype != indices.dtype:
+            # one index dtype for both: cast indptr (n + 1 entries) when its values fit
+            if indices.dtype == np.int64 or used <= np.iinfo(np.int32).max:
+                indptr = indptr.astype(indices.dtype)
+            else:
+                indices = indices.astype(np.int64)
+    else:  # other integer types (range-checked above): int64
+        indices, indptr = indices.astype(np.int64), indptr.astype(np.int64)
+    data, indices, indptr = (np.ascontiguousarray(a) for a in (data, indices, indptr))
+    return data, indices, indptr, _sorted_unique(indices, indptr)
+
+
+def _check_coo(X, name):
+    label = "COO"
+    data = _data_array(X.data, name, label)
+    rows = _index_array(X.row, name, label, "row")
+    cols = _index_array(X.col, name, label, "col")
+    for part, idx, high in (("row", rows, X.shape[0]), ("column", cols, X.shape[1])):
+        if idx.shape[0] != data.shape[0]:
+            raise ValueError(f"{name} ({label}): the {part} indices have {idx.shape[0]} entries "
+                             f"but data has {data.shape[0]}; they must have the same length")
+        k = _first_out_of_range(idx, high)
+        if k >= 0:
+            raise ValueError(
+                f"{name} ({label}): {part} index {int(idx[k])} of stored entry {k} is out of "
+                f"range [0, {high}); fix the index arrays or the shape")
+
+
+def _check_bsr(X, name):
+    label = "BSR"
+    data = _data_array(X.data, name, label, ndim=3)
+    R, C = data.shape[1:]
+    n, d = X.shape
+    if R < 1 or C < 1 or n % R or d % C:
+        raise ValueError(f"{name} ({label}): block size {(R, C)} does not divide the shape {X.shape}")
+    indices = _index_array(X.indices, name, label, "indices")
+    indptr = _index_array(X.indptr, name, label, "indptr")
+    if data.shape[1:] != (R, C) or data.shape[0] != indices.shape[0]:
+        raise ValueError(
+            f"{name} ({label}): data has shape {data.shape}, expected "
+            f"({indices.shape[0]}, {R}, {C}) for {indices.shape[0]} blocks of {(R, C)}")
+    used = _check_pointers(indptr, n // R, indices.shape[0], name, label, "block row")
+    k = _first_out_of_range(indices[:used], d // C)
+    if k >= 0:
+        raise ValueError(
+            f"{name} ({label}): block column index {int(indices[k])} of stored block {k} is "
+            f"out of range [0, {d // C}); fix the index arrays or the shape")
+
+
+def _check_dia(X, name):
+    label = "DIA"
+    data = _data_array(X.data, name, label, ndim=2)
+    offsets = _index_array(X.offsets, name, label, "offsets")
+    if offsets.shape[0] != data.shape[0]:
+        raise ValueError(f"{name} ({label}): {offsets.shape[0]} offsets for {data.shape[0]} "
+                         "rows of diagonal data; they must match")
+    if np.unique(offsets).shape[0] != offsets.shape[0]:
+        raise ValueError(f"{name} ({label}): the offsets repeat a diagonal")
+
+
+def _check_lil(X, name):
+    label = "LIL"
+    n = X.shape[0]
+    rows, data = X.rows, X.data
+    for part, arr in (("rows", rows), ("data", data)):
+        if not isinstance(arr, np.ndarray) or arr.shape != (n,):
+            raise ValueError(f"{name} ({label}): {part} must be an array of {n} lists "
+                             f"(one per row)")
+    for i in range(n):
+        r, v = rows[i], data[i]
+        if not isinstance(r, list) or not isinstance(v, list) or len(r) != len(v):
+            raise ValueError(f"{name} ({label}): row {i} has column and value lists of "
+                             "different lengths")
+
+
+_FORMAT_CHECKS = {"coo": _check_coo, "bsr": _check_bsr, "dia": _check_dia, "lil": _check_lil}
+
+
+def check_sparse_structure(X, name="X", row_offset=0):
+    """Raise a clear error when the index arrays of the sparse matrix X are inconsistent.
+
+    What ``checked_csr`` checks, without converting anything: for code that hands X to
+    scipy (slicing, conversions) rather than to marginkit's kernels.
+    """
+    if X.ndim != 2:
+        return  # not a matrix: the caller's own shape check words the error
+    fmt = X.format
+    if fmt in ("csr", "csc"):
+        _checked_compressed(X, name, fmt.upper(), csr=fmt == "csr", row_offset=row_offset)
+    elif fmt in _FORMAT_CHECKS:
+        _FORMAT_CHECKS[fmt](X, name)
+
+
+def _csr_from(template, data, indices, indptr, shape, canonical):
+    """A CSR matrix (the class of ``template``: matrix or array) on the given arrays,
+    without scipy's constructor re-reading or down-casting them."""
+    M = (sp.csr_array if isinstance(template, sp.sparray) else sp.csr_matrix)(shape, dtype=data.dtype)
+    M.data, M.indices, M.indptr = data, indices, indptr
+    M.has_sorted_indices = canonical
+    M.has_canonical_format = canonical
+    return M
+
+
+def checked_csr(X, name="X", row_offset=0):
+    """A scipy.sparse matrix of any format as CSR whose structure has been checked.
+
+    The check comes before anything reads the index arrays (scipy's own conversions and
+    canonical-format tests are C++ that trusts them): for CSR and CSC, indptr of length
+    n + 1 starting at 0 and non-decreasing, ``len(indices) == len(data) >= indptr[-1]``
+    (entries past ``indptr[-1]`` are ignored, as scipy does), every index in range; the
+    analogous checks for COO, BSR, DIA and LIL. O(nnz) vectorized numpy, no copy of the
+    data. A ``ValueError``/``TypeError`` names the argument, the format and the first bad
+    position (``row_offset`` is added to row numbers: X is a row block of a larger matrix).
+
+    Returns the caller's matrix when it is already canonical CSR (sorted indices, no
+    duplicates, int32/int64 indices, contiguous arrays), else a private CSR copy or view
+    that is; the caller's arrays are never modified.
+    """
+    fmt = X.format
+    if fmt == "csr":
+        Xc, label = X, "CSR"
+    else:
+        check_sparse_structure(X, name, row_offset)
+        Xc, label = X.tocsr(), f"CSR converted from {fmt.upper()}"
+    data, indices, indptr, canonical = _checked_compressed(Xc, name, label, row_offset=row_offset)
+    same = data is Xc.data and indices is Xc.indices and indptr is Xc.indptr
+    if same and canonical and Xc is X:
+        return X
+    Xc = _csr_from(X, data, indices, indptr, X.shape, canonical)
+    if not canonical:
+        Xc = Xc.copy()  # private arrays: sum_duplicates works in place
+        Xc.has_sorted_indices = False
+        Xc.sum_duplicates()  # sorts the indices too; the structure is valid by now
+    return Xc
 
 
 def _checked_dense(arr, name, allow_empty):
@@ -387,7 +687,7 @@ def check_y(y, n_samples, task="classification", name="y"):
     else:
         if y is None:
             raise TypeError(f"{name} is None; pass one label per sample")
-        if hasattr(y, "__dask_graph__"):
+        if dask_array_of(y, name) is not None:
             raise TypeError(f"{name} is a dask array; pass numpy input here")
         if sp.issparse(y):
             raise TypeError(f"{name} is sparse; pass a 1-D dense array of labels")
@@ -415,6 +715,8 @@ def check_y(y, n_samples, task="classification", name="y"):
         lohi = two_labels(arr, ypm)
         if lohi is not None:
             return ypm, np.array(lohi, dtype=arr.dtype)
+    if arr.dtype.kind == "O" and has_nan_label(arr):
+        raise ValueError(f"{name} contains NaN; every sample needs a label")
     classes = is_hi = None
     if arr.dtype.kind in "biuf" and arr.size:
         # two labels (the usual case) without sorting: min, max and one comparison pass,
@@ -446,6 +748,12 @@ def check_y(y, n_samples, task="classification", name="y"):
         )
     ypm = np.where(arr == classes[1] if is_hi is None else is_hi, 1.0, -1.0)
     return ypm, classes
+
+
+def has_nan_label(arr):
+    """An object-dtype label vector holds a NaN (a number that differs from itself): NaN
+    would otherwise become a class of its own, or several, as NaN != NaN."""
+    return any(isinstance(v, numbers.Number) and v != v for v in arr.ravel())
 
 
 def check_random_state(random_state, name="random_state"):

@@ -95,8 +95,10 @@ def _load(path, option, n_features=None):
 
     try:
         return load_libsvm(path, n_features=n_features)
-    except (FileNotFoundError, IsADirectoryError, PermissionError, ValueError, TypeError) as exc:
+    except (OSError, ValueError, TypeError) as exc:  # OSError: missing, unreadable, a folder
         raise UsageError(f"argument {option}: {exc}") from None
+    except MemoryError:
+        raise UsageError(f"argument {option}: {path}: not enough memory to hold the data") from None
 
 
 def _match_features(X, n):
@@ -253,6 +255,13 @@ def cmd_fit(args):
                   max_iter=args.max_iter, time_limit=args.time_limit,
                   random_state=args.random_state, verbose=args.verbose)
     X, y = _load(args.train, "TRAIN", n_features=args.n_features)
+    vector = 8.0 * X.shape[1]  # bytes of one float64 vector over the features
+    if vector > cfg.memory_budget:
+        # a two-line file can name feature 3e9: each model vector would take 24 GB
+        raise UsageError(
+            f"argument TRAIN: {args.train} has {X.shape[1]} features (its highest index); "
+            f"one float64 vector over them takes {vector / 2**30:.3g} GiB, more than the "
+            f"memory budget of {cfg.memory_budget / 2**30:.3g} GiB")
     X_test = y_test = None
     if args.test is not None:
         X_test, y_test = _load(args.test, "--test")

@@ -49,7 +49,7 @@ except ImportError:  # scikit-learn < 1.6
 from ._api import compose
 from ._api import solve as _solve
 from ._config import Config
-from ._validation import Param, _float_dtype_for, check_params
+from ._validation import Param, _float_dtype_for, check_params, check_sparse_structure
 
 __all__ = ["PerceptronClassifier", "SVMClassifier", "IteratedTikhonovClassifier",
            "IteratedTikhonovRegressor", "expected_failed_checks"]
@@ -73,6 +73,10 @@ def _validate(estimator, X, y="no_validation", reset=True, y_numeric=False):
     Other dtypes follow marginkit's rule (``marginkit._validation``): bool and small
     integers become float32, other numbers float64.
     """
+    if sp.issparse(X):
+        # before scikit-learn's validation: its conversions run scipy's C++ code, which
+        # trusts the index arrays
+        check_sparse_structure(X, "X")
     kw = dict(accept_sparse="csr", dtype=_dtypes_for(X))
     if _sk_validate_data is not None:
         if isinstance(y, str) and y == "no_validation":

@@ -5,14 +5,20 @@ A line of such a file is ``label index:value index:value ... [# comment]`` with
 the folder named by the ``MARGINKIT_DATA`` environment variable (with or without a
 ``.xz``/``.gz`` suffix), then among the data files shipped with marginkit.
 
-scikit-learn's compiled reader is used when it is installed (it is an optional
-dependency); otherwise, and to explain any error it reports, a pure-Python reader
-parses the file and names the offending line.
+The text is read in blocks and parsed as a stream, so memory is a small multiple of the
+output CSR matrix whatever the file (a NUL byte, binary data or a line longer than
+``MAX_LINE_BYTES`` is refused at once). scikit-learn's compiled parser is used when it is
+installed (it is an optional dependency); otherwise, to explain any error it reports, and
+for feature indices beyond its 32-bit range, a pure-Python reader parses the stream and
+names the offending line.
 """
 import bz2
 import gzip
 import lzma
+import math
 import os
+import zlib
+from array import array
 from pathlib import Path
 
 import numpy as np
@@ -102,111 +108,194 @@ def _open_binary(path):
     return open(path, "rb")
 
 
-def _read_bytes(path):
-    try:
-        with _open_binary(path) as fh:
-            return fh.read()
-    except (EOFError, lzma.LZMAError, OSError, gzip.BadGzipFile) as exc:
-        if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError)):
-            raise
-        raise ValueError(f"{path}: corrupt or truncated compressed file ({exc})") from None
+#: errors of the decompressors on corrupt or truncated input (BadGzipFile is an OSError)
+_DECOMPRESSION_ERRORS = (EOFError, lzma.LZMAError, zlib.error, OSError)
+
+#: the decompressed text is read in blocks of this many bytes
+_BLOCK = 1 << 20
+#: a line longer than this is refused (a dense row of a million features is ~20 MiB)
+MAX_LINE_BYTES = 64 << 20
+#: the largest feature index (int64 column indices)
+_MAX_INDEX = 2**63 - 1
+
+
+def _raise_corrupt(path, exc):
+    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError)):
+        raise exc
+    raise ValueError(f"{path}: corrupt or truncated compressed file ({exc})") from None
+
+
+class _Refused(ValueError):
+    """A problem found while reading the text itself (raised through scikit-learn's
+    reader unchanged)."""
+
+
+class _Lines:
+    """The lines of a binary stream, read in blocks: memory is one block plus the line
+    being assembled, whatever the size of the (decompressed) file.
+
+    A NUL byte (binary data, or a file of zeros) is refused as soon as its block is read,
+    and so is a line longer than ``MAX_LINE_BYTES``. Iterating yields the lines as
+    ``bytes`` without their newline; ``read`` exists so that scikit-learn's reader takes
+    the object for a file (it only iterates).
+    """
+
+    def __init__(self, fh, path):
+        self.fh = fh
+        self.path = path
+
+    def read(self, size=-1):  # pragma: no cover - never called by the readers
+        raise OSError("read() is not supported; iterate over the lines")
+
+    def __iter__(self):
+        pending, pending_len = [], 0  # pieces of the line not yet ended
+        lineno, offset = 1, 0
+        while True:
+            block = self.fh.read(_BLOCK)
+            if not block:
+                break
+            nul = block.find(b"\0")
+            if nul >= 0:
+                line = lineno + block.count(b"\n", 0, nul)
+                raise _Refused(
+                    f"{self.path}, line {line}: not a text file (a NUL byte at offset "
+                    f"{offset + nul}); a LIBSVM file is text lines 'label index:value ...'"
+                )
+            lines = block.split(b"\n")
+            tail = lines.pop()
+            if lines:
+                if pending:
+                    pending.append(lines[0])
+                    lines[0] = b"".join(pending)
+                    pending, pending_len = [], 0
+                lineno += len(lines)
+                yield from lines
+            if tail:
+                pending.append(tail)
+                pending_len += len(tail)
+                if pending_len > MAX_LINE_BYTES:
+                    raise _Refused(
+                        f"{self.path}, line {lineno}: longer than {MAX_LINE_BYTES >> 20} MiB "
+                        "without a newline; not a LIBSVM file (one sample per line)"
+                    )
+            offset += len(block)
+        if pending:
+            yield b"".join(pending)
+
+
+def _text(tok):
+    return tok.decode("utf-8", errors="replace")
 
 
 def _parse_value(tok, what, lineno, path):
     try:
         v = float(tok)
     except ValueError:
-        raise ValueError(f"{path}, line {lineno}: bad {what} {tok!r} (expected a number)") from None
-    if not np.isfinite(v):
-        raise ValueError(f"{path}, line {lineno}: {what} {tok!r} is not finite")
+        raise _Refused(f"{path}, line {lineno}: bad {what} {_text(tok)!r} (expected a number)") from None
+    if not math.isfinite(v):
+        raise _Refused(f"{path}, line {lineno}: {what} {_text(tok)!r} is not finite")
     return v
 
 
-def _parse_libsvm(data, path, n_features=None):
-    """Pure-Python reader: (data, indices, indptr, labels, max_index); errors name the line."""
-    values, indices, indptr, labels = [], [], [0], []
+def _parse_lines(lines, path, n_features=None, keep=True):
+    """Pure-Python streaming reader: errors name the line.
+
+    Returns ``(values, indices, indptr, labels, max_index)`` as ``array.array`` buffers
+    (8 bytes per entry: the output CSR's size, no Python object per entry kept), or,
+    with ``keep=False``, only checks the text.
+    """
+    values, indices, indptr, labels = array("d"), array("q"), array("q", [0]), array("d")
     max_index = 0
-    text = data.decode("utf-8", errors="strict") if isinstance(data, bytes) else data
-    lines = text.split("\n")
-    # a file whose last line lacks the newline is fine; a line cut inside a token is not
     for lineno, raw in enumerate(lines, start=1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
+        toks = raw.split(b"#", 1)[0].split()
+        if not toks:
             continue
-        toks = line.split()
-        if ":" in toks[0]:
-            raise ValueError(
-                f"{path}, line {lineno}: missing label (the line starts with {toks[0]!r}); "
+        if b":" in toks[0]:
+            raise _Refused(
+                f"{path}, line {lineno}: missing label (the line starts with {_text(toks[0])!r}); "
                 "each line must be 'label index:value ...'"
             )
-        labels.append(_parse_value(toks[0], "label", lineno, path))
+        label = _parse_value(toks[0], "label", lineno, path)
         prev = 0
         for tok in toks[1:]:
-            idx_s, sep, val_s = tok.partition(":")
-            if idx_s == "qid" and sep:
+            idx_s, sep, val_s = tok.partition(b":")
+            if idx_s == b"qid" and sep:
                 continue  # svmlight query id: not a feature
             if not sep or not val_s or not idx_s:
-                raise ValueError(
-                    f"{path}, line {lineno}: truncated or malformed entry {tok!r} "
+                raise _Refused(
+                    f"{path}, line {lineno}: truncated or malformed entry {_text(tok)!r} "
                     "(expected index:value)"
                 )
             try:
                 idx = int(idx_s)
             except ValueError:
-                raise ValueError(
-                    f"{path}, line {lineno}: bad feature index {idx_s!r} in {tok!r} "
-                    "(expected a positive integer)"
+                raise _Refused(
+                    f"{path}, line {lineno}: bad feature index {_text(idx_s)!r} in "
+                    f"{_text(tok)!r} (expected a positive integer)"
                 ) from None
             if idx <= 0:
-                raise ValueError(
-                    f"{path}, line {lineno}: feature index {idx} in {tok!r} is not positive; "
-                    "LIBSVM indices start at 1"
+                raise _Refused(
+                    f"{path}, line {lineno}: feature index {idx} in {_text(tok)!r} is not "
+                    "positive; LIBSVM indices start at 1"
+                )
+            if idx > _MAX_INDEX:
+                raise _Refused(
+                    f"{path}, line {lineno}: feature index {_text(idx_s)} is too large "
+                    "(the largest supported index is 2**63 - 1)"
                 )
             if idx <= prev:
-                raise ValueError(
+                raise _Refused(
                     f"{path}, line {lineno}: feature indices must be strictly increasing "
                     f"({idx} follows {prev})"
                 )
             if n_features is not None and idx > n_features:
-                raise ValueError(
+                raise _Refused(
                     f"{path}, line {lineno}: feature index {idx} exceeds n_features={n_features}"
                 )
             prev = idx
-            values.append(_parse_value(val_s, "value", lineno, path))
-            indices.append(idx - 1)
+            value = _parse_value(val_s, "value", lineno, path)
+            if keep:
+                values.append(value)
+                indices.append(idx - 1)
         max_index = max(max_index, prev)
-        indptr.append(len(values))
+        if keep:
+            labels.append(label)
+            indptr.append(len(values))
     return values, indices, indptr, labels, max_index
 
 
-def _load_fallback(path, n_features):
-    raw = _read_bytes(path)
+def _scan(path, n_features, keep):
+    """Run the pure-Python reader over the file (streaming, bounded memory)."""
     try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        lineno = raw[: exc.start].count(b"\n") + 1
-        raise ValueError(
-            f"{path}, line {lineno}: not a text file (undecodable byte); is it compressed "
-            "with a format other than gzip, xz or bz2?"
-        ) from None
-    values, indices, indptr, labels, max_index = _parse_libsvm(raw, path, n_features)
+        with _open_binary(path) as fh:
+            return _parse_lines(_Lines(fh, path), path, n_features, keep=keep)
+    except _DECOMPRESSION_ERRORS as exc:
+        _raise_corrupt(path, exc)
+
+
+def _load_fallback(path, n_features):
+    """The pure-Python reader: a CSR matrix of int64 or int32 indices and the labels."""
+    values, indices, indptr, labels, max_index = _scan(path, n_features, keep=True)
     if not labels:
         raise ValueError(f"{path}: no samples (the file has no data lines)")
     n_cols = max_index if n_features is None else n_features
-    index_dtype = np.int32 if max(n_cols, len(values)) < 2**31 - 1 else np.int64
-    X = sp.csr_matrix(
-        (np.asarray(values, dtype=np.float64), np.asarray(indices, dtype=index_dtype),
-         np.asarray(indptr, dtype=index_dtype)),
-        shape=(len(labels), n_cols),
-    )
-    return X, np.asarray(labels, dtype=np.float64)
+    data = np.frombuffer(values, dtype=np.float64)
+    ind, ptr = np.frombuffer(indices, dtype=np.int64), np.frombuffer(indptr, dtype=np.int64)
+    if max(n_cols, ind.size) < 2**31 - 1:
+        ind, ptr = ind.astype(np.int32), ptr.astype(np.int32)
+    X = sp.csr_matrix((len(labels), n_cols), dtype=np.float64)
+    # the arrays just parsed are valid canonical CSR: no constructor pass over them
+    X.data, X.indices, X.indptr = data, ind, ptr
+    X.has_canonical_format = True
+    return X, np.frombuffer(labels, dtype=np.float64).copy()
 
 
 def _load_sklearn(path, n_features):
     from sklearn.datasets import load_svmlight_file
 
     with _open_binary(path) as fh:
-        X, y = load_svmlight_file(fh, n_features=n_features, dtype=np.float64, zero_based=False)
+        X, y = load_svmlight_file(_Lines(fh, path), n_features=n_features, dtype=np.float64,
+                                  zero_based=False)
     return X, y
 
 
@@ -228,7 +317,8 @@ def load_libsvm(name_or_path, n_features=None):
     Returns
     -------
     X : scipy.sparse.csr_matrix of float64, shape (n_samples, n_features)
-        Canonical CSR (sorted, unique indices); never densified.
+        Canonical CSR (sorted, unique indices); never densified. Feature indices up to
+        2**63 - 1 are read (int64 column indices beyond 2**31 - 1).
     y : ndarray of float64, shape (n_samples,)
         The labels as written in the file (e.g. ``-1/+1``, ``0/1`` or ``2/4``).
 
@@ -238,8 +328,10 @@ def load_libsvm(name_or_path, n_features=None):
         The file or name was not found (the message lists where it was searched).
     ValueError
         Malformed content, with the file and line number: non-numeric tokens, zero or
-        negative indices, decreasing indices, truncated ``index:`` entries, or a
-        compressed file that is corrupt or does not match its suffix.
+        negative indices, decreasing indices, truncated ``index:`` entries, a NUL byte
+        (binary data), a line longer than ``MAX_LINE_BYTES`` (64 MiB), or a compressed
+        file that is corrupt or does not match its suffix. The text is parsed as a
+        stream: memory stays a small multiple of the returned matrix.
 
     Examples
     --------
@@ -256,22 +348,34 @@ def load_libsvm(name_or_path, n_features=None):
         n_features = int(n_features)
     path = find_data_file(name_or_path)
     try:
+        return _load(path, n_features)
+    except _Refused as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _load(path, n_features):
+    try:
         import sklearn.datasets  # noqa: F401
     except ImportError:
         return _load_fallback(path, n_features)
     try:
         X, y = _load_sklearn(path, n_features)
-    except (ValueError, EOFError, lzma.LZMAError, OSError, UnicodeDecodeError) as exc:
-        if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError)):
-            raise
-        # the pure-Python reader names the line; if it accepts the file, report sklearn's error
-        _load_fallback(path, n_features)
+    except _Refused:
+        raise
+    except _DECOMPRESSION_ERRORS as exc:
+        _raise_corrupt(path, exc)
+    except (ValueError, OverflowError, UnicodeDecodeError) as exc:
+        # the pure-Python reader names the line; it also reads feature indices that do
+        # not fit scikit-learn's 32-bit int (int64 indices), so it loads such a file
+        if isinstance(exc, OverflowError):
+            return _load_fallback(path, n_features)
+        _scan(path, n_features, keep=False)
         raise ValueError(f"{path}: {exc}") from None
     if X.shape[0] == 0:
         raise ValueError(f"{path}: no samples (the file has no data lines)")
     if not (np.isfinite(X.data).all() and np.isfinite(y).all()):
         # scikit-learn's reader accepts 'nan'/'inf'; the pure-Python one names the line
-        _load_fallback(path, n_features)
+        _scan(path, n_features, keep=False)
         raise ValueError(f"{path}: contains NaN or infinite values")
     X = sp.csr_matrix(X)
     if not X.has_canonical_format:

@@ -5,7 +5,8 @@ dimensions, then one big-endian uint32 per dimension, then the data in C order.
 """
 import numpy as np
 
-from ._libsvm import _read_bytes, find_data_file
+from ._libsvm import (_BLOCK, _DECOMPRESSION_ERRORS, _open_binary, _raise_corrupt,
+                      find_data_file)
 
 __all__ = ["load_mnist_idx"]
 
@@ -13,27 +14,39 @@ _IDX_TYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f
 
 
 def _read_idx(name_or_path, what):
+    """(path, array) of an IDX file, read as a stream: the header first, then exactly the
+    bytes it declares, in blocks (memory is the data actually present, whatever the
+    header claims; a file of zeros that decompresses to gigabytes is never read whole)."""
     path = find_data_file(name_or_path)
-    raw = _read_bytes(path)
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_TYPES:
-        raise ValueError(
-            f"{path}: not an IDX file (bad magic number {raw[:4].hex() or 'empty'}); "
-            f"pass the {what} file, e.g. t10k-{what}-idx{3 if what == 'images' else 1}-ubyte.gz"
-        )
-    ndim = raw[3]
-    header = 4 + 4 * ndim
-    if len(raw) < header:
-        raise ValueError(f"{path}: truncated IDX header")
-    shape = tuple(int(d) for d in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
-    dtype = np.dtype(_IDX_TYPES[raw[2]])
-    count = int(np.prod(shape)) if shape else 1
-    need = header + count * dtype.itemsize
-    if len(raw) < need:
-        raise ValueError(
-            f"{path}: truncated IDX data ({len(raw) - header} bytes for shape {shape}, "
-            f"{need - header} expected)"
-        )
-    return path, np.frombuffer(raw, dtype=dtype, count=count, offset=header).reshape(shape)
+    try:
+        with _open_binary(path) as fh:
+            head = fh.read(4)
+            if len(head) < 4 or head[0] != 0 or head[1] != 0 or head[2] not in _IDX_TYPES:
+                raise ValueError(
+                    f"{path}: not an IDX file (bad magic number {head.hex() or 'empty'}); "
+                    f"pass the {what} file, e.g. "
+                    f"t10k-{what}-idx{3 if what == 'images' else 1}-ubyte.gz"
+                )
+            ndim = head[3]
+            dims = fh.read(4 * ndim)
+            if len(dims) < 4 * ndim:
+                raise ValueError(f"{path}: truncated IDX header")
+            shape = tuple(int(d) for d in np.frombuffer(dims, dtype=">u4", count=ndim))
+            dtype = np.dtype(_IDX_TYPES[head[2]])
+            count = int(np.prod(shape, dtype=object)) if shape else 1
+            need = count * dtype.itemsize
+            data = bytearray()  # grows with the data present, not with the claim
+            while len(data) < need:
+                block = fh.read(min(_BLOCK, need - len(data)))
+                if not block:
+                    raise ValueError(
+                        f"{path}: truncated IDX data ({len(data)} bytes for shape {shape}, "
+                        f"{need} expected)"
+                    )
+                data += block
+    except _DECOMPRESSION_ERRORS as exc:
+        _raise_corrupt(path, exc)
+    return path, np.frombuffer(data, dtype=dtype, count=count).reshape(shape)
 
 
 def load_mnist_idx(images, labels, scale=True, dtype=np.float64):

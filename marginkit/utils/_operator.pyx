@@ -30,6 +30,8 @@ instead of ``dgemv`` over all rows.
 import numpy as np
 import scipy.sparse as sp
 
+from .._validation import checked_csr
+
 from cython cimport floating
 from libc.math cimport NAN, sqrt
 from libc.stdlib cimport free, malloc
@@ -254,16 +256,6 @@ def _csr_row_sqnorms(const floating[::1] data, const index_t[::1] indptr, double
             out[i] = acc
 
 
-def _csr_arrays(Phi, indices, indptr):
-    """A CSR matrix with ``Phi.data`` (shared, not copied) and the given index arrays.
-
-    Used for mixed index dtypes: only the arrays passed in are new. The scipy constructor is
-    bypassed because it may downcast (copy) int64 indices; ``Phi`` is not modified."""
-    out = sp.csr_matrix(Phi.shape, dtype=Phi.dtype)
-    out.data, out.indices, out.indptr = Phi.data, indices, indptr
-    return out
-
-
 def _row_sqnorms(Phi):
     """||phi_i||^2 accumulated in float64 without copying Phi (no nnz- or n x d-sized
     temporaries)."""
@@ -337,19 +329,11 @@ cdef class FeatureOperator(GramOperator):
     def __init__(self, Phi, y, bint normalize=True):
         y = np.asarray(y, dtype=np.float64).ravel()
         if sp.issparse(Phi):
-            Phi = Phi if Phi.format == "csr" else Phi.tocsr()
+            # a feature map may be any plug-in's: its structure is checked before the
+            # kernels below read it (one index dtype, int32 or int64, canonical CSR)
+            Phi = checked_csr(Phi, "feature_map(X)")
             if Phi.dtype not in (np.float32, np.float64):
                 Phi = Phi.astype(np.float64)
-            if Phi.indices.dtype not in (np.int32, np.int64):
-                Phi = sp.csr_matrix((Phi.data, Phi.indices.astype(np.int64),
-                                     Phi.indptr.astype(np.int64)), shape=Phi.shape)
-            elif Phi.indptr.dtype != Phi.indices.dtype:
-                if Phi.indices.dtype == np.int64 or Phi.nnz <= np.iinfo(np.int32).max:
-                    # cast indptr only (n + 1 entries, all <= nnz)
-                    Phi = _csr_arrays(Phi, Phi.indices, Phi.indptr.astype(Phi.indices.dtype))
-                else:
-                    # int32 indices but more than 2^31 - 1 nonzeros: int64 indices are needed
-                    Phi = _csr_arrays(Phi, Phi.indices.astype(np.int64), Phi.indptr)
         else:
             Phi = np.asarray(Phi)
             if Phi.dtype not in (np.float32, np.float64):

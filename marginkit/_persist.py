@@ -1,0 +1,839 @@
+"""Results files: ``Result.save`` and ``load_result`` (npz archive + JSON header, no pickle).
+
+A results file is a zip archive of ``.npy`` members (``numpy.savez_compressed``): one
+member ``__meta__`` holding the JSON header, and one member per array the header declares.
+
+The header is ``{"__result__": 2, "fields": {field: node}}`` with one entry per field of
+``Result`` and nodes of these kinds only::
+
+    null, true/false, numbers, strings
+    {"__float__": "nan" | "inf" | "-inf"}
+    {"__array__": key, "dtype": "<f8", "shape": [n]}          (member ``key.npy``)
+    {"__csr__": {"data": array, "indices": array, "indptr": array}, "shape": [n, d]}
+    {"__seq__": [node, ...], "tuple": bool}
+    {"__dict__": {name: node, ...}}
+    {"__plugin__": [kind, registered name], "params": {"__dict__": ...}}
+    {"__certificate__": registered type, "fields": {constructor parameter: node}}
+    {"__config__": {Config field: node}}
+
+Loading an untrusted file is safe by construction:
+
+* nothing is unpickled (``allow_pickle=False``) and no name in the file is resolved to
+  code: plug-ins are looked up by their *registered* name and built with parameters their
+  own table validates; certificates only of registered types, through their constructor,
+  with their declared fields (typed and shape-checked); a ``Config`` through its own
+  validation. Dict keys are data: only the fields of ``Result`` are set on the result, so
+  a file cannot replace ``predict``, ``score``, ``decision_function`` or a
+  certificate's ``verify``;
+* sizes are checked before anything is read: the header member is at most
+  ``MAX_HEADER_BYTES``; every array member must have exactly the size its dtype and shape
+  imply and match what the header declares; members are read one at a time, each at most
+  once, and their total is at most ``max_bytes``; members the header does not declare
+  are refused without being read; nesting is limited to ``MAX_DEPTH`` levels;
+* a sparse ``support_`` (or any CSR in the file) goes through the structural check of
+  ``marginkit._validation.checked_csr`` before anything uses it.
+
+Every refusal is a ``ValueError`` naming the file, the place in the header
+(``r.certificate.fields.alpha``) and the problem.
+
+Files of the first format (``{"__dict__": ...}`` headers whose arrays carry no dtype or
+shape) are still read, under the same rules; their arrays are checked against the
+``.npy`` headers of their members.
+"""
+import inspect
+import io
+import json
+import math
+import numbers
+import os
+import stat
+import zipfile
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["save_result", "load_result", "MAX_HEADER_BYTES", "MAX_BYTES", "MAX_DEPTH"]
+
+VERSION = 2
+#: largest JSON header accepted (a saved result's header is a few KiB)
+MAX_HEADER_BYTES = 4 << 20
+#: default limit on the total size of the arrays of one file (``load_result(max_bytes=)``)
+MAX_BYTES = 1 << 30
+#: deepest nesting of JSON containers accepted in a header
+MAX_DEPTH = 64
+#: dtype kinds an array member may have: bool, integers, floats, unicode strings (labels)
+_ARRAY_KINDS = frozenset("biufU")
+_MAX_NDIM = 3
+_NPY_HEADER_LIMIT = 10000
+_READ_BLOCK = 16 << 20
+
+
+class _Refusal(ValueError):
+    """A problem at a place of the header; ``load_result`` adds the file name."""
+
+    def __init__(self, where, problem):
+        super().__init__(f"{where}: {problem}")
+
+
+class _NotOurs(ValueError):
+    """The archive is not a results file at all (its message is complete)."""
+
+
+# ============================================================================ saving
+def save_result(result, path):
+    """Write ``result`` to ``path`` (``Result.save``)."""
+    from ._result import Result
+
+    arrays = {}
+    enc = _Encoder(arrays)
+    fields = {name: enc.node(result.__dict__.get(name), f"r.{name}") for name in Result._FIELDS}
+    header = json.dumps({"__result__": VERSION, "fields": fields}, allow_nan=False).encode()
+    buf = io.BytesIO()
+    np.savez_compressed(buf, __meta__=np.frombuffer(header, dtype=np.uint8), **arrays)
+    with open(path, "wb") as fh:
+        fh.write(buf.getvalue())
+
+
+class _Encoder:
+    def __init__(self, arrays):
+        self.arrays = arrays
+
+    def array(self, arr, where):
+        if arr.dtype.kind not in _ARRAY_KINDS:
+            raise TypeError(f"cannot save {where}: arrays of dtype {arr.dtype} need pickle "
+                            "(object arrays or custom objects); use pickle for this result")
+        key = f"a{len(self.arrays)}"
+        self.arrays[key] = arr
+        return {"__array__": key, "dtype": arr.dtype.str, "shape": list(arr.shape)}
+
+    def node(self, obj, where):
+        from . import plugins
+        from ._config import Config
+        from .certificates import CERTIFICATE_TYPES, Certificate
+
+        if obj is None or isinstance(obj, (bool, str)):
+            return obj
+        if isinstance(obj, (int, np.integer)):
+            return int(obj)
+        if isinstance(obj, (float, np.floating)):
+            f = float(obj)
+            return f if math.isfinite(f) else {"__float__": repr(f)}
+        if isinstance(obj, np.ndarray):
+            return self.array(obj, where)
+        if sp.issparse(obj):
+            c = obj.tocsr()
+            return {"__csr__": {part: self.array(np.asarray(getattr(c, part)), f"{where}.{part}")
+                                for part in ("data", "indices", "indptr")},
+                    "shape": list(c.shape)}
+        if isinstance(obj, (list, tuple)):
+            return {"__seq__": [self.node(v, f"{where}[{i}]") for i, v in enumerate(obj)],
+                    "tuple": isinstance(obj, tuple)}
+        if isinstance(obj, dict):
+            return {"__dict__": {str(k): self.node(v, f"{where}.{k}") for k, v in obj.items()}}
+        if isinstance(obj, Config):
+            return {"__config__": self.config(obj, where)}
+        if isinstance(obj, plugins.Plugin):
+            if obj.name is None:
+                raise TypeError(f"cannot save {where}: {obj!r} is not a registered plug-in "
+                                "(register it, or use pickle for this result)")
+            return {"__plugin__": [obj.kind, obj.name],
+                    "params": self.node(dict(obj.params), f"{where}.params")}
+        if isinstance(obj, Certificate):
+            name = type(obj).__name__
+            if CERTIFICATE_TYPES.get(name) is not type(obj):
+                raise TypeError(f"cannot save certificate {name}: decorate it with "
+                                "@certificate_type")
+            fields = {}
+            for param in _declared_fields(type(obj)):
+                if not hasattr(obj, param):
+                    raise TypeError(f"cannot save certificate {name}: its constructor "
+                                    f"parameter {param!r} is not one of its attributes")
+                fields[param] = self.node(getattr(obj, param), f"{where}.{param}")
+            return {"__certificate__": name, "fields": fields}
+        raise TypeError(
+            f"cannot save {where}: {type(obj).__name__} cannot be stored without pickle "
+            "(callable kernels or custom objects); use pickle for this result"
+        )
+
+    def config(self, cfg, where):
+        out = {}
+        for name in _config_fields():
+            v = getattr(cfg, name)
+            if name == "callback" or (name == "random_state" and not (v is None or isinstance(v, int))):
+                v = None  # a function or a Generator's state is not data: not stored
+            elif name in ("solver", "kernel", "smoother") and not (v is None or isinstance(v, str)):
+                if getattr(v, "name", None) is None:
+                    raise TypeError(f"cannot save {where}.{name}: {v!r} is not a registered "
+                                    "plug-in (register it, or use pickle for this result)")
+            out[name] = self.node(v, f"{where}.{name}")
+        return out
+
+
+def _config_fields():
+    import dataclasses
+
+    from ._config import Config
+
+    return [f.name for f in dataclasses.fields(Config)]
+
+
+# ============================================================================ loading
+def load_result(path, max_bytes=MAX_BYTES):
+    """Load a ``Result`` stored by ``Result.save``; safe on untrusted files.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    max_bytes : int
+        Limit on the total size of the file's arrays (1 GiB by default), checked before
+        any of them is read; raise it for results with larger supports.
+
+    Raises
+    ------
+    FileNotFoundError, PermissionError, IsADirectoryError
+        As ``open`` does.
+    ValueError
+        Anything else: not a results file, a header outside the schema, a member whose
+        size disagrees with its header or exceeds the limits, an unknown plug-in or
+        certificate type (import the package that registers it first). The message
+        names the file and the place in the header.
+    """
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, numbers.Integral) or max_bytes < 0:
+        raise TypeError(f"max_bytes={max_bytes!r} must be an int >= 0 (bytes)")
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)  # named as the string it is in messages
+    if isinstance(path, (str, bytes)) and os.path.exists(path) and not os.path.isdir(path) \
+            and not stat.S_ISREG(os.stat(path).st_mode):
+        # a pipe or a device: opening or reading it could block or never end
+        raise ValueError(f"{path!r} is not a file written by Result.save (not a regular file)")
+    try:
+        zf = zipfile.ZipFile(path)
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        raise
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        kind = "a single array, not an npz archive" if _is_npy(path) else str(exc)
+        raise ValueError(f"{path!r} is not a file written by Result.save ({kind})") from None
+    try:
+        with zf:
+            return _Loader(zf, path, int(max_bytes)).result()
+    except _NotOurs as exc:
+        raise ValueError(str(exc)) from None
+    except _Refusal as exc:
+        raise ValueError(f"{path!r}: corrupt Result.save header: {exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"{path!r}: {exc}") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, NotImplementedError,
+            RuntimeError, KeyError, TypeError, OverflowError) as exc:
+        # a member that does not decompress or checksum, or data no check above foresaw
+        raise ValueError(f"{path!r}: unreadable Result.save file ({type(exc).__name__}: {exc})") from None
+
+
+def _is_npy(path):
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(6) == b"\x93NUMPY"
+    except OSError:
+        return False
+
+
+def _depth_exceeds(obj, limit):
+    """Whether parsed JSON nests containers deeper than ``limit`` (iterative walk)."""
+    stack = [(obj, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+class _Loader:
+    def __init__(self, zf, path, max_bytes):
+        self.zf = zf
+        self.path = path
+        self.budget = max_bytes
+        self.max_bytes = max_bytes
+        infos = zf.infolist()
+        self.members = {}
+        for info in infos:
+            if info.filename in self.members:
+                raise _NotOurs(f"{path!r} is not a file written by Result.save (member "
+                               f"{info.filename!r} appears twice)")
+            self.members[info.filename] = info
+        self.used = set()
+        self.version = None
+        self.dims = None
+
+    # ------------------------------------------------------------------ members
+    def _read_npy(self, name, where, want_dtype=None, want_shape=None, header=False):
+        """The array of member ``name``: sizes checked before its data is read.
+
+        Array members count against ``max_bytes``; the header member (``header=True``)
+        against ``MAX_HEADER_BYTES``.
+        """
+        info = self.members.get(name)
+        if info is None:
+            raise _Refusal(where, f"names the array member {name!r}, which the file lacks")
+        if name in self.used:
+            raise _Refusal(where, f"refers to the array member {name!r} a second time")
+        self.used.add(name)
+        limit = MAX_HEADER_BYTES if header else self.budget
+        if want_dtype is not None:  # what the header declares: refused before opening
+            declared = want_dtype.itemsize * math.prod(want_shape)
+            if declared > limit:
+                raise _Refusal(where, self._too_big(declared, limit))
+        if info.file_size > limit + _NPY_HEADER_LIMIT + 128:
+            raise _Refusal(where, f"the member {name!r} holds {info.file_size} bytes, more "
+                                  f"than the limit ({self._limit_text(limit)})")
+        with self.zf.open(info) as fp:
+            version = np.lib.format.read_magic(fp)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(
+                    fp, max_header_size=_NPY_HEADER_LIMIT)
+            elif version == (2, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(
+                    fp, max_header_size=_NPY_HEADER_LIMIT)
+            else:
+                raise _Refusal(where, f"the member {name!r} has .npy format version {version}")
+            self._check_dtype(dtype, where)
+            if len(shape) > _MAX_NDIM:
+                raise _Refusal(where, f"the member {name!r} has {len(shape)} dimensions")
+            if want_dtype is not None and (dtype != want_dtype or tuple(shape) != want_shape):
+                raise _Refusal(where, f"the member {name!r} holds {dtype.str} {tuple(shape)} "
+                                      f"but the header declares {want_dtype.str} {want_shape}")
+            nbytes = dtype.itemsize * math.prod(shape)
+            if nbytes > limit:
+                raise _Refusal(where, self._too_big(nbytes, limit))
+            if info.file_size != fp.tell() + nbytes:
+                raise _Refusal(where, f"the member {name!r} has {info.file_size} bytes, but "
+                                      f"its .npy header implies {fp.tell() + nbytes}")
+            if not header:
+                self.budget -= nbytes
+            count = math.prod(shape)
+            arr = np.empty(count, dtype=dtype)
+            view = memoryview(arr.view(np.uint8)) if count else memoryview(b"")
+            pos = 0
+            while pos < nbytes:  # in pieces: no second copy of a large member
+                got = fp.readinto(view[pos:pos + _READ_BLOCK])
+                if not got:
+                    raise _Refusal(where, f"the member {name!r} is truncated")
+                pos += got
+        order = "F" if fortran else "C"
+        return arr.reshape(shape, order=order)
+
+    def _too_big(self, nbytes, limit):
+        return (f"an array of {nbytes} bytes exceeds the limit ({self._limit_text(limit)}); "
+                "pass a larger max_bytes to load_result if you trust the file")
+
+    def _limit_text(self, limit):
+        if self.version is None:
+            return f"{MAX_HEADER_BYTES} bytes for the header"
+        return f"{limit} bytes of max_bytes={self.max_bytes} left"
+
+    def _check_dtype(self, dtype, where):
+        if dtype.kind not in _ARRAY_KINDS or dtype.hasobject or dtype.names is not None \
+                or dtype.subdtype is not None:
+            raise _Refusal(where, f"arrays of dtype {dtype} are not accepted (numbers, bools "
+                                  "or strings only; nothing that needs pickle)")
+
+    # ------------------------------------------------------------------ header
+    def result(self):
+        from ._result import Result
+
+        if "__meta__.npy" not in self.members:
+            raise _NotOurs(f"{self.path!r} is not a file written by Result.save (no header)")
+        raw = self._read_npy("__meta__.npy", "the header", header=True)
+        if raw.dtype != np.uint8 or raw.ndim != 1:
+            raise _Refusal("the header", f"is a {raw.dtype} array of shape {raw.shape}, not bytes")
+        try:
+            meta = json.loads(raw.tobytes().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise _Refusal("the header", f"is not JSON ({type(exc).__name__}: {exc})") from None
+        except RecursionError:  # deeper than the parser's own limit (~1000 levels)
+            meta = None
+        if meta is None or _depth_exceeds(meta, MAX_DEPTH):
+            raise _Refusal("the header", f"nests containers deeper than {MAX_DEPTH} levels")
+        if isinstance(meta, dict) and "__result__" in meta:
+            if set(meta) != {"__result__", "fields"} or meta["__result__"] != VERSION \
+                    or not isinstance(meta["fields"], dict):
+                raise _Refusal("the header", f"is not a version {VERSION} Result.save header")
+            self.version = VERSION
+            given = meta["fields"]
+        elif isinstance(meta, dict) and set(meta) == {"__dict__"} and isinstance(meta["__dict__"], dict):
+            self.version = 1
+            given = meta["__dict__"]
+        else:
+            raise _Refusal("the header", "is not a Result.save header")
+        unknown = sorted(set(given) - set(Result._FIELDS))
+        if unknown:
+            raise _Refusal("r", f"unknown field(s) {unknown[:5]}; a Result has {list(Result._FIELDS)}")
+        self.dims = {}
+        fields = {name: _RESULT_FIELDS[name](self, given[name], f"r.{name}") for name in given}
+        self._check_support(fields)
+        unused = sorted(set(self.members) - self.used)
+        if unused:
+            raise _NotOurs(f"{self.path!r} is not a file written by Result.save (member "
+                           f"{unused[0]!r} is not an array the header declares)")
+        return Result(**fields)
+
+    def _check_support(self, fields):
+        support, coef = fields.get("support_"), fields.get("support_coef_")
+        if support is not None and coef is not None and support.shape[0] != coef.shape[0]:
+            raise _Refusal("r.support_", f"has {support.shape[0]} rows but support_coef_ has "
+                                         f"{coef.shape[0]} entries")
+
+    # ------------------------------------------------------------------ node kinds
+    def array(self, node, where):
+        if not isinstance(node, dict) or "__array__" not in node:
+            raise _Refusal(where, f"expected an array, got {_kind(node)}")
+        keys = {"__array__", "dtype", "shape"} if self.version == VERSION else {"__array__"}
+        if set(node) != keys or not isinstance(node["__array__"], str):
+            raise _Refusal(where, "malformed array node")
+        want_dtype = want_shape = None
+        if self.version == VERSION:
+            try:
+                want_dtype = np.dtype(node["dtype"]) if isinstance(node["dtype"], str) else None
+            except (TypeError, ValueError):
+                want_dtype = None
+            if want_dtype is None:
+                raise _Refusal(where, f"declares an invalid dtype {node['dtype']!r}")
+            self._check_dtype(want_dtype, where)
+            shape = node["shape"]
+            if not isinstance(shape, list) or len(shape) > _MAX_NDIM or not all(
+                    type(s) is int and 0 <= s < 2**62 for s in shape):
+                raise _Refusal(where, f"declares an invalid shape {shape!r}")
+            want_shape = tuple(shape)
+        return self._read_npy(node["__array__"] + ".npy", where, want_dtype, want_shape)
+
+    def csr(self, node, where):
+        if not isinstance(node, dict) or "__csr__" not in node or set(node) != {"__csr__", "shape"}:
+            raise _Refusal(where, f"expected a CSR matrix, got {_kind(node)}")
+        shape = node["shape"]
+        if not (isinstance(shape, list) and len(shape) == 2
+                and all(type(s) is int and 0 <= s < 2**62 for s in shape)):
+            raise _Refusal(where, f"declares an invalid shape {shape!r}")
+        parts = node["__csr__"]
+        if self.version == VERSION:
+            if not isinstance(parts, dict) or set(parts) != {"data", "indices", "indptr"}:
+                raise _Refusal(where, "malformed CSR node")
+            arrays = {p: self.array(parts[p], f"{where}.{p}") for p in ("data", "indices", "indptr")}
+        else:
+            if not isinstance(parts, str):
+                raise _Refusal(where, "malformed CSR node")
+            arrays = {p: self._read_npy(f"{parts}.{p}.npy", f"{where}.{p}") for p in
+                      ("data", "indices", "indptr")}
+        if arrays["data"].dtype.kind != "f":
+            raise _Refusal(f"{where}.data", f"has dtype {arrays['data'].dtype}; expected floats")
+        from ._validation import checked_csr
+
+        M = sp.csr_matrix(tuple(shape), dtype=arrays["data"].dtype)
+        M.data, M.indices, M.indptr = arrays["data"], arrays["indices"], arrays["indptr"]
+        M.has_sorted_indices = False  # nothing about the structure is trusted
+        M.has_canonical_format = False
+        try:
+            return checked_csr(M, name=where)
+        except (ValueError, TypeError) as exc:
+            raise _Refusal(where, f"is not a valid CSR matrix ({exc})") from None
+
+    def data(self, node, where):
+        """Plain data: scalars, strings, arrays, CSR matrices, lists, dicts of those."""
+        if node is None or isinstance(node, (bool, str, int, float)):
+            return node
+        if isinstance(node, dict):
+            if "__float__" in node:
+                return _float_node(node, where)
+            if "__array__" in node:
+                return self.array(node, where)
+            if "__csr__" in node:
+                return self.csr(node, where)
+            if "__seq__" in node:
+                return self.seq(node, where, _Loader.data)
+            if "__dict__" in node:
+                return self.mapping(node, where, _Loader.data)
+        raise _Refusal(where, f"expected plain data (numbers, strings, arrays, lists, dicts), "
+                              f"got {_kind(node)}")
+
+    def seq(self, node, where, item):
+        """A list node; ``item(loader, node, where)`` decodes each entry."""
+        if set(node) - {"__seq__", "tuple"} or not isinstance(node["__seq__"], list) \
+                or not isinstance(node.get("tuple", False), bool):
+            raise _Refusal(where, "malformed list node")
+        out = [item(self, v, f"{where}[{i}]") for i, v in enumerate(node["__seq__"])]
+        return tuple(out) if node.get("tuple") else out
+
+    def mapping(self, node, where, item):
+        """A dict node (keys are data); ``item(loader, node, where)`` decodes each value."""
+        if set(node) != {"__dict__"} or not isinstance(node["__dict__"], dict):
+            raise _Refusal(where, "malformed dict node")
+        return {k: item(self, v, f"{where}.{k}") for k, v in node["__dict__"].items()}
+
+    def plugin(self, node, where, kind):
+        from ._registry import get_plugin
+        from . import plugins
+
+        if not isinstance(node, dict) or "__plugin__" not in node or set(node) != {"__plugin__", "params"}:
+            raise _Refusal(where, f"expected a registered {kind} plug-in, got {_kind(node)}")
+        spec = node["__plugin__"]
+        if not (isinstance(spec, list) and len(spec) == 2 and all(isinstance(s, str) for s in spec)):
+            raise _Refusal(where, "malformed plug-in node")
+        got_kind, name = spec
+        if got_kind != kind:
+            raise _Refusal(where, f"expected a {kind} plug-in, got a {got_kind!r} one")
+        try:
+            cls = get_plugin(kind, name)
+        except ValueError as exc:
+            raise _Refusal(where, f"{exc}; import the package that registers it before "
+                                  "load_result") from None
+        params = node["params"]
+        if not (isinstance(params, dict) and set(params) == {"__dict__"}
+                and isinstance(params["__dict__"], dict)):
+            raise _Refusal(f"{where}.params", "malformed parameters node")
+        values = {k: self.param(v, f"{where}.params.{k}") for k, v in params["__dict__"].items()}
+        if not isinstance(cls, type):
+            if values:
+                raise _Refusal(where, f"{kind} {name!r} takes no parameters")
+            return cls
+        try:
+            obj = cls(**values)  # the plug-in's parameter table validates every value
+        except (TypeError, ValueError) as exc:
+            raise _Refusal(where, f"{kind} {name!r} refused the parameters: {exc}") from None
+        if not isinstance(obj, plugins.Plugin):
+            raise _Refusal(where, f"{kind} {name!r} is not a marginkit plug-in")
+        return obj
+
+    def param(self, node, where):
+        """A plug-in parameter: plain data, or a registered plug-in (a base kernel)."""
+        if isinstance(node, dict) and "__plugin__" in node:
+            kind = node["__plugin__"][0] if isinstance(node["__plugin__"], list) and \
+                node["__plugin__"] else None
+            if kind not in ("solver", "kernel", "smoother", "stopping"):
+                raise _Refusal(where, "malformed plug-in node")
+            return self.plugin(node, where, kind)
+        if isinstance(node, dict) and "__dict__" in node:
+            return self.mapping(node, where, _Loader.param)
+        if isinstance(node, dict) and "__seq__" in node:
+            return self.seq(node, where, _Loader.param)
+        return self.data(node, where)
+
+    def certificate(self, node, where):
+        from .certificates import CERTIFICATE_TYPES
+
+        body = "fields" if self.version == VERSION else "state"
+        if not isinstance(node, dict) or "__certificate__" not in node \
+                or set(node) != {"__certificate__", body}:
+            raise _Refusal(where, f"expected a certificate, got {_kind(node)}")
+        name = node["__certificate__"]
+        cls = CERTIFICATE_TYPES.get(name) if isinstance(name, str) else None
+        if cls is None:
+            raise ValueError(
+                f"certificate type {name!r} is unknown; import the plug-in that defines it "
+                "(a class decorated with @certificate_type) before load_result")
+        given = node[body]
+        if body == "state":  # first format: the instance dict, as a dict node
+            if not (isinstance(given, dict) and set(given) == {"__dict__"}
+                    and isinstance(given["__dict__"], dict)):
+                raise _Refusal(f"{where}.state", "malformed certificate state")
+            given = given["__dict__"]
+        if not isinstance(given, dict):
+            raise _Refusal(f"{where}.{body}", "malformed certificate fields")
+        declared = _declared_fields(cls)
+        unknown = sorted(set(given) - set(declared))
+        if unknown:
+            raise _Refusal(f"{where}.{body}", f"unknown field(s) {unknown[:5]} for {name}; its "
+                                              f"fields are {list(declared)}")
+        missing = [p for p, required in declared.items() if required and p not in given]
+        if missing:
+            raise _Refusal(f"{where}.{body}", f"{name} needs the field(s) {missing}")
+        specs = _CERTIFICATE_FIELDS.get(name, {})
+        outer, self.dims = self.dims, {}  # the certificate's dimensions are its own
+        try:
+            values = {k: specs.get(k, _cert_value)(self, v, f"{where}.{body}.{k}")
+                      for k, v in given.items()}
+        finally:
+            self.dims = outer
+        try:
+            return cls(**values)
+        except (TypeError, ValueError) as exc:
+            raise _Refusal(where, f"{name} refused its fields: {exc}") from None
+
+    def config(self, node, where):
+        from ._api import _instantiate, resolve_kernel
+        from ._config import Config
+
+        if not isinstance(node, dict) or set(node) != {"__config__"}:
+            raise _Refusal(where, f"expected a Config, got {_kind(node)}")
+        given = node["__config__"]
+        if isinstance(given, dict) and set(given) == {"__dict__"}:  # first format
+            given = given["__dict__"]
+        if not isinstance(given, dict):
+            raise _Refusal(where, "malformed Config node")
+        names = _config_fields()
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise _Refusal(where, f"unknown Config field(s) {unknown[:5]}")
+        values = {}
+        for field, v in given.items():
+            values[field] = _CONFIG_FIELDS[field](self, v, f"{where}.{field}")
+        try:
+            cfg = Config(**values)
+            # the plug-ins' parameter tables validate the stored parameters
+            _instantiate("solver", cfg.solver, cfg.solver_params)
+            resolve_kernel(cfg.kernel, cfg.kernel_params)
+        except (TypeError, ValueError) as exc:
+            raise _Refusal(where, f"not a valid Config ({exc})") from None
+        return cfg
+
+
+def _kind(node):
+    if isinstance(node, dict):
+        marks = [k for k in node if k.startswith("__")]
+        return f"a {marks[0].strip('_')} node" if marks else "a JSON object"
+    if isinstance(node, list):
+        return "a JSON list"
+    return f"a {type(node).__name__}"
+
+
+def _float_node(node, where):
+    if set(node) != {"__float__"} or node["__float__"] not in ("nan", "inf", "-inf"):
+        raise _Refusal(where, "malformed float node")
+    return float(node["__float__"])
+
+
+def _declared_fields(cls):
+    """A certificate type's declared fields: its constructor's parameters (name ->
+    required), unless the class lists them itself (``saved_fields``)."""
+    own = getattr(cls, "saved_fields", None)
+    if own is not None:
+        return {name: True for name in own}
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        raise TypeError(f"certificate {cls.__name__}: its constructor takes *args/**kwargs; "
+                        "list the fields it stores in a class attribute saved_fields")
+    return {p.name: p.default is inspect.Parameter.empty for p in params}
+
+
+# ----------------------------------------------------------------------- field specs
+def _optional(spec):
+    def check(loader, node, where):
+        return None if node is None else spec(loader, node, where)
+    return check
+
+
+def _string(loader, node, where):
+    if not isinstance(node, str):
+        raise _Refusal(where, f"expected a string, got {_kind(node)}")
+    return node
+
+
+def _one_of(*options):
+    def check(loader, node, where):
+        if node not in options:
+            raise _Refusal(where, f"expected one of {list(options)}, got {_kind(node)}")
+        return node
+    return check
+
+
+def _integer(loader, node, where):
+    if type(node) is not int or node < 0:
+        raise _Refusal(where, f"expected an int >= 0, got {_kind(node)}")
+    return node
+
+
+def _number(loader, node, where):
+    if isinstance(node, dict):
+        return _float_node(node, where)
+    if isinstance(node, bool) or not isinstance(node, (int, float)):
+        raise _Refusal(where, f"expected a number, got {_kind(node)}")
+    return node
+
+
+def _boolean(loader, node, where):
+    if not isinstance(node, bool):
+        raise _Refusal(where, f"expected true or false, got {_kind(node)}")
+    return node
+
+
+def _vector(kinds="f", dim=None):
+    """A 1-D array of the given dtype kinds; ``dim`` names its length (all the vectors of
+    one object with the same name have the same length)."""
+    def check(loader, node, where):
+        arr = loader.array(node, where)
+        if arr.ndim != 1 or arr.dtype.kind not in kinds:
+            raise _Refusal(where, f"expected a 1-D array of kind {kinds!r}, got {arr.dtype} "
+                                  f"{arr.shape}")
+        _same_dim(loader, dim, arr.shape[0], where)
+        return arr
+    return check
+
+
+def _same_dim(loader, dim, size, where):
+    if dim is None:
+        return
+    seen = loader.dims.setdefault(dim, (size, where))
+    if seen[0] != size:
+        raise _Refusal(where, f"has length {size} but {seen[1]} has {seen[0]}")
+
+
+def _matrix(loader, node, where):
+    M = loader.csr(node, where) if isinstance(node, dict) and "__csr__" in node \
+        else loader.array(node, where)
+    if M.ndim != 2 or M.dtype.kind != "f":
+        raise _Refusal(where, f"expected a 2-D float matrix, got {M.dtype} {M.shape}")
+    return M
+
+
+def _pair(loader, node, where):
+    if not isinstance(node, dict) or "__seq__" not in node:
+        raise _Refusal(where, f"expected a pair of numbers, got {_kind(node)}")
+    out = loader.seq(node, where, _number)
+    if len(out) != 2:
+        raise _Refusal(where, f"expected a pair of numbers, got {len(out)} of them")
+    return out
+
+
+def _data(loader, node, where):
+    return loader.data(node, where)
+
+
+def _data_dict(loader, node, where):
+    if not isinstance(node, dict) or "__dict__" not in node:
+        raise _Refusal(where, f"expected a dict, got {_kind(node)}")
+    return loader.mapping(node, where, _Loader.data)
+
+
+def _kernel(loader, node, where):
+    return loader.plugin(node, where, "kernel")
+
+
+def _certificate(loader, node, where):
+    return loader.certificate(node, where)
+
+
+def _config(loader, node, where):
+    return loader.config(node, where)
+
+
+def _cert_value(loader, node, where):
+    """A field of a certificate type without a declared schema: plain data, a registered
+    kernel or a Config."""
+    if isinstance(node, dict) and "__plugin__" in node:
+        return loader.plugin(node, where, "kernel")
+    if isinstance(node, dict) and "__config__" in node:
+        return loader.config(node, where)
+    return loader.data(node, where)
+
+
+_LABELS = _vector("biufU")
+
+_RESULT_FIELDS = {
+    "status": _string, "n_iter": _integer, "time_s": _number,
+    "coef_": _optional(_vector()), "intercept_": _optional(_number),
+    "dual_coef_": _optional(_vector()), "certificate": _optional(_certificate),
+    "dual_vector": _optional(_vector()), "margin_bounds": _optional(_pair),
+    "certified_mask": _optional(_vector("b")), "history": _optional(_data_dict),
+    "classes_": _optional(_LABELS), "solver": _optional(_string),
+    "config": _optional(_config), "kernel": _optional(_kernel),
+    "support_": _optional(_matrix), "support_coef_": _optional(_vector()),
+    "task": _optional(_one_of("classification", "regression")),
+    "extra": _optional(_data_dict),
+}
+
+#: declared fields of the built-in certificate types (the others: ``_cert_value``); a
+#: test checks these against the constructors
+_CERTIFICATE_FIELDS = {
+    "SeparatorCertificate": {
+        "alpha": _vector(dim="n"), "value": _number, "kernel": _optional(_kernel),
+        "classes": _optional(_LABELS), "config": _optional(_config)},
+    "InfeasibilityCertificate": {
+        "p": _vector(dim="n"), "value": _number, "eps": _number, "kernel": _optional(_kernel),
+        "classes": _optional(_LABELS), "config": _optional(_config)},
+    "CertifiedPointsCertificate": {
+        "value": _number, "mask": _vector("b", dim="n"), "r": _vector(dim="n"),
+        "gamma": _number, "mu": _number, "scale": _optional(_string),
+        "means": _vector(dim="d"), "inv_std": _vector(dim="d"), "formulation": _string,
+        "t_bar": _number, "coef": _optional(_vector(dim="d")), "intercept": _number,
+        "classes": _optional(_LABELS), "kernel": _optional(_kernel)},
+    "NewtonDecrementCertificate": {
+        "value": _number, "target": _number, "loss": _string, "lam": _number,
+        "representation": _string, "coef": _vector(dim="p"), "coef_prev": _vector(dim="p"),
+        "fit_intercept": _boolean, "kernel": _optional(_kernel), "classes": _optional(_LABELS),
+        "train_index": _optional(_vector("iu")), "centres": _optional(_matrix),
+        "projection": _optional(_matrix), "identity_map": _boolean},
+}
+
+
+def _plugin_spec(kind):
+    def check(loader, node, where):
+        if isinstance(node, str):
+            from ._registry import get_plugin
+
+            try:
+                get_plugin(kind, node)
+            except ValueError as exc:
+                raise _Refusal(where, f"{exc}; import the package that registers it before "
+                                      "load_result") from None
+            return node
+        return loader.plugin(node, where, kind)
+    return check
+
+
+def _stop_entry(loader, node, where):
+    from ._api import _instantiate
+
+    if isinstance(node, str):
+        spec = node
+    elif isinstance(node, dict) and "__plugin__" in node:
+        return loader.plugin(node, where, "stopping")
+    elif isinstance(node, dict) and "__seq__" in node:
+        pair = loader.seq(node, where, _Loader.param)
+        if len(pair) != 2 or not isinstance(pair[0], str) or not isinstance(pair[1], dict):
+            raise _Refusal(where, "expected a stopping rule (name, parameters) pair")
+        spec = (pair[0], pair[1])
+    else:
+        raise _Refusal(where, f"expected a stopping rule, got {_kind(node)}")
+    try:
+        _instantiate("stopping", spec if isinstance(spec, str) else spec[0],
+                     None if isinstance(spec, str) else spec[1])
+    except (TypeError, ValueError) as exc:
+        raise _Refusal(where, f"{exc}") from None
+    return spec
+
+
+def _stop(loader, node, where):
+    if not isinstance(node, dict) or "__seq__" not in node:
+        raise _Refusal(where, f"expected a list of stopping rules, got {_kind(node)}")
+    return list(loader.seq(node, where, _stop_entry))
+
+
+def _params_dict(loader, node, where):
+    if not isinstance(node, dict) or "__dict__" not in node:
+        raise _Refusal(where, f"expected a dict of parameters, got {_kind(node)}")
+    return loader.mapping(node, where, _Loader.param)
+
+
+def _seed(loader, node, where):
+    # a Generator is not stored (None); the first format kept its repr (a string)
+    return None if node is None or isinstance(node, str) else _integer(loader, node, where)
+
+
+def _callback(loader, node, where):
+    # a function is not stored: None (the first format kept its repr)
+    if node is not None and not isinstance(node, str):
+        raise _Refusal(where, f"expected null, got {_kind(node)}")
+    return None
+
+
+_CONFIG_FIELDS = {
+    "solver": _plugin_spec("solver"), "kernel": _plugin_spec("kernel"),
+    "kernel_params": _optional(_params_dict), "smoother": _optional(_plugin_spec("smoother")),
+    "stop": _optional(_stop), "max_iter": _optional(_integer),
+    "random_state": _seed, "verbose": _integer,
+    "callback": _callback, "time_limit": _optional(_number),
+    "memory_budget": _number, "solver_params": _params_dict,
+}

@@ -1,0 +1,311 @@
+"""Hostile inputs cannot crash, hang or exhaust the process (issue items 1, 8, 9, 13).
+
+The cases live in ``tests/_hostile_worker.py`` and run in worker processes (a segfault,
+a hang past the alarm or an exhausted address space ends a worker, and fails the case
+that caused it, not the test run): every structural defect of a sparse matrix against
+every solver, built-in kernel, prediction, certificate check, estimator and Dask solve;
+tampered results files; LIBSVM files of zeros, huge lines and huge indices; the command
+line. The cases that measure memory run in a worker of their own; each measurement
+starts from a reset peak (Linux's ``/proc/self/clear_refs``), so it is that case's.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import marginkit as mk
+from marginkit import _validation as V
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _hostile_worker as W  # noqa: E402
+
+#: the tree under test: the workers import the marginkit this process imports
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(mk.__file__)))
+WORKER = os.path.abspath(W.__file__)
+MEM_MIB = 1536  # address space a worker may add to what its imports reserved
+
+CASES = W.cases()
+BY_ID = {c.id: c for c in CASES + W.SLOW_CASES}
+
+
+def _run_workers(ids, tmp):
+    """Run the cases ``ids`` in workers: on a crash the case in progress is recorded and a
+    new worker goes on with the next one. Returns id -> outcome dict."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    results, pending = {}, list(ids)
+    while pending:
+        try:
+            proc = subprocess.run([sys.executable, WORKER, str(tmp), str(MEM_MIB), *pending],
+                                  capture_output=True, text=True, env=env, cwd=str(tmp),
+                                  timeout=W.ALARM_S * len(pending) + 120)
+            out, code, err = proc.stdout, proc.returncode, proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            code, err = "timeout", ""
+        started = None
+        for line in out.splitlines():
+            tag, _, rest = line.partition(" ")
+            if tag == "begin":
+                started = rest
+            elif tag == "end":
+                cid, _, payload = rest.partition(" ")
+                results[cid] = json.loads(payload)
+                started = None
+        crash = {"crash": _describe(code), "stderr": err[-3000:]}
+        if started is None:  # finished, or died outside a case (at import): no retry
+            for i in pending:
+                results.setdefault(i, crash)
+            break
+        results[started] = crash
+        pending = [i for i in pending if i not in results]
+    return results
+
+
+def _describe(code):
+    if isinstance(code, int) and code < 0:
+        return f"killed by {signal.Signals(-code).name}"
+    return f"exit status {code}"
+
+
+@pytest.fixture(scope="module")
+def hostile_files(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("hostile")
+    W.prepare_files(str(tmp))
+    return tmp
+
+
+@pytest.fixture(scope="module")
+def outcomes(hostile_files):
+    """Every case of the default run, once: the measured ones (memory, time) in a worker
+    of their own, the others in another (each worker restarted after a crash)."""
+    tmp = hostile_files
+    results = _run_workers([c.id for c in CASES if c.measured], tmp)
+    results.update(_run_workers([c.id for c in CASES if not c.measured], tmp))
+    return results
+
+
+def _check(case, got):
+    assert "crash" not in got, f"{case.id}: the worker died ({got['crash']}):\n{got['stderr']}"
+    if case.raises is None:
+        assert got["exc"] is None, f"{case.id}: raised {got['exc']}: {got.get('msg')}"
+        if got["value"].startswith("'skip:"):
+            pytest.skip(got["value"])
+    else:
+        assert got["exc"] == case.raises, (
+            f"{case.id}: expected {case.raises}, got "
+            f"{'a return value ' + got['value'] if got['exc'] is None else got['exc']}: "
+            f"{got.get('msg', '')}")
+        assert re.search(case.match, got["msg"]), f"{case.id}: message {got['msg']!r}"
+    if case.max_rss_mib is not None:
+        assert got["rss_growth_mib"] <= case.max_rss_mib, (
+            f"{case.id}: peak memory grew by {got['rss_growth_mib']:.0f} MiB")
+    if case.max_seconds is not None:
+        assert got["seconds"] <= case.max_seconds, f"{case.id}: took {got['seconds']:.1f} s"
+
+
+@pytest.mark.parametrize("cid", [c.id for c in CASES])
+def test_hostile_case(cid, outcomes):
+    _check(BY_ID[cid], outcomes[cid])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cid", [c.id for c in W.SLOW_CASES])
+def test_hostile_case_slow(cid, hostile_files):
+    _check(BY_ID[cid], _run_workers([cid], hostile_files)[cid])  # each alone, measured
+
+
+def test_every_solver_and_kernel_is_covered():
+    """The structural cases follow the registry: a new solver or kernel gets them too."""
+    ids = {c.id for c in CASES}
+    for s in mk.list_plugins()["solver"]:
+        assert f"csr:col_too_large:solve:{s}" in ids
+    for k in mk.list_plugins()["kernel"]:
+        if k not in ("precomputed", "callable"):
+            assert f"csr:indptr_decreasing:kernel:{k}:B" in ids
+
+
+# ------------------------------------------------------------------ in-process checks
+def _canonical_reference(M):
+    ref = sp.csr_matrix((M.data.copy(), M.indices.copy(), M.indptr.copy()), shape=M.shape)
+    ref.has_sorted_indices = False
+    ref.sum_duplicates()
+    return ref
+
+
+@pytest.mark.parametrize("block", [3, 7, 1 << 20])
+def test_canonical_scan_across_blocks(block, monkeypatch):
+    """The blocked scan finds unsorted or duplicate indices wherever they fall, block
+    boundaries and empty rows included, and forgives the drop at every row start."""
+    monkeypatch.setattr(V, "_SCAN_BLOCK", block)
+    rng = np.random.default_rng(3)
+    dense = rng.normal(size=(30, 9)) * (rng.random((30, 9)) < 0.5)
+    dense[[4, 5, 17]] = 0.0  # empty rows
+    M = sp.csr_matrix(dense)
+    assert V._sorted_unique(M.indices, M.indptr)
+    for k in range(M.nnz - 1):
+        row = np.searchsorted(M.indptr, k, side="right") - 1
+        if M.indptr[row + 1] - 1 == k:
+            continue  # k is the last entry of its row: swapping with k + 1 crosses rows
+        bad = M.indices.copy()
+        bad[k], bad[k + 1] = bad[k + 1], bad[k]
+        assert not V._sorted_unique(bad, M.indptr), k
+        dup = M.indices.copy()
+        dup[k + 1] = dup[k]
+        assert not V._sorted_unique(dup, M.indptr), k
+
+
+def test_checked_csr_keeps_valid_input_and_never_modifies():
+    X = sp.random(50, 8, density=0.3, format="csr", random_state=0)
+    assert V.checked_csr(X) is X  # canonical, int32: used in place
+    M = X.copy()
+    M.indices = M.indices.copy()
+    a = int(M.indptr[2])
+    M.indices[a], M.indices[a + 1] = M.indices[a + 1], M.indices[a]
+    before = M.indices.copy()
+    out = V.checked_csr(M)
+    np.testing.assert_array_equal(M.indices, before)  # the caller's arrays are untouched
+    assert out is not M and out.has_canonical_format
+    np.testing.assert_array_equal(out.toarray(), M.toarray())
+
+
+def test_structure_check_is_cheap():
+    """O(nnz) numpy on rcv1-sized CSR (20242 x 47236, 1.5M stored entries): a few ms,
+    nothing next to one solve."""
+    import time
+
+    rng = np.random.default_rng(0)
+    n, d, k = 20242, 47236, 74
+    indptr = np.arange(0, n * k + 1, k, dtype=np.int32)
+    idx = np.sort(rng.integers(0, d // k, size=(n, k)) + np.arange(k) * (d // k), axis=1)
+    M = sp.csr_matrix((rng.random(n * k), idx.ravel().astype(np.int32), indptr), shape=(n, d))
+    V.checked_csr(M)
+    t = time.perf_counter()
+    for _ in range(5):
+        V.checked_csr(M)
+    assert (time.perf_counter() - t) / 5 < 0.05
+
+
+def test_huge_int_message_never_prints_the_digits():
+    import numbers
+
+    spec = V.Param(1.0, numbers.Real, low=0)
+    with pytest.raises(ValueError, match=r"x=~1e5000 \(an int\) is out of range"):
+        spec.check(10**5000, "x")  # repr() of this int would itself raise
+    with pytest.raises(ValueError, match=r"x=~-1e400 \(an int\)"):
+        spec.check(-10**400, "x")
+
+
+def test_xarray_dask_backed_takes_the_dask_path():
+    xr = pytest.importorskip("xarray")
+    da = pytest.importorskip("dask.array")
+    X, y = W._data()
+    Xd = xr.DataArray(da.from_array(X, chunks=(20, -1)), dims=("s", "f"))
+    res = mk.solve(Xd, y, solver="snkp", max_iter=200)
+    ref = mk.solve(X, y, solver="snkp", max_iter=200)
+    assert res.status == ref.status == "separable"
+    with pytest.raises(TypeError, match="X is a dask array; this entry point needs numpy"):
+        V.check_X(Xd)
+
+
+# ------------------------------------------------------------------ results files
+def test_certificate_schemas_match_the_constructors():
+    """The declared fields of the built-in certificate types are their constructors'
+    parameters (a field added to a certificate must be added to its schema)."""
+    import inspect
+
+    from marginkit import _persist
+    from marginkit.certificates import CERTIFICATE_TYPES
+
+    for name, spec in _persist._CERTIFICATE_FIELDS.items():
+        cls = CERTIFICATE_TYPES[name]
+        params = list(inspect.signature(cls.__init__).parameters)[1:]
+        assert sorted(spec) == sorted(params), name
+    assert set(_persist._RESULT_FIELDS) == set(mk.Result._FIELDS)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(solver="isnkpvn", kernel="rbf", kernel_params={"gamma": 0.5}, eps=1e-5,
+         stop=[("dual_certificate", {}), "separated"], max_iter=400, random_state=3),
+    dict(solver="fista", C=2.0, stop=[("certified_points", {"fraction": 0.5})], time_limit=30.0),
+    dict(solver="snkp", kernel="nystroem", kernel_params={"base": "rbf", "n_components": 12},
+         random_state=np.random.default_rng(0), memory_budget=2.0**28),
+])
+def test_saved_config_comes_back_as_a_validated_config(kw, tmp_path):
+    X, y = W._data()
+    res = mk.solve(X, y, **kw)
+    res.save(tmp_path / "r.npz")
+    back = mk.load_result(tmp_path / "r.npz")
+    assert isinstance(back.config, mk.Config)
+    for field in ("solver", "kernel", "kernel_params", "solver_params", "max_iter",
+                  "time_limit", "memory_budget", "verbose", "smoother"):
+        assert getattr(back.config, field) == getattr(res.config, field), field
+    assert back.config.stop == res.config.stop
+    seed = res.config.random_state
+    assert back.config.random_state == (seed if isinstance(seed, int) else None)
+    again = mk.solve(X, y, config=back.config.replace(random_state=0))  # usable as it is
+    assert again.status in ("separable", "infeasible", "certified", "max_iter")
+
+
+def test_a_loaded_file_is_only_data(tmp_path):
+    """Methods come from the classes: a loaded result and certificate have no instance
+    attribute beyond their fields, whatever the file said."""
+    X, y = W._data()
+    res = mk.solve(X, y, solver="snkp", kernel="rbf", max_iter=500)
+    res.save(tmp_path / "r.npz")
+    back = mk.load_result(tmp_path / "r.npz")
+    assert set(back.__dict__) == set(mk.Result._FIELDS)
+    assert set(back.certificate.__dict__) <= {"alpha", "value", "kernel", "classes"} | set(
+        res.certificate.__dict__)
+    assert back.certificate.verify(X, y)
+    np.testing.assert_array_equal(back.predict(X), res.predict(X))
+
+
+def test_load_result_limits(tmp_path):
+    X, y = W._data()
+    res = mk.solve(X, y, solver="snkp", kernel="rbf", max_iter=500)
+    res.save(tmp_path / "r.npz")
+    with pytest.raises(ValueError, match=r"r\.\w+(\.\w+)?: an array of \d+ bytes exceeds the "
+                                         r"limit \(\d+ bytes of max_bytes=1000 left\); pass a "
+                                         r"larger max_bytes"):
+        mk.load_result(tmp_path / "r.npz", max_bytes=1000)
+    with pytest.raises(TypeError, match="max_bytes"):
+        mk.load_result(tmp_path / "r.npz", max_bytes=1.5)
+    assert mk.load_result(tmp_path / "r.npz", max_bytes=10**6).status == res.status
+
+
+def test_first_format_files_still_load(tmp_path):
+    """A file of the first format (a __dict__ header, arrays without declarations)."""
+    import json
+
+    X, y = W._data()
+    res = mk.solve(X, y, solver="isnkpvn", max_iter=2000)
+    header = {"__dict__": {
+        "status": res.status, "n_iter": res.n_iter, "time_s": res.time_s,
+        "coef_": {"__array__": "r.coef_"}, "intercept_": 0.0,
+        "margin_bounds": {"__seq__": [float(res.margin_bounds[0]), float(res.margin_bounds[1])],
+                          "tuple": True},
+        "classes_": {"__array__": "r.classes_"}, "solver": "isnkpvn", "kernel":
+            {"__plugin__": ["kernel", "linear"], "params": {"__dict__": {}}},
+        "config": {"__config__": {"__dict__": {"solver": "isnkpvn", "kernel": "linear",
+                                               "callback": "<function f>", "random_state": None,
+                                               "solver_params": {"__dict__": {}}}}},
+        "certificate": {"__certificate__": "SeparatorCertificate", "state": {"__dict__": {
+            "alpha": {"__array__": "r.certificate.c.alpha"}, "value": res.certificate.value,
+            "kernel": {"__plugin__": ["kernel", "linear"], "params": {"__dict__": {}}},
+            "classes": {"__array__": "r.certificate.c.classes"}}}},
+        "history": {"__dict__": {}}, "extra": {"__dict__": {}}, "task": "classification"}}
+    np.savez_compressed(tmp_path / "old.npz",
+                        __meta__=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
+                        **{"r.coef_": res.coef_, "r.classes_": res.classes_,
+                           "r.certificate.c.alpha": res.certificate.alpha,
+                           "r.certificate.c.classes": res.certificate.classes})
+    back = mk.load_result(tmp_path / "old.npz")
+    np.testing.assert_array_equal(back.predict(X), res.predict(X))
+    assert back.certificate.verify(X, y) and isinstance(back.config, mk.Config)
