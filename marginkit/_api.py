@@ -384,6 +384,22 @@ def finish_fields(problem, fields, accepted):
     return fields
 
 
+#: float64 vectors of n_features entries a solver may keep (iterates, gradients, per-block
+#: partial sums): what ``memory_budget`` is checked against before a solve starts
+_FEATURE_VECTORS = 8
+
+
+def _check_feature_budget(X, budget):
+    need = _FEATURE_VECTORS * 8.0 * X.shape[1]
+    if need > budget:
+        raise ValueError(
+            f"X has {X.shape[1]} columns: the solvers keep vectors of one float64 per column "
+            f"(~{need / 2**30:.3g} GiB for {_FEATURE_VECTORS} of them), above memory_budget = "
+            f"{budget / 2**30:.3g} GiB; drop the empty columns (e.g. X[:, X.getnnz(axis=0) > 0] "
+            "for CSR input) or raise memory_budget"
+        )
+
+
 def solve(X, y, config=None, **kwargs):
     """Solve a margin problem and return a ``Result`` with its certificate.
 
@@ -422,6 +438,7 @@ def solve(X, y, config=None, **kwargs):
         return _dask_solve(Xd, y, config)
     solver, kernel, smoother, rules, max_iter = compose(config)
     Xv = check_X(X)
+    _check_feature_budget(Xv, config.memory_budget)
     if getattr(kernel, "precomputed", False):
         check_gram(Xv)  # square, symmetric, K_ii >= 0; blockwise, never densifies sparse K
     task = getattr(solver, "task", "classification")

@@ -116,7 +116,8 @@ CONFIG_TABLE = {
     "time_limit": Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
                         doc="wall-clock seconds; adds the time_limit stopping rule"),
     "memory_budget": Param(2.0 * 2**30, types=numbers.Real, low=0, low_open=True,
-                           doc="bytes a solver may use for kernel matrices"),
+                           doc="bytes a solver may use for kernel matrices and working "
+                               "vectors"),
     "solver_params": Param(dataclasses.MISSING, validator=_check_dict,
                            doc="parameters of the solver (e.g. {'eps': 1e-6})"),
 }

@@ -113,9 +113,17 @@ class Certificate:
         return f"{type(self).__name__}(kind={self.kind!r}, value={self.value!r})"
 
 
+def _dask(X):
+    """X as a dask array when it is one (or an xarray object backed by one), else None."""
+    from ._validation import dask_array_of
+
+    return dask_array_of(X)
+
+
 def local_matrix(X):
     """X as an in-memory matrix: a dask array is computed chunk by chunk (row blocks
     stacked, sparse chunks kept sparse); anything else is returned as it is."""
+    X = _dask(X) if _dask(X) is not None else X
     if not hasattr(X, "__dask_graph__"):
         return X
     import scipy.sparse as sp
@@ -163,7 +171,8 @@ class RowBlocks:
     def __init__(self, X, budget=1 << 21):
         self.X = X
         self.n_samples, self.n_features = X.shape
-        if hasattr(X, "__dask_graph__"):
+        self.dask = hasattr(X, "__dask_graph__")
+        if self.dask:
             sizes = X.chunks[0]
         else:
             import scipy.sparse as sp
@@ -182,9 +191,9 @@ class RowBlocks:
 
     def _block(self, b):
         lo, hi = self.offsets[b], self.offsets[b + 1]
-        if len(self.sizes) == 1 and not hasattr(self.X, "__dask_graph__"):
+        if len(self.sizes) == 1 and not self.dask:
             return self.X  # one block: the matrix itself, no slice
-        if hasattr(self.X, "__dask_graph__"):
+        if self.dask:
             return self.X.blocks[b].compute() if self.X.numblocks[1] == 1 else \
                 self.X[lo:hi].compute()
         return self.X[lo:hi]
@@ -205,8 +214,10 @@ def n_rows(X):
 def as_data(X):
     """What a check reads: an in-memory X validated (``check_X``), a dask array or a
     ``RowBlocks``-like object as it is."""
-    if hasattr(X, "__dask_graph__") or hasattr(X, "map"):
+    if hasattr(X, "map") and hasattr(X, "n_samples"):
         return X
+    if _dask(X) is not None:
+        return _dask(X)
     from ._validation import check_X
 
     return check_X(X)
@@ -216,10 +227,10 @@ def row_blocks(X):
     """``RowBlocks`` of X: an in-memory matrix is validated first (``check_X``: any sparse
     format becomes canonical CSR); a dask array is read chunk by chunk, each chunk
     validated by the passes; a ``RowBlocks``-like object (``map``) is used as it is."""
-    if isinstance(X, RowBlocks) or hasattr(X, "map"):
+    if isinstance(X, RowBlocks) or (hasattr(X, "map") and hasattr(X, "n_samples")):
         return X
-    if hasattr(X, "__dask_graph__"):
-        return RowBlocks(X)
+    if _dask(X) is not None:
+        return RowBlocks(_dask(X))
     from ._validation import check_X
 
     return RowBlocks(check_X(X))

@@ -329,3 +329,16 @@ def test_careful_block_bounds_cover_a_long_double_recomputation(name, params, of
         exact = (params["gamma"] * (a @ b.T) + params["coef0"]) ** params["degree"]
     assert np.all(np.abs(K - exact) <= err)
     assert float(np.max(err / np.maximum(np.abs(exact), 1e-300))) < 1e-6
+
+
+def test_verify_on_a_numpy_backed_xarray():
+    xr = pytest.importorskip("xarray")
+    X, y, res = _infeasible_run()
+    assert res.certificate.verify(xr.DataArray(X), y)
+
+
+def test_columns_beyond_the_memory_budget_are_refused_before_solving():
+    X = sp.csr_matrix((np.ones(2), np.array([0, 2_999_999_999]), np.array([0, 1, 2])),
+                      shape=(2, 3_000_000_000))
+    with pytest.raises(ValueError, match="columns.*memory_budget"):
+        mk.solve(X, [0, 1])
