@@ -1692,6 +1692,18 @@ class _DaskTikhonovState(_GuardedNewton):
                 "decrement": float(self.decrement), "prox_step": float(self.prox_step),
                 "target": self.decrement_target}
 
+    def certificate(self, status):
+        """The certificate of "converged" at the current iterate (as in memory)."""
+        from .solvers.tikhonov import NewtonDecrementCertificate
+
+        if status != "converged":
+            return None
+        problem = self.problem
+        return NewtonDecrementCertificate(
+            self.decrement, self.decrement_target, self.loss_name, self.lam, "primal", self.w,
+            self.w_prev, self.fit_intercept, problem.kernel, problem.classes_, None, None, None,
+            True, config=problem.config, prox_step=self.prox_step)
+
 
 @_driver("iterated_tikhonov")
 class TikhonovDriver(Driver):
@@ -1737,9 +1749,7 @@ class TikhonovDriver(Driver):
                   "intercept_": float(w[p]) if state.fit_intercept else 0.0}
         target = state.decrement_target
         # a certificate only when the last target was met (as in memory)
-        fields["certificate"] = None if status != "converged" else NewtonDecrementCertificate(
-            state.decrement, target, state.loss_name, state.lam, "primal", w, w_prev,
-            state.fit_intercept, problem.kernel, problem.classes_, None, None, None, True)
+        fields["certificate"] = state.certificate(status)
         fields["history"] = {
             "prox_decrement": np.asarray(state.prox_decrement, dtype=np.float64),
             "prox_newton_iter": np.asarray(state.prox_newton_iter, dtype=np.int64),
