@@ -431,3 +431,25 @@ def test_fraction_claim_bound_is_never_below_the_projected_gradient(data_dir):
     for r, eps in rec[1::7]:
         pg = projected_gradient_norm_longdouble(X, ypm, r, m, s, mu, gamma, "hsvm", 0.0)
         assert pg / mu <= eps * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_dask_run_ends_like_the_in_memory_run_with_a_certificate_that_verifies(solver, sparse):
+    """The dask drivers use the in-memory statistics algorithm, the same error bound with
+    its rounding term and the same certificate (with the run's configuration), checked by
+    the run loop on the dask array chunk by chunk."""
+    da = pytest.importorskip("dask.array")
+    X, y = make_problem(n=160, d=6, seed=11)
+    X[np.random.default_rng(2).random(X.shape) < 0.3] = 0.0
+    Xs = sp.csr_matrix(X) if sparse else X
+    mem = mk.solve(Xs, y, solver=solver)
+    Xd = da.from_array(X, chunks=(50, 6))
+    if sparse:
+        Xd = Xd.map_blocks(sp.csr_matrix, dtype=X.dtype)
+    res = mk.solve(Xd, y, solver=solver)
+    assert res.status == mem.status == "certified" and res.n_iter == mem.n_iter
+    cert = res.certificate
+    assert cert.config is res.config and cert.claim == "certified"
+    assert cert.check(Xd, y) and cert.check(Xs, y)
+    np.testing.assert_array_equal(res.certified_mask, mem.certified_mask)

@@ -1225,6 +1225,56 @@ cdef double _fresh_bound(bint dense, const floating* Xp, const floating* dp,
     return (norm * (1.0 + rc[0] + 2.3e-16) + dg) * (1.0 + 1e-15) / mu
 
 
+cdef double _fresh_bound_d(bint dense, const floating* Xp, const floating* dp,
+                           const index_t* ip, const index_t* pp, Py_ssize_t n, Py_ssize_t d,
+                           const double* y, const double* r, const double* sc,
+                           const double* m, double mu, double gamma, double* fresh,
+                           const double* xi, const double* rc, double rsum, double rsq,
+                           double* rounding) noexcept nogil:
+    # ``_fresh_bound`` with float64 sums (``fresh``: d doubles): about four times faster,
+    # its rounding term rc[6] Omega + rc[7] (...) instead of the long-double one, returned
+    # in ``rounding`` (the caller redoes the pass in long double where that term decides)
+    cdef Py_ssize_t i, j, k
+    cdef double b = 0.0, mv = 0.0, t, G, acc = 0.0, p, rxi = 0.0, om, gnorm, dg, norm, u
+    cdef const floating* row
+    for j in range(d):
+        fresh[j] = 0.0
+    for i in range(n):
+        if r[i] != 0.0:
+            u = y[i] * r[i]
+            b += u
+            if dense:
+                row = Xp + i * d
+                for j in range(d):
+                    fresh[j] += (<double>row[j]) * u
+            else:
+                for k in range(pp[i], pp[i + 1]):
+                    fresh[ip[k]] += (<double>dp[k]) * u
+        rxi += r[i] * xi[i]
+    for j in range(d):
+        fresh[j] = sc[j] * (sc[j] * (fresh[j] - m[j] * b))
+        mv += m[j] * fresh[j]
+    for i in range(n):
+        if dense:
+            t = _dot_dense4(Xp + i * d, fresh, d)
+        else:
+            t = _dot_sparse4(&dp[pp[i]], &ip[pp[i]], pp[i + 1] - pp[i], fresh)
+        G = y[i] * (t - mv + b) + mu * r[i] - 1.0
+        if r[i] <= 0.0:
+            p = G if G < 0.0 else 0.0
+        elif r[i] >= gamma:
+            p = G if G > 0.0 else 0.0
+        else:
+            p = G
+        acc += p * p
+    om = rc[2] * (rxi + rsum * rc[3]) + rc[4] * rsum
+    gnorm = rc[4] + om + mu * sqrt(rsq)
+    dg = rc[6] * om + rc[7] * gnorm + rc[8]
+    norm = sqrt(acc + <double>n * 5e-324)
+    rounding[0] = (norm * rc[6] + dg) * (1.0 + 1e-15) / mu
+    return norm * (1.0 + 1e-15) / mu + rounding[0]
+
+
 def fresh_bound(const floating[:, ::1] Xd, const floating[::1] data,
                 const index_t[::1] indices, const index_t[::1] indptr, bint dense,
                 const double[::1] y, const double[::1] r, const double[::1] sc,
@@ -1295,9 +1345,11 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
 
     The full bound is computed from a w scattered afresh from r (into ``fresh``, d long
     doubles; the epochs' own w accumulates the rounding of every coordinate update), in
-    long double, and carries the rounding bound of docs/svm.md section 4: ``xi`` holds
-    ||s * x_i|| and ``rc`` = [gamma_K, gamma_4 (in the unit of long double), ||xi + mu_m e||,
-    mu_m = ||s * m||, sqrt(n), the underflow term] (``svm._RoundingConstants``).
+    float64 (in long double with ``always``, or where the float64 rounding term alone
+    keeps the rule from firing), and carries the rounding bound of docs/svm.md section 4:
+    ``xi`` holds ||s * x_i|| and ``rc`` = [gamma_K, gamma_4 in the unit of long double,
+    ||xi + mu_m e||, mu_m = ||s * m||, sqrt(n), the long-double underflow term, gamma_K,
+    gamma_4, the underflow term in float64] (``svm._RoundingConstants``).
 
     ``ctl`` (in/out) = [k, pg_max_old, pg_min_old, shrink_tol, certify_fraction (NaN:
     no lazy check), full_passes, eps_est]. Row e of ``hist`` receives (objective, eps or
@@ -1321,6 +1373,11 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
     cdef double pg_max_old = ctl[1], pg_min_old = ctl[2], shrink_tol = ctl[3]
     cdef double certify_fraction = ctl[4], full_passes = ctl[5], est = ctl[6]
     cdef double out[3]
+    cdef double rho_d = 0.0, eps_l
+    cdef Py_ssize_t cnt_lo
+    cdef double* fresh_d = <double*>calloc(s2a.shape[0] + 1, sizeof(double))
+    if fresh_d == NULL:
+        raise MemoryError()
     cdef double gap, eps, ncert, t, wsq, rsum, rsq, b, ri
     cdef const double* rp
     cdef Py_ssize_t e, i, j, cnt, done = 0
@@ -1365,13 +1422,35 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
                     rsum += ri
                     rsq += ri * ri
             if always or (lazy and <double>cnt > certify_fraction * <double>n):
-                eps = _fresh_bound(dense, Xp, dp, ip, pp, n, d, &y[0], &r[0], &sc[0], &m[0],
-                                   mu, gamma, &fresh[0], &xi[0], &rc[0], rsum, rsq)
+                if always:
+                    # every epoch (a diagnostic mode): the tight long-double bound
+                    eps = _fresh_bound(dense, Xp, dp, ip, pp, n, d, &y[0], &r[0], &sc[0],
+                                       &m[0], mu, gamma, &fresh[0], &xi[0], &rc[0], rsum, rsq)
+                else:
+                    eps = _fresh_bound_d(dense, Xp, dp, ip, pp, n, d, &y[0], &r[0], &sc[0],
+                                         &m[0], mu, gamma, fresh_d, &xi[0], &rc[0], rsum, rsq,
+                                         &rho_d)
                 full_passes += 1.0
                 cnt = 0
+                cnt_lo = 0
                 for i in range(n):
                     if level - r[i] > eps:
                         cnt += 1
+                    if level - r[i] > eps - rho_d:
+                        cnt_lo += 1
+                if not always and <double>cnt <= certify_fraction * <double>n \
+                        and <double>cnt_lo > certify_fraction * <double>n:
+                    # the float64 rounding term alone keeps the rule from firing: redo the
+                    # pass in long double
+                    eps_l = _fresh_bound(dense, Xp, dp, ip, pp, n, d, &y[0], &r[0], &sc[0],
+                                         &m[0], mu, gamma, &fresh[0], &xi[0], &rc[0], rsum,
+                                         rsq)
+                    if eps_l < eps:
+                        eps = eps_l
+                        cnt = 0
+                        for i in range(n):
+                            if level - r[i] > eps:
+                                cnt += 1
                 ncert = <double>cnt
             # objective -1/2 (||w_bar||^2 + b^2) + e^T r - mu/2 ||r||^2 with
             # w_bar = s2a / s - s m b (0 / 0 := 0 for dropped columns)
@@ -1394,6 +1473,7 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
             eps = hist[done - 1, 1]
             for i in range(n):
                 mask[i] = level - r[i] > eps
+    free(fresh_d)
     ctl[0] = <double>k
     ctl[1] = pg_max_old
     ctl[2] = pg_min_old
@@ -1514,69 +1594,93 @@ def dot(const double[::1] x, const double[::1] z):
 
 
 # --------------------------------------------------- the referee's products (certificates)
-# ``CertifiedPointsCertificate.check`` multiplies X in extended precision (long double:
-# x87 80-bit on x86-64, 64-bit mantissa; where long double is float64 the caller's
-# rounding bound uses float64's unit instead): the products x_ij u_i and sums of a row
-# block accumulate in long double, so the recomputation's rounding bound is about
-# 2^-64 times the magnitudes instead of 2^-53 (docs/svm.md section 6).
+# ``CertifiedPointsCertificate.check`` multiplies X by its own path: X^T u (sums of n
+# terms) in float64 within blocks of REF_ROWS rows, the block sums accumulated in long
+# double (x87 80-bit on x86-64; where long double is float64 the caller's bound uses
+# float64's unit), so that its rounding bound is gamma_{REF_ROWS + 1} + (long double)
+# gamma_{blocks} times the magnitudes instead of gamma_n; the row products X v (at most
+# d terms each) in float64 (docs/svm.md section 6).
+
+#: rows per float64 partial sum of the referee's X^T u
+cdef Py_ssize_t _REF_ROWS = 1024
+REF_ROWS = _REF_ROWS
+
 
 def ref_rmatvec(const floating[:, ::1] Xd, const floating[::1] data,
                 const index_t[::1] indices, const index_t[::1] indptr, bint dense,
                 const unsigned char[::1] skip, const double[::1] m, const double[::1] u,
                 const double[::1] r, long double[::1] a, double[::1] mag):
-    """a += (X_B - e m^T)^T u (long double) and mag += |X_B - e m^T|^T r for a row block.
+    """a += (X_B - e m^T)^T u and mag += |X_B - e m^T|^T r for a row block: float64 sums
+    over REF_ROWS rows at a time, added to ``a`` in long double.
 
-    Dense: every column is centred explicitly, c = x - m_j in long double (``skip``
-    unused). CSR: the stored entries of the columns not marked in ``skip``; their mean
-    term -m_j e^T u is added at the end (magnitude |m_j| e^T r); the marked ("heavy")
-    columns are left to the caller, who centres them densely. Returns the largest number
-    of entries of a row (the length of a row's dot products)."""
+    Dense: every column is centred explicitly, c = x - m_j (``skip`` unused). CSR: the
+    stored entries of the columns not marked in ``skip``; their mean term -m_j e^T u is
+    added at the end (magnitude |m_j| e^T r); the marked ("heavy") columns are left to
+    the caller, who centres them densely. Returns the largest number of entries of a
+    row (the length of a row's dot products)."""
     cdef Py_ssize_t n = u.shape[0]
     cdef Py_ssize_t d = a.shape[0]
-    cdef Py_ssize_t i, j, k, ln, longest = 0
-    cdef long double c, ui, bsum = 0.0
-    cdef double ri, rsum = 0.0
+    cdef Py_ssize_t i, j, k, ln, i0, i1, longest = 0
+    cdef double c, ui, ri, bsum = 0.0, rsum = 0.0
+    cdef long double btot = 0.0
+    cdef double* part = <double*>calloc(d + 1, sizeof(double))
+    if part == NULL:
+        raise MemoryError()
     with nogil:
-        if dense:
-            longest = d
-            for i in range(n):
-                ui = u[i]
-                ri = r[i]
-                for j in range(d):
-                    c = <long double>Xd[i, j] - <long double>m[j]
-                    a[j] += c * ui
-                    mag[j] += fabs(<double>c) * ri
-        else:
-            for i in range(n):
-                ui = u[i]
-                ri = r[i]
-                bsum += ui
-                rsum += ri
-                ln = indptr[i + 1] - indptr[i]
-                if ln > longest:
-                    longest = ln
-                for k in range(indptr[i], indptr[i + 1]):
-                    j = indices[k]
-                    if skip[j]:
-                        continue
-                    a[j] += (<long double>data[k]) * ui
-                    mag[j] += fabs(<double>data[k]) * ri
+        i0 = 0
+        while i0 < n:
+            i1 = i0 + _REF_ROWS
+            if i1 > n:
+                i1 = n
+            for j in range(d):
+                part[j] = 0.0
+            bsum = 0.0
+            if dense:
+                longest = d
+                for i in range(i0, i1):
+                    ui = u[i]
+                    ri = r[i]
+                    for j in range(d):
+                        c = <double>Xd[i, j] - m[j]
+                        part[j] += c * ui
+                        mag[j] += fabs(c) * ri
+            else:
+                for i in range(i0, i1):
+                    ui = u[i]
+                    ri = r[i]
+                    bsum += ui
+                    rsum += ri
+                    ln = indptr[i + 1] - indptr[i]
+                    if ln > longest:
+                        longest = ln
+                    for k in range(indptr[i], indptr[i + 1]):
+                        j = indices[k]
+                        if skip[j]:
+                            continue
+                        part[j] += (<double>data[k]) * ui
+                        mag[j] += fabs(<double>data[k]) * ri
+            for j in range(d):
+                a[j] += part[j]
+            btot += bsum
+            i0 = i1
+        if not dense:
             for j in range(d):
                 if not skip[j]:
-                    a[j] -= (<long double>m[j]) * bsum
+                    a[j] -= (<long double>m[j]) * btot
                     mag[j] += fabs(m[j]) * rsum
+    free(part)
     return longest
 
 
 def ref_matvec(const floating[:, ::1] Xd, const floating[::1] data,
                const index_t[::1] indices, const index_t[::1] indptr, bint dense,
                const unsigned char[::1] skip, const double[::1] m,
-               const long double[::1] v, const double[::1] Mv, const double[::1] coef,
-               const double[::1] acoef, long double[::1] th, double[::1] Mth,
-               long double[::1] dec, double[::1] Md):
-    """For the rows of a block, added to the outputs: th_i += (x_i - m) . v and
-    dec_i += (x_i - m) . coef in long double, Mth_i += |x_i - m| . Mv and
-    Md_i += |x_i - m| . acoef (the magnitudes of the rounding bound).
+               const double[::1] v, const double[::1] Mv, const double[::1] coef,
+               const double[::1] acoef, double[::1] th, double[::1] Mth,
+               double[::1] dec, double[::1] Md):
+    """For the rows of a block, added to the outputs (float64): th_i += (x_i - m) . v,
+    dec_i += (x_i - m) . coef, Mth_i += |x_i - m| . Mv and Md_i += |x_i - m| . acoef
+    (the magnitudes of the rounding bound).
 
     Dense: centred explicitly (``skip`` unused). CSR: the stored entries of the columns
     not in ``skip``, minus the constant m_L . v_L (m_L . coef_L) of those columns,
@@ -1584,8 +1688,7 @@ def ref_matvec(const floating[:, ::1] Xd, const floating[::1] data,
     cdef Py_ssize_t n = th.shape[0]
     cdef Py_ssize_t d = v.shape[0]
     cdef Py_ssize_t i, j, k
-    cdef long double c, x, t1, t2, mv = 0.0, mc = 0.0
-    cdef double ac, q1, q2, mM = 0.0, mA = 0.0
+    cdef double c, x, ac, t1, t2, q1, q2, mv = 0.0, mc = 0.0, mM = 0.0, mA = 0.0
     with nogil:
         if dense:
             for i in range(n):
@@ -1594,8 +1697,8 @@ def ref_matvec(const floating[:, ::1] Xd, const floating[::1] data,
                 q1 = 0.0
                 q2 = 0.0
                 for j in range(d):
-                    c = <long double>Xd[i, j] - <long double>m[j]
-                    ac = fabs(<double>c)
+                    c = <double>Xd[i, j] - m[j]
+                    ac = fabs(c)
                     t1 += c * v[j]
                     t2 += c * coef[j]
                     q1 += ac * Mv[j]
@@ -1607,8 +1710,8 @@ def ref_matvec(const floating[:, ::1] Xd, const floating[::1] data,
         else:
             for j in range(d):
                 if not skip[j]:
-                    mv += (<long double>m[j]) * v[j]
-                    mc += (<long double>m[j]) * coef[j]
+                    mv += m[j] * v[j]
+                    mc += m[j] * coef[j]
                     mM += fabs(m[j]) * Mv[j]
                     mA += fabs(m[j]) * acoef[j]
             for i in range(n):
@@ -1620,8 +1723,8 @@ def ref_matvec(const floating[:, ::1] Xd, const floating[::1] data,
                     j = indices[k]
                     if skip[j]:
                         continue
-                    x = <long double>data[k]
-                    ac = fabs(<double>data[k])
+                    x = <double>data[k]
+                    ac = fabs(x)
                     t1 += x * v[j]
                     t2 += x * coef[j]
                     q1 += ac * Mv[j]
@@ -1630,3 +1733,33 @@ def ref_matvec(const floating[:, ::1] Xd, const floating[::1] data,
                 dec[i] += t2 - mc
                 Mth[i] += q1 + mM
                 Md[i] += q2 + mA
+
+
+def ref_matvec_ld(const floating[:, ::1] Xd, const floating[::1] data,
+                  const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                  const double[::1] v, const double[::1] Mv, long double[::1] th,
+                  double[::1] Mth):
+    """th_i += x_i . v with the row's sum in long double, Mth_i += |x_i| . Mv (float64),
+    for the rows of a block (no centering): the row products of the Newton-decrement
+    referee (``tikhonov.NewtonDecrementCertificate``), whose errors in z = Phi theta are
+    amplified by Phi^T and 1 / sqrt(lam)."""
+    cdef Py_ssize_t n = th.shape[0]
+    cdef Py_ssize_t d = v.shape[0]
+    cdef Py_ssize_t i, j, k
+    cdef long double t
+    cdef double q
+    with nogil:
+        for i in range(n):
+            t = 0.0
+            q = 0.0
+            if dense:
+                for j in range(d):
+                    t += (<long double>Xd[i, j]) * v[j]
+                    q += fabs(<double>Xd[i, j]) * Mv[j]
+            else:
+                for k in range(indptr[i], indptr[i + 1]):
+                    j = indices[k]
+                    t += (<long double>data[k]) * v[j]
+                    q += fabs(<double>data[k]) * Mv[j]
+            th[i] += t
+            Mth[i] += q

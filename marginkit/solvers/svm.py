@@ -14,7 +14,10 @@ with level - r_i > eps, level = min(gamma, 1/mu) (``certify_level``), has signed
 > 1 - mu level >= 0 under both w(r) and w(r*) (the paper's gamma when mu gamma < 1, its
 assumption; 1/mu otherwise, where 1 - mu gamma < 0 would not mean correct). The
 bound eps is kappa ||y_k - r_{k+1}|| for FISTA and ||p(r)||/mu (projected gradient p)
-for coordinate descent (section 4). The derivations are written out in ``docs/svm.md``.
+for coordinate descent (section 4), each plus a bound on its own rounding error (summed
+in a scaled form so that it cannot underflow); parameters or data whose scale makes the
+bound meaningless are refused (``check_scales``). The derivations are written out in
+``docs/svm.md``.
 
 Stopping rules registered here: ``certified_points(fraction=0.0)`` (status
 ``"certified"``) and ``liblinear(tol=0.1)`` (LIBLINEAR's max-minus-min projected
@@ -244,6 +247,7 @@ _GRAM_BYTES = 256 * 2**20
 #: (one pass = one product with Z~ and one with Z~^T, 2 nnz multiply-adds)
 _GRAM_PASSES = 40
 _UNIT_ROUNDOFF = np.finfo(np.float64).eps / 2
+_ETA = 2.0 ** -1074  # the absolute rounding of a subnormal result (``_referee.ETA``)
 
 
 def _gram_rounding_bound(n, F, M, trace, augmented, p):
@@ -470,10 +474,11 @@ class _RoundingConstants:
         self.gamma = gamma
 
     def array_long_double(self):
-        """[gamma_K, gamma_4, ||xi + mu_m e||, mu_m, sqrt(n), under] for dcd's full bound,
+        """[gamma_K, gamma_4, ||xi + mu_m e||, mu_m, sqrt(n), under] for the full bound
         whose sums run in long double (gamma in long double's unit roundoff; the only
         float64 rounding left, of each p_i, is the kernel's; long double's exponent range
-        leaves only that rounding to underflow)."""
+        leaves only that rounding to underflow), then [gamma_K, gamma_4, under] in float64
+        for the float64 version of the same pass."""
         uL = float(np.finfo(np.longdouble).epsneg)
 
         def gL(k):
@@ -482,7 +487,7 @@ class _RoundingConstants:
         from ._referee import ETA
 
         return np.array([gL(self.K), gL(4), self.xim_norm, self.mu_m, self.sqrt_n,
-                         4.0 * self.sqrt_n * ETA])
+                         4.0 * self.sqrt_n * ETA, self.gK, self.g3, self.under])
 
 
 def fista_rounding(rc, beta, L, mu, rk, rk1, augmented, t=0.0):
@@ -491,18 +496,16 @@ def fista_rounding(rc, beta, L, mu, rk, rk1, augmented, t=0.0):
     (||g_computed(y_k) - g(y_k)|| + L ||delta_v||) / mu, where g is the gradient at the
     computed extrapolation point y_k and delta_v the rounding of y_k + g / L (and, for
     the classical SVM, of its shift by the multiplier, t = L lambda)."""
-    from ._referee import ETA, UNIT
-
     rn = (1.0 + beta) * math.sqrt(rk[1]) + beta * math.sqrt(rk1[1])   # >= ||rho||
     B = (1.0 + beta) * rk[0] + beta * rk1[0]                           # = e^T rho
     rxi = min(rn * rc.xi_norm, B * rc.xi_max)                          # >= rho . xi
     om = rc.xim_norm * (rxi + B * rc.mu_m) + (rc.sqrt_n * B if augmented else 0.0)
     gnorm = rc.sqrt_n + om + mu * rn                                   # >= ||g_computed||
     dg = rc.gK * om + rc.g3 * gnorm + rc.under
-    dv = 2.0 * UNIT * gnorm + UNIT * L * rn + 2.0 * L * ETA * rc.sqrt_n
+    dv = 2.0 * _UNIT_ROUNDOFF * gnorm + _UNIT_ROUNDOFF * L * rn + 2.0 * L * _ETA * rc.sqrt_n
     if not augmented:
-        dv += UNIT * (L * rn + gnorm + abs(t) * rc.sqrt_n)
-    return (dg + dv) / mu * (1.0 + 16 * UNIT)
+        dv += _UNIT_ROUNDOFF * (L * rn + gnorm + abs(t) * rc.sqrt_n)
+    return (dg + dv) / mu * (1.0 + 16 * _UNIT_ROUNDOFF)
 
 
 #: the smallest scale of the dual variables at which float64 resolves their differences
@@ -526,7 +529,7 @@ def check_scales(name, data, gamma, mu, L=None, trace=None):
     smax = float(data.s.max(initial=0.0))
     with np.errstate(over="ignore"):
         coef_bound = smax * gamma * math.sqrt(data.n) * math.sqrt(trace)
-    if not (math.isfinite(trace) and coef_bound < 2.0 ** 1000):
+    if not (math.isfinite(trace) and coef_bound < 2.0 ** 1020):
         raise ValueError(
             f"{name}: the scaled data (||Z~||_F^2 = {trace:.3g}, largest 1/sigma = {smax:.3g}) "
             f"with C = {gamma:.3g} give coefficients that can overflow float64; rescale X "
@@ -870,10 +873,10 @@ def _referee_certified_points(cert, blocks, ypm, gamma, mu, level, scale, form, 
     if bad_s.any() or (scale == "std" and bad_m[~zero].any()) or \
             (scale != "std" and np.any(cert.means != 0.0)):
         return reject("the stored scaling statistics are not X's")
-    # -- pass B, in long double: a = (X - e m^T)^T u and its magnitude |X - e m^T|^T r
-    # (u = y * r); CSR columns with s_j |m_j| > 8 ("heavy": a mean large against the
-    # spread, whose implicit zeros the sparse form cannot centre accurately) are centred
-    # densely, block by block
+    # -- pass B: a = (X - e m^T)^T u and its magnitude |X - e m^T|^T r (u = y * r), float64
+    # sums over 1024 rows added in long double; CSR columns with s_j |m_j| > 8 ("heavy":
+    # a mean large against the spread, whose implicit zeros the sparse form cannot centre
+    # accurately) are centred densely, block by block
     heavy = (s * np.abs(m) > _HEAVY) if scale == "std" else np.zeros(d, dtype=bool)
     LD = np.longdouble
     uL = float(np.finfo(LD).epsneg)  # unit roundoff of long double (2^-64 on x87)
@@ -885,11 +888,12 @@ def _referee_certified_points(cert, blocks, ypm, gamma, mu, level, scale, form, 
     a = np.zeros(d, dtype=LD)
     mag = np.zeros(d)
     D = 1
+    cache = {} if blocks.n_blocks == 1 else None
     for lo, hi, B in blocks:
         if B.shape[1] != d:
             return reject(f"X has {B.shape[1]} features, the certificate {d}")
         ub, rb = u[lo:hi], r[lo:hi]
-        for part, cols in _referee_parts(B, heavy):
+        for part, cols in _referee_parts(B, heavy, cache):
             if cols is None:
                 D = max(D, int(_f.ref_rmatvec(*part, heavy.view(np.uint8), m, ub, rb, a, mag)))
             else:
@@ -898,8 +902,11 @@ def _referee_certified_points(cert, blocks, ypm, gamma, mu, level, scale, form, 
                 a[cols] += aH
                 mag[cols] += magH
     NB = blocks.chain
-    g = R.gamma(n + D + d + 32)              # float64 operations
-    gl = gL(NB + n + D + d + 32)             # long double operations
+    g = R.gamma(n + D + d + 32)              # float64 operations (bounds, small sums)
+    # X^T u: float64 sums of at most REF_ROWS terms, their partials summed in long double
+    gB = R.gamma(_f.REF_ROWS + 4) + gL(n // _f.REF_ROWS + blocks.n_blocks + 8)
+    gC = R.gamma(D + d + 8)                  # the row products of pass C (float64)
+    gl = gL(n + d + 32)                      # other long double sums
     eta = R.ETA
     bL = np.sum(u.astype(LD))
     b = float(bL)
@@ -909,8 +916,8 @@ def _referee_certified_points(cert, blocks, ypm, gamma, mu, level, scale, form, 
     with np.errstate(over="ignore", invalid="ignore"):
         wL = s.astype(LD) * a
         vL = s.astype(LD) * wL
-        v = vL.astype(np.float64)
-        Ev = s * (s * (gl * mag)) + 4 * uL * np.abs(v) + eta
+        v = vL.astype(np.float64)            # rounded once more: u |v|
+        Ev = s * (s * (gB * mag)) + (4 * uL + R.UNIT) * np.abs(v) + eta
         Vmag = s * (s * mag)                 # >= |v|
     if form == "hsvm":
         tL, Et = bL, EbL
@@ -933,39 +940,37 @@ def _referee_certified_points(cert, blocks, ypm, gamma, mu, level, scale, form, 
         if not abs(cert.intercept - want) <= _MODEL_RTOL * scale_i + Et + g * scale_i \
                 + (d + 2) * eta:
             return reject("the stored intercept is not t_bar - m . coef")
-        c1 = LD(cert.intercept) + mcL        # dec_i = (x_i - m) . coef + c1
-        Ec1 = gl * (abs(cert.intercept) + float(absm @ np.abs(coef))) + eta
+        c1L = LD(cert.intercept) + mcL       # dec_i = (x_i - m) . coef + c1
+        c1 = float(c1L)
+        Ec1 = gl * (abs(cert.intercept) + float(absm @ np.abs(coef))) + R.UNIT * abs(c1) + eta
     else:
         coef = np.zeros(d)
     if form == "hsvm" and not abs(cert.t_bar - b) <= _MODEL_RTOL * R1 + 2 * EbL:
         return reject("the stored t_bar is not y^T r")
-    # -- pass C, in long double: theta_raw = (X - e m^T) v and the stored model's
-    # (X - e m^T) coef, with the magnitudes |X - e m^T| (Ev + gl |v|) and |X - e m^T| |coef|
-    Mv = Ev + gl * np.abs(v)
+    # -- pass C, float64 row products: theta_raw = (X - e m^T) v and the stored model's
+    # (X - e m^T) coef, with the magnitudes |X - e m^T| (Ev + gC |v|) and |X - e m^T| |coef|
+    Mv = Ev + gC * np.abs(v)
     acoef = np.abs(coef)
-    th = np.zeros(n, dtype=LD)
-    dec = np.zeros(n, dtype=LD)
+    th, dec = np.zeros(n), np.zeros(n)
     Mth, Md = np.zeros(n), np.zeros(n)
     zf2 = 0.0
     for lo, hi, B in blocks:
-        for part, cols in _referee_parts(B, heavy):
+        for part, cols in _referee_parts(B, heavy, cache):
             if cols is None:
-                _f.ref_matvec(*part, heavy.view(np.uint8), m, vL, Mv, coef, acoef,
+                _f.ref_matvec(*part, heavy.view(np.uint8), m, v, Mv, coef, acoef,
                               th[lo:hi], Mth[lo:hi], dec[lo:hi], Md[lo:hi])
             else:
-                _f.ref_matvec(*part, _NO_SKIP[:cols.size], m[cols], vL[cols], Mv[cols],
+                _f.ref_matvec(*part, _NO_SKIP[:cols.size], m[cols], v[cols], Mv[cols],
                               coef[cols], acoef[cols], th[lo:hi], Mth[lo:hi], dec[lo:hi],
                               Md[lo:hi])
         if form == "svm":
             zf2 += _scaled_frobenius2(B, m, s, n)
-    ypL = ypm.astype(LD)
-    thetaL = ypL * (th + tL)
-    GL = thetaL + LD(mu) * r.astype(LD) - 1
-    G = GL.astype(np.float64)
-    theta = thetaL.astype(np.float64)
-    Eth = Mth * (1.0 + 2 * g) + Et + 2 * uL * (np.abs(th.astype(np.float64)) + abs(t)) + eta
-    EG = Eth + gL(4) * (np.abs(theta) + mu * r + 1.0) + R.UNIT * np.abs(G) * (1.0 + R.UNIT) \
+    theta = ypm * (th + t)
+    G = theta + mu * r - 1.0
+    # |th_i| <= |theta_i| + |t|: the rounding of th + t (and of t itself)
+    Eth = Mth * (1.0 + 2 * g) + Et + R.UNIT * abs(t) + 2 * R.UNIT * (np.abs(theta) + 2 * abs(t)) \
         + eta
+    EG = Eth + R.gamma(4) * (np.abs(theta) + mu * r + 1.0) + eta
     p = np.where(r <= 0.0, np.minimum(G, 0.0), np.where(r >= gamma, np.maximum(G, 0.0), G))
     N, eN = R.scaled_norm(p)
     NE, eNE = R.scaled_norm(EG)
@@ -1000,9 +1005,8 @@ def _referee_certified_points(cert, blocks, ypm, gamma, mu, level, scale, form, 
                   > floor):
         return reject("a certified point has theta_i <= 1 - mu level beyond rounding", **numbers)
     if check_model:
-        ydecL = ypL * (dec + c1)
-        ydec = ydecL.astype(np.float64)
-        Ed = Md * (1.0 + 2 * g) * gL(D + 4) + Ec1 + 2 * uL * np.abs(ydec) + eta
+        ydec = ypm * (dec + c1)
+        Ed = Md * (1.0 + 2 * g) * gC + Ec1 + 2 * R.UNIT * np.abs(ydec) + eta
         if not np.all(ydec[mask] * (1.0 - R.UNIT) > Ed[mask]):
             return reject("the stored classifier misclassifies a certified point (beyond "
                           "rounding)", **numbers)
@@ -1013,7 +1017,7 @@ def _referee_certified_points(cert, blocks, ypm, gamma, mu, level, scale, form, 
 _NO_SKIP = np.zeros(1 << 16, dtype=np.uint8)
 
 
-def _referee_parts(B, heavy):
+def _referee_parts(B, heavy, cache=None):
     """The parts of a row block for the referee's kernels: ``(args, None)`` for the
     block itself (a dense block: every column, centred by the kernel; a CSR block: its
     light columns) and, for a CSR block with heavy columns, ``(args, cols)`` for those
@@ -1023,8 +1027,14 @@ def _referee_parts(B, heavy):
     sparse = sp.issparse(B)
     any_heavy = bool(heavy.any())
     if sparse and any_heavy and B.nnz > 0.5 * B.shape[0] * B.shape[1]:
-        B = np.ascontiguousarray(B.toarray(), dtype=np.float64)
-        sparse = False
+        # ``cache`` (one block of in-memory data): densified once for both passes
+        key = id(B)
+        dense = None if cache is None else cache.get(key)
+        if dense is None:
+            dense = np.ascontiguousarray(B.toarray(), dtype=np.float64)
+            if cache is not None:
+                cache[key] = dense
+        B, sparse = dense, False
     if not sparse:
         yield (B, *_CSR_PLACEHOLDER[B.dtype], True), None
         return
@@ -1200,7 +1210,7 @@ class _FistaState(_ClaimOffers, SolverState):
                     eps, ncert = np.inf, 0
         self._r_buf, self.r_prev, self.r = self.r_prev, self.r, r_new
         self._a_buf, self.a_prev, self.a = self.a_prev, self.a, a_new
-        if np.isfinite(eps) and rho > 0.0 and self._rounding_decides(eps, rho, ncert, r_new):
+        if eps < math.inf and rho > 0.0 and self._rounding_decides(eps, rho, ncert, r_new):
             # the rounding term alone keeps the certified-points rule from firing, or it
             # dominates the bound: bound ||r - r*|| by ||p(r)|| / mu computed in long double
             # instead, when smaller (valid for any feasible r, docs/svm.md sections 2, 4)
@@ -1229,7 +1239,9 @@ class _FistaState(_ClaimOffers, SolverState):
         if rho >= eps - rho:
             return True
         need = self.certify_fraction * r_new.shape[0]
-        if ncert > need:
+        if ncert > need or rho < 1e-3 * eps:
+            # the rule fires anyway, or the term is too small to hold it back but for a
+            # point within 1e-3 eps of its level (one iteration later at worst): no O(n) count
             return False
         return np.count_nonzero(self.level - r_new > eps - rho) > need
 
@@ -1293,7 +1305,9 @@ class Fista(_FistaBase):
         r_{k+1} = proj_[0, gamma]^n (y_k + grad g(y_k) / L),  kappa = L / mu,
 
     with L = mu + ||Z~||_2^2 (an upper bound: ``lipschitz_bound``) and the error bound
-    eps_{k+1} = kappa ||y_k - r_{k+1}|| >= ||r_{k+1} - r*||. One iteration is one fused pass
+    eps_{k+1} = kappa ||y_k - r_{k+1}|| + rho_k >= ||r_{k+1} - r*||, rho_k the rounding term
+    of the computed step (``fista_rounding``; the long-double ||p(r)|| / mu where it
+    dominates; docs/svm.md section 2). One iteration is one fused pass
     over the rows of X (Z~ w~(y_k) gathered, X^T (y * r_{k+1}) scattered); w~ is linear
     in r, so w~(y_k) comes from the stored w~(r_k), w~(r_{k-1}).
 

@@ -883,8 +883,8 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     n = blocks.n
     p = theta.shape[0]
     q = p + int(fit_intercept)
-    thL = theta.astype(LD)
-    bL = LD(b)
+    # sums over the rows: float64 over REF_ROWS rows, the partial sums in long double
+    gB = R.gamma(f.REF_ROWS + 4) + gL(n // f.REF_ROWS + blocks.n_blocks + 8)
     zero_p, none = np.zeros(p), np.zeros(1, dtype=np.uint8)
     zero_m = np.zeros(p)
     # -- pass 1: z, l'(z), l''(z) and their bounds; G = Phi^T g / n (+ lam (theta - prev))
@@ -905,20 +905,19 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
         args = _ref_args(B)
         m_ = hi - lo
         zt, Mz = np.zeros(m_, dtype=LD), np.zeros(m_)
-        dummy, dmag = np.zeros(m_, dtype=LD), np.zeros(m_)
-        f.ref_matvec(*args, np.zeros(p, dtype=np.uint8), zero_m, thL, np.abs(theta), zero_p,
-                     zero_p, zt, Mz, dummy, dmag)
+        f.ref_matvec_ld(*args, theta, np.abs(theta), zt, Mz)
         rl = int(R.row_lengths(B).max(initial=0))
         D = max(D, rl)
-        zL = zt + bL
-        zb = zL.astype(np.float64)
+        zb = (zt + LD(b)).astype(np.float64)
         z[lo:hi] = zb
-        ez[lo:hi] = gL(rl + 3) * (Mz * (1 + R.gamma(rl + 2)) + abs(b)) + R.UNIT * np.abs(zb) + R.ETA
+        # the row product in long double (rl terms), b added, rounded to float64
+        ez[lo:hi] = gL(rl + 3) * (Mz * (1 + R.gamma(rl + 2)) + abs(b)) + R.UNIT * np.abs(zb) \
+            + R.ETA
         gb, hb, egb, ehb = _loss_derivatives_bounded(loss, zb, ez[lo:hi], y[lo:hi])
         g[lo:hi], h[lo:hi], eg[lo:hi], eh[lo:hi] = gb, hb, egb, ehb
         xi2[lo:hi] = np.asarray(B.multiply(B).sum(axis=1)).ravel() if sp.issparse(B) \
             else np.einsum("ij,ij->i", B, B)
-        f.ref_rmatvec(*args, np.zeros(p, dtype=np.uint8), zero_m, gb, egb + gL(n + 4) * np.abs(gb),
+        f.ref_rmatvec(*args, np.zeros(p, dtype=np.uint8), zero_m, gb, egb + gB * np.abs(gb),
                       aG, magG)
         if Hs is not None:
             if sp.issparse(B):
@@ -950,7 +949,7 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     best = None
     for _ in range(2):  # the direction, then one refinement step on the residual
         up, central, rho_hat = _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G,
-                                                 zeta, lam_lb, gL, D)
+                                                 zeta, lam_lb, gL, D, gB)
         if best is None or up < best[0]:
             best = (up, central)
         if Hs is None:
@@ -994,14 +993,14 @@ def _newton_direction(Hs, blocks, h, n, lam, p, fit_intercept, rhs):
         return np.linalg.lstsq(H, rhs, rcond=None)[0]
 
 
-def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, gL, D):
+def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, gL, D, gB):
     """(upper bound of sqrt(G^T H^{-1} G), sqrt(zeta . G), rho_hat) for a direction zeta:
     zeta^T H zeta, rho = G - H zeta and their rounding bounds, one pass over the rows."""
     from . import _svm_fast as f
     from . import _referee as R
 
     LD = np.longdouble
-    zt = zeta[:p]
+    zt = np.ascontiguousarray(zeta[:p])
     zb = float(zeta[p]) if fit_intercept else 0.0
     ztL = zt.astype(LD)
     aQ = np.zeros(p, dtype=LD)
@@ -1014,12 +1013,9 @@ def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, g
         args = _ref_args(B)
         m_ = hi - lo
         st, Ms = np.zeros(m_, dtype=LD), np.zeros(m_)
-        dummy, dmag = np.zeros(m_, dtype=LD), np.zeros(m_)
-        f.ref_matvec(*args, np.zeros(p, dtype=np.uint8), zero_p, ztL, np.abs(zt), zero_p,
-                     zero_p, st, Ms, dummy, dmag)
+        f.ref_matvec_ld(*args, zt, np.abs(zt), st, Ms)
         rl = int(R.row_lengths(B).max(initial=0))
-        sL = st + LD(zb)
-        s = sL.astype(np.float64)
+        s = (st + LD(zb)).astype(np.float64)
         es = gL(rl + 3) * (Ms * (1 + R.gamma(rl + 2)) + abs(zb)) + R.UNIT * np.abs(s) + R.ETA
         hb, ehb = h[lo:hi], eh[lo:hi]
         qv = hb * s                                     # ~ h_i s_i
@@ -1027,7 +1023,7 @@ def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, g
         Qsum += float(np.sum((hb + ehb) * (np.abs(s) + es) ** 2))
         qsum += np.sum(qv.astype(LD))
         eqsum += float(np.sum(eq)) + gL(n + 2) * float(np.sum(np.abs(qv)))
-        f.ref_rmatvec(*args, np.zeros(p, dtype=np.uint8), zero_p, qv, eq + gL(n + 4) * np.abs(qv),
+        f.ref_rmatvec(*args, np.zeros(p, dtype=np.uint8), zero_p, qv, eq + gB * np.abs(qv),
                       aQ, magQ)
     g_ = R.gamma(n + D + p + 16)
     q = zeta.shape[0]
