@@ -220,3 +220,28 @@ def scaling_tail(cm, safe, means, ss, n, scale):
         s = np.where(ok, 1.0 / np.where(ok, sigma, 1.0), 0.0)
     m = means * safe if scale == "std" else np.zeros(cm.shape[0])
     return m, s
+
+
+def stopping_rules(stop, default_stop):
+    """The stopping rules of a run's configuration as instances (``Config.stop``, or its
+    saved dict form; ``default_stop`` when it is None), or None when an entry cannot be
+    read back (a rule instance that a saved configuration keeps only as its repr)."""
+    from .._config import _check_stop
+    from .._registry import REGISTRIES
+    from ..plugins import StoppingRule
+
+    try:
+        specs = _check_stop(default_stop if stop is None else stop, "stop", "config")
+    except (TypeError, ValueError):
+        return None
+    names = REGISTRIES["stopping"].names()
+    rules = []
+    for spec in specs:
+        if isinstance(spec, StoppingRule):
+            rules.append(spec)
+            continue
+        name, params = (spec, {}) if isinstance(spec, str) else spec
+        if name not in names:
+            return None
+        rules.append(REGISTRIES["stopping"].get(name)(**params))
+    return rules

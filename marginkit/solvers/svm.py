@@ -649,34 +649,13 @@ def _svm_solver_class(spec):
 
 def _stop_fraction(stop, default_stop):
     """The smallest ``fraction`` of the ``certified_points`` rules of a run's ``stop``
-    (0.0 when there is none); None when an entry cannot be read (a rule instance that a
-    saved configuration keeps only as its repr)."""
-    from .._registry import REGISTRIES
+    (0.0 when there is none); None when the rules cannot be read."""
+    from ._referee import stopping_rules
 
-    specs = default_stop if stop is None else stop
-    if isinstance(specs, (str, tuple)) and not (isinstance(specs, tuple) and len(specs) == 2
-                                                 and isinstance(specs[1], dict)):
-        specs = [specs] if isinstance(specs, str) else list(specs)
-    elif isinstance(specs, tuple) and len(specs) == 2 and isinstance(specs[1], dict):
-        specs = [specs]
-    fractions = []
-    for spec in specs:
-        if isinstance(spec, StoppingRule):
-            if isinstance(spec, CertifiedPoints):
-                fractions.append(float(spec.params["fraction"]))
-            continue
-        if isinstance(spec, str):
-            name, params = spec, {}
-        elif isinstance(spec, (tuple, list)) and len(spec) == 2 and isinstance(spec[0], str) \
-                and isinstance(spec[1], dict):
-            name, params = spec
-        else:
-            return None
-        if name not in REGISTRIES["stopping"].names():
-            return None
-        cls = REGISTRIES["stopping"].get(name)
-        if isinstance(cls, type) and issubclass(cls, CertifiedPoints):
-            fractions.append(float(cls(**params).params["fraction"]))
+    rules = stopping_rules(stop, default_stop)
+    if rules is None:
+        return None
+    fractions = [float(r.params["fraction"]) for r in rules if isinstance(r, CertifiedPoints)]
     return min(fractions) if fractions else 0.0
 
 

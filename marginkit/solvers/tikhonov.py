@@ -793,7 +793,8 @@ def run_targets(config, n_train, prox_step):
     tol kappa^(k - T) / T with T = t (``t_max`` for t="auto"). Parameters are validated by
     the solver's and the rule's tables (``ValueError``/``TypeError`` naming them)."""
     from .._config import Config
-    from .._registry import REGISTRIES, get_plugin
+    from .._registry import get_plugin
+    from ._referee import stopping_rules
 
     if isinstance(config, Config):
         spec, sparams, stop = config.solver, dict(config.solver_params), config.stop
@@ -812,21 +813,10 @@ def run_targets(config, n_train, prox_step):
         sparams = {**spec.params, **sparams}
     prm = cls(**sparams).params
     tol, kappa = float(prm["tol"]), KAPPA
-    specs = cls.default_stop if stop is None else stop
-    if isinstance(specs, str) or (isinstance(specs, tuple) and len(specs) == 2
-                                  and isinstance(specs[1], dict)):
-        specs = [specs]
-    for s in specs:
-        if isinstance(s, StoppingRule):
-            rule = s
-        elif isinstance(s, str) and s in REGISTRIES["stopping"].names():
-            rule = REGISTRIES["stopping"].get(s)()
-        elif isinstance(s, (tuple, list)) and len(s) == 2 and isinstance(s[1], dict) \
-                and s[0] in REGISTRIES["stopping"].names():
-            rule = REGISTRIES["stopping"].get(s[0])(**s[1])
-        else:
-            raise ValueError(f"the run's stopping rule {s!r} cannot be read from its "
-                             "configuration")
+    rules = stopping_rules(stop, cls.default_stop)
+    if rules is None:
+        raise ValueError("the run's stopping rules cannot be read from its configuration")
+    for rule in rules:
         if isinstance(rule, NewtonDecrement):
             tol = float(rule.params["tol"]) if rule.params["tol"] is not None else float(prm["tol"])
             kappa = float(rule.params["kappa"])
