@@ -162,8 +162,8 @@ def test_verdict_reports_the_recomputed_numbers(certified_run):
 
 
 @pytest.mark.parametrize("change", [
-    "mask", "r", "gamma", "mu", "means", "inv_std", "coef", "intercept", "t_bar", "classes",
-    "scale", "formulation", "labels"])
+    "mask", "r", "gamma", "mu", "means", "inv_std", "coef", "coef_and_intercept",
+    "intercept", "t_bar", "classes", "scale", "formulation", "labels"])
 def test_tampered_certificate_is_rejected(certified_run, change):
     X, y, res = certified_run
     cert = res.certificate
@@ -192,6 +192,11 @@ def test_tampered_certificate_is_rejected(certified_run, change):
         coef = cert.coef.copy()
         coef[0] *= 1 + 1e-4
         bad = tampered(cert, coef=coef)
+    elif change == "coef_and_intercept":
+        # another model, consistent with its own intercept: only the check of coef
+        # against s * w_bar(r) sees it
+        coef = cert.coef * (1 + 1e-4)
+        bad = tampered(cert, coef=coef, intercept=cert.t_bar - float(cert.means @ coef))
     elif change == "intercept":
         bad = tampered(cert, intercept=cert.intercept + 1e-4 * (1 + abs(cert.intercept)))
     elif change == "t_bar":

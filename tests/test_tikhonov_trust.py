@@ -140,6 +140,31 @@ def test_referee_bound_brackets_an_extended_precision_reference():
     assert verdict and verdict.value == central and verdict.threshold == decrement_schedule(1e-10, 2)[-1]
 
 
+@pytest.mark.parametrize("direction", ["zero", "random"])
+def test_any_newton_direction_gives_a_valid_bound(direction, monkeypatch):
+    """The a-posteriori bound holds for any direction zeta, not only a good one: with
+    zeta = 0 or a random zeta it is larger, and still above the decrement."""
+    from marginkit.solvers import tikhonov
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((100, 4))
+    y = np.where(X[:, 0] + 0.5 * rng.standard_normal(100) > 0, 1, -1)
+    res = mk.solve(X, y, solver="iterated_tikhonov", t=1, lam=0.1, tol=1e-3,
+                   stop=[("max_iter", {"n": 2})])
+    cert = NewtonDecrementCertificate(0.0, 1.0, "logistic", 0.1, "primal", res.coef_,
+                                      np.zeros(4), False, None, res.classes_,
+                                      identity_map=True)
+    central, good = cert.bounds(X, y)
+
+    def fake(Hs, blocks, h, n, lam, p, fit_intercept, rhs):
+        return np.zeros(p) if direction == "zero" else rng.standard_normal(p)
+
+    monkeypatch.setattr(tikhonov, "_newton_direction", fake)
+    _, upper = cert.bounds(X, y)
+    assert central <= good * (1 + 1e-12) and good <= upper * (1 + 1e-12)
+    assert central > 1e-4  # not converged: the bound has something to bound
+
+
 @pytest.mark.parametrize("change", ["coef", "coef_prev", "lam", "loss", "labels", "classes"])
 def test_tampered_decrement_certificate_is_rejected(rbf_run, change):
     X, y, res = rbf_run
