@@ -938,12 +938,12 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     zeta = _newton_direction(Hs, blocks, h, n, lam, p, fit_intercept, Gd)
     best = None
     for _ in range(2):  # the direction, then one refinement step on the residual
-        up, central, rho_hat = _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G,
-                                                 zeta, lam_lb, gL, D, gB)
+        up, central, rho_hat, rest = _decrement_pass2(blocks, h, eh, n, lam, p,
+                                                       fit_intercept, G, zeta, lam_lb, gL, D, gB)
         if best is None or up < best[0]:
             best = (up, central)
-        if Hs is None:
-            break
+        if Hs is None or rest <= 1e-6 * up * up:
+            break  # the residual's share of the bound is negligible: no refinement
         zeta = zeta + _newton_direction(Hs, blocks, h, n, lam, p, fit_intercept,
                                         rho_hat.astype(np.float64))
     up, central = best
@@ -984,8 +984,9 @@ def _newton_direction(Hs, blocks, h, n, lam, p, fit_intercept, rhs):
 
 
 def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, gL, D, gB):
-    """(upper bound of sqrt(G^T H^{-1} G), sqrt(zeta . G), rho_hat) for a direction zeta:
-    zeta^T H zeta, rho = G - H zeta and their rounding bounds, one pass over the rows."""
+    """(upper bound of sqrt(G^T H^{-1} G), sqrt(zeta . G), rho_hat, the share of the
+    residual and rounding terms in the squared bound) for a direction zeta: zeta^T H zeta,
+    rho = G - H zeta and their rounding bounds, one pass over the rows."""
     from . import _svm_fast as f
     from . import _referee as R
 
@@ -1034,7 +1035,8 @@ def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, g
     B2 = zHz + 2 * zr + 2 * nz * (nE + gL(q + 2) * nr) + (nr * (1 + 4 * R.UNIT) + nE) ** 2 / lam_lb
     B2 = B2 * (1 + 8 * R.UNIT) + 4 * R.UNIT * abs(zr)
     central = math.sqrt(max(float(np.sum(zeta.astype(LD) * G)), 0.0))
-    return math.sqrt(max(B2, 0.0)), central, rho
+    rest = 2 * nz * (nE + gL(q + 2) * nr) + (nr * (1 + 4 * R.UNIT) + nE) ** 2 / lam_lb
+    return math.sqrt(max(B2, 0.0)), central, rho, rest
 
 
 @certificate_type
