@@ -512,45 +512,56 @@ def _same_class(solver, name):
 # =====================================================================================
 # SVM family (paper 001): scaling statistics, power iteration, fista, pegasos
 # =====================================================================================
-def _k_column_sums(chunk):
-    """Column sums (float64) and stored-entry counts of the chunk."""
+def _k_column_max(chunk):
+    """Largest |x| per column of the chunk (float64)."""
+    X, d = chunk.X, chunk.X.shape[1]
+    cm = np.zeros(d)
+    if sp.issparse(X):
+        if X.nnz:
+            np.maximum.at(cm, X.indices, np.abs(X.data))
+    elif X.shape[0]:
+        cm = np.abs(X).max(axis=0).astype(np.float64)
+    return cm
+
+
+def _k_scaled_sums(chunk, inv):
+    """Column sums of x * inv (inv: inverse powers of two, exact) and stored-entry counts."""
     X, d = chunk.X, chunk.X.shape[1]
     if sp.issparse(X):
-        data = X.data.astype(np.float64, copy=False)
-        return (np.bincount(X.indices, weights=data, minlength=d),
+        return (np.bincount(X.indices, weights=X.data * inv[X.indices], minlength=d),
                 np.bincount(X.indices, minlength=d).astype(np.float64))
-    return np.asarray(X, dtype=np.float64).sum(axis=0), np.full(d, float(X.shape[0]))
+    return (np.asarray(X, dtype=np.float64) * inv).sum(axis=0), np.full(d, float(X.shape[0]))
 
 
-def _k_column_sqdev(chunk, mean):
-    """sum over the chunk's rows of (x - mean)^2 per column (implicit zeros included)."""
+def _k_scaled_sqdev(chunk, inv, mean):
+    """sum over the chunk's stored entries of (x * inv - mean)^2 per column."""
     X, d = chunk.X, chunk.X.shape[1]
     if sp.issparse(X):
-        data = X.data.astype(np.float64, copy=False)
-        dev = data - mean[X.indices]
-        cnt = np.bincount(X.indices, minlength=d)
-        return np.bincount(X.indices, weights=dev * dev, minlength=d) + \
-            (X.shape[0] - cnt) * mean * mean
-    Xf = np.asarray(X, dtype=np.float64)
-    return ((Xf - mean) ** 2).sum(axis=0)
+        dev = X.data * inv[X.indices] - mean[X.indices]
+        return np.bincount(X.indices, weights=dev * dev, minlength=d)
+    dev = np.asarray(X, dtype=np.float64) * inv - mean
+    return np.einsum("ij,ij->j", dev, dev)
 
 
 def scaling_statistics(pool, scale):
-    """``marginkit.solvers.svm.scaling_statistics`` computed chunk-wise (two map-reduces of
-    d-vectors: column sums, then squared deviations from the global mean)."""
+    """``marginkit.solvers.svm.scaling_statistics`` computed chunk-wise, the same three
+    passes (column maxima; sums of x / safe_j; squared deviations, implicit zeros
+    included; safe_j the power of two at or above the column's largest magnitude) and
+    the same test of a constant column, so that a dask run and an in-memory run define
+    the same problem up to the order of summation."""
+    from .solvers._referee import pow2_at_least, scaling_tail
+
     n, d = pool.shape
     if scale is None:
         return np.zeros(d), np.ones(d)
-    sums = pool.map(_k_column_sums)
-    mean = np.sum([s for s, _ in sums], axis=0) / n
-    ss = np.sum(pool.map(_k_column_sqdev, mean), axis=0)
-    var = ss / n
-    sigma = np.sqrt(np.maximum(var, 0.0))
-    ok = sigma > 1e-12 * np.maximum(1.0, np.abs(mean))
-    s = np.zeros(d)
-    s[ok] = 1.0 / sigma[ok]
-    m = mean if scale == "std" else np.zeros(d)
-    return m, s
+    cm = np.max(pool.map(_k_column_max), axis=0)
+    safe = pow2_at_least(cm)
+    inv = 1.0 / safe
+    parts = pool.map(_k_scaled_sums, inv)
+    means = np.sum([q[0] for q in parts], axis=0) / n
+    cnt = np.sum([q[1] for q in parts], axis=0)
+    ss = np.sum(pool.map(_k_scaled_sqdev, inv, means), axis=0) + (n - cnt) * means * means
+    return scaling_tail(cm, safe, means, ss, n, scale)
 
 
 def _k_svm_setup(chunk, m, s, scale):
@@ -660,6 +671,16 @@ def _k_gram_sums(chunk):
     return None, None, float(np.sum(data.xsq)), float(np.sum(data.zsq))
 
 
+def _k_rounding_sums(chunk):
+    """The chunk's sum xsq, sum sqrt(xsq), max sqrt(xsq), longest row and sum zsq: the
+    data's constants of the rounding bound (``svm._RoundingConstants``)."""
+    data = chunk.v["data"]
+    xi = np.sqrt(data.xsq)
+    longest = int(np.diff(data.indptr).max(initial=0)) if data.sparse else data.d
+    return (float(np.sum(data.xsq)), float(np.sum(xi)), float(xi.max(initial=0.0)), longest,
+            float(np.sum(data.zsq)))
+
+
 class _ScaledData:
     """Client side of ``svm._Data``: the statistics and the map back to the input space."""
 
@@ -667,7 +688,10 @@ class _ScaledData:
         self.n, self.d, self.scale = n, d, scale
         self.m, self.s = m, s
         self.s2 = s * s
-        self.M = float(m @ (self.s2 * m))
+        sm = s * m
+        self.M = float(sm @ sm)  # as svm._Data (s^2 m without forming s^2)
+        self.sparse = False
+        self.sums = None
 
     def w_bar(self, a, b):
         return self.s * (a - self.m * b)
@@ -680,8 +704,14 @@ class _ScaledData:
 def _svm_data(problem, scale):
     pool = problem.pool
     m, s = scaling_statistics(pool, scale)
+    data = _ScaledData(pool.n_samples, pool.n_features, scale, m, s)
+    svm._Data.check_inverse_spread(s, scale)
     pool.map(_k_svm_setup, m, s, scale)
-    return _ScaledData(pool.n_samples, pool.n_features, scale, m, s)
+    parts = pool.map(_k_rounding_sums)
+    data.sums = (sum(q[0] for q in parts), sum(q[1] for q in parts),
+                 max(q[2] for q in parts), max(q[3] for q in parts))
+    data.trace_z = sum(q[4] for q in parts)
+    return data
 
 
 # ---------------------------------------------------------------------------------- fista
@@ -690,10 +720,11 @@ def _k_fista_init(chunk):
     chunk.v.update(r_prev=np.zeros(n), r=np.zeros(n), r_buf=np.zeros(n))
 
 
-def _k_fista_step(chunk, v, offset, by, beta, L, mu, gamma, level):
+def _k_fista_step(chunk, v, offset, by, beta, L, mu, gamma, level, unit):
     """One FISTA pass over the chunk (``_svm_fast.fista_hsvm_step``); the error bound and
     the certified count need the global ||y_k - r_{k+1}||, so the kernel runs with
-    kappa = 1 (its eps is then the chunk's ||y_k - r_{k+1}||) and counting is separate."""
+    kappa = 1 and no rounding term (its eps is then the chunk's ||y_k - r_{k+1}||, summed
+    in units of ``unit``) and counting is separate. Returns ||y_k - r_{k+1}||^2 / unit^2."""
     from .solvers import _svm_fast as f
 
     cv = chunk.v
@@ -701,20 +732,32 @@ def _k_fista_step(chunk, v, offset, by, beta, L, mu, gamma, level):
     r_new = cv["r_buf"]
     b_new, dnorm, _, rsum, rsq = f.fista_hsvm_step(
         *cv["args"], chunk.y, cv["r_prev"], cv["r"], v, offset, by, cv["c"],
-        beta, L, mu, gamma, 1.0, level, r_new, a_new)
+        beta, L, mu, gamma, 1.0, level, r_new, a_new, unit, 0.0)
     cv["r_buf"], cv["r_prev"], cv["r"] = cv["r_prev"], cv["r"], r_new
     rmin = float(r_new.min()) if r_new.size else np.inf
-    return a_new, b_new, dnorm * dnorm, rsum, rsq, rmin
+    dn = dnorm / unit  # exact (a power of two)
+    return a_new, b_new, dn * dn, rsum, rsq, rmin
 
 
 def _k_count_certified(chunk, level, eps):
     return int(np.count_nonzero(level - chunk.v["r"] > eps))
 
 
-class _DaskFistaState:
-    """``svm._FistaState`` (H-SVM) with r, r_prev on the workers; a, b on the client."""
+def _k_free_with_room(chunk, gamma, delta):
+    r = chunk.v["r"]
+    return int(np.count_nonzero(np.minimum(r, gamma - r) > delta))
+
+
+class _DaskFistaState(svm._ClaimOffers):
+    """``svm._FistaState`` (H-SVM) with r, r_prev on the workers; a, b on the client.
+
+    The error bound is the in-memory one, kappa ||y_k - r_{k+1}|| plus the rounding term
+    ``svm.fista_rounding`` (docs/svm.md section 2), without the long-double fallback of
+    the in-memory state (it would need two more maps per iteration)."""
 
     def __init__(self, pool, data, gamma, mu, L, power_iterations, augmented=True):
+        from .solvers._referee import gamma as gamma_k, pow2_at_least
+
         d = data.d
         self.pool, self.data = pool, data
         self.gamma, self.mu, self.L = gamma, mu, L
@@ -723,6 +766,12 @@ class _DaskFistaState:
         sk = np.sqrt(self.kappa)
         self.beta = (sk - 1.0) / (sk + 1.0)
         self.augmented = augmented
+        n = pool.n_samples
+        self.kappa_bound = max(self.kappa, (self.kappa - 1.0) * (1.0 + gamma_k(n + 8)))
+        self.unit = float(pow2_at_least(gamma))
+        self.rc = svm._RoundingConstants(data, gamma, sums=data.sums)
+        self._sums = ((0.0, 0.0), (0.0, 0.0))
+        self.rounding = 0.0
         self.t_bar = 0.0
         self._lam = 0.0  # warm start of the projection's multiplier (fista_svm)
         self.power_iterations = power_iterations
@@ -744,22 +793,36 @@ class _DaskFistaState:
         return v, by, offset
 
     def step(self):
+        rk, rk1 = self._sums
         v, by, offset = self._extrapolated()
         if self.augmented:
             parts = self.pool.map(_k_fista_step, v, offset, by, self.beta, self.L, self.mu,
-                                  self.gamma, self.level)
+                                  self.gamma, self.level, self.unit)
+            rho = svm.fista_rounding(self.rc, self.beta, self.L, self.mu, rk, rk1, True)
         else:
             parts = self._svm_step(v, offset, by)
+            rho = svm.fista_rounding(self.rc, self.beta, self.L, self.mu, rk, rk1, False,
+                                     self.t_bar)
         a_new = np.sum([p[0] for p in parts], axis=0)
         b_new = float(sum(p[1] for p in parts))
-        eps = self.kappa * np.sqrt(sum(p[2] for p in parts))
         rsum = float(sum(p[3] for p in parts))
         rsq = float(sum(p[4] for p in parts))
         rmin = min(p[5] for p in parts)
+        eps = self.kappa_bound * (np.sqrt(sum(p[2] for p in parts)) * self.unit) + rho
+        if not self.augmented:
+            # the residual of y^T r = 0 (docs/svm.md section 3)
+            delta = abs(b_new) + self.rc.gK * rsum
+            eps += (1.0 + self.kappa) * delta * (1.0 + 1e-15)
         # a second map only once some point can be certified (level - min r > eps)
         ncert = 0
         if self.level - rmin > eps:
-            ncert = int(sum(self.pool.map(_k_count_certified, self.level, eps)))
+            if not self.augmented and delta > 0 and \
+                    sum(self.pool.map(_k_free_with_room, self.gamma, delta)) == 0:
+                eps = np.inf
+            else:
+                ncert = int(sum(self.pool.map(_k_count_certified, self.level, eps)))
+        self._sums = ((rsum, rsq), rk)
+        self.rounding = rho
         self.a_prev, self.a = self.a, a_new
         self.b_prev, self.b = self.b, b_new
         self.error_bound = float(eps)
@@ -813,7 +876,7 @@ class _DaskFistaState:
             lam = lam_new
         self._lam = lam
         self.t_bar = self.L * lam
-        return pool.map(_k_fsvm_finish, lam, gamma)
+        return pool.map(_k_fsvm_finish, lam, gamma, self.unit)
 
 
 def _k_fsvm_gradient(chunk, v, offset, by, beta, L, mu):
@@ -848,7 +911,7 @@ def _k_fsvm_next_breakpoint(chunk, lam, gamma, upward):
     return float(bp.max()) if bp.size else -np.inf
 
 
-def _k_fsvm_finish(chunk, lam, gamma):
+def _k_fsvm_finish(chunk, lam, gamma, unit):
     """r_{k+1} = proj(v - lam y), its scatter X^T (y r) and the chunk's sums."""
     from .solvers import _svm_fast as f
 
@@ -858,7 +921,7 @@ def _k_fsvm_finish(chunk, lam, gamma):
     np.clip(cv["vproj"] - lam * y, 0.0, gamma, out=r_new)
     a_new = np.zeros(chunk.X.shape[1])
     b_new = f.scatter_dual(*cv["args"], y, r_new, a_new)
-    diff = cv["yk"] - r_new
+    diff = (cv["yk"] - r_new) / unit  # in units of the scale of r (exact): no underflow
     cv["r_buf"], cv["r_prev"], cv["r"] = cv["r_prev"], cv["r"], r_new
     cv["yk"] = cv["vproj"] = None
     rmin = float(r_new.min()) if r_new.size else np.inf
@@ -882,10 +945,12 @@ class FistaDriver(Driver):
         gamma, mu = _gamma_mu(self.solver.params, data.n)
         budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
         lam, info = lipschitz_bound(problem.pool, data, self.augmented, budget)
+        svm.check_scales(self.name, data, gamma, mu, mu + lam, trace=data.trace_z)
         self._data = data
         state = _DaskFistaState(problem.pool, data, gamma, mu, mu + lam, info["passes"],
                                 self.augmented)
         state.lipschitz_method = info["method"]
+        state._solver = self
         return state
 
     def finalize(self, problem, state, status):
@@ -903,7 +968,8 @@ class FistaDriver(Driver):
             fields["certificate"] = CertifiedPointsCertificate(
                 state.error_bound, mask, r.copy(), state.gamma, state.mu, data.scale, data.m,
                 data.s, "hsvm" if self.augmented else "svm", t_bar, coef, intercept,
-                problem.classes_)
+                problem.classes_, config=problem.config,
+                claim="certified" if status == "certified" else None)
         fields["extra"] = dict(L=state.L, kappa=state.kappa, gamma=state.gamma, mu=state.mu,
                                power_iterations=state.power_iterations,
                                lipschitz_method=state.lipschitz_method, t_bar=t_bar)
@@ -1717,6 +1783,18 @@ class _DaskTikhonovState(_GuardedNewton):
                 "decrement": float(self.decrement), "prox_step": float(self.prox_step),
                 "target": self.decrement_target}
 
+    def certificate(self, status):
+        """The certificate of "converged" at the current iterate (as in memory)."""
+        from .solvers.tikhonov import NewtonDecrementCertificate
+
+        if status != "converged":
+            return None
+        problem = self.problem
+        return NewtonDecrementCertificate(
+            self.decrement, self.decrement_target, self.loss_name, self.lam, "primal", self.w,
+            self.w_prev, self.fit_intercept, problem.kernel, problem.classes_, None, None, None,
+            True, config=problem.config, prox_step=self.prox_step)
+
 
 @_driver("iterated_tikhonov")
 class TikhonovDriver(Driver):
@@ -1762,9 +1840,7 @@ class TikhonovDriver(Driver):
                   "intercept_": float(w[p]) if state.fit_intercept else 0.0}
         target = state.decrement_target
         # a certificate only when the last target was met (as in memory)
-        fields["certificate"] = None if status != "converged" else NewtonDecrementCertificate(
-            state.decrement, target, state.loss_name, state.lam, "primal", w, w_prev,
-            state.fit_intercept, problem.kernel, problem.classes_, None, None, None, True)
+        fields["certificate"] = state.certificate(status)
         fields["history"] = {
             "prox_decrement": np.asarray(state.prox_decrement, dtype=np.float64),
             "prox_newton_iter": np.asarray(state.prox_newton_iter, dtype=np.int64),

@@ -26,6 +26,9 @@ import numpy as np
 from cython cimport floating
 from cython.parallel cimport prange
 from libc.math cimport sqrt, fabs, frexp, ldexp, INFINITY
+
+cdef extern from "math.h" nogil:
+    long double sqrtl(long double x)
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport calloc, free
 
@@ -507,7 +510,8 @@ def fista_hsvm_step(const floating[:, ::1] Xd, const floating[::1] data,
                     const double[::1] y, const double[::1] r_prev, const double[::1] r,
                     const double[::1] v, double offset, double by, const double[::1] c,
                     double beta, double L, double mu, double gamma, double kappa,
-                    double level, double[::1] r_new, double[::1] a_new):
+                    double level, double[::1] r_new, double[::1] a_new, double unit=1.0,
+                    double rounding=0.0):
     """One FISTA iteration on the perturbed H-SVM dual: one gather and one scatter sweep.
 
     The caller passes v = s2 * a(y_k) with a(y_k) = (1 + beta) a_k - beta a_{k-1} (a is
@@ -520,8 +524,10 @@ def fista_hsvm_step(const floating[:, ::1] Xd, const floating[::1] data,
         a_new    += y_i r_new,i x_i   (scatter, rows with r_new,i > 0: a_new = X^T (y * r_new))
 
     Returns (b_new, eps, n_certified, sum(r_new), ||r_new||^2) with the FISTA error bound
-    eps = kappa ||y_k - r_new|| (paper section 2.3) and the number of points with
-    level - r_new,i > eps (``level`` = min(gamma, 1/mu), ``svm.certify_level``).
+    eps = kappa ||y_k - r_new|| + ``rounding`` (paper section 2.3; the rounding term of
+    docs/svm.md section 2) and the number of points with level - r_new,i > eps
+    (``level`` = min(gamma, 1/mu), ``svm.certify_level``). The norm is summed in units of
+    the power of two ``unit`` (the scale of r), so that it cannot underflow.
     """
     cdef const floating* Xp = &Xd[0, 0]
     cdef const floating* dp = &data[0]
@@ -532,6 +538,7 @@ def fista_hsvm_step(const floating[:, ::1] Xd, const floating[::1] data,
     cdef Py_ssize_t i, ncert = 0
     cdef double yk, hw, rn, diff, u, b_new = 0.0, dsq = 0.0, rsum = 0.0, rsq = 0.0, eps
     cdef double invL = 1.0 / L
+    cdef double inv_unit = 1.0 / unit
     with nogil:
         for i in range(d):
             a_new[i] = 0.0
@@ -544,7 +551,7 @@ def fista_hsvm_step(const floating[:, ::1] Xd, const floating[::1] data,
             hw = y[i] * (r_new[i] - by * c[i] + offset)
             rn = _clamp(yk + (1.0 - hw - mu * yk) * invL, 0.0, gamma)
             r_new[i] = rn
-            diff = yk - rn
+            diff = (yk - rn) * inv_unit
             dsq += diff * diff
             rsum += rn
             rsq += rn * rn
@@ -553,7 +560,7 @@ def fista_hsvm_step(const floating[:, ::1] Xd, const floating[::1] data,
             if u != 0.0:
                 b_new += u
                 _row_axpy(dense, Xp, dp, ip, pp, i, u, &a_new[0], d)
-        eps = kappa * sqrt(dsq)
+        eps = kappa * (sqrt(dsq) * unit) + rounding
         for i in range(n):
             if level - r_new[i] > eps:
                 ncert += 1
@@ -677,9 +684,9 @@ cdef void _gather_block(bint dense, const floating* Xp, const floating* dp,
 cdef void _hsvm_update_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, const double* r_prev,
                              const double* r, const double* c, double by, double offset,
                              double beta, double invL, double mu, double gamma,
-                             double* r_new, double* part) noexcept nogil:
-    """r_new (holding the row products on entry) <- the FISTA update; part = [||y_k - r_new||^2,
-    sum r_new, ||r_new||^2] over the block."""
+                             double inv_unit, double* r_new, double* part) noexcept nogil:
+    """r_new (holding the row products on entry) <- the FISTA update; part = [||y_k - r_new||^2
+    (in units of 1 / inv_unit), sum r_new, ||r_new||^2] over the block."""
     cdef Py_ssize_t i
     cdef double yk, hw, rn, diff, dsq = 0.0, rsum = 0.0, rsq = 0.0
     for i in range(lo, hi):
@@ -687,7 +694,7 @@ cdef void _hsvm_update_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, cons
         hw = y[i] * (r_new[i] - by * c[i] + offset)
         rn = _clamp(yk + (1.0 - hw - mu * yk) * invL, 0.0, gamma)
         r_new[i] = rn
-        diff = yk - rn
+        diff = (yk - rn) * inv_unit
         dsq += diff * diff
         rsum += rn
         rsq += rn * rn
@@ -744,11 +751,14 @@ cdef void _reduce_buffers(const double* bufs, Py_ssize_t ns, Py_ssize_t d,
 
 cdef double _combine_blocks(double* bufs, const double* parts, Py_ssize_t ns, Py_ssize_t d,
                            double* a_new, const double* r_new, Py_ssize_t n, double kappa,
-                           double level, double* sums, Py_ssize_t* ncert) noexcept nogil:
+                           double level, double* sums, Py_ssize_t* ncert, double unit,
+                           double rounding, double feas, double gamma_n) noexcept nogil:
     """End of a blocked FISTA iteration: a_new = sum of the blocks' d-vectors (``bufs``,
     ns x d; with one block the scatter wrote a_new itself), sums[j] = sum over blocks of
-    parts[k, j] (||y_k - r_new||^2, sum r_new, ||r_new||^2, b_new), both in block order;
-    returns eps = kappa ||y_k - r_new|| and sets ``ncert`` = #{i: level - r_new_i > eps}
+    parts[k, j] (||y_k - r_new||^2 in units of ``unit``, sum r_new, ||r_new||^2, b_new),
+    both in block order; returns eps = kappa ||y_k - r_new|| + rounding
+    + feas (|b_new| + gamma_n sum r_new) (the last term: the residual of y^T r = 0 of the
+    classical SVM, docs/svm.md section 3) and sets ``ncert`` = #{i: level - r_new_i > eps}
     (``level`` = min(gamma, 1/mu), ``svm.certify_level``)."""
     cdef Py_ssize_t k, i, j, count = 0
     cdef double eps
@@ -759,7 +769,9 @@ cdef double _combine_blocks(double* bufs, const double* parts, Py_ssize_t ns, Py
     for k in range(ns):
         for j in range(4):
             sums[j] = sums[j] + parts[4 * k + j]
-    eps = kappa * sqrt(sums[0])
+    eps = kappa * (sqrt(sums[0]) * unit) + rounding
+    if feas != 0.0:
+        eps = eps + feas * (fabs(sums[3]) + gamma_n * sums[1])
     for i in range(n):
         count += (level - r_new[i]) > eps
     ncert[0] = count
@@ -774,7 +786,8 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
                     double beta, double L, double mu, double gamma, double kappa,
                     double level, double[::1] r_new, double[::1] a_new, double[::1] v,
                     double[:, ::1] bufs,
-                    double[:, ::1] parts, Py_ssize_t[::1] active):
+                    double[:, ::1] parts, Py_ssize_t[::1] active, double unit=1.0,
+                    double rounding=0.0):
     """One whole FISTA iteration on the perturbed H-SVM dual (paper 001, Algorithm 1).
 
     ``fista_hsvm_step`` with the O(d) work around it in the same call: the extrapolated
@@ -793,8 +806,10 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
     depend on the thread count. ``active`` (length n) is scratch.
 
     Returns (b_new, eps, n_certified, sum r_new, ||r_new||^2, ||w~(r_new)||^2) with
-    eps = kappa ||y_k - r_new|| (paper section 2.3) and n_certified the number of points
-    with level - r_new,i > eps (``level`` = min(gamma, 1/mu), ``svm.certify_level``).
+    eps = kappa ||y_k - r_new|| + ``rounding`` (paper section 2.3; the rounding term of
+    docs/svm.md section 2, computed by the caller) and n_certified the number of points
+    with level - r_new,i > eps (``level`` = min(gamma, 1/mu), ``svm.certify_level``). The
+    norm is summed in units of the power of two ``unit`` (the scale of r): no underflow.
     """
     cdef const floating* Xp = &Xd[0, 0]
     cdef const floating* dp = &data[0]
@@ -808,6 +823,7 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
     cdef int nt = _threads(nnz, ns)
     cdef double by, offset, mv, b_new = 0.0, eps, dsq = 0.0, rsum = 0.0, rsq = 0.0, wsq, sums[4]
     cdef double invL = 1.0 / L
+    cdef double inv_unit = 1.0 / unit
     cdef double* out
     with nogil:
         mv = _extrapolate_v(&a[0], &a_prev[0], &sc[0], &m[0], beta, &v[0], d)
@@ -818,13 +834,13 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
             hi = (k + 1) * n // ns
             _gather_block(dense, Xp, dp, ip, pp, lo, hi, &v[0], d, &r_new[0])
             _hsvm_update_block(lo, hi, &y[0], &r_prev[0], &r[0], &c[0], by, offset, beta,
-                               invL, mu, gamma, &r_new[0], &parts[k, 0])
+                               invL, mu, gamma, inv_unit, &r_new[0], &parts[k, 0])
             # one block: scatter straight into a_new
             out = &a_new[0] if ns == 1 else &bufs[k, 0]
             parts[k, 3] = _scatter_block(dense, Xp, dp, ip, pp, lo, hi, &y[0], &r_new[0],
                                          out, d, &active[0])
         eps = _combine_blocks(&bufs[0, 0], &parts[0, 0], ns, d, &a_new[0], &r_new[0], n,
-                              kappa, level, sums, &ncert)
+                              kappa, level, sums, &ncert, unit, rounding, 0.0, 0.0)
         dsq, rsum, rsq, b_new = sums[0], sums[1], sums[2], sums[3]
         wsq = _w_bar_sq(&a_new[0], b_new, &sc[0], &m[0], d) + b_new * b_new
     return b_new, eps, ncert, rsum, rsq, wsq
@@ -880,14 +896,14 @@ def fista_svm_gradient(const floating[:, ::1] Xd, const floating[::1] data,
 
 
 cdef void _svm_finish_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, const double* yk,
-                            const double* vproj, double lam, double gamma, double* r_new,
-                            double* part) noexcept nogil:
+                            const double* vproj, double lam, double gamma, double inv_unit,
+                            double* r_new, double* part) noexcept nogil:
     cdef Py_ssize_t i
     cdef double rn, diff, dsq = 0.0, rsum = 0.0, rsq = 0.0
     for i in range(lo, hi):
         rn = _clamp(vproj[i] - lam * y[i], 0.0, gamma)
         r_new[i] = rn
-        diff = yk[i] - rn
+        diff = (yk[i] - rn) * inv_unit
         dsq += diff * diff
         rsum += rn
         rsq += rn * rn
@@ -902,13 +918,16 @@ def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
                      double lam, double gamma, double kappa, double level,
                      const double[::1] sc,
                      const double[::1] m, double[::1] r_new, double[::1] a_new,
-                     double[:, ::1] bufs, double[:, ::1] parts, Py_ssize_t[::1] active):
+                     double[:, ::1] bufs, double[:, ::1] parts, Py_ssize_t[::1] active,
+                     double unit=1.0, double rounding=0.0, double feas=0.0,
+                     double gamma_n=0.0):
     """Second half of a FISTA iteration for the classical SVM, given the multiplier lam of
     ``project_box_hyperplane``: r_new = proj_[0, gamma](vproj - lam y), a_new = X^T (y * r_new)
     (block d-vectors ``bufs`` summed in block order, as in ``fista_iteration``), the error
-    bound eps = kappa ||y_k - r_new||, the certified count (level - r_new,i > eps) and
-    ||w(r_new)||^2 (no column of ones). Returns (b_new, eps, n_certified, sum r_new,
-    ||r_new||^2, ||w(r_new)||^2)."""
+    bound eps = kappa ||y_k - r_new|| + rounding + feas (|y^T r_new| + gamma_n sum r_new)
+    (docs/svm.md section 3: the rounding term, and the residual of y^T r = 0), the
+    certified count (level - r_new,i > eps) and ||w(r_new)||^2 (no column of ones).
+    Returns (b_new, eps, n_certified, sum r_new, ||r_new||^2, ||w(r_new)||^2)."""
     cdef const floating* Xp = &Xd[0, 0]
     cdef const floating* dp = &data[0]
     cdef const index_t* ip = &indices[0]
@@ -920,18 +939,19 @@ def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
     cdef double nnz = (<double>n * d) if dense else <double>indptr[n]
     cdef int nt = _threads(nnz, ns)
     cdef double b_new = 0.0, eps, dsq = 0.0, rsum = 0.0, rsq = 0.0, wsq, sums[4]
+    cdef double inv_unit = 1.0 / unit
     cdef double* out
     with nogil:
         for k in prange(ns, schedule="static", num_threads=nt):
             lo = k * n // ns
             hi = (k + 1) * n // ns
-            _svm_finish_block(lo, hi, &y[0], &yk[0], &vproj[0], lam, gamma, &r_new[0],
-                              &parts[k, 0])
+            _svm_finish_block(lo, hi, &y[0], &yk[0], &vproj[0], lam, gamma, inv_unit,
+                              &r_new[0], &parts[k, 0])
             out = &a_new[0] if ns == 1 else &bufs[k, 0]
             parts[k, 3] = _scatter_block(dense, Xp, dp, ip, pp, lo, hi, &y[0], &r_new[0],
                                          out, d, &active[0])
         eps = _combine_blocks(&bufs[0, 0], &parts[0, 0], ns, d, &a_new[0], &r_new[0], n,
-                              kappa, level, sums, &ncert)
+                              kappa, level, sums, &ncert, unit, rounding, feas, gamma_n)
         dsq, rsum, rsq, b_new = sums[0], sums[1], sums[2], sums[3]
         wsq = _w_bar_sq(&a_new[0], b_new, &sc[0], &m[0], d)
     return b_new, eps, ncert, rsum, rsq, wsq
@@ -1148,6 +1168,135 @@ cdef double _pg_pass(bint dense, const floating* Xp, const floating* dp, const i
     return acc
 
 
+cdef double _fresh_bound(bint dense, const floating* Xp, const floating* dp,
+                         const index_t* ip, const index_t* pp, Py_ssize_t n, Py_ssize_t d,
+                         const double* y, const double* r, const double* sc, const double* m,
+                         double mu, double gamma, long double* fresh, const double* xi,
+                         const double* rc, double rsum, double rsq, double t_col=1.0,
+                         double t_shift=0.0) noexcept nogil:
+    # eps = ||p(r)|| / mu plus its rounding bound (see dcd_epochs): w scattered afresh from
+    # r and the margins, all in long double (a = X^T u, v = s (s (a - m b)) the original-
+    # space coefficients, theta_i = y_i (x_i . v - m . v + t_col b + t_shift)); only p_i is
+    # rounded to float64. t_col = 1, t_shift = 0: H-SVM; t_col = 0, t_shift = the
+    # multiplier: the classical SVM
+    cdef Py_ssize_t i, j, k, st
+    cdef long double b = 0.0, mv = 0.0, t, G, acc = 0.0
+    cdef double p, rxi = 0.0, om, gnorm, dg, norm
+    cdef const floating* row
+    for j in range(d):
+        fresh[j] = 0.0
+    for i in range(n):
+        if r[i] != 0.0:
+            b += y[i] * r[i]
+            if dense:
+                row = Xp + i * d
+                for j in range(d):
+                    fresh[j] += (<long double>row[j]) * (y[i] * r[i])
+            else:
+                for k in range(pp[i], pp[i + 1]):
+                    fresh[ip[k]] += (<long double>dp[k]) * (y[i] * r[i])
+        rxi += r[i] * xi[i]
+    for j in range(d):
+        fresh[j] = sc[j] * (sc[j] * (fresh[j] - m[j] * b))
+        mv += m[j] * fresh[j]
+    for i in range(n):
+        t = 0.0
+        if dense:
+            row = Xp + i * d
+            for j in range(d):
+                t += (<long double>row[j]) * fresh[j]
+        else:
+            for k in range(pp[i], pp[i + 1]):
+                t += (<long double>dp[k]) * fresh[ip[k]]
+        G = y[i] * (t - mv + t_col * b + t_shift) + mu * r[i] - 1.0
+        if r[i] <= 0.0:
+            p = <double>G if G < 0.0 else 0.0
+        elif r[i] >= gamma:
+            p = <double>G if G > 0.0 else 0.0
+        else:
+            p = <double>G
+        acc += (<long double>p) * p
+    # |p_computed - p| <= rc[0] Omega_i + rc[1] (1 + |theta_i| + mu r_i) + u |p_i| per
+    # point, Omega_i = (xi_i + mu_m)(r . xi + e^T r mu_m) + e^T r (docs/svm.md section 4)
+    om = rc[2] * (rxi + rsum * rc[3]) + rc[4] * (t_col * rsum + fabs(t_shift))
+    gnorm = rc[4] + om + mu * sqrt(rsq)
+    dg = rc[0] * om + rc[1] * gnorm + rc[5]
+    norm = <double>sqrtl(acc)
+    return (norm * (1.0 + rc[0] + 2.3e-16) + dg) * (1.0 + 1e-15) / mu
+
+
+cdef double _fresh_bound_d(bint dense, const floating* Xp, const floating* dp,
+                           const index_t* ip, const index_t* pp, Py_ssize_t n, Py_ssize_t d,
+                           const double* y, const double* r, const double* sc,
+                           const double* m, double mu, double gamma, double* fresh,
+                           const double* xi, const double* rc, double rsum, double rsq,
+                           double* rounding) noexcept nogil:
+    # ``_fresh_bound`` with float64 sums (``fresh``: d doubles): about four times faster,
+    # its rounding term rc[6] Omega + rc[7] (...) instead of the long-double one, returned
+    # in ``rounding`` (the caller redoes the pass in long double where that term decides)
+    cdef Py_ssize_t i, j, k
+    cdef double b = 0.0, mv = 0.0, t, G, acc = 0.0, p, rxi = 0.0, om, gnorm, dg, norm, u
+    cdef const floating* row
+    for j in range(d):
+        fresh[j] = 0.0
+    for i in range(n):
+        if r[i] != 0.0:
+            u = y[i] * r[i]
+            b += u
+            if dense:
+                row = Xp + i * d
+                for j in range(d):
+                    fresh[j] += (<double>row[j]) * u
+            else:
+                for k in range(pp[i], pp[i + 1]):
+                    fresh[ip[k]] += (<double>dp[k]) * u
+        rxi += r[i] * xi[i]
+    for j in range(d):
+        fresh[j] = sc[j] * (sc[j] * (fresh[j] - m[j] * b))
+        mv += m[j] * fresh[j]
+    for i in range(n):
+        if dense:
+            t = _dot_dense4(Xp + i * d, fresh, d)
+        else:
+            t = _dot_sparse4(&dp[pp[i]], &ip[pp[i]], pp[i + 1] - pp[i], fresh)
+        G = y[i] * (t - mv + b) + mu * r[i] - 1.0
+        if r[i] <= 0.0:
+            p = G if G < 0.0 else 0.0
+        elif r[i] >= gamma:
+            p = G if G > 0.0 else 0.0
+        else:
+            p = G
+        acc += p * p
+    om = rc[2] * (rxi + rsum * rc[3]) + rc[4] * rsum
+    gnorm = rc[4] + om + mu * sqrt(rsq)
+    dg = rc[6] * om + rc[7] * gnorm + rc[8]
+    norm = sqrt(acc + <double>n * 5e-324)
+    rounding[0] = (norm * rc[6] + dg) * (1.0 + 1e-15) / mu
+    return norm * (1.0 + 1e-15) / mu + rounding[0]
+
+
+def fresh_bound(const floating[:, ::1] Xd, const floating[::1] data,
+                const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                const double[::1] y, const double[::1] r, const double[::1] sc,
+                const double[::1] m, double mu, double gamma, long double[::1] fresh,
+                const double[::1] xi, const double[::1] rc, double t_col=1.0,
+                double t_shift=0.0):
+    """||p(r)|| / mu plus its rounding bound (the full bound of ``dcd_epochs``, in long
+    double) for any r in the box: the error bound fista falls back on where its own
+    rounding term dominates (docs/svm.md section 2). ``t_col``, ``t_shift`` as in
+    ``projected_gradient``."""
+    cdef Py_ssize_t i
+    cdef double rsum = 0.0, rsq = 0.0, eps
+    for i in range(r.shape[0]):
+        rsum += r[i]
+        rsq += r[i] * r[i]
+    with nogil:
+        eps = _fresh_bound(dense, &Xd[0, 0], &data[0], &indices[0], &indptr[0], r.shape[0],
+                           sc.shape[0], &y[0], &r[0], &sc[0], &m[0], mu, gamma, &fresh[0],
+                           &xi[0], &rc[0], rsum, rsq, t_col, t_shift)
+    return eps
+
+
 def dcd_epoch(const floating[:, ::1] Xd, const floating[::1] data,
               const index_t[::1] indices, const index_t[::1] indptr, bint dense,
               const double[::1] y, int64_t[::1] index, Py_ssize_t active_size,
@@ -1184,7 +1333,8 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
                double level, uint64_t[::1] rng_state, double[::1] pg, double[::1] ctl,
                bint shrinking, bint always, double[:, ::1] hist, Py_ssize_t max_epochs,
                double cert_above, double gap_at_most, double[::1] w_bar, double[::1] coef,
-               unsigned char[::1] mask):
+               unsigned char[::1] mask, long double[::1] fresh, const double[::1] xi,
+               const double[::1] rc):
     """Up to ``max_epochs`` complete iterations of ``dcd`` (one ``_DCDState.step`` each).
 
     One iteration: Fisher-Yates shuffle of the active coordinates ``index[:k]`` (SplitMix64
@@ -1192,6 +1342,14 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
     bookkeeping, the estimate eps_est = sqrt(sum PG^2) / mu, the full projected-gradient
     bound eps = ||p(r)|| / mu when ``always`` or when eps_est would certify more than
     ``certify_fraction * n`` points, and the dual objective.
+
+    The full bound is computed from a w scattered afresh from r (into ``fresh``, d long
+    doubles; the epochs' own w accumulates the rounding of every coordinate update), in
+    float64 (in long double with ``always``, or where the float64 rounding term alone
+    keeps the rule from firing), and carries the rounding bound of docs/svm.md section 4:
+    ``xi`` holds ||s * x_i|| and ``rc`` = [gamma_K, gamma_4 in the unit of long double,
+    ||xi + mu_m e||, mu_m = ||s * m||, sqrt(n), the long-double underflow term, gamma_K,
+    gamma_4, the underflow term in float64] (``svm._RoundingConstants``).
 
     ``ctl`` (in/out) = [k, pg_max_old, pg_min_old, shrink_tol, certify_fraction (NaN:
     no lazy check), full_passes, eps_est]. Row e of ``hist`` receives (objective, eps or
@@ -1215,6 +1373,11 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
     cdef double pg_max_old = ctl[1], pg_min_old = ctl[2], shrink_tol = ctl[3]
     cdef double certify_fraction = ctl[4], full_passes = ctl[5], est = ctl[6]
     cdef double out[3]
+    cdef double rho_d = 0.0, eps_l
+    cdef Py_ssize_t cnt_lo
+    cdef double* fresh_d = <double*>calloc(s2a.shape[0] + 1, sizeof(double))
+    if fresh_d == NULL:
+        raise MemoryError()
     cdef double gap, eps, ncert, t, wsq, rsum, rsq, b, ri
     cdef const double* rp
     cdef Py_ssize_t e, i, j, cnt, done = 0
@@ -1259,14 +1422,35 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
                     rsum += ri
                     rsq += ri * ri
             if always or (lazy and <double>cnt > certify_fraction * <double>n):
-                eps = sqrt(_pg_pass(dense, Xp, dp, ip, pp, n, d, &y[0], &r[0], &s2a[0],
-                                    scal[0], scal[1], &c[0], M, 1.0, 0.0, mu, gamma,
-                                    &pg[0])) / mu
+                if always:
+                    # every epoch (a diagnostic mode): the tight long-double bound
+                    eps = _fresh_bound(dense, Xp, dp, ip, pp, n, d, &y[0], &r[0], &sc[0],
+                                       &m[0], mu, gamma, &fresh[0], &xi[0], &rc[0], rsum, rsq)
+                else:
+                    eps = _fresh_bound_d(dense, Xp, dp, ip, pp, n, d, &y[0], &r[0], &sc[0],
+                                         &m[0], mu, gamma, fresh_d, &xi[0], &rc[0], rsum, rsq,
+                                         &rho_d)
                 full_passes += 1.0
                 cnt = 0
+                cnt_lo = 0
                 for i in range(n):
                     if level - r[i] > eps:
                         cnt += 1
+                    if level - r[i] > eps - rho_d:
+                        cnt_lo += 1
+                if not always and <double>cnt <= certify_fraction * <double>n \
+                        and <double>cnt_lo > certify_fraction * <double>n:
+                    # the float64 rounding term alone keeps the rule from firing: redo the
+                    # pass in long double
+                    eps_l = _fresh_bound(dense, Xp, dp, ip, pp, n, d, &y[0], &r[0], &sc[0],
+                                         &m[0], mu, gamma, &fresh[0], &xi[0], &rc[0], rsum,
+                                         rsq)
+                    if eps_l < eps:
+                        eps = eps_l
+                        cnt = 0
+                        for i in range(n):
+                            if level - r[i] > eps:
+                                cnt += 1
                 ncert = <double>cnt
             # objective -1/2 (||w_bar||^2 + b^2) + e^T r - mu/2 ||r||^2 with
             # w_bar = s2a / s - s m b (0 / 0 := 0 for dropped columns)
@@ -1289,6 +1473,7 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
             eps = hist[done - 1, 1]
             for i in range(n):
                 mask[i] = level - r[i] > eps
+    free(fresh_d)
     ctl[0] = <double>k
     ctl[1] = pg_max_old
     ctl[2] = pg_min_old
@@ -1406,3 +1591,175 @@ def dot(const double[::1] x, const double[::1] z):
         for i in range(x.shape[0]):
             q += x[i] * z[i]
     return q
+
+
+# --------------------------------------------------- the referee's products (certificates)
+# ``CertifiedPointsCertificate.check`` multiplies X by its own path: X^T u (sums of n
+# terms) in float64 within blocks of REF_ROWS rows, the block sums accumulated in long
+# double (x87 80-bit on x86-64; where long double is float64 the caller's bound uses
+# float64's unit), so that its rounding bound is gamma_{REF_ROWS + 1} + (long double)
+# gamma_{blocks} times the magnitudes instead of gamma_n; the row products X v (at most
+# d terms each) in float64 (docs/svm.md section 6).
+
+#: rows per float64 partial sum of the referee's X^T u
+cdef Py_ssize_t _REF_ROWS = 1024
+REF_ROWS = _REF_ROWS
+
+
+def ref_rmatvec(const floating[:, ::1] Xd, const floating[::1] data,
+                const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                const unsigned char[::1] skip, const double[::1] m, const double[::1] u,
+                const double[::1] r, long double[::1] a, double[::1] mag):
+    """a += (X_B - e m^T)^T u and mag += |X_B - e m^T|^T r for a row block: float64 sums
+    over REF_ROWS rows at a time, added to ``a`` in long double.
+
+    Dense: every column is centred explicitly, c = x - m_j (``skip`` unused). CSR: the
+    stored entries of the columns not marked in ``skip``; their mean term -m_j e^T u is
+    added at the end (magnitude |m_j| e^T r); the marked ("heavy") columns are left to
+    the caller, who centres them densely. Returns the largest number of entries of a
+    row (the length of a row's dot products)."""
+    cdef Py_ssize_t n = u.shape[0]
+    cdef Py_ssize_t d = a.shape[0]
+    cdef Py_ssize_t i, j, k, ln, i0, i1, longest = 0
+    cdef double c, ui, ri, bsum = 0.0, rsum = 0.0
+    cdef long double btot = 0.0
+    cdef double* part = <double*>calloc(d + 1, sizeof(double))
+    if part == NULL:
+        raise MemoryError()
+    with nogil:
+        i0 = 0
+        while i0 < n:
+            i1 = i0 + _REF_ROWS
+            if i1 > n:
+                i1 = n
+            for j in range(d):
+                part[j] = 0.0
+            bsum = 0.0
+            if dense:
+                longest = d
+                for i in range(i0, i1):
+                    ui = u[i]
+                    ri = r[i]
+                    for j in range(d):
+                        c = <double>Xd[i, j] - m[j]
+                        part[j] += c * ui
+                        mag[j] += fabs(c) * ri
+            else:
+                for i in range(i0, i1):
+                    ui = u[i]
+                    ri = r[i]
+                    bsum += ui
+                    rsum += ri
+                    ln = indptr[i + 1] - indptr[i]
+                    if ln > longest:
+                        longest = ln
+                    for k in range(indptr[i], indptr[i + 1]):
+                        j = indices[k]
+                        if skip[j]:
+                            continue
+                        part[j] += (<double>data[k]) * ui
+                        mag[j] += fabs(<double>data[k]) * ri
+            for j in range(d):
+                a[j] += part[j]
+            btot += bsum
+            i0 = i1
+        if not dense:
+            for j in range(d):
+                if not skip[j]:
+                    a[j] -= (<long double>m[j]) * btot
+                    mag[j] += fabs(m[j]) * rsum
+    free(part)
+    return longest
+
+
+def ref_matvec(const floating[:, ::1] Xd, const floating[::1] data,
+               const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+               const unsigned char[::1] skip, const double[::1] m,
+               const double[::1] v, const double[::1] Mv, const double[::1] coef,
+               const double[::1] acoef, double[::1] th, double[::1] Mth,
+               double[::1] dec, double[::1] Md):
+    """For the rows of a block, added to the outputs (float64): th_i += (x_i - m) . v,
+    dec_i += (x_i - m) . coef, Mth_i += |x_i - m| . Mv and Md_i += |x_i - m| . acoef
+    (the magnitudes of the rounding bound).
+
+    Dense: centred explicitly (``skip`` unused). CSR: the stored entries of the columns
+    not in ``skip``, minus the constant m_L . v_L (m_L . coef_L) of those columns,
+    magnitudes plus |m_L| . Mv_L (|m_L| . acoef_L); the heavy columns are the caller's."""
+    cdef Py_ssize_t n = th.shape[0]
+    cdef Py_ssize_t d = v.shape[0]
+    cdef Py_ssize_t i, j, k
+    cdef double c, x, ac, t1, t2, q1, q2, mv = 0.0, mc = 0.0, mM = 0.0, mA = 0.0
+    with nogil:
+        if dense:
+            for i in range(n):
+                t1 = 0.0
+                t2 = 0.0
+                q1 = 0.0
+                q2 = 0.0
+                for j in range(d):
+                    c = <double>Xd[i, j] - m[j]
+                    ac = fabs(c)
+                    t1 += c * v[j]
+                    t2 += c * coef[j]
+                    q1 += ac * Mv[j]
+                    q2 += ac * acoef[j]
+                th[i] += t1
+                dec[i] += t2
+                Mth[i] += q1
+                Md[i] += q2
+        else:
+            for j in range(d):
+                if not skip[j]:
+                    mv += m[j] * v[j]
+                    mc += m[j] * coef[j]
+                    mM += fabs(m[j]) * Mv[j]
+                    mA += fabs(m[j]) * acoef[j]
+            for i in range(n):
+                t1 = 0.0
+                t2 = 0.0
+                q1 = 0.0
+                q2 = 0.0
+                for k in range(indptr[i], indptr[i + 1]):
+                    j = indices[k]
+                    if skip[j]:
+                        continue
+                    x = <double>data[k]
+                    ac = fabs(x)
+                    t1 += x * v[j]
+                    t2 += x * coef[j]
+                    q1 += ac * Mv[j]
+                    q2 += ac * acoef[j]
+                th[i] += t1 - mv
+                dec[i] += t2 - mc
+                Mth[i] += q1 + mM
+                Md[i] += q2 + mA
+
+
+def ref_matvec_ld(const floating[:, ::1] Xd, const floating[::1] data,
+                  const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                  const double[::1] v, const double[::1] Mv, long double[::1] th,
+                  double[::1] Mth):
+    """th_i += x_i . v with the row's sum in long double, Mth_i += |x_i| . Mv (float64),
+    for the rows of a block (no centering): the row products of the Newton-decrement
+    referee (``tikhonov.NewtonDecrementCertificate``), whose errors in z = Phi theta are
+    amplified by Phi^T and 1 / sqrt(lam)."""
+    cdef Py_ssize_t n = th.shape[0]
+    cdef Py_ssize_t d = v.shape[0]
+    cdef Py_ssize_t i, j, k
+    cdef long double t
+    cdef double q
+    with nogil:
+        for i in range(n):
+            t = 0.0
+            q = 0.0
+            if dense:
+                for j in range(d):
+                    t += (<long double>Xd[i, j]) * v[j]
+                    q += fabs(<double>Xd[i, j]) * Mv[j]
+            else:
+                for k in range(indptr[i], indptr[i + 1]):
+                    j = indices[k]
+                    t += (<long double>data[k]) * v[j]
+                    q += fabs(<double>data[k]) * Mv[j]
+            th[i] += t
+            Mth[i] += q

@@ -14,7 +14,10 @@ with level - r_i > eps, level = min(gamma, 1/mu) (``certify_level``), has signed
 > 1 - mu level >= 0 under both w(r) and w(r*) (the paper's gamma when mu gamma < 1, its
 assumption; 1/mu otherwise, where 1 - mu gamma < 0 would not mean correct). The
 bound eps is kappa ||y_k - r_{k+1}|| for FISTA and ||p(r)||/mu (projected gradient p)
-for coordinate descent (section 4). The derivations are written out in ``docs/svm.md``.
+for coordinate descent (section 4), each plus a bound on its own rounding error (summed
+in a scaled form so that it cannot underflow); parameters or data whose scale makes the
+bound meaningless are refused (``check_scales``). The derivations are written out in
+``docs/svm.md``.
 
 Stopping rules registered here: ``certified_points(fraction=0.0)`` (status
 ``"certified"``) and ``liblinear(tol=0.1)`` (LIBLINEAR's max-minus-min projected
@@ -149,6 +152,7 @@ class _Data:
             self.m, self.s = stats
             sm = self.s * self.m
             s2m = self.s * sm        # s^2 m without forming s^2 (range: see _svm_fast)
+        self.check_inverse_spread(self.s, scale)
         self.M = float(sm.dot(sm))  # the value of sm @ sm (same dot), a shorter call
         self.c = np.empty(n)
         self.xsq = np.empty(n)
@@ -158,6 +162,32 @@ class _Data:
         self.qd = None if diag_shift is None else np.empty(n)
         _f.row_statistics(*self.args, n, self.s, s2m, self.c, self.xsq, self.M, self.zsq,
                           self.qd, 0.0 if diag_shift is None else diag_shift)
+        if not (np.isfinite(self.M) and np.all(np.isfinite(self.xsq))
+                and np.all(np.isfinite(self.c))):
+            raise ValueError(
+                f"scale={scale!r}: the squared norms of the (scaled) rows of X overflow "
+                "float64 (entries too large for this scaling); rescale X or use "
+                "scale='std'")
+        self._rounding = None
+
+    def rounding_constants(self, gamma):
+        """The constants of the rounding bounds for box bound ``gamma``
+        (``_RoundingConstants``), computed once."""
+        if self._rounding is None or self._rounding.gamma != gamma:
+            self._rounding = _RoundingConstants(self, gamma)
+        return self._rounding
+
+    @staticmethod
+    def check_inverse_spread(s, scale):
+        """Refuse statistics whose 1/sigma overflowed (ValueError naming the scale)."""
+        bad = ~np.isfinite(s)
+        if bad.any():
+            j = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"scale={scale!r}: column {j} of X has a standard deviation below 5.6e-309, "
+                "whose inverse overflows float64, so the standardized problem and coef_ "
+                "cannot be represented; multiply X by a power of ten (e.g. 1e300) or pass "
+                "scale=None")
 
     # w_bar = s * (a - m b) for a = X^T u, b = e^T u
     def w_bar(self, a, b):
@@ -217,6 +247,7 @@ _GRAM_BYTES = 256 * 2**20
 #: (one pass = one product with Z~ and one with Z~^T, 2 nnz multiply-adds)
 _GRAM_PASSES = 40
 _UNIT_ROUNDOFF = np.finfo(np.float64).eps / 2
+_ETA = 2.0 ** -1074  # the absolute rounding of a subnormal result (``_referee.ETA``)
 
 
 def _gram_rounding_bound(n, F, M, trace, augmented, p):
@@ -400,6 +431,115 @@ def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=
     return lam, {"method": "lanczos", "passes": passes}
 
 
+class _RoundingConstants:
+    """Per-run constants of the solvers' rounding bounds (docs/svm.md, sections 2 and 4).
+
+    With xi_i = ||s * x_i|| and mu_m = ||s * m||, every rounding error of the margins
+    computed by the kernels through the implicit centering is bounded by gamma_K times
+    (xi_i + mu_m)(rho . xi + B mu_m) + B (B = sum of the dual vector rho whose margins are
+    computed; Cauchy-Schwarz on the scaled rows): ``xi`` (n), ``xi_norm`` = ||xi||,
+    ``xi_max``, ``xim_norm`` = ||xi + mu_m e||, ``mu_m``, ``sqrt_n``, ``gK`` = gamma_K
+    with K = n + (longest row) + d + 40 (the summation chains of the scatter, the gather
+    and the centering), ``g3`` = gamma_4, and ``under``, the absolute error of subnormal
+    intermediate results."""
+
+    def __init__(self, data, gamma, sums=None):
+        from . import _referee as R
+
+        n, d = data.n, data.d
+        if sums is None:
+            self.xi = np.sqrt(data.xsq)
+            xsq_sum, xi_sum = float(np.sum(data.xsq)), float(np.sum(self.xi))
+            xi_max = float(self.xi.max(initial=0.0))
+            longest = int(np.diff(data.indptr).max(initial=0)) if data.sparse else d
+        else:
+            # the same sums gathered over a dask array's chunks
+            self.xi = None
+            xsq_sum, xi_sum, xi_max, longest = sums
+        self.xi_norm = math.sqrt(xsq_sum)
+        self.xi_max = xi_max
+        self.mu_m = float(np.sqrt(data.M))
+        # ||xi + mu_m e||^2 = sum xsq + 2 mu_m sum xi + n mu_m^2
+        self.xim_norm = math.sqrt(xsq_sum + 2.0 * self.mu_m * xi_sum + n * self.mu_m ** 2) \
+            * (1.0 + 4 * R.UNIT)
+        self.sqrt_n = float(np.sqrt(n))
+        K = n + longest + d + 40
+        self.K = K
+        self.gK = R.gamma(K)
+        self.g3 = R.gamma(4)
+        s_norm = R.scaled_norm(data.s)[0]
+        self.under = 2.0 * K * R.ETA * (self.xim_norm * (s_norm + 1.0)
+                                        + self.sqrt_n * (3.0 * n * gamma + 1.0))
+        self.n = n
+        self.gamma = gamma
+
+    def array_long_double(self):
+        """[gamma_K, gamma_4, ||xi + mu_m e||, mu_m, sqrt(n), under] for the full bound
+        whose sums run in long double (gamma in long double's unit roundoff; the only
+        float64 rounding left, of each p_i, is the kernel's; long double's exponent range
+        leaves only that rounding to underflow), then [gamma_K, gamma_4, under] in float64
+        for the float64 version of the same pass."""
+        uL = float(np.finfo(np.longdouble).epsneg)
+
+        def gL(k):
+            return k * uL / (1.0 - k * uL)
+
+        from ._referee import ETA
+
+        return np.array([gL(self.K), gL(4), self.xim_norm, self.mu_m, self.sqrt_n,
+                         4.0 * self.sqrt_n * ETA, self.gK, self.g3, self.under])
+
+
+def fista_rounding(rc, beta, L, mu, rk, rk1, augmented, t=0.0):
+    """The rounding term of the FISTA error bound at the step from (r_k, r_{k-1}), each
+    given as (sum r, sum r^2) (docs/svm.md section 2, "Rounding"): an upper bound of
+    (||g_computed(y_k) - g(y_k)|| + L ||delta_v||) / mu, where g is the gradient at the
+    computed extrapolation point y_k and delta_v the rounding of y_k + g / L (and, for
+    the classical SVM, of its shift by the multiplier, t = L lambda)."""
+    rn = (1.0 + beta) * math.sqrt(rk[1]) + beta * math.sqrt(rk1[1])   # >= ||rho||
+    B = (1.0 + beta) * rk[0] + beta * rk1[0]                           # = e^T rho
+    rxi = min(rn * rc.xi_norm, B * rc.xi_max)                          # >= rho . xi
+    om = rc.xim_norm * (rxi + B * rc.mu_m) + (rc.sqrt_n * B if augmented else 0.0)
+    gnorm = rc.sqrt_n + om + mu * rn                                   # >= ||g_computed||
+    dg = rc.gK * om + rc.g3 * gnorm + rc.under
+    dv = 2.0 * _UNIT_ROUNDOFF * gnorm + _UNIT_ROUNDOFF * L * rn + 2.0 * L * _ETA * rc.sqrt_n
+    if not augmented:
+        dv += _UNIT_ROUNDOFF * (L * rn + gnorm + abs(t) * rc.sqrt_n)
+    return (dg + dv) / mu * (1.0 + 16 * _UNIT_ROUNDOFF)
+
+
+#: the smallest scale of the dual variables at which float64 resolves their differences
+#: (an ulp of r is then a normal number)
+_LEVEL_FLOOR = 2.0 ** -969
+
+
+def check_scales(name, data, gamma, mu, L=None, trace=None):
+    """Refuse parameters and data whose scale makes the error bound meaningless (ValueError
+    naming the scale): dual variables below 2^-969 (their differences would be subnormal),
+    coefficients s * w_bar that can overflow, a condition number L / mu that overflows.
+    ``trace`` = sum_i ||z_i||^2 (default: from ``data.zsq``)."""
+    level = certify_level(gamma, mu)
+    if not level >= _LEVEL_FLOOR:
+        raise ValueError(
+            f"{name}: C = {gamma:.3g} and mu = {mu:.3g} put the dual variables in "
+            f"[0, min(C, 1/mu)] = [0, {level:.3g}], below 2^-969 = {_LEVEL_FLOOR:.2g}, where "
+            "float64 cannot resolve their differences and the error bound would be "
+            "meaningless; choose C and 1/mu of at least 1e-290")
+    trace = (float(np.sum(data.zsq)) if trace is None else float(trace)) + data.n
+    smax = float(data.s.max(initial=0.0))
+    with np.errstate(over="ignore"):
+        coef_bound = smax * gamma * math.sqrt(data.n) * math.sqrt(trace)
+    if not (math.isfinite(trace) and coef_bound < 2.0 ** 1020):
+        raise ValueError(
+            f"{name}: the scaled data (||Z~||_F^2 = {trace:.3g}, largest 1/sigma = {smax:.3g}) "
+            f"with C = {gamma:.3g} give coefficients that can overflow float64; rescale X "
+            "or reduce C")
+    if L is not None and not (math.isfinite(L) and L / mu <= 2.0 ** 900):
+        raise ValueError(
+            f"{name}: mu = {mu:.3g} is too small against ||Z~||_2^2 <= {L - mu:.3g}: the "
+            f"condition number L / mu = {L / mu:.3g} makes the error bound overflow; raise mu")
+
+
 def _prepare(problem, scale, diag_shift=None):
     """Apply the kernel's feature map and build the kernel-side data.
 
@@ -476,24 +616,119 @@ _COMMON_PARAMS = {
 
 
 # --------------------------------------------------------------------------- certificate
+#: relative tolerance of the consistency checks between the stored model (coef,
+#: intercept, statistics) and its recomputation from r: far above the rounding of either
+#: computation (dcd updates its w incrementally, about n u per epoch), far below any
+#: change that alters the model
+_MODEL_RTOL = 1e-6
+#: the same for the stored scaling statistics (relative, means in units of the spread
+#: and of their own size): loose enough for a certificate of float32 data checked on its
+#: float64 values (the claims themselves use the statistics recomputed from X)
+_STATS_RTOL = 1e-6
+#: columns with s_j |m_j| above this are centred explicitly by the referee (the bound of
+#: the implicit form grows like (s_j |m_j|)^2; below it, it stays within a few hundred
+#: times the rounding of the centred form, which is still ~1e-10 relative)
+_HEAVY = 8.0
+
+
+def _svm_solver_class(spec):
+    """The registered SVM solver class named (or instantiated) by ``spec``, or None."""
+    from .._registry import get_plugin
+
+    if isinstance(spec, str):
+        try:
+            cls = get_plugin("solver", spec)
+        except ValueError:
+            return None
+    else:
+        cls = type(spec)
+    if isinstance(cls, type) and issubclass(cls, (_FistaBase, DCD)):
+        return cls
+    return None
+
+
+def _stop_fraction(stop, default_stop):
+    """The smallest ``fraction`` of the ``certified_points`` rules of a run's ``stop``
+    (0.0 when there is none); None when the rules cannot be read."""
+    from ._referee import stopping_rules
+
+    rules = stopping_rules(stop, default_stop)
+    if rules is None:
+        return None
+    fractions = [float(r.params["fraction"]) for r in rules if isinstance(r, CertifiedPoints)]
+    return min(fractions) if fractions else 0.0
+
+
+def run_thresholds(config, n):
+    """The thresholds of a certified-points claim from the run's configuration.
+
+    ``config`` is a ``Config`` or, after ``load_result``, its dict form; ``n`` the number
+    of training points. Returns a dict with gamma (``C`` or 64/n), mu (``mu`` or n/128),
+    level = min(gamma, 1/mu), scale, formulation ("hsvm" for ``fista`` and ``dcd``,
+    "svm" for ``fista_svm``) and fraction (the ``certified_points`` rule's, None when
+    the stopping rules cannot be read). The solver's parameters are validated by its own
+    parameter table: invalid values raise ``ValueError``/``TypeError`` naming them.
+    """
+    from .._config import Config
+
+    if isinstance(config, Config):
+        spec, sparams, stop = config.solver, dict(config.solver_params), config.stop
+    elif isinstance(config, dict):
+        spec = config.get("solver")
+        sparams = config.get("solver_params") or {}
+        stop = config.get("stop")
+        if not isinstance(sparams, dict):
+            raise TypeError(f"config['solver_params'] must be a dict, got {type(sparams).__name__}")
+    else:
+        raise TypeError(f"config must be a marginkit.Config or its dict form, got "
+                        f"{type(config).__name__}")
+    cls = _svm_solver_class(spec)
+    if cls is None:
+        raise ValueError(f"the run's solver {spec!r} is not one of the certified SVM solvers "
+                         "(fista, fista_svm, dcd)")
+    if not isinstance(spec, str):
+        sparams = {**spec.params, **sparams}
+    solver = cls(**sparams)  # validated by the solver's parameter table
+    gamma, mu = _gamma_mu(solver.params, n)
+    return {"gamma": gamma, "mu": mu, "level": certify_level(gamma, mu),
+            "scale": solver.params["scale"],
+            "formulation": "svm" if issubclass(cls, FistaSVM) else "hsvm",
+            "fraction": _stop_fraction(stop, solver.default_stop)}
+
+
 @certificate_type
 class CertifiedPointsCertificate(Certificate):
     """Points certified correctly classified by the current and the optimal classifier.
 
-    ``value`` is the solver's error bound eps >= ||r - r*|| at the returned r; ``mask``
-    marks the points with level - r_i > eps, level = min(gamma, 1/mu) (``certify_level``). ``verify(X, y)`` recomputes from the data and
-    r alone (float64, numpy/scipy products independent of the Cython kernels):
+    ``value`` is the solver's error bound eps >= ||r - r*|| at the returned r (for
+    information); ``mask`` marks the points with level - r_i > eps, level =
+    min(gamma, 1/mu) (``certify_level``). ``check(X, y)`` is the referee: it recomputes
+    the claim from X (or the kernel approximation's Phi(X)), y and r alone, in float64
+    with numpy/scipy products over row blocks (independent of the Cython kernels; a dask
+    array is read one chunk at a time), with a proven bound on the rounding error of the
+    recomputation (docs/svm.md, section 6):
 
-    * the scaling statistics (means, inverse standard deviations) from X;
+    * the scaling statistics (means, inverse standard deviations) from X, which must
+      agree with the stored ones;
     * w_bar = Z^T (y * r), the intercept (t_bar = y^T r for H-SVM; the stored multiplier
-      for the classical SVM), the margins theta_i = y_i (z_i . w_bar + t_bar);
+      for the classical SVM, any value of which gives a valid bound), the margins
+      theta_i = y_i (z_i . w_bar + t_bar);
     * the projected gradient p(r) of the perturbed dual and eps_v = ||p(r)|| / mu, which
-      bounds ||r - r*|| for *any* feasible r (strong convexity, paper section 4) and is
-      never larger than the FISTA bound in exact arithmetic;
-    * r is feasible (box; |y^T r| at round-off level for the classical SVM), the mask is
-      non-empty, every certified point has level - r_i > eps_v and
-      theta_i > 1 - mu level (>= 0), and the stored original-space classifier (coef, intercept) agrees with w_bar and
-      classifies every certified point correctly.
+      bounds ||r - r*|| for *any* feasible r (strong convexity, paper section 4), plus the
+      rounding bound of its recomputation (and, for the classical SVM, a term for the
+      residual of y^T r = 0);
+    * r is feasible, the mask is non-empty (more than ``fraction * n`` points for the
+      claim ``"certified"``), every certified point has level - r_i > eps_v + rounding
+      and theta_i > 1 - mu level beyond rounding, the stored original-space classifier
+      (coef, intercept) agrees with w_bar and classifies every certified point correctly
+      beyond the rounding of its own margins.
+
+    The thresholds come from the run's configuration ``config`` (a ``Config``, or its
+    dict form after ``load_result``): gamma (``C`` or 64/n), mu (``mu`` or n/128), the
+    scale, the formulation and the ``certified_points`` fraction, never from numbers the
+    certificate stores about itself; a stored gamma, mu, scale or formulation that
+    differs from the configuration's is a rejection. A certificate built without a
+    configuration (user code) takes them from its constructor arguments.
 
     With a kernel approximation (``kernel`` not None: a kernel whose fitted ``feature_map``
     is not the identity) every step above runs on Phi = kernel.feature_map(X) instead of X
@@ -507,7 +742,7 @@ class CertifiedPointsCertificate(Certificate):
     kind = "certified_points"
 
     def __init__(self, value, mask, r, gamma, mu, scale, means, inv_std, formulation,
-                 t_bar, coef, intercept, classes=None, kernel=None):
+                 t_bar, coef, intercept, classes=None, kernel=None, config=None, claim=None):
         self.value = float(value)
         self.mask = np.asarray(mask, dtype=bool)
         self.r = np.asarray(r, dtype=np.float64)
@@ -522,60 +757,283 @@ class CertifiedPointsCertificate(Certificate):
         self.intercept = float(intercept)
         self.classes = classes
         self.kernel = kernel
+        #: the run's configuration (the source of the thresholds), None for user code
+        self.config = config
+        #: "certified" when the certificate backs that status (then more than
+        #: fraction * n points must be certified), None otherwise
+        self.claim = claim
 
-    def features(self, X):
-        """The features the solver worked on: X, or the kernel's fitted Phi(X)."""
-        X = check_X(X)
+    def _feature_map(self, X):
         kernel = getattr(self, "kernel", None)  # absent in certificates saved before
         if kernel is None:
-            return X
-        return check_X(kernel.feature_map(X), name="feature_map(X)")
+            return None
+        if getattr(kernel, "fitted", True) is False:
+            # a loaded result keeps the kernel's parameters only: fit the map on the
+            # training rows (an integer random_state reproduces it)
+            kernel.fit(check_X(local_matrix(X)))
+        return kernel.feature_map
 
-    def margins(self, X, y):
-        """(theta, eps_v, w_bar, t_bar) recomputed in float64 from X (or Phi(X)), y and r."""
-        X = self.features(X)
-        ypm = _labels_pm(y, self.classes)
-        m, s = scaling_statistics(X, self.scale)
-        Xf = X.astype(np.float64) if X.dtype != np.float64 else X
-        u = ypm * self.r
-        a = np.asarray(Xf.T @ u, dtype=np.float64).ravel()
-        w_bar = s * (a - m * u.sum())
-        t_bar = float(u.sum()) if self.formulation == "hsvm" else self.t_bar
-        ws = s * w_bar
-        theta = ypm * (np.asarray(Xf @ ws, dtype=np.float64).ravel() - m @ ws + t_bar)
-        G = theta + self.mu * self.r - 1.0
-        p = np.where(self.r <= 0.0, np.minimum(G, 0.0),
-                     np.where(self.r >= self.gamma, np.maximum(G, 0.0), G))
-        eps_v = float(np.linalg.norm(p)) / self.mu
-        return theta, eps_v, w_bar, t_bar, ypm, Xf
+    def thresholds(self, n):
+        """The claim's thresholds for n training points (``run_thresholds`` of the
+        configuration, or the constructor's values without one)."""
+        config = getattr(self, "config", None)
+        if config is not None:
+            return run_thresholds(config, n)
+        return {"gamma": self.gamma, "mu": self.mu, "level": certify_level(self.gamma, self.mu),
+                "scale": self.scale, "formulation": self.formulation, "fraction": 0.0}
 
     def check(self, X, y):
-        return Verdict(self._holds(local_matrix(X), y), self.kind)
+        from . import _referee
 
-    def _holds(self, X, y):
-        r, gamma, mu = self.r, self.gamma, self.mu
-        if r.min() < 0.0 or r.max() > gamma or not self.mask.any():
-            return False
-        if self.mask.shape != r.shape:
-            return False
-        theta, eps_v, w_bar, t_bar, ypm, Xf = self.margins(X, y)
-        if self.formulation == "svm" and abs(ypm @ r) > 1e-9 * gamma * np.sqrt(r.size):
-            return False
-        cert = self.mask
-        level = certify_level(gamma, mu)
-        if not np.all(level - r[cert] > eps_v):
-            return False
-        if not np.all(theta[cert] > 1.0 - mu * level):
-            return False
-        if self.coef is not None:
-            m, s = scaling_statistics(Xf, self.scale)
-            coef = s * w_bar
-            if not np.allclose(coef, self.coef, rtol=1e-6, atol=1e-9 * max(1.0, np.abs(coef).max())):
-                return False
-            dec = np.asarray(Xf @ self.coef, dtype=np.float64).ravel() + self.intercept
-            if not np.all(ypm[cert] * dec[cert] > 0):
-                return False
-        return True
+        kind = self.kind
+
+        def reject(reason, **numbers):
+            return Verdict.reject(kind, reason, **numbers)
+
+        blocks = _referee.RowBlocks(X, self._feature_map(X))
+        n = blocks.n
+        try:
+            th = self.thresholds(n)
+        except (TypeError, ValueError) as exc:
+            return reject(f"the run's configuration does not define the claim: {exc}")
+        gamma, mu, scale, form = th["gamma"], th["mu"], th["scale"], th["formulation"]
+        for name, mine in (("gamma", self.gamma), ("mu", self.mu), ("scale", self.scale),
+                           ("formulation", self.formulation)):
+            if mine != th[name]:
+                return reject(f"the certificate's {name}={mine!r} is not the run's "
+                              f"{name}={th[name]!r}")
+        ypm = _labels_pm(y, self.classes)
+        r, mask = self.r, self.mask
+        if ypm.shape != (n,) or r.shape != (n,) or mask.shape != (n,):
+            return reject(f"r, mask and y must have one entry per row of X ({n})")
+        if not (np.all(np.isfinite(r)) and r.min() >= 0.0 and r.max() <= gamma):
+            return reject(f"r is not in the box [0, gamma = {gamma:.6g}]")
+        n_cert = int(np.count_nonzero(mask))
+        if n_cert == 0:
+            return reject("no point is certified")
+        if getattr(self, "claim", None) == "certified":
+            fraction = th["fraction"]
+            if fraction is None:
+                return reject("the run's stopping rules cannot be read from its configuration")
+            if not n_cert > fraction * n:
+                return reject(f"{n_cert} certified points, the claim needs more than "
+                              f"fraction * n = {fraction * n:.6g}")
+        return _referee_certified_points(self, blocks, ypm, gamma, mu, th["level"], scale,
+                                         form, reject)
+
+
+def _referee_certified_points(cert, blocks, ypm, gamma, mu, level, scale, form, reject):
+    """The recomputation and the rounding bound of docs/svm.md, section 6."""
+    from . import _referee as R
+
+    kind = cert.kind
+    n = blocks.n
+    r, mask = cert.r, cert.mask
+    d = cert.means.shape[0]
+    if cert.inv_std.shape != (d,) or (cert.coef is not None and cert.coef.shape != (d,)):
+        return reject("the stored statistics and coefficients must have one entry per feature")
+    # -- statistics (the solver's own function on in-memory data; as sums over row
+    # blocks otherwise, the same operations)
+    if blocks.fmap is None and blocks.X is not None:
+        m, s = scaling_statistics(blocks.X, scale)
+    else:
+        m, s = R.block_scaling_statistics(blocks, scale, d)
+    if m.shape != (d,):
+        return reject(f"X has {m.shape[0]} features, the certificate {d}")
+    if not np.all(np.isfinite(s)):
+        return reject("1/sigma overflows float64 for a column of X (standard deviation below "
+                      "1e-308): the standardized problem cannot be represented")
+    zero = s == 0.0
+    if not np.array_equal(zero, cert.inv_std == 0.0):
+        return reject("the stored inverse standard deviations drop other columns than X's")
+    with np.errstate(over="ignore", invalid="ignore"):
+        bad_s = np.abs(cert.inv_std - s) > _STATS_RTOL * s
+        bad_m = np.abs(s * (cert.means - m)) > _STATS_RTOL * (1.0 + s * np.abs(m))
+    if bad_s.any() or (scale == "std" and bad_m[~zero].any()) or \
+            (scale != "std" and np.any(cert.means != 0.0)):
+        return reject("the stored scaling statistics are not X's")
+    # -- pass B: a = (X - e m^T)^T u and its magnitude |X - e m^T|^T r (u = y * r), float64
+    # sums over 1024 rows added in long double; CSR columns with s_j |m_j| > 8 ("heavy":
+    # a mean large against the spread, whose implicit zeros the sparse form cannot centre
+    # accurately) are centred densely, block by block
+    heavy = (s * np.abs(m) > _HEAVY) if scale == "std" else np.zeros(d, dtype=bool)
+    LD = np.longdouble
+    uL = float(np.finfo(LD).epsneg)  # unit roundoff of long double (2^-64 on x87)
+
+    def gL(k):
+        return k * uL / (1.0 - k * uL)
+
+    u = ypm * r
+    a = np.zeros(d, dtype=LD)
+    mag = np.zeros(d)
+    D = 1
+    cache = {} if blocks.n_blocks == 1 else None
+    for lo, hi, B in blocks:
+        if B.shape[1] != d:
+            return reject(f"X has {B.shape[1]} features, the certificate {d}")
+        ub, rb = u[lo:hi], r[lo:hi]
+        for part, cols in _referee_parts(B, heavy, cache):
+            if cols is None:
+                D = max(D, int(_f.ref_rmatvec(*part, heavy.view(np.uint8), m, ub, rb, a, mag)))
+            else:
+                aH, magH = np.zeros(cols.size, dtype=LD), np.zeros(cols.size)
+                _f.ref_rmatvec(*part, _NO_SKIP[:cols.size], m[cols], ub, rb, aH, magH)
+                a[cols] += aH
+                mag[cols] += magH
+    NB = blocks.chain
+    g = R.gamma(n + D + d + 32)              # float64 operations (bounds, small sums)
+    # X^T u: float64 sums of at most REF_ROWS terms, their partials summed in long double
+    gB = R.gamma(_f.REF_ROWS + 4) + gL(n // _f.REF_ROWS + blocks.n_blocks + 8)
+    gC = R.gamma(D + d + 8)                  # the row products of pass C (float64)
+    gl = gL(n + d + 32)                      # other long double sums
+    eta = R.ETA
+    bL = np.sum(u.astype(LD))
+    b = float(bL)
+    R1 = float(np.sum(r)) * (1.0 + g)
+    EbL = gL(n + 2) * R1
+    mag *= 1.0 + 2 * g                       # >= the exact magnitudes
+    with np.errstate(over="ignore", invalid="ignore"):
+        wL = s.astype(LD) * a
+        vL = s.astype(LD) * wL
+        v = vL.astype(np.float64)            # rounded once more: u |v|
+        Ev = s * (s * (gB * mag)) + (4 * uL + R.UNIT) * np.abs(v) + eta
+        Vmag = s * (s * mag)                 # >= |v|
+    if form == "hsvm":
+        tL, Et = bL, EbL
+    else:
+        tL, Et = LD(cert.t_bar), 0.0
+    t = float(tL)
+    if not (np.all(np.isfinite(Ev)) and np.all(np.isfinite(Vmag))):
+        return reject("the classifier w(r) is not representable in float64 (coefficients "
+                      "overflow): rescale X, C or mu")
+    coef = cert.coef
+    check_model = coef is not None
+    absm = np.abs(m)
+    if check_model:
+        tol = _MODEL_RTOL * Vmag + 2 * Ev + 4 * eta
+        if not np.all(np.abs(coef - v) <= tol):
+            return reject("the stored coefficients are not s * w_bar(r)")
+        mcL = m.astype(LD) @ coef.astype(LD)
+        want = float(tL - mcL)
+        scale_i = abs(t) + float(absm @ np.abs(coef))
+        if not abs(cert.intercept - want) <= _MODEL_RTOL * scale_i + Et + g * scale_i \
+                + (d + 2) * eta:
+            return reject("the stored intercept is not t_bar - m . coef")
+        c1L = LD(cert.intercept) + mcL       # dec_i = (x_i - m) . coef + c1
+        c1 = float(c1L)
+        Ec1 = gl * (abs(cert.intercept) + float(absm @ np.abs(coef))) + R.UNIT * abs(c1) + eta
+    else:
+        coef = np.zeros(d)
+    if form == "hsvm" and not abs(cert.t_bar - b) <= _MODEL_RTOL * R1 + 2 * EbL:
+        return reject("the stored t_bar is not y^T r")
+    # -- pass C, float64 row products: theta_raw = (X - e m^T) v and the stored model's
+    # (X - e m^T) coef, with the magnitudes |X - e m^T| (Ev + gC |v|) and |X - e m^T| |coef|
+    Mv = Ev + gC * np.abs(v)
+    acoef = np.abs(coef)
+    th, dec = np.zeros(n), np.zeros(n)
+    Mth, Md = np.zeros(n), np.zeros(n)
+    zf2 = 0.0
+    for lo, hi, B in blocks:
+        for part, cols in _referee_parts(B, heavy, cache):
+            if cols is None:
+                _f.ref_matvec(*part, heavy.view(np.uint8), m, v, Mv, coef, acoef,
+                              th[lo:hi], Mth[lo:hi], dec[lo:hi], Md[lo:hi])
+            else:
+                _f.ref_matvec(*part, _NO_SKIP[:cols.size], m[cols], v[cols], Mv[cols],
+                              coef[cols], acoef[cols], th[lo:hi], Mth[lo:hi], dec[lo:hi],
+                              Md[lo:hi])
+        if form == "svm":
+            zf2 += _scaled_frobenius2(B, m, s, n)
+    theta = ypm * (th + t)
+    G = theta + mu * r - 1.0
+    # |th_i| <= |theta_i| + |t|: the rounding of th + t (and of t itself)
+    Eth = Mth * (1.0 + 2 * g) + Et + R.UNIT * abs(t) + 2 * R.UNIT * (np.abs(theta) + 2 * abs(t)) \
+        + eta
+    EG = Eth + R.gamma(4) * (np.abs(theta) + mu * r + 1.0) + eta
+    p = np.where(r <= 0.0, np.minimum(G, 0.0), np.where(r >= gamma, np.maximum(G, 0.0), G))
+    N, eN = R.scaled_norm(p)
+    NE, eNE = R.scaled_norm(EG)
+    eps_v = N / mu
+    rho = ((eN + NE + eNE) / mu + 4 * R.UNIT * eps_v) * (1.0 + 4 * R.UNIT)
+    if form == "svm":
+        # r must lie on y^T r = 0: |y^T r| <= delta; spread over the k free coordinates
+        # that have room, a feasible r~ is within delta / sqrt(k) of r and keeps r's
+        # active set, so ||r - r*|| <= ||r - r~|| (1 + ||Q|| / mu) + ||p(r)|| / mu
+        delta = abs(b) + EbL + R.UNIT * abs(b)
+        if delta > 0.0:
+            room = np.minimum(r, gamma - r)
+            k = int(np.count_nonzero(room > delta))
+            if k == 0:
+                return reject(f"r is not on y^T r = 0 (|y^T r| <= {delta:.3g}) and no free "
+                              "coordinate can absorb the residual")
+            qnorm = mu + zf2 * (1.0 + g)
+            rho += (1.0 + qnorm / mu) * delta / math.sqrt(k) * (1.0 + 4 * R.UNIT)
+    if not (math.isfinite(eps_v) and math.isfinite(rho)):
+        return reject("the projected gradient is not finite in float64: rescale X, C or mu")
+    # the level min(gamma, 1/mu), rounded down
+    level_lo = min(gamma, level * (1.0 - 2 * R.UNIT))
+    gaps = (level_lo - r[mask]) * (1.0 - R.UNIT)
+    threshold = float(gaps.min())
+    bound = (eps_v + rho) * (1.0 + 2 * R.UNIT)
+    margin = threshold - bound
+    numbers = dict(value=eps_v, threshold=threshold, rounding=rho, margin=margin)
+    if not margin > 0.0:
+        return reject("a certified point has level - r_i <= eps_v + rounding", **numbers)
+    floor = (1.0 - mu * level_lo) + 2 * R.UNIT * (1.0 + mu * level_lo)
+    if not np.all(theta[mask] - Eth[mask] * (1.0 + 2 * R.UNIT) - R.UNIT * np.abs(theta[mask])
+                  > floor):
+        return reject("a certified point has theta_i <= 1 - mu level beyond rounding", **numbers)
+    if check_model:
+        ydec = ypm * (dec + c1)
+        Ed = Md * (1.0 + 2 * g) * gC + Ec1 + 2 * R.UNIT * np.abs(ydec) + eta
+        if not np.all(ydec[mask] * (1.0 - R.UNIT) > Ed[mask]):
+            return reject("the stored classifier misclassifies a certified point (beyond "
+                          "rounding)", **numbers)
+    return Verdict(True, kind, **numbers)
+
+
+#: a row of zeros to pass as ``skip`` where no column is skipped
+_NO_SKIP = np.zeros(1 << 16, dtype=np.uint8)
+
+
+def _referee_parts(B, heavy, cache=None):
+    """The parts of a row block for the referee's kernels: ``(args, None)`` for the
+    block itself (a dense block: every column, centred by the kernel; a CSR block: its
+    light columns) and, for a CSR block with heavy columns, ``(args, cols)`` for those
+    columns densified (a column with s_j |m_j| > 8 holds more than 98% of its entries,
+    since s_j |m_j| <= sqrt(p_j / (1 - p_j)) for a fraction p_j of nonzeros). A CSR block
+    more than half full is densified whole."""
+    sparse = sp.issparse(B)
+    any_heavy = bool(heavy.any())
+    if sparse and any_heavy and B.nnz > 0.5 * B.shape[0] * B.shape[1]:
+        # ``cache`` (one block of in-memory data): densified once for both passes
+        key = id(B)
+        dense = None if cache is None else cache.get(key)
+        if dense is None:
+            dense = np.ascontiguousarray(B.toarray(), dtype=np.float64)
+            if cache is not None:
+                cache[key] = dense
+        B, sparse = dense, False
+    if not sparse:
+        yield (B, *_CSR_PLACEHOLDER[B.dtype], True), None
+        return
+    yield (_DENSE_PLACEHOLDER[B.dtype], B.data, B.indices, B.indptr, False), None
+    if any_heavy:
+        cols = np.flatnonzero(heavy)
+        H = np.ascontiguousarray(B[:, cols].toarray(), dtype=np.float64)
+        yield (H, *_CSR_PLACEHOLDER[np.dtype(np.float64)], True), cols
+
+
+def _scaled_frobenius2(B, m, s, n_total):
+    """sum over the block's rows of ||z_i||^2 = ||s * (x_i - m)||^2 (implicit zeros of a
+    CSR block included), for the bound ||Q||_2 <= mu + ||Z||_F^2."""
+    if sp.issparse(B):
+        dev = s[B.indices] * (B.data - m[B.indices])
+        cnt = np.bincount(B.indices, minlength=m.shape[0])
+        sm = s * m
+        return float(dev @ dev) + float(((B.shape[0] - cnt) * sm) @ sm)
+    Z = (B - m) * s
+    return float(np.einsum("ij,ij->", Z, Z))
 
 
 # ----------------------------------------------------------------------- stopping rules
@@ -630,8 +1088,26 @@ class Liblinear(StoppingRule):
         return self.status if state.projected_gradient_gap <= self.params["tol"] else None
 
 
+class _ClaimOffers:
+    """The claim protocol of the SVM states (``SolverState.certificate``): the
+    certificate of a claim is the one ``finalize`` builds at the current iterate; after a
+    refuted claim (``refuted``) the claim is offered again only once the error bound has
+    halved, so that a bound the referee cannot confirm (its own rounding, a model it
+    rejects) costs a few re-checks, not one per iteration."""
+
+    _offer_below = np.inf
+
+    def certificate(self, status):
+        if status == "certified" and not self.error_bound <= self._offer_below:
+            return None
+        return (self._solver.finalize(self.problem, self, status) or {}).get("certificate")
+
+    def refuted(self, status, verdict):
+        self._offer_below = 0.5 * self.error_bound
+
+
 # ---------------------------------------------------------------------------------- FISTA
-class _FistaState(SolverState):
+class _FistaState(_ClaimOffers, SolverState):
     """State of strongly convex FISTA (Beck 2017, sec. 10.7.7) on the perturbed dual."""
 
     def __init__(self, data, y, gamma, mu, L, augmented, power_iterations):
@@ -644,6 +1120,20 @@ class _FistaState(SolverState):
         self.beta = (sk - 1.0) / (sk + 1.0)
         self.augmented = augmented
         self.power_iterations = power_iterations
+        # the error bound: kappa ||y_k - r_{k+1}|| (its 1/kappa slack covers the rounding
+        # of the norm while (kappa - 1) gamma_{n+8} <= 1) plus the rounding term of the
+        # step, in units of the power of two at or above gamma
+        from ._referee import gamma as _gamma_k, pow2_at_least
+
+        self.kappa_bound = max(self.kappa, (self.kappa - 1.0) * (1.0 + _gamma_k(n + 8)))
+        self.unit = float(pow2_at_least(gamma))
+        self.rc = data.rounding_constants(gamma)
+        self._rc_long = self.rc.array_long_double()
+        self._fresh = np.zeros(d, dtype=np.longdouble)
+        self.fresh_bounds = 0  # iterations that fell back on the projected-gradient bound
+        self.certify_fraction = 0.0  # set by the certified_points rule (reset)
+        self._sums = ((0.0, 0.0), (0.0, 0.0))  # (sum r, sum r^2) of r_k and r_{k-1}
+        self.rounding = 0.0
         self.r_prev, self.r, self._r_buf = np.zeros(n), np.zeros(n), np.zeros(n)
         self.a_prev, self.a, self._a_buf = np.zeros(d), np.zeros(d), np.zeros(d)
         self.b_prev = self.b = 0.0
@@ -667,13 +1157,15 @@ class _FistaState(SolverState):
     def step(self):
         data = self.data
         r_new, a_new = self._r_buf, self._a_buf
+        rk, rk1 = self._sums
         if self.augmented:
+            rho = fista_rounding(self.rc, self.beta, self.L, self.mu, rk, rk1, True)
             # the whole iteration in one call (extrapolation, passes, bound, objective)
             b_new, eps, ncert, rsum, rsq, wsq = _f.fista_iteration(
                 *data.args, self.y, self.r_prev, self.r, self.a_prev, self.a, self.b_prev,
                 self.b, data.s, data.m, data.M, data.c, self.beta, self.L, self.mu,
-                self.gamma, self.kappa, self.level, r_new, a_new, self._v, self._bufs,
-                self._parts, self._active)
+                self.gamma, self.kappa_bound, self.level, r_new, a_new, self._v, self._bufs,
+                self._parts, self._active, self.unit, rho)
         else:
             vproj, yk, ns = self._vproj, self.y_k, self._bufs.shape[0]
             _f.fista_svm_gradient(
@@ -683,16 +1175,54 @@ class _FistaState(SolverState):
             lam = _f.project_box_hyperplane(vproj, self.y, self.gamma, r_new, self._lam)
             self._lam = lam
             self.t_bar = self.L * lam
+            rho = fista_rounding(self.rc, self.beta, self.L, self.mu, rk, rk1, False,
+                                 self.t_bar)
             b_new, eps, ncert, rsum, rsq, wsq = _f.fista_svm_finish(
-                *data.args, self.y, yk, vproj, lam, self.gamma, self.kappa, self.level,
-                data.s, data.m, r_new, a_new, self._bufs, self._parts, self._active)
+                *data.args, self.y, yk, vproj, lam, self.gamma, self.kappa_bound, self.level,
+                data.s, data.m, r_new, a_new, self._bufs, self._parts, self._active,
+                self.unit, rho, (1.0 + self.kappa) * (1.0 + 1e-15), self.rc.gK)
+            if ncert:
+                # the residual of y^T r = 0 is spread over a free coordinate with room
+                # (docs/svm.md section 3): without one the bound does not hold
+                delta = abs(b_new) + self.rc.gK * rsum
+                if not np.any(np.minimum(r_new, self.gamma - r_new) > delta):
+                    eps, ncert = np.inf, 0
         self._r_buf, self.r_prev, self.r = self.r_prev, self.r, r_new
         self._a_buf, self.a_prev, self.a = self.a_prev, self.a, a_new
+        if eps < math.inf and rho > 0.0 and self._rounding_decides(eps, rho, ncert, r_new):
+            # the rounding term alone keeps the certified-points rule from firing, or it
+            # dominates the bound: bound ||r - r*|| by ||p(r)|| / mu computed in long double
+            # instead, when smaller (valid for any feasible r, docs/svm.md sections 2, 4)
+            t_col, t_shift = (1.0, 0.0) if self.augmented else (0.0, self.t_bar)
+            fresh = _f.fresh_bound(*data.args, self.y, r_new, data.s, data.m, self.mu,
+                                   self.gamma, self._fresh, self.rc.xi, self._rc_long,
+                                   t_col, t_shift)
+            if not self.augmented:
+                fresh += (1.0 + self.kappa) * (abs(b_new) + self.rc.gK * rsum) * (1.0 + 1e-15)
+            self.fresh_bounds += 1
+            if fresh < eps:
+                eps = fresh
+                ncert = int(np.count_nonzero(self.level - r_new > eps))
         self.b_prev, self.b = self.b, b_new
+        self._sums = ((rsum, rsq), rk)
+        self.rounding = rho
         self.error_bound = eps
         self.n_certified = ncert
         self.objective = -0.5 * wsq + rsum - 0.5 * self.mu * rsq
         self.n_iter += 1
+
+    def _rounding_decides(self, eps, rho, ncert, r_new):
+        """Whether the fallback bound is worth its pass: the rounding term exceeds the
+        FISTA term, or without it the rule (more than ``certify_fraction * n`` points)
+        would fire and with it does not."""
+        if rho >= eps - rho:
+            return True
+        need = self.certify_fraction * r_new.shape[0]
+        if ncert > need or rho < 1e-3 * eps:
+            # the rule fires anyway, or the term is too small to hold it back but for a
+            # point within 1e-3 eps of its level (one iteration later at worst): no O(n) count
+            return False
+        return np.count_nonzero(self.level - r_new > eps - rho) > need
 
     def snapshot(self):
         return {"objective": self.objective, "error_bound": self.error_bound,
@@ -715,10 +1245,12 @@ class _FistaBase(Solver):
         # and would take a core from the OpenMP iterations that follow
         with single_threaded_blas():
             lam, info = lipschitz_bound(data, self.augmented, budget)
+        check_scales(self.name, data, gamma, mu, mu + lam)
         state = _FistaState(data, problem.y, gamma, mu, mu + lam, self.augmented,
                             info["passes"])
         state.lipschitz_method = info["method"]
         state.fit = (data, Xfit, identity)
+        state._solver = self
         return state
 
     def finalize(self, problem, state, status):
@@ -733,7 +1265,8 @@ class _FistaBase(Solver):
                 state.error_bound, mask, state.r.copy(), state.gamma, state.mu,
                 data.scale, data.m, data.s, "hsvm" if self.augmented else "svm", t_bar,
                 _fitted_coef(fields), fields["intercept_"], problem.classes_,
-                kernel=None if identity else problem.kernel)
+                kernel=None if identity else problem.kernel, config=problem.config,
+                claim="certified" if status == "certified" else None)
         extra = fields.setdefault("extra", {})
         extra.update(L=state.L, kappa=state.kappa, gamma=state.gamma, mu=state.mu,
                      power_iterations=state.power_iterations,
@@ -751,7 +1284,9 @@ class Fista(_FistaBase):
         r_{k+1} = proj_[0, gamma]^n (y_k + grad g(y_k) / L),  kappa = L / mu,
 
     with L = mu + ||Z~||_2^2 (an upper bound: ``lipschitz_bound``) and the error bound
-    eps_{k+1} = kappa ||y_k - r_{k+1}|| >= ||r_{k+1} - r*||. One iteration is one fused pass
+    eps_{k+1} = kappa ||y_k - r_{k+1}|| + rho_k >= ||r_{k+1} - r*||, rho_k the rounding term
+    of the computed step (``fista_rounding``; the long-double ||p(r)|| / mu where it
+    dominates; docs/svm.md section 2). One iteration is one fused pass
     over the rows of X (Z~ w~(y_k) gathered, X^T (y * r_{k+1}) scattered); w~ is linear
     in r, so w~(y_k) comes from the stored w~(r_k), w~(r_{k-1}).
 
@@ -793,7 +1328,7 @@ _DCD_HISTORY = ("objective", "error_bound", "n_certified", "projected_gradient_g
 _NO_HISTORY = np.empty((0, 4))
 
 
-class _DCDState(SolverState):
+class _DCDState(_ClaimOffers, SolverState):
     def __init__(self, data, y, gamma, mu, seed, shrinking, bound_check):
         n, d = data.n, data.d
         self.data, self.y, self.gamma, self.mu = data, y, gamma, mu
@@ -819,6 +1354,11 @@ class _DCDState(SolverState):
         self._w_bar = np.zeros(d)
         self._coef = np.zeros(d)  # s * w_bar
         self._mask_bytes = np.zeros(n, dtype=np.uint8)
+        # the full bound's w, scattered afresh from r (long double), and the constants of
+        # its rounding bound
+        self._fresh = np.zeros(d, dtype=np.longdouble)
+        self.rc = data.rounding_constants(gamma)
+        self._rc = self.rc.array_long_double()
         # iterations per Cython call in step_batch: about 2e7 row entries of work, so that
         # Ctrl-C and the caller's loop get control back every few tens of milliseconds,
         # and at most 10 000 (the history rows of one call)
@@ -841,12 +1381,17 @@ class _DCDState(SolverState):
     error_estimate = property(lambda self: float(self._ctl[6]))
 
     def _full_bound(self):
+        # at the start (r = 0, w = 0 exactly): ||p(0)|| / mu plus the rounding term of
+        # the kernel's full bound (``_svm_fast._fresh_bound``) at r = 0
         data = self.data
         b, P = self.scal
         pgsq = _f.projected_gradient(*data.args, self.y, self.r, self.s2a, b, P, data.c,
                                      data.M, 1.0, 0.0, self.mu, self.gamma, self._pg)
         self._ctl[5] += 1
-        self.error_bound = float(np.sqrt(pgsq)) / self.mu
+        rc = self._rc
+        dg = rc[1] * rc[4] + rc[5]
+        self.error_bound = (float(np.sqrt(pgsq)) * (1.0 + rc[0] + 2.3e-16) + dg) \
+            * (1.0 + 1e-15) / self.mu
         self.mask = self.level - self.r > self.error_bound
         self.n_certified = int(np.count_nonzero(self.mask))
 
@@ -872,7 +1417,8 @@ class _DCDState(SolverState):
                              data.s, data.m, data.c, self.qd, data.M, self.mu, self.gamma,
                              self.level, self._rng_state, self._pg, ctl, self.shrinking,
                              self.bound_check == "always", hist, k, cert_above, gap_at_most,
-                             self._w_bar, self._coef, self._mask_bytes)
+                             self._w_bar, self._coef, self._mask_bytes, self._fresh,
+                             self.rc.xi, self._rc)
         obj, eps, ncert, gap = hist[done - 1].tolist()
         self.objective = obj
         self.error_bound = eps
@@ -944,12 +1490,14 @@ class DCD(Solver):
     def start(self, problem):
         gamma, mu = _gamma_mu(self.params, problem.X.shape[0])
         data, Xfit, identity = _prepare(problem, self.params["scale"], diag_shift=mu)
+        check_scales(self.name, data, gamma, mu)
         # 64 bits of the run's generator (without building one for random_state=None)
         random_bits = getattr(problem, "random_bits", None)
         seed = random_bits() if random_bits is not None else problem.rng.bit_generator.random_raw()
         state = _DCDState(data, problem.y, gamma, mu, seed, self.params["shrinking"],
                           self.params["bound_check"])
         state.fit = (data, Xfit, identity)
+        state._solver = self
         return state
 
     def finalize(self, problem, state, status):
@@ -963,7 +1511,8 @@ class DCD(Solver):
             fields["certificate"] = CertifiedPointsCertificate(
                 state.error_bound, mask, state.r.copy(), state.gamma, state.mu, data.scale,
                 data.m, data.s, "hsvm", t_bar, _fitted_coef(fields), fields["intercept_"],
-                problem.classes_, kernel=None if identity else problem.kernel)
+                problem.classes_, kernel=None if identity else problem.kernel,
+                config=problem.config, claim="certified" if status == "certified" else None)
         fields.setdefault("extra", {}).update(gamma=state.gamma, mu=state.mu,
                                               full_passes=state.full_passes)
         return fields

@@ -31,6 +31,7 @@ Representations
 The squared loss also has the closed form of the spectral filter (appendix E.2),
 ``method="spectral_filter"``.
 """
+import math
 import numbers
 
 import numpy as np
@@ -151,6 +152,86 @@ class NystroemMap:
         return out
 
 
+# ====================================================================== exact kernels
+#: bytes per Gram entry of the exact-kernel path: K, its eigenvectors and the feature
+#: map Phi = V S^{1/2} (n x n each, float64)
+_GRAM_COPIES = 3
+
+
+def check_gram_budget(n, budget, what="iterated_tikhonov with an exact kernel"):
+    """Refuse an exact-kernel path whose n x n matrices exceed ``budget`` bytes."""
+    need = _GRAM_COPIES * 8.0 * float(n) * float(n)
+    if need > budget:
+        raise ValueError(
+            f"{what} forms the {n} x {n} Gram matrix and its eigendecomposition: needs "
+            f"{need / 2**30:.3g} GiB, memory_budget is {budget / 2**30:.3g} GiB; use "
+            "n_components (Nystroem), a kernel approximation (nystroem/rff) or raise "
+            "memory_budget")
+
+
+class ExactKernelMap:
+    """An exact kernel as a feature map on the training rows (the representer theorem
+    in an orthonormal basis): K = V S V^T (``scipy.linalg.eigh``), Phi = V_+ S_+^{1/2}
+    and ``projection_`` = V_+ S_+^{-1/2}, so that Phi(x) = k(x, X_train) projection_
+    reproduces Phi on the training rows and theta = Phi^T beta for beta =
+    projection_ theta.
+
+    The eigenvalues kept are those above the rounding level of the decomposition,
+    64 n u max|s| (Higham section 10.2: eigh is backward stable to about n u ||K||):
+    the problem solved is the one of K_+ = V_+ S_+ V_+^T, within that level of K. An
+    eigenvalue below minus that level means the kernel is not positive semi-definite on
+    the data: ``NotPositiveSemidefiniteError``.
+
+    Newton's method then runs on theta (p = rank K_+): the Hessian Phi^T D Phi / n + lam I
+    is at least lam I, and its decrement is computed by a Cholesky solve, accurate to
+    about cond(H) u relative. The n-dimensional form of the same Newton step (beta, with
+    the Woodbury identity) subtracts two nearly equal terms and divides by lam: with an
+    ill-conditioned K (poly kernel, large inputs) its decrement was off by orders of
+    magnitude (1.2e-9 reported for 0.136).
+    """
+
+    def __init__(self, K, centres=None):
+        from ..certificates import NotPositiveSemidefiniteError
+
+        K = np.asarray(K, dtype=np.float64)
+        n = K.shape[0]
+        K = 0.5 * (K + K.T)
+        if not np.all(np.isfinite(K)):
+            raise ValueError("the Gram matrix has non-finite entries (kernel values overflow "
+                             "float64); rescale X or the kernel parameters")
+        s, V = sla.eigh(K)
+        top = float(np.max(np.abs(s))) if s.size else 0.0
+        tol = 64.0 * n * np.finfo(np.float64).eps / 2 * top
+        if s.size and s[0] < -tol:
+            raise NotPositiveSemidefiniteError(
+                f"the kernel is not positive semi-definite on the data: its Gram matrix has "
+                f"the eigenvalue {s[0]:.3g} (largest {s[-1]:.3g}, rounding level {tol:.3g}); "
+                "iterated_tikhonov needs a positive semi-definite kernel")
+        keep = s > tol
+        if not np.any(keep):
+            raise ValueError("the Gram matrix is zero on the data; check the kernel and its "
+                             "parameters")
+        root = np.sqrt(s[keep])
+        self.eigenvalues_ = s[keep]
+        self.features = V[:, keep] * root
+        self.projection_ = V[:, keep] / root
+        self.centres_ = centres
+        self.rounding_level = tol
+
+
+def gram_matrix(kernel, A, B=None):
+    """K(A, B) in float64 (float32 rows converted first: the kernel's float32 arithmetic
+    would not be positive semi-definite to float64 accuracy)."""
+    def up(M):
+        if sp.issparse(M):
+            return M.astype(np.float64) if M.dtype != np.float64 else M
+        return np.asarray(M, dtype=np.float64)
+
+    A = up(A)
+    B = A if B is None else up(B)
+    return np.asarray(kernel(A, B), dtype=np.float64)
+
+
 # ====================================================================== losses
 class _Logistic:
     name = "logistic"
@@ -268,25 +349,6 @@ class _Primal:
         return 0.5 * self.lam * float(d @ d)
 
 
-class _Gram:
-    """beta in R^n, theta = sum_i beta_i Phi(x_i), z = K beta (representer theorem, Eq. 6)."""
-
-    kind = "gram"
-    fit_intercept = False
-
-    def __init__(self, K, lam):
-        self.K = K
-        self.n = K.shape[0]
-        self.q = self.n
-        self.lam = lam
-
-    def zeros(self):
-        return np.zeros(self.n)
-
-    def predict(self, w, out=None):
-        return self.K @ w
-
-
 # ====================================================================== state
 class _GuardedNewton:
     """The Newton iteration shared by the in-memory and the Dask states: ``_evaluate``
@@ -310,6 +372,25 @@ class _GuardedNewton:
                            "rescale X")
             warnings.warn(f"iterated_tikhonov: {self.failed}", RuntimeWarning, stacklevel=2)
             self.decrement = np.inf
+            self.done = True
+
+    def refuted(self, status, verdict):
+        """A "converged" claim the referee rejected (its recomputed decrement, with its
+        rounding bound, is above the target): when the recomputed value itself is within
+        the target (the bound is limited by float64 rounding, not by the iterate) or after
+        three refutations, the run ends honestly (the rule then reports "max_iter", the
+        reason is ``extra["failure"]``); otherwise Newton's method goes on."""
+        import warnings
+
+        self._refutations = getattr(self, "_refutations", 0) + 1
+        target = self.decrement_target
+        if verdict.value <= target or self._refutations >= 3:
+            self.failed = (
+                f"the Newton decrement cannot be certified below its target {target:.3g}: "
+                f"recomputed from the data it is {verdict.value:.3g} with a rounding bound of "
+                f"{verdict.rounding:.3g} ({verdict.reason}); the data or the kernel are too "
+                "ill-conditioned for this tol in float64 (raise tol, lam, or rescale X)")
+            warnings.warn(f"iterated_tikhonov: {self.failed}", RuntimeWarning, stacklevel=2)
             self.done = True
 
     def _record_last_prox_step(self):
@@ -392,6 +473,7 @@ class _TikhonovState(_GuardedNewton, SolverState):
             Xtr = Xtr[:, self.train_index]
         self.y = np.ascontiguousarray(ytr, dtype=np.float64)
         self.nystroem = None
+        self.exact = None
         self.identity_map = False
         m = prm["n_components"]
         if m is not None:
@@ -400,23 +482,30 @@ class _TikhonovState(_GuardedNewton, SolverState):
             self.nystroem = NystroemMap(kernel, m, problem.rng).fit(Xtr)
             Phi = self.nystroem.transform(Xtr)
             self.model = _Primal(Phi, prm["fit_intercept"], self.lam)
-        elif getattr(kernel, "precomputed", False):
-            Kd = Xtr.toarray() if sp.issparse(Xtr) else Xtr
-            self.model = _Gram(np.ascontiguousarray(Kd, dtype=np.float64), self.lam)
-        elif getattr(kernel, "feature_map", None) is not None:
+        elif getattr(kernel, "feature_map", None) is not None \
+                and not getattr(kernel, "precomputed", False):
             Phi = kernel.feature_map(Xtr)
             self.identity_map = Phi is Xtr or getattr(kernel, "name", None) == "linear"
             Phi = check_X(Phi, name="feature_map(X)")
             self.model = _Primal(Phi, prm["fit_intercept"], self.lam)
         else:
-            Xd = Xtr
-            K = np.asarray(kernel(Xd, Xd), dtype=np.float64)
-            self.model = _Gram(np.ascontiguousarray(0.5 * (K + K.T)), self.lam)
-        if self.model.kind == "gram" and prm["fit_intercept"]:
-            raise ValueError(
-                "fit_intercept=True needs a kernel with a feature map (linear) or n_components "
-                "(Nystroem); with a Gram kernel add a constant to the kernel instead"
-            )
+            # exact kernel (or precomputed Gram): Newton on theta in the eigenbasis of K
+            if prm["fit_intercept"]:
+                raise ValueError(
+                    "fit_intercept=True needs a kernel with a feature map (linear) or "
+                    "n_components (Nystroem); with a Gram kernel add a constant to the kernel "
+                    "instead")
+            budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
+            check_gram_budget(Xtr.shape[0], budget)
+            if getattr(kernel, "precomputed", False):
+                K = Xtr.toarray() if sp.issparse(Xtr) else Xtr
+                centres = None
+            else:
+                K = gram_matrix(kernel, Xtr)
+                centres = Xtr
+            self.exact = ExactKernelMap(K, centres)
+            del K
+            self.model = _Primal(np.ascontiguousarray(self.exact.features), False, self.lam)
         if self.method == "spectral_filter":
             if self.loss_name != "squared":
                 raise ValueError("method='spectral_filter' is the closed form of the squared loss "
@@ -428,10 +517,10 @@ class _TikhonovState(_GuardedNewton, SolverState):
 
         ns = prm["newton_solver"]
         if ns == "auto":
-            dense_big = self.model.kind == "primal" and not self.model.sparse \
+            dense_big = self.exact is None and not self.model.sparse \
                 and self.model.p >= 512 and self.model.n >= 4 * self.model.p
             ns = "cg" if dense_big else "cholesky"
-        if ns == "cg" and self.model.kind != "primal":
+        if ns == "cg" and self.exact is not None:
             raise ValueError("newton_solver='cg' works on feature maps (linear, Nystroem); "
                              "use 'cholesky' for Gram kernels")
         self.newton_solver = ns
@@ -470,22 +559,20 @@ class _TikhonovState(_GuardedNewton, SolverState):
         self.y_val = np.asarray(y[val_index], dtype=np.float64)
         if self.nystroem is not None:
             self.Phi_val = self.nystroem.transform(Xv)
-        elif getattr(kernel, "precomputed", False):
-            Kv = Xv[:, self.train_index]
-            self.K_val = np.asarray(Kv.toarray() if sp.issparse(Kv) else Kv, dtype=np.float64)
-        elif self.model.kind == "primal":
-            self.Phi_val = check_X(kernel.feature_map(Xv), name="feature_map(X)")
+        elif self.exact is not None:
+            if getattr(kernel, "precomputed", False):
+                Kv = Xv[:, self.train_index]
+                Kv = np.asarray(Kv.toarray() if sp.issparse(Kv) else Kv, dtype=np.float64)
+            else:
+                Kv = gram_matrix(kernel, Xv, X[self.train_index])
+            self.Phi_val = Kv @ self.exact.projection_
         else:
-            Xtr = X[self.train_index]
-            self.K_val = np.asarray(kernel(Xv, Xtr), dtype=np.float64)
+            self.Phi_val = check_X(kernel.feature_map(Xv), name="feature_map(X)")
 
     def _val_loss(self, w):
-        if self.model.kind == "gram":
-            z = self.K_val @ w
-        else:
-            z = np.asarray(self.Phi_val @ w[: self.model.p], dtype=np.float64).ravel()
-            if self.model.fit_intercept:
-                z = z + w[self.model.p]
+        z = np.asarray(self.Phi_val @ w[: self.model.p], dtype=np.float64).ravel()
+        if self.model.fit_intercept:
+            z = z + w[self.model.p]
         return self.loss.loss_sum(np.ascontiguousarray(z), self.y_val) / z.shape[0]
 
     def _risk(self, z):
@@ -499,33 +586,11 @@ class _TikhonovState(_GuardedNewton, SolverState):
         mdl = self.model
         total = self.loss.derivatives(self.z, self.y, self.g, self.h)
         self.empirical_risk = total / mdl.n
-        if mdl.kind == "primal":
-            self.penalty = mdl.penalty(self.w, self.w_prev)
-            self.grad = mdl.gradient(self.w, self.w_prev, self.g)
-            self.direction = self._primal_solve(self.grad)
-            self.dz = mdl.predict(self.direction)
-            dec2 = float(self.grad @ self.direction)
-        else:
-            K, lam, n = mdl.K, self.lam, mdl.n
-            wdiff = self.w - self.w_prev
-            zdiff = self.z - self.z_prev  # = K (beta - beta_prev)
-            self.penalty = 0.5 * lam * float(wdiff @ zdiff)
-            u = self.g / n + lam * wdiff
-            sq = np.sqrt(self.h)
-            if self.loss_name == "squared" and self._const_factor is not None:
-                cho = self._const_factor
-            else:
-                A = (sq[:, None] * K) * (sq[None, :] / n)
-                A.flat[:: n + 1] += lam
-                cho = sla.cho_factor(_finite(A), lower=True, check_finite=False)
-                if self.loss_name == "squared":
-                    self._const_factor = cho
-            Ku = K @ u
-            c = sla.cho_solve(cho, sq * Ku / n, check_finite=False)
-            v = (u - sq * c) / lam
-            self.direction = v
-            self.dz = K @ v
-            dec2 = float(u @ self.dz)
+        self.penalty = mdl.penalty(self.w, self.w_prev)
+        self.grad = mdl.gradient(self.w, self.w_prev, self.g)
+        self.direction = self._primal_solve(self.grad)
+        self.dz = mdl.predict(self.direction)
+        dec2 = float(self.grad @ self.direction)
         self.objective = self.empirical_risk + self.penalty
         self.decrement = float(np.sqrt(max(dec2, 0.0)))
 
@@ -578,10 +643,7 @@ class _TikhonovState(_GuardedNewton, SolverState):
         mdl = self.model
         z = self._z_trial = self.z - s * self.dz
         risk = self.loss.loss_sum(z, self.y) / mdl.n
-        if mdl.kind == "primal":
-            return risk + mdl.penalty(self.w - s * self.direction, self.w_prev)
-        wd = self.w - self.w_prev - s * self.direction
-        return risk + 0.5 * self.lam * float(wd @ (self.z - self.z_prev - s * self.dz))
+        return risk + mdl.penalty(self.w - s * self.direction, self.w_prev)
 
     def _accept(self, s):
         self.w = self.w - s * self.direction
@@ -640,10 +702,11 @@ class _TikhonovState(_GuardedNewton, SolverState):
     def _filter_solve(self):
         """All t proximal steps at once through the spectral filter (Eq. 8, appendix E.2)."""
         mdl, t, lam, n = self.model, self.n_prox, self.lam, self.model.n
-        if mdl.kind == "gram":
-            s, U = sla.eigh(mdl.K / n)
-            Uy = U.T @ self.y
-            coef = [U @ (iterated_tikhonov_filter(s, lam, k) * Uy) / n for k in (t - 1, t)]
+        if self.exact is not None:
+            # Phi = V S^{1/2} already diagonalizes Phi^T Phi = S
+            s = self.exact.eigenvalues_ / n
+            b = mdl.rmatvec(self.y) / n
+            coef = [iterated_tikhonov_filter(s, lam, k) * b for k in (t - 1, t)]
         else:
             Phi = mdl.Phi
             G = np.asarray((Phi.T @ Phi).toarray() if mdl.sparse else Phi.T @ Phi, dtype=np.float64)
@@ -664,6 +727,26 @@ class _TikhonovState(_GuardedNewton, SolverState):
         return {"objective": float(self.objective), "empirical_risk": float(self.empirical_risk),
                 "decrement": float(self.decrement), "prox_step": float(self.prox_step),
                 "target": self.decrement_target}
+
+    def certificate(self, status):
+        """The certificate of the claim "converged" at the current iterate (None for any
+        other status): the final subproblem solved to its Newton decrement target."""
+        if status != "converged":
+            return None
+        problem, mdl = self.problem, self.model
+        w, w_prev = self.w, self.w_prev
+        centres = projection = None
+        if self.exact is not None:
+            rep, coef, coef_prev = "gram", self.exact.projection_ @ w, self.exact.projection_ @ w_prev
+        else:
+            rep, coef, coef_prev = "primal", w, w_prev
+            if self.nystroem is not None:
+                centres, projection = self.nystroem.centres_, self.nystroem.projection_
+        return NewtonDecrementCertificate(
+            self.decrement, self.decrement_target, self.loss_name, self.lam, rep, coef,
+            coef_prev, mdl.fit_intercept, problem.kernel, problem.classes_, self.train_index,
+            centres, projection, self.identity_map, config=problem.config,
+            prox_step=self.prox_step)
 
 
 # ====================================================================== stopping rule
@@ -702,20 +785,288 @@ class NewtonDecrement(StoppingRule):
 
 
 # ====================================================================== certificate
+def run_targets(config, n_train, prox_step):
+    """The claim's numbers from the run's configuration (a ``Config``, or its dict form
+    after ``load_result``): loss, lam (``lam`` or 1/n_train), fit_intercept and the target
+    of the Newton decrement of subproblem ``prox_step`` under the schedule of the run's
+    ``newton_decrement`` rule (the last one in ``stop``; tol None means the solver's tol):
+    tol kappa^(k - T) / T with T = t (``t_max`` for t="auto"). Parameters are validated by
+    the solver's and the rule's tables (``ValueError``/``TypeError`` naming them)."""
+    from .._config import Config
+    from .._registry import get_plugin
+    from ._referee import stopping_rules
+
+    if isinstance(config, Config):
+        spec, sparams, stop = config.solver, dict(config.solver_params), config.stop
+    elif isinstance(config, dict):
+        spec, sparams, stop = config.get("solver"), config.get("solver_params") or {}, \
+            config.get("stop")
+        if not isinstance(sparams, dict):
+            raise TypeError("config['solver_params'] must be a dict")
+    else:
+        raise TypeError(f"config must be a marginkit.Config or its dict form, got "
+                        f"{type(config).__name__}")
+    cls = get_plugin("solver", spec) if isinstance(spec, str) else type(spec)
+    if not (isinstance(cls, type) and issubclass(cls, IteratedTikhonov)):
+        raise ValueError(f"the run's solver {spec!r} is not iterated_tikhonov")
+    if not isinstance(spec, str):
+        sparams = {**spec.params, **sparams}
+    prm = cls(**sparams).params
+    tol, kappa = float(prm["tol"]), KAPPA
+    rules = stopping_rules(stop, cls.default_stop)
+    if rules is None:
+        raise ValueError("the run's stopping rules cannot be read from its configuration")
+    for rule in rules:
+        if isinstance(rule, NewtonDecrement):
+            tol = float(rule.params["tol"]) if rule.params["tol"] is not None else float(prm["tol"])
+            kappa = float(rule.params["kappa"])
+    T = int(prm["t_max"]) if prm["t"] == "auto" else int(prm["t"])
+    k = int(prox_step) if prox_step is not None else T
+    if not (1 <= k <= T) or (prm["t"] != "auto" and k != T):
+        raise ValueError(f"proximal step {prox_step!r} is not the run's last one (t={prm['t']!r})")
+    lam = float(prm["lam"]) if prm["lam"] is not None else 1.0 / n_train
+    return {"loss": prm["loss"], "lam": lam, "fit_intercept": bool(prm["fit_intercept"]),
+            "target": float(decrement_schedule(tol, T, kappa)[k - 1])}
+
+
+def _loss_derivatives_bounded(loss, z, ez, y):
+    """(g, h, bounds e_g >= |g - l'(z*)|, e_h >= |h - l''(z*)|) for every z* within ez of
+    z: the logistic loss through expit (assumed accurate to 4 u relative, as
+    scipy.special.expit is in practice), |l''| <= 1/4, |l'''| <= 1/(6 sqrt 3); the
+    squared loss exactly (h = 1)."""
+    from ._referee import ETA, UNIT
+
+    if loss == "logistic":
+        from scipy.special import expit
+
+        m = y * z
+        sneg, spos = expit(-m), expit(m)
+        g = -y * sneg
+        h = sneg * spos
+        eg = 0.25 * ez + 4 * UNIT * np.abs(g) + ETA
+        eh = 0.0963 * ez + 12 * UNIT * h + ETA
+        return g, h, eg, eh
+    g = z - y
+    return g, np.ones_like(z), ez + UNIT * np.abs(g) + ETA, np.zeros_like(z)
+
+
+def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept):
+    """An upper bound nu_up of the Newton decrement of L_hat(theta, b) + lam/2
+    ||theta - theta_prev||^2 at (theta, b), and the recomputed central value, from the
+    rows of Phi (``blocks``, a ``_referee.RowBlocks``). Sums over the rows run in long
+    double (``_svm_fast.ref_rmatvec`` / ``ref_matvec``); docs/tikhonov.md, "The
+    certificate", derives the bound:
+
+        nu <= sqrt(zeta^T H zeta + 2 zeta^T rho + ||rho||^2 / lam_lb) + ||G - G~|| / sqrt(lam_lb)
+
+    for the computed gradient G~, any zeta (a Newton direction, solved in float64 and
+    refined once), rho = G~ - H zeta, H the exact Hessian and lam_lb <= lambda_min(H)."""
+    from . import _svm_fast as f
+    from . import _referee as R
+
+    LD = np.longdouble
+    uL = float(np.finfo(LD).epsneg)
+
+    def gL(k):
+        return k * uL / (1.0 - k * uL)
+
+    n = blocks.n
+    p = theta.shape[0]
+    q = p + int(fit_intercept)
+    # sums over the rows: float64 over REF_ROWS rows, the partial sums in long double
+    gB = R.gamma(f.REF_ROWS + 4) + gL(n // f.REF_ROWS + blocks.n_blocks + 8)
+    zero_p, none = np.zeros(p), np.zeros(1, dtype=np.uint8)
+    zero_m = np.zeros(p)
+    # -- pass 1: z, l'(z), l''(z) and their bounds; G = Phi^T g / n (+ lam (theta - prev))
+    z = np.empty(n)
+    ez = np.empty(n)
+    g = np.empty(n)
+    h = np.empty(n)
+    eg = np.empty(n)
+    eh = np.empty(n)
+    xi2 = np.empty(n)
+    aG = np.zeros(p, dtype=LD)
+    magG = np.zeros(p)
+    Hs = np.zeros((p, p)) if p * p * 8 <= 256 * 2**20 else None
+    D = 1
+    for lo, hi, B in blocks:
+        if B.shape[1] != p:
+            raise ValueError(f"the feature map has {B.shape[1]} columns, the certificate {p}")
+        args = _ref_args(B)
+        m_ = hi - lo
+        zt, Mz = np.zeros(m_, dtype=LD), np.zeros(m_)
+        f.ref_matvec_ld(*args, theta, np.abs(theta), zt, Mz)
+        rl = int(R.row_lengths(B).max(initial=0))
+        D = max(D, rl)
+        zb = (zt + LD(b)).astype(np.float64)
+        z[lo:hi] = zb
+        # the row product in long double (rl terms), b added, rounded to float64
+        ez[lo:hi] = gL(rl + 3) * (Mz * (1 + R.gamma(rl + 2)) + abs(b)) + R.UNIT * np.abs(zb) \
+            + R.ETA
+        gb, hb, egb, ehb = _loss_derivatives_bounded(loss, zb, ez[lo:hi], y[lo:hi])
+        g[lo:hi], h[lo:hi], eg[lo:hi], eh[lo:hi] = gb, hb, egb, ehb
+        xi2[lo:hi] = np.asarray(B.multiply(B).sum(axis=1)).ravel() if sp.issparse(B) \
+            else np.einsum("ij,ij->i", B, B)
+        f.ref_rmatvec(*args, np.zeros(p, dtype=np.uint8), zero_m, gb, egb + gB * np.abs(gb),
+                      aG, magG)
+        if Hs is not None:
+            if sp.issparse(B):
+                Hs += np.asarray((B.T @ B.multiply(hb[:, None])).toarray())
+            else:
+                Hs += (B * hb[:, None]).T @ B
+    g_ = R.gamma(n + D + p + 16)
+    dth = theta.astype(LD) - theta_prev[:p].astype(LD)
+    G = np.empty(q, dtype=LD)
+    G[:p] = aG / n + LD(lam) * dth
+    EG = np.empty(q)
+    EG[:p] = magG * (1 + 2 * g_) / n + gL(4) * lam * np.abs(dth.astype(np.float64)) + R.ETA
+    if fit_intercept:
+        G[p] = np.sum(g.astype(LD)) / n
+        EG[p] = (np.sum(eg) + gL(n + 2) * np.sum(np.abs(g))) * (1 + 2 * g_) / n + R.ETA
+    # a lower bound of lambda_min(H): lam without intercept; with it (docs/tikhonov.md)
+    # min(lam / 2, (1 - e) sum h / n), e = 2 T_h / (2 T_h + lam n), T_h >= sum h_i ||phi_i||^2
+    if fit_intercept:
+        T_h = float(np.sum((h + eh) * xi2)) * (1 + 2 * g_)
+        h_lo = max(float(np.sum(np.maximum(h - eh, 0.0))) * (1 - 2 * g_), 0.0)
+        lam_lb = min(0.5 * lam, lam * n / (2 * T_h + lam * n) * h_lo / n) * (1 - 4 * R.UNIT)
+    else:
+        lam_lb = lam * (1 - 4 * R.UNIT)
+    if not lam_lb > 0:
+        return math.inf, math.inf
+    # -- a Newton direction zeta (float64; any zeta gives a valid bound)
+    Gd = G.astype(np.float64)
+    zeta = _newton_direction(Hs, blocks, h, n, lam, p, fit_intercept, Gd)
+    best = None
+    for _ in range(2):  # the direction, then one refinement step on the residual
+        up, central, rho_hat, rest = _decrement_pass2(blocks, h, eh, n, lam, p,
+                                                       fit_intercept, G, zeta, lam_lb, gL, D, gB)
+        if best is None or up < best[0]:
+            best = (up, central)
+        if Hs is None or rest <= 1e-6 * up * up:
+            break  # the residual's share of the bound is negligible: no refinement
+        zeta = zeta + _newton_direction(Hs, blocks, h, n, lam, p, fit_intercept,
+                                        rho_hat.astype(np.float64))
+    up, central = best
+    NEG, _ = R.scaled_norm(EG)
+    nu_up = up * (1 + 2 * R.UNIT) + NEG * (1 + g_) / math.sqrt(lam_lb)
+    return central, nu_up
+
+
+def _ref_args(B):
+    """The (Xd, data, indices, indptr, dense) arguments of the referee kernels for a block."""
+    from .svm import _CSR_PLACEHOLDER, _DENSE_PLACEHOLDER
+
+    if sp.issparse(B):
+        return (_DENSE_PLACEHOLDER[B.dtype], B.data, B.indices, B.indptr, False)
+    return (B, *_CSR_PLACEHOLDER[B.dtype], True)
+
+
+def _newton_direction(Hs, blocks, h, n, lam, p, fit_intercept, rhs):
+    """H^{-1} rhs from the (p x p) Hessian summed in pass 1 (float64 Cholesky, a least-
+    squares solve when it fails); zeros when the Hessian was too large to form."""
+    q = p + int(fit_intercept)
+    if Hs is None:
+        return np.zeros(q)
+    H = np.empty((q, q))
+    H[:p, :p] = Hs / n
+    H[np.diag_indices(p)] += lam
+    if fit_intercept:
+        col = np.zeros(p)
+        for lo, hi, B in blocks:
+            col += np.asarray(B.T @ h[lo:hi]).ravel()
+        H[:p, p] = H[p, :p] = col / n
+        H[p, p] = float(np.sum(h)) / n
+    try:
+        return sla.cho_solve(sla.cho_factor(H, lower=True, check_finite=False), rhs,
+                             check_finite=False)
+    except (np.linalg.LinAlgError, ValueError):
+        return np.linalg.lstsq(H, rhs, rcond=None)[0]
+
+
+def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, gL, D, gB):
+    """(upper bound of sqrt(G^T H^{-1} G), sqrt(zeta . G), rho_hat, the share of the
+    residual and rounding terms in the squared bound) for a direction zeta: zeta^T H zeta,
+    rho = G - H zeta and their rounding bounds, one pass over the rows."""
+    from . import _svm_fast as f
+    from . import _referee as R
+
+    LD = np.longdouble
+    zt = np.ascontiguousarray(zeta[:p])
+    zb = float(zeta[p]) if fit_intercept else 0.0
+    ztL = zt.astype(LD)
+    aQ = np.zeros(p, dtype=LD)
+    magQ = np.zeros(p)
+    Qsum = 0.0
+    qsum = LD(0)
+    eqsum = 0.0
+    zero_p = np.zeros(p)
+    for lo, hi, B in blocks:
+        args = _ref_args(B)
+        m_ = hi - lo
+        st, Ms = np.zeros(m_, dtype=LD), np.zeros(m_)
+        f.ref_matvec_ld(*args, zt, np.abs(zt), st, Ms)
+        rl = int(R.row_lengths(B).max(initial=0))
+        s = (st + LD(zb)).astype(np.float64)
+        es = gL(rl + 3) * (Ms * (1 + R.gamma(rl + 2)) + abs(zb)) + R.UNIT * np.abs(s) + R.ETA
+        hb, ehb = h[lo:hi], eh[lo:hi]
+        qv = hb * s                                     # ~ h_i s_i
+        eq = ehb * (np.abs(s) + es) + hb * es + R.UNIT * np.abs(qv) + R.ETA
+        Qsum += float(np.sum((hb + ehb) * (np.abs(s) + es) ** 2))
+        qsum += np.sum(qv.astype(LD))
+        eqsum += float(np.sum(eq)) + gL(n + 2) * float(np.sum(np.abs(qv)))
+        f.ref_rmatvec(*args, np.zeros(p, dtype=np.uint8), zero_p, qv, eq + gB * np.abs(qv),
+                      aQ, magQ)
+    g_ = R.gamma(n + D + p + 16)
+    q = zeta.shape[0]
+    rho = np.empty(q, dtype=LD)
+    rho[:p] = G[:p] - aQ / n - LD(lam) * ztL
+    Erho = np.empty(q)
+    Erho[:p] = magQ * (1 + 2 * g_) / n + gL(4) * (np.abs(G[:p].astype(np.float64))
+                                                  + lam * np.abs(zt)) + R.ETA
+    if fit_intercept:
+        rho[p] = G[p] - qsum / n
+        Erho[p] = eqsum * (1 + 2 * g_) / n + gL(4) * abs(float(G[p])) + R.ETA
+    zHz = Qsum * (1 + 2 * g_) / n + lam * float(zt @ zt) * (1 + g_)
+    zr = float(np.sum(zeta.astype(LD) * rho))
+    nz, _ = R.scaled_norm(zeta)
+    nE, _ = R.scaled_norm(Erho)
+    nr, _ = R.scaled_norm(rho.astype(np.float64))
+    # zeta . rho summed in long double: its rounding is at most gL(q + 2) ||zeta|| ||rho||
+    B2 = zHz + 2 * zr + 2 * nz * (nE + gL(q + 2) * nr) + (nr * (1 + 4 * R.UNIT) + nE) ** 2 / lam_lb
+    B2 = B2 * (1 + 8 * R.UNIT) + 4 * R.UNIT * abs(zr)
+    central = math.sqrt(max(float(np.sum(zeta.astype(LD) * G)), 0.0))
+    rest = 2 * nz * (nE + gL(q + 2) * nr) + (nr * (1 + 4 * R.UNIT) + nE) ** 2 / lam_lb
+    return math.sqrt(max(B2, 0.0)), central, rho, rest
+
+
 @certificate_type
 class NewtonDecrementCertificate(Certificate):
     """The final iterate solves the last proximal subproblem to Newton decrement ``value``.
 
-    ``verify(X, y)`` recomputes, in float64 numpy from the data alone, the gradient and
-    Hessian of L_hat(theta) + lam/2 ||theta - theta^{t-1}||^2 at the returned theta
-    (theta^{t-1} is kept here) and checks that the decrement is <= ``target``.
+    ``check(X, y)`` is the referee: it recomputes from the data alone the Newton
+    decrement of L_hat(theta) + lam/2 ||theta - theta^{t-1}||^2 at the returned theta
+    (theta^{t-1} is kept here) in float64 and long double, with a proven upper bound
+    (docs/tikhonov.md, "The certificate"), and compares that bound with the target of
+    the run's configuration ``config`` (tol, t, the ``newton_decrement`` rule's kappa;
+    the last target tol kappa^(k - T) / T), never the stored ``target``. The loss, lam
+    and fit_intercept also come from the configuration and must agree with the stored
+    ones. Without a configuration (user code) the stored numbers are used.
+
+    Exact kernels (``representation="gram"``): the coefficients are the representer
+    weights beta (theta = sum_i beta_i Phi(x_i)); the referee forms K in float64 and its
+    eigen feature map (``ExactKernelMap``). Feature maps, Nystroem centres and the
+    identity (linear kernel, dense, CSR or a dask array read chunk by chunk) are read
+    in row blocks.
+
+    Not re-checked: that theta^{t-1} is the solver's previous proximal iterate, and
+    which rows form the training split of t="auto" (``train_index``).
     """
 
     kind = "newton_decrement"
 
     def __init__(self, value, target, loss, lam, representation, coef, coef_prev,
                  fit_intercept, kernel, classes, train_index=None, centres=None,
-                 projection=None, identity_map=False):
+                 projection=None, identity_map=False, config=None, prox_step=None):
         self.value = float(value)
         self.target = float(target)
         self.loss = loss
@@ -730,69 +1081,117 @@ class NewtonDecrementCertificate(Certificate):
         self.centres = centres
         self.projection = projection
         self.identity_map = bool(identity_map)
+        #: the run's configuration (source of the target), None for user code
+        self.config = config
+        #: the proximal step k of the returned iterate (t="auto" picks it)
+        self.prox_step = prox_step
 
-    def recompute(self, X, y):
-        """The Newton decrement of the final subproblem, recomputed from (X, y)."""
-        X = check_X(X)
+    def _targets(self, n_train):
+        config = getattr(self, "config", None)
+        if config is None:
+            return {"loss": self.loss, "lam": self.lam, "fit_intercept": self.fit_intercept,
+                    "target": self.target}
+        return run_targets(config, n_train, getattr(self, "prox_step", None))
+
+    def _labels(self, y):
         y = np.asarray(y).ravel()
         if self.loss == "logistic":
-            classes = self.classes if self.classes is not None else np.unique(y)
-            y = np.where(y == classes[1], 1.0, -1.0)
-        else:
-            y = y.astype(np.float64)
+            from ..certificates import labels_pm
+
+            return labels_pm(y, self.classes)
+        return y.astype(np.float64)
+
+    def recompute(self, X, y):
+        """The Newton decrement of the final subproblem recomputed from (X, y), with this
+        certificate's lam and loss (``bounds`` gives it with its proven upper bound)."""
+        return self.bounds(X, y)[0]
+
+    def bounds(self, X, y):
+        """(recomputed decrement, proven upper bound) with this certificate's lam and loss."""
+        blocks, yv, theta, b, prev = self._problem(X, y)
+        return _decrement_referee(blocks, yv, theta, b, prev, self.lam, self.loss,
+                                  self.fit_intercept)
+
+    def _problem(self, X, y):
+        from . import _referee as R
+
+        yv = self._labels(y)
         precomputed = getattr(self.kernel, "precomputed", False)
-        if self.train_index is not None:
-            X = X[self.train_index]
+        idx = self.train_index
+        if idx is not None:
+            idx = np.asarray(idx)
+            if idx.ndim != 1 or idx.dtype.kind not in "iu" or idx.size == 0 \
+                    or np.any(np.diff(idx) <= 0) or idx[0] < 0 or idx[-1] >= yv.shape[0]:
+                raise ValueError("train_index must be increasing row indices of X")
+            X = check_X(local_matrix(X))[idx]
             if precomputed:
-                X = X[:, self.train_index]
-            y = y[self.train_index]
-        n, lam = X.shape[0], self.lam
+                X = X[:, idx]
+            yv = yv[idx]
         if self.representation == "gram":
+            Xl = check_X(local_matrix(X))
             if precomputed:
-                K = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
+                K = Xl.toarray() if sp.issparse(Xl) else Xl
             else:
-                K = np.asarray(self.kernel(X, X), dtype=np.float64)
-            beta, dbeta = self.coef, self.coef - self.coef_prev
-            _, g, h = _loss_numpy(self.loss, K @ beta, y)
-            u = g / n + lam * dbeta
-            M = h[:, None] * K / n + lam * np.eye(n)
-            v = np.linalg.solve(M, u)
-            return float(np.sqrt(max(u @ (K @ v), 0.0)))
+                K = gram_matrix(self.kernel, Xl)
+            budget = getattr(self.config, "memory_budget", None) if self.config is not None \
+                and not isinstance(self.config, dict) else None
+            check_gram_budget(K.shape[0], budget or 2.0 * 2**30,
+                              "the Newton-decrement check of an exact kernel")
+            emap = ExactKernelMap(K)
+            Phi = np.ascontiguousarray(emap.features)
+            if self.coef.shape != (Phi.shape[0],) or self.coef_prev.shape != self.coef.shape:
+                raise ValueError("the representer weights must have one entry per training row")
+            theta = Phi.T @ self.coef
+            prev = Phi.T @ self.coef_prev
+            return R.RowBlocks(Phi), yv, theta, 0.0, prev
         if self.centres is not None:
-            Phi = np.asarray(self.kernel(X, self.centres), dtype=np.float64) @ self.projection
+            kernel, P, C = self.kernel, np.asarray(self.projection, dtype=np.float64), self.centres
+
+            def fmap(B):
+                return gram_matrix(kernel, B, C) @ P
         elif self.identity_map:
-            Phi = X.astype(np.float64) if X.dtype != np.float64 else X
+            fmap = None
         else:
-            Phi = self.kernel.feature_map(X)
-            Phi = Phi.astype(np.float64) if Phi.dtype != np.float64 else Phi
-        p = Phi.shape[1]
+            fmap = self.kernel.feature_map
+        blocks = R.RowBlocks(X, fmap)
+        p = self.coef.shape[0] - int(self.fit_intercept)
         theta = self.coef[:p]
-        b = self.coef[p] if self.fit_intercept else 0.0
-        z = np.asarray(Phi @ theta).ravel() + b
-        _, g, h = _loss_numpy(self.loss, z, y)
-        grad = np.asarray(Phi.T @ g).ravel() / n + lam * (theta - self.coef_prev[:p])
-        if sp.issparse(Phi):
-            Hp = np.asarray((Phi.T @ Phi.multiply(h[:, None])).toarray()) / n
-            ph = np.asarray(Phi.T @ h).ravel() / n
-        else:
-            Hp = Phi.T @ (Phi * h[:, None]) / n
-            ph = Phi.T @ h / n
-        Hp = Hp + lam * np.eye(p)
-        if self.fit_intercept:
-            grad = np.append(grad, g.sum() / n)
-            H = np.block([[Hp, ph[:, None]], [ph[None, :], np.array([[h.sum() / n]])]])
-        else:
-            H = Hp
-        return float(np.sqrt(max(grad @ np.linalg.solve(H, grad), 0.0)))
+        b = float(self.coef[p]) if self.fit_intercept else 0.0
+        return blocks, yv, theta, b, self.coef_prev
 
     def check(self, X, y):
-        nu = self.recompute(local_matrix(X), y)
-        # the recomputation agrees with the solver's value up to float64 round-off of the
-        # gradient, amplified at most by H^{-1/2} <= lam^{-1/2}
-        slack = 1e-6 * self.target + 1e3 * np.finfo(float).eps / np.sqrt(self.lam)
-        return Verdict(nu <= self.target + slack, self.kind, value=nu, threshold=self.target,
-                       rounding=slack, margin=self.target + slack - nu,
-                       reason="Newton decrement above its target")
+        from ..certificates import NotPositiveSemidefiniteError
+
+        kind = self.kind
+        try:
+            blocks, yv, theta, b, prev = self._problem(X, y)
+        except NotPositiveSemidefiniteError:
+            raise  # a kernel that is not PSD on the data is an error, not a verdict
+        except ValueError as exc:
+            return Verdict.reject(kind, f"the data do not define the claim: {exc}")
+        n = blocks.n
+        if yv.shape != (n,):
+            return Verdict.reject(kind, f"y has {yv.shape[0]} entries, X {n} rows")
+        try:
+            th = self._targets(n)
+        except (TypeError, ValueError) as exc:
+            return Verdict.reject(kind, f"the run's configuration does not define the claim: {exc}")
+        for name in ("loss", "lam", "fit_intercept"):
+            if getattr(self, name) != th[name]:
+                return Verdict.reject(kind, f"the certificate's {name}={getattr(self, name)!r} "
+                                            f"is not the run's {name}={th[name]!r}")
+        if not (np.all(np.isfinite(self.coef)) and np.all(np.isfinite(self.coef_prev))):
+            return Verdict.reject(kind, "the coefficients are not finite")
+        try:
+            central, nu_up = _decrement_referee(blocks, yv, theta, b, prev, th["lam"],
+                                                th["loss"], th["fit_intercept"])
+        except ValueError as exc:
+            return Verdict.reject(kind, f"the data do not define the claim: {exc}")
+        target = th["target"]
+        rounding = nu_up - central if math.isfinite(nu_up) else math.inf
+        return Verdict(nu_up <= target, kind, value=central, threshold=target,
+                       rounding=rounding, margin=target - nu_up,
+                       reason="Newton decrement above its target (with the rounding bound)")
 
 
 # ====================================================================== solver
@@ -899,10 +1298,10 @@ class IteratedTikhonov(Solver):
         fields = {"task": self.task}
         support_X = problem.X if state.train_index is None else problem.X[state.train_index]
         kernel = problem.kernel
-        centres = projection = None
-        if mdl.kind == "gram":
-            fields["dual_coef_"] = w.copy()
-            fields["support_coef_"] = w.copy()
+        if state.exact is not None:
+            beta = state.exact.projection_ @ w[: mdl.p]
+            fields["dual_coef_"] = beta
+            fields["support_coef_"] = beta.copy()
             if not getattr(kernel, "precomputed", False):
                 fields["support_"] = support_X.copy()
             fields["coef_"] = None
@@ -928,10 +1327,7 @@ class IteratedTikhonov(Solver):
         # the subproblem the returned iterate belongs to (the last one unless stopped early)
         target = state.decrement_target
         # a certificate is a claim that holds: only when the last target was met
-        fields["certificate"] = None if status != "converged" else NewtonDecrementCertificate(
-            state.decrement, target, state.loss_name, state.lam, mdl.kind, w, w_prev,
-            mdl.fit_intercept, kernel, problem.classes_, state.train_index, centres, projection,
-            state.identity_map)
+        fields["certificate"] = state.certificate(status)
         fields["history"] = {
             "prox_decrement": np.asarray(state.prox_decrement, dtype=np.float64),
             "prox_newton_iter": np.asarray(state.prox_newton_iter, dtype=np.int64),
@@ -949,7 +1345,7 @@ class IteratedTikhonov(Solver):
                            "failure": state.failed,
                            "decrement": state.decrement, "target": target,
                            "newton_solver": state.newton_solver}
-        if mdl.kind == "primal" and not state.identity_map:
+        if not state.identity_map and state.exact is None:
             fields["extra"]["theta"] = w[: mdl.p].copy()
         if state.train_index is not None:
             fields["extra"]["train_index"] = state.train_index
@@ -963,8 +1359,8 @@ class IteratedTikhonov(Solver):
     @staticmethod
     def _prediction_coef(state, w):
         mdl = state.model
-        if mdl.kind == "gram":
-            return w.copy()
+        if state.exact is not None:
+            return state.exact.projection_ @ w[: mdl.p]
         if state.nystroem is not None:
             return state.nystroem.projection_ @ w[: mdl.p]
         if state.identity_map:

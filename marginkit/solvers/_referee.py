@@ -1,0 +1,247 @@
+"""What the SVM family's and iterated Tikhonov's referees share: row blocks and rounding.
+
+The certificates of ``svm.py`` (``CertifiedPointsCertificate``) and ``tikhonov.py``
+(``NewtonDecrementCertificate``) recompute their claims from the data in float64, as
+sums over row blocks of X (a numpy array in C or F order, a scipy sparse matrix, or a
+dask array whose row chunks are computed one at a time: X is never held whole), and bound
+the rounding error of that recomputation (docs/svm.md section 6, docs/tikhonov.md).
+
+Rounding model (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.,
+sections 2.2 and 3.1): every float64 operation returns op(a, b)(1 + delta) with
+|delta| <= u = 2^-53, plus an absolute error of at most eta = 2^-1075 when the result is
+subnormal; a sum of k products, in any order and with or without fused multiply-adds, is
+then within gamma_k * sum |terms| + k eta of its exact value, gamma_k = k u / (1 - k u).
+"""
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+#: unit roundoff of float64
+UNIT = 2.0 ** -53
+#: the largest absolute error of a float64 operation whose result is subnormal (a bound:
+#: half the smallest subnormal, counted as a whole one)
+ETA = 2.0 ** -1074
+#: row blocks of at most this many stored entries (bounded temporaries)
+BLOCK_ENTRIES = 1 << 21
+
+
+def gamma(k):
+    """gamma_k = k u / (1 - k u) (Higham, Lemma 3.1); inf when k u >= 1/2."""
+    ku = float(k) * UNIT
+    return math.inf if ku >= 0.5 else ku / (1.0 - ku)
+
+
+def scaled_norm(v):
+    """(||v||_2, a bound on its rounding error) without overflow or underflow.
+
+    The entries are divided by the power of two at or above max |v_i| (exact), squared,
+    summed and the square root scaled back: the computed norm N satisfies
+    |N - ||v||| <= gamma_{n+2} N (Higham, section 3.1). Non-finite entries give inf.
+    """
+    v = np.asarray(v, dtype=np.float64).ravel()
+    if v.size == 0:
+        return 0.0, 0.0
+    top = float(np.max(np.abs(v)))
+    if not math.isfinite(top):
+        return math.inf, math.inf
+    if top == 0.0:
+        return 0.0, 0.0
+    e = math.frexp(top)[1]
+    e = min(max(e, -1021), 1023)
+    w = np.ldexp(v, -e)  # exact (a power of two), entries in [-1, 1]
+    norm = math.ldexp(math.sqrt(float(w @ w)), e)
+    return norm, gamma(v.size + 2) * norm * (1.0 + 4 * UNIT)
+
+
+def pow2_at_least(cm):
+    """The power of two 2^e >= cm per entry (1 where cm is 0 or not finite), e clipped
+    to [-1021, 1023] so that 2^e and 2^-e are finite (as ``_svm_fast._pow2_at_least``)."""
+    cm = np.asarray(cm, dtype=np.float64)
+    _, e = np.frexp(cm)
+    e = np.clip(e, -1021, 1023)
+    out = np.ldexp(1.0, e)
+    return np.where((cm > 0) & np.isfinite(cm), out, 1.0)
+
+
+def _is_dask(X):
+    return type(X) is not np.ndarray and hasattr(X, "__dask_graph__")
+
+
+class RowBlocks:
+    """X as a sequence of row blocks (float64 C-ordered arrays, or CSR matrices as stored).
+
+    Parameters
+    ----------
+    X : ndarray (C or F order), scipy sparse matrix or dask array, float32/float64
+        In-memory arrays are cut into blocks of at most ``BLOCK_ENTRIES`` stored entries
+        (one block when X is small); a dask array is read one row chunk at a time (its
+        column chunks merged), so the referee never holds all of X.
+    fmap : callable or None
+        A feature map applied to every block (a kernel approximation's fitted map); the
+        blocks are then the rows of Phi(X).
+
+    Attributes
+    ----------
+    n : number of rows; ``chain`` : the longest summation chain of a column sum over the
+    blocks (rows of the largest block plus the number of blocks), the k of the gamma_k
+    bounds of sums over rows.
+    """
+
+    def __init__(self, X, fmap=None, max_entries=BLOCK_ENTRIES):
+        from .._validation import check_X
+
+        self.fmap = fmap
+        self._cache = None
+        if _is_dask(X):
+            if X.ndim != 2:
+                raise ValueError(f"X must be 2-D, got a {X.ndim}-D dask array")
+            if len(X.chunks[1]) > 1:
+                X = X.rechunk({1: -1})
+            self._dask = X
+            self._bounds = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
+            self.X = None
+        else:
+            self._dask = None
+            X = check_X(X)
+            self.X = X
+            n, d = X.shape
+            per_row = max(1.0, (X.nnz / max(n, 1)) if sp.issparse(X) else float(d))
+            rows = max(1, int(max_entries // per_row))
+            if sp.issparse(X) and X.nnz > max_entries:
+                # blocks of about max_entries stored entries each
+                cuts = np.searchsorted(X.indptr, np.arange(0, X.nnz, max_entries), side="right") - 1
+                self._bounds = np.unique(np.concatenate([cuts, [n]])).astype(np.int64)
+            else:
+                self._bounds = np.unique(np.concatenate([np.arange(0, n, rows), [n]])).astype(np.int64)
+        self.n = int(self._bounds[-1])
+        sizes = np.diff(self._bounds)
+        self.n_blocks = int(sizes.size)
+        self.chain = int(sizes.max(initial=0)) + self.n_blocks
+
+    def _raw(self, k):
+        from .._validation import check_X
+
+        lo, hi = int(self._bounds[k]), int(self._bounds[k + 1])
+        if self._dask is not None:
+            B = check_X(self._dask.blocks[k, 0].compute())
+        elif self.n_blocks == 1:
+            B = self.X
+        else:
+            B = self.X[lo:hi]
+        return lo, hi, B
+
+    def __iter__(self):
+        if self._cache is not None:
+            yield self._cache
+            return
+        for k in range(self.n_blocks):
+            lo, hi, B = self._raw(k)
+            B = self._prepare(B)
+            if self.n_blocks == 1 and self._dask is None and self.fmap is not None:
+                self._cache = (lo, hi, B)  # one block: Phi(X) once for every pass
+            yield lo, hi, B
+
+    def _prepare(self, B):
+        from .._validation import check_X
+
+        if self.fmap is not None:
+            B = check_X(self.fmap(B), name="feature_map(X)")
+        if sp.issparse(B):
+            pass  # read as stored (float32 entries are exact in float64)
+        elif B.dtype != np.float64 or not B.flags.c_contiguous:
+            B = np.ascontiguousarray(B, dtype=np.float64)
+        return B
+
+
+def absolute(B):
+    """|B| entrywise (a CSR block keeps its structure)."""
+    if sp.issparse(B):
+        return sp.csr_matrix((np.abs(B.data), B.indices, B.indptr), shape=B.shape)
+    return np.abs(B)
+
+
+def row_lengths(B):
+    """Stored entries per row of the block (the k of a row's dot-product bound)."""
+    if sp.issparse(B):
+        return np.diff(B.indptr)
+    return np.full(B.shape[0], B.shape[1], dtype=np.int64)
+
+
+def block_scaling_statistics(blocks, scale, d):
+    """``svm.scaling_statistics`` as sums over row blocks: the same three passes (column
+    maxima; sums of x / safe_j; squared deviations from the mean, implicit zeros included)
+    with safe_j the power of two at or above the column's largest magnitude, and the same
+    decision that a column is constant. Returns (m, s)."""
+    n = blocks.n
+    if scale is None:
+        return np.zeros(d), np.ones(d)
+    cm = np.zeros(d)
+    for _, _, B in blocks:
+        if sp.issparse(B):
+            if B.nnz:
+                np.maximum.at(cm, B.indices, np.abs(B.data))
+        elif B.shape[0]:
+            np.maximum(cm, np.abs(B).max(axis=0), out=cm)
+    safe = pow2_at_least(cm)
+    inv = 1.0 / safe
+    sums, cnt = np.zeros(d), np.zeros(d)
+    for _, _, B in blocks:
+        if sp.issparse(B):
+            sums += np.bincount(B.indices, weights=B.data * inv[B.indices], minlength=d)
+            cnt += np.bincount(B.indices, minlength=d)
+        else:
+            sums += (B * inv).sum(axis=0)
+            cnt += B.shape[0]
+    means = sums / n
+    ss = np.zeros(d)
+    for _, _, B in blocks:
+        if sp.issparse(B):
+            dev = B.data * inv[B.indices] - means[B.indices]
+            ss += np.bincount(B.indices, weights=dev * dev, minlength=d)
+        else:
+            dev = B * inv - means
+            ss += np.einsum("ij,ij->j", dev, dev)
+    ss += (n - cnt) * means * means
+    return scaling_tail(cm, safe, means, ss, n, scale)
+
+
+def scaling_tail(cm, safe, means, ss, n, scale):
+    """(m, s) from the column maxima ``cm``, their powers of two ``safe``, the means of
+    x / safe and the sums of squared deviations ``ss`` (as ``_svm_fast._scaling_tail``):
+    a column is constant when its spread is at round-off level of its mean."""
+    var = ss / n
+    with np.errstate(invalid="ignore"):
+        sd = np.sqrt(np.maximum(var, 0.0))
+    ok = (cm > 0) & (sd > 1e-12 * np.abs(means)) & (sd > 0)
+    sigma = sd * safe
+    ok &= np.isfinite(sigma) & (sigma > 0)
+    with np.errstate(divide="ignore"):
+        s = np.where(ok, 1.0 / np.where(ok, sigma, 1.0), 0.0)
+    m = means * safe if scale == "std" else np.zeros(cm.shape[0])
+    return m, s
+
+
+def stopping_rules(stop, default_stop):
+    """The stopping rules of a run's configuration as instances (``Config.stop``, or its
+    saved dict form; ``default_stop`` when it is None), or None when an entry cannot be
+    read back (a rule instance that a saved configuration keeps only as its repr)."""
+    from .._config import _check_stop
+    from .._registry import REGISTRIES
+    from ..plugins import StoppingRule
+
+    try:
+        specs = _check_stop(default_stop if stop is None else stop, "stop", "config")
+    except (TypeError, ValueError):
+        return None
+    names = REGISTRIES["stopping"].names()
+    rules = []
+    for spec in specs:
+        if isinstance(spec, StoppingRule):
+            rules.append(spec)
+            continue
+        name, params = (spec, {}) if isinstance(spec, str) else spec
+        if name not in names:
+            return None
+        rules.append(REGISTRIES["stopping"].get(name)(**params))
+    return rules

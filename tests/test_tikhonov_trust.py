@@ -1,0 +1,265 @@
+"""Trust in iterated Tikhonov's claim "converged": the Newton decrement is computed
+stably (exact kernels in an eigenbasis of K), the certificate's referee recomputes it
+from the data with a proven upper bound against the target of the run's configuration,
+a refuted claim ends the run honestly, non-PSD kernels and oversized Gram matrices are
+refused (docs/tikhonov.md)."""
+import warnings
+
+import numpy as np
+import pytest
+
+import marginkit as mk
+from marginkit.certificates import NotPositiveSemidefiniteError
+from marginkit.solvers.tikhonov import NewtonDecrementCertificate, decrement_schedule, run_targets
+
+L = np.longdouble
+
+
+def _poly_data(scale, n=60, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)) * scale
+    y = np.where(X[:, 0] + 0.3 * scale * rng.standard_normal(n) > 0, 1, -1)
+    return X, y
+
+
+def _solve_small(A, b):
+    """Gaussian elimination with partial pivoting in long double (tests only)."""
+    A = np.array(A, dtype=L)
+    b = np.array(b, dtype=L)
+    n = A.shape[0]
+    for c in range(n):
+        piv = c + int(np.argmax(np.abs(A[c:, c])))
+        A[[c, piv]], b[[c, piv]] = A[[piv, c]], b[[piv, c]]
+        f = A[c + 1:, c] / A[c, c]
+        A[c + 1:, c:] -= f[:, None] * A[c, c:]
+        b[c + 1:] -= f * b[c]
+    x = np.zeros(n, dtype=L)
+    for c in range(n - 1, -1, -1):
+        x[c] = (b[c] - A[c, c + 1:] @ x[c + 1:]) / A[c, c]
+    return x
+
+
+def reference_decrement(X, y, beta, beta_prev, lam, degree, gamma, coef0):
+    """The Newton decrement of the last logistic subproblem for the polynomial kernel,
+    in long double from X directly (the kernel formula, not the plug-in), in the
+    representer form nu^2 = u^T K (D K / n + lam I)^{-1} u, u = g / n + lam (beta - beta_prev)."""
+    Xl = np.asarray(X, dtype=L)
+    K = (L(gamma) * (Xl @ Xl.T) + L(coef0)) ** degree
+    ypm = np.where(np.asarray(y) == 1, L(1), L(-1))
+    b = np.asarray(beta, dtype=L)
+    z = K @ b
+    m = ypm * z
+    s = 1 / (1 + np.exp(m))           # sigma(-m)
+    g = -ypm * s
+    h = s * (1 - s)
+    n = Xl.shape[0]
+    u = g / n + L(lam) * (b - np.asarray(beta_prev, dtype=L))
+    M = h[:, None] * K / n + L(lam) * np.eye(n, dtype=L)
+    v = _solve_small(M, u)
+    return float(np.sqrt(max(u @ (K @ v), 0)))
+
+
+# ------------------------------------------------------------------ the poly-kernel claim
+@pytest.mark.parametrize("scale", [1.0, 10.0, 30.0])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_poly_kernel_claims_are_true_and_runs_end_honestly(scale, dtype):
+    """The poly kernel made iterated Tikhonov say "converged" with a decrement of 1.2e-9
+    whose recomputation was 0.136 (the representer-form decrement subtracts two nearly
+    equal terms and divides by lam); once claims were re-checked, such runs refused the
+    claim at every iteration up to max_iter. Now: a "converged" result's decrement,
+    recomputed independently in long double, is within the target; a run whose decrement
+    cannot be certified in float64 ends early, honestly, with the reason."""
+    X, y = _poly_data(scale)
+    kp = {"degree": 3, "gamma": 1.0, "coef0": 1.0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = mk.solve(X.astype(dtype), y, solver="iterated_tikhonov", kernel="poly",
+                       kernel_params=kp, t=3)
+    assert res.n_iter < 300
+    target = decrement_schedule(1e-8, 3)[-1]
+    if res.status == "converged":
+        cert = res.certificate
+        assert cert.verify(X.astype(dtype), y)
+        Xr = X.astype(dtype).astype(np.float64)
+        ref = reference_decrement(Xr, y, cert.coef, cert.coef_prev, cert.lam, 3, 1.0, 1.0)
+        assert ref <= target
+        central, upper = cert.bounds(X.astype(dtype), y)
+        assert ref <= upper and upper <= target
+    else:
+        assert res.status == "max_iter" and res.certificate is None
+        assert "cannot be certified" in res.extra["failure"]
+
+
+def test_float32_and_float64_poly_runs_agree():
+    """float32 data used to give float32 Gram matrices, not PSD to float64 accuracy: the
+    Newton system failed at iteration 0 (max_iter) where float64 converged."""
+    X, y = _poly_data(10.0)
+    kw = dict(solver="iterated_tikhonov", kernel="poly",
+              kernel_params={"degree": 3, "gamma": 1.0, "coef0": 1.0}, t=1)
+    a = mk.solve(X, y, **kw)
+    b = mk.solve(X.astype(np.float32), y, **kw)
+    assert a.status == b.status == "converged"
+    assert b.certificate.verify(X.astype(np.float32), y)
+
+
+# ---------------------------------------------------------------------- the referee
+@pytest.fixture(scope="module")
+def rbf_run():
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((90, 4))
+    y = np.where(X[:, 0] + 0.5 * rng.standard_normal(90) > 0, 1, -1)
+    res = mk.solve(X, y, solver="iterated_tikhonov", kernel="rbf",
+                   kernel_params={"gamma": 0.5}, t=3, lam=1e-2)
+    assert res.status == "converged"
+    return X, y, res
+
+
+def test_referee_bound_brackets_an_extended_precision_reference():
+    """Linear kernel: the certificate's (recomputed value, upper bound) against a
+    long-double Newton decrement computed here with explicit matrices."""
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((120, 5)) * np.array([1.0, 3.0, 0.1, 10.0, 1.0]) + 5.0
+    y = np.where(X[:, 0] + rng.standard_normal(120) > 5.0, 1, -1)
+    res = mk.solve(X, y, solver="iterated_tikhonov", t=2, lam=1e-2, tol=1e-10)
+    cert = res.certificate
+    central, upper = cert.bounds(X, y)
+    Xl = X.astype(L)
+    ypm = np.where(y == 1, L(1), L(-1))
+    th, th0 = cert.coef.astype(L), cert.coef_prev.astype(L)
+    z = Xl @ th
+    s = 1 / (1 + np.exp(ypm * z))
+    g = -ypm * s
+    h = s * (1 - s)
+    n = X.shape[0]
+    G = Xl.T @ g / n + L(cert.lam) * (th - th0)
+    H = (Xl * h[:, None]).T @ Xl / n + L(cert.lam) * np.eye(5, dtype=L)
+    ref = float(np.sqrt(G @ _solve_small(H, G)))
+    assert central == pytest.approx(ref, rel=1e-6)
+    assert ref <= upper <= max(2 * ref, ref + 1e-10)
+    verdict = cert.check(X, y)
+    assert verdict and verdict.value == central and verdict.threshold == decrement_schedule(1e-10, 2)[-1]
+
+
+@pytest.mark.parametrize("direction", ["zero", "random"])
+def test_any_newton_direction_gives_a_valid_bound(direction, monkeypatch):
+    """The a-posteriori bound holds for any direction zeta, not only a good one: with
+    zeta = 0 or a random zeta it is larger, and still above the decrement."""
+    from marginkit.solvers import tikhonov
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((100, 4))
+    y = np.where(X[:, 0] + 0.5 * rng.standard_normal(100) > 0, 1, -1)
+    res = mk.solve(X, y, solver="iterated_tikhonov", t=1, lam=0.1, tol=1e-3,
+                   stop=[("max_iter", {"n": 2})])
+    cert = NewtonDecrementCertificate(0.0, 1.0, "logistic", 0.1, "primal", res.coef_,
+                                      np.zeros(4), False, None, res.classes_,
+                                      identity_map=True)
+    central, good = cert.bounds(X, y)
+
+    def fake(Hs, blocks, h, n, lam, p, fit_intercept, rhs):
+        return np.zeros(p) if direction == "zero" else rng.standard_normal(p)
+
+    monkeypatch.setattr(tikhonov, "_newton_direction", fake)
+    _, upper = cert.bounds(X, y)
+    assert central <= good * (1 + 1e-12) and good <= upper * (1 + 1e-12)
+    assert central > 1e-4  # not converged: the bound has something to bound
+
+
+@pytest.mark.parametrize("change", ["coef", "coef_prev", "lam", "loss", "labels", "classes"])
+def test_tampered_decrement_certificate_is_rejected(rbf_run, change):
+    X, y, res = rbf_run
+    cert = res.certificate
+    bad = NewtonDecrementCertificate.__new__(NewtonDecrementCertificate)
+    bad.__dict__.update(cert.__dict__)
+    yc = y
+    if change == "coef":
+        bad.coef = cert.coef * (1 + 1e-3)
+    elif change == "coef_prev":
+        bad.coef_prev = cert.coef_prev + 1e-3
+    elif change == "lam":
+        bad.lam = cert.lam * 2
+    elif change == "loss":
+        bad.loss = "squared"
+    elif change == "labels":
+        yc = -y
+    else:
+        bad.classes = np.asarray(cert.classes)[::-1]
+    assert not bad.check(X, yc)
+
+
+def test_stored_target_is_not_trusted(rbf_run):
+    X, y, res = rbf_run
+    cert = res.certificate
+    bad = NewtonDecrementCertificate.__new__(NewtonDecrementCertificate)
+    bad.__dict__.update(cert.__dict__)
+    bad.coef = cert.coef * (1 + 1e-3)
+    bad.target = 1e9  # claims a loose target: the run's configuration decides
+    assert not bad.check(X, y)
+    # a stricter configuration than the run's own: the same iterate no longer passes
+    strict = res.config.replace(solver_params={**res.config.solver_params, "tol": 1e-15})
+    bad2 = NewtonDecrementCertificate.__new__(NewtonDecrementCertificate)
+    bad2.__dict__.update(cert.__dict__)
+    bad2.config = strict
+    assert not bad2.check(X, y)
+
+
+def test_targets_from_the_configuration():
+    cfg = mk.Config(solver="iterated_tikhonov", solver_params={"t": 3, "tol": 1e-6},
+                    stop=[("newton_decrement", {"kappa": 2.0})])
+    th = run_targets(cfg, 100, 3)
+    assert th["target"] == pytest.approx(1e-6 / 3) and th["lam"] == 0.01
+    th = run_targets(mk.Config(solver="iterated_tikhonov",
+                               solver_params={"t": "auto", "t_max": 4, "tol": 1e-6}), 80, 2)
+    assert th["target"] == pytest.approx(decrement_schedule(1e-6, 4)[1])
+    assert run_targets(cfg.to_dict(), 100, 3) == run_targets(cfg, 100, 3)
+    with pytest.raises(ValueError, match="last one"):
+        run_targets(cfg, 100, 2)
+    with pytest.raises(ValueError, match="not iterated_tikhonov"):
+        run_targets({"solver": "fista"}, 100, 1)
+
+
+def test_saved_result_checks_against_its_configuration(rbf_run, tmp_path):
+    X, y, res = rbf_run
+    path = tmp_path / "r.npz"
+    res.save(path)
+    back = mk.load_result(path)
+    assert isinstance(back.certificate.config, dict) and back.certificate.check(X, y)
+
+
+# ------------------------------------------------------- exact kernels: refusals, PSD
+def test_memory_budget_is_honoured_by_exact_kernels():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((400, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    with pytest.raises(ValueError, match=r"needs 0\.00358 GiB, memory_budget is 0\.000931 GiB"):
+        mk.solve(X, y, solver="iterated_tikhonov", kernel="rbf", memory_budget=1e6)
+    res = mk.solve(X, y, solver="iterated_tikhonov", kernel="rbf", memory_budget=1e6,
+                   n_components=40, random_state=0)
+    assert res.status == "converged"
+
+
+def test_kernel_that_is_not_psd_on_the_data_is_an_error():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+
+    def not_psd(A, B):
+        return -np.exp(-((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))
+
+    with pytest.raises(NotPositiveSemidefiniteError, match="not positive semi-definite"):
+        mk.solve(X, y, solver="iterated_tikhonov", kernel=not_psd)
+
+
+# ---------------------------------------------------------------------------- dask
+def test_dask_run_has_the_same_status_and_a_certificate_that_verifies():
+    da = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((150, 6))
+    y = np.where(X[:, 1] + 0.3 * rng.standard_normal(150) > 0, 1, -1)
+    kw = dict(solver="iterated_tikhonov", t=2, lam=1e-2)
+    mem = mk.solve(X, y, **kw)
+    res = mk.solve(da.from_array(X, chunks=(40, 6)), y, **kw)
+    assert res.status == mem.status == "converged"
+    assert res.certificate.config is res.config and res.certificate.prox_step == 2
+    assert res.certificate.check(da.from_array(X, chunks=(40, 6)), y)
+    assert res.certificate.check(X, y)
