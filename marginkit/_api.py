@@ -20,6 +20,7 @@ from ._config import FIELD_NAMES as _CONFIG_FIELDS, Config
 from ._registry import REGISTRIES, get_plugin
 from ._result import Result
 from .certificates import CLAIM_KINDS
+from .kernels.builtin import LinearKernel
 from ._validation import check_gram, check_X, check_y, dask_array_of
 from .plugins import Problem
 
@@ -438,7 +439,8 @@ def solve(X, y, config=None, **kwargs):
         return _dask_solve(Xd, y, config)
     solver, kernel, smoother, rules, max_iter = compose(config)
     Xv = check_X(X)
-    _check_feature_budget(Xv, config.memory_budget)
+    if isinstance(kernel, LinearKernel):  # the solvers' vectors live in the input space
+        _check_feature_budget(Xv, config.memory_budget)
     if getattr(kernel, "precomputed", False):
         check_gram(Xv)  # square, symmetric, K_ii >= 0; blockwise, never densifies sparse K
     task = getattr(solver, "task", "classification")

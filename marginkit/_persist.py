@@ -758,13 +758,15 @@ _CERTIFICATE_FIELDS = {
         "gamma": _number, "mu": _number, "scale": _optional(_string),
         "means": _vector(dim="d"), "inv_std": _vector(dim="d"), "formulation": _string,
         "t_bar": _number, "coef": _optional(_vector(dim="d")), "intercept": _number,
-        "classes": _optional(_LABELS), "kernel": _optional(_kernel)},
+        "classes": _optional(_LABELS), "kernel": _optional(_kernel),
+        "config": _optional(_config), "claim": _optional(_string)},
     "NewtonDecrementCertificate": {
         "value": _number, "target": _number, "loss": _string, "lam": _number,
         "representation": _string, "coef": _vector(dim="p"), "coef_prev": _vector(dim="p"),
         "fit_intercept": _boolean, "kernel": _optional(_kernel), "classes": _optional(_LABELS),
         "train_index": _optional(_vector("iu")), "centres": _optional(_matrix),
-        "projection": _optional(_matrix), "identity_map": _boolean},
+        "projection": _optional(_matrix), "identity_map": _boolean,
+        "config": _optional(_config), "prox_step": _optional(_integer)},
 }
 
 

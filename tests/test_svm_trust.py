@@ -267,9 +267,9 @@ def test_saved_result_is_checked_against_its_saved_configuration(certified_run, 
     path = tmp_path / "res.npz"
     res.save(path)
     back = mk.load_result(path)
-    assert isinstance(back.certificate.config, dict)
+    assert isinstance(back.certificate.config, mk.Config)
     assert back.certificate.check(X, y)
-    back.certificate.config["solver_params"] = {"mu": 3.0}
+    back.certificate.config = back.certificate.config.replace(solver_params={"mu": 3.0})
     assert not back.certificate.check(X, y)
 
 

@@ -223,7 +223,7 @@ def test_saved_result_checks_against_its_configuration(rbf_run, tmp_path):
     path = tmp_path / "r.npz"
     res.save(path)
     back = mk.load_result(path)
-    assert isinstance(back.certificate.config, dict) and back.certificate.check(X, y)
+    assert isinstance(back.certificate.config, mk.Config) and back.certificate.check(X, y)
 
 
 # ------------------------------------------------------- exact kernels: refusals, PSD
