@@ -549,7 +549,7 @@ def scaling_statistics(pool, scale):
     included; safe_j the power of two at or above the column's largest magnitude) and
     the same test of a constant column, so that a dask run and an in-memory run define
     the same problem up to the order of summation."""
-    from .solvers._referee import pow2_at_least, scaling_tail
+    from ._referee import pow2_at_least, scaling_tail
 
     n, d = pool.shape
     if scale is None:
@@ -756,7 +756,7 @@ class _DaskFistaState(svm._ClaimOffers):
     the in-memory state (it would need two more maps per iteration)."""
 
     def __init__(self, pool, data, gamma, mu, L, power_iterations, augmented=True):
-        from .solvers._referee import gamma as gamma_k, pow2_at_least
+        from ._referee import gamma as gamma_k, pow2_at_least
 
         d = data.d
         self.pool, self.data = pool, data

@@ -17,6 +17,8 @@ import math
 
 import numpy as np
 
+from ._referee import UNIT as U  # the unit round-off of float64
+
 __all__ = ["Certificate", "Verdict", "NotPositiveSemidefiniteError", "certificate_type",
            "CERTIFICATE_TYPES", "CLAIM_KINDS", "labels_pm"]
 
@@ -158,54 +160,6 @@ def labels_pm(y, classes):
 
 
 # ------------------------------------------------------------------ row blocks
-class RowBlocks:
-    """The rows of an in-memory matrix as blocks, for the referee's passes.
-
-    ``map(fn, per_block=(), common=())`` returns ``[fn(X_b, *v_b, *common) for each block]``
-    in block order, where ``v_b`` are the block's slices of the n-vectors ``per_block``.
-    Blocks hold at most about ``budget`` entries (views of dense rows, CSR row slices), so
-    a pass never holds a float64 copy of the whole matrix. A dask array is read one chunk at
-    a time (each chunk computed when its block is reached).
-    """
-
-    def __init__(self, X, budget=1 << 21):
-        self.X = X
-        self.n_samples, self.n_features = X.shape
-        self.dask = hasattr(X, "__dask_graph__")
-        if self.dask:
-            sizes = X.chunks[0]
-        else:
-            import scipy.sparse as sp
-
-            if sp.issparse(X):
-                nnz = np.diff(X.indptr)
-                # rows per block: about ``budget`` stored entries
-                cuts = np.searchsorted(np.cumsum(nnz), np.arange(budget, nnz.sum(), budget))
-                bounds = np.unique(np.concatenate(([0], cuts + 1, [X.shape[0]])))
-                sizes = np.diff(bounds).tolist()
-            else:
-                step = max(1, budget // max(X.shape[1], 1))
-                sizes = [min(step, X.shape[0] - r) for r in range(0, X.shape[0], step)]
-        self.sizes = [int(k) for k in sizes if k > 0] or [0]
-        self.offsets = np.concatenate(([0], np.cumsum(self.sizes))).astype(np.intp)
-
-    def _block(self, b):
-        lo, hi = self.offsets[b], self.offsets[b + 1]
-        if len(self.sizes) == 1 and not self.dask:
-            return self.X  # one block: the matrix itself, no slice
-        if self.dask:
-            return self.X.blocks[b].compute() if self.X.numblocks[1] == 1 else \
-                self.X[lo:hi].compute()
-        return self.X[lo:hi]
-
-    def map(self, fn, per_block=(), common=()):
-        out = []
-        for b in range(len(self.sizes)):
-            lo, hi = self.offsets[b], self.offsets[b + 1]
-            out.append(fn(self._block(b), *[v[lo:hi] for v in per_block], *common))
-        return out
-
-
 def n_rows(X):
     """Rows of a matrix, a dask array or ``RowBlocks``."""
     return X.n_samples if hasattr(X, "n_samples") else X.shape[0]
@@ -224,21 +178,18 @@ def as_data(X):
 
 
 def row_blocks(X):
-    """``RowBlocks`` of X: an in-memory matrix is validated first (``check_X``: any sparse
-    format becomes canonical CSR); a dask array is read chunk by chunk, each chunk
-    validated by the passes; a ``RowBlocks``-like object (``map``) is used as it is."""
-    if isinstance(X, RowBlocks) or (hasattr(X, "map") and hasattr(X, "n_samples")):
-        return X
-    if _dask(X) is not None:
-        return RowBlocks(_dask(X))
-    from ._validation import check_X
+    """X as row blocks for the passes (``_referee.RowBlocks``: an in-memory matrix is
+    validated and cut into bounded blocks, a dask array read one chunk at a time); an
+    object that already has ``map`` and ``n_samples`` (the Dask backend's chunk pool) is
+    used as it is."""
+    from ._referee import RowBlocks
 
-    return RowBlocks(check_X(X))
+    if hasattr(X, "map") and hasattr(X, "n_samples"):
+        return X
+    return RowBlocks(_dask(X) if _dask(X) is not None else X)
 
 
 # ------------------------------------------------------------------ rounding model
-#: unit round-off of float64
-U = np.finfo(np.float64).eps / 2
 #: factor on every first-order rounding bound: covers the second-order terms and the
 #: rounding of the bound's own evaluation
 SAFETY = 2.0

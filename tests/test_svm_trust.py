@@ -294,7 +294,7 @@ def test_layouts_dtypes_agree(solver):
 @pytest.mark.parametrize("sparse", [False, True])
 def test_referee_reads_a_dask_array_chunk_by_chunk(sparse, monkeypatch):
     da = pytest.importorskip("dask.array")
-    from marginkit.solvers import _referee
+    from marginkit import _referee
 
     X, y = make_problem(n=150, d=6, seed=8)
     Xs = sp.csr_matrix(X) if sparse else X

@@ -444,7 +444,7 @@ class _RoundingConstants:
     intermediate results."""
 
     def __init__(self, data, gamma, sums=None):
-        from . import _referee as R
+        from .. import _referee as R
 
         n, d = data.n, data.d
         if sums is None:
@@ -484,7 +484,7 @@ class _RoundingConstants:
         def gL(k):
             return k * uL / (1.0 - k * uL)
 
-        from ._referee import ETA
+        from .._referee import ETA
 
         return np.array([gL(self.K), gL(4), self.xim_norm, self.mu_m, self.sqrt_n,
                          4.0 * self.sqrt_n * ETA, self.gK, self.g3, self.under])
@@ -650,7 +650,7 @@ def _svm_solver_class(spec):
 def _stop_fraction(stop, default_stop):
     """The smallest ``fraction`` of the ``certified_points`` rules of a run's ``stop``
     (0.0 when there is none); None when the rules cannot be read."""
-    from ._referee import stopping_rules
+    from .._referee import stopping_rules
 
     rules = stopping_rules(stop, default_stop)
     if rules is None:
@@ -783,7 +783,7 @@ class CertifiedPointsCertificate(Certificate):
                 "scale": self.scale, "formulation": self.formulation, "fraction": 0.0}
 
     def check(self, X, y):
-        from . import _referee
+        from .. import _referee
 
         kind = self.kind
 
@@ -824,7 +824,7 @@ class CertifiedPointsCertificate(Certificate):
 
 def _referee_certified_points(cert, blocks, ypm, gamma, mu, level, scale, form, reject):
     """The recomputation and the rounding bound of docs/svm.md, section 6."""
-    from . import _referee as R
+    from .. import _referee as R
 
     kind = cert.kind
     n = blocks.n
@@ -1123,7 +1123,7 @@ class _FistaState(_ClaimOffers, SolverState):
         # the error bound: kappa ||y_k - r_{k+1}|| (its 1/kappa slack covers the rounding
         # of the norm while (kappa - 1) gamma_{n+8} <= 1) plus the rounding term of the
         # step, in units of the power of two at or above gamma
-        from ._referee import gamma as _gamma_k, pow2_at_least
+        from .._referee import gamma as _gamma_k, pow2_at_least
 
         self.kappa_bound = max(self.kappa, (self.kappa - 1.0) * (1.0 + _gamma_k(n + 8)))
         self.unit = float(pow2_at_least(gamma))

@@ -794,7 +794,7 @@ def run_targets(config, n_train, prox_step):
     the solver's and the rule's tables (``ValueError``/``TypeError`` naming them)."""
     from .._config import Config
     from .._registry import get_plugin
-    from ._referee import stopping_rules
+    from .._referee import stopping_rules
 
     if isinstance(config, Config):
         spec, sparams, stop = config.solver, dict(config.solver_params), config.stop
@@ -834,7 +834,7 @@ def _loss_derivatives_bounded(loss, z, ez, y):
     z: the logistic loss through expit (assumed accurate to 4 u relative, as
     scipy.special.expit is in practice), |l''| <= 1/4, |l'''| <= 1/(6 sqrt 3); the
     squared loss exactly (h = 1)."""
-    from ._referee import ETA, UNIT
+    from .._referee import ETA, UNIT
 
     if loss == "logistic":
         from scipy.special import expit
@@ -862,7 +862,7 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     for the computed gradient G~, any zeta (a Newton direction, solved in float64 and
     refined once), rho = G~ - H zeta, H the exact Hessian and lam_lb <= lambda_min(H)."""
     from . import _svm_fast as f
-    from . import _referee as R
+    from .. import _referee as R
 
     LD = np.longdouble
     uL = float(np.finfo(LD).epsneg)
@@ -988,7 +988,7 @@ def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, g
     residual and rounding terms in the squared bound) for a direction zeta: zeta^T H zeta,
     rho = G - H zeta and their rounding bounds, one pass over the rows."""
     from . import _svm_fast as f
-    from . import _referee as R
+    from .. import _referee as R
 
     LD = np.longdouble
     zt = np.ascontiguousarray(zeta[:p])
@@ -1113,7 +1113,7 @@ class NewtonDecrementCertificate(Certificate):
                                   self.fit_intercept)
 
     def _problem(self, X, y):
-        from . import _referee as R
+        from .. import _referee as R
 
         yv = self._labels(y)
         precomputed = getattr(self.kernel, "precomputed", False)

@@ -89,7 +89,7 @@ class RowBlocks:
     """
 
     def __init__(self, X, fmap=None, max_entries=BLOCK_ENTRIES):
-        from .._validation import check_X
+        from ._validation import check_X
 
         self.fmap = fmap
         self._cache = None
@@ -120,7 +120,7 @@ class RowBlocks:
         self.chain = int(sizes.max(initial=0)) + self.n_blocks
 
     def _raw(self, k):
-        from .._validation import check_X
+        from ._validation import check_X
 
         lo, hi = int(self._bounds[k]), int(self._bounds[k + 1])
         if self._dask is not None:
@@ -142,8 +142,18 @@ class RowBlocks:
                 self._cache = (lo, hi, B)  # one block: Phi(X) once for every pass
             yield lo, hi, B
 
+    def map(self, fn, per_block=(), common=()):
+        """``[fn(B, *v_b, *common) for each block B]`` in block order, ``v_b`` the block's
+        slices of the n-vectors ``per_block`` (the interface the certificates' passes share
+        with the Dask backend's chunk pools, which run ``fn`` where the chunks are held)."""
+        return [fn(B, *[v[lo:hi] for v in per_block], *common) for lo, hi, B in self]
+
+    @property
+    def n_samples(self):
+        return self.n
+
     def _prepare(self, B):
-        from .._validation import check_X
+        from ._validation import check_X
 
         if self.fmap is not None:
             B = check_X(self.fmap(B), name="feature_map(X)")
@@ -226,9 +236,9 @@ def stopping_rules(stop, default_stop):
     """The stopping rules of a run's configuration as instances (``Config.stop``, or its
     saved dict form; ``default_stop`` when it is None), or None when an entry cannot be
     read back (a rule instance that a saved configuration keeps only as its repr)."""
-    from .._config import _check_stop
-    from .._registry import REGISTRIES
-    from ..plugins import StoppingRule
+    from ._config import _check_stop
+    from ._registry import REGISTRIES
+    from .plugins import StoppingRule
 
     try:
         specs = _check_stop(default_stop if stop is None else stop, "stop", "config")
