@@ -136,41 +136,27 @@ def compose(config):
     return solver, kernel, smoother, rules, int(max_iter)
 
 
-def _config_from_dict(d):
-    """A ``Config`` from the dict ``Config.to_dict`` gives (what a loaded result keeps)."""
-    stop = d.get("stop")
-    if stop is not None:
-        specs = []
-        for spec in stop:
-            if isinstance(spec, (list, tuple)) and len(spec) == 2 and isinstance(spec[1], dict):
-                specs.append((spec[0], dict(spec[1])))
-            elif isinstance(spec, str):
-                specs.append(spec)
-            else:
-                raise ValueError(f"the configuration's stopping rule {spec!r} is not a "
-                                 "registered name or (name, params) pair")
-        stop = specs
-    return Config(solver=d.get("solver", "snkp"), solver_params=dict(d.get("solver_params") or {}),
-                  stop=stop)
-
-
 def claim_thresholds(config):
     """The thresholds the claims of a run with ``config`` are checked against.
 
-    ``config`` is a ``Config`` or the dict of ``Config.to_dict``. Returns the dict of the
-    solver's ``claim_thresholds(rules)`` (``{}`` for a solver without that method), with the
-    run's stopping rules resolved as ``compose`` resolves them. Raises ``ValueError`` when the
-    configuration cannot be read (a certificate then cannot be checked against it).
+    Returns the dict of the solver's ``claim_thresholds(rules)`` (``{}`` for a solver
+    without that method), with the run's stopping rules resolved as ``compose`` resolves
+    them. Raises ``ValueError`` when the configuration cannot be read (a certificate then
+    cannot be checked against it).
     """
+    from ._referee import stopping_rules
+
+    if not isinstance(config, Config):
+        raise ValueError(f"the run's configuration is a {type(config).__name__}, not a Config")
     try:
-        if isinstance(config, dict):
-            config = _config_from_dict(config)
         solver = _instantiate("solver", config.solver, config.solver_params)
-        stop = config.stop if config.stop is not None else tuple(solver.default_stop)
-        rules = resolve_stop(stop)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"the run's configuration does not give the claim's threshold: {exc}") \
             from None
+    rules = stopping_rules(config.stop, tuple(solver.default_stop))
+    if rules is None:
+        raise ValueError("the run's configuration does not give the claim's threshold: its "
+                         "stopping rules cannot be read")
     fn = getattr(solver, "claim_thresholds", None)
     return {} if fn is None else dict(fn(rules))
 
