@@ -84,9 +84,11 @@ def load_pairs(n_train=None, n_test=None):
     return out
 
 
-def _termination(status, n_iter):
-    return {"certified": "stopping condition", "max_iter": "iteration limit"}.get(
-        status, status) + f" ({n_iter} it.)"
+def _termination(res):
+    kappa = (res.extra or {}).get("kappa")
+    return ({"certified": "stopping condition", "max_iter": "iteration limit"}.get(
+        res.status, res.status) + f" ({res.n_iter} it."
+        + (f", kappa {kappa:.1e})" if kappa is not None else ")"))
 
 
 def _liblinear_termination(hit, n_iter):
@@ -108,7 +110,7 @@ def run(pairs=PAIRS, n_train=None, n_test=None, limits=(5000, 10000), max_iter=1
                 res, el = timed_solve(A, ytr, max_iter=max_iter, **kw)
                 pred[method, rep] = res.predict(B)
                 acc[method, rep] = float(np.mean(pred[method, rep] == yte))
-                term[method, rep] = _termination(res.status, res.n_iter)
+                term[method, rep] = _termination(res)
                 secs[method, rep] = el
             As, Bs = std_scaled(sp.csr_matrix(A), sp.csr_matrix(B))
             model, el, it, hit = liblinear_train(As, ytr, 64.0 / n, extra="-q", seed=1)
