@@ -100,11 +100,11 @@ def _cases():
 
 @pytest.mark.parametrize("case", list(_cases()))
 def test_isnkpvn_printed_configuration_is_the_algorithm_box(case):
-    """finish=False, warm_restart=False and a kernel other than ``linear`` (here its
-    Gram matrix, or rbf) give the iterates of the printed ISNKPVN, step for step: the
-    same alpha_k, p_k, mu_k, delta_t and outer index t. The solver stops on the first p_k
-    with ||p_k||_G <= eps, the box once an inner loop returns with delta_t < eps: the same
-    iterates, and the solver's stop at or before the box's."""
+    """finish=False, warm_restart=False and a kernel without a feature map (here the
+    linear kernel's Gram matrix, or rbf) give the iterates of the printed ISNKPVN, step
+    for step: the same alpha_k, p_k, mu_k, delta_t and outer index t. The solver stops on
+    the first p_k with ||p_k||_G <= eps, the box once an inner loop returns with
+    delta_t < eps: the same iterates, and the solver's stop at or before the box's."""
     K, y, gamma = _cases()[case]
     eps = 1e-4
     G = _normalized_signed_gram(K, y)

@@ -458,11 +458,13 @@ class ISNKPVN(_PerceptronFamily):
 
     The printed algorithm, iterate for iterate (up to round-off; tested against a numpy
     transcription of the box): ``finish=False, warm_restart=False`` with a kernel whose G
-    is formed as a dense matrix (every kernel but ``linear``; for the linear kernel pass
-    ``kernel="precomputed"`` with K = X X^T), for which mu_0 = 2n as printed. With
-    ``kernel="linear"`` mu_0 = 2 lambda_#, lambda_# = ``gram_norm_bound`` (lambda_max(G)
-    plus a round-off margin, at most n), which is the paper's n only when the bound is not
-    formed (dense X with d > 512; CSR X with d > 2048 or a row of more than 64 entries).
+    is formed as a dense matrix, for which mu_0 = 2n as printed: a kernel without a
+    feature map (``rbf``, ``poly``, ``laplacian``, ``spline``, a callable, or
+    ``kernel="precomputed"``, e.g. K = X X^T for the linear kernel). Kernels with a
+    feature map (``linear``, ``nystroem``, ``rff``) start from mu_0 = 2 lambda_#,
+    lambda_# = ``gram_norm_bound`` (lambda_max(G) plus a round-off margin, at most n),
+    which is the paper's n only when the bound is not formed (dense features with
+    d > 512; CSR with d > 2048 or a row of more than 64 entries).
 
     Two refinements that keep the paper's invariant L_mu(alpha_k) <= -1/2 ||p_k||_G^2 (its
     appendix), hence its bounds: mu_0 = 2 lambda with lambda a bound on lambda_max(G)
