@@ -75,31 +75,121 @@ def std_scaled(Xtr, Xte):
     return Xtr * s, Xte * s
 
 
-def liblinear_train(Xtr, ytr, C, extra=""):
+# ---------------------------------------------------------------------------- LIBLINEAR
+#: LIBLINEAR's dual solvers stop after this many outer iterations (``train_one`` in
+#: linear.cpp, ``int dual_solver_max_iter = 300;``): a constant of the C source, with no
+#: option of ``train`` or of the Python interface that changes it (``-e`` changes the
+#: tolerance of the stopping test, not the limit). Paper 001 recompiled LIBLINEAR to raise
+#: it (sec. 5.3, Table 4); ``liblinear_library(max_iter)`` does the same.
+LIBLINEAR_MAX_ITER = 300
+_LIMIT_LINE = "int dual_solver_max_iter = 300;"
+# the functions of the C library used here (prototypes copied from the stock wrapper)
+_LIBLINEAR_FUNCTIONS = ("train", "check_parameter", "set_print_string_function",
+                        "free_and_destroy_model", "srand")
+
+
+def cache_dir():
+    """Where built libraries are kept (``$MARGINKIT_BENCH_CACHE``, else
+    ``~/.cache/marginkit-bench``)."""
+    folder = os.environ.get("MARGINKIT_BENCH_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "marginkit-bench")
+    os.makedirs(folder, exist_ok=True)
+    return folder
+
+
+def liblinear_library(max_iter=None, build=True):
+    """The C library of liblinear-official, loaded with ``ctypes``.
+
+    ``max_iter=None`` (or 300) is the installed build. Another value is the installed
+    version rebuilt from its source distribution (fetched once with ``pip download``, as
+    the ordinary client does) with the one constant changed, ``dual_solver_max_iter = 300``
+    -> ``max_iter`` in ``train_one``, compiled by its own ``setup.py`` like the installed
+    build, and cached in ``cache_dir()``. With ``build=False`` a missing build raises
+    ``FileNotFoundError`` instead of being made.
+    """
+    import ctypes
+
+    from liblinear import liblinear as stock
+
+    if max_iter is None or int(max_iter) == LIBLINEAR_MAX_ITER:
+        lib = stock.liblinear
+    else:
+        lib = ctypes.CDLL(_built_library(int(max_iter), build))
+        for name in _LIBLINEAR_FUNCTIONS[:-1]:
+            getattr(lib, name).restype = getattr(stock.liblinear, name).restype
+            getattr(lib, name).argtypes = getattr(stock.liblinear, name).argtypes
+    lib.srand.restype = None
+    lib.srand.argtypes = [ctypes.c_uint]
+    return lib
+
+
+def _built_library(max_iter, build):
+    import glob
+    import importlib.metadata
+    import shutil
+    import subprocess
+    import tarfile
+
+    version = importlib.metadata.version("liblinear-official")
+    target = os.path.join(cache_dir(), f"liblinear-{version}-maxiter{max_iter}.so")
+    if os.path.exists(target):
+        return target
+    if not build:
+        raise FileNotFoundError(f"{target} is not built; run liblinear_library({max_iter})")
+    src = os.path.join(cache_dir(), "sdist")
+    archives = glob.glob(os.path.join(src, f"liblinear_official-{version}.tar.gz"))
+    if not archives:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-binary", ":all:",
+                        "--no-deps", "-d", src, f"liblinear-official=={version}"], check=True)
+        archives = glob.glob(os.path.join(src, f"liblinear_official-{version}.tar.gz"))
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(archives[0]) as tar:
+            tar.extractall(tmp, filter="data")
+        root = os.path.join(tmp, f"liblinear_official-{version}")
+        cpp = os.path.join(root, "cpp-source", "linear.cpp")
+        with open(cpp) as fh:
+            code = fh.read()
+        if code.count(_LIMIT_LINE) != 1:
+            raise RuntimeError(f"{cpp}: expected the line {_LIMIT_LINE!r} once")
+        with open(cpp, "w") as fh:
+            fh.write(code.replace(_LIMIT_LINE, f"int dual_solver_max_iter = {max_iter};"))
+        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=root,
+                       check=True, stdout=subprocess.DEVNULL)
+        built = glob.glob(os.path.join(root, "liblinear", "clib*.so"))
+        shutil.copyfile(built[0], target + ".part")
+        os.replace(target + ".part", target)
+    return target
+
+
+def liblinear_train(Xtr, ytr, C, extra="", seed=None, lib=None):
     """Train LIBLINEAR (-s 3 -B 1 -c C); returns (model, seconds of train(), #iter, hit_max_iter).
 
-    Only ``train`` is timed (the conversion to LIBLINEAR's format is not). Its console output
-    is captured at the file-descriptor level to read the iteration count.
+    ``seed``: the C ``rand()`` that orders the coordinates of every epoch is seeded with
+    ``srand(seed)`` just before the call (the library's, through ``ctypes``), so a run is
+    reproducible; None leaves the stream where it is (a fresh process starts as if seeded
+    with 1). ``lib``: a library from ``liblinear_library`` (default: the installed one).
+    Only ``train`` is timed (not the conversion to LIBLINEAR's format); its console
+    output goes to a callback, which gives the iteration count.
     """
+    from liblinear import liblinear as stock
     from liblinear import liblinearutil as ll
 
+    lib = liblinear_library() if lib is None else lib
     prob = ll.problem(ytr, Xtr)
     param = ll.parameter(f"-s 3 -B 1 -c {C!r} {extra}")
-    fd = sys.stdout.fileno()
-    sys.stdout.flush()
-    saved = os.dup(fd)
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), fd)
-        try:
-            t0 = time.perf_counter()
-            model = ll.train(prob, param)
-            el = time.perf_counter() - t0
-        finally:
-            sys.stdout.flush()
-            os.dup2(saved, fd)
-            os.close(saved)
-        tmp.seek(0)
-        out = tmp.read().decode(errors="replace")
+    messages = []
+    param.print_func = stock.PRINT_STRING_FUN(lambda s: messages.append(s.decode()))
+    prob.set_bias(param.bias)
+    lib.set_print_string_function(param.print_func)
+    err = lib.check_parameter(prob, param)
+    if err:
+        raise ValueError(f"liblinear: {err.decode()}")
+    if seed is not None:
+        lib.srand(int(seed))
+    t0 = time.perf_counter()
+    model = stock.toPyModel(lib.train(prob, param))
+    el = time.perf_counter() - t0
+    out = "".join(messages)
     n_iter = None
     for line in out.splitlines():
         if "#iter" in line:

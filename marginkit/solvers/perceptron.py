@@ -432,13 +432,28 @@ class SNKPVN(_PerceptronFamily):
 
 @_register_builtin("solver", "isnkpvn")
 class ISNKPVN(_PerceptronFamily):
-    """Iterated SNKPVN(gamma, eps) (paper 000, sec. 6, Theorem 3).
+    """Iterated SNKPVN(gamma, eps) (paper 000, sec. 6, algorithm box and Theorem 4).
 
-    q_0 = 1/n; outer loop t: delta_t = ||q_t||_G / gamma, q_{t+1} = SNKPVN(q_t, delta_t);
-    halt when delta_t < eps. One state machine: each ``step()`` is one inner SNKPVN
-    iteration; the inner loop is restarted when ||p_k||_G < delta_t.
+    The box: q_0 = 1/n; outer loop t: delta_t = ||q_t||_G / gamma,
+    q_{t+1} = SNKPVN(q_t, delta_t) (which halts on G alpha_k > 0 and returns p_k once
+    ||p_k||_G < delta_t); halt when delta_t < eps, once that inner loop has returned.
+    This solver runs the same iterates but stops on the first iterate with
+    ||p_k||_G <= eps (the ``dual_certificate`` rule: p_k is already an eps-certificate),
+    at or before the point where the box halts (the box needs an inner loop to return
+    with delta_t < eps, often one more inner loop). One state machine: each ``step()`` is
+    one inner SNKPVN iteration; the inner loop is restarted when ||p_k||_G < delta_t.
     Finds a separator in O(sqrt(n)/rho_K log(1/rho_K)) iterations, or an eps-certificate
-    of infeasibility in O(min(sqrt(n)/eps, sqrt(n)/|rho_K|) log(1/eps)).
+    of infeasibility in O(min(sqrt(n)/eps, sqrt(n)/|rho_K|) log(1/eps)) (Theorem 4).
+
+    The printed algorithm, iterate for iterate (up to round-off; tested against a numpy
+    transcription of the box): ``finish=False, warm_restart=False`` with a kernel whose G
+    is formed as a dense matrix, for which mu_0 = 2n as printed: a kernel without a
+    feature map (``rbf``, ``poly``, ``laplacian``, ``spline``, a callable, or
+    ``kernel="precomputed"``, e.g. K = X X^T for the linear kernel). Kernels with a
+    feature map (``linear``, ``nystroem``, ``rff``) start from mu_0 = 2 lambda_#,
+    lambda_# = ``gram_norm_bound`` (lambda_max(G) plus a round-off margin, at most n),
+    which is the paper's n only when the bound is not formed (dense features with
+    d > 512; CSR with d > 2048 or a row of more than 64 entries).
 
     Two refinements that keep the paper's invariant L_mu(alpha_k) <= -1/2 ||p_k||_G^2 (its
     appendix), hence its bounds: mu_0 = 2 lambda with lambda a bound on lambda_max(G)
@@ -472,8 +487,9 @@ class ISNKPVN(_PerceptronFamily):
     warm_restart : bool, default True
         False restarts every inner loop at mu_0, as in the paper.
     finish : bool, default True
-        Run the exact finish (in memory; not on Dask arrays). False gives the paper's
-        algorithm alone, iterate for iterate. ``Result.extra`` reports ``finish`` ("off";
+        Run the exact finish (in memory; not on Dask arrays). False leaves the iterations
+        alone: they are the printed algorithm's with ``warm_restart=False`` and mu_0 = 2n
+        (see above). ``Result.extra`` reports ``finish`` ("off";
         "decided": the answer is the finish's; "stopped": it gave up; "running") and
         ``finish_steps`` (its major cycles).
 
