@@ -142,10 +142,17 @@ def heart_scale():
     return mk.datasets.load_heart_scale()
 
 
+def libsvm_data(name):
+    """A data set of the benchmark folder ($MARGINKIT_DATA)."""
+    import marginkit as mk
+
+    return mk.datasets.load_libsvm(name)
+
+
 DATA = {"separable": separable, "overlapping": overlapping, "xor": xor,
         "random_problem": random_problem,
         "duplicates": duplicates_opposite, "near_duplicates": near_duplicates,
-        "heart_scale": heart_scale}
+        "heart_scale": heart_scale, "libsvm": libsvm_data}
 
 
 def layout(X, how):
@@ -836,6 +843,18 @@ def _base(kind):
             X, y = separable(16, 3, seed=2)
             res = mk.solve(X, y, solver="snkp", kernel="rbf", kernel_params={"gamma": 0.5})
             spec = ("rbf", {"gamma": 0.5})
+        elif kind in ("separator_poly", "separator_precomputed"):
+            # points of very different norms: normalizing by sqrt(K(x, x)) matters
+            X, y = np.array(UNEQUAL_NORMS), np.array([0, 1, 1, 0, 0])
+            kp = {"degree": 2, "coef0": 1.0, "gamma": 1.0}
+            spec = ("poly", kp)
+            if kind == "separator_precomputed":
+                X = np.asarray(R.kernel_block(spec, X, X), dtype=np.float64)
+                res = mk.solve(X, y, solver="snkp", kernel="precomputed", max_iter=20000)
+                spec = ("precomputed", {})
+            else:
+                res = mk.solve(X, y, solver="snkp", kernel="poly", kernel_params=kp,
+                               max_iter=20000)
         elif kind == "infeasibility":
             X, y = xor(8, seed=1)
             res = mk.solve(X, y, solver="nvn")
@@ -853,9 +872,20 @@ def _base(kind):
             res = mk.solve(X, y, solver="iterated_tikhonov", t=2, kernel="rbf",
                            kernel_params={"gamma": 0.5})
             spec = ("rbf", {"gamma": 0.5})
+        elif kind == "decrement_linear":
+            X, y = overlapping(40, 3, seed=4)
+            res = mk.solve(X, y, solver="iterated_tikhonov", t=1, fit_intercept=True)
+            spec = ("linear", {})
         else:
             raise ValueError(kind)
     return res, X, y, spec
+
+
+#: five points of very different norms (poly kernel, degree 2) and an alpha that separates
+#: them under Y K Y but not under the normalized G
+UNEQUAL_NORMS = [[0.629, -0.661], [0.64, 0.105], [-0.107, 0.072], [3.912, 2.841],
+                 [-0.704, -1.265]]
+UNNORMALIZED_ALPHA = [0.1455, 0.4065, 0.91, 0.0431, 0.8227]
 
 
 def act_tamper(case, facts):
@@ -873,7 +903,16 @@ def act_tamper(case, facts):
     classes = np.unique(y)
     yv = np.asarray(y).copy()
     n = X.shape[0]
-    if kind == "separator":
+    if kind in ("separator_poly", "separator_precomputed"):
+        if how != "alpha_unnormalized":
+            raise ValueError(how)
+        # an alpha with Y K Y alpha > 0 (no normalization) whose G alpha has a negative
+        # entry: f = sum_j alpha_j y_j phi(x_j) / sqrt(K(x_j, x_j)) misclassifies a point
+        cert.alpha = np.array(UNNORMALIZED_ALPHA)
+        ctx = R.GramContext(X, y, classes, kspec)
+        if not R.separator_problems(ctx, cert.alpha):
+            raise AssertionError("the unnormalized alpha separates")
+    elif kind == "separator":
         # the claim judged: G alpha > 0 on (X, yv) under the run's kernel, labels mapped
         # by the run's classes
         if how == "alpha_negated":
@@ -1014,6 +1053,79 @@ def act_tamper(case, facts):
             yv[0] = "intruder"
         elif how == "classes_swapped":
             cert.classes = np.asarray(classes)[::-1].copy()
+        elif how == "coef_scaled":
+            # the same decisions (coef and intercept times 1.5), but not w(r)
+            cert.coef = cert.coef * 1.5
+            cert.intercept = cert.intercept * 1.5
+        elif how == "mask_within_distance":
+            # a point the certificate leaves out because its bound cannot certify it
+            # (level - r_j <= ||r - r*||), though w(r) classifies it with margin
+            # > 1 - mu level: added to the mask
+            r = cert.r
+            level = min(cfg["gamma"], 1 / cfg["mu"])
+            dist = float(np.linalg.norm(r - opt.r))
+            th = np.asarray(opt.scaled_margins(r / opt.sigma), float) * opt.sigma
+            H = np.asarray(opt.H, dtype=np.float64)
+            G = H @ (H.T @ r) + cfg["mu"] * r - 1.0
+            p = np.where(r <= 0, np.minimum(G, 0), np.where(r >= cfg["gamma"], np.maximum(G, 0), G))
+            pn = float(np.linalg.norm(p))
+            free = ~cert.mask & (r < level) & (th > 1 - cfg["mu"] * level) & (level - r <= dist)
+            # preferably one that ||p(r)|| alone (without the 1/mu) would certify
+            pick = np.flatnonzero(free & (level - r > pn))
+            pick = pick if pick.size else np.flatnonzero(free)
+            if not pick.size:
+                raise AssertionError("no point within ||r - r*|| of the level")
+            cert.mask = cert.mask.copy()
+            cert.mask[pick[0]] = True
+        elif how == "r_unbalanced":
+            # the classical SVM's r moved off y^T r = 0 (by 1e-6 gamma, on a point outside
+            # the mask), with the classifier recomputed for the moved r
+            r = cert.r.copy()
+            ypm = R.signs(y, classes)
+            j = int(np.flatnonzero(~cert.mask & (r < 0.5 * cfg["gamma"]))[0])
+            r[j] += 1e-6 * cfg["gamma"]
+            Zs, m, s = R.standardize(X, "std")
+            w = np.asarray((ypm * r) @ np.asarray(Zs, dtype=np.float64))
+            coef = np.asarray(s, dtype=np.float64) * w
+            cert.r, cert.coef = r, coef
+            cert.intercept = float(cert.t_bar - np.asarray(m, dtype=np.float64) @ coef)
+        elif how == "mask_empty":
+            cert.mask = np.zeros(n, dtype=bool)
+        elif how == "mask_short":
+            cert.mask = cert.mask[:-1].copy()
+        elif how == "mask_uncertified_point":
+            # an early iterate r (its projected-gradient bound is large) and one point the
+            # optimum misclassifies although w(r) classifies it with margin > 1 - mu level:
+            # only the error bound keeps it from being certified
+            import marginkit as mk
+
+            X, y = overlapping(40, 3, seed=24, noise=1.2)
+            yv, n = y.copy(), 40
+            cfg.update(gamma=64.0 / n, mu=n / 128.0)
+            level = min(cfg["gamma"], 1 / cfg["mu"])
+            Z = R.standardize(X, "std")[0]
+            opt = R.SVMOptimum(Z, R.signs(y, classes), cfg["gamma"], cfg["mu"], form)
+            wrong = ~(np.asarray(opt.scaled_margins(), float) > 0)
+            found = None
+            for k in range(1, 61):
+                early = mk.solve(X, y, solver="fista", max_iter=k, stop=("max_iter", {"n": k}))
+                r = early.dual_coef_
+                th = np.asarray(opt.scaled_margins(r / opt.sigma), float) * opt.sigma
+                ok = wrong & (th > 1 - cfg["mu"] * level) & (r < level)
+                if ok.any():
+                    found = (early, int(np.flatnonzero(ok)[0]))
+                    break
+            if found is None:
+                raise AssertionError("no early iterate classifies a misclassified point")
+            early, i = found
+            base = mk.solve(X, y, solver="fista")
+            cert = copy.deepcopy(base.certificate)
+            cert.r, cert.coef, cert.intercept = early.dual_coef_.copy(), early.coef_.copy(), \
+                float(early.intercept_)
+            cert.t_bar = float(early.extra["t_bar"])
+            cert.mask = np.zeros(n, dtype=bool)
+            cert.mask[i] = True
+            cert.value = 0.0
         else:
             raise ValueError(how)
         truth_classes = cert.classes if how == "classes_swapped" else classes
@@ -1021,9 +1133,23 @@ def act_tamper(case, facts):
                 X, y, truth_classes, kspec, None, cfg, cert.r, cert.mask, cert.coef,
                 cert.intercept):
             raise AssertionError(f"tamper {how} left a true claim")
-    elif kind == "decrement":
-        fields_cfg = {"loss": "logistic", "t": 2, "lam": None, "tol": 1e-8}
+    elif kind in ("decrement", "decrement_linear"):
+        linear = kind == "decrement_linear"
+        fields_cfg = {"loss": "logistic", "t": 1 if linear else 2, "lam": None, "tol": 1e-8,
+                      "fit_intercept": linear}
         lam = 1.0 / n
+
+        def fields_of(coef):
+            # the (tampered) certificate's model as the reference reads a Result
+            if linear:
+                return {"coef_": coef[:-1], "intercept_": float(coef[-1]), "dual_coef_": None,
+                        "support_": None, "support_coef_": None}
+            return {"coef_": None, "intercept_": 0.0, "dual_coef_": coef, "support_": X,
+                    "support_coef_": coef}
+
+        def nu_of(coef):
+            return R.final_decrement(kspec, X, y, classes, None, fields_of(coef), fields_cfg)
+
         if how == "coef_prev_forged":
             # coef moved, and the anchor moved with it so that the moved coef solves the
             # subproblem anchored there exactly (its gradient g/n + lam (beta - beta') = 0)
@@ -1039,12 +1165,24 @@ def act_tamper(case, facts):
             cert.coef = cert.coef * 1.5
         elif how == "coef_scaled":
             cert.coef = cert.coef * 1.01
+        elif how in ("coef_nudged", "coef_nudged_value_1"):
+            # coef moved along a fixed direction until its decrement on the exact final
+            # subproblem is twice the tolerance: a near miss, not a wild model
+            v = np.random.default_rng(0).standard_normal(cert.coef.shape)
+            v /= np.linalg.norm(v)
+            base = np.array(cert.coef, dtype=np.float64)
+            d0 = 1e-6 * max(np.linalg.norm(base), 1.0)
+            nu0 = nu_of(base + d0 * v)
+            step = d0 * 2e-8 / nu0
+            cert.coef = base + step * v
+            nu = nu_of(cert.coef)
+            if not 1.5e-8 < nu < 3e-8:
+                raise AssertionError(f"the nudge gave a decrement of {nu:.3g}")
+            if how == "coef_nudged_value_1":
+                cert.value = 1.0
         else:
             raise ValueError(how)
-        # the claim: the (tampered) coef solves the exact final subproblem
-        fields = {"coef_": None, "intercept_": 0.0, "dual_coef_": cert.coef, "support_": X,
-                  "support_coef_": cert.coef}
-        if not R.decrement_problems(kspec, X, y, classes, None, fields, fields_cfg):
+        if not R.decrement_problems(kspec, X, y, classes, None, fields_of(cert.coef), fields_cfg):
             raise AssertionError(f"tamper {how} left a true claim")
     ok = call(cert.verify, X, yv)
     if ok:
@@ -1559,7 +1697,7 @@ def catalogue():
     for sc, dt in scales:
         for lay in ("dense", "fortran", "csr"):
             for s in solvers:
-                for k in ("linear", "rbf"):
+                for k in ("linear", "rbf", "laplacian", "poly"):
                     if k not in facts[s]["kernels"]:
                         continue
                     items.append(Case(
@@ -1569,7 +1707,7 @@ def catalogue():
                          "data": {"kind": "separable", "args": {"n": 20}, "scale": sc,
                                   "dtype": dt, "layout": lay}},
                         expect="honest", match=SCALE_MATCH, item=4))
-    add("scale", items, ("solver", "scale"), 14)
+    add("scale", items, ("solver", "scale", "kernel"), 14)
     for s in dask_solvers:
         if fam[s] != "perceptron":
             continue
@@ -1623,6 +1761,26 @@ def catalogue():
                           expect="honest", match=SCALE_MATCH, item=5))
     add("extreme", items, ("solver",), 8)
 
+    # --- 12. FISTA's error bound near 1e-12 (benchmark data) --------------------------------
+    for name, needs in (("heart_scale", ()), ("ionosphere_scale", ("data:ionosphere_scale",))):
+        # as read from the file: CSR (the issue's numbers)
+        data = ({"kind": "heart_scale", "layout": "csr"} if name == "heart_scale"
+                else {"kind": "libsvm", "args": {"name": name}, "layout": "csr"})
+        for s in ("fista", "fista_svm", "dcd"):
+            if s not in facts:
+                continue
+            cases.append(Case(
+                f"bound-1e-12-{name}-{s}", "extreme", "solve",
+                {"solver": s, "data": data, "max_iter": 200_000,
+                 "stop": ["tolerance", {"tol": 1e-12, "attribute": "error_bound"}]},
+                expect="honest", item=12, timeout=600, needs=needs,
+                slow=(name, s) != ("heart_scale", "fista")))
+            cases.append(Case(
+                f"bound-fraction-0.9-{name}-{s}", "extreme", "solve",
+                {"solver": s, "data": data, "max_iter": 200_000,
+                 "stop": ["certified_points", {"fraction": 0.9}]},
+                expect="honest", item=12, slow=True, timeout=600, needs=needs))
+
     # --- 6. iterated Tikhonov claims (poly and every other kernel) ---------------------
     items = []
     for s in solvers:
@@ -1658,13 +1816,19 @@ def catalogue():
     tampers = {
         "separator": ("alpha_negated", "alpha_vertex", "alpha_nan", "alpha_short",
                       "labels_flipped", "labels_outside", "kernel_swapped"),
+        "separator_poly": ("alpha_unnormalized",),
+        "separator_precomputed": ("alpha_unnormalized",),
         "infeasibility": ("p_off_simplex", "p_negative", "p_nan", "p_other", "eps_0.5",
                           "eps_1", "eps_5", "p_short", "labels_outside"),
         "certified": ("mask_wrong_point", "mask_all", "coef_negated", "intercept_shifted",
                       "r_out_of_box", "r_scaled", "mu_gamma_with_mask", "labels_outside",
-                      "classes_swapped"),
-        "certified_svm": ("mask_wrong_point", "coef_negated", "mu_gamma_with_mask"),
-        "decrement": ("coef_prev_forged", "target_raised", "coef_scaled"),
+                      "classes_swapped", "mask_empty", "mask_short", "mask_uncertified_point",
+                      "coef_scaled", "mask_within_distance"),
+        "certified_svm": ("mask_wrong_point", "coef_negated", "mu_gamma_with_mask",
+                          "r_unbalanced"),
+        "decrement": ("coef_prev_forged", "target_raised", "coef_scaled", "coef_nudged",
+                      "coef_nudged_value_1"),
+        "decrement_linear": ("coef_scaled", "coef_nudged", "coef_nudged_value_1"),
     }
     for kind, hows in tampers.items():
         for how in hows:
@@ -1784,6 +1948,19 @@ def catalogue():
 
     # --- statuses on clean data (item 2: a reference for every status) -------------------
     cases.extend(status_cases(facts))
+    for s in dask_solvers:
+        fam_s = fam[s]
+        data = ({"kind": "separable", "args": {"n": 24}} if fam_s == "perceptron"
+                else {"kind": "overlapping", "args": {"n": 40}})
+        for lay in ("dense", "csr"):
+            data = dict(data, layout=lay)
+            cases.append(Case(f"status-dask-{s}-{lay}", "status", "dask",
+                              {"solver": s, "data": data, "max_iter": 2000,
+                               "params": {"t": 1} if fam_s == "tikhonov" else {},
+                               "truth": "separable" if fam_s == "perceptron" else None},
+                              expect="ok", item=2, needs=("dask",),
+                              slow=(s, lay) not in (("snkp", "dense"), ("fista", "csr"),
+                                                    ("iterated_tikhonov", "dense"))))
     ids = [c.id for c in cases]
     if len(ids) != len(set(ids)):
         dup = sorted({i for i in ids if ids.count(i) > 1})
@@ -2021,8 +2198,17 @@ def worker_main(ids):
 
 
 def _importable(name):
+    """An optional module is installed, or (``data:NAME``) a benchmark data set is found."""
     import importlib.util
 
+    if name.startswith("data:"):
+        from marginkit.datasets import find_data_file
+
+        try:
+            find_data_file(name[5:])
+        except FileNotFoundError:
+            return False
+        return True
     return importlib.util.find_spec(name) is not None
 
 

@@ -351,6 +351,12 @@ def standardize(F, scale):
     return (F - m) * s, m, s
 
 
+def _ld(x):
+    """x in extended precision (kept as it is when it already is)."""
+    x = np.asarray(x)
+    return x if x.dtype == LD else np.asarray(x, dtype=np.float64).astype(LD)
+
+
 def _bvls(A, b, lower, upper):
     from scipy.optimize import lsq_linear
 
@@ -424,11 +430,11 @@ class SVMOptimum:
 
     # ---- the variable x and rho
     def rho_of(self, x):
-        x = np.asarray(x, dtype=np.float64).astype(LD)
+        x = _ld(x)
         return LD(self.kappa) - x / LD(self.s) if self.shifted else x
 
     def x_of_rho(self, rho):
-        rho = np.asarray(rho, dtype=np.float64).astype(LD)
+        rho = _ld(rho)
         return LD(self.s) * (LD(self.kappa) - rho) if self.shifted else rho
 
     @property
@@ -437,7 +443,12 @@ class SVMOptimum:
 
     @property
     def r(self):
-        return np.asarray(self.rho_of(self.x) * LD(self.sigma), dtype=np.float64)
+        return np.asarray(self.r_ld, dtype=np.float64)
+
+    @property
+    def r_ld(self):
+        """r* in extended precision (the refinement keeps its digits)."""
+        return self.rho_of(self.x) * LD(self.sigma)
 
     def _rhs(self, tau):
         yf = np.asarray(self.y, dtype=np.float64)
@@ -453,7 +464,7 @@ class SVMOptimum:
 
     def _y_rho_sign(self, x):
         """sign of y^T rho(x) (as a float; computed without cancellation)."""
-        x = np.asarray(x, dtype=np.float64).astype(LD)
+        x = _ld(x)
         if self.shifted:  # s y^T rho = s kappa y^T 1 - y^T x
             return float(LD(self.s * self.kappa) * np.sum(self.y) - self.y @ x)
         return float(self.y @ x)
@@ -486,7 +497,7 @@ class SVMOptimum:
 
     def grad(self, x):
         """Gradient of the objective in x (extended precision)."""
-        x = np.asarray(x, dtype=np.float64).astype(LD)
+        x = _ld(x)
         H, mu, tau = self.H, LD(self.mu), LD(self.tau)
         if self.shifted:
             return x + H @ (H.T @ x) / mu - LD(self.kappa * self.s / self.mu) * self._HH1 \
@@ -495,9 +506,9 @@ class SVMOptimum:
 
     def projected_gradient(self, x):
         g = self.grad(x)
-        xf = np.asarray(x, dtype=np.float64)
-        return np.where(xf <= self.lo, np.minimum(g, 0),
-                        np.where(xf >= self.hi, np.maximum(g, 0), g))
+        x = _ld(x)
+        return np.where(x <= LD(self.lo), np.minimum(g, 0),
+                        np.where(x >= LD(self.hi), np.maximum(g, 0), g))
 
     def _accuracy(self, x):
         # ||x - x*|| <= ||p(x)|| / m for any feasible x (strong convexity modulus m: mu in
@@ -508,19 +519,21 @@ class SVMOptimum:
         return nrm / self.s if self.shifted else nrm / self.mu
 
     def _refine(self, x):
-        """Newton on the free set (extended-precision residuals); keeps the better point
-        (and, for the classical SVM, its multiplier)."""
-        best, best_tau, best_acc = x, self.tau, self._accuracy(x)
+        """Newton on the free set: steps solved in float64, residuals and the iterate in
+        extended precision (iterative refinement), keeping the best point (and, for the
+        classical SVM, its multiplier)."""
+        best, best_tau, best_acc = _ld(x), self.tau, self._accuracy(x)
         n = self.n
         if self.shifted:
             Q = np.eye(n, dtype=LD) + self.H @ self.H.T / LD(self.mu)
-            ysign = -1.0  # d(y^T rho) / dx = -y / mu
+            ysign = -1.0  # d(y^T rho) / dx = -y / s
         else:
             Q = self.H @ self.H.T + LD(self.mu) * np.eye(n, dtype=LD)
             ysign = 1.0
-        cur, tau = x.copy(), self.tau
-        for _ in range(4):
-            F = np.flatnonzero((cur > self.lo) & (cur < self.hi))
+        lo, hi = LD(self.lo), LD(self.hi)
+        cur, tau = _ld(x).copy(), self.tau
+        for _ in range(8):
+            F = np.flatnonzero((cur > lo) & (cur < hi))
             if F.size == 0:
                 break
             self.tau = tau
@@ -528,7 +541,6 @@ class SVMOptimum:
             QF = np.asarray(Q[np.ix_(F, F)], dtype=np.float64)
             try:
                 if self.formulation == "svm":
-                    # gradient in x of tau y^T rho is ysign * tau * y (scaled as the form)
                     yF = ysign * np.asarray(self.y[F], dtype=np.float64)
                     M = np.zeros((F.size + 1, F.size + 1))
                     M[:F.size, :F.size] = QF
@@ -544,7 +556,7 @@ class SVMOptimum:
             except np.linalg.LinAlgError:
                 break
             cur = cur.copy()
-            cur[F] = np.clip(cur[F] + step, self.lo, self.hi)
+            cur[F] = np.clip(cur[F] + step.astype(LD), lo, hi)
             self.tau = tau
             acc = self._accuracy(cur)
             if acc < best_acc:
@@ -557,7 +569,7 @@ class SVMOptimum:
         if rho is None:
             r = self.rho_of(self.x)
         else:
-            r = np.asarray(rho, dtype=np.float64).astype(LD)
+            r = _ld(rho)
         m = self.H @ (self.H.T @ r)
         if self.formulation == "svm":
             m = m + LD(self.multiplier) * self.y
@@ -621,6 +633,15 @@ def certified_problems(X, y, classes, spec, fitted, cfg, r, mask, coef, intercep
     th_opt = opt.scaled_margins()
     Rm = opt.margin_rounding()
     idx = np.flatnonzero(mask)
+    # the certificate's own logic: level - r_i > eps >= ||r - r*|| for every certified point
+    level = min(gamma, 1.0 / mu)
+    d = r.astype(LD) - opt.r_ld
+    dist = float(np.sqrt(np.sum(d * d)))
+    slack = opt.accuracy * opt.sigma
+    close = [int(i) for i in idx if not level - r[i] > dist + slack]
+    if close:
+        out.append(f"certified point(s) {close[:8]} have level - r_i <= ||r - r*|| = {dist:.6g}: "
+                   "no valid error bound certifies them")
     wrong = [int(i) for i in idx if not th_opt[i] > Rm[i]]
     if wrong:
         out.append(f"certified point(s) {wrong[:8]} misclassified by the exact optimum "
@@ -633,7 +654,19 @@ def certified_problems(X, y, classes, spec, fitted, cfg, r, mask, coef, intercep
         wr = [int(i) for i in idx if not th_r[i] > 0]
         if wr:
             out.append(f"certified point(s) {wr[:8]} misclassified by w(r)")
-    # the returned classifier
+    # the returned classifier: w(r) in the input space (or on Phi), and it classifies
+    # every certified point correctly
+    if coef is not None or feature_coef is not None:
+        c = np.asarray(coef if coef is not None else feature_coef, dtype=np.float64)
+        w = opt.H.T @ np.asarray(r, dtype=np.float64).astype(LD)
+        want = s * w[:Z.shape[1]]  # extended precision: s may exceed float64's range
+        if c.shape != want.shape:
+            out.append(f"the returned coefficients have shape {c.shape}, w(r) {want.shape}")
+        else:
+            err = np.abs(c.astype(LD) - want)
+            tol = LD(1e-6) * np.abs(want) + LD(1e-9) * np.max(np.abs(want))
+            if not np.all(err <= tol):
+                out.append("the returned coefficients are not w(r) (s * Z^T (y * r))")
     if name == "linear":
         if coef is None:
             out.append("no coef_ for a linear model")
@@ -652,7 +685,8 @@ def certified_problems(X, y, classes, spec, fitted, cfg, r, mask, coef, intercep
         if wd:
             out.append(f"certified point(s) {wd[:8]} misclassified by the returned classifier")
     if bound is not None:
-        dist = float(np.linalg.norm(r - opt.r))
+        d = r.astype(LD) - opt.r_ld
+        dist = float(np.sqrt(np.sum(d * d)))
         slack = opt.accuracy * opt.sigma
         if not dist <= float(bound) * (1 + 1e-9) + slack:
             out.append(f"error bound {float(bound):.6g} < ||r - r*|| = {dist:.6g} "
@@ -778,8 +812,10 @@ def tikhonov_features(spec, X, fitted, result_fields, n_components=None):
     return Phi, theta, 0.0
 
 
-def decrement_problems(spec, X, y, classes, fitted, result_fields, cfg):
-    """The returned iterate's Newton decrement on the exact final subproblem <= tol.
+def final_decrement(spec, X, y, classes, fitted, result_fields, cfg):
+    """The returned iterate's Newton decrement on the exact final subproblem (the earlier
+    proximal steps solved exactly here); None when the kernel is not PSD on the data, a
+    string when the labels or the model are unusable.
 
     ``cfg``: {"loss", "t", "lam", "tol", "fit_intercept", "n_components"}.
     """
@@ -788,24 +824,33 @@ def decrement_problems(spec, X, y, classes, fitted, result_fields, cfg):
     if loss == "logistic":
         ypm = signs(y, classes)
         if ypm is None:
-            return ["labels outside classes"]
+            return "labels outside classes"
     else:
         ypm = np.asarray(y, dtype=np.float64)
     lam = cfg["lam"] if cfg["lam"] is not None else 1.0 / n
     parts = tikhonov_features(spec, X, fitted, result_fields, cfg.get("n_components"))
     if parts is None:
-        return ["the kernel is not positive semi-definite on the data: the Newton decrement "
-                "of the subproblem is not defined"]
+        return None
     Phi, theta, b = parts
     if not (np.all(np.isfinite(theta)) and math.isfinite(b)):
-        return ["the returned model is not finite"]
+        return "the returned model is not finite"
     fi = bool(cfg.get("fit_intercept", False))
     anchor = np.zeros(Phi.shape[1])
     x = None
     for _ in range(int(cfg["t"]) - 1):
         x = exact_prox_step(Phi, ypm, loss, lam, anchor, fi, start=x)
         anchor = x[:Phi.shape[1]]
-    nu = newton_decrement(Phi, ypm, loss, lam, theta, b, anchor, fi)
+    return newton_decrement(Phi, ypm, loss, lam, theta, b, anchor, fi)
+
+
+def decrement_problems(spec, X, y, classes, fitted, result_fields, cfg):
+    """The returned iterate's Newton decrement on the exact final subproblem <= tol."""
+    nu = final_decrement(spec, X, y, classes, fitted, result_fields, cfg)
+    if nu is None:
+        return ["the kernel is not positive semi-definite on the data: the Newton decrement "
+                "of the subproblem is not defined"]
+    if isinstance(nu, str):
+        return [nu]
     tol = cfg["tol"]
     if not nu <= tol * (1 + 1e-6) + 1e-13:
         return [f"Newton decrement of the exact final subproblem is {nu:.6g} > tol = {tol:.3g}"]
