@@ -872,8 +872,10 @@ def _base(kind):
             res = mk.solve(X, y, solver="iterated_tikhonov", t=2, kernel="rbf",
                            kernel_params={"gamma": 0.5})
             spec = ("rbf", {"gamma": 0.5})
-        elif kind == "decrement_linear":
+        elif kind in ("decrement_linear", "decrement_linear_csr"):
             X, y = overlapping(40, 3, seed=4)
+            if kind == "decrement_linear_csr":
+                X = sp.csr_matrix(X)
             res = mk.solve(X, y, solver="iterated_tikhonov", t=1, fit_intercept=True)
             spec = ("linear", {})
         else:
@@ -1133,8 +1135,8 @@ def act_tamper(case, facts):
                 X, y, truth_classes, kspec, None, cfg, cert.r, cert.mask, cert.coef,
                 cert.intercept):
             raise AssertionError(f"tamper {how} left a true claim")
-    elif kind in ("decrement", "decrement_linear"):
-        linear = kind == "decrement_linear"
+    elif kind in ("decrement", "decrement_linear", "decrement_linear_csr"):
+        linear = kind != "decrement"
         fields_cfg = {"loss": "logistic", "t": 1 if linear else 2, "lam": None, "tol": 1e-8,
                       "fit_intercept": linear}
         lam = 1.0 / n
@@ -1165,11 +1167,20 @@ def act_tamper(case, facts):
             cert.coef = cert.coef * 1.5
         elif how == "coef_scaled":
             cert.coef = cert.coef * 1.01
-        elif how in ("coef_nudged", "coef_nudged_value_1"):
-            # coef moved along a fixed direction until its decrement on the exact final
-            # subproblem is twice the tolerance: a near miss, not a wild model
-            v = np.random.default_rng(0).standard_normal(cert.coef.shape)
-            v /= np.linalg.norm(v)
+        elif how in ("coef_nudged", "coef_nudged_value_1", "intercept_nudged"):
+            # coef moved along one direction until its decrement on the exact final
+            # subproblem is twice the tolerance: a near miss, not a wild model. The
+            # direction is the data's leading one (top eigenvector of K, or of Phi^T Phi),
+            # where the loss part of the Hessian outweighs lam; or the intercept alone
+            v = np.zeros(cert.coef.shape)
+            if how == "intercept_nudged":
+                v[-1] = 1.0
+            elif linear:
+                D = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
+                v[:-1] = np.linalg.eigh(D.T @ D)[1][:, -1]
+            else:
+                K = np.asarray(R.kernel_block(kspec, X, X), dtype=np.float64)
+                v = np.linalg.eigh(K)[1][:, -1]
             base = np.array(cert.coef, dtype=np.float64)
             d0 = 1e-6 * max(np.linalg.norm(base), 1.0)
             nu0 = nu_of(base + d0 * v)
@@ -1828,7 +1839,9 @@ def catalogue():
                           "r_unbalanced"),
         "decrement": ("coef_prev_forged", "target_raised", "coef_scaled", "coef_nudged",
                       "coef_nudged_value_1"),
-        "decrement_linear": ("coef_scaled", "coef_nudged", "coef_nudged_value_1"),
+        "decrement_linear": ("coef_scaled", "coef_nudged", "coef_nudged_value_1",
+                             "intercept_nudged"),
+        "decrement_linear_csr": ("coef_nudged", "intercept_nudged"),
     }
     for kind, hows in tampers.items():
         for how in hows:
