@@ -19,7 +19,6 @@ import scipy.sparse as sp
 
 import marginkit as mk
 from marginkit import _validation as V
-from marginkit._api import compose
 from marginkit._result import SeparatorCertificate
 from marginkit._registry import REGISTRIES, PluginLoadWarning
 from marginkit.plugins import Param, Solver, SolverState
@@ -102,7 +101,8 @@ def _has_param(name, param):
 
 
 def _targets(case):
-    """Solvers a 'solve' case runs against (None: nothing registered applies: skip)."""
+    """Solvers a 'solve' case runs against (None: nothing registered applies, which fails
+    the case: the built-in solvers are always registered)."""
     sel = case.solvers
     if sel == "none":
         return [REFERENCE]
@@ -115,6 +115,26 @@ def _targets(case):
     return names or [None]
 
 
+def _applies(solver, case):
+    """False when ``solver`` cannot take the case's kernel at all (a solver that needs a
+    feature map given kernel='precomputed' or a callable): that pair is no case. Decided
+    as composition decides it (``Solver.requires``); a kernel argument that is itself
+    invalid keeps the pair (the refusal is what the case tests)."""
+    from marginkit._api import resolve_kernel
+
+    if solver in (None, REFERENCE):
+        return True
+    kw = case.build(None)
+    if "kernel" not in kw:
+        return True
+    try:
+        kernel = resolve_kernel(kw["kernel"], kw.get("kernel_params"))
+    except (ValueError, TypeError):
+        return True
+    need = getattr(_solver_class(solver), "requires", {}).get("kernel", ())
+    return all(getattr(kernel, a, None) is not None for a in need)
+
+
 def _solve_params():
     out = []
     for case in RT.CASES:
@@ -123,6 +143,8 @@ def _solve_params():
         if case.isolated:  # run in a worker process by tests/test_inputs_hostile.py
             continue
         for solver in _targets(case):
+            if case.solvers in ("precomputed", "callable") and not _applies(solver, case):
+                continue
             out.append(pytest.param(case, solver, id=f"{case.id}-{solver}"))
     return out
 
@@ -139,27 +161,13 @@ def _snapshot(X):
     return ("other", repr(X))
 
 
-def _check_composable(solver, kw):
-    """Skip when this solver cannot be composed with the case's kernel (not what is tested)."""
-    if solver == REFERENCE:
-        return
-    cfg_kw = {k: kw[k] for k in ("kernel", "kernel_params") if k in kw}
-    try:
-        compose(mk.Config(solver=solver, **cfg_kw))
-    except (ValueError, TypeError) as exc:
-        pytest.skip(f"{solver} does not compose with {cfg_kw}: {exc}")
-
-
 # ------------------------------------------------------------------ rejected / accepted
 @pytest.mark.parametrize("case,solver", _solve_params())
 def test_solve_case(case, solver, tmp_path):
-    if solver is None:
-        pytest.skip(f"no registered solver applies to case {case.id!r} ({case.solvers}) yet")
+    assert solver is not None, f"no registered solver applies to case {case.id!r} ({case.solvers})"
     args = case.build(tmp_path)
     X, y = args.pop("X"), args.pop("y")
     args.setdefault("solver", solver)
-    if case.solvers in ("precomputed", "callable"):
-        _check_composable(solver, args)
     before = _snapshot(X)
     if case.expect in ("ValueError", "TypeError"):
         exc = {"ValueError": ValueError, "TypeError": TypeError}[case.expect]
@@ -207,6 +215,8 @@ def _hostile_params():
             continue
         names = [s for s in REGISTERED if _is_classifier(s)]
         for solver in names or [None]:
+            if not _applies(solver, case):
+                continue
             out.append(_param("hostile", case.id, solver, case, solver, id=f"{case.id}-{solver}"))
     return out
 
@@ -239,12 +249,9 @@ def _assert_honest(res, X, y, truth, label):
 
 @pytest.mark.parametrize("case,solver", _hostile_params())
 def test_hostile_data_honest(case, solver, tmp_path):
-    if solver is None:
-        pytest.skip("no classification solver registered yet")
+    assert solver is not None, "no classification solver is registered"
     args = case.build(tmp_path)
     X, y = args.pop("X"), args.pop("y")
-    if "kernel" in args:
-        _check_composable(solver, args)
     before = _snapshot(X)
     try:
         res = mk.solve(X, y, solver=solver, max_iter=HOSTILE_MAX_ITER, random_state=0, **args)
@@ -280,8 +287,6 @@ def test_certificate_verify_is_overflow_safe(scale):
     separable data is no infeasibility proof, and a true separator verifies, at any scale."""
     from marginkit._result import InfeasibilityCertificate
 
-    if "linear" not in mk.list_plugins()["kernel"]:
-        pytest.skip("linear kernel not registered")
     X, y = RT.separable()
     Xs = X * scale
     kernel = mk.get_plugin("kernel", "linear")()
@@ -304,8 +309,7 @@ def test_duplicates_with_opposite_labels_certified_infeasible():
     with_cert = [s for s in REGISTERED if _is_classifier(s) and any(
         "dual_certificate" in (r if isinstance(r, str) else r[0])
         for r in _solver_class(s)().default_stop)]
-    if not with_cert:
-        pytest.skip("no registered solver provides a dual certificate (nvn, snkpvn, isnkpvn) yet")
+    assert with_cert, "no registered solver provides a dual certificate (nvn, snkpvn, isnkpvn)"
     X, y = RT._dup_opposite(None)["X"], RT._dup_opposite(None)["y"]
     for s in with_cert:
         res = mk.solve(X, y, solver=s, max_iter=20000, random_state=0)
@@ -313,30 +317,9 @@ def test_duplicates_with_opposite_labels_certified_infeasible():
         assert res.certificate.verify(X, y), s
 
 
-def _numeric_params():
-    """(kind, name, param, Param) for every bounded or finite real parameter of every plug-in."""
-    import numbers
-
-    out = []
-    for kind in ("solver", "kernel", "smoother", "stopping"):
-        for name in mk.list_plugins()[kind]:
-            obj = mk.get_plugin(kind, name)
-            for pname, spec in getattr(obj, "param_table", {}).items():
-                types = spec.types if isinstance(spec.types, tuple) else (spec.types,)
-                if any(t in (numbers.Real, numbers.Integral, float, int) for t in types):
-                    out.append(pytest.param(kind, name, pname, spec, id=f"{kind}-{name}-{pname}"))
-    return out or [pytest.param(None, None, None, None, id="none")]
-
-
-@pytest.mark.parametrize("kind,name,pname,spec", _numeric_params())
-def test_every_numeric_parameter_rejects_nan_and_out_of_range(kind, name, pname, spec):
-    """Every registered plug-in's numeric parameters: NaN/inf (when finite is required) and
-    values outside the declared range raise ValueError naming the parameter and its range."""
-    if kind is None:
-        pytest.skip("no plug-in with numeric parameters registered")
-    cls = mk.get_plugin(kind, name)
-    required = {k: (v.default if v.default is not Param.REQUIRED else 1)
-                for k, v in cls.param_table.items() if v.default is Param.REQUIRED and k != pname}
+def _bad_values(spec):
+    """Values a numeric parameter's row must refuse: NaN/inf when finite values are
+    required, and the values just outside its declared range."""
     import numbers
 
     integral = spec.types in (numbers.Integral, int)
@@ -349,9 +332,35 @@ def test_every_numeric_parameter_rejects_nan_and_out_of_range(kind, name, pname,
     if spec.high is not None:
         high = int(spec.high) if integral else spec.high
         bad.append(high + 1 if not spec.high_open else high)
-    if not bad:
-        pytest.skip(f"{kind} {name}.{pname} has no declared range")
-    for value in bad:
+    return bad
+
+
+def _numeric_params():
+    """(kind, name, param, Param) for every bounded or finite real parameter of every plug-in
+    (a parameter with nothing to refuse has no case)."""
+    import numbers
+
+    out = []
+    for kind in ("solver", "kernel", "smoother", "stopping"):
+        for name in mk.list_plugins()[kind]:
+            obj = mk.get_plugin(kind, name)
+            for pname, spec in getattr(obj, "param_table", {}).items():
+                types = spec.types if isinstance(spec.types, tuple) else (spec.types,)
+                if any(t in (numbers.Real, numbers.Integral, float, int) for t in types) \
+                        and _bad_values(spec):
+                    out.append(pytest.param(kind, name, pname, spec, id=f"{kind}-{name}-{pname}"))
+    assert out, "no built-in plug-in has a numeric parameter"
+    return out
+
+
+@pytest.mark.parametrize("kind,name,pname,spec", _numeric_params())
+def test_every_numeric_parameter_rejects_nan_and_out_of_range(kind, name, pname, spec):
+    """Every registered plug-in's numeric parameters: NaN/inf (when finite is required) and
+    values outside the declared range raise ValueError naming the parameter and its range."""
+    cls = mk.get_plugin(kind, name)
+    required = {k: (v.default if v.default is not Param.REQUIRED else 1)
+                for k, v in cls.param_table.items() if v.default is Param.REQUIRED and k != pname}
+    for value in _bad_values(spec):
         with pytest.raises(ValueError, match=re.escape(f"{pname}=")):
             cls(**required, **{pname: value})
 
@@ -364,9 +373,8 @@ def _libsvm_params():
 
 @pytest.mark.parametrize("case", _libsvm_params())
 def test_libsvm_case(case, tmp_path):
-    datasets = pytest.importorskip("marginkit.datasets")
-    if not hasattr(datasets, "load_libsvm"):
-        pytest.skip("marginkit.datasets.load_libsvm not available yet")
+    from marginkit import datasets
+
     path = case.build(tmp_path)["path"]
     with pytest.raises(ValueError, match=case.match) as info:
         datasets.load_libsvm(path)
@@ -374,9 +382,8 @@ def test_libsvm_case(case, tmp_path):
 
 
 def test_libsvm_good_file_still_loads(tmp_path):
-    datasets = pytest.importorskip("marginkit.datasets")
-    if not hasattr(datasets, "load_libsvm"):
-        pytest.skip("marginkit.datasets.load_libsvm not available yet")
+    from marginkit import datasets
+
     for compress, name in ((None, "ok.txt"), ("gzip", "ok.gz"), ("xz", "ok.xz")):
         path = RT._libsvm(RT.GOOD, name, compress)(tmp_path)["path"]
         X, y = datasets.load_libsvm(path)
@@ -388,19 +395,13 @@ ESTIMATORS = ["PerceptronClassifier", "SVMClassifier", "IteratedTikhonovClassifi
 
 
 def _estimator(name):
-    pytest.importorskip("sklearn")
-    try:
-        import marginkit.sklearn as mks
-    except ImportError as exc:
-        pytest.skip(f"marginkit.sklearn not importable yet: {exc}")
-    if not hasattr(mks, name):
-        pytest.skip(f"marginkit.sklearn.{name} not available yet")
+    """The estimator class; it must fit clean data (a failure here fails the test)."""
+    pytest.importorskip("sklearn")  # an optional dependency
+    import marginkit.sklearn as mks
+
     cls = getattr(mks, name)
     X, y = RT.separable()
-    try:
-        cls().fit(X, y)
-    except Exception as exc:  # noqa: BLE001 - its own solver may not be registered yet
-        pytest.skip(f"{name} cannot fit clean data yet ({type(exc).__name__}: {exc})")
+    cls().fit(X, y)
     return cls
 
 
@@ -433,14 +434,11 @@ def _cli_params():
 
 @pytest.mark.parametrize("case", _cli_params())
 def test_cli_case(case, tmp_path, capsys):
-    try:
-        from marginkit.cli import main
-    except ImportError as exc:
-        pytest.skip(f"marginkit.cli not importable yet: {exc}")
+    from marginkit.cli import main
+
     argv = case.build(tmp_path)["argv"]
     solver = argv[argv.index("--solver") + 1]
-    if solver != "nope" and solver not in mk.list_plugins()["solver"]:
-        pytest.skip(f"solver {solver} not registered yet")
+    assert solver == "nope" or solver in mk.list_plugins()["solver"], f"{solver} not registered"
     rc = main(argv)
     err = capsys.readouterr().err
     assert rc == 2, f"exit code {rc}, stderr: {err}"
@@ -761,8 +759,7 @@ def _interrupt_data():
 def test_interrupt_real_solver_keeps_state(solver):
     """A Ctrl-C between iterations ends the run at the next boundary; the result is the
     same as stopping there with max_iter (nothing half-updated), and later runs are unaffected."""
-    if solver is None:
-        pytest.skip("no classification solver registered yet")
+    assert solver is not None, "no classification solver is registered"
     X, y = _interrupt_data()
 
     def cb(state):
@@ -787,8 +784,7 @@ def test_interrupt_real_solver_keeps_state(solver):
 
 @pytest.mark.parametrize("solver", _classifiers("time_limit"))
 def test_time_limit_real_solver(solver):
-    if solver is None:
-        pytest.skip("no classification solver registered yet")
+    assert solver is not None, "no classification solver is registered"
     X, y = _interrupt_data()
     res = mk.solve(X, y, solver=solver, stop=("max_iter", {"n": 10**9}), max_iter=10**9,
                    time_limit=0.05, random_state=0)
@@ -801,8 +797,7 @@ def test_time_limit_real_solver(solver):
 def test_sigint_timer_during_long_real_run():
     """A real asynchronous Ctrl-C (another thread raises SIGINT) during a long run."""
     names = [s for s in REGISTERED if _is_classifier(s)]
-    if not names:
-        pytest.skip("no classification solver registered yet")
+    assert names, "no classification solver is registered"
     X, y = _interrupt_data()
     timers = []
 
@@ -861,8 +856,6 @@ def test_ctrl_c_stops_a_one_vs_rest_fit(name, monkeypatch):
 
 def test_dask_input_errors_name_global_rows():
     da = pytest.importorskip("dask.array")
-    if "snkp" not in REGISTERED:
-        pytest.skip("snkp not registered")
     X, y = RT.separable()
     X[4, 1] = np.nan
     with pytest.raises(ValueError, match=r"NaN or infinity in row\(s\) \[4\]"):
@@ -951,8 +944,6 @@ def test_entry_point_raising_at_import_is_isolated(monkeypatch, tmp_path):
 
 
 def test_overwrite_required_to_replace_a_kernel():
-    if "linear" not in mk.list_plugins()["kernel"]:
-        pytest.skip("linear kernel not registered")
     original = mk.get_plugin("kernel", "linear")
 
     class Twice(original):
