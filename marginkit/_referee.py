@@ -155,13 +155,21 @@ class RowBlocks:
     def _prepare(self, B):
         from ._validation import check_X
 
+        B = float64_block(B)
         if self.fmap is not None:
-            B = check_X(self.fmap(B), name="feature_map(X)")
-        if sp.issparse(B):
-            pass  # read as stored (float32 entries are exact in float64)
-        elif B.dtype != np.float64 or not B.flags.c_contiguous:
-            B = np.ascontiguousarray(B, dtype=np.float64)
+            B = float64_block(check_X(self.fmap(B), name="feature_map(X)"))
         return B
+
+
+def float64_block(B):
+    """A row block in float64: dense C-ordered, or CSR with its structure as stored. A
+    feature map is evaluated on float64 rows (a float32 block would make Phi(X) float32,
+    whose rounding the referees' float64 bounds do not cover)."""
+    if sp.issparse(B):
+        return B if B.dtype == np.float64 else B.astype(np.float64)
+    if B.dtype != np.float64 or not B.flags.c_contiguous:
+        return np.ascontiguousarray(B, dtype=np.float64)
+    return B
 
 
 def absolute(B):

@@ -39,6 +39,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from .._registry import _register_builtin
+from .._referee import float64_block
 from ..certificates import Certificate, Verdict, certificate_type, local_matrix
 from .._validation import Param, check_X
 from ..plugins import Solver, SolverState, StoppingRule
@@ -130,8 +131,9 @@ class NystroemMap:
         n = X.shape[0]
         m = min(self.n_components, n)
         idx = np.sort(self.rng.choice(n, size=m, replace=False))
-        C = X[idx]
-        self.centres_ = C.copy() if not sp.issparse(C) else C.copy()
+        # float64 centres and rows: the map is the one the referee evaluates
+        self.centres_ = float64_block(X[idx]).copy()
+        C = self.centres_
         self.centre_index_ = idx
         Kcc = np.asarray(self.kernel(C, C), dtype=np.float64)
         Kcc = 0.5 * (Kcc + Kcc.T)
@@ -147,7 +149,8 @@ class NystroemMap:
         out = np.empty((X.shape[0], self.projection_.shape[1]), dtype=np.float64)
         for start in range(0, X.shape[0], block):
             stop = min(start + block, X.shape[0])
-            Kb = np.asarray(self.kernel(X[start:stop], self.centres_), dtype=np.float64)
+            Kb = np.asarray(self.kernel(float64_block(X[start:stop]), self.centres_),
+                            dtype=np.float64)
             out[start:stop] = Kb @ self.projection_
         return out
 
@@ -484,8 +487,11 @@ class _TikhonovState(_GuardedNewton, SolverState):
             self.model = _Primal(Phi, prm["fit_intercept"], self.lam)
         elif getattr(kernel, "feature_map", None) is not None \
                 and not getattr(kernel, "precomputed", False):
-            Phi = kernel.feature_map(Xtr)
-            self.identity_map = Phi is Xtr or getattr(kernel, "name", None) == "linear"
+            # a map evaluated on float32 rows computes in float32: a non-linear map is
+            # evaluated on float64 rows (the problem solved is the one the referee checks)
+            linear = getattr(kernel, "name", None) == "linear"
+            Phi = kernel.feature_map(Xtr if linear else float64_block(Xtr))
+            self.identity_map = linear or Phi is Xtr
             Phi = check_X(Phi, name="feature_map(X)")
             self.model = _Primal(Phi, prm["fit_intercept"], self.lam)
         else:
@@ -567,6 +573,7 @@ class _TikhonovState(_GuardedNewton, SolverState):
                 Kv = gram_matrix(kernel, Xv, X[self.train_index])
             self.Phi_val = Kv @ self.exact.projection_
         else:
+            Xv = Xv if self.identity_map else float64_block(Xv)
             self.Phi_val = check_X(kernel.feature_map(Xv), name="feature_map(X)")
 
     def _val_loss(self, w):

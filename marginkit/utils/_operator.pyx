@@ -628,6 +628,11 @@ cdef class DenseGramOperator(GramOperator):
             G = K
         else:
             G = np.array(K, dtype=dtype, order="C", copy=True)
+        if not np.isfinite(G).all():
+            raise ValueError(
+                "the Gram matrix K(X, X) has non-finite entries (the kernel's values overflow "
+                f"{G.dtype}): rescale X (e.g. to unit-norm rows) or change the kernel's "
+                "parameters (degree, gamma, coef0)")
         diag = np.diag(G).astype(np.float64)
         bad = np.flatnonzero(~(diag > 0))
         if bad.size:
