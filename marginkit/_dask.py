@@ -365,17 +365,19 @@ class DaskProblem:
     def X(self):
         return self.pool
 
-    def check_certificate(self, certificate):
-        """The referee's ``Verdict`` on ``certificate`` for the training data: the
-        certificate's check runs its passes over the chunks where they are held
-        (``PoolBlocks``); certificates without block passes read the chunks through the
-        caller's dask array, one at a time."""
+    def referee_data(self, blocked=False):
+        """``(X, labels)`` for a referee: with ``blocked`` the chunks where they are held
+        (``PoolBlocks``: the check's passes run there); otherwise the caller's dask array,
+        read one chunk at a time."""
         X, y = self.source
         if hasattr(y, "__dask_graph__"):
             y = y.compute()
-        if getattr(certificate, "blocked", False):
-            return certificate.check(PoolBlocks(self.pool), y)
-        return certificate.check(X, y)
+        return (PoolBlocks(self.pool) if blocked else X), y
+
+    def check_certificate(self, certificate):
+        """The referee's ``Verdict`` on ``certificate`` for the training data (its passes
+        over row blocks run on the chunks, see ``referee_data``)."""
+        return certificate.check(*self.referee_data(getattr(certificate, "blocked", False)))
 
     @property
     def n_samples(self):
@@ -968,7 +970,7 @@ class FistaDriver(Driver):
             fields["certificate"] = CertifiedPointsCertificate(
                 state.error_bound, mask, r.copy(), state.gamma, state.mu, data.scale, data.m,
                 data.s, "hsvm" if self.augmented else "svm", t_bar, coef, intercept,
-                problem.classes_, config=problem.config,
+                problem.classes_, kernel=problem.kernel, config=problem.config,
                 claim="certified" if status == "certified" else None)
         fields["extra"] = dict(L=state.L, kappa=state.kappa, gamma=state.gamma, mu=state.mu,
                                power_iterations=state.power_iterations,

@@ -253,11 +253,13 @@ def _features(kernel, Xb):
 
 
 def _pass_primal(Xb, sb, vb, kernel):
-    """Block share of w = Q^T (s v) and a = |Q|^T |v|, its zero rows and row length."""
+    """Block share of w = Q^T (s v) and a = |Q|^T |v| (v an n-vector, or n x k for k
+    vectors at once), its zero rows and row length."""
     Q, absQ, zero, k = unit_rows(_features(kernel, Xb))
-    u = sb * vb
-    w = np.asarray(Q.T @ u).ravel()
-    a = np.asarray(absQ.T @ np.abs(vb)).ravel()
+    shape = (Q.shape[1],) + vb.shape[1:]
+    u = vb * (sb if vb.ndim == 1 else sb[:, None])
+    w = np.asarray(Q.T @ u).reshape(shape)
+    a = np.asarray(absQ.T @ np.abs(vb)).reshape(shape)
     return w, a, bool(zero.any()), k
 
 
@@ -273,8 +275,9 @@ def _pass_dual(Xb, sb, kernel, w, ew, dq):
 
 
 def _feature_products(blocks, ypm, kernel, v):
-    """w = Q^T (s v) over the blocks, a bound ``ew`` on its rounding, the row length and
-    whether some row has norm 0 (the normalized Gram is then undefined)."""
+    """w = Q^T (s v) over the blocks (v an n-vector or n x k), a bound ``ew`` on its
+    rounding, the row length and whether some row has norm 0 (the normalized Gram is then
+    undefined)."""
     parts = blocks.map(_pass_primal, per_block=(ypm, v), common=(kernel,))
     w = np.zeros_like(parts[0][0]) if parts else np.zeros(0)
     a = np.zeros_like(w)
@@ -301,7 +304,8 @@ def _gram_rows(X, kernel, lo, hi):
 
 
 def _gram_products(X, ypm, kernel, v):
-    """(G v, its error bound) from the kernel's careful Gram rows (in memory, row blocks)."""
+    """(G v, its error bound, G undefined) from the kernel's careful Gram rows (in memory,
+    row blocks); v an n-vector or n x k (k products from one pass over the Gram rows)."""
     import scipy.sparse as sp
 
     from ._validation import check_X
@@ -332,10 +336,11 @@ def _gram_products(X, ypm, kernel, v):
     zero = ~(diag - ediag > 0)
     if zero.any():
         return None, None, True
-    t = ypm / np.sqrt(diag)
+    t = (ypm / np.sqrt(diag))[:, None]
     delta = float(np.max(ediag / (2 * diag))) + 2 * U
-    tv = t * v
-    g, A, B = np.empty(n), np.empty(n), np.zeros(n)
+    V = v.reshape(n, -1)
+    tv = t * V
+    g, A, B = np.empty(V.shape), np.empty(V.shape), np.zeros(V.shape)
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         K, E = _gram_rows(X, kernel, lo, hi)
@@ -344,7 +349,7 @@ def _gram_products(X, ypm, kernel, v):
         if E is not None:
             B[lo:hi] = np.abs(t[lo:hi]) * (E @ np.abs(tv))
     err = SAFETY * (((n + 4) * U + 2 * delta) * A + B)
-    return g, err, False
+    return g.reshape(v.shape), err.reshape(v.shape), False
 
 
 # ------------------------------------------------------------------ the two claims
@@ -395,8 +400,17 @@ def dual_norm_bound(X, ypm, kernel, p):
     g, err, zero = _gram_products(X, ypm, kernel, v)
     if zero:
         return None
+    sq, sq_err = _quadratic(v, g, err, total)
+    return math.sqrt(max(sq + sq_err, 0.0)) / total, math.sqrt(max(sq, 0.0)) / total
+
+
+def _quadratic(v, g, err, total):
+    """(v^T G v, a bound on its rounding) from g = G v and its bound ``err``; raises
+    ``NotPositiveSemidefiniteError`` when it is negative beyond that bound (``total``:
+    the scale of v reported in the message)."""
+    av = np.abs(v)
     sq = float(v @ g)
-    sq_err = float(v @ err) * (1 + (v.size + 2) * U) + 2 * (v.size + 2) * U * float(v @ np.abs(g))
+    sq_err = float(av @ err) * (1 + (v.size + 2) * U) + 2 * (v.size + 2) * U * float(av @ np.abs(g))
     if sq + sq_err < 0:
         raise NotPositiveSemidefiniteError(
             f"p^T G p = {sq / total**2:.3g} < 0 beyond its rounding bound "
@@ -404,7 +418,50 @@ def dual_norm_bound(X, ypm, kernel, p):
             "data, so no infeasibility certificate exists; use a PSD kernel (a precomputed "
             "Gram matrix must be K(X, X) of one)"
         )
-    return math.sqrt(max(sq + sq_err, 0.0)) / total, math.sqrt(max(sq, 0.0)) / total
+    return sq, sq_err
+
+
+def margin_bounds(X, ypm, kernel, alpha, p):
+    """The referee's bounds on the normalized margin rho_K (paper 000, Lemma 3), what
+    ``Result.margin_bounds`` reports: ``(lower, upper)`` with lower = min_i (G alpha)_i /
+    ||alpha||_G (-inf unless G alpha > 0 holds beyond its rounding bound) and upper =
+    ||p / sum(p)||_G for p >= 0, both recomputed in float64 from X, y and the kernel and
+    rounded outwards (one pass over the Gram rows, or two over the feature map's row
+    blocks). ``(-inf, inf)`` when G is undefined (a point with K(x, x) = 0) or p is 0;
+    ``NotPositiveSemidefiniteError`` as ``dual_norm_bound``."""
+    va, top_a = _pow2_scale(np.asarray(alpha, dtype=np.float64))
+    vp, top_p = _pow2_scale(np.asarray(p, dtype=np.float64))
+    if not (math.isfinite(top_a) and math.isfinite(top_p)) or top_p == 0.0:
+        return -math.inf, math.inf
+    total = float(np.sum(vp)) * (1 - (vp.size + 2) * U)  # a lower bound on sum(p) (p >= 0)
+    V = np.column_stack([va, vp])
+    if getattr(kernel, "feature_map", None) is not None:
+        blocks = row_blocks(X)
+        w, ew, dq, zero = _feature_products(blocks, ypm, kernel, V)
+        if zero:
+            return -math.inf, math.inf
+        norm_a, norm_p = (float(np.linalg.norm(w[:, j])) * (1 + (dq + 8) * U)
+                          + float(np.linalg.norm(ew[:, j])) for j in (0, 1))
+        low = -math.inf
+        if top_a > 0:
+            parts = blocks.map(_pass_dual, per_block=(ypm,),
+                               common=(kernel, np.ascontiguousarray(w[:, 0]),
+                                       np.ascontiguousarray(ew[:, 0]), dq))
+            low = min(part[0] for part in parts)
+    else:
+        g, err, zero = _gram_products(X, ypm, kernel, V)
+        if zero:
+            return -math.inf, math.inf
+        sq_p, e_p = _quadratic(vp, g[:, 1], err[:, 1], total)
+        norm_p = math.sqrt(max(sq_p + e_p, 0.0))
+        sq_a, e_a = _quadratic(va, g[:, 0], err[:, 0], 1.0)
+        norm_a = math.sqrt(max(sq_a + e_a, 0.0))
+        low = float(np.min(g[:, 0] - err[:, 0])) if top_a > 0 else -math.inf
+    upper = norm_p / total * (1 + 4 * U)
+    lower = low / norm_a * (1 - 4 * U) if (low > 0 and norm_a > 0) else -math.inf
+    # a recomputation that overflowed (a NaN or infinite bound) bounds nothing
+    return (lower if math.isfinite(lower) else -math.inf,
+            upper if math.isfinite(upper) else math.inf)
 
 
 def _thresholds(config, key):
@@ -418,6 +475,48 @@ def _thresholds(config, key):
     if value is None:
         raise ValueError(f"the run's configuration gives no {key!r} threshold")
     return float(value)
+
+
+def _same_value(a, b):
+    if a is b:
+        return True
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(np.asarray(a), np.asarray(b))
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - values without a truth value differ
+        return False
+
+
+def kernel_mismatch(kernel, config):
+    """None when ``kernel`` is the run's kernel (the class and parameters of the kernel
+    that the run's configuration ``config`` builds; nothing to compare without one), else
+    the reason it is not (``kernel`` None: the identity map of the linear kernel). A
+    certificate checked against a kernel of its own choosing would certify a different
+    problem (a narrower RBF separates more)."""
+    if config is None:
+        return None
+    from .kernels.builtin import LinearKernel
+    from ._api import resolve_kernel
+
+    if isinstance(config, dict):
+        spec, params = config.get("kernel", "linear"), config.get("kernel_params")
+    else:
+        spec, params = config.kernel, config.kernel_params
+    try:
+        run = resolve_kernel(spec, params)
+    except (TypeError, ValueError, KeyError) as exc:
+        return f"the run's configuration does not define its kernel: {exc}"
+    if kernel is None:
+        kernel = LinearKernel() if isinstance(run, LinearKernel) else None
+        if kernel is None:
+            return f"the certificate has no kernel (the linear map), the run's is {run!r}"
+    mine, theirs = getattr(kernel, "get_params", None), run.get_params()
+    mine = mine() if callable(mine) else None
+    if type(run) is not type(kernel) or not isinstance(mine, dict) or set(mine) != set(theirs) \
+            or not all(_same_value(mine[k], theirs[k]) for k in theirs):
+        return f"the certificate's kernel {kernel!r} is not the run's kernel {run!r}"
+    return None
 
 
 class _PerceptronFamilyCertificate(Certificate):
@@ -459,6 +558,9 @@ class SeparatorCertificate(_PerceptronFamilyCertificate):
                                              f"{n_rows(X)} points and {ypm.shape[0]} labels")
         if not np.all(np.isfinite(self.alpha)):
             return Verdict.reject(self.kind, "alpha is not finite")
+        other = kernel_mismatch(self.kernel, self.config)
+        if other is not None:
+            return Verdict.reject(self.kind, other)
         res = separator_margin(X, ypm, self.kernel, self.alpha)
         if res is None:
             return Verdict.reject(self.kind, "alpha is zero, or a point has K(x, x) = 0 "
@@ -514,6 +616,9 @@ class InfeasibilityCertificate(_PerceptronFamilyCertificate):
         if not np.all(np.isfinite(p)) or p.min() < 0 or abs(float(np.sum(p)) - 1.0) > 1e-9:
             return Verdict.reject(self.kind, "p is not in the simplex (p >= 0, sum(p) = 1)",
                                   threshold=eps)
+        other = kernel_mismatch(self.kernel, self.config)
+        if other is not None:
+            return Verdict.reject(self.kind, other, threshold=eps)
         res = dual_norm_bound(X, ypm, self.kernel, p)
         if res is None:
             return Verdict.reject(self.kind, "a point has K(x, x) = 0 (the normalized Gram "

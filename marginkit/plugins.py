@@ -117,9 +117,14 @@ class Problem:
             return self.y
         return np.asarray(self.classes_)[(self.y > 0).astype(np.intp)]
 
+    def referee_data(self, blocked=False):
+        """``(X, labels)``: the training data as a referee reads them (``blocked``: the
+        check runs passes over row blocks; the Dask backend then runs them on its chunks)."""
+        return self.X, self.labels()
+
     def check_certificate(self, certificate):
         """The referee's ``Verdict`` on ``certificate`` for this problem's training data."""
-        return certificate.check(self.X, self.labels())
+        return certificate.check(*self.referee_data(getattr(certificate, "blocked", False)))
 
 
 class Plugin:

@@ -342,3 +342,70 @@ def test_columns_beyond_the_memory_budget_are_refused_before_solving():
                       shape=(2, 3_000_000_000))
     with pytest.raises(ValueError, match="columns.*memory_budget"):
         mk.solve(X, [0, 1])
+
+
+# ------------------------------------------------------------------ margin bounds, kernels
+def _long_double_bounds(res, X, y, K):
+    """min(G alpha)/||alpha||_G and ||p||_G of the result's alpha and best p, in long double."""
+    G = normalized_gram(K, pm(y))
+    alpha = np.asarray(res.dual_coef_, dtype=np.longdouble)
+    Ga = G @ alpha
+    lower = Ga.min() / np.sqrt(alpha @ Ga)
+    return float(lower), Ga
+
+
+@pytest.mark.parametrize("solver", ["snkp", "snkpvn", "nvn"])
+@pytest.mark.parametrize("offset,dtype", [(0.0, np.float64), (1e3, np.float32)])
+def test_margin_bounds_are_the_referees(solver, offset, dtype):
+    """Result.margin_bounds bound rho_K from both sides as a long-double recomputation sees
+    them, also where the solver's own float32 estimate of ||p||_G rounds to 0."""
+    X, y = offset_pairs(offset, dtype)
+    res = mk.solve(X, y, solver=solver, kernel="rbf", kernel_params={"gamma": 0.5},
+                   max_iter=3000)
+    lower, upper = res.margin_bounds
+    K = rbf_reference(X.astype(np.float64), X.astype(np.float64), 0.5)
+    exact_lower, _ = _long_double_bounds(res, X, y, K)
+    assert upper > 0 and lower <= upper
+    if res.status == "separable":
+        assert 0 < lower <= exact_lower * (1 + 1e-12)
+    # every p in the simplex bounds rho_K from above: the referee's upper is >= rho_K >=
+    # the exact margin of the returned alpha
+    assert upper >= exact_lower
+
+
+def test_margin_bounds_on_dask_match_in_memory():
+    da = pytest.importorskip("dask.array")
+    X, y = make_xor(120, random_state=1)[:2]
+    X = np.c_[X, np.ones(len(X))]
+    mem = mk.solve(X, y, solver="nvn", max_iter=400)
+    dsk = mk.solve(da.from_array(X, chunks=(40, 3)), y, solver="nvn", max_iter=400)
+    np.testing.assert_allclose(dsk.margin_bounds, mem.margin_bounds, rtol=1e-9)
+
+
+def test_overflowing_gram_is_refused():
+    X, y = offset_pairs(0.0)
+    with pytest.raises(ValueError, match="non-finite entries.*rescale X"):
+        mk.solve(X * 1e155, y, solver="perceptron", kernel="poly", kernel_params={"degree": 3})
+
+
+def test_certificates_of_another_kernel_are_rejected():
+    """A certificate checked with a kernel other than its run's certifies another problem."""
+    import copy
+
+    X, y, res = _infeasible_run()
+    forged = copy.deepcopy(res.certificate)
+    forged.kernel = mk.get_plugin("kernel", "rbf")(gamma=1.0)
+    verdict = forged.check(X, y)
+    assert not verdict and "not the run's kernel" in verdict.reason
+    Xr, yr = make_xor(200, random_state=0)[:2]
+    sep = mk.solve(Xr, yr, solver="snkp", kernel="rbf", kernel_params={"gamma": 2.0})
+    forged = copy.deepcopy(sep.certificate)
+    forged.kernel = mk.get_plugin("kernel", "rbf")(gamma=3.0)
+    assert sep.certificate.verify(Xr, yr) and not forged.verify(Xr, yr)
+    svm = mk.solve(Xr, yr, solver="fista", kernel="rff",
+                   kernel_params={"n_components": 50, "random_state": 0})
+    assert svm.status == "certified" and svm.certificate.verify(Xr, yr)
+    forged = copy.deepcopy(svm.certificate)
+    forged.kernel = None  # "the linear map"
+    verdict = forged.check(Xr, yr)
+    assert not verdict and "the run's is" in verdict.reason

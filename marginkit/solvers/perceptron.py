@@ -207,8 +207,14 @@ class _PerceptronFamily(Solver):
 def family_fields(problem, status, core, alpha, dual_vector, best_p):
     """Result fields every solver of the family returns (in memory and on Dask chunks):
     status, alpha, p and the margin bounds. The certificate of a claim is the one the run
-    loop re-checked before stopping (``_FamilyState.certificate``)."""
-    lower, upper = core.margin_bounds()
+    loop re-checked before stopping (``_FamilyState.certificate``); the margin bounds are
+    the referee's (``certificates.margin_bounds`` of alpha and the best p, recomputed in
+    float64 with outward rounding), not the solver's running estimates (``history``)."""
+    from ..certificates import labels_pm, margin_bounds
+
+    kernel = problem.kernel
+    X, y = problem.referee_data(blocked=getattr(kernel, "feature_map", None) is not None)
+    lower, upper = margin_bounds(X, labels_pm(y, problem.classes_), kernel, alpha, best_p())
     return {
         "status": status,
         "dual_coef_": alpha,

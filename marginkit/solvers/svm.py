@@ -30,7 +30,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._registry import _register_builtin
-from ..certificates import Certificate, Verdict, certificate_type, local_matrix, labels_pm as _labels_pm
+from ..certificates import Certificate, Verdict, certificate_type, kernel_mismatch, local_matrix, \
+    labels_pm as _labels_pm
 from .._validation import Param, check_X
 from ..kernels.builtin import LinearKernel
 from ..plugins import Solver, SolverState, StoppingRule
@@ -765,8 +766,9 @@ class CertifiedPointsCertificate(Certificate):
 
     def _feature_map(self, X):
         kernel = getattr(self, "kernel", None)  # absent in certificates saved before
-        if kernel is None:
-            return None
+        if kernel is None or getattr(getattr(kernel, "feature_map", None), "__func__",
+                                     None) is LinearKernel.feature_map:
+            return None  # the identity map: X itself
         if getattr(kernel, "fitted", True) is False:
             # a loaded result keeps the kernel's parameters only: fit the map on the
             # training rows (an integer random_state reproduces it)
@@ -802,6 +804,9 @@ class CertifiedPointsCertificate(Certificate):
             if mine != th[name]:
                 return reject(f"the certificate's {name}={mine!r} is not the run's "
                               f"{name}={th[name]!r}")
+        other = kernel_mismatch(self.kernel, getattr(self, "config", None))
+        if other is not None:
+            return reject(other)
         ypm = _labels_pm(y, self.classes)
         r, mask = self.r, self.mask
         if ypm.shape != (n,) or r.shape != (n,) or mask.shape != (n,):
@@ -1265,7 +1270,7 @@ class _FistaBase(Solver):
                 state.error_bound, mask, state.r.copy(), state.gamma, state.mu,
                 data.scale, data.m, data.s, "hsvm" if self.augmented else "svm", t_bar,
                 _fitted_coef(fields), fields["intercept_"], problem.classes_,
-                kernel=None if identity else problem.kernel, config=problem.config,
+                kernel=problem.kernel, config=problem.config,
                 claim="certified" if status == "certified" else None)
         extra = fields.setdefault("extra", {})
         extra.update(L=state.L, kappa=state.kappa, gamma=state.gamma, mu=state.mu,
@@ -1511,7 +1516,7 @@ class DCD(Solver):
             fields["certificate"] = CertifiedPointsCertificate(
                 state.error_bound, mask, state.r.copy(), state.gamma, state.mu, data.scale,
                 data.m, data.s, "hsvm", t_bar, _fitted_coef(fields), fields["intercept_"],
-                problem.classes_, kernel=None if identity else problem.kernel,
+                problem.classes_, kernel=problem.kernel,
                 config=problem.config, claim="certified" if status == "certified" else None)
         fields.setdefault("extra", {}).update(gamma=state.gamma, mu=state.mu,
                                               full_passes=state.full_passes)

@@ -489,9 +489,12 @@ class _TikhonovState(_GuardedNewton, SolverState):
                 and not getattr(kernel, "precomputed", False):
             # a map evaluated on float32 rows computes in float32: a non-linear map is
             # evaluated on float64 rows (the problem solved is the one the referee checks)
+            # (an identity map then runs on X itself, as the linear kernel does)
             linear = getattr(kernel, "name", None) == "linear"
-            Phi = kernel.feature_map(Xtr if linear else float64_block(Xtr))
-            self.identity_map = linear or Phi is Xtr
+            Xb = Xtr if linear else float64_block(Xtr)
+            Phi = kernel.feature_map(Xb)
+            self.identity_map = linear or Phi is Xb
+            Phi = Xtr if self.identity_map and not linear else Phi
             Phi = check_X(Phi, name="feature_map(X)")
             self.model = _Primal(Phi, prm["fit_intercept"], self.lam)
         else:
