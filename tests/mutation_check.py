@@ -12,7 +12,7 @@ holds, so the list follows the code as it changes:
 
 * ``marginkit/certificates.py`` (everything),
 * the methods of the ``*Certificate`` classes of ``marginkit/solvers/svm.py`` and
-  ``marginkit/solvers/tikhonov.py``, and ``marginkit/solvers/_referee.py`` when it exists,
+  ``marginkit/solvers/tikhonov.py`` with their referee functions, ``marginkit/_referee.py``,
 * ``referee`` and ``finish_fields`` of ``marginkit/_api.py`` (the run loop's re-check).
 
 Operators (each mutant changes one site):
@@ -47,12 +47,16 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: (file, which functions): None = every function of the file; "certificates" = the
-#: methods of classes named *Certificate; a tuple = those top-level functions
+#: methods of classes named *Certificate; a tuple = those top-level functions (and, with
+#: "certificates" among them, those methods)
 TARGETS = (
     ("marginkit/certificates.py", None),
-    ("marginkit/solvers/svm.py", "certificates"),
-    ("marginkit/solvers/tikhonov.py", "certificates"),
-    ("marginkit/solvers/_referee.py", None),  # the referees' shared helpers, when present
+    ("marginkit/solvers/svm.py", ("certificates", "_referee_certified_points", "_referee_parts",
+                                  "_scaled_frobenius2", "run_thresholds", "certify_level")),
+    ("marginkit/solvers/tikhonov.py", ("certificates", "run_targets", "_decrement_referee",
+                                       "_loss_derivatives_bounded", "_newton_direction",
+                                       "_decrement_pass2")),
+    ("marginkit/_referee.py", None),  # the referees' shared row blocks and rounding
     ("marginkit/_api.py", ("referee", "finish_fields")),
 )
 
@@ -144,7 +148,8 @@ def _functions(tree, which):
             if which is None or (isinstance(which, tuple) and node.name in which):
                 out.append((node.name, node, None))
         elif isinstance(node, ast.ClassDef):
-            if which is None or (which == "certificates" and node.name.endswith("Certificate")):
+            if which is None or (which == "certificates" or "certificates" in which) \
+                    and node.name.endswith("Certificate"):
                 for item in node.body:
                     if isinstance(item, ast.FunctionDef) and not _abstract(item):
                         out.append((f"{node.name}.{item.name}", item, node))
