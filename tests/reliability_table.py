@@ -911,7 +911,11 @@ same one `verify` runs:
 * the thresholds are the run's configuration (the `eps` of the `dual_certificate` rules or the
   solver's own tolerance), never a number the certificate stores about itself; `eps` and
   `delta` must lie in (0, 1) (every p in the simplex has ||p||_G <= 1);
-* labels outside the run's classes are refused;
+* labels outside the run's classes are refused, and so is a certificate whose kernel is not
+  the run's (its class and parameters are those the run's configuration builds);
+* feature maps are evaluated on float64 rows, by the referee and by the solvers whose claim
+  depends on them (`iterated_tikhonov`'s maps and Nystroem centres), so the problem a solver
+  certifies is the one the referee checks;
 * a kernel that is not positive semi-definite on the data (p^T G p < 0 beyond rounding) ends
   the run with `NotPositiveSemidefiniteError` (a `ValueError`), not a certificate.
 
@@ -921,7 +925,9 @@ recomputed from explicit differences (two points 0.01 apart at coordinates ~1e6 
 K = exp(-gamma 1e-4), not 1); the Gram operator's row norms cannot overflow, and norms its
 products cannot represent (normalized solvers: outside [2^-1000, 2^1000]; the classic
 perceptron, which works with the raw Gram X X^T: outside [2^-500, 2^500]) are refused with a
-message to rescale X.
+message to rescale X, as is a Gram matrix whose entries overflow (a polynomial kernel of
+large rows). `Result.margin_bounds` of the perceptron family are the referee's too: alpha's
+margin and the best p's G-norm recomputed after the run and rounded outwards.
 
 ## Guarantees and where they are tested
 
@@ -935,6 +941,9 @@ message to rescale X.
 | a Python smoother's exception ends the run with a `PluginError` naming it (the original chained); a result that is not n finite reals in the simplex is a `ValueError` naming it, checked before use | `tests/test_smoothers.py` |
 | `time_limit`, Ctrl-C between iterations without corrupting the state | `tests/test_api.py`, `tests/test_reliability.py` |
 | every claim re-checked by the referee before the run stops; no false "infeasible" under RBF at large offsets or in float32; non-PSD Grams refused; tampered certificates, labels and thresholds rejected; the rounding bounds cover a long-double recomputation | `tests/test_referee.py` |
+| the SVM family's certified points and iterated Tikhonov's Newton decrement: referees with rounding bounds, scale refusals, thresholds from the run's configuration | `tests/test_svm_trust.py`, `tests/test_tikhonov_trust.py` |
+| hostile but legal inputs (malformed CSR at every entry point, cancelling distances, non-PSD Grams, magnitudes from 1e-310 to 1e300, float32, extreme C and mu, tampered certificates and result files) over solvers, kernels, dtypes and layouts, each case in a forked child with a timeout and a memory cap, judged by independent references (extended precision, exact optima); `-m slow` runs the whole grid | `tests/test_hostile.py` |
+| weakening the certificate and verify code (a comparison, a normalization, a rounding term, a guard, trusting a stored field) makes a test fail | `python tests/mutation_check.py` (not in the default run) |
 """
 
 
