@@ -151,9 +151,8 @@ def test_any_newton_direction_gives_a_valid_bound(direction, monkeypatch):
     y = np.where(X[:, 0] + 0.5 * rng.standard_normal(100) > 0, 1, -1)
     res = mk.solve(X, y, solver="iterated_tikhonov", t=1, lam=0.1, tol=1e-3,
                    stop=[("max_iter", {"n": 2})])
-    cert = NewtonDecrementCertificate(0.0, 1.0, "logistic", 0.1, "primal", res.coef_,
-                                      np.zeros(4), False, None, res.classes_,
-                                      identity_map=True)
+    cert = NewtonDecrementCertificate(0.0, 1.0, "logistic", 0.1, "primal", res.coef_[None, :],
+                                      False, None, res.classes_, identity_map=True)
     central, good = cert.bounds(X, y)
 
     def fake(Hs, blocks, h, n, lam, p, fit_intercept, rhs):
