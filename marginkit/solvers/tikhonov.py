@@ -375,11 +375,13 @@ class _GuardedNewton:
             self.done = True
 
     def refuted(self, status, verdict):
-        """A "converged" claim the referee rejected (its recomputed decrement, with its
-        rounding bound, is above the target): when the recomputed value itself is within
-        the target (the bound is limited by float64 rounding, not by the iterate) or after
-        three refutations, the run ends honestly (the rule then reports "max_iter", the
-        reason is ``extra["failure"]``); otherwise Newton's method goes on."""
+        """A "converged" claim the referee rejected (the recomputed decrement of a link of
+        the chain, with its rounding bound, is above that link's target): when the
+        recomputed value itself is within the target (the bound is limited by float64
+        rounding, not by the iterate) or after three refutations (an earlier link cannot be
+        repaired by Newton steps on the last subproblem), the run ends honestly (the rule
+        then reports "max_iter", the reason is ``extra["failure"]``); otherwise Newton's
+        method goes on."""
         import warnings
 
         self._refutations = getattr(self, "_refutations", 0) + 1
