@@ -1786,16 +1786,18 @@ class _DaskTikhonovState(_GuardedNewton):
                 "target": self.decrement_target}
 
     def certificate(self, status):
-        """The certificate of "converged" at the current iterate (as in memory)."""
+        """The certificate of "converged" at the current iterate: the proximal chain up to
+        it (as in memory)."""
         from .solvers.tikhonov import NewtonDecrementCertificate
 
         if status != "converged":
             return None
         problem = self.problem
         return NewtonDecrementCertificate(
-            self.decrement, self.decrement_target, self.loss_name, self.lam, "primal", self.w,
-            self.w_prev, self.fit_intercept, problem.kernel, problem.classes_, None, None, None,
-            True, config=problem.config, prox_step=self.prox_step)
+            self.decrement, self.decrement_targets[: self.prox_step], self.loss_name, self.lam,
+            "primal", np.array(self._chain()), self.fit_intercept, problem.kernel,
+            problem.classes_, None, None, None, True, config=problem.config,
+            prox_step=self.prox_step)
 
 
 @_driver("iterated_tikhonov")

@@ -680,6 +680,19 @@ def _same_dim(loader, dim, size, where):
         raise _Refusal(where, f"has length {size} but {seen[1]} has {seen[0]}")
 
 
+def _dense_matrix(rows=None, cols=None):
+    """A dense 2-D float array; ``rows`` and ``cols`` name its dimensions (as ``_vector``'s
+    ``dim``: a vector of length t and a t x p matrix of one object agree)."""
+    def check(loader, node, where):
+        M = loader.array(node, where)
+        if M.ndim != 2 or M.dtype.kind != "f":
+            raise _Refusal(where, f"expected a dense 2-D float array, got {M.dtype} {M.shape}")
+        _same_dim(loader, rows, M.shape[0], where)
+        _same_dim(loader, cols, M.shape[1], where)
+        return M
+    return check
+
+
 def _matrix(loader, node, where):
     M = loader.csr(node, where) if isinstance(node, dict) and "__csr__" in node \
         else loader.array(node, where)
@@ -761,8 +774,8 @@ _CERTIFICATE_FIELDS = {
         "classes": _optional(_LABELS), "kernel": _optional(_kernel),
         "config": _optional(_config), "claim": _optional(_string)},
     "NewtonDecrementCertificate": {
-        "value": _number, "target": _number, "loss": _string, "lam": _number,
-        "representation": _string, "coef": _vector(dim="p"), "coef_prev": _vector(dim="p"),
+        "value": _number, "targets": _vector(dim="t"), "loss": _string, "lam": _number,
+        "representation": _string, "chain": _dense_matrix(rows="t", cols="p"),
         "fit_intercept": _boolean, "kernel": _optional(_kernel), "classes": _optional(_LABELS),
         "train_index": _optional(_vector("iu")), "centres": _optional(_matrix),
         "projection": _optional(_matrix), "identity_map": _boolean,

@@ -190,9 +190,10 @@ def test_proposition1_final_exact_decrement_below_tol():
     loose = _solve(X, y, lam=lam, t=t, tol=tol)
     exact_prev = _solve(X, y, lam=lam, t=t - 1, tol=1e-13)
     cert = loose.certificate
-    exact = NewtonDecrementCertificate(0.0, tol, "logistic", lam, "primal", cert.coef,
-                                       exact_prev.coef_, False, _Linear(), cert.classes,
-                                       identity_map=True)
+    # the last subproblem centred at the exact theta^{t-1}: a chain (theta^{t-1}, theta^t)
+    exact = NewtonDecrementCertificate(0.0, tol, "logistic", lam, "primal",
+                                       np.array([exact_prev.coef_, cert.coef]), False, _Linear(),
+                                       cert.classes, identity_map=True)
     assert exact.recompute(X, y) <= tol
 
 

@@ -151,9 +151,8 @@ def test_any_newton_direction_gives_a_valid_bound(direction, monkeypatch):
     y = np.where(X[:, 0] + 0.5 * rng.standard_normal(100) > 0, 1, -1)
     res = mk.solve(X, y, solver="iterated_tikhonov", t=1, lam=0.1, tol=1e-3,
                    stop=[("max_iter", {"n": 2})])
-    cert = NewtonDecrementCertificate(0.0, 1.0, "logistic", 0.1, "primal", res.coef_,
-                                      np.zeros(4), False, None, res.classes_,
-                                      identity_map=True)
+    cert = NewtonDecrementCertificate(0.0, 1.0, "logistic", 0.1, "primal", res.coef_[None, :],
+                                      False, None, res.classes_, identity_map=True)
     central, good = cert.bounds(X, y)
 
     def fake(Hs, blocks, h, n, lam, p, fit_intercept, rhs):
@@ -263,3 +262,128 @@ def test_dask_run_has_the_same_status_and_a_certificate_that_verifies():
     assert res.certificate.config is res.config and res.certificate.prox_step == 2
     assert res.certificate.check(da.from_array(X, chunks=(40, 6)), y)
     assert res.certificate.check(X, y)
+
+
+# ------------------------------------------------------------ the whole proximal chain
+def _logistic_data(n=120, d=5, seed=7):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    y = np.where(X[:, 0] + 0.5 * rng.standard_normal(n) > 0, 1, -1)
+    return X, y
+
+
+def test_forged_intermediate_link_is_rejected_naming_it():
+    """theta^3 moved and theta^2 moved with it so that theta^3 solves the subproblem
+    centred at theta^2 exactly (its gradient X^T g / n + lam (theta^3 - theta^2) = 0): the
+    last link holds, theta^2 no longer solves its own subproblem from theta^1, and the
+    referee says which link fails."""
+    X, y = _logistic_data()
+    n, lam = X.shape[0], 1e-2
+    res = mk.solve(X, y, solver="iterated_tikhonov", t=3, lam=lam)
+    assert res.status == "converged" and res.certificate.check(X, y)
+    bad = NewtonDecrementCertificate.__new__(NewtonDecrementCertificate)
+    bad.__dict__.update(res.certificate.__dict__)
+    theta = res.certificate.coef * 1.5
+    g = -y / (1.0 + np.exp(y * (X @ theta)))
+    bad.coef = theta
+    bad.coef_prev = theta + X.T @ g / (n * lam)
+    assert bad.recompute(X, y) < 1e-12  # the last link solves its subproblem exactly
+    verdict = bad.check(X, y)
+    assert not verdict and not bad.verify(X, y)
+    assert verdict.threshold == pytest.approx(decrement_schedule(1e-8, 3)[1])
+    with pytest.raises(AssertionError, match=r"link 2 of 3 \(theta\^2 on the subproblem "
+                                             r"centred at theta\^1\)"):
+        assert verdict, verdict.reason
+    assert res.certificate.check(X, y)  # the run's own certificate is untouched
+
+
+def test_one_link_chain_has_no_stored_centre():
+    X, y = _logistic_data()
+    cert = mk.solve(X, y, solver="iterated_tikhonov", t=1, lam=1e-2).certificate
+    assert cert.chain.shape == (1, 5) and np.all(cert.coef_prev == 0)
+    with pytest.raises(AttributeError, match=r"no stored centre: theta\^0 = 0"):
+        cert.coef_prev = np.ones(5)
+
+
+@pytest.mark.parametrize("t", [1, 3])
+@pytest.mark.parametrize("layout", ["dense", "csr", "rbf"])
+def test_genuine_chain_verifies(t, layout):
+    """A run's certificate stores its proximal iterates theta^1..theta^t (the keep_path
+    iterates: coef_ for the linear kernel, representer weights for an exact kernel) and
+    verifies; every link has its own target of the schedule."""
+    import scipy.sparse as sp
+
+    X, y = _logistic_data()
+    kw = dict(solver="iterated_tikhonov", t=t, lam=1e-2, keep_path=True)
+    if layout == "csr":
+        X = sp.csr_matrix(np.where(np.abs(X) > 0.5, X, 0.0))
+    if layout == "rbf":
+        kw.update(kernel="rbf", kernel_params={"gamma": 0.5})
+    res = mk.solve(X, y, **kw)
+    assert res.status == "converged"
+    cert = res.certificate
+    d = X.shape[0] if layout == "rbf" else X.shape[1]
+    assert cert.chain.shape == (t, d) and cert.prox_step == t
+    np.testing.assert_allclose(cert.chain, res.extra["path"], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(cert.targets, decrement_schedule(1e-8, t))
+    verdict = cert.check(X, y)
+    assert verdict and verdict.threshold == cert.target and verdict.margin > 0
+
+
+def test_chain_with_a_missing_link_is_rejected(rbf_run):
+    X, y, res = rbf_run
+    cert = res.certificate
+    short = NewtonDecrementCertificate(cert.value, cert.targets[1:], cert.loss, cert.lam,
+                                       cert.representation, cert.chain[1:], False, cert.kernel,
+                                       cert.classes, config=cert.config)
+    verdict = short.check(X, y)
+    assert not verdict and "not the run's last one (t=3)" in verdict.reason
+    with pytest.raises(ValueError, match=r"targets must be one number or one per link \(3\)"):
+        NewtonDecrementCertificate(0.0, [1.0, 1.0], "logistic", 0.1, "gram", cert.chain,
+                                   False, cert.kernel, cert.classes)
+
+
+def test_spectral_filter_certifies_its_whole_chain():
+    """The closed form (squared loss) gives every proximal iterate IT(1)..IT(t): the same
+    chain as Newton's method, and it verifies."""
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((80, 4))
+    y = X @ np.array([1.0, -2.0, 0.5, 0.0]) + 0.1 * rng.standard_normal(80)
+    kw = dict(solver="iterated_tikhonov", loss="squared", t=3, lam=1e-2)
+    closed = mk.solve(X, y, method="spectral_filter", **kw)
+    newton = mk.solve(X, y, **kw)
+    assert closed.status == newton.status == "converged"
+    assert closed.certificate.chain.shape == (3, 4)
+    np.testing.assert_allclose(closed.certificate.chain, newton.certificate.chain, rtol=1e-9)
+    assert closed.certificate.check(X, y)
+
+
+@pytest.mark.parametrize("how", ["nystroem-intercept", "exact-auto"])
+def test_saved_chain_round_trip_verifies(how, tmp_path):
+    X, y = _logistic_data(n=150)
+    if how == "nystroem-intercept":
+        kw = dict(kernel="rbf", kernel_params={"gamma": 0.3}, n_components=30, t=3,
+                  fit_intercept=True)
+    else:
+        kw = dict(kernel="rbf", kernel_params={"gamma": 0.3}, t="auto", t_max=5)
+    res = mk.solve(X, y, solver="iterated_tikhonov", lam=1e-2, random_state=0, **kw)
+    assert res.status == "converged"
+    path = tmp_path / "r.npz"
+    res.save(path)
+    back = mk.load_result(path).certificate
+    np.testing.assert_array_equal(back.chain, res.certificate.chain)
+    assert back.chain.shape[0] == res.extra["t"] == back.prox_step
+    assert back.check(X, y) and back.verify(X, y)
+
+
+def test_dask_run_certifies_the_same_chain():
+    da = pytest.importorskip("dask.array")
+    X, y = _logistic_data(n=150, d=6)
+    kw = dict(solver="iterated_tikhonov", t=3, lam=1e-2, fit_intercept=True)
+    mem = mk.solve(X, y, **kw)
+    res = mk.solve(da.from_array(X, chunks=(40, 6)), y, **kw)
+    assert res.status == mem.status == "converged"
+    assert res.certificate.chain.shape == mem.certificate.chain.shape == (3, 7)
+    np.testing.assert_allclose(res.certificate.chain, mem.certificate.chain, rtol=1e-7,
+                               atol=1e-10)
+    assert res.certificate.check(da.from_array(X, chunks=(40, 6)), y)

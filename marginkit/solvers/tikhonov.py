@@ -378,15 +378,17 @@ class _GuardedNewton:
             self.done = True
 
     def refuted(self, status, verdict):
-        """A "converged" claim the referee rejected (its recomputed decrement, with its
-        rounding bound, is above the target): when the recomputed value itself is within
-        the target (the bound is limited by float64 rounding, not by the iterate) or after
-        three refutations, the run ends honestly (the rule then reports "max_iter", the
-        reason is ``extra["failure"]``); otherwise Newton's method goes on."""
+        """A "converged" claim the referee rejected (the recomputed decrement of a link of
+        the chain, with its rounding bound, is above that link's target): when the
+        recomputed value itself is within the target (the bound is limited by float64
+        rounding, not by the iterate) or after three refutations (an earlier link cannot be
+        repaired by Newton steps on the last subproblem), the run ends honestly (the rule
+        then reports "max_iter", the reason is ``extra["failure"]``); otherwise Newton's
+        method goes on."""
         import warnings
 
         self._refutations = getattr(self, "_refutations", 0) + 1
-        target = self.decrement_target
+        target = verdict.threshold  # the target of the link that failed
         if verdict.value <= target or self._refutations >= 3:
             self.failed = (
                 f"the Newton decrement cannot be certified below its target {target:.3g}: "
@@ -395,6 +397,11 @@ class _GuardedNewton:
                 "ill-conditioned for this tol in float64 (raise tol, lam, or rescale X)")
             warnings.warn(f"iterated_tikhonov: {self.failed}", RuntimeWarning, stacklevel=2)
             self.done = True
+
+    def _chain(self):
+        """The proximal iterates theta^1..theta^k of the current step k, the current iterate
+        last (what the certificate stores; theta^0 = 0 is not part of it)."""
+        return list(self.prox_coef[: self.prox_step - 1]) + [self.w]
 
     def _record_last_prox_step(self):
         """At the end of a run: the last subproblem, if it stopped the run before handing
@@ -716,14 +723,16 @@ class _TikhonovState(_GuardedNewton, SolverState):
             # Phi = V S^{1/2} already diagonalizes Phi^T Phi = S
             s = self.exact.eigenvalues_ / n
             b = mdl.rmatvec(self.y) / n
-            coef = [iterated_tikhonov_filter(s, lam, k) * b for k in (t - 1, t)]
+            coef = [iterated_tikhonov_filter(s, lam, k) * b for k in range(t + 1)]
         else:
             Phi = mdl.Phi
             G = np.asarray((Phi.T @ Phi).toarray() if mdl.sparse else Phi.T @ Phi, dtype=np.float64)
             s, V = sla.eigh(G / n)
             b = V.T @ mdl.rmatvec(self.y) / n
-            coef = [V @ (iterated_tikhonov_filter(s, lam, k) * b) for k in (t - 1, t)]
-        self.w_prev, self.w = coef
+            coef = [V @ (iterated_tikhonov_filter(s, lam, k) * b) for k in range(t + 1)]
+        # IT(k) for k = 0..t (theta^0 = 0): the whole proximal chain, each link exact
+        self.prox_coef = coef[1:t]
+        self.w_prev, self.w = coef[t - 1], coef[t]
         self.z_prev = np.ascontiguousarray(mdl.predict(self.w_prev))
         self.z = np.ascontiguousarray(mdl.predict(self.w))
         self.prox_step = t
@@ -740,22 +749,22 @@ class _TikhonovState(_GuardedNewton, SolverState):
 
     def certificate(self, status):
         """The certificate of the claim "converged" at the current iterate (None for any
-        other status): the final subproblem solved to its Newton decrement target."""
+        other status): the proximal chain up to it, each subproblem solved to its target."""
         if status != "converged":
             return None
         problem, mdl = self.problem, self.model
-        w, w_prev = self.w, self.w_prev
+        chain = self._chain()
         centres = projection = None
         if self.exact is not None:
-            rep, coef, coef_prev = "gram", self.exact.projection_ @ w, self.exact.projection_ @ w_prev
+            rep, chain = "gram", [self.exact.projection_ @ w for w in chain]
         else:
-            rep, coef, coef_prev = "primal", w, w_prev
+            rep = "primal"
             if self.nystroem is not None:
                 centres, projection = self.nystroem.centres_, self.nystroem.projection_
         return NewtonDecrementCertificate(
-            self.decrement, self.decrement_target, self.loss_name, self.lam, rep, coef,
-            coef_prev, mdl.fit_intercept, problem.kernel, problem.classes_, self.train_index,
-            centres, projection, self.identity_map, config=problem.config,
+            self.decrement, self.decrement_targets[: self.prox_step], self.loss_name, self.lam,
+            rep, np.array(chain), mdl.fit_intercept, problem.kernel, problem.classes_,
+            self.train_index, centres, projection, self.identity_map, config=problem.config,
             prox_step=self.prox_step)
 
 
@@ -797,11 +806,13 @@ class NewtonDecrement(StoppingRule):
 # ====================================================================== certificate
 def run_targets(config, n_train, prox_step):
     """The claim's numbers from the run's configuration (a ``Config``, or its dict form
-    after ``load_result``): loss, lam (``lam`` or 1/n_train), fit_intercept and the target
-    of the Newton decrement of subproblem ``prox_step`` under the schedule of the run's
-    ``newton_decrement`` rule (the last one in ``stop``; tol None means the solver's tol):
-    tol kappa^(k - T) / T with T = t (``t_max`` for t="auto"). Parameters are validated by
-    the solver's and the rule's tables (``ValueError``/``TypeError`` naming them)."""
+    after ``load_result``): loss, lam (``lam`` or 1/n_train), fit_intercept, the target
+    of the Newton decrement of subproblem k = ``prox_step`` (the run's last one; None: t)
+    under the schedule of the run's ``newton_decrement`` rule (the last one in ``stop``;
+    tol None means the solver's tol), tol kappa^(k - T) / T with T = t (``t_max`` for
+    t="auto"), and ``targets``, the targets of the subproblems 1..k (a tuple). Parameters
+    are validated by the solver's and the rule's tables (``ValueError``/``TypeError``
+    naming them)."""
     from .._config import Config
     from .._registry import get_plugin
     from .._referee import stopping_rules
@@ -835,8 +846,9 @@ def run_targets(config, n_train, prox_step):
     if not (1 <= k <= T) or (prm["t"] != "auto" and k != T):
         raise ValueError(f"proximal step {prox_step!r} is not the run's last one (t={prm['t']!r})")
     lam = float(prm["lam"]) if prm["lam"] is not None else 1.0 / n_train
+    targets = tuple(float(v) for v in decrement_schedule(tol, T, kappa)[:k])
     return {"loss": prm["loss"], "lam": lam, "fit_intercept": bool(prm["fit_intercept"]),
-            "target": float(decrement_schedule(tol, T, kappa)[k - 1])}
+            "target": targets[-1], "targets": targets}
 
 
 def _loss_derivatives_bounded(loss, z, ez, y):
@@ -1051,39 +1063,76 @@ def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, g
 
 @certificate_type
 class NewtonDecrementCertificate(Certificate):
-    """The final iterate solves the last proximal subproblem to Newton decrement ``value``.
+    """The proximal chain theta^1..theta^t of a run, each link solved to its target.
 
-    ``check(X, y)`` is the referee: it recomputes from the data alone the Newton
-    decrement of L_hat(theta) + lam/2 ||theta - theta^{t-1}||^2 at the returned theta
-    (theta^{t-1} is kept here) in float64 and long double, with a proven upper bound
-    (docs/tikhonov.md, "The certificate"), and compares that bound with the target of
-    the run's configuration ``config`` (tol, t, the ``newton_decrement`` rule's kappa;
-    the last target tol kappa^(k - T) / T), never the stored ``target``. The loss, lam
-    and fit_intercept also come from the configuration and must agree with the stored
-    ones. Without a configuration (user code) the stored numbers are used.
+    What the chain certifies (``check(X, y)``): for every k = 1..t, theta^k solves the
+    proximal subproblem centred at the chain's previous link,
 
-    Exact kernels (``representation="gram"``): the coefficients are the representer
-    weights beta (theta = sum_i beta_i Phi(x_i)); the referee forms K in float64 and its
-    eigen feature map (``ExactKernelMap``). Feature maps, Nystroem centres and the
-    identity (linear kernel, dense, CSR or a dask array read chunk by chunk) are read
-    in row blocks.
+        F_k(theta) = L_hat(theta) + lam/2 ||theta - theta^{k-1}||^2,
 
-    Not re-checked: that theta^{t-1} is the solver's previous proximal iterate, and
-    which rows form the training split of t="auto" (``train_index``).
+    to Newton decrement ||grad F_k(theta^k)||_{H_k(theta^k)^{-1}} <= eps_k (Eq. 19), where
+    theta^0 = 0 is fixed by the referee (never read from the certificate, as the solver
+    starts there; an intercept is unpenalized and takes no part in the centre) and eps_k =
+    tol kappa^(k - T) / T is the target of step k under the run's configuration (tol, t,
+    or t_max for t="auto", and the ``newton_decrement`` rule's kappa), never the stored
+    ``targets``. Because the first centre is the exact theta^0, link 1 is a decrement of
+    the exact first subproblem; this is the hypothesis of Proposition 1 (Proposition 7
+    with c = 1/2), whose induction starts there (Eq. 61). With kappa >= 1.4 and, for the
+    logistic loss, tol <= sqrt(lam) / (2 R) (Assumption 5, R the self-concordance
+    constant on the data), the proposition gives that theta^t has Newton decrement <= tol
+    on the exact final subproblem, the one centred at the exact proximal iterate
+    (Eq. 18); for the squared loss kappa >= 1 is enough (constant Hessian H >= lam I).
+    That consequence and its conditions on tol and R are the paper's, not re-checked.
+
+    Each link is recomputed from the data alone in float64 and long double with a proven
+    upper bound (docs/tikhonov.md, "The certificate"), and that bound must be within the
+    link's target; the Verdict of a chain that holds reports the last link (value,
+    threshold, rounding) and the smallest margin over the links, a rejection the first
+    link that fails, named in its reason. The loss, lam and fit_intercept also come from
+    the configuration and must agree with the stored ones; the chain must have as many
+    links as the run's last proximal step (t, or ``prox_step`` of t="auto"). Without a
+    configuration (user code) the stored numbers and ``targets`` are used.
+
+    Parameters
+    ----------
+    value : float
+        The solver's Newton decrement of the last link (information; never read).
+    targets : float or array (t,)
+        The targets eps_1..eps_t the run used (a float: the same for every link).
+    loss, lam : the loss name and lambda.
+    representation : {"gram", "primal"}
+    chain : array (t, d)
+        theta^1..theta^t, one row per proximal step: representer weights beta^k (d = n,
+        theta = sum_i beta_i Phi(x_i)) for exact kernels (``representation="gram"``; the
+        referee forms K in float64 and its eigen feature map, ``ExactKernelMap``), the
+        feature-space coefficients otherwise, with the intercept last when
+        ``fit_intercept`` (feature maps, Nystroem centres and the identity: linear
+        kernel, dense, CSR or a dask array read chunk by chunk, in row blocks).
+
+    ``coef`` (theta^t), ``coef_prev`` (theta^{t-1}; zeros when t = 1) and ``target``
+    (eps_t) are views on ``chain`` and ``targets``. Not re-checked: which rows form the
+    training split of t="auto" (``train_index``, validated as increasing row indices).
     """
 
     kind = "newton_decrement"
 
-    def __init__(self, value, target, loss, lam, representation, coef, coef_prev,
-                 fit_intercept, kernel, classes, train_index=None, centres=None,
-                 projection=None, identity_map=False, config=None, prox_step=None):
+    def __init__(self, value, targets, loss, lam, representation, chain, fit_intercept,
+                 kernel, classes, train_index=None, centres=None, projection=None,
+                 identity_map=False, config=None, prox_step=None):
         self.value = float(value)
-        self.target = float(target)
+        self.chain = np.array(chain, dtype=np.float64)
+        if self.chain.ndim != 2 or self.chain.shape[0] < 1:
+            raise ValueError(f"chain must be a (t, d) array of the t >= 1 proximal iterates, "
+                             f"got shape {self.chain.shape}")
+        t = self.chain.shape[0]
+        targets = np.asarray(targets, dtype=np.float64)
+        if targets.ndim > 1 or targets.size not in (1, t):
+            raise ValueError(f"targets must be one number or one per link ({t}), got shape "
+                             f"{targets.shape}")
+        self.targets = np.broadcast_to(targets.ravel(), (t,)).copy()
         self.loss = loss
         self.lam = float(lam)
         self.representation = representation
-        self.coef = np.asarray(coef, dtype=np.float64)
-        self.coef_prev = np.asarray(coef_prev, dtype=np.float64)
         self.fit_intercept = bool(fit_intercept)
         self.kernel = kernel
         self.classes = classes
@@ -1091,17 +1140,57 @@ class NewtonDecrementCertificate(Certificate):
         self.centres = centres
         self.projection = projection
         self.identity_map = bool(identity_map)
-        #: the run's configuration (source of the target), None for user code
+        #: the run's configuration (source of the targets), None for user code
         self.config = config
         #: the proximal step k of the returned iterate (t="auto" picks it)
         self.prox_step = prox_step
 
-    def _targets(self, n_train):
+    # views on the chain (settable: a new value replaces the stored array by a copy)
+    @property
+    def coef(self):
+        """theta^t (beta^t for exact kernels): the returned iterate."""
+        return self.chain[-1]
+
+    @coef.setter
+    def coef(self, value):
+        chain = self.chain.copy()
+        chain[-1] = value
+        self.chain = chain
+
+    @property
+    def coef_prev(self):
+        """theta^{t-1}, the centre of the last subproblem (theta^0 = 0 when t = 1)."""
+        return self.chain[-2] if self.chain.shape[0] >= 2 else np.zeros(self.chain.shape[1])
+
+    @coef_prev.setter
+    def coef_prev(self, value):
+        if self.chain.shape[0] < 2:
+            raise AttributeError("a chain of one link has no stored centre: theta^0 = 0")
+        chain = self.chain.copy()
+        chain[-2] = value
+        self.chain = chain
+
+    @property
+    def target(self):
+        """eps_t, the target of the last link."""
+        return float(self.targets[-1])
+
+    @target.setter
+    def target(self, value):
+        targets = np.array(self.targets, dtype=np.float64)
+        targets[-1] = value
+        self.targets = targets
+
+    def _targets(self, n_train, t):
         config = getattr(self, "config", None)
         if config is None:
+            targets = np.asarray(self.targets, dtype=np.float64)
+            if targets.shape != (t,):
+                raise ValueError(f"the certificate stores {targets.size} targets for a chain "
+                                 f"of {t} links")
             return {"loss": self.loss, "lam": self.lam, "fit_intercept": self.fit_intercept,
-                    "target": self.target}
-        return run_targets(config, n_train, getattr(self, "prox_step", None))
+                    "targets": tuple(float(v) for v in targets)}
+        return run_targets(config, n_train, t)
 
     def _labels(self, y):
         y = np.asarray(y).ravel()
@@ -1112,19 +1201,24 @@ class NewtonDecrementCertificate(Certificate):
         return y.astype(np.float64)
 
     def recompute(self, X, y):
-        """The Newton decrement of the final subproblem recomputed from (X, y), with this
+        """The Newton decrement of the last link recomputed from (X, y), with this
         certificate's lam and loss (``bounds`` gives it with its proven upper bound)."""
         return self.bounds(X, y)[0]
 
     def bounds(self, X, y):
-        """(recomputed decrement, proven upper bound) with this certificate's lam and loss."""
-        blocks, yv, theta, b, prev = self._problem(X, y)
-        return _decrement_referee(blocks, yv, theta, b, prev, self.lam, self.loss,
-                                  self.fit_intercept)
+        """(recomputed decrement, proven upper bound) of the last link, theta^t on the
+        subproblem centred at theta^{t-1}, with this certificate's lam and loss."""
+        blocks, yv, thetas, bs = self._problem(X, y)
+        return _link_bounds(blocks, yv, thetas, bs, thetas.shape[0], self.lam, self.loss,
+                            self.fit_intercept)
 
     def _problem(self, X, y):
+        """(row blocks of Phi, labels, the chain in feature space (t, p), intercepts (t,))."""
         from .. import _referee as R
 
+        chain = np.asarray(self.chain)
+        if chain.ndim != 2 or chain.shape[0] < 1 or chain.dtype.kind != "f":
+            raise ValueError("the chain must be a (t, d) float array with t >= 1")
         yv = self._labels(y)
         precomputed = getattr(self.kernel, "precomputed", False)
         idx = self.train_index
@@ -1149,11 +1243,10 @@ class NewtonDecrementCertificate(Certificate):
                               "the Newton-decrement check of an exact kernel")
             emap = ExactKernelMap(K)
             Phi = np.ascontiguousarray(emap.features)
-            if self.coef.shape != (Phi.shape[0],) or self.coef_prev.shape != self.coef.shape:
+            if chain.shape[1] != Phi.shape[0]:
                 raise ValueError("the representer weights must have one entry per training row")
-            theta = Phi.T @ self.coef
-            prev = Phi.T @ self.coef_prev
-            return R.RowBlocks(Phi), yv, theta, 0.0, prev
+            # theta^k = Phi^T beta^k for every link
+            return R.RowBlocks(Phi), yv, chain @ Phi, np.zeros(chain.shape[0])
         if self.centres is not None:
             kernel, P, C = self.kernel, np.asarray(self.projection, dtype=np.float64), self.centres
 
@@ -1164,17 +1257,16 @@ class NewtonDecrementCertificate(Certificate):
         else:
             fmap = self.kernel.feature_map
         blocks = R.RowBlocks(X, fmap)
-        p = self.coef.shape[0] - int(self.fit_intercept)
-        theta = self.coef[:p]
-        b = float(self.coef[p]) if self.fit_intercept else 0.0
-        return blocks, yv, theta, b, self.coef_prev
+        p = chain.shape[1] - int(self.fit_intercept)
+        bs = chain[:, p] if self.fit_intercept else np.zeros(chain.shape[0])
+        return blocks, yv, np.ascontiguousarray(chain[:, :p]), bs
 
     def check(self, X, y):
         from ..certificates import NotPositiveSemidefiniteError
 
         kind = self.kind
         try:
-            blocks, yv, theta, b, prev = self._problem(X, y)
+            blocks, yv, thetas, bs = self._problem(X, y)
         except NotPositiveSemidefiniteError:
             raise  # a kernel that is not PSD on the data is an error, not a verdict
         except ValueError as exc:
@@ -1182,26 +1274,47 @@ class NewtonDecrementCertificate(Certificate):
         n = blocks.n
         if yv.shape != (n,):
             return Verdict.reject(kind, f"y has {yv.shape[0]} entries, X {n} rows")
+        t = thetas.shape[0]
+        step = getattr(self, "prox_step", None)
+        if step is not None and step != t:
+            return Verdict.reject(kind, f"the chain has {t} links but prox_step is {step!r}")
         try:
-            th = self._targets(n)
+            th = self._targets(n, t)
         except (TypeError, ValueError) as exc:
             return Verdict.reject(kind, f"the run's configuration does not define the claim: {exc}")
         for name in ("loss", "lam", "fit_intercept"):
             if getattr(self, name) != th[name]:
                 return Verdict.reject(kind, f"the certificate's {name}={getattr(self, name)!r} "
                                             f"is not the run's {name}={th[name]!r}")
-        if not (np.all(np.isfinite(self.coef)) and np.all(np.isfinite(self.coef_prev))):
+        if not np.all(np.isfinite(self.chain)):
             return Verdict.reject(kind, "the coefficients are not finite")
-        try:
-            central, nu_up = _decrement_referee(blocks, yv, theta, b, prev, th["lam"],
-                                                th["loss"], th["fit_intercept"])
-        except ValueError as exc:
-            return Verdict.reject(kind, f"the data do not define the claim: {exc}")
-        target = th["target"]
-        rounding = nu_up - central if math.isfinite(nu_up) else math.inf
-        return Verdict(nu_up <= target, kind, value=central, threshold=target,
-                       rounding=rounding, margin=target - nu_up,
-                       reason="Newton decrement above its target (with the rounding bound)")
+        margin = math.inf
+        for k in range(1, t + 1):
+            try:
+                central, nu_up = _link_bounds(blocks, yv, thetas, bs, k, th["lam"], th["loss"],
+                                              th["fit_intercept"])
+            except ValueError as exc:
+                return Verdict.reject(kind, f"the data do not define the claim: {exc}")
+            target = th["targets"][k - 1]
+            rounding = nu_up - central if math.isfinite(nu_up) else math.inf
+            margin = min(margin, target - nu_up)
+            if not nu_up <= target:
+                return Verdict(False, kind, value=central, threshold=target, rounding=rounding,
+                               margin=target - nu_up,
+                               reason=f"link {k} of {t} (theta^{k} on the subproblem centred at "
+                                      f"theta^{k - 1}): Newton decrement above its target (with "
+                                      "the rounding bound)")
+        return Verdict(True, kind, value=central, threshold=target, rounding=rounding,
+                       margin=margin)
+
+
+def _link_bounds(blocks, y, thetas, bs, k, lam, loss, fit_intercept):
+    """(recomputed decrement, proven upper bound) of link k (1-based) of a chain in feature
+    space: theta^k = ``thetas[k - 1]`` (intercept ``bs[k - 1]``) on the subproblem centred
+    at theta^{k-1}, theta^0 = 0 (the solver's start, never read from a certificate)."""
+    prev = thetas[k - 2] if k >= 2 else np.zeros(thetas.shape[1])
+    return _decrement_referee(blocks, y, np.ascontiguousarray(thetas[k - 1]), float(bs[k - 1]),
+                              prev, lam, loss, fit_intercept)
 
 
 # ====================================================================== solver
