@@ -872,7 +872,8 @@ def _loss_derivatives_bounded(loss, z, ez, y):
     return g, np.ones_like(z), ez + UNIT * np.abs(g) + ETA, np.zeros_like(z)
 
 
-def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept):
+def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept,
+                       enough=None, steer=None):
     """An upper bound nu_up of the Newton decrement of L_hat(theta, b) + lam/2
     ||theta - theta_prev||^2 at (theta, b), and the recomputed central value, from the
     rows of Phi (``blocks``, a ``_referee.RowBlocks``). Sums over the rows run in long
@@ -882,7 +883,18 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
         nu <= sqrt(zeta^T H zeta + 2 zeta^T rho + ||rho||^2 / lam_lb) + ||G - G~|| / sqrt(lam_lb)
 
     for the computed gradient G~, any zeta (a Newton direction, solved in float64 and
-    refined once), rho = G~ - H zeta, H the exact Hessian and lam_lb <= lambda_min(H)."""
+    refined once), rho = G~ - H zeta, H the exact Hessian and lam_lb <= lambda_min(H).
+
+    ``enough``: a target. zeta = 0 gives nu <= (||G~|| + ||G - G~||) / sqrt(lam_lb) from the
+    gradient alone; when that is already <= ``enough`` it is returned as both numbers
+    (no Hessian, no second pass: the intermediate links of a chain, whose targets are
+    loose, are mostly proven this way).
+
+    ``steer``: a dict that keeps the float64 Hessian Phi^T diag(l'') Phi that steers zeta
+    between the calls of one chain check: formed by the first call that needs it (the
+    check starts with the last link, the one it reports) and reused by the others, whose
+    iterates are close to it. Any zeta gives a valid bound (rho is recomputed at each
+    link's own iterate), so this only affects how tight the bound is."""
     from . import _svm_fast as f
     from .. import _referee as R
 
@@ -906,10 +918,9 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     h = np.empty(n)
     eg = np.empty(n)
     eh = np.empty(n)
-    xi2 = np.empty(n)
+    xi2 = np.empty(n) if fit_intercept else None
     aG = np.zeros(p, dtype=LD)
     magG = np.zeros(p)
-    Hs = np.zeros((p, p)) if p * p * 8 <= 256 * 2**20 else None
     D = 1
     for lo, hi, B in blocks:
         if B.shape[1] != p:
@@ -927,15 +938,11 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
             + R.ETA
         gb, hb, egb, ehb = _loss_derivatives_bounded(loss, zb, ez[lo:hi], y[lo:hi])
         g[lo:hi], h[lo:hi], eg[lo:hi], eh[lo:hi] = gb, hb, egb, ehb
-        xi2[lo:hi] = np.asarray(B.multiply(B).sum(axis=1)).ravel() if sp.issparse(B) \
-            else np.einsum("ij,ij->i", B, B)
+        if fit_intercept:
+            xi2[lo:hi] = np.asarray(B.multiply(B).sum(axis=1)).ravel() if sp.issparse(B) \
+                else np.einsum("ij,ij->i", B, B)
         f.ref_rmatvec(*args, np.zeros(p, dtype=np.uint8), zero_m, gb, egb + gB * np.abs(gb),
                       aG, magG)
-        if Hs is not None:
-            if sp.issparse(B):
-                Hs += np.asarray((B.T @ B.multiply(hb[:, None])).toarray())
-            else:
-                Hs += (B * hb[:, None]).T @ B
     g_ = R.gamma(n + D + p + 16)
     dth = theta.astype(LD) - theta_prev[:p].astype(LD)
     G = np.empty(q, dtype=LD)
@@ -955,8 +962,22 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
         lam_lb = lam * (1 - 4 * R.UNIT)
     if not lam_lb > 0:
         return math.inf, math.inf
-    # -- a Newton direction zeta (float64; any zeta gives a valid bound)
     Gd = G.astype(np.float64)
+    NEG, _ = R.scaled_norm(EG)
+    if enough is not None:
+        # zeta = 0: ||G~|| from its float64 rounding Gd (|Gd - G~| <= u |G~| + eta per entry)
+        NG, eNG = R.scaled_norm(Gd)
+        cheap = ((NG + eNG) * (1 + 2 * R.UNIT) + math.sqrt(q) * R.ETA
+                 + NEG * (1 + g_)) / math.sqrt(lam_lb) * (1 + 4 * R.UNIT)
+        if cheap <= enough:
+            return cheap, cheap
+    # -- a Newton direction zeta (float64; any zeta gives a valid bound)
+    if steer is None or "H" not in steer:
+        Hs = _weighted_gram(blocks, h, p)
+        if steer is not None:
+            steer["H"] = Hs
+    else:
+        Hs = steer["H"]
     zeta = _newton_direction(Hs, blocks, h, n, lam, p, fit_intercept, Gd)
     best = None
     for _ in range(2):  # the direction, then one refinement step on the residual
@@ -969,9 +990,23 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
         zeta = zeta + _newton_direction(Hs, blocks, h, n, lam, p, fit_intercept,
                                         rho_hat.astype(np.float64))
     up, central = best
-    NEG, _ = R.scaled_norm(EG)
     nu_up = up * (1 + 2 * R.UNIT) + NEG * (1 + g_) / math.sqrt(lam_lb)
     return central, nu_up
+
+
+def _weighted_gram(blocks, h, p):
+    """Phi^T diag(h) Phi over the row blocks (float64; it only steers the direction zeta,
+    the bound holds for any), or None when p x p does not fit in 256 MiB."""
+    if p * p * 8 > 256 * 2**20:
+        return None
+    Hs = np.zeros((p, p))
+    for lo, hi, B in blocks:
+        hb = h[lo:hi]
+        if sp.issparse(B):
+            Hs += np.asarray((B.T @ B.multiply(hb[:, None])).toarray())
+        else:
+            Hs += (B * hb[:, None]).T @ B
+    return Hs
 
 
 def _ref_args(B):
@@ -1288,14 +1323,22 @@ class NewtonDecrementCertificate(Certificate):
                                             f"is not the run's {name}={th[name]!r}")
         if not np.all(np.isfinite(self.chain)):
             return Verdict.reject(kind, "the coefficients are not finite")
-        margin = math.inf
-        for k in range(1, t + 1):
+        margin, steer, last = math.inf, {}, None
+        # the last link first: its verdict is the one reported (its recomputed decrement,
+        # no shortcut), and its Hessian steers the directions of the earlier links
+        for k in [t, *range(1, t)]:
+            target = th["targets"][k - 1]
             try:
                 central, nu_up = _link_bounds(blocks, yv, thetas, bs, k, th["lam"], th["loss"],
-                                              th["fit_intercept"])
+                                              th["fit_intercept"],
+                                              enough=target if k < t else None, steer=steer)
+                if k < t and not nu_up <= target:
+                    # steered by the last link's Hessian the bound may be too loose: the
+                    # link's own Hessian before any verdict
+                    central, nu_up = _link_bounds(blocks, yv, thetas, bs, k, th["lam"],
+                                                  th["loss"], th["fit_intercept"])
             except ValueError as exc:
                 return Verdict.reject(kind, f"the data do not define the claim: {exc}")
-            target = th["targets"][k - 1]
             rounding = nu_up - central if math.isfinite(nu_up) else math.inf
             margin = min(margin, target - nu_up)
             if not nu_up <= target:
@@ -1304,17 +1347,22 @@ class NewtonDecrementCertificate(Certificate):
                                reason=f"link {k} of {t} (theta^{k} on the subproblem centred at "
                                       f"theta^{k - 1}): Newton decrement above its target (with "
                                       "the rounding bound)")
+            if k == t:
+                last = (central, target, rounding)
+        central, target, rounding = last
         return Verdict(True, kind, value=central, threshold=target, rounding=rounding,
                        margin=margin)
 
 
-def _link_bounds(blocks, y, thetas, bs, k, lam, loss, fit_intercept):
+def _link_bounds(blocks, y, thetas, bs, k, lam, loss, fit_intercept, enough=None,
+                 steer=None):
     """(recomputed decrement, proven upper bound) of link k (1-based) of a chain in feature
     space: theta^k = ``thetas[k - 1]`` (intercept ``bs[k - 1]``) on the subproblem centred
-    at theta^{k-1}, theta^0 = 0 (the solver's start, never read from a certificate)."""
+    at theta^{k-1}, theta^0 = 0 (the solver's start, never read from a certificate);
+    ``enough`` and ``steer`` as in ``_decrement_referee``."""
     prev = thetas[k - 2] if k >= 2 else np.zeros(thetas.shape[1])
     return _decrement_referee(blocks, y, np.ascontiguousarray(thetas[k - 1]), float(bs[k - 1]),
-                              prev, lam, loss, fit_intercept)
+                              prev, lam, loss, fit_intercept, enough=enough, steer=steer)
 
 
 # ====================================================================== solver
