@@ -409,3 +409,43 @@ def test_certificates_of_another_kernel_are_rejected():
     forged.kernel = None  # "the linear map"
     verdict = forged.check(Xr, yr)
     assert not verdict and "the run's is" in verdict.reason
+
+
+@pytest.mark.parametrize("layout", ["dense", "csr"])
+def test_a_point_of_zero_norm_defines_no_certificate(layout):
+    """p on a row of zero norm would have ||p||_G = 0: the normalized Gram is undefined
+    there, so no p certifies anything."""
+    X, y, res = _infeasible_run()
+    X0 = X.copy()
+    X0[5] = 0.0
+    X0 = sp.csr_matrix(X0) if layout == "csr" else X0
+    p = np.zeros(len(y))
+    p[5] = 1.0
+    cert = InfeasibilityCertificate(p, 0.0, 1e-6, res.certificate.kernel, res.certificate.classes,
+                                    config=res.certificate.config)
+    verdict = cert.check(X0, y)
+    assert not verdict and "K(x, x) = 0" in verdict.reason
+    sep = SeparatorCertificate(p, 1.0, res.certificate.kernel, res.certificate.classes)
+    verdict = sep.check(X0, y)
+    assert not verdict and "K(x, x) = 0" in verdict.reason
+
+
+def test_a_certificate_of_another_size_is_rejected_with_a_reason():
+    X, y, res = _infeasible_run()
+    for cert in (res.certificate,
+                 SeparatorCertificate(np.ones(len(y)), 1.0, res.certificate.kernel,
+                                      res.certificate.classes)):
+        verdict = cert.check(X[:-1], y[:-1])
+        assert not verdict and "entries for" in verdict.reason
+
+
+def test_separator_verdict_value_is_the_normalized_margin():
+    """Verdict.value = min_i (G alpha)_i for alpha scaled to sum |alpha| = 1 (long double)."""
+    Xr, yr = make_xor(200, random_state=0)[:2]
+    sep = mk.solve(Xr, yr, solver="snkp", kernel="rbf", kernel_params={"gamma": 2.0})
+    v = sep.certificate.check(Xr, yr)
+    G = normalized_gram(rbf_reference(Xr, Xr, 2.0), pm(yr))
+    alpha = np.asarray(sep.certificate.alpha, dtype=np.longdouble)
+    exact = float((G @ alpha).min() / np.abs(alpha).sum())
+    assert v and v.value == pytest.approx(exact, rel=1e-9)
+    assert v.margin <= exact
