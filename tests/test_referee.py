@@ -449,3 +449,10 @@ def test_separator_verdict_value_is_the_normalized_margin():
     exact = float((G @ alpha).min() / np.abs(alpha).sum())
     assert v and v.value == pytest.approx(exact, rel=1e-9)
     assert v.margin <= exact
+    # the verdict's numbers do not depend on the scale of alpha
+    scaled = SeparatorCertificate(3.0 * sep.certificate.alpha, 1.0, sep.certificate.kernel,
+                                  sep.certificate.classes)
+    w = scaled.check(Xr, yr)
+    assert w and w.value == pytest.approx(v.value, rel=1e-12)
+    assert w.rounding == pytest.approx(v.rounding, rel=1e-9)
+    assert w.margin == pytest.approx(v.margin, rel=1e-9)
