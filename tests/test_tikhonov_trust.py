@@ -387,3 +387,31 @@ def test_dask_run_certifies_the_same_chain():
     np.testing.assert_allclose(res.certificate.chain, mem.certificate.chain, rtol=1e-7,
                                atol=1e-10)
     assert res.certificate.check(da.from_array(X, chunks=(40, 6)), y)
+
+
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_gradient_only_bound_bounds_the_decrement(fit_intercept):
+    """The shortcut of the earlier links (zeta = 0: nu <= ||G|| / sqrt(lambda_min)) is an
+    upper bound of the decrement the full computation recomputes, link by link, and
+    the full bound of a link is what a chain check of that link alone reports."""
+    from marginkit import _referee as R
+    from marginkit.solvers.tikhonov import _link_bounds
+
+    X, y = _logistic_data()
+    res = mk.solve(X, y, solver="iterated_tikhonov", t=3, lam=1e-2, fit_intercept=fit_intercept)
+    assert res.status == "converged"
+    cert = res.certificate
+    blocks = R.RowBlocks(X)
+    ypm = np.where(y == cert.classes[1], 1.0, -1.0)
+    p = X.shape[1]
+    thetas = np.ascontiguousarray(cert.chain[:, :p])
+    bs = cert.chain[:, p] if fit_intercept else np.zeros(3)
+    for k in (1, 2, 3):
+        central, nu_up = _link_bounds(blocks, ypm, thetas, bs, k, cert.lam, cert.loss,
+                                      fit_intercept)
+        cheap, same = _link_bounds(blocks, ypm, thetas, bs, k, cert.lam, cert.loss,
+                                   fit_intercept, enough=np.inf)
+        assert cheap == same and cheap >= nu_up >= central > 0
+        # a target below the gradient-only bound: the full computation answers
+        assert _link_bounds(blocks, ypm, thetas, bs, k, cert.lam, cert.loss, fit_intercept,
+                            enough=0.5 * cheap) == (central, nu_up)
