@@ -161,6 +161,18 @@ class RowBlocks:
         return B
 
 
+def feature_rows(kernel, X):
+    """Phi(X) as the solvers and the referees compute it: the linear kernel's map is X as
+    given (float32 data stay float32, the solvers' fast path); any other feature map is
+    evaluated on float64 rows (``float64_block``), so a solver certifies the problem its
+    referee checks whatever X's dtype."""
+    from .kernels.builtin import LinearKernel
+
+    if isinstance(kernel, LinearKernel):
+        return kernel.feature_map(X)
+    return kernel.feature_map(float64_block(X))
+
+
 def float64_block(B):
     """A row block in float64: dense C-ordered, or CSR with its structure as stored. A
     feature map is evaluated on float64 rows (a float32 block would make Phi(X) float32,

@@ -478,14 +478,35 @@ def _thresholds(config, key):
 
 
 def _same_value(a, b):
+    """Parameter values equal: plug-ins by class and parameters (a saved result rebuilds
+    them), arrays by value, containers entry by entry, the rest by ``==``."""
+    from .plugins import Plugin
+
     if a is b:
         return True
+    if isinstance(a, Plugin) or isinstance(b, Plugin):
+        pa, pb = _params_of(a), _params_of(b)
+        return type(a) is type(b) and pa is not None and pb is not None and \
+            set(pa) == set(pb) and all(_same_value(pa[k], pb[k]) for k in pa)
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return np.array_equal(np.asarray(a), np.asarray(b))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same_value(x, z) for x, z in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return set(a) == set(b) and all(_same_value(a[k], b[k]) for k in a)
     try:
         return bool(a == b)
     except Exception:  # noqa: BLE001 - values without a truth value differ
         return False
+
+
+def _params_of(obj):
+    """A plug-in's constructor parameters, or None when it has none to read."""
+    try:
+        params = obj.get_params()
+    except Exception:  # noqa: BLE001 - a plug-in that does not implement the protocol
+        return None
+    return params if isinstance(params, dict) else None
 
 
 def kernel_mismatch(kernel, config):
@@ -511,12 +532,9 @@ def kernel_mismatch(kernel, config):
         kernel = LinearKernel() if isinstance(run, LinearKernel) else None
         if kernel is None:
             return f"the certificate has no kernel (the linear map), the run's is {run!r}"
-    mine, theirs = getattr(kernel, "get_params", None), run.get_params()
-    mine = mine() if callable(mine) else None
-    if type(run) is not type(kernel) or not isinstance(mine, dict) or set(mine) != set(theirs) \
-            or not all(_same_value(mine[k], theirs[k]) for k in theirs):
-        return f"the certificate's kernel {kernel!r} is not the run's kernel {run!r}"
-    return None
+    if kernel is run or _same_value(kernel, run):
+        return None
+    return f"the certificate's kernel {kernel!r} is not the run's kernel {run!r}"
 
 
 class _PerceptronFamilyCertificate(Certificate):

@@ -456,3 +456,52 @@ def test_separator_verdict_value_is_the_normalized_margin():
     assert w and w.value == pytest.approx(v.value, rel=1e-12)
     assert w.rounding == pytest.approx(v.rounding, rel=1e-9)
     assert w.margin == pytest.approx(v.margin, rel=1e-9)
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
+def test_fitted_feature_maps_certify_float32_data_as_float64(solver):
+    """A fitted map is evaluated on float64 rows by the solvers and the referee alike, so
+    float32 data reach the same certified claim as their float64 copy."""
+    rng = np.random.default_rng(0)
+    X = (rng.normal(size=(300, 3)) * 2).astype(np.float32)
+    y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] > 0, 1.0, -1.0)
+    kw = dict(solver=solver, kernel="nystroem", max_iter=20000,
+              kernel_params={"n_components": 60, "random_state": 1, "base_params": {"gamma": 0.5}},
+              stop=("certified_points", {"fraction": 0.0}))
+    r32, r64 = mk.solve(X, y, **kw), mk.solve(X.astype(np.float64), y, **kw)
+    assert r32.status == r64.status == "certified"
+    assert r32.certificate.verify(X, y) and r64.certificate.verify(X, y)
+    if solver != "dcd":  # dcd's sweeps run on X's dtype: the same claim, other iterates
+        assert r32.n_iter == r64.n_iter
+        assert np.array_equal(r32.certified_mask, r64.certified_mask)
+
+
+def test_kernel_check_survives_a_round_trip_with_a_kernel_instance_parameter(tmp_path):
+    from marginkit.kernels.builtin import RBFKernel
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(150, 3))
+    y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] > 0, 1.0, -1.0)
+    res = mk.solve(X, y, solver="nvn", kernel="nystroem",
+                   kernel_params={"base": RBFKernel(gamma=0.7), "n_components": 40,
+                                  "random_state": 1})
+    assert res.status == "separable"
+    res.save(tmp_path / "r.mk")
+    assert mk.load_result(tmp_path / "r.mk").certificate.verify(X, y)
+    forged = mk.load_result(tmp_path / "r.mk").certificate
+    forged.kernel = mk.get_plugin("kernel", "nystroem")(base=RBFKernel(gamma=0.8),
+                                                        n_components=40, random_state=1)
+    assert not forged.verify(X, y)
+
+
+def test_an_indefinite_gram_without_a_claim_keeps_its_result():
+    """No claim, no certificate: the run's result stands, with margin bounds that say
+    nothing (the kernel defines no margin) and a warning naming the cause."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    y = np.where(rng.random(60) > .5, 1., -1.)
+    K = np.tanh(0.5 * X @ X.T - 1.0) + 1.5 * np.eye(60)
+    K = 0.5 * (K + K.T)
+    with pytest.warns(RuntimeWarning, match="not positive semi-definite"):
+        res = mk.solve(K, y, solver="nkp", kernel="precomputed", stop=("max_iter", {"n": 30}))
+    assert res.status == "max_iter" and res.margin_bounds == (-np.inf, np.inf)

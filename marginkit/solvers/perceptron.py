@@ -31,7 +31,9 @@ State attributes for stopping rules: ``min_margin`` (min_i (G alpha)_i, recomput
 exactly before it is reported positive), ``dual_norm`` (best ||p||_G seen, p in the
 simplex), ``dual_tol`` (the solver's eps or delta), ``alpha_norm``, ``mu``.
 """
+import math
 import numbers
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -210,11 +212,17 @@ def family_fields(problem, status, core, alpha, dual_vector, best_p):
     loop re-checked before stopping (``_FamilyState.certificate``); the margin bounds are
     the referee's (``certificates.margin_bounds`` of alpha and the best p, recomputed in
     float64 with outward rounding), not the solver's running estimates (``history``)."""
-    from ..certificates import labels_pm, margin_bounds
+    from ..certificates import NotPositiveSemidefiniteError, labels_pm, margin_bounds
 
     kernel = problem.kernel
     X, y = problem.referee_data(blocked=getattr(kernel, "feature_map", None) is not None)
-    lower, upper = margin_bounds(X, labels_pm(y, problem.classes_), kernel, alpha, best_p())
+    try:
+        lower, upper = margin_bounds(X, labels_pm(y, problem.classes_), kernel, alpha, best_p())
+    except NotPositiveSemidefiniteError as exc:
+        # no claim was made (a claim's check would have raised): the run's result stands,
+        # but a kernel that is not PSD on the data defines no margin
+        warnings.warn(f"margin_bounds are (-inf, inf): {exc}", RuntimeWarning, stacklevel=2)
+        lower, upper = -math.inf, math.inf
     return {
         "status": status,
         "dual_coef_": alpha,

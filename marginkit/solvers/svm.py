@@ -29,6 +29,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
+from .. import _referee
 from .._registry import _register_builtin
 from ..certificates import Certificate, Verdict, certificate_type, kernel_mismatch, local_matrix, \
     labels_pm as _labels_pm
@@ -559,7 +560,7 @@ def _prepare(problem, scale, diag_shift=None):
         # problem.X itself: not run a second time
         fmap = None
     if fmap is not None:
-        Phi = fmap(X)
+        Phi = _referee.feature_rows(problem.kernel, X)
         if Phi is not X:
             identity = False
             X = check_X(Phi, name="feature_map(X)")

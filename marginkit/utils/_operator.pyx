@@ -724,9 +724,10 @@ def make_operator(problem, normalize=True):
     if getattr(kernel, "precomputed", False):
         check_gram_budget(n, dtype, budget)
         return DenseGramOperator(X, y, normalize=normalize, dtype=dtype, owned=False)
-    fmap = getattr(kernel, "feature_map", None)
-    if fmap is not None:
-        return FeatureOperator(fmap(X), y, normalize=normalize)
+    if getattr(kernel, "feature_map", None) is not None:
+        from .._referee import feature_rows
+
+        return FeatureOperator(feature_rows(kernel, X), y, normalize=normalize)
     check_gram_budget(n, dtype, budget)
     K = kernel(X, X)
     owned = (getattr(kernel, "name", None) in _BUILTIN_FRESH_GRAM
