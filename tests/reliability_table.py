@@ -912,10 +912,12 @@ same one `verify` runs:
   solver's own tolerance), never a number the certificate stores about itself; `eps` and
   `delta` must lie in (0, 1) (every p in the simplex has ||p||_G <= 1);
 * labels outside the run's classes are refused, and so is a certificate whose kernel is not
-  the run's (its class and parameters are those the run's configuration builds);
-* feature maps are evaluated on float64 rows, by the referee and by the solvers whose claim
-  depends on them (`iterated_tikhonov`'s maps and Nystroem centres), so the problem a solver
-  certifies is the one the referee checks;
+  the run's (its class and parameters are those the run's configuration builds; a fitted
+  map's state, the Nystroem centres or random features, is part of the certificate: a saved
+  result refits it on the training rows, reproducibly with an integer `random_state`);
+* feature maps other than the linear kernel's are evaluated on float64 rows, by the referee
+  and by every solver, so the problem a solver certifies is the one the referee checks,
+  whatever X's dtype;
 * a kernel that is not positive semi-definite on the data (p^T G p < 0 beyond rounding) ends
   the run with `NotPositiveSemidefiniteError` (a `ValueError`), not a certificate.
 
