@@ -503,3 +503,15 @@ def test_an_indefinite_gram_without_a_claim_keeps_its_result():
     with pytest.warns(RuntimeWarning, match="not positive semi-definite"):
         res = mk.solve(K, y, solver="nkp", kernel="precomputed", stop=("max_iter", {"n": 30}))
     assert res.status == "max_iter" and res.margin_bounds == (-np.inf, np.inf)
+
+
+@pytest.mark.parametrize("layout", ["dense", "csr"])
+def test_a_margin_of_exactly_zero_is_no_separator(layout):
+    """G alpha >= 0 with an exact 0 (a point orthogonal to the separator) is no strict
+    separation: the referee needs min_i (G alpha)_i > 0 beyond its rounding bound."""
+    X = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 0.0]])
+    X = sp.csr_matrix(X) if layout == "csr" else X
+    cert = SeparatorCertificate(np.array([1.0, 0.0, 0.0]), 0.0,
+                                mk.get_plugin("kernel", "linear")(), np.array([-1, 1]))
+    verdict = cert.check(X, np.array([1, 1, 1]))
+    assert not verdict and verdict.value == 0.0
