@@ -9,7 +9,7 @@ Commands
 ``marginkit fit TRAIN [--test TEST] [--solver NAME] [-m MODEL] [-c C] [-e EPS] [-q]``
     Solve on a LIBSVM/svmlight file (plain, ``.gz``, ``.xz``; a path or a name in
     ``$MARGINKIT_DATA``) and report status, certificate, iterations, time and accuracies;
-    ``-m`` saves the model (``marginkit._model_file``). The default solver is ``dcd``;
+    ``-m`` saves the model (read without pickle). The default solver is ``dcd``;
     more than two classes are solved one-vs-rest. ``-c``, ``-e``, ``-q`` mean what they
     mean to LIBLINEAR users where marginkit has the notion; ``-B`` and ``-s`` are refused
     with the marginkit equivalent named.
