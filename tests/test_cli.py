@@ -1,6 +1,10 @@
-"""The command line: demo, fit, bench, plugins; exit codes and one-line usage errors."""
+"""The command line: demo, fit, predict, bench, plugins; exit codes and one-line usage errors."""
 import importlib.metadata
+import gzip
+import json
 import lzma
+import re
+import zipfile
 import os
 import subprocess
 import sys
@@ -74,7 +78,7 @@ def test_fit_kernel_and_verbose(capsys, toy, files):
 
 @pytest.mark.parametrize("argv,match", [
     ([], "choose a command"),
-    (["fit"], "required: TRAIN, --solver"),
+    (["fit"], r"required: TRAIN \(see"),
     (["fit", "TRAIN", "--solver", "no_such_solver"], "argument --solver: unknown solver 'no_such_solver'"),
     (["fit", "TRAIN", "--solver", TOY, "--C", "abc"], "argument --C: 'abc' is not a number"),
     (["fit", "TRAIN", "--solver", TOY, "--C", "-1"], "argument --C: '-1' must be a positive"),
@@ -110,11 +114,11 @@ def test_usage_errors_exit_2_with_one_line(capsys, toy, files, tmp_path, argv, m
 
 
 def test_labels_and_solver_failures(capsys, toy, tmp_path, monkeypatch):
-    three = tmp_path / "three"
-    three.write_text("1 1:1\n2 1:2\n3 2:1\n")
-    code, out, err = run(capsys, "fit", str(three), "--solver", TOY)
+    one = tmp_path / "one"
+    one.write_text("1 1:1\n1 1:2\n1 2:1\n")
+    code, out, err = run(capsys, "fit", str(one), "--solver", TOY)
     assert code == 2 and err.count("\n") == 1
-    assert f"argument TRAIN: the labels of {three} has 3 classes" in err
+    assert f"argument TRAIN: the labels of {one} has a single class" in err
 
     def broken(self, problem):
         raise RuntimeError("core exploded")
@@ -208,3 +212,208 @@ def test_python_dash_m_is_the_same_program(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "marginkit", "--version"],
                           capture_output=True, text=True, env=env, cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout.strip() == f"marginkit {mk.__version__}"
+
+
+# ------------------------------------------------------------- fit -m MODEL, predict, flags
+def _cli(*argv, cwd):
+    """``python -m marginkit ...`` in a subprocess, as a user runs it."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "marginkit", *map(str, argv)],
+                          capture_output=True, text=True, env=env, cwd=cwd)
+
+
+def _three_classes(path, n, seed, extra_feature=False, opener=open):
+    """Three Gaussian blobs in 2-D, labels 1, 2, 3 (a third constant feature if asked)."""
+    rng = np.random.default_rng(seed)
+    centres = np.array([[3.0, 0.0], [0.0, 3.0], [-3.0, -3.0]])
+    labels = rng.integers(0, 3, n)
+    X = centres[labels] + rng.normal(size=(n, 2))
+    with opener(path, "wt") as fh:
+        for k, x in zip(labels, X):
+            fh.write(f"{k + 1} 1:{x[0]:.6g} 2:{x[1]:.6g}" + (" 3:1" if extra_feature else "") + "\n")
+    return path
+
+
+def test_fit_m_then_predict_heart_scale(data_dir, tmp_path):
+    data = Path(data_dir) / "heart_scale.xz"
+    model, out = tmp_path / "heart.model", tmp_path / "heart.out"
+    proc = _cli("fit", data, "-m", model, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "solver      dcd (kernel linear)" in proc.stdout  # the default solver
+    assert f"saved       {model}" in proc.stdout
+    res = mk.load_result(model)  # two classes: the model file is the Result itself
+    assert res.solver == "dcd" and res.status == "certified"
+    proc = _cli("predict", model, data, "-o", out, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    X, y = mk.datasets.load_libsvm(data)
+    pred = res.predict(X)
+    correct = int(np.sum(pred == y))
+    assert proc.stdout == f"Accuracy = {100 * correct / 270:.2f}% ({correct}/270)\n"
+    assert out.read_text().split("\n") == ["%.17g" % v for v in pred] + [""]
+    assert set(out.read_text().split()) == {"1", "-1"}  # as svm-predict writes them
+
+
+def test_multiclass_one_vs_rest_model(tmp_path):
+    from marginkit._model_file import load_model
+
+    train = _three_classes(tmp_path / "train.gz", 150, 0, opener=gzip.open)
+    test = _three_classes(tmp_path / "test", 60, 1, extra_feature=True)
+    model, out = tmp_path / "three.model", tmp_path / "three.out"
+    proc = _cli("fit", train, "--test", test, "-m", model, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "labels [1, 2, 3] (one-vs-rest: 3 problems)" in proc.stdout
+    assert len(re.findall(r"^class [123] +certified, certificate certified_points", proc.stdout,
+                          re.M)) == 3
+    assert "has 3 features, the training file 2; the extra columns are ignored" in proc.stderr
+    m = load_model(model)
+    assert m.classes_.tolist() == [1.0, 2.0, 3.0] and len(m.results) == 3
+    assert all(r.classes_.tolist() == [0, 1] for r in m.results)
+    proc = _cli("predict", model, test, "-o", out, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == (f"note: {test} has 3 features, the model 2; the extra columns "
+                           "are ignored\n")
+    X, y = mk.datasets.load_libsvm(test)
+    pred = m.predict(X[:, :2])
+    correct = int(np.sum(pred == y))
+    assert correct >= 50  # well separated blobs
+    assert proc.stdout == f"Accuracy = {100 * correct / 60:.2f}% ({correct}/60)\n"
+    assert out.read_text().split() == ["%.17g" % v for v in pred]
+
+
+@pytest.fixture
+def ovr_model(tmp_path):
+    train = _three_classes(tmp_path / "train", 90, 0)
+    model = tmp_path / "ovr.model"
+    assert cli.main(["fit", str(train), "-m", str(model), "-q"]) == 0
+    with zipfile.ZipFile(model) as zf:
+        members = {name: zf.read(name) for name in zf.namelist()}
+    return train, model, members
+
+
+def _rewrite(path, members):
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path
+
+
+def _index(**changes):
+    index = {"format": "marginkit one-vs-rest", "version": 1, "classes": [1.0, 2.0, 3.0],
+             "results": ["class_0.npz", "class_1.npz", "class_2.npz"]}
+    index.update(changes)
+    return json.dumps(index).encode()
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda m: {**m, "evil.py": b"import os"},
+     r"corrupt one-vs-rest model: the archive holds member\(s\) \['evil.py'\] that "
+     r"one_vs_rest.json does not name"),
+    (lambda m: {k: v for k, v in m.items() if k != "class_2.npz"},
+     r"the archive lacks the member\(s\) \['class_2.npz'\]"),
+    (lambda m: {**m, "one_vs_rest.json": _index(results=["../x", "class_1.npz", "class_2.npz"])},
+     r"'results' must be \['class_0.npz', ...\], one per class \(3\)"),
+    (lambda m: {**m, "one_vs_rest.json": _index(classes=[1.0, 1.0, 3.0])},
+     "'classes' must be distinct labels of one kind"),
+    (lambda m: {**m, "one_vs_rest.json": _index(classes=[1.0, 2.0])},
+     "'classes' must list at least 3 labels"),
+    (lambda m: {**m, "one_vs_rest.json": _index(code="os.system")},
+     r"expected the keys \['classes', 'format', 'results', 'version'\]"),
+    (lambda m: {**m, "one_vs_rest.json": b"{not json"}, "member 'one_vs_rest.json': not valid JSON"),
+    (lambda m: {**m, "class_1.npz": m["class_1.npz"][:200]},
+     r"member 'class_1.npz' is not a file written by Result.save"),
+    (lambda m: {**m, "class_1.npz": m["class_0.npz"], "class_0.npz": b"PK\x05\x06" + bytes(18)},
+     r"member 'class_0.npz'"),
+])
+def test_predict_refuses_corrupt_models(capsys, ovr_model, tmp_path, edit, match):
+    train, model, members = ovr_model
+    bad = _rewrite(tmp_path / "bad.model", edit(dict(members)))
+    code, out, err = run(capsys, "predict", str(bad), str(train))
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err
+    assert lines[0].startswith(f"marginkit predict: error: argument MODEL: '{bad}'"), lines[0]
+    assert re.search(match, lines[0]), lines[0]
+
+
+def test_predict_bad_input_is_one_line(capsys, ovr_model, tmp_path):
+    train, model, _ = ovr_model
+    unknown = tmp_path / "unknown"
+    unknown.write_text("1 1:3\n7 1:0 2:3\n")
+    cases = [
+        (["predict", str(tmp_path / "none"), str(train)],
+         f"argument MODEL: {tmp_path / 'none'}: No such file or directory"),
+        (["predict", str(train), str(train)],
+         "argument MODEL: .*is not a model file written by 'marginkit fit -m' or Result.save"),
+        (["predict", str(model), str(tmp_path / "none")], "argument TEST: no data file"),
+        (["predict", str(model), str(unknown)],
+         "argument TEST: .*unknown has labels the model does not know \\(7\\); its classes "
+         "are 1, 2, 3"),
+        (["predict", str(model), str(train), "-o", str(tmp_path / "no" / "out")],
+         "argument -o/--output: .*No such file or directory"),
+        (["fit", str(train), "--test", str(unknown)],
+         "argument --test: .*has labels the model does not know \\(7\\)"),
+        (["predict", str(model)], "required: TEST"),
+    ]
+    for argv, match in cases:
+        code, out, err = run(capsys, *argv)
+        assert code == 2, (argv, out, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in err, err
+        assert re.search(match, lines[0]), lines[0]
+
+
+def test_predict_refuses_models_that_cannot_read_a_data_file(capsys, tmp_path):
+    X, y = mk.datasets.load_heart_scale()
+    pre = tmp_path / "pre.model"
+    mk.solve((X @ X.T).toarray(), y, solver="snkp", kernel="precomputed", max_iter=20).save(pre)
+    reg = tmp_path / "reg.model"
+    mk.solve(X, y, solver="iterated_tikhonov", loss="squared", kernel="linear").save(reg)
+    for path, match in [(pre, "cannot predict a data file: the model was fit with "
+                              "kernel='precomputed'"),
+                        (reg, "a regression result, not a classifier")]:
+        code, out, err = run(capsys, "predict", str(path), str(tmp_path / "unused"))
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert match in err
+
+
+def test_liblinear_flags(capsys, tmp_path):
+    train = tmp_path / "heart"
+    X, y = mk.datasets.load_heart_scale()
+    train.write_bytes(_libsvm_text(X.toarray(), y.astype(int)))
+    model = tmp_path / "m"
+    code, out, err = run(capsys, "fit", str(train), "-c", "1", "-m", str(model), "-q")
+    assert code == 0 and out == "" and err == ""
+    assert mk.load_result(model).config.solver_params["C"] == 1.0
+    code, out, err = run(capsys, "fit", str(train), "-e", "1e-3")
+    assert code == 0, err
+    assert "status      converged" in out and "certified_points" in out
+    for argv, match in [
+        (["-B", "1"], "argument -B: marginkit adds no bias feature: .*--solver fista_svm has "
+                      "an unregularized intercept"),
+        (["-s", "2"], "argument -s: marginkit solvers have names, not numbers: use --solver NAME"),
+        (["--solver", "snkp", "-c", "1"], "argument -c/--C: solver 'snkp' has no C .*: dcd, "
+                                          "fista, fista_svm"),
+        (["--solver", "snkp", "-e", "0.1"], "argument -e: solver 'snkp' has no tolerance"),
+        (["--solver", "isnkpvn", "-e", "2"], "argument -e: stopping 'dual_certificate': "
+                                             "eps=2.0 is out of range"),
+        (["-e", "abc"], "argument -e: 'abc' is not a number"),
+    ]:
+        code, out, err = run(capsys, "fit", str(train), *argv)
+        assert code == 2, (argv, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and re.search(match, lines[0]), err
+    code, out, err = run(capsys, "predict", str(model), str(train), "-q")
+    assert code == 0 and out == "" and err == ""
+
+
+def test_help_texts_name_the_default_and_nothing_internal(capsys):
+    texts = []
+    for argv in (["--help"], ["fit", "--help"], ["predict", "--help"]):
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+        texts.append(capsys.readouterr().out)
+    assert "predict" in texts[0]
+    assert "default: dcd, the dual coordinate descent of LIBLINEAR" in " ".join(texts[1].split())
+    assert "Accuracy = 85.01% (13841/16281)" in " ".join(texts[2].split())
+    for text in texts:
+        assert not re.search(r"shared/|issue \d|API\.md", text)
