@@ -1,4 +1,5 @@
 """``solve``: validate, compose the plug-ins, run the iteration loop, wrap the ``Result``."""
+import contextlib
 import dataclasses
 import signal
 import sys
@@ -7,13 +8,6 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-
-# the C functions behind ``signal``, without its enum conversion of the handlers
-# (signal.signal and getsignal cost 10-20 us per solve of a small problem)
-try:
-    import _signal
-except ImportError:  # pragma: no cover - other Python implementations
-    _signal = signal
 
 from . import plugins
 from ._config import FIELD_NAMES as _CONFIG_FIELDS, Config
@@ -118,10 +112,7 @@ def compose(config):
             f"{_compatible('kernel', need.get('kernel', ()))}"
         )
 
-    stop = config.stop if config.stop is not None else tuple(solver.default_stop)
-    rules = resolve_stop(stop)
-    if config.time_limit is not None:
-        rules.append(_instantiate("stopping", "time_limit", {"seconds": config.time_limit}))
+    rules, max_iter = _rules_and_cap(config, solver)
     provides = {"n_iter", "elapsed", *solver.provides}
     for rule in rules:
         missing = [a for a in rule.requires if a not in provides]
@@ -132,8 +123,17 @@ def compose(config):
                 f"stopping rule {rule.name or type(rule).__name__!r} needs {missing}, which solver "
                 f"{sname!r} does not provide; compatible rules for {sname!r}: {ok}"
             )
+    return solver, kernel, smoother, rules, max_iter
+
+
+def _rules_and_cap(config, solver):
+    """The stopping rules of a run of ``solver`` with ``config`` and its iteration cap."""
+    stop = config.stop if config.stop is not None else tuple(solver.default_stop)
+    rules = resolve_stop(stop)
+    if config.time_limit is not None:
+        rules.append(_instantiate("stopping", "time_limit", {"seconds": config.time_limit}))
     max_iter = config.max_iter if config.max_iter is not None else solver.default_max_iter
-    return solver, kernel, smoother, rules, int(max_iter)
+    return rules, int(max_iter)
 
 
 def claim_thresholds(config):
@@ -185,28 +185,49 @@ def _make_config(config, kwargs):
 
 
 class _Verbose:
+    """Progress lines of a run (``verbose >= 1``), on stdout.
+
+    One line per reported iteration, ``[solver] iter K  T s  key=value ...``: the iteration,
+    the seconds since the run started and the state's snapshot (the solver's own progress
+    measures, named as in ``Result.history``). Level 1 reports iteration 0, then at most
+    one iteration every half second, and the last one; level 2 every iteration. Each
+    iteration is reported once; the run ends with one ``stopped:`` line.
+    """
+
     def __init__(self, level, solver_name, stream=None):
         self.level = level
         self.name = solver_name
         self.stream = stream or sys.stdout
         self.last = -1.0
-        self.header = False
+        self.shown = None  # the iteration of the last line printed
 
-    def __call__(self, k, elapsed, snap, force=False):
-        if self.level <= 0:
-            return
-        if not force and self.level == 1 and elapsed - self.last < 0.5 and k > 0:
-            return
+    def line(self, k, elapsed, snap):
         self.last = elapsed
+        self.shown = k
         items = "  ".join(f"{key}={val:.6g}" for key, val in snap.items())
-        print(f"[{self.name}] iter {k:6d}  {elapsed:8.3f}s  {items}", file=self.stream, flush=True)
+        print(f"[{self.name}] iter {k:6d}  {elapsed:8.3f}s  {items}".rstrip(), file=self.stream,
+              flush=True)
+
+    def __call__(self, k, elapsed, snap):
+        if self.level >= 2 or k == 0 or elapsed - self.last >= 0.5:
+            self.line(k, elapsed, snap)
+
+    def close(self, k, elapsed, status, last=None, note=None):
+        """The line of ``last`` = (iteration, elapsed, snapshot), the state's last snapshot,
+        unless printed already, then the ``stopped:`` line (with ``note``)."""
+        if last is not None and self.shown != last[0]:
+            self.line(*last)
+        tail = f", {note}" if note else ""
+        print(f"[{self.name}] stopped: {status} after {k} iterations, {elapsed:.3f}s{tail}",
+              file=self.stream, flush=True)
 
 
 class _DeferredInterrupt:
-    """Context manager: during the loop a Ctrl-C (SIGINT) only sets a flag, checked between
-    iterations, so ``state.step()`` is never cut in the middle (the state stays consistent
-    and the run ends with status ``"interrupted"``). A second Ctrl-C raises at once.
-    Installed only in the main thread and only over Python's default SIGINT handler.
+    """Context manager of ``interrupt="return"`` runs: a Ctrl-C (SIGINT) during the loop
+    only sets a flag, checked between iterations, so ``state.step()`` is never cut in the
+    middle (the state stays consistent and the run ends with status ``"interrupted"``). A
+    second Ctrl-C raises at once. Installed only in the main thread and only over Python's
+    default SIGINT handler (runs with ``interrupt="raise"``, the default, install nothing).
     """
 
     def __init__(self):
@@ -221,14 +242,14 @@ class _DeferredInterrupt:
         self.hit = True
 
     def __enter__(self):
-        if (threading.get_ident() == threading.main_thread().ident
-                and _signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-            self._old = _signal.signal(signal.SIGINT, self._handler)
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self._old = signal.signal(signal.SIGINT, self._handler)
         return self
 
     def __exit__(self, *exc):
         if self._old is not None:
-            _signal.signal(signal.SIGINT, self._old)
+            signal.signal(signal.SIGINT, self._old)
         return False
 
 
@@ -277,6 +298,12 @@ def run(problem, solver, rules, max_iter, config):
 
     Returns ``(state, status, history, elapsed, certificate)``: ``certificate`` is the one
     the run stopped on (re-checked by ``referee``), None when the status is not a claim.
+
+    A Ctrl-C raises ``KeyboardInterrupt`` out of the loop, as anywhere in Python: the
+    solvers' context managers restore what they set (BLAS thread counts) on the way out,
+    and a run keeps its state on ``state``, never on the plug-in instances. With
+    ``config.interrupt == "return"`` the loop defers it to the end of the current
+    iteration and returns with status ``"interrupted"`` (a second Ctrl-C raises at once).
     """
     state = solver.start(problem)
     if getattr(state, "problem", None) is None:
@@ -291,8 +318,10 @@ def run(problem, solver, rules, max_iter, config):
     t0 = clock()
     status = None
     accepted = None
+    last = None  # (iteration, elapsed, snapshot) of the state's last snapshot
     state.elapsed = 0.0
-    guard = _DeferredInterrupt()
+    defer = config.interrupt == "return"
+    guard = _DeferredInterrupt() if defer else contextlib.nullcontext()
     # a state with ``step_batch(rules, limit)`` may take several steps per call when nothing
     # but the rules runs between them (no callback, no verbose output): it returns the
     # snapshots of all its steps but the last (on which no rule fires), the loop records
@@ -309,7 +338,8 @@ def run(problem, solver, rules, max_iter, config):
                 for key, val in snap.items():
                     history.setdefault(key, []).append(val)
                 if verbose is not None:
-                    verbose(state.n_iter, state.elapsed, snap, force=config.verbose >= 2)
+                    last = (state.n_iter, state.elapsed, snap)
+                    verbose(*last)
                 for rule in rules:
                     status = rule.check(state)
                     if status and status not in _LOOP_STATUSES:
@@ -320,7 +350,7 @@ def run(problem, solver, rules, max_iter, config):
                         break
                 if status:
                     break
-                if guard.hit:
+                if defer and guard.hit:
                     status = "interrupted"
                     break
                 if state.n_iter >= max_iter:
@@ -340,17 +370,83 @@ def run(problem, solver, rules, max_iter, config):
                 for key, vals in snaps.items():
                     history[key].extend(vals)
     except KeyboardInterrupt:
-        if guard.forced:
+        if not defer or guard.forced:
             raise
         status = "interrupted"
+        last = None  # the state may have moved on since its last snapshot
     elapsed = clock() - t0
     state.elapsed = elapsed
     if verbose is not None:
-        verbose(state.n_iter, elapsed, {}, force=True)
-        print(f"[{verbose.name}] stopped: {status} after {state.n_iter} iterations, {elapsed:.3f}s",
-              file=verbose.stream, flush=True)
+        note = unfinished(rules, max_iter, status, state.n_iter, getattr(state, "failed", None))
+        if last is not None and last[0] != state.n_iter:
+            last = None
+        verbose.close(state.n_iter, elapsed, status, last, note)
     hist = {k: np.asarray(v) for k, v in history.items()}
     return state, status, hist, elapsed, accepted
+
+
+#: statuses that end a run on its budget, not on what it found
+_BUDGET_STATUSES = ("max_iter", "time_limit")
+
+
+def _rule_name(rule):
+    return rule.name or type(rule).__name__
+
+
+def unfinished(rules, max_iter, status, n_iter, failure=None):
+    """Why a run that stopped with ``status`` after ``n_iter`` iterations did not finish,
+    or None when it did.
+
+    A run finishes on a claim or a convergence status (any status but the budget ones),
+    and a run whose rules make no claim (a fixed budget, such as ``pegasos``' epochs or
+    ``stop=("max_iter", {"n": ...})``) finishes on its own ``max_iter`` rule. It does not
+    finish when ``time_limit`` ends it, or when it reaches ``max_iter`` (the loop's cap
+    ``max_iter``, or a rule) before a rule that can end it otherwise fired. ``failure`` is
+    the solver's reason when it could not go on (a run's ``extra["failure"]``). Returns a
+    clause that follows "stopped with status S after N iterations": what did not happen
+    and what to change (``max_iter``, ``time_limit``, the rules' ``advice``).
+    """
+    if status not in _BUDGET_STATUSES:
+        return None
+    claims = [r for r in rules if getattr(r, "status", None) not in _BUDGET_STATUSES]
+    # the max_iter rules that fired (a rule without an iteration count ``n`` is taken as fired)
+    fired = [r.params.get("n") for r in rules if getattr(r, "status", None) == "max_iter"
+             and not (isinstance(r.params.get("n"), int) and n_iter < r.params["n"])]
+    if status == "max_iter" and not claims and fired:
+        return None  # a claim-less run ended on its own budget rule: its planned end
+    if failure:
+        return f"without its claim: {failure}"
+    if claims:
+        what = (f"before its stopping rule{'s' if len(claims) > 1 else ''} "
+                f"{', '.join(_rule_name(r) for r in claims)} could end it with a claim")
+    else:
+        what = "before its own stopping rules ended it"
+    if status == "time_limit":
+        limits = [r.params.get("seconds") for r in rules
+                  if getattr(r, "status", None) == "time_limit"]
+        now = f" (now {min(limits):g} s)" if limits and None not in limits else ""
+        change = f"raise time_limit{now}"
+    elif fired and None not in fired:
+        change = f"raise n of the max_iter stopping rule (now {min(fired)})"
+    else:
+        change = f"raise max_iter (now {max_iter})"
+    advice = [a for a in (getattr(r, "advice", None) for r in claims) if a]
+    return f"{what}; {change}" + "".join(f"; {a}" for a in advice)
+
+
+def unfinished_result(result):
+    """``unfinished`` for a ``Result``: why its run did not finish, or None.
+
+    The run's rules and iteration cap are resolved from ``result.config`` as ``compose``
+    resolves them; ``result.extra["failure"]`` is the solver's own reason, if any.
+    """
+    config = result.config
+    if result.status not in _BUDGET_STATUSES or not isinstance(config, Config):
+        return None
+    solver = _instantiate("solver", config.solver, config.solver_params)
+    rules, max_iter = _rules_and_cap(config, solver)
+    return unfinished(rules, max_iter, result.status, result.n_iter,
+                      (result.extra or {}).get("failure"))
 
 
 def finish_fields(problem, fields, accepted):

@@ -118,6 +118,9 @@ CONFIG_TABLE = {
     "memory_budget": Param(2.0 * 2**30, types=numbers.Real, low=0, low_open=True,
                            doc="bytes a solver may use for kernel matrices and working "
                                "vectors"),
+    "interrupt": Param("raise", types=str, options=("raise", "return"),
+                       doc="Ctrl-C: 'raise' KeyboardInterrupt (Python's convention) or "
+                           "'return' the partial Result with status 'interrupted'"),
     "solver_params": Param(dataclasses.MISSING, validator=_check_dict,
                            doc="parameters of the solver (e.g. {'eps': 1e-6})"),
 }
@@ -159,11 +162,13 @@ class Config:
     callback: Any = None
     time_limit: Optional[float] = None
     memory_budget: float = 2.0 * 2**30
+    interrupt: str = "raise"
     solver_params: dict = dataclasses.field(default_factory=dict)
 
     def __init__(self, solver="snkp", kernel="linear", kernel_params=None, smoother=None,
                  stop=None, max_iter=None, random_state=None, verbose=0, callback=None,
-                 time_limit=None, memory_budget=2.0 * 2**30, solver_params=_FRESH_DICT):
+                 time_limit=None, memory_budget=2.0 * 2**30, interrupt="raise",
+                 solver_params=_FRESH_DICT):
         # what the dataclass __init__ of a frozen class does (every field set, then
         # __post_init__), the fields written in one update of the instance dict instead
         # of one object.__setattr__ each; the defaults are checked against the fields below
@@ -173,7 +178,7 @@ class Config:
                              smoother=smoother, stop=stop, max_iter=max_iter,
                              random_state=random_state, verbose=verbose, callback=callback,
                              time_limit=time_limit, memory_budget=memory_budget,
-                             solver_params=solver_params)
+                             interrupt=interrupt, solver_params=solver_params)
         self.__post_init__()
 
     def __post_init__(self):

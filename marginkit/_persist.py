@@ -850,5 +850,6 @@ _CONFIG_FIELDS = {
     "stop": _optional(_stop), "max_iter": _optional(_integer),
     "random_state": _seed, "verbose": _integer,
     "callback": _callback, "time_limit": _optional(_number),
-    "memory_budget": _number, "solver_params": _params_dict,
+    "memory_budget": _number, "interrupt": _one_of("raise", "return"),
+    "solver_params": _params_dict,
 }

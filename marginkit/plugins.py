@@ -316,6 +316,9 @@ class StoppingRule(Plugin):
     requires = ()
     #: status the rule reports when it fires
     status = "converged"
+    #: what a user can change when a run ends on its budget before this rule fired (one
+    #: clause of the warning that says so; "" for nothing beyond max_iter/time_limit)
+    advice = ""
 
     def reset(self, problem, state):
         """Called once before the first check of a run."""

@@ -27,12 +27,14 @@ the unweighted empirical risk (paper 002, Eq. 4): per-sample weights would be an
 problem, which these solvers do not implement.
 """
 import numbers
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
 
 try:
     from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.utils.multiclass import check_classification_targets
     from sklearn.utils.validation import check_is_fitted, column_or_1d
 except ImportError as exc:  # pragma: no cover - exercised without scikit-learn only
@@ -46,7 +48,7 @@ try:
 except ImportError:  # scikit-learn < 1.6
     _sk_validate_data = None
 
-from ._api import compose
+from ._api import compose, unfinished_result
 from ._api import solve as _solve
 from ._config import Config
 from ._validation import Param, _float_dtype_for, check_params, check_sparse_structure
@@ -97,6 +99,30 @@ def _validate(estimator, X, y="no_validation", reset=True, y_numeric=False):
             f"{estimator.n_features_in_} features as input."
         )
     return X if no_y else (X, y)
+
+
+def _warn_unfinished(estimator, results, classes=None, stacklevel=4):
+    """A ``ConvergenceWarning`` when a fit (any one-vs-rest fit, ``classes`` in the order
+    of ``results``) ended on its budget (``max_iter``, ``time_limit``) without its claim;
+    ``marginkit._api.unfinished`` decides which ends those are."""
+    reasons = [(i, unfinished_result(r)) for i, r in enumerate(results)]
+    reasons = [(i, why) for i, why in reasons if why is not None]
+    if not reasons:
+        return
+    i, why = reasons[0]
+    res = results[i]
+    name = type(estimator).__name__
+    where = ""
+    if classes is not None:
+        which = [classes[j].item() if hasattr(classes[j], "item") else classes[j]
+                 for j, _ in reasons]
+        where = (f" in {len(reasons)} of the {len(results)} one-vs-rest fits (classes "
+                 f"{which}); class {which[0]!r} against the rest:")
+    warnings.warn(
+        f"{name}:{where} solver {res.solver!r} stopped with status {res.status!r} after "
+        f"{res.n_iter} iterations, {why}. The model is the last iterate, with no certificate "
+        "of its claim (status_ and result_ say so).",
+        ConvergenceWarning, stacklevel=stacklevel)
 
 
 class _MarginKitEstimator(BaseEstimator):
@@ -177,10 +203,7 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
             else:
                 # one-vs-rest labels 0/1: solve maps 1 (class c) to +1
                 results.append(_solve(X, (y == c).astype(np.int8), config=cfg))
-            if results[-1].status == "interrupted" and len(pairs) > 1:
-                # one Ctrl-C ends the whole one-vs-rest fit, not only this subproblem
-                raise KeyboardInterrupt(
-                    f"{type(self).__name__}.fit interrupted while fitting class {c!r}")
+        _warn_unfinished(self, results, pairs if len(pairs) > 1 else None)
         self._set_fit_info(results)
         self.result_ = results[0] if len(results) == 1 else results
         return self
@@ -530,6 +553,7 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
         X, y = _validate(self, X, y, y_numeric=True)
         y = column_or_1d(y, warn=True).astype(np.float64)
         res = _solve(X, y, config=cfg)
+        _warn_unfinished(self, [res], stacklevel=3)
         self._set_fit_info([res])
         self.result_ = res
         return self

@@ -871,9 +871,11 @@ LIBSVM loader reports parse errors with the file and line number.
   holds, and on sparse arrays in results files.
 * The caller's arrays are never modified (checked byte for byte by the tests).
 * n = 1 is a single class, so classifiers reject it with the single-class error.
-* Long runs stop with `time_limit=seconds` (status `"time_limit"`), and Ctrl-C during a
-  solve ends the run at the next iteration boundary with status `"interrupted"` and a
-  consistent `Result` (a second Ctrl-C aborts at once).
+* Long runs stop with `time_limit=seconds` (status `"time_limit"`). Ctrl-C during a solve
+  raises `KeyboardInterrupt`, as in any Python code, with BLAS thread counts restored and
+  the plug-in instances unchanged; with `interrupt="return"` it ends the run at the next
+  iteration boundary with status `"interrupted"` and a consistent `Result` (a second
+  Ctrl-C aborts at once).
 
 Loading: `load_libsvm` parses the text as a stream (memory ~1.1x the returned matrix with
 scikit-learn's parser, ~1.7x with the pure-Python one; lines of more than 64 MiB and NUL
@@ -941,7 +943,7 @@ margin and the best p's G-norm recomputed after the run and rounded outwards.
 | concurrent registry lookups, broken entry points isolated (whatever `load()` raises, `SystemExit` included), `overwrite=True` needed to replace, a second registration never renames a plug-in | `tests/test_registry.py`, `tests/test_reliability.py` |
 | one Solver, Kernel, Smoother or StoppingRule instance serves concurrent runs (per-run state lives in the run; `nystroem`/`rff` fit a private copy per run); the BLAS thread counts after concurrent solves, failing ones included, are those from before | `tests/test_concurrency.py` |
 | a Python smoother's exception ends the run with a `PluginError` naming it (the original chained); a result that is not n finite reals in the simplex is a `ValueError` naming it, checked before use | `tests/test_smoothers.py` |
-| `time_limit`, Ctrl-C between iterations without corrupting the state | `tests/test_api.py`, `tests/test_reliability.py` |
+| `time_limit`; Ctrl-C raises `KeyboardInterrupt` with BLAS limits restored and plug-ins unchanged, or (`interrupt="return"`) ends the run between iterations without corrupting the state | `tests/test_api.py`, `tests/test_reliability.py` |
 | every claim re-checked by the referee before the run stops; no false "infeasible" under RBF at large offsets or in float32; non-PSD Grams refused; tampered certificates, labels and thresholds rejected; the rounding bounds cover a long-double recomputation | `tests/test_referee.py` |
 | the SVM family's certified points and iterated Tikhonov's Newton decrement: referees with rounding bounds, scale refusals, thresholds from the run's configuration | `tests/test_svm_trust.py`, `tests/test_tikhonov_trust.py` |
 | hostile but legal inputs (malformed CSR at every entry point, cancelling distances, non-PSD Grams, magnitudes from 1e-310 to 1e300, float32, extreme C and mu, tampered certificates and result files) over solvers, kernels, dtypes and layouts, each case in a forked child with a timeout and a memory cap, judged by independent references (extended precision, exact optima); `-m slow` runs the whole grid | `tests/test_hostile.py` |

@@ -1,5 +1,6 @@
 """The solve() engine with a small pure-Python solver: loop, rules, callback, verbose, errors."""
 import pickle
+import re
 import signal
 import threading
 
@@ -96,6 +97,20 @@ def test_time_limit(count_solver):
     assert res.status == "time_limit" and res.time_s >= 0.05
 
 
+def test_keyboard_interrupt_propagates_by_default(count_solver):
+    calls = []
+
+    def cb(state):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return False
+
+    with pytest.raises(KeyboardInterrupt):
+        mk.solve(X, Y, solver="count", callback=cb, stop=("max_iter", {"n": 100}))
+    assert len(calls) == 3
+
+
 def test_keyboard_interrupt_returns_result(count_solver):
     calls = []
 
@@ -105,18 +120,41 @@ def test_keyboard_interrupt_returns_result(count_solver):
             raise KeyboardInterrupt
         return False
 
-    res = mk.solve(X, Y, solver="count", callback=cb, stop=("max_iter", {"n": 100}))
+    res = mk.solve(X, Y, solver="count", callback=cb, stop=("max_iter", {"n": 100}),
+                   interrupt="return")
     assert res.status == "interrupted" and res.n_iter == 2
 
 
-def test_sigint_between_iterations(count_solver):
-    # a real SIGINT delivered during a long run ends it promptly with a Result
+def test_interrupt_is_validated():
+    with pytest.raises(ValueError, match=r"interrupt='stop' is not valid; use one of "
+                                         r"\['raise', 'return'\]"):
+        mk.solve(X, Y, interrupt="stop")
+    with pytest.raises(TypeError, match="interrupt=True has type bool"):
+        mk.Config(interrupt=True)
+
+
+def _sigint_during_long_run(**kw):
     timer = threading.Timer(0.2, lambda: signal.raise_signal(signal.SIGINT))
     timer.start()
     try:
-        res = mk.solve(X, Y, solver="count", stop=("max_iter", {"n": 10**9}), max_iter=10**9)
+        return mk.solve(X, Y, solver="count", stop=("max_iter", {"n": 10**9}), max_iter=10**9,
+                        **kw)
     finally:
         timer.cancel()
+
+
+def test_sigint_raises_keyboard_interrupt(count_solver):
+    # a real SIGINT during a long run: Python's KeyboardInterrupt, handler untouched
+    handler = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        _sigint_during_long_run()
+    assert signal.getsignal(signal.SIGINT) is handler
+
+
+def test_sigint_between_iterations(count_solver):
+    # with interrupt="return", a real SIGINT delivered during a long run ends it promptly
+    # with a Result
+    res = _sigint_during_long_run(interrupt="return")
     assert res.status == "interrupted" and res.n_iter > 0
 
 
@@ -126,6 +164,47 @@ def test_verbose_prints_progress(count_solver, capsys):
     assert "[count] iter" in out and "error=" in out and "stopped: converged" in out
     mk.solve(X, Y, solver="count", verbose=True)
     assert "stopped" in capsys.readouterr().out
+
+
+def test_verbose_lines_once_each_and_no_empty_closing_line(count_solver, capsys):
+    # tolerance 0.1 fires at iteration 9: error = 1 / (1 + k)
+    mk.solve(X, Y, solver="count", verbose=2)
+    lines = capsys.readouterr().out.splitlines()
+    iters = [int(line.split()[2]) for line in lines if " iter " in line]
+    assert iters == list(range(10))
+    assert lines[-1].startswith("[count] stopped: converged after 9 iterations, ")
+    assert all("error=" in line for line in lines[:-1])
+    assert re.fullmatch(r"\[count\] iter +9 +\d+\.\d{3}s  error=0\.1", lines[-2])
+    # level 1: iteration 0 and the last one (each once), then the closing line
+    mk.solve(X, Y, solver="count", verbose=1)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[2] for line in lines[:-1]] == ["0", "9"] and len(lines) == 3
+    assert all("error=" in line for line in lines[:-1])
+
+
+def test_verbose_says_when_max_iter_ends_a_run_without_its_claim(count_solver, capsys,
+                                                                   recwarn):
+    res = mk.solve(X, Y, solver="count", max_iter=4)
+    assert res.status == "max_iter" and capsys.readouterr().out == "" and not recwarn.list
+    mk.solve(X, Y, solver="count", max_iter=4, verbose=1)
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert re.fullmatch(r"\[count\] stopped: max_iter after 4 iterations, \d+\.\d{3}s, "
+                        r"before its stopping rule tolerance could end it with a claim; "
+                        r"raise max_iter \(now 4\); a larger tol is reached sooner", last)
+    # a run without a claim to make ends on its own budget: nothing to say
+    mk.solve(X, Y, solver="count", stop=("max_iter", {"n": 3}), verbose=1)
+    assert re.fullmatch(r"\[count\] stopped: max_iter after 3 iterations, \d+\.\d{3}s",
+                        capsys.readouterr().out.splitlines()[-1])
+
+
+def test_verbose_says_when_time_limit_ends_a_run(count_solver, capsys):
+    res = mk.solve(X, Y, solver="count", stop=("max_iter", {"n": 10**9}), max_iter=10**9,
+                   time_limit=0.05, verbose=1)
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert res.status == "time_limit"
+    assert re.fullmatch(rf"\[count\] stopped: time_limit after {res.n_iter} iterations, "
+                        r"\d+\.\d{3}s, before its own stopping rules ended it; raise time_limit "
+                        r"\(now 0\.05 s\)", last)
 
 
 def test_inputs_not_modified_and_sparse_kept(count_solver):

@@ -243,6 +243,7 @@ def test_shared_instances_serve_concurrent_runs(solver):
         assert not getattr(kernel, "fitted", False)  # the runs fitted copies of their own
 
 
+@pytest.mark.filterwarnings("ignore:.*The model is the last iterate")  # ConvergenceWarning
 def test_sklearn_estimators_from_threads():
     """Estimators fitted in 4 threads at once (one shared kernel instance among their
     hyper-parameters), then one fitted estimator predicting from 4 threads: the same as

@@ -209,6 +209,7 @@ def test_check_X_keeps_values_and_input(problem):
 ESTIMATORS = ["PerceptronClassifier", "SVMClassifier"]
 
 
+@pytest.mark.filterwarnings("ignore:.*The model is the last iterate")  # ConvergenceWarning
 @pytest.mark.parametrize("name", ESTIMATORS)
 @settings(max_examples=10, deadline=None, derandomize=True, database=None)
 @given(problem=problems(max_n=10, max_d=3, float_labels=False))

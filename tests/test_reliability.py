@@ -454,6 +454,7 @@ def test_cli_case(case, tmp_path, capsys):
     (np.int8, np.float32),
     (np.bool_, np.float32),
 ])
+@pytest.mark.filterwarnings("ignore:.*The model is the last iterate")  # ConvergenceWarning
 def test_estimator_follows_the_dtype_rule(name, dtype, want, monkeypatch):
     """What the solver receives from an estimator: no 8x copy of small-int input, float
     input used without a copy (unless the estimator adds columns, as the perceptron's bias)."""
@@ -712,11 +713,22 @@ _DEFAULT_SIGINT = pytest.mark.skipif(
 
 
 @_DEFAULT_SIGINT
+def test_sigint_raises_and_leaves_the_handler():
+    """Default: Python's convention, KeyboardInterrupt (here inside the step, where it
+    arrives); no handler of marginkit's is left behind."""
+    mk.register("solver", "two_part")(TwoPartSolver)
+    X, y = RT.separable()
+    with pytest.raises(KeyboardInterrupt):
+        mk.solve(X, y, solver="two_part")
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@_DEFAULT_SIGINT
 def test_sigint_inside_a_step_does_not_cut_it():
     mk.register("solver", "two_part")(TwoPartSolver)
     X, y = RT.separable()
     handler = signal.getsignal(signal.SIGINT)
-    res = mk.solve(X, y, solver="two_part")
+    res = mk.solve(X, y, solver="two_part", interrupt="return")
     assert res.status == "interrupted"
     assert res.extra == {"a": 3, "b": 3} and res.n_iter == 3  # the step finished, state consistent
     assert signal.getsignal(signal.SIGINT) is handler  # the user's handler is back
@@ -738,7 +750,7 @@ def test_second_sigint_aborts_at_once():
     mk.register("solver", "twice")(Twice)
     X, y = RT.separable()
     with pytest.raises(KeyboardInterrupt):
-        mk.solve(X, y, solver="twice")
+        mk.solve(X, y, solver="twice", interrupt="return")
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
@@ -768,7 +780,8 @@ def test_interrupt_real_solver_keeps_state(solver):
         return False
 
     stop = ("max_iter", {"n": 10**6})
-    res = mk.solve(X, y, solver=solver, stop=stop, max_iter=10**6, random_state=0, callback=cb)
+    res = mk.solve(X, y, solver=solver, stop=stop, max_iter=10**6, random_state=0, callback=cb,
+                   interrupt="return")
     assert res.status == "interrupted" and res.n_iter == 4
     ref = mk.solve(X, y, solver=solver, stop=stop, max_iter=4, random_state=0)
     assert ref.n_iter == 4
@@ -780,6 +793,63 @@ def test_interrupt_real_solver_keeps_state(solver):
         assert res.certificate.verify(X, y)
     again = mk.solve(X, y, solver=solver, stop=stop, max_iter=4, random_state=0)
     np.testing.assert_array_equal(again.dual_coef_, ref.dual_coef_)
+
+
+@_DEFAULT_SIGINT
+@pytest.mark.parametrize("solver", _classifiers("interrupt_raise"))
+def test_ctrl_c_raises_and_leaves_plugins_and_later_runs_alone(solver):
+    """Default: a Ctrl-C between iterations raises KeyboardInterrupt; the plug-in instances
+    the run was given are as before, no BLAS limit is left open, and the next run is the
+    same as a fresh one."""
+    from marginkit.utils import _threads
+
+    assert solver is not None, "no classification solver is registered"
+    X, y = _interrupt_data()
+    inst = mk.get_plugin("solver", solver)()
+    kern = mk.get_plugin("kernel", "linear")()
+    before = (dict(vars(inst)), dict(vars(kern)))
+
+    def cb(state):
+        if state.n_iter == 3:
+            signal.raise_signal(signal.SIGINT)
+        return False
+
+    stop = ("max_iter", {"n": 10**6})
+    with pytest.raises(KeyboardInterrupt):
+        mk.solve(X, y, solver=inst, kernel=kern, stop=stop, max_iter=10**6, random_state=0,
+                 callback=cb)
+    assert (dict(vars(inst)), dict(vars(kern))) == before
+    assert _threads._STATE["depth"] == 0
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    again = mk.solve(X, y, solver=inst, kernel=kern, stop=stop, max_iter=4, random_state=0)
+    ref = mk.solve(X, y, solver=solver, stop=stop, max_iter=4, random_state=0)
+    np.testing.assert_array_equal(again.dual_coef_, ref.dual_coef_)
+
+
+def test_ctrl_c_inside_a_blas_limit_restores_the_thread_counts(monkeypatch):
+    """A KeyboardInterrupt inside a BLAS thread limit (the Lipschitz bound of fista's
+    start) leaves with the limit closed and the thread counts as before."""
+    if "fista" not in REGISTERED:
+        pytest.skip("fista is not registered")
+    from threadpoolctl import threadpool_info
+
+    import marginkit.solvers.svm as svm
+    from marginkit.utils import _threads
+
+    X, y = _interrupt_data()
+    mk.solve(X, y, solver="fista", max_iter=2)  # BLAS loaded and its libraries found
+    counts = [(lib["filepath"], lib["num_threads"]) for lib in threadpool_info()]
+    seen = []
+
+    def interrupted(*args, **kw):
+        seen.append(_threads._STATE["depth"])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(svm, "lipschitz_bound", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        mk.solve(X, y, solver="fista")
+    assert seen == [1] and _threads._STATE["depth"] == 0
+    assert [(lib["filepath"], lib["num_threads"]) for lib in threadpool_info()] == counts
 
 
 @pytest.mark.parametrize("solver", _classifiers("time_limit"))
@@ -810,7 +880,7 @@ def test_sigint_timer_during_long_real_run():
 
     try:
         res = mk.solve(X, y, solver=names[0], stop=("max_iter", {"n": 10**9}), max_iter=10**9,
-                       callback=cb)
+                       callback=cb, interrupt="return")
     finally:
         for t in timers:
             t.cancel()

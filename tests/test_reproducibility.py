@@ -226,6 +226,7 @@ def test_callable_kernel_result_cannot_be_saved_without_pickle(tmp_path):
 # ------------------------------------------------------------------ estimators
 @pytest.mark.parametrize("name", ["PerceptronClassifier", "SVMClassifier",
                                   "IteratedTikhonovClassifier"])
+@pytest.mark.filterwarnings("ignore:.*The model is the last iterate")  # ConvergenceWarning
 def test_estimator_same_random_state_same_model(name):
     pytest.importorskip("sklearn")
     try:

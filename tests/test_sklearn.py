@@ -2,6 +2,7 @@
 certificates kept in ``result_``, progress and callbacks, pickling."""
 import os
 import pickle
+import re
 import sys
 
 import numpy as np
@@ -38,6 +39,8 @@ CHECKED = (
 )
 
 
+# the default perceptron runs to max_iter on the checks' overlapping classes
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @parametrize_with_checks(CHECKED, expected_failed_checks=expected_failed_checks)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
@@ -123,6 +126,7 @@ def test_pickle_and_clone(toy):
     assert not hasattr(c2, "result_") and c2.get_params() == clf.get_params()
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_callback_stops_and_verbose_reports(toy, capsys):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(50, 2))
@@ -197,3 +201,70 @@ def test_linear_coef_and_intercept(toy):
     assert not hasattr(rbf, "coef_")
     with pytest.raises(AttributeError, match="kernel expansion"):
         rbf.intercept_
+
+
+# ------------------------------------------------------------------ ConvergenceWarning
+from sklearn.exceptions import ConvergenceWarning  # noqa: E402
+
+
+def _overlapping(n=80, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    return X, (X[:, 0] + rng.normal(size=n) > 0).astype(int)
+
+
+@pytest.mark.skipif("fista" not in _SOLVERS, reason="fista not registered")
+def test_max_iter_without_a_claim_warns_naming_solver_status_and_fix():
+    X, y = _overlapping()
+    with pytest.warns(ConvergenceWarning,
+                      match=r"^SVMClassifier: solver 'fista' stopped with status 'max_iter' "
+                            r"after 3 iterations, before its stopping rule certified_points "
+                            r"could end it with a claim; raise max_iter \(now 3\)\. The model "
+                            r"is the last iterate, with no certificate of its claim"):
+        clf = SVMClassifier(max_iter=3).fit(X, y)
+    assert clf.status_ == "max_iter"
+
+
+def test_one_vs_rest_warns_once_naming_the_classes(toy):
+    X, y = three_blobs()
+    y = y.copy()
+    y[:3] = "b"  # class "a" against the rest is no longer separable
+    with pytest.warns(ConvergenceWarning) as record:
+        PerceptronClassifier(solver=TOY, max_iter=40).fit(X, y)
+    assert len(record) == 1
+    assert re.match(r"PerceptronClassifier: in 2 of the 3 one-vs-rest fits \(classes "
+                    r"\['a', 'b'\]\); class 'a' against the rest: solver 'toy_perceptron' "
+                    r"stopped with status 'max_iter' after 40 iterations, before its stopping "
+                    r"rule separated could end it with a claim; raise max_iter \(now 40\); "
+                    r"the classes may not be separable", str(record[0].message))
+
+
+@pytest.mark.skipif("iterated_tikhonov" not in _SOLVERS, reason="iterated_tikhonov not registered")
+def test_regressor_warns_when_the_newton_decrement_is_not_reached():
+    X, _ = _overlapping(40)
+    with pytest.warns(ConvergenceWarning,
+                      match=r"^IteratedTikhonovRegressor: solver 'iterated_tikhonov' stopped with "
+                            r"status 'max_iter' after 1 iterations, before its stopping rule "
+                            r"newton_decrement could end it with a claim; raise max_iter "
+                            r"\(now 1\); a larger tol \(or lam\) is reached sooner"):
+        IteratedTikhonovRegressor(kernel="linear", max_iter=1).fit(X, X[:, 0])
+
+
+def test_no_warning_when_a_fit_ends_with_its_claim_or_budget(toy):
+    import warnings
+
+    X, y = separable_blobs(40)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        assert PerceptronClassifier(solver=TOY).fit(X, y).status_ == "separable"
+        # a callback that stops the run is the user's decision, not a failure to converge
+        PerceptronClassifier(solver=TOY, callback=lambda s: s.n_iter >= 1).fit(*_overlapping())
+        if "pegasos" in _SOLVERS:
+            # a fixed number of epochs (no claim to make) ends as planned
+            clf = SVMClassifier(solver="pegasos", solver_params={"epochs": 3}).fit(X, y)
+            assert clf.status_ == "max_iter"
+    if "pegasos" in _SOLVERS:  # ... but not when max_iter cuts its epochs short
+        with pytest.warns(ConvergenceWarning, match=r"solver 'pegasos' stopped with status "
+                          r"'max_iter' after 2 iterations, before its own stopping rules ended "
+                          r"it; raise max_iter \(now 2\)\."):
+            SVMClassifier(solver="pegasos", max_iter=2, solver_params={"epochs": 3}).fit(X, y)

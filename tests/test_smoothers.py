@@ -278,11 +278,17 @@ def test_python_smoother_exception_propagates_from_solve(solver, fail_at, capfd)
 
 
 def test_python_smoother_keyboard_interrupt_is_not_wrapped():
-    """A KeyboardInterrupt inside the smoother reaches the run loop as one (which ends the
-    run "interrupted", as for Ctrl-C), not as a PluginError."""
+    """A KeyboardInterrupt inside the smoother reaches the run loop as one (which raises it,
+    or with interrupt="return" ends the run "interrupted", as for Ctrl-C), not as a
+    PluginError."""
     X, y = _separable()
     sm = _Softmax(fail_at=3, exc=KeyboardInterrupt())
-    res = mk.solve(X, y, solver="snkp", smoother=sm, stop=[("max_iter", {"n": 50})])
+    with pytest.raises(KeyboardInterrupt):
+        mk.solve(X, y, solver="snkp", smoother=sm, stop=[("max_iter", {"n": 50})])
+    assert sm.calls == 3
+    sm = _Softmax(fail_at=3, exc=KeyboardInterrupt())
+    res = mk.solve(X, y, solver="snkp", smoother=sm, stop=[("max_iter", {"n": 50})],
+                   interrupt="return")
     assert res.status == "interrupted" and sm.calls == 3
 
 

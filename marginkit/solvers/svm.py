@@ -1083,6 +1083,7 @@ class Liblinear(StoppingRule):
 
     requires = ("projected_gradient_gap",)
     status = "converged"
+    advice = "a larger tol is reached sooner"
     param_table = {"tol": Param(0.1, types=numbers.Real, low=0, low_open=True,
                                 doc="threshold on max - min projected gradient (LIBLINEAR eps)")}
 

@@ -782,6 +782,7 @@ class NewtonDecrement(StoppingRule):
 
     requires = ("decrement", "decrement_targets", "prox_step", "n_prox", "tol")
     status = "converged"
+    advice = "a larger tol (or lam) is reached sooner"
     param_table = {
         "tol": Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
                      doc="target eps on the final Newton decrement"),

@@ -26,6 +26,8 @@ class Separated(StoppingRule):
 
     requires = ("min_margin",)
     status = "separable"
+    advice = ("the classes may not be separable with this kernel (the dual_certificate "
+              "rule of nvn, snkpvn and isnkpvn certifies that they are not)")
 
     def check(self, state):
         return self.status if state.min_margin > 0 else None
@@ -41,6 +43,7 @@ class DualCertificate(StoppingRule):
 
     requires = ("dual_norm", "dual_tol")
     status = "infeasible"
+    advice = "a larger eps of dual_certificate is reached sooner"
     param_table = {"eps": Param(None, types=numbers.Real, low=0, low_open=True, high=1,
                                 high_open=True, allow_none=True,
                                 doc="threshold on ||p||_G (below 1: every p in the simplex "
@@ -60,6 +63,7 @@ class Tolerance(StoppingRule):
     """Stop when ``state.<attribute>`` (default ``error``) <= tol: status ``"converged"``."""
 
     status = "converged"
+    advice = "a larger tol is reached sooner"
     param_table = {
         "tol": Param(1e-6, types=numbers.Real, low=0, doc="threshold"),
         "attribute": Param("error", types=str, doc="state attribute compared with tol"),
