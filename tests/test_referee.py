@@ -515,3 +515,44 @@ def test_a_margin_of_exactly_zero_is_no_separator(layout):
                                 mk.get_plugin("kernel", "linear")(), np.array([-1, 1]))
     verdict = cert.check(X, np.array([1, 1, 1]))
     assert not verdict and verdict.value == 0.0
+
+
+def test_kernel_parameters_compare_by_value():
+    """Nested kernel parameters (a base kernel's dict, lists) compare entry by entry."""
+    import copy
+
+    from marginkit.certificates import _same_value
+
+    assert _same_value({"gamma": 0.5}, {"gamma": 0.5})
+    assert not _same_value({"gamma": 0.5}, {"gamma": 0.8})
+    assert not _same_value({"gamma": 0.5}, {"degree": 0.5})
+    assert _same_value([1.0, np.array([2.0])], (1.0, np.array([2.0])))
+    assert not _same_value([1.0, 2.0], [1.0, 3.0]) and not _same_value([1.0], [1.0, 1.0])
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(150, 3))
+    y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] > 0, 1.0, -1.0)
+    kp = {"base_params": {"gamma": 0.7}, "n_components": 40, "random_state": 1}
+    res = mk.solve(X, y, solver="nvn", kernel="nystroem", kernel_params=kp)
+    assert res.status == "separable" and res.certificate.verify(X, y)
+    forged = copy.deepcopy(res.certificate)
+    forged.kernel = mk.get_plugin("kernel", "nystroem")(**{**kp, "base_params": {"gamma": 0.8}})
+    verdict = forged.check(X, y)
+    assert not verdict and "not the run's kernel" in verdict.reason
+
+
+def test_certified_points_outside_the_box_are_rejected():
+    import copy
+
+    Xr, yr = make_xor(200, random_state=0)[:2]
+    res = mk.solve(Xr, yr, solver="fista", kernel="rff",
+                   kernel_params={"n_components": 50, "random_state": 0})
+    assert res.status == "certified" and res.certificate.verify(Xr, yr)
+    for r in (res.certificate.r * 1.0, res.certificate.r.copy()):
+        r[np.argmax(r)] = res.certificate.gamma * (1 + 1e-3)
+        forged = copy.deepcopy(res.certificate)
+        forged.r = r
+        verdict = forged.check(Xr, yr)
+        assert not verdict and "box" in verdict.reason
+    forged.r = res.certificate.r.copy()
+    forged.r[0] = -1e-3
+    assert "box" in forged.check(Xr, yr).reason
