@@ -233,3 +233,40 @@ def test_api_reference_documents_every_field_status_and_certificate_kind():
         module, name = path.rsplit(".", 1)
         assert getattr(importlib.import_module(module), name).kind == kind
         assert f".. autoclass:: {path}" in kinds, f"{path} has no entry of its own"
+
+
+#: what a reader cannot follow: tracker numbers, the project's working folders and notes,
+#: and the papers by their folder numbers instead of a citation
+INTERNAL_REFERENCE = re.compile(
+    r"\bissues? (?:#?\d|show\b|\"\w)|shared/|KNOWN_BUGS|\bpapers? 00\d|\bthe brief\b", re.I)
+
+
+def _internal_references(text, where):
+    return [f"{where}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
+            for m in INTERNAL_REFERENCE.finditer(text)]
+
+
+def test_no_internal_references_where_users_read():
+    """The README, the docs (and their example package), the sources whose docstrings and
+    messages users read, and every ``--help`` text cite papers and say things in full."""
+    found = []
+    files = [ROOT / "README.md", *DOCS.rglob("*.md"), *DOCS.rglob("*.rst"), *DOCS.rglob("*.py"),
+             *(p for ext in ("py", "pyx", "pxd") for p in (ROOT / "marginkit").rglob(f"*.{ext}"))]
+    for path in files:
+        if "_build" not in path.parts:
+            found += _internal_references(path.read_text(), path.relative_to(ROOT))
+    for cmd in ([], ["demo"], ["fit"], ["predict"], ["bench"], ["plugins"]):
+        proc = subprocess.run([sys.executable, "-m", "marginkit", *cmd, "--help"], cwd=ROOT,
+                              capture_output=True, text=True)
+        if proc.returncode == 0:  # a command this version does not have exits 2
+            found += _internal_references(proc.stdout, " ".join(["marginkit", *cmd, "--help"]))
+    assert not found, "\n".join(found)
+
+
+def test_internal_reference_pattern_catches_what_it_should():
+    for bad in ("see issue 6", "(issue \"Scale-out\")", "shared/API.md", "KNOWN_BUGS.md",
+                "paper 000, sec. 4", "Papers 001", "the brief asks"):
+        assert INTERNAL_REFERENCE.search(bad), bad
+    for fine in ("a known issue of LIBLINEAR", "Ramdas & Pena 2014, sec. 4",
+                 "arXiv:2512.03947", "shared by all points"):
+        assert not INTERNAL_REFERENCE.search(fine), fine

@@ -490,7 +490,7 @@ class CallableKernel(Kernel):
 
 @_register_builtin("kernel", "spline")
 class SplineKernel(Kernel):
-    """Periodic spline kernel of order q on [0, 1]^d (paper 002, sec. 4 and app. E.1).
+    """Periodic spline kernel of order q on [0, 1]^d (Beugnot et al. 2021, sec. 4 and app. E.1).
 
     In one dimension
 
@@ -501,7 +501,7 @@ class SplineKernel(Kernel):
     ``1 + (-1)^(q/2 + 1) (2 pi)^q B_q({x - z}) / q!`` (B_q the Bernoulli polynomial;
     derivation in docs/kernels.md). In d dimensions the kernel is the product over the
     coordinates. The kernel is 1-periodic in every coordinate, so inputs outside [0, 1]
-    are read modulo 1. Any real order q > 1 is supported (paper 002 uses
+    are read modulo 1. Any real order q > 1 is supported (Beugnot et al. 2021 uses
     Lambda_{(r + 1/2) alpha + 1/2} for the target function); non-even orders go through a
     polylogarithm expansion accurate to about 1e-14 (``marginkit.kernels._periodic``).
 
