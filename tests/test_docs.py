@@ -270,3 +270,31 @@ def test_internal_reference_pattern_catches_what_it_should():
     for fine in ("a known issue of LIBLINEAR", "Ramdas & Pena 2014, sec. 4",
                  "arXiv:2512.03947", "shared by all points"):
         assert not INTERNAL_REFERENCE.search(fine), fine
+
+
+def test_import_from_an_unbuilt_source_folder_says_how_to_build(tmp_path):
+    """The checkout of a non-editable ``pip install .`` has the sources but not the
+    compiled extensions: importing marginkit from there explains instead of failing on
+    the first missing module."""
+    def copy(dst, keep_compiled):
+        ignore = shutil.ignore_patterns("__pycache__", *(() if keep_compiled else ("*.so", "*.pyd")))
+        shutil.copytree(ROOT / "marginkit", dst / "marginkit", ignore=ignore)
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    src = tmp_path / "src"
+    copy(src, keep_compiled=False)
+    proc = subprocess.run([sys.executable, "-c", "import marginkit"], cwd=src, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(
+        re.escape(f"ImportError: marginkit is imported from its source folder {src.resolve()}, "
+                  "whose compiled extensions are not built: run pip install -e . (or build in "
+                  "place with python setup.py build_ext --inplace), or import it from another "
+                  "folder (missing compiled module marginkit.") + r"[\w.]+\)", last), last
+    assert "Traceback" in proc.stderr and proc.stderr.count("Traceback") == 1  # no chained error
+    built = tmp_path / "built"
+    copy(built, keep_compiled=True)
+    proc = subprocess.run([sys.executable, "-c", "import marginkit; print(marginkit.solve)"],
+                          cwd=built, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0 and "function solve" in proc.stdout, proc.stderr
