@@ -1,13 +1,13 @@
-"""Side-by-side comparison behind ``marginkit bench`` (issue 6).
+"""Side-by-side comparison behind ``marginkit bench``.
 
 One process, the same data in memory, the same preprocessing, medians of several
 runs (interleaved: one run of every method per round, so load drift hits all alike, in
 an order that rotates from round to round): marginkit's solvers against LIBLINEAR
 (``liblinear-official``, ``-s 3 -B 1``,
-C = 64/n_tr as in paper 001, sec. 5.1), LIBSVM / scikit-learn ``SVC`` and
+C = 64/n_tr as in arXiv:2512.03947, sec. 5.1), LIBSVM / scikit-learn ``SVC`` and
 scikit-learn's ``LinearSVC``, ``Perceptron`` and ``LogisticRegression``.
 
-What each method sees (paper 001, sec. 5.1)
+What each method sees (arXiv:2512.03947, sec. 5.1)
 -------------------------------------------
 * Train/test split: the official one for ``a9a`` and ``madelon``; otherwise a
   stratified 70/30 split with a fixed seed (``--seed``, default 0).
@@ -63,7 +63,7 @@ DATASETS = {
     "heart_scale": ("heart_scale", None, None),
     "ionosphere_scale": ("ionosphere_scale", None, None),
 }
-# MNIST digit pairs of paper 001, sec. 5.2 (original and inverted 1 - x), from the
+# MNIST digit pairs of arXiv:2512.03947, sec. 5.2 (original and inverted 1 - x), from the
 # 10,000 test images (the only MNIST images in the data folder), split 70/30.
 for _a, _b in ((3, 5), (1, 9), (2, 7)):
     DATASETS[f"mnist{_a}v{_b}"] = ("mnist", (_a, _b, False), None)
@@ -382,7 +382,7 @@ def _float(v):
 
 
 class LiblinearOfficial(Method):
-    """``liblinearutil.train`` with ``-s 3 -B 1 -c C -q``, C = 64/n_tr (paper 001, sec. 5.1).
+    """``liblinearutil.train`` with ``-s 3 -B 1 -c C -q``, C = 64/n_tr (arXiv:2512.03947, sec. 5.1).
 
     The library's messages are routed to a collector instead of being discarded, which
     tells "optimization finished, #iter = k" from "reaching max number of iterations".

@@ -512,7 +512,7 @@ def _same_class(solver, name):
 
 
 # =====================================================================================
-# SVM family (paper 001): scaling statistics, power iteration, fista, pegasos
+# SVM family (arXiv:2512.03947): scaling statistics, power iteration, fista, pegasos
 # =====================================================================================
 def _k_column_max(chunk):
     """Largest |x| per column of the chunk (float64)."""
@@ -932,7 +932,7 @@ def _k_fsvm_finish(chunk, lam, gamma, unit):
 
 @_driver("fista", "fista_svm")
 class FistaDriver(Driver):
-    """``fista`` (strongly convex FISTA on the perturbed H-SVM dual, paper 001 sec. 2.3) and
+    """``fista`` (strongly convex FISTA on the perturbed H-SVM dual, arXiv:2512.03947 sec. 2.3) and
     ``fista_svm`` (classical SVM, appendix C: exact projection onto the box and y^T r = 0)."""
 
     @classmethod
@@ -1058,7 +1058,7 @@ class PegasosDriver(Driver):
 
 
 # =====================================================================================
-# Perceptron / von Neumann family (paper 000), linear kernel: G a = S X (X^T S a)
+# Perceptron / von Neumann family (Ramdas & Pena 2014), linear kernel: G a = S X (X^T S a)
 # =====================================================================================
 class _PFChunk:
     """Chunk side of ``_perceptron_fast.SmoothedCore``: the chunk's rows of alpha, G alpha,
@@ -1500,7 +1500,7 @@ def _smoother_kind(smoother):
 
 @_driver("snkp", "snkpvn", "isnkpvn")
 class SmoothedPerceptronDriver(Driver):
-    """``snkp``, ``snkpvn`` and ``isnkpvn`` (paper 000, secs. 4 and 6) with the linear kernel."""
+    """``snkp``, ``snkpvn`` and ``isnkpvn`` (Ramdas & Pena 2014, secs. 4 and 6) with the linear kernel."""
 
     @classmethod
     def matches(cls, solver):
@@ -1558,7 +1558,7 @@ def _family_fields(problem, core, get, status, primal_op):
 
 
 # =====================================================================================
-# iterated_tikhonov (paper 002), linear kernel, damped Newton with Cholesky systems
+# iterated_tikhonov (Beugnot et al. 2021), linear kernel, damped Newton with Cholesky systems
 # =====================================================================================
 def _k_obj(chunk, key, ops):
     """Run ``ops`` (a list of (method, args)) on ``chunk.v[key]``; the results per op."""
@@ -1803,7 +1803,7 @@ class _DaskTikhonovState(_GuardedNewton):
 @_driver("iterated_tikhonov")
 class TikhonovDriver(Driver):
     """``iterated_tikhonov`` with the linear kernel, integer t, method="newton" and Cholesky
-    Newton systems (paper 002, Definition 1 and Proposition 1)."""
+    Newton systems (Beugnot et al. 2021, Definition 1 and Proposition 1)."""
 
     @classmethod
     def matches(cls, solver):
@@ -1961,7 +1961,7 @@ def _add_row(w, row, c):
 
 
 class _DaskVertexCore:
-    """The vertex methods of paper 000 on the chunks; one map per iteration (the column
+    """The vertex methods of Ramdas & Pena 2014 on the chunks; one map per iteration (the column
     G e_j through the row x_j returned by the previous map with the argmin)."""
 
     def __init__(self, pool, kind, dual_tol):
@@ -2152,7 +2152,7 @@ class _DaskVertexState(_DaskFamilyState):
 
 @_driver("perceptron", "normalized_perceptron", "nkp", "nvn")
 class VertexPerceptronDriver(Driver):
-    """``perceptron``, ``normalized_perceptron``, ``nkp`` and ``nvn`` (paper 000, secs. 2.1,
+    """``perceptron``, ``normalized_perceptron``, ``nkp`` and ``nvn`` (Ramdas & Pena 2014, secs. 2.1,
     4 and 5) with the linear kernel: one column G e_j per iteration."""
 
     _NAMES = ("perceptron", "normalized_perceptron", "nkp", "nvn")

@@ -19,9 +19,66 @@ _labels_pm = labels_pm
 class Result:
     """The outcome of ``marginkit.solve`` (same type for every solver).
 
-    See ``shared/API.md`` for the fields. ``decision_function`` and ``predict`` work on
-    new data: linear models through ``coef_``/``intercept_``, kernel models through the
-    support rows they keep (``support_``, ``support_coef_``) and the kernel.
+    ``decision_function`` and ``predict`` work on new data: linear models through
+    ``coef_``/``intercept_``, kernel models through the support rows they keep
+    (``support_``, ``support_coef_``) and the kernel. Results pickle; ``save`` and
+    ``marginkit.load_result`` store them without pickle. A field a solver does not define
+    is ``None`` (``history`` and ``extra``: empty dicts).
+
+    Attributes
+    ----------
+    status : str
+        Why the run ended. A claim, re-checked from the training data before it is
+        reported: ``"separable"`` (a separator, ``certificate.kind == "separator"``),
+        ``"infeasible"`` (no separator exists, ``"infeasibility"``), ``"certified"``
+        (SVM family: points certified correctly classified, ``"certified_points"``);
+        ``"converged"`` (a tolerance met; iterated Tikhonov's carries a
+        ``"newton_decrement"`` certificate, LIBLINEAR's rule and ``tolerance`` none); or a
+        limit without a claim: ``"max_iter"``, ``"time_limit"``, ``"callback"`` (the
+        callback returned True), ``"interrupted"`` (Ctrl-C ended the run and the partial
+        result was returned).
+    n_iter : int
+        Iterations run.
+    time_s : float
+        Wall-clock seconds of the run.
+    coef_ : ndarray (n_features,) or None
+        The linear model in the original feature space (None for non-linear kernels).
+    intercept_ : float or None
+        The intercept of the model (0.0 for homogeneous linear models; None means 0).
+    dual_coef_ : ndarray or None
+        The dual / representer vector: alpha for the perceptron family, r for the SVM
+        duals, beta for kernel iterated Tikhonov.
+    certificate : Certificate or None
+        The certificate of the claim the run stopped on (its ``kind``, ``value``,
+        ``check(X, y)`` and ``verify(X, y)``); None when the status is not a claim.
+    dual_vector : ndarray (n_samples,) or None
+        Perceptron / von Neumann family: the last p in the simplex (the infeasibility
+        witness when ``status == "infeasible"``).
+    margin_bounds : (float, float) or None
+        ``(lower, upper)`` bounds on the normalized margin rho_K when the solver gives
+        them (perceptron / von Neumann family), else None.
+    certified_mask : ndarray of bool (n_samples,) or None
+        SVM family: the training points certified correctly classified.
+    history : dict of str to ndarray
+        Per-iteration records, as the solver knows them (``objective``, ``error_bound``,
+        ``n_certified``, ``margin_lower``, ``margin_upper``, ``dual_norm``,
+        ``decrement``...).
+    classes_ : ndarray (2,) or None
+        The original labels; ``classes_[1]`` is the +1 class. None for regression.
+    solver : str or Solver
+        The solver, by registry name (or the instance given).
+    config : Config
+        The run's full configuration (``solve``'s keywords).
+    kernel : Kernel or None
+        The kernel the run used (fitted, for ``nystroem``/``rff``).
+    support_, support_coef_ : ndarray or None
+        Kernel models: the training rows the model keeps and their coefficients (``decision_function(X) = K(X, support_) @ support_coef_ +
+        intercept_``).
+    task : {"classification", "regression"}
+        What the solver fits (``predict`` returns labels or real values).
+    extra : dict
+        Solver-specific information (e.g. ``gamma``, ``mu`` and ``L`` of the SVM family,
+        the chosen ``t`` of iterated Tikhonov).
     """
 
     _FIELDS = ("status", "n_iter", "time_s", "coef_", "intercept_", "dual_coef_",

@@ -660,7 +660,7 @@ def check_positive_diag(kdiag, name="X", kernel=None):
     """Rows must have K(x_i, x_i) > 0 where a solver normalizes by sqrt(K(x_i, x_i)).
 
     The perceptron / von Neumann family works with the normalized Gram matrix
-    G_ij = y_i y_j K_ij / sqrt(K_ii K_jj) (paper 000, sec. 3), undefined for zero-norm
+    G_ij = y_i y_j K_ij / sqrt(K_ii K_jj) (Ramdas & Pena 2014, sec. 3), undefined for zero-norm
     points. Raises ``ValueError`` naming the rows (first ten) and the fixes; returns the
     diagonal as float64.
     """

@@ -422,7 +422,7 @@ def _quadratic(v, g, err, total):
 
 
 def margin_bounds(X, ypm, kernel, alpha, p):
-    """The referee's bounds on the normalized margin rho_K (paper 000, Lemma 3), what
+    """The referee's bounds on the normalized margin rho_K (Ramdas & Pena 2014, Lemma 3), what
     ``Result.margin_bounds`` reports: ``(lower, upper)`` with lower = min_i (G alpha)_i /
     ||alpha||_G (-inf unless G alpha > 0 holds beyond its rounding bound) and upper =
     ||p / sum(p)||_G for p >= 0, both recomputed in float64 from X, y and the kernel and
@@ -590,7 +590,7 @@ class SeparatorCertificate(_PerceptronFamilyCertificate):
 
 @certificate_type
 class InfeasibilityCertificate(_PerceptronFamilyCertificate):
-    """p in the simplex with ||p||_G <= eps (Gordan's theorem in the RKHS, paper 000, sec. 5):
+    """p in the simplex with ||p||_G <= eps (Gordan's theorem in the RKHS, Ramdas & Pena 2014, sec. 5):
     no separator has normalized margin above eps.
 
     ``value`` is ||p||_G as the solver computed it (for information). ``eps`` is the run's

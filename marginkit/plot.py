@@ -3,7 +3,7 @@
 * ``convergence(result)``: the per-iteration history, one panel per kind of quantity:
   error bounds and gaps (log scale), objective values, certified counts, margin bounds.
 * ``margin(result)``: the interval ``[lower, upper]`` on the normalized margin rho_K
-  closing over the iterations (perceptron / von Neumann family, paper 000).
+  closing over the iterations (perceptron / von Neumann family, Ramdas & Pena 2014).
 * ``decision_boundary(result, X, y)``: the decision function of a model fit on 2-D
   data, its zero level set, the training points and the points the certificate covers.
 
@@ -130,7 +130,7 @@ def margin(result, ax=None):
     """The margin interval closing over the iterations (perceptron / von Neumann family).
 
     Draws the lower and upper bounds on the normalized margin
-    ``rho_K = max_{||f||=1} min_i y_i f(x_i) / sqrt(K(x_i, x_i))`` (paper 000) recorded
+    ``rho_K = max_{||f||=1} min_i y_i f(x_i) / sqrt(K(x_i, x_i))`` (Ramdas & Pena 2014) recorded
     each iteration, the band between them, and the zero line: a lower bound above zero
     certifies separability, an upper bound below or at zero certifies infeasibility.
 

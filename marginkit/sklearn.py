@@ -23,7 +23,7 @@ ignore). The perceptron / von Neumann family decides whether the point set is
 separable; positive weights change neither that question nor its certificates
 (Gordan's alternative holds for ``p`` and for any positive rescaling of it). The SVM
 solvers share one box constraint ``C`` over all points and iterated Tikhonov minimizes
-the unweighted empirical risk (paper 002, Eq. 4): per-sample weights would be another
+the unweighted empirical risk (Beugnot et al. 2021, Eq. 4): per-sample weights would be another
 problem, which these solvers do not implement.
 """
 import numbers
@@ -252,14 +252,14 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
 
 # ----------------------------------------------------------------------------- perceptron
 class PerceptronClassifier(_MarginClassifier):
-    """Perceptron / von Neumann family (paper 000): separator or infeasibility certificate.
+    """Perceptron / von Neumann family (Ramdas & Pena 2014): separator or infeasibility certificate.
 
     Parameters
     ----------
     solver : str or Solver, default "snkp"
         ``perceptron``, ``normalized_perceptron``, ``nkp``, ``snkp`` (smoothed normalized
-        kernel perceptron, paper 000 sec. 4), ``nvn``, ``snkpvn``, ``isnkpvn`` (also give
-        an infeasibility certificate ``||p||_G <= eps``, paper 000 sec. 5), or any
+        kernel perceptron, Ramdas & Pena 2014 sec. 4), ``nvn``, ``snkpvn``, ``isnkpvn`` (also give
+        an infeasibility certificate ``||p||_G <= eps``, Ramdas & Pena 2014 sec. 5), or any
         registered solver.
     kernel : str, Kernel or callable, default "linear"
     kernel_params : dict, optional
@@ -270,7 +270,7 @@ class PerceptronClassifier(_MarginClassifier):
         found by the paper's homogeneous algorithms; it also keeps every row nonzero,
         which the normalized Gram ``K_ij / sqrt(K_ii K_jj)`` needs. ``result_`` (and its
         certificate) then refers to the augmented matrix ``[X, intercept_scaling]``.
-        False: the homogeneous problem of paper 000 on ``X`` as given (rows with
+        False: the homogeneous problem of Ramdas & Pena 2014 on ``X`` as given (rows with
         ``K(x, x) = 0`` are rejected by the solvers).
     intercept_scaling : float, default 1.0
     smoother : str, optional
@@ -372,12 +372,12 @@ class PerceptronClassifier(_MarginClassifier):
 
 # ----------------------------------------------------------------------------- SVM
 class SVMClassifier(_MarginClassifier):
-    """SVM family (paper 001): hinge-loss SVM with a certified stop.
+    """SVM family (arXiv:2512.03947): hinge-loss SVM with a certified stop.
 
     Parameters
     ----------
     solver : str or Solver, default "fista"
-        ``fista`` (perturbed H-SVM dual with a box constraint, paper 001 sec. 3),
+        ``fista`` (perturbed H-SVM dual with a box constraint, arXiv:2512.03947 sec. 3),
         ``fista_svm`` (classical SVM with unregularized intercept), ``dcd`` (dual
         coordinate descent), ``pegasos``, or any registered solver.
     C : float, optional
@@ -386,7 +386,7 @@ class SVMClassifier(_MarginClassifier):
         Smoothing / perturbation parameter; None is the paper's default n/128.
     scale : {"std", None}, default "std"
         ``"std"``: the solver centres and scales the features implicitly (without
-        forming the scaled matrix, paper 001 sec. 5.1) and reports ``coef_`` in the
+        forming the scaled matrix, arXiv:2512.03947 sec. 5.1) and reports ``coef_`` in the
         original feature space; None: the features as given.
     kernel, kernel_params, stop, max_iter, random_state, verbose, callback, solver_params
         As in ``PerceptronClassifier``.
@@ -400,7 +400,7 @@ class SVMClassifier(_MarginClassifier):
     Notes
     -----
     ``fit`` takes no ``sample_weight``: the SVM solvers' duals have one box constraint
-    ``0 <= r_i <= C`` shared by all points (paper 001, sec. 3); per-sample weights would
+    ``0 <= r_i <= C`` shared by all points (arXiv:2512.03947, sec. 3); per-sample weights would
     be per-sample boxes, which they do not implement. Estimators that check
     ``has_fit_parameter(est, "sample_weight")`` therefore never pass weights.
 
@@ -457,12 +457,12 @@ class _TikhonovParams:
 
 
 class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
-    """Iterated Tikhonov regularization with the logistic loss (paper 002).
+    """Iterated Tikhonov regularization with the logistic loss (Beugnot et al. 2021).
 
     Parameters
     ----------
     t : int, default 3
-        Number of Tikhonov iterations (paper 002: iterating t times raises the
+        Number of Tikhonov iterations (Beugnot et al. 2021: iterating t times raises the
         qualification of the method).
     lam : float, optional
         Regularization parameter; None: the solver's default.
@@ -483,7 +483,7 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
 
     Notes
     -----
-    ``fit`` takes no ``sample_weight``: the empirical risk of paper 002 (Eq. 4) is the
+    ``fit`` takes no ``sample_weight``: the empirical risk of Beugnot et al. 2021 (Eq. 4) is the
     unweighted mean ``1/n sum_i loss(y_i, theta(x_i))`` and the solver implements that.
     """
 
@@ -508,7 +508,7 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
 
 
 class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstimator):
-    """Iterated Tikhonov regularization for regression (paper 002, squared loss).
+    """Iterated Tikhonov regularization for regression (Beugnot et al. 2021, squared loss).
 
     Parameters
     ----------
@@ -574,7 +574,7 @@ def expected_failed_checks(estimator):
 
     * ``PerceptronClassifier``: ``check_non_transformer_estimators_n_iter`` wants
       ``n_iter_ >= 1``, but the perceptron / von Neumann solvers check their
-      certificates before the first step (paper 000's algorithm boxes: "if
+      certificates before the first step (Ramdas & Pena 2014's algorithm boxes: "if
       G alpha_k > 0, halt"), so an easy one-vs-rest problem can be certified at
       iteration 0 and ``n_iter_`` honestly reports 0.
     """

@@ -4,6 +4,7 @@ import doctest
 import importlib
 import importlib.metadata
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,10 +22,29 @@ PLUGIN_PKG = DOCS / "examples" / "plugin_package"
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
-@pytest.mark.parametrize("page", ["quickstart.rst", "plugins.rst"])
-def test_doc_page_examples_run(page):
+DOCTEST_RST_PAGES = ("quickstart.rst", "plugins.rst", "api.rst")
+
+
+@pytest.mark.parametrize("page", DOCTEST_RST_PAGES)
+def test_doc_page_examples_run(page, tmp_path, monkeypatch):
     pytest.importorskip("sklearn")  # the quickstart's estimator section
-    needed = {"quickstart.rst": ("isnkpvn", "snkp", "fista", "dcd"), "plugins.rst": ("snkp",)}
+    if page == "quickstart.rst":
+        pytest.importorskip("matplotlib")  # its plot section
+        monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.chdir(tmp_path)  # the examples' files are written there
+    if page == "plugins.rst":  # the page's example package, as if pip-installed
+        monkeypatch.syspath_prepend(str(PLUGIN_PKG))
+        monkeypatch.delitem(sys.modules, "marginkit_tempered", raising=False)
+        installed, real = _tempered_entry_point(), importlib.metadata.entry_points
+
+        def entry_points(**select):
+            if select.get("group") == installed[0].group:
+                return installed
+            return real(**select)
+        monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+        mk.reset_registry()  # the next lookup scans the entry points again
+    needed = {"quickstart.rst": ("isnkpvn", "snkp", "fista", "dcd"), "plugins.rst": ("snkp",),
+              "api.rst": ("snkp", "fista")}
     missing = [s for s in needed[page] if s not in mk.list_plugins()["solver"]]
     if missing:
         pytest.skip(f"solvers {missing} not registered")
@@ -43,6 +63,52 @@ def test_docstring_examples_run(module):
     mod = importlib.import_module(module)
     result = doctest.testmod(mod, optionflags=FLAGS, verbose=False)
     assert result.failed == 0
+
+
+_FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.S | re.M)
+MD_PAGES = [ROOT / "README.md"] + sorted(DOCS.glob("*.md"))
+#: pages whose examples start a cluster or read the benchmark data (run with -m slow)
+SLOW_PAGES = {"dask.md"}
+
+
+def _python_blocks(path):
+    return [body for lang, body in _FENCE.findall(path.read_text()) if lang in ("python", "pycon")]
+
+
+def _md_params():
+    pages = [p for p in MD_PAGES if _python_blocks(p)]
+    return [pytest.param(p, id=p.name, marks=[pytest.mark.slow] if p.name in SLOW_PAGES else [])
+            for p in pages]
+
+
+def test_every_python_block_is_an_example_a_test_runs():
+    """A Python block of a Markdown page is a doctest session (``>>>``), so the test below
+    runs it and compares what it prints; an rst page's examples are doctests too."""
+    for page in MD_PAGES:
+        for body in _python_blocks(page):
+            assert body.lstrip().startswith(">>>"), (
+                f"{page.name}: a Python block that is not a doctest session:\n{body[:200]}")
+    for page in DOCS.glob("*.rst"):
+        text = page.read_text()
+        assert not re.search(r"code-block:: *(python|pycon)", text), page.name
+        if ">>>" in text:
+            assert page.name in DOCTEST_RST_PAGES, f"docs/{page.name} has examples no test runs"
+
+
+@pytest.mark.parametrize("page", _md_params())
+def test_markdown_page_examples_run(page):
+    """The Python blocks of a page, in order and in one namespace, print what they show."""
+    pytest.importorskip("sklearn")
+    if page.name == "dask.md":
+        pytest.importorskip("distributed")
+    text = "\n".join(_python_blocks(page))
+    test = doctest.DocTestParser().get_doctest(text, {"__name__": "__docs__"}, page.name,
+                                                str(page), 0)
+    runner = doctest.DocTestRunner(optionflags=FLAGS)
+    runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.attempted > 0
+    assert result.failed == 0, f"{result.failed} example(s) of {page.name} failed (see output)"
 
 
 def _tempered_entry_point():
@@ -137,3 +203,98 @@ def test_sphinx_build_without_warnings(tmp_path):
     api = (html / "api.html").read_text()
     for name in ("marginkit.solve", "PerceptronClassifier", "load_libsvm", "decision_boundary"):
         assert name in api
+
+
+def _documented_attributes(doc):
+    """Names of a numpydoc "Attributes" section (``name : type``, ``a, b : type``)."""
+    section = doc.split("Attributes\n    ----------\n", 1)[1]
+    names = re.findall(r"^    (\w+(?:, \w+)*) :", section, re.M)
+    return {n for entry in names for n in entry.split(", ")}
+
+
+def test_api_reference_documents_every_field_status_and_certificate_kind():
+    from marginkit._api import _LOOP_STATUSES
+    from marginkit.certificates import CERTIFICATE_TYPES, CLAIM_KINDS
+
+    assert _documented_attributes(mk.Result.__doc__) == set(mk.Result._FIELDS)
+    api = (DOCS / "api.rst").read_text()
+    statuses = set(_LOOP_STATUSES) | set(CLAIM_KINDS)
+    statuses |= {getattr(mk.get_plugin("stopping", name), "status", None)
+                 for name in mk.list_plugins()["stopping"]} - {None}
+    table = api.split("\nStatuses\n", 1)[1].split("\nCertificates\n", 1)[0]
+    documented = set(re.findall(r'^   \* - ``"(\w+)"``', table, re.M))
+    assert documented == statuses
+    for status in statuses:
+        assert f'``"{status}"``' in mk.Result.__doc__, status
+    kinds = api.split("\nCertificates\n", 1)[1]
+    rows = dict(re.findall(r'^   \* - ``"(\w+)"``\n     - :class:`~([\w.]+)`', kinds, re.M))
+    assert rows.keys() == {cls.kind for cls in CERTIFICATE_TYPES.values()}
+    for kind, path in rows.items():
+        module, name = path.rsplit(".", 1)
+        assert getattr(importlib.import_module(module), name).kind == kind
+        assert f".. autoclass:: {path}" in kinds, f"{path} has no entry of its own"
+
+
+#: what a reader cannot follow: tracker numbers, the project's working folders and notes,
+#: and the papers by their folder numbers instead of a citation
+INTERNAL_REFERENCE = re.compile(
+    r"\bissues? (?:#?\d|show\b|\"\w)|shared/|KNOWN_BUGS|\bpapers? 00\d|\bthe brief\b", re.I)
+
+
+def _internal_references(text, where):
+    return [f"{where}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
+            for m in INTERNAL_REFERENCE.finditer(text)]
+
+
+def test_no_internal_references_where_users_read():
+    """The README, the docs (and their example package), the sources whose docstrings and
+    messages users read, and every ``--help`` text cite papers and say things in full."""
+    found = []
+    files = [ROOT / "README.md", *DOCS.rglob("*.md"), *DOCS.rglob("*.rst"), *DOCS.rglob("*.py"),
+             *(p for ext in ("py", "pyx", "pxd") for p in (ROOT / "marginkit").rglob(f"*.{ext}"))]
+    for path in files:
+        if "_build" not in path.parts:
+            found += _internal_references(path.read_text(), path.relative_to(ROOT))
+    for cmd in ([], ["demo"], ["fit"], ["predict"], ["bench"], ["plugins"]):
+        proc = subprocess.run([sys.executable, "-m", "marginkit", *cmd, "--help"], cwd=ROOT,
+                              capture_output=True, text=True)
+        if proc.returncode == 0:  # a command this version does not have exits 2
+            found += _internal_references(proc.stdout, " ".join(["marginkit", *cmd, "--help"]))
+    assert not found, "\n".join(found)
+
+
+def test_internal_reference_pattern_catches_what_it_should():
+    for bad in ("see issue 6", "(issue \"Scale-out\")", "shared/API.md", "KNOWN_BUGS.md",
+                "paper 000, sec. 4", "Papers 001", "the brief asks"):
+        assert INTERNAL_REFERENCE.search(bad), bad
+    for fine in ("a known issue of LIBLINEAR", "Ramdas & Pena 2014, sec. 4",
+                 "arXiv:2512.03947", "shared by all points"):
+        assert not INTERNAL_REFERENCE.search(fine), fine
+
+
+def test_import_from_an_unbuilt_source_folder_says_how_to_build(tmp_path):
+    """The checkout of a non-editable ``pip install .`` has the sources but not the
+    compiled extensions: importing marginkit from there explains instead of failing on
+    the first missing module."""
+    def copy(dst, keep_compiled):
+        ignore = shutil.ignore_patterns("__pycache__", *(() if keep_compiled else ("*.so", "*.pyd")))
+        shutil.copytree(ROOT / "marginkit", dst / "marginkit", ignore=ignore)
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    src = tmp_path / "src"
+    copy(src, keep_compiled=False)
+    proc = subprocess.run([sys.executable, "-c", "import marginkit"], cwd=src, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(
+        re.escape(f"ImportError: marginkit is imported from its source folder {src.resolve()}, "
+                  "whose compiled extensions are not built: run pip install -e . (or build in "
+                  "place with python setup.py build_ext --inplace), or import it from another "
+                  "folder (missing compiled module marginkit.") + r"[\w.]+\)", last), last
+    assert "Traceback" in proc.stderr and proc.stderr.count("Traceback") == 1  # no chained error
+    built = tmp_path / "built"
+    copy(built, keep_compiled=True)
+    proc = subprocess.run([sys.executable, "-c", "import marginkit; print(marginkit.solve)"],
+                          cwd=built, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0 and "function solve" in proc.stdout, proc.stderr

@@ -574,3 +574,27 @@ def test_asv_kernels_module_runs(monkeypatch):
     r = mod.RBFGramRatio()
     r.setup("dense", "float64")
     assert 0 < r.track_ratio("dense", "float64") < np.inf
+
+
+def _square_of_dot(A, B):
+    return (A @ B.T) ** 2
+
+
+def test_callable_kernel_gets_elementwise_sparse_blocks(rng):
+    """``(A @ B.T) ** 2`` squares the entries on CSR input too (not a matrix power), and a
+    sparse or ``numpy.matrix`` output becomes a dense ndarray."""
+    X = sp.random(12, 5, density=0.4, format="csr", random_state=0, dtype=np.float64)
+    k = mk.get_plugin("kernel", "callable")(function=_square_of_dot)
+    want = (X.toarray() @ X.toarray().T) ** 2
+    for A in (X, X.toarray()):
+        K = k(A)                               # square block, B is A
+        assert type(K) is np.ndarray and K.dtype == np.float64
+        assert_allclose(K, want, rtol=1e-12)
+        assert_allclose(k(A, A[:4]), want[:, :4], rtol=1e-12)
+    assert_allclose(k.diag(X), np.diag(want), rtol=1e-12)
+    as_matrix = mk.get_plugin("kernel", "callable")(function=lambda A, B: np.asmatrix(np.ones((A.shape[0], B.shape[0]))))
+    assert type(as_matrix(X)) is np.ndarray
+    K32 = k(X.astype(np.float32))
+    assert type(K32) is np.ndarray and K32.dtype == np.float32
+    # the caller's matrix is neither modified nor densified
+    assert sp.isspmatrix_csr(X)

@@ -1,4 +1,4 @@
-"""Synthetic tasks with known source and capacity conditions (paper 002, sec. 4, app. E).
+"""Synthetic tasks with known source and capacity conditions (Beugnot et al. 2021, sec. 4, app. E).
 
 Inputs x ~ U[0, 1], kernel Lambda_alpha (periodic spline of order alpha, the registered
 ``spline`` kernel), target theta* = Lambda_{(r + 1/2) alpha + 1/2}(0, .) as the Fourier
@@ -84,7 +84,7 @@ def _check_normalization(normalization, owner):
 
 def make_source_capacity(n, r, alpha, loss="logistic", noise=1.0, random_state=None,
                          normalization=None):
-    """Sample the synthetic task of paper 002 (sec. 4; app. E.2, E.3).
+    """Sample the synthetic task of Beugnot et al. 2021 (sec. 4; app. E.2, E.3).
 
     Parameters
     ----------
@@ -162,6 +162,6 @@ def source_capacity_excess_risk(model, r, alpha, loss="logistic", n_mc=10_000,
 
 def theoretical_rate(r, alpha, t):
     """Exponent gamma of L - L* ~ n^-gamma: alpha (1 + 2 s) / (1 + alpha (1 + 2 s)),
-    s = min(r, t - 1/2) (Theorem 1 / Table 1 of paper 002)."""
+    s = min(r, t - 1/2) (Theorem 1 / Table 1 of Beugnot et al. 2021)."""
     s = min(float(r), float(t) - 0.5)
     return alpha * (1 + 2 * s) / (1 + alpha * (1 + 2 * s))

@@ -1,4 +1,4 @@
-"""The four-point data set of paper 001, section 4.1 (LIBLINEAR's premature stop)."""
+"""The four-point data set of arXiv:2512.03947, section 4.1 (LIBLINEAR's premature stop)."""
 import numbers
 
 import numpy as np
@@ -15,7 +15,7 @@ _D_POINTS = np.array([[0.5, -1.0, 1.0],
 def make_four_point(d=1100, sparse=False, dtype=np.float64):
     """Four points in R^d on which LIBLINEAR's stopping rule can fire with c_1 misclassified.
 
-    Paper 001, section 4.1 and Table 5. The c-class is the single point c_1 = q e_1 with
+    arXiv:2512.03947, section 4.1 and Table 5. The c-class is the single point c_1 = q e_1 with
     q = sqrt(3d/2 - 1) (so ||(c_1, 1)||^2 = 3d/2, the paper's q); the d-class is three
     points of norm at most 1.5 in the first three coordinates. The text of the paper we
     work from lost the coordinates of the d-points; these were chosen (by a search over a

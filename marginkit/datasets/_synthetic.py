@@ -1,4 +1,4 @@
-"""Synthetic classification problems for the perceptron / von Neumann family (paper 000).
+"""Synthetic classification problems for the perceptron / von Neumann family (Ramdas & Pena 2014).
 
 ``make_separable``           linearly separable, with a prescribed normalized margin rho_2.
 ``make_xor``                 XOR: not linearly separable, separable with an RBF kernel.
@@ -36,7 +36,7 @@ def _unit_orthogonal(rng, u, size):
 def make_separable(n_samples=100, n_features=2, margin=0.1, random_state=None):
     """Linearly separable data whose normalized margin is exactly ``margin``.
 
-    The normalized margin (paper 000, sec. 2.2) is
+    The normalized margin (Ramdas & Pena 2014, sec. 2.2) is
     rho_2 = max_{||w|| = 1} min_i y_i w^T x_i / ||x_i||. Points are drawn with
     y_i u^T x_i / ||x_i|| in [margin, 1] for a random unit u; the first two points are a
     +1 / -1 pair at exactly ``margin`` whose signed directions average to u, so u is the
@@ -109,7 +109,7 @@ def make_duplicated_opposite(n_samples=50, n_features=5, n_duplicates=1, random_
     """Random points, ``n_duplicates`` of them repeated with the opposite label.
 
     For any kernel, a duplicated pair (i, j) gives y_i phi(x_i) = -y_j phi(x_j), so
-    p = (e_i + e_j) / 2 has ||p||_G = 0: the problem is infeasible (Gordan, paper 000
+    p = (e_i + e_j) / 2 has ||p||_G = 0: the problem is infeasible (Gordan, Ramdas & Pena 2014
     sec. 5) and no classifier separates it.
 
     Returns

@@ -1,6 +1,6 @@
 """The periodic cosine series C_q(t) = sum_{k >= 1} cos(2 pi k t) / k^q, for real q > 1.
 
-This is the building block of the periodic spline kernel of paper 002 (sec. 4 and
+This is the building block of the periodic spline kernel of Beugnot et al. 2021 (sec. 4 and
 app. E.1): Lambda_q(x, z) = 1 + sum_{k != 0} exp(2 i pi k (x - z)) / |k|^q = 1 + 2 C_q(x - z).
 Three evaluation routes, all accurate to about 1e-15 absolute (see docs/kernels.md for the
 derivations):

@@ -44,6 +44,14 @@ def prepare_pair(A, B=None):
     return A, B, np.dtype(dtype)
 
 
+def _sparse_array(X):
+    """A validated CSR matrix as a ``csr_array`` on the same arrays (elementwise ``*``,
+    ``**``); dense input unchanged."""
+    if sp.issparse(X) and not isinstance(X, sp.sparray):
+        return sp.csr_array((X.data, X.indices, X.indptr), shape=X.shape, copy=False)
+    return X
+
+
 def _as(X, dtype):
     if sp.issparse(X):
         return X if X.dtype == dtype else X.astype(dtype)
@@ -412,16 +420,27 @@ def _check_function(value, name, owner):
 
 @_register_builtin("kernel", "callable")
 class CallableKernel(Kernel):
-    """Any user function ``k(A, B) -> ndarray`` of shape (len(A), len(B)).
+    """Any user function ``k(A, B) -> array`` of shape (len(A), len(B)).
 
-    Every block is checked: wrong shape or non-finite entries raise ``ValueError``. The
-    function must itself pickle (a module-level function, not a lambda) for the kernel to
-    pickle. ``diag`` evaluates small diagonal blocks (256 rows at a time).
+    The blocks the function receives are validated row sets with a common dtype (float64,
+    or float32 when both operands are float32): a dense C-ordered ``numpy.ndarray``, or,
+    for sparse input, a ``scipy.sparse.csr_array`` sharing the caller's CSR arrays (never
+    densified). Both follow numpy's operator semantics, so ``(A @ B.T) ** 2`` squares
+    every entry of the block on dense and on sparse input alike (a ``csr_matrix`` would
+    compute a matrix power). ``B`` is ``A`` itself for the square blocks ``k(X)``. The
+    function must not modify its arguments.
+
+    The output may be any array-like, ``numpy.matrix`` or scipy.sparse block: it is
+    converted to a dense ``numpy.ndarray`` (float64, or float32 when both operands are
+    float32, as for the other kernels) and checked: a wrong shape or non-finite entries
+    raise ``ValueError``. The function must itself pickle (a module-level function, not a
+    lambda) for the kernel to pickle. ``diag`` evaluates small diagonal blocks (256 rows
+    at a time).
 
     Parameters
     ----------
     function : callable
-        ``function(A, B)`` with A, B validated (float32/float64 ndarray or CSR).
+        ``function(A, B)`` with A, B as described above.
     """
 
     param_table = {"function": Param(Param.REQUIRED, object, validator=_check_function,
@@ -429,7 +448,9 @@ class CallableKernel(Kernel):
 
     def __call__(self, A, B=None):
         A, B, dtype = prepare_pair(A, B)
-        K = self.function(A, B)
+        same = B is A
+        A = _sparse_array(A)
+        K = self.function(A, A if same else _sparse_array(B))
         if sp.issparse(K):
             K = K.toarray()
         try:
@@ -469,7 +490,7 @@ class CallableKernel(Kernel):
 
 @_register_builtin("kernel", "spline")
 class SplineKernel(Kernel):
-    """Periodic spline kernel of order q on [0, 1]^d (paper 002, sec. 4 and app. E.1).
+    """Periodic spline kernel of order q on [0, 1]^d (Beugnot et al. 2021, sec. 4 and app. E.1).
 
     In one dimension
 
@@ -480,7 +501,7 @@ class SplineKernel(Kernel):
     ``1 + (-1)^(q/2 + 1) (2 pi)^q B_q({x - z}) / q!`` (B_q the Bernoulli polynomial;
     derivation in docs/kernels.md). In d dimensions the kernel is the product over the
     coordinates. The kernel is 1-periodic in every coordinate, so inputs outside [0, 1]
-    are read modulo 1. Any real order q > 1 is supported (paper 002 uses
+    are read modulo 1. Any real order q > 1 is supported (Beugnot et al. 2021 uses
     Lambda_{(r + 1/2) alpha + 1/2} for the target function); non-even orders go through a
     polylogarithm expansion accurate to about 1e-14 (``marginkit.kernels._periodic``).
 

@@ -1,4 +1,4 @@
-# Prox-functions on the simplex (paper 000, secs. 4 and 6), callable from nogil Cython code.
+# Prox-functions on the simplex (Ramdas & Pena 2014, secs. 4 and 6), callable from nogil Cython code.
 
 cdef class SimplexSmoother:
     # 1 for a prox-function 1-strongly convex in l1 (entropy), 2 for l2

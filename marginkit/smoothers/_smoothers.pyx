@@ -1,4 +1,4 @@
-"""Smoothed minimizers over the simplex (paper 000, eq. (pmuf) and sec. 6).
+"""Smoothed minimizers over the simplex (Ramdas & Pena 2014, eq. (pmuf) and sec. 6).
 
 For a score vector g (g = G alpha in the solvers) and mu > 0,
 

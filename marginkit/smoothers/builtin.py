@@ -1,4 +1,4 @@
-"""Built-in smoother plug-ins ``entropy`` and ``l2`` (paper 000, secs. 4 and 6).
+"""Built-in smoother plug-ins ``entropy`` and ``l2`` (Ramdas & Pena 2014, secs. 4 and 6).
 
 Each plug-in is a thin Python front over a ``cdef class`` of
 ``marginkit.smoothers._smoothers`` whose ``argmin`` runs without the GIL inside the
@@ -26,7 +26,7 @@ def _check_q(q, n):
 
 @_register_builtin("smoother", "entropy")
 class Entropy(Smoother):
-    """Entropy prox-function d(p) = sum_i p_i log p_i + log n (paper 000, sec. 4).
+    """Entropy prox-function d(p) = sum_i p_i log p_i + log n (Ramdas & Pena 2014, sec. 4).
 
     1-strongly convex in the l1 norm, minimized at the center 1/n, with
     sup_simplex d = log n. The smoothed minimizer is a softmax:
@@ -52,7 +52,7 @@ class Entropy(Smoother):
 
 @_register_builtin("smoother", "l2")
 class L2(Smoother):
-    """Squared distance to a center q: d_q(p) = 1/2 ||p - q||_2^2 (paper 000, sec. 6).
+    """Squared distance to a center q: d_q(p) = 1/2 ||p - q||_2^2 (Ramdas & Pena 2014, sec. 6).
 
     1-strongly convex in the l2 norm. The smoothed minimizer
 

@@ -1,4 +1,4 @@
-"""Cython cores of the perceptron / von Neumann family (paper 000).
+"""Cython cores of the perceptron / von Neumann family (Ramdas & Pena 2014).
 
 Each core holds the iterates of one algorithm as float64 vectors and does one whole
 iteration per ``step()`` with the GIL released. G (the normalized signed Gram) is only
@@ -246,7 +246,7 @@ cdef class _Core:
             memcpy(&self.best_p[0], &self.p[0], self.n * sizeof(double))
 
     def margin_bounds(self):
-        """(lower, upper) on rho_K (paper 000, Lemma 3): min(G alpha)/||alpha||_G and best ||p||_G."""
+        """(lower, upper) on rho_K (Ramdas & Pena 2014, Lemma 3): min(G alpha)/||alpha||_G and best ||p||_G."""
         lower = self.min_margin / self.alpha_norm if (self.min_margin > 0 and self.alpha_norm > 0) \
             else -np.inf
         return lower, self.dual_norm
@@ -323,7 +323,7 @@ cdef class PerceptronCore(_Core):
 
 
 cdef class NKPCore(_Core):
-    """Normalized Kernel Perceptron (paper 000, sec. 4): alpha_{k+1} = (1-t) alpha_k + t e_i,
+    """Normalized Kernel Perceptron (Ramdas & Pena 2014, sec. 4): alpha_{k+1} = (1-t) alpha_k + t e_i,
     t = 1/(k+1), i = argmin_i (G alpha_k)_i; alpha_0 = 0. alpha (k >= 1) is the dual p."""
 
     def __init__(self, GramOperator op, double dual_tol=0.0):
@@ -350,7 +350,7 @@ cdef class NKPCore(_Core):
 
 
 cdef class NormalizedPerceptronCore(_Core):
-    """Normalized Perceptron (paper 000, sec. 2.1) in feature space:
+    """Normalized Perceptron (Ramdas & Pena 2014, sec. 2.1) in feature space:
     w_{k+1} = (1-t) w_k + t y_i x_i/||x_i||, t = 1/(k+1), i the most misclassified point.
 
     The margins S Phi w are recomputed from w every iteration (one pass over Phi);
@@ -398,7 +398,7 @@ cdef class NormalizedPerceptronCore(_Core):
 
 
 cdef class NVNCore(_Core):
-    """Normalized von Neumann (paper 000, sec. 5, kernelized): p_0 = 1/n, j = argmin (G p)_j,
+    """Normalized von Neumann (Ramdas & Pena 2014, sec. 5, kernelized): p_0 = 1/n, j = argmin (G p)_j,
     exact line search theta = argmin_{[0,1]} ||(1-t) p + t e_j||_G, p <- (1-theta) p + theta e_j.
 
     alpha = p: G p > 0 is a separator, ||p||_G <= eps an infeasibility certificate."""
@@ -442,7 +442,7 @@ cdef class NVNCore(_Core):
 
 
 cdef class SmoothedCore(_Core):
-    """Smoothed Normalized Kernel Perceptron (SNKP, paper 000 sec. 4) and SNKPVN(q, delta)
+    """Smoothed Normalized Kernel Perceptron (SNKP, Ramdas & Pena 2014 sec. 4) and SNKPVN(q, delta)
     (sec. 6), one algorithm box with different smoothers:
 
         alpha_{k+1} = (1 - t)(alpha_k + t p_k) + t^2 p_{mu_k}(alpha_k),   t = 2/(k+3)
@@ -882,7 +882,7 @@ cdef Py_ssize_t _FINISH_PERIOD = 2
 
 
 cdef class IteratedSmoothedCore(SmoothedCore):
-    """ISNKPVN(gamma, eps) (paper 000, sec. 6) as one state machine.
+    """ISNKPVN(gamma, eps) (Ramdas & Pena 2014, sec. 6) as one state machine.
 
     Each ``step()`` is one inner SNKPVN(q_t, delta_t) iteration. When the inner loop
     returns (||p_k||_G < delta_t, no separator yet, ||p_k||_G > eps), the outer loop

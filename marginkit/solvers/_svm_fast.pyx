@@ -1,4 +1,4 @@
-"""Cython kernels of the SVM family (paper 001): FISTA on the perturbed (H-)SVM dual,
+"""Cython kernels of the SVM family (arXiv:2512.03947): FISTA on the perturbed (H-)SVM dual,
 dual coordinate descent, Pegasos, and the exact projection onto {0 <= r <= gamma, y^T r = 0}.
 
 Data abstraction
@@ -788,7 +788,7 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
                     double[:, ::1] bufs,
                     double[:, ::1] parts, Py_ssize_t[::1] active, double unit=1.0,
                     double rounding=0.0):
-    """One whole FISTA iteration on the perturbed H-SVM dual (paper 001, Algorithm 1).
+    """One whole FISTA iteration on the perturbed H-SVM dual (arXiv:2512.03947, Algorithm 1).
 
     ``fista_hsvm_step`` with the O(d) work around it in the same call: the extrapolated
     a(y_k) = (1 + beta) a - beta a_prev, v = s2 * a(y_k), b(y_k) and the offset

@@ -1,4 +1,4 @@
-"""Cython core of iterated Tikhonov (paper 002): per-sample loss derivatives and the
+"""Cython core of iterated Tikhonov (Beugnot et al. 2021): per-sample loss derivatives and the
 data passes of one Newton iteration (z = Phi theta, Phi^T g, Phi^T diag(h) Phi).
 
 Every kernel accumulates in float64 whatever the dtype of the data (float32 or

@@ -1,5 +1,5 @@
-"""The perceptron / von Neumann family of paper 000 (Ramdas & Pena, "Margins, Kernels and
-Non-linear Smoothed Perceptrons").
+"""The perceptron / von Neumann family of A. Ramdas and J. Pena, "Margins, Kernels and
+Non-linear Smoothed Perceptrons", ICML 2014 (Ramdas & Pena 2014 below).
 
 Every solver works with the normalized signed Gram matrix (sec. 3)
 
@@ -254,7 +254,7 @@ def _model(problem, op, alpha):
 
 @_register_builtin("solver", "perceptron")
 class Perceptron(_PerceptronFamily):
-    """Classic kernel perceptron (paper 000, sec. 2.1, kernelized).
+    """Classic kernel perceptron (Ramdas & Pena 2014, sec. 2.1, kernelized).
 
     Works on the unnormalized signed Gram Gu = Y K Y: with c_i the number of updates on
     point i, it updates the most violated point i = argmin_i (Gu c)_i while
@@ -277,7 +277,7 @@ class Perceptron(_PerceptronFamily):
 
 @_register_builtin("solver", "normalized_perceptron")
 class NormalizedPerceptron(_PerceptronFamily):
-    """Normalized Perceptron (paper 000, sec. 2.1): w_0 = 0,
+    """Normalized Perceptron (Ramdas & Pena 2014, sec. 2.1): w_0 = 0,
     w_{k+1} = (1 - t_k) w_k + t_k y_i x_i / ||x_i||, t_k = 1/(k+1), i the most
     misclassified point. Finds a separator within 1/rho_2^2 iterations.
 
@@ -294,7 +294,7 @@ class NormalizedPerceptron(_PerceptronFamily):
 
 @_register_builtin("solver", "nkp")
 class NKP(_PerceptronFamily):
-    """Normalized Kernel Perceptron (paper 000, sec. 4): alpha_0 = 0,
+    """Normalized Kernel Perceptron (Ramdas & Pena 2014, sec. 4): alpha_0 = 0,
     alpha_{k+1} = (1 - t_k) alpha_k + t_k p(alpha_k), t_k = 1/(k+1), p(alpha) = e_i with
     i = argmin_i (G alpha)_i. A subgradient method on L(alpha) = max_p <-alpha, p>_G +
     ||alpha||_G^2 / 2; separator within 1/rho_K^2 iterations. alpha (in the simplex)
@@ -378,7 +378,7 @@ def _mu0(cy, op):
 
 @_register_builtin("solver", "snkp")
 class SNKP(_PerceptronFamily):
-    """Smoothed Normalized Kernel Perceptron (paper 000, sec. 4, algorithm box):
+    """Smoothed Normalized Kernel Perceptron (Ramdas & Pena 2014, sec. 4, algorithm box):
 
         alpha_0 = 1/n, mu_0 = 2, p_0 = p_{mu_0}(alpha_0); for k = 0, 1, ...: t = 2/(k+3),
         alpha_{k+1} = (1-t)(alpha_k + t p_k) + t^2 p_{mu_k}(alpha_k), mu_{k+1} = (1-t) mu_k,
@@ -399,7 +399,7 @@ class SNKP(_PerceptronFamily):
 
 @_register_builtin("solver", "nvn")
 class NVN(_PerceptronFamily):
-    """Normalized von Neumann with exact line search (paper 000, sec. 5), kernelized:
+    """Normalized von Neumann with exact line search (Ramdas & Pena 2014, sec. 5), kernelized:
     p_0 = 1/n, w_k = G p_k kept with columns of G, j = argmin_j (G p_k)_j,
     theta = argmin_{[0,1]} ||(1-theta) p_k + theta e_j||_G, p_{k+1} = (1-theta) p_k + theta e_j.
 
@@ -416,7 +416,7 @@ class NVN(_PerceptronFamily):
 
 @_register_builtin("solver", "snkpvn")
 class SNKPVN(_PerceptronFamily):
-    """SNKPVN(q, delta) (paper 000, sec. 6): the SNKP iteration with the smoother
+    """SNKPVN(q, delta) (Ramdas & Pena 2014, sec. 6): the SNKP iteration with the smoother
     d_q(p) = ||p - q||^2 / 2 (``l2``), alpha_0 = q, mu_0 = 2 lambda, p_0 = p^q_{mu_0}(alpha_0),
     with lambda >= lambda_max(G) (``gram_norm_bound``; the paper's n at most).
 
@@ -446,7 +446,7 @@ class SNKPVN(_PerceptronFamily):
 
 @_register_builtin("solver", "isnkpvn")
 class ISNKPVN(_PerceptronFamily):
-    """Iterated SNKPVN(gamma, eps) (paper 000, sec. 6, algorithm box and Theorem 4).
+    """Iterated SNKPVN(gamma, eps) (Ramdas & Pena 2014, sec. 6, algorithm box and Theorem 4).
 
     The box: q_0 = 1/n; outer loop t: delta_t = ||q_t||_G / gamma,
     q_{t+1} = SNKPVN(q_t, delta_t) (which halts on G alpha_k > 0 and returns p_k once

@@ -1,4 +1,7 @@
-"""SVM family with certified stopping (paper 001): ``fista``, ``fista_svm``, ``dcd``, ``pegasos``.
+"""SVM family with certified stopping: ``fista``, ``fista_svm``, ``dcd``, ``pegasos``.
+
+From "Data-Dependent Complexity of First-Order Methods for Support Vector Machines",
+arXiv:2512.03947 (cited by its arXiv number below).
 
 Perturbed H-SVM dual (paper section 2.2)::
 
@@ -77,7 +80,7 @@ def scaling_statistics(X, scale):
         return m, s
     if sp.issparse(X):
         # three passes over the stored entries in Cython, O(d) memory: no temporary the
-        # length of the nonzeros (issue 6: peak memory of solve <= 1.5 x the CSR input)
+        # length of the nonzeros (peak memory of solve <= 1.5 x the CSR input)
         Xc = X if X.format == "csr" else sp.csr_matrix(X)
         _f.csr_scaling_statistics(Xc.data, Xc.indices, Xc.indptr, n, std, m, s)
         return m, s
@@ -1285,7 +1288,7 @@ class _FistaBase(Solver):
 class Fista(_FistaBase):
     """Strongly convex FISTA on the perturbed H-SVM dual with certified stopping.
 
-    Paper 001, sections 2.2-2.3 and 5.1 (Algorithm 1); Beck (2017), sec. 10.7.7::
+    arXiv:2512.03947, sections 2.2-2.3 and 5.1 (Algorithm 1); Beck (2017), sec. 10.7.7::
 
         y_k = r_k + beta (r_k - r_{k-1}),  beta = (sqrt(kappa) - 1)/(sqrt(kappa) + 1),
         r_{k+1} = proj_[0, gamma]^n (y_k + grad g(y_k) / L),  kappa = L / mu,
@@ -1319,7 +1322,7 @@ class Fista(_FistaBase):
 class FistaSVM(_FistaBase):
     """FISTA on the perturbed dual of the classical SVM (unregularized intercept).
 
-    Paper 001, appendix C: the dual adds y^T r = 0, so each step projects onto
+    arXiv:2512.03947, appendix C: the dual adds y^T r = 0, so each step projects onto
     Omega = {0 <= r <= gamma, y^T r = 0} exactly (breakpoint search, see
     ``project_box_hyperplane``), with L = mu + ||Z||_2^2. The intercept is t = L lambda,
     lambda the multiplier of the last projection (derivation in docs/svm.md), and the
@@ -1467,7 +1470,7 @@ class _DCDState(_ClaimOffers, SolverState):
 
 @_register_builtin("solver", "dcd")
 class DCD(Solver):
-    """Dual coordinate descent on the perturbed H-SVM dual (paper 001, section 4).
+    """Dual coordinate descent on the perturbed H-SVM dual (arXiv:2512.03947, section 4).
 
     Hsieh et al. (2008) as in LIBLINEAR: one epoch = one pass over the (active)
     coordinates in a random order drawn from ``random_state``; each coordinate is
@@ -1554,7 +1557,7 @@ class _PegasosState(SolverState):
 
 @_register_builtin("solver", "pegasos")
 class Pegasos(Solver):
-    """Pegasos (Shalev-Shwartz et al. 2007) as in paper 001, section 5.1.
+    """Pegasos (Shalev-Shwartz et al. 2007) as in arXiv:2512.03947, section 5.1.
 
     Minimizes lam/2 ||w||^2 + (1/n) sum_i max(0, 1 - y_i (w . z_i + b)) (lam = 1/64 is the
     paper's misclassification penalty 64/n) with step 1/(lam k), projection of w on the

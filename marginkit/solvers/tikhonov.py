@@ -1,4 +1,7 @@
-"""Iterated Tikhonov, a.k.a. the proximal point algorithm on the empirical risk (paper 002).
+"""Iterated Tikhonov, a.k.a. the proximal point algorithm on the empirical risk.
+
+From G. Beugnot, J. Mairal and A. Rudi, "Beyond Tikhonov: Faster Learning with
+Self-Concordant Losses via Iterative Regularization", NeurIPS 2021 (Beugnot et al. 2021).
 
 Definition 1 (Eq. 4): theta^0 = 0 and, for k < t,
 
@@ -1381,7 +1384,7 @@ def _check_t(value, name, owner):
 
 @_register_builtin("solver", "iterated_tikhonov")
 class IteratedTikhonov(Solver):
-    """Iterated Tikhonov / proximal point estimator (paper 002, Definition 1, Eq. 4).
+    """Iterated Tikhonov / proximal point estimator (Beugnot et al. 2021, Definition 1, Eq. 4).
 
     Parameters
     ----------

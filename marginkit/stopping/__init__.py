@@ -19,7 +19,7 @@ __all__ = ["Separated", "DualCertificate", "Tolerance", "MaxIter", "TimeLimit"]
 
 @_register_builtin("stopping", "separated")
 class Separated(StoppingRule):
-    """Stop when G alpha > 0 (paper 000, Lemma 1): status ``"separable"``.
+    """Stop when G alpha > 0 (Ramdas & Pena 2014, Lemma 1): status ``"separable"``.
 
     Reads ``state.min_margin`` = min_i (G alpha)_i.
     """

@@ -1,4 +1,4 @@
-# Gram operators of paper 000 (normalized signed Gram G), usable from nogil Cython code.
+# Gram operators of Ramdas & Pena 2014 (normalized signed Gram G), usable from nogil Cython code.
 
 cdef class GramOperator:
     cdef readonly Py_ssize_t n

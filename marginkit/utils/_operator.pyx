@@ -1,4 +1,4 @@
-"""Products with the normalized signed Gram matrix of paper 000 (sec. 3).
+"""Products with the normalized signed Gram matrix of Ramdas & Pena 2014 (sec. 3).
 
     G_ij = y_i y_j K(x_i, x_j) / sqrt(K(x_i, x_i) K(x_j, x_j))        (normalized)
     G_ij = y_i y_j K(x_i, x_j)                                          (unnormalized)
@@ -322,7 +322,7 @@ cdef class FeatureOperator(GramOperator):
         copied or modified (a non-contiguous dense array is copied once).
     y : ndarray of +-1, shape (n,)
     normalize : bool, default True
-        Use the normalized Gram (paper 000, sec. 3) or the unnormalized signed Gram
+        Use the normalized Gram (Ramdas & Pena 2014, sec. 3) or the unnormalized signed Gram
         ``Y K Y`` of the classic perceptron.
     """
 

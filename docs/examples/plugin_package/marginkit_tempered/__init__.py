@@ -5,7 +5,7 @@ The prox-function is T times the relative entropy to a centre q (uniform when q 
     d_q(p) = T * sum_i p_i log(p_i / q_i),        T >= 1,
 
 which is T-strongly convex, hence 1-strongly convex, in the l1 norm on the simplex
-(Pinsker's inequality), as the smoothed solvers of paper 000 (sec. 4) require. Its
+(Pinsker's inequality), as the smoothed solvers of Ramdas & Pena 2014 (sec. 4) require. Its
 smoothed minimizer has a closed form, a softmax at temperature T mu:
 
     argmin_{p in simplex} <g, p> + mu d_q(p) = q * exp(-g / (T mu)) / Z.
