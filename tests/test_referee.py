@@ -556,3 +556,17 @@ def test_certified_points_outside_the_box_are_rejected():
     forged.r = res.certificate.r.copy()
     forged.r[0] = -1e-3
     assert "box" in forged.check(Xr, yr).reason
+
+
+@pytest.mark.parametrize("solver", ["snkpvn", "isnkpvn", "snkp"])
+@pytest.mark.parametrize("layout", ["dense", "csr"])
+def test_rows_of_norm_1e_300_run(solver, layout):
+    """The l2 smoother's bound on lambda_max(G) scales each entry by 1/||x_i|| (not the
+    product by 1/||x_i||^2, which overflows): tiny rows run as their unscaled copy does."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 4))
+    y = np.where(X @ rng.normal(size=4) > 0, 1.0, -1.0)
+    ref = mk.solve(X, y, solver=solver, max_iter=50)
+    Xt = X * 1e-300
+    res = mk.solve(sp.csr_matrix(Xt) if layout == "csr" else Xt, y, solver=solver, max_iter=50)
+    assert res.status == ref.status and res.n_iter == ref.n_iter

@@ -144,11 +144,13 @@ def csr_normalized_cross(const _data_t[::1] data, const _index_t[::1] indices,
     cdef double s, xa
     with nogil:
         for i in range(n):
-            s = inv[i] * inv[i]
+            # each entry scaled by 1/||x_i|| before the product: inv[i]^2 overflows for
+            # rows of norm below 1e-154 whose scaled entries are of order 1
+            s = inv[i]
             for a in range(indptr[i], indptr[i + 1]):
                 xa = data[a] * s
                 for b in range(indptr[i], indptr[i + 1]):
-                    C[indices[a], indices[b]] += xa * data[b]
+                    C[indices[a], indices[b]] += xa * (data[b] * s)
 
 
 cdef inline Py_ssize_t _argmin(const double* x, Py_ssize_t n) noexcept nogil:

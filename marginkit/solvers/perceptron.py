@@ -357,6 +357,8 @@ def normalized_feature_cross(op):
 
 def bound_from_cross(C, n):
     """The bound of ``gram_norm_bound`` from Phi_n^T Phi_n (summed over row blocks)."""
+    if C.size and not np.all(np.isfinite(C)):
+        return float(n)  # a cross product that overflowed bounds nothing: the paper's n
     if C.size:
         import scipy.linalg
 
