@@ -570,3 +570,14 @@ def test_rows_of_norm_1e_300_run(solver, layout):
     Xt = X * 1e-300
     res = mk.solve(sp.csr_matrix(Xt) if layout == "csr" else Xt, y, solver=solver, max_iter=50)
     assert res.status == ref.status and res.n_iter == ref.n_iter
+
+
+@pytest.mark.parametrize("solver", ["nvn", "fista", "iterated_tikhonov"])
+def test_nystroem_centres_whose_kernel_overflows_are_refused(solver):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3)) * 1e40
+    y = np.where(X[:, 0] > 0, 1., -1.)
+    with pytest.raises(ValueError, match=r"K\(C, C\) at the centres are not finite.*rescale X"):
+        mk.solve(X, y, solver=solver, kernel="nystroem", max_iter=50,
+                 kernel_params={"base": "poly", "base_params": {"degree": 8},
+                                "n_components": 20, "random_state": 0})

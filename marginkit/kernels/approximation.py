@@ -208,6 +208,10 @@ class NystroemKernel(_FittedFeatureMap):
         if not sp.issparse(centres):
             centres = np.ascontiguousarray(centres)
         Kcc = np.asarray(self.base_kernel(centres, centres), dtype=np.float64)
+        if not np.isfinite(Kcc).all():
+            raise ValueError("Nystroem: the base kernel's values K(C, C) at the centres are not "
+                             "finite (they overflow float64): rescale X (e.g. to unit-norm rows) "
+                             "or change the base kernel's parameters")
         lam, V = np.linalg.eigh(Kcc)
         keep = lam > m * np.finfo(np.float64).eps * max(lam.max(), 0.0)
         scale = np.zeros_like(lam)

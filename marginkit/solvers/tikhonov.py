@@ -139,6 +139,10 @@ class NystroemMap:
         C = self.centres_
         self.centre_index_ = idx
         Kcc = np.asarray(self.kernel(C, C), dtype=np.float64)
+        if not np.isfinite(Kcc).all():
+            raise ValueError("Nystroem: the base kernel's values K(C, C) at the centres are not "
+                             "finite (they overflow float64): rescale X (e.g. to unit-norm rows) "
+                             "or change the base kernel's parameters")
         Kcc = 0.5 * (Kcc + Kcc.T)
         s, V = sla.eigh(Kcc)
         keep = s > self.rcond * max(s[-1], 0.0)
