@@ -537,13 +537,20 @@ def kernel_mismatch(kernel, config):
     return f"the certificate's kernel {kernel!r} is not the run's kernel {run!r}"
 
 
+def _or_linear(kernel):
+    """A certificate's kernel, None meaning the linear kernel (as ``kernel_mismatch``)."""
+    from .kernels.builtin import LinearKernel
+
+    return LinearKernel() if kernel is None else kernel
+
+
 class _PerceptronFamilyCertificate(Certificate):
     """Certificates on the normalized Gram G: with a feature map, their check is two
     passes over row blocks (``blocked``), so it also runs where the blocks are held."""
 
     @property
     def blocked(self):
-        return getattr(self.kernel, "feature_map", None) is not None
+        return getattr(_or_linear(self.kernel), "feature_map", None) is not None
 
 
 @certificate_type
@@ -579,7 +586,7 @@ class SeparatorCertificate(_PerceptronFamilyCertificate):
         other = kernel_mismatch(self.kernel, self.config)
         if other is not None:
             return Verdict.reject(self.kind, other)
-        res = separator_margin(X, ypm, self.kernel, self.alpha)
+        res = separator_margin(X, ypm, _or_linear(self.kernel), self.alpha)
         if res is None:
             return Verdict.reject(self.kind, "alpha is zero, or a point has K(x, x) = 0 "
                                              "(the normalized Gram is undefined)")
@@ -637,7 +644,7 @@ class InfeasibilityCertificate(_PerceptronFamilyCertificate):
         other = kernel_mismatch(self.kernel, self.config)
         if other is not None:
             return Verdict.reject(self.kind, other, threshold=eps)
-        res = dual_norm_bound(X, ypm, self.kernel, p)
+        res = dual_norm_bound(X, ypm, _or_linear(self.kernel), p)
         if res is None:
             return Verdict.reject(self.kind, "a point has K(x, x) = 0 (the normalized Gram "
                                              "is undefined)", threshold=eps)

@@ -581,3 +581,13 @@ def test_nystroem_centres_whose_kernel_overflows_are_refused(solver):
         mk.solve(X, y, solver=solver, kernel="nystroem", max_iter=50,
                  kernel_params={"base": "poly", "base_params": {"degree": 8},
                                 "n_components": 20, "random_state": 0})
+
+
+def test_a_certificate_without_a_kernel_is_the_linear_kernels():
+    Xr, yr = make_xor(200, random_state=0)[:2]
+    X = np.c_[Xr, Xr[:, 0] * Xr[:, 1]]  # separable by a hyperplane through 0
+    res = mk.solve(X, yr, solver="snkp", max_iter=3000)
+    assert res.status == "separable"
+    mine = SeparatorCertificate(res.certificate.alpha, 0.0, None, res.classes_,
+                                config=res.config)
+    assert mine.check(X, yr).value == pytest.approx(res.certificate.check(X, yr).value)
