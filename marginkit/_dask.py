@@ -16,7 +16,12 @@ data that fit in memory but arrive as a dask array).
 
 The per-solver drivers perform exactly the iterations of the in-memory solvers
 (``marginkit/solvers``); results agree with ``mk.solve`` on the same data up to the order
-of floating-point summation. See ``docs/dask.md``.
+of floating-point summation, except where ``docs/dask.md`` says otherwise at its top
+(``isnkpvn`` without its exact finish, pegasos's chunk-wise epochs, FISTA without the
+long-double fallback bound).
+
+``Result.decision_function`` / ``predict`` of a dask array are ``decision_function`` /
+``predict`` here: lazy maps of the in-memory model over the row chunks.
 """
 import dataclasses
 import time
@@ -29,7 +34,7 @@ from ._validation import (check_sparse_structure, check_X, check_y, dask_array_o
 from .solvers import svm
 from .solvers.tikhonov import _GuardedNewton
 
-__all__ = ["solve", "SUPPORTED_SOLVERS", "ChunkPool"]
+__all__ = ["solve", "decision_function", "predict", "SUPPORTED_SOLVERS", "ChunkPool"]
 
 #: solver name -> driver class (filled by ``_driver`` below)
 SUPPORTED_SOLVERS = {}
@@ -65,6 +70,43 @@ def _default_client():
         return default_client()
     except ValueError:
         return None
+
+
+# ------------------------------------------------------------------------------- prediction
+def decision_function(result, X, n_features=None):
+    """``result.decision_function`` of a dask array ``X``: a lazy dask array, one block per
+    row chunk of ``X`` (numpy or scipy.sparse chunks), each block scored where it is
+    computed by the in-memory ``Result.decision_function`` (which validates the chunk).
+    Nothing is computed here; ``n_features`` (when the model knows it) is checked now."""
+    _import_dask()
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features), got a {X.ndim}-D dask array")
+    if n_features is not None and X.shape[1] != n_features:
+        raise ValueError(f"X has {X.shape[1]} features, the model was fit with {n_features}")
+    _check_sparse_sources(X)
+    if len(X.chunks[1]) > 1:
+        X = X.rechunk({1: -1})  # row chunks only: each block holds whole rows
+    return X.map_blocks(_block_scores, result, drop_axis=1, dtype=np.float64,
+                        meta=np.empty((0,), dtype=np.float64))
+
+
+def predict(result, X, n_features=None):
+    """``result.predict`` of a dask array ``X``: lazy labels (``classes_``) or, for
+    regression, the lazy decision function."""
+    scores = decision_function(result, X, n_features)
+    if result.task == "regression" or result.classes_ is None:
+        return scores
+    classes = np.asarray(result.classes_)
+    return scores.map_blocks(_block_labels, classes, dtype=classes.dtype,
+                             meta=np.empty((0,), dtype=classes.dtype))
+
+
+def _block_scores(block, result):
+    return result.decision_function(block)
+
+
+def _block_labels(scores, classes):
+    return classes[(scores > 0).astype(int)]
 
 
 # ---------------------------------------------------------------------------------- workers

@@ -108,9 +108,18 @@ class Result:
 
     # -- prediction ---------------------------------------------------------
     def decision_function(self, X):
-        """Real-valued scores; positive means ``classes_[1]``."""
-        from ._validation import check_X
+        """Real-valued scores; positive means ``classes_[1]``.
 
+        ``X`` may be a dask array (row chunks of numpy arrays or scipy.sparse matrices):
+        the scores are then a lazy dask array with one block per row chunk, computed
+        where the chunks are (``.compute()`` or ``client.compute`` runs them)."""
+        from ._validation import check_X, dask_array_of
+
+        Xd = dask_array_of(X)
+        if Xd is not None:
+            from ._dask import decision_function
+
+            return decision_function(self, Xd, self._n_features())
         X = check_X(X)
         if self.coef_ is not None:
             coef = np.asarray(self.coef_, dtype=np.float64)
@@ -148,8 +157,26 @@ class Result:
             K = kernel(X, self.support_)
         return np.asarray(K, dtype=np.float64) @ self.support_coef_ + float(self.intercept_ or 0.0)
 
+    def _n_features(self):
+        """The number of columns the model reads, when it says so without computing."""
+        if self.coef_ is not None:
+            return int(np.shape(self.coef_)[0])
+        if getattr(self.kernel, "precomputed", False):
+            return None if self.support_coef_ is None else int(np.shape(self.support_coef_)[0])
+        if self.support_ is not None and getattr(self.kernel, "feature_map", None) is None:
+            return int(self.support_.shape[1])
+        return None
+
     def predict(self, X):
-        """Labels (``classes_``) for classifiers, real values for regression results."""
+        """Labels (``classes_``) for classifiers, real values for regression results
+        (a lazy dask array for a dask ``X``, as ``decision_function``)."""
+        from ._validation import dask_array_of
+
+        Xd = dask_array_of(X)
+        if Xd is not None:
+            from ._dask import predict
+
+            return predict(self, Xd, self._n_features())
         d = self.decision_function(X)
         if self.task == "regression" or self.classes_ is None:
             return d

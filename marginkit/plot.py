@@ -4,8 +4,14 @@
   error bounds and gaps (log scale), objective values, certified counts, margin bounds.
 * ``margin(result)``: the interval ``[lower, upper]`` on the normalized margin rho_K
   closing over the iterations (perceptron / von Neumann family, Ramdas & Pena 2014).
-* ``decision_boundary(result, X, y)``: the decision function of a model fit on 2-D
-  data, its zero level set, the training points and the points the certificate covers.
+* ``decision_boundary(model, X, y)``: the decision function of a model fit on 2-D data
+  (a Result or a fitted ``marginkit.sklearn`` classifier; more than two classes: the
+  region of each class), its boundary, the training points and the points the
+  certificate covers.
+
+Only what a result holds is drawn: an entry that is infinite at every iteration (a margin
+lower bound before any separator, an error bound not computed yet) has no line and no
+legend entry, and an entry known at some iterations only says so in its label.
 
 Each function returns the matplotlib ``Figure`` (``convergence``) or ``Axes`` it drew
 on, so it can be saved (``fig.savefig("conv.png")``) or adjusted.
@@ -60,6 +66,44 @@ def _title(result):
     return f"{result.solver}: {result.status} after {result.n_iter} iterations"
 
 
+def _series(hist, key, scale, n_samples):
+    """What ``convergence`` draws for ``key``: ``(iterations, values, label)`` or None when
+    the history has no point to draw (no legend entry for a line that is not there).
+
+    A log-scale series keeps its finite positive values; a linear one its finite values.
+    ``n_certified`` is drawn as the fraction of the ``n_samples`` training points (when
+    known), at the iterations where it was computed: where the history's error bound is
+    finite (dcd computes its bound, and so the certified points, at some iterations only;
+    elsewhere it records 0 with an infinite bound). A series drawn at only some of the
+    iterations says so in its label, and gets markers when its points are sparse."""
+    v = hist[key]
+    it = np.arange(v.size)
+    label = _LABELS.get(key, key)
+    ok = np.isfinite(v)
+    if key == "n_certified" and "error_bound" in hist and hist["error_bound"].size == v.size:
+        ok &= np.isfinite(hist["error_bound"])
+    if key == "n_certified" and n_samples:
+        v = v / n_samples
+        label = f"fraction of the {n_samples} training points certified"
+    if scale == "log":
+        ok &= v > 0
+    k = int(ok.sum())
+    if k == 0:
+        return None
+    if k < v.size:
+        what = "computed" if key in ("n_certified", "error_bound") else "finite"
+        label += f" ({what} at {k} of {v.size} iterations)"
+    return it[ok], v[ok], label
+
+
+def _n_samples(result):
+    """The number of training points, when the result says it (SVM family)."""
+    for field in (result.certified_mask, result.dual_coef_):
+        if field is not None and np.ndim(field) == 1:
+            return int(np.shape(field)[0])
+    return None
+
+
 def convergence(result, keys=None, fig=None):
     """Plot the history of a run against the iteration number.
 
@@ -83,12 +127,23 @@ def convergence(result, keys=None, fig=None):
     ------
     ValueError
         When the result has no history to draw, or a requested key is missing.
+
+    Notes
+    -----
+    Only what the history holds is drawn: infinite or undefined entries (an error bound
+    before it is first computed, a margin lower bound of -inf before a separator is
+    found) are left out, an entry with no finite value gets no line and no legend entry,
+    and an entry known at some iterations only says so in its legend label (``dcd``
+    computes its error bound, and with it the certified points, only at some
+    iterations: those are drawn as markers). The certified-points panel shows the
+    fraction of the training points certified, at the iterations where it was computed.
     """
     _check_result(result)
     plt = _pyplot()
-    hist = {k: np.asarray(v, dtype=float) for k, v in (result.history or {}).items()}
+    hist = {k: np.asarray(v, dtype=float).ravel() for k, v in (result.history or {}).items()}
     if not hist:
         raise ValueError(f"result of {result.solver!r} has no history to plot")
+    n_samples = _n_samples(result)
     if keys is not None:
         missing = [k for k in keys if k not in hist]
         if missing:
@@ -99,24 +154,30 @@ def convergence(result, keys=None, fig=None):
         panels = [p for p in panels if p[1]]
         if not panels:  # a solver recording none of the usual quantities: draw what it has
             panels = [(_LABELS.get(k, k), (k,), "linear") for k in sorted(hist)]
+    drawn = []
+    for title, ks, scale in panels:
+        series = [s for s in (_series(hist, k, scale, n_samples) for k in ks) if s is not None]
+        if series:
+            drawn.append((title, ks, scale, series))
+        elif keys is not None:
+            raise ValueError(f"history entries {list(ks)} have no finite value to plot")
+    if not drawn:
+        raise ValueError(f"the history of {result.solver!r} has no finite value to plot "
+                         f"(recorded: {sorted(hist)})")
     if fig is None:
-        fig = plt.figure(figsize=(6.4, 2.4 * len(panels) + 0.6))
+        fig = plt.figure(figsize=(6.4, 2.4 * len(drawn) + 0.6))
     else:
         fig.clf()
-    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
-    for ax, (title, ks, scale) in zip(axes, panels):
-        for k in ks:
-            v = hist[k]
-            it = np.arange(v.size)
-            if scale == "log":
-                ok = v > 0
-                if not ok.any():
-                    continue
-                ax.semilogy(it[ok], v[ok], label=_LABELS.get(k, k))
-            else:
-                ax.plot(it, v, label=_LABELS.get(k, k))
+    axes = fig.subplots(len(drawn), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, (title, ks, scale, series) in zip(axes, drawn):
+        for it, v, label in series:
+            sparse = v.size < 3 or 2 * v.size < it[-1] - it[0] + 1
+            style = {"marker": "o", "ms": 4} if sparse else {}
+            (ax.semilogy if scale == "log" else ax.plot)(it, v, label=label, **style)
         if "margin_lower" in ks:
             ax.axhline(0.0, color="0.6", lw=0.8, ls=":")
+        if "n_certified" in ks and n_samples:
+            ax.set_ylim(-0.03, 1.03)
         ax.set_ylabel(title)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small", loc="best")
@@ -165,10 +226,24 @@ def margin(result, ax=None):
     lo_band = np.where(np.isfinite(lo), lo, bottom)
     hi_band = np.where(np.isfinite(hi), hi, top)
     ax.fill_between(it, lo_band, hi_band, color="C0", alpha=0.2, label=r"interval containing $\rho_K$")
-    ax.plot(it, hi, color="C0", label=r"upper bound on $\rho_K$")
+    # a bound gets a line (and a legend entry) only where it exists: the lower bound is
+    # -inf until a separator is found, the upper bound is +inf where none is known
+    missing = []
+    ok = np.isfinite(hi)
+    if ok.any():
+        ax.plot(it, hi, color="C0", marker="." if ok.sum() < 3 else None,
+                label=r"upper bound on $\rho_K$" + ("" if ok.all() else r" ($+\infty$ elsewhere)"))
+    else:
+        missing.append(r"upper bound: $+\infty$ at every iteration")
     ok = np.isfinite(lo)
-    ax.plot(it[ok], lo[ok], color="C1", marker="." if ok.sum() < 3 else None,
-            label=r"lower bound on $\rho_K$" + ("" if ok.all() else r" ($-\infty$ before)"))
+    if ok.any():
+        ax.plot(it[ok], lo[ok], color="C1", marker="." if ok.sum() < 3 else None,
+                label=r"lower bound on $\rho_K$" + ("" if ok.all() else r" ($-\infty$ before)"))
+    else:
+        missing.append(r"lower bound: $-\infty$ at every iteration (no separator found)")
+    if missing:
+        ax.text(0.02, 0.02, "\n".join(missing), transform=ax.transAxes, fontsize="small",
+                va="bottom", ha="left", color="0.25")
     ax.set_ylim(bottom, top)
     ax.axhline(0.0, color="0.4", lw=0.8, ls=":")
     ax.set_xlabel("iteration")
@@ -180,24 +255,85 @@ def margin(result, ax=None):
 
 
 def _certified(result, n):
+    """The training points ``result``'s certificate covers, as a mask of length n (None
+    when it covers none or its mask is for other data)."""
     if result.certified_mask is not None:
-        return np.asarray(result.certified_mask, dtype=bool), "certified correct"
+        mask = np.asarray(result.certified_mask, dtype=bool)
+        return mask if mask.shape == (n,) else None
     cert = result.certificate
     if cert is not None and cert.kind == "separator":
-        return np.ones(n, dtype=bool), "certified (separator)"
-    return np.zeros(n, dtype=bool), None
+        return np.ones(n, dtype=bool)
+    return None
+
+
+def _check_estimator(model):
+    """``model`` is a Result or a marginkit.sklearn classifier, else a TypeError."""
+    from ._result import Result
+
+    if isinstance(model, Result):
+        return
+    try:
+        from .sklearn import _MarginClassifier
+    except ImportError:  # no scikit-learn: no estimator can be one of ours
+        _MarginClassifier = ()
+    if not isinstance(model, _MarginClassifier):
+        raise TypeError("result must be a marginkit.Result or a fitted marginkit.sklearn "
+                        f"classifier, got {type(model).__name__}")
+
+
+def _model_of(model, n):
+    """``(decision_function, classes, certified mask, mask label, title)`` of a Result or
+    a fitted marginkit estimator (``marginkit.sklearn``)."""
+    from ._result import Result
+
+    if isinstance(model, Result):
+        if model.classes_ is None:
+            raise ValueError("decision_boundary() needs a classifier result (classes_ is None)")
+        mask = _certified(model, n)
+        label = None
+        if mask is not None:
+            label = "certified correct" if model.certified_mask is not None else "certified (separator)"
+        return model.decision_function, np.asarray(model.classes_), mask, label, _title(model)
+    _check_estimator(model)
+    results = getattr(model, "results_", None)
+    if results is None or not hasattr(model, "classes_"):
+        raise ValueError(f"this {type(model).__name__} is not fitted yet; call fit(X, y) first")
+    classes = np.asarray(model.classes_)
+    masks = [_certified(r, n) for r in results]
+    # one-vs-rest: a point is certified when every binary problem certifies it (its own
+    # class's score proved positive, every other class's proved negative), which proves
+    # the argmax; two classes: the one problem's certificate
+    mask = None if any(m is None for m in masks) else np.logical_and.reduce(masks)
+    label = None
+    if mask is not None:
+        if len(results) > 1:
+            label = f"certified in all {len(results)} one-vs-rest problems"
+        elif results[0].certified_mask is not None:
+            label = "certified correct"
+        else:
+            label = "certified (separator)"
+    if len(results) == 1:
+        title = f"{type(model).__name__}: {_title(results[0])}"
+    else:
+        statuses = sorted({r.status for r in results})
+        title = (f"{type(model).__name__} ({results[0].solver}), {len(results)} one-vs-rest "
+                 f"problems: {', '.join(statuses)}")
+    return model.decision_function, classes, mask, label, title
 
 
 def decision_boundary(result, X, y, ax=None, resolution=200, margin_frac=0.1):
-    """The decision function of a 2-D classifier, its zero level set and certified points.
+    """The decision regions of a 2-D classifier, its boundary and the certified points.
 
     Parameters
     ----------
-    result : marginkit.Result
-        A classifier fit on 2-D data (``result.decision_function`` is evaluated on a grid).
+    result : marginkit.Result or fitted marginkit.sklearn classifier
+        A classifier fit on 2-D data (its ``decision_function`` is evaluated on a grid):
+        a ``Result`` of ``solve``, or an estimator of ``marginkit.sklearn``
+        (``SVMClassifier``, ``PerceptronClassifier``, ``IteratedTikhonovClassifier``),
+        with two classes or more (one-vs-rest).
     X : array-like or sparse matrix, shape (n_samples, 2)
     y : array-like, shape (n_samples,)
-        Labels (``result.classes_``).
+        Labels (from the model's ``classes_``).
     ax : matplotlib Axes, optional
     resolution : int, default 200
         Grid points per axis.
@@ -210,10 +346,15 @@ def decision_boundary(result, X, y, ax=None, resolution=200, margin_frac=0.1):
 
     Notes
     -----
-    Certified points are circled: all points when the certificate is a separator
-    (every ``y_i f(x_i) > 0`` is proved), or ``result.certified_mask`` (SVM family).
+    Two classes: the decision function f is shaded (colour bar) and its zero level set
+    drawn. More classes: each class's region (where its one-vs-rest score is the largest)
+    is shaded in the colour of its points, and the boundaries between regions are drawn.
+    Certified points are circled when ``X`` is the training data: all points when the
+    certificate is a separator (every ``y_i f(x_i) > 0`` is proved), or
+    ``certified_mask`` (SVM family); for one-vs-rest, the points certified in every
+    binary problem (which proves the predicted class).
     """
-    _check_result(result)
+    _check_estimator(result)
     plt = _pyplot()
     import scipy.sparse as sp
 
@@ -223,8 +364,11 @@ def decision_boundary(result, X, y, ax=None, resolution=200, margin_frac=0.1):
     y = np.asarray(y).ravel()
     if y.shape[0] != X.shape[0]:
         raise ValueError(f"y has {y.shape[0]} labels, X has {X.shape[0]} rows")
-    if result.classes_ is None:
-        raise ValueError("decision_boundary() needs a classifier result (classes_ is None)")
+    decision, classes, mask, mask_label, title = _model_of(result, X.shape[0])
+    unknown = np.setdiff1d(np.unique(y), classes)
+    if unknown.size:
+        raise ValueError(f"y has labels {unknown[:10].tolist()} that are not in the model's "
+                         f"classes_ {classes[:10].tolist()}; pass the labels the model was fit on")
     if ax is None:
         _, ax = plt.subplots(figsize=(5.6, 5.0))
     lo, hi = X.min(axis=0), X.max(axis=0)
@@ -232,24 +376,37 @@ def decision_boundary(result, X, y, ax=None, resolution=200, margin_frac=0.1):
     gx = np.linspace(lo[0] - pad[0], hi[0] + pad[0], resolution)
     gy = np.linspace(lo[1] - pad[1], hi[1] + pad[1], resolution)
     xx, yy = np.meshgrid(gx, gy)
-    d = result.decision_function(np.column_stack([xx.ravel(), yy.ravel()])).reshape(xx.shape)
-    lim = float(np.max(np.abs(d))) or 1.0
-    cs = ax.contourf(xx, yy, d, levels=np.linspace(-lim, lim, 21), cmap="RdBu_r", alpha=0.45)
-    ax.contour(xx, yy, d, levels=[0.0], colors="k", linewidths=1.5)
-    cbar = ax.figure.colorbar(cs, ax=ax)
-    cbar.set_label("decision function f(x)")
-    classes = np.asarray(result.classes_)
-    for c, color, marker in ((classes[0], "C0", "o"), (classes[1], "C3", "s")):
+    d = np.asarray(decision(np.column_stack([xx.ravel(), yy.ravel()])), dtype=float)
+    if classes.size == 2:
+        d = d.reshape(xx.shape)
+        lim = float(np.max(np.abs(d))) or 1.0
+        cs = ax.contourf(xx, yy, d, levels=np.linspace(-lim, lim, 21), cmap="RdBu_r", alpha=0.45)
+        ax.contour(xx, yy, d, levels=[0.0], colors="k", linewidths=1.5)
+        cbar = ax.figure.colorbar(cs, ax=ax)
+        cbar.set_label("decision function f(x)")
+        colors = [("C0", "o"), ("C3", "s")]
+        boundary = "f(x) = 0"
+    else:
+        from matplotlib.colors import ListedColormap
+
+        k = classes.size
+        palette = [plt.get_cmap("tab10")(i % 10) for i in range(k)]
+        region = np.argmax(d.reshape(xx.size, k), axis=1).reshape(xx.shape)
+        ax.contourf(xx, yy, region, levels=np.arange(k + 1) - 0.5, cmap=ListedColormap(palette),
+                    alpha=0.3)
+        ax.contour(xx, yy, region, levels=np.arange(k - 1) + 0.5, colors="k", linewidths=1.2)
+        colors = [(palette[i], "osD^v<>ph*"[i % 10]) for i in range(k)]
+        boundary = "boundaries between classes (largest one-vs-rest score)"
+    for c, (color, marker) in zip(classes, colors):
         sel = y == c
-        ax.scatter(X[sel, 0], X[sel, 1], c=color, marker=marker, s=22, edgecolors="none",
+        ax.scatter(X[sel, 0], X[sel, 1], color=color, marker=marker, s=22, edgecolors="none",
                    label=f"class {c}")
-    mask, label = _certified(result, X.shape[0])
-    if label is not None and mask.any():
+    if mask is not None and mask.any():
         ax.scatter(X[mask, 0], X[mask, 1], s=70, facecolors="none", edgecolors="k",
-                   linewidths=0.8, label=f"{label}: {int(mask.sum())}/{X.shape[0]}")
-    ax.plot([], [], color="k", lw=1.5, label="f(x) = 0")
+                   linewidths=0.8, label=f"{mask_label}: {int(mask.sum())}/{X.shape[0]}")
+    ax.plot([], [], color="k", lw=1.5, label=boundary)
     ax.set_xlabel("feature 1")
     ax.set_ylabel("feature 2")
-    ax.set_title(_title(result))
+    ax.set_title(title)
     ax.legend(fontsize="small", loc="best", framealpha=0.8)
     return ax

@@ -401,3 +401,77 @@ def test_nonfinite_rows_are_reported_with_global_indices(client):
     Xs.data[Xs.indptr[41]] = np.nan
     with pytest.raises(ValueError, match=r"NaN or infinity in row\(s\) \[41\]"):
         mk.solve(_as_dask(Xs, 20), y, solver="fista")
+
+
+# ----------------------------------------------------------------------------- prediction
+_COMPUTED = []
+
+
+def _counted(block):
+    _COMPUTED.append(block.shape[0])
+    return block
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_predict_is_lazy_and_matches_in_memory(sparse):
+    X, y = _synthetic(n=200, separable=False, sparse=sparse)
+    labels = np.where(y > 0, "yes", "no")
+    res = mk.solve(X, labels, solver="fista")
+    Xd = _as_dask(X, 70).map_blocks(_counted, dtype=X.dtype,
+                                    meta=X[:0] if sparse else np.empty((0, 0)))
+    _COMPUTED.clear()
+    scores, pred = res.decision_function(Xd), res.predict(Xd)
+    assert _COMPUTED == []  # nothing is computed on the client by the calls
+    assert isinstance(scores, da.Array) and isinstance(pred, da.Array)
+    assert scores.chunks == pred.chunks == ((70, 70, X.shape[0] - 140),)
+    assert scores.dtype == np.float64 and pred.dtype == np.asarray(res.classes_).dtype
+    np.testing.assert_allclose(scores.compute(scheduler="sync"), res.decision_function(X),
+                               rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(pred.compute(scheduler="sync"), res.predict(X))
+    assert sorted(_COMPUTED) == sorted([70, 70, X.shape[0] - 140] * 2)
+    # column chunks are merged; the number of features is checked without computing
+    Xc = da.from_array(X, chunks=(50, 5), asarray=not sp.issparse(X))
+    np.testing.assert_array_equal(res.predict(Xc).compute(scheduler="sync"), res.predict(X))
+    with pytest.raises(ValueError, match="X has 11 features, the model was fit with 12"):
+        res.predict(Xd[:, :11])
+    with pytest.raises(ValueError, match="X must be 2-D .* got a 1-D dask array"):
+        res.decision_function(da.zeros(5, chunks=2))
+    assert len(_COMPUTED) == 6  # the checks above computed nothing
+
+
+def test_predict_on_the_cluster(client):
+    # a model fit on the cluster predicts a CSR-chunked dask array there; a kernel model
+    # fit in memory predicts one too
+    X, y = _synthetic(n=300, separable=False, sparse=True)
+    Xd = _as_dask(X, 100)
+    res = mk.solve(Xd, y, solver="fista")
+    pred = res.predict(Xd)
+    np.testing.assert_array_equal(client.compute(pred).result(), res.predict(X))
+    np.testing.assert_allclose(client.compute(res.decision_function(Xd)).result(),
+                               res.decision_function(X), rtol=0, atol=1e-12)
+    assert res.score(Xd, y) == res.score(X, y)
+    Xs, ys = X[:120].toarray(), y[:120]
+    krn = mk.solve(Xs, ys, solver="snkp", kernel="rbf", max_iter=300)
+    got = client.compute(krn.decision_function(da.from_array(Xs, chunks=(50, -1)))).result()
+    np.testing.assert_allclose(got, krn.decision_function(Xs), rtol=0, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_the_documented_script_runs(tmp_path):
+    # docs/dask.md shows this file: run as a script, it starts a LocalCluster (worker
+    # processes that import the script) under its __main__ guard
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    script = root / "docs" / "examples" / "dask_solve.py"
+    assert "```{literalinclude} examples/dask_solve.py" in (root / "docs" / "dask.md").read_text()
+    env = dict(os.environ, PYTHONPATH=str(root))
+    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert lines[:2] == ["status: certified verified: True", "prediction blocks: 3"]
+    assert lines[2].startswith("training accuracy: 0.8")

@@ -89,3 +89,108 @@ def test_svm_convergence_and_certified_mask():
     n = int(res2.certified_mask.sum())
     assert n > 0
     assert f"certified correct: {n}/100" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def _legend_labels(ax):
+    legend = ax.get_legend()
+    return [] if legend is None else [t.get_text() for t in legend.get_texts()]
+
+
+@pytest.mark.skipif("dcd" not in mk.list_plugins()["solver"], reason="dcd not registered")
+def test_dcd_convergence_draws_the_bound_where_it_was_computed():
+    # dcd computes its error bound (and the certified points) at some iterations only:
+    # the plot draws those points, says so, and shows the certified fraction there
+    X, y = mk.datasets.load_heart_scale()
+    res = mk.solve(X, y, solver="dcd")
+    eb = np.asarray(res.history["error_bound"])
+    known = np.flatnonzero(np.isfinite(eb))
+    assert 0 < known.size < eb.size  # the case this test is about
+    fig = mkplot.convergence(res)
+    bounds, _, certified = fig.axes
+    label = f"error bound (computed at {known.size} of {eb.size} iterations)"
+    assert label in _legend_labels(bounds)
+    line = bounds.get_lines()[_legend_labels(bounds).index(label)]
+    np.testing.assert_array_equal(line.get_xdata(), known)
+    np.testing.assert_allclose(line.get_ydata(), eb[known])
+    assert line.get_marker() == "o"  # a lone point of a line is visible
+    n = X.shape[0]
+    assert _legend_labels(certified) == [
+        f"fraction of the {n} training points certified (computed at {known.size} of "
+        f"{eb.size} iterations)"]
+    frac = certified.get_lines()[0]
+    np.testing.assert_array_equal(frac.get_xdata(), known)
+    np.testing.assert_allclose(frac.get_ydata(), np.asarray(res.history["n_certified"])[known] / n)
+    assert frac.get_ydata()[-1] == res.certified_mask.sum() / n
+    assert certified.get_ylim()[1] < 1.1 and certified.get_ylabel() == "certified points"
+    for ax in fig.axes:  # every legend entry is a line with points
+        for ln in ax.get_lines():
+            assert np.isfinite(np.asarray(ln.get_ydata(), dtype=float)).all()
+
+
+@pytest.mark.skipif("fista" not in mk.list_plugins()["solver"], reason="fista not registered")
+def test_fista_certified_panel_is_a_fraction_where_the_bound_is_finite():
+    X, y = mk.datasets.load_heart_scale()
+    res = mk.solve(X, y, solver="fista")
+    certified = mkplot.convergence(res).axes[2]
+    eb = np.asarray(res.history["error_bound"])
+    line = certified.get_lines()[0]
+    np.testing.assert_array_equal(line.get_xdata(), np.flatnonzero(np.isfinite(eb)))
+    assert 0 <= line.get_ydata().min() and line.get_ydata().max() <= 1
+    assert line.get_ydata()[-1] == res.certified_mask.sum() / X.shape[0]
+
+
+@pytest.mark.skipif("snkp" not in mk.list_plugins()["solver"], reason="snkp not registered")
+def test_a_bound_that_does_not_exist_has_no_legend_entry():
+    # XOR is not linearly separable: no lower bound on the margin at any iteration
+    X, y = mk.datasets.make_xor(80, random_state=0)[:2]
+    res = mk.solve(X, y, solver="snkp", max_iter=50)
+    assert np.all(np.isneginf(res.history["margin_lower"]))
+    ax = mkplot.margin(res)
+    labels = _legend_labels(ax)
+    assert not any("lower bound" in t for t in labels)
+    assert r"upper bound on $\rho_K$" in labels
+    assert [t.get_text() for t in ax.texts] == [
+        r"lower bound: $-\infty$ at every iteration (no separator found)"]
+    panel = mkplot.convergence(res).axes[-1]
+    assert panel.get_ylabel() == "margin bounds"
+    assert _legend_labels(panel) == [r"upper bound on $\rho_K$"]
+    with pytest.raises(ValueError, match=r"\['margin_lower'\] have no finite value to plot"):
+        mkplot.convergence(res, keys=["margin_lower"])
+
+
+@pytest.mark.skipif("fista" not in mk.list_plugins()["solver"], reason="fista not registered")
+def test_decision_boundary_of_fitted_estimators():
+    pytest.importorskip("sklearn")
+    from marginkit.sklearn import PerceptronClassifier, SVMClassifier
+
+    rng = np.random.default_rng(3)
+    centers = np.array([[0.0, 4.0], [4.0, 0.0], [-4.0, -1.0]])
+    X = np.vstack([c + rng.standard_normal((40, 2)) for c in centers])
+    y = np.repeat(np.array(["a", "b", "c"]), 40)
+    clf = SVMClassifier().fit(X, y)
+    ax = mkplot.decision_boundary(clf, X, y)
+    both = np.logical_and.reduce([r.certified_mask for r in clf.results_])
+    assert both.sum() > 0
+    labels = _legend_labels(ax)
+    assert labels == ["class a", "class b", "class c",
+                      f"certified in all 3 one-vs-rest problems: {both.sum()}/120",
+                      "boundaries between classes (largest one-vs-rest score)"]
+    assert ax.get_title().startswith("SVMClassifier (fista), 3 one-vs-rest problems")
+    # the shaded regions are the predicted classes: one filled level per class
+    filled = [c for c in ax.collections if type(c).__name__ in ("QuadContourSet", "PathCollection")
+              and getattr(c, "levels", None) is not None]
+    assert any(np.array_equal(c.levels, [-0.5, 0.5, 1.5, 2.5]) for c in filled)
+
+    two = y != "c"
+    per = PerceptronClassifier(solver="snkp").fit(X[two], y[two])
+    ax = mkplot.decision_boundary(per, X[two], y[two])
+    assert per.result_.status == "separable"
+    assert "certified (separator): 80/80" in _legend_labels(ax) and "f(x) = 0" in _legend_labels(ax)
+    assert ax.get_title().startswith("PerceptronClassifier: snkp: separable")
+
+    with pytest.raises(ValueError, match="not fitted yet; call fit"):
+        mkplot.decision_boundary(SVMClassifier(), X, y)
+    with pytest.raises(ValueError, match=r"labels \['c'\] that are not in the model's classes_"):
+        mkplot.decision_boundary(per, X, y)
+    with pytest.raises(TypeError, match="marginkit.Result or a fitted marginkit.sklearn"):
+        mkplot.decision_boundary(object(), X, y)
