@@ -458,3 +458,24 @@ def test_dask_run_ends_like_the_in_memory_run_with_a_certificate_that_verifies(s
     assert cert.config is res.config and cert.claim == "certified"
     assert cert.check(Xd, y) and cert.check(Xs, y)
     np.testing.assert_array_equal(res.certified_mask, mem.certified_mask)
+
+
+@pytest.mark.parametrize("solver", ["fista", "dcd"])
+def test_certificate_value_bounds_the_distance_to_the_optimum_for_small_mu(solver, data_dir):
+    """Verdict.value = ||p(r)|| / mu (the projected gradient over the strong convexity
+    constant) is >= ||r - r*||, r* the extended-precision optimum, also for mu < 1 where
+    the division makes the bound larger than ||p(r)||."""
+    from _svm_reference import reference_dual
+
+    X, y = _heart(data_dir)
+    ypm = np.where(y == np.unique(y)[1], 1.0, -1.0)
+    C, mu = 1e-2, 0.05
+    res = mk.solve(X, y, solver=solver, C=C, mu=mu, random_state=0, max_iter=3000,
+                   stop=("certified_points", {"fraction": 0.0}))
+    assert res.status == "certified"
+    m, s = scaling_statistics(X, "std")
+    r_star, _, viol = reference_dual(X, ypm, m, s, C, mu, augmented=True, r0=res.dual_coef_)
+    assert viol < 1e-15
+    verdict = res.certificate.check(X, y)
+    assert verdict
+    assert np.linalg.norm(res.certificate.r - r_star.astype(np.float64)) <= verdict.value
