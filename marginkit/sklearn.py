@@ -211,11 +211,10 @@ class _MarginKitEstimator(BaseEstimator):
                 raise TypeError(f"solver_params={extra!r} must be a dict of solver parameters or None")
             solver_params.update(extra)
         stop = getattr(self, "stop", None)
-        if isinstance(stop, (list, tuple)):
-            stop = type(stop)(_fresh(rule) for rule in stop)
+        stop = type(stop)(map(_fresh, stop)) if isinstance(stop, (list, tuple)) else _fresh(stop)
         cfg = Config(solver=spec, kernel=_fresh(self.kernel), kernel_params=self.kernel_params,
                      smoother=_fresh(getattr(self, "smoother", None)),
-                     stop=_fresh(stop), max_iter=self.max_iter,
+                     stop=stop, max_iter=self.max_iter,
                      random_state=self.random_state, verbose=self.verbose, callback=self.callback,
                      solver_params=solver_params)
         solver = compose(cfg)[0]  # unknown names and invalid solver/kernel parameters raise here

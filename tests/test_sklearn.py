@@ -489,3 +489,17 @@ def test_dataframe_of_integers_and_non_string_columns(toy):
     # integer column labels are not feature names (scikit-learn's convention)
     clf = PerceptronClassifier(solver=TOY).fit(pd.DataFrame(Xi), y)
     assert not hasattr(clf, "feature_names_in_")
+
+
+@pytest.mark.skipif("fista" not in _SOLVERS, reason="fista not registered")
+def test_stopping_rule_instances_are_copied_at_fit():
+    X, y = mk.datasets.load_heart_scale()
+    rule = mk.get_plugin("stopping", "certified_points")(fraction=0.5)
+    for stop in (rule, [rule]):
+        clf = SVMClassifier(stop=stop).fit(X, y)
+        rule.set_params(fraction=0.9)
+        kept = clf.result_.config.stop
+        kept = kept[0] if isinstance(kept, (list, tuple)) else kept
+        assert kept is not rule and kept.fraction == 0.5
+        assert clf.result_.certificate.verify(X, y)
+        rule.set_params(fraction=0.5)
