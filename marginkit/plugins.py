@@ -147,6 +147,20 @@ class Plugin:
         which re-creates a plug-in given as an estimator's hyper-parameter this way)."""
         return dict(self.params)
 
+    def set_params(self, **params):
+        """Change parameters in place (scikit-learn's ``set_params``, used by
+        ``GridSearchCV`` for ``solver__C``-style names); returns self.
+
+        The plug-in is re-constructed on the merged parameters, so they are validated by
+        its table as in the constructor and anything the constructor derives from them
+        (and any fitted state) is rebuilt. An estimator that received this instance fits
+        a copy of it, so results already computed keep the parameters they were run with.
+        """
+        if not params:
+            return self
+        type(self).__init__(self, **{**self.params, **params})
+        return self
+
     def __getattr__(self, item):
         # parameters are readable as attributes (rule.fraction, kernel.gamma)
         params = self.__dict__.get("params")

@@ -16,6 +16,14 @@ Hyper-parameters are validated when ``fit`` runs, by the same tables as
 invalid value raises the same ``ValueError``/``TypeError`` naming the parameter.
 Parameters left at ``None`` take the solver's own default.
 
+Plug-in instances are hyper-parameters like any other (``SVMClassifier(solver=
+mk.get_plugin("solver", "fista")(C=0.5))``): ``get_params(deep=True)`` lists their
+parameters as ``solver__C``, ``set_params``/``GridSearchCV`` change them, ``clone`` copies
+them, and ``fit`` solves with a copy, so a later ``set_params`` leaves ``result_`` as it
+was solved. A solver instance keeps its own parameters unless the estimator's
+hyper-parameter of the same name (``C``, ``mu``, ``scale``...) is moved from its default;
+one parameter set to two different values in both places raises ``ValueError``.
+
 Sample weights
 --------------
 No estimator takes ``sample_weight`` (so scikit-learn never passes weights it would
@@ -26,15 +34,18 @@ solvers share one box constraint ``C`` over all points and iterated Tikhonov min
 the unweighted empirical risk (Beugnot et al. 2021, Eq. 4): per-sample weights would be another
 problem, which these solvers do not implement.
 """
+import inspect
 import numbers
 import warnings
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.special import expit, log_expit, logsumexp
 
 try:
     from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
     from sklearn.exceptions import ConvergenceWarning
+    from sklearn.utils.metaestimators import available_if
     from sklearn.utils.multiclass import check_classification_targets
     from sklearn.utils.validation import check_is_fitted, column_or_1d
 except ImportError as exc:  # pragma: no cover - exercised without scikit-learn only
@@ -51,6 +62,7 @@ except ImportError:  # scikit-learn < 1.6
 from ._api import compose, unfinished_result
 from ._api import solve as _solve
 from ._config import Config
+from .plugins import Plugin
 from ._validation import Param, _float_dtype_for, check_params, check_sparse_structure
 
 __all__ = ["PerceptronClassifier", "SVMClassifier", "IteratedTikhonovClassifier",
@@ -87,6 +99,11 @@ def _validate(estimator, X, y="no_validation", reset=True, y_numeric=False):
     from sklearn.utils.validation import check_array, check_X_y
 
     no_y = isinstance(y, str) and y == "no_validation"
+    # feature_names_in_ of a DataFrame, read before the conversion drops the names
+    # (BaseEstimator's method up to scikit-learn 1.5, where validate_data does not exist)
+    check_names = getattr(estimator, "_check_feature_names", None)
+    if check_names is not None:
+        check_names(X, reset=reset)
     if no_y:
         X = check_array(X, **kw)
     else:
@@ -125,6 +142,14 @@ def _warn_unfinished(estimator, results, classes=None, stacklevel=4):
         ConvergenceWarning, stacklevel=stacklevel)
 
 
+def _fresh(spec):
+    """A copy of a plug-in instance, built from its parameters as scikit-learn's
+    ``clone`` builds it; names, classes, callables and None unchanged."""
+    if isinstance(spec, Plugin):
+        return type(spec)(**spec.get_params())
+    return spec
+
+
 class _MarginKitEstimator(BaseEstimator):
     """Shared machinery: config from hyper-parameters, one or several solves."""
 
@@ -144,9 +169,40 @@ class _MarginKitEstimator(BaseEstimator):
     def _solver_spec(self):
         return getattr(self, "solver", None) or self._solver_name
 
+    def _solver_params(self, spec):
+        """The estimator's solver hyper-parameters for a run of ``spec``.
+
+        With a registry name, each one that is not None (and the ``_always_keys``) is
+        passed. With a solver instance, its own parameters hold unless the estimator's
+        hyper-parameter was moved from its default; one parameter set to two different
+        values, on the estimator and on the instance, is refused rather than one of them
+        silently ignored.
+        """
+        instance = isinstance(spec, Plugin)
+        defaults = inspect.signature(type(self).__init__).parameters
+        params = {}
+        for k in self._solver_keys:
+            v = getattr(self, k)
+            if v is None and k not in self._always_keys:
+                continue
+            if instance:
+                if v == defaults[k].default:
+                    continue
+                row = spec.param_table.get(k)
+                mine = spec.params.get(k)
+                if row is not None and mine != row.default and mine != v:
+                    raise ValueError(
+                        f"{type(self).__name__}: {k}={v!r} is given to the estimator and "
+                        f"{k}={mine!r} to its solver {spec!r}; set {k} in one place only"
+                    )
+            params[k] = v
+        return params
+
     def _config(self):
-        solver_params = {k: getattr(self, k) for k in self._solver_keys
-                         if getattr(self, k) is not None or k in self._always_keys}
+        # plug-in instances are copied: a later set_params on the hyper-parameter (e.g.
+        # GridSearchCV's solver__C) must not change the configuration of a fitted result
+        spec = _fresh(self._solver_spec())
+        solver_params = self._solver_params(spec)
         own = {k: getattr(self, k) for k in self._own_params}
         check_params({k: self._own_params[k] for k in own}, own, owner=type(self).__name__)
         extra = getattr(self, "solver_params", None)
@@ -154,9 +210,11 @@ class _MarginKitEstimator(BaseEstimator):
             if not isinstance(extra, dict):
                 raise TypeError(f"solver_params={extra!r} must be a dict of solver parameters or None")
             solver_params.update(extra)
-        cfg = Config(solver=self._solver_spec(), kernel=self.kernel, kernel_params=self.kernel_params,
-                     smoother=getattr(self, "smoother", None),
-                     stop=getattr(self, "stop", None), max_iter=self.max_iter,
+        stop = getattr(self, "stop", None)
+        stop = type(stop)(map(_fresh, stop)) if isinstance(stop, (list, tuple)) else _fresh(stop)
+        cfg = Config(solver=spec, kernel=_fresh(self.kernel), kernel_params=self.kernel_params,
+                     smoother=_fresh(getattr(self, "smoother", None)),
+                     stop=stop, max_iter=self.max_iter,
                      random_state=self.random_state, verbose=self.verbose, callback=self.callback,
                      solver_params=solver_params)
         solver = compose(cfg)[0]  # unknown names and invalid solver/kernel parameters raise here
@@ -291,6 +349,10 @@ class PerceptronClassifier(_MarginClassifier):
     ----------
     classes_ : ndarray
     n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        The column names of a pandas DataFrame given to ``fit`` (only when they are all
+        strings); ``predict`` and ``decision_function`` then refuse a DataFrame whose
+        columns differ and warn on an array, as scikit-learn's estimators do.
     result_ : marginkit.Result or list of Result
         The solve of the last fit (a list, one per class, for more than two classes).
     results_ : list of Result
@@ -381,9 +443,24 @@ class SVMClassifier(_MarginClassifier):
         ``fista_svm`` (classical SVM with unregularized intercept), ``dcd`` (dual
         coordinate descent), ``pegasos``, or any registered solver.
     C : float, optional
-        Box constraint; None is the paper's default 64/n.
+        **LIBSVM's -c**: the bound of the dual variables, ``0 <= r_i <= C``, i.e. the
+        weight of each point's hinge loss in ``1/2 ||w||^2 + C sum_i hinge_i``, as in
+        ``sklearn.svm.SVC(C=...)`` and ``LinearSVC(loss="hinge", C=...)``.
+        C=None is the paper's default 64/n (arXiv:2512.03947, sec. 2.4), LIBSVM's
+        ``-c 64/n``: 0.24 on 270 points, 0.002 on 32,561, far below scikit-learn's
+        default C=1.0 (a much more regularized model); pass ``C=1.0`` for that default.
+        ``pegasos`` takes ``lam`` instead, in ``solver_params``: lam = 1/(C n).
     mu : float, optional
-        Smoothing / perturbation parameter; None is the paper's default n/128.
+        Perturbation of the dual, ``- mu/2 ||r||^2`` in its objective; None is the
+        paper's default n/128 (mu C = 1/2 at the default C). In the primal it replaces the
+        hinge of a margin violation s = 1 - y_i f(x_i) by a Huber-smoothed hinge,
+        ``s^2 / (2 mu)`` for ``0 <= s <= mu C`` and ``C s - mu C^2 / 2`` beyond (slope C,
+        LIBSVM's, for large violations). With a user C the default mu can make that
+        quadratic zone wider than the margin (C=1 and n/128 = 2.1 on 270 points) and the
+        model differs from LIBSVM's; a small mu (``mu=1e-4``) gives LIBSVM's model, at
+        the cost of more iterations. ``fista`` and ``dcd`` regularize the intercept (as
+        LIBLINEAR ``-B 1`` and ``LinearSVC`` do), ``fista_svm`` leaves it free (as LIBSVM
+        and ``SVC`` do); with ``scale="std"`` C applies to the standardized features.
     scale : {"std", None}, default "std"
         ``"std"``: the solver centres and scales the features implicitly (without
         forming the scaled matrix, arXiv:2512.03947 sec. 5.1) and reports ``coef_`` in the
@@ -467,8 +544,9 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
     lam : float, optional
         Regularization parameter; None: the solver's default.
     loss : {"logistic", "squared"}, default "logistic"
-        ``"squared"`` fits the +-1 labels by least squares (the squared loss of paper
-        002 on classification targets) and classifies by the sign.
+        ``"squared"`` fits the +-1 labels by least squares (the squared loss of Beugnot
+        et al. 2021 on classification targets) and classifies by the sign; it defines no
+        probabilities (no ``predict_proba``).
     kernel : str, Kernel or callable, default "rbf"
     kernel_params : dict, optional
     tol : float, optional
@@ -483,6 +561,13 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
 
     Notes
     -----
+    With the logistic loss the decision value f(x) is a log-odds, and ``predict_proba``
+    returns sigma(f(x)) = 1 / (1 + exp(-f(x))) for ``classes_[1]`` (two classes), or the
+    one-vs-rest sigma(f_c(x)) normalized to sum to 1 per row, as scikit-learn's
+    one-vs-rest logistic regression does. With ``t=1`` and
+    ``solver_params={"fit_intercept": True}`` the model is L2-regularized logistic
+    regression with scikit-learn's ``C = 1 / (n lam)``.
+
     ``fit`` takes no ``sample_weight``: the empirical risk of Beugnot et al. 2021 (Eq. 4) is the
     unweighted mean ``1/n sum_i loss(y_i, theta(x_i))`` and the solver implements that.
     """
@@ -504,7 +589,51 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
 
     def fit(self, X, y):
         """Fit (one-vs-rest for more than two classes); returns self."""
-        return self._fit(X, y)
+        self._fit(X, y)
+        self._fitted_loss = self.results_[0].config.solver_params.get("loss", "logistic")
+        return self
+
+    def _check_proba(self):
+        # what was fitted decides; before fit, the hyper-parameters
+        loss = getattr(self, "_fitted_loss", None) if hasattr(self, "results_") else None
+        if loss is None:
+            extra = self.solver_params if isinstance(self.solver_params, dict) else {}
+            loss = extra.get("loss", self.loss)
+        if loss != "logistic":
+            raise AttributeError(
+                f"predict_proba is defined for loss='logistic' (the model's decision value is "
+                f"then a log-odds); this model has loss={loss!r}, whose decision values are not "
+                "probabilities: use decision_function, or sklearn.calibration."
+                "CalibratedClassifierCV for calibrated probabilities"
+            )
+        return True
+
+    @available_if(_check_proba)
+    def predict_proba(self, X):
+        """Class probabilities, shape (n_samples, n_classes), columns in ``classes_`` order.
+
+        The logistic loss makes the decision value f(x) a log-odds: P(y = classes_[1] | x)
+        = sigma(f(x)), sigma(z) = 1 / (1 + exp(-z)), for two classes. For more than two,
+        each one-vs-rest model gives sigma(f_c(x)) and the row is normalized to sum to 1,
+        as scikit-learn's one-vs-rest logistic regression does. Only for
+        ``loss="logistic"`` (an AttributeError otherwise).
+        """
+        d = self.decision_function(X)
+        if d.ndim == 1:
+            return np.column_stack([expit(-d), expit(d)])
+        P = expit(d)
+        return P / P.sum(axis=1, keepdims=True)
+
+    @available_if(_check_proba)
+    def predict_log_proba(self, X):
+        """Logarithm of ``predict_proba``, computed in log space (log-sigmoid and
+        log-sum-exp), so that confident predictions keep their small log-probabilities
+        instead of rounding to log(0)."""
+        d = self.decision_function(X)
+        if d.ndim == 1:
+            return np.column_stack([log_expit(-d), log_expit(d)])
+        L = log_expit(d)
+        return L - logsumexp(L, axis=1, keepdims=True)
 
 
 class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstimator):

@@ -268,3 +268,238 @@ def test_no_warning_when_a_fit_ends_with_its_claim_or_budget(toy):
                           r"'max_iter' after 2 iterations, before its own stopping rules ended "
                           r"it; raise max_iter \(now 2\)\."):
             SVMClassifier(solver="pegasos", max_iter=2, solver_params={"epochs": 3}).fit(X, y)
+
+
+# ------------------------------------------------------------------ probabilities
+def _three_overlapping(n=120, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = np.array([[2.0, 0.0], [-1.0, 1.7], [-1.0, -1.7]])
+    y = np.repeat(np.array(["a", "b", "c"]), n // 3)
+    return centers[np.repeat(np.arange(3), n // 3)] + rng.normal(size=(n, 2)), y
+
+
+@pytest.mark.skipif("iterated_tikhonov" not in _SOLVERS, reason="iterated_tikhonov not registered")
+def test_logistic_tikhonov_probabilities_are_logistic_regressions():
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.multiclass import OneVsRestClassifier
+
+    # t = 1 with an unpenalized intercept is L2-regularized logistic regression with
+    # C = 1 / (n lam): the same probabilities, two classes and one-vs-rest normalized
+    X, y = _three_overlapping()
+    n, lam = X.shape[0], 0.05
+    kw = dict(t=1, lam=lam, kernel="linear", solver_params={"fit_intercept": True})
+    lr = LogisticRegression(C=1.0 / (n * lam), tol=1e-12, max_iter=10_000)
+    for labels, ref in ((y, OneVsRestClassifier(lr)), (y == "a", lr)):
+        clf = IteratedTikhonovClassifier(**kw).fit(X, labels)
+        ref = clone(ref).fit(X, labels)
+        P = clf.predict_proba(X)
+        assert P.shape == (n, clf.classes_.size)
+        np.testing.assert_allclose(P, ref.predict_proba(X), atol=1e-7)
+        np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=1e-12)
+        np.testing.assert_allclose(clf.predict_log_proba(X), np.log(P), rtol=1e-10, atol=1e-12)
+        np.testing.assert_array_equal(clf.classes_[P.argmax(axis=1)], clf.predict(X))
+
+
+@pytest.mark.skipif("iterated_tikhonov" not in _SOLVERS, reason="iterated_tikhonov not registered")
+def test_log_proba_keeps_confident_predictions_finite():
+    X, y = separable_blobs(40, seed=2)
+    clf = IteratedTikhonovClassifier(t=1, lam=1e-6, kernel="linear").fit(20.0 * X, y)
+    d, L = clf.decision_function(2000.0 * X), clf.predict_log_proba(2000.0 * X)
+    far = np.abs(d) > 40  # log sigma(-|d|) = -|d| to double precision there
+    assert far.sum() > 30 and np.abs(d).max() > 800  # np.log(predict_proba) gives -inf
+    assert np.all(np.isfinite(L))
+    np.testing.assert_allclose(L.min(axis=1)[far], -np.abs(d[far]), rtol=1e-12)
+
+
+def test_probabilities_only_where_the_model_defines_them():
+    est = [IteratedTikhonovClassifier(loss="squared"),
+           IteratedTikhonovClassifier(solver_params={"loss": "squared"}),
+           SVMClassifier(), PerceptronClassifier()]
+    for e in est:
+        assert not hasattr(e, "predict_proba") and not hasattr(e, "predict_log_proba")
+    assert hasattr(IteratedTikhonovClassifier(), "predict_proba")
+    with pytest.raises(AttributeError, match="has no attribute 'predict_proba'") as info:
+        IteratedTikhonovClassifier(loss="squared").predict_proba
+    assert re.search(r"loss='logistic'.*this model has loss='squared'", str(info.value.__cause__))
+
+
+@pytest.mark.skipif("iterated_tikhonov" not in _SOLVERS, reason="iterated_tikhonov not registered")
+def test_probabilities_follow_the_fitted_loss_not_a_later_set_params():
+    X, y = _three_overlapping(60)
+    clf = IteratedTikhonovClassifier(kernel="linear").fit(X, y)
+    clf.set_params(loss="squared")  # not refitted: the fitted model is still logistic
+    assert clf.predict_proba(X).shape == (60, 3)
+    clf.fit(X, y)
+    assert not hasattr(clf, "predict_proba")
+
+
+@pytest.mark.skipif("fista" not in _SOLVERS, reason="fista not registered")
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_svm_inside_calibrated_classifier_cv():
+    from sklearn.calibration import CalibratedClassifierCV
+
+    X, y = _three_overlapping(90, seed=3)
+    for method in ("sigmoid", "isotonic"):
+        cal = CalibratedClassifierCV(SVMClassifier(), cv=3, method=method).fit(X, y)
+        P = cal.predict_proba(X)
+        assert P.shape == (90, 3) and list(cal.classes_) == ["a", "b", "c"]
+        np.testing.assert_allclose(P.sum(axis=1), 1.0)
+        assert cal.score(X, y) > 0.8
+        assert all(isinstance(c.estimator, SVMClassifier) for c in cal.calibrated_classifiers_)
+
+
+# ------------------------------------------------------------------ plug-in instances
+def _solver_instance(name, **params):
+    return mk.get_plugin("solver", name)(**params)
+
+
+@pytest.mark.skipif("fista" not in _SOLVERS, reason="fista not registered")
+def test_plugin_instances_as_hyper_parameters_clone_and_cross_validate():
+    from sklearn.model_selection import GridSearchCV, cross_val_score
+
+    X, y = mk.datasets.load_heart_scale()
+    est = SVMClassifier(solver=_solver_instance("fista", C=0.5),
+                        kernel=mk.get_plugin("kernel", "linear")())
+    deep = est.get_params(deep=True)
+    assert deep["solver__C"] == 0.5 and deep["solver__scale"] == "std"
+    c = clone(est)
+    assert c.solver is not est.solver and c.solver.get_params() == est.solver.get_params()
+    scores = cross_val_score(est, X, y, cv=3)
+    assert scores.shape == (3,) and scores.mean() > 0.75
+    est.set_params(solver__C=2.0)
+    assert est.solver.C == 2.0 and est.get_params()["solver__C"] == 2.0
+    with pytest.raises(ValueError, match="C=-1.0"):
+        est.set_params(solver__C=-1.0)
+    assert est.solver.C == 2.0  # a refused value leaves the instance as it was
+    grid = GridSearchCV(SVMClassifier(solver=_solver_instance("fista")),
+                        {"solver__C": [0.01, 1.0]}, cv=3).fit(X, y)
+    assert grid.best_params_["solver__C"] in (0.01, 1.0)
+    assert grid.best_estimator_.result_.config.solver.C == grid.best_params_["solver__C"]
+
+
+@pytest.mark.skipif("fista" not in _SOLVERS, reason="fista not registered")
+def test_a_solver_instance_keeps_its_parameters_and_conflicts_are_refused():
+    X, y = mk.datasets.load_heart_scale()
+    clf = SVMClassifier(solver=_solver_instance("fista", C=0.5, scale=None)).fit(X, y)
+    ref = mk.solve(X, y, solver="fista", C=0.5, scale=None)
+    np.testing.assert_array_equal(clf.decision_function(X), ref.decision_function(X))
+    assert clf.result_.certificate.verify(X, y)
+    # the estimator's own hyper-parameter, moved from its default, applies ...
+    clf = SVMClassifier(solver=_solver_instance("fista"), C=0.5).fit(X, y)
+    assert clf.result_.config.solver_params["C"] == 0.5
+    # ... and the same parameter set to two values is an error, not a silent choice
+    with pytest.raises(ValueError, match=r"SVMClassifier: C=2.0 is given to the estimator "
+                                         r"and C=0.5 to its solver Fista\(C=0.5, .*\); set C "
+                                         r"in one place only"):
+        SVMClassifier(solver=_solver_instance("fista", C=0.5), C=2.0).fit(X, y)
+
+
+@pytest.mark.skipif("fista" not in _SOLVERS, reason="fista not registered")
+def test_set_params_after_fit_leaves_the_fitted_result_alone():
+    X, y = mk.datasets.load_heart_scale()
+    clf = SVMClassifier(solver=_solver_instance("fista", C=0.5)).fit(X, y)
+    d = clf.decision_function(X)
+    clf.set_params(solver__C=0.01)
+    res = clf.result_
+    assert res.config.solver.C == 0.5
+    np.testing.assert_array_equal(clf.decision_function(X), d)
+    assert res.certificate.verify(X, y)  # checked with the C it was solved with
+
+
+def test_plugin_set_params_rebuilds_what_the_constructor_derives():
+    ny = mk.get_plugin("kernel", "nystroem")(n_components=5, base="rbf",
+                                             base_params={"gamma": 0.5})
+    ny.set_params(base_params={"gamma": 2.0})
+    assert ny.base_kernel.gamma == 2.0
+    with pytest.raises(TypeError, match=r"unknown parameter\(s\) \['bogus'\]"):
+        ny.set_params(bogus=1)
+
+
+# ------------------------------------------------------------------ what C means
+@pytest.mark.skipif(not {"fista", "fista_svm"} <= _SOLVERS, reason="SVM solvers not registered")
+def test_C_is_libsvm_c_and_none_is_the_papers_64_over_n():
+    from sklearn.svm import SVC
+
+    X, y = mk.datasets.load_heart_scale()
+    Xd, n = X.toarray(), X.shape[0]
+    # C=None is C=64/n, the paper's box
+    np.testing.assert_array_equal(SVMClassifier().fit(X, y).decision_function(X),
+                                  SVMClassifier(C=64.0 / n).fit(X, y).decision_function(X))
+    # the box of the dual is LIBSVM's -c: with the perturbation mu made small, the
+    # classical formulation on X as given is LIBSVM's model, dual variables included
+    clf = SVMClassifier(solver="fista_svm", C=1.0, mu=1e-4, scale=None).fit(Xd, y)
+    svc = SVC(kernel="linear", C=1.0, tol=1e-8).fit(Xd, y)
+    assert clf.status_ == "certified"
+    np.testing.assert_allclose(clf.decision_function(Xd), svc.decision_function(Xd), atol=1e-3)
+    r = clf.result_.dual_coef_
+    alpha = np.zeros(n)
+    alpha[svc.support_] = np.abs(svc.dual_coef_[0])
+    assert r.max() <= 1.0 and np.sum(r > 1.0 - 1e-9) == np.sum(alpha > 1.0 - 1e-9)
+    np.testing.assert_allclose(r, alpha, atol=1e-2)
+    # with the default mu = n/128, the hinge is smoothed over violations up to mu C: a
+    # different model, which is why the docs say so
+    far = SVMClassifier(solver="fista_svm", C=1.0, scale=None).fit(Xd, y)
+    assert np.abs(far.decision_function(Xd) - svc.decision_function(Xd)).max() > 0.5
+
+
+def test_the_estimator_docstrings_say_what_C_means():
+    doc = " ".join(SVMClassifier.__doc__.split())
+    for phrase in ("LIBSVM's -c", "0 <= r_i <= C", "C=None is the paper's default 64/n",
+                   "Huber", "mu=1e-4", "lam = 1/(C n)"):
+        assert phrase in doc, phrase
+
+
+# ------------------------------------------------------------------ pandas input
+@pytest.mark.skipif("fista" not in _SOLVERS, reason="fista not registered")
+def test_dataframe_input_sets_feature_names_and_checks_them_at_predict():
+    import warnings
+
+    pd = pytest.importorskip("pandas")
+    X, y = _three_overlapping(60, seed=5)
+    df = pd.DataFrame(X, columns=["height", "width"])
+    for est in (SVMClassifier(), PerceptronClassifier(kernel="rbf"),
+                IteratedTikhonovClassifier(kernel="linear"), IteratedTikhonovRegressor()):
+        target = X[:, 0] if isinstance(est, IteratedTikhonovRegressor) else y
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            est.fit(df, pd.Series(target))
+        assert est.feature_names_in_.tolist() == ["height", "width"]
+        assert est.n_features_in_ == 2
+        with pytest.raises(ValueError, match=r"The feature names should match those that were "
+                                             r"passed during fit"):
+            est.predict(df[["width", "height"]])
+        with pytest.raises(ValueError, match="Feature names unseen at fit time:\n- depth"):
+            est.predict(df.rename(columns={"width": "depth"}))
+        with pytest.warns(UserWarning, match=f"X does not have valid feature names, but "
+                                             f"{type(est).__name__} was fitted with feature names"):
+            pred = est.predict(X)
+        np.testing.assert_array_equal(pred, est.predict(df))
+        est.fit(X, target)  # a refit on an array forgets the names
+        assert not hasattr(est, "feature_names_in_")
+
+
+def test_dataframe_of_integers_and_non_string_columns(toy):
+    pd = pytest.importorskip("pandas")
+    X, y = separable_blobs(30, seed=4)
+    Xi = np.round(4 * X).astype(np.int64)
+    clf = PerceptronClassifier(solver=TOY).fit(pd.DataFrame(Xi, columns=["a", "b"]), y)
+    ref = PerceptronClassifier(solver=TOY).fit(Xi, y)
+    np.testing.assert_array_equal(clf.decision_function(pd.DataFrame(Xi, columns=["a", "b"])),
+                                  ref.decision_function(Xi))
+    # integer column labels are not feature names (scikit-learn's convention)
+    clf = PerceptronClassifier(solver=TOY).fit(pd.DataFrame(Xi), y)
+    assert not hasattr(clf, "feature_names_in_")
+
+
+@pytest.mark.skipif("fista" not in _SOLVERS, reason="fista not registered")
+def test_stopping_rule_instances_are_copied_at_fit():
+    X, y = mk.datasets.load_heart_scale()
+    rule = mk.get_plugin("stopping", "certified_points")(fraction=0.5)
+    for stop in (rule, [rule]):
+        clf = SVMClassifier(stop=stop).fit(X, y)
+        rule.set_params(fraction=0.9)
+        kept = clf.result_.config.stop
+        kept = kept[0] if isinstance(kept, (list, tuple)) else kept
+        assert kept is not rule and kept.fraction == 0.5
+        assert clf.result_.certificate.verify(X, y)
+        rule.set_params(fraction=0.5)
