@@ -1,0 +1,103 @@
+"""Side-by-side solve times of two builds of marginkit on the shared benchmark data.
+
+    MARGINKIT_DATA=<data folder> python benchmarks/compare_builds.py OLD_TREE NEW_TREE [--reps 2]
+
+OLD_TREE and NEW_TREE are source trees with their extensions built in place (``python
+setup.py build_ext --inplace``; a ``git worktree`` of the commit to compare against). Each
+build runs the same cases in its own process (``--worker``), the two alternating ``--reps``
+times so that drift of a shared machine hits both; each case is timed in-process (the
+minimum of 3 solves; data read once with scikit-learn's svmlight reader, so loaders do
+not count). Printed: per case the median times, the median ratio new/old with its range,
+and both builds' statuses and iteration counts.
+"""
+import argparse
+import json
+import lzma
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def _load(name, n_features=None):
+    from sklearn.datasets import load_svmlight_file
+
+    with lzma.open(os.path.join(os.environ["MARGINKIT_DATA"], name)) as f:
+        X, y = load_svmlight_file(f, n_features=n_features)
+    return X.tocsr(), y
+
+
+def _cases():
+    a9a = _load("a9a.xz", 123)
+    mushrooms = _load("mushrooms.xz")
+    madelon = _load("madelon.xz")
+    Xm = madelon[0].toarray()
+    Xm = (Xm - Xm.mean(0)) / (Xm.std(0) + 1e-12)
+    heart = _load("heart_scale.xz")
+    return [
+        ("a9a fista", a9a, dict(solver="fista")),
+        ("a9a dcd", a9a, dict(solver="dcd", random_state=0)),
+        ("a9a snkp (300 it.)", a9a, dict(solver="snkp", max_iter=300)),
+        ("a9a isnkpvn", a9a, dict(solver="isnkpvn", max_iter=300)),
+        ("a9a iterated_tikhonov t=3", a9a, dict(solver="iterated_tikhonov",
+                                                solver_params={"t": 3})),
+        ("mushrooms fista", mushrooms, dict(solver="fista")),
+        ("mushrooms snkp", mushrooms, dict(solver="snkp")),
+        ("mushrooms perceptron", mushrooms, dict(solver="perceptron")),
+        ("madelon fista", (Xm, madelon[1]), dict(solver="fista")),
+        ("madelon dcd", (Xm, madelon[1]), dict(solver="dcd", random_state=0)),
+        ("heart_scale rbf snkpvn", heart, dict(solver="snkpvn", kernel="rbf", max_iter=2000)),
+    ]
+
+
+def worker():
+    import marginkit as mk
+
+    out = {}
+    for name, (X, y), kw in _cases():
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            res = mk.solve(X, y, **kw)
+            times.append(time.perf_counter() - t0)
+        out[name] = [min(times), res.status, int(res.n_iter)]
+    print(json.dumps(out))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("old")
+    ap.add_argument("new")
+    ap.add_argument("--reps", type=int, default=2)
+    args = ap.parse_args()
+    if "MARGINKIT_DATA" not in os.environ:
+        raise SystemExit("set MARGINKIT_DATA to the benchmark data folder")
+    trees = {"old": os.path.abspath(args.old), "new": os.path.abspath(args.new)}
+    runs = {k: [] for k in trees}
+    for _ in range(args.reps):
+        for key, tree in trees.items():
+            env = dict(os.environ, PYTHONPATH=tree)
+            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker"],
+                                  cwd=tree, env=env, capture_output=True, text=True)
+            lines = [s for s in proc.stdout.splitlines() if s.startswith("{")]
+            if proc.returncode or not lines:
+                raise SystemExit(f"{key} build failed:\n{proc.stderr[-2000:]}")
+            runs[key].append(json.loads(lines[-1]))
+    print(f"{'case':28s} {'old (s)':>9s} {'new (s)':>9s}  new/old median [min, max]  "
+          "status old/new  iterations old/new")
+    for name in runs["old"][0]:
+        old = [r[name][0] for r in runs["old"]]
+        new = [r[name][0] for r in runs["new"]]
+        ratios = [b / a for a, b in zip(old, new)]
+        o, n = runs["old"][0][name], runs["new"][0][name]
+        print(f"{name:28s} {statistics.median(old):9.3f} {statistics.median(new):9.3f}  "
+              f"{statistics.median(ratios):5.2f} [{min(ratios):.2f}, {max(ratios):.2f}]"
+              f"{'':10s}{o[1]}/{n[1]}  {o[2]}/{n[2]}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--worker"]:
+        worker()
+    else:
+        main()
