@@ -201,6 +201,15 @@ def run_job(X, y, config, X_test=None, y_test=None, verify=True):
 
 
 # ----------------------------------------------------------------------------- demo
+#: what the demo's columns mean, printed under its table
+DEMO_LEGEND = (
+    "separable, infeasible, certified and converged are claims, each with the certificate "
+    "that verify(X, y) re-checks from the data alone;\nmargin bounds bracket the "
+    "normalized margin rho_K. max_iter: no claim within the budget (linear kernel: no "
+    "separator through the origin has\nmargin above eps, as the von Neumann rows prove, "
+    "so the perceptrons cannot stop).")
+
+
 def _demo_data(name):
     from . import datasets
 
@@ -267,6 +276,8 @@ def cmd_demo(args):
         print("no solver of the demo is registered yet")
     for note in notes:
         print(f"note: {note}")
+    if rows:
+        print(DEMO_LEGEND)
     print(f"total {time.perf_counter() - t_start:.2f} s; certificates are checked by "
           "certificate.verify(X, y), from the data alone")
     return 1 if failed else 0

@@ -145,6 +145,8 @@ def test_demo_runs_registered_solvers(capsys, toy):
     rbf = [ln for ln in hs if " rbf " in ln][0]
     assert "separable" in rbf and "separator" in rbf and " yes " in rbf
     assert "NO" not in out.split("note:")[0]
+    # the legend says what a status, a certificate and the margin bounds mean
+    assert cli.DEMO_LEGEND in out and "max_iter: no claim" in out
 
 
 def test_demo_default_table_runs_what_is_registered(capsys):
