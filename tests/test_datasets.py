@@ -180,3 +180,14 @@ def test_mnist_t10k(data_dir):
                                       "mnist/t10k-labels-idx1-ubyte.gz")
     assert X.shape == (10000, 784) and 0 <= X.min() and X.max() == 1.0
     np.testing.assert_array_equal(np.bincount(y), [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009])
+
+
+def test_loaded_matrices_have_32_bit_indices_when_they_fit(tmp_path):
+    """As scipy chooses, and as scikit-learn's sparse SVMs require."""
+    path = tmp_path / "small.svm"
+    path.write_text("+1 1:0.5 3:1\n-1 2:2\n")
+    X, y = mk.datasets.load_libsvm(str(path))
+    assert X.indices.dtype == np.int32 and X.indptr.dtype == np.int32
+    assert X.toarray().tolist() == [[0.5, 0.0, 1.0], [0.0, 2.0, 0.0]]
+    svm = pytest.importorskip("sklearn.svm")
+    assert svm.LinearSVC().fit(X, y).predict(X).tolist() == [1.0, -1.0]

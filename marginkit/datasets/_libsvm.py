@@ -380,6 +380,11 @@ def _load(path, n_features):
     X = sp.csr_matrix(X)
     if not X.has_canonical_format:
         X.sum_duplicates()
+    if X.indices.dtype != np.int32 and max(X.nnz, X.shape[1]) < 2**31:
+        # 32-bit indices when they fit, as the pure-Python reader and scipy choose
+        # (scikit-learn's sparse SVMs accept only those)
+        X.indices = X.indices.astype(np.int32)
+        X.indptr = X.indptr.astype(np.int32)
     return X, np.asarray(y, dtype=np.float64)
 
 
