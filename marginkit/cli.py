@@ -476,6 +476,12 @@ def cmd_fit(args):
             raise UsageError(f"argument --output (-m): {exc}") from None
         how = "marginkit predict" if one_vs_rest else "marginkit predict or marginkit.load_result"
         lines.append(("saved", f"{args.model} (read it with {how})"))
+        # what predict will find: the model read back as predict reads it
+        from ._model_file import load_model
+
+        reason = load_model(args.model).unpredictable_reason()
+        if reason is not None:
+            print(f"note: marginkit predict cannot use this model: {reason}", file=sys.stderr)
     if not args.quiet:
         for key, val in lines:
             print(f"{key:<12}{val}")

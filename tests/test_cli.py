@@ -419,3 +419,18 @@ def test_help_texts_name_the_default_and_nothing_internal(capsys):
     assert "Accuracy = 85.01% (13841/16281)" in " ".join(texts[2].split())
     for text in texts:
         assert not re.search(r"shared/|issue \d|API\.md", text)
+
+
+def test_fit_says_when_predict_cannot_use_the_model(capsys, tmp_path):
+    """A kernel approximation's fitted map is not kept in a model file: fit says so at
+    once (on stderr), not only predict later."""
+    train = tmp_path / "heart"
+    X, y = mk.datasets.load_heart_scale()
+    train.write_bytes(_libsvm_text(X.toarray(), y.astype(int)))
+    model = tmp_path / "m"
+    code, out, err = run(capsys, "fit", str(train), "--kernel", "nystroem", "-m", str(model))
+    assert code == 0, err
+    assert "note: marginkit predict cannot use this model: the model uses the kernel " \
+           "approximation 'nystroem'" in err
+    code, out, err = run(capsys, "fit", str(train), "-m", str(model))
+    assert code == 0 and "note:" not in err
