@@ -415,3 +415,33 @@ def test_gradient_only_bound_bounds_the_decrement(fit_intercept):
         # a target below the gradient-only bound: the full computation answers
         assert _link_bounds(blocks, ypm, thetas, bs, k, cert.lam, cert.loss, fit_intercept,
                             enough=0.5 * cheap) == (central, nu_up)
+
+
+def test_gradient_only_bound_with_an_intercept_uses_its_curvature():
+    """With an intercept, lambda_min(H) is at most the intercept's curvature sum(h)/n (below
+    lam/2 for lam = 1: h <= 1/4): the gradient-only bound of a link whose intercept is off
+    stays above the exact decrement (numpy, float64) only with that lower bound."""
+    from marginkit import _referee as R
+    from marginkit.solvers.tikhonov import _link_bounds
+
+    X, y = _logistic_data()
+    lam = 1.0
+    res = mk.solve(X, y, solver="iterated_tikhonov", t=1, lam=lam, fit_intercept=True)
+    assert res.status == "converged"
+    cert = res.certificate
+    ypm = np.where(y == cert.classes[1], 1.0, -1.0)
+    p = X.shape[1]
+    theta = np.ascontiguousarray(cert.chain[:, :p])
+    b = cert.chain[:, p] + 1.0  # the intercept moved off the optimum
+    cheap, _ = _link_bounds(R.RowBlocks(X), ypm, theta, b, 1, lam, "logistic", True,
+                            enough=np.inf)
+    z = X @ theta[0] + b[0]
+    sig = 1.0 / (1.0 + np.exp(ypm * z))          # sigma(-y z)
+    g = -ypm * sig
+    h = sig * (1.0 - sig)
+    n = X.shape[0]
+    Z = np.c_[X, np.ones(n)]
+    H = Z.T @ (Z * h[:, None]) / n + lam * np.diag(np.r_[np.ones(p), 0.0])
+    G = np.r_[X.T @ g / n + lam * theta[0], g.sum() / n]
+    exact = float(np.sqrt(G @ np.linalg.solve(H, G)))
+    assert h.mean() < lam / 2 and cheap >= exact > 1e-3
