@@ -64,6 +64,16 @@ cdef extern from *:
 
 
 # ----------------------------------------------------------------------------- rows
+cdef inline double _projected(double G, double r, double gamma) noexcept nogil:
+    """The projected-gradient component of coordinate r in the box [0, gamma]: G, or its
+    part that points out of the box at an active bound (0 <= r <= gamma)."""
+    if r <= 0.0:
+        return G if G < 0.0 else 0.0
+    if r >= gamma:
+        return G if G > 0.0 else 0.0
+    return G
+
+
 cdef inline double _dot_dense(const floating* x, const double* v, Py_ssize_t d) noexcept nogil:
     cdef double acc = 0.0
     cdef Py_ssize_t j
@@ -1157,12 +1167,7 @@ cdef double _pg_pass(bint dense, const floating* Xp, const floating* dp, const i
         pg[i] = _row_dot(dense, Xp, dp, ip, pp, i, s2a, d)
     for i in range(n):
         G = y[i] * (pg[i] - b * c[i] - P + b * M + t_col * b + t_shift) + mu * r[i] - 1.0
-        if r[i] <= 0.0:
-            p = G if G < 0.0 else 0.0
-        elif r[i] >= gamma:
-            p = G if G > 0.0 else 0.0
-        else:
-            p = G
+        p = _projected(G, r[i], gamma)
         pg[i] = p
         acc += p * p
     return acc
@@ -1260,12 +1265,7 @@ cdef double _fresh_bound_d(bint dense, const floating* Xp, const floating* dp,
         else:
             t = _dot_sparse4(&dp[pp[i]], &ip[pp[i]], pp[i + 1] - pp[i], fresh)
         G = y[i] * (t - mv + b) + mu * r[i] - 1.0
-        if r[i] <= 0.0:
-            p = G if G < 0.0 else 0.0
-        elif r[i] >= gamma:
-            p = G if G > 0.0 else 0.0
-        else:
-            p = G
+        p = _projected(G, r[i], gamma)
         acc += p * p
     om = rc[2] * (rxi + rsum * rc[3]) + rc[4] * rsum
     gnorm = rc[4] + om + mu * sqrt(rsq)
