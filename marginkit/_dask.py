@@ -29,6 +29,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from ._executors import Block, Executor
 from ._validation import (check_sparse_structure, check_X, check_y, dask_array_of,
                           has_nan_label)
 from .solvers import svm
@@ -110,94 +111,29 @@ def _block_labels(scores, classes):
 
 
 # ---------------------------------------------------------------------------------- workers
-class ChunkWorker:
-    """One row chunk of X and y with the solver's chunk-local vectors.
-
-    Created once per chunk (on the worker holding the chunk); solver code runs through
-    ``run(fn, *args)``, where ``fn`` is a module-level function ``fn(chunk, *args)``
-    that reads ``chunk.X``/``chunk.y`` and keeps its vectors in ``chunk.v`` (a dict).
-    """
+class ChunkWorker(Block):
+    """One row chunk of X and y (a ``Block``), created once per chunk on the worker holding
+    the chunk; its structure is checked here, before any compiled code reads it."""
 
     def __init__(self, X, y, index, offset=0):
+        super().__init__(None, None, index, offset)
         self.bad_rows = None
         self.error = None
         try:
-            # the structure of a sparse chunk is checked here, before any compiled code
-            # reads it (messages name the chunk and the row of X)
+            # messages name the chunk and the row of X
             self.X = check_X(X, name=f"X chunk {index}", row_offset=offset)
         except (ValueError, TypeError) as exc:
             # reported by make_pool in chunk order: NaN/inf rows for all chunks at once,
             # with global row numbers, any other problem for the first chunk that has one
-            self.X = None
             if isinstance(exc, ValueError) and "NaN or infinity" in str(exc):
                 self.bad_rows = _nonfinite_rows(X) + offset
             else:
                 self.error = exc
         self.y_raw = y
-        self.y = None
-        self.index = index
-        self.v = {}
-
-    def run(self, fn, *args):
-        return fn(self, *args)
 
 
-class ChunkPool:
-    """The chunk workers of one run and the map / reduce primitives over them.
-
-    ``map(fn, *args)`` calls ``fn(chunk, *args)`` on every chunk (concurrently on a
-    cluster) and returns the results in chunk order; ``reduce`` adds them in that fixed
-    order, so a run is deterministic for a given chunking.
-    """
-
-    def __init__(self, workers, sizes, n_features, dtype, sparse, client=None, keep=()):
-        self.workers = workers
-        self.sizes = np.asarray(sizes, dtype=np.int64)
-        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)])
-        self.n_samples = int(self.offsets[-1])
-        self.n_features = int(n_features)
-        self.dtype = np.dtype(dtype)
-        self.sparse = bool(sparse)
-        self.client = client
-        self._keep = list(keep)  # futures that keep the actors (and X) alive
-
-    @property
-    def shape(self):
-        return (self.n_samples, self.n_features)
-
-    @property
-    def n_chunks(self):
-        return len(self.workers)
-
-    def map(self, fn, *args):
-        if self.client is None:
-            return [w.run(fn, *args) for w in self.workers]
-        futs = [w.run(fn, *args) for w in self.workers]
-        return [f.result() for f in futs]
-
-    def map_each(self, fn, args_per_chunk):
-        """``fn(chunk_i, *args_per_chunk[i])`` for every chunk i."""
-        if self.client is None:
-            return [w.run(fn, *a) for w, a in zip(self.workers, args_per_chunk)]
-        futs = [w.run(fn, *a) for w, a in zip(self.workers, args_per_chunk)]
-        return [f.result() for f in futs]
-
-    def call(self, i, fn, *args):
-        """``fn(chunk_i, *args)`` on one chunk."""
-        out = self.workers[i].run(fn, *args)
-        return out if self.client is None else out.result()
-
-    def gather(self, name):
-        """Concatenate the chunk-local vector ``chunk.v[name]`` (an n-vector) on the client."""
-        return np.concatenate(self.map(_k_get, name))
-
-    def split(self, vec):
-        """An n-vector cut into per-chunk pieces."""
-        return [vec[self.offsets[i]:self.offsets[i + 1]] for i in range(self.n_chunks)]
-
-    def close(self):
-        self._keep = []
-        self.workers = []
+#: the executor over the chunks of a run (``marginkit._executors.Executor``)
+ChunkPool = Executor
 
 
 def _nonfinite_rows(X):
@@ -210,10 +146,6 @@ def _nonfinite_rows(X):
 
 def _k_bad_rows(chunk):
     return chunk.bad_rows, chunk.error
-
-
-def _k_get(chunk, name):
-    return np.asarray(chunk.v[name])
 
 
 def _k_shape(chunk):
@@ -405,6 +337,10 @@ class DaskProblem:
 
     @property
     def X(self):
+        return self.pool
+
+    @property
+    def executor(self):
         return self.pool
 
     def referee_data(self, blocked=False):

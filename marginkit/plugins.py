@@ -96,6 +96,18 @@ class Problem:
         return int(self.rng.bit_generator.random_raw())
 
     @property
+    def executor(self):
+        """The row blocks of ``X`` and ``y`` as a ``marginkit._executors.Executor`` on which
+        a blocked solver runs its block kernels (in memory: one block, built on first use;
+        on a dask array: the chunks, where the workers hold them)."""
+        ex = self.__dict__.get("_executor")
+        if ex is None:
+            from ._executors import local_executor
+
+            ex = self.__dict__["_executor"] = local_executor(self.X, self.y)
+        return ex
+
+    @property
     def n_samples(self):
         return self.X.shape[0]
 
