@@ -56,6 +56,7 @@ def test_doc_page_examples_run(page, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("module", ["marginkit", "marginkit._api", "marginkit._config",
                                     "marginkit.datasets._libsvm", "marginkit.datasets._mnist",
+                                    "marginkit.datasets._clusters",
                                     "marginkit.sklearn", "marginkit._registry"])
 def test_docstring_examples_run(module):
     if module == "marginkit.sklearn":

@@ -1,0 +1,91 @@
+"""The two-cluster generator of the SVM paper's data model (``datasets.make_clusters``)."""
+import tracemalloc
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import marginkit as mk
+from marginkit.datasets import SHAPES, make_clusters
+from marginkit.datasets._clusters import BLOCK_ROWS
+
+
+def test_shape_dtype_labels_and_reproducible():
+    X, y = make_clusters(3000, 7, dtype=np.float32, random_state=3)
+    assert X.shape == (3000, 7) and X.dtype == np.float32 and X.flags.c_contiguous
+    assert set(np.unique(y)) == {-1.0, 1.0} and y.dtype == np.float64
+    X2, y2 = make_clusters(3000, 7, dtype=np.float32, random_state=3)
+    np.testing.assert_array_equal(X, X2)
+    np.testing.assert_array_equal(y, y2)
+    X64, _ = make_clusters(3000, 7, random_state=3)
+    np.testing.assert_allclose(X, X64, rtol=1e-6)  # the same points, rounded once
+
+
+def test_noise_free_clusters_are_separated_by_the_model_direction():
+    # no noise, radius < separation: the hyperplane u^T (x - offset) = 0 separates, and
+    # a separator certificate of the perceptron family verifies
+    X, y = make_clusters(2000, 5, noise=0.0, radius=0.5, separation=1.0, offset=0.0,
+                         random_state=0)
+    res = mk.solve(X, y, solver="snkp")
+    assert res.status == "separable"
+    assert res.certificate.verify(X, y)
+
+
+def test_noise_fraction_and_accuracy_of_a_certified_svm():
+    X, y = make_clusters(20000, 10, noise=0.1, random_state=1)
+    res = mk.solve(X, y, solver="dcd")
+    assert res.status == "certified"
+    acc = float(np.mean(res.predict(X) == y))
+    # a noisy row has a random label and lies anywhere: about half of the 10% are misfit
+    assert 0.9 < acc < 0.99
+
+
+def test_sparse_shape_density_and_structure():
+    X, y = make_clusters(5000, 2000, nnz_per_row=30, dtype=np.float32, random_state=2)
+    assert sp.issparse(X) and X.format == "csr" and X.dtype == np.float32
+    assert X.indices.dtype == np.int32 and X.indptr.dtype == np.int32
+    assert abs(X.nnz / X.shape[0] - 30) < 1.0
+    assert np.all(np.diff(X.indptr) >= 1)
+    Y = X.copy()
+    Y.sort_indices()
+    np.testing.assert_array_equal(X.indices, Y.indices)  # sorted and distinct per row
+    Y.sum_duplicates()
+    assert Y.nnz == X.nnz
+    res = mk.solve(X, y, solver="dcd")
+    assert res.status == "certified" and np.mean(res.predict(X) == y) > 0.85
+
+
+def test_like_presets():
+    assert SHAPES["higgs"] == (10_500_000, 28, None)
+    X, y = make_clusters(like="rcv1", n_samples=300, random_state=0)
+    assert X.shape == (300, 47_236) and sp.issparse(X)
+    X, y = make_clusters(like="susy", n_samples=100, random_state=0)
+    assert X.shape == (100, 18) and isinstance(X, np.ndarray)
+
+
+def test_memory_is_the_output_plus_one_block():
+    # the temporaries are one block's: the overhead does not grow with n_samples
+    def overhead(n):
+        tracemalloc.start()
+        X, _ = make_clusters(n, 16, dtype=np.float32, random_state=0)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return peak - X.nbytes - 8 * n  # minus X and y
+
+    small, large = overhead(2 * BLOCK_ROWS), overhead(6 * BLOCK_ROWS)
+    assert large < small + 2**20
+    assert small < 8 * BLOCK_ROWS * 16 * 8  # a few float64 blocks
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"n_samples": 1}, "n_samples=1 must be an integer >= 2"),
+    ({"noise": 1.5}, r"noise=1.5 must be a finite number >= 0.0 and <= 1.0"),
+    ({"separation": 0.0}, "clusters would coincide"),
+    ({"like": "mnist"}, "like='mnist' is not a known shape"),
+    ({"n_features": 5, "nnz_per_row": 6}, "nnz_per_row=6 must be at most n_features=5"),
+    ({"dtype": np.int64}, "must be numpy.float32 or numpy.float64"),
+    ({"radius": float("nan")}, "radius=nan must be a finite number"),
+])
+def test_bad_arguments(kw, match):
+    with pytest.raises(ValueError, match=match):
+        make_clusters(**kw)
