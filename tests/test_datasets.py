@@ -191,3 +191,65 @@ def test_loaded_matrices_have_32_bit_indices_when_they_fit(tmp_path):
     assert X.toarray().tolist() == [[0.5, 0.0, 1.0], [0.0, 2.0, 0.0]]
     svm = pytest.importorskip("sklearn.svm")
     assert svm.LinearSVC().fit(X, y).predict(X).tolist() == [1.0, -1.0]
+
+
+# ------------------------------------------------------------- the compiled LIBSVM parser
+_TRICKY = (b"+1 1:0.5 3:-2e-3 qid:7 10:1E2 # comment 11:9\r\n"
+           b"\n   \t\n# a comment line\n"
+           b"-1 2:.25  4:-0 # trailing\n"
+           b"0 \n"
+           b"2 1:1e-400 5:123456789.125")  # last line without a newline, an underflow
+
+
+def _same(A, B):
+    assert A.shape == B.shape and A.dtype == B.dtype
+    np.testing.assert_array_equal(A.indptr, B.indptr)
+    np.testing.assert_array_equal(A.indices, B.indices)
+    np.testing.assert_array_equal(A.data, B.data)
+
+
+def test_compiled_reader_equals_pure_python_reader(tmp_path, monkeypatch):
+    path = tmp_path / "tricky.txt"
+    path.write_bytes(_TRICKY)
+    X, y = mk.datasets.load_libsvm(path)
+    X2, y2 = _libsvm._load_fallback(path, None)
+    _same(X, X2)
+    np.testing.assert_array_equal(y, y2)
+    assert X.shape == (4, 10) and X.nnz == 7 and y.tolist() == [1.0, -1.0, 0.0, 2.0]
+    # the compiled reader read it: the pure-Python one is not needed
+    monkeypatch.setattr(_libsvm, "_load_fallback", None)
+    _same(mk.datasets.load_libsvm(path)[0], X2)
+
+
+def test_compiled_reader_lines_across_blocks(tmp_path, monkeypatch):
+    rng = np.random.default_rng(0)
+    lines = []
+    for i in range(300):
+        cols = np.sort(rng.choice(50, size=rng.integers(0, 12), replace=False)) + 1
+        lines.append(f"{i % 3 - 1} " + " ".join(f"{c}:{rng.normal():.17g}" for c in cols))
+    path = tmp_path / "blocks.txt"
+    path.write_text("\n".join(lines) + "\n")
+    ref = _libsvm._load_fallback(path, 60)
+    monkeypatch.setattr(_libsvm, "_PARSE_BLOCK", 37)  # lines cut at every place
+    X, y = mk.datasets.load_libsvm(path, n_features=60)
+    _same(X, ref[0])
+    np.testing.assert_array_equal(y, ref[1])
+
+
+@pytest.mark.parametrize("text", [b"1 1_0:1\n", b"1 +5:1\n", b"1 1:1_5\n"])
+def test_spellings_only_python_reads_give_the_same_result(tmp_path, text):
+    path = tmp_path / "odd.txt"
+    path.write_bytes(text)
+    assert _libsvm._load_compiled(path, None, False) is None  # handed over
+    X, y = mk.datasets.load_libsvm(path)
+    _same(X, _libsvm._load_fallback(path, None)[0])
+
+
+def test_float32_output(data_dir):
+    X64, y64 = mk.datasets.load_libsvm("a9a.t")
+    X32, y32 = mk.datasets.load_libsvm("a9a.t", dtype=np.float32)
+    assert X32.dtype == np.float32 and y32.dtype == np.float64
+    np.testing.assert_array_equal(X32.indices, X64.indices)
+    np.testing.assert_array_equal(X32.data, X64.data.astype(np.float32))
+    with pytest.raises(ValueError, match="dtype='int8' must be numpy.float64 or numpy.float32"):
+        mk.datasets.load_libsvm("a9a.t", dtype="int8")

@@ -5,12 +5,12 @@ A line of such a file is ``label index:value index:value ... [# comment]`` with
 the folder named by the ``MARGINKIT_DATA`` environment variable (with or without a
 ``.xz``/``.gz`` suffix), then among the data files shipped with marginkit.
 
-The text is read in blocks and parsed as a stream, so memory is a small multiple of the
-output CSR matrix whatever the file (a NUL byte, binary data or a line longer than
-``MAX_LINE_BYTES`` is refused at once). scikit-learn's compiled parser is used when it is
-installed (it is an optional dependency); otherwise, to explain any error it reports, and
-for feature indices beyond its 32-bit range, a pure-Python reader parses the stream and
-names the offending line.
+The text is read in blocks and parsed as a stream by a compiled parser
+(``_libsvm_fast``), so memory is about twice the output CSR matrix whatever the file (a NUL
+byte, binary data or a line longer than ``MAX_LINE_BYTES`` is refused at once). When the
+compiled parser meets anything but the plainest valid spelling, a pure-Python reader
+parses the stream again: it names the line of an error, and reads what Python's ``float``
+and ``int`` accept that the compiled parser does not (``1_0``, ``+5``), to the same result.
 """
 import bz2
 import gzip
@@ -113,6 +113,8 @@ _DECOMPRESSION_ERRORS = (EOFError, lzma.LZMAError, zlib.error, OSError)
 
 #: the decompressed text is read in blocks of this many bytes
 _BLOCK = 1 << 20
+#: the compiled reader parses the text in blocks of about this many bytes
+_PARSE_BLOCK = 4 << 20
 #: a line longer than this is refused (a dense row of a million features is ~20 MiB)
 MAX_LINE_BYTES = 64 << 20
 #: the largest feature index (int64 column indices)
@@ -290,16 +292,74 @@ def _load_fallback(path, n_features):
     return X, np.frombuffer(labels, dtype=np.float64).copy()
 
 
-def _load_sklearn(path, n_features):
-    from sklearn.datasets import load_svmlight_file
+def _narrow(part, top):
+    """A parsed block with 32-bit column indices when its indices fit (memory: the
+    output's size, not twice it)."""
+    if top < 2**31 - 1:
+        part[1] = part[1].astype(np.int32)
+    return part
 
-    with _open_binary(path) as fh:
-        X, y = load_svmlight_file(_Lines(fh, path), n_features=n_features, dtype=np.float64,
-                                  zero_based=False)
-    return X, y
+
+def _load_compiled(path, n_features, as_float32):
+    """The compiled reader (``_libsvm_fast.parse_block``) over the stream, block by block;
+    None when it meets anything it does not read (an error, a NUL byte, an unusual
+    spelling of a number, an over-long line): the pure-Python reader then decides."""
+    from ._libsvm_fast import parse_block
+
+    nf = -1 if n_features is None else n_features
+    parts, pending, max_index = [], [], 0  # pending: the pieces of an unfinished line
+    try:
+        with _open_binary(path) as fh:
+            while True:
+                block = fh.read(_PARSE_BLOCK)
+                if not block:
+                    break
+                if b"\0" in block:
+                    return None
+                cut = block.rfind(b"\n")
+                if cut < 0:
+                    pending.append(block)
+                    if sum(map(len, pending)) > MAX_LINE_BYTES:
+                        return None
+                    continue
+                text = b"".join(pending + [block[:cut + 1]])
+                pending = [block[cut + 1:]]
+                ok, *part, top = parse_block(text, nf, as_float32)
+                del text
+                if not ok:
+                    return None
+                parts.append(_narrow(part, top))
+                max_index = max(max_index, top)
+            if any(pending):
+                ok, *part, top = parse_block(b"".join(pending), nf, as_float32)
+                if not ok:
+                    return None
+                parts.append(_narrow(part, top))
+                max_index = max(max_index, top)
+    except _DECOMPRESSION_ERRORS as exc:
+        _raise_corrupt(path, exc)
+    counts = np.concatenate([p[2] for p in parts]) if parts else np.empty(0, np.int64)
+    if counts.size == 0:
+        return None  # no samples: the pure-Python reader says so
+    values = np.concatenate([p[0] for p in parts])
+    indices = np.concatenate([p[1] for p in parts])
+    labels = np.concatenate([p[3] for p in parts])
+    del parts
+    n_cols = max_index if n_features is None else n_features
+    indptr = np.zeros(counts.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    if max(n_cols, indices.size) < 2**31 - 1:
+        indices, indptr = indices.astype(np.int32, copy=False), indptr.astype(np.int32)
+    else:
+        indices = indices.astype(np.int64, copy=False)
+    X = sp.csr_matrix((counts.size, n_cols), dtype=values.dtype)
+    # strictly increasing indices per row, checked by the parser: canonical CSR
+    X.data, X.indices, X.indptr = values, indices, indptr
+    X.has_canonical_format = True
+    return X, labels
 
 
-def load_libsvm(name_or_path, n_features=None):
+def load_libsvm(name_or_path, n_features=None, dtype=np.float64):
     """Load a LIBSVM / svmlight file as a CSR matrix and its labels.
 
     Parameters
@@ -313,12 +373,15 @@ def load_libsvm(name_or_path, n_features=None):
         Number of columns; needed when a test file lacks the highest features of its
         training file (``load_libsvm("a9a.t", n_features=123)``). Indices above it are
         an error.
+    dtype : {numpy.float64, numpy.float32}
+        The dtype of ``X.data`` (float32 halves the values' memory; each value is read
+        in double precision and rounded once).
 
     Returns
     -------
-    X : scipy.sparse.csr_matrix of float64, shape (n_samples, n_features)
-        Canonical CSR (sorted, unique indices); never densified. Feature indices up to
-        2**63 - 1 are read (int64 column indices beyond 2**31 - 1).
+    X : scipy.sparse.csr_matrix of ``dtype``, shape (n_samples, n_features)
+        Canonical CSR (sorted, unique indices); never densified. Column indices are
+        int32 when they fit, int64 otherwise (feature indices up to 2**63 - 1 are read).
     y : ndarray of float64, shape (n_samples,)
         The labels as written in the file (e.g. ``-1/+1``, ``0/1`` or ``2/4``).
 
@@ -346,46 +409,24 @@ def load_libsvm(name_or_path, n_features=None):
         if n_features < 1:
             raise ValueError(f"n_features={n_features} must be >= 1")
         n_features = int(n_features)
+    try:
+        as_float32 = np.dtype(dtype) == np.float32
+        ok = as_float32 or np.dtype(dtype) == np.float64
+    except TypeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"dtype={dtype!r} must be numpy.float64 or numpy.float32")
     path = find_data_file(name_or_path)
     try:
-        return _load(path, n_features)
+        found = _load_compiled(path, n_features, as_float32)
+        if found is None:
+            X, y = _load_fallback(path, n_features)
+            if as_float32:
+                X = X.astype(np.float32)
+            return X, y
+        return found
     except _Refused as exc:
         raise ValueError(str(exc)) from None
-
-
-def _load(path, n_features):
-    try:
-        import sklearn.datasets  # noqa: F401
-    except ImportError:
-        return _load_fallback(path, n_features)
-    try:
-        X, y = _load_sklearn(path, n_features)
-    except _Refused:
-        raise
-    except _DECOMPRESSION_ERRORS as exc:
-        _raise_corrupt(path, exc)
-    except (ValueError, OverflowError, UnicodeDecodeError) as exc:
-        # the pure-Python reader names the line; it also reads feature indices that do
-        # not fit scikit-learn's 32-bit int (int64 indices), so it loads such a file
-        if isinstance(exc, OverflowError):
-            return _load_fallback(path, n_features)
-        _scan(path, n_features, keep=False)
-        raise ValueError(f"{path}: {exc}") from None
-    if X.shape[0] == 0:
-        raise ValueError(f"{path}: no samples (the file has no data lines)")
-    if not (np.isfinite(X.data).all() and np.isfinite(y).all()):
-        # scikit-learn's reader accepts 'nan'/'inf'; the pure-Python one names the line
-        _scan(path, n_features, keep=False)
-        raise ValueError(f"{path}: contains NaN or infinite values")
-    X = sp.csr_matrix(X)
-    if not X.has_canonical_format:
-        X.sum_duplicates()
-    if X.indices.dtype != np.int32 and max(X.nnz, X.shape[1]) < 2**31:
-        # 32-bit indices when they fit, as the pure-Python reader and scipy choose
-        # (scikit-learn's sparse SVMs accept only those)
-        X.indices = X.indices.astype(np.int32)
-        X.indptr = X.indptr.astype(np.int32)
-    return X, np.asarray(y, dtype=np.float64)
 
 
 def load_heart_scale():
