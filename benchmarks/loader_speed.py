@@ -5,8 +5,8 @@ two-cluster model (``make_clusters(like="url")``: millions of columns, ~116 nonz
 row, values printed with 9 significant digits), then reads it in fresh processes,
 alternating the readers, ``--reps`` times each: marginkit float64, marginkit float32,
 scikit-learn float64. Prints the median wall time and the peak RSS of each reader (the
-process's maximum resident set minus its size before reading), and the ratio to
-scikit-learn's time::
+child's maximum resident set minus that of a child that only imports the readers), the
+size of the arrays returned, and the ratio to scikit-learn's time::
 
     python benchmarks/loader_speed.py [--gigabytes 1] [--reps 3] [--path /tmp/url_like.svm]
 """
@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 _CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
 import numpy as np
 which, path = sys.argv[1], sys.argv[2]
 if which == "sklearn":
@@ -29,15 +29,31 @@ else:
     import marginkit as mk
     dtype = np.float32 if which == "marginkit float32" else np.float64
     load = lambda: mk.datasets.load_libsvm(path, dtype=dtype)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
 X, y = load()
 el = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 out = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + y.nbytes
-print(json.dumps({"seconds": el, "peak_mib": (peak - before) / 1024.0,
-                  "output_mib": out / 2**20, "shape": list(X.shape), "nnz": int(X.nnz)}))
+print(json.dumps({"seconds": el, "output_mib": out / 2**20, "shape": list(X.shape),
+                  "nnz": int(X.nnz)}))
 """
+
+
+#: a child that imports both readers and reads nothing: the processes' baseline RSS
+_IDLE = ("import json, marginkit, sklearn.datasets; "
+         "print(json.dumps({'seconds': 0, 'output_mib': 0, 'shape': [0, 0], 'nnz': 0}))")
+
+
+def _child(args):
+    """Run a child; its JSON line and its peak RSS in MiB (``wait4``: this child's own)."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise RuntimeError(f"{args[3]} failed with exit code {proc.returncode}")
+    row = json.loads(out)
+    row["peak_mib"] = usage.ru_maxrss / 1024.0
+    return row
 
 
 def write_file(path, gigabytes):
@@ -72,9 +88,8 @@ def main(argv=None):
     runs = {r: [] for r in readers}
     for _ in range(args.reps):
         for r in readers:
-            out = subprocess.run([sys.executable, "-c", _CHILD, r, args.path], check=True,
-                                 capture_output=True, text=True)
-            runs[r].append(json.loads(out.stdout))
+            runs[r].append(_child([sys.executable, "-c", _CHILD, r, args.path]))
+    idle = _child([sys.executable, "-c", _IDLE])["peak_mib"]
     base = float(np.median([x["seconds"] for x in runs["sklearn"]]))
     print(f"file: {size:.2f} GB, shape {runs['sklearn'][0]['shape']}, "
           f"nnz {runs['sklearn'][0]['nnz']}")
@@ -82,7 +97,7 @@ def main(argv=None):
     print("|---|---|---|---|---|")
     for r in readers:
         t = float(np.median([x["seconds"] for x in runs[r]]))
-        peak = max(x["peak_mib"] for x in runs[r])
+        peak = max(x["peak_mib"] for x in runs[r]) - idle
         print(f"| {r} | {t:.2f} | {t / base:.2f} | {peak:.0f} | {runs[r][0]['output_mib']:.0f} |")
 
 

@@ -6,7 +6,7 @@ the folder named by the ``MARGINKIT_DATA`` environment variable (with or without
 ``.xz``/``.gz`` suffix), then among the data files shipped with marginkit.
 
 The text is read in blocks and parsed as a stream by a compiled parser
-(``_libsvm_fast``), so memory is about twice the output CSR matrix whatever the file (a NUL
+(``_libsvm_fast``), so memory is the output CSR matrix plus one block whatever the file (a NUL
 byte, binary data or a line longer than ``MAX_LINE_BYTES`` is refused at once). When the
 compiled parser meets anything but the plainest valid spelling, a pure-Python reader
 parses the stream again: it names the line of an error, and reads what Python's ``float``
@@ -292,12 +292,30 @@ def _load_fallback(path, n_features):
     return X, np.frombuffer(labels, dtype=np.float64).copy()
 
 
-def _narrow(part, top):
-    """A parsed block with 32-bit column indices when its indices fit (memory: the
-    output's size, not twice it)."""
-    if top < 2**31 - 1:
-        part[1] = part[1].astype(np.int32)
-    return part
+class _Growing:
+    """A 1-D array filled block by block: grown in place by ``ndarray.resize`` (for large
+    arrays the allocator remaps the pages instead of copying them), so that memory is
+    the output plus one block, never a list of blocks and their concatenation."""
+
+    def __init__(self, dtype):
+        self.buf = np.empty(1 << 16, dtype=dtype)
+        self.size = 0
+
+    def extend(self, values):
+        end = self.size + values.size
+        if end > self.buf.size:
+            if values.dtype.itemsize > self.buf.dtype.itemsize:
+                self.buf = self.buf.astype(values.dtype)  # 64-bit indices from here on
+            # (numpy zero-fills the new part: a quarter more at a time bounds the excess)
+            self.buf.resize(max(end, self.buf.size + self.buf.size // 4), refcheck=False)
+        elif values.dtype.itemsize > self.buf.dtype.itemsize:
+            self.buf = self.buf.astype(values.dtype)
+        self.buf[self.size:end] = values
+        self.size = end
+
+    def result(self):
+        self.buf.resize(self.size, refcheck=False)
+        return self.buf
 
 
 def _load_compiled(path, n_features, as_float32):
@@ -307,7 +325,23 @@ def _load_compiled(path, n_features, as_float32):
     from ._libsvm_fast import parse_block
 
     nf = -1 if n_features is None else n_features
-    parts, pending, max_index = [], [], 0  # pending: the pieces of an unfinished line
+    values = _Growing(np.float32 if as_float32 else np.float64)
+    indices, counts, labels = _Growing(np.int32), _Growing(np.int64), _Growing(np.float64)
+    max_index = 0
+
+    def take(text):
+        nonlocal max_index
+        ok, vals, inds, cnts, labs, top = parse_block(text, nf, as_float32)
+        if ok:
+            values.extend(vals)
+            # 32-bit column indices while they fit
+            indices.extend(inds.astype(np.int32) if top < 2**31 - 1 else inds)
+            counts.extend(cnts)
+            labels.extend(labs)
+            max_index = max(max_index, top)
+        return ok
+
+    pending = []  # the pieces of an unfinished line
     try:
         with _open_binary(path) as fh:
             while True:
@@ -324,39 +358,28 @@ def _load_compiled(path, n_features, as_float32):
                     continue
                 text = b"".join(pending + [block[:cut + 1]])
                 pending = [block[cut + 1:]]
-                ok, *part, top = parse_block(text, nf, as_float32)
-                del text
-                if not ok:
+                if not take(text):
                     return None
-                parts.append(_narrow(part, top))
-                max_index = max(max_index, top)
-            if any(pending):
-                ok, *part, top = parse_block(b"".join(pending), nf, as_float32)
-                if not ok:
-                    return None
-                parts.append(_narrow(part, top))
-                max_index = max(max_index, top)
+            if any(pending) and not take(b"".join(pending)):
+                return None
     except _DECOMPRESSION_ERRORS as exc:
         _raise_corrupt(path, exc)
-    counts = np.concatenate([p[2] for p in parts]) if parts else np.empty(0, np.int64)
     if counts.size == 0:
         return None  # no samples: the pure-Python reader says so
-    values = np.concatenate([p[0] for p in parts])
-    indices = np.concatenate([p[1] for p in parts])
-    labels = np.concatenate([p[3] for p in parts])
-    del parts
     n_cols = max_index if n_features is None else n_features
+    counts = counts.result()
     indptr = np.zeros(counts.size + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
+    indices = indices.result()
     if max(n_cols, indices.size) < 2**31 - 1:
-        indices, indptr = indices.astype(np.int32, copy=False), indptr.astype(np.int32)
+        indptr = indptr.astype(np.int32)
     else:
         indices = indices.astype(np.int64, copy=False)
-    X = sp.csr_matrix((counts.size, n_cols), dtype=values.dtype)
+    X = sp.csr_matrix((counts.size, n_cols), dtype=values.buf.dtype)
     # strictly increasing indices per row, checked by the parser: canonical CSR
-    X.data, X.indices, X.indptr = values, indices, indptr
+    X.data, X.indices, X.indptr = values.result(), indices, indptr
     X.has_canonical_format = True
-    return X, labels
+    return X, labels.result()
 
 
 def load_libsvm(name_or_path, n_features=None, dtype=np.float64):
