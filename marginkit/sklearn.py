@@ -63,7 +63,8 @@ from ._api import compose, unfinished_result
 from ._api import solve as _solve
 from ._config import Config
 from .plugins import Plugin
-from ._validation import Param, _float_dtype_for, check_params, check_sparse_structure
+from ._validation import (Param, _float_dtype_for, check_params, check_sparse_structure,
+                          dask_array_of)
 
 __all__ = ["PerceptronClassifier", "SVMClassifier", "IteratedTikhonovClassifier",
            "IteratedTikhonovRegressor", "expected_failed_checks"]
@@ -116,6 +117,29 @@ def _validate(estimator, X, y="no_validation", reset=True, y_numeric=False):
             f"{estimator.n_features_in_} features as input."
         )
     return X if no_y else (X, y)
+
+
+
+def _lazy_rows(estimator, method, X, n_outputs, dtype):
+    """``method`` (one of ``estimator``'s in-memory methods) of a dask array ``X``: a lazy
+    dask array with one block per row chunk, each computed where the chunk is by the
+    in-memory method (which validates it). ``n_outputs`` > 1: 2-D results."""
+    from ._dask import _check_sparse_sources
+
+    check_is_fitted(estimator)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features), got a {X.ndim}-D dask array")
+    n_in = getattr(estimator, "n_features_in_", None)
+    if n_in is not None and X.shape[1] != n_in:
+        raise ValueError(f"X has {X.shape[1]} features, but {type(estimator).__name__} is "
+                         f"expecting {n_in} features as input")
+    _check_sparse_sources(X)  # before dask slices a scipy.sparse matrix in the graph
+    if len(X.chunks[1]) > 1:
+        X = X.rechunk({1: -1})  # row chunks only: each block holds whole rows
+    if n_outputs == 1:
+        return X.map_blocks(method, drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype))
+    return X.map_blocks(method, chunks=(X.chunks[0], (n_outputs,)), dtype=dtype,
+                        meta=np.empty((0, 0), dtype))
 
 
 def _warn_unfinished(estimator, results, classes=None, stacklevel=4):
@@ -269,6 +293,10 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
     def decision_function(self, X):
         """Signed scores: shape (n_samples,) for two classes (positive means
         ``classes_[1]``), else (n_samples, n_classes) one-vs-rest scores."""
+        Xd = dask_array_of(X, "X")
+        if Xd is not None:
+            n = 1 if len(self.classes_) == 2 else len(self.classes_)
+            return _lazy_rows(self, self.decision_function, Xd, n, np.float64)
         check_is_fitted(self)
         X = self._prepare(_validate(self, X, reset=False))
         scores = [r.decision_function(X) for r in self.results_]
@@ -301,7 +329,10 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
         return self._linear_parts()[1]
 
     def predict(self, X):
-        """Class labels (from ``classes_``)."""
+        """Class labels (from ``classes_``); for a dask array X, a lazy dask array."""
+        Xd = dask_array_of(X, "X")
+        if Xd is not None:
+            return _lazy_rows(self, self.predict, Xd, 1, self.classes_.dtype)
         d = self.decision_function(X)
         if d.ndim == 1:
             return self.classes_[(d > 0).astype(int)]
@@ -618,6 +649,9 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
         as scikit-learn's one-vs-rest logistic regression does. Only for
         ``loss="logistic"`` (an AttributeError otherwise).
         """
+        Xd = dask_array_of(X, "X")
+        if Xd is not None:
+            return _lazy_rows(self, self.predict_proba, Xd, len(self.classes_), np.float64)
         d = self.decision_function(X)
         if d.ndim == 1:
             return np.column_stack([expit(-d), expit(d)])
@@ -629,6 +663,9 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
         """Logarithm of ``predict_proba``, computed in log space (log-sigmoid and
         log-sum-exp), so that confident predictions keep their small log-probabilities
         instead of rounding to log(0)."""
+        Xd = dask_array_of(X, "X")
+        if Xd is not None:
+            return _lazy_rows(self, self.predict_log_proba, Xd, len(self.classes_), np.float64)
         d = self.decision_function(X)
         if d.ndim == 1:
             return np.column_stack([log_expit(-d), log_expit(d)])
@@ -688,7 +725,10 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
         return self
 
     def predict(self, X):
-        """Predicted values, shape (n_samples,)."""
+        """Predicted values, shape (n_samples,); for a dask array X, a lazy dask array."""
+        Xd = dask_array_of(X, "X")
+        if Xd is not None:
+            return _lazy_rows(self, self.predict, Xd, 1, np.float64)
         check_is_fitted(self)
         X = _validate(self, X, reset=False)
         return self.result_.decision_function(X)

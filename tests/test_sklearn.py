@@ -503,3 +503,45 @@ def test_stopping_rule_instances_are_copied_at_fit():
         assert kept is not rule and kept.fraction == 0.5
         assert clf.result_.certificate.verify(X, y)
         rule.set_params(fraction=0.5)
+
+
+# ------------------------------------------------------------ predict on dask arrays
+@pytest.mark.parametrize("make", [
+    lambda: SVMClassifier(),
+    lambda: IteratedTikhonovClassifier(kernel="linear"),
+    lambda: PerceptronClassifier(kernel="linear"),
+])
+def test_estimators_predict_lazily_on_dask_arrays(make):
+    da = pytest.importorskip("dask.array")
+    import scipy.sparse
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:400], y[:400] % 3
+    est = make().fit(X, y)
+    methods = ["decision_function", "predict"]
+    if hasattr(est, "predict_proba"):
+        methods += ["predict_proba", "predict_log_proba"]
+    for Xd in (da.from_array(X, chunks=(150, 32)), da.from_array(scipy.sparse.csr_matrix(X), chunks=(150, 64))):
+        for m in methods:
+            lazy = getattr(est, m)(Xd)
+            assert isinstance(lazy, da.Array), m
+            want = getattr(est, m)(X)
+            assert lazy.shape == want.shape
+            if m == "predict":
+                np.testing.assert_array_equal(lazy.compute(), want)
+            else:
+                np.testing.assert_allclose(lazy.compute(), want, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="X has 10 features, but .* is expecting 64 features"):
+        est.predict(da.from_array(X[:, :10], chunks=100))
+
+
+def test_regressor_predicts_lazily_on_dask_arrays():
+    da = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 5))
+    y = X @ rng.normal(size=5)
+    est = IteratedTikhonovRegressor(kernel="linear").fit(X, y)
+    lazy = est.predict(da.from_array(X, chunks=70))
+    assert isinstance(lazy, da.Array)
+    np.testing.assert_allclose(lazy.compute(), est.predict(X), rtol=1e-12, atol=1e-12)
