@@ -1,4 +1,4 @@
-"""Peak memory of ``solve`` on CSR input against the input's size (issue 6 target).
+"""Peak memory of ``solve`` against the input's size: CSR input, and dense float32 input.
 
 Target: peak <= 1.5 x (bytes of data + indices + indptr) + O(n + d): no densifying,
 no hidden copies. Input: seeded random CSR with 5 or 50 (``fast``: 20) nonzeros per row out
@@ -125,9 +125,66 @@ class SolveMemoryCSR:
     track_excess_vectors.unit = "vectors of n+d"
 
 
+class SolveMemoryDense32:
+    """Memory of solve on dense float32 input (the two-cluster model, 28 features: HIGGS'
+    width) of growing n. Target: the extra memory is O(n + d), never a float64 (or any)
+    copy of X: ``track_rss_excess_vectors`` (RSS growth in float64 vectors of length
+    n + d) stays bounded as n grows, and ``track_rss_peak_ratio`` (growth / input) falls."""
+
+    version = "memory-dense32-1"
+    params = (["fista", "fista_svm", "dcd", "pegasos"],
+              [100_000, 400_000, 1_600_000] if common.FULL else [20_000, 80_000])
+    param_names = ["solver", "n"]
+    timeout = 600
+
+    def setup(self, solver, n):
+        import numpy as np
+
+        self.X, self.y = mk.datasets.make_clusters(n, 28, dtype=np.float32, random_state=7)
+        self.kwargs = dict(solver=solver, max_iter=common.size(20, 50), random_state=0)
+
+    def _solve(self):
+        mk.solve(self.X, self.y, **self.kwargs)
+
+    def peakmem_solve(self, solver, n):
+        self._solve()
+
+    def track_rss_peak_ratio(self, solver, n):
+        if not os.path.exists("/proc/self/clear_refs"):
+            raise NotImplementedError("VmHWM reset needs Linux /proc")
+        return rss_growth(self._solve) / self.X.nbytes
+
+    track_rss_peak_ratio.unit = "x input"
+
+    def track_rss_excess_vectors(self, solver, n):
+        if not os.path.exists("/proc/self/clear_refs"):
+            raise NotImplementedError("VmHWM reset needs Linux /proc")
+        return rss_growth(self._solve) / (8.0 * (n + self.X.shape[1]))
+
+    track_rss_excess_vectors.unit = "vectors of n+d"
+
+
 if __name__ == "__main__":
     # cd asv_bench && python -m benchmarks.memory [solvers] [n,n] [nnz,nnz]
+    #              or python -m benchmarks.memory dense32 [solvers] [n,n]
     import sys
+
+    if len(sys.argv) > 1 and sys.argv[1] == "dense32":
+        _solvers = sys.argv[2].split(",") if len(sys.argv) > 2 else SolveMemoryDense32.params[0]
+        _sizes = [int(a) for a in sys.argv[3].split(",")] if len(sys.argv) > 3 \
+            else SolveMemoryDense32.params[1]
+        print("| solver | n | input (MB) | RSS growth (MB) | growth / input | "
+              "vectors of n+d |")
+        print("|---|---|---|---|---|---|")
+        for _s in _solvers:
+            for _n in _sizes:
+                _b = SolveMemoryDense32()
+                _b.setup(_s, _n)
+                _b._solve()  # warm-up
+                _g = rss_growth(_b._solve)
+                print(f"| {_s} | {_n} | {_b.X.nbytes / 1e6:.1f} | {_g / 1e6:.1f} | "
+                      f"{_g / _b.X.nbytes:.3f} | {_g / (8.0 * (_n + 28)):.1f} |", flush=True)
+        sys.exit(0)
 
     _solvers = sys.argv[1].split(",") if len(sys.argv) > 1 else SOLVERS
     _sizes = [int(a) for a in sys.argv[2].split(",")] if len(sys.argv) > 2 else SIZES
