@@ -115,6 +115,13 @@ def compose(config):
     rules, max_iter = _rules_and_cap(config, solver)
     provides = {"n_iter", "elapsed", *solver.provides}
     for rule in rules:
+        if callable(getattr(rule, "reset", None)):
+            raise TypeError(
+                f"stopping rule {rule.name or type(rule).__name__!r} defines reset(problem, "
+                "state), which marginkit does not call: a rule reads the state and never "
+                "writes into it; a solver reads what it needs of the rules from problem.stop "
+                "(their params and triggers). Remove reset"
+            )
         missing = [a for a in rule.requires if a not in provides]
         if missing:
             ok = [n for n in REGISTRIES["stopping"].names()
@@ -305,11 +312,10 @@ def run(problem, solver, rules, max_iter, config):
     ``config.interrupt == "return"`` the loop defers it to the end of the current
     iteration and returns with status ``"interrupted"`` (a second Ctrl-C raises at once).
     """
+    problem.stop = tuple(rules)
     state = solver.start(problem)
     if getattr(state, "problem", None) is None:
         state.problem = problem
-    for rule in rules:
-        rule.reset(problem, state)
     history = {}
     callback = config.callback
     verbose = _Verbose(config.verbose, solver.name or type(solver).__name__) \
@@ -319,26 +325,30 @@ def run(problem, solver, rules, max_iter, config):
     status = None
     accepted = None
     last = None  # (iteration, elapsed, snapshot) of the state's last snapshot
-    state.elapsed = 0.0
+    k = 0  # the loop's count of steps: what state.n_iter reads
     defer = config.interrupt == "return"
     guard = _DeferredInterrupt() if defer else contextlib.nullcontext()
-    # a state with ``step_batch(rules, limit)`` may take several steps per call when nothing
-    # but the rules runs between them (no callback, no verbose output): it returns the
-    # snapshots of all its steps but the last (on which no rule fires), the loop records
-    # the last one and checks the rules on it as after any step; None means "nothing done,
-    # these rules need a check after every step" (the loop then calls ``step``)
-    batch = None
+    # several steps per call (``step_batch``) when nothing but the rules runs between
+    # steps and every rule states its test as thresholds on state fields (``triggers``)
+    batch, triggers = None, None
     if callback is None and verbose is None:
         batch = getattr(state, "step_batch", None)
+        if batch is not None:
+            declared = [rule.triggers(problem) for rule in rules]
+            if all(t is not None for t in declared):
+                triggers = [t for ts in declared for t in ts]
+            else:
+                batch = None
     try:
         with guard:
             while True:
+                state.n_iter = k
                 state.elapsed = clock() - t0
                 snap = state.snapshot()
                 for key, val in snap.items():
                     history.setdefault(key, []).append(val)
                 if verbose is not None:
-                    last = (state.n_iter, state.elapsed, snap)
+                    last = (k, state.elapsed, snap)
                     verbose(*last)
                 for rule in rules:
                     status = rule.check(state)
@@ -353,27 +363,29 @@ def run(problem, solver, rules, max_iter, config):
                 if defer and guard.hit:
                     status = "interrupted"
                     break
-                if state.n_iter >= max_iter:
+                if k >= max_iter:
                     status = "max_iter"
                     break
                 if callback is not None and callback(state):
                     status = "callback"
                     break
-                if batch is None:
-                    state.step()
-                    continue
-                snaps = batch(rules, max_iter - state.n_iter)
-                if snaps is None:
+                if batch is not None:
+                    done = batch(triggers, max_iter - k)
+                    if done is not None:
+                        steps, snaps = done
+                        for key, vals in snaps.items():
+                            history[key].extend(vals)
+                        k += steps
+                        continue
                     batch = None
-                    state.step()
-                    continue
-                for key, vals in snaps.items():
-                    history[key].extend(vals)
+                state.step()
+                k += 1
     except KeyboardInterrupt:
         if not defer or guard.forced:
             raise
         status = "interrupted"
         last = None  # the state may have moved on since its last snapshot
+    state.n_iter = k
     elapsed = clock() - t0
     state.elapsed = elapsed
     if verbose is not None:
