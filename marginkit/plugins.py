@@ -54,7 +54,7 @@ from ._executors import local_executor
 from ._validation import Param, check_params, check_random_state
 
 __all__ = ["Plugin", "Solver", "SolverState", "Smoother", "Kernel", "StoppingRule", "Param",
-           "Problem", "Trigger", "PluginError"]
+           "Problem", "Trigger", "PluginError", "triggers_on"]
 
 
 class PluginError(RuntimeError):
@@ -143,15 +143,18 @@ class Problem:
         the float64 re-check (confirm) a claim passes before the run reports it."""
         return certificate.check(*self.referee_data(getattr(certificate, "blocked", False)))
 
-    def triggers(self, field):
-        """The ``Trigger`` objects on the state field ``field`` declared by the run's rules
-        (``stop``), in rule order; rules that declare none are left out."""
-        out = []
-        for rule in self.stop:
-            declared = rule.triggers(self)
-            if declared:
-                out.extend(t for t in declared if t.field == field)
-        return out
+
+
+def triggers_on(problem, field):
+    """The ``Trigger`` objects on the state field ``field`` declared by the run's rules
+    (``problem.stop``), in rule order; rules that declare none are left out. Any problem
+    with ``stop`` (the in-memory ``Problem``, the Dask backend's) serves."""
+    out = []
+    for rule in getattr(problem, "stop", ()):
+        declared = rule.triggers(problem)
+        if declared:
+            out.extend(t for t in declared if t.field == field)
+    return out
 
 
 class Plugin:

@@ -38,7 +38,7 @@ from ..certificates import Certificate, Verdict, certificate_type, kernel_mismat
     labels_pm as _labels_pm
 from .._validation import Param, check_X
 from ..kernels.builtin import LinearKernel
-from ..plugins import Solver, SolverState, StoppingRule, Trigger
+from ..plugins import Solver, SolverState, StoppingRule, Trigger, triggers_on
 from . import _svm_fast as _f
 from ..utils._threads import single_threaded_blas
 
@@ -1097,14 +1097,14 @@ def certify_target(problem):
     """The fewest certified points at which a rule of the run fires (its ``n_certified``
     triggers: more than ``fraction * n`` for ``certified_points``), or None when no rule
     of the run states one. The states aim their cheap pre-checks at it."""
-    values = [t.value for t in problem.triggers("n_certified") if t.op == ">"]
+    values = [t.value for t in triggers_on(problem, "n_certified") if t.op == ">"]
     return min(values) if values else None
 
 
 def gap_target(problem):
     """The largest projected-gradient gap at which a rule of the run fires (``liblinear``'s
     tol), or None: dcd's shrinking resets its active set at that gap, as LIBLINEAR does."""
-    values = [t.value for t in problem.triggers("projected_gradient_gap") if t.op == "<="]
+    values = [t.value for t in triggers_on(problem, "projected_gradient_gap") if t.op == "<="]
     return max(values) if values else None
 
 
