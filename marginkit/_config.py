@@ -16,13 +16,11 @@ class _Constraint:
     """A constraint object of a ``CONFIG_TABLE`` row (the ``validator`` of its ``Param``),
     in the manner of scikit-learn's ``_param_validation``: ``value`` is accepted as it is
     or normalized (a stop spec becomes a tuple, a dict is copied), else a ``TypeError`` or
-    ``ValueError`` names the field and what it takes (``str(constraint)``)."""
+    ``ValueError`` names the field and what it takes (``str(constraint)``, as the messages
+    before this table read)."""
 
     def __call__(self, value, name, owner):  # pragma: no cover - abstract
         raise NotImplementedError
-
-    def refuse(self, value, name, owner, exc=TypeError, why=""):
-        raise exc(f"{owner}: {name}={value!r} {why or 'is not valid'}; pass {self}")
 
 
 class PluginSpec(_Constraint):
@@ -33,8 +31,7 @@ class PluginSpec(_Constraint):
         self.kind = kind
 
     def __str__(self):
-        extra = ", or a callable k(A, B)" if self.kind == "kernel" else ""
-        return (f"a registered name or a {self.kind.capitalize()} instance{extra} "
+        return (f"a registered name or a {self.kind.capitalize()} instance "
                 f"(see marginkit.list_plugins()['{self.kind}'])")
 
     def __call__(self, value, name, owner):
@@ -48,7 +45,7 @@ class PluginSpec(_Constraint):
             return value
         if self.kind == "kernel" and callable(value) and not isinstance(value, type):
             return value
-        self.refuse(value, name, owner, why=f"is not a {base.__name__}")
+        raise TypeError(f"{owner}: {name}={value!r} must be {self}")
 
 
 class StopSpec(_Constraint):
@@ -108,9 +105,9 @@ class Seed(_Constraint):
         if isinstance(value, (np.random.Generator, np.random.RandomState)):
             return value
         if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
-            self.refuse(value, name, owner, why="is not a seed")
+            raise TypeError(f"{owner}: {name}={value!r} must be {self}")
         if value < 0:
-            self.refuse(value, name, owner, ValueError, why="must be >= 0")
+            raise ValueError(f"{owner}: {name}={value} must be >= 0")
         return int(value)
 
 
@@ -122,9 +119,9 @@ class Level(_Constraint):
 
     def __call__(self, value, name, owner):
         if not isinstance(value, (numbers.Integral, np.integer)):
-            self.refuse(value, name, owner, why="is not an int")
+            raise TypeError(f"{owner}: {name}={value!r} must be {self}")
         if value < 0:
-            self.refuse(value, name, owner, ValueError, why="must be >= 0")
+            raise ValueError(f"{owner}: {name}={value} must be >= 0")
         return int(value)
 
 
