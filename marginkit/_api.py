@@ -9,156 +9,17 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from . import plugins
+from ._compose import (_instantiate, _rules_and_cap, claim_thresholds, compose,
+                       resolve_kernel, resolve_stop)
 from ._config import FIELD_NAMES as _CONFIG_FIELDS, Config
-from ._registry import REGISTRIES, get_plugin
 from ._result import Result
 from .certificates import CLAIM_KINDS
 from .kernels.builtin import LinearKernel
 from ._validation import check_gram, check_X, check_y, dask_array_of
 from .plugins import Problem
 
-__all__ = ["solve", "Problem", "resolve_kernel", "compose"]
-
-
-def _instantiate(kind, spec, params=None):
-    params = params or {}  # read only (unpacked into the constructor's own dict)
-    obj = REGISTRIES[kind].get(spec) if isinstance(spec, str) else spec
-    if isinstance(obj, type):
-        return obj(**params)
-    if params:
-        if isinstance(obj, plugins.Plugin):
-            return type(obj)(**{**obj.params, **params})
-        raise TypeError(f"{kind} parameters {sorted(params)} given for a plug-in instance {obj!r}")
-    return obj
-
-
-def resolve_kernel(kernel, kernel_params=None):
-    """A Kernel instance from a name, class, instance or plain callable ``k(A, B)``."""
-    if isinstance(kernel, str) or isinstance(kernel, type):
-        return _instantiate("kernel", kernel, kernel_params)
-    if isinstance(kernel, plugins.Kernel):
-        return _instantiate("kernel", kernel, kernel_params)
-    if callable(kernel):
-        cls = get_plugin("kernel", "callable")
-        return cls(function=kernel, **(kernel_params or {}))
-    raise TypeError(f"kernel={kernel!r} must be a registered name, a Kernel or a callable k(A, B)")
-
-
-def resolve_stop(stop):
-    rules = []
-    for spec in stop:
-        if isinstance(spec, plugins.StoppingRule):
-            rules.append(spec)
-        elif isinstance(spec, str):
-            rules.append(_instantiate("stopping", spec))
-        else:
-            name, params = spec
-            rules.append(_instantiate("stopping", name, params))
-    return rules
-
-
-def _compatible(kind, attrs):
-    names = []
-    for name in REGISTRIES[kind].names():
-        obj = REGISTRIES[kind].get(name)
-        if all(hasattr(obj, a) for a in attrs):
-            names.append(name)
-    return names
-
-
-def _rule_fits(cls, provides):
-    req = getattr(cls, "requires", ())
-    if isinstance(req, property):  # depends on the rule's parameters (e.g. tolerance)
-        return True
-    return set(req) <= provides
-
-
-def compose(config):
-    """Resolve the plug-ins of ``config`` and check they fit together.
-
-    Returns ``(solver, kernel, smoother, rules, max_iter)``, the kernel being the one the
-    run works on (``Kernel.for_run``). Raises ``ValueError`` naming the missing piece and
-    the compatible registered choices.
-    """
-    solver = _instantiate("solver", config.solver, config.solver_params)
-    sname = solver.name or type(solver).__name__
-    kernel = resolve_kernel(config.kernel, config.kernel_params)
-    for_run = getattr(kernel, "for_run", None)
-    if for_run is not None:
-        # a kernel fitted to data is fitted on a private copy: the run's own
-        kernel = for_run(config)
-
-    need = getattr(solver, "requires", None) or {}  # read only
-    smoother = None
-    if "smoother" in need or config.smoother is not None:
-        spec = config.smoother if config.smoother is not None else solver.default_smoother
-        if spec is None:
-            raise ValueError(f"solver {sname!r} needs a smoother; pass smoother=... "
-                             f"(registered: {REGISTRIES['smoother'].names()})")
-        smoother = _instantiate("smoother", spec)
-        missing = [a for a in need.get("smoother", ()) if not hasattr(smoother, a)]
-        if missing:
-            raise ValueError(
-                f"solver {sname!r} needs a smoother with {missing} (closed-form minimizer over "
-                f"the simplex); smoother {getattr(smoother, 'name', smoother)!r} lacks it. "
-                f"Compatible smoothers: {_compatible('smoother', need.get('smoother', ()))}"
-            )
-    missing = [a for a in need.get("kernel", ()) if getattr(kernel, a, None) is None]
-    if missing:
-        raise ValueError(
-            f"solver {sname!r} needs a kernel with {missing} (an explicit feature map); "
-            f"kernel {getattr(kernel, 'name', kernel)!r} has none. Compatible kernels: "
-            f"{_compatible('kernel', need.get('kernel', ()))}"
-        )
-
-    rules, max_iter = _rules_and_cap(config, solver)
-    provides = {"n_iter", "elapsed", *solver.provides}
-    for rule in rules:
-        missing = [a for a in rule.requires if a not in provides]
-        if missing:
-            ok = [n for n in REGISTRIES["stopping"].names()
-                  if _rule_fits(REGISTRIES["stopping"].get(n), provides)]
-            raise ValueError(
-                f"stopping rule {rule.name or type(rule).__name__!r} needs {missing}, which solver "
-                f"{sname!r} does not provide; compatible rules for {sname!r}: {ok}"
-            )
-    return solver, kernel, smoother, rules, max_iter
-
-
-def _rules_and_cap(config, solver):
-    """The stopping rules of a run of ``solver`` with ``config`` and its iteration cap."""
-    stop = config.stop if config.stop is not None else tuple(solver.default_stop)
-    rules = resolve_stop(stop)
-    if config.time_limit is not None:
-        rules.append(_instantiate("stopping", "time_limit", {"seconds": config.time_limit}))
-    max_iter = config.max_iter if config.max_iter is not None else solver.default_max_iter
-    return rules, int(max_iter)
-
-
-def claim_thresholds(config):
-    """The thresholds the claims of a run with ``config`` are checked against.
-
-    Returns the dict of the solver's ``claim_thresholds(rules)`` (``{}`` for a solver
-    without that method), with the run's stopping rules resolved as ``compose`` resolves
-    them. Raises ``ValueError`` when the configuration cannot be read (a certificate then
-    cannot be checked against it).
-    """
-    from ._referee import stopping_rules
-
-    if not isinstance(config, Config):
-        raise ValueError(f"the run's configuration is a {type(config).__name__}, not a Config")
-    try:
-        solver = _instantiate("solver", config.solver, config.solver_params)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"the run's configuration does not give the claim's threshold: {exc}") \
-            from None
-    rules = stopping_rules(config.stop, tuple(solver.default_stop))
-    if rules is None:
-        raise ValueError("the run's configuration does not give the claim's threshold: its "
-                         "stopping rules cannot be read")
-    fn = getattr(solver, "claim_thresholds", None)
-    return {} if fn is None else dict(fn(rules))
+__all__ = ["solve", "Problem", "resolve_kernel", "resolve_stop", "compose",
+           "claim_thresholds", "run", "referee"]
 
 
 def _make_config(config, kwargs):
@@ -305,11 +166,10 @@ def run(problem, solver, rules, max_iter, config):
     ``config.interrupt == "return"`` the loop defers it to the end of the current
     iteration and returns with status ``"interrupted"`` (a second Ctrl-C raises at once).
     """
+    problem.stop = tuple(rules)
     state = solver.start(problem)
     if getattr(state, "problem", None) is None:
         state.problem = problem
-    for rule in rules:
-        rule.reset(problem, state)
     history = {}
     callback = config.callback
     verbose = _Verbose(config.verbose, solver.name or type(solver).__name__) \
@@ -319,26 +179,30 @@ def run(problem, solver, rules, max_iter, config):
     status = None
     accepted = None
     last = None  # (iteration, elapsed, snapshot) of the state's last snapshot
-    state.elapsed = 0.0
+    k = 0  # the loop's count of steps: what state.n_iter reads
     defer = config.interrupt == "return"
     guard = _DeferredInterrupt() if defer else contextlib.nullcontext()
-    # a state with ``step_batch(rules, limit)`` may take several steps per call when nothing
-    # but the rules runs between them (no callback, no verbose output): it returns the
-    # snapshots of all its steps but the last (on which no rule fires), the loop records
-    # the last one and checks the rules on it as after any step; None means "nothing done,
-    # these rules need a check after every step" (the loop then calls ``step``)
-    batch = None
+    # several steps per call (``step_batch``) when nothing but the rules runs between
+    # steps and every rule states its test as thresholds on state fields (``triggers``)
+    batch, triggers = None, None
     if callback is None and verbose is None:
         batch = getattr(state, "step_batch", None)
+        if batch is not None:
+            declared = [rule.triggers(problem) for rule in rules]
+            if all(t is not None for t in declared):
+                triggers = [t for ts in declared for t in ts]
+            else:
+                batch = None
     try:
         with guard:
             while True:
+                state.n_iter = k
                 state.elapsed = clock() - t0
                 snap = state.snapshot()
                 for key, val in snap.items():
                     history.setdefault(key, []).append(val)
                 if verbose is not None:
-                    last = (state.n_iter, state.elapsed, snap)
+                    last = (k, state.elapsed, snap)
                     verbose(*last)
                 for rule in rules:
                     status = rule.check(state)
@@ -353,27 +217,29 @@ def run(problem, solver, rules, max_iter, config):
                 if defer and guard.hit:
                     status = "interrupted"
                     break
-                if state.n_iter >= max_iter:
+                if k >= max_iter:
                     status = "max_iter"
                     break
                 if callback is not None and callback(state):
                     status = "callback"
                     break
-                if batch is None:
-                    state.step()
-                    continue
-                snaps = batch(rules, max_iter - state.n_iter)
-                if snaps is None:
+                if batch is not None:
+                    done = batch(triggers, max_iter - k)
+                    if done is not None:
+                        steps, snaps = done
+                        for key, vals in snaps.items():
+                            history[key].extend(vals)
+                        k += steps
+                        continue
                     batch = None
-                    state.step()
-                    continue
-                for key, vals in snaps.items():
-                    history[key].extend(vals)
+                state.step()
+                k += 1
     except KeyboardInterrupt:
         if not defer or guard.forced:
             raise
         status = "interrupted"
         last = None  # the state may have moved on since its last snapshot
+    state.n_iter = k
     elapsed = clock() - t0
     state.elapsed = elapsed
     if verbose is not None:

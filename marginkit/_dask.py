@@ -1808,7 +1808,12 @@ class TikhonovDriver(Driver):
                              + ", ".join(bad))
 
     def start(self, problem):
-        return _DaskTikhonovState(problem.pool, self.solver.params)
+        from .solvers.tikhonov import decrement_schedule, rule_schedule
+
+        state = _DaskTikhonovState(problem.pool, self.solver.params)
+        state.tol, kappa = rule_schedule(problem.stop, state.tol)
+        state.decrement_targets = decrement_schedule(state.tol, state.t_sched, kappa)
+        return state
 
     def finalize(self, problem, state, status):
         from .solvers.tikhonov import NewtonDecrementCertificate

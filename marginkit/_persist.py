@@ -563,7 +563,7 @@ class _Loader:
             raise _Refusal(where, f"{name} refused its fields: {exc}") from None
 
     def config(self, node, where):
-        from ._api import _instantiate, resolve_kernel
+        from ._compose import _instantiate, resolve_kernel
         from ._config import Config
 
         if not isinstance(node, dict) or set(node) != {"__config__"}:
@@ -799,7 +799,7 @@ def _plugin_spec(kind):
 
 
 def _stop_entry(loader, node, where):
-    from ._api import _instantiate
+    from ._compose import _instantiate
 
     if isinstance(node, str):
         spec = node

@@ -256,12 +256,12 @@ def stopping_rules(stop, default_stop):
     """The stopping rules of a run's configuration as instances (``Config.stop``, or its
     saved dict form; ``default_stop`` when it is None), or None when an entry cannot be
     read back (a rule instance that a saved configuration keeps only as its repr)."""
-    from ._config import _check_stop
+    from ._config import StopSpec
     from ._registry import REGISTRIES
     from .plugins import StoppingRule
 
     try:
-        specs = _check_stop(default_stop if stop is None else stop, "stop", "config")
+        specs = StopSpec()(default_stop if stop is None else stop, "stop", "config")
     except (TypeError, ValueError):
         return None
     names = REGISTRIES["stopping"].names()

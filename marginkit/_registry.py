@@ -133,12 +133,6 @@ class Registry:
             return sorted(self._items)
 
     def get(self, name):
-        if self._entry_points_loaded:
-            # a hit needs no lock: entry points never replace a registered name, so what a
-            # lookup finds while they load is what it finds after
-            obj = self._items.get(name)
-            if obj is not None:
-                return obj
         self.load_entry_points()
         with self._lock:
             try:

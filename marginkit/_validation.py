@@ -28,7 +28,6 @@ import scipy.sparse as sp
 from .utils._checks import all_finite, two_labels
 
 _MISSING = object()
-_CONTAINERS = frozenset((str, dict, list, tuple))
 _FLOAT_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 _LABEL_DTYPES = frozenset((np.dtype(np.float64), np.dtype(np.int64)))
 
@@ -55,7 +54,6 @@ class Param:
     """
 
     REQUIRED = _MISSING
-    _validator_only = False  # set per row by __init__
 
     def __init__(self, default=_MISSING, types=object, low=None, high=None, low_open=False,
                  high_open=False, options=None, allow_none=False, finite=True, doc="",
@@ -71,10 +69,6 @@ class Param:
         self.finite = finite
         self.doc = doc
         self.validator = validator
-        # a row that only runs its validator on names and containers (Config's plug-in,
-        # stop and dict fields): ``check`` goes straight to it for str, dict, list, tuple
-        self._validator_only = (validator is not None and types is object and options is None
-                                and low is None and high is None)
 
     def describe(self):
         parts = []
@@ -90,9 +84,8 @@ class Param:
         return " ".join(parts) or "a valid value"
 
     def check(self, value, name, owner=""):
-        # the "owner: " prefix of the messages is built on the error paths only
-        if self._validator_only and type(value) in _CONTAINERS:
-            return self.validator(value, name, _owner_name(owner))  # what the steps below reach
+        """``value`` validated (and normalized by ``validator``), or a ``TypeError`` /
+        ``ValueError`` naming ``owner`` and ``name``."""
         if value is None:
             if self.allow_none:
                 return None
@@ -103,22 +96,17 @@ class Param:
                     f"{_where(owner)}{name}={_show(value)} is not valid; use one of {list(self.options)}"
                 )
             return value
-        tv = type(value)
-        # int and float are numbers.Real (and str is not): decided without the ABC check
-        real = tv is float or tv is int or (tv is not str and isinstance(value, numbers.Real))
-        if self.types is not object and not (real and self.types is numbers.Real) \
-                and not isinstance(value, self.types):
-            if isinstance(value, bool) or not (
-                self.types is numbers.Real and isinstance(value, numbers.Real)
-            ):
-                tnames = self.types if isinstance(self.types, tuple) else (self.types,)
-                raise TypeError(
-                    f"{_where(owner)}{name}={_show(value)} has type {type(value).__name__}; expected "
-                    f"{' or '.join(t.__name__ for t in tnames)} ({self.describe()})"
-                )
+        real = isinstance(value, numbers.Real)
+        if self.types is not object and not isinstance(value, self.types) \
+                and not (self.types is numbers.Real and real):
+            tnames = self.types if isinstance(self.types, tuple) else (self.types,)
+            raise TypeError(
+                f"{_where(owner)}{name}={_show(value)} has type {type(value).__name__}; expected "
+                f"{' or '.join(t.__name__ for t in tnames)} ({self.describe()})"
+            )
         if isinstance(value, bool) and self.types in (numbers.Real, numbers.Integral, int, float):
             raise TypeError(f"{_where(owner)}{name}={_show(value)} is a bool; pass a number ({self.describe()})")
-        if real and tv is not bool:
+        if real and not isinstance(value, bool):
             try:
                 v = float(value)
             except OverflowError:  # an int beyond float64's range (10**400)

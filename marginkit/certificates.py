@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from ._compose import claim_thresholds, resolve_kernel
 from ._referee import UNIT as U  # the unit round-off of float64
 
 __all__ = ["Certificate", "Verdict", "NotPositiveSemidefiniteError", "certificate_type",
@@ -469,7 +470,6 @@ def _thresholds(config, key):
     without a configuration. A configuration that does not give it raises ``ValueError``."""
     if config is None:
         return None
-    from ._api import claim_thresholds
 
     value = claim_thresholds(config).get(key)
     if value is None:
@@ -518,7 +518,6 @@ def kernel_mismatch(kernel, config):
     if config is None:
         return None
     from .kernels.builtin import LinearKernel
-    from ._api import resolve_kernel
 
     if isinstance(config, dict):
         spec, params = config.get("kernel", "linear"), config.get("kernel_params")

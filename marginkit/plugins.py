@@ -6,59 +6,61 @@ check the contract. Composition (``marginkit.solve``) checks what a solver needs
 from the other plug-ins (``Solver.requires``) and what stopping rules need from a
 solver's state (``StoppingRule.requires`` against ``Solver.provides``) before running.
 
-The run loop (``marginkit._api``) is::
+The run loop (``marginkit._api.run``) is::
 
+    problem.stop = tuple(rules)             # the run's rules, read only for the solver
     state = solver.start(problem)
-    while state.n_iter < max_iter:
-        status = first rule whose check(state) fires
-        if status is a claim ("separable", "infeasible", "certified", ...):
+    k = 0                                   # the loop's own iteration count
+    while True:
+        state.n_iter, state.elapsed = k, seconds since start    # written by the loop only
+        record state.snapshot() into Result.history
+        status = first rule whose check(state) fires            # rules only read the state
+        if status is a claim ("separable", "infeasible", "certified", or a certificate
+                              the state offers for "converged"):
             certificate = state.certificate(status)     # the claim, checkable from the data
-            stop only if problem.check_certificate(certificate) holds (else go on)
-        state.step()                  # one iteration, GIL released inside Cython
+            verdict = problem.check_certificate(certificate)    # confirm: the referee
+            stop only if the verdict holds, else state.refuted(status, verdict), go on
+        elif status: stop
+        if k >= max_iter: stop with "max_iter"
+        state.step(); k += 1            # one iteration, GIL released inside Cython
     fields = solver.finalize(problem, state, status)
 
+The protocol is one-way. The loop owns ``n_iter`` and ``elapsed``: it assigns both on
+the state after every step (a state may count its own steps, the loop's count is the one
+kept), and a rule reads them. A stopping rule reads the state and never writes into it,
+nor keeps anything of a run on itself. What a solver needs to know of the rules (a
+threshold its cheap pre-checks aim at, the tolerance schedule of its subproblems) it
+reads from ``problem.stop``, before or while it runs: each rule's parameters (``params``)
+and, for a rule that can be stated as thresholds on state fields, its ``triggers(problem)``
+(``Trigger`` objects).
+
 Stopping rules are checked *before* each step (iteration 0 included), as in the
-papers' algorithm boxes ("if G alpha_k > 0, halt"). A claim is reported only after
-this float64 re-check, whichever rule made it (built-in or third-party): the referee is
-the certificate's own ``check`` (``marginkit.certificates``), which recomputes the claim
-from X, y and the kernel.
+papers' algorithm boxes ("if G alpha_k > 0, halt").
+
+Confirm, the float64 re-check: a claim is reported only after the referee has
+re-checked it from the data, whichever rule made it (built-in or third-party). The
+referee is the certificate's own ``check`` (``marginkit.certificates``), which recomputes
+the claim from X, y and the kernel in float64 by a path of its own (never the solver's
+fast path, never a number the certificate stores about itself) against the thresholds of
+the run's configuration. A certificate that does not verify is never reported: the run
+goes on, and a certificate ``finalize`` returns is dropped when it does not verify.
 """
 import dataclasses
-import secrets
 
 import numpy as np
 import scipy.sparse as sp
 
+from ._executors import local_executor
 from ._validation import Param, check_params, check_random_state
 
 __all__ = ["Plugin", "Solver", "SolverState", "Smoother", "Kernel", "StoppingRule", "Param",
-           "Problem", "PluginError"]
+           "Problem", "Trigger", "PluginError", "triggers_on"]
 
 
 class PluginError(RuntimeError):
     """A plug-in raised an exception where marginkit's compiled loops call it (a Python
     smoother's ``argmin_simplex`` or ``value``). The message names the plug-in; the
     plug-in's own exception is the ``__cause__``."""
-
-
-class _GeneratorField:
-    """``Problem.rng``: given a Generator, or a seed (int, None, RandomState) turned into
-    one by ``check_random_state`` on first access, so that a run which draws no random
-    number (or only ``Problem.random_bits``) never builds one (10-20 us per solve)."""
-
-    def __set_name__(self, owner, name):
-        self.key = "_" + name
-
-    def __get__(self, obj, owner=None):
-        if obj is None:
-            return None  # the dataclass default: a fresh generator from OS entropy
-        value = obj.__dict__[self.key]
-        if not isinstance(value, np.random.Generator):
-            value = obj.__dict__[self.key] = check_random_state(value)
-        return value
-
-    def __set__(self, obj, value):
-        obj.__dict__[self.key] = value
 
 
 @dataclasses.dataclass
@@ -70,12 +72,20 @@ class Problem:
     X : ndarray (C or F order) or CSR matrix, float32/float64 (never modified by solvers)
     y : float64 ndarray, +-1 for classification, real for regression
     classes_ : original labels (``classes_[1]`` is +1), None for regression
-    kernel : Kernel instance
+    kernel : Kernel instance (the run's own: ``Kernel.for_run``)
     smoother : Smoother instance or None
     params : dict of validated solver parameters
-    rng : numpy.random.Generator (may be given as a seed: ``random_state`` of ``Config``,
-        built into a Generator on first access)
+    rng : numpy.random.Generator of the run, built from ``random_state`` of ``Config``
+        (a seed, None, a RandomState or a Generator, as ``check_random_state`` takes it)
+        when the problem is made
     config : the Config of the run
+    stop : tuple of StoppingRule
+        The run's stopping rules, set by the run loop before ``Solver.start``. Read only:
+        a solver may read their parameters and ``triggers`` (to aim a cheap pre-check at
+        the rules' thresholds, or to schedule its own tolerances); it never changes them.
+
+    ``executor`` gives a blocked solver the row blocks of X and y; ``check_certificate``
+    is the referee of the run's claims (see the module docstring).
     """
 
     X: object
@@ -84,16 +94,12 @@ class Problem:
     kernel: object
     smoother: object
     params: dict
-    rng: np.random.Generator = _GeneratorField()
+    rng: object = None
     config: object = None
+    stop: tuple = ()
 
-    def random_bits(self):
-        """64 random bits (a Python int): the next raw output of ``rng``'s bit generator,
-        or, when the run's seed is None and ``rng`` was not built yet, 64 bits of fresh OS
-        entropy directly (what a Generator seeded from None would be drawn from)."""
-        if self.__dict__["_rng"] is None:
-            return secrets.randbits(64)
-        return int(self.rng.bit_generator.random_raw())
+    def __post_init__(self):
+        self.rng = check_random_state(self.rng)
 
     @property
     def executor(self):
@@ -102,8 +108,6 @@ class Problem:
         on a dask array: the chunks, where the workers hold them)."""
         ex = self.__dict__.get("_executor")
         if ex is None:
-            from ._executors import local_executor
-
             ex = self.__dict__["_executor"] = local_executor(self.X, self.y)
         return ex
 
@@ -135,8 +139,22 @@ class Problem:
         return self.X, self.labels()
 
     def check_certificate(self, certificate):
-        """The referee's ``Verdict`` on ``certificate`` for this problem's training data."""
+        """The referee's ``Verdict`` on ``certificate`` for this problem's training data:
+        the float64 re-check (confirm) a claim passes before the run reports it."""
         return certificate.check(*self.referee_data(getattr(certificate, "blocked", False)))
+
+
+
+def triggers_on(problem, field):
+    """The ``Trigger`` objects on the state field ``field`` declared by the run's rules
+    (``problem.stop``), in rule order; rules that declare none are left out. Any problem
+    with ``stop`` (the in-memory ``Problem``, the Dask backend's) serves."""
+    out = []
+    for rule in getattr(problem, "stop", ()):
+        declared = rule.triggers(problem)
+        if declared:
+            out.extend(t for t in declared if t.field == field)
+    return out
 
 
 class Plugin:
@@ -194,34 +212,42 @@ class Plugin:
 class SolverState:
     """Mutable state of one run. Subclasses (often Cython cdef classes) implement ``step``.
 
-    Attributes every state has: ``n_iter`` (steps taken) and ``problem`` (the ``Problem``
-    of the run; the run loop sets it when ``start`` did not). Anything listed in the
-    solver's ``provides`` must be an attribute (read by stopping rules and verbose output).
+    Attributes every state has: ``n_iter`` (steps taken) and ``elapsed`` (seconds since
+    the run started), both assigned by the run loop after every step (the loop's values
+    win over any the state keeps itself), and ``problem`` (the ``Problem`` of the run;
+    the run loop sets it when ``start`` did not). Anything listed in the solver's
+    ``provides`` must be an attribute (read by stopping rules and verbose output).
 
     Claims: a state whose solver can end with a claim status (``"separable"``,
     ``"infeasible"``, ``"certified"``; see ``marginkit.certificates.CLAIM_KINDS``)
     implements ``certificate(status)``: the certificate of that claim at the current
     iterate, or None to decline it for now. The run stops on the claim only when the
-    certificate's ``check`` holds on the training data; after a refuted claim the loop
-    calls ``refuted(status, verdict)`` if the state has it (e.g. to wait until its own
-    measure has improved before offering the claim again). A state may also return a
-    certificate for ``"converged"`` (iterated Tikhonov's Newton decrement), which is then
-    checked the same way. A state without ``certificate`` has its claims checked through
-    the certificate of ``solver.finalize(problem, state, status)``.
+    certificate's ``check`` holds on the training data (confirm, the float64 re-check of
+    the module docstring); after a refuted claim the loop calls ``refuted(status,
+    verdict)`` if the state has it (e.g. to wait until its own measure has improved before
+    offering the claim again). A state may also return a certificate for ``"converged"``
+    (iterated Tikhonov's Newton decrement), which is then checked the same way. A state
+    without ``certificate`` has its claims checked through the certificate of
+    ``solver.finalize(problem, state, status)``.
 
-    Optional: ``step_batch(rules, limit)`` takes up to ``limit`` steps in one call when
-    only ``rules`` would run between them (``solve`` uses it without callback and verbose
-    output). It stops after the first step on which a rule could fire and returns the
-    ``snapshot`` values of its steps but the last (dict of lists), or None without taking
-    a step when it cannot evaluate the rules itself.
+    Optional: ``step_batch(triggers, limit)`` takes between 1 and ``limit`` steps in one
+    call (``solve`` uses it when every rule of the run declares its ``triggers`` and
+    nothing else runs between steps: no callback, no verbose output). ``triggers`` is the
+    list of every ``Trigger`` of the run's rules; the state stops after the first step on
+    which one of them holds (or after ``limit`` steps) and returns ``(steps, snapshots)``:
+    the number of steps taken and the ``snapshot`` values of all of them but the last
+    (dict of lists; the loop records the last one and checks the rules on it as after any
+    step). It returns None, without taking a step, when a trigger is on a field it cannot
+    evaluate between its steps (the loop then calls ``step``). History, statuses and
+    results must be those of single steps.
     """
 
     n_iter = 0
+    elapsed = 0.0
     problem = None
 
     def step(self):  # pragma: no cover - abstract
         raise NotImplementedError
-
 
     def snapshot(self):
         """Per-iteration numbers for ``Result.history`` (dict of floats)."""
@@ -334,8 +360,36 @@ class Kernel(Plugin):
         return K, (2.0 * self.trusted_ulps * (np.finfo(np.float64).eps / 2)) * np.abs(K)
 
 
+@dataclasses.dataclass(frozen=True)
+class Trigger:
+    """A threshold on one state field at which a stopping rule fires:
+    ``getattr(state, field) <op> value``, ``op`` one of ``"<", "<=", ">", ">="``."""
+
+    field: str
+    op: str
+    value: float
+
+    _OPS = {"<": float.__lt__, "<=": float.__le__, ">": float.__gt__, ">=": float.__ge__}
+
+    def __post_init__(self):
+        if self.op not in ("<", "<=", ">", ">="):
+            raise ValueError(f"Trigger op={self.op!r}: use one of '<', '<=', '>', '>='")
+        object.__setattr__(self, "value", float(self.value))
+
+    def holds(self, state):
+        """Whether the threshold is met on ``state``."""
+        return self._OPS[self.op](float(getattr(state, self.field)), self.value)
+
+
 class StoppingRule(Plugin):
-    """A stopping rule. ``check(state)`` returns a status string to stop, or None."""
+    """A stopping rule. ``check(state)`` returns a status string to stop, or None.
+
+    A rule reads the state and never writes into it; it keeps nothing of a run on itself
+    (one instance may serve concurrent runs). A rule whose test is a threshold on state
+    fields declares it in ``triggers(problem)``, so that a solver can read it (a cheap
+    pre-check aimed at it, several steps in compiled code up to it: ``step_batch``);
+    ``check`` then fires exactly when one of its triggers holds.
+    """
 
     kind = "stopping"
     #: state attributes needed (checked against the solver's ``provides``)
@@ -346,8 +400,10 @@ class StoppingRule(Plugin):
     #: clause of the warning that says so; "" for nothing beyond max_iter/time_limit)
     advice = ""
 
-    def reset(self, problem, state):
-        """Called once before the first check of a run."""
+    def triggers(self, problem):
+        """The thresholds this rule fires on for the run of ``problem`` (a tuple of
+        ``Trigger``), or None when its test is not a threshold on state fields."""
+        return None
 
     def check(self, state):  # pragma: no cover - abstract
         raise NotImplementedError

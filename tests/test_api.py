@@ -265,3 +265,293 @@ def test_precomputed_gram_checked(count_solver):
     K = np.array([[1.0, 0.5, 0, 0], [0.1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
     with pytest.raises(ValueError, match="not symmetric"):
         mk.solve(K, Y, solver="count", kernel="precomputed")
+
+
+# ------------------------------------------------------------ the one-way plug-in protocol
+class _SilentState(SolverState):
+    """Counts nothing itself: the loop's n_iter and elapsed are the only ones."""
+
+    def __init__(self):
+        self.error = 1.0
+        self.seen = []
+
+    def step(self):
+        self.seen.append(self.n_iter)
+        self.error /= 2.0
+
+
+class _SilentSolver(Solver):
+    provides = ("error",)
+    default_stop = (("tolerance", {"tol": 1e-3}),)
+
+    def start(self, problem):
+        return _SilentState()
+
+    def finalize(self, problem, state, status):
+        return {}
+
+
+class _WrongCount(_SilentState):
+    def step(self):
+        super().step()
+        self.n_iter += 5  # a state's own count: the loop's assignment wins
+
+
+class _WrongCountSolver(_SilentSolver):
+    def start(self, problem):
+        return _WrongCount()
+
+
+@pytest.mark.parametrize("solver", [_SilentSolver, _WrongCountSolver])
+def test_the_loop_owns_n_iter_and_elapsed(solver):
+    res = mk.solve(np.eye(3), [0, 1, 1], solver=solver)
+    # error = 2^-k <= 1e-3 first at k = 10; before step k the state read n_iter = k
+    assert res.status == "converged" and res.n_iter == 10
+    assert res.time_s >= 0.0
+
+
+def test_state_n_iter_is_the_loop_count_before_each_step():
+    seen = []
+
+    class Spy(_SilentSolver):
+        def start(self, problem):
+            state = _WrongCount()
+            seen.append(state)
+            return state
+
+    mk.solve(np.eye(3), [0, 1, 1], solver=Spy)
+    assert seen[0].seen == list(range(10))
+    assert seen[0].n_iter == 10 and seen[0].elapsed > 0.0
+
+
+def test_a_rule_with_reset_is_refused():
+    class Old(mk.plugins.StoppingRule):
+        def reset(self, problem, state):
+            state.error = 0.0
+
+        def check(self, state):
+            return None
+
+    with pytest.raises(TypeError, match=r"defines reset\(problem, state\), which marginkit "
+                                        r"does not call.*Remove reset"):
+        mk.solve(np.eye(3), [0, 1, 1], solver=_SilentSolver, stop=Old())
+
+
+class _ReadOnlyState:
+    """The state as a rule sees it in these tests: reads pass through, writes raise."""
+
+    def __init__(self, state):
+        object.__setattr__(self, "_state", state)
+
+    def __getattr__(self, item):
+        return getattr(self._state, item)
+
+    def __setattr__(self, key, value):
+        raise AssertionError(f"a stopping rule wrote state.{key}")
+
+
+def _builtin_rule_classes():
+    reg = mk._registry.REGISTRIES["stopping"]
+    return {name: reg.get(name) for name in reg.names()}
+
+
+_PROTOCOL_RUNS = [
+    dict(solver="dcd", random_state=0),
+    dict(solver="dcd", random_state=0, stop="liblinear"),
+    dict(solver="dcd", random_state=0, bound_check="always",
+         stop=[("certified_points", {"fraction": 0.2}), ("max_iter", {"n": 50})]),
+    dict(solver="fista"),
+    dict(solver="fista_svm", stop=[("certified_points", {"fraction": 0.1})]),
+    dict(solver="pegasos", epochs=3, random_state=0),
+    dict(solver="snkp"),
+    dict(solver="isnkpvn", stop=["separated", "dual_certificate"]),
+    dict(solver="perceptron", time_limit=10.0),
+    dict(solver="iterated_tikhonov", t=2, stop=[("newton_decrement", {"tol": 1e-6,
+                                                                      "kappa": 2.0})]),
+    dict(solver="fista", stop=[("tolerance", {"tol": 1e-3, "attribute": "error_bound"})]),
+]
+
+
+@pytest.mark.parametrize("kw", _PROTOCOL_RUNS, ids=lambda kw: kw["solver"])
+def test_rules_read_the_state_and_are_left_unchanged(monkeypatch, kw):
+    import copy
+
+    for name, cls in _builtin_rule_classes().items():
+        if "check" in vars(cls):
+            orig = vars(cls)["check"]
+            monkeypatch.setattr(cls, "check",
+                                lambda self, state, _orig=orig: _orig(self, _ReadOnlyState(state)))
+            assert "reset" not in vars(cls), name
+    X, y = mk.datasets.make_separable(60, margin=0.05, random_state=3)[:2]
+    spec = kw.get("stop")
+    solver = mk.get_plugin("solver", kw["solver"])
+    rules = mk._api.resolve_stop(mk.Config(stop=spec).stop
+                                 or mk._api._instantiate("solver", solver).default_stop)
+    before = [copy.deepcopy(r.__dict__) for r in rules]
+    res = mk.solve(X, y, **{**kw, "stop": rules})
+    assert res.status  # the rules were checked (iteration 0 at least) through the view
+    for rule, state in zip(rules, before):
+        assert rule.__dict__ == state, rule
+
+
+def test_a_rule_instance_serves_runs_with_different_thresholds_unchanged():
+    # the rule's fraction reaches the state through problem.stop, never through the rule
+    rule = mk.get_plugin("stopping", "certified_points")(fraction=0.3)
+    X, y = mk.datasets.make_separable(80, margin=0.05, random_state=1)[:2]
+    a = mk.solve(X, y, solver="dcd", random_state=0, stop=rule)
+    b = mk.solve(X[:40], y[:40], solver="dcd", random_state=0, stop=rule)
+    assert rule.params == {"fraction": 0.3} and set(vars(rule)) == {"params"}
+    assert a.certified_mask.sum() > 0.3 * 80 and b.certified_mask.sum() > 0.3 * 40
+
+
+class _FakeState:
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+@pytest.mark.parametrize("name,params,field,values", [
+    ("separated", {}, "min_margin", [-1.0, 0.0, 1e-300, 2.0]),
+    ("dual_certificate", {"eps": 1e-3}, "dual_norm", [1e-2, 1e-3, 1e-4]),
+    ("tolerance", {"tol": 0.5, "attribute": "gap"}, "gap", [1.0, 0.5, 0.25]),
+    ("max_iter", {"n": 3}, "n_iter", [0, 2, 3, 4]),
+    ("certified_points", {"fraction": 0.25}, "n_certified", [0, 2, 3, 4]),
+    ("liblinear", {"tol": 0.1}, "projected_gradient_gap", [np.inf, 0.2, 0.1, 0.05]),
+])
+def test_a_rules_check_fires_exactly_when_its_triggers_hold(name, params, field, values):
+    rule = mk.get_plugin("stopping", name)(**params)
+    problem = mk.plugins.Problem(X=np.zeros((10, 2)), y=np.ones(10), classes_=None, kernel=None,
+                                 smoother=None, params={}, rng=0)
+    triggers = rule.triggers(problem)
+    assert triggers and all(t.field == field for t in triggers)
+    fired = []
+    for v in values:
+        state = _FakeState(problem=problem, **{field: v})
+        by_check = rule.check(state) is not None
+        assert by_check == any(t.holds(state) for t in triggers), (name, v)
+        fired.append(by_check)
+    assert any(fired) and not all(fired)
+
+
+def test_trigger_refuses_an_unknown_operator():
+    with pytest.raises(ValueError, match=r"Trigger op='=='"):
+        mk.plugins.Trigger("n_iter", "==", 3)
+
+
+def test_rules_without_thresholds_declare_none():
+    problem = mk.plugins.Problem(X=np.zeros((4, 2)), y=np.ones(4), classes_=None, kernel=None,
+                                 smoother=None, params={}, rng=0)
+    assert mk.get_plugin("stopping", "time_limit")(seconds=1.0).triggers(problem) is None
+    assert mk.get_plugin("stopping", "dual_certificate")().triggers(problem) is None
+    assert mk.get_plugin("stopping", "newton_decrement")().triggers(problem) is None
+
+
+@pytest.mark.parametrize("stop", [None, "liblinear", [("certified_points", {"fraction": 0.5}),
+                                                      ("max_iter", {"n": 7})]])
+def test_dcd_batched_epochs_equal_single_steps(stop):
+    # a callback turns batching off: the same iterations, history and result
+    X, y = mk.datasets.make_separable(300, margin=0.02, random_state=5)[:2]
+    kw = dict(solver="dcd", random_state=4, stop=stop)
+    batched = mk.solve(X, y, **kw)
+    single = mk.solve(X, y, callback=lambda state: False, **kw)
+    assert (batched.status, batched.n_iter) == (single.status, single.n_iter)
+    for key in single.history:
+        np.testing.assert_array_equal(batched.history[key], single.history[key])
+    np.testing.assert_array_equal(batched.dual_coef_, single.dual_coef_)
+
+
+def test_a_third_party_rule_with_triggers_batches_dcd_epochs():
+    calls = []
+
+    class GapBelow(mk.plugins.StoppingRule):
+        requires = ("projected_gradient_gap",)
+
+        def triggers(self, problem):
+            return (mk.plugins.Trigger("projected_gradient_gap", "<=", 0.05),)
+
+        def check(self, state):
+            calls.append(state.n_iter)
+            return self.status if state.projected_gradient_gap <= 0.05 else None
+
+    X, y = mk.datasets.make_separable(300, margin=0.02, random_state=5)[:2]
+    res = mk.solve(X, y, solver="dcd", random_state=0, stop=GapBelow())
+    ref = mk.solve(X, y, solver="dcd", random_state=0, stop=[("liblinear", {"tol": 0.05})])
+    assert res.status == ref.status == "converged" and res.n_iter == ref.n_iter > 2
+    assert len(calls) < res.n_iter  # epochs ran in batches between the rule's checks
+
+
+def test_problem_builds_its_generator_from_the_seed():
+    kw = dict(X=np.zeros((2, 1)), y=np.ones(2), classes_=None, kernel=None, smoother=None,
+              params={})
+    a = mk.plugins.Problem(rng=7, **kw).rng
+    assert isinstance(a, np.random.Generator)
+    assert a.bit_generator.random_raw() == np.random.default_rng(7).bit_generator.random_raw()
+    g = np.random.default_rng(1)
+    assert mk.plugins.Problem(rng=g, **kw).rng is g
+
+
+# ----------------------------------------------------------------------- the module graph
+def _modules():
+    import pathlib
+
+    root = pathlib.Path(mk.__file__).parent
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts[-1] != "__main__":
+            out.append(".".join(parts))
+    return out
+
+
+def test_top_level_imports_form_no_cycle():
+    import ast
+    import importlib.util
+
+    mods = set(_modules())
+    graph = {}
+    for mod in mods:
+        spec = importlib.util.find_spec(mod)
+        tree = ast.parse(open(spec.origin).read())
+        pkg = mod if spec.origin.endswith("__init__.py") else mod.rpartition(".")[0]
+        deps = set()
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                                    + ([node.module] if node.module else []))
+                for a in node.names:
+                    deps.add(f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base)
+            elif isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names)
+        graph[mod] = {d for d in deps if d in mods and d != mod}
+
+    state = {}
+
+    def visit(m, path):
+        state[m] = "open"
+        for d in sorted(graph[m]):
+            if state.get(d) == "open":
+                raise AssertionError(f"import cycle: {' -> '.join(path + [m, d])}")
+            if d not in state:
+                visit(d, path + [m])
+        state[m] = "done"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
+
+
+@pytest.mark.slow
+def test_every_module_imports_first_in_a_fresh_interpreter():
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(mk.__file__))
+    env = dict(os.environ, PYTHONPATH=root)
+    for mod in _modules():
+        proc = subprocess.run([sys.executable, "-c", f"import {mod}"], env=env,
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, f"import {mod} first: {proc.stderr[-2000:]}"

@@ -38,8 +38,7 @@ from ..certificates import Certificate, Verdict, certificate_type, kernel_mismat
     labels_pm as _labels_pm
 from .._validation import Param, check_X
 from ..kernels.builtin import LinearKernel
-from ..plugins import Solver, SolverState, StoppingRule
-from ..stopping import MaxIter
+from ..plugins import Solver, SolverState, StoppingRule, Trigger, triggers_on
 from . import _svm_fast as _f
 from ..utils._threads import single_threaded_blas
 
@@ -558,9 +557,8 @@ def _prepare(problem, scale, diag_shift=None):
     fmap = getattr(problem.kernel, "feature_map", None)
     X = problem.X
     identity = True
-    if getattr(fmap, "__func__", None) is LinearKernel.feature_map:
-        # the linear kernel's map is ``check_X``, which returns the already validated
-        # problem.X itself: not run a second time
+    if isinstance(problem.kernel, LinearKernel):
+        # the identity map (``check_X``, which would return the validated problem.X itself)
         fmap = None
     if fmap is not None:
         Phi = _referee.feature_rows(problem.kernel, X)
@@ -770,8 +768,7 @@ class CertifiedPointsCertificate(Certificate):
 
     def _feature_map(self, X):
         kernel = getattr(self, "kernel", None)  # absent in certificates saved before
-        if kernel is None or getattr(getattr(kernel, "feature_map", None), "__func__",
-                                     None) is LinearKernel.feature_map:
+        if kernel is None or isinstance(kernel, LinearKernel):
             return None  # the identity map: X itself
         if getattr(kernel, "fitted", True) is False:
             # a loaded result keeps the kernel's parameters only: fit the map on the
@@ -1062,13 +1059,12 @@ class CertifiedPoints(StoppingRule):
     param_table = {"fraction": Param(0.0, types=numbers.Real, low=0.0, high=1.0, high_open=True,
                                      doc="stop when more than fraction * n points are certified")}
 
-    def reset(self, problem, state):
-        if hasattr(state, "certify_fraction"):
-            state.certify_fraction = self.params["fraction"]
-
     def threshold(self, state):
         """Points to exceed: ``fraction * n``."""
         return self.params["fraction"] * state.problem.n_samples
+
+    def triggers(self, problem):
+        return (Trigger("n_certified", ">", self.params["fraction"] * problem.n_samples),)
 
     def check(self, state):
         return self.status if state.n_certified > self.threshold(state) else None
@@ -1090,12 +1086,26 @@ class Liblinear(StoppingRule):
     param_table = {"tol": Param(0.1, types=numbers.Real, low=0, low_open=True,
                                 doc="threshold on max - min projected gradient (LIBLINEAR eps)")}
 
-    def reset(self, problem, state):
-        if hasattr(state, "shrink_tol"):
-            state.shrink_tol = self.params["tol"]
+    def triggers(self, problem):
+        return (Trigger("projected_gradient_gap", "<=", self.params["tol"]),)
 
     def check(self, state):
         return self.status if state.projected_gradient_gap <= self.params["tol"] else None
+
+
+def certify_target(problem):
+    """The fewest certified points at which a rule of the run fires (its ``n_certified``
+    triggers: more than ``fraction * n`` for ``certified_points``), or None when no rule
+    of the run states one. The states aim their cheap pre-checks at it."""
+    values = [t.value for t in triggers_on(problem, "n_certified") if t.op == ">"]
+    return min(values) if values else None
+
+
+def gap_target(problem):
+    """The largest projected-gradient gap at which a rule of the run fires (``liblinear``'s
+    tol), or None: dcd's shrinking resets its active set at that gap, as LIBLINEAR does."""
+    values = [t.value for t in triggers_on(problem, "projected_gradient_gap") if t.op == "<="]
+    return max(values) if values else None
 
 
 class _ClaimOffers:
@@ -1141,7 +1151,7 @@ class _FistaState(_ClaimOffers, SolverState):
         self._rc_long = self.rc.array_long_double()
         self._fresh = np.zeros(d, dtype=np.longdouble)
         self.fresh_bounds = 0  # iterations that fell back on the projected-gradient bound
-        self.certify_fraction = 0.0  # set by the certified_points rule (reset)
+        self.certify_above = 0.0  # fewest certified points a rule fires at (start)
         self._sums = ((0.0, 0.0), (0.0, 0.0))  # (sum r, sum r^2) of r_k and r_{k-1}
         self.rounding = 0.0
         self.r_prev, self.r, self._r_buf = np.zeros(n), np.zeros(n), np.zeros(n)
@@ -1223,11 +1233,11 @@ class _FistaState(_ClaimOffers, SolverState):
 
     def _rounding_decides(self, eps, rho, ncert, r_new):
         """Whether the fallback bound is worth its pass: the rounding term exceeds the
-        FISTA term, or without it the rule (more than ``certify_fraction * n`` points)
-        would fire and with it does not."""
+        FISTA term, or without it the rule (more than ``certify_above`` points) would
+        fire and with it does not."""
         if rho >= eps - rho:
             return True
-        need = self.certify_fraction * r_new.shape[0]
+        need = self.certify_above
         if ncert > need or rho < 1e-3 * eps:
             # the rule fires anyway, or the term is too small to hold it back but for a
             # point within 1e-3 eps of its level (one iteration later at worst): no O(n) count
@@ -1259,6 +1269,9 @@ class _FistaBase(Solver):
         state = _FistaState(data, problem.y, gamma, mu, mu + lam, self.augmented,
                             info["passes"])
         state.lipschitz_method = info["method"]
+        target = certify_target(problem)
+        if target is not None:
+            state.certify_above = target
         state.fit = (data, Xfit, identity)
         state._solver = self
         return state
@@ -1339,7 +1352,8 @@ _NO_HISTORY = np.empty((0, 4))
 
 
 class _DCDState(_ClaimOffers, SolverState):
-    def __init__(self, data, y, gamma, mu, seed, shrinking, bound_check):
+    def __init__(self, data, y, gamma, mu, seed, shrinking, bound_check, certify_above=None,
+                 shrink_tol=None):
         n, d = data.n, data.d
         self.data, self.y, self.gamma, self.mu = data, y, gamma, mu
         self.level = certify_level(gamma, mu)
@@ -1353,8 +1367,12 @@ class _DCDState(_ClaimOffers, SolverState):
         self.scal = np.zeros(2)  # [b, P]
         self.qd = data.qd if data.qd is not None else data.zsq + 1.0 + mu
         self.index = np.arange(n, dtype=np.int64)
-        self.shrink_tol = 0.1
-        self.certify_fraction = None if bound_check == "lazy" else 0.0
+        # from the run's rules (``DCD.start``): the gap at which a shrunk active set is
+        # reset (liblinear's tol, else LIBLINEAR's default 0.1), and the certified-point
+        # count the lazy full-bound check aims at (None: no rule counts certified points)
+        self.shrink_tol = 0.1 if shrink_tol is None else shrink_tol
+        self.certify_fraction = None if certify_above is None or bound_check != "lazy" \
+            else certify_above / n
         self._pg = np.empty(n)
         # the kernel's loop state between calls (see _svm_fast.dcd_epochs): active size,
         # previous PG extremes, shrink_tol, certify_fraction, full passes, estimate
@@ -1442,25 +1460,24 @@ class _DCDState(_ClaimOffers, SolverState):
     def step(self):
         self._epochs(1)
 
-    def step_batch(self, rules, limit):
-        """Several iterations in one call where the run loop would only have recorded
-        their snapshots: stops after the first iteration on which one of ``rules`` could
-        fire, or after ``limit``. Returns the snapshots of the iterations before the last
-        one (dict of lists), or None (one ``step``) when a rule is not one whose test the
-        kernel evaluates (``certified_points``, ``liblinear``, ``max_iter``)."""
+    def step_batch(self, triggers, limit):
+        """Several iterations in one Cython call where the run loop would only have
+        recorded their snapshots (``SolverState.step_batch``): stops after the first
+        iteration on which one of ``triggers`` holds, or after ``limit``. The kernel
+        evaluates thresholds on ``n_certified`` (">"), ``projected_gradient_gap`` ("<=")
+        and ``n_iter`` (">="); any other trigger returns None (one ``step`` at a time)."""
         cert_above, gap_at_most = np.inf, -np.inf
-        for rule in rules:
-            kind = type(rule)
-            if kind is CertifiedPoints:
-                cert_above = min(cert_above, float(rule.threshold(self)))
-            elif kind is Liblinear:
-                gap_at_most = max(gap_at_most, float(rule.params["tol"]))
-            elif kind is MaxIter:
-                limit = min(limit, int(rule.params["n"]) - self.n_iter)
+        for t in triggers:
+            if t.field == "n_certified" and t.op == ">":
+                cert_above = min(cert_above, t.value)
+            elif t.field == "projected_gradient_gap" and t.op == "<=":
+                gap_at_most = max(gap_at_most, t.value)
+            elif t.field == "n_iter" and t.op == ">=":
+                limit = min(limit, math.ceil(t.value) - self.n_iter)
             else:
                 return None
         rows = self._epochs(max(1, min(limit, self._batch_cap)), cert_above, gap_at_most)
-        return dict(zip(_DCD_HISTORY, rows[:-1].T.tolist()))
+        return rows.shape[0], dict(zip(_DCD_HISTORY, rows[:-1].T.tolist()))
 
     def snapshot(self):
         return {"objective": self.objective, "error_bound": self.error_bound,
@@ -1501,11 +1518,11 @@ class DCD(Solver):
         gamma, mu = _gamma_mu(self.params, problem.X.shape[0])
         data, Xfit, identity = _prepare(problem, self.params["scale"], diag_shift=mu)
         check_scales(self.name, data, gamma, mu)
-        # 64 bits of the run's generator (without building one for random_state=None)
-        random_bits = getattr(problem, "random_bits", None)
-        seed = random_bits() if random_bits is not None else problem.rng.bit_generator.random_raw()
+        # the epochs' SplitMix64 stream is seeded from 64 bits of the run's generator
+        seed = problem.rng.bit_generator.random_raw()
         state = _DCDState(data, problem.y, gamma, mu, seed, self.params["shrinking"],
-                          self.params["bound_check"])
+                          self.params["bound_check"], certify_target(problem),
+                          gap_target(problem))
         state.fit = (data, Xfit, identity)
         state._solver = self
         return state

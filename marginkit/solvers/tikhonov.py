@@ -67,6 +67,20 @@ def decrement_schedule(tol, t, kappa=KAPPA):
     return float(tol) * float(kappa) ** (k - t) / t
 
 
+def rule_schedule(rules, tol):
+    """``(tol, kappa)`` of the decrement schedule of a run with stopping rules ``rules``:
+    those of its ``newton_decrement`` rule (the last one when several; its tol None means
+    the solver's ``tol``), else the solver's ``tol`` and ``KAPPA``. The state and the
+    referee (``run_targets``) read the schedule from the rules this one way."""
+    kappa = KAPPA
+    for rule in rules:
+        if isinstance(rule, NewtonDecrement):
+            if rule.params["tol"] is not None:
+                tol = rule.params["tol"]
+            kappa = rule.params["kappa"]
+    return float(tol), float(kappa)
+
+
 def iterated_tikhonov_filter(s, lam, t):
     """g_lam^t(s) = (1 - (lam / (s + lam))^t) / s (Eq. 8), stable near s = 0 (-> t / lam).
 
@@ -445,8 +459,8 @@ class _TikhonovState(_GuardedNewton, SolverState):
     """One run: the proximal sequence and the Newton iterations of the current subproblem.
 
     Attributes read by stopping rules: ``decrement`` (Newton decrement of the current
-    subproblem at the current iterate), ``decrement_targets`` (Proposition 1 schedule,
-    set by the ``newton_decrement`` rule), ``prox_step`` (k, 1-based), ``n_prox`` (t,
+    subproblem at the current iterate), ``decrement_targets`` (Proposition 1 schedule
+    of the run's ``newton_decrement`` rule), ``prox_step`` (k, 1-based), ``n_prox`` (t,
     or the chosen t once ``t="auto"`` has decided), ``objective``, ``empirical_risk``.
     """
 
@@ -457,8 +471,8 @@ class _TikhonovState(_GuardedNewton, SolverState):
         self.auto = prm["t"] == "auto"
         self.t_sched = prm["t_max"] if self.auto else prm["t"]
         self.n_prox = self.t_sched
-        self.tol = prm["tol"]
-        self.decrement_targets = decrement_schedule(self.tol, self.t_sched)
+        self.tol, kappa = rule_schedule(problem.stop, prm["tol"])
+        self.decrement_targets = decrement_schedule(self.tol, self.t_sched, kappa)
         self.method = prm["method"]
         self.n_iter = 0
         self.elapsed = 0.0
@@ -780,8 +794,8 @@ class _TikhonovState(_GuardedNewton, SolverState):
 class NewtonDecrement(StoppingRule):
     """Proposition 1: solve subproblem k to Newton decrement <= tol kappa^(k-t) / t.
 
-    The rule installs the schedule on the solver's state at ``reset`` (the solver hands a
-    subproblem over to the next one when it meets its target) and stops with
+    The solver's state reads the schedule from the rule's parameters (``rule_schedule``;
+    it hands a subproblem over to the next one when it meets its target); the rule stops with
     ``"converged"`` once the last proximal step meets its target: the decrement of the
     exact final subproblem is then <= tol (Proposition 7, c = 1/2). ``tol=None`` uses the
     solver's ``tol``; ``kappa`` = -log(1 - c)/c (1.4 for c = 1/2).
@@ -795,12 +809,6 @@ class NewtonDecrement(StoppingRule):
                      doc="target eps on the final Newton decrement"),
         "kappa": Param(KAPPA, types=numbers.Real, low=1.0, doc="geometric factor of the schedule"),
     }
-
-    def reset(self, problem, state):
-        tol = self.params["tol"] if self.params["tol"] is not None else state.tol
-        state.tol = float(tol)
-        state.decrement_targets = decrement_schedule(tol, len(state.decrement_targets),
-                                                     self.params["kappa"])
 
     def check(self, state):
         if getattr(state, "failed", None):
@@ -841,14 +849,10 @@ def run_targets(config, n_train, prox_step):
     if not isinstance(spec, str):
         sparams = {**spec.params, **sparams}
     prm = cls(**sparams).params
-    tol, kappa = float(prm["tol"]), KAPPA
     rules = stopping_rules(stop, cls.default_stop)
     if rules is None:
         raise ValueError("the run's stopping rules cannot be read from its configuration")
-    for rule in rules:
-        if isinstance(rule, NewtonDecrement):
-            tol = float(rule.params["tol"]) if rule.params["tol"] is not None else float(prm["tol"])
-            kappa = float(rule.params["kappa"])
+    tol, kappa = rule_schedule(rules, prm["tol"])
     T = int(prm["t_max"]) if prm["t"] == "auto" else int(prm["t"])
     k = int(prox_step) if prox_step is not None else T
     if not (1 <= k <= T) or (prm["t"] != "auto" and k != T):

@@ -1,8 +1,10 @@
 """Stopping-rule plug-ins.
 
 A rule reads attributes of the solver's state (declared in ``requires`` and checked
-against the solver's ``provides`` before a run) and returns a status to stop. A rule
-keeps nothing of a run on itself (one instance may serve concurrent runs), and a claim it
+against the solver's ``provides`` before a run) and returns a status to stop; it never
+writes into the state. A rule whose test is a threshold on state fields declares it
+(``triggers``). A rule keeps nothing of a run on itself (one instance may serve
+concurrent runs), and a claim it
 returns ("separable", "infeasible", ...) is re-checked by the run loop from the data
 before the run stops on it (``marginkit.plugins``).
 Rules specific to one family live beside it (``certified_points`` and ``liblinear``
@@ -12,7 +14,7 @@ import numbers
 
 from .._registry import _register_builtin
 from .._validation import Param
-from ..plugins import StoppingRule
+from ..plugins import StoppingRule, Trigger
 
 __all__ = ["Separated", "DualCertificate", "Tolerance", "MaxIter", "TimeLimit"]
 
@@ -28,6 +30,9 @@ class Separated(StoppingRule):
     status = "separable"
     advice = ("the classes may not be separable with this kernel (the dual_certificate "
               "rule of nvn, snkpvn and isnkpvn certifies that they are not)")
+
+    def triggers(self, problem):
+        return (Trigger("min_margin", ">", 0.0),)
 
     def check(self, state):
         return self.status if state.min_margin > 0 else None
@@ -54,6 +59,11 @@ class DualCertificate(StoppingRule):
         eps = self.params["eps"]
         return state.dual_tol if eps is None else eps
 
+    def triggers(self, problem):
+        # with eps=None the threshold is the state's own (not known before the run)
+        eps = self.params["eps"]
+        return None if eps is None else (Trigger("dual_norm", "<=", eps),)
+
     def check(self, state):
         return self.status if state.dual_norm <= self.threshold(state) else None
 
@@ -73,6 +83,9 @@ class Tolerance(StoppingRule):
     def requires(self):
         return (self.params["attribute"],)
 
+    def triggers(self, problem):
+        return (Trigger(self.params["attribute"], "<=", self.params["tol"]),)
+
     def check(self, state):
         return self.status if getattr(state, self.params["attribute"]) <= self.params["tol"] else None
 
@@ -83,6 +96,9 @@ class MaxIter(StoppingRule):
 
     status = "max_iter"
     param_table = {"n": Param(Param.REQUIRED, types=numbers.Integral, low=1, doc="iterations")}
+
+    def triggers(self, problem):
+        return (Trigger("n_iter", ">=", self.params["n"]),)
 
     def check(self, state):
         return self.status if state.n_iter >= self.params["n"] else None

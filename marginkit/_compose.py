@@ -1,0 +1,158 @@
+"""Composition of a run: the plug-ins of a ``Config`` resolved from the registries and
+checked against each other before anything runs (``compose``), and the thresholds the
+run's claims are checked against (``claim_thresholds``, read by the certificates).
+
+Below the run loop (``marginkit._api``) and the certificates in the module graph: it
+imports the plug-in base classes, the registries, ``Config`` and the referee's helpers.
+"""
+from . import plugins
+from ._config import Config
+from ._referee import stopping_rules
+from ._registry import REGISTRIES, get_plugin
+
+__all__ = ["compose", "resolve_kernel", "resolve_stop", "claim_thresholds"]
+
+
+def _instantiate(kind, spec, params=None):
+    params = params or {}  # read only (unpacked into the constructor's own dict)
+    obj = REGISTRIES[kind].get(spec) if isinstance(spec, str) else spec
+    if isinstance(obj, type):
+        return obj(**params)
+    if params:
+        if isinstance(obj, plugins.Plugin):
+            return type(obj)(**{**obj.params, **params})
+        raise TypeError(f"{kind} parameters {sorted(params)} given for a plug-in instance {obj!r}")
+    return obj
+
+
+def resolve_kernel(kernel, kernel_params=None):
+    """A Kernel instance from a name, class, instance or plain callable ``k(A, B)``."""
+    if isinstance(kernel, str) or isinstance(kernel, type):
+        return _instantiate("kernel", kernel, kernel_params)
+    if isinstance(kernel, plugins.Kernel):
+        return _instantiate("kernel", kernel, kernel_params)
+    if callable(kernel):
+        cls = get_plugin("kernel", "callable")
+        return cls(function=kernel, **(kernel_params or {}))
+    raise TypeError(f"kernel={kernel!r} must be a registered name, a Kernel or a callable k(A, B)")
+
+
+def resolve_stop(stop):
+    rules = []
+    for spec in stop:
+        if isinstance(spec, plugins.StoppingRule):
+            rules.append(spec)
+        elif isinstance(spec, str):
+            rules.append(_instantiate("stopping", spec))
+        else:
+            name, params = spec
+            rules.append(_instantiate("stopping", name, params))
+    return rules
+
+
+def _compatible(kind, attrs):
+    names = []
+    for name in REGISTRIES[kind].names():
+        obj = REGISTRIES[kind].get(name)
+        if all(hasattr(obj, a) for a in attrs):
+            names.append(name)
+    return names
+
+
+def _rule_fits(cls, provides):
+    req = getattr(cls, "requires", ())
+    if isinstance(req, property):  # depends on the rule's parameters (e.g. tolerance)
+        return True
+    return set(req) <= provides
+
+
+def compose(config):
+    """Resolve the plug-ins of ``config`` and check they fit together.
+
+    Returns ``(solver, kernel, smoother, rules, max_iter)``, the kernel being the one the
+    run works on (``Kernel.for_run``). Raises ``ValueError`` naming the missing piece and
+    the compatible registered choices.
+    """
+    solver = _instantiate("solver", config.solver, config.solver_params)
+    sname = solver.name or type(solver).__name__
+    kernel = resolve_kernel(config.kernel, config.kernel_params)
+    for_run = getattr(kernel, "for_run", None)
+    if for_run is not None:
+        # a kernel fitted to data is fitted on a private copy: the run's own
+        kernel = for_run(config)
+
+    need = getattr(solver, "requires", None) or {}  # read only
+    smoother = None
+    if "smoother" in need or config.smoother is not None:
+        spec = config.smoother if config.smoother is not None else solver.default_smoother
+        if spec is None:
+            raise ValueError(f"solver {sname!r} needs a smoother; pass smoother=... "
+                             f"(registered: {REGISTRIES['smoother'].names()})")
+        smoother = _instantiate("smoother", spec)
+        missing = [a for a in need.get("smoother", ()) if not hasattr(smoother, a)]
+        if missing:
+            raise ValueError(
+                f"solver {sname!r} needs a smoother with {missing} (closed-form minimizer over "
+                f"the simplex); smoother {getattr(smoother, 'name', smoother)!r} lacks it. "
+                f"Compatible smoothers: {_compatible('smoother', need.get('smoother', ()))}"
+            )
+    missing = [a for a in need.get("kernel", ()) if getattr(kernel, a, None) is None]
+    if missing:
+        raise ValueError(
+            f"solver {sname!r} needs a kernel with {missing} (an explicit feature map); "
+            f"kernel {getattr(kernel, 'name', kernel)!r} has none. Compatible kernels: "
+            f"{_compatible('kernel', need.get('kernel', ()))}"
+        )
+
+    rules, max_iter = _rules_and_cap(config, solver)
+    provides = {"n_iter", "elapsed", *solver.provides}
+    for rule in rules:
+        if callable(getattr(rule, "reset", None)):
+            raise TypeError(
+                f"stopping rule {rule.name or type(rule).__name__!r} defines reset(problem, "
+                "state), which marginkit does not call: a rule reads the state and never "
+                "writes into it; a solver reads what it needs of the rules from problem.stop "
+                "(their params and triggers). Remove reset"
+            )
+        missing = [a for a in rule.requires if a not in provides]
+        if missing:
+            ok = [n for n in REGISTRIES["stopping"].names()
+                  if _rule_fits(REGISTRIES["stopping"].get(n), provides)]
+            raise ValueError(
+                f"stopping rule {rule.name or type(rule).__name__!r} needs {missing}, which solver "
+                f"{sname!r} does not provide; compatible rules for {sname!r}: {ok}"
+            )
+    return solver, kernel, smoother, rules, max_iter
+
+
+def _rules_and_cap(config, solver):
+    """The stopping rules of a run of ``solver`` with ``config`` and its iteration cap."""
+    stop = config.stop if config.stop is not None else tuple(solver.default_stop)
+    rules = resolve_stop(stop)
+    if config.time_limit is not None:
+        rules.append(_instantiate("stopping", "time_limit", {"seconds": config.time_limit}))
+    max_iter = config.max_iter if config.max_iter is not None else solver.default_max_iter
+    return rules, int(max_iter)
+
+
+def claim_thresholds(config):
+    """The thresholds the claims of a run with ``config`` are checked against.
+
+    Returns the dict of the solver's ``claim_thresholds(rules)`` (``{}`` for a solver
+    without that method), with the run's stopping rules resolved as ``compose`` resolves
+    them. Raises ``ValueError`` when the configuration cannot be read (a certificate then
+    cannot be checked against it).
+    """
+    if not isinstance(config, Config):
+        raise ValueError(f"the run's configuration is a {type(config).__name__}, not a Config")
+    try:
+        solver = _instantiate("solver", config.solver, config.solver_params)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"the run's configuration does not give the claim's threshold: {exc}") \
+            from None
+    rules = stopping_rules(config.stop, tuple(solver.default_stop))
+    if rules is None:
+        raise ValueError("the run's configuration does not give the claim's threshold: its "
+                         "stopping rules cannot be read")
+    fn = getattr(solver, "claim_thresholds", None)
+    return {} if fn is None else dict(fn(rules))
