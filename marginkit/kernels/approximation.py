@@ -40,6 +40,7 @@ from .._referee import float64_block
 from .._registry import _register_builtin
 from .._validation import Param, check_random_state, check_X
 from ..plugins import Kernel
+from ..utils._norms import row_sqnorms
 from .builtin import prepare_pair
 
 __all__ = ["NystroemKernel", "NystroemMap", "RandomFourierKernel", "nystroem_projection",
@@ -154,7 +155,7 @@ class _FittedFeatureMap(Kernel):
     def diag(self, A):
         A, _, dtype = prepare_pair(A)
         P = self.feature_map(A)
-        return np.einsum("ij,ij->i", P, P).astype(dtype, copy=False)
+        return row_sqnorms(P, dtype=dtype)
 
 
 @_register_builtin("kernel", "nystroem")
