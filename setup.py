@@ -79,7 +79,6 @@ def extensions():
     return cythonize(
         exts,
         compiler_directives=DIRECTIVES,
-        compile_time_env={"MARGINKIT_OPENMP": bool(omp_c)},
         nthreads=int(os.environ.get("MARGINKIT_BUILD_JOBS", "0")) or 0,
     )
 
