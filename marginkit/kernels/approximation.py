@@ -372,6 +372,11 @@ class RandomFourierKernel(_FittedFeatureMap):
     n_components : int >= 1
         Number m of random features.
     random_state : None, int or numpy Generator
+
+    References
+    ----------
+    A. Rahimi and B. Recht, "Random Features for Large-Scale Kernel Machines", Advances in
+    Neural Information Processing Systems 20 (NIPS 2007).
     """
 
     param_table = {

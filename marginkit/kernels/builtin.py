@@ -507,6 +507,12 @@ class SplineKernel(Kernel):
         ``1 + (-1)^(q/2 - 1) B_q(|x - z|) / q!``, which lacks the factor (2 pi)^q: it equals
         the series with weights |2 pi k|^-q instead of |k|^-q (same RKHS, rescaled
         non-constant part). Use it to reproduce the paper's numbers exactly.
+
+    References
+    ----------
+    G. Beugnot, J. Mairal and A. Rudi, "Beyond Tikhonov: Faster Learning with
+    Self-Concordant Losses via Iterative Regularization", Advances in Neural Information
+    Processing Systems 34 (NeurIPS 2021).
     """
 
     param_table = {

@@ -11,6 +11,12 @@ For a score vector g (g = G alpha in the solvers) and mu > 0,
 p_mu(g) = Euclidean projection of q - g / mu onto the simplex, by Michelot's / Newton's
 iteration on the threshold from a lower bound (a few vectorized passes over n, no sorting,
 no allocation per call).
+
+References
+----------
+A. Ramdas and J. Peña, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+Proceedings of the 31st International Conference on Machine Learning (ICML 2014);
+arXiv:1505.04123.
 """
 import numpy as np
 
