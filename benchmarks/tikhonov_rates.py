@@ -51,7 +51,7 @@ def one_run(args):
 
     import marginkit as mk
     from marginkit.datasets._source_capacity import source_capacity_target
-    from marginkit.solvers.tikhonov import NystroemMap
+    from marginkit.kernels.approximation import NystroemMap
 
     with threadpool_limits(1):
         if n_max:
