@@ -1,4 +1,5 @@
-"""Reproduce Table 1 and Figure 1 of paper 002: learning rates of iterated Tikhonov.
+"""Reproduce Table 1 and Figure 1 of Beugnot, Mairal and Rudi (NeurIPS 2021): learning rates
+of iterated Tikhonov.
 
 Synthetic task of section 4 (``mk.datasets.make_source_capacity``): alpha = 2,
 r in {0.25, 3.25, 10.25}, logistic loss, target theta* = Lambda_q(0, .) (the Fourier

@@ -249,12 +249,14 @@ def _internal_references(text, where):
 
 def test_no_internal_references_where_users_read():
     """The README, the packaging files, the docs (and their example package), every source
-    file of the package (Python, Cython, C headers) and every ``--help`` text cite papers
-    and say things in full."""
+    file of the package (Python, Cython, C headers), the benchmark scripts that reproduce
+    the documented results, and every ``--help`` text cite papers and say things in full."""
     found = []
     files = [ROOT / "README.md", ROOT / "pyproject.toml", ROOT / "setup.py",
              *(p for ext in ("md", "rst", "py", "toml", "txt") for p in DOCS.rglob(f"*.{ext}")),
-             *(p for ext in ("py", "pyx", "pxd", "h") for p in (ROOT / "marginkit").rglob(f"*.{ext}"))]
+             *(p for ext in ("py", "pyx", "pxd", "h") for p in (ROOT / "marginkit").rglob(f"*.{ext}")),
+             *(p for d in (ROOT / "benchmarks", ROOT / "asv_bench" / "benchmarks")
+               for ext in ("py", "md") for p in d.rglob(f"*.{ext}"))]
     for path in files:
         if "_build" not in path.parts:
             found += _internal_references(path.read_text(), path.relative_to(ROOT))

@@ -1,4 +1,4 @@
-"""Peak memory of ``solve`` on CSR input against the input's size (issue 6 target).
+"""Peak memory of ``solve`` on CSR input against the input's size.
 
 Target: peak <= 1.5 x (bytes of data + indices + indptr) + O(n + d): no densifying,
 no hidden copies. Input: seeded random CSR with 5 or 50 (``fast``: 20) nonzeros per row out
