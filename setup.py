@@ -67,6 +67,8 @@ def extensions():
             Extension(
                 name,
                 [str(rel)],
+                # C headers beside the .pyx (cdef extern from "x.h"): a change rebuilds it
+                depends=[str(h.relative_to(ROOT)) for h in sorted(pyx.parent.glob("*.h"))],
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
                 # link libm directly: exp/log resolve to the current glibc versions
                 libraries=[] if sys.platform == "win32" else ["m"],
@@ -79,7 +81,6 @@ def extensions():
     return cythonize(
         exts,
         compiler_directives=DIRECTIVES,
-        compile_time_env={"MARGINKIT_OPENMP": bool(omp_c)},
         nthreads=int(os.environ.get("MARGINKIT_BUILD_JOBS", "0")) or 0,
     )
 

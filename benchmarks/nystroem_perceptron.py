@@ -1,4 +1,4 @@
-"""SNKP and ISNKPVN with an RBF-Nystroem kernel on all of a9a, next to LIBSVM's SVC (issue 7).
+"""SNKP and ISNKPVN with an RBF-Nystroem kernel on all of a9a, next to LIBSVM's SVC.
 
 marginkit: ``kernel="nystroem"`` (base rbf, gamma = 1/123, m = 1000 centres drawn uniformly
 with ``random_state=0``), so G a = Phi (Phi^T a) costs O(n m) and no n x n Gram is formed;

@@ -1,4 +1,5 @@
-"""Cost of one linear-kernel SNKP iteration (paper 000) against two scipy CSR matvecs.
+"""Cost of one linear-kernel SNKP iteration (Ramdas & Peña, ICML 2014) against two scipy CSR
+matvecs.
 
     MARGINKIT_DATA=<data folder> OMP_NUM_THREADS=1 python benchmarks/perceptron_iteration.py [--reps 1000]
 

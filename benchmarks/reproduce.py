@@ -4,7 +4,7 @@
     MARGINKIT_DATA=<data folder> python benchmarks/reproduce.py --quick    # minutes
     MARGINKIT_DATA=<data folder> python benchmarks/reproduce.py --smoke    # seconds, a test
 
-Tables (paper 001: SVM Tables 1, 3, 4, 5; paper 002: Table 1):
+Tables (arXiv:2512.03947: SVM Tables 1, 3, 4, 5; Beugnot et al. 2021: Table 1):
 
 * ``svm-table1``: a9a (the one data set of the paper's Table 1 in the data folder), FISTA
   SVM, FISTA H-SVM, LIBLINEAR, LIBSVM (``--full`` only), Pegasos (``svm_table1.measure``);

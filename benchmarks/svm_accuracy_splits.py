@@ -2,7 +2,7 @@
 
     MARGINKIT_DATA=<data folder> python benchmarks/svm_accuracy_splits.py [--splits 20]
 
-The accuracy target of issue 6 ("within 0.3 points of LIBLINEAR") is finer than one
+The accuracy target "within 0.3 points of LIBLINEAR" is finer than one
 test point on most of the small data sets (heart_scale: 81 test points, one point =
 1.2 accuracy points; german.numer_scale: 300, one point = 0.33), so one 70/30 split
 cannot decide it. This script repeats the split of ``marginkit bench`` with seeds

@@ -1,4 +1,4 @@
-"""Shared helpers of the SVM reproduction scripts (paper 001): data, LIBLINEAR, timing.
+"""Shared helpers of the SVM reproduction scripts (arXiv:2512.03947): data, LIBLINEAR, timing.
 
 Data come from the folder named by MARGINKIT_DATA (LIBSVM files, xz-compressed).
 """
@@ -79,7 +79,7 @@ def std_scaled(Xtr, Xte):
 #: LIBLINEAR's dual solvers stop after this many outer iterations (``train_one`` in
 #: linear.cpp, ``int dual_solver_max_iter = 300;``): a constant of the C source, with no
 #: option of ``train`` or of the Python interface that changes it (``-e`` changes the
-#: tolerance of the stopping test, not the limit). Paper 001 recompiled LIBLINEAR to raise
+#: tolerance of the stopping test, not the limit). arXiv:2512.03947 recompiled LIBLINEAR to raise
 #: it (sec. 5.3, Table 4); ``liblinear_library(max_iter)`` does the same.
 LIBLINEAR_MAX_ITER = 300
 _LIMIT_LINE = "int dual_solver_max_iter = 300;"

@@ -1,4 +1,4 @@
-"""Speed claims of the SVM family (paper 001), measured side by side in one process.
+"""Speed claims of the SVM family (arXiv:2512.03947), measured side by side in one process.
 
     MARGINKIT_DATA=<data folder> python benchmarks/svm_speed.py [--reps 7]
 

@@ -1,4 +1,4 @@
-"""Paper 001, Table 1: test accuracy and time of fista, fista_svm, dcd, pegasos and
+"""arXiv:2512.03947, Table 1: test accuracy and time of fista, fista_svm, dcd, pegasos and
 LIBLINEAR (-s 3 -B 1 -c 64/n on std-scaled data), measured side by side in one process.
 
     MARGINKIT_DATA=<data folder> python benchmarks/svm_table1.py [--reps 5] [--datasets a9a,...]
@@ -29,7 +29,7 @@ METHODS = [
 ]
 
 
-#: paper 001, Table 1, row a9a: (accuracy, time (s)) per method
+#: arXiv:2512.03947, Table 1, row a9a: (accuracy, time (s)) per method
 PAPER_A9A = {"FISTA SVM": (0.8501, 0.980), "FISTA H-SVM": (0.8501, 0.455),
              "LIBLINEAR": (0.8487, 0.414), "LIBSVM": (0.8490, 34.609),
              "Pegasos (200 ep.)": (0.8477, 1.166)}

@@ -1,4 +1,4 @@
-"""Paper 001, Tables 3 and 4: MNIST digit pairs, original and inverted (1 - x) images.
+"""arXiv:2512.03947, Tables 3 and 4: MNIST digit pairs, original and inverted (1 - x) images.
 
     MARGINKIT_DATA=<data folder> python benchmarks/svm_table3.py [--limits 5000 10000]
 
@@ -29,7 +29,7 @@ from svm_common import (LIBLINEAR_MAX_ITER, data_dir, liblinear_library, libline
                         liblinear_train, std_scaled, timed_solve)
 
 PAIRS = ((3, 5), (1, 9), (2, 7))
-#: Table 3 of paper 001: (black acc., white acc., agreement)
+#: Table 3 of arXiv:2512.03947: (black acc., white acc., agreement)
 PAPER3 = {
     ((3, 5), "FISTA SVM"): (0.9685, 0.9532, 0.9711),
     ((3, 5), "FISTA H-SVM"): (0.9685, 0.9522, 0.9711),
@@ -41,7 +41,7 @@ PAPER3 = {
     ((2, 7), "FISTA H-SVM"): (0.9811, 0.9796, 0.9917),
     ((2, 7), "LIBLINEAR"): (0.9816, 0.9680, 0.9777),
 }
-#: Table 4 of paper 001: (test acc., time (s), termination) on the inverted images
+#: Table 4 of arXiv:2512.03947: (test acc., time (s), termination) on the inverted images
 PAPER4 = {
     ((3, 5), 5000): (0.9600, 101.762, "iteration limit"),
     ((3, 5), 10000): (0.9632, 179.267, "iteration limit"),

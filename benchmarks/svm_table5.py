@@ -1,4 +1,4 @@
-"""Paper 001, Table 5: premature stops of LIBLINEAR on the four-point data set (sec. 4.1).
+"""arXiv:2512.03947, Table 5: premature stops of LIBLINEAR on the four-point data set (sec. 4.1).
 
     python benchmarks/svm_table5.py [--seeds 1000] [--d 500 1100 2000 5000]
 

@@ -11,8 +11,8 @@ returned bitwise-identical coefficients (the row blocks do not depend on the thr
 
 With ``--liblinear`` each repetition also trains LIBLINEAR (-s 3 -B 1 -c 64/n on the
 std-scaled data, single-threaded by design) and the wall times of the 1- and 2-thread
-solves are reported as ratios to its median (the "fista within 2x LIBLINEAR" target of
-issue 3, with marginkit on its default thread count of a 2-core machine).
+solves are reported as ratios to its median (the target "fista within 2x LIBLINEAR",
+with marginkit on its default thread count of a 2-core machine).
 """
 import argparse
 import time

@@ -1,4 +1,5 @@
-"""Reproduce Table 1 and Figure 1 of paper 002: learning rates of iterated Tikhonov.
+"""Reproduce Table 1 and Figure 1 of Beugnot, Mairal and Rudi (NeurIPS 2021): learning rates
+of iterated Tikhonov.
 
 Synthetic task of section 4 (``mk.datasets.make_source_capacity``): alpha = 2,
 r in {0.25, 3.25, 10.25}, logistic loss, target theta* = Lambda_q(0, .) (the Fourier
@@ -51,7 +52,7 @@ def one_run(args):
 
     import marginkit as mk
     from marginkit.datasets._source_capacity import source_capacity_target
-    from marginkit.solvers.tikhonov import NystroemMap
+    from marginkit.kernels.approximation import NystroemMap
 
     with threadpool_limits(1):
         if n_max:

@@ -1,4 +1,4 @@
-"""Speed of iterated Tikhonov on a9a, side by side with scikit-learn (issue 4).
+"""Speed of iterated Tikhonov on a9a, side by side with scikit-learn.
 
 1. Linear logistic Tikhonov (t = 1), lam = 1/n, no intercept, on all of a9a (32561 x 123,
    CSR): wall time of ``mk.solve(..., solver="iterated_tikhonov")`` and of scikit-learn's

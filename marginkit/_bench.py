@@ -33,7 +33,6 @@ a solver that is not (yet) registered is skipped with a note.
 """
 import argparse
 import contextlib
-import gzip
 import json
 import os
 import platform
@@ -44,6 +43,8 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
+
+from .datasets import load_libsvm, load_mnist_idx
 
 __all__ = ["main", "load_dataset", "std_scale", "stratified_split", "run_bench",
            "DATASETS", "METHODS"]
@@ -165,39 +166,12 @@ def _data_folder():
     return folder
 
 
-def _read_libsvm(path, n_features=None):
-    try:
-        from sklearn.datasets import load_svmlight_file
-    except ImportError:
-        from .datasets import load_libsvm
-
-        X, y = load_libsvm(path)[:2]
-        X = sp.csr_matrix(X)
-        if n_features is not None and X.shape[1] < n_features:
-            X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
-        return X, np.asarray(y)
-    import lzma
-
-    opener = lzma.open if path.endswith(".xz") else (gzip.open if path.endswith(".gz") else open)
-    with opener(path, "rb") as fh:
-        X, y = load_svmlight_file(fh, n_features=n_features)
-    return sp.csr_matrix(X), y
-
-
 def _find(folder, name):
     for suffix in ("", ".xz", ".gz"):
         path = os.path.join(folder, name + suffix)
         if os.path.isfile(path):
             return path
     return None
-
-
-def _read_idx(path):
-    with gzip.open(path, "rb") as fh:
-        raw = fh.read()
-    ndim = raw[3]
-    shape = tuple(int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
 
 
 def synthetic(n=300, d=8, noise=0.05, seed=0):
@@ -232,9 +206,9 @@ def load_dataset(name, folder=None, seed=0):
         lab = _find(folder, "mnist/t10k-labels-idx1-ubyte")
         if img is None or lab is None:
             raise FileNotFoundError(f"{name}: mnist/t10k-*-ubyte.gz not found in {folder}")
-        images, labels = _read_idx(img), _read_idx(lab)
+        images, labels = load_mnist_idx(img, lab)  # pixels / 255, float64
         keep = (labels == a) | (labels == b)
-        X = images[keep].reshape(int(keep.sum()), -1).astype(np.float64) / 255.0
+        X = images[keep]
         if inverted:
             X = 1.0 - X
         y = np.where(labels[keep] == a, 1.0, -1.0)
@@ -245,12 +219,12 @@ def load_dataset(name, folder=None, seed=0):
     path = _find(folder, train_name)
     if path is None:
         raise FileNotFoundError(f"{name}: {train_name}.xz not found in {folder}")
-    X, y = _read_libsvm(path, n_features)
+    X, y = load_libsvm(path, n_features=n_features)
     if test_spec is not None:
         tpath = _find(folder, test_spec)
         if tpath is None:
             raise FileNotFoundError(f"{name}: {test_spec}.xz not found in {folder}")
-        Xt, yt = _read_libsvm(tpath, X.shape[1])
+        Xt, yt = load_libsvm(tpath, n_features=X.shape[1])
         classes = np.unique(y)
         return Dataset(name, X, _pm(y), Xt, np.where(yt == classes[1], 1.0, -1.0),
                        "official train/test")

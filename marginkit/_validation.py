@@ -761,13 +761,3 @@ def check_random_state(random_state, name="random_state"):
     raise TypeError(
         f"{name}={random_state!r} must be None, an int or a numpy Generator"
     )
-
-
-def check_vector(v, n, name):
-    """A finite float64 vector of length n (a private copy)."""
-    arr = np.array(v, dtype=np.float64, copy=True).ravel()
-    if arr.shape[0] != n:
-        raise ValueError(f"{name} has length {arr.shape[0]}, expected {n}")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name} contains NaN or infinity")
-    return arr

@@ -429,7 +429,14 @@ def margin_bounds(X, ypm, kernel, alpha, p):
     ||p / sum(p)||_G for p >= 0, both recomputed in float64 from X, y and the kernel and
     rounded outwards (one pass over the Gram rows, or two over the feature map's row
     blocks). ``(-inf, inf)`` when G is undefined (a point with K(x, x) = 0) or p is 0;
-    ``NotPositiveSemidefiniteError`` as ``dual_norm_bound``."""
+    ``NotPositiveSemidefiniteError`` as ``dual_norm_bound``.
+
+    References
+    ----------
+    A. Ramdas and J. Peña, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML 2014);
+    arXiv:1505.04123.
+    """
     va, top_a = _pow2_scale(np.asarray(alpha, dtype=np.float64))
     vp, top_p = _pow2_scale(np.asarray(p, dtype=np.float64))
     if not (math.isfinite(top_a) and math.isfinite(top_p)) or top_p == 0.0:
@@ -563,6 +570,12 @@ class SeparatorCertificate(_PerceptronFamilyCertificate):
     rounding, and holds when min_i (G alpha)_i exceeds it. ``Verdict.value`` and
     ``margin`` are for alpha scaled to sum(abs(alpha)) = 1 (a lower bound on the margin
     rho_K times ||alpha||_G / sum(abs(alpha))).
+
+    References
+    ----------
+    A. Ramdas and J. Peña, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML 2014);
+    arXiv:1505.04123.
     """
 
     kind = "separator"
@@ -605,6 +618,12 @@ class InfeasibilityCertificate(_PerceptronFamilyCertificate):
     else the ``eps`` it was built with. ``check`` recomputes an upper bound on ||p||_G in
     float64 from X, y and the kernel (rounding included) and holds when it is <= eps;
     a p^T G p negative beyond rounding raises ``NotPositiveSemidefiniteError``.
+
+    References
+    ----------
+    A. Ramdas and J. Peña, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML 2014);
+    arXiv:1505.04123.
     """
 
     kind = "infeasibility"

@@ -402,6 +402,12 @@ class PerceptronClassifier(_MarginClassifier):
     scikit-learn's accuracy thresholds on overlapping data are not its claim
     (``poor_score`` tag).
 
+    References
+    ----------
+    A. Ramdas and J. Peña, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML 2014);
+    arXiv:1505.04123.
+
     Examples
     --------
     >>> import numpy as np
@@ -512,6 +518,11 @@ class SVMClassifier(_MarginClassifier):
     be per-sample boxes, which they do not implement. Estimators that check
     ``has_fit_parameter(est, "sample_weight")`` therefore never pass weights.
 
+    References
+    ----------
+    "Data-Dependent Complexity of First-Order Methods for Support Vector Machines",
+    arXiv:2512.03947 (2025).
+
     Examples
     --------
     >>> from marginkit.datasets import load_heart_scale
@@ -601,6 +612,12 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
 
     ``fit`` takes no ``sample_weight``: the empirical risk of Beugnot et al. 2021 (Eq. 4) is the
     unweighted mean ``1/n sum_i loss(y_i, theta(x_i))`` and the solver implements that.
+
+    References
+    ----------
+    G. Beugnot, J. Mairal and A. Rudi, "Beyond Tikhonov: Faster Learning with
+    Self-Concordant Losses via Iterative Regularization", Advances in Neural Information
+    Processing Systems 34 (NeurIPS 2021).
     """
 
     def __init__(self, t=3, lam=None, loss="logistic", kernel="rbf", kernel_params=None,
@@ -691,6 +708,12 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
     n_features_in_ : int
     result_ : marginkit.Result
     n_iter_ : int
+
+    References
+    ----------
+    G. Beugnot, J. Mairal and A. Rudi, "Beyond Tikhonov: Faster Learning with
+    Self-Concordant Losses via Iterative Regularization", Advances in Neural Information
+    Processing Systems 34 (NeurIPS 2021).
     """
 
     def __init__(self, t=3, lam=None, loss="squared", kernel="rbf", kernel_params=None,

@@ -239,7 +239,8 @@ def test_api_reference_documents_every_field_status_and_certificate_kind():
 #: what a reader cannot follow: tracker numbers, the project's working folders and notes,
 #: and the papers by their folder numbers instead of a citation
 INTERNAL_REFERENCE = re.compile(
-    r"\bissues? (?:#?\d|show\b|\"\w)|shared/|KNOWN_BUGS|\bpapers? 00\d|\bthe brief\b", re.I)
+    r"\bissues? (?:#?\d|show\b|\"\w)|shared/|\bAPI\.md\b|KNOWN_BUGS|\bpapers? 00\d|\bthe brief\b",
+    re.I)
 
 
 def _internal_references(text, where):
@@ -248,11 +249,15 @@ def _internal_references(text, where):
 
 
 def test_no_internal_references_where_users_read():
-    """The README, the docs (and their example package), the sources whose docstrings and
-    messages users read, and every ``--help`` text cite papers and say things in full."""
+    """The README, the packaging files, the docs (and their example package), every source
+    file of the package (Python, Cython, C headers), the benchmark scripts that reproduce
+    the documented results, and every ``--help`` text cite papers and say things in full."""
     found = []
-    files = [ROOT / "README.md", *DOCS.rglob("*.md"), *DOCS.rglob("*.rst"), *DOCS.rglob("*.py"),
-             *(p for ext in ("py", "pyx", "pxd") for p in (ROOT / "marginkit").rglob(f"*.{ext}"))]
+    files = [ROOT / "README.md", ROOT / "pyproject.toml", ROOT / "setup.py",
+             *(p for ext in ("md", "rst", "py", "toml", "txt") for p in DOCS.rglob(f"*.{ext}")),
+             *(p for ext in ("py", "pyx", "pxd", "h") for p in (ROOT / "marginkit").rglob(f"*.{ext}")),
+             *(p for d in (ROOT / "benchmarks", ROOT / "asv_bench" / "benchmarks")
+               for ext in ("py", "md") for p in d.rglob(f"*.{ext}"))]
     for path in files:
         if "_build" not in path.parts:
             found += _internal_references(path.read_text(), path.relative_to(ROOT))
@@ -265,7 +270,7 @@ def test_no_internal_references_where_users_read():
 
 
 def test_internal_reference_pattern_catches_what_it_should():
-    for bad in ("see issue 6", "(issue \"Scale-out\")", "shared/API.md", "KNOWN_BUGS.md",
+    for bad in ("see issue 6", "(issue \"Scale-out\")", "shared/API.md", "KNOWN_BUGS.md", "API.md",
                 "paper 000, sec. 4", "Papers 001", "the brief asks"):
         assert INTERNAL_REFERENCE.search(bad), bad
     for fine in ("a known issue of LIBLINEAR", "Ramdas & Pena 2014, sec. 4",

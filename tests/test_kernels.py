@@ -6,10 +6,11 @@ import pickle
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 
 import marginkit as mk
 from marginkit.kernels._periodic import periodic_cosine_series
+from marginkit.kernels.approximation import NystroemMap, nystroem_projection
 
 pairwise = pytest.importorskip("sklearn.metrics.pairwise")
 
@@ -598,3 +599,34 @@ def test_callable_kernel_gets_elementwise_sparse_blocks(rng):
     assert type(K32) is np.ndarray and K32.dtype == np.float32
     # the caller's matrix is neither modified nor densified
     assert sp.isspmatrix_csr(X)
+
+
+@pytest.mark.parametrize("base,params,d", [("rbf", {"gamma": 0.4}, 5), ("linear", {}, 3)])
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+def test_nystroem_kernel_and_solver_map_are_one_map(base, params, d, fmt, rng):
+    # the ``nystroem`` kernel and the map a solver fits itself (NystroemMap) draw the same
+    # centres from the same seed and give the same Phi, with the same eigenvalue cut-off
+    # (the linear base on 3 features has a rank-3 K_CC among 30 centres)
+    X = _fmt(_data(rng, 80, d, density=0.9), fmt, np.float64)
+    kern = mk.get_plugin("kernel", "nystroem")(base=base, base_params=params, n_components=30,
+                                               random_state=7)
+    P = kern.feature_map(X)
+    fitted = NystroemMap(mk.get_plugin("kernel", base)(**params), 30, 7).fit(X)
+    assert_array_equal(fitted.centre_index_, kern.component_indices_)
+    assert fitted.n_components_kept_ == kern.n_components_kept_ == (3 if base == "linear" else 30)
+    assert_array_equal(fitted.projection_, kern.normalization_)
+    assert_array_equal(fitted.transform(X), P)
+    assert fitted.transform(X).shape == (80, 30)
+
+
+def test_nystroem_projection_cut_off_and_refusals():
+    # eigenvalues at or below m eps lambda_max are dropped, those above are kept
+    m, eps = 4, np.finfo(np.float64).eps
+    V = np.linalg.qr(np.random.default_rng(0).standard_normal((m, m)))[0]
+    lam = np.array([1.0, 1e-3, 20.0 * m * eps, 0.05 * m * eps])
+    P, kept = nystroem_projection((V * lam) @ V.T)
+    assert kept == 3
+    with pytest.raises(ValueError, match=r"K\(C, C\) at the centres are all zero"):
+        nystroem_projection(np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="not finite"):
+        nystroem_projection(np.full((2, 2), np.inf))

@@ -1,4 +1,4 @@
-"""Deciding linear separability: ``isnkpvn`` against an LP solver (issue 6 target).
+"""Deciding linear separability: ``isnkpvn`` against an LP solver.
 
 The question "is there (w, b) with y_i (w . x_i + b) > 0 for all i?" is the LP
 feasibility problem
@@ -7,7 +7,7 @@ feasibility problem
 
 solved with ``scipy.optimize.linprog(c=0, A_ub, b_ub, bounds=(None, None),
 method="highs")`` (status 0: a separator; status 2: infeasible). ``isnkpvn``
-(paper 000, sec. 6) works on the same rows ``[x_i, 1]`` with the linear kernel and
+(Ramdas & Peña 2014, sec. 6) works on the same rows ``[x_i, 1]`` with the linear kernel and
 decides either way with a certificate: a separator (G alpha > 0) or a point p of the
 simplex with ||p||_G <= eps (Gordan's theorem).
 

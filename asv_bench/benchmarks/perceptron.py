@@ -1,4 +1,5 @@
-"""The perceptron / von Neumann family of paper 000 (``perceptron`` ... ``isnkpvn``).
+"""The perceptron / von Neumann family of Ramdas & Peña, ICML 2014 (``perceptron`` ...
+``isnkpvn``).
 
 One class per family, a small grid solver x data set x dtype (x kernel in the ``full``
 profile). Data sets: ``separable`` (Gaussian points at normalized margin >= 0.05 from a

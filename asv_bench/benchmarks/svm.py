@@ -1,4 +1,4 @@
-"""SVM family (paper 001): fista, fista_svm, dcd (certified and LIBLINEAR rules), pegasos.
+"""SVM family (arXiv:2512.03947): fista, fista_svm, dcd (certified and LIBLINEAR rules), pegasos.
 
 Self-contained (no import of common.py). ``MARGINKIT_BENCH_PROFILE=full`` uses larger
 synthetic problems; the a9a cases need ``MARGINKIT_DATA`` and are skipped otherwise.

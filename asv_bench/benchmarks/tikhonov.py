@@ -1,4 +1,5 @@
-"""asv benchmarks of iterated Tikhonov (paper 002). Self-contained: seeded synthetic data.
+"""asv benchmarks of iterated Tikhonov (Beugnot et al., NeurIPS 2021). Self-contained: seeded
+synthetic data.
 
 ``MARGINKIT_BENCH_PROFILE=full`` enlarges the problems; invalid combinations raise
 ``NotImplementedError`` in ``setup`` (asv skips them).

@@ -24,6 +24,12 @@ constant, which has every order.)
 
 The excess risk L(theta) - L(theta*) is estimated by Monte Carlo on 10^4 points with the
 closed forms of app. E.3 (logistic) and 1/2 E[(theta - theta*)^2] (squared loss).
+
+References
+----------
+G. Beugnot, J. Mairal and A. Rudi, "Beyond Tikhonov: Faster Learning with
+Self-Concordant Losses via Iterative Regularization", Advances in Neural Information
+Processing Systems 34 (NeurIPS 2021).
 """
 import numbers
 import warnings
@@ -108,6 +114,12 @@ def make_source_capacity(n, r, alpha, loss="logistic", noise=1.0, random_state=N
     -------
     X : ndarray (n, 1), x uniform on [0, 1]
     y : ndarray (n,), float64
+
+    References
+    ----------
+    G. Beugnot, J. Mairal and A. Rudi, "Beyond Tikhonov: Faster Learning with
+    Self-Concordant Losses via Iterative Regularization", Advances in Neural Information
+    Processing Systems 34 (NeurIPS 2021).
     """
     _check(n, r, alpha, loss)
     _check_normalization(normalization, "make_source_capacity")
@@ -144,6 +156,12 @@ def source_capacity_excess_risk(model, r, alpha, loss="logistic", n_mc=10_000,
     float
         Logistic: mean of s(t*) log((1 + e^{-t})/(1 + e^{-t*})) + s(-t*) log((1 + e^{t})/
         (1 + e^{t*})), s the sigmoid; squared: mean of (t - t*)^2 / 2 (noise cancels).
+
+    References
+    ----------
+    G. Beugnot, J. Mairal and A. Rudi, "Beyond Tikhonov: Faster Learning with
+    Self-Concordant Losses via Iterative Regularization", Advances in Neural Information
+    Processing Systems 34 (NeurIPS 2021).
     """
     _check(int(n_mc), r, alpha, loss)
     _check_normalization(normalization, "source_capacity_excess_risk")
@@ -162,6 +180,13 @@ def source_capacity_excess_risk(model, r, alpha, loss="logistic", n_mc=10_000,
 
 def theoretical_rate(r, alpha, t):
     """Exponent gamma of L - L* ~ n^-gamma: alpha (1 + 2 s) / (1 + alpha (1 + 2 s)),
-    s = min(r, t - 1/2) (Theorem 1 / Table 1 of Beugnot et al. 2021)."""
+    s = min(r, t - 1/2) (Theorem 1 / Table 1 of Beugnot et al. 2021).
+
+    References
+    ----------
+    G. Beugnot, J. Mairal and A. Rudi, "Beyond Tikhonov: Faster Learning with
+    Self-Concordant Losses via Iterative Regularization", Advances in Neural Information
+    Processing Systems 34 (NeurIPS 2021).
+    """
     s = min(float(r), float(t) - 0.5)
     return alpha * (1 + 2 * s) / (1 + alpha * (1 + 2 * s))

@@ -39,6 +39,11 @@ def make_four_point(d=1100, sparse=False, dtype=np.float64):
         Row 0 is c_1, rows 1-3 the d-points.
     y : (4,) int array
         [1, -1, -1, -1].
+
+    References
+    ----------
+    "Data-Dependent Complexity of First-Order Methods for Support Vector Machines",
+    arXiv:2512.03947 (2025).
     """
     if isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 3:
         raise ValueError(f"d={d!r} must be an integer >= 3 (the d-points use three coordinates)")

@@ -4,6 +4,12 @@
 ``make_xor``                 XOR: not linearly separable, separable with an RBF kernel.
 ``make_duplicated_opposite`` some points repeated with the opposite label: infeasible for
                              every kernel (an exact witness p with ||p||_G = 0 exists).
+
+References
+----------
+A. Ramdas and J. Peña, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+Proceedings of the 31st International Conference on Machine Learning (ICML 2014);
+arXiv:1505.04123.
 """
 import numbers
 
@@ -56,6 +62,12 @@ def make_separable(n_samples=100, n_features=2, margin=0.1, random_state=None):
     y : ndarray of -1.0 / +1.0
     direction : ndarray (n_features,)
         The unit max-margin direction u: min_i y_i u^T x_i / ||x_i|| = margin.
+
+    References
+    ----------
+    A. Ramdas and J. Peña, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML 2014);
+    arXiv:1505.04123.
     """
     n = _check_int(n_samples, "n_samples", 2)
     d = _check_int(n_features, "n_features", 2)
@@ -119,6 +131,12 @@ def make_duplicated_opposite(n_samples=50, n_features=5, n_duplicates=1, random_
     y : ndarray of -1.0 / +1.0
     pairs : ndarray (n_duplicates, 2) of int
         Row indices (original, copy) of each duplicated pair.
+
+    References
+    ----------
+    A. Ramdas and J. Peña, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML 2014);
+    arXiv:1505.04123.
     """
     n = _check_int(n_samples, "n_samples", 2)
     d = _check_int(n_features, "n_features", 1)

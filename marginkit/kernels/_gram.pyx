@@ -12,7 +12,8 @@ the operands) and touches no Python object inside its ``with nogil:`` section.
   between norms).
 * ``rbf_exponent`` / ``finish_poly``: the elementwise maps applied in place,
   -gamma max(|a|^2 + |b|^2 - 2 <a, b>, 0) (numpy's SIMD exp follows) and (gamma out + coef0)^p.
-* ``sqnorms_*``: squared row norms, computed once per block in float64.
+* ``sqnorms_*``: squared row norms in float64 (called through
+  ``marginkit.utils._norms.row_sqnorms``).
 
 Parallel loops are OpenMP ``prange`` over rows (or row panels) with a static or dynamic
 schedule; every entry is computed by one thread with a fixed summation order, so the result
@@ -353,8 +354,8 @@ def dist_csr_csr(const floating[::1] a_data, const index_a[::1] a_indices,
 
 
 # ------------------------------------------------------------------------------ row norms
-def sqnorms_dense(const floating[:, ::1] A, floating[::1] out):
-    """out[i] = ||A[i]||^2 (float64 sums)."""
+def sqnorms_dense(const floating[:, ::1] A, double[::1] out):
+    """out[i] = ||A[i]||^2 (float64 sums, in column order)."""
     cdef Py_ssize_t m = A.shape[0]
     cdef Py_ssize_t d = A.shape[1]
     cdef Py_ssize_t i, f
@@ -365,11 +366,12 @@ def sqnorms_dense(const floating[:, ::1] A, floating[::1] out):
             s = 0.0
             for f in range(d):
                 s = s + <double>A[i, f] * A[i, f]
-            out[i] = <floating>s
+            out[i] = s
 
 
-def sqnorms_csr(const floating[::1] data, const index_a[::1] indptr, floating[::1] out):
-    """out[i] = sum of squares of the stored entries of row i (float64 sums)."""
+def sqnorms_csr(const floating[::1] data, const index_a[::1] indptr, double[::1] out):
+    """out[i] = sum of squares of the stored entries of row i (float64 sums, in storage
+    order)."""
     cdef Py_ssize_t m = out.shape[0]
     cdef Py_ssize_t i
     cdef index_a p
@@ -380,7 +382,7 @@ def sqnorms_csr(const floating[::1] data, const index_a[::1] indptr, floating[::
             s = 0.0
             for p in range(indptr[i], indptr[i + 1]):
                 s = s + <double>data[p] * data[p]
-            out[i] = <floating>s
+            out[i] = s
 
 
 # ------------------------------------------------------------------------------ elementwise maps

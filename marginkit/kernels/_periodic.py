@@ -12,6 +12,12 @@ derivations):
   x = 2 pi |u|, |u| <= 1/2, which converges like 4^-j; near odd integers q = n + eps the two
   singular terms are combined analytically (Stieltjes and polygamma series in eps);
 * q >= 40: the series itself, which needs at most four terms for 1e-17.
+
+References
+----------
+G. Beugnot, J. Mairal and A. Rudi, "Beyond Tikhonov: Faster Learning with
+Self-Concordant Losses via Iterative Regularization", Advances in Neural Information
+Processing Systems 34 (NeurIPS 2021).
 """
 import functools
 from fractions import Fraction

@@ -35,14 +35,16 @@ import numbers
 import threading
 
 import numpy as np
-import scipy.sparse as sp
 
+from .._referee import float64_block
 from .._registry import _register_builtin
 from .._validation import Param, check_random_state, check_X
 from ..plugins import Kernel
+from ..utils._norms import row_sqnorms
 from .builtin import prepare_pair
 
-__all__ = ["NystroemKernel", "RandomFourierKernel"]
+__all__ = ["NystroemKernel", "NystroemMap", "RandomFourierKernel", "nystroem_projection",
+           "nystroem_transform"]
 
 
 def _check_random_state_param(value, name, owner):
@@ -153,7 +155,7 @@ class _FittedFeatureMap(Kernel):
     def diag(self, A):
         A, _, dtype = prepare_pair(A)
         P = self.feature_map(A)
-        return np.einsum("ij,ij->i", P, P).astype(dtype, copy=False)
+        return row_sqnorms(P, dtype=dtype)
 
 
 @_register_builtin("kernel", "nystroem")
@@ -162,9 +164,10 @@ class NystroemKernel(_FittedFeatureMap):
 
     Phi(X) = K(X, C) K_CC^{-1/2}, with C the m centres (rows of the training X drawn
     uniformly without replacement) and K_CC^{-1/2} = V diag(lambda^{-1/2}) V^T from the
-    eigendecomposition of K(C, C); eigenvalues below ``m * eps * lambda_max`` (numerically
-    zero or negative) are dropped, which makes Phi Phi^T = K_XC K_CC^+ K_CX. With m = n the
-    approximation is the exact kernel matrix of the training rows.
+    eigendecomposition of K(C, C); eigenvalues at or below ``m * eps * lambda_max``
+    (numerically zero or negative) are dropped, which makes Phi Phi^T = K_XC K_CC^+ K_CX
+    (`nystroem_projection`). With m = n the approximation is the exact kernel matrix of the
+    training rows. The map is `NystroemMap`'s, which solvers use directly.
 
     Parameters
     ----------
@@ -176,6 +179,11 @@ class NystroemKernel(_FittedFeatureMap):
     n_components : int >= 1
         Number m of centres (capped at the number of training rows).
     random_state : None, int or numpy Generator
+
+    References
+    ----------
+    C. K. I. Williams and M. Seeger, "Using the Nystroem method to speed up kernel
+    machines", Advances in Neural Information Processing Systems 13 (NIPS 2000).
     """
 
     param_table = {
@@ -198,32 +206,128 @@ class NystroemKernel(_FittedFeatureMap):
         return self.components_.shape[0]
 
     def _fit_state(self, X):
-        n = X.shape[0]
-        m = min(int(self.n_components), n)
+        m = min(int(self.n_components), X.shape[0])
         # K_CC, its eigenvectors and K_CC^{-1/2}
         self._check_budget(3.0 * m * m * 8, f"the {m} x {m} matrices of the centres")
-        rng = check_random_state(self.random_state)
-        idx = np.sort(rng.choice(n, size=m, replace=False))
-        centres = X[idx]
-        if not sp.issparse(centres):
-            centres = np.ascontiguousarray(centres)
-        Kcc = np.asarray(self.base_kernel(centres, centres), dtype=np.float64)
-        if not np.isfinite(Kcc).all():
-            raise ValueError("Nystroem: the base kernel's values K(C, C) at the centres are not "
-                             "finite (they overflow float64): rescale X (e.g. to unit-norm rows) "
-                             "or change the base kernel's parameters")
-        lam, V = np.linalg.eigh(Kcc)
-        keep = lam > m * np.finfo(np.float64).eps * max(lam.max(), 0.0)
-        scale = np.zeros_like(lam)
-        scale[keep] = 1.0 / np.sqrt(lam[keep])
-        # K_CC^{-1/2} restricted to the numerically positive eigenspace
-        return {"normalization_": (V * scale) @ V.T, "components_": centres,
-                "component_indices_": idx, "n_components_kept_": int(keep.sum())}
+        fitted = NystroemMap(self.base_kernel, m, self.random_state).fit(X)
+        return {"normalization_": fitted.projection_, "components_": fitted.centres_,
+                "component_indices_": fitted.centre_index_,
+                "n_components_kept_": fitted.n_components_kept_}
 
     def _transform(self, X):
-        Kxc = self.base_kernel(X, self.components_)  # float64 (the centres are float64 or X's)
-        return np.ascontiguousarray(Kxc @ self.normalization_.astype(Kxc.dtype, copy=False),
-                                    dtype=X.dtype)
+        return nystroem_transform(self.base_kernel, X, self.components_, self.normalization_,
+                                  dtype=X.dtype)
+
+
+# ---------------------------------------------------------------- the Nystroem map itself
+def nystroem_projection(Kcc):
+    """The Nystroem normalization K_CC^{-1/2} of the Gram matrix of the centres.
+
+    With K_CC = V diag(lambda) V^T (``numpy.linalg.eigh`` of the symmetrized matrix), the
+    eigenvalues kept are those above the rounding level of the decomposition,
+
+        lambda_i > m * eps * lambda_max        (eps = float64 machine epsilon),
+
+    since a symmetric eigensolver is backward stable to about m eps ||K_CC||: an eigenvalue
+    below that level cannot be told from zero (or is negative, for a kernel that is not
+    positive semi-definite in floating point), and 1 / sqrt(lambda) of it would only amplify
+    rounding. The result is P = V_+ diag(lambda_+^{-1/2}) V_+^T (m x m), so that
+    Phi(X) = K(X, C) P satisfies Phi(A) Phi(B)^T = K(A, C) K_CC^+ K(C, B).
+
+    Parameters
+    ----------
+    Kcc : array (m, m)
+        The base kernel on the centres.
+
+    Returns
+    -------
+    projection : ndarray (m, m), float64
+    n_kept : int
+        The numerical rank of K_CC (number of eigenvalues kept).
+
+    References
+    ----------
+    C. K. I. Williams and M. Seeger, "Using the Nystroem method to speed up kernel
+    machines", Advances in Neural Information Processing Systems 13 (NIPS 2000).
+    """
+    Kcc = np.asarray(Kcc, dtype=np.float64)
+    if not np.isfinite(Kcc).all():
+        raise ValueError("Nystroem: the base kernel's values K(C, C) at the centres are not "
+                         "finite (they overflow float64): rescale X (e.g. to unit-norm rows) "
+                         "or change the base kernel's parameters")
+    lam, V = np.linalg.eigh(0.5 * (Kcc + Kcc.T))
+    keep = lam > lam.shape[0] * np.finfo(np.float64).eps * max(lam[-1], 0.0)
+    if not np.any(keep):
+        raise ValueError("Nystroem: the base kernel's values K(C, C) at the centres are all "
+                         "zero (or not positive); check the kernel and its parameters")
+    Vk = V[:, keep]
+    return (Vk / np.sqrt(lam[keep])) @ Vk.T, int(keep.sum())
+
+
+def nystroem_transform(kernel, X, centres, projection, dtype=np.float64, block=4096):
+    """Phi(X) = K(X, C) P, by row blocks of X (float64 rows: the map a referee evaluates),
+    as an (n, m) array of ``dtype``."""
+    out = np.empty((X.shape[0], projection.shape[1]), dtype=dtype)
+    for start in range(0, X.shape[0], block):
+        stop = min(start + block, X.shape[0])
+        Kb = np.asarray(kernel(float64_block(X[start:stop]), centres), dtype=np.float64)
+        out[start:stop] = Kb @ projection
+    return out
+
+
+class NystroemMap:
+    """The Nystroem feature map of a kernel on m centres sampled uniformly, for any solver.
+
+    ``fit(X)`` draws m = min(n_components, n) rows of X uniformly without replacement (in
+    increasing row order) as the centres C and computes P = K_CC^{-1/2} with the cut-off
+    of `nystroem_projection`; ``transform(X)`` returns Phi(X) = K(X, C) P, float64 (n, m).
+    The ``nystroem`` kernel is this map with a kernel's interface (lazy fit, per-run
+    copies, memory budget): on the same centres both give the same Phi.
+
+    Parameters
+    ----------
+    kernel : Kernel
+        Base kernel (``kernel(A, B)`` Gram blocks).
+    n_components : int
+        Number of centres m (capped at the number of rows).
+    random_state : None, int or numpy Generator
+        The draw of the centres.
+
+    Attributes
+    ----------
+    centres_ : float64 array or CSR matrix (m, d)
+    centre_index_ : ndarray (m,)
+        Row indices of the centres in the fitted X.
+    projection_ : ndarray (m, m)
+        P, so that Phi(x) = K(x, C) @ projection_.
+    n_components_kept_ : int
+        Numerical rank of K_CC.
+
+    References
+    ----------
+    C. K. I. Williams and M. Seeger, "Using the Nystroem method to speed up kernel
+    machines", Advances in Neural Information Processing Systems 13 (NIPS 2000).
+    """
+
+    def __init__(self, kernel, n_components, random_state=None):
+        self.kernel = kernel
+        self.n_components = int(n_components)
+        self.rng = check_random_state(random_state)
+
+    def fit(self, X):
+        """Draw the centres among the rows of X and compute the projection; returns self."""
+        n = X.shape[0]
+        m = min(self.n_components, n)
+        idx = np.sort(self.rng.choice(n, size=m, replace=False))
+        self.centres_ = float64_block(X[idx])  # a copy (fancy indexing), in float64
+        self.centre_index_ = idx
+        Kcc = self.kernel(self.centres_, self.centres_)
+        self.projection_, self.n_components_kept_ = nystroem_projection(Kcc)
+        return self
+
+    def transform(self, X, block=4096):
+        """Phi(X) = K(X, C) P, a float64 (n, m) array."""
+        return nystroem_transform(self.kernel, X, self.centres_, self.projection_, block=block)
 
 
 def _check_base(value, name, owner):
@@ -268,6 +372,11 @@ class RandomFourierKernel(_FittedFeatureMap):
     n_components : int >= 1
         Number m of random features.
     random_state : None, int or numpy Generator
+
+    References
+    ----------
+    A. Rahimi and B. Recht, "Random Features for Large-Scale Kernel Machines", Advances in
+    Neural Information Processing Systems 20 (NIPS 2007).
     """
 
     param_table = {

@@ -16,6 +16,7 @@ from .._registry import _register_builtin
 from .._validation import Param, check_X
 from ..plugins import Kernel
 from . import _gram
+from ..utils._norms import row_sqnorms
 from ..utils._threads import single_threaded_blas
 
 __all__ = ["LinearKernel", "RBFKernel", "PolynomialKernel", "LaplacianKernel",
@@ -56,16 +57,6 @@ def _as(X, dtype):
     if sp.issparse(X):
         return X if X.dtype == dtype else X.astype(dtype)
     return np.ascontiguousarray(X, dtype=dtype)
-
-
-def _row_sqnorms(X):
-    """||x_i||^2 for each row, in the dtype of X (float64 sums)."""
-    out = np.empty(X.shape[0], dtype=X.dtype)
-    if sp.issparse(X):
-        _gram.sqnorms_csr(X.data, X.indptr, out)
-    else:
-        _gram.sqnorms_dense(X, out)
-    return out
 
 
 def _single_threaded_blas():
@@ -205,7 +196,7 @@ class LinearKernel(Kernel):
 
     def diag(self, A):
         A, _, _ = prepare_pair(A)
-        return _row_sqnorms(A)
+        return row_sqnorms(A, dtype=A.dtype)
 
 
 @_register_builtin("kernel", "rbf")
@@ -226,8 +217,8 @@ class RBFKernel(Kernel):
         same = B is A
         Ac, Bc = _centered(A, B)
         K = _dot_block(Ac, Bc, upper_only=True)  # rbf_exponent mirrors the upper triangle
-        na = _row_sqnorms(Ac)
-        nb = na if same else _row_sqnorms(Bc)
+        na = row_sqnorms(Ac, dtype=K.dtype)
+        nb = na if same else row_sqnorms(Bc, dtype=K.dtype)
         # ||a - b||^2 = ||a||^2 + ||b||^2 - 2 <a, b>, clipped at 0 (round-off), then exp
         _gram.rbf_exponent(K, na, nb, g, same)
         np.exp(K, out=K)
@@ -272,8 +263,8 @@ class RBFKernel(Kernel):
         A, B = _as64(A), _as64(B)
         g = _resolve_gamma(self.gamma, A.shape[1])
         Ac, Bc = _centered(A, B)
-        na = np.asarray(_row_sqnorms(Ac), dtype=np.float64)
-        nb = na if Bc is Ac else np.asarray(_row_sqnorms(Bc), dtype=np.float64)
+        na = row_sqnorms(Ac)
+        nb = na if Bc is Ac else row_sqnorms(Bc)
         k = max(_row_nnz_max(Ac), _row_nnz_max(Bc))
         S = na[:, None] + nb[None, :]
         D2 = np.maximum(S - 2.0 * _dot_block(Ac, Bc), 0.0)
@@ -329,8 +320,8 @@ class PolynomialKernel(Kernel):
         p = int(self.degree)
         t = g * _dot_block(A, B) + float(self.coef0)
         k = max(_row_nnz_max(A), _row_nnz_max(B))
-        na = np.sqrt(_row_sqnorms(A))
-        nb = np.sqrt(_row_sqnorms(B))
+        na = np.sqrt(row_sqnorms(A))
+        nb = np.sqrt(row_sqnorms(B))
         dt = g * ((k + 2) * _U64) * np.outer(na, nb) + 2 * _U64 * np.abs(t)
         K = t ** p
         err = p * (np.abs(t) + dt) ** (p - 1) * dt + 2 * p * _U64 * np.abs(K)
@@ -339,7 +330,8 @@ class PolynomialKernel(Kernel):
     def diag(self, A):
         A, _, dtype = prepare_pair(A)
         g = _resolve_gamma(self.gamma, A.shape[1])
-        return ((g * _row_sqnorms(A) + self.coef0) ** int(self.degree)).astype(dtype, copy=False)
+        sq = row_sqnorms(A, dtype=A.dtype)
+        return ((g * sq + self.coef0) ** int(self.degree)).astype(dtype, copy=False)
 
 
 @_register_builtin("kernel", "laplacian")
@@ -515,6 +507,12 @@ class SplineKernel(Kernel):
         ``1 + (-1)^(q/2 - 1) B_q(|x - z|) / q!``, which lacks the factor (2 pi)^q: it equals
         the series with weights |2 pi k|^-q instead of |k|^-q (same RKHS, rescaled
         non-constant part). Use it to reproduce the paper's numbers exactly.
+
+    References
+    ----------
+    G. Beugnot, J. Mairal and A. Rudi, "Beyond Tikhonov: Faster Learning with
+    Self-Concordant Losses via Iterative Regularization", Advances in Neural Information
+    Processing Systems 34 (NeurIPS 2021).
     """
 
     param_table = {

@@ -3,6 +3,12 @@
 Each plug-in is a thin Python front over a ``cdef class`` of
 ``marginkit.smoothers._smoothers`` whose ``argmin`` runs without the GIL inside the
 solvers' iterations; ``cython_smoother()`` returns that object.
+
+References
+----------
+A. Ramdas and J. Peña, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+Proceedings of the 31st International Conference on Machine Learning (ICML 2014);
+arXiv:1505.04123.
 """
 import numpy as np
 
@@ -34,6 +40,12 @@ class Entropy(Smoother):
         argmin_{p in simplex} <g, p> + mu d(p) = exp(-g/mu) / ||exp(-g/mu)||_1,
 
     computed with the log-sum-exp shift. ``q`` is accepted and ignored.
+
+    References
+    ----------
+    A. Ramdas and J. Peña, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML 2014);
+    arXiv:1505.04123.
     """
 
     strong_convexity_norm = "l1"
@@ -62,6 +74,12 @@ class L2(Smoother):
     p_i = max(y_i - t, 0) from the lower bound max(y) - 1: a handful of vectorized O(n)
     passes, no sorting.
     ``q=None`` means the uniform distribution 1/n.
+
+    References
+    ----------
+    A. Ramdas and J. Peña, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML 2014);
+    arXiv:1505.04123.
     """
 
     strong_convexity_norm = "l2"
