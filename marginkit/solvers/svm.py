@@ -1262,12 +1262,13 @@ def _rotate(v, r_new):
     v["r_buf"], v["r_prev"], v["r"] = v["r_prev"], v["r"], r_new
 
 
-def _rmin(r):
-    return float(r.min()) if r.size else math.inf
+def _rmin(r, several):
+    """min r over the block, for a driver of several blocks (one block counts itself)."""
+    return (float(r.min()) if r.size else math.inf) if several else None
 
 
 def _k_fista_step(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu, gamma, kappa, level,
-                  unit, rho):
+                  unit, rho, several):
     """One FISTA iteration on the block's rows (``_svm_fast.fista_iteration``); returns
     (X_b^T (y * r_new), the call's results (b_new, eps, ncert, rsum, rsq, wsq, dsq) for
     the block, min r_new)."""
@@ -1278,7 +1279,7 @@ def _k_fista_step(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu, gamma, kapp
                              s, m, M, data.c, beta, L, mu, gamma, kappa, level, r_new,
                              a_new, st["v"], st["bufs"], st["parts"], st["active"], unit, rho)
     _rotate(v, r_new)
-    return a_new, out, _rmin(r_new)
+    return a_new, out, _rmin(r_new, several)
 
 
 def _k_fsvm_gradient(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu):
@@ -1300,7 +1301,7 @@ def _k_next_breakpoint(block, lam, gamma, upward):
     return _f.next_breakpoint(block.v["fista"]["vproj"], block.y, gamma, lam, upward)
 
 
-def _k_fsvm_finish(block, lam, gamma, kappa, level, s, m, unit, rho, feas, gK):
+def _k_fsvm_finish(block, lam, gamma, kappa, level, s, m, unit, rho, feas, gK, several):
     """Second half on the block (``fista_svm_finish``), as ``_k_fista_step`` returns."""
     data, v = block.v["svm"], block.v
     st = v["fista"]
@@ -1309,7 +1310,7 @@ def _k_fsvm_finish(block, lam, gamma, kappa, level, s, m, unit, rho, feas, gK):
                               level, s, m, r_new, a_new, st["bufs"], st["parts"],
                               st["active"], unit, rho, feas, gK)
     _rotate(v, r_new)
-    return a_new, out, _rmin(r_new)
+    return a_new, out, _rmin(r_new, several)
 
 
 def _k_count_above(block, level, eps):
@@ -1454,7 +1455,7 @@ class _FistaState(_ClaimOffers, SolverState):
                                                      rk1, True)
             # the whole iteration in one call per block (extrapolation, passes, bound)
             parts = ex.map(_k_fista_step, *common, self.gamma, self.kappa_bound, self.level,
-                           self.unit, rho)
+                           self.unit, rho, ex.n_chunks > 1)
             a_new, b_new, eps, ncert, rsum, rsq, wsq = self._reduce(parts)
         else:
             ex.map(_k_fsvm_gradient, *common)
@@ -1470,7 +1471,7 @@ class _FistaState(_ClaimOffers, SolverState):
                                                      rk1, False, self.t_bar)
             feas = (1.0 + self.kappa) * (1.0 + 1e-15)
             parts = ex.map(_k_fsvm_finish, lam, self.gamma, self.kappa_bound, self.level, s,
-                           m, self.unit, rho, feas, self.rc.gK)
+                           m, self.unit, rho, feas, self.rc.gK, ex.n_chunks > 1)
             a_new, b_new, eps, ncert, rsum, rsq, wsq = self._reduce(parts, feas)
             if ncert:
                 # the residual of y^T r = 0 is spread over a free coordinate with room
