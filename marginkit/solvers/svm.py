@@ -1612,6 +1612,12 @@ class Fista(_FistaBase):
         Phi = feature_map(X) and "std" standardizes the columns of Phi (training
         statistics); coef_ is None, ``extra["feature_space_coef"]`` and intercept_ give
         the classifier on Phi(x), and predict applies the kernel's fitted map.
+
+    References
+    ----------
+    .. [1] "Data-Dependent Complexity of First-Order Methods for Support Vector
+       Machines", arXiv:2512.03947 (2025).
+    .. [2] A. Beck, "First-Order Methods in Optimization", SIAM, 2017, section 10.7.7.
     """
 
     augmented = True
@@ -1626,6 +1632,14 @@ class FistaSVM(_FistaBase):
     ``project_box_hyperplane``), with L = mu + ||Z||_2^2. The intercept is t = L lambda,
     lambda the multiplier of the last projection (derivation in docs/svm.md), and the
     certified-point test is the same as for ``fista``.
+
+    References
+    ----------
+    .. [1] "Data-Dependent Complexity of First-Order Methods for Support Vector
+       Machines", arXiv:2512.03947 (2025).
+    .. [2] A. Beck, "First-Order Methods in Optimization", SIAM, 2017, section 10.7.7.
+    .. [3] P. Brucker, "An O(n) algorithm for quadratic knapsack problems", Operations
+       Research Letters 3(3), 1984.
     """
 
     augmented = False
@@ -1790,7 +1804,14 @@ class DCD(Solver):
     gradient at the end of the epoch, one extra pass over X, computed only when the
     estimate from the epoch's own entries would certify, or every epoch with
     ``bound_check="always"``); or ``liblinear`` (max - min projected gradient over the
-    epoch <= tol).
+    epoch <= tol). Sequential: refused on dask arrays (``_DCD_SEQUENTIAL``).
+
+    References
+    ----------
+    .. [1] "Data-Dependent Complexity of First-Order Methods for Support Vector
+       Machines", arXiv:2512.03947 (2025).
+    .. [2] C.-J. Hsieh, K.-W. Chang, C.-J. Lin, S. S. Keerthi, S. Sundararajan, "A Dual
+       Coordinate Descent Method for Large-scale Linear SVM", ICML 2008.
     """
 
     requires = {"kernel": ("feature_map",)}
@@ -1899,6 +1920,13 @@ class Pegasos(Solver):
     margin violations (Pegasos paper, section 6). One iteration is one epoch over a random
     permutation from ``random_state`` (block by block on a dask array: see
     ``_PegasosState``); the run stops after ``epochs`` epochs (status ``"max_iter"``).
+
+    References
+    ----------
+    .. [1] S. Shalev-Shwartz, Y. Singer, N. Srebro, "Pegasos: Primal Estimated
+       sub-GrAdient SOlver for SVM", ICML 2007.
+    .. [2] "Data-Dependent Complexity of First-Order Methods for Support Vector
+       Machines", arXiv:2512.03947 (2025), section 5.1.
     """
 
     requires = {"kernel": ("feature_map",)}
