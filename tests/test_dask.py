@@ -215,8 +215,18 @@ def test_local_mode_without_a_client(monkeypatch):
 
 
 # -------------------------------------------------------------------------------- pegasos
+def _chunkwise_permutation(rng, sizes):
+    """Pegasos's epoch order over row blocks of ``sizes``: blocks in order, inside block c
+    ``rng.permutation(sizes[c])`` (drawn block after block), as global row indices."""
+    out, start = [], 0
+    for nc in sizes:
+        out.append(start + np.random.Generator.permutation(rng, int(nc)))
+        start += int(nc)
+    return np.concatenate(out).astype(np.int64)
+
+
 class _ChunkwiseOrder(np.random.Generator):
-    """A generator whose ``permutation(n)`` is the dask pegasos epoch order."""
+    """A generator whose ``permutation(n)`` is the epoch order over the dask chunks."""
 
     def __init__(self, seed, sizes):
         super().__init__(np.random.PCG64(seed))
@@ -224,7 +234,7 @@ class _ChunkwiseOrder(np.random.Generator):
 
     def permutation(self, n):
         assert n == sum(self.sizes)
-        return _dask.chunkwise_permutation(self, self.sizes)
+        return _chunkwise_permutation(self, self.sizes)
 
 
 @pytest.mark.parametrize("sparse", [False, True])
@@ -239,11 +249,80 @@ def test_pegasos_chunkwise_epochs_match_in_memory_same_order(client, sparse):
     assert not np.allclose(other.coef_, dsk.coef_)
 
 
-def test_chunkwise_permutation_is_a_permutation():
-    rng = np.random.default_rng(0)
-    order = _dask.chunkwise_permutation(rng, [3, 5, 2])
-    np.testing.assert_array_equal(np.sort(order), np.arange(10))
-    assert set(order[:3]) == {0, 1, 2} and set(order[3:8]) == set(range(3, 8))
+def test_pegasos_one_chunk_is_the_in_memory_run(client):
+    # one block: the epoch order is rng.permutation(n), the in-memory order
+    X, y = _synthetic(n=300, separable=False)
+    dsk = mk.solve(_as_dask(X, 300), y, solver="pegasos", epochs=3, random_state=5)
+    mem = mk.solve(X, y, solver="pegasos", epochs=3, random_state=5)
+    assert dsk.extra["dask"]["n_chunks"] == 1
+    assert_same_run(mem, dsk, X, y)
+
+
+# ---------------------------------------------- blocked solvers: one implementation, any executor
+def _blocked_cases():
+    for solver in ("fista", "fista_svm", "pegasos"):
+        for sparse in (False, True):
+            for dtype in (np.float64, np.float32):
+                yield solver, sparse, dtype
+
+
+@pytest.mark.parametrize("solver, sparse, dtype", list(_blocked_cases()))
+def test_blocked_solvers_on_a_cluster_and_without_a_client(client, monkeypatch, solver,
+                                                           sparse, dtype):
+    # the in-memory solver itself runs on the chunks: on the cluster (2 worker processes)
+    # and without a client (the chunks in this process) the run is the in-memory one
+    # (pegasos: the in-memory run with the chunks' epoch order), to 1e-10
+    X, y = _synthetic(n=260, d=9, seed=4, separable=False, sparse=sparse)
+    X = X.astype(dtype)
+    kw = {"epochs": 3, "random_state": 2} if solver == "pegasos" else {}
+    Xd = _as_dask(X, 100)
+    sizes = [int(c) for c in Xd.chunks[0]]
+    mem_kw = dict(kw, random_state=_ChunkwiseOrder(2, sizes)) if solver == "pegasos" else kw
+    mem = mk.solve(X, y, solver=solver, **mem_kw)
+    on_cluster = mk.solve(Xd, y, solver=solver, **kw)
+    assert on_cluster.extra["dask"] == dict(on_cluster.extra["dask"], n_chunks=3,
+                                            distributed=True)
+    monkeypatch.setattr(_dask, "_default_client", lambda: None)
+    local = mk.solve(Xd, y, solver=solver, **kw)
+    assert not local.extra["dask"]["distributed"]
+    for dsk in (on_cluster, local):
+        assert_same_run(mem, dsk, X, y)
+        if solver != "pegasos":
+            assert mem.status == "certified" and dsk.certificate.verify(X, y)
+            assert dsk.extra["L"] == pytest.approx(mem.extra["L"], rel=1e-12)
+    if solver != "pegasos":
+        assert on_cluster.certified_mask.any()
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm"])
+def test_fista_fallback_bound_runs_on_the_chunks(client, monkeypatch, solver):
+    # the long-double projected-gradient bound (where the rounding term decides) is
+    # reduced over the chunks: a large mu converges to the rounding floor in ~70
+    # iterations, a rule that cannot fire keeps the run going
+    from marginkit.solvers import svm
+
+    calls = []
+    bound = svm._FistaState._fresh_bound
+
+    def counted(state, *args):
+        calls.append(state.n_iter)
+        return bound(state, *args)
+
+    monkeypatch.setattr(svm._FistaState, "_fresh_bound", counted)
+    X, y = _synthetic(n=300, separable=False)
+    kw = dict(stop=("certified_points", {"fraction": 0.999}), mu=50.0, max_iter=110)
+    mem = mk.solve(X, y, solver=solver, **kw)
+    n_mem = len(calls)
+    dsk = mk.solve(_as_dask(X, 120), y, solver=solver, **kw)
+    assert n_mem > 10 and len(calls) == 2 * n_mem
+    assert_same_run(mem, dsk, X, y)
+
+
+def test_dcd_is_sequential_and_refused_with_the_alternatives(client):
+    X, y = _synthetic(n=80, separable=False)
+    with pytest.raises(ValueError, match=r"'dcd' is sequential.*'fista'.*'fista_svm'.*'pegasos'"
+                                         r".*X\.compute\(\)"):
+        mk.solve(_as_dask(X, 40), y, solver="dcd")
 
 
 # -------------------------------------------------------------- perceptron / von Neumann

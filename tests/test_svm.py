@@ -262,6 +262,62 @@ def test_original_space_coefficients_and_zero_variance_column():
     assert s[-1] == 0.0 and m[-1] == pytest.approx(7.0)
 
 
+def _row_blocks(X, cuts):
+    """An Executor over the row blocks X[cuts[i]:cuts[i + 1]] (in this process)."""
+    from marginkit._executors import Block, Executor
+
+    blocks = [Block(X[lo:hi], None, i, lo) for i, (lo, hi) in enumerate(zip(cuts, cuts[1:]))]
+    return Executor(blocks, np.diff(cuts), X.shape[1], X.dtype, sp.issparse(X))
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("scale", ["std", "scale"])
+def test_scaling_statistics_over_row_blocks_follow_the_in_memory_rule(sparse, scale):
+    # one implementation: three block kernels reduced in block order. Columns: constant
+    # (dropped), a spread at round-off level of the mean (dropped by the relative rule),
+    # a spread just above it (kept), 1e-150 and 1e300 magnitudes (exact power-of-two
+    # scaling), a mostly-zero one (implicit zeros of CSR blocks)
+    rng = np.random.default_rng(3)
+    n = 90
+    X = np.column_stack([np.full(n, 3.0), 1.0 + 1e-15 * rng.standard_normal(n),
+                         1.0 + 1e-9 * rng.standard_normal(n),
+                         1e-150 * rng.standard_normal(n), 1e300 * rng.random(n),
+                         np.where(rng.random(n) < 0.1, 5.0, 0.0), rng.standard_normal(n)])
+    X = sp.csr_matrix(X) if sparse else X
+    m1, s1 = scaling_statistics(X, scale)
+    assert s1[0] == 0.0 and s1[1] == 0.0 and s1[2] > 0.0 and np.all(s1[3:] > 0.0)
+    for cuts in ([0, n], [0, 40, 41, 90], [0, 13, 29, 60, 77, 90]):
+        m2, s2 = scaling_statistics(_row_blocks(X, cuts), scale)
+        np.testing.assert_array_equal(s2 == 0.0, s1 == 0.0)
+        np.testing.assert_allclose(s2, s1, rtol=1e-13, atol=0)
+        np.testing.assert_allclose(m2, m1, rtol=1e-13, atol=0)
+        if len(cuts) == 2:  # one block: the in-memory computation itself
+            assert s2.tobytes() == s1.tobytes() and m2.tobytes() == m1.tobytes()
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("augmented", [True, False])
+def test_lipschitz_bound_over_row_blocks(sparse, augmented):
+    # the blocks' Gram matrices add up (or one Lanczos product per map): the same bound
+    # to rounding, above the exact top eigenvalue
+    from marginkit.solvers import svm
+
+    X, _ = make_problem(n=120, d=7, seed=9)
+    X = sp.csr_matrix(np.where(np.abs(X) < 0.5, 0.0, X)) if sparse else X
+    one = svm._Blocked.build(_row_blocks(X, [0, 120]), "std")
+    many = svm._Blocked.build(_row_blocks(X, [0, 50, 51, 120]), "std")
+    Z = (np.asarray(X.todense() if sparse else X) - one.m) * one.s
+    if augmented:
+        Z = np.column_stack([Z, np.ones(120)])
+    top = np.linalg.eigvalsh(Z.T @ Z)[-1]
+    for budget in (2.0 * 2**30, 1.0):  # Gram matrix, Lanczos
+        lam1, info1 = svm.lipschitz_bound(one, augmented, budget)
+        lam2, info2 = svm.lipschitz_bound(many, augmented, budget)
+        assert info1["method"] == info2["method"] == ("gram" if budget > 1 else "lanczos")
+        assert lam1 >= top and lam2 >= top
+        assert lam2 == pytest.approx(lam1, rel=1e-9)
+
+
 # ------------------------------------------------------------------------------- DCD
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("sparse", [False, True])

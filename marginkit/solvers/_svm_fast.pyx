@@ -290,118 +290,96 @@ cdef void _scaling_tail(Py_ssize_t d, double dn, const double* colmax, const dou
         m[j] = mean if center else 0.0
 
 
-cdef void _scaling_products(const double[::1] m, const double[::1] s, double[::1] sm,
-                            double[::1] s2m) noexcept:
-    # the values of sm = s * m and s2m = s * sm (numpy's elementwise products), when asked
-    cdef Py_ssize_t j
-    if sm is None or s2m is None:
-        return
-    for j in range(m.shape[0]):
-        sm[j] = s[j] * m[j]
-        s2m[j] = s[j] * sm[j]
-
-
-def csr_scaling_statistics(const floating[::1] data, const index_t[::1] indices,
-                           const index_t[::1] indptr, Py_ssize_t n, bint center,
-                           double[::1] m, double[::1] s, double[::1] sm=None,
-                           double[::1] s2m=None):
-    """``svm.scaling_statistics`` of a CSR matrix: m = column means (0 unless ``center``),
-    s = 1/sigma (0 for constant columns).
-
-    Three passes over the stored entries in storage order, O(d) temporaries, no copy of
-    the nonzeros: the column maxima, then the sums of x / safe_j and the sums of squared
-    deviations (x / safe_j - mean_j)^2 with safe_j the power of two at or above the
-    column's largest magnitude (an exact scaling, a multiplication: no division per
-    entry, no overflow when squaring values near 1e300, no loss of columns of 1e-150);
-    the implicit zeros contribute mean_j^2 each. Given ``sm`` and ``s2m``, also fills
-    them with s * m and s * (s * m) (see ``_scaling_products``).
-    """
-    cdef Py_ssize_t d = m.shape[0]
-    cdef Py_ssize_t nnz = indptr[indptr.shape[0] - 1]
-    cdef Py_ssize_t j, k
-    cdef double x, dev
-    cdef double dn = <double>n
-    # the O(d) temporaries in one zeroed block (seven numpy arrays cost more than the
-    # passes themselves on small inputs)
-    cdef double* colmax = <double*>calloc(6 * d + 1, sizeof(double))
-    cdef int64_t* cnt = <int64_t*>calloc(d + 1, sizeof(int64_t))
-    cdef double* safe
-    cdef double* inv
-    cdef double* sums
-    cdef double* ss
-    cdef double* means
-    if colmax == NULL or cnt == NULL:
-        free(colmax)
-        free(cnt)
-        raise MemoryError()
-    safe, inv, sums, ss, means = colmax + d, colmax + 2 * d, colmax + 3 * d, colmax + 4 * d, colmax + 5 * d
+def column_max(const floating[:, ::1] Xd, const floating[::1] data,
+               const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+               Py_ssize_t n, double[::1] colmax):
+    """First pass of the scaling statistics over a row block: colmax_j <- max(colmax_j,
+    largest |x_ij| of the block's stored entries) (NaN propagates, as np.maximum would)."""
+    cdef Py_ssize_t d = colmax.shape[0]
+    cdef Py_ssize_t i, j, k
+    cdef double x
     with nogil:
-        for k in range(nnz):
-            j = indices[k]
-            x = fabs(<double>data[k])
-            if x > colmax[j] or x != x:  # NaN propagates, as np.maximum would
-                colmax[j] = x
-        for j in range(d):
-            safe[j] = _pow2_at_least(colmax[j])
-            inv[j] = 1.0 / safe[j]
-        for k in range(nnz):
-            j = indices[k]
-            sums[j] += (<double>data[k]) * inv[j]
-            cnt[j] += 1
-        for j in range(d):
-            means[j] = sums[j] / dn
-        for k in range(nnz):
-            j = indices[k]
-            dev = (<double>data[k]) * inv[j] - means[j]
-            ss[j] += dev * dev
-        for j in range(d):
-            ss[j] += (<double>(n - cnt[j]) * means[j]) * means[j]
-        _scaling_tail(d, dn, colmax, safe, sums, ss, center, &m[0], &s[0])
-    free(colmax)
-    free(cnt)
-    _scaling_products(m, s, sm, s2m)
-
-
-def dense_scaling_statistics(const floating[:, ::1] X, bint center, double[::1] m,
-                             double[::1] s, double[::1] sm=None, double[::1] s2m=None):
-    """``svm.scaling_statistics`` of a C-ordered dense matrix: the operations of
-    ``csr_scaling_statistics`` (every entry stored), three passes over X in storage
-    order, O(d) temporaries; ``sm``, ``s2m`` as there."""
-    cdef Py_ssize_t n = X.shape[0]
-    cdef Py_ssize_t d = X.shape[1]
-    cdef Py_ssize_t i, j
-    cdef double x, dev
-    cdef double dn = <double>n
-    cdef double* colmax = <double*>calloc(6 * d + 1, sizeof(double))  # as in the CSR case
-    cdef double* safe
-    cdef double* inv
-    cdef double* sums
-    cdef double* ss
-    cdef double* means
-    if colmax == NULL:
-        raise MemoryError()
-    safe, inv, sums, ss, means = colmax + d, colmax + 2 * d, colmax + 3 * d, colmax + 4 * d, colmax + 5 * d
-    with nogil:
-        for i in range(n):
-            for j in range(d):
-                x = fabs(<double>X[i, j])
-                if x > colmax[j] or x != x:  # NaN propagates, as np.max would
+        if dense:
+            for i in range(n):
+                for j in range(d):
+                    x = fabs(<double>Xd[i, j])
+                    if x > colmax[j] or x != x:
+                        colmax[j] = x
+        else:
+            for k in range(indptr[0], indptr[n]):
+                j = indices[k]
+                x = fabs(<double>data[k])
+                if x > colmax[j] or x != x:
                     colmax[j] = x
-        for j in range(d):
-            safe[j] = _pow2_at_least(colmax[j])
-            inv[j] = 1.0 / safe[j]
-        for i in range(n):
+
+
+def pow2_safe(const double[::1] colmax, double[::1] safe, double[::1] inv):
+    """safe_j = the power of two at or above colmax_j (``_pow2_at_least``), inv = 1/safe."""
+    cdef Py_ssize_t j
+    for j in range(colmax.shape[0]):
+        safe[j] = _pow2_at_least(colmax[j])
+        inv[j] = 1.0 / safe[j]
+
+
+def scaled_column_sums(const floating[:, ::1] Xd, const floating[::1] data,
+                       const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                       Py_ssize_t n, const double[::1] inv, double[::1] sums,
+                       int64_t[::1] cnt):
+    """Second pass: sums_j += sum of the block's stored x_ij * inv_j (inv_j the inverse
+    power of two of ``pow2_safe``: an exact scaling), cnt_j += stored entries."""
+    cdef Py_ssize_t d = inv.shape[0]
+    cdef Py_ssize_t i, j, k
+    with nogil:
+        if dense:
+            for i in range(n):
+                for j in range(d):
+                    sums[j] += (<double>Xd[i, j]) * inv[j]
             for j in range(d):
-                sums[j] += (<double>X[i, j]) * inv[j]
-        for j in range(d):
-            means[j] = sums[j] / dn
-        for i in range(n):
-            for j in range(d):
-                dev = (<double>X[i, j]) * inv[j] - means[j]
+                cnt[j] += n
+        else:
+            for k in range(indptr[0], indptr[n]):
+                j = indices[k]
+                sums[j] += (<double>data[k]) * inv[j]
+                cnt[j] += 1
+
+
+def scaled_sqdev(const floating[:, ::1] Xd, const floating[::1] data,
+                 const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                 Py_ssize_t n, const double[::1] inv, const double[::1] means,
+                 double[::1] ss):
+    """Third pass: ss_j += sum of the block's stored (x_ij * inv_j - means_j)^2 (the
+    implicit zeros of a CSR block are added by ``scaling_tail``)."""
+    cdef Py_ssize_t d = inv.shape[0]
+    cdef Py_ssize_t i, j, k
+    cdef double dev
+    with nogil:
+        if dense:
+            for i in range(n):
+                for j in range(d):
+                    dev = (<double>Xd[i, j]) * inv[j] - means[j]
+                    ss[j] += dev * dev
+        else:
+            for k in range(indptr[0], indptr[n]):
+                j = indices[k]
+                dev = (<double>data[k]) * inv[j] - means[j]
                 ss[j] += dev * dev
-        _scaling_tail(d, dn, colmax, safe, sums, ss, center, &m[0], &s[0])
-    free(colmax)
-    _scaling_products(m, s, sm, s2m)
+
+
+def scaling_tail(Py_ssize_t n, const double[::1] colmax, const double[::1] safe,
+                 const double[::1] sums, double[::1] ss, const int64_t[::1] cnt,
+                 bint center, double[::1] m, double[::1] s):
+    """The statistics from the three passes: the implicit zeros (n - cnt_j of them, each
+    contributing mean_j^2 to ss_j), then m_j = mean_j (0 unless ``center``) and
+    s_j = 1/sigma_j, 0 for a constant column: zero spread, or a spread at round-off level
+    of its (normalized) mean, or a sigma that is not a positive finite number."""
+    cdef Py_ssize_t d = m.shape[0]
+    cdef Py_ssize_t j
+    cdef double dn = <double>n
+    cdef double mean
+    for j in range(d):
+        mean = sums[j] / dn
+        ss[j] += (<double>(n - cnt[j]) * mean) * mean
+    _scaling_tail(d, dn, &colmax[0], &safe[0], &sums[0], &ss[0], center, &m[0], &s[0])
 
 
 def gram_power_matvec(const floating[:, ::1] Xd, const floating[::1] data,
@@ -423,7 +401,7 @@ def gram_power_matvec(const floating[:, ::1] Xd, const floating[::1] data,
     with nogil:
         for i in range(d):
             acc[i] = 0.0
-        for i in range(n):  # products in their own loop (see fista_hsvm_step)
+        for i in range(n):  # products in their own loop (see fista_iteration)
             t_buf[i] = _row_dot(dense, Xp, dp, ip, pp, i, &v_s[0], d) + offset
         for i in range(n):
             t = t_buf[i]
@@ -493,116 +471,7 @@ def scatter_dual(const floating[:, ::1] Xd, const floating[::1] data,
     return b
 
 
-def margins(const floating[:, ::1] Xd, const floating[::1] data,
-            const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-            const double[::1] y, const double[::1] s2a, double offset_b, const double[::1] c,
-            double b, double[::1] theta):
-    """theta_i = y_i (x_i . s2a - b c_i + offset_b): the signed margins of the classifier.
-
-    offset_b collects the row-independent terms (-m . s2a + b M + t_bar).
-    """
-    cdef const floating* Xp = &Xd[0, 0]
-    cdef const floating* dp = &data[0]
-    cdef const index_t* ip = &indices[0]
-    cdef const index_t* pp = &indptr[0]
-    cdef Py_ssize_t n = y.shape[0]
-    cdef Py_ssize_t d = s2a.shape[0]
-    cdef Py_ssize_t i
-    with nogil:
-        for i in range(n):
-            theta[i] = y[i] * (_row_dot(dense, Xp, dp, ip, pp, i, &s2a[0], d)
-                               - b * c[i] + offset_b)
-
-
 # ------------------------------------------------------------------------------ FISTA
-def fista_hsvm_step(const floating[:, ::1] Xd, const floating[::1] data,
-                    const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-                    const double[::1] y, const double[::1] r_prev, const double[::1] r,
-                    const double[::1] v, double offset, double by, const double[::1] c,
-                    double beta, double L, double mu, double gamma, double kappa,
-                    double level, double[::1] r_new, double[::1] a_new, double unit=1.0,
-                    double rounding=0.0):
-    """One FISTA iteration on the perturbed H-SVM dual: one gather and one scatter sweep.
-
-    The caller passes v = s2 * a(y_k) with a(y_k) = (1 + beta) a_k - beta a_{k-1} (a is
-    linear in r) and offset = -m . v + b(y_k) M + b(y_k), by = b(y_k), so that
-    (H~ w~(y_k))_i = y_i (x_i . v - by c_i + offset). For each row i:
-
-        y_k,i     = r_i + beta (r_i - r_prev,i)
-        grad_i    = 1 - (H~ H~^T y_k)_i - mu y_k,i
-        r_new,i   = proj_[0, gamma](y_k,i + grad_i / L)
-        a_new    += y_i r_new,i x_i   (scatter, rows with r_new,i > 0: a_new = X^T (y * r_new))
-
-    Returns (b_new, eps, n_certified, sum(r_new), ||r_new||^2) with the FISTA error bound
-    eps = kappa ||y_k - r_new|| + ``rounding`` (paper section 2.3; the rounding term of
-    docs/svm.md section 2) and the number of points with level - r_new,i > eps
-    (``level`` = min(gamma, 1/mu), ``svm.certify_level``). The norm is summed in units of
-    the power of two ``unit`` (the scale of r), so that it cannot underflow.
-    """
-    cdef const floating* Xp = &Xd[0, 0]
-    cdef const floating* dp = &data[0]
-    cdef const index_t* ip = &indices[0]
-    cdef const index_t* pp = &indptr[0]
-    cdef Py_ssize_t n = y.shape[0]
-    cdef Py_ssize_t d = a_new.shape[0]
-    cdef Py_ssize_t i, ncert = 0
-    cdef double yk, hw, rn, diff, u, b_new = 0.0, dsq = 0.0, rsum = 0.0, rsq = 0.0, eps
-    cdef double invL = 1.0 / L
-    cdef double inv_unit = 1.0 / unit
-    with nogil:
-        for i in range(d):
-            a_new[i] = 0.0
-        # the row products first, in a loop of their own (r_new as scratch): measured about
-        # 3x faster than computing the update in the same loop body (a9a, CSR)
-        for i in range(n):
-            r_new[i] = _row_dot(dense, Xp, dp, ip, pp, i, &v[0], d)
-        for i in range(n):
-            yk = r[i] + beta * (r[i] - r_prev[i])
-            hw = y[i] * (r_new[i] - by * c[i] + offset)
-            rn = _clamp(yk + (1.0 - hw - mu * yk) * invL, 0.0, gamma)
-            r_new[i] = rn
-            diff = (yk - rn) * inv_unit
-            dsq += diff * diff
-            rsum += rn
-            rsq += rn * rn
-        for i in range(n):
-            u = y[i] * r_new[i]
-            if u != 0.0:
-                b_new += u
-                _row_axpy(dense, Xp, dp, ip, pp, i, u, &a_new[0], d)
-        eps = kappa * (sqrt(dsq) * unit) + rounding
-        for i in range(n):
-            if level - r_new[i] > eps:
-                ncert += 1
-    return b_new, eps, ncert, rsum, rsq
-
-
-def fista_gradient_pass(const floating[:, ::1] Xd, const floating[::1] data,
-                        const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-                        const double[::1] y, const double[::1] r_prev, const double[::1] r,
-                        const double[::1] v, double offset, double by, const double[::1] c,
-                        double beta, double L, double mu, double[::1] yk_out, double[::1] vproj):
-    """Gather pass of FISTA for the classical SVM: y_k and the point to project,
-    vproj = y_k + grad g(y_k) / L with grad_i = 1 - (H H^T y_k)_i - mu y_k,i."""
-    cdef const floating* Xp = &Xd[0, 0]
-    cdef const floating* dp = &data[0]
-    cdef const index_t* ip = &indices[0]
-    cdef const index_t* pp = &indptr[0]
-    cdef Py_ssize_t n = y.shape[0]
-    cdef Py_ssize_t d = v.shape[0]
-    cdef Py_ssize_t i
-    cdef double yk, hw
-    cdef double invL = 1.0 / L
-    with nogil:
-        for i in range(n):  # products in their own loop (see fista_hsvm_step)
-            vproj[i] = _row_dot(dense, Xp, dp, ip, pp, i, &v[0], d)
-        for i in range(n):
-            yk = r[i] + beta * (r[i] - r_prev[i])
-            hw = y[i] * (vproj[i] - by * c[i] + offset)
-            yk_out[i] = yk
-            vproj[i] = yk + (1.0 - hw - mu * yk) * invL
-
-
 # ------------------------------------------------------- FISTA, blocked and row-parallel
 # The rows are cut into blocks that depend on the data only (never on the thread count,
 # ``fista_blocks``); each block has its own partial sums and its own d-vector for the
@@ -800,10 +669,11 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
                     double rounding=0.0):
     """One whole FISTA iteration on the perturbed H-SVM dual (arXiv:2512.03947, Algorithm 1).
 
-    ``fista_hsvm_step`` with the O(d) work around it in the same call: the extrapolated
-    a(y_k) = (1 + beta) a - beta a_prev, v = s2 * a(y_k), b(y_k) and the offset
-    -m . v + b(y_k) M + b(y_k) first; then, block by block of rows, the gather x_i . v, the
-    update
+    The O(d) work first: the extrapolated a(y_k) = (1 + beta) a - beta a_prev (a is
+    linear in r), v = s2 * a(y_k), b(y_k) and the offset -m . v + b(y_k) M + b(y_k), so
+    that (H~ w~(y_k))_i = y_i (x_i . v - b(y_k) c_i + offset); then, block by block of
+    rows, the gather x_i . v (the row products in a loop of their own: measured about 3x
+    faster than computing the update in the same loop body, a9a, CSR), the update
 
         y_k,i   = r_i + beta (r_i - r_prev,i)
         r_new,i = proj_[0, gamma](y_k,i + (1 - (H~ H~^T y_k)_i - mu y_k,i) / L)
@@ -815,8 +685,9 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
     partial sums in ``parts``, ns x 4) come from ``fista_blocks``: the result does not
     depend on the thread count. ``active`` (length n) is scratch.
 
-    Returns (b_new, eps, n_certified, sum r_new, ||r_new||^2, ||w~(r_new)||^2) with
-    eps = kappa ||y_k - r_new|| + ``rounding`` (paper section 2.3; the rounding term of
+    Returns (b_new, eps, n_certified, sum r_new, ||r_new||^2, ||w~(r_new)||^2, dsq) with
+    dsq = ||y_k - r_new||^2 / unit^2 (what a caller that reduces several row blocks of X
+    needs), eps = kappa ||y_k - r_new|| + ``rounding`` (paper section 2.3; the rounding term of
     docs/svm.md section 2, computed by the caller) and n_certified the number of points
     with level - r_new,i > eps (``level`` = min(gamma, 1/mu), ``svm.certify_level``). The
     norm is summed in units of the power of two ``unit`` (the scale of r): no underflow.
@@ -853,7 +724,7 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
                               kappa, level, sums, &ncert, unit, rounding, 0.0, 0.0)
         dsq, rsum, rsq, b_new = sums[0], sums[1], sums[2], sums[3]
         wsq = _w_bar_sq(&a_new[0], b_new, &sc[0], &m[0], d) + b_new * b_new
-    return b_new, eps, ncert, rsum, rsq, wsq
+    return b_new, eps, ncert, rsum, rsq, wsq, dsq
 
 
 cdef void _svm_gradient_block(Py_ssize_t lo, Py_ssize_t hi, const double* y,
@@ -877,8 +748,8 @@ def fista_svm_gradient(const floating[:, ::1] Xd, const floating[::1] data,
                        const double[::1] sc, const double[::1] m, double M,
                        const double[::1] c, double beta, double L, double mu,
                        double[::1] v, double[::1] yk_out, double[::1] vproj, Py_ssize_t ns):
-    """First half of a FISTA iteration for the classical SVM (``fista_gradient_pass`` with
-    the extrapolation of a and b in the same call): y_k and the point to project,
+    """First half of a FISTA iteration for the classical SVM, with the extrapolation of
+    a and b in the same call (as ``fista_iteration``): y_k and the point to project,
     vproj = y_k + grad g(y_k) / L, grad_i = 1 - (H H^T y_k)_i - mu y_k,i, over ``ns`` row
     blocks (``fista_blocks``) in one parallel region; every entry is computed by one
     thread, so the result does not depend on the thread count."""
@@ -937,7 +808,8 @@ def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
     bound eps = kappa ||y_k - r_new|| + rounding + feas (|y^T r_new| + gamma_n sum r_new)
     (docs/svm.md section 3: the rounding term, and the residual of y^T r = 0), the
     certified count (level - r_new,i > eps) and ||w(r_new)||^2 (no column of ones).
-    Returns (b_new, eps, n_certified, sum r_new, ||r_new||^2, ||w(r_new)||^2)."""
+    Returns (b_new, eps, n_certified, sum r_new, ||r_new||^2, ||w(r_new)||^2, dsq), dsq as
+    in ``fista_iteration``."""
     cdef const floating* Xp = &Xd[0, 0]
     cdef const floating* dp = &data[0]
     cdef const index_t* ip = &indices[0]
@@ -964,7 +836,7 @@ def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
                               kappa, level, sums, &ncert, unit, rounding, feas, gamma_n)
         dsq, rsum, rsq, b_new = sums[0], sums[1], sums[2], sums[3]
         wsq = _w_bar_sq(&a_new[0], b_new, &sc[0], &m[0], d)
-    return b_new, eps, ncert, rsum, rsq, wsq
+    return b_new, eps, ncert, rsum, rsq, wsq, dsq
 
 
 # ------------------------------------------------------ projection onto box and hyperplane
@@ -1002,6 +874,23 @@ cdef double _next_breakpoint(const double* v, const double* y, Py_ssize_t n, dou
             if b2 < lam and b2 > best:
                 best = b2
     return best
+
+
+def phi_slope(const double[::1] v, const double[::1] y, double gamma, double lam):
+    """(phi, n_free) of ``project_box_hyperplane`` on a row block's share of v and y."""
+    cdef Py_ssize_t nf = 0
+    cdef double ph = 0.0
+    if v.shape[0]:
+        ph = _phi_slope(&v[0], &y[0], v.shape[0], gamma, lam, &nf)
+    return ph, nf
+
+
+def next_breakpoint(const double[::1] v, const double[::1] y, double gamma, double lam,
+                    bint upward):
+    """The row block's nearest breakpoint strictly above (``upward``) or below lam."""
+    if v.shape[0] == 0:
+        return INFINITY if upward else -INFINITY
+    return _next_breakpoint(&v[0], &y[0], v.shape[0], gamma, lam, upward)
 
 
 def project_box_hyperplane(const double[::1] v, const double[::1] y, double gamma,
@@ -1090,8 +979,12 @@ cdef Py_ssize_t _dcd_pass(bint dense, const floating* Xp, const floating* dp,
                           const double* c, const double* qd, double M, double t_col,
                           double mu, double gamma, double pg_max_old, double pg_min_old,
                           bint shrinking, double* out) noexcept nogil:
-    # one epoch over index[:active_size]; out = [pg_max, pg_min, sum PG^2]; returns the
-    # new active size (see dcd_epoch)
+    # one epoch of dual coordinate descent (Hsieh et al. 2008, LIBLINEAR's solver) over
+    # index[:active_size] (already permuted): for each i, G_i = (Q r)_i - 1, PG_i its
+    # projection, r_i <- proj_[0, gamma](r_i - G_i / Q_ii), scal = [b, P] and s2a kept
+    # up to date; with ``shrinking`` coordinates at a bound that pass LIBLINEAR's test
+    # against the previous epoch's PG extremes are swapped to the end of ``index``.
+    # out = [pg_max, pg_min, sum PG^2]; returns the new active size
     cdef Py_ssize_t s, i, tmp
     cdef double b = scal[0], P = scal[1]
     cdef double G, PG, rold, rn, u, pg_max = -INFINITY, pg_min = INFINITY, pgsq = 0.0
@@ -1163,7 +1056,7 @@ cdef double _pg_pass(bint dense, const floating* Xp, const floating* dp, const i
     # the full projected gradient (see projected_gradient); returns ||p||^2
     cdef Py_ssize_t i
     cdef double G, p, acc = 0.0
-    for i in range(n):  # products in their own loop (see fista_hsvm_step)
+    for i in range(n):  # products in their own loop (see fista_iteration)
         pg[i] = _row_dot(dense, Xp, dp, ip, pp, i, s2a, d)
     for i in range(n):
         G = y[i] * (pg[i] - b * c[i] - P + b * M + t_col * b + t_shift) + mu * r[i] - 1.0
@@ -1173,20 +1066,15 @@ cdef double _pg_pass(bint dense, const floating* Xp, const floating* dp, const i
     return acc
 
 
-cdef double _fresh_bound(bint dense, const floating* Xp, const floating* dp,
-                         const index_t* ip, const index_t* pp, Py_ssize_t n, Py_ssize_t d,
-                         const double* y, const double* r, const double* sc, const double* m,
-                         double mu, double gamma, long double* fresh, const double* xi,
-                         const double* rc, double rsum, double rsq, double t_col=1.0,
-                         double t_shift=0.0) noexcept nogil:
-    # eps = ||p(r)|| / mu plus its rounding bound (see dcd_epochs): w scattered afresh from
-    # r and the margins, all in long double (a = X^T u, v = s (s (a - m b)) the original-
-    # space coefficients, theta_i = y_i (x_i . v - m . v + t_col b + t_shift)); only p_i is
-    # rounded to float64. t_col = 1, t_shift = 0: H-SVM; t_col = 0, t_shift = the
-    # multiplier: the classical SVM
-    cdef Py_ssize_t i, j, k, st
-    cdef long double b = 0.0, mv = 0.0, t, G, acc = 0.0
-    cdef double p, rxi = 0.0, om, gnorm, dg, norm
+cdef double _fresh_scatter(bint dense, const floating* Xp, const floating* dp,
+                           const index_t* ip, const index_t* pp, Py_ssize_t n, Py_ssize_t d,
+                           const double* y, const double* r, const double* xi,
+                           long double* fresh, long double* b_out) noexcept nogil:
+    # first pass of the full bound: fresh = X^T (y * r) and b = y^T r in long double;
+    # returns r . xi
+    cdef Py_ssize_t i, j, k
+    cdef long double b = 0.0
+    cdef double rxi = 0.0
     cdef const floating* row
     for j in range(d):
         fresh[j] = 0.0
@@ -1201,9 +1089,33 @@ cdef double _fresh_bound(bint dense, const floating* Xp, const floating* dp,
                 for k in range(pp[i], pp[i + 1]):
                     fresh[ip[k]] += (<long double>dp[k]) * (y[i] * r[i])
         rxi += r[i] * xi[i]
+    b_out[0] = b
+    return rxi
+
+
+cdef long double _fresh_coefficients(long double* fresh, const double* sc, const double* m,
+                                     long double b, Py_ssize_t d) noexcept nogil:
+    # v = s (s (a - m b)), the original-space coefficients, in place of a; returns m . v
+    cdef Py_ssize_t j
+    cdef long double mv = 0.0
     for j in range(d):
         fresh[j] = sc[j] * (sc[j] * (fresh[j] - m[j] * b))
         mv += m[j] * fresh[j]
+    return mv
+
+
+cdef long double _fresh_margins(bint dense, const floating* Xp, const floating* dp,
+                                const index_t* ip, const index_t* pp, Py_ssize_t n,
+                                Py_ssize_t d, const double* y, const double* r,
+                                const long double* fresh, long double mv, long double b,
+                                double t_col, double t_shift, double mu,
+                                double gamma) noexcept nogil:
+    # second pass: sum of p_i^2 (long double) with theta_i = y_i (x_i . v - mv + t_col b
+    # + t_shift), mv = m . v; only p_i is rounded to float64
+    cdef Py_ssize_t i, j, k
+    cdef long double t, G, acc = 0.0
+    cdef double p
+    cdef const floating* row
     for i in range(n):
         t = 0.0
         if dense:
@@ -1221,13 +1133,88 @@ cdef double _fresh_bound(bint dense, const floating* Xp, const floating* dp,
         else:
             p = <double>G
         acc += (<long double>p) * p
+    return acc
+
+
+cdef double _fresh_tail(long double acc, double rxi, double rsum, double rsq,
+                        const double* rc, double t_col, double t_shift,
+                        double mu) noexcept nogil:
     # |p_computed - p| <= rc[0] Omega_i + rc[1] (1 + |theta_i| + mu r_i) + u |p_i| per
     # point, Omega_i = (xi_i + mu_m)(r . xi + e^T r mu_m) + e^T r (docs/svm.md section 4)
+    cdef double om, gnorm, dg, norm
     om = rc[2] * (rxi + rsum * rc[3]) + rc[4] * (t_col * rsum + fabs(t_shift))
     gnorm = rc[4] + om + mu * sqrt(rsq)
     dg = rc[0] * om + rc[1] * gnorm + rc[5]
     norm = <double>sqrtl(acc)
     return (norm * (1.0 + rc[0] + 2.3e-16) + dg) * (1.0 + 1e-15) / mu
+
+
+cdef double _fresh_bound(bint dense, const floating* Xp, const floating* dp,
+                         const index_t* ip, const index_t* pp, Py_ssize_t n, Py_ssize_t d,
+                         const double* y, const double* r, const double* sc, const double* m,
+                         double mu, double gamma, long double* fresh, const double* xi,
+                         const double* rc, double rsum, double rsq, double t_col=1.0,
+                         double t_shift=0.0) noexcept nogil:
+    # eps = ||p(r)|| / mu plus its rounding bound (see dcd_epochs): w scattered afresh from
+    # r and the margins, all in long double (a = X^T u, v = s (s (a - m b)) the original-
+    # space coefficients, theta_i = y_i (x_i . v - m . v + t_col b + t_shift)); only p_i is
+    # rounded to float64. t_col = 1, t_shift = 0: H-SVM; t_col = 0, t_shift = the
+    # multiplier: the classical SVM. The passes are those of ``fresh_scatter`` and
+    # ``fresh_margins`` (which a caller with several row blocks reduces over them)
+    cdef long double b, mv, acc
+    cdef double rxi
+    rxi = _fresh_scatter(dense, Xp, dp, ip, pp, n, d, y, r, xi, fresh, &b)
+    mv = _fresh_coefficients(fresh, sc, m, b, d)
+    acc = _fresh_margins(dense, Xp, dp, ip, pp, n, d, y, r, fresh, mv, b, t_col, t_shift,
+                         mu, gamma)
+    return _fresh_tail(acc, rxi, rsum, rsq, rc, t_col, t_shift, mu)
+
+
+def fresh_scatter(const floating[:, ::1] Xd, const floating[::1] data,
+                  const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                  const double[::1] y, const double[::1] r, const double[::1] xi,
+                  long double[::1] fresh, long double[::1] b_out):
+    """First pass of the long-double bound ||p(r)|| / mu (``_fresh_bound``) over a row
+    block: fresh = X^T (y * r), b_out[0] = y^T r (long double); returns r . xi."""
+    cdef double rxi
+    with nogil:
+        rxi = _fresh_scatter(dense, &Xd[0, 0], &data[0], &indices[0], &indptr[0],
+                             r.shape[0], fresh.shape[0], &y[0], &r[0], &xi[0], &fresh[0],
+                             &b_out[0])
+    return rxi
+
+
+def fresh_coefficients(long double[::1] fresh, const double[::1] sc, const double[::1] m,
+                       long double[::1] ld):
+    """fresh <- s (s (fresh - m b)) with b = ld[0] (long double); ld[1] <- m . fresh."""
+    ld[1] = _fresh_coefficients(&fresh[0], &sc[0], &m[0], ld[0], fresh.shape[0])
+
+
+def fresh_margins(const floating[:, ::1] Xd, const floating[::1] data,
+                  const index_t[::1] indices, const index_t[::1] indptr, bint dense,
+                  const double[::1] y, const double[::1] r, const long double[::1] fresh,
+                  long double[::1] ld, double t_col, double t_shift, double mu, double gamma):
+    """Second pass over a row block: ld[2] <- sum of p_i(r)^2 (long double), the margins
+    from the coefficients ``fresh``, mv = ld[1], b = ld[0]."""
+    cdef long double acc
+    cdef long double mv = ld[1], b = ld[0]
+    with nogil:
+        acc = _fresh_margins(dense, &Xd[0, 0], &data[0], &indices[0], &indptr[0],
+                             r.shape[0], fresh.shape[0], &y[0], &r[0], &fresh[0], mv, b,
+                             t_col, t_shift, mu, gamma)
+    ld[2] = acc
+
+
+def fresh_tail(const long double[::1] acc, double rxi, double rsum, double rsq,
+               const double[::1] rc, double t_col, double t_shift, double mu):
+    """The bound from the reduced passes: (||p|| (1 + rc[0] + 2.3e-16) + its rounding
+    bound) (1 + 1e-15) / mu, ||p|| = sqrt(acc[0]) (long double)."""
+    return _fresh_tail(acc[0], rxi, rsum, rsq, &rc[0], t_col, t_shift, mu)
+
+
+def w_bar_sq(const double[::1] a, double b, const double[::1] sc, const double[::1] m):
+    """||s * (a - m b)||^2, as ``fista_iteration`` computes it (a serial loop)."""
+    return _w_bar_sq(&a[0], b, &sc[0], &m[0], a.shape[0])
 
 
 cdef double _fresh_bound_d(bint dense, const floating* Xp, const floating* dp,
@@ -1275,56 +1262,6 @@ cdef double _fresh_bound_d(bint dense, const floating* Xp, const floating* dp,
     return norm * (1.0 + 1e-15) / mu + rounding[0]
 
 
-def fresh_bound(const floating[:, ::1] Xd, const floating[::1] data,
-                const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-                const double[::1] y, const double[::1] r, const double[::1] sc,
-                const double[::1] m, double mu, double gamma, long double[::1] fresh,
-                const double[::1] xi, const double[::1] rc, double t_col=1.0,
-                double t_shift=0.0):
-    """||p(r)|| / mu plus its rounding bound (the full bound of ``dcd_epochs``, in long
-    double) for any r in the box: the error bound fista falls back on where its own
-    rounding term dominates (docs/svm.md section 2). ``t_col``, ``t_shift`` as in
-    ``projected_gradient``."""
-    cdef Py_ssize_t i
-    cdef double rsum = 0.0, rsq = 0.0, eps
-    for i in range(r.shape[0]):
-        rsum += r[i]
-        rsq += r[i] * r[i]
-    with nogil:
-        eps = _fresh_bound(dense, &Xd[0, 0], &data[0], &indices[0], &indptr[0], r.shape[0],
-                           sc.shape[0], &y[0], &r[0], &sc[0], &m[0], mu, gamma, &fresh[0],
-                           &xi[0], &rc[0], rsum, rsq, t_col, t_shift)
-    return eps
-
-
-def dcd_epoch(const floating[:, ::1] Xd, const floating[::1] data,
-              const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-              const double[::1] y, int64_t[::1] index, Py_ssize_t active_size,
-              double[::1] r, double[::1] s2a, double[::1] scal, const double[::1] sc,
-              const double[::1] c, const double[::1] qd, double M, double t_col,
-              double mu, double gamma, double pg_max_old, double pg_min_old, bint shrinking):
-    """One epoch of dual coordinate descent (Hsieh et al. 2008, LIBLINEAR's solver) on
-    min_{0 <= r <= gamma} 1/2 r^T Q r - e^T r, Q = H~ H~^T + mu I.
-
-    ``index[:active_size]`` is the visiting order (already permuted by the caller). For
-    each i: G_i = (Q r)_i - 1 = y_i (z_i . w_bar + t_col b) + mu r_i - 1, PG_i is the
-    projected gradient, and r_i <- proj_[0, gamma](r_i - G_i / Q_ii) is the exact
-    coordinate minimizer. ``scal`` = [b, P] with b = y^T r and P = m . s2a is updated with
-    s2a = s2 * X^T (y * r). With ``shrinking``, coordinates at a bound whose gradient
-    passes LIBLINEAR's test against the previous epoch's PG extremes leave the active
-    set (swapped to the end of ``index``).
-
-    Returns (pg_max, pg_min, active_size, sum PG_i^2 over the visited coordinates).
-    """
-    cdef double out[3]
-    with nogil:
-        active_size = _dcd_pass(dense, &Xd[0, 0], &data[0], &indices[0], &indptr[0],
-                                s2a.shape[0], &y[0], &index[0], active_size, &r[0], &s2a[0],
-                                &scal[0], &sc[0], &c[0], &qd[0], M, t_col, mu, gamma,
-                                pg_max_old, pg_min_old, shrinking, out)
-    return out[0], out[1], active_size, out[2]
-
-
 def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
                const index_t[::1] indices, const index_t[::1] indptr, bint dense,
                const double[::1] y, int64_t[::1] index, double[::1] r, double[::1] s2a,
@@ -1338,7 +1275,7 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
     """Up to ``max_epochs`` complete iterations of ``dcd`` (one ``_DCDState.step`` each).
 
     One iteration: Fisher-Yates shuffle of the active coordinates ``index[:k]`` (SplitMix64
-    state ``rng_state``), one epoch (``dcd_epoch``, t_col = 1), LIBLINEAR's shrinking
+    state ``rng_state``), one epoch (``_dcd_pass``, t_col = 1), LIBLINEAR's shrinking
     bookkeeping, the estimate eps_est = sqrt(sum PG^2) / mu, the full projected-gradient
     bound eps = ||p(r)|| / mu when ``always`` or when eps_est would certify more than
     ``certify_fraction * n`` points, and the dual objective.
@@ -1572,17 +1509,6 @@ def pegasos_epoch(const floating[:, ::1] Xd, const floating[::1] data,
 
 
 # ------------------------------------------------------------------------- small helpers
-def sum_and_sumsq(const double[::1] x):
-    """(sum x, sum x^2) in one serial loop (no threaded BLAS call between iterations)."""
-    cdef Py_ssize_t i
-    cdef double s = 0.0, q = 0.0
-    with nogil:
-        for i in range(x.shape[0]):
-            s += x[i]
-            q += x[i] * x[i]
-    return s, q
-
-
 def dot(const double[::1] x, const double[::1] z):
     """x . z in a serial loop."""
     cdef Py_ssize_t i

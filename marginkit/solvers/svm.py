@@ -36,6 +36,7 @@ from .. import _referee
 from .._registry import _register_builtin
 from ..certificates import Certificate, Verdict, certificate_type, kernel_mismatch, local_matrix, \
     labels_pm as _labels_pm
+from .._executors import Block, Executor, local_executor
 from .._validation import Param, check_X
 from ..kernels.builtin import LinearKernel
 from ..plugins import Solver, SolverState, StoppingRule, Trigger, triggers_on
@@ -43,14 +44,57 @@ from . import _svm_fast as _f
 from ..utils._threads import single_threaded_blas
 
 __all__ = ["Fista", "FistaSVM", "DCD", "Pegasos", "CertifiedPoints", "Liblinear",
-           "CertifiedPointsCertificate", "scaling_statistics", "feature_matrix_norm2",
-           "lipschitz_bound", "scaled_gram"]
+           "CertifiedPointsCertificate", "scaling_statistics", "lipschitz_bound",
+           "scaled_gram"]
 
 _SCALES = ("std", "scale")
 _FLOAT_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
 
 # ------------------------------------------------------------------------ data helpers
+# The data of a run are row blocks (``marginkit._executors``): one in-memory block, or the
+# chunks of a dask array. Each block keeps its ``_Data`` in ``block.v["svm"]`` (the matrix
+# as the Cython kernels take it and its per-row constants); the statistics, sums and
+# Gram matrices below are block kernels reduced in block order.
+def _block_data(block):
+    data = block.v.get("svm")
+    if data is None:
+        data = block.v["svm"] = _Data(block.X, rows=False)
+    return data
+
+
+def _k_column_max(block):
+    data = _block_data(block)
+    cm = np.zeros(data.d)
+    _f.column_max(*data.args, data.n, cm)
+    return cm
+
+
+def _k_column_sums(block, inv):
+    data = _block_data(block)
+    sums, cnt = np.zeros(data.d), np.zeros(data.d, dtype=np.int64)
+    _f.scaled_column_sums(*data.args, data.n, inv, sums, cnt)
+    return sums, cnt
+
+
+def _k_sqdev(block, inv, means):
+    data = _block_data(block)
+    ss = np.zeros(data.d)
+    _f.scaled_sqdev(*data.args, data.n, inv, means, ss)
+    return ss
+
+
+def _in_order(parts):
+    """The sum of the blocks' arrays, added in block order (the first one itself when
+    there is one block)."""
+    out = parts[0]
+    if len(parts) > 1:
+        out = out.copy()
+        for q in parts[1:]:
+            out += q
+    return out
+
+
 def scaling_statistics(X, scale):
     """Training means and inverse standard deviations (float64) for ``scale``.
 
@@ -60,59 +104,42 @@ def scaling_statistics(X, scale):
     ``scale=None``: m = 0, s = 1. Zero-variance columns get s = 0 (their centered values
     are all zero; with ``scale="scale"`` they are dropped): nothing is divided by zero.
     A column counts as constant when its spread is at round-off level of its mean (a
-    threshold relative to the column's magnitude); the statistics are computed on the
-    column divided by the power of two at or above its largest magnitude (exact), so they
-    neither overflow nor underflow.
-    Sparse input is never densified (sums over the stored entries only, in O(d) memory:
-    ``_svm_fast.csr_scaling_statistics`` reads the CSR arrays in place).
+    threshold relative to the column's magnitude, ``_svm_fast.scaling_tail``); the
+    statistics are computed on the column divided by the power of two at or above its
+    largest magnitude (exact), so they neither overflow nor underflow.
+
+    ``X`` is a matrix or an ``Executor`` (the row blocks of a run): three passes over the
+    blocks' stored entries (column maxima; sums of x / safe_j; squared deviations, the
+    implicit zeros of CSR blocks included), each a block kernel reduced in block order,
+    O(d) memory per block; sparse input is never densified.
     """
-    n, d = X.shape
+    ex = X if isinstance(X, Executor) else local_executor(_as_float_matrix(X), None)
+    n, d = ex.shape
     if scale is None:
         return np.zeros(d), np.ones(d)
-    # statistics of each column divided by the power of two at or above its largest
-    # magnitude (an exact scaling): no overflow when squaring values near 1e300, no loss
-    # of columns whose values are all tiny (1e-150)
+    parts = ex.map(_k_column_max)
+    cm = parts[0]
+    for q in parts[1:]:
+        cm = np.maximum(cm, q)  # NaN propagates
+    safe, inv = np.empty(d), np.empty(d)
+    _f.pow2_safe(cm, safe, inv)
+    parts = ex.map(_k_column_sums, inv)
+    sums = _in_order([q[0] for q in parts])
+    cnt = _in_order([q[1] for q in parts])
+    means = sums / n
+    ss = _in_order(ex.map(_k_sqdev, inv, means))
     m, s = np.zeros(d), np.zeros(d)
-    std = scale == "std"
-    if type(X) is np.ndarray and X.flags.c_contiguous and X.dtype in _FLOAT_DTYPES:
-        _f.dense_scaling_statistics(X, std, m, s)
-        return m, s
-    if sp.issparse(X):
-        # three passes over the stored entries in Cython, O(d) memory: no temporary the
-        # length of the nonzeros (peak memory of solve <= 1.5 x the CSR input)
-        Xc = X if X.format == "csr" else sp.csr_matrix(X)
-        _f.csr_scaling_statistics(Xc.data, Xc.indices, Xc.indptr, n, std, m, s)
-        return m, s
-    X = np.asarray(X)
-    if X.flags.c_contiguous and X.dtype in (np.float32, np.float64):
-        _f.dense_scaling_statistics(X, std, m, s)
-        return m, s
-    # other layouts: column blocks (the statistics are per column), bounded temporaries
-    step = max(1, 2_000_000 // max(n, 1))
-    for j0 in range(0, d, step):
-        blk = np.ascontiguousarray(X[:, j0:j0 + step], dtype=np.float64)
-        _f.dense_scaling_statistics(blk, std, m[j0:j0 + step], s[j0:j0 + step])
+    _f.scaling_tail(n, cm, safe, sums, ss, cnt, scale == "std", m, s)
     return m, s
 
 
-def _scaling_constants(X, scale):
-    """``scaling_statistics(X, scale)`` and the products sm = s * m, s2m = s * sm, the
-    products from the same Cython call when X is CSR or a C-ordered float matrix."""
-    d = X.shape[1]
-    if scale is not None:
-        dense = type(X) is np.ndarray
-        if (dense and X.flags.c_contiguous and X.dtype in _FLOAT_DTYPES) or \
-                (not dense and sp.issparse(X) and X.format == "csr"):
-            m, s, sm, s2m = np.zeros(d), np.zeros(d), np.empty(d), np.empty(d)
-            if dense:
-                _f.dense_scaling_statistics(X, scale == "std", m, s, sm, s2m)
-            else:
-                _f.csr_scaling_statistics(X.data, X.indices, X.indptr, X.shape[0],
-                                          scale == "std", m, s, sm, s2m)
-            return m, s, sm, s2m
-    m, s = scaling_statistics(X, scale)
-    sm = s * m
-    return m, s, sm, s * sm
+def _as_float_matrix(X):
+    """X as a CSR matrix or a dense array of float32/float64 (other types as float64)."""
+    if sp.issparse(X):
+        X = X if X.format == "csr" else sp.csr_matrix(X)
+        return X if X.dtype in _FLOAT_DTYPES else X.astype(np.float64)
+    X = np.asarray(X)
+    return X if X.dtype in _FLOAT_DTYPES else X.astype(np.float64)
 
 
 def _read_only(a):
@@ -129,14 +156,31 @@ _CSR_PLACEHOLDER = {np.dtype(t): (_read_only(np.zeros(1, dtype=t)),
                     for t in (np.float32, np.float64)}
 
 
-class _Data:
-    """The training matrix as the Cython kernels take it, plus the scaling constants.
+class _Original:
+    """The map from the solvers' scaled space back to the input space (needs m, s)."""
 
-    ``stats=(m, s)`` uses given column means and inverse deviations instead of X's own
-    (the Dask backend passes the statistics of the whole distributed matrix).
+    # w_bar = s * (a - m b) for a = X^T u, b = e^T u
+    def w_bar(self, a, b):
+        return self.s * (a - self.m * b)
+
+    def original(self, w_bar, t_bar, coef=None):
+        """(coef, intercept) in the original feature space: w = s w_bar (or the given
+        ``coef``, already that product), t = t_bar - m^T w."""
+        if coef is None:
+            coef = self.s * w_bar
+        return coef, float(t_bar - self.m.dot(coef))
+
+
+class _Data(_Original):
+    """One row block of the training matrix as the Cython kernels take it, plus the
+    scaling constants and its per-row constants.
+
+    ``stats=(m, s)`` uses given column means and inverse deviations (those of all the
+    blocks of the run) instead of the block's own; ``rows=False`` only prepares the
+    matrix (``set_rows`` computes the per-row constants later).
     """
 
-    def __init__(self, X, scale, stats=None, diag_shift=None):
+    def __init__(self, X, scale=None, stats=None, diag_shift=None, rows=True):
         n, d = X.shape
         self.n, self.d = n, d
         self.sparse = sparse = not isinstance(X, np.ndarray) and sp.issparse(X)
@@ -150,21 +194,28 @@ class _Data:
             self.data, self.indices, self.indptr = _CSR_PLACEHOLDER[X.dtype]
         self.args = (self.Xd, self.data, self.indices, self.indptr, not sparse)
         self.scale = scale
-        if stats is None:
-            self.m, self.s, sm, s2m = _scaling_constants(X if sparse else Xc, scale)
-        else:
-            self.m, self.s = stats
-            sm = self.s * self.m
-            s2m = self.s * sm        # s^2 m without forming s^2 (range: see _svm_fast)
-        self.check_inverse_spread(self.s, scale)
-        self.M = float(sm.dot(sm))  # the value of sm @ sm (same dot), a shorter call
+        self._rounding = None
+        self._xi = None
+        if rows:
+            if stats is None:
+                stats = scaling_statistics(_executor_of(self), scale)
+            self.set_rows(scale, stats[0], stats[1], diag_shift)
+
+    def set_rows(self, scale, m, s, diag_shift=None):
+        """The scaling constants (m, s, M) and the per-row constants of the block."""
+        n = self.n
+        self.scale, self.m, self.s = scale, m, s
+        self.check_inverse_spread(s, scale)
+        sm = s * m
+        s2m = s * sm        # s^2 m without forming s^2 (range: see _svm_fast)
+        self.M = float(sm.dot(sm))
         self.c = np.empty(n)
         self.xsq = np.empty(n)
         # ||z_i||^2 = max(x_i^T S2 x_i - 2 c_i + M, 0) in the same pass, and with
         # ``diag_shift`` the diagonal qd = ||z_i||^2 + 1 + diag_shift of dcd's Q
         self.zsq = np.empty(n)
         self.qd = None if diag_shift is None else np.empty(n)
-        _f.row_statistics(*self.args, n, self.s, s2m, self.c, self.xsq, self.M, self.zsq,
+        _f.row_statistics(*self.args, n, s, s2m, self.c, self.xsq, self.M, self.zsq,
                           self.qd, 0.0 if diag_shift is None else diag_shift)
         if not (np.isfinite(self.M) and np.all(np.isfinite(self.xsq))
                 and np.all(np.isfinite(self.c))):
@@ -172,7 +223,20 @@ class _Data:
                 f"scale={scale!r}: the squared norms of the (scaled) rows of X overflow "
                 "float64 (entries too large for this scaling); rescale X or use "
                 "scale='std'")
-        self._rounding = None
+
+    @property
+    def xi(self):
+        """xi_i = ||s * x_i|| (the rounding bounds' row norms), computed once."""
+        if self._xi is None:
+            self._xi = np.sqrt(self.xsq)
+        return self._xi
+
+    @property
+    def zsq_sum(self):
+        return float(np.sum(self.zsq))
+
+    def longest_row(self):
+        return int(np.diff(self.indptr).max(initial=0)) if self.sparse else self.d
 
     def rounding_constants(self, gamma):
         """The constants of the rounding bounds for box bound ``gamma``
@@ -193,55 +257,71 @@ class _Data:
                 "cannot be represented; multiply X by a power of ten (e.g. 1e300) or pass "
                 "scale=None")
 
-    # w_bar = s * (a - m b) for a = X^T u, b = e^T u
-    def w_bar(self, a, b):
-        return self.s * (a - self.m * b)
 
-    def original(self, w_bar, t_bar, coef=None):
-        """(coef, intercept) in the original feature space: w = s w_bar (or the given
-        ``coef``, already that product), t = t_bar - m^T w."""
-        if coef is None:
-            coef = self.s * w_bar
-        return coef, float(t_bar - self.m.dot(coef))
+def _executor_of(data, y=None):
+    """A one-block ``Executor`` around a prepared ``_Data`` (and labels ``y``)."""
+    block = Block(None, y)
+    block.v["svm"] = data
+    return Executor([block], [data.n], data.d, data.dtype, data.sparse)
 
 
-def feature_matrix_norm2(data, augmented, tol=1e-10, max_iter=10_000, seed=0):
-    """||Z~||_2^2 (``augmented``: Z~ = [Z, e]) or ||Z||_2^2 by power iteration on Z~^T Z~.
+def _k_rows(block, scale, m, s, diag_shift):
+    """The block's per-row constants with the run's statistics; returns the block's sums
+    for the rounding constants and the bounds (``_Blocked``)."""
+    data = _block_data(block)
+    data.set_rows(scale, m, s, diag_shift)
+    return (float(np.sum(data.xsq)), float(np.sum(data.xi)), float(data.xi.max(initial=0.0)),
+            data.longest_row(), data.zsq_sum)
 
-    The paper's estimate (section 5.1), kept as a reference: a Rayleigh quotient, hence a
-    lower estimate; the solvers use the upper bound of ``lipschitz_bound``.
 
-    Each iteration is one fused pass over X (Z~ v and Z~^T (Z~ v) with the implicit
-    centering). Stops when the Rayleigh quotient changes by less than ``tol`` relative
-    (paper section 5.1: tolerance 1e-10). The start vector is a fixed pseudo-random vector.
-    Returns (lambda_max, iterations).
-    """
-    d = data.d
-    rng = np.random.default_rng(seed)
-    v = rng.standard_normal(d + (1 if augmented else 0))
-    v /= np.linalg.norm(v)
-    acc = np.zeros(d)
-    t_buf = np.zeros(data.n)
-    lam_old = 0.0
-    lam = 0.0
-    for it in range(1, max_iter + 1):
-        vw = v[:d]
-        vt = v[d] if augmented else 0.0
-        vs = data.s * vw
-        offset = vt - _f.dot(data.m, vs)
-        tsum, tsq = _f.gram_power_matvec(*data.args, vs, offset, acc, t_buf)
-        lam = tsq  # Rayleigh quotient ||Z~ v||^2 with ||v|| = 1
-        out = data.s * (acc - data.m * tsum)
-        if augmented:
-            out = np.append(out, tsum)
-        nrm = float(np.sqrt(_f.sum_and_sumsq(out)[1]))
-        if nrm == 0.0:
-            return 0.0, it
-        v = out / nrm
-        if it > 1 and abs(lam - lam_old) <= tol * lam:
-            break
-        lam_old = lam
-    return float(lam), it
+class _Blocked(_Original):
+    """The training data of a blocked solver: the row blocks of ``executor`` (each with
+    its ``_Data`` in ``block.v["svm"]``) and the global constants: n, d, m, s, M = ||s m||^2
+    and the sums over the blocks of ||s * x_i||^2, ||s * x_i||, max ||s * x_i||, the
+    longest row and sum ||z_i||^2 (``zsq_sum``), each reduced in block order."""
+
+    def __init__(self, executor, scale, m, s, sums):
+        self.executor = executor
+        self.n, self.d = executor.shape
+        self.sparse, self.dtype = executor.sparse, executor.dtype
+        self.n_blocks = executor.n_chunks
+        self.scale, self.m, self.s = scale, m, s
+        sm = s * m
+        self.M = float(sm.dot(sm))  # as _Data
+        self.xsq_sum = float(sum(q[0] for q in sums))
+        self.xi_sum = float(sum(q[1] for q in sums))
+        self.xi_max = float(max(q[2] for q in sums))
+        self.longest = int(max(q[3] for q in sums))
+        self.zsq_sum = float(sum(q[4] for q in sums))
+        self._rounding = None
+
+    @classmethod
+    def build(cls, executor, scale, diag_shift=None):
+        m, s = scaling_statistics(executor, scale)
+        _Data.check_inverse_spread(s, scale)
+        return cls(executor, scale, m, s, executor.map(_k_rows, scale, m, s, diag_shift))
+
+    @classmethod
+    def of(cls, data):
+        """A prepared one-block ``_Data`` as a ``_Blocked``."""
+        sums = [(float(np.sum(data.xsq)), float(np.sum(data.xi)),
+                 float(data.xi.max(initial=0.0)), data.longest_row(), data.zsq_sum)]
+        return cls(_executor_of(data), data.scale, data.m, data.s, sums)
+
+    def local(self):
+        """The one in-memory block's ``_Data`` (a run whose data are one block in this
+        process), else None."""
+        ex = self.executor
+        if ex.client is None and ex.n_chunks == 1:
+            return ex.workers[0].v["svm"]
+        return None
+
+    def rounding_constants(self, gamma):
+        if self._rounding is None or self._rounding.gamma != gamma:
+            self._rounding = _RoundingConstants(
+                self, gamma, sums=(self.xsq_sum, self.xi_sum, self.xi_max, self.longest),
+                n_blocks=self.n_blocks)
+        return self._rounding
 
 
 #: budget for the (d+1) x (d+1) Gram matrix of ``lipschitz_bound`` (bytes; also capped by
@@ -254,7 +334,7 @@ _UNIT_ROUNDOFF = np.finfo(np.float64).eps / 2
 _ETA = 2.0 ** -1074  # the absolute rounding of a subnormal result (``_referee.ETA``)
 
 
-def _gram_rounding_bound(n, F, M, trace, augmented, p):
+def _gram_rounding_bound(n, F, M, trace, augmented, p, n_blocks=1):
     """Bound on the error of the computed largest eigenvalue of G = Z~^T Z~ (or Z^T Z).
 
     ``F`` = sum_i ||s * x_i||^2, ``M`` = ||s * m||^2, ``trace`` = trace(G). Every entry of G
@@ -263,9 +343,10 @@ def _gram_rounding_bound(n, F, M, trace, augmented, p):
     gamma_{n+4} W^T W (Higham 2002, sec. 3.1) and ||W^T W||_2 <= ||W||_F^2 <=
     (sqrt(F) + sqrt(n M) + sqrt(n))^2. The symmetric eigensolver is backward stable: its
     largest eigenvalue is that of a matrix within O(p u ||G||_2) of G_computed, allowed
-    for by 8 p u trace(G).
+    for by 8 p u trace(G). With ``n_blocks`` row blocks each entry is the sum of the
+    blocks' sums: n_blocks - 1 more additions in the chain.
     """
-    k = (n + 4) * _UNIT_ROUNDOFF
+    k = (n + 4 + n_blocks - 1) * _UNIT_ROUNDOFF
     gam = k / (1.0 - k)
     W = (np.sqrt(F) + np.sqrt(n * M) + (np.sqrt(n) if augmented else 0.0)) ** 2
     return gam * W + 8.0 * p * _UNIT_ROUNDOFF * trace
@@ -345,17 +426,17 @@ def gram_is_cheap(p, nnz, cost, memory_budget):
     return cost + p ** 3 / 3.0 <= _GRAM_PASSES * 2.0 * max(nnz, 1.0)
 
 
-def top_eigenvalue_bound(G, n, F, M, trace, augmented):
+def top_eigenvalue_bound(G, n, F, M, trace, augmented, n_blocks=1):
     """Largest eigenvalue of the Gram matrix G (LAPACK, top one only) plus the rounding
     margin of ``_gram_rounding_bound``: an upper bound of ||Z~||_2^2."""
     import scipy.linalg
 
     p = G.shape[0]
     lam = float(scipy.linalg.eigvalsh(G, subset_by_index=[p - 1, p - 1])[0])
-    return max(lam, 0.0) + _gram_rounding_bound(n, F, M, trace, augmented, p)
+    return max(lam, 0.0) + _gram_rounding_bound(n, F, M, trace, augmented, p, n_blocks)
 
 
-def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0):
+def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0, n_blocks=1):
     """Upper estimate of the largest eigenvalue of the p x p operator ``matvec`` (Z~^T Z~)
     by Lanczos (``scipy.sparse.linalg.eigsh``, relative tolerance ``tol``, start vector
     from ``seed``): the Ritz value theta plus its residual ||A x - theta x|| plus the
@@ -377,11 +458,33 @@ def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0):
     try:
         theta, x = eigsh(op, k=1, which="LA", tol=tol, v0=v0)
     except ArpackNoConvergence:
-        return trace + _gram_rounding_bound(n, F, M, trace, augmented, p), count[0]
+        return trace + _gram_rounding_bound(n, F, M, trace, augmented, p, n_blocks), count[0]
     theta, x = float(theta[0]), x[:, 0] / np.linalg.norm(x[:, 0])
     res = float(np.linalg.norm(mv(x) - theta * x))
-    bound = max(theta, 0.0) + res + _gram_rounding_bound(n, F, M, trace, augmented, p)
+    bound = max(theta, 0.0) + res + _gram_rounding_bound(n, F, M, trace, augmented, p,
+                                                         n_blocks)
     return bound, count[0]
+
+
+def _k_gram_cost(block):
+    return gram_cost(block.v["svm"])
+
+
+def _k_gram(block):
+    """The block's (Z_b^T Z_b, Z_b^T e): Gram matrices add over row blocks."""
+    return _gram_blocks(block.v["svm"])
+
+
+def _k_power(block, vs, offset):
+    """The block's share of one product with Z~^T Z~ (``_svm_fast.gram_power_matvec``):
+    (e^T t, ||t||^2, X_b^T t) for t = X_b vs + offset."""
+    data = block.v["svm"]
+    buf = block.v.get("power")
+    if buf is None:
+        buf = block.v["power"] = (np.zeros(data.d), np.zeros(data.n))
+    acc, t_buf = buf
+    tsum, tsq = _f.gram_power_matvec(*data.args, vs, offset, acc, t_buf)
+    return tsum, tsq, acc
 
 
 def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=0):
@@ -392,24 +495,31 @@ def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=
     estimate is rounded *up* (derivation in docs/svm.md, section 2):
 
     * when the (d+1) x (d+1) Gram matrix is cheap (``gram_is_cheap``), G = Z~^T Z~ is
-      formed in one pass over X (``scaled_gram``) and its largest eigenvalue taken by
-      LAPACK (``top_eigenvalue_bound``) plus a rounding margin (about 1e-13 relative on
-      the benchmark data);
-    * otherwise Lanczos (``lanczos_bound``) on v -> Z~^T (Z~ v), one fused pass over X per
-      product (``_svm_fast.gram_power_matvec``), to relative tolerance ``tol``.
+      formed in one pass over X (the blocks' Gram matrices ``_gram_blocks`` added in
+      block order) and its largest eigenvalue taken by LAPACK (``top_eigenvalue_bound``)
+      plus a rounding margin (about 1e-13 relative on the benchmark data);
+    * otherwise Lanczos (``lanczos_bound``) on v -> Z~^T (Z~ v), one fused pass over the
+      blocks per product (``_svm_fast.gram_power_matvec``), to relative tolerance ``tol``.
 
+    ``data`` is a ``_Blocked`` (the row blocks of a run) or a prepared ``_Data``.
     Returns (bound, info) with info = {"method": "gram" or "lanczos", "passes": products
     with Z~^T Z~}.
     """
+    if isinstance(data, _Data):
+        data = _Blocked.of(data)
+    ex = data.executor
     p = data.d + (1 if augmented else 0)
-    n = data.n
+    n, nb = data.n, data.n_blocks
     if p == 0 or n == 0:
         return 0.0, {"method": "gram", "passes": 0}
-    F = float(np.sum(data.xsq))
-    trace = float(np.sum(data.zsq)) + (n if augmented else 0.0)
-    nnz, cost = gram_cost(data)
+    F = data.xsq_sum
+    trace = data.zsq_sum + (n if augmented else 0.0)
+    costs = ex.map(_k_gram_cost)
+    nnz, cost = float(sum(c[0] for c in costs)), float(sum(c[1] for c in costs))
     if gram_is_cheap(p, nnz, cost, memory_budget):
-        G = scaled_gram(data, augmented)
+        parts = ex.map(_k_gram)
+        G = _augment(_in_order([q[0] for q in parts]), _in_order([q[1] for q in parts]), n,
+                     augmented)
         M = data.M
         if not data.sparse:
             # dense rows are centred before the product (``_gram_blocks``): each computed
@@ -417,21 +527,22 @@ def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=
             # F = sum_i ||z_i||^2 = trace(Z^T Z) and M = 0; the computed trace (a sum of
             # squares, accurate to gamma_n relative) is raised to cover its own rounding
             d = data.d
-            F = float(np.trace(G[:d, :d])) * (1.0 + 4.0 * (n + 4) * _UNIT_ROUNDOFF)
+            F = float(np.trace(G[:d, :d])) * (1.0 + 4.0 * (n + 3 + nb) * _UNIT_ROUNDOFF)
             M = 0.0
-        lam = top_eigenvalue_bound(G, n, F, M, trace, augmented)
+        lam = top_eigenvalue_bound(G, n, F, M, trace, augmented, nb)
         return lam, {"method": "gram", "passes": 0}
     d = data.d
-    acc, t_buf = np.zeros(d), np.zeros(n)
+    m, s = data.m, data.s
 
     def matvec(v):
-        vs = data.s * v[:d]
-        offset = (v[d] if augmented else 0.0) - _f.dot(data.m, vs)
-        tsum, _ = _f.gram_power_matvec(*data.args, vs, offset, acc, t_buf)
-        out = data.s * (acc - data.m * tsum)
+        vs = s * v[:d]
+        offset = (v[d] if augmented else 0.0) - _f.dot(m, vs)
+        parts = ex.map(_k_power, vs, offset)
+        tsum = float(sum(q[0] for q in parts))
+        out = s * (_in_order([q[2] for q in parts]) - m * tsum)
         return np.append(out, tsum) if augmented else out
 
-    lam, passes = lanczos_bound(matvec, p, n, F, data.M, trace, augmented, tol, seed)
+    lam, passes = lanczos_bound(matvec, p, n, F, data.M, trace, augmented, tol, seed, nb)
     return lam, {"method": "lanczos", "passes": passes}
 
 
@@ -444,20 +555,21 @@ class _RoundingConstants:
     computed; Cauchy-Schwarz on the scaled rows): ``xi`` (n), ``xi_norm`` = ||xi||,
     ``xi_max``, ``xim_norm`` = ||xi + mu_m e||, ``mu_m``, ``sqrt_n``, ``gK`` = gamma_K
     with K = n + (longest row) + d + 40 (the summation chains of the scatter, the gather
-    and the centering), ``g3`` = gamma_4, and ``under``, the absolute error of subnormal
+    and the centering; with ``n_blocks`` row blocks, whose partial sums are added in block
+    order, n_blocks - 1 more), ``g3`` = gamma_4, and ``under``, the absolute error of subnormal
     intermediate results."""
 
-    def __init__(self, data, gamma, sums=None):
+    def __init__(self, data, gamma, sums=None, n_blocks=1):
         from .. import _referee as R
 
         n, d = data.n, data.d
         if sums is None:
-            self.xi = np.sqrt(data.xsq)
+            self.xi = data.xi
             xsq_sum, xi_sum = float(np.sum(data.xsq)), float(np.sum(self.xi))
             xi_max = float(self.xi.max(initial=0.0))
             longest = int(np.diff(data.indptr).max(initial=0)) if data.sparse else d
         else:
-            # the same sums gathered over a dask array's chunks
+            # the same sums reduced over the row blocks of a run (``_Blocked``)
             self.xi = None
             xsq_sum, xi_sum, xi_max, longest = sums
         self.xi_norm = math.sqrt(xsq_sum)
@@ -467,7 +579,7 @@ class _RoundingConstants:
         self.xim_norm = math.sqrt(xsq_sum + 2.0 * self.mu_m * xi_sum + n * self.mu_m ** 2) \
             * (1.0 + 4 * R.UNIT)
         self.sqrt_n = float(np.sqrt(n))
-        K = n + longest + d + 40
+        K = n + longest + d + 40 + (n_blocks - 1)
         self.K = K
         self.gK = R.gamma(K)
         self.g3 = R.gamma(4)
@@ -529,7 +641,7 @@ def check_scales(name, data, gamma, mu, L=None, trace=None):
             f"[0, min(C, 1/mu)] = [0, {level:.3g}], below 2^-969 = {_LEVEL_FLOOR:.2g}, where "
             "float64 cannot resolve their differences and the error bound would be "
             "meaningless; choose C and 1/mu of at least 1e-290")
-    trace = (float(np.sum(data.zsq)) if trace is None else float(trace)) + data.n
+    trace = (data.zsq_sum if trace is None else float(trace)) + data.n
     smax = float(data.s.max(initial=0.0))
     with np.errstate(over="ignore"):
         coef_bound = smax * gamma * math.sqrt(data.n) * math.sqrt(trace)
@@ -547,7 +659,7 @@ def check_scales(name, data, gamma, mu, L=None, trace=None):
 def _prepare(problem, scale, diag_shift=None):
     """Apply the kernel's feature map and build the kernel-side data.
 
-    Returns ``(data, Phi, identity)``. With the linear kernel (identity map) the solvers run
+    Returns ``(data, Phi, identity)``, ``data`` a ``_Blocked``. With the linear kernel (identity map) the solvers run
     on X itself. With a kernel approximation (``nystroem``, ``rff``, any non-identity
     ``feature_map``) they run on Phi = feature_map(X), the map being fixed (fitted) on the
     training rows; ``scale`` then acts on the columns of Phi: ``"std"`` centres each
@@ -565,7 +677,10 @@ def _prepare(problem, scale, diag_shift=None):
         if Phi is not X:
             identity = False
             X = check_X(Phi, name="feature_map(X)")
-    return _Data(X, scale, diag_shift=diag_shift), X, identity
+    # the run's row blocks: problem.executor (one in-memory block, or a dask array's
+    # chunks), or one block of Phi
+    ex = problem.executor if identity else local_executor(X, problem.y)
+    return _Blocked.build(ex, scale, diag_shift), X, identity
 
 
 def _feature_fields(data, identity, w_bar, t_bar, coef=None):
@@ -1127,12 +1242,156 @@ class _ClaimOffers:
 
 
 # ---------------------------------------------------------------------------------- FISTA
-class _FistaState(_ClaimOffers, SolverState):
-    """State of strongly convex FISTA (Beck 2017, sec. 10.7.7) on the perturbed dual."""
+# Block kernels of FISTA: the dual variables of a block's rows (r, r_prev, the scratch
+# r_buf) live in block.v beside its rows; a, b (the d-vector X^T (y * r) and y^T r) are
+# the driver's. In memory the one block runs the whole iteration in one fused call
+# (``_svm_fast.fista_iteration``: OpenMP over sub-blocks of rows); on several blocks each
+# block runs the same call on its rows and the driver reduces the partial sums in block
+# order (the bound and the certified count need the global ||y_k - r_{k+1}||).
+def _k_fista_open(block, augmented):
+    data = block.v["svm"]
+    n, d = data.n, data.d
+    nnz = float(n) * d if not data.sparse else float(data.indptr[-1])
+    ns = _f.fista_blocks(n, d, nnz)
+    block.v.update(r=np.zeros(n), r_prev=np.zeros(n), r_buf=np.zeros(n),
+                   fista=dict(a=[np.zeros(d) for _ in range(3)], k=0, v=np.zeros(d),
+                              bufs=np.zeros((ns, d)), parts=np.zeros((ns, 4)),
+                              active=np.zeros(n, dtype=np.intp),
+                              yk=None if augmented else np.zeros(n),
+                              vproj=None if augmented else np.zeros(n)))
 
-    def __init__(self, data, y, gamma, mu, L, augmented, power_iterations):
+
+def _next_a(st):
+    """The block's output d-vector for this iteration: one of three, never the a or
+    a_prev the driver holds from the two iterations before."""
+    st["k"] += 1
+    return st["a"][st["k"] % 3]
+
+
+def _rotate(v, r_new):
+    v["r_buf"], v["r_prev"], v["r"] = v["r_prev"], v["r"], r_new
+
+
+def _rmin(r, several):
+    """min r over the block, for a driver of several blocks (one block counts itself)."""
+    return (float(r.min()) if r.size else math.inf) if several else None
+
+
+def _k_fista_step(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu, gamma, kappa, level,
+                  unit, rho, several):
+    """One FISTA iteration on the block's rows (``_svm_fast.fista_iteration``); returns
+    (X_b^T (y * r_new), the call's results (b_new, eps, ncert, rsum, rsq, wsq, dsq) for
+    the block, min r_new)."""
+    data, v = block.v["svm"], block.v
+    st = v["fista"]
+    r_new, a_new = v["r_buf"], _next_a(st)
+    out = _f.fista_iteration(*data.args, block.y, v["r_prev"], v["r"], a_prev, a, b_prev, b,
+                             s, m, M, data.c, beta, L, mu, gamma, kappa, level, r_new,
+                             a_new, st["v"], st["bufs"], st["parts"], st["active"], unit, rho)
+    _rotate(v, r_new)
+    return a_new, out, _rmin(r_new, several)
+
+
+def _k_fsvm_gradient(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu):
+    """First half of a classical-SVM iteration on the block (``fista_svm_gradient``):
+    y_k and the point to project, kept in the block."""
+    data, v = block.v["svm"], block.v
+    st = v["fista"]
+    _f.fista_svm_gradient(*data.args, block.y, v["r_prev"], v["r"], a_prev, a, b_prev, b, s,
+                          m, M, data.c, beta, L, mu, st["v"], st["yk"], st["vproj"],
+                          st["bufs"].shape[0])
+
+
+def _k_phi_slope(block, lam, gamma):
+    """The block's share of phi(lam) and of the free coordinates (the projection)."""
+    return _f.phi_slope(block.v["fista"]["vproj"], block.y, gamma, lam)
+
+
+def _k_next_breakpoint(block, lam, gamma, upward):
+    return _f.next_breakpoint(block.v["fista"]["vproj"], block.y, gamma, lam, upward)
+
+
+def _k_fsvm_finish(block, lam, gamma, kappa, level, s, m, unit, rho, feas, gK, several):
+    """Second half on the block (``fista_svm_finish``), as ``_k_fista_step`` returns."""
+    data, v = block.v["svm"], block.v
+    st = v["fista"]
+    r_new, a_new = v["r_buf"], _next_a(st)
+    out = _f.fista_svm_finish(*data.args, block.y, st["yk"], st["vproj"], lam, gamma, kappa,
+                              level, s, m, r_new, a_new, st["bufs"], st["parts"],
+                              st["active"], unit, rho, feas, gK)
+    _rotate(v, r_new)
+    return a_new, out, _rmin(r_new, several)
+
+
+def _k_count_above(block, level, eps):
+    """#{i in the block: level - r_i > eps}."""
+    return int(np.count_nonzero(level - block.v["r"] > eps))
+
+
+def _k_free_with_room(block, gamma, delta):
+    r = block.v["r"]
+    return int(np.count_nonzero(np.minimum(r, gamma - r) > delta))
+
+
+def _k_fresh_scatter(block):
+    """First pass of the long-double bound ||p(r)|| / mu on the block
+    (``_svm_fast.fresh_scatter``): (X_b^T (y r), y_b^T r_b, r_b . xi_b) in long double."""
+    data = block.v["svm"]
+    fresh, ld = np.zeros(data.d, dtype=np.longdouble), np.zeros(1, dtype=np.longdouble)
+    rxi = _f.fresh_scatter(*data.args, block.y, block.v["r"], data.xi, fresh, ld)
+    return fresh, ld[0], rxi
+
+
+def _k_fresh_margins(block, coef, ld, t_col, t_shift, mu, gamma):
+    """Second pass: the block's sum of p_i(r)^2 (long double)."""
+    data = block.v["svm"]
+    ld = np.array(ld, dtype=np.longdouble)
+    _f.fresh_margins(*data.args, block.y, block.v["r"], coef, ld, t_col, t_shift, mu, gamma)
+    return ld[2]
+
+
+def _project_blocks(ex, lam, gamma):
+    """``_svm_fast.project_box_hyperplane``'s search for the multiplier over row blocks:
+    the same Newton steps in a bracket, each evaluation of phi and n_free one map (two
+    numbers per block), the nearest breakpoint one map; returns lam."""
+    lo, hi = -math.inf, math.inf
+    for _ in range(200):
+        parts = ex.map(_k_phi_slope, lam, gamma)
+        ph = 0.0
+        for q in parts:
+            ph += q[0]
+        nf = sum(q[1] for q in parts)
+        if ph == 0.0:
+            break
+        if ph > 0.0:
+            lo = lam
+        else:
+            hi = lam
+        if nf > 0:
+            lam_new = lam + ph / nf
+        else:
+            near = ex.map(_k_next_breakpoint, lam, gamma, ph > 0.0)
+            lam_new = min(near) if ph > 0.0 else max(near)
+        if not (lo < lam_new < hi):
+            if math.isfinite(lo) and math.isfinite(hi):
+                lam_new = 0.5 * (lo + hi)
+            else:
+                break  # phi constant and nonzero beyond every breakpoint: infeasible
+        if abs(lam_new - lam) <= 1e-15 * (abs(lam) + gamma):
+            lam = lam_new
+            break
+        lam = lam_new
+    return lam
+
+
+class _FistaState(_ClaimOffers, SolverState):
+    """State of strongly convex FISTA (Beck 2017, sec. 10.7.7) on the perturbed dual,
+    over the row blocks of ``data`` (a ``_Blocked``): r lives in the blocks, a = X^T (y r)
+    and b = y^T r here."""
+
+    def __init__(self, data, gamma, mu, L, augmented, power_iterations):
         n, d = data.n, data.d
-        self.data, self.y = data, y
+        self.data, self.ex = data, data.executor
         self.gamma, self.mu, self.L = gamma, mu, L
         self.level = certify_level(gamma, mu)
         self.kappa = L / mu
@@ -1149,80 +1408,99 @@ class _FistaState(_ClaimOffers, SolverState):
         self.unit = float(pow2_at_least(gamma))
         self.rc = data.rounding_constants(gamma)
         self._rc_long = self.rc.array_long_double()
-        self._fresh = np.zeros(d, dtype=np.longdouble)
         self.fresh_bounds = 0  # iterations that fell back on the projected-gradient bound
         self.certify_above = 0.0  # fewest certified points a rule fires at (start)
         self._sums = ((0.0, 0.0), (0.0, 0.0))  # (sum r, sum r^2) of r_k and r_{k-1}
         self.rounding = 0.0
-        self.r_prev, self.r, self._r_buf = np.zeros(n), np.zeros(n), np.zeros(n)
-        self.a_prev, self.a, self._a_buf = np.zeros(d), np.zeros(d), np.zeros(d)
+        self.a_prev, self.a = np.zeros(d), np.zeros(d)
         self.b_prev = self.b = 0.0
         self.t_bar = 0.0            # classical SVM: intercept L * lambda of the last projection
         self._lam = 0.0             # warm start of the projection's multiplier
-        self._v = np.zeros(d)
-        nnz = float(n) * d if not data.sparse else float(data.indptr[-1])
-        ns = _f.fista_blocks(n, d, nnz)
-        self._parts = np.zeros((ns, 4))        # per block: partial sums
-        self._bufs = np.zeros((ns, d))         # per block: its share of X^T (y * r)
-        self._active = np.zeros(n, dtype=np.intp)  # scratch: rows with r_i != 0
-        if not augmented:
-            # classical SVM: the extrapolation point y_k and the point to project, kept
-            # between the gradient pass and the scatter (the projection runs in between)
-            self.y_k, self._vproj = np.zeros(n), np.zeros(n)
+        self._one = data.local()    # the in-memory block (fused calls), or None
+        self.ex.map(_k_fista_open, augmented)
         self.n_iter = 0
         self.error_bound = np.inf
         self.n_certified = 0
         self.objective = 0.0
 
+    @property
+    def r(self):
+        """r_k (gathered from the blocks)."""
+        return self.ex.gather("r")
+
+    def _reduce(self, parts, feas=0.0):
+        """(a_new, b_new, eps, ncert, rsum, rsq, wsq) from the blocks' results."""
+        if len(parts) == 1:  # the block's bound and count are the global ones
+            a_new, (b_new, eps, ncert, rsum, rsq, wsq, _), _ = parts[0]
+            return a_new, b_new, eps, ncert, rsum, rsq, wsq
+        a_new = _in_order([q[0] for q in parts])
+        b_new = rsum = rsq = dsq = 0.0
+        for q in parts:
+            out = q[1]
+            b_new += out[0]
+            rsum += out[3]
+            rsq += out[4]
+            dsq += out[6]
+        rmin = min(q[2] for q in parts)
+        eps = self.kappa_bound * (math.sqrt(dsq) * self.unit) + self.rounding_now
+        if feas != 0.0:
+            eps = eps + feas * (abs(b_new) + self.rc.gK * rsum)
+        ncert = 0
+        if self.level - rmin > eps:  # a second map only once some point can be certified
+            ncert = sum(self.ex.map(_k_count_above, self.level, eps))
+        s, m = self.data.s, self.data.m
+        wsq = _f.w_bar_sq(a_new, b_new, s, m) + (b_new * b_new if self.augmented else 0.0)
+        return a_new, b_new, eps, ncert, rsum, rsq, wsq
+
+    def _count_above(self, thr):
+        return sum(self.ex.map(_k_count_above, self.level, thr))
+
     def step(self):
-        data = self.data
-        r_new, a_new = self._r_buf, self._a_buf
+        data, ex = self.data, self.ex
         rk, rk1 = self._sums
+        s, m, M = data.s, data.m, data.M
+        common = (self.a_prev, self.a, self.b_prev, self.b, s, m, M, self.beta, self.L, self.mu)
         if self.augmented:
-            rho = fista_rounding(self.rc, self.beta, self.L, self.mu, rk, rk1, True)
-            # the whole iteration in one call (extrapolation, passes, bound, objective)
-            b_new, eps, ncert, rsum, rsq, wsq = _f.fista_iteration(
-                *data.args, self.y, self.r_prev, self.r, self.a_prev, self.a, self.b_prev,
-                self.b, data.s, data.m, data.M, data.c, self.beta, self.L, self.mu,
-                self.gamma, self.kappa_bound, self.level, r_new, a_new, self._v, self._bufs,
-                self._parts, self._active, self.unit, rho)
+            rho = self.rounding_now = fista_rounding(self.rc, self.beta, self.L, self.mu, rk,
+                                                     rk1, True)
+            # the whole iteration in one call per block (extrapolation, passes, bound)
+            parts = ex.map(_k_fista_step, *common, self.gamma, self.kappa_bound, self.level,
+                           self.unit, rho, ex.n_chunks > 1)
+            a_new, b_new, eps, ncert, rsum, rsq, wsq = self._reduce(parts)
         else:
-            vproj, yk, ns = self._vproj, self.y_k, self._bufs.shape[0]
-            _f.fista_svm_gradient(
-                *data.args, self.y, self.r_prev, self.r, self.a_prev, self.a, self.b_prev,
-                self.b, data.s, data.m, data.M, data.c, self.beta, self.L, self.mu, self._v,
-                yk, vproj, ns)
-            lam = _f.project_box_hyperplane(vproj, self.y, self.gamma, r_new, self._lam)
+            ex.map(_k_fsvm_gradient, *common)
+            if self._one is not None:
+                st, y = ex.workers[0].v["fista"], ex.workers[0].y
+                lam = _f.project_box_hyperplane(st["vproj"], y, self.gamma,
+                                                ex.workers[0].v["r_buf"], self._lam)
+            else:
+                lam = _project_blocks(ex, self._lam, self.gamma)
             self._lam = lam
             self.t_bar = self.L * lam
-            rho = fista_rounding(self.rc, self.beta, self.L, self.mu, rk, rk1, False,
-                                 self.t_bar)
-            b_new, eps, ncert, rsum, rsq, wsq = _f.fista_svm_finish(
-                *data.args, self.y, yk, vproj, lam, self.gamma, self.kappa_bound, self.level,
-                data.s, data.m, r_new, a_new, self._bufs, self._parts, self._active,
-                self.unit, rho, (1.0 + self.kappa) * (1.0 + 1e-15), self.rc.gK)
+            rho = self.rounding_now = fista_rounding(self.rc, self.beta, self.L, self.mu, rk,
+                                                     rk1, False, self.t_bar)
+            feas = (1.0 + self.kappa) * (1.0 + 1e-15)
+            parts = ex.map(_k_fsvm_finish, lam, self.gamma, self.kappa_bound, self.level, s,
+                           m, self.unit, rho, feas, self.rc.gK, ex.n_chunks > 1)
+            a_new, b_new, eps, ncert, rsum, rsq, wsq = self._reduce(parts, feas)
             if ncert:
                 # the residual of y^T r = 0 is spread over a free coordinate with room
                 # (docs/svm.md section 3): without one the bound does not hold
                 delta = abs(b_new) + self.rc.gK * rsum
-                if not np.any(np.minimum(r_new, self.gamma - r_new) > delta):
+                if sum(ex.map(_k_free_with_room, self.gamma, delta)) == 0:
                     eps, ncert = np.inf, 0
-        self._r_buf, self.r_prev, self.r = self.r_prev, self.r, r_new
-        self._a_buf, self.a_prev, self.a = self.a_prev, self.a, a_new
-        if eps < math.inf and rho > 0.0 and self._rounding_decides(eps, rho, ncert, r_new):
+        self.a_prev, self.a = self.a, a_new
+        if eps < math.inf and rho > 0.0 and self._rounding_decides(eps, rho, ncert):
             # the rounding term alone keeps the certified-points rule from firing, or it
             # dominates the bound: bound ||r - r*|| by ||p(r)|| / mu computed in long double
             # instead, when smaller (valid for any feasible r, docs/svm.md sections 2, 4)
-            t_col, t_shift = (1.0, 0.0) if self.augmented else (0.0, self.t_bar)
-            fresh = _f.fresh_bound(*data.args, self.y, r_new, data.s, data.m, self.mu,
-                                   self.gamma, self._fresh, self.rc.xi, self._rc_long,
-                                   t_col, t_shift)
+            fresh = self._fresh_bound(rsum, rsq)
             if not self.augmented:
                 fresh += (1.0 + self.kappa) * (abs(b_new) + self.rc.gK * rsum) * (1.0 + 1e-15)
             self.fresh_bounds += 1
             if fresh < eps:
                 eps = fresh
-                ncert = int(np.count_nonzero(self.level - r_new > eps))
+                ncert = self._count_above(eps)
         self.b_prev, self.b = self.b, b_new
         self._sums = ((rsum, rsq), rk)
         self.rounding = rho
@@ -1231,7 +1509,26 @@ class _FistaState(_ClaimOffers, SolverState):
         self.objective = -0.5 * wsq + rsum - 0.5 * self.mu * rsq
         self.n_iter += 1
 
-    def _rounding_decides(self, eps, rho, ncert, r_new):
+    def _fresh_bound(self, rsum, rsq):
+        """||p(r_k)|| / mu plus its rounding bound, sums in long double
+        (``_svm_fast._fresh_bound``): two passes over the blocks, reduced in block order."""
+        data, ex = self.data, self.ex
+        t_col, t_shift = (1.0, 0.0) if self.augmented else (0.0, self.t_bar)
+        parts = ex.map(_k_fresh_scatter)
+        coef = _in_order([q[0] for q in parts])
+        b, rxi = np.longdouble(0.0), 0.0
+        for q in parts:
+            b += q[1]
+            rxi += q[2]
+        ld = np.array([b, 0.0, 0.0], dtype=np.longdouble)
+        _f.fresh_coefficients(coef, data.s, data.m, ld)
+        acc = np.longdouble(0.0)
+        for q in ex.map(_k_fresh_margins, coef, ld, t_col, t_shift, self.mu, self.gamma):
+            acc += q
+        return _f.fresh_tail(np.array([acc], dtype=np.longdouble), rxi, rsum, rsq,
+                             self._rc_long, t_col, t_shift, self.mu)
+
+    def _rounding_decides(self, eps, rho, ncert):
         """Whether the fallback bound is worth its pass: the rounding term exceeds the
         FISTA term, or without it the rule (more than ``certify_above`` points) would
         fire and with it does not."""
@@ -1242,7 +1539,7 @@ class _FistaState(_ClaimOffers, SolverState):
             # the rule fires anyway, or the term is too small to hold it back but for a
             # point within 1e-3 eps of its level (one iteration later at worst): no O(n) count
             return False
-        return np.count_nonzero(self.level - r_new > eps - rho) > need
+        return self._count_above(eps - rho) > need
 
     def snapshot(self):
         return {"objective": self.objective, "error_bound": self.error_bound,
@@ -1256,6 +1553,8 @@ class _FistaBase(Solver):
     default_max_iter = 10_000
     param_table = dict(_COMMON_PARAMS)
     augmented = True
+    #: runs on any executor (``Problem.executor``: one in-memory block, a dask array's chunks)
+    blocked = True
 
     def start(self, problem):
         data, Xfit, identity = _prepare(problem, self.params["scale"])
@@ -1266,8 +1565,7 @@ class _FistaBase(Solver):
         with single_threaded_blas():
             lam, info = lipschitz_bound(data, self.augmented, budget)
         check_scales(self.name, data, gamma, mu, mu + lam)
-        state = _FistaState(data, problem.y, gamma, mu, mu + lam, self.augmented,
-                            info["passes"])
+        state = _FistaState(data, gamma, mu, mu + lam, self.augmented, info["passes"])
         state.lipschitz_method = info["method"]
         target = certify_target(problem)
         if target is not None:
@@ -1281,11 +1579,12 @@ class _FistaBase(Solver):
         w_bar = data.w_bar(state.a, state.b)
         t_bar = state.b if self.augmented else state.t_bar
         fields = _feature_fields(data, identity, w_bar, t_bar)
-        mask = state.level - state.r > state.error_bound
-        fields.update(dual_coef_=state.r.copy(), certified_mask=mask)
+        r = state.r.copy()
+        mask = state.level - r > state.error_bound
+        fields.update(dual_coef_=r, certified_mask=mask)
         if mask.any():
             fields["certificate"] = CertifiedPointsCertificate(
-                state.error_bound, mask, state.r.copy(), state.gamma, state.mu,
+                state.error_bound, mask, r.copy(), state.gamma, state.mu,
                 data.scale, data.m, data.s, "hsvm" if self.augmented else "svm", t_bar,
                 _fitted_coef(fields), fields["intercept_"], problem.classes_,
                 kernel=problem.kernel, config=problem.config,
@@ -1326,6 +1625,12 @@ class Fista(_FistaBase):
         Phi = feature_map(X) and "std" standardizes the columns of Phi (training
         statistics); coef_ is None, ``extra["feature_space_coef"]`` and intercept_ give
         the classifier on Phi(x), and predict applies the kernel's fitted map.
+
+    References
+    ----------
+    .. [1] "Data-Dependent Complexity of First-Order Methods for Support Vector
+       Machines", arXiv:2512.03947 (2025).
+    .. [2] A. Beck, "First-Order Methods in Optimization", SIAM, 2017, section 10.7.7.
     """
 
     augmented = True
@@ -1340,6 +1645,14 @@ class FistaSVM(_FistaBase):
     ``project_box_hyperplane``), with L = mu + ||Z||_2^2. The intercept is t = L lambda,
     lambda the multiplier of the last projection (derivation in docs/svm.md), and the
     certified-point test is the same as for ``fista``.
+
+    References
+    ----------
+    .. [1] "Data-Dependent Complexity of First-Order Methods for Support Vector
+       Machines", arXiv:2512.03947 (2025).
+    .. [2] A. Beck, "First-Order Methods in Optimization", SIAM, 2017, section 10.7.7.
+    .. [3] P. Brucker, "An O(n) algorithm for quadratic knapsack problems", Operations
+       Research Letters 3(3), 1984.
     """
 
     augmented = False
@@ -1485,6 +1798,15 @@ class _DCDState(_ClaimOffers, SolverState):
                 "projected_gradient_gap": self.projected_gradient_gap}
 
 
+#: why dcd runs on one in-memory block only (the message of a refused blocked run)
+_DCD_SEQUENTIAL = (
+    "solver 'dcd' is sequential: each coordinate step of dual coordinate descent uses the "
+    "w updated by the step before, so its epochs cannot be split into row blocks that run "
+    "where a dask array's chunks are held. Use a blocked solver on dask arrays: 'fista' "
+    "(certified, H-SVM), 'fista_svm' (certified, classical SVM) or 'pegasos'; or compute X "
+    "into memory (X.compute()) to run 'dcd'")
+
+
 @_register_builtin("solver", "dcd")
 class DCD(Solver):
     """Dual coordinate descent on the perturbed H-SVM dual (arXiv:2512.03947, section 4).
@@ -1499,13 +1821,23 @@ class DCD(Solver):
     gradient at the end of the epoch, one extra pass over X, computed only when the
     estimate from the epoch's own entries would certify, or every epoch with
     ``bound_check="always"``); or ``liblinear`` (max - min projected gradient over the
-    epoch <= tol).
+    epoch <= tol). Sequential: refused on dask arrays (``_DCD_SEQUENTIAL``).
+
+    References
+    ----------
+    .. [1] "Data-Dependent Complexity of First-Order Methods for Support Vector
+       Machines", arXiv:2512.03947 (2025).
+    .. [2] C.-J. Hsieh, K.-W. Chang, C.-J. Lin, S. S. Keerthi, S. Sundararajan, "A Dual
+       Coordinate Descent Method for Large-scale Linear SVM", ICML 2008.
     """
 
     requires = {"kernel": ("feature_map",)}
     provides = ("error_bound", "n_certified", "objective", "projected_gradient_gap")
     default_stop = (("certified_points", {"fraction": 0.0}),)
     default_max_iter = 1000
+    #: sequential sweeps: one in-memory block only (refused on a dask array)
+    blocked = False
+    not_blocked = _DCD_SEQUENTIAL
     param_table = {
         **_COMMON_PARAMS,
         "shrinking": Param(True, types=bool, doc="LIBLINEAR's shrinking of the active set"),
@@ -1516,7 +1848,10 @@ class DCD(Solver):
 
     def start(self, problem):
         gamma, mu = _gamma_mu(self.params, problem.X.shape[0])
-        data, Xfit, identity = _prepare(problem, self.params["scale"], diag_shift=mu)
+        blocked, Xfit, identity = _prepare(problem, self.params["scale"], diag_shift=mu)
+        data = blocked.local()
+        if data is None:
+            raise ValueError(_DCD_SEQUENTIAL)
         check_scales(self.name, data, gamma, mu)
         # the epochs' SplitMix64 stream is seeded from 64 bits of the run's generator
         seed = problem.rng.bit_generator.random_raw()
@@ -1546,9 +1881,28 @@ class DCD(Solver):
 
 
 # -------------------------------------------------------------------------------- Pegasos
+def _k_pegasos_epoch(block, order, s2a, st, lam, radius):
+    """Pegasos steps over the block's rows in ``order`` (``_svm_fast.pegasos_epoch``), w
+    (the d-vector s2a and the 6 scalars st) passed in and returned: an epoch passes it
+    from block to block."""
+    data = block.v["svm"]
+    _f.pegasos_epoch(*data.args, block.y, order, s2a, st, data.s, data.c, data.xsq, data.M,
+                     lam, radius)
+    return s2a, st
+
+
 class _PegasosState(SolverState):
-    def __init__(self, data, y, lam, rng):
-        self.data, self.y, self.lam, self.rng = data, y, lam, rng
+    """Pegasos over the row blocks of ``data`` (a ``_Blocked``).
+
+    One epoch visits the blocks in their order 0, 1, ...; inside block c the rows follow
+    ``rng.permutation(n_c)``, drawn block after block from the run's generator. The order
+    is a function of (seed, blocking): with one block (in memory) it is
+    ``rng.permutation(n)``; a dask array's chunks give another order, hence another
+    (equally valid) run, the same for the same chunks."""
+
+    def __init__(self, data, lam, rng):
+        self.data, self.lam, self.rng = data, lam, rng
+        self.ex = data.executor
         self.radius = 1.0 / np.sqrt(lam)
         self.s2a = np.zeros(data.d)
         self.st = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])  # alpha, beta, P, A2, bias, k
@@ -1562,10 +1916,11 @@ class _PegasosState(SolverState):
         return alpha * (a_s - data.s * data.m * beta)
 
     def step(self):
-        data = self.data
-        order = self.rng.permutation(data.n).astype(np.int64)
-        _f.pegasos_epoch(*data.args, self.y, order, self.s2a, self.st, data.s, data.c,
-                         data.xsq, data.M, self.lam, self.radius)
+        ex = self.ex
+        for c in range(ex.n_chunks):
+            order = self.rng.permutation(int(ex.sizes[c])).astype(np.int64)
+            self.s2a, self.st = ex.call(c, _k_pegasos_epoch, order, self.s2a, self.st,
+                                        self.lam, self.radius)
         self.n_iter += 1
 
     def snapshot(self):
@@ -1580,13 +1935,22 @@ class Pegasos(Solver):
     paper's misclassification penalty 64/n) with step 1/(lam k), projection of w on the
     ball of radius 1/sqrt(lam) after each step, and an unregularized bias b updated on
     margin violations (Pegasos paper, section 6). One iteration is one epoch over a random
-    permutation from ``random_state``; the run stops after ``epochs`` epochs
-    (status ``"max_iter"``).
+    permutation from ``random_state`` (block by block on a dask array: see
+    ``_PegasosState``); the run stops after ``epochs`` epochs (status ``"max_iter"``).
+
+    References
+    ----------
+    .. [1] S. Shalev-Shwartz, Y. Singer, N. Srebro, "Pegasos: Primal Estimated
+       sub-GrAdient SOlver for SVM", ICML 2007.
+    .. [2] "Data-Dependent Complexity of First-Order Methods for Support Vector
+       Machines", arXiv:2512.03947 (2025), section 5.1.
     """
 
     requires = {"kernel": ("feature_map",)}
     provides = ()
     default_max_iter = 10**9
+    #: runs on any executor; the epoch order depends on the blocking (``_PegasosState``)
+    blocked = True
     param_table = {
         "lam": Param(1.0 / 64.0, types=numbers.Real, low=0, low_open=True,
                      doc="regularization lambda (1/64 is C = 64/n)"),
@@ -1600,7 +1964,7 @@ class Pegasos(Solver):
 
     def start(self, problem):
         data, Xfit, identity = _prepare(problem, self.params["scale"])
-        state = _PegasosState(data, problem.y, float(self.params["lam"]), problem.rng)
+        state = _PegasosState(data, float(self.params["lam"]), problem.rng)
         state.fit = (data, Xfit, identity)
         return state
 
