@@ -33,6 +33,23 @@ Representations
 
 The squared loss also has the closed form of the spectral filter (appendix E.2),
 ``method="spectral_filter"``.
+
+Blocks
+------
+The solver is written once over ``problem.executor`` (``marginkit._executors``): the
+state (``_TikhonovState``: proximal steps, guarded Newton, schedule, chain certificate)
+does the O(p) work and calls block kernels (``_k_tikhonov`` on each block's
+``_BlockRows``) for every pass over the rows, adding their partial sums in block order.
+In memory there is one block holding all rows (the ``_tikhonov_fast`` passes on the
+whole data); on a dask array the blocks are the chunks held by the workers, so the same
+iterations run there (linear kernel: ``blocked_limits`` says what cannot be split by
+rows).
+
+References
+----------
+G. Beugnot, J. Mairal and A. Rudi, "Beyond Tikhonov: Faster Learning with Self-Concordant
+Losses via Iterative Regularization", Advances in Neural Information Processing Systems 34
+(NeurIPS 2021).
 """
 import math
 import numbers
@@ -445,10 +462,10 @@ class _Model:
 
 # ====================================================================== state
 class _GuardedNewton:
-    """The Newton iteration shared by the in-memory and the Dask states: ``_evaluate``
-    (Newton quantities at the current iterate through the subclass's ``_evaluate_unsafe``;
-    a numerically singular or non-finite Newton system, e.g. squares of entries overflowing
-    float64, ends the run honestly) and the damped step ``_newton_iteration``."""
+    """The guarded damped Newton iteration of ``_TikhonovState``: ``_evaluate`` (Newton
+    quantities at the current iterate through ``_evaluate_unsafe``; a numerically singular
+    or non-finite Newton system, e.g. squares of entries overflowing float64, ends the run
+    honestly) and the damped step ``_newton_iteration``."""
 
     def _evaluate(self):
         try:
@@ -732,7 +749,8 @@ class _TikhonovState(_GuardedNewton, SolverState):
         self.empirical_risk = total / n
         self.penalty = mdl.penalty(self.w, self.w_prev)
         grad = np.empty(mdl.q)
-        grad[:p] = _block_sum([part[1] for part in parts]) / n + lam * (self.w[:p] - self.w_prev[:p])
+        grad[:p] = _block_sum([part[1] for part in parts]) / n \
+            + lam * (self.w[:p] - self.w_prev[:p])
         if mdl.fit_intercept:
             grad[p] = sum(part[2] for part in parts) / n
         self.grad = grad
@@ -1603,6 +1621,18 @@ class IteratedTikhonov(Solver):
         models, ``support_coef_`` otherwise; intercepts in ``extra["path_intercept"]``).
         IT(k) for k < t is exactly row k - 1 (Definition 1), solved to a tighter
         decrement than a run with t = k would ask for.
+
+    Notes
+    -----
+    Runs on any executor (``problem.executor``): in memory, and on the row chunks of a
+    dask array for the linear kernel (integer t, no ``n_components``), with the same
+    iterations; Gram kernels are refused there (``blocked_limits``).
+
+    References
+    ----------
+    G. Beugnot, J. Mairal and A. Rudi, "Beyond Tikhonov: Faster Learning with
+    Self-Concordant Losses via Iterative Regularization", Advances in Neural Information
+    Processing Systems 34 (NeurIPS 2021).
     """
 
     provides = ("decrement", "decrement_targets", "prox_step", "n_prox", "tol", "objective",
