@@ -33,7 +33,6 @@ import scipy.sparse as sp
 from ._executors import Block, Executor
 from ._validation import (check_sparse_structure, check_X, check_y, dask_array_of,
                           has_nan_label)
-from .solvers.tikhonov import _GuardedNewton
 
 __all__ = ["solve", "decision_function", "predict", "SUPPORTED_SOLVERS", "ChunkPool"]
 
@@ -431,11 +430,11 @@ def solve(X, y, config):
     driver_cls = SUPPORTED_SOLVERS.get(sname)
     if driver_cls is None and BlockedDriver.matches(solver):
         driver_cls = BlockedDriver  # a solver written against Problem.executor
-    if driver_cls is None or getattr(kernel, "name", None) != "linear" \
-            or type(kernel).__name__ != "LinearKernel":
+    if driver_cls is None or not driver_cls.matches(solver):
         raise _unsupported(sname, kernel)
-    if not driver_cls.matches(solver):
-        raise _unsupported(sname, kernel)
+    why = driver_cls.refusal(solver, kernel)
+    if why:
+        raise ValueError(why)
     task = getattr(solver, "task", "classification")
     t0 = time.perf_counter()
     pool, classes = make_pool(X, y, task=task)
@@ -481,6 +480,14 @@ class Driver:
         """Whether this driver reproduces ``solver`` (a subclass with other iterations would not)."""
         return True
 
+    @classmethod
+    def refusal(cls, solver, kernel):
+        """Why the driver cannot run ``solver`` with ``kernel`` (a message), or None: the
+        per-solver drivers run the linear kernel only."""
+        if getattr(kernel, "name", None) != "linear" or type(kernel).__name__ != "LinearKernel":
+            return str(_unsupported(solver.name or type(solver).__name__, kernel))
+        return None
+
     def check(self, problem):
         """Reject parameter combinations the driver does not reproduce (ValueError)."""
 
@@ -497,15 +504,25 @@ def _same_class(solver, name):
 # =====================================================================================
 # Blocked solvers: the in-memory solver itself, on the chunks (``Solver.blocked``)
 # =====================================================================================
-@_driver("fista", "fista_svm", "pegasos")
+@_driver("fista", "fista_svm", "pegasos", "iterated_tikhonov")
 class BlockedDriver(Driver):
     """A solver written against ``Problem.executor`` (class attribute ``blocked = True``):
     its own ``start`` / ``finalize`` run with the ``ChunkPool`` as the executor, its block
-    kernels on the workers that hold the chunks. Nothing here is specific to a solver."""
+    kernels on the workers that hold the chunks. Nothing here is specific to a solver.
+    ``solver.blocked_refusal(kernel)`` (when the solver has it) names what it cannot do
+    on row chunks; without it the solver runs the linear kernel there."""
 
     @classmethod
     def matches(cls, solver):
         return getattr(type(solver), "blocked", False) is True
+
+    @classmethod
+    def refusal(cls, solver, kernel):
+        why = getattr(solver, "blocked_refusal", None)
+        if why is None:
+            return super().refusal(solver, kernel)
+        why = why(kernel)
+        return f"{solver.name} on dask arrays: {why}" if why else None
 
     def start(self, problem):
         return self.solver.start(problem)
@@ -1014,316 +1031,10 @@ def _family_fields(problem, core, get, status, primal_op):
     return fields
 
 
-# =====================================================================================
-# iterated_tikhonov (Beugnot et al. 2021), linear kernel, damped Newton with Cholesky systems
-# =====================================================================================
 def _k_obj(chunk, key, ops):
     """Run ``ops`` (a list of (method, args)) on ``chunk.v[key]``; the results per op."""
     obj = chunk.v[key]
     return [getattr(obj, name)(*args) for name, args in ops]
-
-
-class _ITChunk:
-    """Chunk side of ``tikhonov._TikhonovState`` (primal, linear kernel): the chunk's rows
-    of z = X theta (+ b), z_prev, the loss derivatives g, h and dz = X direction."""
-
-    def __init__(self, chunk, loss_name, p, fit_intercept):
-        from .solvers import tikhonov as tk
-
-        X = chunk.X
-        self.y = np.ascontiguousarray(chunk.y, dtype=np.float64)
-        self.sparse = sp.issparse(X)
-        if self.sparse:
-            self.X = X
-            self._args = (X.data, X.indices, X.indptr)
-        else:
-            self.X = X if X.flags.c_contiguous else np.ascontiguousarray(X)
-        self.loss = tk._LOSSES[loss_name]
-        self.p = p
-        self.fit_intercept = fit_intercept
-        n = X.shape[0]
-        self.z = np.zeros(n)
-        self.z_prev = np.zeros(n)
-        self.g = np.empty(n)
-        self.h = np.empty(n)
-        self.dz = np.zeros(n)
-        self.zt = None
-
-    def _rmatvec(self, g):
-        from .solvers import _tikhonov_fast as fast
-
-        out = np.empty(self.p)
-        if self.sparse:
-            fast.csr_rmatvec(*self._args, g, out)
-        else:
-            fast.dense_rmatvec(self.X, g, out)
-        return out
-
-    def _predict(self, w):
-        from .solvers import _tikhonov_fast as fast
-
-        out = np.empty(self.X.shape[0])
-        if self.sparse:
-            fast.csr_matvec(*self._args, w[: self.p], out)
-        else:
-            fast.dense_matvec(self.X, np.ascontiguousarray(w[: self.p]), out)
-        if self.fit_intercept:
-            out += w[self.p]
-        return out
-
-    def evaluate(self, with_hessian):
-        """Loss sum and the chunk's shares of the gradient and of the Hessian."""
-        from .solvers import _tikhonov_fast as fast
-
-        total = self.loss.derivatives(self.z, self.y, self.g, self.h)
-        rg, gs = self._rmatvec(self.g), float(self.g.sum())
-        if not with_hessian:
-            return total, rg, gs, None, None, None
-        Hp = np.empty((self.p, self.p))
-        if self.sparse:
-            fast.csr_weighted_gram(*self._args, self.h, Hp)
-        else:
-            fast.dense_weighted_gram(self.X, self.h, Hp)
-        rh = self._rmatvec(self.h) if self.fit_intercept else None
-        return total, rg, gs, Hp, rh, float(self.h.sum())
-
-    def set_direction(self, direction):
-        self.dz = self._predict(direction)
-
-    def trial(self, s):
-        self.zt = self.z - s * self.dz
-        return self.loss.loss_sum(self.zt, self.y)
-
-    def accept(self):
-        self.z = np.ascontiguousarray(self.zt)
-        self.zt = None
-
-    def save_prev(self):
-        self.z_prev = self.z.copy()
-
-
-def _k_it_init(chunk, loss_name, p, fit_intercept):
-    chunk.v["it"] = _ITChunk(chunk, loss_name, p, fit_intercept)
-
-
-class _DaskTikhonovState(_GuardedNewton):
-    """``tikhonov._TikhonovState`` (method="newton", Cholesky, linear kernel) on the chunks:
-    each Newton iteration maps the loss derivatives, X^T g and X^T diag(h) X (d + d^2
-    numbers), solves the (d, d) system on the client, and evaluates the line search
-    trials with one map (a loss sum) each."""
-
-    def __init__(self, pool, params):
-        from .solvers.tikhonov import _LOSSES, decrement_schedule
-
-        self.pool = pool
-        self.loss_name = params["loss"]
-        self.loss = _LOSSES[self.loss_name]
-        self.auto = False
-        self.t_sched = params["t"]
-        self.n_prox = self.t_sched
-        self.tol = params["tol"]
-        self.decrement_targets = decrement_schedule(self.tol, self.t_sched)
-        self.method = "newton"
-        self.newton_solver = "cholesky"
-        self.n_iter = 0
-        self.elapsed = 0.0
-        self.done = False
-        self.failed = None
-        self.train_index = None
-        n = pool.n_samples
-        self.lam = float(params["lam"] if params["lam"] is not None else 1.0 / n)
-        self.identity_map = True
-        self.fit_intercept = bool(params["fit_intercept"])
-        self.n, self.p = n, pool.n_features
-        self.q = self.p + int(self.fit_intercept)
-        self._queue = []
-        self._hessian = None
-        pool.map(_k_it_init, self.loss_name, self.p, self.fit_intercept)
-        self.w = np.zeros(self.q)
-        self.w_prev = np.zeros(self.q)
-        self.objective = self.empirical_risk = self.penalty = np.nan
-        self.decrement = np.inf
-        self.direction = np.zeros(self.q)
-        self.prox_step = 1
-        self.newton_iter = 0
-        self.prox_decrement = []
-        self.prox_newton_iter = []
-        self.prox_risk = []
-        self.prox_coef = []
-        self.validation_loss = []
-        self._evaluate()
-
-    def _map(self, ops):
-        allops = self._queue + ops
-        self._queue = []
-        return [res[-1] for res in self.pool.map(_k_obj, "it", allops)]
-
-    @property
-    def decrement_target(self):
-        return float(self.decrement_targets[min(self.prox_step, len(self.decrement_targets)) - 1])
-
-    def _penalty(self, w, w_prev):
-        d = w[: self.p] - w_prev[: self.p]
-        return 0.5 * self.lam * float(d @ d)
-
-    def _evaluate_unsafe(self):
-        import scipy.linalg as sla
-
-        from .solvers.tikhonov import _finite
-
-        p, n, lam = self.p, self.n, self.lam
-        const = self.loss_name == "squared" and self._hessian is not None
-        parts = self._map([("evaluate", (not const,))])
-        total = sum(x[0] for x in parts)
-        self.empirical_risk = total / n
-        self.penalty = self._penalty(self.w, self.w_prev)
-        grad = np.empty(self.q)
-        grad[:p] = np.sum([x[1] for x in parts], axis=0) / n + lam * (self.w[:p] - self.w_prev[:p])
-        if self.fit_intercept:
-            grad[p] = sum(x[2] for x in parts) / n
-        self.grad = grad
-        if const:
-            cho = self._hessian
-        else:
-            H = np.empty((self.q, self.q))
-            Hp = np.sum([x[3] for x in parts], axis=0)
-            Hp /= n
-            Hp.flat[:: p + 1] += lam
-            H[:p, :p] = Hp
-            if self.fit_intercept:
-                col = np.sum([x[4] for x in parts], axis=0) / n
-                H[:p, p] = col
-                H[p, :p] = col
-                H[p, p] = sum(x[5] for x in parts) / n
-            cho = sla.cho_factor(_finite(H), lower=True, check_finite=False)
-            if self.loss_name == "squared":
-                self._hessian = cho
-        self.direction = sla.cho_solve(cho, grad, check_finite=False)
-        self._queue.append(("set_direction", (self.direction,)))
-        dec2 = float(self.grad @ self.direction)
-        self.objective = self.empirical_risk + self.penalty
-        self.decrement = float(np.sqrt(max(dec2, 0.0)))
-
-    def _objective_at(self, s):
-        risk = sum(self._map([("trial", (s,))])) / self.n
-        return risk + self._penalty(self.w - s * self.direction, self.w_prev)
-
-    def _finish_prox_step(self):
-        k = self.prox_step
-        self.prox_decrement.append(self.decrement)
-        self.prox_newton_iter.append(self.newton_iter)
-        self.prox_risk.append(self.empirical_risk)
-        self.prox_coef.append(self.w.copy())
-        if k >= self.n_prox:
-            self.done = True
-            return
-        self.w_prev = self.w.copy()
-        self._queue.append(("save_prev", ()))
-        self.prox_step = k + 1
-        self.newton_iter = 0
-        self._evaluate()
-
-    def step(self):
-        self.n_iter += 1
-        if self.done:
-            return
-        if self.decrement <= self.decrement_target:
-            self._finish_prox_step()
-            if self.done:
-                return
-        self._newton_iteration()
-
-    def _accept(self, s):
-        self.w = self.w - s * self.direction
-        self._queue.append(("accept", ()))
-
-    def snapshot(self):
-        return {"objective": float(self.objective), "empirical_risk": float(self.empirical_risk),
-                "decrement": float(self.decrement), "prox_step": float(self.prox_step),
-                "target": self.decrement_target}
-
-    def certificate(self, status):
-        """The certificate of "converged" at the current iterate: the proximal chain up to
-        it (as in memory)."""
-        from .solvers.tikhonov import NewtonDecrementCertificate
-
-        if status != "converged":
-            return None
-        problem = self.problem
-        return NewtonDecrementCertificate(
-            self.decrement, self.decrement_targets[: self.prox_step], self.loss_name, self.lam,
-            "primal", np.array(self._chain()), self.fit_intercept, problem.kernel,
-            problem.classes_, None, None, None, True, config=problem.config,
-            prox_step=self.prox_step)
-
-
-@_driver("iterated_tikhonov")
-class TikhonovDriver(Driver):
-    """``iterated_tikhonov`` with the linear kernel, integer t, method="newton" and Cholesky
-    Newton systems (Beugnot et al. 2021, Definition 1 and Proposition 1)."""
-
-    @classmethod
-    def matches(cls, solver):
-        return _same_class(solver, "iterated_tikhonov")
-
-    def check(self, problem):
-        prm = self.solver.params
-        bad = []
-        if prm["t"] == "auto":
-            bad.append("t='auto' (pass an integer t)")
-        if prm["method"] != "newton":
-            bad.append("method='spectral_filter' (use method='newton')")
-        if prm["n_components"] is not None:
-            bad.append("n_components (Nystroem)")
-        ns = prm["newton_solver"]
-        if ns == "auto":
-            p, n = problem.n_features, problem.n_samples
-            ns = "cg" if (not problem.sparse and p >= 512 and n >= 4 * p) else "cholesky"
-        if ns == "cg":
-            bad.append("newton_solver='cg' (pass newton_solver='cholesky')")
-        if bad:
-            raise ValueError("iterated_tikhonov on dask arrays supports the linear kernel with "
-                             "an integer t, method='newton' and Cholesky Newton systems; not "
-                             + ", ".join(bad))
-
-    def start(self, problem):
-        from .solvers.tikhonov import decrement_schedule, rule_schedule
-
-        state = _DaskTikhonovState(problem.pool, self.solver.params)
-        state.tol, kappa = rule_schedule(problem.stop, state.tol)
-        state.decrement_targets = decrement_schedule(state.tol, state.t_sched, kappa)
-        return state
-
-    def finalize(self, problem, state, status):
-        from .solvers.tikhonov import NewtonDecrementCertificate
-
-        p = state.p
-        t_used = state.n_prox
-        w, w_prev = state.w, state.w_prev
-        state._record_last_prox_step()
-        fields = {"task": self.solver.task,
-                  "coef_": w[:p].copy(),
-                  "intercept_": float(w[p]) if state.fit_intercept else 0.0}
-        target = state.decrement_target
-        # a certificate only when the last target was met (as in memory)
-        fields["certificate"] = state.certificate(status)
-        fields["history"] = {
-            "prox_decrement": np.asarray(state.prox_decrement, dtype=np.float64),
-            "prox_newton_iter": np.asarray(state.prox_newton_iter, dtype=np.int64),
-            "prox_empirical_risk": np.asarray(state.prox_risk, dtype=np.float64),
-        }
-        if state.failed:
-            fields["coef_"] = np.where(np.isfinite(fields["coef_"]), fields["coef_"], 0.0)
-        fields["extra"] = {"t": int(t_used), "lam": state.lam, "loss": state.loss_name,
-                           "failure": state.failed,
-                           "decrement": state.decrement, "target": target,
-                           "newton_solver": state.newton_solver}
-        if self.solver.params["keep_path"]:
-            steps = list(state.prox_coef[: t_used - 1]) + [w]
-            fields["extra"]["path"] = np.array([v[:p].copy() for v in steps])
-            fields["extra"]["path_intercept"] = np.array(
-                [float(v[p]) if state.fit_intercept else 0.0 for v in steps])
-        return fields
 
 
 # ------------------------------------------------------------ vertex methods (columns G e_j)

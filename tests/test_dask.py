@@ -411,12 +411,87 @@ def test_iterated_tikhonov_matches_in_memory(client, sparse, params):
         _close(dsk.extra["path"], mem.extra["path"])
 
 
-def test_iterated_tikhonov_unsupported_options(client):
+def _tikhonov_data(loss, sparse, dtype, n=240):
+    X, y = _synthetic(n=n, separable=False, sparse=sparse)
+    X = X.astype(dtype)
+    if loss == "squared":
+        y = y + np.linspace(0.0, 0.1, y.shape[0])  # real targets
+    return X, y
+
+
+def _assert_same_tikhonov(mem, dsk, X, y):
+    assert mem.status == "converged" and mem.certificate is not None
+    assert_same_run(mem, dsk, X, y)
+    # relative agreement of the coefficients (assert_same_run also checks them absolutely)
+    assert np.linalg.norm(dsk.coef_ - mem.coef_) <= 1e-10 * np.linalg.norm(mem.coef_)
+    assert abs(dsk.intercept_ - mem.intercept_) <= 1e-10 * max(abs(mem.intercept_), 1e-300) \
+        or dsk.intercept_ == mem.intercept_
+    # the chain certificate: every proximal link, refereed on the chunked data as in memory
+    np.testing.assert_array_equal(dsk.certificate.chain.shape, mem.certificate.chain.shape)
+    np.testing.assert_allclose(dsk.certificate.chain, mem.certificate.chain, rtol=1e-10,
+                               atol=1e-12)
+    assert dsk.certificate.check(X, y)
+    assert mem.certificate.check(_as_dask(X, 70), y)
+
+
+_TIKHONOV_CASES = [(loss, icpt, sparse, dtype)
+                   for loss in ("logistic", "squared") for icpt in (False, True)
+                   for sparse in (False, True) for dtype in (np.float64, np.float32)]
+
+
+@pytest.mark.parametrize("loss, fit_intercept, sparse, dtype", _TIKHONOV_CASES)
+def test_iterated_tikhonov_one_implementation_on_a_cluster(client, loss, fit_intercept,
+                                                           sparse, dtype):
+    # the in-memory solver itself on the chunks of a 2-process cluster: same iterations
+    X, y = _tikhonov_data(loss, sparse, dtype)
+    kw = {"loss": loss, "fit_intercept": fit_intercept, "t": 2}
+    mem = mk.solve(X, y, solver="iterated_tikhonov", **kw)
+    dsk = mk.solve(_as_dask(X, 70), y, solver="iterated_tikhonov", **kw)
+    assert dsk.extra["dask"]["distributed"] and dsk.extra["dask"]["n_chunks"] == 4
+    _assert_same_tikhonov(mem, dsk, X, y)
+
+
+@pytest.mark.parametrize("loss, fit_intercept, sparse, dtype", _TIKHONOV_CASES)
+def test_iterated_tikhonov_one_implementation_without_client(monkeypatch, loss,
+                                                             fit_intercept, sparse, dtype):
+    monkeypatch.setattr(_dask, "_default_client", lambda: None)
+    X, y = _tikhonov_data(loss, sparse, dtype)
+    kw = {"loss": loss, "fit_intercept": fit_intercept, "t": 2}
+    mem = mk.solve(X, y, solver="iterated_tikhonov", **kw)
+    dsk = mk.solve(_as_dask(X, 70), y, solver="iterated_tikhonov", **kw)
+    assert not dsk.extra["dask"]["distributed"] and dsk.extra["dask"]["n_chunks"] == 4
+    _assert_same_tikhonov(mem, dsk, X, y)
+
+
+@pytest.mark.parametrize("sparse, params", [
+    (False, {"newton_solver": "cg", "t": 2}),
+    (True, {"newton_solver": "cg", "fit_intercept": True}),
+    (False, {"method": "spectral_filter", "loss": "squared", "t": 3}),
+])
+def test_iterated_tikhonov_cg_and_spectral_filter_on_chunks(client, sparse, params):
+    # the conjugate gradients (Hessian-vector products and the subsample preconditioner)
+    # and the closed form (Phi^T Phi, Phi^T y) are block passes too
+    X, y = _tikhonov_data(params.get("loss", "logistic"), sparse, np.float64)
+    mem = mk.solve(X, y, solver="iterated_tikhonov", random_state=3, **params)
+    dsk = mk.solve(_as_dask(X, 70), y, solver="iterated_tikhonov", random_state=3, **params)
+    assert dsk.extra["newton_solver"] == mem.extra["newton_solver"]
+    _assert_same_tikhonov(mem, dsk, X, y)
+
+
+def test_iterated_tikhonov_refuses_what_rows_cannot_split(client):
     X, y = _synthetic(n=100, separable=False)
-    for params in ({"t": "auto"}, {"method": "spectral_filter", "loss": "squared"},
-                   {"newton_solver": "cg"}, {"n_components": 10}):
-        with pytest.raises(ValueError, match="iterated_tikhonov on dask arrays supports"):
-            mk.solve(_as_dask(X, 50), y, solver="iterated_tikhonov", **params)
+    Xd = _as_dask(X, 50)
+    for kernel in ("rbf", "poly"):
+        with pytest.raises(ValueError, match=r"iterated_tikhonov on dask arrays: kernel "
+                                             f"'{kernel}' is not supported: a Gram kernel's "
+                                             r"Newton systems couple all rows"):
+            mk.solve(Xd, y, solver="iterated_tikhonov", kernel=kernel)
+    with pytest.raises(ValueError, match=r"iterated_tikhonov on dask arrays: t='auto' \(it "
+                                         "holds out a random validation split"):
+        mk.solve(Xd, y, solver="iterated_tikhonov", t="auto")
+    with pytest.raises(ValueError, match=r"iterated_tikhonov on dask arrays: n_components "
+                                         r"\(Nystroem"):
+        mk.solve(Xd, y, solver="iterated_tikhonov", n_components=10)
 
 
 @pytest.mark.parametrize("solver, separable, sparse", [

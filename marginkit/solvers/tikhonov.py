@@ -33,6 +33,23 @@ Representations
 
 The squared loss also has the closed form of the spectral filter (appendix E.2),
 ``method="spectral_filter"``.
+
+Blocks
+------
+The solver is written once over ``problem.executor`` (``marginkit._executors``): the
+state (``_TikhonovState``: proximal steps, guarded Newton, schedule, chain certificate)
+does the O(p) work and calls block kernels (``_k_tikhonov`` on each block's
+``_BlockRows``) for every pass over the rows, adding their partial sums in block order.
+In memory there is one block holding all rows (the ``_tikhonov_fast`` passes on the
+whole data); on a dask array the blocks are the chunks held by the workers, so the same
+iterations run there (linear kernel: ``blocked_limits`` says what cannot be split by
+rows).
+
+References
+----------
+G. Beugnot, J. Mairal and A. Rudi, "Beyond Tikhonov: Faster Learning with Self-Concordant
+Losses via Iterative Regularization", Advances in Neural Information Processing Systems 34
+(NeurIPS 2021).
 """
 import math
 import numbers
@@ -44,6 +61,7 @@ import scipy.sparse as sp
 from .._registry import _register_builtin
 from .._referee import float64_block
 from ..certificates import Certificate, Verdict, certificate_type, local_matrix
+from .._executors import Executor, local_executor
 from .._validation import Param, check_X
 from ..plugins import Solver, SolverState, StoppingRule
 from . import _tikhonov_fast as _fast
@@ -292,31 +310,40 @@ def _finite(M):
     return M
 
 
-# ====================================================================== representations
-class _Primal:
-    """theta in R^p (plus an unpenalized intercept b when asked), z = Phi theta + b."""
+# ====================================================================== block kernels
+class _BlockRows:
+    """The rows of Phi held by one block of a run (``block.v["tikhonov"]``) and the
+    block-local n-vectors of the Newton iterations: z = Phi theta + b, the loss
+    derivatives g and h, dz = Phi direction (+ its intercept) and the line search's trial
+    predictions. Its methods are the data passes of one Newton iteration on these rows
+    (the ``_tikhonov_fast`` passes); they return the block's partial sums, which the state
+    adds in block order. In memory the single block holds all rows, so these are exactly
+    the whole-data passes."""
 
-    kind = "primal"
-
-    def __init__(self, Phi, fit_intercept, lam):
-        self.Phi = Phi
-        self.n, self.p = Phi.shape
-        self.fit_intercept = bool(fit_intercept)
-        self.q = self.p + int(self.fit_intercept)
-        self.lam = lam
+    def __init__(self, Phi, y, loss_name, p, fit_intercept):
+        if Phi.shape[1] != p:
+            raise ValueError(f"a row block has {Phi.shape[1]} features, the run {p}")
         self.sparse = sp.issparse(Phi)
         if self.sparse:
+            self.Phi = Phi
             self._args = (Phi.data, Phi.indices, Phi.indptr)
-        elif not Phi.flags.c_contiguous:
+        else:
             # the Cython passes read C-order rows: a private C copy of F-order input
-            self.Phi = np.ascontiguousarray(Phi)
-        self._tmp_p = np.empty(self.p)
+            self.Phi = Phi if Phi.flags.c_contiguous else np.ascontiguousarray(Phi)
+        self.y = np.ascontiguousarray(y, dtype=np.float64)
+        self.loss = _LOSSES[loss_name]
+        self.p = p
+        self.fit_intercept = fit_intercept
+        n = Phi.shape[0]
+        self.z = np.zeros(n)
+        self.g = np.empty(n)
+        self.h = np.empty(n)
+        self.dz = np.zeros(n)
+        self.zt = None
 
-    def zeros(self):
-        return np.zeros(self.q)
-
-    def predict(self, w, out=None):
-        out = np.empty(self.n) if out is None else out
+    def predict(self, w):
+        """Phi w[:p] (+ w[p]) on the block's rows."""
+        out = np.empty(self.Phi.shape[0])
         if self.sparse:
             _fast.csr_matvec(*self._args, w[: self.p], out)
         else:
@@ -333,40 +360,114 @@ class _Primal:
             _fast.dense_rmatvec(self.Phi, g, out)
         return out
 
-    def gradient(self, w, w_prev, g):
-        """grad of L_hat(w) + lam/2 ||theta - theta_prev||^2 (intercept unpenalized)."""
-        grad = np.empty(self.q)
-        grad[: self.p] = self.rmatvec(g) / self.n + self.lam * (w[: self.p] - w_prev[: self.p])
-        if self.fit_intercept:
-            grad[self.p] = g.sum() / self.n
-        return grad
-
-    def hessian(self, h):
-        H = np.empty((self.q, self.q))
+    def _weighted_gram(self, Phi, h):
         Hp = np.empty((self.p, self.p))
-        if self.sparse:
-            _fast.csr_weighted_gram(*self._args, h, Hp)
+        if sp.issparse(Phi):
+            _fast.csr_weighted_gram(Phi.data, Phi.indices, Phi.indptr, h, Hp)
         else:
-            _fast.dense_weighted_gram(self.Phi, h, Hp)
-        Hp /= self.n
-        Hp.flat[:: self.p + 1] += self.lam
-        H[: self.p, : self.p] = Hp
-        if self.fit_intercept:
-            col = self.rmatvec(h) / self.n
-            H[: self.p, self.p] = col
-            H[self.p, : self.p] = col
-            H[self.p, self.p] = h.sum() / self.n
-        return H
+            _fast.dense_weighted_gram(Phi, h, Hp)
+        return Hp
 
-    def hess_vec(self, h, v):
-        """H v without forming H: Phi^T (h * (Phi v + b)) / n + lam v."""
-        zv = self.predict(v)
-        hz = h * zv
-        out = np.empty(self.q)
-        out[: self.p] = self.rmatvec(hz) / self.n + self.lam * v[: self.p]
-        if self.fit_intercept:
-            out[self.p] = hz.sum() / self.n
-        return out
+    def derivatives(self, with_hessian):
+        """At z: (loss sum, Phi^T g, sum g) and, ``with_hessian``, (Phi^T diag(h) Phi,
+        Phi^T h, sum h) (None each otherwise)."""
+        total = self.loss.derivatives(self.z, self.y, self.g, self.h)
+        rg = self.rmatvec(self.g)
+        gs = float(self.g.sum()) if self.fit_intercept else 0.0
+        if not with_hessian:
+            return total, rg, gs, None, None, None
+        Hp = self._weighted_gram(self.Phi, self.h)
+        if not self.fit_intercept:
+            return total, rg, gs, Hp, None, None
+        return total, rg, gs, Hp, self.rmatvec(self.h), float(self.h.sum())
+
+    def sub_hessian(self, rows):
+        """The Hessian sums of the rows ``rows`` (block-local indices) only: the
+        preconditioner of the conjugate gradients."""
+        h = np.ascontiguousarray(self.h[rows])
+        Phi = self.Phi[rows]
+        Hp = self._weighted_gram(Phi, h)
+        if not self.fit_intercept:
+            return Hp, None, None
+        col = np.empty(self.p)
+        if sp.issparse(Phi):
+            _fast.csr_rmatvec(Phi.data, Phi.indices, Phi.indptr, h, col)
+        else:
+            _fast.dense_rmatvec(Phi, h, col)
+        return Hp, col, float(h.sum())
+
+    def hess_vec(self, v):
+        """(Phi^T (h * (Phi v + b)), sum h * (Phi v + b)): the block's share of H v."""
+        hz = self.h * self.predict(v)
+        return self.rmatvec(hz), float(hz.sum())
+
+    def set_direction(self, direction):
+        self.dz = self.predict(direction)
+
+    def trial(self, s):
+        """Loss sum at the trial step w - s direction (its predictions kept for ``accept``)."""
+        self.zt = self.z - s * self.dz
+        return self.loss.loss_sum(self.zt, self.y)
+
+    def accept(self):
+        self.z = np.ascontiguousarray(self.zt)
+        self.zt = None
+
+    def set_iterate(self, w):
+        self.z = np.ascontiguousarray(self.predict(w))
+
+    def rmatvec_y(self):
+        return self.rmatvec(self.y)
+
+    def gram(self):
+        """Phi^T Phi (float64) and Phi^T y: the spectral filter's sums."""
+        Phi = self.Phi
+        G = np.asarray((Phi.T @ Phi).toarray() if self.sparse else Phi.T @ Phi, dtype=np.float64)
+        return G, self.rmatvec(self.y)
+
+
+def _k_tikhonov_setup(block, loss_name, p, fit_intercept):
+    """The block's rows (its X: Phi for the linear kernel, or the feature rows an in-memory
+    run built) as the run's ``_BlockRows``; returns the number of rows."""
+    block.v["tikhonov"] = _BlockRows(block.X, block.y, loss_name, p, fit_intercept)
+    return block.X.shape[0]
+
+
+def _k_tikhonov(block, calls):
+    """Run ``calls`` ((method, args) pairs) in order on the block's ``_BlockRows``; the
+    last call's result."""
+    rows = block.v["tikhonov"]
+    out = None
+    for name, args in calls:
+        out = getattr(rows, name)(*args)
+    return out
+
+
+def _block_sum(parts):
+    """The sum of per-block results in block order (one block: that block's array)."""
+    acc = parts[0]
+    for part in parts[1:]:
+        acc = acc + part
+    return acc
+
+
+class _Model:
+    """The O(d) description of a run's feature space: n rows, p features (q = p + 1 with
+    an unpenalized intercept), lam; ``Phi`` is the in-memory feature matrix (None when the
+    rows are held by the blocks of a distributed executor)."""
+
+    kind = "primal"
+
+    def __init__(self, n, p, fit_intercept, lam, sparse, Phi=None):
+        self.n, self.p = int(n), int(p)
+        self.fit_intercept = bool(fit_intercept)
+        self.q = self.p + int(self.fit_intercept)
+        self.lam = lam
+        self.sparse = bool(sparse)
+        self.Phi = Phi
+
+    def zeros(self):
+        return np.zeros(self.q)
 
     def penalty(self, w, w_prev):
         d = w[: self.p] - w_prev[: self.p]
@@ -375,10 +476,10 @@ class _Primal:
 
 # ====================================================================== state
 class _GuardedNewton:
-    """The Newton iteration shared by the in-memory and the Dask states: ``_evaluate``
-    (Newton quantities at the current iterate through the subclass's ``_evaluate_unsafe``;
-    a numerically singular or non-finite Newton system, e.g. squares of entries overflowing
-    float64, ends the run honestly) and the damped step ``_newton_iteration``."""
+    """The guarded damped Newton iteration of ``_TikhonovState``: ``_evaluate`` (Newton
+    quantities at the current iterate through ``_evaluate_unsafe``; a numerically singular
+    or non-finite Newton system, e.g. squares of entries overflowing float64, ends the run
+    honestly) and the damped step ``_newton_iteration``."""
 
     def _evaluate(self):
         try:
@@ -479,7 +580,14 @@ class _TikhonovState(_GuardedNewton, SolverState):
         self.done = False
         self.failed = None
 
-        X, y = problem.X, problem.y
+        # rows held by the blocks of a distributed executor (a dask array's chunks): the
+        # data passes run there; the in-memory constructions below need all rows at hand
+        blocked = isinstance(problem.X, Executor)
+        if blocked:
+            why = blocked_limits(prm, problem.kernel)
+            if why:
+                raise ValueError(f"iterated_tikhonov on row blocks held by workers: {why}")
+        X = problem.X
         n_all = X.shape[0]
         self.train_index = None
         self.val = None
@@ -498,51 +606,66 @@ class _TikhonovState(_GuardedNewton, SolverState):
         self.lam = float(lam)
 
         kernel = problem.kernel
-        Xtr = X if self.train_index is None else X[self.train_index]
-        ytr = y if self.train_index is None else y[self.train_index]
-        if getattr(kernel, "precomputed", False) and self.train_index is not None:
-            Xtr = Xtr[:, self.train_index]
-        self.y = np.ascontiguousarray(ytr, dtype=np.float64)
         self.nystroem = None
         self.exact = None
         self.identity_map = False
         m = prm["n_components"]
-        if m is not None:
-            if getattr(kernel, "precomputed", False):
-                raise ValueError("n_components (Nystroem) needs the data X, not kernel='precomputed'")
-            self.nystroem = NystroemMap(kernel, m, problem.rng).fit(Xtr)
-            Phi = self.nystroem.transform(Xtr)
-            self.model = _Primal(Phi, prm["fit_intercept"], self.lam)
-        elif getattr(kernel, "feature_map", None) is not None \
-                and not getattr(kernel, "precomputed", False):
-            # a map evaluated on float32 rows computes in float32: a non-linear map is
-            # evaluated on float64 rows (the problem solved is the one the referee checks)
-            # (an identity map then runs on X itself, as the linear kernel does)
-            linear = getattr(kernel, "name", None) == "linear"
-            Xb = Xtr if linear else float64_block(Xtr)
-            Phi = kernel.feature_map(Xb)
-            self.identity_map = linear or Phi is Xb
-            Phi = Xtr if self.identity_map and not linear else Phi
-            Phi = check_X(Phi, name="feature_map(X)")
-            self.model = _Primal(Phi, prm["fit_intercept"], self.lam)
+        if blocked:
+            # the linear kernel on the blocks' own rows (``blocked_limits``)
+            self.identity_map = True
+            rows = problem.executor
+            Phi = None
         else:
-            # exact kernel (or precomputed Gram): Newton on theta in the eigenbasis of K
-            if prm["fit_intercept"]:
-                raise ValueError(
-                    "fit_intercept=True needs a kernel with a feature map (linear) or "
-                    "n_components (Nystroem); with a Gram kernel add a constant to the kernel "
-                    "instead")
-            budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
-            check_gram_budget(Xtr.shape[0], budget)
-            if getattr(kernel, "precomputed", False):
-                K = Xtr.toarray() if sp.issparse(Xtr) else Xtr
-                centres = None
+            y = problem.y
+            Xtr = X if self.train_index is None else X[self.train_index]
+            ytr = y if self.train_index is None else y[self.train_index]
+            if getattr(kernel, "precomputed", False) and self.train_index is not None:
+                Xtr = Xtr[:, self.train_index]
+            ytr = np.ascontiguousarray(ytr, dtype=np.float64)
+            if m is not None:
+                if getattr(kernel, "precomputed", False):
+                    raise ValueError("n_components (Nystroem) needs the data X, not "
+                                     "kernel='precomputed'")
+                self.nystroem = NystroemMap(kernel, m, problem.rng).fit(Xtr)
+                Phi = self.nystroem.transform(Xtr)
+            elif getattr(kernel, "feature_map", None) is not None \
+                    and not getattr(kernel, "precomputed", False):
+                # a map evaluated on float32 rows computes in float32: a non-linear map is
+                # evaluated on float64 rows (the problem solved is the one the referee
+                # checks) (an identity map then runs on X itself, as the linear kernel does)
+                linear = getattr(kernel, "name", None) == "linear"
+                Xb = Xtr if linear else float64_block(Xtr)
+                Phi = kernel.feature_map(Xb)
+                self.identity_map = linear or Phi is Xb
+                Phi = Xtr if self.identity_map and not linear else Phi
+                Phi = check_X(Phi, name="feature_map(X)")
             else:
-                K = gram_matrix(kernel, Xtr)
-                centres = Xtr
-            self.exact = ExactKernelMap(K, centres)
-            del K
-            self.model = _Primal(np.ascontiguousarray(self.exact.features), False, self.lam)
+                # exact kernel (or precomputed Gram): Newton on theta in the eigenbasis of K
+                if prm["fit_intercept"]:
+                    raise ValueError(
+                        "fit_intercept=True needs a kernel with a feature map (linear) or "
+                        "n_components (Nystroem); with a Gram kernel add a constant to the "
+                        "kernel instead")
+                budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
+                check_gram_budget(Xtr.shape[0], budget)
+                if getattr(kernel, "precomputed", False):
+                    K = Xtr.toarray() if sp.issparse(Xtr) else Xtr
+                    centres = None
+                else:
+                    K = gram_matrix(kernel, Xtr)
+                    centres = Xtr
+                self.exact = ExactKernelMap(K, centres)
+                del K
+                Phi = np.ascontiguousarray(self.exact.features)
+            # the training rows as given (linear kernel, no split): the problem's own
+            # blocks; any other feature rows: one in-memory block of Phi
+            rows = problem.executor if Phi is X else local_executor(Phi, ytr)
+        fit_intercept = prm["fit_intercept"] and self.exact is None
+        self.rows = rows
+        self.model = _Model(rows.n_samples, rows.n_features, fit_intercept, self.lam,
+                            rows.sparse, Phi)
+        rows.map(_k_tikhonov_setup, self.loss_name, self.model.p, self.model.fit_intercept)
+        self._pending = []
         if self.method == "spectral_filter":
             if self.loss_name != "squared":
                 raise ValueError("method='spectral_filter' is the closed form of the squared loss "
@@ -550,7 +673,7 @@ class _TikhonovState(_GuardedNewton, SolverState):
             if self.auto or prm["fit_intercept"]:
                 raise ValueError("method='spectral_filter' needs an integer t and fit_intercept=False")
         if self.auto:
-            self._setup_validation(problem, X, y, val_index)
+            self._setup_validation(problem, X, problem.y, val_index)
 
         ns = prm["newton_solver"]
         if ns == "auto":
@@ -563,15 +686,15 @@ class _TikhonovState(_GuardedNewton, SolverState):
         self.newton_solver = ns
         if ns == "cg":
             s = min(self.model.n, max(2 * self.model.p, 1000))
-            self._precond_rows = np.sort(problem.rng.choice(self.model.n, size=s, replace=False))
+            rows_cg = np.sort(problem.rng.choice(self.model.n, size=s, replace=False))
+            off = rows.offsets
+            # the subsample's rows block by block (block-local indices)
+            self._precond_rows = [rows_cg[(rows_cg >= off[i]) & (rows_cg < off[i + 1])] - off[i]
+                                  for i in range(rows.n_chunks)]
+            self._precond_size = s
 
-        n = self.model.n
         self.w = self.model.zeros()
         self.w_prev = self.model.zeros()
-        self.z = np.zeros(n)
-        self.z_prev = np.zeros(n)
-        self.g = np.empty(n)
-        self.h = np.empty(n)
         self._const_factor = None
         self.objective = self.empirical_risk = self.penalty = np.nan
         self.decrement = np.inf
@@ -587,7 +710,7 @@ class _TikhonovState(_GuardedNewton, SolverState):
             self._evaluate()
         else:
             self.decrement = np.inf
-            self.objective = self.empirical_risk = self._risk(self.z)
+            self.objective = self.empirical_risk = self._risk()
 
     # ------------------------------------------------------------------ helpers
     def _setup_validation(self, problem, X, y, val_index):
@@ -613,8 +736,16 @@ class _TikhonovState(_GuardedNewton, SolverState):
             z = z + w[self.model.p]
         return self.loss.loss_sum(np.ascontiguousarray(z), self.y_val) / z.shape[0]
 
-    def _risk(self, z):
-        return self.loss.loss_sum(z, self.y) / self.model.n
+    def _map(self, name, *args):
+        """``name(*args)`` on every block's rows, after the calls queued in ``_pending``
+        (they ride along: one map per data pass); the results in block order."""
+        calls = self._pending + [(name, args)]
+        self._pending = []
+        return self.rows.map(_k_tikhonov, calls)
+
+    def _risk(self):
+        """L_hat at the blocks' current predictions (theta^0 = 0 before any step)."""
+        return sum(self._map("trial", 0.0)) / self.model.n
 
     @property
     def decrement_target(self):
@@ -622,35 +753,71 @@ class _TikhonovState(_GuardedNewton, SolverState):
 
     def _evaluate_unsafe(self):
         mdl = self.model
-        total = self.loss.derivatives(self.z, self.y, self.g, self.h)
-        self.empirical_risk = total / mdl.n
+        p, n, lam = mdl.p, mdl.n, self.lam
+        const = self.newton_solver == "cholesky" and self.loss_name == "squared" \
+            and self._const_factor is not None
+        # one pass over the rows: the loss, Phi^T g and (unless the squared loss's constant
+        # Hessian is factored already, or CG uses products) the Hessian sums
+        parts = self._map("derivatives", self.newton_solver == "cholesky" and not const)
+        total = sum(part[0] for part in parts)
+        self.empirical_risk = total / n
         self.penalty = mdl.penalty(self.w, self.w_prev)
-        self.grad = mdl.gradient(self.w, self.w_prev, self.g)
-        self.direction = self._primal_solve(self.grad)
-        self.dz = mdl.predict(self.direction)
+        grad = np.empty(mdl.q)
+        grad[:p] = _block_sum([part[1] for part in parts]) / n \
+            + lam * (self.w[:p] - self.w_prev[:p])
+        if mdl.fit_intercept:
+            grad[p] = sum(part[2] for part in parts) / n
+        self.grad = grad
+        if self.newton_solver == "cholesky":
+            if const:
+                cho = self._const_factor
+            else:
+                H = self._hessian([part[3:] for part in parts], n)
+                cho = sla.cho_factor(_finite(H), lower=True, check_finite=False)
+                if self.loss_name == "squared":
+                    self._const_factor = cho
+            self.direction = sla.cho_solve(cho, grad, check_finite=False)
+        else:
+            self.direction = self._pcg(grad)
+        # dz = Phi direction, computed on the blocks with the next pass (the line search)
+        self._pending.append(("set_direction", (self.direction,)))
         dec2 = float(self.grad @ self.direction)
         self.objective = self.empirical_risk + self.penalty
         self.decrement = float(np.sqrt(max(dec2, 0.0)))
 
-    def _primal_solve(self, grad):
+    def _hessian(self, parts, n_rows):
+        """The (q, q) Hessian Phi^T D Phi / n_rows + lam I (intercept row and column
+        unpenalized) from the blocks' (Phi^T diag(h) Phi, Phi^T h, sum h)."""
+        mdl, p = self.model, self.model.p
+        H = np.empty((mdl.q, mdl.q))
+        Hp = _block_sum([part[0] for part in parts]) / n_rows
+        Hp.flat[:: p + 1] += self.lam
+        H[:p, :p] = Hp
+        if mdl.fit_intercept:
+            col = _block_sum([part[1] for part in parts]) / n_rows
+            H[:p, p] = col
+            H[p, :p] = col
+            H[p, p] = sum(part[2] for part in parts) / n_rows
+        return H
+
+    def _hess_vec(self, v):
+        """H v without forming H: Phi^T (h * (Phi v + b)) / n + lam v, one pass."""
         mdl = self.model
-        if self.newton_solver == "cholesky":
-            if self.loss_name == "squared" and self._const_factor is not None:
-                cho = self._const_factor
-            else:
-                cho = sla.cho_factor(_finite(mdl.hessian(self.h)), lower=True, check_finite=False)
-                if self.loss_name == "squared":
-                    self._const_factor = cho
-            return sla.cho_solve(cho, grad, check_finite=False)
-        return self._pcg(grad)
+        parts = self._map("hess_vec", v)
+        out = np.empty(mdl.q)
+        out[: mdl.p] = _block_sum([part[0] for part in parts]) / mdl.n + self.lam * v[: mdl.p]
+        if mdl.fit_intercept:
+            out[mdl.p] = sum(part[1] for part in parts) / mdl.n
+        return out
 
     def _pcg(self, grad):
         """H^{-1} grad by conjugate gradients preconditioned with the Hessian of a
         uniform row subsample (the Nystroem centres' role in FALKON-type solvers)."""
         mdl = self.model
-        rows = self._precond_rows
-        sub = _Primal(mdl.Phi[rows], mdl.fit_intercept, self.lam)
-        P = sub.hessian(np.ascontiguousarray(self.h[rows]))
+        calls = [(self._pending + [("sub_hessian", (rows,))],) for rows in self._precond_rows]
+        self._pending = []
+        parts = self.rows.map_each(_k_tikhonov, calls)
+        P = self._hessian(parts, self._precond_size)
         cho = sla.cho_factor(_finite(P), lower=True, check_finite=False)
         gnorm = float(np.linalg.norm(grad))
         # inexact Newton: relative accuracy min(0.1, ||grad||) and, near the target, an
@@ -665,7 +832,7 @@ class _TikhonovState(_GuardedNewton, SolverState):
         for _ in range(10 * mdl.q + 100):
             if np.linalg.norm(r) <= stop:
                 break
-            Hp = mdl.hess_vec(self.h, p)
+            Hp = self._hess_vec(p)
             a = rz / float(p @ Hp)
             x += a * p
             r -= a * Hp
@@ -679,13 +846,12 @@ class _TikhonovState(_GuardedNewton, SolverState):
         """Objective of the current subproblem at w - s * direction (line search); keeps
         the trial predictions for ``_accept``."""
         mdl = self.model
-        z = self._z_trial = self.z - s * self.dz
-        risk = self.loss.loss_sum(z, self.y) / mdl.n
+        risk = sum(self._map("trial", s)) / mdl.n
         return risk + mdl.penalty(self.w - s * self.direction, self.w_prev)
 
     def _accept(self, s):
         self.w = self.w - s * self.direction
-        self.z = np.ascontiguousarray(self._z_trial)
+        self._pending.append(("accept", ()))
 
     # ------------------------------------------------------------------ iteration
     def _finish_prox_step(self):
@@ -709,7 +875,6 @@ class _TikhonovState(_GuardedNewton, SolverState):
             self.done = True
             return
         self.w_prev = self.w.copy()
-        self.z_prev = self.z.copy()
         self.prox_step = k + 1
         self.newton_iter = 0
         self._evaluate()
@@ -719,8 +884,7 @@ class _TikhonovState(_GuardedNewton, SolverState):
         self.n_prox = self.prox_step = t
         self.w = self.prox_coef[t - 1].copy()
         self.w_prev = self.prox_coef[t - 2].copy() if t >= 2 else self.model.zeros()
-        self.z = np.ascontiguousarray(self.model.predict(self.w))
-        self.z_prev = np.ascontiguousarray(self.model.predict(self.w_prev))
+        self._pending.append(("set_iterate", (self.w,)))
         self._evaluate()
         self.done = True
 
@@ -743,19 +907,18 @@ class _TikhonovState(_GuardedNewton, SolverState):
         if self.exact is not None:
             # Phi = V S^{1/2} already diagonalizes Phi^T Phi = S
             s = self.exact.eigenvalues_ / n
-            b = mdl.rmatvec(self.y) / n
+            b = _block_sum(self._map("rmatvec_y")) / n
             coef = [iterated_tikhonov_filter(s, lam, k) * b for k in range(t + 1)]
         else:
-            Phi = mdl.Phi
-            G = np.asarray((Phi.T @ Phi).toarray() if mdl.sparse else Phi.T @ Phi, dtype=np.float64)
+            parts = self._map("gram")
+            G = _block_sum([part[0] for part in parts])
             s, V = sla.eigh(G / n)
-            b = V.T @ mdl.rmatvec(self.y) / n
+            b = V.T @ _block_sum([part[1] for part in parts]) / n
             coef = [V @ (iterated_tikhonov_filter(s, lam, k) * b) for k in range(t + 1)]
         # IT(k) for k = 0..t (theta^0 = 0): the whole proximal chain, each link exact
         self.prox_coef = coef[1:t]
         self.w_prev, self.w = coef[t - 1], coef[t]
-        self.z_prev = np.ascontiguousarray(mdl.predict(self.w_prev))
-        self.z = np.ascontiguousarray(mdl.predict(self.w))
+        self._pending.append(("set_iterate", (self.w,)))
         self.prox_step = t
         self._evaluate()
         self.prox_decrement = [self.decrement]
@@ -1378,6 +1541,36 @@ def _link_bounds(blocks, y, thetas, bs, k, lam, loss, fit_intercept, enough=None
 
 
 # ====================================================================== solver
+def blocked_limits(params, kernel):
+    """Why iterated Tikhonov cannot run with ``params`` and ``kernel`` on rows held in
+    blocks by a distributed executor (the chunks of a dask array), or None.
+
+    On row blocks every data pass of a Newton iteration is a sum over rows (z = Phi theta,
+    Phi^T g, Phi^T diag(h) Phi, H v, the loss), which each block computes on its own rows:
+    that needs the rows' features where the rows are. With the linear kernel they are the
+    rows themselves. A Gram kernel's Newton system couples every pair of rows (the n x n
+    matrix K and its eigendecomposition) and cannot be split by rows; t="auto" draws a
+    validation split of the rows, and Nystroem (``n_components``) a sample of centres
+    and a map fitted on them, which the blocked path does not do."""
+    from ..kernels.builtin import LinearKernel
+
+    if type(kernel) is not LinearKernel:
+        name = getattr(kernel, "name", None) or type(kernel).__name__
+        return (f"kernel {name!r} is not supported: a Gram kernel's Newton systems couple all "
+                "rows (the n x n kernel matrix) and cannot be split into row chunks, and a "
+                "kernel approximation's feature map is not evaluated on the chunks; use "
+                "kernel='linear' (on explicit features), or compute X into memory "
+                "(X.compute())")
+    bad = []
+    if params["t"] == "auto":
+        bad.append("t='auto' (it holds out a random validation split of the rows; pass an "
+                   "integer t)")
+    if params["n_components"] is not None:
+        bad.append("n_components (Nystroem centres are sampled and mapped in memory; compute "
+                   "X into memory)")
+    return "; ".join(bad) or None
+
+
 def _check_t(value, name, owner):
     if isinstance(value, str):
         if value != "auto":
@@ -1432,6 +1625,18 @@ class IteratedTikhonov(Solver):
         models, ``support_coef_`` otherwise; intercepts in ``extra["path_intercept"]``).
         IT(k) for k < t is exactly row k - 1 (Definition 1), solved to a tighter
         decrement than a run with t = k would ask for.
+
+    Notes
+    -----
+    Runs on any executor (``problem.executor``): in memory, and on the row chunks of a
+    dask array for the linear kernel (integer t, no ``n_components``), with the same
+    iterations; Gram kernels are refused there (``blocked_limits``).
+
+    References
+    ----------
+    G. Beugnot, J. Mairal and A. Rudi, "Beyond Tikhonov: Faster Learning with
+    Self-Concordant Losses via Iterative Regularization", Advances in Neural Information
+    Processing Systems 34 (NeurIPS 2021).
     """
 
     provides = ("decrement", "decrement_targets", "prox_step", "n_prox", "tol", "objective",
@@ -1469,9 +1674,16 @@ class IteratedTikhonov(Solver):
             return "regression" if obj.params["loss"] == "squared" else "classification"
 
     task = _Task()
+    #: runs on any executor (``Problem.executor``) within ``blocked_refusal``'s limits
+    blocked = True
 
     def start(self, problem):
         return _TikhonovState(self, problem)
+
+    def blocked_refusal(self, kernel):
+        """Why this solver cannot run on row blocks held by workers (see
+        ``blocked_limits``), or None."""
+        return blocked_limits(self.params, kernel)
 
     def finalize(self, problem, state, status):
         mdl = state.model
