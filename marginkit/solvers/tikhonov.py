@@ -62,6 +62,7 @@ from .._registry import _register_builtin
 from .._referee import float64_block
 from ..certificates import Certificate, Verdict, certificate_type, local_matrix
 from .._executors import Executor, local_executor
+from ..kernels.approximation import NystroemMap
 from .._validation import Param, check_X
 from ..plugins import Solver, SolverState, StoppingRule
 from . import _tikhonov_fast as _fast
@@ -135,63 +136,6 @@ def spectral_filter_path(K, y, lam, t):
     n = K.shape[0]
     s, U = sla.eigh(K / n)
     return U @ (iterated_tikhonov_filter(s, lam, t) * (U.T @ np.asarray(y, float))) / n
-
-
-# ====================================================================== Nystroem
-class NystroemMap:
-    """Nystroem approximation of a kernel with m centres sampled uniformly (section 3.2).
-
-    Phi(x) = K(x, C) V S^{-1/2} with K(C, C) = V S V^T (eigenvalues below ``rcond``
-    times the largest dropped), so that Phi(A) Phi(B)^T = K(A, C) K(C, C)^+ K(C, B).
-    With all points as centres it reproduces K exactly (up to ``rcond``). Any solver can
-    use it: ``fit(X)`` then ``transform(X)`` (an (n, m) array: memory O(n m)).
-
-    Parameters
-    ----------
-    kernel : Kernel plug-in (``kernel(A, B)`` Gram blocks)
-    n_components : int, number of centres m (capped at n)
-    random_state : numpy Generator or int
-    rcond : float, relative eigenvalue cut-off of K(C, C)
-    """
-
-    def __init__(self, kernel, n_components, random_state=None, rcond=1e-12):
-        from .._validation import check_random_state
-
-        self.kernel = kernel
-        self.n_components = int(n_components)
-        self.rng = check_random_state(random_state)
-        self.rcond = float(rcond)
-
-    def fit(self, X):
-        n = X.shape[0]
-        m = min(self.n_components, n)
-        idx = np.sort(self.rng.choice(n, size=m, replace=False))
-        # float64 centres and rows: the map is the one the referee evaluates
-        self.centres_ = float64_block(X[idx]).copy()
-        C = self.centres_
-        self.centre_index_ = idx
-        Kcc = np.asarray(self.kernel(C, C), dtype=np.float64)
-        if not np.isfinite(Kcc).all():
-            raise ValueError("Nystroem: the base kernel's values K(C, C) at the centres are not "
-                             "finite (they overflow float64): rescale X (e.g. to unit-norm rows) "
-                             "or change the base kernel's parameters")
-        Kcc = 0.5 * (Kcc + Kcc.T)
-        s, V = sla.eigh(Kcc)
-        keep = s > self.rcond * max(s[-1], 0.0)
-        if not np.any(keep):
-            raise ValueError("NystroemMap: K(C, C) is zero; check the kernel and its parameters")
-        #: (m, m') projection: Phi(x) = K(x, C) @ projection_
-        self.projection_ = V[:, keep] / np.sqrt(s[keep])
-        return self
-
-    def transform(self, X, block=4096):
-        out = np.empty((X.shape[0], self.projection_.shape[1]), dtype=np.float64)
-        for start in range(0, X.shape[0], block):
-            stop = min(start + block, X.shape[0])
-            Kb = np.asarray(self.kernel(float64_block(X[start:stop]), self.centres_),
-                            dtype=np.float64)
-            out[start:stop] = Kb @ self.projection_
-        return out
 
 
 # ====================================================================== exact kernels
