@@ -247,7 +247,7 @@ def test_chunkwise_permutation_is_a_permutation():
 
 
 # -------------------------------------------------------------- perceptron / von Neumann
-# isnkpvn with finish=False: its exact finish runs in memory only (test below)
+# isnkpvn with finish=False: its exact finish needs one block (tests below)
 @pytest.mark.parametrize("solver, separable, sparse, params", [
     ("snkp", True, False, {}),
     ("snkp", True, True, {}),
@@ -272,12 +272,60 @@ def test_smoothed_perceptron_family_matches_in_memory(client, solver, separable,
         assert dsk.extra["outer_iterations"] == mem.extra["outer_iterations"]
 
 
-def test_isnkpvn_finish_is_in_memory_only(client):
+def test_isnkpvn_finish_is_refused_on_several_chunks(client):
+    # Wolfe's corral needs all rows in one block: not run on chunks, and said so
     X, y = _synthetic(n=300, separable=False)
-    dsk = mk.solve(_as_dask(X, 110), y, solver="isnkpvn", eps=1e-2)
+    with pytest.raises(ValueError, match=r"isnkpvn.*exact finish \(finish=True\) is not "
+                                         r"blocked.*3 chunks; pass finish=False"):
+        mk.solve(_as_dask(X, 110), y, solver="isnkpvn", eps=1e-2)
     off = mk.solve(X, y, solver="isnkpvn", eps=1e-2, finish=False)
+    dsk = mk.solve(_as_dask(X, 110), y, solver="isnkpvn", eps=1e-2, finish=False)
     assert dsk.extra["finish"] == "off" and dsk.extra["finish_steps"] == 0
     assert_same_run(off, dsk, X, y)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_isnkpvn_finish_runs_on_one_chunk(client, sparse):
+    # one chunk holds every row: the finish runs there, as in memory
+    X, y = _synthetic(n=200, d=3, separable=False)
+    X = sp.csr_matrix(X) if sparse else X
+    mem = mk.solve(X, y, solver="isnkpvn")
+    dsk = mk.solve(_as_dask(X, X.shape[0]), y, solver="isnkpvn")
+    assert mem.extra["finish"] == "decided" and mem.extra["finish_steps"] > 0
+    assert dsk.extra["dask"]["n_chunks"] == 1
+    assert dsk.extra["finish"] == mem.extra["finish"]
+    assert dsk.extra["finish_steps"] == mem.extra["finish_steps"]
+    assert_same_run(mem, dsk, X, y)
+
+
+_SMOOTHED_NONSEP = {"snkp": {"stop": ["separated", "dual_certificate"], "eps": 2e-2},
+                    "snkpvn": {"delta": 2e-2}, "isnkpvn": {"eps": 1e-2, "finish": False}}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("separable", [True, False])
+@pytest.mark.parametrize("solver", ["snkp", "snkpvn", "isnkpvn"])
+@pytest.mark.parametrize("distributed_client", [True, False])
+def test_smoothed_family_is_one_implementation(client, monkeypatch, solver, separable, sparse,
+                                               dtype, distributed_client):
+    """The blocked solver on 3 chunks (on the cluster, or without a client) against the
+    same solver in memory (one block): same status and iterations, iterates to 1e-10,
+    certificates that verify."""
+    if not distributed_client:
+        monkeypatch.setattr(_dask, "_default_client", lambda: None)
+    X, y = _synthetic(n=200, separable=separable, sparse=sparse)
+    X = X.astype(dtype)
+    kw = {"finish": False} if solver == "isnkpvn" else {}
+    if not separable:
+        kw = _SMOOTHED_NONSEP[solver]
+    mem = mk.solve(X, y, solver=solver, max_iter=5000, **kw)
+    dsk = mk.solve(_as_dask(X, 70), y, solver=solver, max_iter=5000, **kw)
+    assert dsk.extra["dask"]["n_chunks"] == 3
+    assert dsk.extra["dask"]["distributed"] == distributed_client
+    assert mem.status == ("separable" if separable else "infeasible")
+    assert_same_run(mem, dsk, X, y)
+    assert dsk.certificate.verify(X, y)
 
 
 def test_snkpvn_with_a_center_q(client):
