@@ -14,11 +14,12 @@ Without a ``distributed`` client the chunks are computed once by dask's default 
 into the calling process and the same chunk objects run there (useful for tests and for
 data that fit in memory but arrive as a dask array).
 
-The per-solver drivers perform exactly the iterations of the in-memory solvers
-(``marginkit/solvers``); results agree with ``mk.solve`` on the same data up to the order
-of floating-point summation, except where ``docs/dask.md`` says otherwise at its top
-(``isnkpvn`` without its exact finish, pegasos's chunk-wise epochs, FISTA without the
-long-double fallback bound).
+A blocked solver (``blocked = True``: ``snkp``, ``snkpvn``, ``isnkpvn``) runs as it is,
+its block kernels on the chunks. The per-solver drivers below perform exactly the
+iterations of the other in-memory solvers (``marginkit/solvers``); results agree with
+``mk.solve`` on the same data up to the order of floating-point summation, except where
+``docs/dask.md`` says otherwise at its top (``isnkpvn``'s exact finish needs one chunk,
+pegasos's chunk-wise epochs, FISTA without the long-double fallback bound).
 
 ``Result.decision_function`` / ``predict`` of a dask array are ``decision_function`` /
 ``predict`` here: lazy maps of the in-memory model over the row chunks.

@@ -1,7 +1,9 @@
 """Cython cores of the perceptron / von Neumann family (Ramdas & Pena 2014).
 
-Each core holds the iterates of one algorithm as float64 vectors and does one whole
-iteration per ``step()`` with the GIL released. G (the normalized signed Gram) is only
+Each vertex core holds the iterates of one algorithm as float64 vectors and does one
+whole iteration per ``step()`` with the GIL released. The smoothed family keeps its
+n-vectors per row block (``SmoothedBlock``: the block passes of an iteration; its driver
+is ``marginkit.solvers.perceptron.SmoothedIteration``). G (the normalized signed Gram) is only
 touched through a ``GramOperator``: ``matvec`` (G a), ``column`` (G e_j) and ``entries``
 (a few G_ij, for the exact finish of ISNKPVN). The
 products G alpha and G p are maintained by linearity, so each iteration costs one

@@ -45,7 +45,7 @@ from ..plugins import Solver, SolverState
 from ..stopping import DualCertificate
 from ..smoothers.builtin import cython_smoother
 from ..utils._operator import FeatureOperator, make_operator
-from .._executors import Executor
+from .._executors import Block, Executor
 from ._perceptron_fast import (MinNormPoint, NKPCore, NormalizedPerceptronCore, NVNCore,
                                PerceptronCore, SmoothedBlock, csr_normalized_cross)
 
@@ -544,6 +544,9 @@ class SmoothedIteration:
             mu0 = 2.0 * (float(self.n) if any(c is None for c in crosses)
                          else bound_from_cross(np.sum(crosses, axis=0), self.n))
         self.mu0 = float(mu0)
+        # one block in this process: its passes are called directly (no map around them)
+        self._local = ex.workers[0].v["sb"] \
+            if self.single and ex.client is None and isinstance(ex.workers[0], Block) else None
         # alpha_0 = q, G alpha_0, p_0 = p_{mu_0}(alpha_0)
         self._map("copy", "alpha", "q")
         self._gram("alpha", "ga")
@@ -555,6 +558,8 @@ class SmoothedIteration:
 
     # -- the blocks ------------------------------------------------------------------
     def _map(self, name, *args):
+        if self._local is not None:
+            return [getattr(self._local, name)(*args)]
         return self.ex.map(_k_sb, name, *args)
 
     def _sum(self, parts):
@@ -819,6 +824,11 @@ class SNKP(_SmoothedFamily):
     with p_mu(alpha) = softmax(-G alpha / mu) (``entropy`` smoother). Finds a separator
     within 2 sqrt(2 log n) / rho_K iterations (Theorem 1); ||p_k||_G bounds rho_K from
     above (Lemma 3). One product with G per iteration. Default ``max_iter``: 10_000.
+
+    References
+    ----------
+    A. Ramdas and J. Pena, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML), 2014.
     """
 
     requires = {"smoother": ("argmin_simplex",)}
@@ -853,6 +863,11 @@ class SNKPVN(_SmoothedFamily):
 
     Stops with G alpha > 0 (``separable``) or ||p_k||_G <= delta (``infeasible``, a
     delta-certificate). Default ``max_iter``: 100_000.
+
+    References
+    ----------
+    A. Ramdas and J. Pena, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML), 2014.
     """
 
     requires = {"smoother": ("argmin_simplex",)}
@@ -932,13 +947,21 @@ class ISNKPVN(_SmoothedFamily):
     warm_restart : bool, default True
         False restarts every inner loop at mu_0, as in the paper.
     finish : bool, default True
-        Run the exact finish (in memory; not on Dask arrays). False leaves the iterations
+        Run the exact finish (it needs all rows in one block: in memory, or a dask array
+        of one chunk; on several chunks True is a ValueError). False leaves the iterations
         alone: they are the printed algorithm's with ``warm_restart=False`` and mu_0 = 2n
         (see above). ``Result.extra`` reports ``finish`` ("off";
         "decided": the answer is the finish's; "stopped": it gave up; "running") and
         ``finish_steps`` (its major cycles).
 
     Default ``max_iter``: 100_000.
+
+    References
+    ----------
+    A. Ramdas and J. Pena, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML), 2014.
+       P. Wolfe, "Finding the nearest point in a polytope", Mathematical Programming 11,
+    128-149, 1976.
     """
 
     requires = {"smoother": ("argmin_simplex",)}
