@@ -15,11 +15,12 @@ into the calling process and the same chunk objects run there (useful for tests 
 data that fit in memory but arrive as a dask array).
 
 A solver written against ``Problem.executor`` (``blocked = True``: fista, fista_svm,
-pegasos) runs here as it is, its block kernels on the chunks (``BlockedDriver``); the
-other drivers perform the iterations of their in-memory solvers. Results agree with
-``mk.solve`` on the same data up to the order of floating-point summation, except where
-``docs/dask.md`` says otherwise at its top (``isnkpvn`` without its exact finish, pegasos's
-epoch order, which follows the chunks). ``dcd`` is sequential and refused.
+pegasos, snkp, snkpvn, isnkpvn, iterated_tikhonov, or a third-party solver) runs here as
+it is, its block kernels on the chunks (``BlockedDriver``); the vertex family's drivers
+below perform the iterations of their in-memory solvers. Results agree with ``mk.solve``
+on the same data up to the order of floating-point summation, except where
+``docs/dask.md`` says otherwise at its top (``isnkpvn``'s exact finish needs one chunk,
+pegasos's epoch order follows the chunks). ``dcd`` is sequential and refused.
 
 ``Result.decision_function`` / ``predict`` of a dask array are ``decision_function`` /
 ``predict`` here: lazy maps of the in-memory model over the row chunks.
@@ -393,8 +394,16 @@ class PoolBlocks:
         return self.pool.map_each(_k_referee, args)
 
 
+def _blocked_solvers():
+    """Names of the registered solvers that run on the row blocks of any executor."""
+    from ._registry import get_plugin, list_plugins
+
+    return {name for name in list_plugins()["solver"]
+            if getattr(get_plugin("solver", name), "blocked", False)}
+
+
 def _unsupported(solver_name, kernel):
-    names = sorted(SUPPORTED_SOLVERS)
+    names = sorted(set(SUPPORTED_SOLVERS) | _blocked_solvers())
     return ValueError(
         f"solver {solver_name!r} with kernel {getattr(kernel, 'name', kernel)!r} is not supported "
         f"on dask arrays; supported on dask arrays (kernel='linear' only): {names}. "
@@ -533,134 +542,8 @@ class BlockedDriver(Driver):
 
 # =====================================================================================
 # Perceptron / von Neumann family (Ramdas & Pena 2014), linear kernel: G a = S X (X^T S a)
+# (snkp, snkpvn and isnkpvn are blocked solvers: they run on the pool as they are)
 # =====================================================================================
-class _PFChunk:
-    """Chunk side of ``_perceptron_fast.SmoothedCore``: the chunk's rows of alpha, G alpha,
-    p, G p, v, G v, best p and q, and its ``FeatureOperator`` (G_c a = S_c X_c w with the
-    global d-vector w = sum_c X_c^T S_c a_c)."""
-
-    def __init__(self, chunk, offset, n, q):
-        from .utils._operator import FeatureOperator
-
-        X = chunk.X
-        self.op = FeatureOperator(X, chunk.y, True)
-        nc = X.shape[0]
-        self.alpha = np.zeros(nc)
-        self.ga = np.zeros(nc)
-        self.p = np.full(nc, 1.0 / n)
-        self.gp = np.zeros(nc)
-        self.best_p = self.p.copy()
-        self.v = np.zeros(nc)
-        self.gv = np.zeros(nc)
-        self.q = np.full(nc, 1.0 / n) if q is None else np.array(q, dtype=np.float64)
-        self._sorted = None
-        self._csum = None
-        self._spec = None
-
-    # generic pieces
-    def primal(self, name):
-        return self.op.primal(getattr(self, name))
-
-    def fdot(self, name, w):
-        setattr(self, name, self.op.features_dot(w))
-
-    def copy(self, dst, src):
-        setattr(self, dst, getattr(self, src).copy())
-
-    def dot(self, a, b):
-        return float(getattr(self, a) @ getattr(self, b))
-
-    def margin_stats(self):
-        return (float(self.ga.min()) if self.ga.size else np.inf), float(self.alpha @ self.ga)
-
-    def stats(self):
-        gmin, aga = self.margin_stats()
-        return gmin, aga, float(self.p @ self.gp)
-
-    # the smoothed iteration
-    def iterate(self, c1, c2, c3):
-        self.alpha = c1 * self.alpha + c2 * self.p + c3 * self.v
-        self.ga = c1 * self.ga + c2 * self.gp + c3 * self.gv
-
-    def pupdate(self, c1, t):
-        self.p = c1 * self.p + t * self.v
-        self.gp = c1 * self.gp + t * self.gv
-
-    def start_p(self):
-        self.p = self.v.copy()
-        self.gp = self.gv.copy()
-
-    def start_checked(self):
-        """The warm-restart check's sums for r = v - q (G r = G v - G alpha, alpha = q),
-        then ``start_p`` and ``stats``."""
-        r = self.v - self.q
-        out = (float(r @ (self.gv - self.ga)), float(r @ r))
-        self.start_p()
-        return out + self.stats()
-
-    def gram_cross(self):
-        from .solvers.perceptron import normalized_feature_cross
-
-        return normalized_feature_cross(self.op)
-
-    def restart(self):
-        # ISNKPVN's outer step: q = alpha = p, G alpha = G p
-        self.q = self.p.copy()
-        self.alpha = self.p.copy()
-        self.ga = self.gp.copy()
-
-    # entropy smoother: softmax(-G alpha / mu), shifted by the chunk's own minimum
-    def entropy_local(self, inv):
-        if self.ga.size == 0:
-            return np.inf, 0.0, self.op.primal(self.v)
-        gmin = float(self.ga.min())
-        self.v = np.exp(-(self.ga - gmin) * inv)
-        return gmin, float(self.v.sum()), self.op.primal(self.v)
-
-    def scale_v(self, factor):
-        self.v = self.v * factor
-
-    def stats_speculate(self, c1, c2, c3, inv):
-        """``stats`` now, and the next iteration's update and softmax shares computed
-        ahead into side buffers (committed by ``commit`` if the run takes that step)."""
-        st = self.stats()
-        alpha, ga, v = self.alpha, self.ga, self.v
-        self.iterate(c1, c2, c3)
-        spec = self.entropy_local(inv)
-        self._spec = (self.alpha, self.ga, self.v)
-        self.alpha, self.ga, self.v = alpha, ga, v
-        return st + (spec,)
-
-    def commit(self):
-        self.alpha, self.ga, self.v = self._spec
-        self._spec = None
-
-    # l2 smoother: projection of q - G alpha / mu onto the simplex
-    def l2_raw(self, inv):
-        self.v = self.q - self.ga * inv
-        self._sorted = np.sort(self.v)[::-1]
-        self._csum = np.cumsum(self._sorted)
-        return float(self._sorted[0]) if self._sorted.size else -np.inf
-
-    def l2_eval(self, taus):
-        # number and sum of the entries > tau, for each candidate tau
-        k = np.searchsorted(-self._sorted, -np.asarray(taus), side="left")
-        sums = np.where(k > 0, self._csum[np.maximum(k - 1, 0)] if self._csum.size else 0.0, 0.0)
-        return k.astype(np.float64), sums
-
-    def l2_final(self, tau):
-        self.v = self.v - tau
-        self.v[self.v < 0.0] = 0.0
-        self._sorted = self._csum = None
-        return self.op.primal(self.v)
-
-
-def _k_pf(chunk, ops):
-    """Run ``ops`` (a list of (method, args)) on the chunk's ``_PFChunk``; return the results."""
-    pf = chunk.v["pf"]
-    return [getattr(pf, name)(*args) for name, args in ops]
-
-
 def _zero_rows(chunk, offset):
     """Global indices of the chunk's all-zero rows (they cannot be normalized)."""
     from .utils._operator import _row_sqnorms
@@ -668,241 +551,14 @@ def _zero_rows(chunk, offset):
     return np.flatnonzero(~(_row_sqnorms(chunk.X) > 0)) + offset
 
 
-def _k_pf_init(chunk, offset, n, q):
-    """Set up the chunk, or return the global indices of its all-zero rows."""
-    bad = _zero_rows(chunk, offset)
-    if not bad.size:
-        chunk.v["pf"] = _PFChunk(chunk, offset, n, q)
-    return bad
-
-
 def _gnorm(sq):
     return float(np.sqrt(sq)) if sq > 0.0 else 0.0
 
 
-class _DaskSmoothedCore:
-    """``_perceptron_fast.SmoothedCore`` / ``IteratedSmoothedCore`` on the chunks.
-
-    The client holds the scalars (k, mu, min_margin, norms, delta); each product with G
-    is a map returning X_c^T S_c a_c (d numbers) followed by a map applying S_c X_c w.
-    Operations that only touch chunk-local vectors are queued and sent with the next map.
-    """
-
-    def __init__(self, pool, smoother_kind, mu0, q, dual_tol, iterated=False, gamma=None,
-                 warm=False):
-        self.pool = pool
-        self.warm = warm
-        self.n = pool.n_samples
-        self.kind = smoother_kind
-        self.mu0 = mu0
-        self.dual_tol = dual_tol
-        self.iterated = iterated
-        self.gamma = gamma
-        self.k = 0
-        self.mu = 0.0
-        self.min_margin = np.inf
-        self.alpha_norm = 0.0
-        self.cur_dual = np.inf
-        self.dual_norm = np.inf
-        self.outer = 0
-        self.delta = np.inf
-        self._queue = []
-        self._spec = None
-        qparts = [None] * pool.n_chunks if q is None else pool.split(q)
-        bad = np.concatenate(pool.map_each(_k_pf_init, [(pool.offsets[i], self.n, qparts[i])
-                                                        for i in range(pool.n_chunks)]))
-        if bad.size:
-            raise ValueError(
-                f"row(s) {bad[:10].tolist()}{' ...' if bad.size > 10 else ''} of X have "
-                "K(x, x) = 0 (all-zero feature rows); the normalized Gram is undefined there: "
-                "remove those rows or use a kernel with K(x, x) > 0")
-        # restart(q): alpha = q, G alpha, then _start()
-        self._queue.append(("copy", ("alpha", "q")))
-        self._matvec("alpha", "ga")
-        if mu0 is None:
-            # mu_0 = 2 lambda, lambda >= lambda_max(G) from the chunks' Phi_c^T Phi_c
-            from .solvers.perceptron import bound_from_cross
-
-            parts = self._map([("gram_cross", ())])
-            self.mu0 = 2.0 * (float(self.n) if any(c is None for c in parts)
-                              else bound_from_cross(np.sum(parts, axis=0), self.n))
-        self._start(self.dual_tol)
-        if iterated:
-            self.delta = _gnorm(sum(self._map([("dot", ("q", "ga"))]))) / gamma
-            self._settle()
-
-    # -- communication -------------------------------------------------------------
-    def _map(self, ops):
-        """Queued ops then ``ops`` on every chunk; the last op's result per chunk."""
-        allops = self._queue + ops
-        self._queue = []
-        return [res[-1] for res in self.pool.map(_k_pf, allops)]
-
-    def _map_each(self, ops_per_chunk):
-        q = self._queue
-        self._queue = []
-        return [res[-1] for res in self.pool.map_each(_k_pf, [(q + ops,) for ops in ops_per_chunk])]
-
-    def _matvec(self, src, dst):
-        w = np.sum(self._map([("primal", (src,))]), axis=0)
-        self._queue.append(("fdot", (dst, w)))
-
-    def flush(self):
-        if self._queue:
-            self._map([("dot", ("p", "p"))])
-
-    # -- the smoother: v = argmin_p <G alpha, p> + mu d_q(p), then G v ----------------
-    def _smooth(self, parts=None):
-        inv = 1.0 / self.mu
-        if self.kind == "entropy":
-            if parts is None:
-                parts = self._map([("entropy_local", (inv,))])
-            gmin = min(p[0] for p in parts)
-            fac = [np.exp(-(p[0] - gmin) * inv) for p in parts]
-            total = sum(f * p[1] for f, p in zip(fac, parts))
-            tinv = 1.0 / total
-            scale = [f * tinv for f in fac]
-            w = np.sum([s * p[2] for s, p in zip(scale, parts)], axis=0)
-            self._queue_each = [[("scale_v", (s,))] for s in scale]
-        else:
-            tau = self._simplex_threshold(inv)
-            w = np.sum(self._map([("l2_final", (tau,))]), axis=0)
-            self._queue_each = None
-        return w
-
-    def _simplex_threshold(self, inv, n_candidates=64):
-        """tau with sum_i max(u_i - tau, 0) = 1 for u = q - G alpha / mu.
-
-        f(tau) = S(tau) - tau C(tau) - 1 (S, C: sum and number of the entries above tau)
-        is decreasing, f(max u - 1) >= 0 > f(max u). Each round evaluates f at candidate
-        taus on the chunks' sorted u (one map, 2 numbers per candidate) and keeps the
-        bracket [t_i, t_j] of neighbouring candidates with f(t_i) >= 0 > f(t_j); when no
-        entry lies in (t_i, t_j], the active set {u > tau} is that of t_i and
-        tau = (S(t_i) - 1) / C(t_i), the same threshold ``L2Smoother`` computes. The
-        Michelot step (S(t_i) - 1) / C(t_i) joins the next candidates.
-        """
-        umax = max(self._map([("l2_raw", (inv,))]))
-        cand = np.linspace(umax - 1.0, umax, n_candidates + 1)
-        for _ in range(200):
-            parts = self._map([("l2_eval", (cand,))])
-            C = np.sum([p[0] for p in parts], axis=0)
-            S = np.sum([p[1] for p in parts], axis=0)
-            f = S - cand * C - 1.0
-            ok = np.flatnonzero(f >= 0.0)
-            i = int(ok[-1]) if ok.size else 0  # round-off at max u - 1: keep the lowest
-            j = min(i + 1, cand.size - 1)
-            if C[i] == C[j] or j == i:
-                return (S[i] - 1.0) / C[i] if C[i] > 0 else cand[i]
-            lo, hi = cand[i], cand[j]
-            tau = (S[i] - 1.0) / C[i] if C[i] > 0 else lo
-            inner = np.linspace(lo, hi, n_candidates + 1)
-            if lo < tau < hi:
-                inner = np.sort(np.append(inner, tau))
-            cand = inner
-        raise RuntimeError("simplex projection threshold did not converge")  # pragma: no cover
-
-    def _gv_and_p(self, w, ops):
-        """Apply G v = S X w (and the entropy normalization of v) plus ``ops``."""
-        base = [("fdot", ("gv", w))] + ops
-        if self._queue_each is not None:
-            return self._map_each([qe + base for qe in self._queue_each])
-        return self._map(base)
-
-    # -- the algorithm boxes ----------------------------------------------------------
-    def _margins(self, stats):
-        self.min_margin = min(s[0] for s in stats)
-        if self.min_margin > 0.0:
-            self._spec = None  # computed from the G alpha being replaced
-            self._matvec("alpha", "ga")
-            stats = self._map([("margin_stats", ())])
-            self.min_margin = min(s[0] for s in stats)
-        self.alpha_norm = _gnorm(sum(s[1] for s in stats))
-
-    def _dual(self, fresh_below, pgp):
-        self.cur_dual = _gnorm(pgp)
-        if self.cur_dual <= fresh_below:
-            self._spec = None  # computed from the G p being replaced
-            self._matvec("p", "gp")
-            self.cur_dual = _gnorm(sum(self._map([("dot", ("p", "gp"))])))
-        if self.cur_dual < self.dual_norm:
-            self.dual_norm = self.cur_dual
-            self._queue.append(("copy", ("best_p", "p")))
-
-    def _start(self, fresh_below, k0=0):
-        # as ``SmoothedCore._start_at``: start at schedule index k0, lowered by 15% until the
-        # restart's base case ||v - q||_G^2 <= mu ||v - q||_2^2 holds (l2 smoother)
-        if self.kind != "l2":
-            k0 = 0
-        while True:
-            self.k = k0
-            self.mu = self.mu0 * (2.0 / ((k0 + 1.0) * (k0 + 2.0)))
-            w = self._smooth()
-            res = self._gv_and_p(w, [("start_checked", ())])
-            if k0 == 0 or sum(r[0] for r in res) <= self.mu * sum(r[1] for r in res):
-                break
-            k0 = (k0 * 85) // 100
-        stats = [r[2:] for r in res]
-        self._margins(stats)
-        self._dual(fresh_below, sum(st[2] for st in stats))
-
-    @staticmethod
-    def _coefficients(k):
-        t = 2.0 / (k + 3)
-        return t, 1.0 - t, (1.0 - t) * t, t * t
-
-    def _iterate(self):
-        """One SNKP iteration. With the entropy smoother the map that finishes iteration k
-        also computes iteration k+1's update and softmax shares ahead (``stats_speculate``),
-        so an iteration costs one map; they are discarded when a fresh G alpha / G p or a
-        restart intervenes, or when the run stops."""
-        t, c1, c2, c3 = self._coefficients(self.k)
-        self.mu = c1 * self.mu
-        if self._spec is not None:
-            parts, self._spec = self._spec, None
-            self._queue.append(("commit", ()))
-            w = self._smooth(parts)
-        else:
-            self._queue.append(("iterate", (c1, c2, c3)))
-            w = self._smooth()
-        if self.kind == "entropy":
-            _, n1, n2, n3 = self._coefficients(self.k + 1)
-            res = self._gv_and_p(w, [("pupdate", (c1, t)),
-                                     ("stats_speculate", (n1, n2, n3, 1.0 / (n1 * self.mu)))])
-            stats = [r[:3] for r in res]
-            self._spec = [r[3] for r in res]
-        else:
-            stats = self._gv_and_p(w, [("pupdate", (c1, t)), ("stats", ())])
-        self.k += 1
-        self._margins(stats)
-        return sum(st[2] for st in stats)
-
-    def _settle(self):
-        while (self.cur_dual < self.delta and self.min_margin <= 0.0
-               and self.dual_norm > self.dual_tol):
-            self._spec = None
-            self._queue.append(("restart", ()))
-            self.delta = self.cur_dual / self.gamma
-            self.outer += 1
-            self._start(self.dual_tol, self.k if self.warm else 0)
-
-    def step(self):
-        pgp = self._iterate()
-        if self.iterated:
-            self._dual(self.delta if self.delta > self.dual_tol else self.dual_tol, pgp)
-            self._settle()
-        else:
-            self._dual(self.dual_tol, pgp)
-
-    def margin_bounds(self):
-        lower = self.min_margin / self.alpha_norm if (self.min_margin > 0 and self.alpha_norm > 0) \
-            else -np.inf
-        return lower, self.dual_norm
-
-
 class _DaskFamilyState:
-    """``perceptron._FamilyState`` / ``_IteratedState`` over a ``_DaskSmoothedCore``."""
+    """``perceptron._FamilyState`` over a ``_DaskVertexCore``."""
 
-    #: the chunk kernel reading alpha, p and best p (``_k_pf_get`` or ``_k_v_get``)
+    #: the chunk kernel reading alpha, p and best p (``_k_v_get``)
     get = None
 
     def __init__(self, core):
@@ -954,65 +610,7 @@ class _DaskFamilyState:
         snap = {"min_margin": float(self.core.min_margin), "dual_norm": float(self.core.dual_norm),
                 "mu": float(self.core.mu), "margin_lower": float(lower),
                 "margin_upper": float(upper)}
-        if self.core.iterated:
-            snap["delta"] = float(self.core.delta)
-            snap["outer"] = float(self.core.outer)
         return snap
-
-
-def _smoother_kind(smoother):
-    from ._registry import get_plugin
-
-    for name in ("entropy", "l2"):
-        if type(smoother) is get_plugin("smoother", name):
-            return name
-    raise ValueError(
-        f"smoother {getattr(smoother, 'name', smoother)!r} is not supported on dask arrays; "
-        "use the built-in 'entropy' or 'l2' smoother"
-    )
-
-
-@_driver("snkp", "snkpvn", "isnkpvn")
-class SmoothedPerceptronDriver(Driver):
-    """``snkp``, ``snkpvn`` and ``isnkpvn`` (Ramdas & Pena 2014, secs. 4 and 6) with the linear kernel."""
-
-    @classmethod
-    def matches(cls, solver):
-        return any(_same_class(solver, name) for name in ("snkp", "snkpvn", "isnkpvn"))
-
-    def start(self, problem):
-        pool, params = problem.pool, self.solver.params
-        kind = _smoother_kind(problem.smoother)
-        n = pool.n_samples
-        # l2: mu_0 = 2 lambda, lambda >= lambda_max(G), computed by the core from the chunks
-        mu0 = 2.0 if kind == "entropy" else None
-        name = self.solver.name
-        if name == "isnkpvn":
-            core = _DaskSmoothedCore(pool, kind, mu0, None, params["eps"], iterated=True,
-                                     gamma=params["shrink"], warm=params["warm_restart"])
-        elif name == "snkpvn":
-            q = params["q"]
-            if q is not None and q.shape[0] != n:
-                raise ValueError(f"solver 'snkpvn': q has length {q.shape[0]}, X has {n} rows")
-            core = _DaskSmoothedCore(pool, kind, mu0, q, params["delta"])
-        else:
-            core = _DaskSmoothedCore(pool, kind, mu0, None, params["eps"])
-        state = _DaskFamilyState(core)
-        state.get = _k_pf_get
-        return state
-
-    def finalize(self, problem, state, status):
-        core = state.core
-        fields = _family_fields(problem, core, _k_pf_get, status, "primal")
-        if core.iterated:
-            # the exact finish of the in-memory solver is not run on chunks
-            fields["extra"] = {"outer_iterations": int(core.outer), "delta": float(core.delta),
-                               "finish": "off", "finish_steps": 0}
-        return fields
-
-
-def _k_pf_get(chunk, name):
-    return np.array(getattr(chunk.v["pf"], name), dtype=np.float64)
 
 
 def _family_fields(problem, core, get, status, primal_op):
@@ -1317,12 +915,6 @@ def _row_dot(row, w):
     return float(vals @ w)
 
 
-class _DaskVertexState(_DaskFamilyState):
-    def __init__(self, core):
-        super().__init__(core)
-        core.iterated = False
-
-
 @_driver("perceptron", "normalized_perceptron", "nkp", "nvn")
 class VertexPerceptronDriver(Driver):
     """``perceptron``, ``normalized_perceptron``, ``nkp`` and ``nvn`` (Ramdas & Pena 2014, secs. 2.1,
@@ -1336,7 +928,7 @@ class VertexPerceptronDriver(Driver):
 
     def start(self, problem):
         core = _DaskVertexCore(problem.pool, self.solver.name, self.solver.params["eps"])
-        state = _DaskVertexState(core)
+        state = _DaskFamilyState(core)
         state.get = _k_v_get
         return state
 

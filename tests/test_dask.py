@@ -326,7 +326,7 @@ def test_dcd_is_sequential_and_refused_with_the_alternatives(client):
 
 
 # -------------------------------------------------------------- perceptron / von Neumann
-# isnkpvn with finish=False: its exact finish runs in memory only (test below)
+# isnkpvn with finish=False: its exact finish needs one block (tests below)
 @pytest.mark.parametrize("solver, separable, sparse, params", [
     ("snkp", True, False, {}),
     ("snkp", True, True, {}),
@@ -351,12 +351,86 @@ def test_smoothed_perceptron_family_matches_in_memory(client, solver, separable,
         assert dsk.extra["outer_iterations"] == mem.extra["outer_iterations"]
 
 
-def test_isnkpvn_finish_is_in_memory_only(client):
+def test_isnkpvn_finish_is_refused_on_several_chunks(client):
+    # Wolfe's corral needs all rows in one block: not run on chunks, and said so
     X, y = _synthetic(n=300, separable=False)
-    dsk = mk.solve(_as_dask(X, 110), y, solver="isnkpvn", eps=1e-2)
+    with pytest.raises(ValueError, match=r"isnkpvn.*exact finish \(finish=True\) is not "
+                                         r"blocked.*3 chunks; pass finish=False"):
+        mk.solve(_as_dask(X, 110), y, solver="isnkpvn", eps=1e-2)
     off = mk.solve(X, y, solver="isnkpvn", eps=1e-2, finish=False)
+    dsk = mk.solve(_as_dask(X, 110), y, solver="isnkpvn", eps=1e-2, finish=False)
     assert dsk.extra["finish"] == "off" and dsk.extra["finish_steps"] == 0
     assert_same_run(off, dsk, X, y)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_isnkpvn_finish_runs_on_one_chunk(client, sparse):
+    # one chunk holds every row: the finish runs there, as in memory
+    X, y = _synthetic(n=200, d=3, separable=False)
+    X = sp.csr_matrix(X) if sparse else X
+    mem = mk.solve(X, y, solver="isnkpvn")
+    dsk = mk.solve(_as_dask(X, X.shape[0]), y, solver="isnkpvn")
+    assert mem.extra["finish"] == "decided" and mem.extra["finish_steps"] > 0
+    assert dsk.extra["dask"]["n_chunks"] == 1
+    assert dsk.extra["finish"] == mem.extra["finish"]
+    assert dsk.extra["finish_steps"] == mem.extra["finish_steps"]
+    assert_same_run(mem, dsk, X, y)
+
+
+def _small_margin(n=200, d=8, seed=0, separable=True, sparse=False):
+    """Gaussian (or 50% sparse) rows labelled by a homogeneous separator; separable: rows
+    within 0.002 ||x|| of it dropped; else 3% labels flipped (tens of iterations)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((4 * n, d))
+    if sparse:
+        X[rng.random(X.shape) < 0.5] = 0.0
+        X[np.arange(4 * n), rng.integers(0, d, 4 * n)] = 1.0  # no empty rows
+    w = rng.standard_normal(d)
+    z = X @ w / np.linalg.norm(w)
+    y = np.where(z > 0, 1, -1)
+    if separable:
+        keep = np.flatnonzero(np.abs(z) > 0.002 * np.linalg.norm(X, axis=1))[:n]
+    else:
+        keep = np.arange(n)
+        y[rng.random(4 * n) < 0.03] *= -1
+    X, y = X[keep], y[keep]
+    return (sp.csr_matrix(X) if sparse else X), y
+
+
+_SMOOTHED_NONSEP = {"snkp": {"stop": ["separated", "dual_certificate"], "eps": 1e-3},
+                    "snkpvn": {"delta": 1e-3}, "isnkpvn": {"eps": 1e-3, "finish": False}}
+
+
+# on the cluster the runs of 100+ iterations take about 10 s: marked slow
+_SMOOTHED_CASES = [
+    pytest.param(cl, solver, sep, sparse, dtype,
+                 marks=[pytest.mark.slow] if cl and sep and not sparse and solver != "snkp"
+                 else [])
+    for cl in (True, False) for solver in ("snkp", "snkpvn", "isnkpvn")
+    for sep in (True, False) for sparse in (False, True) for dtype in (np.float64, np.float32)]
+
+
+@pytest.mark.parametrize("distributed_client, solver, separable, sparse, dtype", _SMOOTHED_CASES)
+def test_smoothed_family_is_one_implementation(client, monkeypatch, solver, separable, sparse,
+                                               dtype, distributed_client):
+    """The blocked solver on 3 chunks (on the cluster, or without a client) against the
+    same solver in memory (one block): same status and iterations, iterates to 1e-10,
+    certificates that verify."""
+    if not distributed_client:
+        monkeypatch.setattr(_dask, "_default_client", lambda: None)
+    X, y = _small_margin(separable=separable, sparse=sparse)
+    X = X.astype(dtype)
+    kw = {"finish": False} if solver == "isnkpvn" else {}
+    if not separable:
+        kw = _SMOOTHED_NONSEP[solver]
+    mem = mk.solve(X, y, solver=solver, max_iter=5000, **kw)
+    dsk = mk.solve(_as_dask(X, 70), y, solver=solver, max_iter=5000, **kw)
+    assert dsk.extra["dask"]["n_chunks"] == 3
+    assert dsk.extra["dask"]["distributed"] == distributed_client
+    assert mem.status == ("separable" if separable else "infeasible")
+    assert mem.n_iter >= 10
+    assert_same_run(mem, dsk, X, y)
+    assert dsk.certificate.verify(X, y)
 
 
 def test_snkpvn_with_a_center_q(client):

@@ -197,16 +197,16 @@ def test_lemma3_margin_bounds(separable, separable_rho, solver):
 @pytest.mark.parametrize("smoother,q", [("entropy", None), ("l2", None), ("l2", "random")])
 def test_smoothed_upper_bound_invariant(separable, smoother, q):
     """Appendix lemma: L_{mu_k}(alpha_k) <= -1/2 ||p_k||_G^2 at every iteration."""
-    from marginkit.smoothers.builtin import cython_smoother
-    from marginkit.solvers._perceptron_fast import SmoothedCore
+    from marginkit._executors import local_executor
+    from marginkit.solvers.perceptron import SmoothedIteration
     from marginkit.utils._operator import FeatureOperator
 
     X, y, _ = separable
     op = FeatureOperator(X, y)
-    sm = cython_smoother(mk.get_plugin("smoother", smoother)())
+    sm = mk.get_plugin("smoother", smoother)()
     qv = None if q is None else np.random.default_rng(0).dirichlet(np.ones(X.shape[0]))
     mu0 = 2.0 if smoother == "entropy" else 2.0 * X.shape[0]
-    core = SmoothedCore(op, sm, mu0, qv, 0.0)
+    core = SmoothedIteration(local_executor(X, y), sm, mu0, qv, 0.0, op=op)
     G = gram_reference(X, y, "linear")
     for k in range(25):
         p = np.asarray(core.p_arr)
@@ -450,19 +450,19 @@ def test_isnkpvn_warm_restarts_keep_the_invariant(duplicated):
     """Restarts at the schedule index the last inner loop reached (mu not reset to mu_0)
     keep the appendix invariant L_mu(alpha) <= -1/2 ||p||_G^2 at every iteration, and the
     run ends with the same kind of certificate as the paper's cold restarts."""
-    from marginkit.smoothers.builtin import cython_smoother
-    from marginkit.solvers._perceptron_fast import IteratedSmoothedCore
-    from marginkit.solvers.perceptron import gram_norm_bound
+    from marginkit._executors import local_executor
+    from marginkit.solvers.perceptron import SmoothedIteration, gram_norm_bound
     from marginkit.utils._operator import FeatureOperator
 
     X, y, _ = duplicated
     op = FeatureOperator(X, y)
     G = gram_reference(X, y, "linear")
-    sm = cython_smoother(mk.get_plugin("smoother", "l2")())
+    sm = mk.get_plugin("smoother", "l2")()
     mu0 = 2.0 * gram_norm_bound(op)
     outs = {}
     for warm in (True, False):
-        core = IteratedSmoothedCore(op, sm, mu0, 1e-3, 2.0, warm)
+        core = SmoothedIteration(local_executor(X, y), sm, mu0, None, 1e-3, op=op, gamma=2.0,
+                                 warm=warm)
         restarted_late = False
         for _ in range(4000):
             p = np.asarray(core.p_arr)
@@ -508,8 +508,8 @@ def test_gram_norm_bound_falls_back_to_n_when_costly():
 def test_smoothed_core_argmin_is_the_first_minimum(n):
     """The vectorized pass keeps min_i (G alpha)_i and its first index (duplicated rows
     give ties), for lengths around the eight lanes."""
-    from marginkit.smoothers.builtin import cython_smoother
-    from marginkit.solvers._perceptron_fast import SmoothedCore
+    from marginkit._executors import local_executor
+    from marginkit.solvers.perceptron import SmoothedIteration
     from marginkit.utils._operator import FeatureOperator
 
     rng = np.random.default_rng(n)
@@ -519,8 +519,9 @@ def test_smoothed_core_argmin_is_the_first_minimum(n):
     y[n // 2:] = y[: n - n // 2]
     op = FeatureOperator(X, y)
     for name in ("entropy", "l2"):
-        sm = cython_smoother(mk.get_plugin("smoother", name)())
-        core = SmoothedCore(op, sm, 2.0 if name == "entropy" else 2.0 * n, None, 0.0)
+        sm = mk.get_plugin("smoother", name)()
+        core = SmoothedIteration(local_executor(X, y), sm, 2.0 if name == "entropy" else 2.0 * n,
+                                 None, 0.0, op=op)
         for _ in range(30):
             core.step()
             ga = np.asarray(core.ga_arr)

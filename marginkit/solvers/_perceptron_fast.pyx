@@ -1,7 +1,9 @@
 """Cython cores of the perceptron / von Neumann family (Ramdas & Pena 2014).
 
-Each core holds the iterates of one algorithm as float64 vectors and does one whole
-iteration per ``step()`` with the GIL released. G (the normalized signed Gram) is only
+Each vertex core holds the iterates of one algorithm as float64 vectors and does one
+whole iteration per ``step()`` with the GIL released. The smoothed family keeps its
+n-vectors per row block (``SmoothedBlock``: the block passes of an iteration; its driver
+is ``marginkit.solvers.perceptron.SmoothedIteration``). G (the normalized signed Gram) is only
 touched through a ``GramOperator``: ``matvec`` (G a), ``column`` (G e_j) and ``entries``
 (a few G_ij, for the exact finish of ISNKPVN). The
 products G alpha and G p are maintained by linearity, so each iteration costs one
@@ -121,7 +123,7 @@ cdef extern from *:
 from marginkit.utils._operator cimport FeatureOperator, GramOperator
 
 __all__ = ["PerceptronCore", "NKPCore", "NormalizedPerceptronCore", "NVNCore",
-           "SmoothedCore", "IteratedSmoothedCore", "MinNormPoint", "csr_normalized_cross"]
+           "SmoothedBlock", "MinNormPoint", "csr_normalized_cross"]
 
 
 ctypedef fused _index_t:
@@ -443,148 +445,235 @@ cdef class NVNCore(_Core):
             self._stats()
 
 
-cdef class SmoothedCore(_Core):
-    """Smoothed Normalized Kernel Perceptron (SNKP, Ramdas & Pena 2014 sec. 4) and SNKPVN(q, delta)
-    (sec. 6), one algorithm box with different smoothers:
+cdef class SmoothedBlock:
+    """The rows of one block for the smoothed family (SNKP, SNKPVN, ISNKPVN of Ramdas &
+    Pena 2014): alpha, G alpha, p, G p, v, G v, the prox-center q and the best p, and the
+    block passes of an iteration. The driver (``marginkit.solvers.perceptron``) holds the
+    scalars (k, mu, norms) and reduces the passes' partial results over the blocks.
 
-        alpha_{k+1} = (1 - t)(alpha_k + t p_k) + t^2 p_{mu_k}(alpha_k),   t = 2/(k+3)
-        mu_{k+1}    = (1 - t) mu_k
-        p_{k+1}     = (1 - t) p_k + t p_{mu_{k+1}}(alpha_{k+1})
-
-    with p_mu(alpha) = smoother.argmin(G alpha, mu, q). v = p_{mu_k}(alpha_k) and G v are
-    kept from the previous iteration, so an iteration costs one product G v. With the
-    entropy smoother v and G v are kept unnormalized (the softmax weights and their
-    product) and scaled by ``_vscale`` = 1 / sum(weights) where they are used.
+    ``op`` is the block's Gram operator. With one block holding all rows, ``iterate``
+    does a whole iteration in one nogil pass sequence (the smoother and G v included);
+    with several blocks (a ``FeatureOperator`` each, G v = S_c X_c sum_b X_b^T S_b v_b),
+    an iteration is ``combine`` (alpha, G alpha), the smoother's block pieces
+    (``weights`` for the entropy, ``l2_raw`` / ``l2_eval`` / ``l2_final`` for l2),
+    each returning X_c^T S_c v_c, and ``finish`` (G v, p, G p). With the entropy smoother
+    v and G v are kept unnormalized (softmax weights shifted by the global minimum of
+    G alpha) and scaled by the driver's ``vscale`` where they are used.
     """
 
+    cdef GramOperator op
+    cdef FeatureOperator fop
     cdef SimplexSmoother sm
+    cdef readonly Py_ssize_t n
+    cdef readonly bint entropy
+    cdef double[::1] alpha
+    cdef double[::1] ga
+    cdef double[::1] p
+    cdef double[::1] gp
     cdef double[::1] v
     cdef double[::1] gv
     cdef double[::1] q
-    cdef bint has_q
-    cdef readonly double mu0
-    cdef readonly object q_arr
-    cdef double _pgp
-    cdef double _vscale
-    # warm-restart attempts rejected by the base-case check (each cost one G v)
-    cdef readonly Py_ssize_t rejected_restarts
-    cdef bint _entropy
+    cdef double[::1] best_p
+    cdef readonly object alpha_arr, ga_arr, p_arr, gp_arr, v_arr, gv_arr, q_arr, best_p_arr
+    cdef dict _arrays
+    cdef object _sorted, _csum
 
-    def __init__(self, GramOperator op, SimplexSmoother sm, double mu0, q=None,
-                 double dual_tol=0.0):
-        _Core.__init__(self, op, dual_tol)
+    def __init__(self, GramOperator op, SimplexSmoother sm, q, Py_ssize_t n_total):
+        self.op = op
+        self.fop = op if isinstance(op, FeatureOperator) else None
         self.sm = sm
         # the entropy's softmax is inlined in the iteration (min of G alpha already known,
         # normalization folded into the p update)
-        self._entropy = type(sm) is EntropySmoother
-        self.mu0 = mu0
-        self.v = np.zeros(self.n)
-        self.gv = np.zeros(self.n)
-        self.q_arr = np.full(self.n, 1.0 / self.n) if q is None else np.array(q, dtype=np.float64)
+        self.entropy = type(sm) is EntropySmoother
+        self.n = op.n
+        self.alpha_arr = np.zeros(self.n)
+        self.ga_arr = np.zeros(self.n)
+        self.p_arr = np.full(self.n, 1.0 / n_total)
+        self.gp_arr = np.zeros(self.n)
+        self.v_arr = np.zeros(self.n)
+        self.gv_arr = np.zeros(self.n)
+        self.q_arr = np.full(self.n, 1.0 / n_total) if q is None \
+            else np.array(q, dtype=np.float64)
+        self.best_p_arr = self.p_arr.copy()
+        self.alpha = self.alpha_arr
+        self.ga = self.ga_arr
+        self.p = self.p_arr
+        self.gp = self.gp_arr
+        self.v = self.v_arr
+        self.gv = self.gv_arr
         self.q = self.q_arr
-        self.has_q = q is not None
-        self.restart(self.q_arr, None)
+        self.best_p = self.best_p_arr
+        self._arrays = {"alpha": self.alpha_arr, "ga": self.ga_arr, "p": self.p_arr,
+                        "gp": self.gp_arr, "v": self.v_arr, "gv": self.gv_arr,
+                        "q": self.q_arr, "best_p": self.best_p_arr}
 
-    def restart(self, q, gq=None):
-        """alpha_0 = q, mu_0, p_0 = p_{mu_0}(alpha_0); G q reused when given."""
-        cdef double[::1] qv = np.ascontiguousarray(q, dtype=np.float64)
-        cdef double[::1] gqv
-        cdef bint have_gq = gq is not None
-        if have_gq:
-            gqv = np.ascontiguousarray(gq, dtype=np.float64)
+    # -- generic pieces (names: alpha, ga, p, gp, v, gv, q, best_p) -------------------
+    def gram(self, src, dst):
+        """dst = G src with the block's operator (one block: the whole G)."""
+        cdef double[::1] a = self._arrays[src]
+        cdef double[::1] out = self._arrays[dst]
+        if self.n:
+            with nogil:
+                self.op.matvec(&a[0], &out[0])
+
+    def primal(self, src):
+        """X_c^T S_c src (d-vector; a ``FeatureOperator`` block)."""
+        return self.fop.primal(self._arrays[src])
+
+    def fdot(self, dst, w):
+        """dst = S_c X_c w."""
+        cdef double[::1] wv = np.ascontiguousarray(w, dtype=np.float64)
+        cdef double[::1] out = self._arrays[dst]
+        if self.n:
+            with nogil:
+                self.fop.fmatvec(&wv[0], &out[0])
+
+    def dot(self, a, b):
+        cdef double[::1] x = self._arrays[a]
+        cdef double[::1] z = self._arrays[b]
+        if not self.n:
+            return 0.0
+        return _dot(&x[0], &z[0], self.n)
+
+    def copy(self, dst, src):
+        self._arrays[dst][:] = self._arrays[src]
+
+    def scale(self, name, double factor):
+        a = self._arrays[name]
+        a *= factor
+
+    def set(self, name, values):
+        self._arrays[name][:] = values
+
+    def margin_stats(self):
+        """(min_i (G alpha)_i, its first index, alpha . G alpha) over the block."""
+        cdef Py_ssize_t i
+        if not self.n:
+            return INFINITY, 0, 0.0
+        i = _argmin(&self.ga[0], self.n)
+        return self.ga[i], i, _dot(&self.alpha[0], &self.ga[0], self.n)
+
+    def argmin_gp(self):
+        """(min_i (G p)_i, its first index)."""
+        cdef Py_ssize_t i
+        if not self.n:
+            return INFINITY, 0
+        i = _argmin(&self.gp[0], self.n)
+        return self.gp[i], i
+
+    # -- one block holding all rows --------------------------------------------------
+    def smooth(self, double mu):
+        """v = p_mu(alpha) = smoother.argmin(G alpha, mu, q), G v (one block)."""
         with nogil:
-            memcpy(&self.q[0], &qv[0], self.n * sizeof(double))
-            memcpy(&self.alpha[0], &qv[0], self.n * sizeof(double))
-            if have_gq:
-                memcpy(&self.ga[0], &gqv[0], self.n * sizeof(double))
-            else:
-                self.op.matvec(&self.alpha[0], &self.ga[0])
-            self._start()
+            self.sm.argmin(&self.ga[0], mu, &self.q[0], &self.v[0], self.n)
+            self.op.matvec(&self.v[0], &self.gv[0])
         self.sm.check_error()  # a Python smoother's error, raised once the loop is done
 
-    cdef void _start(self) noexcept nogil:
-        self._start_at(0)
-
-    cdef void _start_at(self, Py_ssize_t k0) noexcept nogil:
-        """Start the inner loop at alpha = q (G alpha given) at index k0 of the schedule
-        mu_k = 2 mu_0 / ((k + 1)(k + 2)), t_k = 2 / (k + 3).
-
-        The paper starts at k0 = 0. Its induction (appendix) holds from any k0 >= 0 at
-        which -1/2 ||p_k0||_G^2 >= L_mu(alpha_k0) with mu = mu_k0, alpha_k0 = q and
-        p_k0 = p_mu(q); for the prox-center q that inequality reads
-        ||r||_G^2 <= mu ||r||_#^2 with r = p_k0 - q (checked here exactly for the l2
-        smoother, # = 2; always true at k0 = 0, where mu_0 >= the bound lambda_# on
-        ||.||_G^2 / ||.||_#^2). A k0 that fails the check is lowered by 15% until one passes
-        (each failed check costs one G v; ``rejected_restarts`` counts them)."""
-        cdef Py_ssize_t i
-        cdef double rgr, r2, r, gr
-        if self.sm.norm != 2:
-            # the check is written for the l2 prox-function
-            k0 = 0
-        while True:
-            self.k = k0
-            self.mu = self.mu0 * (2.0 / ((k0 + 1.0) * (k0 + 2.0)))
-            self.sm.argmin(&self.ga[0], self.mu, &self.q[0], &self.v[0], self.n)
-            self._vscale = 1.0
+    def iterate(self, double c1, double c2, double c3, double mu, double t):
+        """One whole iteration (one block): alpha = c1 alpha + c2 p + c3 v (and G alpha),
+        v = p_mu(alpha), G v, p = c1 p + t vscale v (and G p). Returns
+        (min G alpha, its first index, alpha . G alpha, p . G p, vscale)."""
+        cdef Py_ssize_t imin = 0
+        cdef double gmin = INFINITY, aga, pgp, vscale = 1.0
+        with nogil:
+            aga = mk_pf_combine3(&self.alpha[0], &self.ga[0], &self.p[0], &self.gp[0],
+                                 &self.v[0], &self.gv[0], c1, c2, c3, self.n, &gmin, &imin)
+            if self.entropy:
+                # softmax(-G alpha / mu) shifted by its minimum: weights in (0, 1], left
+                # unnormalized (G v is linear in v); the normalization is vscale
+                vscale = 1.0 / (<EntropySmoother>self.sm).weights(
+                    &self.ga[0], gmin, 1.0 / mu, &self.v[0], self.n)
+            else:
+                self.sm.argmin(&self.ga[0], mu, &self.q[0], &self.v[0], self.n)
             self.op.matvec(&self.v[0], &self.gv[0])
-            if k0 == 0:
-                break
-            rgr = 0.0
-            r2 = 0.0
+            pgp = mk_pf_combine2(&self.p[0], &self.gp[0], &self.v[0], &self.gv[0], c1,
+                                 t * vscale, self.n)
+        self.sm.check_error()
+        return gmin, imin, aga, pgp, vscale
+
+    def smoothed_loss_part(self, double mu):
+        """(-<p_mu(alpha), G alpha>, d(p_mu(alpha))) (one block)."""
+        pm = np.empty(self.n)
+        cdef double[::1] pv = pm
+        cdef double d
+        with nogil:
+            self.sm.argmin(&self.ga[0], mu, &self.q[0], &pv[0], self.n)
+            d = self.sm.value_of(&pv[0], &self.q[0], self.n)
+        self.sm.check_error()
+        return float(-pm @ self.ga_arr), d
+
+    # -- several blocks ----------------------------------------------------------------
+    def combine(self, double c1, double c2, double c3):
+        """alpha = c1 alpha + c2 p + c3 v, G alpha likewise; (min G alpha, its first
+        index, alpha . G alpha) over the block."""
+        cdef Py_ssize_t imin = 0
+        cdef double gmin = INFINITY, aga = 0.0
+        if self.n:
+            with nogil:
+                aga = mk_pf_combine3(&self.alpha[0], &self.ga[0], &self.p[0], &self.gp[0],
+                                     &self.v[0], &self.gv[0], c1, c2, c3, self.n, &gmin,
+                                     &imin)
+        return gmin, imin, aga
+
+    def weights(self, double gmin, double inv):
+        """v_i = exp(-((G alpha)_i - gmin) inv) (the global gmin): (sum v, X_c^T S_c v)."""
+        cdef double total = 0.0
+        if self.n:
+            with nogil:
+                total = (<EntropySmoother>self.sm).weights(&self.ga[0], gmin, inv, &self.v[0],
+                                                           self.n)
+        return total, self.fop.primal(self.v_arr)
+
+    def finish(self, w, double c1, double tv):
+        """G v = S_c X_c w, p = c1 p + tv v (and G p); p . G p over the block."""
+        self.fdot("gv", w)
+        if not self.n:
+            return 0.0
+        return mk_pf_combine2(&self.p[0], &self.gp[0], &self.v[0], &self.gv[0], c1, tv, self.n)
+
+    # l2 smoother: v = proj_simplex(q - G alpha / mu), its threshold found by the driver
+    def l2_raw(self, double inv):
+        np.subtract(self.q_arr, self.ga_arr * inv, out=self.v_arr)
+        self._sorted = np.sort(self.v_arr)[::-1]
+        self._csum = np.cumsum(self._sorted)
+        return float(self._sorted[0]) if self.n else -INFINITY
+
+    def l2_eval(self, taus):
+        """Number and sum of the entries of u = q - G alpha / mu above each tau."""
+        k = np.searchsorted(-self._sorted, -np.asarray(taus), side="left")
+        if not self.n:
+            return k.astype(np.float64), np.zeros(k.shape)
+        sums = np.where(k > 0, self._csum[np.maximum(k - 1, 0)], 0.0)
+        return k.astype(np.float64), sums
+
+    def l2_final(self, double tau):
+        """v = max(u - tau, 0); X_c^T S_c v."""
+        v = self.v_arr
+        v -= tau
+        v[v < 0.0] = 0.0
+        self._sorted = self._csum = None
+        return self.fop.primal(v)
+
+    # -- restarts ----------------------------------------------------------------------
+    def restart_sums(self):
+        """(r . G r, r . r) for r = v - q, G r = G v - G alpha (alpha = q): the warm
+        restart's base case."""
+        cdef Py_ssize_t i
+        cdef double rgr = 0.0, r2 = 0.0, r, gr
+        with nogil:
             for i in range(self.n):
                 r = self.v[i] - self.q[i]
                 gr = self.gv[i] - self.ga[i]
                 rgr += r * gr
                 r2 += r * r
-            if rgr <= self.mu * r2:
-                break
-            self.rejected_restarts += 1
-            k0 = (k0 * 85) // 100
-        memcpy(&self.p[0], &self.v[0], self.n * sizeof(double))
-        memcpy(&self.gp[0], &self.gv[0], self.n * sizeof(double))
-        self._margins()
-        self._dual(self.dual_tol)
+        return rgr, r2
 
-    cdef void _iterate(self) noexcept nogil:
-        cdef Py_ssize_t i, imin = 0
-        cdef double t = 2.0 / (self.k + 3)
-        cdef double c1 = 1.0 - t, c2 = (1.0 - t) * t, c3 = t * t * self._vscale
-        cdef double gmin = INFINITY, aga, pgp, tv
-        aga = mk_pf_combine3(&self.alpha[0], &self.ga[0], &self.p[0], &self.gp[0], &self.v[0],
-                             &self.gv[0], c1, c2, c3, self.n, &gmin, &imin)
-        self.mu = c1 * self.mu
-        # v = p_{mu_{k+1}}(alpha_{k+1}): used for p_{k+1} now and for alpha_{k+2} next time
-        if self._entropy:
-            # softmax(-G alpha / mu) shifted by its minimum: weights in (0, 1], left
-            # unnormalized (G v is linear in v); the normalization is _vscale
-            self._vscale = 1.0 / (<EntropySmoother>self.sm).weights(
-                &self.ga[0], gmin, 1.0 / self.mu, &self.v[0], self.n)
-        else:
-            self.sm.argmin(&self.ga[0], self.mu, &self.q[0], &self.v[0], self.n)
-            self._vscale = 1.0
-        self.op.matvec(&self.v[0], &self.gv[0])
-        tv = t * self._vscale
-        pgp = mk_pf_combine2(&self.p[0], &self.gp[0], &self.v[0], &self.gv[0], c1, tv, self.n)
-        self.k += 1
-        self._set_margins(imin, gmin, aga)
-        self._pgp = pgp
-
-    def step(self):
-        with nogil:
-            self._iterate()
-            self._set_dual(self._pgp, self.dual_tol)
-        self.sm.check_error()
-
-    def smoothed_loss(self):
-        """L_mu(alpha) = -<alpha, p_mu(alpha)>_G - mu d(p_mu(alpha)) + 1/2 ||alpha||_G^2."""
-        pm = np.empty(self.n)
-        cdef double[::1] pv = pm
-        cdef double d
-        with nogil:
-            self.sm.argmin(&self.ga[0], self.mu, &self.q[0], &pv[0], self.n)
-            d = self.sm.value_of(&pv[0], &self.q[0], self.n)
-        self.sm.check_error()
-        return float(-pm @ self.ga_arr - self.mu * d + 0.5 * self.alpha_norm ** 2)
+    def restart_at_p(self):
+        """ISNKPVN's outer step: q = alpha = p, G alpha = G p."""
+        if self.n:
+            memcpy(&self.q[0], &self.p[0], self.n * sizeof(double))
+            memcpy(&self.alpha[0], &self.p[0], self.n * sizeof(double))
+            memcpy(&self.ga[0], &self.gp[0], self.n * sizeof(double))
 
 
 # states of MinNormPoint
@@ -691,6 +780,21 @@ cdef class MinNormPoint:
         return self.state
 
     cdef void stop(self) noexcept nogil:
+        self._state = MNP_STOPPED
+
+    def start_at(self, Py_ssize_t j0):
+        """S = {j0}, p = e_j0 (no cycle yet)."""
+        with nogil:
+            self.begin(j0)
+
+    def cycle(self, double tol_sq):
+        """One major cycle; the state."""
+        with nogil:
+            self.major(tol_sq)
+        return self.state
+
+    def halt(self):
+        """Stop for good."""
         self._state = MNP_STOPPED
 
     cdef void begin(self, Py_ssize_t j0) noexcept nogil:
@@ -877,109 +981,3 @@ cdef class MinNormPoint:
                 self.R[c + 1, t] = cs * z - sn * x
             self.R[c + 1, c] = 0.0
         self.size = m - 1
-
-
-# the finish runs one major cycle (about one pass over the data) every this many steps
-cdef Py_ssize_t _FINISH_PERIOD = 2
-
-
-cdef class IteratedSmoothedCore(SmoothedCore):
-    """ISNKPVN(gamma, eps) (Ramdas & Pena 2014, sec. 6) as one state machine.
-
-    Each ``step()`` is one inner SNKPVN(q_t, delta_t) iteration. When the inner loop
-    returns (||p_k||_G < delta_t, no separator yet, ||p_k||_G > eps), the outer loop
-    restarts it from q_{t+1} = p_k with delta_{t+1} = ||q_{t+1}||_G / gamma.
-
-    With ``finish_cap`` > 0, every second step also runs one major cycle of a
-    ``MinNormPoint`` (Wolfe's algorithm on the same problem, corral of at most
-    ``finish_cap`` vertices), started at the most violated point of G p_k, until it stops. Its
-    candidates ("separator", "certificate") are checked by the caller, then taken with
-    ``accept_finish`` (the outer loop restarts at q = its p) or refused with
-    ``refuse_finish``; the iterations above never read its state otherwise.
-    """
-
-    cdef readonly double gamma
-    cdef readonly double delta
-    cdef readonly Py_ssize_t outer
-    cdef readonly bint warm
-    cdef readonly MinNormPoint finish
-    cdef readonly bint finish_decided
-    # steps taken (the finish runs a major cycle every _FINISH_PERIOD of them)
-    cdef readonly Py_ssize_t steps
-
-    def __init__(self, GramOperator op, SimplexSmoother sm, double mu0, double eps,
-                 double gamma, bint warm=True, Py_ssize_t finish_cap=0):
-        self.gamma = gamma
-        self.outer = 0
-        self.warm = warm
-        self.finish = MinNormPoint(op, finish_cap) if finish_cap > 0 else None
-        self.finish_decided = False
-        self.steps = 0
-        SmoothedCore.__init__(self, op, sm, mu0, None, eps)
-        # delta_0 = ||q_0||_G / gamma, with G q_0 = G alpha_0
-        self.delta = _gnorm(_dot(&self.q[0], &self.ga[0], self.n)) / gamma
-        with nogil:
-            self._settle()
-        self.sm.check_error()
-
-    cdef void _settle(self) noexcept nogil:
-        """Restart the inner loop while it has returned and the run is not over."""
-        while (self.cur_dual < self.delta and self.min_margin <= 0.0
-               and self.dual_norm > self.dual_tol):
-            memcpy(&self.q[0], &self.p[0], self.n * sizeof(double))
-            memcpy(&self.alpha[0], &self.p[0], self.n * sizeof(double))
-            memcpy(&self.ga[0], &self.gp[0], self.n * sizeof(double))
-            self.delta = self.cur_dual / self.gamma
-            self.outer += 1
-            # warm restart: try the schedule index the last inner loop reached (its mu),
-            # rather than mu_0 again (see _start_at)
-            self._start_at(self.k if self.warm else 0)
-
-    def step(self):
-        cdef MinNormPoint fin = self.finish
-        with nogil:
-            self._iterate()
-            self._set_dual(self._pgp, self.delta if self.delta > self.dual_tol else self.dual_tol)
-            self._settle()
-            self.steps += 1
-            if (fin is not None and self.steps % _FINISH_PERIOD == 0
-                    and self.min_margin <= 0.0 and self.dual_norm > self.dual_tol):
-                if fin._state == MNP_IDLE:
-                    fin.begin(_argmin(&self.gp[0], self.n))
-                fin.major(self.dual_tol * self.dual_tol)
-        self.sm.check_error()
-
-    @property
-    def finish_state(self):
-        """State of the finish: "off", or that of its ``MinNormPoint``."""
-        return "off" if self.finish is None else self.finish.state
-
-    def accept_finish(self):
-        """Take the finish's checked candidate p as the next prox-center: the outer loop
-        restarts at q = alpha = p (delta = ||p||_G / gamma, k = 0, the paper's start, so
-        its invariant holds), and p becomes the best p if its norm is lower. A separator
-        candidate gives G alpha > 0 at once, a certificate ||best p||_G <= eps."""
-        cdef MinNormPoint fin = self.finish
-        cdef double norm
-        if fin is None or fin._state not in (MNP_SEPARATOR, MNP_CERTIFICATE):
-            raise RuntimeError("the finish has no candidate to accept")
-        with nogil:
-            norm = _gnorm(fin.norm_sq)
-            memcpy(&self.q[0], &fin.p[0], self.n * sizeof(double))
-            memcpy(&self.alpha[0], &fin.p[0], self.n * sizeof(double))
-            memcpy(&self.ga[0], &fin.gp[0], self.n * sizeof(double))
-            if norm < self.dual_norm:
-                self.dual_norm = norm
-                memcpy(&self.best_p[0], &fin.p[0], self.n * sizeof(double))
-            self.delta = norm / self.gamma
-            self.outer += 1
-            self._start_at(0)
-            # taken once: the finish has done its work
-            fin.stop()
-        self.finish_decided = True
-        self.sm.check_error()
-
-    def refuse_finish(self):
-        """Drop a candidate that failed the caller's check; the finish stops for good."""
-        if self.finish is not None:
-            self.finish.stop()

@@ -45,8 +45,9 @@ from ..plugins import Solver, SolverState
 from ..stopping import DualCertificate
 from ..smoothers.builtin import cython_smoother
 from ..utils._operator import FeatureOperator, make_operator
-from ._perceptron_fast import (IteratedSmoothedCore, NKPCore, NormalizedPerceptronCore,
-                               NVNCore, PerceptronCore, SmoothedCore, csr_normalized_cross)
+from .._executors import Block, Executor
+from ._perceptron_fast import (MinNormPoint, NKPCore, NormalizedPerceptronCore, NVNCore,
+                               PerceptronCore, SmoothedBlock, csr_normalized_cross)
 
 __all__ = ["Perceptron", "NormalizedPerceptron", "NKP", "SNKP", "NVN", "SNKPVN", "ISNKPVN"]
 
@@ -147,7 +148,7 @@ class _IteratedState(_FamilyState):
         candidate = self.core.finish_state
         if candidate in ("separator", "certificate"):
             # the finish's p is taken only once checked like a certificate, from scratch
-            p = np.array(self.core.finish.p_arr, dtype=np.float64)
+            p = np.array(self.core.finish_p(), dtype=np.float64)
             claim = "separable" if candidate == "separator" else "infeasible"
             if self._finish_holds(claim, p):
                 self.core.accept_finish()
@@ -372,14 +373,448 @@ def bound_from_cross(C, n):
     return float(min(n, max(1.0, lam * (1.0 + 1e-6) + 1e-6 * n)))
 
 
-def _mu0(cy, op):
-    # mu_0 = 2 lambda_#: 1 for a prox-function strongly convex in l1, a bound on
-    # lambda_max(G) (at most n) in l2
-    return 2.0 if cy.norm == 1 else 2.0 * gram_norm_bound(op)
+# ----------------------------------------------------------- the smoothed family, blocked
+# SNKP, SNKPVN and ISNKPVN are written once, over the row blocks of ``problem.executor``:
+# the driver below holds the scalars (k, mu, norms, delta) and makes every decision; the
+# n-vectors live on the blocks (``SmoothedBlock``), whose passes return partial sums
+# reduced here in block order. In memory the single block runs a whole iteration in one
+# nogil call; on a dask array each block is a chunk held by a worker.
+def _k_sb(block, name, *args):
+    """``block.v["sb"].<name>(*args)``: a pass of the block's ``SmoothedBlock``."""
+    return getattr(block.v["sb"], name)(*args)
+
+
+def _k_sb_get(block, name):
+    """The block's piece of an n-vector (``alpha``, ``p``, ``best_p``, ...)."""
+    return getattr(block.v["sb"], name + "_arr")
+
+
+def _k_sb_init(block, op, smoother, q, n_total, finish_cap):
+    """Set up the block: ``op`` its Gram operator (the whole problem's, in memory) or None
+    (a chunk of a dask array: the block's ``FeatureOperator``, linear kernel), ``smoother``
+    a ``SimplexSmoother`` or the name of a built-in one. Returns the global indices of the
+    block's all-zero rows (then nothing is set up) or None."""
+    if op is None:
+        from ..utils._operator import _row_sqnorms
+
+        bad = np.flatnonzero(~(_row_sqnorms(block.X) > 0)) + block.offset
+        if bad.size:
+            return bad
+        op = FeatureOperator(block.X, block.y, True)
+    if isinstance(smoother, str):
+        from ..smoothers._smoothers import EntropySmoother, L2Smoother
+
+        smoother = EntropySmoother() if smoother == "entropy" else L2Smoother()
+    block.v["sb_op"] = op
+    block.v["sb"] = SmoothedBlock(op, smoother, q, n_total)
+    block.v["sb_fin"] = MinNormPoint(op, finish_cap) if finish_cap > 0 else None
+    return None
+
+
+def _k_sb_cross(block):
+    """Phi_c^T Phi_c of the block's normalized rows, or None (see ``gram_norm_bound``)."""
+    return normalized_feature_cross(block.v["sb_op"])
+
+
+def _k_fin_cycle(block, tol_sq):
+    """One major cycle of the block's finish (started at the most violated point of G p
+    when idle): (state, major cycles so far)."""
+    fin = block.v["sb_fin"]
+    if fin.state == "idle":
+        fin.start_at(block.v["sb"].argmin_gp()[1])
+    return fin.cycle(tol_sq), int(fin.steps)
+
+
+def _k_fin_p(block):
+    return block.v["sb_fin"].p_arr
+
+
+def _k_fin_accept(block):
+    """q = alpha = the finish's p, G alpha = its G p; ||p||_G^2. The finish stops."""
+    sb, fin = block.v["sb"], block.v["sb_fin"]
+    sb.set("q", fin.p_arr)
+    sb.set("alpha", fin.p_arr)
+    sb.set("ga", fin.gp_arr)
+    fin.halt()
+    return float(fin.norm_sq)
+
+
+def _k_fin_halt(block):
+    block.v["sb_fin"].halt()
+
+
+def _smoother_kind(smoother):
+    """'entropy' or 'l2' for the built-in smoothers (they run on blocks), else None."""
+    from .._registry import get_plugin
+
+    for name in ("entropy", "l2"):
+        if type(smoother) is get_plugin("smoother", name):
+            return name
+    return None
+
+
+class SmoothedIteration:
+    """SNKP / SNKPVN(q, delta) (Ramdas & Pena 2014, secs. 4 and 6) and, with ``gamma``,
+    ISNKPVN(gamma, eps) as one state machine, over the blocks of an executor.
+
+    One iteration of the algorithm box
+
+        alpha_{k+1} = (1 - t)(alpha_k + t p_k) + t^2 p_{mu_k}(alpha_k),   t = 2/(k+3)
+        mu_{k+1}    = (1 - t) mu_k
+        p_{k+1}     = (1 - t) p_k + t p_{mu_{k+1}}(alpha_{k+1})
+
+    with p_mu(alpha) = smoother.argmin(G alpha, mu, q); v = p_{mu_k}(alpha_k) and G v are
+    kept from the previous iteration, so an iteration costs one product G v. G alpha is
+    recomputed from scratch before a run may be declared separable, and G p before
+    ||p||_G may be declared below a tolerance.
+
+    The inner loop starts at the schedule index k0 (mu_k0 = 2 mu_0 / ((k0 + 1)(k0 + 2)));
+    the paper starts at k0 = 0. Its induction (appendix) holds from any k0 at which
+    ||r||_G^2 <= mu ||r||_2^2, r = p_mu(q) - q (checked exactly for the l2 smoother; always
+    true at k0 = 0); a k0 that fails the check is lowered by 15% until one passes
+    (``rejected_restarts`` counts them). ISNKPVN restarts the inner loop from
+    q_{t+1} = p_k with delta_{t+1} = ||q_{t+1}||_G / gamma once ||p_k||_G < delta_t (at the
+    index the last inner loop reached with ``warm``, else at 0).
+
+    With ``finish_cap`` > 0 (one block only), every second step also runs one major cycle
+    of a ``MinNormPoint`` on the block (Wolfe's algorithm, see ``ISNKPVN``); its
+    candidates are checked by the caller and taken with ``accept_finish`` or refused with
+    ``refuse_finish``.
+
+    References
+    ----------
+    A. Ramdas and J. Pena, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML), 2014.
+    """
+
+    def __init__(self, ex, smoother, mu0, q, dual_tol, op=None, gamma=None, warm=False,
+                 finish_cap=0):
+        self.ex = ex
+        self.n = ex.n_samples
+        self.single = ex.n_chunks == 1
+        self.dual_tol = float(dual_tol)
+        self.iterated = gamma is not None
+        self.gamma = gamma
+        self.warm = bool(warm)
+        self.k = 0
+        self.mu = 0.0
+        self.vscale = 1.0
+        self.imin = 0
+        self.min_margin = math.inf
+        self.alpha_norm = 0.0
+        self.cur_dual = math.inf
+        self.dual_norm = math.inf
+        self.rejected_restarts = 0
+        self.outer = 0
+        self.delta = math.inf
+        self.steps = 0
+        self.finish_decided = False
+        self._finish = "off" if finish_cap <= 0 else "idle"
+        self.finish_steps = 0
+        kind = _smoother_kind(smoother)
+        sm = cython_smoother(smoother)
+        self.norm = sm.norm
+        self.entropy = kind == "entropy"
+        if not self.single and kind is None:
+            raise ValueError(
+                f"smoother {getattr(smoother, 'name', smoother)!r} is not supported on dask "
+                "arrays split into several chunks; use the built-in 'entropy' or 'l2' smoother")
+        if op is None and kind is None:
+            raise ValueError(
+                f"smoother {getattr(smoother, 'name', smoother)!r} is not supported on dask "
+                "arrays; use the built-in 'entropy' or 'l2' smoother")
+        # blocks reached through a client get the smoother's name, local blocks the object
+        sm_arg = sm if ex.client is None else kind
+        qparts = [None] * ex.n_chunks if q is None else ex.split(q)
+        bad = [b for b in ex.map_each(_k_sb_init, [(op, sm_arg, qparts[i], self.n, finish_cap)
+                                                   for i in range(ex.n_chunks)])
+               if b is not None]
+        if bad:
+            bad = np.concatenate(bad)
+            raise ValueError(
+                f"row(s) {bad[:10].tolist()}{' ...' if bad.size > 10 else ''} of X have "
+                "K(x, x) = 0 (all-zero feature rows); the normalized Gram is undefined there: "
+                "remove those rows or use a kernel with K(x, x) > 0")
+        if mu0 is None and self.norm == 1:
+            mu0 = 2.0  # a prox-function strongly convex in l1
+        elif mu0 is None:
+            # l2: mu_0 = 2 lambda, lambda >= lambda_max(G) (``gram_norm_bound``), from the
+            # blocks' Phi_c^T Phi_c
+            crosses = ex.map(_k_sb_cross)
+            mu0 = 2.0 * (float(self.n) if any(c is None for c in crosses)
+                         else bound_from_cross(np.sum(crosses, axis=0), self.n))
+        self.mu0 = float(mu0)
+        # one block in this process: its passes are called directly (no map around them)
+        self._local = ex.workers[0].v["sb"] \
+            if self.single and ex.client is None and isinstance(ex.workers[0], Block) else None
+        # alpha_0 = q, G alpha_0, p_0 = p_{mu_0}(alpha_0)
+        self._map("copy", "alpha", "q")
+        self._gram("alpha", "ga")
+        self._start_at(0)
+        if self.iterated:
+            # delta_0 = ||q_0||_G / gamma, with G q_0 = G alpha_0
+            self.delta = _gnorm(self._sum(self._map("dot", "q", "ga"))) / gamma
+            self._settle()
+
+    # -- the blocks ------------------------------------------------------------------
+    def _map(self, name, *args):
+        if self._local is not None:
+            return [getattr(self._local, name)(*args)]
+        return self.ex.map(_k_sb, name, *args)
+
+    def _sum(self, parts):
+        return parts[0] if self.single else sum(parts)
+
+    def _gram(self, src, dst):
+        """dst = G src: the block's own product (one block), or X_c^T S_c src reduced
+        over the blocks and S_c X_c w applied on each."""
+        if self.single:
+            self._map("gram", src, dst)
+        else:
+            self._map("fdot", dst, np.sum(self._map("primal", src), axis=0))
+
+    def gather(self, name):
+        parts = self.ex.map(_k_sb_get, name)
+        return parts[0] if self.single else np.concatenate(parts)
+
+    alpha_arr = property(lambda self: self.gather("alpha"))
+    ga_arr = property(lambda self: self.gather("ga"))
+    p_arr = property(lambda self: self.gather("p"))
+    gp_arr = property(lambda self: self.gather("gp"))
+    best_p_arr = property(lambda self: self.gather("best_p"))
+
+    def primal(self):
+        """w = sum_c X_c^T S_c alpha_c (blocks with a ``FeatureOperator``)."""
+        return np.sum(self._map("primal", "alpha"), axis=0)
+
+    # -- the smoother: v = p_mu(alpha), G v --------------------------------------------
+    def _smooth(self, mu):
+        """v = p_mu(alpha) normalized (vscale 1) and G v."""
+        if self.single:
+            self._map("smooth", mu)
+        elif self.entropy:
+            gmin = min(s[0] for s in self._map("margin_stats"))
+            parts = self._map("weights", gmin, 1.0 / mu)
+            scale = 1.0 / sum(p[0] for p in parts)
+            self._map("scale", "v", scale)
+            self._map("fdot", "gv", np.sum([p[1] for p in parts], axis=0) * scale)
+        else:
+            tau = self._simplex_threshold(1.0 / mu)
+            self._map("fdot", "gv", np.sum(self._map("l2_final", tau), axis=0))
+        self.vscale = 1.0
+
+    def _simplex_threshold(self, inv, n_candidates=64):
+        """tau with sum_i max(u_i - tau, 0) = 1 for u = q - G alpha / mu, over the blocks.
+
+        f(tau) = S(tau) - tau C(tau) - 1 (S, C: sum and number of the entries above tau)
+        is decreasing, f(max u - 1) >= 0 > f(max u). Each round evaluates f at candidate
+        taus on the blocks' sorted u (2 numbers per candidate and block) and keeps the
+        bracket [t_i, t_j] of neighbouring candidates with f(t_i) >= 0 > f(t_j); when no
+        entry lies in (t_i, t_j], the active set {u > tau} is that of t_i and
+        tau = (S(t_i) - 1) / C(t_i), the threshold of the ``l2`` smoother's projection.
+        The Michelot step (S(t_i) - 1) / C(t_i) joins the next candidates.
+        """
+        umax = max(self._map("l2_raw", inv))
+        cand = np.linspace(umax - 1.0, umax, n_candidates + 1)
+        for _ in range(200):
+            parts = self._map("l2_eval", cand)
+            C = np.sum([p[0] for p in parts], axis=0)
+            S = np.sum([p[1] for p in parts], axis=0)
+            f = S - cand * C - 1.0
+            ok = np.flatnonzero(f >= 0.0)
+            i = int(ok[-1]) if ok.size else 0  # round-off at max u - 1: keep the lowest
+            j = min(i + 1, cand.size - 1)
+            if C[i] == C[j] or j == i:
+                return (S[i] - 1.0) / C[i] if C[i] > 0 else cand[i]
+            lo, hi = cand[i], cand[j]
+            tau = (S[i] - 1.0) / C[i] if C[i] > 0 else lo
+            inner = np.linspace(lo, hi, n_candidates + 1)
+            if lo < tau < hi:
+                inner = np.sort(np.append(inner, tau))
+            cand = inner
+        raise RuntimeError("simplex projection threshold did not converge")  # pragma: no cover
+
+    # -- shared pieces -----------------------------------------------------------------
+    def _reduce_margins(self, stats):
+        """(min G alpha, its first global index, alpha . G alpha) from the blocks'."""
+        if self.single:
+            return stats[0]
+        best = min(range(len(stats)), key=lambda c: (stats[c][0], c))
+        return (stats[best][0], int(self.ex.offsets[best]) + int(stats[best][1]),
+                sum(s[2] for s in stats))
+
+    def _set_margins(self, stats):
+        gmin, imin, aga = self._reduce_margins(stats)
+        if gmin > 0.0:
+            # about to report "separable": recompute G alpha exactly
+            self._gram("alpha", "ga")
+            gmin, imin, aga = self._reduce_margins(self._map("margin_stats"))
+        self.imin, self.min_margin = imin, gmin
+        self.alpha_norm = _gnorm(aga)
+
+    def _set_dual(self, pgp, fresh_below):
+        """cur_dual = ||p||_G; keep the best p. Fresh G p near the tolerance."""
+        self.cur_dual = _gnorm(pgp)
+        if self.cur_dual <= fresh_below:
+            self._gram("p", "gp")
+            self.cur_dual = _gnorm(self._sum(self._map("dot", "p", "gp")))
+        if self.cur_dual < self.dual_norm:
+            self.dual_norm = self.cur_dual
+            self._map("copy", "best_p", "p")
+
+    def _start_at(self, k0):
+        """The inner loop at alpha = q (G alpha known) from schedule index k0 (see the
+        class docstring)."""
+        if self.norm != 2:
+            k0 = 0  # the check is written for the l2 prox-function
+        while True:
+            self.k = k0
+            self.mu = self.mu0 * (2.0 / ((k0 + 1.0) * (k0 + 2.0)))
+            self._smooth(self.mu)
+            if k0 == 0:
+                break
+            sums = self._map("restart_sums")
+            if sum(s[0] for s in sums) <= self.mu * sum(s[1] for s in sums):
+                break
+            self.rejected_restarts += 1
+            k0 = (k0 * 85) // 100
+        self._map("copy", "p", "v")
+        self._map("copy", "gp", "gv")
+        self._set_margins(self._map("margin_stats"))
+        self._set_dual(self._sum(self._map("dot", "p", "gp")), self.dual_tol)
+
+    def _iterate(self):
+        """One iteration of the box; returns p . G p."""
+        t = 2.0 / (self.k + 3)
+        c1, c2, c3 = 1.0 - t, (1.0 - t) * t, t * t * self.vscale
+        self.mu = c1 * self.mu
+        if self.single:
+            gmin, imin, aga, pgp, self.vscale = self._map("iterate", c1, c2, c3, self.mu, t)[0]
+            stats = [(gmin, imin, aga)]
+        else:
+            stats = self._map("combine", c1, c2, c3)
+            if self.entropy:
+                parts = self._map("weights", min(s[0] for s in stats), 1.0 / self.mu)
+                self.vscale = 1.0 / sum(p[0] for p in parts)
+                w = np.sum([p[1] for p in parts], axis=0)
+            else:
+                w = np.sum(self._map("l2_final", self._simplex_threshold(1.0 / self.mu)),
+                           axis=0)
+                self.vscale = 1.0
+            pgp = sum(self._map("finish", w, c1, t * self.vscale))
+        self.k += 1
+        self._set_margins(stats)
+        return pgp
+
+    def _settle(self):
+        """Restart the inner loop while it has returned and the run is not over."""
+        while (self.cur_dual < self.delta and self.min_margin <= 0.0
+               and self.dual_norm > self.dual_tol):
+            self._map("restart_at_p")
+            self.delta = self.cur_dual / self.gamma
+            self.outer += 1
+            self._start_at(self.k if self.warm else 0)
+
+    def step(self):
+        pgp = self._iterate()
+        if not self.iterated:
+            self._set_dual(pgp, self.dual_tol)
+            return
+        self._set_dual(pgp, self.delta if self.delta > self.dual_tol else self.dual_tol)
+        self._settle()
+        self.steps += 1
+        if (self._finish in ("idle", "running") and self.steps % _FINISH_PERIOD == 0
+                and self.min_margin <= 0.0 and self.dual_norm > self.dual_tol):
+            self._finish, self.finish_steps = self.ex.map(_k_fin_cycle,
+                                                          self.dual_tol * self.dual_tol)[0]
+
+    def margin_bounds(self):
+        """(lower, upper) on rho_K (Ramdas & Pena 2014, Lemma 3): min(G alpha)/||alpha||_G
+        and the best ||p||_G."""
+        lower = self.min_margin / self.alpha_norm \
+            if (self.min_margin > 0 and self.alpha_norm > 0) else -np.inf
+        return lower, self.dual_norm
+
+    def smoothed_loss(self):
+        """L_mu(alpha) = -<alpha, p_mu(alpha)>_G - mu d(p_mu(alpha)) + 1/2 ||alpha||_G^2
+        (one block)."""
+        lin, d = self._map("smoothed_loss_part", self.mu)[0]
+        return float(lin - self.mu * d + 0.5 * self.alpha_norm ** 2)
+
+    # -- the exact finish (ISNKPVN, one block) -----------------------------------------
+    @property
+    def finish_state(self):
+        """"off", or the state of the finish's ``MinNormPoint``."""
+        return self._finish
+
+    def finish_p(self):
+        return self.ex.map(_k_fin_p)[0]
+
+    def accept_finish(self):
+        """Take the finish's checked candidate p as the next prox-center: the outer loop
+        restarts at q = alpha = p (delta = ||p||_G / gamma, k = 0, the paper's start, so
+        its invariant holds), and p becomes the best p if its norm is lower. A separator
+        candidate gives G alpha > 0 at once, a certificate ||best p||_G <= eps."""
+        if self._finish not in ("separator", "certificate"):
+            raise RuntimeError("the finish has no candidate to accept")
+        norm = _gnorm(self.ex.map(_k_fin_accept)[0])
+        if norm < self.dual_norm:
+            self.dual_norm = norm
+            self._map("copy", "best_p", "alpha")
+        self.delta = norm / self.gamma
+        self.outer += 1
+        self._start_at(0)
+        # taken once: the finish has done its work
+        self._finish = "stopped"
+        self.finish_decided = True
+
+    def refuse_finish(self):
+        """Drop a candidate that failed the caller's check; the finish stops for good."""
+        if self._finish != "off":
+            self.ex.map(_k_fin_halt)
+            self._finish = "stopped"
+
+
+# the finish runs one major cycle (about one pass over the data) every this many steps
+_FINISH_PERIOD = 2
+
+
+def _gnorm(sq):
+    return math.sqrt(sq) if sq > 0.0 else 0.0
+
+
+class _SmoothedFamily(_PerceptronFamily):
+    """The smoothed solvers: one ``SmoothedIteration`` over the row blocks of
+    ``problem.executor`` (in memory: one block with the problem's Gram operator, any
+    kernel; on a dask array: the chunks, linear kernel)."""
+
+    requires = {"smoother": ("argmin_simplex",)}
+    #: runs on the row blocks of any executor (dask arrays: the linear kernel)
+    blocked = True
+    _state = _FamilyState
+
+    def start(self, problem):
+        ex = problem.executor
+        # in memory the one block gets the problem's operator (any kernel); the chunks of
+        # a dask array build their own FeatureOperator (linear kernel)
+        op = None if isinstance(problem.X, Executor) else self._operator(problem)
+        return self._state(self._iteration(problem, ex, op), op, problem)
+
+    def finalize(self, problem, state, status):
+        core, op = state.core, state.op
+        alpha = np.array(core.alpha_arr, dtype=np.float64)
+        fields = family_fields(problem, status, core, alpha,
+                               np.array(core.p_arr, dtype=np.float64),
+                               lambda: np.array(core.best_p_arr, dtype=np.float64))
+        if op is not None:
+            fields.update(_model(problem, op, alpha))
+        else:  # coef_ = sum_c X_c^T S_c alpha_c (normalized rows), no intercept
+            fields.update(coef_=np.asarray(core.primal(), dtype=np.float64), intercept_=0.0)
+        return fields
 
 
 @_register_builtin("solver", "snkp")
-class SNKP(_PerceptronFamily):
+class SNKP(_SmoothedFamily):
     """Smoothed Normalized Kernel Perceptron (Ramdas & Pena 2014, sec. 4, algorithm box):
 
         alpha_0 = 1/n, mu_0 = 2, p_0 = p_{mu_0}(alpha_0); for k = 0, 1, ...: t = 2/(k+3),
@@ -389,14 +824,18 @@ class SNKP(_PerceptronFamily):
     with p_mu(alpha) = softmax(-G alpha / mu) (``entropy`` smoother). Finds a separator
     within 2 sqrt(2 log n) / rho_K iterations (Theorem 1); ||p_k||_G bounds rho_K from
     above (Lemma 3). One product with G per iteration. Default ``max_iter``: 10_000.
+
+    References
+    ----------
+    A. Ramdas and J. Pena, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML), 2014.
     """
 
     requires = {"smoother": ("argmin_simplex",)}
     default_smoother = "entropy"
 
-    def _core(self, problem, op):
-        cy = cython_smoother(problem.smoother)
-        return SmoothedCore(op, cy, _mu0(cy, op), None, self.params["eps"])
+    def _iteration(self, problem, ex, op):
+        return SmoothedIteration(ex, problem.smoother, None, None, self.params["eps"], op=op)
 
 
 @_register_builtin("solver", "nvn")
@@ -417,13 +856,18 @@ class NVN(_PerceptronFamily):
 
 
 @_register_builtin("solver", "snkpvn")
-class SNKPVN(_PerceptronFamily):
+class SNKPVN(_SmoothedFamily):
     """SNKPVN(q, delta) (Ramdas & Pena 2014, sec. 6): the SNKP iteration with the smoother
     d_q(p) = ||p - q||^2 / 2 (``l2``), alpha_0 = q, mu_0 = 2 lambda, p_0 = p^q_{mu_0}(alpha_0),
     with lambda >= lambda_max(G) (``gram_norm_bound``; the paper's n at most).
 
     Stops with G alpha > 0 (``separable``) or ||p_k||_G <= delta (``infeasible``, a
     delta-certificate). Default ``max_iter``: 100_000.
+
+    References
+    ----------
+    A. Ramdas and J. Pena, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML), 2014.
     """
 
     requires = {"smoother": ("argmin_simplex",)}
@@ -438,16 +882,16 @@ class SNKPVN(_PerceptronFamily):
                        doc="accuracy delta: stop when ||p||_G <= delta (below 1)"),
     }
 
-    def _core(self, problem, op):
+    def _iteration(self, problem, ex, op):
         q = self.params["q"]
-        if q is not None and q.shape[0] != op.n:
-            raise ValueError(f"solver 'snkpvn': q has length {q.shape[0]}, X has {op.n} rows")
-        cy = cython_smoother(problem.smoother)
-        return SmoothedCore(op, cy, _mu0(cy, op), q, self.params["delta"])
+        if q is not None and q.shape[0] != ex.n_samples:
+            raise ValueError(f"solver 'snkpvn': q has length {q.shape[0]}, X has "
+                             f"{ex.n_samples} rows")
+        return SmoothedIteration(ex, problem.smoother, None, q, self.params["delta"], op=op)
 
 
 @_register_builtin("solver", "isnkpvn")
-class ISNKPVN(_PerceptronFamily):
+class ISNKPVN(_SmoothedFamily):
     """Iterated SNKPVN(gamma, eps) (Ramdas & Pena 2014, sec. 6, algorithm box and Theorem 4).
 
     The box: q_0 = 1/n; outer loop t: delta_t = ||q_t||_G / gamma,
@@ -503,13 +947,21 @@ class ISNKPVN(_PerceptronFamily):
     warm_restart : bool, default True
         False restarts every inner loop at mu_0, as in the paper.
     finish : bool, default True
-        Run the exact finish (in memory; not on Dask arrays). False leaves the iterations
+        Run the exact finish (it needs all rows in one block: in memory, or a dask array
+        of one chunk; on several chunks True is a ValueError). False leaves the iterations
         alone: they are the printed algorithm's with ``warm_restart=False`` and mu_0 = 2n
         (see above). ``Result.extra`` reports ``finish`` ("off";
         "decided": the answer is the finish's; "stopped": it gave up; "running") and
         ``finish_steps`` (its major cycles).
 
     Default ``max_iter``: 100_000.
+
+    References
+    ----------
+    A. Ramdas and J. Pena, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML), 2014.
+       P. Wolfe, "Finding the nearest point in a polytope", Mathematical Programming 11,
+    128-149, 1976.
     """
 
     requires = {"smoother": ("argmin_simplex",)}
@@ -528,20 +980,25 @@ class ISNKPVN(_PerceptronFamily):
                             "separator or certificate ends the run"),
     }
 
-    def start(self, problem):
-        op = self._operator(problem)
-        cy = cython_smoother(problem.smoother)
-        core = IteratedSmoothedCore(op, cy, _mu0(cy, op), self.params["eps"],
-                                    self.params["shrink"], self.params["warm_restart"],
-                                    _FINISH_CAP if self.params["finish"] else 0)
-        return _IteratedState(core, op, problem)
+    _state = _IteratedState
+
+    def _iteration(self, problem, ex, op):
+        if self.params["finish"] and ex.n_chunks > 1:
+            raise ValueError(
+                f"solver 'isnkpvn': the exact finish (finish=True) is not blocked: Wolfe's "
+                f"corral needs the rows of all of X in one block, and X is split into "
+                f"{ex.n_chunks} chunks; pass finish=False to run the blocked ISNKPVN "
+                "iterations without it (or one chunk, or X in memory)")
+        return SmoothedIteration(ex, problem.smoother, None, None, self.params["eps"], op=op,
+                                 gamma=self.params["shrink"], warm=self.params["warm_restart"],
+                                 finish_cap=_FINISH_CAP if self.params["finish"] else 0)
 
     def finalize(self, problem, state, status):
         fields = super().finalize(problem, state, status)
         core = state.core
         fields["extra"] = {"outer_iterations": int(core.outer), "delta": float(core.delta),
                            "finish": _finish_outcome(core),
-                           "finish_steps": 0 if core.finish is None else int(core.finish.steps)}
+                           "finish_steps": int(core.finish_steps)}
         return fields
 
 
@@ -550,8 +1007,8 @@ _FINISH_CAP = 256
 
 
 def _finish_outcome(core):
-    if core.finish is None:
+    if core.finish_state == "off":
         return "off"
     if core.finish_decided:
         return "decided"
-    return "stopped" if core.finish.state == "stopped" else "running"
+    return "stopped" if core.finish_state == "stopped" else "running"
