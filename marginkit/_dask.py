@@ -546,9 +546,9 @@ class BlockedDriver(Driver):
 # =====================================================================================
 def _zero_rows(chunk, offset):
     """Global indices of the chunk's all-zero rows (they cannot be normalized)."""
-    from .utils._operator import _row_sqnorms
+    from .utils._norms import row_sqnorms
 
-    return np.flatnonzero(~(_row_sqnorms(chunk.X) > 0)) + offset
+    return np.flatnonzero(~(row_sqnorms(chunk.X) > 0)) + offset
 
 
 def _gnorm(sq):

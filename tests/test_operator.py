@@ -168,7 +168,7 @@ def test_csr_row_norms_without_copies(rng, dtype, index):
     allocates no nnz-sized temporary (tracemalloc sees numpy's allocations)."""
     import tracemalloc
 
-    from marginkit.utils._operator import _row_sqnorms
+    from marginkit.utils._norms import row_sqnorms as _row_sqnorms
 
     n, d, per_row = 3000, 400, 40
     A = sp.random(n, d, density=per_row / d, format="csr", random_state=0, dtype=np.float64)

@@ -113,7 +113,6 @@ class _FamilyState(SolverState):
 
     def step(self):
         self.core.step()
-        self.n_iter += 1
 
     @property
     def min_margin(self):
@@ -154,7 +153,6 @@ class _IteratedState(_FamilyState):
                 self.core.accept_finish()
             else:
                 self.core.refuse_finish()
-        self.n_iter += 1
 
     def _finish_holds(self, claim, p):
         """The finish's candidate p passes the referee as the certificate of ``claim``."""
@@ -395,9 +393,9 @@ def _k_sb_init(block, op, smoother, q, n_total, finish_cap):
     a ``SimplexSmoother`` or the name of a built-in one. Returns the global indices of the
     block's all-zero rows (then nothing is set up) or None."""
     if op is None:
-        from ..utils._operator import _row_sqnorms
+        from ..utils._norms import row_sqnorms
 
-        bad = np.flatnonzero(~(_row_sqnorms(block.X) > 0)) + block.offset
+        bad = np.flatnonzero(~(row_sqnorms(block.X) > 0)) + block.offset
         if bad.size:
             return bad
         op = FeatureOperator(block.X, block.y, True)

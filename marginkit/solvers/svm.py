@@ -1507,7 +1507,6 @@ class _FistaState(_ClaimOffers, SolverState):
         self.error_bound = eps
         self.n_certified = ncert
         self.objective = -0.5 * wsq + rsum - 0.5 * self.mu * rsq
-        self.n_iter += 1
 
     def _fresh_bound(self, rsum, rsq):
         """||p(r_k)|| / mu plus its rounding bound, sums in long double
@@ -1921,7 +1920,6 @@ class _PegasosState(SolverState):
             order = self.rng.permutation(int(ex.sizes[c])).astype(np.int64)
             self.s2a, self.st = ex.call(c, _k_pegasos_epoch, order, self.s2a, self.st,
                                         self.lam, self.radius)
-        self.n_iter += 1
 
     def snapshot(self):
         return {"bias": float(self.st[4]), "steps": float(self.st[5])}

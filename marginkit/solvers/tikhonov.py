@@ -833,7 +833,6 @@ class _TikhonovState(_GuardedNewton, SolverState):
         self.done = True
 
     def step(self):
-        self.n_iter += 1
         if self.done:
             return
         if self.method == "spectral_filter":

@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import checked_csr
+from ._norms import row_norms
 
 from cython cimport floating
 from libc.math cimport NAN, sqrt
@@ -240,56 +241,6 @@ cdef void _f_fmatvec(const floating[::1, :] X, const double* s, const double* w,
                 out[i] += X[i, j] * wj
     for i in range(n):
         out[i] *= s[i]
-
-
-def _csr_row_sqnorms(const floating[::1] data, const index_t[::1] indptr, double[::1] out):
-    """out_i = sum_k data_k^2 over row i of a CSR matrix, accumulated in float64 (no copies)."""
-    cdef Py_ssize_t i, n = out.shape[0]
-    cdef index_t k
-    cdef double acc, v
-    with nogil:
-        for i in range(n):
-            acc = 0.0
-            for k in range(indptr[i], indptr[i + 1]):
-                v = data[k]
-                acc += v * v
-            out[i] = acc
-
-
-def _row_sqnorms(Phi):
-    """||phi_i||^2 accumulated in float64 without copying Phi (no nnz- or n x d-sized
-    temporaries)."""
-    if sp.issparse(Phi):
-        Phi = Phi if Phi.format == "csr" else Phi.tocsr()
-        data, indptr = Phi.data, Phi.indptr
-        if data.dtype not in (np.float32, np.float64):
-            data = data.astype(np.float64)
-        if indptr.dtype not in (np.int32, np.int64):
-            indptr = indptr.astype(np.int64)
-        sq = np.empty(Phi.shape[0])
-        _csr_row_sqnorms(data, indptr, sq)
-        return sq
-    return np.einsum("ij,ij->i", Phi, Phi, dtype=np.float64)
-
-
-#: squared norms outside [2^-960, 2^960] may have lost digits to underflow or overflowed:
-#: those rows get their norm from the row divided by its largest magnitude
-_SAFE_SQ = (2.0**-960, 2.0**960)
-
-
-def row_norms(Phi):
-    """||phi_i|| in float64 for every row, without overflow or underflow: the squared norms
-    of ``_row_sqnorms``, and for the rows whose square is out of the safe range the norm of
-    the row divided by its largest magnitude, times that magnitude."""
-    sq = _row_sqnorms(Phi)
-    bad = np.flatnonzero(~((sq >= _SAFE_SQ[0]) & (sq <= _SAFE_SQ[1])))
-    nrm = np.sqrt(sq, out=sq)
-    for i in bad:
-        row = Phi[i]
-        row = np.asarray(row.toarray() if sp.issparse(row) else row, dtype=np.float64).ravel()
-        m = float(np.max(np.abs(row), initial=0.0))
-        nrm[i] = 0.0 if m == 0.0 else m * float(np.sqrt(np.dot(row / m, row / m)))
-    return nrm
 
 
 #: row norms a Gram operator accepts: its products divide by them (normalized) or multiply
