@@ -185,6 +185,14 @@ def seq_dot(a, b):
     return _dot(&x[0], &z[0], x.shape[0])
 
 
+cdef double[::1] _d_vector(w, Py_ssize_t d):
+    """w as a float64 d-vector (the compiled passes read d entries of it)."""
+    cdef double[::1] wv = np.ascontiguousarray(w, dtype=np.float64)
+    if wv.shape[0] < d:
+        raise ValueError(f"w has {wv.shape[0]} entries, the feature map has {d}")
+    return wv
+
+
 cdef class VertexBlock:
     """The rows of one block for the vertex methods of Ramdas & Pena 2014 (perceptron,
     normalized perceptron, NKP, NVN): alpha, G alpha, p, G p, the best p and the perceptron's
@@ -246,7 +254,7 @@ cdef class VertexBlock:
             with nogil:
                 self.op.column(j - self.offset, &self.col[0])
         else:
-            wv = np.ascontiguousarray(w, dtype=np.float64)
+            wv = _d_vector(w, self.fop.d)
             with nogil:
                 self.fop.fmatvec(&wv[0], &self.col[0])
 
@@ -269,7 +277,7 @@ cdef class VertexBlock:
 
     def fdot(self, dst, w):
         """dst = S_c X_c w."""
-        cdef double[::1] wv = np.ascontiguousarray(w, dtype=np.float64)
+        cdef double[::1] wv = _d_vector(w, self.fop.d)
         cdef double[::1] out = self._arrays[dst]
         if self.n:
             with nogil:
@@ -287,6 +295,8 @@ cdef class VertexBlock:
 
     def row(self, Py_ssize_t j):
         """w = s_j x_j (d-vector) of the block's row j (global index)."""
+        if self._own(j) < 0:
+            raise ValueError(f"row {j} is not in this block")
         w = np.zeros(max(self.fop.d, 1))
         cdef double[::1] wv = w
         with nogil:
@@ -296,6 +306,9 @@ cdef class VertexBlock:
     def add_row(self, Py_ssize_t j, double c, w):
         """w += c s_j x_j (in place; the block holds row j); returns w."""
         cdef double[::1] wv = w
+        _d_vector(w, self.fop.d)
+        if self._own(j) < 0:
+            raise ValueError(f"row {j} is not in this block")
         with nogil:
             self.fop.add_row(j - self.offset, c, &wv[0])
         return w
@@ -369,7 +382,7 @@ cdef class VertexBlock:
         """alpha = (1-t) alpha + t e_j, G alpha = S_c X_c w from scratch, p = alpha;
         (min G alpha, its first global index)."""
         cdef Py_ssize_t i, jl = self._own(j)
-        cdef double[::1] wv = np.ascontiguousarray(w, dtype=np.float64)
+        cdef double[::1] wv = _d_vector(w, self.fop.d)
         if not self.n:
             return INFINITY, -1
         with nogil:

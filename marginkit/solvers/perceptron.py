@@ -481,7 +481,8 @@ class VertexIteration:
         if kind == "perceptron":
             self._perc_stats(self._map("perc_stats"))
         elif kind == "normalized_perceptron":
-            self.w = np.zeros(max(ex.n_features, 1))
+            # w lives in the feature space of the operator (a feature map's d)
+            self.w = np.zeros(max(ex.n_features if op is None else op.d, 1))
             self.imin, self.min_margin = 0, 0.0
             self._np_stats()
         elif kind == "nkp":
@@ -536,8 +537,8 @@ class VertexIteration:
 
     # -- shared pieces -----------------------------------------------------------------
     def _reduce(self, stats):
-        """The stats of the block with the lowest minimum (ties: the first block, so the
-        lowest global index) and the list of all."""
+        """The stats of the block with the lowest minimum (ties: the first such block, so
+        the lowest global index)."""
         if self.single:
             return stats[0]
         return stats[min(range(len(stats)), key=lambda c: (stats[c][0], c))]
