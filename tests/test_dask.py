@@ -568,21 +568,51 @@ def test_iterated_tikhonov_refuses_what_rows_cannot_split(client):
         mk.solve(Xd, y, solver="iterated_tikhonov", n_components=10)
 
 
-@pytest.mark.parametrize("solver, separable, sparse", [
-    ("perceptron", True, False), ("perceptron", False, True),
-    ("normalized_perceptron", True, True), ("nkp", False, False),
-    ("nkp", True, True), ("nvn", True, False), ("nvn", False, True),
-])
-def test_vertex_perceptron_family_matches_in_memory(client, solver, separable, sparse):
-    # one column G e_j per iteration, through the row x_j returned with the argmin
-    X, y = _synthetic(n=300, separable=separable, sparse=sparse)
-    kw = {} if separable else {"stop": ["separated", "dual_certificate"], "eps": 2e-2}
+# on the cluster the separable dense runs (150-400 iterations, each a column fetched from
+# the chunk holding its row) take several seconds: marked slow
+_VERTEX_CASES = [
+    pytest.param(cl, solver, sep, sparse, dtype,
+                 marks=[pytest.mark.slow] if cl and sep and not sparse and solver != "nkp"
+                 else [])
+    for cl in (True, False) for solver in ("perceptron", "normalized_perceptron", "nkp", "nvn")
+    for sep in (True, False) for sparse in (False, True) for dtype in (np.float64, np.float32)]
+
+
+@pytest.mark.parametrize("distributed_client, solver, separable, sparse, dtype", _VERTEX_CASES)
+def test_vertex_family_is_one_implementation(client, monkeypatch, solver, separable, sparse,
+                                             dtype, distributed_client):
+    """The vertex solver on 3 chunks (on the cluster, or without a client; one column
+    G e_j per iteration through the row s_j x_j of the chunk holding j) against the same
+    solver in memory (one block): same status and iterations, iterates to 1e-10,
+    certificates that verify."""
+    if not distributed_client:
+        monkeypatch.setattr(_dask, "_default_client", lambda: None)
+    X, y = _small_margin(separable=separable, sparse=sparse)
+    X = X.astype(dtype)
+    kw = {} if separable else {"stop": ["separated", "dual_certificate"], "eps": 1e-2}
     mem = mk.solve(X, y, solver=solver, max_iter=3000, **kw)
-    dsk = mk.solve(_as_dask(X, 110), y, solver=solver, max_iter=3000, **kw)
+    dsk = mk.solve(_as_dask(X, 70), y, solver=solver, max_iter=3000, **kw)
+    assert dsk.extra["dask"]["n_chunks"] == 3
+    assert dsk.extra["dask"]["distributed"] == distributed_client
     assert mem.status == ("separable" if separable else "infeasible")
+    assert mem.n_iter >= 10
     assert_same_run(mem, dsk, X, y)
+    assert dsk.certificate.verify(X, y)
     if solver == "perceptron":
         np.testing.assert_array_equal(dsk.extra["mistake_counts"], mem.extra["mistake_counts"])
+
+
+def test_vertex_family_gram_kernels_stay_in_memory(client):
+    X, y = _synthetic(n=60)
+    for solver in ("perceptron", "normalized_perceptron", "nkp", "nvn"):
+        assert mk.solve(X, y, solver=solver, kernel="rbf").status == "separable"
+        with pytest.raises(ValueError, match=f"solver '{solver}' with kernel 'rbf' is not "
+                                             "supported on dask arrays"):
+            mk.solve(_as_dask(X, 30), y, solver=solver, kernel="rbf")
+    with pytest.raises(ValueError, match=r"row\(s\) \[5, 77\]"):
+        Xz = _synthetic(n=100)[0]
+        Xz[[5, 77]] = 0.0
+        mk.solve(_as_dask(Xz, 30), _synthetic(n=100)[1], solver="nkp")
 
 
 # ------------------------------------------------------------------------------ full a9a

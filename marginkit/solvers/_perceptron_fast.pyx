@@ -1,12 +1,12 @@
-"""Cython cores of the perceptron / von Neumann family (Ramdas & Pena 2014).
+"""Cython block passes of the perceptron / von Neumann family (Ramdas & Pena 2014).
 
-Each vertex core holds the iterates of one algorithm as float64 vectors and does one
-whole iteration per ``step()`` with the GIL released. The smoothed family keeps its
-n-vectors per row block (``SmoothedBlock``: the block passes of an iteration; its driver
-is ``marginkit.solvers.perceptron.SmoothedIteration``). G (the normalized signed Gram) is only
-touched through a ``GramOperator``: ``matvec`` (G a), ``column`` (G e_j) and ``entries``
-(a few G_ij, for the exact finish of ISNKPVN). The
-products G alpha and G p are maintained by linearity, so each iteration costs one
+The n-vectors of a run live per row block: ``VertexBlock`` for the vertex methods
+(perceptron, normalized perceptron, NKP, NVN; driver
+``marginkit.solvers.perceptron.VertexIteration``), ``SmoothedBlock`` for the smoothed
+family (driver ``marginkit.solvers.perceptron.SmoothedIteration``). G (the normalized
+signed Gram) is only touched through a ``GramOperator``: ``matvec`` (G a), ``column``
+(G e_j), ``fmatvec`` (S X w, for a column through w = s_j x_j on several blocks) and
+``entries`` (a few G_ij, for the exact finish of ISNKPVN). The products G alpha and G p are maintained by linearity, so each iteration costs one
 product with G (a column for the vertex methods, one matvec for the smoothed ones);
 G alpha is recomputed from scratch before a run may be declared separable, and G p
 before ||p||_G may be declared below a tolerance.
@@ -122,8 +122,7 @@ cdef extern from *:
                           double c1, double c2, Py_ssize_t n) noexcept nogil
 from marginkit.utils._operator cimport FeatureOperator, GramOperator
 
-__all__ = ["PerceptronCore", "NKPCore", "NormalizedPerceptronCore", "NVNCore",
-           "SmoothedBlock", "MinNormPoint", "csr_normalized_cross"]
+__all__ = ["VertexBlock", "seq_dot", "SmoothedBlock", "MinNormPoint", "csr_normalized_cross"]
 
 
 ctypedef fused _index_t:
@@ -177,272 +176,256 @@ cdef inline double _gnorm(double sq) noexcept nogil:
     return sqrt(sq) if sq > 0.0 else 0.0
 
 
-cdef class _Core:
-    """Shared state: alpha, G alpha, p (in the simplex), G p and the bounds they give."""
+def seq_dot(a, b):
+    """a . b summed in index order (float64), as the blocks' own dot products."""
+    cdef double[::1] x = np.ascontiguousarray(a, dtype=np.float64)
+    cdef double[::1] z = np.ascontiguousarray(b, dtype=np.float64)
+    if x.shape[0] == 0:
+        return 0.0
+    return _dot(&x[0], &z[0], x.shape[0])
+
+
+cdef double[::1] _d_vector(w, Py_ssize_t d):
+    """w as a float64 d-vector (the compiled passes read d entries of it)."""
+    cdef double[::1] wv = np.ascontiguousarray(w, dtype=np.float64)
+    if wv.shape[0] < d:
+        raise ValueError(f"w has {wv.shape[0]} entries, the feature map has {d}")
+    return wv
+
+
+cdef class VertexBlock:
+    """The rows of one block for the vertex methods of Ramdas & Pena 2014 (perceptron,
+    normalized perceptron, NKP, NVN): alpha, G alpha, p, G p, the best p and the perceptron's
+    mistake counts, and the block passes of an iteration. The driver
+    (``marginkit.solvers.perceptron.VertexIteration``) holds the scalars and makes every
+    decision; indices ``j`` are global (the block holds rows ``offset .. offset + n``).
+
+    The column G e_j is ``op.column`` when ``w`` is None (one block holding all rows, any
+    Gram operator), else S_c X_c w with w = s_j x_j (``row``, from the block holding j).
+    """
 
     cdef GramOperator op
+    cdef FeatureOperator fop
     cdef readonly Py_ssize_t n
-    cdef readonly Py_ssize_t k
-    cdef readonly Py_ssize_t imin
-    # min_i (G alpha)_i, ||alpha||_G, current and best ||p||_G, tolerance for dual checks
-    cdef readonly double min_margin
-    cdef readonly double alpha_norm
-    cdef readonly double cur_dual
-    cdef readonly double dual_norm
-    cdef readonly double dual_tol
-    cdef readonly double mu
+    cdef readonly Py_ssize_t offset
     cdef double[::1] alpha
     cdef double[::1] ga
     cdef double[::1] p
     cdef double[::1] gp
     cdef double[::1] best_p
+    cdef double[::1] counts
     cdef double[::1] col
-    cdef readonly object alpha_arr, ga_arr, p_arr, gp_arr, best_p_arr
+    cdef double[::1] sd
+    cdef readonly object alpha_arr, ga_arr, p_arr, gp_arr, best_p_arr, counts_arr
+    cdef dict _arrays
 
-    def __init__(self, GramOperator op, double dual_tol=0.0):
+    def __init__(self, GramOperator op, Py_ssize_t offset, Py_ssize_t n_total):
         self.op = op
+        self.fop = op if isinstance(op, FeatureOperator) else None
         self.n = op.n
-        self.dual_tol = dual_tol
+        self.offset = offset
         self.alpha_arr = np.zeros(self.n)
         self.ga_arr = np.zeros(self.n)
-        self.p_arr = np.full(self.n, 1.0 / self.n)
+        self.p_arr = np.full(self.n, 1.0 / n_total)
         self.gp_arr = np.zeros(self.n)
         self.best_p_arr = self.p_arr.copy()
+        self.counts_arr = np.zeros(self.n)
         self.alpha = self.alpha_arr
         self.ga = self.ga_arr
         self.p = self.p_arr
         self.gp = self.gp_arr
         self.best_p = self.best_p_arr
-        self.col = np.zeros(self.n)
-        self.dual_norm = INFINITY
-        self.cur_dual = INFINITY
-        self.mu = 0.0
-        self.k = 0
-
-    cdef void _margins(self) noexcept nogil:
-        """min_margin, imin and ||alpha||_G from alpha and G alpha; fresh G alpha if > 0."""
-        cdef Py_ssize_t i = _argmin(&self.ga[0], self.n)
-        self._set_margins(i, self.ga[i], _dot(&self.alpha[0], &self.ga[0], self.n))
-
-    cdef void _set_margins(self, Py_ssize_t imin, double gmin, double aga) noexcept nogil:
-        """Same as ``_margins`` with min, argmin and alpha^T G alpha already known."""
-        self.imin = imin
-        self.min_margin = gmin
-        if self.min_margin > 0.0:
-            # about to report "separable": recompute G alpha exactly
-            self.op.matvec(&self.alpha[0], &self.ga[0])
-            self.imin = _argmin(&self.ga[0], self.n)
-            self.min_margin = self.ga[self.imin]
-            aga = _dot(&self.alpha[0], &self.ga[0], self.n)
-        self.alpha_norm = _gnorm(aga)
-
-    cdef void _dual(self, double fresh_below) noexcept nogil:
-        """cur_dual = ||p||_G from p and G p; keep the best p. Fresh G p near the tolerance."""
-        self._set_dual(_dot(&self.p[0], &self.gp[0], self.n), fresh_below)
-
-    cdef void _set_dual(self, double pgp, double fresh_below) noexcept nogil:
-        self.cur_dual = _gnorm(pgp)
-        if self.cur_dual <= fresh_below:
-            self.op.matvec(&self.p[0], &self.gp[0])
-            self.cur_dual = _gnorm(_dot(&self.p[0], &self.gp[0], self.n))
-        if self.cur_dual < self.dual_norm:
-            self.dual_norm = self.cur_dual
-            memcpy(&self.best_p[0], &self.p[0], self.n * sizeof(double))
-
-    def margin_bounds(self):
-        """(lower, upper) on rho_K (Ramdas & Pena 2014, Lemma 3): min(G alpha)/||alpha||_G and best ||p||_G."""
-        lower = self.min_margin / self.alpha_norm if (self.min_margin > 0 and self.alpha_norm > 0) \
-            else -np.inf
-        return lower, self.dual_norm
-
-
-cdef class PerceptronCore(_Core):
-    """Classic kernel perceptron on the unnormalized signed Gram Gu = Y K Y.
-
-    counts_i = number of updates on point i; the normalized coefficients are
-    alpha_i = counts_i sqrt(K_ii) (so G alpha and Gu counts have the same signs).
-    """
-
-    cdef double[::1] counts
-    cdef double[::1] sd
-    cdef readonly object counts_arr
-    cdef double alpha_sum
-
-    def __init__(self, GramOperator op, double dual_tol=0.0):
-        if op.normalize:
-            raise ValueError("PerceptronCore needs the unnormalized Gram operator (normalize=False)")
-        _Core.__init__(self, op, dual_tol)
-        self.counts_arr = np.zeros(self.n)
         self.counts = self.counts_arr
-        self.sd = op.sqrt_diag
-        self.alpha_sum = 0.0
-        with nogil:
-            self._stats()
+        self.col = np.zeros(max(self.n, 1))
+        self.sd = np.ascontiguousarray(op.sqrt_diag, dtype=np.float64)
+        self._arrays = {"alpha": self.alpha_arr, "ga": self.ga_arr, "p": self.p_arr,
+                        "gp": self.gp_arr, "best_p": self.best_p_arr,
+                        "counts": self.counts_arr}
 
-    cdef void _stats(self) noexcept nogil:
+    cdef inline Py_ssize_t _own(self, Py_ssize_t j) noexcept nogil:
+        j -= self.offset
+        return j if 0 <= j < self.n else -1
+
+    cdef _fill_col(self, Py_ssize_t j, w):
+        cdef double[::1] wv
+        if not self.n:
+            return
+        if w is None:
+            with nogil:
+                self.op.column(j - self.offset, &self.col[0])
+        else:
+            wv = _d_vector(w, self.fop.d)
+            with nogil:
+                self.fop.fmatvec(&wv[0], &self.col[0])
+
+    # -- generic pieces (names: alpha, ga, p, gp, best_p, counts) ----------------------
+    def gram(self, src, dst):
+        """dst = G src with the block's operator (one block: the whole G)."""
+        cdef double[::1] a = self._arrays[src]
+        cdef double[::1] out = self._arrays[dst]
+        if self.n:
+            with nogil:
+                self.op.matvec(&a[0], &out[0])
+
+    def primal(self, src):
+        """X_c^T S_c src (d-vector; a ``FeatureOperator`` block)."""
+        return self.fop.primal(self._arrays[src])
+
+    def primal_over_sd(self, src):
+        """X_c^T S_c (src / sqrt(K_ii)) (the perceptron's weight vector)."""
+        return self.fop.primal(self._arrays[src] / np.asarray(self.sd))
+
+    def fdot(self, dst, w):
+        """dst = S_c X_c w."""
+        cdef double[::1] wv = _d_vector(w, self.fop.d)
+        cdef double[::1] out = self._arrays[dst]
+        if self.n:
+            with nogil:
+                self.fop.fmatvec(&wv[0], &out[0])
+
+    def dot(self, a, b):
+        cdef double[::1] x = self._arrays[a]
+        cdef double[::1] z = self._arrays[b]
+        if not self.n:
+            return 0.0
+        return _dot(&x[0], &z[0], self.n)
+
+    def copy(self, dst, src):
+        self._arrays[dst][:] = self._arrays[src]
+
+    def row(self, Py_ssize_t j):
+        """w = s_j x_j (d-vector) of the block's row j (global index)."""
+        if self._own(j) < 0:
+            raise ValueError(f"row {j} is not in this block")
+        w = np.zeros(max(self.fop.d, 1))
+        cdef double[::1] wv = w
+        with nogil:
+            self.fop.add_row(j - self.offset, 1.0, &wv[0])
+        return w
+
+    def add_row(self, Py_ssize_t j, double c, w):
+        """w += c s_j x_j (in place; the block holds row j); returns w."""
+        cdef double[::1] wv = w
+        _d_vector(w, self.fop.d)
+        if self._own(j) < 0:
+            raise ValueError(f"row {j} is not in this block")
+        with nogil:
+            self.fop.add_row(j - self.offset, c, &wv[0])
+        return w
+
+    def margin_stats(self):
+        """(min_i (G alpha)_i, its first global index, alpha . G alpha) over the block."""
         cdef Py_ssize_t i
-        cdef double m, v, sq
-        # most violated point for the classic rule (unnormalized margins)
-        self.imin = _argmin(&self.ga[0], self.n)
-        m = INFINITY
-        for i in range(self.n):
-            v = self.ga[i] / self.sd[i]
-            if v < m:
-                m = v
-        if m > 0.0:
-            self.op.matvec(&self.counts[0], &self.ga[0])
-            self.imin = _argmin(&self.ga[0], self.n)
-            m = INFINITY
+        if not self.n:
+            return INFINITY, -1, 0.0
+        i = _argmin(&self.ga[0], self.n)
+        return self.ga[i], i + self.offset, _dot(&self.alpha[0], &self.ga[0], self.n)
+
+    # -- perceptron (unnormalized Gram Gu; ga = Gu counts) --------------------------------
+    def perc_stats(self):
+        """(min (Gu c)_i, its first global index, min_i (Gu c)_i / sqrt(K_ii), c . Gu c,
+        sqrt(K_jj) at that index)."""
+        cdef Py_ssize_t i, imin
+        cdef double m = INFINITY, v, sq
+        if not self.n:
+            return INFINITY, -1, INFINITY, 0.0, 0.0
+        with nogil:
+            imin = _argmin(&self.ga[0], self.n)
             for i in range(self.n):
                 v = self.ga[i] / self.sd[i]
                 if v < m:
                     m = v
-        self.min_margin = m
-        # ||alpha||_G^2 = counts^T Gu counts; p = alpha / sum(alpha) lies in the simplex
-        sq = _dot(&self.counts[0], &self.ga[0], self.n)
-        self.alpha_norm = _gnorm(sq)
-        if self.alpha_sum > 0.0:
-            self.cur_dual = self.alpha_norm / self.alpha_sum
-            if self.cur_dual < self.dual_norm:
-                self.dual_norm = self.cur_dual
-                for i in range(self.n):
-                    self.best_p[i] = self.alpha[i] / self.alpha_sum
+            sq = _dot(&self.counts[0], &self.ga[0], self.n)
+        return self.ga[imin], imin + self.offset, m, sq, self.sd[imin]
 
-    def step(self):
-        cdef Py_ssize_t i, j
+    def perc_update(self, Py_ssize_t j, w):
+        """c_j += 1, alpha_j += sqrt(K_jj), Gu c += Gu e_j; then ``perc_stats``."""
+        cdef Py_ssize_t i, jl = self._own(j)
+        if jl >= 0:
+            self.counts[jl] += 1.0
+            self.alpha[jl] += self.sd[jl]
+        self._fill_col(j, w)
         with nogil:
-            j = self.imin
-            self.counts[j] += 1.0
-            self.alpha[j] += self.sd[j]
-            self.alpha_sum += self.sd[j]
-            self.op.column(j, &self.col[0])
             for i in range(self.n):
                 self.ga[i] += self.col[i]
-            self.k += 1
-            self._stats()
+        return self.perc_stats()
 
-    def normalized_ga(self):
-        """G alpha for the normalized alpha (= (Gu counts) / sqrt(K_ii))."""
-        return self.ga_arr / np.asarray(self.sd)
-
-
-cdef class NKPCore(_Core):
-    """Normalized Kernel Perceptron (Ramdas & Pena 2014, sec. 4): alpha_{k+1} = (1-t) alpha_k + t e_i,
-    t = 1/(k+1), i = argmin_i (G alpha_k)_i; alpha_0 = 0. alpha (k >= 1) is the dual p."""
-
-    def __init__(self, GramOperator op, double dual_tol=0.0):
-        _Core.__init__(self, op, dual_tol)
+    def best_from_alpha(self, double alpha_sum):
+        cdef Py_ssize_t i
         with nogil:
-            self._margins()
+            for i in range(self.n):
+                self.best_p[i] = self.alpha[i] / alpha_sum
 
-    def step(self):
-        cdef Py_ssize_t i, j
-        cdef double t
+    # -- NKP --------------------------------------------------------------------------
+    def nkp_update(self, Py_ssize_t j, w, double t):
+        """alpha = (1-t) alpha + t e_j, G alpha likewise, p = alpha, G p = G alpha; then
+        ``margin_stats``."""
+        cdef Py_ssize_t i, jl = self._own(j)
+        self._fill_col(j, w)
         with nogil:
-            j = self.imin
-            t = 1.0 / (self.k + 1)
-            self.op.column(j, &self.col[0])
             for i in range(self.n):
                 self.alpha[i] *= 1.0 - t
                 self.ga[i] = (1.0 - t) * self.ga[i] + t * self.col[i]
-            self.alpha[j] += t
-            self.k += 1
-            self._margins()
+        if jl >= 0:
+            self.alpha[jl] += t
+        self.sync_p()
+        return self.margin_stats()
+
+    def sync_p(self):
+        """p = alpha, G p = G alpha."""
+        if self.n:
             memcpy(&self.p[0], &self.alpha[0], self.n * sizeof(double))
             memcpy(&self.gp[0], &self.ga[0], self.n * sizeof(double))
-            self._dual(self.dual_tol)
 
-
-cdef class NormalizedPerceptronCore(_Core):
-    """Normalized Perceptron (Ramdas & Pena 2014, sec. 2.1) in feature space:
-    w_{k+1} = (1-t) w_k + t y_i x_i/||x_i||, t = 1/(k+1), i the most misclassified point.
-
-    The margins S Phi w are recomputed from w every iteration (one pass over Phi);
-    alpha tracks w = Phi^T S alpha, and ||alpha||_G = ||w||_2."""
-
-    cdef FeatureOperator fop
-    cdef double[::1] w
-    cdef readonly object w_arr
-
-    def __init__(self, FeatureOperator op, double dual_tol=0.0):
-        _Core.__init__(self, op, dual_tol)
-        self.fop = op
-        self.w_arr = np.zeros(max(op.d, 1))
-        self.w = self.w_arr
+    # -- normalized perceptron (feature space) -------------------------------------------
+    def np_update(self, Py_ssize_t j, double t, w):
+        """alpha = (1-t) alpha + t e_j, G alpha = S_c X_c w from scratch, p = alpha;
+        (min G alpha, its first global index)."""
+        cdef Py_ssize_t i, jl = self._own(j)
+        cdef double[::1] wv = _d_vector(w, self.fop.d)
+        if not self.n:
+            return INFINITY, -1
         with nogil:
-            self._stats()
-
-    cdef void _stats(self) noexcept nogil:
-        self.imin = _argmin(&self.ga[0], self.n)
-        self.min_margin = self.ga[self.imin]
-        self.alpha_norm = _gnorm(_dot(&self.w[0], &self.w[0], self.fop.d))
-        if self.k > 0:
-            self.cur_dual = self.alpha_norm
-            if self.cur_dual < self.dual_norm:
-                self.dual_norm = self.cur_dual
-                memcpy(&self.best_p[0], &self.alpha[0], self.n * sizeof(double))
-
-    def step(self):
-        cdef Py_ssize_t i, j
-        cdef double t
-        with nogil:
-            j = self.imin
-            t = 1.0 / (self.k + 1)
-            for i in range(self.fop.d):
-                self.w[i] *= 1.0 - t
-            self.fop.add_row(j, t, &self.w[0])
             for i in range(self.n):
                 self.alpha[i] *= 1.0 - t
-            self.alpha[j] += t
-            # margins of w, from scratch
-            self.fop.fmatvec(&self.w[0], &self.ga[0])
+            if jl >= 0:
+                self.alpha[jl] += t
+            self.fop.fmatvec(&wv[0], &self.ga[0])
             memcpy(&self.p[0], &self.alpha[0], self.n * sizeof(double))
-            self.k += 1
-            self._stats()
+            i = _argmin(&self.ga[0], self.n)
+        return self.ga[i], i + self.offset
 
+    # -- NVN --------------------------------------------------------------------------
+    def nvn_column(self, Py_ssize_t j, w):
+        """G e_j into the block; (p . G p, (G p)_j, (G e_j)_j) (the last two 0 unless the
+        block holds j)."""
+        cdef Py_ssize_t jl = self._own(j)
+        self._fill_col(j, w)
+        if not self.n:
+            return 0.0, 0.0, 0.0
+        a = _dot(&self.p[0], &self.gp[0], self.n)
+        if jl < 0:
+            return a, 0.0, 0.0
+        return a, self.gp[jl], self.col[jl]
 
-cdef class NVNCore(_Core):
-    """Normalized von Neumann (Ramdas & Pena 2014, sec. 5, kernelized): p_0 = 1/n, j = argmin (G p)_j,
-    exact line search theta = argmin_{[0,1]} ||(1-t) p + t e_j||_G, p <- (1-theta) p + theta e_j.
-
-    alpha = p: G p > 0 is a separator, ||p||_G <= eps an infeasibility certificate."""
-
-    def __init__(self, GramOperator op, double dual_tol=0.0):
-        _Core.__init__(self, op, dual_tol)
+    def nvn_update(self, Py_ssize_t j, double t):
+        """p = (1-t) p + t e_j, G p likewise (with the column of ``nvn_column``); then
+        ``nvn_sync``."""
+        cdef Py_ssize_t i, jl = self._own(j)
         with nogil:
-            self.op.matvec(&self.p[0], &self.gp[0])
-            self._stats()
-
-    cdef void _stats(self) noexcept nogil:
-        memcpy(&self.alpha[0], &self.p[0], self.n * sizeof(double))
-        memcpy(&self.ga[0], &self.gp[0], self.n * sizeof(double))
-        self._margins()
-        if self.min_margin > 0.0:
-            memcpy(&self.gp[0], &self.ga[0], self.n * sizeof(double))
-        self._dual(self.dual_tol)
-
-    def step(self):
-        cdef Py_ssize_t i, j
-        cdef double a, b, c, den, t
-        with nogil:
-            j = self.imin
-            self.op.column(j, &self.col[0])
-            a = _dot(&self.p[0], &self.gp[0], self.n)
-            b = self.gp[j]
-            c = self.col[j]
-            # ||(1-t) p + t e_j||_G^2 = (1-t)^2 a + 2 t (1-t) b + t^2 c, minimized over [0, 1]
-            den = a - 2.0 * b + c
-            t = (a - b) / den if den > 0.0 else 0.0
-            if t < 0.0:
-                t = 0.0
-            elif t > 1.0:
-                t = 1.0
             for i in range(self.n):
                 self.p[i] *= 1.0 - t
                 self.gp[i] = (1.0 - t) * self.gp[i] + t * self.col[i]
-            self.p[j] += t
-            self.k += 1
-            self._stats()
+        if jl >= 0:
+            self.p[jl] += t
+        return self.nvn_sync()
+
+    def nvn_sync(self):
+        """alpha = p, G alpha = G p; then ``margin_stats``."""
+        if self.n:
+            memcpy(&self.alpha[0], &self.p[0], self.n * sizeof(double))
+            memcpy(&self.ga[0], &self.gp[0], self.n * sizeof(double))
+        return self.margin_stats()
 
 
 cdef class SmoothedBlock:

@@ -46,8 +46,8 @@ from ..stopping import DualCertificate
 from ..smoothers.builtin import cython_smoother
 from ..utils._operator import FeatureOperator, make_operator
 from .._executors import Block, Executor
-from ._perceptron_fast import (MinNormPoint, NKPCore, NormalizedPerceptronCore, NVNCore,
-                               PerceptronCore, SmoothedBlock, csr_normalized_cross)
+from ._perceptron_fast import (MinNormPoint, SmoothedBlock, VertexBlock, csr_normalized_cross,
+                               seq_dot)
 
 __all__ = ["Perceptron", "NormalizedPerceptron", "NKP", "SNKP", "NVN", "SNKPVN", "ISNKPVN"]
 
@@ -188,20 +188,18 @@ class _PerceptronFamily(Solver):
     def _operator(self, problem):
         return make_operator(problem, normalize=self._normalize)
 
-    def start(self, problem):
-        op = self._operator(problem)
-        return _FamilyState(self._core(problem, op), op, problem)
-
-    def _alpha(self, state):
-        return np.array(state.core.alpha_arr, dtype=np.float64)
-
     def finalize(self, problem, state, status):
+        """Status, alpha, p, margin bounds and the model: ``_model`` in memory (``op``
+        the problem's operator), else coef_ = the driver's ``primal()``."""
         core, op = state.core, state.op
-        alpha = self._alpha(state)
+        alpha = np.array(core.alpha_arr, dtype=np.float64)
         fields = family_fields(problem, status, core, alpha,
                                np.array(core.p_arr, dtype=np.float64),
-                               lambda: np.array(core.best_p_arr))
-        fields.update(_model(problem, op, alpha))
+                               lambda: np.array(core.best_p_arr, dtype=np.float64))
+        if op is not None:
+            fields.update(_model(problem, op, alpha))
+        else:  # coef_ = sum_c X_c^T S_c alpha_c (normalized rows), no intercept
+            fields.update(coef_=np.asarray(core.primal(), dtype=np.float64), intercept_=0.0)
         return fields
 
 
@@ -251,8 +249,28 @@ def _model(problem, op, alpha):
     return {"support_": sup, "support_coef_": coef[idx]}
 
 
+class _VertexFamily(_PerceptronFamily):
+    """The vertex solvers: one ``VertexIteration`` over the row blocks of
+    ``problem.executor`` (in memory: one block with the problem's Gram operator, any
+    kernel; on a dask array: the chunks, linear kernel)."""
+
+    #: runs on the row blocks of any executor (dask arrays: the linear kernel)
+    blocked = True
+    _kind = None
+
+    def _kind_for(self, op):
+        return self._kind
+
+    def start(self, problem):
+        ex = problem.executor
+        # in memory the one block gets the problem's operator (any kernel); the chunks of
+        # a dask array build their own FeatureOperator (linear kernel)
+        op = None if isinstance(problem.X, Executor) else self._operator(problem)
+        kind = self._kind_for(op)
+        return _FamilyState(VertexIteration(ex, kind, self.params["eps"], op=op), op, problem)
+
 @_register_builtin("solver", "perceptron")
-class Perceptron(_PerceptronFamily):
+class Perceptron(_VertexFamily):
     """Classic kernel perceptron (Ramdas & Pena 2014, sec. 2.1, kernelized).
 
     Works on the unnormalized signed Gram Gu = Y K Y: with c_i the number of updates on
@@ -261,12 +279,15 @@ class Perceptron(_PerceptronFamily):
     The certificate and ``dual_coef_`` use the normalized alpha_i = c_i sqrt(K(x_i, x_i)),
     so they verify with G; the raw counts are ``Result.extra["mistake_counts"]``.
     ``dual_norm`` is ||alpha / sum(alpha)||_G. Default ``max_iter``: 10_000.
+
+    References
+    ----------
+    A. Ramdas and J. Pena, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML), 2014.
     """
 
     _normalize = False
-
-    def _core(self, problem, op):
-        return PerceptronCore(op, self.params["eps"])
+    _kind = "perceptron"
 
     def finalize(self, problem, state, status):
         fields = super().finalize(problem, state, status)
@@ -275,7 +296,7 @@ class Perceptron(_PerceptronFamily):
 
 
 @_register_builtin("solver", "normalized_perceptron")
-class NormalizedPerceptron(_PerceptronFamily):
+class NormalizedPerceptron(_VertexFamily):
     """Normalized Perceptron (Ramdas & Pena 2014, sec. 2.1): w_0 = 0,
     w_{k+1} = (1 - t_k) w_k + t_k y_i x_i / ||x_i||, t_k = 1/(k+1), i the most
     misclassified point. Finds a separator within 1/rho_2^2 iterations.
@@ -283,25 +304,34 @@ class NormalizedPerceptron(_PerceptronFamily):
     With a kernel that has a feature map (``linear``), w lives in feature space and the
     margins Y X_2^T w are recomputed from w every iteration. Other kernels run the same
     iterates through G (then it coincides with ``nkp``). Default ``max_iter``: 10_000.
+
+    References
+    ----------
+    A. Ramdas and J. Pena, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML), 2014.
     """
 
-    def _core(self, problem, op):
-        if isinstance(op, FeatureOperator):
-            return NormalizedPerceptronCore(op, self.params["eps"])
-        return NKPCore(op, self.params["eps"])
+    def _kind_for(self, op):
+        # the chunks of a dask array (op None) hold feature operators
+        return "normalized_perceptron" if op is None or isinstance(op, FeatureOperator) \
+            else "nkp"
 
 
 @_register_builtin("solver", "nkp")
-class NKP(_PerceptronFamily):
+class NKP(_VertexFamily):
     """Normalized Kernel Perceptron (Ramdas & Pena 2014, sec. 4): alpha_0 = 0,
     alpha_{k+1} = (1 - t_k) alpha_k + t_k p(alpha_k), t_k = 1/(k+1), p(alpha) = e_i with
     i = argmin_i (G alpha)_i. A subgradient method on L(alpha) = max_p <-alpha, p>_G +
     ||alpha||_G^2 / 2; separator within 1/rho_K^2 iterations. alpha (in the simplex)
     is also the dual p. Default ``max_iter``: 10_000.
+
+    References
+    ----------
+    A. Ramdas and J. Pena, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML), 2014.
     """
 
-    def _core(self, problem, op):
-        return NKPCore(op, self.params["eps"])
+    _kind = "nkp"
 
 
 # Phi_n^T Phi_n is formed to bound lambda_max(G) only when it is cheap next to the
@@ -371,6 +401,255 @@ def bound_from_cross(C, n):
     return float(min(n, max(1.0, lam * (1.0 + 1e-6) + 1e-6 * n)))
 
 
+# ------------------------------------------------------------- the vertex family, blocked
+# perceptron, normalized_perceptron, NKP and NVN are written once, over the row blocks of
+# ``problem.executor``: the driver below holds the scalars and makes every decision; the
+# n-vectors live on the blocks (``VertexBlock``). An iteration takes one column
+# G e_j = S X (s_j x_j): the block holding j returns the d-vector s_j x_j and every block
+# applies S_c X_c to it (in memory, the one block's ``op.column``, any kernel).
+def _k_vb(block, name, *args):
+    """``block.v["vb"].<name>(*args)``: a pass of the block's ``VertexBlock``."""
+    return getattr(block.v["vb"], name)(*args)
+
+
+def _k_vb_get(block, name):
+    """The block's piece of an n-vector (``alpha``, ``p``, ``best_p``, ``counts``)."""
+    return getattr(block.v["vb"], name + "_arr")
+
+
+def _block_operator(block, normalize):
+    """The ``FeatureOperator`` of a chunk's rows (linear kernel), or the global indices of
+    the chunk's all-zero rows when it has some (they cannot be normalized)."""
+    from ..utils._norms import row_sqnorms
+
+    bad = np.flatnonzero(~(row_sqnorms(block.X) > 0)) + block.offset
+    return bad if bad.size else FeatureOperator(block.X, block.y, normalize)
+
+
+def _k_vb_init(block, op, normalize, n_total):
+    """Set up the block: ``op`` its Gram operator (the whole problem's, in memory) or None
+    (a chunk of a dask array: the block's ``FeatureOperator``, linear kernel). Returns the
+    global indices of the block's all-zero rows (then nothing is set up) or None."""
+    if op is None:
+        op = _block_operator(block, normalize)
+        if not isinstance(op, FeatureOperator):
+            return op
+    block.v["vb"] = VertexBlock(op, block.offset, n_total)
+    return None
+
+
+class VertexIteration:
+    """The vertex methods of Ramdas & Pena 2014 as one state machine over the blocks of an
+    executor: ``kind`` is "perceptron" (sec. 2.1, classic, on the unnormalized Gram),
+    "normalized_perceptron" (sec. 2.1, w in feature space), "nkp" (sec. 4) or "nvn"
+    (sec. 5, exact line search). One column of G per iteration (the normalized
+    perceptron: one pass S X w from scratch); argmins break ties to the lowest global
+    index. G alpha is recomputed from scratch before a run may be declared separable, and
+    G p before ||p||_G may be declared below a tolerance.
+
+    References
+    ----------
+    A. Ramdas and J. Pena, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML), 2014.
+    """
+
+    def __init__(self, ex, kind, dual_tol, op=None):
+        self.ex = ex
+        self.kind = kind
+        self.n = ex.n_samples
+        self.single = ex.n_chunks == 1
+        self.dual_tol = float(dual_tol)
+        self.k = 0
+        self.imin = 0
+        self.mu = 0.0
+        self.min_margin = math.inf
+        self.alpha_norm = 0.0
+        self.cur_dual = math.inf
+        self.dual_norm = math.inf
+        self.alpha_sum = 0.0
+        self._sdj = 0.0
+        self._fresh = False
+        normalize = kind != "perceptron"
+        bad = [b for b in ex.map(_k_vb_init, op, normalize, self.n) if b is not None]
+        if bad:
+            bad = np.concatenate(bad)
+            raise ValueError(
+                f"row(s) {bad[:10].tolist()}{' ...' if bad.size > 10 else ''} of X have "
+                "K(x, x) = 0 (all-zero feature rows); the normalized Gram is undefined there: "
+                "remove those rows or use a kernel with K(x, x) > 0")
+        # one block in this process: its passes are called directly
+        self._local = ex.workers[0].v["vb"] \
+            if self.single and ex.client is None and isinstance(ex.workers[0], Block) else None
+        # the column of a single block is its operator's (any kernel)
+        self._own_col = self.single and op is not None
+        if kind == "perceptron":
+            self._perc_stats(self._map("perc_stats"))
+        elif kind == "normalized_perceptron":
+            # w lives in the feature space of the operator (a feature map's d)
+            self.w = np.zeros(max(ex.n_features if op is None else op.d, 1))
+            self.imin, self.min_margin = 0, 0.0
+            self._np_stats()
+        elif kind == "nkp":
+            self._set_margins(self._map("margin_stats"))
+        else:
+            self._gram("p", "gp")
+            self._nvn_stats(self._map("nvn_sync"))
+
+    # -- the blocks ------------------------------------------------------------------
+    def _map(self, name, *args):
+        if self._local is not None:
+            return [getattr(self._local, name)(*args)]
+        return self.ex.map(_k_vb, name, *args)
+
+    def _owner(self, j):
+        return int(np.searchsorted(self.ex.offsets, j, side="right")) - 1
+
+    def _call_owner(self, j, name, *args):
+        if self._local is not None:
+            return getattr(self._local, name)(*args)
+        return self.ex.call(self._owner(j), _k_vb, name, *args)
+
+    def _sum(self, parts):
+        return parts[0] if self.single else sum(parts)
+
+    def _gram(self, src, dst):
+        """dst = G src: the block's own product (one block), or X_c^T S_c src reduced
+        over the blocks and S_c X_c w applied on each."""
+        if self._own_col:
+            self._map("gram", src, dst)
+        else:
+            self._map("fdot", dst, np.sum(self._map("primal", src), axis=0))
+
+    def _column_w(self, j):
+        """None (the block's own column) or the d-vector s_j x_j."""
+        return None if self._own_col else self._call_owner(j, "row", j)
+
+    def gather(self, name):
+        parts = self.ex.map(_k_vb_get, name)
+        return parts[0] if self.single else np.concatenate(parts)
+
+    alpha_arr = property(lambda self: self.gather("alpha"))
+    p_arr = property(lambda self: self.gather("p"))
+    best_p_arr = property(lambda self: self.gather("best_p"))
+    counts_arr = property(lambda self: self.gather("counts"))
+
+    def primal(self):
+        """The weight vector sum_c X_c^T S_c alpha_c (blocks with a ``FeatureOperator``;
+        the perceptron: its counts, alpha_i / sqrt(K_ii))."""
+        name = "primal_over_sd" if self.kind == "perceptron" else "primal"
+        return np.sum(self._map(name, "alpha"), axis=0)
+
+    # -- shared pieces -----------------------------------------------------------------
+    def _reduce(self, stats):
+        """The stats of the block with the lowest minimum (ties: the first such block, so
+        the lowest global index)."""
+        if self.single:
+            return stats[0]
+        return stats[min(range(len(stats)), key=lambda c: (stats[c][0], c))]
+
+    def _set_margins(self, stats):
+        gmin, imin = self._reduce(stats)[:2]
+        aga = self._sum([s[2] for s in stats])
+        self._fresh = gmin > 0.0
+        if self._fresh:
+            # about to report "separable": recompute G alpha exactly
+            self._gram("alpha", "ga")
+            stats = self._map("margin_stats")
+            gmin, imin = self._reduce(stats)[:2]
+            aga = self._sum([s[2] for s in stats])
+        self.imin, self.min_margin = imin, gmin
+        self.alpha_norm = _gnorm(aga)
+        return aga
+
+    def _set_dual(self, pgp, fresh_below):
+        """cur_dual = ||p||_G; keep the best p. Fresh G p near the tolerance."""
+        self.cur_dual = _gnorm(pgp)
+        if self.cur_dual <= fresh_below:
+            self._gram("p", "gp")
+            self.cur_dual = _gnorm(self._sum(self._map("dot", "p", "gp")))
+        if self.cur_dual < self.dual_norm:
+            self.dual_norm = self.cur_dual
+            self._map("copy", "best_p", "p")
+
+    def _perc_stats(self, stats):
+        """Most violated point (unnormalized margins), min_i (G alpha)_i (normalized),
+        ||alpha||_G and ||alpha / sum(alpha)||_G."""
+        m = min(s[2] for s in stats)
+        if m > 0.0:
+            self._gram("counts", "ga")
+            stats = self._map("perc_stats")
+            m = min(s[2] for s in stats)
+        best = self._reduce(stats)
+        self.imin, self._sdj = best[1], best[4]
+        self.min_margin = m
+        # ||alpha||_G^2 = counts^T Gu counts; p = alpha / sum(alpha) lies in the simplex
+        self.alpha_norm = _gnorm(self._sum([s[3] for s in stats]))
+        if self.alpha_sum > 0.0:
+            self.cur_dual = self.alpha_norm / self.alpha_sum
+            if self.cur_dual < self.dual_norm:
+                self.dual_norm = self.cur_dual
+                self._map("best_from_alpha", self.alpha_sum)
+
+    def _np_stats(self):
+        self.alpha_norm = _gnorm(seq_dot(self.w, self.w))
+        if self.k > 0:
+            self.cur_dual = self.alpha_norm
+            if self.cur_dual < self.dual_norm:
+                self.dual_norm = self.cur_dual
+                self._map("copy", "best_p", "alpha")
+
+    def _nvn_stats(self, stats):
+        aga = self._set_margins(stats)
+        if self.min_margin > 0.0:
+            self._map("copy", "gp", "ga")
+        # alpha = p and G alpha = G p: p . G p = alpha . G alpha
+        self._set_dual(aga, self.dual_tol)
+
+    # -- one iteration -----------------------------------------------------------------
+    def step(self):
+        j, kind = self.imin, self.kind
+        if kind == "perceptron":
+            self.alpha_sum += self._sdj
+            stats = self._map("perc_update", j, self._column_w(j))
+            self.k += 1
+            self._perc_stats(stats)
+        elif kind == "nkp":
+            t = 1.0 / (self.k + 1)
+            stats = self._map("nkp_update", j, self._column_w(j), t)
+            self.k += 1
+            aga = self._set_margins(stats)
+            if self._fresh:
+                self._map("sync_p")  # p = alpha, G p = the fresh G alpha
+            self._set_dual(aga, self.dual_tol)
+        elif kind == "normalized_perceptron":
+            t = 1.0 / (self.k + 1)
+            self.w *= 1.0 - t
+            self.w = self._call_owner(j, "add_row", j, t, self.w)
+            stats = self._map("np_update", j, t, self.w)
+            self.min_margin, self.imin = self._reduce(stats)
+            self.k += 1
+            self._np_stats()
+        else:  # nvn
+            parts = self._map("nvn_column", j, self._column_w(j))
+            a = self._sum([q[0] for q in parts])
+            b = sum(q[1] for q in parts)
+            c = sum(q[2] for q in parts)
+            # ||(1-t) p + t e_j||_G^2 = (1-t)^2 a + 2 t (1-t) b + t^2 c, minimized over [0, 1]
+            den = a - 2.0 * b + c
+            t = (a - b) / den if den > 0.0 else 0.0
+            t = min(max(t, 0.0), 1.0)
+            stats = self._map("nvn_update", j, t)
+            self.k += 1
+            self._nvn_stats(stats)
+
+    def margin_bounds(self):
+        """(lower, upper) on rho_K (Ramdas & Pena 2014, Lemma 3): min(G alpha)/||alpha||_G
+        and the best ||p||_G."""
+        lower = self.min_margin / self.alpha_norm \
+            if (self.min_margin > 0 and self.alpha_norm > 0) else -np.inf
+        return lower, self.dual_norm
+
+
 # ----------------------------------------------------------- the smoothed family, blocked
 # SNKP, SNKPVN and ISNKPVN are written once, over the row blocks of ``problem.executor``:
 # the driver below holds the scalars (k, mu, norms, delta) and makes every decision; the
@@ -393,12 +672,9 @@ def _k_sb_init(block, op, smoother, q, n_total, finish_cap):
     a ``SimplexSmoother`` or the name of a built-in one. Returns the global indices of the
     block's all-zero rows (then nothing is set up) or None."""
     if op is None:
-        from ..utils._norms import row_sqnorms
-
-        bad = np.flatnonzero(~(row_sqnorms(block.X) > 0)) + block.offset
-        if bad.size:
-            return bad
-        op = FeatureOperator(block.X, block.y, True)
+        op = _block_operator(block, True)
+        if not isinstance(op, FeatureOperator):
+            return op
     if isinstance(smoother, str):
         from ..smoothers._smoothers import EntropySmoother, L2Smoother
 
@@ -798,19 +1074,6 @@ class _SmoothedFamily(_PerceptronFamily):
         op = None if isinstance(problem.X, Executor) else self._operator(problem)
         return self._state(self._iteration(problem, ex, op), op, problem)
 
-    def finalize(self, problem, state, status):
-        core, op = state.core, state.op
-        alpha = np.array(core.alpha_arr, dtype=np.float64)
-        fields = family_fields(problem, status, core, alpha,
-                               np.array(core.p_arr, dtype=np.float64),
-                               lambda: np.array(core.best_p_arr, dtype=np.float64))
-        if op is not None:
-            fields.update(_model(problem, op, alpha))
-        else:  # coef_ = sum_c X_c^T S_c alpha_c (normalized rows), no intercept
-            fields.update(coef_=np.asarray(core.primal(), dtype=np.float64), intercept_=0.0)
-        return fields
-
-
 @_register_builtin("solver", "snkp")
 class SNKP(_SmoothedFamily):
     """Smoothed Normalized Kernel Perceptron (Ramdas & Pena 2014, sec. 4, algorithm box):
@@ -837,20 +1100,23 @@ class SNKP(_SmoothedFamily):
 
 
 @_register_builtin("solver", "nvn")
-class NVN(_PerceptronFamily):
+class NVN(_VertexFamily):
     """Normalized von Neumann with exact line search (Ramdas & Pena 2014, sec. 5), kernelized:
     p_0 = 1/n, w_k = G p_k kept with columns of G, j = argmin_j (G p_k)_j,
     theta = argmin_{[0,1]} ||(1-theta) p_k + theta e_j||_G, p_{k+1} = (1-theta) p_k + theta e_j.
 
     Stops with ||p||_G <= eps (``infeasible``) or G p > 0 (``separable``, alpha = p).
     Default ``max_iter``: 100_000.
+
+    References
+    ----------
+    A. Ramdas and J. Pena, "Margins, Kernels and Non-linear Smoothed Perceptrons",
+    Proceedings of the 31st International Conference on Machine Learning (ICML), 2014.
     """
 
     default_stop = ("separated", "dual_certificate")
     default_max_iter = 100_000
-
-    def _core(self, problem, op):
-        return NVNCore(op, self.params["eps"])
+    _kind = "nvn"
 
 
 @_register_builtin("solver", "snkpvn")
