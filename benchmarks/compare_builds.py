@@ -1,6 +1,7 @@
 """Side-by-side solve times of two builds of marginkit on the shared benchmark data.
 
-    MARGINKIT_DATA=<data folder> python benchmarks/compare_builds.py OLD_TREE NEW_TREE [--reps 2]
+    MARGINKIT_DATA=<data folder> python benchmarks/compare_builds.py OLD_TREE NEW_TREE \
+        [--reps 2] [--only fista,dcd] [--threads 1]
 
 OLD_TREE and NEW_TREE are source trees with their extensions built in place (``python
 setup.py build_ext --inplace``; a ``git worktree`` of the commit to compare against). Each
@@ -42,7 +43,10 @@ def _cases():
         ("a9a isnkpvn", a9a, dict(solver="isnkpvn", max_iter=300)),
         ("a9a iterated_tikhonov t=3", a9a, dict(solver="iterated_tikhonov",
                                                 solver_params={"t": 3})),
+        ("a9a fista_svm", a9a, dict(solver="fista_svm")),
+        ("a9a pegasos (20 ep.)", a9a, dict(solver="pegasos", epochs=20, random_state=0)),
         ("mushrooms fista", mushrooms, dict(solver="fista")),
+        ("mushrooms fista_svm", mushrooms, dict(solver="fista_svm")),
         ("mushrooms snkp", mushrooms, dict(solver="snkp")),
         ("mushrooms perceptron", mushrooms, dict(solver="perceptron")),
         ("madelon fista", (Xm, madelon[1]), dict(solver="fista")),
@@ -51,11 +55,13 @@ def _cases():
     ]
 
 
-def worker():
+def worker(only=()):
     import marginkit as mk
 
     out = {}
     for name, (X, y), kw in _cases():
+        if only and not any(o in name for o in only):
+            continue
         times = []
         for _ in range(3):
             t0 = time.perf_counter()
@@ -70,6 +76,10 @@ def main():
     ap.add_argument("old")
     ap.add_argument("new")
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--only", default="",
+                    help="comma-separated substrings: run only the cases whose name has one")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="OMP_NUM_THREADS / OPENBLAS_NUM_THREADS of both builds")
     args = ap.parse_args()
     if "MARGINKIT_DATA" not in os.environ:
         raise SystemExit("set MARGINKIT_DATA to the benchmark data folder")
@@ -78,7 +88,11 @@ def main():
     for _ in range(args.reps):
         for key, tree in trees.items():
             env = dict(os.environ, PYTHONPATH=tree)
-            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker"],
+            if args.threads is not None:
+                env.update(OMP_NUM_THREADS=str(args.threads),
+                           OPENBLAS_NUM_THREADS=str(args.threads))
+            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker",
+                                   args.only],
                                   cwd=tree, env=env, capture_output=True, text=True)
             lines = [s for s in proc.stdout.splitlines() if s.startswith("{")]
             if proc.returncode or not lines:
@@ -97,7 +111,7 @@ def main():
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--worker"]:
-        worker()
+    if sys.argv[1:2] == ["--worker"]:
+        worker(tuple(o for o in sys.argv[2].split(",") if o))
     else:
         main()
