@@ -438,7 +438,54 @@ def _k_vb_init(block, op, normalize, n_total):
     return None
 
 
-class VertexIteration:
+class _BlockDriver:
+    """What the vertex and smoothed drivers share: the passes of their blocks (the object
+    ``block.v[key]`` a block kernel ``_call(block, name, *args)`` runs a method of), called
+    directly on one local block and mapped over the executor otherwise; G products
+    reduced over the blocks; n-vectors gathered in block order."""
+
+    _call = _get = None  # the module-level block kernels (set by the subclasses)
+
+    def _adopt_blocks(self, bad, key):
+        """Raise on the all-zero rows the blocks' set-up found (``bad``: one array or None
+        per block); then keep the single local block's object, if any, to call directly."""
+        bad = [b for b in bad if b is not None]
+        if bad:
+            bad = np.concatenate(bad)
+            raise ValueError(
+                f"row(s) {bad[:10].tolist()}{' ...' if bad.size > 10 else ''} of X have "
+                "K(x, x) = 0 (all-zero feature rows); the normalized Gram is undefined there: "
+                "remove those rows or use a kernel with K(x, x) > 0")
+        ex = self.ex
+        self._local = ex.workers[0].v[key] \
+            if self.single and ex.client is None and isinstance(ex.workers[0], Block) else None
+
+    def _map(self, name, *args):
+        if self._local is not None:
+            return [getattr(self._local, name)(*args)]
+        return self.ex.map(type(self)._call, name, *args)
+
+    def _sum(self, parts):
+        return parts[0] if self.single else sum(parts)
+
+    def _own_gram(self):
+        """Whether the single block's operator gives G products itself."""
+        return False
+
+    def _gram(self, src, dst):
+        """dst = G src: the block's own product, or X_c^T S_c src reduced over the blocks
+        and S_c X_c w applied on each."""
+        if self._own_gram():
+            self._map("gram", src, dst)
+        else:
+            self._map("fdot", dst, np.sum(self._map("primal", src), axis=0))
+
+    def gather(self, name):
+        parts = self.ex.map(type(self)._get, name)
+        return parts[0] if self.single else np.concatenate(parts)
+
+
+class VertexIteration(_BlockDriver):
     """The vertex methods of Ramdas & Pena 2014 as one state machine over the blocks of an
     executor: ``kind`` is "perceptron" (sec. 2.1, classic, on the unnormalized Gram),
     "normalized_perceptron" (sec. 2.1, w in feature space), "nkp" (sec. 4) or "nvn"
@@ -452,6 +499,8 @@ class VertexIteration:
     A. Ramdas and J. Pena, "Margins, Kernels and Non-linear Smoothed Perceptrons",
     Proceedings of the 31st International Conference on Machine Learning (ICML), 2014.
     """
+
+    _call, _get = _k_vb, _k_vb_get
 
     def __init__(self, ex, kind, dual_tol, op=None):
         self.ex = ex
@@ -470,16 +519,7 @@ class VertexIteration:
         self._sdj = 0.0
         self._fresh = False
         normalize = kind != "perceptron"
-        bad = [b for b in ex.map(_k_vb_init, op, normalize, self.n) if b is not None]
-        if bad:
-            bad = np.concatenate(bad)
-            raise ValueError(
-                f"row(s) {bad[:10].tolist()}{' ...' if bad.size > 10 else ''} of X have "
-                "K(x, x) = 0 (all-zero feature rows); the normalized Gram is undefined there: "
-                "remove those rows or use a kernel with K(x, x) > 0")
-        # one block in this process: its passes are called directly
-        self._local = ex.workers[0].v["vb"] \
-            if self.single and ex.client is None and isinstance(ex.workers[0], Block) else None
+        self._adopt_blocks(ex.map(_k_vb_init, op, normalize, self.n), "vb")
         # the column of a single block is its operator's (any kernel)
         self._own_col = self.single and op is not None
         if kind == "perceptron":
@@ -496,10 +536,6 @@ class VertexIteration:
             self._nvn_stats(self._map("nvn_sync"))
 
     # -- the blocks ------------------------------------------------------------------
-    def _map(self, name, *args):
-        if self._local is not None:
-            return [getattr(self._local, name)(*args)]
-        return self.ex.map(_k_vb, name, *args)
 
     def _owner(self, j):
         return int(np.searchsorted(self.ex.offsets, j, side="right")) - 1
@@ -509,24 +545,12 @@ class VertexIteration:
             return getattr(self._local, name)(*args)
         return self.ex.call(self._owner(j), _k_vb, name, *args)
 
-    def _sum(self, parts):
-        return parts[0] if self.single else sum(parts)
-
-    def _gram(self, src, dst):
-        """dst = G src: the block's own product (one block), or X_c^T S_c src reduced
-        over the blocks and S_c X_c w applied on each."""
-        if self._own_col:
-            self._map("gram", src, dst)
-        else:
-            self._map("fdot", dst, np.sum(self._map("primal", src), axis=0))
-
     def _column_w(self, j):
         """None (the block's own column) or the d-vector s_j x_j."""
         return None if self._own_col else self._call_owner(j, "row", j)
 
-    def gather(self, name):
-        parts = self.ex.map(_k_vb_get, name)
-        return parts[0] if self.single else np.concatenate(parts)
+    def _own_gram(self):
+        return self._own_col
 
     alpha_arr = property(lambda self: self.gather("alpha"))
     p_arr = property(lambda self: self.gather("p"))
@@ -727,7 +751,7 @@ def _smoother_kind(smoother):
     return None
 
 
-class SmoothedIteration:
+class SmoothedIteration(_BlockDriver):
     """SNKP / SNKPVN(q, delta) (Ramdas & Pena 2014, secs. 4 and 6) and, with ``gamma``,
     ISNKPVN(gamma, eps) as one state machine, over the blocks of an executor.
 
@@ -760,6 +784,8 @@ class SmoothedIteration:
     A. Ramdas and J. Pena, "Margins, Kernels and Non-linear Smoothed Perceptrons",
     Proceedings of the 31st International Conference on Machine Learning (ICML), 2014.
     """
+
+    _call, _get = _k_sb, _k_sb_get
 
     def __init__(self, ex, smoother, mu0, q, dual_tol, op=None, gamma=None, warm=False,
                  finish_cap=0):
@@ -800,15 +826,8 @@ class SmoothedIteration:
         # blocks reached through a client get the smoother's name, local blocks the object
         sm_arg = sm if ex.client is None else kind
         qparts = [None] * ex.n_chunks if q is None else ex.split(q)
-        bad = [b for b in ex.map_each(_k_sb_init, [(op, sm_arg, qparts[i], self.n, finish_cap)
-                                                   for i in range(ex.n_chunks)])
-               if b is not None]
-        if bad:
-            bad = np.concatenate(bad)
-            raise ValueError(
-                f"row(s) {bad[:10].tolist()}{' ...' if bad.size > 10 else ''} of X have "
-                "K(x, x) = 0 (all-zero feature rows); the normalized Gram is undefined there: "
-                "remove those rows or use a kernel with K(x, x) > 0")
+        self._adopt_blocks(ex.map_each(_k_sb_init, [(op, sm_arg, qparts[i], self.n, finish_cap)
+                                                    for i in range(ex.n_chunks)]), "sb")
         if mu0 is None and self.norm == 1:
             mu0 = 2.0  # a prox-function strongly convex in l1
         elif mu0 is None:
@@ -818,9 +837,6 @@ class SmoothedIteration:
             mu0 = 2.0 * (float(self.n) if any(c is None for c in crosses)
                          else bound_from_cross(np.sum(crosses, axis=0), self.n))
         self.mu0 = float(mu0)
-        # one block in this process: its passes are called directly (no map around them)
-        self._local = ex.workers[0].v["sb"] \
-            if self.single and ex.client is None and isinstance(ex.workers[0], Block) else None
         # alpha_0 = q, G alpha_0, p_0 = p_{mu_0}(alpha_0)
         self._map("copy", "alpha", "q")
         self._gram("alpha", "ga")
@@ -831,25 +847,8 @@ class SmoothedIteration:
             self._settle()
 
     # -- the blocks ------------------------------------------------------------------
-    def _map(self, name, *args):
-        if self._local is not None:
-            return [getattr(self._local, name)(*args)]
-        return self.ex.map(_k_sb, name, *args)
-
-    def _sum(self, parts):
-        return parts[0] if self.single else sum(parts)
-
-    def _gram(self, src, dst):
-        """dst = G src: the block's own product (one block), or X_c^T S_c src reduced
-        over the blocks and S_c X_c w applied on each."""
-        if self.single:
-            self._map("gram", src, dst)
-        else:
-            self._map("fdot", dst, np.sum(self._map("primal", src), axis=0))
-
-    def gather(self, name):
-        parts = self.ex.map(_k_sb_get, name)
-        return parts[0] if self.single else np.concatenate(parts)
+    def _own_gram(self):
+        return self.single
 
     alpha_arr = property(lambda self: self.gather("alpha"))
     ga_arr = property(lambda self: self.gather("ga"))
