@@ -295,6 +295,7 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
         ``classes_[1]``), else (n_samples, n_classes) one-vs-rest scores."""
         Xd = dask_array_of(X, "X")
         if Xd is not None:
+            check_is_fitted(self)
             n = 1 if len(self.classes_) == 2 else len(self.classes_)
             return _lazy_rows(self, self.decision_function, Xd, n, np.float64)
         check_is_fitted(self)
@@ -332,6 +333,7 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
         """Class labels (from ``classes_``); for a dask array X, a lazy dask array."""
         Xd = dask_array_of(X, "X")
         if Xd is not None:
+            check_is_fitted(self)
             return _lazy_rows(self, self.predict, Xd, 1, self.classes_.dtype)
         d = self.decision_function(X)
         if d.ndim == 1:
@@ -668,6 +670,7 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
         """
         Xd = dask_array_of(X, "X")
         if Xd is not None:
+            check_is_fitted(self)
             return _lazy_rows(self, self.predict_proba, Xd, len(self.classes_), np.float64)
         d = self.decision_function(X)
         if d.ndim == 1:
@@ -682,6 +685,7 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
         instead of rounding to log(0)."""
         Xd = dask_array_of(X, "X")
         if Xd is not None:
+            check_is_fitted(self)
             return _lazy_rows(self, self.predict_log_proba, Xd, len(self.classes_), np.float64)
         d = self.decision_function(X)
         if d.ndim == 1:
@@ -751,6 +755,7 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
         """Predicted values, shape (n_samples,); for a dask array X, a lazy dask array."""
         Xd = dask_array_of(X, "X")
         if Xd is not None:
+            check_is_fitted(self)
             return _lazy_rows(self, self.predict, Xd, 1, np.float64)
         check_is_fitted(self)
         X = _validate(self, X, reset=False)

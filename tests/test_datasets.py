@@ -253,3 +253,12 @@ def test_float32_output(data_dir):
     np.testing.assert_array_equal(X32.data, X64.data.astype(np.float32))
     with pytest.raises(ValueError, match="dtype='int8' must be numpy.float64 or numpy.float32"):
         mk.datasets.load_libsvm("a9a.t", dtype="int8")
+
+
+def test_float32_overflow_is_refused(tmp_path):
+    path = tmp_path / "big.txt"
+    path.write_bytes(b"1 1:2\n-1 1:1 3:1e39\n")
+    X, _ = mk.datasets.load_libsvm(path)  # float64 holds it
+    assert X.data.max() == 1e39
+    with pytest.raises(ValueError, match=r"feature 3 in sample 1 \(0-based\) overflows float32"):
+        mk.datasets.load_libsvm(path, dtype=np.float32)

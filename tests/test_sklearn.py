@@ -545,3 +545,15 @@ def test_regressor_predicts_lazily_on_dask_arrays():
     lazy = est.predict(da.from_array(X, chunks=70))
     assert isinstance(lazy, da.Array)
     np.testing.assert_allclose(lazy.compute(), est.predict(X), rtol=1e-12, atol=1e-12)
+
+
+def test_unfitted_estimator_on_a_dask_array_raises_not_fitted():
+    da = pytest.importorskip("dask.array")
+    from sklearn.exceptions import NotFittedError
+
+    X = da.from_array(np.ones((10, 3)), chunks=5)
+    for m in ("predict", "decision_function"):
+        with pytest.raises(NotFittedError):
+            getattr(SVMClassifier(), m)(X)
+    with pytest.raises(NotFittedError):
+        IteratedTikhonovRegressor().predict(X)

@@ -398,7 +398,7 @@ def load_libsvm(name_or_path, n_features=None, dtype=np.float64):
         an error.
     dtype : {numpy.float64, numpy.float32}
         The dtype of ``X.data`` (float32 halves the values' memory; each value is read
-        in double precision and rounded once).
+        into float64, then rounded to float32; a value beyond float32's range is an error).
 
     Returns
     -------
@@ -446,10 +446,17 @@ def load_libsvm(name_or_path, n_features=None, dtype=np.float64):
             X, y = _load_fallback(path, n_features)
             if as_float32:
                 X = X.astype(np.float32)
-            return X, y
-        return found
+            found = X, y
     except _Refused as exc:
         raise ValueError(str(exc)) from None
+    X = found[0]
+    if as_float32 and not np.isfinite(X.data).all():
+        k = int(np.flatnonzero(~np.isfinite(X.data))[0])
+        row = int(np.searchsorted(X.indptr, k, side="right")) - 1
+        raise ValueError(
+            f"{path}: the value of feature {int(X.indices[k]) + 1} in sample {row} (0-based) "
+            "overflows float32; load with dtype=np.float64 or rescale the file")
+    return found
 
 
 def load_heart_scale():
