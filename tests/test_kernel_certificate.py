@@ -546,3 +546,21 @@ def test_asymmetric_gram_bounds_both_products():
             sym = sum((Fraction(float(K[i, j])) + Fraction(float(K[j, i]))) / 2 * u[j]
                       for j in range(n))
             assert abs(sym - Fraction(float(res.f[i]))) <= Fraction(float(res.ef[i]))
+
+
+@pytest.mark.parametrize("name", ["rbf", "precomputed"])
+def test_saved_and_loaded_certificate_is_checked_the_same(cases, name, tmp_path):
+    from marginkit._result import Result
+
+    Xk, y, kernel, cert = cases[name, "hsvm"]
+    for gamma in (cert.gamma, np.full(y.size, C)):
+        c = _clone(cert, gamma=gamma)
+        res = Result(status="certified", n_iter=1, time_s=0.0, certificate=c, config=c.config,
+                     classes_=np.array([-1.0, 1.0]))
+        res.save(tmp_path / "r.npz")
+        back = mk.load_result(tmp_path / "r.npz").certificate
+        assert type(back) is Cert
+        assert back.verify(Xk, y, sample_weight=np.ones(y.size))
+        assert bool(back.verify(Xk, y)) == (np.ndim(gamma) == 0)
+        v = _clone(back, r=back.r * 1.5).check(Xk, y, sample_weight=np.ones(y.size))
+        assert not v
