@@ -33,7 +33,7 @@ __all__ = ["KernelCertifiedPointsCertificate", "PSD_MAX_N"]
 PSD_MAX_N = 4096
 #: Gram row blocks of at most this many entries (the temporaries of ``careful_block`` are
 #: a few arrays of this size)
-BLOCK_ENTRIES = 1 << 20
+BLOCK_ENTRIES = 1 << 22
 #: relative tolerance between the stored H-SVM intercept and y^T r (the solvers update
 #: their t incrementally); the margins themselves use the recomputed y^T r
 _MODEL_RTOL = 1e-6
@@ -143,11 +143,10 @@ class KernelCertifiedPointsCertificate(Certificate):
 
     References
     ----------
-    J. Pena, "Data-dependent complexity of first-order methods for support vector
-    machines" (the certified stop of FISTA and DCD, sections 2-4), the SVM paper of
-    docs/svm.md.
-    N. J. Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., SIAM 2002
-    (the rounding model, sections 2.2 and 3.1; Cholesky's backward error, Theorem 10.3).
+    .. [1] "Data-Dependent Complexity of First-Order Methods for Support Vector
+       Machines", arXiv:2512.03947 (2025): the certified stop (sections 2-4).
+    .. [2] N. J. Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., SIAM,
+       2002: the rounding model (sections 2.2, 3.1), Cholesky's backward error (Theorem 10.3).
     """
 
     kind = "certified_points"
@@ -475,11 +474,13 @@ def _products_blocked(X, kernel, u, absu):
         K, E = _gram_rows(X, kernel, lo, hi)
         _finite_rows(K, E)
         f[lo:hi] = K @ u
-        A[lo:hi] = np.abs(K) @ absu
+        diag[lo:hi] = np.diagonal(K[:, lo:hi])
+        # the built-in kernels' careful_block returns new arrays: |K| in place
+        np.abs(K, out=K)
+        A[lo:hi] = K @ absu
         if E is not None:
             B[lo:hi] = E @ absu
             ediag[lo:hi] = np.diagonal(E[:, lo:hi])
-        diag[lo:hi] = np.diagonal(K[:, lo:hi])
     return f, A, B, diag, ediag
 
 
