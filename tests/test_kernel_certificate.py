@@ -204,6 +204,8 @@ def test_attacks_are_rejected(cases, form):
     m = cert.mask.copy()
     m[np.flatnonzero(~m & (cert.r >= C))[0]] = True
     rejects(_clone(cert, mask=m), "level - r_i <= eps_v")
+    # the solver's own eps shrunk: the referee never reads it
+    rejects(_clone(cert, mask=m, value=1e-300), "level - r_i <= eps_v")
     rejects(_clone(cert, mask=np.zeros(n, bool)), "no point is certified")
     rejects(_clone(cert, mask=cert.mask[:-1]), "one entry per row")
     # r moved off the optimum by far more than the claimed margin

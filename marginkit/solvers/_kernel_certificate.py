@@ -471,7 +471,10 @@ def _products_blocked(X, kernel, u, absu):
     diag, ediag = np.empty(n), np.zeros(n)
     for lo in range(0, n, step):
         hi = min(n, lo + step)
-        K, E = _gram_rows(X, kernel, lo, hi)
+        try:
+            K, E = _gram_rows(X, kernel, lo, hi)
+        except (TypeError, ValueError) as exc:
+            raise _Reject(f"the kernel cannot be evaluated on X: {exc}") from None
         _finite_rows(K, E)
         f[lo:hi] = K @ u
         diag[lo:hi] = np.diagonal(K[:, lo:hi])
