@@ -348,6 +348,33 @@ class MarginkitMethod(Method):
         return Fit(res.decision_function(Xt), res.status, res.n_iter, cert, extra)
 
 
+class KernelMarginkitMethod(MarginkitMethod):
+    """A marginkit solver on the exact RBF kernel, on the input the kernel references see
+    (``X Diag(sigma)^-1``, gamma = 1/d, C = 64/n_tr: the columns ``libsvm[rbf]`` and
+    ``SVC[rbf]``). Skipped with the solver's reason while it refuses exact kernels."""
+
+    sees = "X Diag(sigma)^-1, exact rbf kernel"
+
+    def __init__(self, name, solver, **params):
+        super().__init__(name, solver, kernel="rbf", **params)
+
+    def check(self, ds):
+        super().check(ds)
+        import marginkit as mk
+
+        X, y = ds.Xs_train[:8], np.array([1.0, -1.0] * 4)
+        try:
+            mk.solve(X, y, solver=self.solver, kernel="rbf", max_iter=1)
+        except (TypeError, ValueError) as exc:
+            if "kernel" in str(exc):
+                raise Skip(f"{self.solver} refuses the exact kernel: {exc}") from None
+
+    def prepare(self, ds):
+        kw = dict(self.params, kernel="rbf",
+                  kernel_params={"gamma": 1.0 / ds.X_train.shape[1]}, C=64.0 / ds.n_train)
+        return ds.Xs_train, ds.Xs_test, kw
+
+
 def _float(v):
     try:
         return float(v)
@@ -527,6 +554,10 @@ def default_methods():
         SklearnMethod("LogisticRegression", _logreg),
         LibsvmOfficial("linear"),
         SklearnMethod("SVC[rbf]", _svc_rbf, max_train=5000),
+        KernelMarginkitMethod("mk:fista_svm[rbf]", "fista_svm"),
+        KernelMarginkitMethod("mk:fista[rbf]", "fista"),
+        KernelMarginkitMethod("mk:dcd[rbf]", "dcd", random_state=0),
+        LibsvmOfficial("rbf"),
     ]
 
 
@@ -770,7 +801,8 @@ def main(argv=None):
             return 2
         methods = [m for m in methods if m.name in wanted]
     elif args.quick:  # LIBSVM's linear kernel takes seconds even on 200 rows at C = 64/n
-        methods = [m for m in methods if not isinstance(m, LibsvmOfficial)]
+        methods = [m for m in methods
+                   if not (isinstance(m, LibsvmOfficial) and m.kernel == "linear")]
     if _data_folder() is None:
         names = [n for n in names if n == "synthetic"] or ["synthetic"]
         print("marginkit bench: MARGINKIT_DATA is not set; running on synthetic data only",

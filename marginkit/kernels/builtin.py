@@ -266,15 +266,29 @@ class RBFKernel(Kernel):
         na = row_sqnorms(Ac)
         nb = na if Bc is Ac else row_sqnorms(Bc)
         k = max(_row_nnz_max(Ac), _row_nnz_max(Bc))
-        S = na[:, None] + nb[None, :]
-        D2 = np.maximum(S - 2.0 * _dot_block(Ac, Bc), 0.0)
-        e = _cancellation_bound(k, _U64) * S
+        # the same operations as max(S - 2 <a, b>, 0), c S, exp(-g D2) and
+        # exp(-g max(D2 - e, 0)) (2 g e) + 8 u K + tiny, in place (three n_A x n_B arrays)
+        e = na[:, None] + nb[None, :]            # S
+        D2 = _dot_block(Ac, Bc)
+        D2 *= -2.0
+        D2 += e
+        np.maximum(D2, 0.0, out=D2)
+        e *= _cancellation_bound(k, _U64)
         rows = _cancelled_rows(Ac, Bc, na, nb, g, np.dtype(np.float64), 2.0**-40)
         if rows.size:
             D2[rows] = _dist_block(A[rows], B, 2)
             e[rows] = (k + 4) * _U64 * D2[rows]
-        K = np.exp(-g * D2)
-        err = np.exp(-g * np.maximum(D2 - e, 0.0)) * (2.0 * g * e) + 8 * _U64 * K + _TINY
+        K = np.multiply(D2, -g)
+        np.exp(K, out=K)
+        err = np.subtract(D2, e, out=D2)
+        np.maximum(err, 0.0, out=err)
+        err *= -g
+        np.exp(err, out=err)
+        e *= 2.0 * g
+        err *= e
+        np.multiply(K, 8 * _U64, out=e)
+        err += e
+        err += _TINY
         return K, err
 
     def diag(self, A):

@@ -8,3 +8,6 @@ import pkgutil
 for _mod in pkgutil.iter_modules(__path__):
     if not _mod.name.startswith("_"):
         importlib.import_module(f"{__name__}.{_mod.name}")
+
+# the exact-kernel certificate type (a private module): registered for ``load_result``
+from . import _kernel_certificate  # noqa: E402,F401

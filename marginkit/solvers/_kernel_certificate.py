@@ -1,0 +1,567 @@
+"""The certified-points certificate of the SVM family on an exact kernel, and its referee.
+
+Row i of H~ is y_i (phi(x_i), 1) for a kernel K(a, b) = <phi(a), phi(b)>: the SVM dual of
+docs/svm.md carries over with the Gram matrix K = K(X, X) in place of Z Z^T,
+
+* ``fista`` and ``dcd`` (formulation "hsvm", intercept regularized):
+  Q = Y (K + 1 1^T) Y + mu I on the box [0, gamma]^n, theta_i(r) = y_i ((K u)_i + t_bar),
+  u = y * r, t_bar = y^T r;
+* ``fista_svm`` (formulation "svm"): Q = Y K Y + mu I on {0 <= r <= gamma, y^T r = 0},
+  theta_i(r) = y_i ((K u)_i + t) for the stored intercept t (any value gives a valid bound:
+  t y lies in the normal cone of the hyperplane).
+
+A point with level_i - r_i > eps and theta_i > 1 - mu level_i (level_i = min(gamma_i,
+1/mu)) is classified correctly by the current classifier and by the optimal one, eps =
+||p(r)|| / mu bounding ||r - r*|| (p the projected gradient of the perturbed dual) as long
+as Q is mu-strongly convex, i.e. K is positive semi-definite on the data. The derivation of
+the referee's rounding bound is docs/svm.md, section 6, "Exact kernels".
+"""
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import _referee as R
+from ..certificates import Certificate, Verdict, certificate_type, kernel_mismatch, labels_pm
+
+__all__ = ["KernelCertifiedPointsCertificate", "PSD_MAX_N"]
+
+#: the largest n for which the referee establishes that a kernel without a PSD
+#: construction (a precomputed Gram matrix, a callable, a plug-in) is positive
+#: semi-definite on the data: a float64 Cholesky factorization of the whole n x n Gram
+#: matrix (three n x n float64 arrays, 400 MB at this size)
+PSD_MAX_N = 4096
+#: Gram row blocks of at most this many entries (the temporaries of ``careful_block`` are
+#: a few arrays of this size)
+BLOCK_ENTRIES = 1 << 22
+#: relative tolerance between the stored H-SVM intercept and y^T r (the solvers update
+#: their t incrementally); the margins themselves use the recomputed y^T r
+_MODEL_RTOL = 1e-6
+#: factor on the first-order rounding bounds (covers the second-order terms and the
+#: rounding of the bounds' own evaluation)
+_SAFETY = 2.0
+U = R.UNIT
+ETA = R.ETA
+
+
+def _psd_kernel_types():
+    """The kernel classes that are positive semi-definite by construction on any data, with
+    a ``careful_block`` whose entry bounds are proven (``kernels/builtin.py``):
+
+    * ``rbf`` exp(-g ||a - b||^2) and ``laplacian`` exp(-g ||a - b||_1): Fourier transforms
+      of positive measures (Bochner; Schoenberg for the l1 distance);
+    * ``poly`` (g <a, b> + c0)^p with c0 >= 0 and an integer p >= 1 (its parameter table
+      enforces both): a polynomial with non-negative coefficients of the PSD linear kernel
+      (Schur product theorem);
+    * ``spline``: a product over the coordinates of cosine series with non-negative weights.
+
+    Exactly these classes (a subclass may override the kernel), so the referee needs no
+    PSD check for them; a diagonal entry K(x, x) < 0 beyond its rounding still rejects.
+    """
+    from ..kernels.builtin import LaplacianKernel, PolynomialKernel, RBFKernel, SplineKernel
+
+    return (RBFKernel, PolynomialKernel, LaplacianKernel, SplineKernel)
+
+
+class _Reject(Exception):
+    """A rejection found deep in the recomputation (the reason is the message)."""
+
+
+@certificate_type
+class KernelCertifiedPointsCertificate(Certificate):
+    """Points certified correctly classified by the current and the optimal kernel SVM.
+
+    ``value`` is the solver's error bound eps >= ||r - r*|| at the returned r (for
+    information); ``mask`` marks the points with level_i - r_i > eps, level_i =
+    min(gamma_i, 1/mu) (``svm.certify_level``). ``check(X, y)`` is the referee: it
+    recomputes the claim from X, y, r and the kernel alone, in float64 over blocks of Gram
+    rows (bounded memory; never the whole n x n matrix for a kernel that is PSD by
+    construction), with the kernel's ``careful_block`` (entries with proven error bounds;
+    for ``precomputed`` X is the Gram matrix and its entries are the problem) and a proven
+    bound on the rounding of the recomputation (docs/svm.md, section 6, "Exact kernels"):
+
+    * u = y * r, f = K u (each entry's error bound from the kernel's entry bounds and the
+      row sums of |K| r), the intercept (t = y^T r, an exactly rounded sum, for H-SVM; the
+      stored multiplier for the classical SVM, any finite value of which gives a valid
+      bound), the margins theta_i = y_i (f_i + t);
+    * the projected gradient p(r) of the perturbed dual and eps_v = ||p(r)|| / mu', which
+      bounds ||r - r*|| for *any* feasible r when Q is mu'-strongly convex, plus the
+      rounding bound of its recomputation (and, for the classical SVM, a term for the
+      residual of y^T r = 0);
+    * K positive semi-definite on the data: by construction for ``rbf``, ``poly``,
+      ``laplacian`` and ``spline`` (mu' = mu); for a precomputed Gram matrix, a callable or
+      another plug-in kernel, from a float64 Cholesky factorization of the symmetrized
+      Gram matrix plus c I (n <= ``PSD_MAX_N``), which proves lambda_min(K) >= -delta
+      with delta < mu, and then mu' = mu - delta;
+    * r is in the box, the mask is non-empty (more than ``fraction * n`` points for the
+      claim ``"certified"``), every certified point has level_i - r_i > eps_v + rounding
+      and theta_i > 1 - mu level_i beyond rounding, and for H-SVM the stored intercept is
+      y^T r and the stored classifier's margin y_i ((K u)_i + intercept) is positive
+      beyond rounding.
+
+    The thresholds come from the run's configuration ``config`` (``svm.run_thresholds``:
+    gamma = ``C`` or 64/n, mu = ``mu`` or n/128, the formulation of the run's solver and the
+    ``certified_points`` fraction), never from numbers the certificate stores about itself;
+    a stored gamma, mu, formulation or kernel that differs from the configuration's is a
+    rejection. A certificate built without a configuration (user code) takes them from its
+    constructor arguments. The kernel acts on X as given (the run's ``scale`` does not
+    apply to exact kernels).
+
+    Per-point boxes (a weighted run: gamma_i = C w_i): the weights are data, like y, and
+    are passed to ``check(X, y, sample_weight=w)``; the referee forms the box from the
+    configuration's C and those weights. A certificate whose stored gamma is a vector, or
+    whose configuration records a weighted run (a ``weighted`` field), is rejected without
+    weights; a stored box that is not C w is rejected. A point with w_i = 0 has the box
+    [0, 0] and is never certified.
+
+    Dask arrays are refused (the Gram rows of row chunks are not implemented).
+
+    Parameters
+    ----------
+    value : float
+        The solver's error bound (for information).
+    mask : bool array (n,)
+        The certified points.
+    r : float array (n,)
+        The dual variables.
+    gamma : float or float array (n,)
+        The box bound (per point for a weighted run).
+    mu : float
+        The perturbation.
+    formulation : {"hsvm", "svm"}
+        "hsvm" for ``fista`` and ``dcd``, "svm" for ``fista_svm``.
+    intercept : float
+        t_bar = y^T r ("hsvm") or the multiplier of y^T r = 0 ("svm").
+    kernel : Kernel
+        The exact kernel the run used.
+    classes : array of two labels, optional
+        ``classes[1]`` is the label +1.
+    config : Config or dict, optional
+        The run's configuration (the source of the thresholds).
+    claim : str, optional
+        "certified" when the certificate backs that status.
+
+    References
+    ----------
+    .. [1] "Data-Dependent Complexity of First-Order Methods for Support Vector
+       Machines", arXiv:2512.03947 (2025): the certified stop (sections 2-4).
+    .. [2] N. J. Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., SIAM,
+       2002: the rounding model (sections 2.2, 3.1), Cholesky's backward error (Theorem 10.3).
+    """
+
+    kind = "certified_points"
+    #: the check computes Gram rows from the whole of X (no row-block passes)
+    blocked = False
+
+    def __init__(self, value, mask, r, gamma, mu, formulation, intercept, kernel,
+                 classes=None, config=None, claim=None):
+        self.value = float(value)
+        self.mask = np.asarray(mask, dtype=bool)
+        self.r = np.asarray(r, dtype=np.float64)
+        g = np.asarray(gamma, dtype=np.float64)
+        self.gamma = float(g) if g.ndim == 0 else g
+        self.mu = float(mu)
+        self.formulation = formulation
+        self.intercept = float(intercept)
+        self.kernel = kernel
+        self.classes = classes
+        #: the run's configuration (the source of the thresholds), None for user code
+        self.config = config
+        #: "certified" when the certificate backs that status, None otherwise
+        self.claim = claim
+
+    def thresholds(self, n):
+        """The claim's scalar thresholds for n training points: ``svm.run_thresholds`` of
+        the configuration, or the constructor's values without one (gamma None when the
+        stored box is a vector)."""
+        from .svm import certify_level, run_thresholds
+
+        if self.config is not None:
+            return run_thresholds(self.config, n)
+        g = self.gamma if np.ndim(self.gamma) == 0 else None
+        return {"gamma": g, "mu": self.mu,
+                "level": None if g is None else certify_level(g, self.mu),
+                "scale": None, "formulation": self.formulation, "fraction": 0.0}
+
+    def verify(self, X, y, sample_weight=None):
+        """True when the claim holds on (X, y) (and the run's weights):
+        ``bool(self.check(X, y, sample_weight))``."""
+        return bool(self.check(X, y, sample_weight=sample_weight))
+
+    def check(self, X, y, sample_weight=None):
+        """Recompute the claim from X, y (and the run's ``sample_weight``) and the kernel;
+        return a ``Verdict``."""
+        try:
+            return self._check(X, y, sample_weight)
+        except _Reject as exc:
+            return Verdict.reject(self.kind, str(exc))
+
+    # ------------------------------------------------------------------ the referee
+    def _check(self, X, y, sample_weight):
+        from ..certificates import _dask
+
+        kind = self.kind
+        if _dask(X) is not None:
+            raise _Reject("exact-kernel certificates do not read dask arrays yet: check on "
+                          "X computed in memory (X.compute())")
+        X = _as_matrix(X)
+        kernel = self.kernel
+        if kernel is None or getattr(kernel, "feature_map", None) is not None:
+            raise _Reject(f"the kernel {kernel!r} has an explicit feature map (or none): its "
+                          "certificate is CertifiedPointsCertificate, not this one")
+        precomputed = bool(getattr(kernel, "precomputed", False))
+        n = X.shape[0]
+        if precomputed and X.shape[1] != n:
+            raise _Reject(f"kernel='precomputed' needs the square Gram matrix as X, got "
+                          f"shape {X.shape}")
+        try:
+            th = self.thresholds(n)
+        except (TypeError, ValueError) as exc:
+            raise _Reject(f"the run's configuration does not define the claim: {exc}") from None
+        mu, form = th["mu"], th["formulation"]
+        if self.config is not None:
+            if np.ndim(self.gamma) == 0 and self.gamma != th["gamma"]:
+                raise _Reject(f"the certificate's gamma={self.gamma!r} is not the run's "
+                              f"gamma={th['gamma']!r}")
+            for name, mine in (("mu", self.mu), ("formulation", self.formulation)):
+                if mine != th[name]:
+                    raise _Reject(f"the certificate's {name}={mine!r} is not the run's "
+                                  f"{name}={th[name]!r}")
+        if form not in ("hsvm", "svm"):
+            raise _Reject(f"formulation={form!r} is not 'hsvm' or 'svm'")
+        if not (math.isfinite(mu) and mu > 0.0):
+            raise _Reject(f"mu = {mu!r} is not a positive finite number")
+        other = kernel_mismatch(kernel, self.config)
+        if other is not None:
+            raise _Reject(other)
+        try:
+            ypm = labels_pm(y, self.classes)
+        except ValueError as exc:
+            raise _Reject(str(exc)) from None
+        r, mask = self.r, self.mask
+        if ypm.shape != (n,) or r.shape != (n,) or mask.shape != (n,):
+            raise _Reject(f"r, mask and y must have one entry per row of X ({n}); got "
+                          f"{r.shape}, {mask.shape} and {ypm.shape}")
+        box = self._box(th, n, sample_weight)
+        if not (np.all(np.isfinite(r)) and np.all(r >= 0.0) and np.all(r <= box)):
+            raise _Reject("r is not in the box [0, gamma]")
+        n_cert = int(np.count_nonzero(mask))
+        if n_cert == 0:
+            raise _Reject("no point is certified")
+        if self.claim == "certified":
+            fraction = th["fraction"]
+            if fraction is None:
+                raise _Reject("the run's stopping rules cannot be read from its configuration")
+            if not n_cert > fraction * n:
+                raise _Reject(f"{n_cert} certified points, the claim needs more than "
+                              f"fraction * n = {fraction * n:.6g}")
+        t_stored = self.intercept
+        if not math.isfinite(t_stored):
+            raise _Reject("the intercept is not finite: the classical SVM's bound needs a "
+                          "finite multiplier t (any finite value is valid)")
+        res = margins_and_bound(X, ypm, r, box, mu, form, t_stored, kernel)
+        numbers = dict(value=res.eps_v, rounding=res.rho)
+        if form == "hsvm" and not abs(t_stored - res.t) <= _MODEL_RTOL * res.r1 + 2 * res.et:
+            raise _Reject("the stored intercept is not y^T r")
+        level_lo = np.minimum(box, (1.0 / mu) * (1.0 - 2 * U))
+        gaps = (level_lo[mask] - r[mask]) * (1.0 - U)
+        threshold = float(gaps.min())
+        bound = (res.eps_v + res.rho) * (1.0 + 2 * U)
+        margin = threshold - bound
+        numbers.update(threshold=threshold, margin=margin)
+        if not margin > 0.0:
+            return Verdict.reject(kind, "a certified point has level - r_i <= eps_v + rounding",
+                                  **numbers)
+        theta, eth = res.theta[mask], res.eth[mask]
+        floor = (1.0 - mu * level_lo[mask]) + 2 * U * (1.0 + mu * level_lo[mask])
+        if not np.all(theta - eth * (1.0 + 2 * U) - U * np.abs(theta) > floor):
+            return Verdict.reject(kind, "a certified point has theta_i <= 1 - mu level beyond "
+                                        "rounding", **numbers)
+        if form == "hsvm":
+            # the stored classifier (K u + intercept): its margins on the certified points
+            ydec = ypm[mask] * (res.f[mask] + t_stored)
+            ed = res.ef[mask] + 2 * U * (np.abs(ydec) + abs(t_stored)) + ETA
+            if not np.all(ydec * (1.0 - U) > ed):
+                return Verdict.reject(kind, "the stored classifier misclassifies a certified "
+                                            "point (beyond rounding)", **numbers)
+        return Verdict(True, kind, **numbers)
+
+    def _box(self, th, n, sample_weight):
+        """The box gamma_i of the run: the configuration's gamma times the weights (or the
+        stored box for a certificate without a configuration)."""
+        stored = np.asarray(self.gamma, dtype=np.float64)
+        weighted = stored.ndim > 0 or _config_weighted(self.config)
+        if sample_weight is None:
+            if weighted and self.config is not None:
+                raise _Reject("the run was weighted (per-point boxes gamma_i = C w_i): pass "
+                              "its sample_weight to check/verify")
+            if stored.ndim > 0:
+                if stored.shape != (n,):
+                    raise _Reject(f"gamma must be a float or have one entry per row of X ({n})")
+                box = stored
+            else:
+                box = np.full(n, th["gamma"] if th["gamma"] is not None else float(stored))
+        else:
+            w = np.asarray(sample_weight)
+            if w.dtype.kind not in "biuf" or w.shape != (n,):
+                raise _Reject(f"sample_weight must be a numeric array with one entry per row "
+                              f"of X ({n}), got shape {w.shape}")
+            w = w.astype(np.float64)
+            if not (np.all(np.isfinite(w)) and np.all(w >= 0.0) and np.any(w > 0.0)):
+                raise _Reject("sample_weight must be finite, >= 0 and not all zero")
+            scalar = th["gamma"]
+            if scalar is None:
+                raise _Reject("sample_weight needs the run's configuration (the C that the "
+                              "weights scale); this certificate has none and a per-point box")
+            box = scalar * w
+            if stored.ndim > 0:
+                if stored.shape != (n,) or not np.allclose(stored, box, rtol=1e-12, atol=0.0):
+                    raise _Reject("the certificate's per-point box is not C * sample_weight of "
+                                  "the weights given")
+            elif not np.all(box == stored):
+                raise _Reject("the certificate's box gamma is not C * sample_weight of the "
+                              "weights given (a certificate of an unweighted run)")
+        if not (np.all(np.isfinite(box)) and np.all(box >= 0.0) and np.any(box > 0.0)):
+            raise _Reject("the box gamma must be finite, >= 0 and not all zero")
+        return box
+
+
+def _config_weighted(config):
+    """Whether the run's configuration records a weighted run (a ``weighted`` field of a
+    configuration that has one; False otherwise)."""
+    if config is None:
+        return False
+    if isinstance(config, dict):
+        return bool(config.get("weighted", False))
+    return bool(getattr(config, "weighted", False))
+
+
+def _as_matrix(X):
+    """X validated (dense or canonical CSR); invalid input is a rejection, not a crash."""
+    from .._validation import check_X
+
+    try:
+        return check_X(X)
+    except (TypeError, ValueError) as exc:
+        raise _Reject(f"X cannot be checked: {exc}") from None
+
+
+# ------------------------------------------------------------------ the recomputation
+class Recomputed:
+    """What ``margins_and_bound`` returns: the recomputed quantities and their bounds.
+
+    Attributes
+    ----------
+    f, ef : the products (K u)_i and bounds on |f_i - (K u)_i| (K the exact kernel)
+    t, et : the intercept used in theta and a bound on its rounding; r1 >= sum(r)
+    theta, eth : the margins y_i (f_i + t) and bounds on their error
+    p, ep : the computed projected gradient and bounds on |p_i - p_i(exact)|
+    eps_v, rho : ||p|| / mu' and a bound on (the exact ||p(r)|| / mu') - eps_v, the
+        residual term of y^T r = 0 included for the classical SVM
+    delta : the proven lower bound -delta on lambda_min(K) (0 for PSD kernels); mu' = mu - delta
+    """
+
+    __slots__ = ("f", "ef", "t", "et", "r1", "theta", "eth", "p", "ep", "eps_v", "rho",
+                 "delta")
+
+    def __init__(self, **kw):
+        for k, v in kw.items():
+            setattr(self, k, v)
+
+
+def _gram_rows(X, kernel, lo, hi):
+    """Rows lo:hi of K(X, X) in float64 and a bound on each entry's error (None: exact, the
+    entries of a precomputed Gram matrix define the problem)."""
+    if getattr(kernel, "precomputed", False):
+        K = X[lo:hi]
+        return np.asarray(K.toarray() if sp.issparse(K) else K, dtype=np.float64), None
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        K, E = kernel.careful_block(X[lo:hi], X)  # non-finite entries: rejected by the caller
+    return np.asarray(K, dtype=np.float64), np.asarray(E, dtype=np.float64)
+
+
+def _check_diagonal(diag, ediag):
+    if np.any(diag + ediag < 0.0):
+        rows = np.flatnonzero(diag + ediag < 0.0)[:10].tolist()
+        raise _Reject(f"the kernel has negative diagonal entries K(x, x) < 0 at row(s) {rows}: "
+                      "it is not positive semi-definite on this data")
+
+
+def _finite_rows(K, E):
+    if not np.all(np.isfinite(K)) or (E is not None and not np.all(np.isfinite(E))):
+        raise _Reject("the kernel's Gram entries (or their error bounds) are not finite in "
+                      "float64: X overflows the kernel (rescale X or the kernel's gamma) or "
+                      "holds NaN/inf")
+
+
+def margins_and_bound(X, ypm, r, box, mu, form, t_stored, kernel):
+    """The referee's recomputation (docs/svm.md, section 6, "Exact kernels"): a
+    ``Recomputed``. Raises ``_Reject`` when the kernel is not finite, not PSD on the data
+    beyond rounding, or (classical SVM) r is off y^T r = 0 with no coordinate to absorb it.
+    """
+    n = X.shape[0]
+    u = ypm * r                     # exact (a sign change)
+    absu = np.abs(u)
+    g_n = R.gamma(n + 2)
+    psd = type(kernel) in _psd_kernel_types()
+    if psd:
+        f, A, B, diag, ediag = _products_blocked(X, kernel, u, absu)
+        delta = 0.0
+    else:
+        f, A, B, diag, ediag, delta = _products_full(X, kernel, u, absu, mu)
+    _check_diagonal(diag, ediag)
+    # |f~_i - (K u)_i| <= gamma_n sum_j |K~_ij| |u_j| + sum_j E_ij |u_j| + 2n eta; A and B
+    # are themselves float64 sums of non-negative terms (relative error gamma_n)
+    ef = _SAFETY * (g_n * A + B) * (1.0 + g_n) + 4 * n * ETA
+    r1 = float(np.sum(r)) * (1.0 + g_n)
+    if form == "hsvm":
+        t = math.fsum(u.tolist())   # correctly rounded
+        et = U * abs(t)
+    else:
+        t, et = t_stored, 0.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = f + t
+        theta = ypm * s
+        eth = ef + et + 2 * U * (np.abs(theta) + abs(t)) + ETA
+        mur = mu * r
+        G = theta + mur - 1.0
+        eg = eth + R.gamma(4) * (np.abs(theta) + mur + 1.0) + 3 * ETA
+    # p: G projected on -N(r) per coordinate; a point with the box [0, 0] (weight 0) is
+    # fixed (its normal cone is the whole line): p_i = 0
+    p = np.where(r <= 0.0, np.minimum(G, 0.0), np.where(r >= box, np.maximum(G, 0.0), G))
+    p[box <= 0.0] = 0.0
+    if not (np.all(np.isfinite(p)) and np.all(np.isfinite(eg))):
+        raise _Reject("the projected gradient is not finite in float64: rescale X, C or mu")
+    mu_eff = (mu - delta) * (1.0 - 2 * U)
+    if not mu_eff > 0.0:
+        raise _Reject("cannot establish that the kernel is PSD on this data: lambda_min(K) "
+                      f">= -{delta:.3g} is all the Cholesky test proves, and mu = {mu:.3g}")
+    N, eN = R.scaled_norm(p)
+    NE, eNE = R.scaled_norm(eg)
+    eps_v = N / mu_eff
+    rho = ((eN + NE + eNE) / mu_eff + 4 * U * eps_v) * (1.0 + 4 * U)
+    if form == "svm":
+        # r lies on y^T r = 0 only up to |y^T r| <= dres; spread over the k free coordinates
+        # with room > dres, a feasible r~ with r's active set is within dres / sqrt(k) of r,
+        # and ||r - r*|| <= ||r - r~|| (1 + ||Q|| / mu') + ||p(r)|| / mu',
+        # ||Q|| <= mu + lambda_max(K) <= mu + trace(K) + n delta
+        b = math.fsum(u.tolist())
+        dres = abs(b) * (1.0 + 2 * U)
+        if dres > 0.0:
+            room = np.minimum(r, box - r)
+            k = int(np.count_nonzero(room > dres))
+            if k == 0:
+                raise _Reject(f"r is not on y^T r = 0 (|y^T r| <= {dres:.3g}) and no free "
+                              "coordinate can absorb the residual")
+            trace = float(np.sum(diag + ediag)) * (1.0 + g_n) + n * delta
+            qnorm = (mu + trace) * (1.0 + 2 * U)
+            rho += (1.0 + qnorm / mu_eff) * dres / math.sqrt(k) * (1.0 + 4 * U)
+    if not (math.isfinite(eps_v) and math.isfinite(rho)):
+        raise _Reject("the error bound is not finite in float64: rescale X, C or mu")
+    return Recomputed(f=f, ef=ef, t=t, et=et, r1=r1, theta=theta, eth=eth, p=p, ep=eg,
+                      eps_v=eps_v, rho=rho, delta=delta)
+
+
+def _products_blocked(X, kernel, u, absu):
+    """f = K u, A = |K| |u|, B = E |u| and the diagonal (with its bound) over blocks of
+    Gram rows: at most ``BLOCK_ENTRIES`` entries per block (a kernel PSD by construction)."""
+    n = X.shape[0]
+    step = max(1, BLOCK_ENTRIES // max(n, 1))
+    f, A, B = np.empty(n), np.empty(n), np.zeros(n)
+    diag, ediag = np.empty(n), np.zeros(n)
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        try:
+            K, E = _gram_rows(X, kernel, lo, hi)
+        except (TypeError, ValueError) as exc:
+            raise _Reject(f"the kernel cannot be evaluated on X: {exc}") from None
+        _finite_rows(K, E)
+        f[lo:hi] = K @ u
+        diag[lo:hi] = np.diagonal(K[:, lo:hi])
+        # the built-in kernels' careful_block returns new arrays: |K| in place
+        np.abs(K, out=K)
+        A[lo:hi] = K @ absu
+        if E is not None:
+            B[lo:hi] = E @ absu
+            ediag[lo:hi] = np.diagonal(E[:, lo:hi])
+    return f, A, B, diag, ediag
+
+
+def _products_full(X, kernel, u, absu, mu):
+    """The products of ``_products_blocked`` for a kernel that is not PSD by construction,
+    on the symmetrized Gram matrix S = (K + K^T) / 2 (the asymmetric part counted in the
+    entry bounds, so the margins bound both K u and S u), and the proven delta with
+    lambda_min(S_exact) >= -delta from a float64 Cholesky factorization of S + c I."""
+    n = X.shape[0]
+    if n > PSD_MAX_N:
+        raise _Reject(f"cannot establish that the kernel is PSD on this data: the referee "
+                      f"checks a precomputed, callable or plug-in kernel by a Cholesky "
+                      f"factorization of the whole Gram matrix, for n <= {PSD_MAX_N} points "
+                      f"(here n = {n}); use a built-in kernel (rbf, poly, laplacian, spline)")
+    K = np.empty((n, n))
+    E = np.zeros((n, n))
+    step = max(1, BLOCK_ENTRIES // max(n, 1))
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        try:
+            Kb, Eb = _gram_rows(X, kernel, lo, hi)
+        except (TypeError, ValueError) as exc:
+            raise _Reject(f"the kernel cannot be evaluated on X: {exc}") from None
+        if Kb.shape != (hi - lo, n) or (Eb is not None and Eb.shape != Kb.shape):
+            raise _Reject(f"the kernel returned Gram rows of shape {Kb.shape} for "
+                          f"{hi - lo} x {n}")
+        _finite_rows(Kb, Eb)
+        K[lo:hi] = Kb
+        if Eb is not None:
+            E[lo:hi] = Eb
+    with np.errstate(over="ignore", invalid="ignore"):
+        S = K + K.T
+        S *= 0.5                    # |fl(S) - (K + K^T)/2| <= u |fl(S)| + eta
+        asym = np.abs(K - K.T)
+        asym *= 0.5 * (1.0 + 2 * U)
+        E += E.T
+        E *= 0.5
+        E += asym
+        E += U * np.abs(S) + ETA    # E bounds |S - S_exact| and |S - K_exact|
+    del K, asym
+    _finite_rows(S, E)
+    f = S @ u
+    A = np.abs(S) @ absu
+    B = E @ absu
+    diag, ediag = np.diagonal(S).copy(), np.diagonal(E).copy()
+    _check_diagonal(diag, ediag)
+    delta = _psd_gap(S, E, mu)
+    return f, A, B, diag, ediag, delta
+
+
+def _psd_gap(S, E, mu):
+    """The smallest delta the referee proves with lambda_min(S_exact) >= -delta, or inf.
+
+    For c = mu/1024, mu/32, mu/2 in turn: when the float64 Cholesky factorization of
+    fl(S + c I) runs to completion, R^T R = fl(S + c I) + dA with |dA| <= gamma_{n+1}
+    |R^T| |R| (Higham, Theorem 10.3), so ||dA||_2 <= gamma_{n+1} ||R||_F^2 and
+    lambda_min(S_exact) >= -(c + u max|S_ii + c| + gamma_{n+1} ||R||_F^2 + ||E||_F).
+    """
+    n = S.shape[0]
+    eF, _ = R.scaled_norm(E)
+    eF *= 1.0 + R.gamma(n * n + 2)
+    dmax = float(np.max(np.abs(np.diagonal(S)), initial=0.0))
+    for c in (mu / 1024.0, mu / 32.0, mu / 2.0):
+        A = S.copy()
+        A[np.diag_indices(n)] += c
+        try:
+            L = np.linalg.cholesky(A)
+        except np.linalg.LinAlgError:
+            continue
+        del A
+        if not np.all(np.isfinite(L)):
+            continue
+        rF, erF = R.scaled_norm(L)
+        rF2 = (rF + erF) ** 2 * (1.0 + 4 * U)
+        delta = c * (1.0 + U) + _SAFETY * (U * (dmax + c) + R.gamma(n + 1) * rF2 + eF)
+        if delta < mu:
+            return delta
+    raise _Reject("cannot establish that the kernel is PSD on this data: the Cholesky "
+                  f"factorization of K + c I fails for c = mu/2 = {mu / 2:.3g} (K has an "
+                  "eigenvalue below -mu/2 on this data, or is too close to one); a precomputed "
+                  "Gram matrix must be K(X, X) of a positive semi-definite kernel")

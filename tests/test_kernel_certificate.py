@@ -1,0 +1,568 @@
+"""The referee of the exact-kernel certified-points certificate.
+
+r comes from an independent small solver on the explicit Q (coordinate descent for H-SVM,
+projected gradient onto box and hyperplane for the classical SVM), never from marginkit's
+solvers; the certificate must accept it, and reject every tampering with a reason.
+"""
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import marginkit as mk
+from marginkit.kernels.builtin import (LaplacianKernel, PolynomialKernel, PrecomputedKernel,
+                                       RBFKernel, CallableKernel)
+from marginkit.solvers import _kernel_certificate as KC
+from marginkit.solvers._kernel_certificate import KernelCertifiedPointsCertificate as Cert
+
+C, MU = 1.0, 0.5          # mu C = 1/2, the paper's ratio
+SOLVER = {"hsvm": "dcd", "svm": "fista_svm"}
+
+
+def quad_kernel(A, B):
+    """A module-level callable kernel: (<a, b> + 1)^2."""
+    return (A @ B.T + 1.0) ** 2
+
+
+def _data(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+    X = rng.normal(size=(n, 3)) + 1.2 * y[:, None] * np.array([1.0, 0.5, 0.0])
+    return X, y
+
+
+def _gram(X, kernel):
+    if isinstance(kernel, PrecomputedKernel):
+        return np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
+    return np.asarray(kernel.careful_block(X, X)[0], dtype=np.float64)
+
+
+def _project(v, y, box):
+    """The projection onto {0 <= r <= box, y^T r = 0} (bisection on the multiplier)."""
+    lo, hi = -(np.abs(v).max() + box.max()), np.abs(v).max() + box.max()
+    for _ in range(64):
+        lam = 0.5 * (lo + hi)
+        if y @ np.clip(v - lam * y, 0.0, box) > 0:
+            lo = lam
+        else:
+            hi = lam
+    return np.clip(v - 0.5 * (lo + hi) * y, 0.0, box)
+
+
+def solve_reference(K, y, box, mu, form, iters=1500):
+    """r (and t) of the perturbed dual on the explicit Q: projected gradient, then an
+    active-set refinement (the KKT system of the free coordinates solved exactly)."""
+    n = y.size
+    Q = np.outer(y, y) * (K + 1.0 if form == "hsvm" else K) + mu * np.eye(n)
+    L = np.linalg.eigvalsh(Q)[-1]
+    r = np.zeros(n)
+    for _ in range(iters):
+        v = r - (Q @ r - 1.0) / L
+        r = np.clip(v, 0.0, box) if form == "hsvm" else _project(v, y, box)
+    tol = 1e-7 * box.max()
+    at0, at1 = r <= tol, r >= box - tol
+    t = 0.0
+    for _ in range(50):
+        F = ~(at0 | at1)
+        rb = np.where(at1, box, 0.0)
+        rhs = 1.0 - Q[F] @ rb
+        if form == "hsvm":
+            rF = np.linalg.solve(Q[np.ix_(F, F)], rhs)
+        else:
+            k = int(F.sum())
+            A = np.zeros((k + 1, k + 1))
+            A[:k, :k] = Q[np.ix_(F, F)]
+            A[:k, k] = y[F]
+            A[k, :k] = y[F]
+            sol = np.linalg.solve(A, np.append(rhs, -(y @ rb)))
+            rF, t = sol[:k], sol[k]
+        r = rb.copy()
+        r[F] = rF
+        G = Q @ r - 1.0 + t * y
+        out0 = F & (r < 0)
+        out1 = F & (r > box)
+        bad0 = at0 & (G < -1e-13)
+        bad1 = at1 & (G > 1e-13)
+        if not (out0.any() or out1.any() or bad0.any() or bad1.any()):
+            break
+        at0 = (at0 & ~bad0) | out0
+        at1 = (at1 & ~bad1) | out1
+    r = np.clip(r, 0.0, box)
+    return r, float(y @ r) if form == "hsvm" else t
+
+
+def _mask(K, y, r, t, box, mu, form):
+    """A mask from the reference's own numbers (a wide safety margin)."""
+    th = y * (K @ (y * r) + t)
+    G = th + mu * r - 1.0
+    p = np.where(r <= 0, np.minimum(G, 0), np.where(r >= box, np.maximum(G, 0), G))
+    p[box == 0] = 0.0
+    eps = np.linalg.norm(p) / mu
+    level = np.minimum(box, 1.0 / mu)
+    return (level - r > 100 * eps + 1e-9) & (th > 1 - mu * level + 1e-9)
+
+
+def _config(kernel, form, **extra):
+    spec = kernel if not isinstance(kernel, CallableKernel) else kernel.function
+    if isinstance(kernel, (RBFKernel, LaplacianKernel, PolynomialKernel)):
+        spec, params = type(kernel)(**kernel.get_params()), None
+    else:
+        params = None
+    return mk.Config(solver=SOLVER[form], kernel=spec, kernel_params=params,
+                     solver_params={"C": C, "mu": MU, **extra})
+
+
+def make(X, y, kernel, form="hsvm", box=None, config=True, claim=None):
+    n = y.size
+    K = _gram(X, kernel)
+    box = np.full(n, C) if box is None else box
+    r, t = solve_reference(K, y, box, MU, form)
+    mask = _mask(K, y, r, t, box, MU, form)
+    assert mask.sum() > n // 4
+    gamma = C if np.all(box == C) else box
+    cfg = _config(kernel, form) if config else None
+    return Cert(value=0.0, mask=mask, r=r, gamma=gamma, mu=MU, formulation=form, intercept=t,
+                kernel=kernel, classes=np.array([-1.0, 1.0]), config=cfg, claim=claim)
+
+
+KERNELS = {
+    "rbf": lambda X: (X, RBFKernel(gamma=0.5)),
+    "poly": lambda X: (X, PolynomialKernel(degree=2, gamma=0.3, coef0=1.0)),
+    "laplacian": lambda X: (X, LaplacianKernel(gamma=0.4)),
+    "precomputed": lambda X: (RBFKernel(gamma=0.5)(X), PrecomputedKernel()),
+    "callable": lambda X: (X, CallableKernel(function=quad_kernel)),
+}
+
+
+@pytest.fixture(scope="module")
+def cases():
+    X, y = _data()
+    out = {}
+    for name, build in KERNELS.items():
+        for form in ("hsvm", "svm"):
+            Xk, kernel = build(X)
+            out[name, form] = (Xk, y, kernel, make(Xk, y, kernel, form))
+    return out
+
+
+@pytest.mark.parametrize("form", ["hsvm", "svm"])
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_true_certificate_is_accepted(cases, name, form):
+    Xk, y, kernel, cert = cases[name, form]
+    v = cert.check(Xk, y)
+    assert v, v
+    assert v.value > 0 and v.rounding > 0 and v.margin > 0
+    assert v.rounding < 1e-9
+
+
+@pytest.mark.parametrize("layout", ["csr", "float32", "fortran"])
+def test_layouts(layout):
+    X, y = _data(seed=1)
+    if layout == "float32":
+        X = X.astype(np.float32)
+    cert = make(X, y, RBFKernel(gamma=0.5))
+    Xl = {"csr": sp.csr_matrix(X), "float32": X, "fortran": np.asfortranarray(X)}[layout]
+    assert cert.verify(Xl, y)
+    # CSR data with zeros stored sparsely: the same claim
+    Xs = X.copy()
+    Xs[np.abs(Xs) < 0.5] = 0.0
+    cert = make(sp.csr_matrix(Xs), y, PolynomialKernel(degree=3, gamma=0.2))
+    assert cert.verify(sp.csr_matrix(Xs), y)
+    assert cert.verify(Xs, y)
+
+
+def _clone(cert, **changes):
+    fields = dict(value=cert.value, mask=cert.mask, r=cert.r, gamma=cert.gamma, mu=cert.mu,
+                  formulation=cert.formulation, intercept=cert.intercept, kernel=cert.kernel,
+                  classes=cert.classes, config=cert.config, claim=cert.claim)
+    fields.update(changes)
+    return Cert(**fields)
+
+
+@pytest.mark.parametrize("form", ["hsvm", "svm"])
+def test_attacks_are_rejected(cases, form):
+    Xk, y, kernel, cert = cases["rbf", form]
+    n = y.size
+    assert cert.verify(Xk, y)
+
+    def rejects(c, match, X=Xk, yy=y, **kw):
+        v = c.check(X, yy, **kw)
+        assert not v
+        assert match in v.reason, v.reason
+
+    r = cert.r.copy()
+    r[0] = C * 1.01
+    rejects(_clone(cert, r=r), "r is not in the box")
+    r = cert.r.copy()
+    r[1] = -1e-12
+    rejects(_clone(cert, r=r), "r is not in the box")
+    r = cert.r.copy()
+    r[2] = np.nan
+    rejects(_clone(cert, r=r), "r is not in the box")
+    # one wrong point in the mask: a support vector at the box
+    m = cert.mask.copy()
+    m[np.flatnonzero(~m & (cert.r >= C))[0]] = True
+    rejects(_clone(cert, mask=m), "level - r_i <= eps_v")
+    # the solver's own eps shrunk: the referee never reads it
+    rejects(_clone(cert, mask=m, value=1e-300), "level - r_i <= eps_v")
+    rejects(_clone(cert, mask=np.zeros(n, bool)), "no point is certified")
+    rejects(_clone(cert, mask=cert.mask[:-1]), "one entry per row")
+    # r moved off the optimum by far more than the claimed margin
+    r = cert.r.copy()
+    free = np.flatnonzero((r > 0.05) & (r < C - 0.05))
+    r[free] += 0.04 * np.where(np.arange(free.size) % 2, 1, -1)
+    t = float(y @ r) if form == "hsvm" else cert.intercept
+    rejects(_clone(cert, r=r, intercept=t), "level - r_i <= eps_v")
+    # a flipped label
+    yf = y.copy()
+    yf[np.flatnonzero(cert.mask)[0]] *= -1
+    rejects(cert, "", yy=yf)
+    # another kernel than the run's
+    rejects(_clone(cert, kernel=RBFKernel(gamma=0.6)), "is not the run's kernel")
+    rejects(_clone(cert, kernel=RBFKernel(gamma=0.6), config=_config(RBFKernel(gamma=0.5), form)),
+            "is not the run's kernel")
+    rejects(_clone(cert, config=_config(RBFKernel(gamma=0.6), form)), "is not the run's kernel")
+    # stored numbers against the configuration's
+    rejects(_clone(cert, mu=MU * 2), "the certificate's mu=")
+    rejects(_clone(cert, gamma=2 * C), "the certificate's gamma=")
+    other = {"hsvm": "svm", "svm": "hsvm"}[form]
+    rejects(_clone(cert, formulation=other), "the certificate's formulation=")
+    rejects(_clone(cert, config=mk.Config(solver="snkp")), "does not define the claim")
+    rejects(_clone(cert, intercept=np.inf), "intercept is not finite")
+    # the fraction of the run's rule
+    cfg = _config(kernel, form).replace(stop=[("certified_points", {"fraction": 0.99})])
+    rejects(_clone(cert, config=cfg, claim="certified"), "the claim needs more than")
+    assert _clone(cert, claim="certified").verify(Xk, y)
+    # shapes
+    rejects(cert, "one entry per row", X=Xk[:-1], yy=y[:-1])
+    rejects(_clone(cert, kernel=mk.kernels.builtin.LinearKernel()), "explicit feature map")
+
+
+def test_shrunk_eps_and_wrong_intercept(cases):
+    Xk, y, kernel, cert = cases["rbf", "hsvm"]
+    # the stored intercept is part of the H-SVM classifier
+    c = _clone(cert, intercept=cert.intercept + 1e-3)
+    v = c.check(Xk, y)
+    assert not v and "the stored intercept is not y^T r" in v.reason
+    # the classical SVM's t: any finite value gives a valid bound, a bad one a large eps
+    Xk, y, kernel, cert = cases["rbf", "svm"]
+    v = _clone(cert, intercept=cert.intercept + 0.5).check(Xk, y)
+    assert not v and "level - r_i <= eps_v" in v.reason
+    # a claim whose margins are tight: mu shrunk in config and certificate alike (the
+    # solver's r no longer the optimum of the configured problem)
+    cfg = mk.Config(solver="fista_svm", kernel=RBFKernel(gamma=0.5),
+                    solver_params={"C": C, "mu": MU / 8})
+    v = _clone(cert, mu=MU / 8, config=cfg).check(Xk, y)
+    assert not v and ("level - r_i <= eps_v" in v.reason or "theta_i" in v.reason)
+
+
+def test_svm_residual_of_the_hyperplane(cases):
+    Xk, y, kernel, cert = cases["rbf", "svm"]
+    r = cert.r.copy()
+    # all coordinates at a bound: the residual cannot be absorbed
+    r2 = np.where(r > C / 2, C, 0.0)
+    pos, neg = np.flatnonzero((y > 0) & (r2 == 0)), np.flatnonzero((y < 0) & (r2 == 0))
+    r2[pos[0]] = C  # y^T r != 0
+    v = _clone(cert, r=r2).check(Xk, y)
+    assert not v and ("no free coordinate" in v.reason or "eps_v" in v.reason)
+    assert neg.size
+
+
+@pytest.fixture(scope="module")
+def not_psd():
+    """A symmetric matrix with positive diagonal and an eigenvalue -1, and an r that the
+    explicit (non-convex) problem's coordinate descent settles on."""
+    X, y = _data(n=40, seed=3)
+    K = RBFKernel(gamma=0.5)(X)
+    w, V = np.linalg.eigh(K)
+    w[0] = -1.0
+    Kbad = (V * w) @ V.T
+    Kbad = 0.5 * (Kbad + Kbad.T)
+    assert np.all(np.diag(Kbad) > 0)
+    return Kbad, y
+
+
+def test_not_psd_precomputed_is_rejected(not_psd):
+    Kbad, y = not_psd
+    n = y.size
+    box = np.full(n, C)
+    r, t = solve_reference(Kbad, y, box, MU, "hsvm")
+    mask = np.isclose(r, 0.0)
+    cert = Cert(value=0.0, mask=mask, r=r, gamma=C, mu=MU, formulation="hsvm", intercept=t,
+                kernel=PrecomputedKernel(), config=_config(PrecomputedKernel(), "hsvm"))
+    v = cert.check(Kbad, y)
+    assert not v and "cannot establish that the kernel is PSD" in v.reason
+
+
+def test_psd_gap_is_proven_small_for_a_true_gram():
+    X, y = _data(n=50)
+    K = RBFKernel(gamma=0.5)(X)
+    delta = KC._psd_gap(K, np.zeros_like(K), MU)
+    assert 0 < delta < MU / 256
+    assert np.linalg.eigvalsh(K)[0] >= -delta
+    # an eigenvalue just below -mu/2: no c works
+    w, V = np.linalg.eigh(K)
+    w[0] = -0.6 * MU
+    with pytest.raises(KC._Reject, match="cannot establish that the kernel is PSD"):
+        KC._psd_gap((V * w) @ V.T, np.zeros_like(K), MU)
+    # an eigenvalue -mu/100: proven with a delta that covers it, below mu
+    w[0] = -MU / 100
+    Kn = (V * w) @ V.T
+    delta = KC._psd_gap(Kn, np.zeros_like(K), MU)
+    assert MU / 100 <= delta < MU
+
+
+def test_precomputed_asymmetric_and_nonsquare(cases):
+    Xk, y, kernel, cert = cases["precomputed", "hsvm"]
+    bad = Xk.copy()
+    bad[0, 1] += 0.3    # asymmetric: the asymmetric part enters the bounds
+    v = cert.check(bad, y)
+    assert not v
+    v = cert.check(Xk[:, :-1], y)
+    assert not v and "needs the square Gram matrix" in v.reason
+
+
+def test_too_large_for_the_psd_check(monkeypatch, cases):
+    Xk, y, kernel, cert = cases["precomputed", "hsvm"]
+    monkeypatch.setattr(KC, "PSD_MAX_N", 10)
+    v = cert.check(Xk, y)
+    assert not v and "for n <= 10 points" in v.reason
+    Xc, yc, kc, certc = cases["callable", "hsvm"]
+    v = certc.check(Xc, yc)
+    assert not v and "for n <= 10 points" in v.reason
+    # a kernel PSD by construction needs no such check
+    Xr, yr, kr, certr = cases["rbf", "hsvm"]
+    assert certr.verify(Xr, yr)
+
+
+def nan_kernel(A, B):
+    K = (A @ B.T + 1.0) ** 2
+    K[0, 0] = np.nan
+    return K
+
+
+def test_non_finite_input_never_crashes(cases):
+    Xk, y, kernel, cert = cases["rbf", "hsvm"]
+    for bad in (np.nan, np.inf):
+        Xb = Xk.copy()
+        Xb[3, 1] = bad
+        v = cert.check(Xb, y)
+        assert not v and "X cannot be checked" in v.reason
+    Kp, yp, kp, certp = cases["precomputed", "hsvm"]
+    Kb = Kp.copy()
+    Kb[2, 2] = np.inf
+    v = certp.check(Kb, yp)
+    assert not v and "X cannot be checked" in v.reason
+    Xc, yc, kc, certc = cases["callable", "hsvm"]
+    c = _clone(certc, kernel=CallableKernel(function=nan_kernel),
+               config=mk.Config(solver="dcd", kernel=nan_kernel, solver_params={"C": C, "mu": MU}))
+    v = c.check(Xc, yc)
+    assert not v and "the kernel cannot be evaluated on X" in v.reason
+
+
+@pytest.mark.parametrize("name", ["rbf", "poly", "laplacian"])
+@pytest.mark.parametrize("scale", [1e150, 1e-150])
+def test_extreme_scales_never_give_a_false_accept(cases, name, scale):
+    Xk, y, kernel, cert = cases[name, "hsvm"]
+    Xs = Xk * scale
+    v = cert.check(Xs, y)
+    # the kernel of the scaled data is another problem: accept only if r is certified for it
+    with np.errstate(over="ignore", invalid="ignore"):
+        K = _gram(Xs, kernel)
+    K = K if np.all(np.isfinite(K)) else None
+    if v:
+        assert K is not None
+        rs, ts = solve_reference(K, y, np.full(y.size, C), MU, "hsvm")
+        th = y * (K @ (y * rs) + ts)
+        assert np.all(th[cert.mask] > 0)
+    else:
+        assert v.reason
+
+
+def test_dask_is_refused(cases):
+    da = pytest.importorskip("dask.array")
+    Xk, y, kernel, cert = cases["rbf", "hsvm"]
+    v = cert.check(da.from_array(Xk, chunks=(20, 3)), y)
+    assert not v and "do not read dask arrays" in v.reason
+
+
+def test_negative_diagonal_rejects():
+    X, y = _data(n=30)
+    K = RBFKernel(gamma=0.5)(X)
+    K[4, 4] = -0.1
+    cert = Cert(value=0.0, mask=np.ones(30, bool), r=np.zeros(30), gamma=C, mu=MU,
+                formulation="hsvm", intercept=0.0, kernel=PrecomputedKernel(),
+                config=_config(PrecomputedKernel(), "hsvm"))
+    v = cert.check(K, y)
+    assert not v and "negative diagonal entries" in v.reason
+
+
+def test_without_configuration_uses_its_own_numbers(cases):
+    Xk, y, kernel, cert = cases["laplacian", "svm"]
+    assert _clone(cert, config=None).verify(Xk, y)
+    v = _clone(cert, config=None, mu=MU * 4).check(Xk, y)
+    assert not v
+
+
+# ------------------------------------------------------------------ per-point boxes
+def test_weighted_box():
+    X, y = _data(seed=5)
+    n = y.size
+    w = np.where(np.arange(n) % 3 == 0, 2.0, 1.0)
+    w[7] = 0.0
+    kernel = RBFKernel(gamma=0.5)
+    cert = make(X, y, kernel, box=C * w)
+    assert not cert.mask[7]
+    assert cert.verify(X, y, sample_weight=w)
+    assert cert.verify(X, y, sample_weight=list(w))
+    v = cert.check(X, y)
+    assert not v and "pass its sample_weight" in v.reason
+    v = cert.check(X, y, sample_weight=np.ones(n))
+    assert not v and "per-point box is not C * sample_weight" in v.reason
+    v = cert.check(X, y, sample_weight=w[:-1])
+    assert not v and "one entry per row" in v.reason
+    v = cert.check(X, y, sample_weight=-w)
+    assert not v and "finite, >= 0" in v.reason
+    # a zero-weight point in the mask
+    m = cert.mask.copy()
+    m[7] = True
+    v = _clone(cert, mask=m).check(X, y, sample_weight=w)
+    assert not v and "level - r_i" in v.reason
+    # an unweighted certificate checked with weights that are not all one
+    Xu, yu = _data(seed=6)
+    cu = make(Xu, yu, kernel)
+    assert cu.verify(Xu, yu, sample_weight=np.ones(n))
+    v = cu.check(Xu, yu, sample_weight=w)
+    assert not v and "a certificate of an unweighted run" in v.reason
+    # a configuration that records the weighting (a dict with ``weighted``)
+    cfg = {"solver": "dcd", "kernel": kernel, "solver_params": {"C": C, "mu": MU},
+           "weighted": True}
+    v = _clone(cu, config=cfg).check(Xu, yu)
+    assert not v and "pass its sample_weight" in v.reason
+
+
+# ------------------------------------------------------------------ the rounding bound
+def _exact_check(K, y, r, box, mu, t, form, res):
+    """Exact rational recomputation of theta and ||p||^2 for an exactly given K."""
+    n = y.size
+    Kf = [[Fraction(float(v)) for v in row] for row in K]
+    u = [Fraction(float(y[i])) * Fraction(float(r[i])) for i in range(n)]
+    tt = sum(u, Fraction(0)) if form == "hsvm" else Fraction(float(t))
+    mu_f = Fraction(mu)
+    p2 = Fraction(0)
+    for i in range(n):
+        f = sum((Kf[i][j] * u[j] for j in range(n)), Fraction(0))
+        theta = Fraction(float(y[i])) * (f + tt)
+        assert abs(theta - Fraction(float(res.theta[i]))) <= Fraction(float(res.eth[i]))
+        G = theta + mu_f * Fraction(float(r[i])) - 1
+        if r[i] <= 0:
+            G = min(G, Fraction(0))
+        elif r[i] >= box[i]:
+            G = max(G, Fraction(0))
+        assert abs(G - Fraction(float(res.p[i]))) <= Fraction(float(res.ep[i]))
+        p2 += G * G
+    # ||p_exact|| / mu <= eps_v + rho
+    bound = Fraction(res.eps_v + res.rho) * mu_f
+    assert p2 <= bound * bound
+
+
+@pytest.mark.parametrize("form", ["hsvm", "svm"])
+def test_rounding_bound_holds_against_exact_rational_recomputation(form):
+    # a precomputed Gram matrix with entries of mixed sign and magnitude, whose products
+    # cancel: the exact values are the problem's
+    rng = np.random.default_rng(11)
+    n = 14
+    Bm = rng.normal(size=(n, n)) * np.logspace(-3, 4, n)
+    K = Bm @ Bm.T
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    y[:2] = (1.0, -1.0)
+    box = np.full(n, C)
+    r = rng.uniform(0, C, size=n)
+    r[:3] = (0.0, C, 0.0)
+    if form == "svm":
+        r[3] -= y[3] * (y @ r)
+        r[3] = min(max(r[3], 0.0), C)
+    t = 0.37
+    res = KC.margins_and_bound(K, y, r, box, MU, form, t, PrecomputedKernel())
+    assert res.delta >= 0
+    _exact_check(K, y, r, box, MU, t, form, res)
+
+
+@pytest.mark.parametrize("name", ["rbf", "poly", "laplacian"])
+@pytest.mark.parametrize("layout", ["dense", "csr"])
+def test_rounding_bound_holds_against_extended_precision(name, layout):
+    rng = np.random.default_rng(7)
+    n, d = 120, 5
+    X = rng.normal(size=(n, d)) * np.array([1.0, 10.0, 0.01, 3.0, 1.0]) + 5.0
+    X[rng.random(X.shape) < 0.3] = 0.0
+    kernel = {"rbf": RBFKernel(gamma=0.05), "poly": PolynomialKernel(degree=3, gamma=0.01),
+              "laplacian": LaplacianKernel(gamma=0.1)}[name]
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    r = rng.uniform(0, C, size=n)
+    r[rng.random(n) < 0.3] = 0.0
+    box = np.full(n, C)
+    Xa = sp.csr_matrix(X) if layout == "csr" else X
+    res = KC.margins_and_bound(Xa, y, r, box, MU, "hsvm", 0.0, kernel)
+    # the Gram matrix in long double from explicit differences / products
+    L = np.longdouble
+    XL = X.astype(L)
+    if name == "rbf":
+        D2 = ((XL[:, None, :] - XL[None, :, :]) ** 2).sum(axis=2)
+        KL = np.exp(-L(0.05) * D2)
+    elif name == "laplacian":
+        KL = np.exp(-L(0.1) * np.abs(XL[:, None, :] - XL[None, :, :]).sum(axis=2))
+    else:
+        KL = (L(0.01) * (XL @ XL.T) + L(1.0)) ** 3
+    uL = (y * r).astype(L)
+    tL = uL.sum()
+    thL = y.astype(L) * (KL @ uL + tL)
+    assert np.all(np.abs(thL - res.theta.astype(L)) <= res.eth.astype(L))
+    rL = r.astype(L)
+    GL = thL + L(MU) * rL - 1
+    pL = np.where(r <= 0, np.minimum(GL, 0), np.where(r >= C, np.maximum(GL, 0), GL))
+    assert np.all(np.abs(pL - res.p.astype(L)) <= res.ep.astype(L))
+    assert np.sqrt((pL * pL).sum()) / L(MU) <= L(res.eps_v) + L(res.rho)
+    # the bound is tight enough to be useful
+    assert res.rho < 1e-9 * res.eps_v
+
+
+def test_asymmetric_gram_bounds_both_products():
+    """A precomputed matrix that is not exactly symmetric: the margins' bounds cover the
+    products with K as given (the returned classifier's) and with its symmetric part (the
+    problem certified), in exact arithmetic."""
+    rng = np.random.default_rng(13)
+    n = 12
+    Bm = rng.normal(size=(n, n))
+    K = Bm @ Bm.T
+    K[0, 1] += 1e-3
+    K[5, 2] -= 2e-4
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    r = rng.uniform(0, C, size=n)
+    res = KC.margins_and_bound(K, y, r, np.full(n, C), 10.0, "hsvm", 0.1, PrecomputedKernel())
+    u = [Fraction(float(y[j])) * Fraction(float(r[j])) for j in range(n)]
+    for M in (K, K.T):
+        for i in range(n):
+            f = sum((Fraction(float(M[i, j])) * u[j] for j in range(n)), Fraction(0))
+            assert abs(f - Fraction(float(res.f[i]))) <= Fraction(float(res.ef[i]))
+            sym = sum((Fraction(float(K[i, j])) + Fraction(float(K[j, i]))) / 2 * u[j]
+                      for j in range(n))
+            assert abs(sym - Fraction(float(res.f[i]))) <= Fraction(float(res.ef[i]))
+
+
+@pytest.mark.parametrize("name", ["rbf", "precomputed"])
+def test_saved_and_loaded_certificate_is_checked_the_same(cases, name, tmp_path):
+    from marginkit._result import Result
+
+    Xk, y, kernel, cert = cases[name, "hsvm"]
+    for gamma in (cert.gamma, np.full(y.size, C)):
+        c = _clone(cert, gamma=gamma)
+        res = Result(status="certified", n_iter=1, time_s=0.0, certificate=c, config=c.config,
+                     classes_=np.array([-1.0, 1.0]))
+        res.save(tmp_path / "r.npz")
+        back = mk.load_result(tmp_path / "r.npz").certificate
+        assert type(back) is Cert
+        assert back.verify(Xk, y, sample_weight=np.ones(y.size))
+        assert bool(back.verify(Xk, y)) == (np.ndim(gamma) == 0)
+        v = _clone(back, r=back.r * 1.5).check(Xk, y, sample_weight=np.ones(y.size))
+        assert not v
