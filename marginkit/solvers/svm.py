@@ -998,9 +998,11 @@ class CertifiedPointsCertificate(Certificate):
             fraction = th["fraction"]
             if fraction is None:
                 return reject("the run's stopping rules cannot be read from its configuration")
-            if not n_cert > fraction * n:
+            # n counts the points that can be certified: those of positive weight
+            n_pos = n if sample_weight is None else int(np.count_nonzero(sample_weight > 0))
+            if not n_cert > fraction * n_pos:
                 return reject(f"{n_cert} certified points, the claim needs more than "
-                              f"fraction * n = {fraction * n:.6g}")
+                              f"fraction * n = {fraction * n_pos:.6g}")
         return _referee_certified_points(self, blocks, ypm, box, mu, certify_levels(box, mu),
                                          scale, form, reject)
 
@@ -1223,6 +1225,13 @@ def _scaled_frobenius2(B, m, s, n_total):
 
 
 # ----------------------------------------------------------------------- stopping rules
+def _certifiable(problem):
+    """The points of a run that can be certified: all of them, or those of positive
+    weight in a weighted run."""
+    w = getattr(problem, "sample_weight", None)
+    return problem.n_samples if w is None else int(np.count_nonzero(w > 0))
+
+
 @_register_builtin("stopping", "certified_points")
 class CertifiedPoints(StoppingRule):
     """Stop when more than ``fraction * n`` training points are certified (paper sec. 2.3).
@@ -1231,7 +1240,9 @@ class CertifiedPoints(StoppingRule):
     (``certify_level``), with eps >= ||r - r*|| the solver's error bound; it is then
     correctly classified (margin > 1 - mu level >= 0) by the current and by the optimal
     classifier. ``fraction=0`` stops at the first certified point, as in the
-    paper's experiments. Reads ``state.n_certified``; status ``"certified"``.
+    paper's experiments. Reads ``state.n_certified``; status ``"certified"``. In a
+    weighted run n counts the points of positive weight (a point of weight 0 is never
+    certified: weight 0 is the point's removal).
     """
 
     requires = ("n_certified",)
@@ -1241,10 +1252,10 @@ class CertifiedPoints(StoppingRule):
 
     def threshold(self, state):
         """Points to exceed: ``fraction * n``."""
-        return self.params["fraction"] * state.problem.n_samples
+        return self.params["fraction"] * _certifiable(state.problem)
 
     def triggers(self, problem):
-        return (Trigger("n_certified", ">", self.params["fraction"] * problem.n_samples),)
+        return (Trigger("n_certified", ">", self.params["fraction"] * _certifiable(problem)),)
 
     def check(self, state):
         return self.status if state.n_certified > self.threshold(state) else None
