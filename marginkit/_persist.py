@@ -780,7 +780,8 @@ _CERTIFICATE_FIELDS = {
         "fit_intercept": _boolean, "kernel": _optional(_kernel), "classes": _optional(_LABELS),
         "train_index": _optional(_vector("iu")), "centres": _optional(_matrix),
         "projection": _optional(_matrix), "identity_map": _boolean,
-        "config": _optional(_config), "prox_step": _optional(_integer)},
+        "config": _optional(_config), "prox_step": _optional(_integer),
+        "weighted": _boolean},
 }
 
 
