@@ -260,8 +260,12 @@ def test_solvers_without_weights_refuse_them():
     with pytest.raises(ValueError, match="positive weights do not change whether the data are "
                                          "separable.*PerceptronClassifier"):
         mk.solve(X, y, solver="snkp", sample_weight=w)
-    with pytest.raises(ValueError, match="'iterated_tikhonov' does not take sample_weight"):
-        mk.solve(X, y, solver="iterated_tikhonov", kernel="linear", sample_weight=w)
+    with pytest.raises(ValueError, match="t='auto' .* and method='spectral_filter' .* are not "
+                                         "available; pass an integer t"):
+        mk.solve(X, y, solver="iterated_tikhonov", kernel="linear", t="auto", sample_weight=w)
+    with pytest.raises(ValueError, match="pass an integer t and method='newton'"):
+        mk.solve(X, y.astype(float), solver="iterated_tikhonov", loss="squared",
+                 kernel="linear", method="spectral_filter", sample_weight=w)
     # all ones: the unweighted problem
     res = mk.solve(X, y, solver="snkp", sample_weight=np.ones(X.shape[0]))
     assert res.status == mk.solve(X, y, solver="snkp").status
@@ -344,3 +348,103 @@ def test_perceptron_weights_only_select_rows():
     cert = b.result_.certificate
     assert cert.verify(Xa, y, sample_weight=np.full(len(y), 2.0))
     assert not cert.verify(Xa, y, sample_weight=w)
+
+
+# --------------------------------------------------------------------- iterated Tikhonov
+def test_weighted_logistic_tikhonov_is_weighted_logistic_regression():
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = make_problem(n=300, d=5, seed=13, noise=1.0)
+    n, lam = X.shape[0], 1e-2
+    w = np.random.default_rng(13).uniform(0.0, 3.0, n)
+    res = mk.solve(X, y, solver="iterated_tikhonov", kernel="linear", t=1, lam=lam,
+                   fit_intercept=True, tol=1e-10, sample_weight=w)
+    assert res.status == "converged"
+    lr = LogisticRegression(C=1.0 / (n * lam), tol=1e-12, max_iter=10000)
+    lr.fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(res.coef_, lr.coef_.ravel(), atol=1e-6)
+    assert res.intercept_ == pytest.approx(lr.intercept_[0], abs=1e-6)
+    plain = mk.solve(X, y, solver="iterated_tikhonov", kernel="linear", t=1, lam=lam,
+                     fit_intercept=True, tol=1e-10)
+    assert np.abs(plain.coef_ - res.coef_).max() > 1e-2
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_tikhonov_integer_weights_equal_row_repetition(loss):
+    # 1/n sum_i w_i loss_i + lam/2 ||.||^2 against 1/N sum over the N repeated rows with
+    # lam n / N: the same objective up to the factor n / N
+    X, y = make_problem(n=200, d=4, seed=14, noise=1.0)
+    y = y if loss == "logistic" else y + 0.3 * X[:, 1]
+    n, lam = X.shape[0], 1e-2
+    rng = np.random.default_rng(14)
+    dup = rng.choice(n, 40, replace=False)
+    w = np.ones(n)
+    w[dup] = 2.0
+    Xr, yr = np.vstack([X, X[dup]]), np.concatenate([y, y[dup]])
+    kw = dict(solver="iterated_tikhonov", kernel="linear", loss=loss, t=3, tol=1e-10)
+    a = mk.solve(X, y, lam=lam, sample_weight=w, **kw)
+    b = mk.solve(Xr, yr, lam=lam * n / Xr.shape[0], **kw)
+    assert a.status == b.status == "converged"
+    np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-8)
+
+
+def test_tikhonov_zero_weight_equals_removal_with_the_default_lam():
+    X, y = make_problem(n=150, seed=15, noise=1.0)
+    w = np.ones(X.shape[0])
+    w[::5] = 0.0
+    keep = w > 0
+    kw = dict(solver="iterated_tikhonov", kernel="linear", t=2, tol=1e-10)
+    a = mk.solve(X, y, sample_weight=w, **kw)
+    # the default lam 1/n with n rows: 1/n sum_i w_i loss_i + 1/(2n) ||.||^2 has the
+    # minimizer of the same objective over the rows kept
+    b = mk.solve(X[keep], y[keep], **kw)
+    np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-8)
+
+
+@pytest.mark.parametrize("kernel,extra", [("linear", {}), ("rbf", {}),
+                                          ("rbf", {"n_components": 40})])
+def test_weighted_tikhonov_certificate_needs_its_weights(kernel, extra):
+    X, y = make_problem(n=120, seed=16, noise=1.0)
+    w = np.random.default_rng(16).uniform(0.2, 2.0, X.shape[0])
+    res = mk.solve(X, y, solver="iterated_tikhonov", kernel=kernel, t=2, random_state=0,
+                   sample_weight=w, **extra)
+    cert = res.certificate
+    assert res.status == "converged" and cert.weighted and res.extra["weighted"]
+    assert cert.verify(X, y, sample_weight=w)
+    verdict = cert.check(X, y)
+    assert not verdict and "pass its weights" in verdict.reason
+    verdict = cert.check(X, y, sample_weight=w * 3.0)
+    assert not verdict and "Newton decrement above its target" in verdict.reason
+    bad = cert.check(X, y, sample_weight=-w)
+    assert not bad and "sample_weight must be >= 0" in bad.reason
+
+
+def test_weighted_tikhonov_result_saves_and_loads(tmp_path):
+    X, y = make_problem(n=100, seed=17)
+    w = np.random.default_rng(17).uniform(0.5, 2.0, X.shape[0])
+    res = mk.solve(X, y, solver="iterated_tikhonov", kernel="linear", t=2, sample_weight=w)
+    res.save(tmp_path / "t.json")
+    back = mk.load_result(tmp_path / "t.json")
+    assert back.certificate.weighted and back.extra["weighted"]
+    assert back.certificate.verify(X, y, sample_weight=w)
+    assert not back.certificate.verify(X, y)
+
+
+def test_tikhonov_estimators_take_weights():
+    from marginkit.sklearn import IteratedTikhonovClassifier, IteratedTikhonovRegressor
+
+    X, y = make_problem(n=120, seed=18, noise=1.0)
+    y = np.where(np.arange(120) < 100, y, 1)
+    classes, counts = np.unique(y, return_counts=True)
+    w = (len(y) / (len(classes) * counts))[np.searchsorted(classes, y)]
+    a = IteratedTikhonovClassifier(kernel="linear", class_weight="balanced").fit(X, y)
+    b = IteratedTikhonovClassifier(kernel="linear").fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(a.decision_function(X), b.decision_function(X), rtol=1e-12)
+    assert a.result_.certificate.verify(X, y, sample_weight=w)
+    t = X[:, 0] + 0.1 * X[:, 1]
+    sw = np.random.default_rng(18).uniform(0.0, 2.0, 120)
+    sw[:7] = 0.0
+    reg = IteratedTikhonovRegressor(kernel="linear").fit(X, t, sample_weight=sw)
+    ref = IteratedTikhonovRegressor(kernel="linear").fit(X[7:], t[7:], sample_weight=sw[7:])
+    np.testing.assert_array_equal(reg.predict(X), ref.predict(X))
+    assert reg.result_.certificate.verify(X[7:], t[7:], sample_weight=sw[7:])
