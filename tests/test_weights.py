@@ -1,6 +1,7 @@
 """Sample and class weights: the SVM solvers' per-point boxes gamma_i = C w_i, Pegasos'
 weighted hinge loss, the referee of weighted certified-points claims, the estimators'
-``class_weight`` / ``sample_weight`` and the refusals (docs/svm.md, section 7)."""
+``class_weight`` / ``sample_weight`` and the refusals (docs/svm.md, section 6,
+"Weighted problems"; docs/tikhonov.md, section 1)."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
