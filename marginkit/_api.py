@@ -363,7 +363,8 @@ def _refuse_weights(solver, w):
                 "drop the rows of weight 0 (X[w > 0], y[w > 0]), as "
                 "PerceptronClassifier.fit(X, y, sample_weight) does, and leave the weights out")
     return (f"solver {name!r} does not take sample_weight; the weighted problems are solved "
-            "by 'fista', 'fista_svm', 'dcd' and 'pegasos' (per-point boxes C w_i)")
+            "by 'fista', 'fista_svm', 'dcd' (per-point boxes C w_i), 'pegasos' and "
+            "'iterated_tikhonov' (weighted losses)")
 
 
 def solve(X, y, config=None, sample_weight=None, **kwargs):
@@ -383,9 +384,12 @@ def solve(X, y, config=None, sample_weight=None, **kwargs):
         The SVM solvers ('fista', 'fista_svm', 'dcd') give point i the dual box
         [0, C w_i], as LIBSVM's ``-wi`` and scikit-learn's ``SVC(sample_weight=...)``
         (mu unchanged; a point of weight 0 is never certified); 'pegasos' minimizes the
-        weighted hinge loss. The certificate is checked with the weights
-        (``certificate.verify(X, y, sample_weight=w)``) and ``Result.extra["weighted"]``
-        records the weighting. Other solvers refuse weights that are not all ones.
+        weighted hinge loss; 'iterated_tikhonov' the weighted risk
+        1/n sum_i w_i loss_i (integer t, method="newton"). The certificate is checked
+        with the weights (``certificate.verify(X, y, sample_weight=w)``) and
+        ``Result.extra["weighted"]`` records the weighting. The perceptron family and
+        other solvers without ``Solver.sample_weight`` refuse weights that are not all
+        ones; a dask array X with weights is refused.
     solver, kernel, kernel_params, smoother, stop, max_iter, random_state, verbose,
     callback, time_limit, memory_budget : see ``Config``.
     **solver_params

@@ -449,3 +449,15 @@ def test_tikhonov_estimators_take_weights():
     ref = IteratedTikhonovRegressor(kernel="linear").fit(X[7:], t[7:], sample_weight=sw[7:])
     np.testing.assert_array_equal(reg.predict(X), ref.predict(X))
     assert reg.result_.certificate.verify(X[7:], t[7:], sample_weight=sw[7:])
+
+
+def test_weights_out_of_float64_range_end_honestly():
+    X, y = make_problem(n=60, seed=19)
+    with pytest.raises(ValueError, match="the smallest positive box C w_i .* give those points "
+                                         "weight 0"):
+        mk.solve(X, y, solver="dcd", sample_weight=np.r_[1e-320, np.ones(59)])
+    with pytest.warns(RuntimeWarning, match="overflows float64"):
+        res = mk.solve(X, y, solver="iterated_tikhonov", kernel="linear", t=1,
+                       sample_weight=np.full(60, 1e300))
+    assert res.status == "max_iter" and res.certificate is None
+    assert "overflows float64 (sample weights" in res.extra["failure"]

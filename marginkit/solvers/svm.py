@@ -636,8 +636,16 @@ def check_scales(name, data, gamma, mu, L=None, trace=None, level=None):
     ``trace`` = sum_i ||z_i||^2 (default: from ``data.zsq``); ``gamma`` is the largest
     box bound, ``level`` (default min(gamma, 1/mu)) the smallest positive level of a
     weighted run."""
+    weighted = level is not None
     if level is None:
         level = certify_level(gamma, mu)
+    if not level >= _LEVEL_FLOOR and weighted:
+        raise ValueError(
+            f"{name}: the smallest positive box C w_i with mu = {mu:.3g} puts dual variables "
+            f"in [0, {level:.3g}], below 2^-969 = {_LEVEL_FLOOR:.2g}, where float64 cannot "
+            "resolve their differences and the error bound would be meaningless; raise the "
+            "smallest positive sample weights (or C) so that C w_i is at least 1e-290, or "
+            "give those points weight 0")
     if not level >= _LEVEL_FLOOR:
         raise ValueError(
             f"{name}: C = {gamma:.3g} and mu = {mu:.3g} put the dual variables in "

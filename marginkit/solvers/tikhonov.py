@@ -1516,6 +1516,11 @@ class NewtonDecrementCertificate(Certificate):
                                                   weight=weight)
             except ValueError as exc:
                 return Verdict.reject(kind, f"the data do not define the claim: {exc}")
+            except OverflowError:
+                return Verdict.reject(kind, f"link {k} of {t}: the bound of the recomputed "
+                                            "Newton decrement overflows float64 (sample "
+                                            "weights or entries of X too large); rescale them",
+                                      value=math.inf, threshold=target, rounding=math.inf)
             rounding = nu_up - central if math.isfinite(nu_up) else math.inf
             margin = min(margin, target - nu_up)
             if not nu_up <= target:
