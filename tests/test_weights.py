@@ -456,6 +456,10 @@ def test_weights_out_of_float64_range_end_honestly():
     with pytest.raises(ValueError, match="the smallest positive box C w_i .* give those points "
                                          "weight 0"):
         mk.solve(X, y, solver="dcd", sample_weight=np.r_[1e-320, np.ones(59)])
+    # data on which the referee's bound overflows (an OverflowError before)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 3))
+    y = (X[:, 0] > 0).astype(int)
     with pytest.warns(RuntimeWarning, match="overflows float64"):
         res = mk.solve(X, y, solver="iterated_tikhonov", kernel="linear", t=1,
                        sample_weight=np.full(60, 1e300))
