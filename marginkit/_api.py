@@ -15,7 +15,7 @@ from ._config import FIELD_NAMES as _CONFIG_FIELDS, Config
 from ._result import Result
 from .certificates import CLAIM_KINDS
 from .kernels.builtin import LinearKernel
-from ._validation import check_gram, check_X, check_y, dask_array_of
+from ._validation import check_gram, check_sample_weight, check_X, check_y, dask_array_of
 from .plugins import Problem
 
 __all__ = ["solve", "Problem", "resolve_kernel", "resolve_stop", "compose",
@@ -349,7 +349,25 @@ def _check_feature_budget(X, budget):
         )
 
 
-def solve(X, y, config=None, **kwargs):
+def _refuse_weights(solver, w):
+    """The message for weights given to a solver that does not take them (None when the
+    weights are all ones: the unweighted problem)."""
+    if np.all(w == 1.0):
+        return None
+    from .solvers.perceptron import _PerceptronFamily
+
+    name = solver.name or type(solver).__name__
+    if isinstance(solver, _PerceptronFamily):
+        return (f"solver {name!r} does not take sample_weight: positive weights do not change "
+                "whether the data are separable, so the problem is the same without them; "
+                "drop the rows of weight 0 (X[w > 0], y[w > 0]), as "
+                "PerceptronClassifier.fit(X, y, sample_weight) does, and leave the weights out")
+    return (f"solver {name!r} does not take sample_weight; the weighted problems are solved "
+            "by 'fista', 'fista_svm', 'dcd' (per-point boxes C w_i), 'pegasos' and "
+            "'iterated_tikhonov' (weighted losses)")
+
+
+def solve(X, y, config=None, sample_weight=None, **kwargs):
     """Solve a margin problem and return a ``Result`` with its certificate.
 
     Parameters
@@ -361,6 +379,17 @@ def solve(X, y, config=None, **kwargs):
         Two distinct labels (classifiers) or real targets (regression solvers).
     config : Config, optional
         A full configuration; keyword arguments override its fields.
+    sample_weight : array-like, shape (n_samples,), optional
+        Per-sample weights (finite, >= 0, not all zero; never modified), data like y.
+        The SVM solvers ('fista', 'fista_svm', 'dcd') give point i the dual box
+        [0, C w_i], as LIBSVM's ``-wi`` and scikit-learn's ``SVC(sample_weight=...)``
+        (mu unchanged; a point of weight 0 is never certified); 'pegasos' minimizes the
+        weighted hinge loss; 'iterated_tikhonov' the weighted risk
+        1/n sum_i w_i loss_i (integer t, method="newton"). The certificate is checked
+        with the weights (``certificate.verify(X, y, sample_weight=w)``) and
+        ``Result.extra["weighted"]`` records the weighting. The perceptron family and
+        other solvers without ``Solver.sample_weight`` refuse weights that are not all
+        ones; a dask array X with weights is refused.
     solver, kernel, kernel_params, smoother, stop, max_iter, random_state, verbose,
     callback, time_limit, memory_budget : see ``Config``.
     **solver_params
@@ -382,6 +411,10 @@ def solve(X, y, config=None, **kwargs):
     solver, kernel, smoother, rules, max_iter = compose(config)
     Xd = dask_array_of(X)  # None for in-memory input, an xarray object on numpy included
     if Xd is not None:
+        if sample_weight is not None:
+            raise TypeError(
+                "sample_weight is not supported with a dask array X yet; compute X into "
+                "memory (X.compute()) to solve the weighted problem")
         # dask arrays: the data stays on the workers (marginkit._dask), validated chunk-wise
         # there; the same run loop drives the solver's blocks
         from ._dask import dask_problem
@@ -397,15 +430,25 @@ def solve(X, y, config=None, **kwargs):
         check_gram(Xv)  # square, symmetric, K_ii >= 0; blockwise, never densifies sparse K
     task = getattr(solver, "task", "classification")
     yv, classes = check_y(y, Xv.shape[0], task=task)
+    weights = None
+    if sample_weight is not None:
+        weights = check_sample_weight(sample_weight, Xv.shape[0])
+        if not getattr(solver, "sample_weight", False):
+            refusal = _refuse_weights(solver, weights)
+            if refusal is not None:
+                raise ValueError(refusal)
+            weights = None  # all ones: the unweighted problem
     problem = Problem(X=Xv, y=yv, classes_=classes, kernel=kernel, smoother=smoother,
-                      params=dict(solver.params), rng=config.random_state, config=config)
+                      params=dict(solver.params), rng=config.random_state, config=config,
+                      sample_weight=weights)
     return _run_to_result(problem, solver, solver, rules, max_iter, config)
 
 
 def _run_to_result(problem, runner, solver, rules, max_iter, config):
     """Run ``runner`` (the solver, or its dask driver) on ``problem`` and assemble the
     ``Result``: the run's fields, then the solver's ``finalize`` fields, the status of the
-    run (a claim only after its re-check) and the certificate rules of ``finish_fields``."""
+    run (a claim only after its re-check), the record of a weighted run and the
+    certificate rules of ``finish_fields``."""
     state, status, history, elapsed, accepted = run(problem, runner, rules, max_iter, config)
     fields = {"status": status, "n_iter": int(state.n_iter), "time_s": elapsed,
               "classes_": problem.classes_, "solver": solver.name or type(solver).__name__,
@@ -413,6 +456,11 @@ def _run_to_result(problem, runner, solver, rules, max_iter, config):
               "task": getattr(solver, "task", "classification"),
               **(runner.finalize(problem, state, status) or {})}
     fields["status"] = status  # a claim is the run's, after its re-check
+    weights = getattr(problem, "sample_weight", None)
+    if weights is not None:
+        # the run was weighted: its certificate is checked with the weights
+        fields["extra"] = {**(fields.get("extra") or {}), "weighted": True,
+                           "sample_weight_sum": float(weights.sum())}
     finish_fields(problem, fields, accepted)
     hist = fields.pop("history", None)
     if hist:

@@ -755,14 +755,16 @@ _CERTIFICATE_FIELDS = {
         "means": _vector(dim="d"), "inv_std": _vector(dim="d"), "formulation": _string,
         "t_bar": _number, "coef": _optional(_vector(dim="d")), "intercept": _number,
         "classes": _optional(_LABELS), "kernel": _optional(_kernel),
-        "config": _optional(_config), "claim": _optional(_string)},
+        "config": _optional(_config), "claim": _optional(_string),
+        "weighted": _boolean},
     "NewtonDecrementCertificate": {
         "value": _number, "targets": _vector(dim="t"), "loss": _string, "lam": _number,
         "representation": _string, "chain": _dense_matrix(rows="t", cols="p"),
         "fit_intercept": _boolean, "kernel": _optional(_kernel), "classes": _optional(_LABELS),
         "train_index": _optional(_vector("iu")), "centres": _optional(_matrix),
         "projection": _optional(_matrix), "identity_map": _boolean,
-        "config": _optional(_config), "prox_step": _optional(_integer)},
+        "config": _optional(_config), "prox_step": _optional(_integer),
+        "weighted": _boolean},
 }
 
 

@@ -761,3 +761,36 @@ def check_random_state(random_state, name="random_state"):
     raise TypeError(
         f"{name}={random_state!r} must be None, an int or a numpy Generator"
     )
+
+
+def check_sample_weight(sample_weight, n_samples, name="sample_weight"):
+    """Validate per-sample weights: a float64 copy of shape (n_samples,), finite, >= 0 and
+    not all zero (the caller's array is never modified). TypeError/ValueError naming
+    ``name`` otherwise."""
+    if sample_weight is None:
+        raise TypeError(f"{name} is None; pass one weight per sample or leave it out")
+    if dask_array_of(sample_weight, name) is not None:
+        raise TypeError(f"{name} is a dask array; pass a numpy array of weights")
+    if sp.issparse(sample_weight):
+        raise TypeError(f"{name} is sparse; pass a 1-D dense array of weights")
+    arr = np.asarray(sample_weight)
+    if arr.dtype.kind not in "iufb":
+        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
+    if arr.ndim == 2 and 1 in arr.shape:
+        arr = arr.ravel()
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+    if arr.shape[0] != n_samples:
+        raise ValueError(f"{name} has {arr.shape[0]} entries but X has {n_samples} rows; "
+                         "pass one weight per row of X")
+    out = np.array(arr, dtype=np.float64)  # a copy: never the caller's array
+    if not np.isfinite(out).all():
+        raise ValueError(f"{name} contains NaN or infinity; pass finite weights")
+    if (out < 0).any():
+        i = int(np.flatnonzero(out < 0)[0])
+        raise ValueError(f"{name} must be >= 0; sample {i} has weight {out[i]!r}")
+    if not (out > 0).any():
+        raise ValueError(f"{name} is zero for every sample; at least one weight must be "
+                         "positive")
+    out.flags.writeable = False
+    return out

@@ -105,12 +105,19 @@ class Certificate:
     value = None
 
     def check(self, X, y):  # pragma: no cover - abstract
-        """Recompute the claim from X, y and the kernel; return a ``Verdict``."""
+        """Recompute the claim from X, y and the kernel; return a ``Verdict``.
+
+        Certificates of problems that take per-sample weights accept them as data,
+        ``check(X, y, sample_weight=None)``."""
         raise NotImplementedError
 
-    def verify(self, X, y):
-        """True when the claim holds on (X, y): ``bool(self.check(X, y))``."""
-        return bool(self.check(X, y))
+    def verify(self, X, y, sample_weight=None):
+        """True when the claim holds on (X, y): ``bool(self.check(X, y))``; with
+        ``sample_weight`` (the weights of a weighted run), ``bool(self.check(X, y,
+        sample_weight=sample_weight))``."""
+        if sample_weight is None:
+            return bool(self.check(X, y))
+        return bool(self.check(X, y, sample_weight=sample_weight))
 
     def __repr__(self):
         return f"{type(self).__name__}(kind={self.kind!r}, value={self.value!r})"
@@ -557,6 +564,20 @@ class _PerceptronFamilyCertificate(Certificate):
     @property
     def blocked(self):
         return getattr(_or_linear(self.kernel), "feature_map", None) is not None
+
+    def verify(self, X, y, sample_weight=None):
+        """``bool(self.check(X, y))``. Positive weights do not change whether data are
+        separable, so ``sample_weight`` (validated) with every weight > 0 checks the
+        same claim; weights with zeros are refused (False): the claim is then about the
+        rows of positive weight, to be checked on ``X[w > 0]``, as
+        ``PerceptronClassifier.fit`` solves it."""
+        if sample_weight is not None:
+            from ._validation import check_sample_weight
+
+            w = check_sample_weight(sample_weight, n_rows(as_data(X)))
+            if not (w > 0).all():
+                return False
+        return bool(self.check(X, y))
 
 
 @certificate_type

@@ -79,6 +79,11 @@ class Problem:
         (a seed, None, a RandomState or a Generator, as ``check_random_state`` takes it)
         when the problem is made
     config : the Config of the run
+    sample_weight : float64 ndarray of shape (n_samples,) or None
+        The validated per-sample weights of a weighted run (``solve(..., sample_weight=w)``:
+        finite, >= 0, not all zero, read-only), None for an unweighted one. Only solvers
+        with ``sample_weight = True`` receive them; the referee checks the run's claims
+        with them.
     stop : tuple of StoppingRule
         The run's stopping rules, set by the run loop before ``Solver.start``. Read only:
         a solver may read their parameters and ``triggers`` (to aim a cheap pre-check at
@@ -97,6 +102,7 @@ class Problem:
     rng: object = None
     config: object = None
     stop: tuple = ()
+    sample_weight: object = None
 
     def __post_init__(self):
         self.rng = check_random_state(self.rng)
@@ -140,8 +146,12 @@ class Problem:
 
     def check_certificate(self, certificate):
         """The referee's ``Verdict`` on ``certificate`` for this problem's training data:
-        the float64 re-check (confirm) a claim passes before the run reports it."""
-        return certificate.check(*self.referee_data(getattr(certificate, "blocked", False)))
+        the float64 re-check (confirm) a claim passes before the run reports it; a
+        weighted run's certificate is checked with the run's weights."""
+        data = self.referee_data(getattr(certificate, "blocked", False))
+        if self.sample_weight is not None:
+            return certificate.check(*data, sample_weight=self.sample_weight)
+        return certificate.check(*data)
 
 
 
@@ -271,6 +281,9 @@ class Solver(Plugin):
         Smoother used when the solver needs one and ``smoother=None``.
     default_max_iter : int
     task : "classification" or "regression"
+    sample_weight : bool
+        Whether the solver solves the weighted problem (``Problem.sample_weight``);
+        ``solve`` refuses weights for a solver without it.
     """
 
     kind = "solver"
@@ -280,6 +293,7 @@ class Solver(Plugin):
     default_smoother = None
     default_max_iter = 10_000
     task = "classification"
+    sample_weight = False
 
     def start(self, problem):  # pragma: no cover - abstract
         """Return a ``SolverState`` for ``problem`` (a ``marginkit.plugins.Problem``)."""

@@ -439,7 +439,7 @@ def test_projection_box_hyperplane_kkt():
         v = rng.standard_normal(n) * rng.choice([0.01, 1.0, 50.0])
         gamma = float(rng.choice([0.05, 1.0, 10.0]))
         r = np.zeros(n)
-        lam = _svm_fast.project_box_hyperplane(v, y, gamma, r)
+        lam = _svm_fast.project_box_hyperplane(v, y, np.full(n, gamma), r)
         assert abs(y @ r) <= 1e-12 * max(1.0, gamma * n)
         assert r.min() >= 0 and r.max() <= gamma
         np.testing.assert_allclose(r, np.clip(v - lam * y, 0, gamma), atol=1e-15)
@@ -451,7 +451,7 @@ def test_projection_box_hyperplane_kkt():
         # optimality against random feasible points: <v - r, x - r> <= 0
         for _ in range(5):
             x = np.zeros(n)
-            _svm_fast.project_box_hyperplane(rng.standard_normal(n) * 5, y, gamma, x)
+            _svm_fast.project_box_hyperplane(rng.standard_normal(n) * 5, y, np.full(n, gamma), x)
             assert (v - r) @ (x - r) <= 1e-10 * max(1.0, np.abs(v).max() * gamma * n)
 
 

@@ -66,9 +66,10 @@ cdef extern from *:
 # ----------------------------------------------------------------------------- rows
 cdef inline double _projected(double G, double r, double gamma) noexcept nogil:
     """The projected-gradient component of coordinate r in the box [0, gamma]: G, or its
-    part that points out of the box at an active bound (0 <= r <= gamma)."""
+    part that points out of the box at an active bound (0 <= r <= gamma); 0 for a box
+    [0, 0] (a point of weight 0: the coordinate is fixed)."""
     if r <= 0.0:
-        return G if G < 0.0 else 0.0
+        return G if G < 0.0 and gamma > 0.0 else 0.0
     if r >= gamma:
         return G if G > 0.0 else 0.0
     return G
@@ -562,7 +563,7 @@ cdef void _gather_block(bint dense, const floating* Xp, const floating* dp,
 
 cdef void _hsvm_update_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, const double* r_prev,
                              const double* r, const double* c, double by, double offset,
-                             double beta, double invL, double mu, double gamma,
+                             double beta, double invL, double mu, const double* box,
                              double inv_unit, double* r_new, double* part) noexcept nogil:
     """r_new (holding the row products on entry) <- the FISTA update; part = [||y_k - r_new||^2
     (in units of 1 / inv_unit), sum r_new, ||r_new||^2] over the block."""
@@ -571,7 +572,7 @@ cdef void _hsvm_update_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, cons
     for i in range(lo, hi):
         yk = r[i] + beta * (r[i] - r_prev[i])
         hw = y[i] * (r_new[i] - by * c[i] + offset)
-        rn = _clamp(yk + (1.0 - hw - mu * yk) * invL, 0.0, gamma)
+        rn = _clamp(yk + (1.0 - hw - mu * yk) * invL, 0.0, box[i])
         r_new[i] = rn
         diff = (yk - rn) * inv_unit
         dsq += diff * diff
@@ -630,15 +631,15 @@ cdef void _reduce_buffers(const double* bufs, Py_ssize_t ns, Py_ssize_t d,
 
 cdef double _combine_blocks(double* bufs, const double* parts, Py_ssize_t ns, Py_ssize_t d,
                            double* a_new, const double* r_new, Py_ssize_t n, double kappa,
-                           double level, double* sums, Py_ssize_t* ncert, double unit,
+                           const double* level, double* sums, Py_ssize_t* ncert, double unit,
                            double rounding, double feas, double gamma_n) noexcept nogil:
     """End of a blocked FISTA iteration: a_new = sum of the blocks' d-vectors (``bufs``,
     ns x d; with one block the scatter wrote a_new itself), sums[j] = sum over blocks of
     parts[k, j] (||y_k - r_new||^2 in units of ``unit``, sum r_new, ||r_new||^2, b_new),
     both in block order; returns eps = kappa ||y_k - r_new|| + rounding
     + feas (|b_new| + gamma_n sum r_new) (the last term: the residual of y^T r = 0 of the
-    classical SVM, docs/svm.md section 3) and sets ``ncert`` = #{i: level - r_new_i > eps}
-    (``level`` = min(gamma, 1/mu), ``svm.certify_level``)."""
+    classical SVM, docs/svm.md section 3) and sets ``ncert`` = #{i: level_i - r_new_i > eps}
+    (``level_i`` = min(gamma_i, 1/mu), ``svm.certify_level``)."""
     cdef Py_ssize_t k, i, j, count = 0
     cdef double eps
     if ns > 1:
@@ -652,7 +653,7 @@ cdef double _combine_blocks(double* bufs, const double* parts, Py_ssize_t ns, Py
     if feas != 0.0:
         eps = eps + feas * (fabs(sums[3]) + gamma_n * sums[1])
     for i in range(n):
-        count += (level - r_new[i]) > eps
+        count += (level[i] - r_new[i]) > eps
     ncert[0] = count
     return eps
 
@@ -662,8 +663,8 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
                     const double[::1] y, const double[::1] r_prev, const double[::1] r,
                     const double[::1] a_prev, const double[::1] a, double b_prev, double b,
                     const double[::1] sc, const double[::1] m, double M, const double[::1] c,
-                    double beta, double L, double mu, double gamma, double kappa,
-                    double level, double[::1] r_new, double[::1] a_new, double[::1] v,
+                    double beta, double L, double mu, const double[::1] box, double kappa,
+                    const double[::1] level, double[::1] r_new, double[::1] a_new, double[::1] v,
                     double[:, ::1] bufs,
                     double[:, ::1] parts, Py_ssize_t[::1] active, double unit=1.0,
                     double rounding=0.0):
@@ -676,9 +677,11 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
     faster than computing the update in the same loop body, a9a, CSR), the update
 
         y_k,i   = r_i + beta (r_i - r_prev,i)
-        r_new,i = proj_[0, gamma](y_k,i + (1 - (H~ H~^T y_k)_i - mu y_k,i) / L)
+        r_new,i = proj_[0, gamma_i](y_k,i + (1 - (H~ H~^T y_k)_i - mu y_k,i) / L)
 
-    and the scatter of y_i r_new,i x_i into the block's own d-vector (row i needs nothing
+    (``box`` holds the per-point bounds gamma_i = C w_i, ``level`` the levels
+    min(gamma_i, 1/mu); both n-vectors, constant for an unweighted run) and the scatter
+    of y_i r_new,i x_i into the block's own d-vector (row i needs nothing
     from other rows: one parallel region per iteration); then the d-vectors are summed in
     block order, a_new = X^T (y * r_new), and the error bound, the certified count and
     ||w~(r_new)||^2 (objective) follow. The ns = bufs.shape[0] blocks (``bufs``, ns x d;
@@ -689,7 +692,7 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
     dsq = ||y_k - r_new||^2 / unit^2 (what a caller that reduces several row blocks of X
     needs), eps = kappa ||y_k - r_new|| + ``rounding`` (paper section 2.3; the rounding term of
     docs/svm.md section 2, computed by the caller) and n_certified the number of points
-    with level - r_new,i > eps (``level`` = min(gamma, 1/mu), ``svm.certify_level``). The
+    with level_i - r_new,i > eps (``svm.certify_level``). The
     norm is summed in units of the power of two ``unit`` (the scale of r): no underflow.
     """
     cdef const floating* Xp = &Xd[0, 0]
@@ -715,13 +718,13 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
             hi = (k + 1) * n // ns
             _gather_block(dense, Xp, dp, ip, pp, lo, hi, &v[0], d, &r_new[0])
             _hsvm_update_block(lo, hi, &y[0], &r_prev[0], &r[0], &c[0], by, offset, beta,
-                               invL, mu, gamma, inv_unit, &r_new[0], &parts[k, 0])
+                               invL, mu, &box[0], inv_unit, &r_new[0], &parts[k, 0])
             # one block: scatter straight into a_new
             out = &a_new[0] if ns == 1 else &bufs[k, 0]
             parts[k, 3] = _scatter_block(dense, Xp, dp, ip, pp, lo, hi, &y[0], &r_new[0],
                                          out, d, &active[0])
         eps = _combine_blocks(&bufs[0, 0], &parts[0, 0], ns, d, &a_new[0], &r_new[0], n,
-                              kappa, level, sums, &ncert, unit, rounding, 0.0, 0.0)
+                              kappa, &level[0], sums, &ncert, unit, rounding, 0.0, 0.0)
         dsq, rsum, rsq, b_new = sums[0], sums[1], sums[2], sums[3]
         wsq = _w_bar_sq(&a_new[0], b_new, &sc[0], &m[0], d) + b_new * b_new
     return b_new, eps, ncert, rsum, rsq, wsq, dsq
@@ -777,12 +780,12 @@ def fista_svm_gradient(const floating[:, ::1] Xd, const floating[::1] data,
 
 
 cdef void _svm_finish_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, const double* yk,
-                            const double* vproj, double lam, double gamma, double inv_unit,
+                            const double* vproj, double lam, const double* box, double inv_unit,
                             double* r_new, double* part) noexcept nogil:
     cdef Py_ssize_t i
     cdef double rn, diff, dsq = 0.0, rsum = 0.0, rsq = 0.0
     for i in range(lo, hi):
-        rn = _clamp(vproj[i] - lam * y[i], 0.0, gamma)
+        rn = _clamp(vproj[i] - lam * y[i], 0.0, box[i])
         r_new[i] = rn
         diff = (yk[i] - rn) * inv_unit
         dsq += diff * diff
@@ -796,14 +799,15 @@ cdef void _svm_finish_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, const
 def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
                      const index_t[::1] indices, const index_t[::1] indptr, bint dense,
                      const double[::1] y, const double[::1] yk, const double[::1] vproj,
-                     double lam, double gamma, double kappa, double level,
-                     const double[::1] sc,
+                     double lam, const double[::1] box, double kappa,
+                     const double[::1] level, const double[::1] sc,
                      const double[::1] m, double[::1] r_new, double[::1] a_new,
                      double[:, ::1] bufs, double[:, ::1] parts, Py_ssize_t[::1] active,
                      double unit=1.0, double rounding=0.0, double feas=0.0,
                      double gamma_n=0.0):
     """Second half of a FISTA iteration for the classical SVM, given the multiplier lam of
-    ``project_box_hyperplane``: r_new = proj_[0, gamma](vproj - lam y), a_new = X^T (y * r_new)
+    ``project_box_hyperplane``: r_new = proj_[0, gamma_i](vproj - lam y) (``box``: the
+    n-vector of the gamma_i, ``level``: of min(gamma_i, 1/mu)), a_new = X^T (y * r_new)
     (block d-vectors ``bufs`` summed in block order, as in ``fista_iteration``), the error
     bound eps = kappa ||y_k - r_new|| + rounding + feas (|y^T r_new| + gamma_n sum r_new)
     (docs/svm.md section 3: the rounding term, and the residual of y^T r = 0), the
@@ -827,42 +831,42 @@ def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
         for k in prange(ns, schedule="static", num_threads=nt):
             lo = k * n // ns
             hi = (k + 1) * n // ns
-            _svm_finish_block(lo, hi, &y[0], &yk[0], &vproj[0], lam, gamma, inv_unit,
+            _svm_finish_block(lo, hi, &y[0], &yk[0], &vproj[0], lam, &box[0], inv_unit,
                               &r_new[0], &parts[k, 0])
             out = &a_new[0] if ns == 1 else &bufs[k, 0]
             parts[k, 3] = _scatter_block(dense, Xp, dp, ip, pp, lo, hi, &y[0], &r_new[0],
                                          out, d, &active[0])
         eps = _combine_blocks(&bufs[0, 0], &parts[0, 0], ns, d, &a_new[0], &r_new[0], n,
-                              kappa, level, sums, &ncert, unit, rounding, feas, gamma_n)
+                              kappa, &level[0], sums, &ncert, unit, rounding, feas, gamma_n)
         dsq, rsum, rsq, b_new = sums[0], sums[1], sums[2], sums[3]
         wsq = _w_bar_sq(&a_new[0], b_new, &sc[0], &m[0], d)
     return b_new, eps, ncert, rsum, rsq, wsq, dsq
 
 
 # ------------------------------------------------------ projection onto box and hyperplane
-cdef double _phi_slope(const double* v, const double* y, Py_ssize_t n, double gamma,
+cdef double _phi_slope(const double* v, const double* y, Py_ssize_t n, const double* box,
                        double lam, Py_ssize_t* n_free) noexcept nogil:
-    """phi(lam) = y^T proj_[0, gamma](v - lam y) and the number of free coordinates
-    (0 < v_i - lam y_i < gamma): phi'(lam) = -n_free between breakpoints. Branch-free
+    """phi(lam) = y^T proj_[0, gamma_i](v - lam y) and the number of free coordinates
+    (0 < v_i - lam y_i < gamma_i): phi'(lam) = -n_free between breakpoints. Branch-free
     (about half of the coordinates sit at a bound, in no predictable order)."""
     cdef Py_ssize_t i, nf = 0
     cdef double acc = 0.0, t
     for i in range(n):
         t = v[i] - lam * y[i]
-        acc += y[i] * _clamp(t, 0.0, gamma)
-        nf += (t > 0.0) & (t < gamma)
+        acc += y[i] * _clamp(t, 0.0, box[i])
+        nf += (t > 0.0) & (t < box[i])
     n_free[0] = nf
     return acc
 
 
-cdef double _next_breakpoint(const double* v, const double* y, Py_ssize_t n, double gamma,
+cdef double _next_breakpoint(const double* v, const double* y, Py_ssize_t n, const double* box,
                              double lam, bint upward) noexcept nogil:
-    """The nearest breakpoint (y_i v_i or y_i (v_i - gamma)) strictly above (below) lam."""
+    """The nearest breakpoint (y_i v_i or y_i (v_i - gamma_i)) strictly above (below) lam."""
     cdef Py_ssize_t i
     cdef double best = INFINITY if upward else -INFINITY, b1, b2
     for i in range(n):
         b1 = y[i] * v[i]
-        b2 = y[i] * (v[i] - gamma)
+        b2 = y[i] * (v[i] - box[i])
         if upward:
             if b1 > lam and b1 < best:
                 best = b1
@@ -876,30 +880,32 @@ cdef double _next_breakpoint(const double* v, const double* y, Py_ssize_t n, dou
     return best
 
 
-def phi_slope(const double[::1] v, const double[::1] y, double gamma, double lam):
-    """(phi, n_free) of ``project_box_hyperplane`` on a row block's share of v and y."""
+def phi_slope(const double[::1] v, const double[::1] y, const double[::1] box, double lam):
+    """(phi, n_free) of ``project_box_hyperplane`` on a row block's share of v, y and the
+    bounds ``box``."""
     cdef Py_ssize_t nf = 0
     cdef double ph = 0.0
     if v.shape[0]:
-        ph = _phi_slope(&v[0], &y[0], v.shape[0], gamma, lam, &nf)
+        ph = _phi_slope(&v[0], &y[0], v.shape[0], &box[0], lam, &nf)
     return ph, nf
 
 
-def next_breakpoint(const double[::1] v, const double[::1] y, double gamma, double lam,
-                    bint upward):
+def next_breakpoint(const double[::1] v, const double[::1] y, const double[::1] box,
+                    double lam, bint upward):
     """The row block's nearest breakpoint strictly above (``upward``) or below lam."""
     if v.shape[0] == 0:
         return INFINITY if upward else -INFINITY
-    return _next_breakpoint(&v[0], &y[0], v.shape[0], gamma, lam, upward)
+    return _next_breakpoint(&v[0], &y[0], v.shape[0], &box[0], lam, upward)
 
 
-def project_box_hyperplane(const double[::1] v, const double[::1] y, double gamma,
+def project_box_hyperplane(const double[::1] v, const double[::1] y, const double[::1] box,
                            double[::1] out, double lam0=0.0):
-    """Euclidean projection of v onto {0 <= r <= gamma, y^T r = 0} (y in {-1, +1}^n).
+    """Euclidean projection of v onto {0 <= r_i <= gamma_i, y^T r = 0} (y in {-1, +1}^n,
+    ``box`` the n-vector of the gamma_i >= 0: a weighted run's C w_i).
 
-    The KKT conditions give r = proj_[0, gamma](v - lam y) for the lam solving
-    phi(lam) = y^T proj_[0, gamma](v - lam y) = 0; phi is continuous, non-increasing and
-    piecewise linear (breakpoints y_i v_i and y_i (v_i - gamma)), with slope -n_free(lam).
+    The KKT conditions give r = proj_[0, gamma_i](v - lam y) for the lam solving
+    phi(lam) = y^T proj_[0, gamma_i](v - lam y) = 0; phi is continuous, non-increasing and
+    piecewise linear (breakpoints y_i v_i and y_i (v_i - gamma_i)), with slope -n_free(lam).
     Newton's method on phi inside a bracket [lo, hi] is exact once lam lies on the root's
     linear piece; where the slope is 0 (no free coordinate) the step goes to the nearest
     breakpoint, and a step leaving the bracket is replaced by bisection. Each step is O(n);
@@ -908,12 +914,15 @@ def project_box_hyperplane(const double[::1] v, const double[::1] y, double gamm
     """
     cdef Py_ssize_t n = v.shape[0]
     cdef Py_ssize_t i, it, nf
-    cdef double lam = lam0, lo = -INFINITY, hi = INFINITY, ph, lam_new
+    cdef double lam = lam0, lo = -INFINITY, hi = INFINITY, ph, lam_new, gamma = 0.0
     if n == 0:
         return 0.0
     with nogil:
+        for i in range(n):  # the scale of the stopping test: the largest bound
+            if box[i] > gamma:
+                gamma = box[i]
         for it in range(200):
-            ph = _phi_slope(&v[0], &y[0], n, gamma, lam, &nf)
+            ph = _phi_slope(&v[0], &y[0], n, &box[0], lam, &nf)
             if ph == 0.0:
                 break
             if ph > 0.0:
@@ -923,7 +932,7 @@ def project_box_hyperplane(const double[::1] v, const double[::1] y, double gamm
             if nf > 0:
                 lam_new = lam + ph / nf
             else:
-                lam_new = _next_breakpoint(&v[0], &y[0], n, gamma, lam, ph > 0.0)
+                lam_new = _next_breakpoint(&v[0], &y[0], n, &box[0], lam, ph > 0.0)
             if not (lam_new > lo and lam_new < hi):
                 if lo > -INFINITY and hi < INFINITY:
                     lam_new = 0.5 * (lo + hi)
@@ -934,7 +943,7 @@ def project_box_hyperplane(const double[::1] v, const double[::1] y, double gamm
                 break
             lam = lam_new
         for i in range(n):
-            out[i] = _clamp(v[i] - lam * y[i], 0.0, gamma)
+            out[i] = _clamp(v[i] - lam * y[i], 0.0, box[i])
     return lam
 
 
@@ -977,11 +986,12 @@ cdef Py_ssize_t _dcd_pass(bint dense, const floating* Xp, const floating* dp,
                           const double* y, int64_t* index, Py_ssize_t active_size,
                           double* r, double* s2a, double* scal, const double* sc,
                           const double* c, const double* qd, double M, double t_col,
-                          double mu, double gamma, double pg_max_old, double pg_min_old,
+                          double mu, const double* box, double pg_max_old, double pg_min_old,
                           bint shrinking, double* out) noexcept nogil:
     # one epoch of dual coordinate descent (Hsieh et al. 2008, LIBLINEAR's solver) over
     # index[:active_size] (already permuted): for each i, G_i = (Q r)_i - 1, PG_i its
-    # projection, r_i <- proj_[0, gamma](r_i - G_i / Q_ii), scal = [b, P] and s2a kept
+    # projection, r_i <- proj_[0, gamma_i](r_i - G_i / Q_ii) (gamma_i = box[i]; a box
+    # [0, 0] keeps r_i = 0 and PG_i = 0), scal = [b, P] and s2a kept
     # up to date; with ``shrinking`` coordinates at a bound that pass LIBLINEAR's test
     # against the previous epoch's PG extremes are swapped to the end of ``index``.
     # out = [pg_max, pg_min, sum PG^2]; returns the new active size
@@ -1012,9 +1022,9 @@ cdef Py_ssize_t _dcd_pass(bint dense, const floating* Xp, const floating* dp,
                 index[s] = index[active_size]
                 index[active_size] = tmp
                 continue
-            if G < 0.0:
+            if G < 0.0 and box[i] > 0.0:
                 PG = G
-        elif r[i] >= gamma:
+        elif r[i] >= box[i]:
             if shrinking and G < pg_min_old:
                 active_size -= 1
                 tmp = index[s]
@@ -1032,7 +1042,7 @@ cdef Py_ssize_t _dcd_pass(bint dense, const floating* Xp, const floating* dp,
         pgsq += PG * PG
         if fabs(PG) > 1e-12:
             rold = r[i]
-            rn = _clip(rold - G / qd[i], 0.0, gamma)
+            rn = _clip(rold - G / qd[i], 0.0, box[i])
             r[i] = rn
             u = (rn - rold) * y[i]
             if u != 0.0:
@@ -1051,7 +1061,7 @@ cdef Py_ssize_t _dcd_pass(bint dense, const floating* Xp, const floating* dp,
 cdef double _pg_pass(bint dense, const floating* Xp, const floating* dp, const index_t* ip,
                      const index_t* pp, Py_ssize_t n, Py_ssize_t d, const double* y,
                      const double* r, const double* s2a, double b, double P, const double* c,
-                     double M, double t_col, double t_shift, double mu, double gamma,
+                     double M, double t_col, double t_shift, double mu, const double* box,
                      double* pg) noexcept nogil:
     # the full projected gradient (see projected_gradient); returns ||p||^2
     cdef Py_ssize_t i
@@ -1060,7 +1070,7 @@ cdef double _pg_pass(bint dense, const floating* Xp, const floating* dp, const i
         pg[i] = _row_dot(dense, Xp, dp, ip, pp, i, s2a, d)
     for i in range(n):
         G = y[i] * (pg[i] - b * c[i] - P + b * M + t_col * b + t_shift) + mu * r[i] - 1.0
-        p = _projected(G, r[i], gamma)
+        p = _projected(G, r[i], box[i])
         pg[i] = p
         acc += p * p
     return acc
@@ -1109,7 +1119,7 @@ cdef long double _fresh_margins(bint dense, const floating* Xp, const floating* 
                                 Py_ssize_t d, const double* y, const double* r,
                                 const long double* fresh, long double mv, long double b,
                                 double t_col, double t_shift, double mu,
-                                double gamma) noexcept nogil:
+                                const double* box) noexcept nogil:
     # second pass: sum of p_i^2 (long double) with theta_i = y_i (x_i . v - mv + t_col b
     # + t_shift), mv = m . v; only p_i is rounded to float64
     cdef Py_ssize_t i, j, k
@@ -1127,8 +1137,8 @@ cdef long double _fresh_margins(bint dense, const floating* Xp, const floating* 
                 t += (<long double>dp[k]) * fresh[ip[k]]
         G = y[i] * (t - mv + t_col * b + t_shift) + mu * r[i] - 1.0
         if r[i] <= 0.0:
-            p = <double>G if G < 0.0 else 0.0
-        elif r[i] >= gamma:
+            p = <double>G if G < 0.0 and box[i] > 0.0 else 0.0
+        elif r[i] >= box[i]:
             p = <double>G if G > 0.0 else 0.0
         else:
             p = <double>G
@@ -1152,7 +1162,7 @@ cdef double _fresh_tail(long double acc, double rxi, double rsum, double rsq,
 cdef double _fresh_bound(bint dense, const floating* Xp, const floating* dp,
                          const index_t* ip, const index_t* pp, Py_ssize_t n, Py_ssize_t d,
                          const double* y, const double* r, const double* sc, const double* m,
-                         double mu, double gamma, long double* fresh, const double* xi,
+                         double mu, const double* box, long double* fresh, const double* xi,
                          const double* rc, double rsum, double rsq, double t_col=1.0,
                          double t_shift=0.0) noexcept nogil:
     # eps = ||p(r)|| / mu plus its rounding bound (see dcd_epochs): w scattered afresh from
@@ -1166,7 +1176,7 @@ cdef double _fresh_bound(bint dense, const floating* Xp, const floating* dp,
     rxi = _fresh_scatter(dense, Xp, dp, ip, pp, n, d, y, r, xi, fresh, &b)
     mv = _fresh_coefficients(fresh, sc, m, b, d)
     acc = _fresh_margins(dense, Xp, dp, ip, pp, n, d, y, r, fresh, mv, b, t_col, t_shift,
-                         mu, gamma)
+                         mu, box)
     return _fresh_tail(acc, rxi, rsum, rsq, rc, t_col, t_shift, mu)
 
 
@@ -1193,7 +1203,8 @@ def fresh_coefficients(long double[::1] fresh, const double[::1] sc, const doubl
 def fresh_margins(const floating[:, ::1] Xd, const floating[::1] data,
                   const index_t[::1] indices, const index_t[::1] indptr, bint dense,
                   const double[::1] y, const double[::1] r, const long double[::1] fresh,
-                  long double[::1] ld, double t_col, double t_shift, double mu, double gamma):
+                  long double[::1] ld, double t_col, double t_shift, double mu,
+                  const double[::1] box):
     """Second pass over a row block: ld[2] <- sum of p_i(r)^2 (long double), the margins
     from the coefficients ``fresh``, mv = ld[1], b = ld[0]."""
     cdef long double acc
@@ -1201,7 +1212,7 @@ def fresh_margins(const floating[:, ::1] Xd, const floating[::1] data,
     with nogil:
         acc = _fresh_margins(dense, &Xd[0, 0], &data[0], &indices[0], &indptr[0],
                              r.shape[0], fresh.shape[0], &y[0], &r[0], &fresh[0], mv, b,
-                             t_col, t_shift, mu, gamma)
+                             t_col, t_shift, mu, &box[0])
     ld[2] = acc
 
 
@@ -1220,7 +1231,7 @@ def w_bar_sq(const double[::1] a, double b, const double[::1] sc, const double[:
 cdef double _fresh_bound_d(bint dense, const floating* Xp, const floating* dp,
                            const index_t* ip, const index_t* pp, Py_ssize_t n, Py_ssize_t d,
                            const double* y, const double* r, const double* sc,
-                           const double* m, double mu, double gamma, double* fresh,
+                           const double* m, double mu, const double* box, double* fresh,
                            const double* xi, const double* rc, double rsum, double rsq,
                            double* rounding) noexcept nogil:
     # ``_fresh_bound`` with float64 sums (``fresh``: d doubles): about four times faster,
@@ -1252,7 +1263,7 @@ cdef double _fresh_bound_d(bint dense, const floating* Xp, const floating* dp,
         else:
             t = _dot_sparse4(&dp[pp[i]], &ip[pp[i]], pp[i + 1] - pp[i], fresh)
         G = y[i] * (t - mv + b) + mu * r[i] - 1.0
-        p = _projected(G, r[i], gamma)
+        p = _projected(G, r[i], box[i])
         acc += p * p
     om = rc[2] * (rxi + rsum * rc[3]) + rc[4] * rsum
     gnorm = rc[4] + om + mu * sqrt(rsq)
@@ -1266,8 +1277,8 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
                const index_t[::1] indices, const index_t[::1] indptr, bint dense,
                const double[::1] y, int64_t[::1] index, double[::1] r, double[::1] s2a,
                double[::1] scal, const double[::1] sc, const double[::1] m,
-               const double[::1] c, const double[::1] qd, double M, double mu, double gamma,
-               double level, uint64_t[::1] rng_state, double[::1] pg, double[::1] ctl,
+               const double[::1] c, const double[::1] qd, double M, double mu,
+               const double[::1] box, const double[::1] level, uint64_t[::1] rng_state, double[::1] pg, double[::1] ctl,
                bint shrinking, bint always, double[:, ::1] hist, Py_ssize_t max_epochs,
                double cert_above, double gap_at_most, double[::1] w_bar, double[::1] coef,
                unsigned char[::1] mask, long double[::1] fresh, const double[::1] xi,
@@ -1290,8 +1301,9 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
 
     ``ctl`` (in/out) = [k, pg_max_old, pg_min_old, shrink_tol, certify_fraction (NaN:
     no lazy check), full_passes, eps_est]. Row e of ``hist`` receives (objective, eps or
-    inf, number of points with level - r_i > eps (``level`` = min(gamma, 1/mu),
-    ``svm.certify_level``), max - min PG gap or inf after a reset of the shrunk set) of
+    inf, number of points with level_i - r_i > eps (``box`` holds the per-point bounds
+    gamma_i, ``level`` the min(gamma_i, 1/mu), ``svm.certify_level``), max - min PG gap
+    or inf after a reset of the shrunk set) of
     iteration e. Stops after the first iteration whose count exceeds ``cert_above`` or
     whose gap is <= ``gap_at_most`` (the stopping rules the caller checks), or after
     ``max_epochs``. Returns the number of iterations done.
@@ -1323,7 +1335,7 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
         for e in range(max_epochs):
             _shuffle(&index[0], k, &rng_state[0])
             k = _dcd_pass(dense, Xp, dp, ip, pp, d, &y[0], &index[0], k, &r[0], &s2a[0],
-                          &scal[0], &sc[0], &c[0], &qd[0], M, 1.0, mu, gamma, pg_max_old,
+                          &scal[0], &sc[0], &c[0], &qd[0], M, 1.0, mu, &box[0], pg_max_old,
                           pg_min_old, shrinking, out)
             gap = out[0] - out[1] if k > 0 else 0.0
             if gap <= shrink_tol and k < n:
@@ -1349,7 +1361,7 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
             if not always and lazy:
                 for i in range(n):
                     ri = rp[i]
-                    if level - ri > est:
+                    if level[i] - ri > est:
                         cnt += 1
                     rsum += ri
                     rsq += ri * ri
@@ -1362,31 +1374,31 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
                 if always:
                     # every epoch (a diagnostic mode): the tight long-double bound
                     eps = _fresh_bound(dense, Xp, dp, ip, pp, n, d, &y[0], &r[0], &sc[0],
-                                       &m[0], mu, gamma, &fresh[0], &xi[0], &rc[0], rsum, rsq)
+                                       &m[0], mu, &box[0], &fresh[0], &xi[0], &rc[0], rsum, rsq)
                 else:
                     eps = _fresh_bound_d(dense, Xp, dp, ip, pp, n, d, &y[0], &r[0], &sc[0],
-                                         &m[0], mu, gamma, fresh_d, &xi[0], &rc[0], rsum, rsq,
+                                         &m[0], mu, &box[0], fresh_d, &xi[0], &rc[0], rsum, rsq,
                                          &rho_d)
                 full_passes += 1.0
                 cnt = 0
                 cnt_lo = 0
                 for i in range(n):
-                    if level - r[i] > eps:
+                    if level[i] - r[i] > eps:
                         cnt += 1
-                    if level - r[i] > eps - rho_d:
+                    if level[i] - r[i] > eps - rho_d:
                         cnt_lo += 1
                 if not always and <double>cnt <= certify_fraction * <double>n \
                         and <double>cnt_lo > certify_fraction * <double>n:
                     # the float64 rounding term alone keeps the rule from firing: redo the
                     # pass in long double
                     eps_l = _fresh_bound(dense, Xp, dp, ip, pp, n, d, &y[0], &r[0], &sc[0],
-                                         &m[0], mu, gamma, &fresh[0], &xi[0], &rc[0], rsum,
+                                         &m[0], mu, &box[0], &fresh[0], &xi[0], &rc[0], rsum,
                                          rsq)
                     if eps_l < eps:
                         eps = eps_l
                         cnt = 0
                         for i in range(n):
-                            if level - r[i] > eps:
+                            if level[i] - r[i] > eps:
                                 cnt += 1
                 ncert = <double>cnt
             # objective -1/2 (||w_bar||^2 + b^2) + e^T r - mu/2 ||r||^2 with
@@ -1409,7 +1421,7 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
             # the last iteration made the full pass: its certified points
             eps = hist[done - 1, 1]
             for i in range(n):
-                mask[i] = level - r[i] > eps
+                mask[i] = level[i] - r[i] > eps
     free(fresh_d)
     ctl[0] = <double>k
     ctl[1] = pg_max_old
@@ -1423,10 +1435,11 @@ def projected_gradient(const floating[:, ::1] Xd, const floating[::1] data,
                        const index_t[::1] indices, const index_t[::1] indptr, bint dense,
                        const double[::1] y, const double[::1] r, const double[::1] s2a,
                        double b, double P, const double[::1] c, double M, double t_col,
-                       double t_shift, double mu, double gamma, double[::1] pg):
+                       double t_shift, double mu, const double[::1] box, double[::1] pg):
     """Full projected gradient p(r) (paper section 4) in one pass:
     G_i = y_i (z_i . w_bar + t_col b + t_shift) + mu r_i - 1, p_i = min(G_i, 0) at r_i = 0,
-    max(G_i, 0) at r_i = gamma, G_i inside. Returns ||p||^2.
+    max(G_i, 0) at r_i = gamma_i (``box``, n-vector), G_i inside, 0 where gamma_i = 0.
+    Returns ||p||^2.
 
     ``t_shift`` adds an intercept not tied to r (classical SVM: the multiplier of
     y^T r = 0); it is 0 for H-SVM.
@@ -1435,7 +1448,7 @@ def projected_gradient(const floating[:, ::1] Xd, const floating[::1] data,
     with nogil:
         acc = _pg_pass(dense, &Xd[0, 0], &data[0], &indices[0], &indptr[0], y.shape[0],
                        s2a.shape[0], &y[0], &r[0], &s2a[0], b, P, &c[0], M, t_col, t_shift,
-                       mu, gamma, &pg[0])
+                       mu, &box[0], &pg[0])
     return acc
 
 
@@ -1444,14 +1457,16 @@ def pegasos_epoch(const floating[:, ::1] Xd, const floating[::1] data,
                   const index_t[::1] indices, const index_t[::1] indptr, bint dense,
                   const double[::1] y, const int64_t[::1] order, double[::1] s2a,
                   double[::1] st, const double[::1] sc, const double[::1] c,
-                  const double[::1] xsq, double M, double lam, double radius):
+                  const double[::1] xsq, double M, double lam, double radius,
+                  const double[::1] weight):
     """One epoch of Pegasos (Shalev-Shwartz et al. 2007) with an unregularized bias.
 
     w = alpha * s * (a - m beta) in the scaled space (so that a rank-one update touches
     only the nonzeros of x_i); the caller keeps s2a = s2 * a. ``st`` holds
     [alpha, beta, P = m . s2a, A2 = a^T diag(s2) a, bias, k]. Step k (k = 1, 2, ...):
     eta = 1 / (lam k); on a margin violation y_i (w . z_i + bias) < 1:
-    w <- (1 - eta lam) w + eta y_i z_i and bias <- bias + eta y_i, else
+    w <- (1 - eta lam) w + eta w_i y_i z_i and bias <- bias + eta w_i y_i (``weight``: the
+    sample weights w_i of the block's rows, ones for an unweighted run), else
     w <- (1 - eta lam) w; then w is projected on the ball of radius 1/sqrt(lam).
     """
     cdef const floating* Xp = &Xd[0, 0]
@@ -1481,13 +1496,13 @@ def pegasos_epoch(const floating[:, ::1] Xd, const floating[::1] data,
                 P = 0.0
                 A2 = 0.0
                 xa = 0.0
-            if marg < 1.0:
-                delta = eta * y[i] / alpha
+            if marg < 1.0 and weight[i] != 0.0:
+                delta = eta * (weight[i] * y[i]) / alpha
                 A2 += 2.0 * delta * xa + delta * delta * xsq[i]
                 P += delta * c[i]
                 beta += delta
                 _row_axpy_scaled(dense, Xp, dp, ip, pp, i, delta, &sc[0], &s2a[0], d)
-                bias += eta * y[i]
+                bias += eta * (weight[i] * y[i])
             # ||w||^2 = alpha^2 (a - m beta)^T diag(s2) (a - m beta)
             wn2 = alpha * alpha * (A2 - 2.0 * beta * P + beta * beta * M)
             if wn2 > radius * radius:

@@ -621,12 +621,23 @@ def fista_rounding(rc, beta, L, mu, rk, rk1, augmented, t=0.0):
 _LEVEL_FLOOR = 2.0 ** -969
 
 
-def check_scales(name, data, gamma, mu, L=None, trace=None):
+def check_scales(name, data, gamma, mu, L=None, trace=None, level=None):
     """Refuse parameters and data whose scale makes the error bound meaningless (ValueError
     naming the scale): dual variables below 2^-969 (their differences would be subnormal),
     coefficients s * w_bar that can overflow, a condition number L / mu that overflows.
-    ``trace`` = sum_i ||z_i||^2 (default: from ``data.zsq``)."""
-    level = certify_level(gamma, mu)
+    ``trace`` = sum_i ||z_i||^2 (default: from ``data.zsq``); ``gamma`` is the largest
+    box bound, ``level`` (default min(gamma, 1/mu)) the smallest positive level of a
+    weighted run."""
+    weighted = level is not None
+    if level is None:
+        level = certify_level(gamma, mu)
+    if not level >= _LEVEL_FLOOR and weighted:
+        raise ValueError(
+            f"{name}: the smallest positive box C w_i with mu = {mu:.3g} puts dual variables "
+            f"in [0, {level:.3g}], below 2^-969 = {_LEVEL_FLOOR:.2g}, where float64 cannot "
+            "resolve their differences and the error bound would be meaningless; raise the "
+            "smallest positive sample weights (or C) so that C w_i is at least 1e-290, or "
+            "give those points weight 0")
     if not level >= _LEVEL_FLOOR:
         raise ValueError(
             f"{name}: C = {gamma:.3g} and mu = {mu:.3g} put the dual variables in "
@@ -706,6 +717,42 @@ def certify_level(gamma, mu):
     gamma - r_i > eps would not mean that the point is correctly classified.
     """
     return min(float(gamma), 1.0 / float(mu))
+
+
+def run_box(gamma, sample_weight, n):
+    """The per-point box bounds of a run: gamma_i = C w_i (``sample_weight`` w, validated
+    by ``solve``), or the n-vector of C for an unweighted run (float64).
+
+    As LIBSVM's ``-wi`` and scikit-learn's ``SVC(sample_weight=...)``, a weight rescales
+    the penalty of its point's slack: the dual box of point i is [0, C w_i]; a point of
+    weight 0 has the box [0, 0], so r_i = 0 throughout and it is never certified.
+    """
+    if sample_weight is None:
+        return np.full(n, float(gamma))
+    return float(gamma) * np.asarray(sample_weight, dtype=np.float64)
+
+
+def certify_levels(box, mu):
+    """The per-point levels min(gamma_i, 1/mu) of ``certify_level`` (an n-vector)."""
+    return np.minimum(box, 1.0 / float(mu))
+
+
+def _box_scales(box, mu):
+    """(largest gamma_i, smallest positive level) of a run's box: the scales of the
+    rounding bounds and of ``check_scales``."""
+    gmax = float(box.max(initial=0.0))
+    pos = box[box > 0.0]
+    level = certify_level(float(pos.min()), mu) if pos.size else certify_level(gmax, mu)
+    return gmax, level
+
+
+def _k_set_box(block, box, level):
+    """The block's share of the run's per-point bounds and levels (``block.v``)."""
+    block.v["box"], block.v["level"] = box, level
+
+
+def _set_box(ex, box, level):
+    ex.map_each(_k_set_box, list(zip(ex.split(box), ex.split(level))))
 
 
 def _fitted_coef(fields):
@@ -845,6 +892,14 @@ class CertifiedPointsCertificate(Certificate):
     (the scaling statistics too), and ``coef`` is the classifier on Phi; the certificate
     then certifies the approximated kernel K~ = Phi Phi^T, as ``kernel(A, B)`` computes it.
 
+    Weighted runs (``solve(..., sample_weight=w)``): the box of point i is
+    [0, gamma_i], gamma_i = C w_i, and its level min(gamma_i, 1/mu); ``check(X, y,
+    sample_weight=w)`` takes the weights as data, like y, and recomputes every step with
+    the boxes C w_i (C from the configuration, as above; nothing from the certificate's
+    own numbers). A certificate of a weighted run (``weighted``) checked without weights
+    is rejected, with a message saying to pass them; with other weights than the run's,
+    the claim is recomputed for those weights and accepted only when it holds for them.
+
     Not re-checked: the solver's own value of eps (its FISTA extrapolation point is not
     stored); the check uses the recomputed projected-gradient bound instead.
     """
@@ -852,7 +907,8 @@ class CertifiedPointsCertificate(Certificate):
     kind = "certified_points"
 
     def __init__(self, value, mask, r, gamma, mu, scale, means, inv_std, formulation,
-                 t_bar, coef, intercept, classes=None, kernel=None, config=None, claim=None):
+                 t_bar, coef, intercept, classes=None, kernel=None, config=None, claim=None,
+                 weighted=False):
         self.value = float(value)
         self.mask = np.asarray(mask, dtype=bool)
         self.r = np.asarray(r, dtype=np.float64)
@@ -872,6 +928,8 @@ class CertifiedPointsCertificate(Certificate):
         #: "certified" when the certificate backs that status (then more than
         #: fraction * n points must be certified), None otherwise
         self.claim = claim
+        #: whether the run was weighted (its check then needs the sample weights)
+        self.weighted = bool(weighted)
 
     def _feature_map(self, X):
         kernel = getattr(self, "kernel", None)  # absent in certificates saved before
@@ -892,16 +950,25 @@ class CertifiedPointsCertificate(Certificate):
         return {"gamma": self.gamma, "mu": self.mu, "level": certify_level(self.gamma, self.mu),
                 "scale": self.scale, "formulation": self.formulation, "fraction": 0.0}
 
-    def check(self, X, y):
+    def check(self, X, y, sample_weight=None):
         from .. import _referee
+        from .._validation import check_sample_weight
 
         kind = self.kind
 
         def reject(reason, **numbers):
             return Verdict.reject(kind, reason, **numbers)
 
+        if sample_weight is None and getattr(self, "weighted", False):
+            return reject("the certificate is of a weighted run: pass its weights, "
+                          "check(X, y, sample_weight=w) (verify likewise)")
         blocks = _referee.RowBlocks(X, self._feature_map(X))
         n = blocks.n
+        if sample_weight is not None:
+            try:
+                sample_weight = check_sample_weight(sample_weight, n)
+            except (TypeError, ValueError) as exc:
+                return reject(str(exc))
         try:
             th = self.thresholds(n)
         except (TypeError, ValueError) as exc:
@@ -919,8 +986,11 @@ class CertifiedPointsCertificate(Certificate):
         r, mask = self.r, self.mask
         if ypm.shape != (n,) or r.shape != (n,) or mask.shape != (n,):
             return reject(f"r, mask and y must have one entry per row of X ({n})")
-        if not (np.all(np.isfinite(r)) and r.min() >= 0.0 and r.max() <= gamma):
-            return reject(f"r is not in the box [0, gamma = {gamma:.6g}]")
+        box = run_box(gamma, sample_weight, n)
+        if not (np.all(np.isfinite(r)) and r.min() >= 0.0 and np.all(r <= box)):
+            if sample_weight is None:
+                return reject(f"r is not in the box [0, gamma = {gamma:.6g}]")
+            return reject(f"r is not in the boxes [0, gamma * w_i] (gamma = {gamma:.6g})")
         n_cert = int(np.count_nonzero(mask))
         if n_cert == 0:
             return reject("no point is certified")
@@ -928,15 +998,18 @@ class CertifiedPointsCertificate(Certificate):
             fraction = th["fraction"]
             if fraction is None:
                 return reject("the run's stopping rules cannot be read from its configuration")
-            if not n_cert > fraction * n:
+            # n counts the points that can be certified: those of positive weight
+            n_pos = n if sample_weight is None else int(np.count_nonzero(sample_weight > 0))
+            if not n_cert > fraction * n_pos:
                 return reject(f"{n_cert} certified points, the claim needs more than "
-                              f"fraction * n = {fraction * n:.6g}")
-        return _referee_certified_points(self, blocks, ypm, gamma, mu, th["level"], scale,
-                                         form, reject)
+                              f"fraction * n = {fraction * n_pos:.6g}")
+        return _referee_certified_points(self, blocks, ypm, box, mu, certify_levels(box, mu),
+                                         scale, form, reject)
 
 
-def _referee_certified_points(cert, blocks, ypm, gamma, mu, level, scale, form, reject):
-    """The recomputation and the rounding bound of docs/svm.md, section 6."""
+def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, reject):
+    """The recomputation and the rounding bound of docs/svm.md, section 6; ``box`` and
+    ``level`` are the n-vectors of the bounds gamma_i and the levels min(gamma_i, 1/mu)."""
     from .. import _referee as R
 
     kind = cert.kind
@@ -1063,7 +1136,9 @@ def _referee_certified_points(cert, blocks, ypm, gamma, mu, level, scale, form, 
     Eth = Mth * (1.0 + 2 * g) + Et + R.UNIT * abs(t) + 2 * R.UNIT * (np.abs(theta) + 2 * abs(t)) \
         + eta
     EG = Eth + R.gamma(4) * (np.abs(theta) + mu * r + 1.0) + eta
-    p = np.where(r <= 0.0, np.minimum(G, 0.0), np.where(r >= gamma, np.maximum(G, 0.0), G))
+    # a box [0, 0] (weight 0) fixes its coordinate: p_i = 0
+    p = np.where(r <= 0.0, np.where(box > 0.0, np.minimum(G, 0.0), 0.0),
+                 np.where(r >= box, np.maximum(G, 0.0), G))
     N, eN = R.scaled_norm(p)
     NE, eNE = R.scaled_norm(EG)
     eps_v = N / mu
@@ -1074,7 +1149,7 @@ def _referee_certified_points(cert, blocks, ypm, gamma, mu, level, scale, form, 
         # active set, so ||r - r*|| <= ||r - r~|| (1 + ||Q|| / mu) + ||p(r)|| / mu
         delta = abs(b) + EbL + R.UNIT * abs(b)
         if delta > 0.0:
-            room = np.minimum(r, gamma - r)
+            room = np.minimum(r, box - r)
             k = int(np.count_nonzero(room > delta))
             if k == 0:
                 return reject(f"r is not on y^T r = 0 (|y^T r| <= {delta:.3g}) and no free "
@@ -1083,16 +1158,16 @@ def _referee_certified_points(cert, blocks, ypm, gamma, mu, level, scale, form, 
             rho += (1.0 + qnorm / mu) * delta / math.sqrt(k) * (1.0 + 4 * R.UNIT)
     if not (math.isfinite(eps_v) and math.isfinite(rho)):
         return reject("the projected gradient is not finite in float64: rescale X, C or mu")
-    # the level min(gamma, 1/mu), rounded down
-    level_lo = min(gamma, level * (1.0 - 2 * R.UNIT))
-    gaps = (level_lo - r[mask]) * (1.0 - R.UNIT)
+    # the levels min(gamma_i, 1/mu), rounded down
+    level_lo = np.minimum(box, level * (1.0 - 2 * R.UNIT))
+    gaps = (level_lo[mask] - r[mask]) * (1.0 - R.UNIT)
     threshold = float(gaps.min())
     bound = (eps_v + rho) * (1.0 + 2 * R.UNIT)
     margin = threshold - bound
     numbers = dict(value=eps_v, threshold=threshold, rounding=rho, margin=margin)
     if not margin > 0.0:
         return reject("a certified point has level - r_i <= eps_v + rounding", **numbers)
-    floor = (1.0 - mu * level_lo) + 2 * R.UNIT * (1.0 + mu * level_lo)
+    floor = (1.0 - mu * level_lo[mask]) + 2 * R.UNIT * (1.0 + mu * level_lo[mask])
     if not np.all(theta[mask] - Eth[mask] * (1.0 + 2 * R.UNIT) - R.UNIT * np.abs(theta[mask])
                   > floor):
         return reject("a certified point has theta_i <= 1 - mu level beyond rounding", **numbers)
@@ -1150,6 +1225,13 @@ def _scaled_frobenius2(B, m, s, n_total):
 
 
 # ----------------------------------------------------------------------- stopping rules
+def _certifiable(problem):
+    """The points of a run that can be certified: all of them, or those of positive
+    weight in a weighted run."""
+    w = getattr(problem, "sample_weight", None)
+    return problem.n_samples if w is None else int(np.count_nonzero(w > 0))
+
+
 @_register_builtin("stopping", "certified_points")
 class CertifiedPoints(StoppingRule):
     """Stop when more than ``fraction * n`` training points are certified (paper sec. 2.3).
@@ -1158,7 +1240,9 @@ class CertifiedPoints(StoppingRule):
     (``certify_level``), with eps >= ||r - r*|| the solver's error bound; it is then
     correctly classified (margin > 1 - mu level >= 0) by the current and by the optimal
     classifier. ``fraction=0`` stops at the first certified point, as in the
-    paper's experiments. Reads ``state.n_certified``; status ``"certified"``.
+    paper's experiments. Reads ``state.n_certified``; status ``"certified"``. In a
+    weighted run n counts the points of positive weight (a point of weight 0 is never
+    certified: weight 0 is the point's removal).
     """
 
     requires = ("n_certified",)
@@ -1168,10 +1252,10 @@ class CertifiedPoints(StoppingRule):
 
     def threshold(self, state):
         """Points to exceed: ``fraction * n``."""
-        return self.params["fraction"] * state.problem.n_samples
+        return self.params["fraction"] * _certifiable(state.problem)
 
     def triggers(self, problem):
-        return (Trigger("n_certified", ">", self.params["fraction"] * problem.n_samples),)
+        return (Trigger("n_certified", ">", self.params["fraction"] * _certifiable(problem)),)
 
     def check(self, state):
         return self.status if state.n_certified > self.threshold(state) else None
@@ -1269,8 +1353,8 @@ def _rmin(r, several):
     return (float(r.min()) if r.size else math.inf) if several else None
 
 
-def _k_fista_step(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu, gamma, kappa, level,
-                  unit, rho, several):
+def _k_fista_step(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu, kappa, unit, rho,
+                  several):
     """One FISTA iteration on the block's rows (``_svm_fast.fista_iteration``); returns
     (X_b^T (y * r_new), the call's results (b_new, eps, ncert, rsum, rsq, wsq, dsq) for
     the block, min r_new)."""
@@ -1278,7 +1362,7 @@ def _k_fista_step(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu, gamma, kapp
     st = v["fista"]
     r_new, a_new = v["r_buf"], _next_a(st)
     out = _f.fista_iteration(*data.args, block.y, v["r_prev"], v["r"], a_prev, a, b_prev, b,
-                             s, m, M, data.c, beta, L, mu, gamma, kappa, level, r_new,
+                             s, m, M, data.c, beta, L, mu, v["box"], kappa, v["level"], r_new,
                              a_new, st["v"], st["bufs"], st["parts"], st["active"], unit, rho)
     _rotate(v, r_new)
     return a_new, out, _rmin(r_new, several)
@@ -1294,35 +1378,35 @@ def _k_fsvm_gradient(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu):
                           st["bufs"].shape[0])
 
 
-def _k_phi_slope(block, lam, gamma):
+def _k_phi_slope(block, lam):
     """The block's share of phi(lam) and of the free coordinates (the projection)."""
-    return _f.phi_slope(block.v["fista"]["vproj"], block.y, gamma, lam)
+    return _f.phi_slope(block.v["fista"]["vproj"], block.y, block.v["box"], lam)
 
 
-def _k_next_breakpoint(block, lam, gamma, upward):
-    return _f.next_breakpoint(block.v["fista"]["vproj"], block.y, gamma, lam, upward)
+def _k_next_breakpoint(block, lam, upward):
+    return _f.next_breakpoint(block.v["fista"]["vproj"], block.y, block.v["box"], lam, upward)
 
 
-def _k_fsvm_finish(block, lam, gamma, kappa, level, s, m, unit, rho, feas, gK, several):
+def _k_fsvm_finish(block, lam, kappa, s, m, unit, rho, feas, gK, several):
     """Second half on the block (``fista_svm_finish``), as ``_k_fista_step`` returns."""
     data, v = block.v["svm"], block.v
     st = v["fista"]
     r_new, a_new = v["r_buf"], _next_a(st)
-    out = _f.fista_svm_finish(*data.args, block.y, st["yk"], st["vproj"], lam, gamma, kappa,
-                              level, s, m, r_new, a_new, st["bufs"], st["parts"],
+    out = _f.fista_svm_finish(*data.args, block.y, st["yk"], st["vproj"], lam, v["box"],
+                              kappa, v["level"], s, m, r_new, a_new, st["bufs"], st["parts"],
                               st["active"], unit, rho, feas, gK)
     _rotate(v, r_new)
     return a_new, out, _rmin(r_new, several)
 
 
-def _k_count_above(block, level, eps):
-    """#{i in the block: level - r_i > eps}."""
-    return int(np.count_nonzero(level - block.v["r"] > eps))
+def _k_count_above(block, eps):
+    """#{i in the block: level_i - r_i > eps}."""
+    return int(np.count_nonzero(block.v["level"] - block.v["r"] > eps))
 
 
-def _k_free_with_room(block, gamma, delta):
+def _k_free_with_room(block, delta):
     r = block.v["r"]
-    return int(np.count_nonzero(np.minimum(r, gamma - r) > delta))
+    return int(np.count_nonzero(np.minimum(r, block.v["box"] - r) > delta))
 
 
 def _k_fresh_scatter(block):
@@ -1334,21 +1418,23 @@ def _k_fresh_scatter(block):
     return fresh, ld[0], rxi
 
 
-def _k_fresh_margins(block, coef, ld, t_col, t_shift, mu, gamma):
+def _k_fresh_margins(block, coef, ld, t_col, t_shift, mu):
     """Second pass: the block's sum of p_i(r)^2 (long double)."""
     data = block.v["svm"]
     ld = np.array(ld, dtype=np.longdouble)
-    _f.fresh_margins(*data.args, block.y, block.v["r"], coef, ld, t_col, t_shift, mu, gamma)
+    _f.fresh_margins(*data.args, block.y, block.v["r"], coef, ld, t_col, t_shift, mu,
+                     block.v["box"])
     return ld[2]
 
 
 def _project_blocks(ex, lam, gamma):
     """``_svm_fast.project_box_hyperplane``'s search for the multiplier over row blocks:
     the same Newton steps in a bracket, each evaluation of phi and n_free one map (two
-    numbers per block), the nearest breakpoint one map; returns lam."""
+    numbers per block), the nearest breakpoint one map; returns lam. ``gamma`` is the
+    largest box bound (the scale of the stopping test)."""
     lo, hi = -math.inf, math.inf
     for _ in range(200):
-        parts = ex.map(_k_phi_slope, lam, gamma)
+        parts = ex.map(_k_phi_slope, lam)
         ph = 0.0
         for q in parts:
             ph += q[0]
@@ -1362,7 +1448,7 @@ def _project_blocks(ex, lam, gamma):
         if nf > 0:
             lam_new = lam + ph / nf
         else:
-            near = ex.map(_k_next_breakpoint, lam, gamma, ph > 0.0)
+            near = ex.map(_k_next_breakpoint, lam, ph > 0.0)
             lam_new = min(near) if ph > 0.0 else max(near)
         if not (lo < lam_new < hi):
             if math.isfinite(lo) and math.isfinite(hi):
@@ -1379,13 +1465,18 @@ def _project_blocks(ex, lam, gamma):
 class _FistaState(_ClaimOffers, SolverState):
     """State of strongly convex FISTA (Beck 2017, sec. 10.7.7) on the perturbed dual,
     over the row blocks of ``data`` (a ``_Blocked``): r lives in the blocks, a = X^T (y r)
-    and b = y^T r here."""
+    and b = y^T r here. ``box`` is the n-vector of the per-point bounds gamma_i
+    (``run_box``; C everywhere for an unweighted run), ``gamma`` the run's C."""
 
-    def __init__(self, data, gamma, mu, L, augmented, power_iterations):
+    def __init__(self, data, gamma, mu, L, augmented, power_iterations, box=None):
         n, d = data.n, data.d
         self.data, self.ex = data, data.executor
         self.gamma, self.mu, self.L = gamma, mu, L
-        self.level = certify_level(gamma, mu)
+        self.box = run_box(gamma, None, n) if box is None else box
+        self.level = certify_levels(self.box, mu)
+        # the scales of the bounds: the largest gamma_i (C for an unweighted run)
+        self.gamma_max = gmax = float(self.box.max(initial=0.0))
+        self.level_max = float(self.level.max(initial=0.0))
         self.kappa = L / mu
         sk = np.sqrt(self.kappa)
         self.beta = (sk - 1.0) / (sk + 1.0)
@@ -1397,8 +1488,8 @@ class _FistaState(_ClaimOffers, SolverState):
         from .._referee import gamma as _gamma_k, pow2_at_least
 
         self.kappa_bound = max(self.kappa, (self.kappa - 1.0) * (1.0 + _gamma_k(n + 8)))
-        self.unit = float(pow2_at_least(gamma))
-        self.rc = data.rounding_constants(gamma)
+        self.unit = float(pow2_at_least(gmax))
+        self.rc = data.rounding_constants(gmax)
         self._rc_long = self.rc.array_long_double()
         self.fresh_bounds = 0  # iterations that fell back on the projected-gradient bound
         self.certify_above = 0.0  # fewest certified points a rule fires at (start)
@@ -1410,6 +1501,7 @@ class _FistaState(_ClaimOffers, SolverState):
         self._lam = 0.0             # warm start of the projection's multiplier
         self._one = data.local()    # the in-memory block (fused calls), or None
         self.ex.map(_k_fista_open, augmented)
+        _set_box(self.ex, self.box, self.level)
         self.n_iter = 0
         self.error_bound = np.inf
         self.n_certified = 0
@@ -1438,14 +1530,14 @@ class _FistaState(_ClaimOffers, SolverState):
         if feas != 0.0:
             eps = eps + feas * (abs(b_new) + self.rc.gK * rsum)
         ncert = 0
-        if self.level - rmin > eps:  # a second map only once some point can be certified
-            ncert = sum(self.ex.map(_k_count_above, self.level, eps))
+        if self.level_max - rmin > eps:  # a second map only once a point can be certified
+            ncert = sum(self.ex.map(_k_count_above, eps))
         s, m = self.data.s, self.data.m
         wsq = _f.w_bar_sq(a_new, b_new, s, m) + (b_new * b_new if self.augmented else 0.0)
         return a_new, b_new, eps, ncert, rsum, rsq, wsq
 
     def _count_above(self, thr):
-        return sum(self.ex.map(_k_count_above, self.level, thr))
+        return sum(self.ex.map(_k_count_above, thr))
 
     def step(self):
         data, ex = self.data, self.ex
@@ -1456,30 +1548,30 @@ class _FistaState(_ClaimOffers, SolverState):
             rho = self.rounding_now = fista_rounding(self.rc, self.beta, self.L, self.mu, rk,
                                                      rk1, True)
             # the whole iteration in one call per block (extrapolation, passes, bound)
-            parts = ex.map(_k_fista_step, *common, self.gamma, self.kappa_bound, self.level,
-                           self.unit, rho, ex.n_chunks > 1)
+            parts = ex.map(_k_fista_step, *common, self.kappa_bound, self.unit, rho,
+                           ex.n_chunks > 1)
             a_new, b_new, eps, ncert, rsum, rsq, wsq = self._reduce(parts)
         else:
             ex.map(_k_fsvm_gradient, *common)
             if self._one is not None:
                 st, y = ex.workers[0].v["fista"], ex.workers[0].y
-                lam = _f.project_box_hyperplane(st["vproj"], y, self.gamma,
+                lam = _f.project_box_hyperplane(st["vproj"], y, ex.workers[0].v["box"],
                                                 ex.workers[0].v["r_buf"], self._lam)
             else:
-                lam = _project_blocks(ex, self._lam, self.gamma)
+                lam = _project_blocks(ex, self._lam, self.gamma_max)
             self._lam = lam
             self.t_bar = self.L * lam
             rho = self.rounding_now = fista_rounding(self.rc, self.beta, self.L, self.mu, rk,
                                                      rk1, False, self.t_bar)
             feas = (1.0 + self.kappa) * (1.0 + 1e-15)
-            parts = ex.map(_k_fsvm_finish, lam, self.gamma, self.kappa_bound, self.level, s,
-                           m, self.unit, rho, feas, self.rc.gK, ex.n_chunks > 1)
+            parts = ex.map(_k_fsvm_finish, lam, self.kappa_bound, s, m, self.unit, rho, feas,
+                           self.rc.gK, ex.n_chunks > 1)
             a_new, b_new, eps, ncert, rsum, rsq, wsq = self._reduce(parts, feas)
             if ncert:
                 # the residual of y^T r = 0 is spread over a free coordinate with room
                 # (docs/svm.md section 3): without one the bound does not hold
                 delta = abs(b_new) + self.rc.gK * rsum
-                if sum(ex.map(_k_free_with_room, self.gamma, delta)) == 0:
+                if sum(ex.map(_k_free_with_room, delta)) == 0:
                     eps, ncert = np.inf, 0
         self.a_prev, self.a = self.a, a_new
         if eps < math.inf and rho > 0.0 and self._rounding_decides(eps, rho, ncert):
@@ -1514,7 +1606,7 @@ class _FistaState(_ClaimOffers, SolverState):
         ld = np.array([b, 0.0, 0.0], dtype=np.longdouble)
         _f.fresh_coefficients(coef, data.s, data.m, ld)
         acc = np.longdouble(0.0)
-        for q in ex.map(_k_fresh_margins, coef, ld, t_col, t_shift, self.mu, self.gamma):
+        for q in ex.map(_k_fresh_margins, coef, ld, t_col, t_shift, self.mu):
             acc += q
         return _f.fresh_tail(np.array([acc], dtype=np.longdouble), rxi, rsum, rsq,
                              self._rc_long, t_col, t_shift, self.mu)
@@ -1546,17 +1638,22 @@ class _FistaBase(Solver):
     augmented = True
     #: runs on any executor (``Problem.executor``: one in-memory block, a dask array's chunks)
     blocked = True
+    #: per-point boxes gamma_i = C w_i (``run_box``)
+    sample_weight = True
 
     def start(self, problem):
         data, Xfit, identity = _prepare(problem, self.params["scale"])
         gamma, mu = _gamma_mu(self.params, data.n)
+        box = run_box(gamma, getattr(problem, "sample_weight", None), data.n)
+        gmax, low = _box_scales(box, mu)
         budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
         # L's BLAS/LAPACK calls on one thread: OpenBLAS workers keep spinning after a call
         # and would take a core from the OpenMP iterations that follow
         with single_threaded_blas():
             lam, info = lipschitz_bound(data, self.augmented, budget)
-        check_scales(self.name, data, gamma, mu, mu + lam)
-        state = _FistaState(data, gamma, mu, mu + lam, self.augmented, info["passes"])
+        check_scales(self.name, data, gmax, mu, mu + lam, level=low)
+        state = _FistaState(data, gamma, mu, mu + lam, self.augmented, info["passes"], box)
+        state.weighted = getattr(problem, "sample_weight", None) is not None
         state.lipschitz_method = info["method"]
         target = certify_target(problem)
         if target is not None:
@@ -1579,7 +1676,8 @@ class _FistaBase(Solver):
                 data.scale, data.m, data.s, "hsvm" if self.augmented else "svm", t_bar,
                 _fitted_coef(fields), fields["intercept_"], problem.classes_,
                 kernel=problem.kernel, config=problem.config,
-                claim="certified" if status == "certified" else None)
+                claim="certified" if status == "certified" else None,
+                weighted=state.weighted)
         extra = fields.setdefault("extra", {})
         extra.update(L=state.L, kappa=state.kappa, gamma=state.gamma, mu=state.mu,
                      power_iterations=state.power_iterations,
@@ -1657,10 +1755,12 @@ _NO_HISTORY = np.empty((0, 4))
 
 class _DCDState(_ClaimOffers, SolverState):
     def __init__(self, data, y, gamma, mu, seed, shrinking, bound_check, certify_above=None,
-                 shrink_tol=None):
+                 shrink_tol=None, box=None):
         n, d = data.n, data.d
         self.data, self.y, self.gamma, self.mu = data, y, gamma, mu
-        self.level = certify_level(gamma, mu)
+        # the per-point bounds gamma_i (``run_box``) and levels min(gamma_i, 1/mu)
+        self.box = run_box(gamma, None, n) if box is None else box
+        self.level = certify_levels(self.box, mu)
         # the epoch permutations come from a SplitMix64 stream seeded once from the run's
         # generator (drawn in Cython, so an epoch costs no numpy call)
         self._rng_state = np.array([seed], dtype=np.uint64)
@@ -1689,7 +1789,7 @@ class _DCDState(_ClaimOffers, SolverState):
         # the full bound's w, scattered afresh from r (long double), and the constants of
         # its rounding bound
         self._fresh = np.zeros(d, dtype=np.longdouble)
-        self.rc = data.rounding_constants(gamma)
+        self.rc = data.rounding_constants(float(self.box.max(initial=0.0)))
         self._rc = self.rc.array_long_double()
         # iterations per Cython call in step_batch: about 2e7 row entries of work, so that
         # Ctrl-C and the caller's loop get control back every few tens of milliseconds,
@@ -1718,7 +1818,7 @@ class _DCDState(_ClaimOffers, SolverState):
         data = self.data
         b, P = self.scal
         pgsq = _f.projected_gradient(*data.args, self.y, self.r, self.s2a, b, P, data.c,
-                                     data.M, 1.0, 0.0, self.mu, self.gamma, self._pg)
+                                     data.M, 1.0, 0.0, self.mu, self.box, self._pg)
         self._ctl[5] += 1
         rc = self._rc
         dg = rc[1] * rc[4] + rc[5]
@@ -1746,7 +1846,7 @@ class _DCDState(_ClaimOffers, SolverState):
         if hist.shape[0] < k:
             hist = self._hist = np.empty((k, 4))  # row e is written by iteration e
         done = _f.dcd_epochs(*data.args, self.y, self.index, self.r, self.s2a, self.scal,
-                             data.s, data.m, data.c, self.qd, data.M, self.mu, self.gamma,
+                             data.s, data.m, data.c, self.qd, data.M, self.mu, self.box,
                              self.level, self._rng_state, self._pg, ctl, self.shrinking,
                              self.bound_check == "always", hist, k, cert_above, gap_at_most,
                              self._w_bar, self._coef, self._mask_bytes, self._fresh,
@@ -1828,6 +1928,8 @@ class DCD(Solver):
     default_max_iter = 1000
     #: sequential sweeps: one in-memory block only (refused on a dask array)
     blocked = False
+    #: per-point boxes gamma_i = C w_i (``run_box``)
+    sample_weight = True
     not_blocked = _DCD_SEQUENTIAL
     param_table = {
         **_COMMON_PARAMS,
@@ -1843,12 +1945,16 @@ class DCD(Solver):
         data = blocked.local()
         if data is None:
             raise ValueError(_DCD_SEQUENTIAL)
-        check_scales(self.name, data, gamma, mu)
+        weights = getattr(problem, "sample_weight", None)
+        box = run_box(gamma, weights, data.n)
+        gmax, low = _box_scales(box, mu)
+        check_scales(self.name, data, gmax, mu, level=low)
         # the epochs' SplitMix64 stream is seeded from 64 bits of the run's generator
         seed = problem.rng.bit_generator.random_raw()
         state = _DCDState(data, problem.y, gamma, mu, seed, self.params["shrinking"],
                           self.params["bound_check"], certify_target(problem),
-                          gap_target(problem))
+                          gap_target(problem), box)
+        state.weighted = weights is not None
         state.fit = (data, Xfit, identity)
         state._solver = self
         return state
@@ -1865,7 +1971,8 @@ class DCD(Solver):
                 state.error_bound, mask, state.r.copy(), state.gamma, state.mu, data.scale,
                 data.m, data.s, "hsvm", t_bar, _fitted_coef(fields), fields["intercept_"],
                 problem.classes_, kernel=problem.kernel,
-                config=problem.config, claim="certified" if status == "certified" else None)
+                config=problem.config, claim="certified" if status == "certified" else None,
+                weighted=state.weighted)
         fields.setdefault("extra", {}).update(gamma=state.gamma, mu=state.mu,
                                               full_passes=state.full_passes)
         return fields
@@ -1877,9 +1984,16 @@ def _k_pegasos_epoch(block, order, s2a, st, lam, radius):
     (the d-vector s2a and the 6 scalars st) passed in and returned: an epoch passes it
     from block to block."""
     data = block.v["svm"]
+    weight = block.v.get("weight")
+    if weight is None:
+        weight = block.v["weight"] = np.ones(data.n)
     _f.pegasos_epoch(*data.args, block.y, order, s2a, st, data.s, data.c, data.xsq, data.M,
-                     lam, radius)
+                     lam, radius, weight)
     return s2a, st
+
+
+def _k_set_weight(block, weight):
+    block.v["weight"] = np.ascontiguousarray(weight, dtype=np.float64)
 
 
 class _PegasosState(SolverState):
@@ -1921,8 +2035,10 @@ class _PegasosState(SolverState):
 class Pegasos(Solver):
     """Pegasos (Shalev-Shwartz et al. 2007) as in arXiv:2512.03947, section 5.1.
 
-    Minimizes lam/2 ||w||^2 + (1/n) sum_i max(0, 1 - y_i (w . z_i + b)) (lam = 1/64 is the
-    paper's misclassification penalty 64/n) with step 1/(lam k), projection of w on the
+    Minimizes lam/2 ||w||^2 + (1/n) sum_i w_i max(0, 1 - y_i (w . z_i + b)) (lam = 1/64 is
+    the paper's misclassification penalty 64/n; the sample weights w_i are 1 for an
+    unweighted run, and a weight scales its point's sub-gradient step, as C w_i scales
+    the box of the dual solvers) with step 1/(lam k), projection of w on the
     ball of radius 1/sqrt(lam) after each step, and an unregularized bias b updated on
     margin violations (Pegasos paper, section 6). One iteration is one epoch over a random
     permutation from ``random_state`` (block by block on a dask array: see
@@ -1941,6 +2057,8 @@ class Pegasos(Solver):
     default_max_iter = 10**9
     #: runs on any executor; the epoch order depends on the blocking (``_PegasosState``)
     blocked = True
+    #: the weighted hinge loss (1/n) sum_i w_i max(0, 1 - y_i f(x_i))
+    sample_weight = True
     param_table = {
         "lam": Param(1.0 / 64.0, types=numbers.Real, low=0, low_open=True,
                      doc="regularization lambda (1/64 is C = 64/n)"),
@@ -1954,6 +2072,10 @@ class Pegasos(Solver):
 
     def start(self, problem):
         data, Xfit, identity = _prepare(problem, self.params["scale"])
+        weights = getattr(problem, "sample_weight", None)
+        if weights is not None:
+            ex = data.executor
+            ex.map_each(_k_set_weight, [(w,) for w in ex.split(weights)])
         state = _PegasosState(data, float(self.params["lam"]), problem.rng)
         state.fit = (data, Xfit, identity)
         return state

@@ -8,7 +8,11 @@ Definition 1 (Eq. 4): theta^0 = 0 and, for k < t,
     theta^{k+1} = argmin_theta  L_hat(theta) + lam/2 ||theta - theta^k||^2,
     L_hat(theta) = 1/n sum_i loss(y_i, theta(x_i)),
 
-for the logistic loss (labels +-1) or the squared loss (regression). t = 1 is plain
+for the logistic loss (labels +-1) or the squared loss (regression). With sample
+weights w (``solve(..., sample_weight=w)``) the empirical risk is the weighted
+L_hat(theta) = 1/n sum_i w_i loss(y_i, theta(x_i)), normalized by the number of rows n
+as the unweighted one (scikit-learn's LogisticRegression minimizes sum_i w_i loss_i
++ ||theta||^2 / (2 C), the same problem for C = 1 / (n lam)). t = 1 is plain
 Tikhonov (kernel ridge / regularized logistic regression); t proximal steps give the
 spectral filter g_lam^t(s) = (1 - (lam/(s + lam))^t) / s of Eq. 8 for the squared loss
 and qualification t (Theorem 1).
@@ -264,7 +268,7 @@ class _BlockRows:
     adds in block order. In memory the single block holds all rows, so these are exactly
     the whole-data passes."""
 
-    def __init__(self, Phi, y, loss_name, p, fit_intercept):
+    def __init__(self, Phi, y, loss_name, p, fit_intercept, weight=None):
         if Phi.shape[1] != p:
             raise ValueError(f"a row block has {Phi.shape[1]} features, the run {p}")
         self.sparse = sp.issparse(Phi)
@@ -276,6 +280,9 @@ class _BlockRows:
             self.Phi = Phi if Phi.flags.c_contiguous else np.ascontiguousarray(Phi)
         self.y = np.ascontiguousarray(y, dtype=np.float64)
         self.loss = _LOSSES[loss_name]
+        #: the block's sample weights (None: unweighted); g and h are then w_i l'(z_i)
+        #: and w_i l''(z_i), the loss sums sum_i w_i l(z_i)
+        self.weight = None if weight is None else np.ascontiguousarray(weight, dtype=np.float64)
         self.p = p
         self.fit_intercept = fit_intercept
         n = Phi.shape[0]
@@ -316,6 +323,11 @@ class _BlockRows:
         """At z: (loss sum, Phi^T g, sum g) and, ``with_hessian``, (Phi^T diag(h) Phi,
         Phi^T h, sum h) (None each otherwise)."""
         total = self.loss.derivatives(self.z, self.y, self.g, self.h)
+        if self.weight is not None:
+            w = self.weight
+            total = float(w @ _loss_numpy(self.loss.name, self.z, self.y)[0])
+            self.g *= w
+            self.h *= w
         rg = self.rmatvec(self.g)
         gs = float(self.g.sum()) if self.fit_intercept else 0.0
         if not with_hessian:
@@ -351,6 +363,8 @@ class _BlockRows:
     def trial(self, s):
         """Loss sum at the trial step w - s direction (its predictions kept for ``accept``)."""
         self.zt = self.z - s * self.dz
+        if self.weight is not None:
+            return float(self.weight @ _loss_numpy(self.loss.name, self.zt, self.y)[0])
         return self.loss.loss_sum(self.zt, self.y)
 
     def accept(self):
@@ -370,10 +384,10 @@ class _BlockRows:
         return G, self.rmatvec(self.y)
 
 
-def _k_tikhonov_setup(block, loss_name, p, fit_intercept):
+def _k_tikhonov_setup(block, loss_name, p, fit_intercept, weight=None):
     """The block's rows (its X: Phi for the linear kernel, or the feature rows an in-memory
-    run built) as the run's ``_BlockRows``; returns the number of rows."""
-    block.v["tikhonov"] = _BlockRows(block.X, block.y, loss_name, p, fit_intercept)
+    run built) and sample weights as the run's ``_BlockRows``; returns the number of rows."""
+    block.v["tikhonov"] = _BlockRows(block.X, block.y, loss_name, p, fit_intercept, weight)
     return block.X.shape[0]
 
 
@@ -527,6 +541,12 @@ class _TikhonovState(_GuardedNewton, SolverState):
         # rows held by the blocks of a distributed executor (a dask array's chunks): the
         # data passes run there; the in-memory constructions below need all rows at hand
         blocked = isinstance(problem.X, Executor)
+        weights = getattr(problem, "sample_weight", None)
+        if weights is not None and (prm["t"] == "auto" or prm["method"] == "spectral_filter"):
+            raise ValueError(
+                "iterated_tikhonov with sample_weight: t='auto' (its validation split) and "
+                "method='spectral_filter' (the unweighted closed form) are not available; "
+                "pass an integer t and method='newton'")
         if blocked:
             why = blocked_limits(prm, problem.kernel)
             if why:
@@ -608,7 +628,13 @@ class _TikhonovState(_GuardedNewton, SolverState):
         self.rows = rows
         self.model = _Model(rows.n_samples, rows.n_features, fit_intercept, self.lam,
                             rows.sparse, Phi)
-        rows.map(_k_tikhonov_setup, self.loss_name, self.model.p, self.model.fit_intercept)
+        self.weighted = weights is not None
+        if weights is None:
+            rows.map(_k_tikhonov_setup, self.loss_name, self.model.p, self.model.fit_intercept)
+        else:
+            rows.map_each(_k_tikhonov_setup,
+                          [(self.loss_name, self.model.p, self.model.fit_intercept, wb)
+                           for wb in rows.split(weights)])
         self._pending = []
         if self.method == "spectral_filter":
             if self.loss_name != "squared":
@@ -892,7 +918,7 @@ class _TikhonovState(_GuardedNewton, SolverState):
             self.decrement, self.decrement_targets[: self.prox_step], self.loss_name, self.lam,
             rep, np.array(chain), mdl.fit_intercept, problem.kernel, problem.classes_,
             self.train_index, centres, projection, self.identity_map, config=problem.config,
-            prox_step=self.prox_step)
+            prox_step=self.prox_step, weighted=self.weighted)
 
 
 # ====================================================================== stopping rule
@@ -991,7 +1017,7 @@ def _loss_derivatives_bounded(loss, z, ez, y):
 
 
 def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept,
-                       enough=None, steer=None):
+                       enough=None, steer=None, weight=None):
     """An upper bound nu_up of the Newton decrement of L_hat(theta, b) + lam/2
     ||theta - theta_prev||^2 at (theta, b), and the recomputed central value, from the
     rows of Phi (``blocks``, a ``_referee.RowBlocks``). Sums over the rows run in long
@@ -1012,7 +1038,11 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     between the calls of one chain check: formed by the first call that needs it (the
     check starts with the last link, the one it reports) and reused by the others, whose
     iterates are close to it. Any zeta gives a valid bound (rho is recomputed at each
-    link's own iterate), so this only affects how tight the bound is."""
+    link's own iterate), so this only affects how tight the bound is.
+
+    ``weight``: the sample weights of a weighted run (the risk 1/n sum_i w_i l(z_i)): the
+    derivatives become w_i l'(z_i) and w_i l''(z_i), their bounds w_i e_g + 2 u |w_i g_i|
+    (+ eta) for the rounded product, and everything downstream is the same."""
     from . import _svm_fast as f
     from .. import _referee as R
 
@@ -1055,6 +1085,11 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
         ez[lo:hi] = gL(rl + 3) * (Mz * (1 + R.gamma(rl + 2)) + abs(b)) + R.UNIT * np.abs(zb) \
             + R.ETA
         gb, hb, egb, ehb = _loss_derivatives_bounded(loss, zb, ez[lo:hi], y[lo:hi])
+        if weight is not None:
+            wb = weight[lo:hi]
+            gb, hb = wb * gb, wb * hb
+            egb = wb * egb + 2 * R.UNIT * np.abs(gb) + R.ETA
+            ehb = wb * ehb + 2 * R.UNIT * hb + R.ETA
         g[lo:hi], h[lo:hi], eg[lo:hi], eh[lo:hi] = gb, hb, egb, ehb
         if fit_intercept:
             xi2[lo:hi] = np.asarray(B.multiply(B).sum(axis=1)).ravel() if sp.issparse(B) \
@@ -1265,13 +1300,18 @@ class NewtonDecrementCertificate(Certificate):
     ``coef`` (theta^t), ``coef_prev`` (theta^{t-1}; zeros when t = 1) and ``target``
     (eps_t) are views on ``chain`` and ``targets``. Not re-checked: which rows form the
     training split of t="auto" (``train_index``, validated as increasing row indices).
+
+    Weighted runs: ``check(X, y, sample_weight=w)`` takes the weights as data and
+    recomputes every link on the weighted risk 1/n sum_i w_i loss_i; a certificate of a
+    weighted run (``weighted``) checked without weights is rejected with a message saying
+    to pass them, and other weights are a recomputation for those weights.
     """
 
     kind = "newton_decrement"
 
     def __init__(self, value, targets, loss, lam, representation, chain, fit_intercept,
                  kernel, classes, train_index=None, centres=None, projection=None,
-                 identity_map=False, config=None, prox_step=None):
+                 identity_map=False, config=None, prox_step=None, weighted=False):
         self.value = float(value)
         self.chain = np.array(chain, dtype=np.float64)
         if self.chain.ndim != 2 or self.chain.shape[0] < 1:
@@ -1297,6 +1337,8 @@ class NewtonDecrementCertificate(Certificate):
         self.config = config
         #: the proximal step k of the returned iterate (t="auto" picks it)
         self.prox_step = prox_step
+        #: whether the run was weighted (its check then needs the sample weights)
+        self.weighted = bool(weighted)
 
     # views on the chain (settable: a new value replaces the stored array by a copy)
     @property
@@ -1414,10 +1456,15 @@ class NewtonDecrementCertificate(Certificate):
         bs = chain[:, p] if self.fit_intercept else np.zeros(chain.shape[0])
         return blocks, yv, np.ascontiguousarray(chain[:, :p]), bs
 
-    def check(self, X, y):
+    def check(self, X, y, sample_weight=None):
         from ..certificates import NotPositiveSemidefiniteError
+        from .._validation import check_sample_weight
 
         kind = self.kind
+        if sample_weight is None and getattr(self, "weighted", False):
+            return Verdict.reject(kind, "the certificate is of a weighted run: pass its "
+                                        "weights, check(X, y, sample_weight=w) (verify "
+                                        "likewise)")
         try:
             blocks, yv, thetas, bs = self._problem(X, y)
         except NotPositiveSemidefiniteError:
@@ -1427,6 +1474,16 @@ class NewtonDecrementCertificate(Certificate):
         n = blocks.n
         if yv.shape != (n,):
             return Verdict.reject(kind, f"y has {yv.shape[0]} entries, X {n} rows")
+        weight = None
+        if sample_weight is not None:
+            try:
+                weight = check_sample_weight(sample_weight, yv.shape[0]
+                                             if self.train_index is None else
+                                             np.asarray(y).ravel().shape[0])
+                if self.train_index is not None:
+                    weight = weight[np.asarray(self.train_index)]
+            except (TypeError, ValueError) as exc:
+                return Verdict.reject(kind, str(exc))
         t = thetas.shape[0]
         step = getattr(self, "prox_step", None)
         if step is not None and step != t:
@@ -1449,14 +1506,21 @@ class NewtonDecrementCertificate(Certificate):
             try:
                 central, nu_up = _link_bounds(blocks, yv, thetas, bs, k, th["lam"], th["loss"],
                                               th["fit_intercept"],
-                                              enough=target if k < t else None, steer=steer)
+                                              enough=target if k < t else None, steer=steer,
+                                              weight=weight)
                 if k < t and not nu_up <= target:
                     # steered by the last link's Hessian the bound may be too loose: the
                     # link's own Hessian before any verdict
                     central, nu_up = _link_bounds(blocks, yv, thetas, bs, k, th["lam"],
-                                                  th["loss"], th["fit_intercept"])
+                                                  th["loss"], th["fit_intercept"],
+                                                  weight=weight)
             except ValueError as exc:
                 return Verdict.reject(kind, f"the data do not define the claim: {exc}")
+            except OverflowError:
+                return Verdict.reject(kind, f"link {k} of {t}: the bound of the recomputed "
+                                            "Newton decrement overflows float64 (sample "
+                                            "weights or entries of X too large); rescale them",
+                                      value=math.inf, threshold=target, rounding=math.inf)
             rounding = nu_up - central if math.isfinite(nu_up) else math.inf
             margin = min(margin, target - nu_up)
             if not nu_up <= target:
@@ -1473,14 +1537,15 @@ class NewtonDecrementCertificate(Certificate):
 
 
 def _link_bounds(blocks, y, thetas, bs, k, lam, loss, fit_intercept, enough=None,
-                 steer=None):
+                 steer=None, weight=None):
     """(recomputed decrement, proven upper bound) of link k (1-based) of a chain in feature
     space: theta^k = ``thetas[k - 1]`` (intercept ``bs[k - 1]``) on the subproblem centred
     at theta^{k-1}, theta^0 = 0 (the solver's start, never read from a certificate);
     ``enough`` and ``steer`` as in ``_decrement_referee``."""
     prev = thetas[k - 2] if k >= 2 else np.zeros(thetas.shape[1])
     return _decrement_referee(blocks, y, np.ascontiguousarray(thetas[k - 1]), float(bs[k - 1]),
-                              prev, lam, loss, fit_intercept, enough=enough, steer=steer)
+                              prev, lam, loss, fit_intercept, enough=enough, steer=steer,
+                              weight=weight)
 
 
 # ====================================================================== solver
@@ -1619,6 +1684,8 @@ class IteratedTikhonov(Solver):
     task = _Task()
     #: runs on any executor (``Problem.executor``) within ``blocked_refusal``'s limits
     blocked = True
+    #: the weighted risk 1/n sum_i w_i loss_i (integer t, method="newton")
+    sample_weight = True
 
     def start(self, problem):
         return _TikhonovState(self, problem)
