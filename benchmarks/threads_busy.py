@@ -2,16 +2,18 @@
 processes, for two builds side by side.
 
     MARGINKIT_DATA=<data folder> python benchmarks/threads_busy.py OLD_TREE NEW_TREE \
-        [--reps 3] [--busy 2] [--only a9a,higgs] [--solvers fista,fista_svm]
+        [--reps 3] [--busy 2] [--only a9a,higgs1e6] [--solvers fista,fista_svm] \
+        [--conditions quiet,busy] [--wait-policy passive]
 
 OLD_TREE and NEW_TREE are source trees with their extensions built in place. For each
 condition (``quiet``: nothing started; ``busy``: ``--busy`` processes spinning in a
 Python loop, started by this script and stopped by it when the condition ends) and each
 case, each build runs in its own process (``--worker``), the two builds alternating;
 inside a worker every repetition solves the case once on the default threads and once
-under ``threadpoolctl.threadpool_limits(1)``, interleaved. Printed per case and build:
+under ``threadpoolctl.threadpool_limits(1)``, interleaved (``--reps`` repetitions, more
+on small cases until each mode has run ``--min-time`` seconds). Printed per case and build:
 the median wall times (default, one thread), the median ratio default / one thread with
-its range over repetitions, the iterations, whether the two solves returned the same
+its range over repetitions and the ratio of the summed times, the iterations, whether the two solves returned the same
 coefficients bit for bit, the thread choice the default run recorded
 (``Result.extra["threads"]``, when the build records one) and the 1-minute load average
 before and after the case (``os.getloadavg``).
@@ -53,7 +55,7 @@ def _data(name):
     raise SystemExit(f"unknown case {name!r}; use one of {', '.join(CASES)}")
 
 
-def worker(case, solvers, reps):
+def worker(case, solvers, reps, min_time):
     from threadpoolctl import threadpool_limits
 
     import marginkit as mk
@@ -63,7 +65,11 @@ def worker(case, solvers, reps):
     for solver in solvers:
         times = {"default": [], "one": []}
         res = {}
-        for _ in range(reps):
+        rep = 0
+        # at least ``reps`` repetitions, more on small cases: until each mode has run for
+        # ``min_time`` seconds (at most 25 repetitions)
+        while rep < reps or (rep < 25 and sum(times["one"]) < min_time):
+            rep += 1
             for mode in ("default", "one"):
                 limit = threadpool_limits(1) if mode == "one" else None
                 try:
@@ -83,10 +89,12 @@ def worker(case, solvers, reps):
     print(json.dumps(out))
 
 
-def _run(tree, case, solvers, reps):
+def _run(tree, case, solvers, reps, min_time, wait_policy=None):
     env = dict(os.environ, PYTHONPATH=tree)
+    if wait_policy:
+        env["OMP_WAIT_POLICY"] = wait_policy
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", case,
-           "--solvers", ",".join(solvers), "--reps", str(reps)]
+           "--solvers", ",".join(solvers), "--reps", str(reps), "--min-time", str(min_time)]
     proc = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True)
     if proc.returncode:
         sys.exit(f"worker failed ({tree}, {case}):\n{proc.stderr[-2000:]}")
@@ -109,21 +117,26 @@ def main():
     ap.add_argument("old", nargs="?")
     ap.add_argument("new", nargs="?")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--min-time", type=float, default=4.0,
+                    help="repeat small cases until each mode ran this many seconds")
     ap.add_argument("--busy", type=int, default=2, help="busy processes of the busy condition")
     ap.add_argument("--only", default="", help="comma-separated case names")
     ap.add_argument("--solvers", default="fista,fista_svm")
     ap.add_argument("--conditions", default="quiet,busy")
+    ap.add_argument("--wait-policy", default=None,
+                    help="OMP_WAIT_POLICY of both builds' processes (libgomp reads it at "
+                         "start-up only): what passive waiting would give")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     solvers = args.solvers.split(",")
     if args.worker:
-        return worker(args.worker, solvers, args.reps)
+        return worker(args.worker, solvers, args.reps, args.min_time)
     if not (args.old and args.new):
         ap.error("give OLD_TREE and NEW_TREE")
     cases = [c for c in args.only.split(",") if c] or list(CASES)
     builds = {"old": os.path.abspath(args.old), "new": os.path.abspath(args.new)}
     print(f"old = {builds['old']}, new = {builds['new']}, reps = {args.reps}, "
-          f"{os.cpu_count()} cores", flush=True)
+          f"{os.cpu_count()} cores, OMP_WAIT_POLICY={args.wait_policy or 'unset'}", flush=True)
     for cond in args.conditions.split(","):
         procs = _busy(args.busy) if cond == "busy" else []
         try:
@@ -131,7 +144,9 @@ def main():
             for i, case in enumerate(cases):
                 load0 = os.getloadavg()[0]
                 order = ("old", "new") if i % 2 == 0 else ("new", "old")
-                got = {b: _run(builds[b], case, solvers, args.reps) for b in order}
+                got = {b: _run(builds[b], case, solvers, args.reps, args.min_time,
+                               args.wait_policy)
+                       for b in order}
                 load1 = os.getloadavg()[0]
                 for solver in solvers:
                     for b in ("old", "new"):
@@ -143,7 +158,9 @@ def main():
                               f"{statistics.median(q['default']):.3f} s, one thread "
                               f"{statistics.median(q['one']):.3f} s, default/one "
                               f"{statistics.median(ratios):.2f} [{min(ratios):.2f}, "
-                              f"{max(ratios):.2f}]; {q['n_iter']} it. {q['status']}, "
+                              f"{max(ratios):.2f}] x{len(ratios)} (of the sums "
+                              f"{sum(q['default']) / sum(q['one']):.2f}); {q['n_iter']} it. "
+                              f"{q['status']}, "
                               f"bitwise same: {q['same']}{choice}; load "
                               f"{load0:.1f} -> {load1:.1f}", flush=True)
         finally:

@@ -94,6 +94,14 @@ def test_choice_puts_the_probe_off_while_one_thread_lacks_the_processor():
     assert used[-1] == 2 and choice.summary()["probes"] == 1
 
 
+def test_choice_measures_the_share_over_a_window_before_the_first_probe():
+    script = _Script(lambda nt: 3e-3 if nt == 1 else 1.5e-3)
+    choice = _choice(script)
+    used = script.run(choice, 30)
+    # iteration 0 is not measured; iterations 1..4 make the 10 ms window (3 would not)
+    assert used.index(2) == 5 and used[-1] == 2
+
+
 def test_choice_leaves_a_team_that_becomes_slower_than_one_thread():
     state = {"busy": False}
     script = _Script(lambda nt: 1.0 if nt == 1 else (6.0 if state["busy"] else 0.5))
@@ -164,8 +172,10 @@ def test_small_data_run_on_one_thread():
 
 
 def test_verbose_2_reports_the_thread_choice(capsys, monkeypatch):
-    # a share no iteration reaches: every probe is put off, and said so
+    # a share no iteration reaches, measured from the first iterations on: every probe is
+    # put off, and said so
     monkeypatch.setattr(ThreadChoice, "share", 2.0)
+    monkeypatch.setattr(ThreadChoice, "window", 0.0)
     X, y = _problem(sparse=False)
     with threadpoolctl.threadpool_limits(2):
         res = mk.solve(X, y, solver="fista", max_iter=10, verbose=2)

@@ -95,10 +95,11 @@ class ThreadChoice:
     run, from the wall time between the starts of consecutive iterations (the whole
     iteration, its serial parts included): a few iterations on one thread, then the team
     (``probe``: at most two iterations, one when the first is clearly slower), but only
-    while the one-thread iterations get the processor for at least ``share`` of their
-    wall time (the thread's CPU time over the wall time: a lower share means the cores
-    are oversubscribed already, where a team that waits for its slowest thread loses;
-    the probe is then put off as a lost one would be, without its cost); the team
+    once the latest one-thread iterations, over at least ``window`` seconds (a few of the
+    scheduler's time slices), got the processor for at least ``share`` of their wall
+    time (the thread's CPU time over the wall time: a lower share means the cores are
+    oversubscribed already, where a team that waits for its slowest thread loses; the
+    probe is then put off as a lost one would be, without its cost); the team
     is kept while it is faster by ``margin``, and dropped as soon as two iterations in a
     row are slower than one thread was. A lost probe is repeated later, after at least
     ``backoff`` times its ratio of extra time (so that probing costs a few percent of the
@@ -121,13 +122,16 @@ class ThreadChoice:
     wait0 = 16
     #: the least CPU share of one-thread iterations at which the team is tried
     share = 0.9
+    #: the share is measured over the latest one-thread iterations of at least this
+    #: many seconds (a probe waits for them)
+    window = 0.01
 
     def __init__(self, requested="auto", clock=None, cpu_clock=None):
         self.requested = requested
         self.clock = clock or time.perf_counter
         self.cpu_clock = cpu_clock or time.thread_time
         self._cpu = None           # the thread's CPU time at the start of the previous iteration
-        self.cpu_share = deque(maxlen=3)  # recent one-thread (CPU time, wall time)
+        self.cpu_share = deque(maxlen=256)  # recent one-thread (CPU time, wall time)
         self.skipped = 0           # probes put off for a low CPU share
         self.k = 0                 # iterations begun
         self._t = None             # start of the previous iteration
@@ -190,8 +194,14 @@ class ThreadChoice:
         t1 = min(self.one) if self.one else math.inf
         if self.mode == "one":
             if self.k >= self.next_probe and self.one:
-                cpu = sum(c for c, _ in self.cpu_share)
-                wall = sum(w for _, w in self.cpu_share)
+                cpu = wall = 0.0
+                for c, w in reversed(self.cpu_share):
+                    cpu += c
+                    wall += w
+                    if wall >= self.window:
+                        break
+                if wall < self.window:
+                    return 1  # not measured long enough yet
                 if cpu < self.share * wall:
                     self.skipped += 1
                     self.wait *= 2
