@@ -1678,6 +1678,15 @@ class Fista(_FistaBase):
         Phi = feature_map(X) and "std" standardizes the columns of Phi (training
         statistics); coef_ is None, ``extra["feature_space_coef"]`` and intercept_ give
         the classifier on Phi(x), and predict applies the kernel's fitted map.
+    threads : "auto" or int
+        OpenMP threads of the passes over X. "auto" (default): each run times its own
+        iterations and uses one thread or the team, whichever is faster; the team is
+        tried only while one thread gets its core (on busy cores a team that waits for
+        its slowest thread at every iteration is many times slower). An int: at most
+        that many, every iteration. Always within the OpenMP limit (OMP_NUM_THREADS,
+        ``threadpoolctl.threadpool_limits``); the result does not depend on it. The
+        choice is ``extra["threads"]`` (last iteration) and ``extra["thread_choice"]``;
+        ``verbose=2`` prints its changes. ``fista_svm`` takes the same parameter.
 
     References
     ----------
