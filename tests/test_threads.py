@@ -185,10 +185,11 @@ def test_verbose_2_reports_the_thread_choice(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("value, exc, match", [
-    (0, ValueError, r"threads=0 is out of range"),
-    ("two", ValueError, r"threads='two' is not valid; use one of \['auto'\]"),
-    (True, TypeError, r"threads=True: use one of \['auto'\]"),
-    (2.0, TypeError, r"threads=2.0 has type float"),
+    (0, ValueError, r"threads=0 is out of range; use 'auto' or an integer >= 1"),
+    ("two", ValueError, r"threads='two' is not valid; use 'auto' or an integer >= 1"),
+    (True, TypeError, r"threads=True must be 'auto' or an integer >= 1"),
+    (2.0, TypeError, r"threads=2.0 must be 'auto' or an integer >= 1"),
+    (float("nan"), ValueError, r"threads=nan must be finite"),
 ])
 def test_threads_parameter_is_checked(value, exc, match):
     X, y = _problem(sparse=False)

@@ -1574,8 +1574,18 @@ class _FistaState(_ClaimOffers, SolverState):
 
 
 def _threads_param(value, name, owner):
-    """'auto', or the number of threads as a Python int."""
-    return value if isinstance(value, str) else int(value)
+    """'auto', or the number of threads (an integer >= 1) as a Python int."""
+    if isinstance(value, str):
+        if value != "auto":
+            raise ValueError(f"{owner}: {name}={value!r} is not valid; use 'auto' or an "
+                             f"integer >= 1")
+        return value
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{owner}: {name}={value!r} must be 'auto' or an integer >= 1")
+    if value < 1:
+        raise ValueError(f"{owner}: {name}={value} is out of range; use 'auto' or an "
+                         f"integer >= 1")
+    return int(value)
 
 
 def _thread_fields(summaries):
@@ -1598,8 +1608,7 @@ class _FistaBase(Solver):
     default_stop = (("certified_points", {"fraction": 0.0}),)
     default_max_iter = 10_000
     param_table = dict(_COMMON_PARAMS, threads=Param(
-        "auto", types=(str, numbers.Integral), options=("auto",), low=1,
-        validator=_threads_param,
+        "auto", validator=_threads_param,
         doc="OpenMP threads of the passes: 'auto' (one thread or the team, whichever the "
             "run measures faster) or at most this many; always within the OpenMP limit"))
     augmented = True
