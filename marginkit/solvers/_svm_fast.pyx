@@ -478,7 +478,9 @@ def scatter_dual(const floating[:, ::1] Xd, const floating[::1] data,
 # ``fista_blocks``); each block has its own partial sums and its own d-vector for the
 # scatter, summed in block order. A run is then bitwise the same on any number of OpenMP
 # threads; the threads follow OMP_NUM_THREADS / threadpoolctl (omp_get_max_threads at
-# each call), static schedule, one parallel region per iteration.
+# each call), lowered to the ``threads`` argument when given (>= 1; the caller's choice
+# between one thread and the team, ``utils._threads.ThreadChoice``), static schedule, one
+# parallel region per call.
 
 #: at most this many blocks (d-vectors), each allowed when it costs <= 1/32 of a pass
 cdef Py_ssize_t _MAX_BLOCKS = 16
@@ -497,10 +499,23 @@ def fista_blocks(Py_ssize_t n, Py_ssize_t d, double nnz):
     return max(1, min(ns, _MAX_BLOCKS, n))
 
 
-cdef inline int _threads(double nnz, Py_ssize_t blocks) noexcept nogil:
+cdef inline int _threads(double nnz, Py_ssize_t blocks, int requested) noexcept nogil:
+    """Threads of a pass: 1 on small data, else the OpenMP limit (OMP_NUM_THREADS /
+    threadpoolctl), lowered to ``requested`` when that is >= 1 (0: no request)."""
+    cdef int cap
     if nnz < _PARALLEL_NNZ or blocks < 2:
         return 1
-    return mk_svm_max_threads()
+    cap = mk_svm_max_threads()
+    if 0 < requested < cap:
+        return requested
+    return cap
+
+
+def fista_threads(Py_ssize_t n, Py_ssize_t d, double nnz):
+    """The most threads the FISTA passes use on n rows, d columns, nnz entries: 1 below
+    the work of a parallel region or with one row block, else the OpenMP limit of the
+    calling thread (read now: ``threadpoolctl.threadpool_limits`` applies)."""
+    return _threads(nnz, fista_blocks(n, d, nnz), 0)
 
 
 cdef double _extrapolate_v(const double* a, const double* a_prev, const double* sc,
@@ -667,7 +682,7 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
                     const double[::1] level, double[::1] r_new, double[::1] a_new, double[::1] v,
                     double[:, ::1] bufs,
                     double[:, ::1] parts, Py_ssize_t[::1] active, double unit=1.0,
-                    double rounding=0.0):
+                    double rounding=0.0, int threads=0):
     """One whole FISTA iteration on the perturbed H-SVM dual (arXiv:2512.03947, Algorithm 1).
 
     The O(d) work first: the extrapolated a(y_k) = (1 + beta) a - beta a_prev (a is
@@ -686,7 +701,8 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
     block order, a_new = X^T (y * r_new), and the error bound, the certified count and
     ||w~(r_new)||^2 (objective) follow. The ns = bufs.shape[0] blocks (``bufs``, ns x d;
     partial sums in ``parts``, ns x 4) come from ``fista_blocks``: the result does not
-    depend on the thread count. ``active`` (length n) is scratch.
+    depend on the thread count. ``active`` (length n) is scratch. ``threads`` >= 1 caps
+    the OpenMP threads of the call (0: the OpenMP limit), without effect on the result.
 
     Returns (b_new, eps, n_certified, sum r_new, ||r_new||^2, ||w~(r_new)||^2, dsq) with
     dsq = ||y_k - r_new||^2 / unit^2 (what a caller that reduces several row blocks of X
@@ -704,7 +720,7 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
     cdef Py_ssize_t ns = bufs.shape[0]
     cdef Py_ssize_t k, i, lo, hi, ncert = 0
     cdef double nnz = (<double>n * d) if dense else <double>indptr[n]
-    cdef int nt = _threads(nnz, ns)
+    cdef int nt = _threads(nnz, ns, threads)
     cdef double by, offset, mv, b_new = 0.0, eps, dsq = 0.0, rsum = 0.0, rsq = 0.0, wsq, sums[4]
     cdef double invL = 1.0 / L
     cdef double inv_unit = 1.0 / unit
@@ -750,12 +766,14 @@ def fista_svm_gradient(const floating[:, ::1] Xd, const floating[::1] data,
                        const double[::1] a_prev, const double[::1] a, double b_prev, double b,
                        const double[::1] sc, const double[::1] m, double M,
                        const double[::1] c, double beta, double L, double mu,
-                       double[::1] v, double[::1] yk_out, double[::1] vproj, Py_ssize_t ns):
+                       double[::1] v, double[::1] yk_out, double[::1] vproj, Py_ssize_t ns,
+                       int threads=0):
     """First half of a FISTA iteration for the classical SVM, with the extrapolation of
     a and b in the same call (as ``fista_iteration``): y_k and the point to project,
     vproj = y_k + grad g(y_k) / L, grad_i = 1 - (H H^T y_k)_i - mu y_k,i, over ``ns`` row
     blocks (``fista_blocks``) in one parallel region; every entry is computed by one
-    thread, so the result does not depend on the thread count."""
+    thread, so the result does not depend on the thread count (``threads`` as in
+    ``fista_iteration``)."""
     cdef const floating* Xp = &Xd[0, 0]
     cdef const floating* dp = &data[0]
     cdef const index_t* ip = &indices[0]
@@ -764,7 +782,7 @@ def fista_svm_gradient(const floating[:, ::1] Xd, const floating[::1] data,
     cdef Py_ssize_t d = v.shape[0]
     cdef Py_ssize_t k, lo, hi
     cdef double nnz = (<double>n * d) if dense else <double>indptr[n]
-    cdef int nt = _threads(nnz, ns)
+    cdef int nt = _threads(nnz, ns, threads)
     cdef double by, offset, mv
     cdef double invL = 1.0 / L
     with nogil:
@@ -804,7 +822,7 @@ def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
                      const double[::1] m, double[::1] r_new, double[::1] a_new,
                      double[:, ::1] bufs, double[:, ::1] parts, Py_ssize_t[::1] active,
                      double unit=1.0, double rounding=0.0, double feas=0.0,
-                     double gamma_n=0.0):
+                     double gamma_n=0.0, int threads=0):
     """Second half of a FISTA iteration for the classical SVM, given the multiplier lam of
     ``project_box_hyperplane``: r_new = proj_[0, gamma_i](vproj - lam y) (``box``: the
     n-vector of the gamma_i, ``level``: of min(gamma_i, 1/mu)), a_new = X^T (y * r_new)
@@ -813,7 +831,7 @@ def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
     (docs/svm.md section 3: the rounding term, and the residual of y^T r = 0), the
     certified count (level - r_new,i > eps) and ||w(r_new)||^2 (no column of ones).
     Returns (b_new, eps, n_certified, sum r_new, ||r_new||^2, ||w(r_new)||^2, dsq), dsq as
-    in ``fista_iteration``."""
+    in ``fista_iteration``; ``threads`` as there."""
     cdef const floating* Xp = &Xd[0, 0]
     cdef const floating* dp = &data[0]
     cdef const index_t* ip = &indices[0]
@@ -823,7 +841,7 @@ def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
     cdef Py_ssize_t ns = bufs.shape[0]
     cdef Py_ssize_t k, i, lo, hi, ncert = 0
     cdef double nnz = (<double>n * d) if dense else <double>indptr[n]
-    cdef int nt = _threads(nnz, ns)
+    cdef int nt = _threads(nnz, ns, threads)
     cdef double b_new = 0.0, eps, dsq = 0.0, rsum = 0.0, rsq = 0.0, wsq, sums[4]
     cdef double inv_unit = 1.0 / unit
     cdef double* out

@@ -41,7 +41,7 @@ from .._validation import Param, check_X
 from ..kernels.builtin import LinearKernel
 from ..plugins import Solver, SolverState, StoppingRule, Trigger, triggers_on
 from . import _svm_fast as _f
-from ..utils._threads import single_threaded_blas
+from ..utils._threads import ThreadChoice, single_threaded_blas
 
 __all__ = ["Fista", "FistaSVM", "DCD", "Pegasos", "CertifiedPoints", "Liblinear",
            "CertifiedPointsCertificate", "scaling_statistics", "lipschitz_bound"]
@@ -1324,17 +1324,37 @@ class _ClaimOffers:
 # (``_svm_fast.fista_iteration``: OpenMP over sub-blocks of rows); on several blocks each
 # block runs the same call on its rows and the driver reduces the partial sums in block
 # order (the bound and the certified count need the global ||y_k - r_{k+1}||).
-def _k_fista_open(block, augmented):
+def _k_fista_open(block, augmented, threads):
     data = block.v["svm"]
     n, d = data.n, data.d
     nnz = float(n) * d if not data.sparse else float(data.indptr[-1])
     ns = _f.fista_blocks(n, d, nnz)
     block.v.update(r=np.zeros(n), r_prev=np.zeros(n), r_buf=np.zeros(n),
                    fista=dict(a=[np.zeros(d) for _ in range(3)], k=0, v=np.zeros(d),
+                              shape=(n, d, nnz), threads=ThreadChoice(threads), nt=1,
                               bufs=np.zeros((ns, d)), parts=np.zeros((ns, 4)),
                               active=np.zeros(n, dtype=np.intp),
                               yk=None if augmented else np.zeros(n),
                               vproj=None if augmented else np.zeros(n)))
+
+
+def _begin_threads(st):
+    """The thread count of the block's iteration that starts now (``ThreadChoice``: one
+    thread or the OpenMP team, whichever this run measured faster; within the OpenMP
+    limit read now)."""
+    st["nt"] = st["threads"].begin(_f.fista_threads(*st["shape"]))
+    return st["nt"]
+
+
+def _k_thread_summary(block):
+    return block.v["fista"]["threads"].summary()
+
+
+def _k_thread_events(block):
+    """The block's thread choices made since the last call (and forgets them)."""
+    choice = block.v["fista"]["threads"]
+    events, choice.events = choice.events, []
+    return events
 
 
 def _next_a(st):
@@ -1363,7 +1383,8 @@ def _k_fista_step(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu, kappa, unit
     r_new, a_new = v["r_buf"], _next_a(st)
     out = _f.fista_iteration(*data.args, block.y, v["r_prev"], v["r"], a_prev, a, b_prev, b,
                              s, m, M, data.c, beta, L, mu, v["box"], kappa, v["level"], r_new,
-                             a_new, st["v"], st["bufs"], st["parts"], st["active"], unit, rho)
+                             a_new, st["v"], st["bufs"], st["parts"], st["active"], unit, rho,
+                             _begin_threads(st))
     _rotate(v, r_new)
     return a_new, out, _rmin(r_new, several)
 
@@ -1375,7 +1396,7 @@ def _k_fsvm_gradient(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu):
     st = v["fista"]
     _f.fista_svm_gradient(*data.args, block.y, v["r_prev"], v["r"], a_prev, a, b_prev, b, s,
                           m, M, data.c, beta, L, mu, st["v"], st["yk"], st["vproj"],
-                          st["bufs"].shape[0])
+                          st["bufs"].shape[0], _begin_threads(st))
 
 
 def _k_phi_slope(block, lam):
@@ -1394,7 +1415,7 @@ def _k_fsvm_finish(block, lam, kappa, s, m, unit, rho, feas, gK, several):
     r_new, a_new = v["r_buf"], _next_a(st)
     out = _f.fista_svm_finish(*data.args, block.y, st["yk"], st["vproj"], lam, v["box"],
                               kappa, v["level"], s, m, r_new, a_new, st["bufs"], st["parts"],
-                              st["active"], unit, rho, feas, gK)
+                              st["active"], unit, rho, feas, gK, st["nt"])
     _rotate(v, r_new)
     return a_new, out, _rmin(r_new, several)
 
@@ -1468,7 +1489,8 @@ class _FistaState(_ClaimOffers, SolverState):
     and b = y^T r here. ``box`` is the n-vector of the per-point bounds gamma_i
     (``run_box``; C everywhere for an unweighted run), ``gamma`` the run's C."""
 
-    def __init__(self, data, gamma, mu, L, augmented, power_iterations, box=None):
+    def __init__(self, data, gamma, mu, L, augmented, power_iterations, box=None,
+                 threads="auto", verbose=0):
         n, d = data.n, data.d
         self.data, self.ex = data, data.executor
         self.gamma, self.mu, self.L = gamma, mu, L
@@ -1500,7 +1522,10 @@ class _FistaState(_ClaimOffers, SolverState):
         self.t_bar = 0.0            # classical SVM: intercept L * lambda of the last projection
         self._lam = 0.0             # warm start of the projection's multiplier
         self._one = data.local()    # the in-memory block (fused calls), or None
-        self.ex.map(_k_fista_open, augmented)
+        # each block's thread choice (``ThreadChoice``) lives in its state; at verbose >= 2
+        # an in-memory run prints every change
+        self.ex.map(_k_fista_open, augmented, threads)
+        self._say_threads = verbose >= 2 and self._one is not None
         _set_box(self.ex, self.box, self.level)
         self.n_iter = 0
         self.error_bound = np.inf
@@ -1587,6 +1612,9 @@ class _FistaState(_ClaimOffers, SolverState):
                 ncert = self._count_above(eps)
         self.b_prev, self.b = self.b, b_new
         self._sums = ((rsum, rsq), rk)
+        if self._say_threads:
+            for k, msg in _k_thread_events(ex.workers[0]):
+                print(f"[{self._solver.name or 'fista'}] iter {k:6d}  {msg}", flush=True)
         self.rounding = rho
         self.error_bound = eps
         self.n_certified = ncert
@@ -1629,12 +1657,44 @@ class _FistaState(_ClaimOffers, SolverState):
                 "n_certified": float(self.n_certified)}
 
 
+def _threads_param(value, name, owner):
+    """'auto', or the number of threads (an integer >= 1) as a Python int."""
+    if isinstance(value, str):
+        if value != "auto":
+            raise ValueError(f"{owner}: {name}={value!r} is not valid; use 'auto' or an "
+                             f"integer >= 1")
+        return value
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{owner}: {name}={value!r} must be 'auto' or an integer >= 1")
+    if value < 1:
+        raise ValueError(f"{owner}: {name}={value} is out of range; use 'auto' or an "
+                         f"integer >= 1")
+    return int(value)
+
+
+def _thread_fields(summaries):
+    """``Result.extra`` fields of the blocks' thread choices: ``threads``, the thread
+    count of the last iteration (the largest over blocks), and ``thread_choice``: the
+    policy, the OpenMP limit seen, the iterations run on one thread and on the team
+    (summed over blocks) and the probes of the team."""
+    out = dict(summaries[0])
+    for q in summaries[1:]:
+        out["last"] = max(out["last"], q["last"])
+        out["max"] = max(out["max"], q["max"])
+        for key in ("one_thread_iterations", "team_iterations", "probes", "probes_put_off"):
+            out[key] += q[key]
+    return {"threads": out.pop("last"), "thread_choice": out}
+
+
 class _FistaBase(Solver):
     requires = {"kernel": ("feature_map",)}
     provides = ("error_bound", "n_certified", "objective")
     default_stop = (("certified_points", {"fraction": 0.0}),)
     default_max_iter = 10_000
-    param_table = dict(_COMMON_PARAMS)
+    param_table = dict(_COMMON_PARAMS, threads=Param(
+        "auto", validator=_threads_param,
+        doc="OpenMP threads of the passes: 'auto' (one thread or the team, whichever the "
+            "run measures faster) or at most this many; always within the OpenMP limit"))
     augmented = True
     #: runs on any executor (``Problem.executor``: one in-memory block, a dask array's chunks)
     blocked = True
@@ -1652,7 +1712,9 @@ class _FistaBase(Solver):
         with single_threaded_blas():
             lam, info = lipschitz_bound(data, self.augmented, budget)
         check_scales(self.name, data, gmax, mu, mu + lam, level=low)
-        state = _FistaState(data, gamma, mu, mu + lam, self.augmented, info["passes"], box)
+        state = _FistaState(data, gamma, mu, mu + lam, self.augmented, info["passes"], box,
+                            self.params["threads"],
+                            getattr(getattr(problem, "config", None), "verbose", 0) or 0)
         state.weighted = getattr(problem, "sample_weight", None) is not None
         state.lipschitz_method = info["method"]
         target = certify_target(problem)
@@ -1681,7 +1743,8 @@ class _FistaBase(Solver):
         extra = fields.setdefault("extra", {})
         extra.update(L=state.L, kappa=state.kappa, gamma=state.gamma, mu=state.mu,
                      power_iterations=state.power_iterations,
-                     lipschitz_method=state.lipschitz_method, t_bar=t_bar)
+                     lipschitz_method=state.lipschitz_method, t_bar=t_bar,
+                     **_thread_fields(state.ex.map(_k_thread_summary)))
         return fields
 
 
@@ -1714,6 +1777,15 @@ class Fista(_FistaBase):
         Phi = feature_map(X) and "std" standardizes the columns of Phi (training
         statistics); coef_ is None, ``extra["feature_space_coef"]`` and intercept_ give
         the classifier on Phi(x), and predict applies the kernel's fitted map.
+    threads : "auto" or int
+        OpenMP threads of the passes over X. "auto" (default): each run times its own
+        iterations and uses one thread or the team, whichever is faster; the team is
+        tried only while one thread gets its core (on busy cores a team that waits for
+        its slowest thread at every iteration is many times slower). An int: at most
+        that many, every iteration. Always within the OpenMP limit (OMP_NUM_THREADS,
+        ``threadpoolctl.threadpool_limits``); the result does not depend on it. The
+        choice is ``extra["threads"]`` (last iteration) and ``extra["thread_choice"]``;
+        ``verbose=2`` prints its changes. ``fista_svm`` takes the same parameter.
 
     References
     ----------
