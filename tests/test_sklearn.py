@@ -30,8 +30,8 @@ def _if(solver, est):
 # Estimators with their built-in solvers, as far as those are registered. Defaults are
 # the estimators' own (no reduced max_iter): the checks must pass as users get them.
 CHECKED = (
-    _if("snkp", PerceptronClassifier())
-    + _if("isnkpvn", PerceptronClassifier(solver="isnkpvn"))
+    _if("isnkpvn", PerceptronClassifier())
+    + _if("snkp", PerceptronClassifier(solver="snkp"))
     + _if("fista", SVMClassifier())
     + _if("dcd", SVMClassifier(solver="dcd"))
     + _if("iterated_tikhonov", IteratedTikhonovClassifier())
@@ -268,6 +268,22 @@ def test_no_warning_when_a_fit_ends_with_its_claim_or_budget(toy):
                           r"'max_iter' after 2 iterations, before its own stopping rules ended "
                           r"it; raise max_iter \(now 2\)\."):
             SVMClassifier(solver="pegasos", max_iter=2, solver_params={"epochs": 3}).fit(X, y)
+
+
+@pytest.mark.skipif("isnkpvn" not in _SOLVERS, reason="isnkpvn not registered")
+def test_default_perceptron_certifies_overlapping_classes_infeasible():
+    import warnings
+
+    X, y = _overlapping(200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        clf = PerceptronClassifier().fit(X, y)
+    # the default ends with its answer, a checked certificate, well before max_iter
+    assert clf.status_ == "infeasible"
+    assert clf.n_iter_ < 1000
+    Xa = np.hstack([X, np.ones((X.shape[0], 1))])  # the certificate is on [X, 1]
+    assert clf.result_.certificate.verify(Xa, y)
+    assert not clf.result_.certificate.verify(Xa, np.where(X[:, 0] > 0, 1, 0))
 
 
 # ------------------------------------------------------------------ probabilities
