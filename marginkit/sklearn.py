@@ -59,7 +59,7 @@ try:
 except ImportError:  # scikit-learn < 1.6
     _sk_validate_data = None
 
-from ._api import compose, unfinished_result
+from ._api import compose, resolve_kernel, unfinished_result
 from ._api import solve as _solve
 from ._config import Config
 from .plugins import Plugin
@@ -353,7 +353,7 @@ class PerceptronClassifier(_MarginClassifier):
         an infeasibility certificate ``||p||_G <= eps``, Ramdas & Pena 2014 sec. 5-6), or any
         registered solver. The default ``isnkpvn`` ends either way: a certified separator
         (``"separable"``) or a certificate that the classes cannot be separated with this
-        kernel (``"infeasible"``), the latter in O(sqrt(n)/|rho| log(1/eps)) iterations on
+        kernel (``"infeasible"``), the latter in ``O(sqrt(n) / abs(rho) log(1/eps))`` iterations on
         overlapping data (Theorem 4; 124 iterations, under a second, on a9a). The
         separating-only solvers (``snkp``...) have no such stop and run to ``max_iter`` on
         data that are not separable.
@@ -486,10 +486,16 @@ class SVMClassifier(_MarginClassifier):
 
     Parameters
     ----------
-    solver : str or Solver, default "fista"
+    solver : str or Solver, default "auto"
         ``fista`` (perturbed H-SVM dual with a box constraint, arXiv:2512.03947 sec. 3),
         ``fista_svm`` (classical SVM with unregularized intercept), ``dcd`` (dual
-        coordinate descent), ``pegasos``, or any registered solver.
+        coordinate descent on the same dual as ``fista``, sec. 4), ``pegasos``, or any
+        registered solver. ``"auto"``: ``dcd`` when the kernel has a feature map
+        (``linear``, ``nystroem``, ``rff``), ``fista`` otherwise (Gram kernels such as
+        ``rbf``, callables, ``precomputed``). Both solve the same perturbed dual with the
+        same certified stop; on 7,000 MNIST rows ``dcd`` certifies each one-vs-rest problem
+        in about 40 epochs where ``fista`` needs about 300 iterations of two full
+        products each (``result_.solver`` names the one that ran).
     C : float, optional
         **LIBSVM's -c**: the bound of the dual variables, ``0 <= r_i <= C``, i.e. the
         weight of each point's hinge loss in ``1/2 ||w||^2 + C sum_i hinge_i``, as in
@@ -549,7 +555,17 @@ class SVMClassifier(_MarginClassifier):
     _solver_keys = ("C", "mu", "scale")
     _always_keys = ("scale",)
 
-    def __init__(self, solver="fista", C=None, mu=None, scale="std", kernel="linear",
+    def _solver_spec(self):
+        spec = self.solver
+        if isinstance(spec, str) and spec == "auto":
+            # dcd's coordinate steps need the rows as vectors (a feature map); a Gram
+            # kernel runs fista, which solves the same dual through products with G
+            kernel = resolve_kernel(_fresh(self.kernel), self.kernel_params)
+            return "dcd" if getattr(kernel, "feature_map", None) is not None \
+                and not getattr(kernel, "precomputed", False) else "fista"
+        return spec
+
+    def __init__(self, solver="auto", C=None, mu=None, scale="std", kernel="linear",
                  kernel_params=None, stop=None, max_iter=None, random_state=None, verbose=0,
                  callback=None, solver_params=None):
         self.solver = solver
