@@ -636,6 +636,11 @@ class _TikhonovState(_GuardedNewton, SolverState):
             self._precond_rows = [rows_cg[(rows_cg >= off[i]) & (rows_cg < off[i + 1])] - off[i]
                                   for i in range(rows.n_chunks)]
             self._precond_size = s
+        # the CG preconditioner's factor, kept across Newton iterations while it works
+        # (``_pcg``): the CG iterations of the solve right after it was formed, and of the
+        # last solve
+        self._precond = None
+        self._precond_base = self._precond_last = 0
 
         self.w = self.model.zeros()
         self.w_prev = self.model.zeros()
@@ -756,13 +761,23 @@ class _TikhonovState(_GuardedNewton, SolverState):
 
     def _pcg(self, grad):
         """H^{-1} grad by conjugate gradients preconditioned with the Hessian of a
-        uniform row subsample (the Nystroem centres' role in FALKON-type solvers)."""
+        uniform row subsample (the Nystroem centres' role in FALKON-type solvers).
+
+        The preconditioner (one pass over the subsample's rows and a Cholesky factor) is
+        formed at the first Newton iteration and kept while the Hessian it was formed at
+        still serves: it is formed again once a solve needs more than twice the CG
+        iterations (plus 5) of the solve right after it was formed. Only the speed of CG
+        depends on it: every solve runs to the same residual tolerance."""
         mdl = self.model
-        calls = [(self._pending + [("sub_hessian", (rows,))],) for rows in self._precond_rows]
-        self._pending = []
-        parts = self.rows.map_each(_k_tikhonov, calls)
-        P = self._hessian(parts, self._precond_size)
-        cho = sla.cho_factor(_finite(P), lower=True, check_finite=False)
+        if self._precond is None or self._precond_last > 2 * self._precond_base + 5:
+            calls = [(self._pending + [("sub_hessian", (rows,))],)
+                     for rows in self._precond_rows]
+            self._pending = []
+            parts = self.rows.map_each(_k_tikhonov, calls)
+            P = self._hessian(parts, self._precond_size)
+            self._precond = sla.cho_factor(_finite(P), lower=True, check_finite=False)
+            self._precond_base = None
+        cho = self._precond
         gnorm = float(np.linalg.norm(grad))
         # inexact Newton: relative accuracy min(0.1, ||grad||) and, near the target, an
         # absolute accuracy making the decrement error a small fraction of the target
@@ -773,7 +788,8 @@ class _TikhonovState(_GuardedNewton, SolverState):
         zr = sla.cho_solve(cho, r, check_finite=False)
         p = zr.copy()
         rz = float(r @ zr)
-        for _ in range(10 * mdl.q + 100):
+        its = 0
+        for its in range(10 * mdl.q + 100):
             if np.linalg.norm(r) <= stop:
                 break
             Hp = self._hess_vec(p)
@@ -784,6 +800,9 @@ class _TikhonovState(_GuardedNewton, SolverState):
             rz_new = float(r @ zr)
             p = zr + (rz_new / rz) * p
             rz = rz_new
+        self._precond_last = its
+        if self._precond_base is None:
+            self._precond_base = its
         return x
 
     def _objective_at(self, s):
