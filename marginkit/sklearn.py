@@ -166,6 +166,17 @@ def _warn_unfinished(estimator, results, classes=None, stacklevel=4):
         ConvergenceWarning, stacklevel=stacklevel)
 
 
+def _solver_class(name):
+    """The registered solver class of ``name``, or None (an unknown name is refused by
+    ``compose`` with the registry's message)."""
+    from ._registry import get_plugin
+
+    try:
+        return get_plugin("solver", name)
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
 def _fresh(spec):
     """A copy of a plug-in instance, built from its parameters as scikit-learn's
     ``clone`` builds it; names, classes, callables and None unchanged."""
@@ -245,6 +256,10 @@ class _MarginKitEstimator(BaseEstimator):
         self._task = getattr(solver, "task", "classification")
         return cfg
 
+    def _fit_config(self, cfg, n_samples):
+        """The configuration of a fit on ``n_samples`` rows (parameters that depend on n)."""
+        return cfg
+
     def _set_fit_info(self, results):
         self.results_ = results
         self.n_iter_ = (results[0].n_iter if len(results) == 1
@@ -272,6 +287,7 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
                 f"one class ({self.classes_.tolist()})"
             )
         X = self._prepare(X)
+        cfg = self._fit_config(cfg, X.shape[0])
         pairs = [self.classes_[1]] if self.classes_.size == 2 else list(self.classes_)
         results = []
         for c in pairs:
@@ -503,7 +519,10 @@ class SVMClassifier(_MarginClassifier):
         C=None is the paper's default 64/n (arXiv:2512.03947, sec. 2.4), LIBSVM's
         ``-c 64/n``: 0.24 on 270 points, 0.002 on 32,561, far below scikit-learn's
         default C=1.0 (a much more regularized model); pass ``C=1.0`` for that default.
-        ``pegasos`` takes ``lam`` instead, in ``solver_params``: lam = 1/(C n).
+        ``pegasos`` minimizes lam/2 ||w||^2 + 1/n sum_i hinge_i, which is this objective
+        scaled by lam with lam = 1/(C n): ``C`` given with ``solver="pegasos"`` sets
+        lam = 1/(C n) for the n training rows of each fit (C=None: pegasos' own default
+        lam = 1/64, i.e. C = 64/n); passing both C and lam is refused.
     mu : float, optional
         Perturbation of the dual, ``- mu/2 ||r||^2`` in its objective; None is the
         paper's default n/128 (mu C = 1/2 at the default C). In the primal it replaces the
@@ -564,6 +583,36 @@ class SVMClassifier(_MarginClassifier):
             return "dcd" if getattr(kernel, "feature_map", None) is not None \
                 and not getattr(kernel, "precomputed", False) else "fista"
         return spec
+
+    def _solver_params(self, spec):
+        params = super()._solver_params(spec)
+        self._lam_from_C = None
+        cls = type(spec) if isinstance(spec, Plugin) else \
+            spec if isinstance(spec, type) else _solver_class(spec)
+        table = getattr(cls, "param_table", None) or {}
+        if "C" in params and "C" not in table and "lam" in table:
+            # pegasos' lam/2 ||w||^2 + 1/n sum hinge is 1/(lam n) times
+            # 1/2 ||w||^2 + 1/(lam n) sum hinge: C = 1/(lam n), set once n is known
+            C = params.pop("C")
+            mine = spec.params.get("lam") if isinstance(spec, Plugin) else None
+            extra = self.solver_params.get("lam") if isinstance(self.solver_params, dict) \
+                else None
+            if C is not None and (extra is not None or (
+                    mine is not None and mine != table["lam"].default)):
+                raise ValueError(
+                    f"{type(self).__name__}: C={C!r} and lam are both given to solver "
+                    f"{getattr(cls, 'name', None) or spec!r}, whose lam is 1/(C n); set one "
+                    "of them")
+            self._lam_from_C = C
+        return params
+
+    def _fit_config(self, cfg, n_samples):
+        C = getattr(self, "_lam_from_C", None)
+        if C is None:
+            return cfg
+        check_params({"C": Param(None, types=numbers.Real, low=0, low_open=True)}, {"C": C},
+                     owner=type(self).__name__)
+        return cfg.replace(solver_params={**cfg.solver_params, "lam": 1.0 / (C * n_samples)})
 
     def __init__(self, solver="auto", C=None, mu=None, scale="std", kernel="linear",
                  kernel_params=None, stop=None, max_iter=None, random_state=None, verbose=0,

@@ -574,3 +574,25 @@ def test_unfitted_estimator_on_a_dask_array_raises_not_fitted():
             getattr(SVMClassifier(), m)(X)
     with pytest.raises(NotFittedError):
         IteratedTikhonovRegressor().predict(X)
+
+
+# ------------------------------------------------------------------ pegasos and C
+@pytest.mark.skipif("pegasos" not in _SOLVERS, reason="pegasos not registered")
+def test_pegasos_takes_C_as_lam_one_over_C_n():
+    X, y = mk.datasets.load_heart_scale()
+    n = X.shape[0]
+    clf = SVMClassifier(solver="pegasos", C=1.0, random_state=0).fit(X, y)
+    assert clf.result_.config.solver_params["lam"] == pytest.approx(1.0 / n)
+    same = SVMClassifier(solver="pegasos", random_state=0,
+                         solver_params={"lam": 1.0 / n}).fit(X, y)
+    np.testing.assert_array_equal(clf.decision_function(X), same.decision_function(X))
+    # C = 64/n is pegasos' own default lam = 1/64
+    dflt = SVMClassifier(solver="pegasos", random_state=0).fit(X, y)
+    np.testing.assert_array_equal(
+        SVMClassifier(solver="pegasos", C=64.0 / n, random_state=0).fit(X, y)
+        .decision_function(X), dflt.decision_function(X))
+    with pytest.raises(ValueError, match=r"C=1.0 and lam are both given to solver 'pegasos', "
+                                         r"whose lam is 1/\(C n\); set one of them"):
+        SVMClassifier(solver="pegasos", C=1.0, solver_params={"lam": 0.1}).fit(X, y)
+    with pytest.raises(ValueError, match=r"C=1.0 and lam are both given"):
+        SVMClassifier(solver=mk.get_plugin("solver", "pegasos")(lam=0.1), C=1.0).fit(X, y)
