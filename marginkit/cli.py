@@ -225,11 +225,13 @@ def run_job(X, y, config, X_test=None, y_test=None, verify=True):
 # ----------------------------------------------------------------------------- demo
 #: what the demo's columns mean, printed under its table
 DEMO_LEGEND = (
-    "separable, infeasible, certified and converged are claims, each with the certificate "
-    "that verify(X, y) re-checks from the data alone;\nmargin bounds bracket the "
-    "normalized margin rho_K. max_iter: no claim within the budget (linear kernel: no "
-    "separator through the origin has\nmargin above eps, as the von Neumann rows prove, "
-    "so the perceptrons cannot stop).")
+    "status is what a run found: separable, infeasible, certified and converged are claims, each "
+    "with a certificate (a separator, a proof that none exists, certified points, a bounded "
+    "Newton decrement) that verify(X, y) re-checks from the data alone; margin bounds bracket "
+    "the best normalized margin rho_K (positive: separable).\n"
+    "max_iter: no claim within the budget. Here it is the expected answer: with the linear "
+    "kernel neither data set is separable (the nvn/snkpvn/isnkpvn rows prove it), and the "
+    "perceptrons stop only on a separator; the rbf kernel separates both.")
 
 
 def _demo_data(name):

@@ -147,6 +147,11 @@ def test_demo_runs_registered_solvers(capsys, toy):
     assert "NO" not in out.split("note:")[0]
     # the legend says what a status, a certificate and the margin bounds mean
     assert cli.DEMO_LEGEND in out and "max_iter: no claim" in out
+    # in two lines, the second one saying why the demo's max_iter rows are its answer
+    legend = cli.DEMO_LEGEND.splitlines()
+    assert len(legend) == 2 and "certificate" in legend[0] and "margin bounds" in legend[0]
+    assert legend[1].startswith("max_iter: no claim within the budget. Here it is the "
+                                "expected answer")
 
 
 def test_demo_default_table_runs_what_is_registered(capsys):
