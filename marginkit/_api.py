@@ -417,6 +417,13 @@ def solve(X, y, config=None, **kwargs):
         check_gram(Xv)  # square, symmetric, K_ii >= 0; blockwise, never densifies sparse K
     task = getattr(solver, "task", "classification")
     yv, classes = check_y(y, Xv.shape[0], task=task)
+    resolve = getattr(solver, "resolve_config", None)
+    if resolve is not None:
+        # defaults that depend on the data, set before the run and recorded in its config
+        resolved = resolve(config, Xv, yv, kernel, rules)
+        if resolved is not config:
+            config = resolved
+            solver, kernel, smoother, rules, max_iter = compose(config)
     problem = Problem(X=Xv, y=yv, classes_=classes, kernel=kernel, smoother=smoother,
                       params=dict(solver.params), rng=config.random_state, config=config)
     state, status, history, elapsed, accepted = run(problem, solver, rules, max_iter, config)

@@ -668,7 +668,10 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
     kernel : str, Kernel or callable, default "rbf"
     kernel_params : dict, optional
     tol : float, optional
-        Tolerance of the inner Newton solves; None: the solver's default.
+        Target Newton decrement of the final subproblem (the claim "converged"); None:
+        set from the data before each fit, 1e-8 on data of unit or larger scale and
+        proportionally smaller on data scaled down (the solver's ``tol``), the value used
+        in ``result_.config.solver_params["tol"]``.
     max_iter, random_state, verbose, callback, solver_params
         As in ``PerceptronClassifier``.
 
