@@ -403,13 +403,17 @@ def solve(X, y, config=None, **kwargs):
     """
     # the run's own plug-in instances: a later set_params on the caller's cannot reach it
     config = _private_plugins(_make_config(config, kwargs))
+    solver, kernel, smoother, rules, max_iter = compose(config)
     Xd = dask_array_of(X)  # None for in-memory input, an xarray object on numpy included
     if Xd is not None:
-        # dask arrays run on the workers (marginkit._dask), validated chunk-wise there
-        from ._dask import solve as _dask_solve
+        # dask arrays: the data stays on the workers (marginkit._dask), validated chunk-wise
+        # there; the same run loop drives the solver's blocks
+        from ._dask import dask_problem
 
-        return _dask_solve(Xd, y, config)
-    solver, kernel, smoother, rules, max_iter = compose(config)
+        with dask_problem(Xd, y, config, solver, kernel, smoother) as (problem, driver):
+            res = _run_to_result(problem, driver, solver, rules, max_iter, config)
+            res.extra.setdefault("dask", problem.summary())
+        return res
     Xv = check_X(X)
     if isinstance(kernel, LinearKernel):  # the solvers' vectors live in the input space
         _check_feature_budget(Xv, config.memory_budget)
@@ -426,12 +430,19 @@ def solve(X, y, config=None, **kwargs):
             solver, kernel, smoother, rules, max_iter = compose(config)
     problem = Problem(X=Xv, y=yv, classes_=classes, kernel=kernel, smoother=smoother,
                       params=dict(solver.params), rng=config.random_state, config=config)
-    state, status, history, elapsed, accepted = run(problem, solver, rules, max_iter, config)
-    # the solver's fields over the defaults of the run
+    return _run_to_result(problem, solver, solver, rules, max_iter, config)
+
+
+def _run_to_result(problem, runner, solver, rules, max_iter, config):
+    """Run ``runner`` (the solver, or its dask driver) on ``problem`` and assemble the
+    ``Result``: the run's fields, then the solver's ``finalize`` fields, the status of the
+    run (a claim only after its re-check) and the certificate rules of ``finish_fields``."""
+    state, status, history, elapsed, accepted = run(problem, runner, rules, max_iter, config)
     fields = {"status": status, "n_iter": int(state.n_iter), "time_s": elapsed,
-              "classes_": classes, "solver": solver.name or type(solver).__name__,
-              "config": config, "kernel": kernel, "task": task,
-              **(solver.finalize(problem, state, status) or {})}
+              "classes_": problem.classes_, "solver": solver.name or type(solver).__name__,
+              "config": config, "kernel": problem.kernel,
+              "task": getattr(solver, "task", "classification"),
+              **(runner.finalize(problem, state, status) or {})}
     fields["status"] = status  # a claim is the run's, after its re-check
     finish_fields(problem, fields, accepted)
     hist = fields.pop("history", None)

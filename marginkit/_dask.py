@@ -1,6 +1,7 @@
 """Dask backend of ``marginkit.solve``: the same iterations on a row-chunked ``dask.array``.
 
-``mk.solve(X, y, ...)`` with a ``dask.array.Array`` ``X`` dispatches here. The data stay
+``mk.solve(X, y, ...)`` with a ``dask.array.Array`` ``X`` builds its problem here
+(``dask_problem``) and runs it with the in-memory run loop. The data stay
 on the workers: ``X`` is persisted once, and each row chunk is held by one long-lived
 worker object (a ``distributed`` actor pinned to the worker that holds the chunk). An
 iteration of a linear solver is one call per chunk, which computes the chunk's share of
@@ -25,6 +26,7 @@ pegasos's epoch order follows the chunks). ``dcd`` is sequential and refused.
 ``Result.decision_function`` / ``predict`` of a dask array are ``decision_function`` /
 ``predict`` here: lazy maps of the in-memory model over the row chunks.
 """
+import contextlib
 import dataclasses
 import time
 
@@ -35,7 +37,7 @@ from ._executors import Block, Executor
 from ._validation import (check_sparse_structure, check_X, check_y, dask_array_of,
                           has_nan_label)
 
-__all__ = ["solve", "decision_function", "predict", "SUPPORTED_SOLVERS", "ChunkPool"]
+__all__ = ["dask_problem", "decision_function", "predict", "SUPPORTED_SOLVERS", "ChunkPool"]
 
 #: solver name -> driver class (filled by ``_driver`` below)
 SUPPORTED_SOLVERS = {}
@@ -334,6 +336,7 @@ class DaskProblem:
     rng: np.random.Generator
     config: object
     source: tuple = None  # (X, y) as the caller passed them (dask arrays)
+    setup_s: float = 0.0  # seconds to validate and persist the chunks on the workers
 
     @property
     def X(self):
@@ -356,6 +359,11 @@ class DaskProblem:
         """The referee's ``Verdict`` on ``certificate`` for the training data (its passes
         over row blocks run on the chunks, see ``referee_data``)."""
         return certificate.check(*self.referee_data(getattr(certificate, "blocked", False)))
+
+    def summary(self):
+        """What ``Result.extra["dask"]`` records about the run's data on the workers."""
+        return {"n_chunks": len(self.pool.sizes), "setup_s": self.setup_s,
+                "distributed": self.pool.client is not None}
 
     @property
     def n_samples(self):
@@ -411,8 +419,12 @@ def _unsupported(solver_name, kernel):
     )
 
 
-def solve(X, y, config):
-    """``marginkit.solve`` for a dask array ``X`` (called by ``marginkit.solve``).
+@contextlib.contextmanager
+def dask_problem(X, y, config, solver, kernel, smoother):
+    """The problem and the runner of ``marginkit.solve`` for a dask array ``X``: a context
+    yielding ``(problem, driver)``; ``marginkit.solve`` runs the driver as it runs an
+    in-memory solver. The chunks are persisted on the workers on entry and released on
+    exit.
 
     Parameters
     ----------
@@ -421,17 +433,16 @@ def solve(X, y, config):
         matrices, float32 or float64. Persisted once on the workers, never gathered.
     y : numpy array or dask.array.Array, shape (n_samples,)
     config : marginkit.Config
+    solver, kernel, smoother : the composed plug-ins of ``config``
 
-    Returns
-    -------
-    Result
-        The same fields as the in-memory ``solve``.
+    Raises
+    ------
+    ValueError
+        A solver that does not run on row chunks (it names the alternatives), or a
+        parameter combination its driver does not reproduce.
     """
-    from ._api import compose, finish_fields, run
-    from ._result import Result
     from ._validation import check_random_state
 
-    solver, kernel, smoother, rules, max_iter = compose(config)
     sname = solver.name or type(solver).__name__
     reason = getattr(type(solver), "not_blocked", None)
     if getattr(type(solver), "blocked", None) is False and reason:
@@ -444,37 +455,18 @@ def solve(X, y, config):
     why = driver_cls.refusal(solver, kernel)
     if why:
         raise ValueError(why)
-    task = getattr(solver, "task", "classification")
     t0 = time.perf_counter()
-    pool, classes = make_pool(X, y, task=task)
+    pool, classes = make_pool(X, y, task=getattr(solver, "task", "classification"))
     try:
         problem = DaskProblem(pool=pool, classes_=classes, kernel=kernel, smoother=smoother,
                               params=dict(solver.params),
                               rng=check_random_state(config.random_state), config=config,
-                              source=(X, y))
+                              source=(X, y), setup_s=time.perf_counter() - t0)
         driver = driver_cls(solver)
         driver.check(problem)
-        state, status, history, elapsed, accepted = run(problem, driver, rules, max_iter, config)
-        fields = driver.finalize(problem, state, status) or {}
-        fields["status"] = status
-        finish_fields(problem, fields, accepted)
+        yield problem, driver
     finally:
         pool.close()
-    fields.setdefault("status", status)
-    fields.setdefault("n_iter", int(state.n_iter))
-    fields.setdefault("time_s", elapsed)
-    fields.setdefault("classes_", classes)
-    fields.setdefault("solver", sname)
-    fields.setdefault("config", config)
-    fields.setdefault("kernel", kernel)
-    fields.setdefault("task", task)
-    hist = fields.pop("history", None) or {}
-    history.update(hist)
-    fields["history"] = history
-    res = Result(**fields)
-    res.extra.setdefault("dask", {"n_chunks": len(pool.sizes), "setup_s": time.perf_counter() - t0 - elapsed,
-                                  "distributed": pool.client is not None})
-    return res
 
 
 class Driver:

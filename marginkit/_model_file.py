@@ -121,7 +121,8 @@ def load_model(path):
     """The ``Model`` stored at ``path`` by ``Model.save`` (two classes: any file written by
     ``Result.save``); ``ValueError`` naming the file and the problem otherwise (the
     ``OSError`` of ``open`` for a missing or unreadable file)."""
-    from ._persist import MAX_BYTES, load_result
+    from ._persist import MAX_BYTES
+    from ._result import load_result
 
     path = os.fspath(path)
     if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):

@@ -52,7 +52,7 @@ import zipfile
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["save_result", "load_result", "MAX_HEADER_BYTES", "MAX_BYTES", "MAX_DEPTH"]
+__all__ = ["save_fields", "load_fields", "MAX_HEADER_BYTES", "MAX_BYTES", "MAX_DEPTH"]
 
 VERSION = 2
 #: largest JSON header accepted (a saved result's header is a few KiB)
@@ -80,13 +80,12 @@ class _NotOurs(ValueError):
 
 
 # ============================================================================ saving
-def save_result(result, path):
-    """Write ``result`` to ``path`` (``Result.save``)."""
-    from ._result import Result
-
+def save_fields(fields, path):
+    """Write a result's ``fields`` (field name -> value, every field of ``Result``) to
+    ``path`` (``Result.save``)."""
     arrays = {}
     enc = _Encoder(arrays)
-    fields = {name: enc.node(result.__dict__.get(name), f"r.{name}") for name in Result._FIELDS}
+    fields = {name: enc.node(value, f"r.{name}") for name, value in fields.items()}
     header = json.dumps({"__result__": VERSION, "fields": fields}, allow_nan=False).encode()
     buf = io.BytesIO()
     np.savez_compressed(buf, __meta__=np.frombuffer(header, dtype=np.uint8), **arrays)
@@ -178,26 +177,11 @@ def _config_fields():
 
 
 # ============================================================================ loading
-def load_result(path, max_bytes=MAX_BYTES):
-    """Load a ``Result`` stored by ``Result.save``; safe on untrusted files.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-    max_bytes : int
-        Limit on the total size of the file's arrays (1 GiB by default), checked before
-        any of them is read; raise it for results with larger supports.
-
-    Raises
-    ------
-    FileNotFoundError, PermissionError, IsADirectoryError
-        As ``open`` does.
-    ValueError
-        Anything else: not a results file, a header outside the schema, a member whose
-        size disagrees with its header or exceeds the limits, an unknown plug-in or
-        certificate type (import the package that registers it first). The message
-        names the file and the place in the header.
-    """
+def load_fields(path, names, max_bytes=MAX_BYTES):
+    """The fields (a dict) of a result stored by ``Result.save``, read safely from
+    untrusted files: ``names`` are the fields a ``Result`` has (any other is refused),
+    ``max_bytes`` the limit on the total size of the file's arrays. The exceptions are
+    those of ``marginkit.load_result``, which builds the ``Result``."""
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, numbers.Integral) or max_bytes < 0:
         raise TypeError(f"max_bytes={max_bytes!r} must be an int >= 0 (bytes)")
     if isinstance(path, os.PathLike):
@@ -215,7 +199,7 @@ def load_result(path, max_bytes=MAX_BYTES):
         raise ValueError(f"{path!r} is not a file written by Result.save ({kind})") from None
     try:
         with zf:
-            return _Loader(zf, path, int(max_bytes)).result()
+            return _Loader(zf, path, int(max_bytes), tuple(names)).fields()
     except _NotOurs as exc:
         raise ValueError(str(exc)) from None
     except _Refusal as exc:
@@ -254,9 +238,10 @@ def _depth_exceeds(obj, limit):
 
 
 class _Loader:
-    def __init__(self, zf, path, max_bytes):
+    def __init__(self, zf, path, max_bytes, names):
         self.zf = zf
         self.path = path
+        self.names = names
         self.budget = max_bytes
         self.max_bytes = max_bytes
         infos = zf.infolist()
@@ -343,9 +328,7 @@ class _Loader:
                                   "or strings only; nothing that needs pickle)")
 
     # ------------------------------------------------------------------ header
-    def result(self):
-        from ._result import Result
-
+    def fields(self):
         if "__meta__.npy" not in self.members:
             raise _NotOurs(f"{self.path!r} is not a file written by Result.save (no header)")
         raw = self._read_npy("__meta__.npy", "the header", header=True)
@@ -370,9 +353,9 @@ class _Loader:
             given = meta["__dict__"]
         else:
             raise _Refusal("the header", "is not a Result.save header")
-        unknown = sorted(set(given) - set(Result._FIELDS))
+        unknown = sorted(set(given) - set(self.names))
         if unknown:
-            raise _Refusal("r", f"unknown field(s) {unknown[:5]}; a Result has {list(Result._FIELDS)}")
+            raise _Refusal("r", f"unknown field(s) {unknown[:5]}; a Result has {list(self.names)}")
         self.dims = {}
         fields = {name: _RESULT_FIELDS[name](self, given[name], f"r.{name}") for name in given}
         self._check_support(fields)
@@ -380,7 +363,7 @@ class _Loader:
         if unused:
             raise _NotOurs(f"{self.path!r} is not a file written by Result.save (member "
                            f"{unused[0]!r} is not an array the header declares)")
-        return Result(**fields)
+        return fields
 
     def _check_support(self, fields):
         support, coef = fields.get("support_"), fields.get("support_coef_")

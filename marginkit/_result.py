@@ -5,7 +5,7 @@ The certificates a result may carry live in ``marginkit.certificates``.
 import numpy as np
 import scipy.sparse as sp
 
-from ._persist import load_result, save_result
+from . import _persist
 from .certificates import (CERTIFICATE_TYPES, Certificate, InfeasibilityCertificate,  # noqa: F401
                            SeparatorCertificate, certificate_type, labels_pm)
 
@@ -201,9 +201,32 @@ class Result:
         cannot be saved this way (pickle them instead); a ``random_state`` Generator or a
         ``callback`` in the config is stored as None.
         """
-        save_result(self, path)
+        _persist.save_fields({name: self.__dict__.get(name) for name in self._FIELDS}, path)
 
 
 _RESULT_FIELDS = frozenset(Result._FIELDS)
 _NO_FIELDS = dict.fromkeys(Result._FIELDS)
+
+
+def load_result(path, max_bytes=_persist.MAX_BYTES):
+    """Load a ``Result`` stored by ``Result.save``; safe on untrusted files.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    max_bytes : int
+        Limit on the total size of the file's arrays (1 GiB by default), checked before
+        any of them is read; raise it for results with larger supports.
+
+    Raises
+    ------
+    FileNotFoundError, PermissionError, IsADirectoryError
+        As ``open`` does.
+    ValueError
+        Anything else: not a results file, a header outside the schema, a member whose
+        size disagrees with its header or exceeds the limits, an unknown plug-in or
+        certificate type (import the package that registers it first). The message
+        names the file and the place in the header.
+    """
+    return Result(**_persist.load_fields(path, Result._FIELDS, max_bytes=max_bytes))
 

@@ -44,8 +44,7 @@ from . import _svm_fast as _f
 from ..utils._threads import single_threaded_blas
 
 __all__ = ["Fista", "FistaSVM", "DCD", "Pegasos", "CertifiedPoints", "Liblinear",
-           "CertifiedPointsCertificate", "scaling_statistics", "lipschitz_bound",
-           "scaled_gram"]
+           "CertifiedPointsCertificate", "scaling_statistics", "lipschitz_bound"]
 
 _SCALES = ("std", "scale")
 _FLOAT_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
@@ -397,13 +396,6 @@ def _augment(G, zte, n, augmented):
     Ga[d, :d] = zte
     Ga[d, d] = n
     return Ga
-
-
-def scaled_gram(data, augmented):
-    """G = Z~^T Z~ ((d+1) x (d+1), ``augmented``) or Z^T Z (d x d), float64, one pass over X
-    (``_gram_blocks``); X is never densified."""
-    G, zte = _gram_blocks(data)
-    return _augment(G, zte, data.n, augmented)
 
 
 def gram_cost(data):
