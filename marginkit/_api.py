@@ -45,6 +45,29 @@ def _make_config(config, kwargs):
     return config
 
 
+def _private_plugins(config):
+    """``config`` with its plug-in instances (solver, kernel, smoother, stopping rules)
+    replaced by copies, so that the run and its ``Result.config`` keep the parameters they
+    were given: a later ``set_params`` on the caller's instance rebuilds that instance
+    only. A shallow copy keeps what an instance holds (a fitted kernel approximation's
+    map); names, classes and callables are kept as they are."""
+    import copy
+
+    from .plugins import Plugin
+
+    def own(spec):
+        return copy.copy(spec) if isinstance(spec, Plugin) else spec
+
+    changes = {f: own(getattr(config, f)) for f in ("solver", "kernel", "smoother")
+               if isinstance(getattr(config, f), Plugin)}
+    stop = config.stop
+    if isinstance(stop, Plugin):
+        changes["stop"] = own(stop)
+    elif isinstance(stop, (list, tuple)) and any(isinstance(s, Plugin) for s in stop):
+        changes["stop"] = type(stop)(own(s) for s in stop)
+    return config.replace(**changes) if changes else config
+
+
 class _Verbose:
     """Progress lines of a run (``verbose >= 1``), on stdout.
 
@@ -407,7 +430,8 @@ def solve(X, y, config=None, sample_weight=None, **kwargs):
     >>> res.status, res.certificate.verify(X, [1, 1, 0, 0])
     ('separable', True)
     """
-    config = _make_config(config, kwargs)
+    # the run's own plug-in instances: a later set_params on the caller's cannot reach it
+    config = _private_plugins(_make_config(config, kwargs))
     solver, kernel, smoother, rules, max_iter = compose(config)
     Xd = dask_array_of(X)  # None for in-memory input, an xarray object on numpy included
     if Xd is not None:
@@ -438,6 +462,13 @@ def solve(X, y, config=None, sample_weight=None, **kwargs):
             if refusal is not None:
                 raise ValueError(refusal)
             weights = None  # all ones: the unweighted problem
+    resolve = getattr(solver, "resolve_config", None)
+    if resolve is not None:
+        # defaults that depend on the data, set before the run and recorded in its config
+        resolved = resolve(config, Xv, yv, kernel, rules)
+        if resolved is not config:
+            config = resolved
+            solver, kernel, smoother, rules, max_iter = compose(config)
     problem = Problem(X=Xv, y=yv, classes_=classes, kernel=kernel, smoother=smoother,
                       params=dict(solver.params), rng=config.random_state, config=config,
                       sample_weight=weights)

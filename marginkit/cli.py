@@ -30,6 +30,7 @@ traceback). No traceback is printed otherwise.
 import argparse
 import ast
 import importlib.metadata
+import re
 import sys
 import time
 
@@ -66,6 +67,27 @@ REFUSED_OPTIONS = {
     "-s": "marginkit solvers have names, not numbers: use --solver NAME (the default, dcd, is "
           "LIBLINEAR's dual coordinate descent; 'marginkit plugins' lists the others)",
 }
+
+
+#: LIBLINEAR's -v N (N-fold cross-validation), which marginkit's -v (verbose) would misread
+CROSS_VALIDATION = (
+    "LIBLINEAR's -v N (N-fold cross-validation) is not a marginkit option; here -v means "
+    "verbose (-v, -vv, --verbose). For cross-validation use --test TEST for a held-out "
+    "file, or scikit-learn: cross_val_score(marginkit.sklearn.SVMClassifier(solver='dcd'), "
+    "X, y, cv=N)")
+
+
+def _liblinear_cross_validation(argv):
+    """True when the ``fit`` arguments ``argv`` hold LIBLINEAR's ``-v N``: ``-v`` followed by
+    an integer, or ``-vN`` (marginkit's verbose flag takes no value)."""
+    for i, tok in enumerate(argv):
+        if tok == "--":
+            return False
+        if tok == "-v" and i + 1 < len(argv) and argv[i + 1].isdigit():
+            return True
+        if re.fullmatch(r"-v\d+", tok):
+            return True
+    return False
 
 
 class _Refused(argparse.Action):
@@ -203,11 +225,13 @@ def run_job(X, y, config, X_test=None, y_test=None, verify=True):
 # ----------------------------------------------------------------------------- demo
 #: what the demo's columns mean, printed under its table
 DEMO_LEGEND = (
-    "separable, infeasible, certified and converged are claims, each with the certificate "
-    "that verify(X, y) re-checks from the data alone;\nmargin bounds bracket the "
-    "normalized margin rho_K. max_iter: no claim within the budget (linear kernel: no "
-    "separator through the origin has\nmargin above eps, as the von Neumann rows prove, "
-    "so the perceptrons cannot stop).")
+    "status is what a run found: separable, infeasible, certified and converged are claims, each "
+    "with a certificate (a separator, a proof that none exists, certified points, a bounded "
+    "Newton decrement) that verify(X, y) re-checks from the data alone; margin bounds bracket "
+    "the best normalized margin rho_K (positive: separable).\n"
+    "max_iter: no claim within the budget. Here it is the expected answer: with the linear "
+    "kernel neither data set is separable (the nvn/snkpvn/isnkpvn rows prove it), and the "
+    "perceptrons stop only on a separator; the rbf kernel separates both.")
 
 
 def _demo_data(name):
@@ -624,7 +648,8 @@ def build_parser():
                         "result per class; 'marginkit predict' reads both")
     f.add_argument("--no-verify", action="store_true", help="do not re-check the certificate")
     f.add_argument("-v", "--verbose", action="count", default=0,
-                   help="progress lines on long runs (-vv: every iteration)")
+                   help="progress lines on long runs (-vv: every iteration); takes no value: "
+                        "LIBLINEAR's -v N (cross-validation) is refused with the marginkit way")
     common(f)
     f.set_defaults(func=cmd_fit)
 
@@ -695,6 +720,9 @@ def main(argv=None):
     parser = build_parser()
     prog = parser.prog
     try:
+        raw = list(sys.argv[1:] if argv is None else argv)
+        if raw and raw[0] == "fit" and _liblinear_cross_validation(raw[1:]):
+            raise UsageError(f"argument -v: {CROSS_VALIDATION}", f"{prog} fit")
         args = parser.parse_args(argv)
         if args.command is None:
             raise UsageError("choose a command: demo, fit, predict, bench, plugins "

@@ -555,3 +555,23 @@ def test_every_module_imports_first_in_a_fresh_interpreter():
         proc = subprocess.run([sys.executable, "-c", f"import {mod}"], env=env,
                               capture_output=True, text=True)
         assert proc.returncode == 0, f"import {mod} first: {proc.stderr[-2000:]}"
+
+
+def test_a_finished_result_keeps_its_configuration_when_the_callers_instances_change():
+    X, y = mk.datasets.make_separable(80, margin=0.05, random_state=1)[:2]
+    solver = mk.get_plugin("solver", "dcd")(C=0.5)
+    rule = mk.get_plugin("stopping", "certified_points")(fraction=0.3)
+    kernel = mk.get_plugin("kernel", "nystroem")(n_components=20, random_state=0)
+    cfg = mk.Config(solver=solver, kernel=kernel, stop=(rule,), random_state=0)
+    res = mk.solve(X, y, config=cfg)
+    direct = mk.solve(X, y, solver=solver, stop=rule, random_state=0)
+    solver.set_params(C=2.0)
+    rule.set_params(fraction=0.9)
+    kernel.set_params(n_components=5)
+    for r in (res, direct):
+        assert r.config.solver.params["C"] == 0.5 and r.config.solver is not solver
+        assert r.config.stop[0].params["fraction"] == 0.3
+        assert r.certificate.verify(X, y)
+    assert res.config.kernel.params["n_components"] == 20
+    # the caller's Config still holds the caller's (changed) instances
+    assert cfg.solver is solver and cfg.solver.params["C"] == 2.0

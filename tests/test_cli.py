@@ -147,6 +147,11 @@ def test_demo_runs_registered_solvers(capsys, toy):
     assert "NO" not in out.split("note:")[0]
     # the legend says what a status, a certificate and the margin bounds mean
     assert cli.DEMO_LEGEND in out and "max_iter: no claim" in out
+    # in two lines, the second one saying why the demo's max_iter rows are its answer
+    legend = cli.DEMO_LEGEND.splitlines()
+    assert len(legend) == 2 and "certificate" in legend[0] and "margin bounds" in legend[0]
+    assert legend[1].startswith("max_iter: no claim within the budget. Here it is the "
+                                "expected answer")
 
 
 def test_demo_default_table_runs_what_is_registered(capsys):
@@ -399,6 +404,11 @@ def test_liblinear_flags(capsys, tmp_path):
         (["--solver", "isnkpvn", "-e", "2"], "argument -e: stopping 'dual_certificate': "
                                              "eps=2.0 is out of range"),
         (["-e", "abc"], "argument -e: 'abc' is not a number"),
+        (["-v", "5"], r"^marginkit fit: error: argument -v: LIBLINEAR's -v N \(N-fold "
+                      r"cross-validation\) is not a marginkit option; here -v means verbose "
+                      r"\(-v, -vv, --verbose\)\. For cross-validation use --test TEST .*"
+                      r"cross_val_score\(marginkit\.sklearn\.SVMClassifier"),
+        (["-v5"], r"argument -v: LIBLINEAR's -v N"),
     ]:
         code, out, err = run(capsys, "fit", str(train), *argv)
         assert code == 2, (argv, err)
@@ -406,6 +416,10 @@ def test_liblinear_flags(capsys, tmp_path):
         assert len(lines) == 1 and re.search(match, lines[0]), err
     code, out, err = run(capsys, "predict", str(model), str(train), "-q")
     assert code == 0 and out == "" and err == ""
+    # marginkit's own -v (verbose) keeps its spellings
+    for flag in ("-v", "-vv", "--verbose"):
+        code, out, err = run(capsys, "fit", str(train), flag)
+        assert code == 0 and "status      certified" in out, (flag, err)
 
 
 def test_help_texts_name_the_default_and_nothing_internal(capsys):

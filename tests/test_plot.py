@@ -167,7 +167,7 @@ def test_decision_boundary_of_fitted_estimators():
     centers = np.array([[0.0, 4.0], [4.0, 0.0], [-4.0, -1.0]])
     X = np.vstack([c + rng.standard_normal((40, 2)) for c in centers])
     y = np.repeat(np.array(["a", "b", "c"]), 40)
-    clf = SVMClassifier().fit(X, y)
+    clf = SVMClassifier(solver="fista").fit(X, y)
     ax = mkplot.decision_boundary(clf, X, y)
     both = np.logical_and.reduce([r.certified_mask for r in clf.results_])
     assert both.sum() > 0

@@ -33,7 +33,7 @@ CHECKED = (
     _if("snkp", PerceptronClassifier())
     + _if("isnkpvn", PerceptronClassifier(solver="isnkpvn"))
     + _if("fista", SVMClassifier())
-    + _if("dcd", SVMClassifier(solver="dcd"))
+    + _if("dcd", SVMClassifier(solver="auto"))
     + _if("iterated_tikhonov", IteratedTikhonovClassifier())
     + _if("iterated_tikhonov", IteratedTikhonovRegressor())
 )
@@ -221,7 +221,7 @@ def test_max_iter_without_a_claim_warns_naming_solver_status_and_fix():
                             r"after 3 iterations, before its stopping rule certified_points "
                             r"could end it with a claim; raise max_iter \(now 3\)\. The model "
                             r"is the last iterate, with no certificate of its claim"):
-        clf = SVMClassifier(max_iter=3).fit(X, y)
+        clf = SVMClassifier(solver="fista", max_iter=3).fit(X, y)
     assert clf.status_ == "max_iter"
 
 
@@ -268,6 +268,22 @@ def test_no_warning_when_a_fit_ends_with_its_claim_or_budget(toy):
                           r"'max_iter' after 2 iterations, before its own stopping rules ended "
                           r"it; raise max_iter \(now 2\)\."):
             SVMClassifier(solver="pegasos", max_iter=2, solver_params={"epochs": 3}).fit(X, y)
+
+
+@pytest.mark.skipif("isnkpvn" not in _SOLVERS, reason="isnkpvn not registered")
+def test_isnkpvn_perceptron_certifies_overlapping_classes_infeasible():
+    import warnings
+
+    X, y = _overlapping(200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        clf = PerceptronClassifier(solver="isnkpvn").fit(X, y)
+    # isnkpvn ends with its answer, a checked certificate, well before max_iter
+    assert clf.status_ == "infeasible"
+    assert clf.n_iter_ < 1000
+    Xa = np.hstack([X, np.ones((X.shape[0], 1))])  # the certificate is on [X, 1]
+    assert clf.result_.certificate.verify(Xa, y)
+    assert not clf.result_.certificate.verify(Xa, np.where(X[:, 0] > 0, 1, 0))
 
 
 # ------------------------------------------------------------------ probabilities
@@ -423,8 +439,9 @@ def test_C_is_libsvm_c_and_none_is_the_papers_64_over_n():
     X, y = mk.datasets.load_heart_scale()
     Xd, n = X.toarray(), X.shape[0]
     # C=None is C=64/n, the paper's box
-    np.testing.assert_array_equal(SVMClassifier().fit(X, y).decision_function(X),
-                                  SVMClassifier(C=64.0 / n).fit(X, y).decision_function(X))
+    np.testing.assert_array_equal(
+        SVMClassifier(random_state=0).fit(X, y).decision_function(X),
+        SVMClassifier(C=64.0 / n, random_state=0).fit(X, y).decision_function(X))
     # the box of the dual is LIBSVM's -c: with the perturbation mu made small, the
     # classical formulation on X as given is LIBSVM's model, dual variables included
     clf = SVMClassifier(solver="fista_svm", C=1.0, mu=1e-4, scale=None).fit(Xd, y)
@@ -557,3 +574,25 @@ def test_unfitted_estimator_on_a_dask_array_raises_not_fitted():
             getattr(SVMClassifier(), m)(X)
     with pytest.raises(NotFittedError):
         IteratedTikhonovRegressor().predict(X)
+
+
+# ------------------------------------------------------------------ pegasos and C
+@pytest.mark.skipif("pegasos" not in _SOLVERS, reason="pegasos not registered")
+def test_pegasos_takes_C_as_lam_one_over_C_n():
+    X, y = mk.datasets.load_heart_scale()
+    n = X.shape[0]
+    clf = SVMClassifier(solver="pegasos", C=1.0, random_state=0).fit(X, y)
+    assert clf.result_.config.solver_params["lam"] == pytest.approx(1.0 / n)
+    same = SVMClassifier(solver="pegasos", random_state=0,
+                         solver_params={"lam": 1.0 / n}).fit(X, y)
+    np.testing.assert_array_equal(clf.decision_function(X), same.decision_function(X))
+    # C = 64/n is pegasos' own default lam = 1/64
+    dflt = SVMClassifier(solver="pegasos", random_state=0).fit(X, y)
+    np.testing.assert_array_equal(
+        SVMClassifier(solver="pegasos", C=64.0 / n, random_state=0).fit(X, y)
+        .decision_function(X), dflt.decision_function(X))
+    with pytest.raises(ValueError, match=r"C=1.0 and lam are both given to solver 'pegasos', "
+                                         r"whose lam is 1/\(C n\); set one of them"):
+        SVMClassifier(solver="pegasos", C=1.0, solver_params={"lam": 0.1}).fit(X, y)
+    with pytest.raises(ValueError, match=r"C=1.0 and lam are both given"):
+        SVMClassifier(solver=mk.get_plugin("solver", "pegasos")(lam=0.1), C=1.0).fit(X, y)

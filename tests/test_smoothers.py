@@ -243,11 +243,16 @@ class _Softmax(mk.plugins.Smoother):
 
     def __init__(self, fail_at=1, exc=ZeroDivisionError("boom")):
         super().__init__()
-        self.fail_at, self.exc, self.calls = fail_at, exc, 0
+        # the count is shared with the copy of this instance a run works on
+        self.fail_at, self.exc, self._count = fail_at, exc, [0]
+
+    @property
+    def calls(self):
+        return self._count[0]
 
     def argmin_simplex(self, g, mu, q=None):
-        self.calls += 1
-        if self.calls >= self.fail_at:
+        self._count[0] += 1
+        if self._count[0] >= self.fail_at:
             raise self.exc
         e = np.exp(-(g - g.min()) / mu)
         return e / e.sum()

@@ -508,3 +508,35 @@ def test_source_capacity_bernoulli_normalization():
     X, y = mk.datasets.make_source_capacity(20, 0.25, 2, random_state=0, normalization="bernoulli")
     X2, _ = mk.datasets.make_source_capacity(20, 0.25, 2, random_state=0)
     assert np.array_equal(X, X2)
+
+
+def test_default_tol_scales_with_the_data_and_is_recorded_in_the_config():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 5))
+    y = (X[:, 0] + 0.5 * rng.normal(size=200) > 0).astype(int)
+    unit = mk.solve(X, y, solver="iterated_tikhonov", kernel="linear")
+    assert unit.status == "converged" and unit.config.solver_params["tol"] == 1e-8
+    signs = np.sign(unit.decision_function(X))
+    # scaled down, an absolute 1e-8 was met by the zero model at iteration 0; the
+    # default target scales down with the data, and the model is the unit-scale one's
+    tiny = mk.solve(X * 1e-10, y, solver="iterated_tikhonov", kernel="linear")
+    tol = tiny.config.solver_params["tol"]
+    assert tiny.status == "converged" and tiny.n_iter >= 1 and tol < 1e-15
+    assert tiny.certificate.verify(X * 1e-10, y)
+    assert tiny.certificate.target <= tol
+    assert np.mean(np.sign(tiny.decision_function(X * 1e-10)) == signs) > 0.95
+    # a tol given is the claim asked for, at any scale
+    asked = mk.solve(X * 1e-10, y, solver="iterated_tikhonov", kernel="linear", tol=1e-8)
+    assert asked.config.solver_params["tol"] == 1e-8 and asked.n_iter == 0
+    assert not np.any(asked.decision_function(X * 1e-10))
+    # scaled up, the decrement is scale-free and the target stays 1e-8; float64 cannot
+    # certify it with lam = 1/n there, and the run says so instead of claiming
+    with pytest.warns(RuntimeWarning, match="too ill-conditioned for this tol in float64"):
+        big = mk.solve(X * 1e10, y, solver="iterated_tikhonov", kernel="linear")
+    assert big.config.solver_params["tol"] == 1e-8
+    assert big.status == "max_iter" and big.certificate is None
+    assert "cannot be certified below its target" in big.extra["failure"]
+    # a kernel with k(x, x) = 1 has the unit scale whatever the inputs
+    rbf = mk.solve(X * 1e-10, y, solver="iterated_tikhonov", kernel="rbf",
+                   kernel_params={"gamma": 1e20})
+    assert rbf.config.solver_params["tol"] == 1e-8

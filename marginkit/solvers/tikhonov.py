@@ -78,6 +78,11 @@ __all__ = ["IteratedTikhonov", "NewtonDecrement", "NewtonDecrementCertificate",
 #: kappa_c = -log(1 - c)/c at c = 1/2 (Proposition 1: 1.386..., rounded up to 1.4)
 KAPPA = 1.4
 
+#: the target Newton decrement of ``tol=None`` on data of unit scale (``default_tol``)
+DEFAULT_TOL = 1e-8
+#: the smallest factor ``default_tol`` applies to DEFAULT_TOL (data scaled below ~1e-12)
+_MIN_TOL_FACTOR = 1e-12
+
 
 # ====================================================================== schedule / filter
 def decrement_schedule(tol, t, kappa=KAPPA):
@@ -101,7 +106,37 @@ def rule_schedule(rules, tol):
             if rule.params["tol"] is not None:
                 tol = rule.params["tol"]
             kappa = rule.params["kappa"]
-    return float(tol), float(kappa)
+    return float(DEFAULT_TOL if tol is None else tol), float(kappa)
+
+
+def default_tol(kernel, X, y, loss, lam, fit_intercept):
+    """The tolerance of ``tol=None``: DEFAULT_TOL * min(1, max(s, 1e-12)) with
+    s = R Y / sqrt(lam), R = max_i sqrt(k(x_i, x_i)) over the rows of X (at least 1 with
+    an intercept, whose feature is the constant 1), Y = 1 for the logistic loss and
+    max_i |y_i| for the squared loss.
+
+    s bounds the Newton decrement at the start, theta = 0 (the gradient there is at most
+    R Y, the Hessian at least lam I). An absolute target is met by theta = 0 itself on
+    data scaled down far enough (X * 1e-10: decrement 5e-10 at the zero model, below
+    1e-8); the target scales down with s there. Scaled up, the decrement is scale-free (the
+    data term of the Hessian dominates lam) and the target stays DEFAULT_TOL.
+    """
+    if getattr(kernel, "precomputed", False):
+        d = X.diagonal() if sp.issparse(X) else np.diagonal(np.asarray(X))
+        d = np.asarray(d, dtype=np.float64)
+    else:
+        d = np.concatenate([np.asarray(kernel.diag(float64_block(X[i:i + 4096])),
+                                       dtype=np.float64).ravel()
+                            for i in range(0, X.shape[0], 4096)])
+    top = float(np.max(d)) if d.size else 0.0
+    R = math.sqrt(top) if math.isfinite(top) and top > 0 else 0.0
+    if fit_intercept:
+        R = max(R, 1.0)
+    Y = 1.0 if loss == "logistic" else float(np.max(np.abs(np.asarray(y, dtype=np.float64))))
+    scale = R * Y / math.sqrt(float(lam))
+    if not math.isfinite(scale):
+        return DEFAULT_TOL
+    return DEFAULT_TOL * min(1.0, max(scale, _MIN_TOL_FACTOR))
 
 
 def iterated_tikhonov_filter(s, lam, t):
@@ -662,6 +697,11 @@ class _TikhonovState(_GuardedNewton, SolverState):
             self._precond_rows = [rows_cg[(rows_cg >= off[i]) & (rows_cg < off[i + 1])] - off[i]
                                   for i in range(rows.n_chunks)]
             self._precond_size = s
+        # the CG preconditioner's factor, kept across Newton iterations while it works
+        # (``_pcg``): the CG iterations of the solve right after it was formed, and of the
+        # last solve
+        self._precond = None
+        self._precond_base = self._precond_last = 0
 
         self.w = self.model.zeros()
         self.w_prev = self.model.zeros()
@@ -782,13 +822,23 @@ class _TikhonovState(_GuardedNewton, SolverState):
 
     def _pcg(self, grad):
         """H^{-1} grad by conjugate gradients preconditioned with the Hessian of a
-        uniform row subsample (the Nystroem centres' role in FALKON-type solvers)."""
+        uniform row subsample (the Nystroem centres' role in FALKON-type solvers).
+
+        The preconditioner (one pass over the subsample's rows and a Cholesky factor) is
+        formed at the first Newton iteration and kept while the Hessian it was formed at
+        still serves: it is formed again once a solve needs more than twice the CG
+        iterations (plus 5) of the solve right after it was formed. Only the speed of CG
+        depends on it: every solve runs to the same residual tolerance."""
         mdl = self.model
-        calls = [(self._pending + [("sub_hessian", (rows,))],) for rows in self._precond_rows]
-        self._pending = []
-        parts = self.rows.map_each(_k_tikhonov, calls)
-        P = self._hessian(parts, self._precond_size)
-        cho = sla.cho_factor(_finite(P), lower=True, check_finite=False)
+        if self._precond is None or self._precond_last > 2 * self._precond_base + 5:
+            calls = [(self._pending + [("sub_hessian", (rows,))],)
+                     for rows in self._precond_rows]
+            self._pending = []
+            parts = self.rows.map_each(_k_tikhonov, calls)
+            P = self._hessian(parts, self._precond_size)
+            self._precond = sla.cho_factor(_finite(P), lower=True, check_finite=False)
+            self._precond_base = None
+        cho = self._precond
         gnorm = float(np.linalg.norm(grad))
         # inexact Newton: relative accuracy min(0.1, ||grad||) and, near the target, an
         # absolute accuracy making the decrement error a small fraction of the target
@@ -799,7 +849,8 @@ class _TikhonovState(_GuardedNewton, SolverState):
         zr = sla.cho_solve(cho, r, check_finite=False)
         p = zr.copy()
         rz = float(r @ zr)
-        for _ in range(10 * mdl.q + 100):
+        its = 0
+        for its in range(10 * mdl.q + 100):
             if np.linalg.norm(r) <= stop:
                 break
             Hp = self._hess_vec(p)
@@ -810,6 +861,9 @@ class _TikhonovState(_GuardedNewton, SolverState):
             rz_new = float(r @ zr)
             p = zr + (rz_new / rz) * p
             rz = rz_new
+        self._precond_last = its
+        if self._precond_base is None:
+            self._precond_base = its
         return x
 
     def _objective_at(self, s):
@@ -1607,9 +1661,15 @@ class IteratedTikhonov(Solver):
         the remaining data, the chosen t is ``result.extra["t"]``.
     lam : float > 0 or None
         Regularization lambda of Eq. 4 (None: 1/n).
-    tol : float
+    tol : float or None
         Target eps of Proposition 1 on the Newton decrement of the final subproblem;
-        subproblem k is solved to eps 1.4^(k - t) / t.
+        subproblem k is solved to eps 1.4^(k - t) / t. None (the default): ``solve``
+        sets it from the data before the run, 1e-8 on data of unit or larger scale and
+        smaller on data scaled down (``default_tol``: 1e-8 min(1, R Y / sqrt(lam)), R the
+        largest sqrt(k(x, x)), Y = 1 (logistic) or max |y| (squared)), so that the zero
+        model does not meet it by scale alone; the value used is in
+        ``result.config.solver_params["tol"]`` and is the claim's. (Where it is not set
+        before the run, on dask arrays, None is 1e-8.)
     t_max : int
         Largest t tried by ``t="auto"`` (its schedule uses t = t_max).
     validation_fraction : float in (0, 1)
@@ -1656,7 +1716,9 @@ class IteratedTikhonov(Solver):
         "t": Param(1, validator=_check_t, doc="number of proximal steps or 'auto'"),
         "lam": Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
                      doc="regularization lambda (None: 1/n)"),
-        "tol": Param(1e-8, types=numbers.Real, low=1e-15, doc="target Newton decrement eps"),
+        "tol": Param(None, types=numbers.Real, low=1e-300, allow_none=True,
+                     doc="target Newton decrement eps (None: set from the data's scale, "
+                         "1e-8 at unit scale)"),
         "t_max": Param(20, types=numbers.Integral, low=1, doc="largest t for t='auto'"),
         "validation_fraction": Param(0.2, types=numbers.Real, low=0, high=1, low_open=True,
                                      high_open=True, doc="validation split for t='auto'"),
@@ -1689,6 +1751,18 @@ class IteratedTikhonov(Solver):
 
     def start(self, problem):
         return _TikhonovState(self, problem)
+
+    def resolve_config(self, config, X, y, kernel, rules):
+        """The run's configuration with ``tol=None`` replaced by ``default_tol`` of the
+        data (X, y as validated), so that the run, its certificate and ``Result.config``
+        carry the number; unchanged when tol is given (here or in a ``newton_decrement``
+        rule)."""
+        if self.params["tol"] is not None or any(
+                isinstance(r, NewtonDecrement) and r.params["tol"] is not None for r in rules):
+            return config
+        lam = self.params["lam"] if self.params["lam"] is not None else 1.0 / X.shape[0]
+        tol = default_tol(kernel, X, y, self.params["loss"], lam, self.params["fit_intercept"])
+        return config.replace(solver_params={**config.solver_params, "tol": tol})
 
     def blocked_refusal(self, kernel):
         """Why this solver cannot run on row blocks held by workers (see
