@@ -656,6 +656,14 @@ def check_scales(name, data, gamma, mu, L=None, trace=None):
             f"condition number L / mu = {L / mu:.3g} makes the error bound overflow; raise mu")
 
 
+def _kernel_svm():
+    """The exact-kernel solvers (``_kernel_svm``, imported on first use: it builds on
+    this module)."""
+    from . import _kernel_svm as ks
+
+    return ks
+
+
 def _prepare(problem, scale, diag_shift=None):
     """Apply the kernel's feature map and build the kernel-side data.
 
@@ -1546,7 +1554,9 @@ class _FistaState(_ClaimOffers, SolverState):
 
 
 class _FistaBase(Solver):
-    requires = {"kernel": ("feature_map",)}
+    #: any kernel: an explicit feature map runs on Phi(X), an exact kernel on its Gram
+    #: matrix (``_kernel_svm``)
+    requires = {}
     provides = ("error_bound", "n_certified", "objective")
     default_stop = (("certified_points", {"fraction": 0.0}),)
     default_max_iter = 10_000
@@ -1556,6 +1566,8 @@ class _FistaBase(Solver):
     blocked = True
 
     def start(self, problem):
+        if _kernel_svm().is_exact(problem.kernel):
+            return _kernel_svm().start_fista(self, problem, self.augmented)
         data, Xfit, identity = _prepare(problem, self.params["scale"])
         gamma, mu = _gamma_mu(self.params, data.n)
         budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
@@ -1574,6 +1586,8 @@ class _FistaBase(Solver):
         return state
 
     def finalize(self, problem, state, status):
+        if getattr(state, "kernel_run", False):
+            return state.result_fields(problem, status)
         data, Xfit, identity = state.fit
         w_bar = data.w_bar(state.a, state.b)
         t_bar = state.b if self.augmented else state.t_bar
@@ -1830,7 +1844,7 @@ class DCD(Solver):
        Coordinate Descent Method for Large-scale Linear SVM", ICML 2008.
     """
 
-    requires = {"kernel": ("feature_map",)}
+    requires = {}  # as _FistaBase
     provides = ("error_bound", "n_certified", "objective", "projected_gradient_gap")
     default_stop = (("certified_points", {"fraction": 0.0}),)
     default_max_iter = 1000
@@ -1846,6 +1860,8 @@ class DCD(Solver):
     }
 
     def start(self, problem):
+        if _kernel_svm().is_exact(problem.kernel):
+            return _kernel_svm().start_dcd(self, problem, certify_target(problem))
         gamma, mu = _gamma_mu(self.params, problem.X.shape[0])
         blocked, Xfit, identity = _prepare(problem, self.params["scale"], diag_shift=mu)
         data = blocked.local()
@@ -1862,6 +1878,8 @@ class DCD(Solver):
         return state
 
     def finalize(self, problem, state, status):
+        if getattr(state, "kernel_run", False):
+            return state.result_fields(problem, status)
         data, Xfit, identity = state.fit
         t_bar = float(state.scal[0])
         fields = _feature_fields(data, identity, state._w_bar, t_bar, state._coef.copy())
