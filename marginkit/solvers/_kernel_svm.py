@@ -37,8 +37,12 @@ __all__ = ["is_exact", "start_fista", "start_dcd", "EXACT_KERNEL_SCALE"]
 #: built-in kernels' float64 tolerance, ``kernels.builtin._RBF_TOLERANCE``)
 _KERNEL_TOL = 2.0 ** -36
 #: fewest kernel columns the DCD cache must hold for the blocked path to run
-_MIN_COLUMNS = 16
+_MIN_COLUMNS = 64
 _U = R.UNIT
+#: coordinates per DCD working set (one block of Gram rows per iteration)
+_WORKING_SET = 256
+#: fewest Gram rows computed in one block of the kernel (held Gram)
+_ROW_BLOCK = 256
 
 #: what ``scale`` means with an exact kernel (the message of a refused ``scale="scale"``)
 EXACT_KERNEL_SCALE = (
@@ -71,17 +75,19 @@ def _budget_refusal(n, budget, need):
 class _Gram:
     """Access to the float64 Gram matrix K(X, X) within ``budget`` bytes.
 
-    Held (8 n^2 bytes fit): one matrix, computed once (float64 even for float32 input:
-    the storage error of float32, u_32 |K| |y r| per product entry, divided by a small mu
-    exceeds the margins the bound must resolve; the referee recomputes in float64 too).
-    Blocked otherwise: ``matvec`` evaluates row blocks of at most a quarter of the budget
-    through the kernel's own block function, ``column`` reads an LRU cache of kernel
-    columns (the rest of the budget). A precomputed Gram (X itself) is read in place.
+    Held (8 n^2 bytes fit): one n x n matrix whose rows are computed when first needed
+    (blocks of rows through the kernel's own block function; DCD reads the rows of its
+    working sets, the products read the rows of the support, FISTA's bound all of them),
+    float64 even for float32 input: the storage error of float32, u_32 |K| |y r| per
+    product entry, divided by a small mu exceeds the margins the bound must resolve (the
+    referee recomputes in float64 too). Blocked otherwise: products over row blocks of at
+    most a quarter of the budget, DCD's rows through an LRU cache of kernel rows (the rest
+    of the budget). A precomputed dense float64 Gram (X itself) is read in place.
     """
 
     def __init__(self, X, kernel, budget, name):
         n = X.shape[0]
-        self.n, self.kernel = n, kernel
+        self.n, self.kernel, self.name = n, kernel, name
         self.precomputed = bool(getattr(kernel, "precomputed", False))
         if self.precomputed and X.shape[1] != n:
             raise ValueError(f"kernel='precomputed': X must be the square Gram matrix "
@@ -93,93 +99,117 @@ class _Gram:
         self.budget = float(budget)
         self.K = None
         self.cache = None
-        held = 8.0 * n * n
+        self.computed_rows = 0
+        self.products = 0
         if self.precomputed and not sp.issparse(self.X):
             self.K = self.X  # read only, never written
-        elif held <= self.budget:
-            self.K = self._block(0, n, square=True)
+            self.have = np.ones(n, dtype=bool)
+            self._check_symmetric(np.arange(n), self.K)
+        elif 8.0 * n * n <= self.budget:
+            self.K = np.empty((n, n))
+            self.have = np.zeros(n, dtype=bool)
         else:
-            need = 8.0 * n * _MIN_COLUMNS
+            need = 8.0 * n * min(n, 2 * _MIN_COLUMNS)
             if need > self.budget:
                 raise ValueError(_budget_refusal(n, self.budget, need))
-            self.rows = max(1, int(0.25 * self.budget // (8.0 * n)))
-            self.cache = _ColumnCache(self, max(_MIN_COLUMNS, int(0.75 * self.budget
-                                                                 // (8.0 * n))))
+            self.rows = max(min(n, _MIN_COLUMNS), int(0.25 * self.budget // (8.0 * n)))
+            self.cache = _RowCache(self, max(min(n, _MIN_COLUMNS),
+                                             int(0.75 * self.budget // (8.0 * n))))
         self.diag = self._diagonal()
         self.sd = np.sqrt(np.maximum(self.diag, 0.0))
-        self._check_psd_diag(name)
+        self._check_psd_diag()
         self.sd_norm = float(np.linalg.norm(self.sd))
         self.trace = float(np.sum(self.diag))
-        self.products = 0
 
     @property
     def held(self):
         return self.K is not None
 
-    def _block(self, lo, hi, square=False):
-        """Rows lo:hi of K, float64, checked finite."""
+    def block(self, idx):
+        """Rows idx of K (float64, len(idx) x n), checked finite and, on the square part
+        K[idx, idx], symmetric."""
         X = self.X
         if self.precomputed:
-            B = X[lo:hi]
+            B = X[idx]
             Kb = B.toarray() if sp.issparse(B) else np.array(B)
         else:
-            Kb = self.kernel(X) if square else self.kernel(X[lo:hi], X)
-            Kb = np.asarray(Kb, dtype=np.float64)
-        if Kb.shape != (hi - lo, self.n):
-            raise ValueError(f"the kernel returned a block of shape {Kb.shape} for rows "
-                             f"{lo}:{hi} of X; it must return K(A, B) of shape "
-                             f"({hi - lo}, {self.n})")
+            Kb = np.asarray(self.kernel(X[idx], X), dtype=np.float64)
+        if Kb.shape != (len(idx), self.n):
+            raise ValueError(f"the kernel returned a block of shape {Kb.shape} for "
+                             f"{len(idx)} rows of X; it must return K(A, B) of shape "
+                             f"({len(idx)}, {self.n})")
         if not np.all(np.isfinite(Kb)):
             raise ValueError("the Gram matrix K(X, X) has non-finite entries (NaN or "
                              "infinity): rescale X or change the kernel's parameters")
+        self._check_symmetric(idx, Kb)
+        self.computed_rows += len(idx)
         return Kb
 
+    def _check_symmetric(self, idx, Kb):
+        sub = Kb[:, idx] if Kb.shape[0] == len(idx) else Kb[idx][:, idx]
+        if sub.size == 0:
+            return
+        scale = np.sqrt(np.abs(np.diagonal(sub)))
+        bad = np.abs(sub - sub.T) > 1e-9 * np.outer(scale, scale) + 1e-300
+        if bad.any():
+            i, j = np.unravel_index(int(np.argmax(bad)), bad.shape)
+            raise ValueError(
+                f"solver {self.name!r}: the kernel is not positive semi-definite on X: K is "
+                f"not symmetric (K[{idx[i]}, {idx[j]}] != K[{idx[j]}, {idx[i]}]); a callable "
+                "or precomputed kernel must give a symmetric Gram matrix")
+
     def _diagonal(self):
-        if self.K is not None:
-            return np.array(np.diagonal(self.K), dtype=np.float64)
         if self.precomputed:
             return np.asarray(self.X.diagonal(), dtype=np.float64).ravel()
-        return np.asarray(self.kernel.diag(self.X), dtype=np.float64)
+        d = np.asarray(self.kernel.diag(self.X), dtype=np.float64).ravel()
+        if d.shape != (self.n,) or not np.all(np.isfinite(d)):
+            raise ValueError("the kernel's diagonal K(x_i, x_i) is not a finite n-vector")
+        return d
 
-    def _check_psd_diag(self, name):
+    def _check_psd_diag(self):
         bad = np.flatnonzero(~(self.diag >= 0.0))
         if bad.size:
             i = int(bad[0])
             raise ValueError(
-                f"solver {name!r}: the kernel is not positive semi-definite on X: "
+                f"solver {self.name!r}: the kernel is not positive semi-definite on X: "
                 f"K(x_{i}, x_{i}) = {self.diag[i]:.6g} < 0 ({bad.size} such rows); use a "
                 "PSD kernel (poly needs coef0 >= 0, a callable must return a Gram matrix)")
+
+    def ensure(self, idx):
+        """Held matrix: compute the rows of idx not yet held (one block)."""
+        missing = idx[~self.have[idx]]
+        if missing.size:
+            self.K[missing] = self.block(missing)
+            self.have[missing] = True
+
+    def rows_for(self, idx):
+        """(rows, ri): K[idx[k], :] is rows[ri[k]] (the held matrix, or a block of cached
+        rows)."""
         if self.K is not None:
-            n = self.n
-            step = max(1, (1 << 22) // max(n, 1))
-            scale = self.sd
-            for lo in range(0, n, step):
-                hi = min(n, lo + step)
-                asym = np.abs(self.K[lo:hi] - self.K[:, lo:hi].T)
-                tol = 1e-9 * np.outer(scale[lo:hi], scale) + 1e-300
-                if np.any(asym > tol):
-                    i, j = np.unravel_index(int(np.argmax(asym - tol)), asym.shape)
-                    raise ValueError(
-                        f"solver {name!r}: the kernel is not positive semi-definite on X: "
-                        f"K is not symmetric (K[{lo + i}, {j}] != K[{j}, {lo + i}]); a "
-                        "callable or precomputed kernel must give a symmetric Gram matrix")
+            self.ensure(idx)
+            return self.K, idx
+        return self.cache.rows(idx), np.arange(idx.size, dtype=np.int64)
 
     def matvec(self, v):
-        """K v (float64)."""
+        """K v (float64); only the rows of v's nonzeros are read (K is symmetric)."""
         self.products += 1
+        n = self.n
+        S = np.flatnonzero(v)
         if self.K is not None:
-            return self.K @ v
-        out = np.empty(self.n)
-        for lo in range(0, self.n, self.rows):
-            hi = min(self.n, lo + self.rows)
-            out[lo:hi] = self._block(lo, hi) @ v
+            if S.size > n // 2:
+                self.ensure(np.arange(n))
+                return self.K @ v
+            self.ensure(S)
+            out = np.zeros(n)
+            for lo in range(0, S.size, 512):
+                c = S[lo:lo + 512]
+                out += v[c] @ self.K[c]
+            return out
+        out = np.zeros(n)
+        for lo in range(0, S.size, self.rows):
+            c = S[lo:lo + self.rows]
+            out += v[c] @ self.cache.rows(c, keep=False)
         return out
-
-    def column(self, i):
-        """Column i of K (= row i), a float64 n-vector."""
-        if self.K is not None:
-            return self.K[i]
-        return self.cache.column(i)
 
     def rounding(self, a):
         """A bound on the error of a computed (K v)_i, i = 1..n, in the 2-norm, given
@@ -188,26 +218,36 @@ class _Gram:
         return (R.gamma(self.n + 4) + _KERNEL_TOL) * self.sd_norm * a
 
 
-class _ColumnCache:
-    """Kernel columns K[:, i] evaluated on demand and kept in least-recently-used order
-    (LIBSVM's kernel cache), at most ``size`` columns."""
+class _RowCache:
+    """Kernel rows K[i, :] evaluated on demand (in blocks) and kept in least-recently-used
+    order (LIBSVM's kernel cache), at most ``size`` rows."""
 
     def __init__(self, gram, size):
         self.gram, self.size = gram, int(size)
         self.store = OrderedDict()
         self.misses = 0
 
-    def column(self, i):
-        col = self.store.get(i)
-        if col is not None:
-            self.store.move_to_end(i)
-            return col
-        self.misses += 1
-        col = np.ascontiguousarray(self.gram._block(i, i + 1)[0])
-        self.store[i] = col
-        if len(self.store) > self.size:
-            self.store.popitem(last=False)
-        return col
+    def rows(self, idx, keep=True):
+        """K[idx, :] as a (len(idx), n) array; ``keep``: cache the rows it computes."""
+        out = np.empty((idx.size, self.gram.n))
+        missing = []
+        for k, i in enumerate(idx.tolist()):
+            row = self.store.get(i)
+            if row is None:
+                missing.append(k)
+            else:
+                self.store.move_to_end(i)
+                out[k] = row
+        if missing:
+            miss = np.asarray(missing)
+            self.misses += miss.size
+            out[miss] = self.gram.block(idx[miss])
+            if keep:
+                for k in missing:
+                    self.store[int(idx[k])] = out[k].copy()
+                while len(self.store) > self.size:
+                    self.store.popitem(last=False)
+        return out
 
 
 def _lambda_max(gram, augmented, seed=0):
@@ -230,6 +270,8 @@ def _lambda_max(gram, augmented, seed=0):
             out += np.sum(v)
         return out
 
+    if gram.held:
+        gram.ensure(np.arange(n))
     op = LinearOperator((n, n), matvec=mv, dtype=np.float64)
     v0 = np.random.default_rng(seed).standard_normal(n)
     try:
@@ -394,24 +436,32 @@ class _KernelFistaState(_KernelRun):
 
 # ----------------------------------------------------------------- dual coordinate descent
 class _KernelDCDState(_KernelRun):
-    """Kernel dual coordinate descent (Hsieh et al. 2008; the gradient kept as in LIBSVM,
-    Chang and Lin 2011): G = Q r - e is updated with one Gram column per coordinate move
-    (``_kernel_svm_fast.dcd_epoch``). The bound ||p(r)|| / mu is taken from a fresh G
-    (recomputed from r with one product, not the drifting one) whenever the drifting
-    estimate would let the run's certified-points rule fire, or every epoch with
-    ``bound_check="always"``; the fresh G then replaces the drifting one."""
+    """Kernel dual coordinate descent on working sets (Hsieh et al. 2008 for the exact
+    coordinate step; the gradient G = Q r - e kept and the rows chosen by their violation
+    as in LIBSVM, Chang and Lin 2011, and SVMlight's working sets, Joachims 1999).
 
-    def __init__(self, problem, gram, gamma, mu, seed, bound_check, certify_above):
+    One iteration: the ``ws`` coordinates with the largest p_i^2 / Q_ii (the decrease an
+    exact step gives) are read as one block of Gram rows, then improved greedily in
+    ``_kernel_svm_fast.dcd_working_set`` (each move updates G with one row). The bound
+    ||p(r)|| / mu is taken from a fresh G (recomputed from r with one product over the
+    support rows, not the drifting one) whenever the drifting estimate would let the
+    run's certified-points rule fire (and has halved since the last fresh bound that did
+    not), or every iteration with ``bound_check="always"``; the fresh G then replaces the
+    drifting one."""
+
+    def __init__(self, problem, gram, gamma, mu, bound_check, certify_above, ws):
         self._setup(problem, gram, gamma, mu, True)
         n = gram.n
-        self.rng = np.random.default_rng(seed)
         self.bound_check = bound_check
         self.certify_above = -1.0 if certify_above is None else float(certify_above)
+        self.ws = max(1, min(n, int(ws)))
         self.r = np.zeros(n)
         self.G = -np.ones(n)
         self.qd = gram.diag + 1.0 + mu
-        self._stats = np.zeros(3)
+        self._score = np.empty(n)
+        self._fresh_below = np.inf
         self.full_passes = 0
+        self.moves = 0
         self.projected_gradient_gap = np.inf
 
     def _fresh(self):
@@ -428,29 +478,68 @@ class _KernelDCDState(_KernelRun):
         return (pg + dG) / mu * (1.0 + 1e-12), f, t
 
     def step(self):
-        order = self.rng.permutation(self.gram.n).astype(np.int64)
-        K = self.gram.K
-        _kf.dcd_epoch(order, self.r, self.G, self.y, self.gamma, self.qd, self.mu, True,
-                      K=K, cache=None if K is not None else self.gram.cache, stats=self._stats)
-        self.projected_gradient_gap = float(self._stats[0] - self._stats[1])
-        est = math.sqrt(_kf.projected_gradient_sq(self.G, self.r, self.gamma)) / self.mu
+        r, G, score = self.r, self.G, self._score
+        _kf.violations(G, r, self.gamma, self.qd, score)
+        q = self.ws
+        ws = np.argpartition(score, self.gram.n - q)[self.gram.n - q:] if q < self.gram.n \
+            else np.arange(self.gram.n)
+        ws = np.sort(ws[score[ws] > 0.0]).astype(np.int64)
+        if ws.size:
+            if self.gram.held:
+                # rows not held yet are computed in blocks of at least ``_ROW_BLOCK`` (the
+                # kernel's block function costs less per row on larger blocks): the next
+                # most violating coordinates are computed with the working set's
+                self._prefetch(ws, score)
+            rows, ri = self.gram.rows_for(ws)
+            # moves until the working set's largest violation has dropped to 1/100 of
+            # the largest one overall (or one move per coordinate)
+            tol = 0.01 * math.sqrt(float(np.max(score[ws] * self.qd[ws])))
+            self.moves += _kf.dcd_working_set(ws, np.ascontiguousarray(ri, dtype=np.int64),
+                                              rows, r, G, self.y, self.gamma, self.qd,
+                                              self.mu, True, ws.size, tol)
+        pgsq, hi, lo = _kf.violations(G, r, self.gamma, self.qd, score)
+        self.projected_gradient_gap = float(hi - lo)
+        est = math.sqrt(pgsq) / self.mu
         self.n_iter += 1
-        if self.bound_check == "always" or self.count(self.r, est) > self.certify_above:
+        if self.bound_check == "always" or (est <= self._fresh_below
+                                            and self.count(r, est) > self.certify_above):
             eps, f, t = self._fresh()
             self.error_bound = eps
-            self.n_certified = self.count(self.r, eps)
-            self.objective = -0.5 * (float(self.r @ (self.y * f)) + t * t) + float(np.sum(self.r)) \
-                - 0.5 * self.mu * float(self.r @ self.r)
+            self.n_certified = self.count(r, eps)
+            if not self.n_certified > self.certify_above:
+                self._fresh_below = 0.5 * eps
+            self.objective = -0.5 * (float(r @ (self.y * f)) + t * t) + float(np.sum(r)) \
+                - 0.5 * self.mu * float(r @ r)
         else:
             self.error_bound = np.inf
             self.n_certified = 0
 
+    def _prefetch(self, ws, score):
+        gram = self.gram
+        missing = ws[~gram.have[ws]]
+        if missing.size == 0 or missing.size >= _ROW_BLOCK:
+            return
+        # the most violating coordinates whose rows are not held, then any not held
+        cand = np.flatnonzero(~gram.have & (score > 0.0))
+        if cand.size > _ROW_BLOCK:
+            cand = cand[np.argpartition(score[cand], cand.size - _ROW_BLOCK)[-_ROW_BLOCK:]]
+        extra = np.setdiff1d(cand, missing)[:max(0, _ROW_BLOCK - missing.size)]
+        gram.ensure(np.union1d(missing, extra))
+
+    def refuted(self, status, verdict):
+        super().refuted(status, verdict)
+        self._fresh_below = 0.5 * self.error_bound
+
+    def snapshot(self):
+        out = super().snapshot()
+        out["projected_gradient_gap"] = self.projected_gradient_gap
+        return out
+
     def result_fields(self, problem, status):
         t = float(self.y @ self.r)
         fields = self.fields(problem, status, self.r, t, "hsvm")
-        fields["extra"].update(full_passes=self.full_passes,
-                               cache_misses=None if self.gram.cache is None
-                               else self.gram.cache.misses)
+        fields["extra"].update(full_passes=self.full_passes, moves=self.moves,
+                               kernel_rows=self.gram.computed_rows)
         return fields
 
 
@@ -468,8 +557,7 @@ def start_dcd(solver, problem, certify_above):
     """The state of ``dcd`` on an exact kernel."""
     gram = _gram_of(solver, problem)
     gamma, mu = _gamma_mu(solver, gram.n)
-    seed = int(problem.rng.integers(0, 2**63 - 1))
-    state = _KernelDCDState(problem, gram, gamma, mu, seed, solver.params["bound_check"],
-                            certify_above)
+    state = _KernelDCDState(problem, gram, gamma, mu, solver.params["bound_check"],
+                            certify_above, _WORKING_SET)
     state._solver = solver
     return state

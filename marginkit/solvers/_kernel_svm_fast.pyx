@@ -175,46 +175,64 @@ cdef inline double _pg(double g, double r, double gam) noexcept nogil:
     return g
 
 
-def dcd_epoch(const long[::1] order, double[::1] r, double[::1] G, const double[::1] y,
-              const double[::1] gamma, const double[::1] qd, double mu, bint augmented,
-              const double[:, ::1] K=None, object cache=None, double[::1] stats=None):
-    """One epoch of kernel dual coordinate descent (Hsieh et al. 2008 with the gradient
-    kept as in LIBSVM): for i in ``order``, r_i <- proj_[0, gamma_i](r_i - G_i / Q_ii) and,
-    when r_i moved, G += (change) Q[:, i] from one column of the Gram matrix: row i of the
-    held matrix ``K``, or ``cache.column(i)`` (a float64 n-vector, the caller's LRU cache)
-    when ``K`` is None. ``stats`` receives [max PG, min PG, moves] of the epoch (the
-    projected-gradient entries at the intermediate iterates, LIBLINEAR's gap)."""
-    cdef Py_ssize_t n = r.shape[0], m = order.shape[0], k, i
-    cdef double g, pg, old, new, d, pgmax = -INFINITY, pgmin = INFINITY, aug = 1.0 if augmented else 0.0
+def dcd_working_set(const long[::1] ws, const long[::1] ri, const double[:, ::1] rows,
+                    double[::1] r, double[::1] G, const double[::1] y,
+                    const double[::1] gamma, const double[::1] qd, double mu, bint augmented,
+                    Py_ssize_t max_moves, double tol):
+    """Greedy coordinate descent restricted to the working set ``ws`` (the exact
+    coordinate step of Hsieh et al. 2008, the gradient kept and the coordinate chosen by
+    its violation as in LIBSVM, Chang and Lin 2011): repeatedly the coordinate of ws with
+    the largest p_i^2 / Q_ii is minimized exactly, r_i <- proj_[0, gamma_i](r_i - G_i /
+    Q_ii), and G += (change) Q[:, i] from row ri[k] of ``rows`` (= K[ws[k], :], the Gram
+    matrix being symmetric: the held matrix with ri = ws, or a block of cached rows).
+    Stops after ``max_moves`` moves or when the largest |projected gradient| over ws is
+    <= ``tol``. Returns the number of moves."""
+    cdef Py_ssize_t n = r.shape[0], q = ws.shape[0], k, i, best, mv
+    cdef double g, pg, old, new, d, sc, top, aug = 1.0 if augmented else 0.0
     cdef Py_ssize_t moves = 0
-    cdef const double[::1] col
-    cdef bint held = K is not None
-    for k in range(m):
-        i = order[k]
-        g = G[i]
-        pg = _pg(g, r[i], gamma[i])
-        if pg > pgmax:
-            pgmax = pg
-        if pg < pgmin:
-            pgmin = pg
-        if pg == 0.0:
-            continue
-        old = r[i]
-        new = _clip(old - g / qd[i], gamma[i])
-        d = new - old
-        if d == 0.0:
-            continue
-        r[i] = new
-        moves += 1
-        if held:
-            with nogil:
-                _move(i, d, &K[i, 0], &y[0], &G[0], n, mu, aug)
-        else:
-            col = cache.column(i)
-            with nogil:
-                _move(i, d, &col[0], &y[0], &G[0], n, mu, aug)
-    if stats is not None:
-        stats[0] = pgmax
-        stats[1] = pgmin
-        stats[2] = moves
+    if ri.shape[0] != q or (q > 0 and rows.shape[1] != n):
+        raise ValueError("rows[ri] must be K[ws, :]")
+    for k in range(q):
+        if not (0 <= ri[k] < rows.shape[0] and 0 <= ws[k] < n):
+            raise ValueError("ws and ri must index r and rows")
+    with nogil:
+        for mv in range(max_moves):
+            best = -1
+            top = 0.0
+            for k in range(q):
+                i = ws[k]
+                pg = _pg(G[i], r[i], gamma[i])
+                sc = pg * pg / qd[i]
+                if sc > top and fabs(pg) > tol:
+                    top = sc
+                    best = k
+            if best < 0:
+                break
+            i = ws[best]
+            old = r[i]
+            new = _clip(old - G[i] / qd[i], gamma[i])
+            d = new - old
+            if d == 0.0:
+                break
+            r[i] = new
+            moves += 1
+            _move(i, d, &rows[ri[best], 0], &y[0], &G[0], n, mu, aug)
     return moves
+
+
+def violations(const double[::1] G, const double[::1] r, const double[::1] gamma,
+               const double[::1] qd, double[::1] score):
+    """score_i = p_i^2 / Q_ii (the decrease of the dual objective of an exact step on
+    coordinate i, up to the clip); returns (||p||^2, max p, min p)."""
+    cdef Py_ssize_t i, n = r.shape[0]
+    cdef double acc = 0.0, pg, hi = -INFINITY, lo = INFINITY
+    with nogil:
+        for i in range(n):
+            pg = _pg(G[i], r[i], gamma[i])
+            acc += pg * pg
+            score[i] = pg * pg / qd[i]
+            if pg > hi:
+                hi = pg
+            if pg < lo:
+                lo = pg
+    return acc, hi, lo
