@@ -102,7 +102,9 @@ class _Gram:
         self.computed_rows = 0
         self.products = 0
         if self.precomputed and not sp.issparse(self.X):
-            self.K = self.X  # read only, never written
+            # read only, never written (a private C-ordered copy of other layouts: the
+            # coordinate moves read rows)
+            self.K = self.X = np.ascontiguousarray(self.X)
             self.have = np.ones(n, dtype=bool)
             self._check_symmetric(np.arange(n), self.K)
         elif 8.0 * n * n <= self.budget:
