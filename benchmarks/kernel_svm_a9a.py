@@ -41,8 +41,8 @@ def main():
         svc_acc = 100.0 * svc.score(Xt, yt)
         print(f"SVC (libsvm)      time {svc_t:7.2f}s  iters {int(svc.n_iter_[0]):6d}  "
               f"SV {svc.support_.size}  test acc {svc_acc:.2f}%")
-    mus = [None] if a.mu == "default" else [float(m) for m in a.mu.split(",")]
-    fracs = [None] if a.fraction == "default" else [float(f) for f in a.fraction.split(",")]
+    mus = [None if m == "default" else float(m) for m in a.mu.split(",")]
+    fracs = [None if f == "default" else float(f) for f in a.fraction.split(",")]
     for solver in a.solvers.split(","):
         for mu in mus:
             for frac in fracs:
