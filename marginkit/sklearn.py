@@ -624,6 +624,18 @@ class SVMClassifier(_MarginClassifier):
     sample_weight_ : ndarray of shape (n_samples,) or None
         The weights of the fit, ``sample_weight`` times ``class_weight`` (None when
         neither was given).
+    support_, support_vectors_, dual_coef_, n_support_, intercept_
+        As ``sklearn.svm.SVC`` names them, for the solvers with a dual vector r (``fista``,
+        ``fista_svm``, ``dcd``): ``support_`` the indices of the training points with
+        r_i > 0 in any of the binary problems, ``support_vectors_`` those rows (for
+        exact kernels; None for ``kernel="precomputed"`` and for models linear in X or
+        in a feature map, which keep ``coef_`` instead), ``dual_coef_`` y_i r_i on them, ``n_support_`` the
+        number of them in each class, ``intercept_`` the intercepts. The layout is
+        one-vs-rest: ``dual_coef_`` has one row per binary problem (one for two classes,
+        ``n_classes`` otherwise, row k for class ``classes_[k]`` against the rest) and
+        ``decision_function(X)[:, k] = K(X, support_vectors_) @ dual_coef_[k] +
+        intercept_[k]``; SVC's is one-vs-one (``n_classes - 1`` rows, n(n-1)/2
+        intercepts).
 
     Notes
     -----
@@ -733,7 +745,61 @@ class SVMClassifier(_MarginClassifier):
         -------
         self
         """
-        return self._fit(X, y, sample_weight)
+        self._fit(X, y, sample_weight)
+        self._set_support()
+        return self
+
+    def _set_support(self):
+        """SVC's support attributes from the results' dual vectors (one-vs-rest rows)."""
+        for name in ("support_", "support_vectors_", "dual_coef_", "n_support_"):
+            self.__dict__.pop(name, None)
+        results = self.results_
+        if any(r.dual_coef_ is None for r in results):
+            return
+        sup = np.unique(np.concatenate([np.flatnonzero(r.dual_coef_ > 0) for r in results]))
+        rows = None
+        for r in results:
+            own = np.flatnonzero(r.dual_coef_ > 0)
+            if r.support_ is None or r.support_.shape[0] != own.size:
+                rows = None
+                break
+            part = r.support_
+            rows = part if rows is None else (sp.vstack([rows, part]).tocsr()
+                                              if sp.issparse(part) else np.vstack([rows, part]))
+        if rows is not None:
+            # the rows of each problem's support, stacked; keep the first copy of each index
+            allidx = np.concatenate([np.flatnonzero(r.dual_coef_ > 0) for r in results])
+            _, first = np.unique(allidx, return_index=True)
+            rows = rows[first]
+        coef = np.zeros((len(results), sup.size))
+        pairs = [self.classes_[1]] if len(results) == 1 else list(self.classes_)
+        for k, (r, c) in enumerate(zip(results, pairs)):
+            yk = np.where(self._train_labels == c, 1.0, -1.0)
+            coef[k] = (yk * r.dual_coef_)[sup]
+        labels = self._train_labels[sup]
+        self.support_ = self._kept[sup]  # indices into the rows given to fit
+        self.support_vectors_ = rows
+        self.dual_coef_ = coef
+        self.n_support_ = np.array([int(np.sum(labels == c)) for c in self.classes_],
+                                   dtype=np.int32)
+
+    def _fit(self, X, y, sample_weight=None):
+        out = super()._fit(X, y, sample_weight)
+        # the training labels of the rows solved (rows of weight 0 are removed), for
+        # n_support_, and their indices among the rows given
+        labels = np.asarray(y).ravel()
+        w = self.sample_weight_
+        self._kept = np.arange(labels.size) if w is None else np.flatnonzero(w > 0)
+        self._train_labels = labels[self._kept]
+        return out
+
+    @property
+    def intercept_(self):
+        """Offsets: shape (1,) for two classes, else (n_classes,) (one-vs-rest)."""
+        check_is_fitted(self)
+        if all(r.coef_ is not None for r in self.results_):
+            return self._linear_parts()[1]
+        return np.array([float(r.intercept_ or 0.0) for r in self.results_])
 
 
 # ----------------------------------------------------------------------------- Tikhonov

@@ -387,7 +387,10 @@ def result_problems(res, X, y, spec, facts):
         fraction = 0.0
         if isinstance(stop, (list, tuple)) and len(stop) == 2 and stop[0] == "certified_points":
             fraction = float(stop[1].get("fraction", 0.0))
-        cfg = {"gamma": gamma, "mu": mu, "scale": params.get("scale", "std"),
+        # an exact kernel (no feature map) sees X as given: scale does not apply
+        exact = kname not in ("linear", "nystroem", "rff")
+        cfg = {"gamma": gamma, "mu": mu,
+               "scale": None if exact else params.get("scale", "std"),
                "formulation": "svm" if solver == "fista_svm" else "hsvm",
                "fraction": fraction if res.status == "certified" else -1.0}
         mask = res.certified_mask

@@ -152,7 +152,11 @@ def feature_map(spec, X, fitted):
         b = np.asarray(fitted.offsets_, dtype=np.float64).astype(LD)
         m = W.shape[1]
         return np.sqrt(LD(2) / m) * np.cos(dense_ld(X) @ W + b)
-    raise NotImplementedError(name)
+    # an exact kernel: a factor F with F F^T = K (its eigendecomposition, negative
+    # round-off eigenvalues dropped), the SVM duals on F being the kernel duals
+    K = np.asarray(kernel_block(spec, X, X, fitted), dtype=np.float64)
+    lam, V = np.linalg.eigh(0.5 * (K + K.T))
+    return (V * np.sqrt(np.maximum(lam, 0.0))).astype(LD)
 
 
 # ============================================================================ labels

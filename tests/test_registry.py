@@ -168,8 +168,10 @@ def test_registering_a_builtin_again_adds_an_alias(tmp_path):
     assert res.solver == "fista"  # the name the built-in reports, in results and save files
     res.save(tmp_path / "r.npz")
     assert mk.load_result(tmp_path / "r.npz").solver == "fista"
-    with pytest.raises(ValueError, match="solver 'fista' needs a kernel with"):
-        mk.solve(X, y, solver="my_alias", kernel="rbf")
+    # the alias runs the solver itself: an exact kernel goes through its Gram matrix
+    assert mk.solve(X, y, solver="my_alias", kernel="rbf", max_iter=50).solver == "fista"
+    with pytest.raises(ValueError, match="solver 'pegasos' needs a kernel with"):
+        mk.solve(X, y, solver="pegasos", kernel="rbf")
 
 
 def test_overwrite_replaces_the_entry_never_the_builtin_class():

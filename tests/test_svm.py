@@ -131,8 +131,9 @@ def test_registered_and_requirements():
     for name in ("certified_points", "liblinear"):
         assert name in plugins["stopping"]
     X, y = make_problem()
+    # pegasos needs an explicit feature map (fista, fista_svm and dcd take exact kernels)
     with pytest.raises(ValueError, match="feature_map"):
-        mk.solve(X, y, solver="fista", kernel=lambda A, B: np.exp(-((A[:, None] - B[None]) ** 2).sum(-1)))
+        mk.solve(X, y, solver="pegasos", kernel=lambda A, B: np.exp(-((A[:, None] - B[None]) ** 2).sum(-1)))
     with pytest.raises(ValueError, match="projected_gradient_gap"):
         mk.solve(X, y, solver="fista", stop="liblinear")
     with pytest.raises(ValueError, match="C"):

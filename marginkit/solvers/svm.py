@@ -659,6 +659,14 @@ def check_scales(name, data, gamma, mu, L=None, trace=None, level=None):
             f"condition number L / mu = {L / mu:.3g} makes the error bound overflow; raise mu")
 
 
+def _kernel_svm():
+    """The exact-kernel solvers (``_kernel_svm``, imported on first use: it builds on
+    this module)."""
+    from . import _kernel_svm as ks
+
+    return ks
+
+
 def _prepare(problem, scale, diag_shift=None):
     """Apply the kernel's feature map and build the kernel-side data.
 
@@ -1687,7 +1695,9 @@ def _thread_fields(summaries):
 
 
 class _FistaBase(Solver):
-    requires = {"kernel": ("feature_map",)}
+    #: any kernel: an explicit feature map runs on Phi(X), an exact kernel on its Gram
+    #: matrix (``_kernel_svm``)
+    requires = {}
     provides = ("error_bound", "n_certified", "objective")
     default_stop = (("certified_points", {"fraction": 0.0}),)
     default_max_iter = 10_000
@@ -1702,6 +1712,8 @@ class _FistaBase(Solver):
     sample_weight = True
 
     def start(self, problem):
+        if _kernel_svm().is_exact(problem.kernel):
+            return _kernel_svm().start_fista(self, problem, self.augmented)
         data, Xfit, identity = _prepare(problem, self.params["scale"])
         gamma, mu = _gamma_mu(self.params, data.n)
         box = run_box(gamma, getattr(problem, "sample_weight", None), data.n)
@@ -1725,6 +1737,8 @@ class _FistaBase(Solver):
         return state
 
     def finalize(self, problem, state, status):
+        if getattr(state, "kernel_run", False):
+            return state.result_fields(problem, status)
         data, Xfit, identity = state.fit
         w_bar = data.w_bar(state.a, state.b)
         t_bar = state.b if self.augmented else state.t_bar
@@ -1994,7 +2008,7 @@ class DCD(Solver):
        Coordinate Descent Method for Large-scale Linear SVM", ICML 2008.
     """
 
-    requires = {"kernel": ("feature_map",)}
+    requires = {}  # as _FistaBase
     provides = ("error_bound", "n_certified", "objective", "projected_gradient_gap")
     default_stop = (("certified_points", {"fraction": 0.0}),)
     default_max_iter = 1000
@@ -2012,6 +2026,8 @@ class DCD(Solver):
     }
 
     def start(self, problem):
+        if _kernel_svm().is_exact(problem.kernel):
+            return _kernel_svm().start_dcd(self, problem, certify_target(problem))
         gamma, mu = _gamma_mu(self.params, problem.X.shape[0])
         blocked, Xfit, identity = _prepare(problem, self.params["scale"], diag_shift=mu)
         data = blocked.local()
@@ -2032,6 +2048,8 @@ class DCD(Solver):
         return state
 
     def finalize(self, problem, state, status):
+        if getattr(state, "kernel_run", False):
+            return state.result_fields(problem, status)
         data, Xfit, identity = state.fit
         t_bar = float(state.scal[0])
         fields = _feature_fields(data, identity, state._w_bar, t_bar, state._coef.copy())

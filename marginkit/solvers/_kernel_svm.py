@@ -1,0 +1,570 @@
+"""``fista``, ``fista_svm`` and ``dcd`` on an exact kernel (any PSD kernel without an
+explicit feature map: ``rbf``, ``poly``, ``laplacian``, ``spline``, ``precomputed``,
+callables).
+
+The SVM solvers of ``marginkit.solvers.svm`` call ``start_fista`` / ``start_dcd`` when
+the run's kernel is exact (``is_exact``). Row i of H~ is y_i (phi(x_i), 1), so the
+perturbed duals of arXiv:2512.03947 (section 2.2) need the Gram matrix only:
+
+* H-SVM (``fista``, ``dcd``): Q = Y (K + 1 1^T) Y + mu I over 0 <= r <= gamma, margin
+  theta_i(r) = y_i (sum_j K_ij y_j r_j + t_bar), t_bar = y^T r;
+* classical SVM (``fista_svm``): Q = Y K Y + mu I over {0 <= r <= gamma, y^T r = 0},
+  the intercept the multiplier of the projection (as in the linear code).
+
+The bound eps >= ||r - r*|| and the certified points (level - r_i > eps, level =
+min(gamma_i, 1/mu)) are those of the linear case (docs/svm.md, "Exact kernels").
+
+The Gram matrix is held as one float64 n x n matrix when it fits in
+``config.memory_budget``; otherwise FISTA's products run over Gram row blocks computed
+on the fly and DCD reads kernel columns through an LRU cache (``_Gram``). The kernel sees
+X as given (as LIBSVM does): ``scale`` does not apply to exact kernels.
+"""
+import math
+from collections import OrderedDict
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import _referee as R
+from ..kernels.builtin import LinearKernel
+from ..plugins import SolverState
+from . import _kernel_svm_fast as _kf
+from .svm import _ClaimOffers, _gamma_mu as _svm_gamma_mu, run_box
+
+__all__ = ["is_exact", "start_fista", "start_dcd", "EXACT_KERNEL_SCALE"]
+
+#: relative accuracy assumed of a float64 Gram entry, in units of sqrt(K_ii K_jj) (the
+#: built-in kernels' float64 tolerance, ``kernels.builtin._RBF_TOLERANCE``)
+_KERNEL_TOL = 2.0 ** -36
+#: fewest kernel columns the DCD cache must hold for the blocked path to run
+_MIN_COLUMNS = 64
+_U = R.UNIT
+#: coordinates per DCD working set (one block of Gram rows per iteration)
+_WORKING_SET = 256
+#: fewest Gram rows computed in one block of the kernel (held Gram)
+_ROW_BLOCK = 256
+
+#: what ``scale`` means with an exact kernel (the message of a refused ``scale="scale"``)
+EXACT_KERNEL_SCALE = (
+    "with an exact kernel the kernel sees X as given (as LIBSVM does) and scale does not "
+    "apply: scale='std' (the default) and None both run on X itself; to standardize, "
+    "scale X beforehand (e.g. sklearn.preprocessing.StandardScaler) and pass scale=None")
+
+
+def is_exact(kernel):
+    """True for a kernel the SVM solvers run through its Gram matrix (no explicit feature
+    map, not the linear kernel)."""
+    return kernel is not None and not isinstance(kernel, LinearKernel) \
+        and getattr(kernel, "feature_map", None) is None
+
+
+def _dask_refusal(name):
+    return (f"solver {name!r} with an exact kernel holds or recomputes the n x n Gram "
+            "matrix in memory, which is not available for a dask array's row chunks: compute "
+            "X into memory (X.compute()), or use kernel='nystroem' or 'rff' (an explicit "
+            "feature map, blocked over the chunks)")
+
+
+def _budget_refusal(n, budget, need):
+    return (f"an exact kernel on n={n} points needs at least {need / 2**20:.3g} MiB for "
+            f"Gram rows (memory_budget is {budget / 2**20:.3g} MiB); raise memory_budget or "
+            "use kernel='nystroem' or kernel='rff' (a kernel approximation with an explicit "
+            "feature map)")
+
+
+class _Gram:
+    """Access to the float64 Gram matrix K(X, X) within ``budget`` bytes.
+
+    Held (8 n^2 bytes fit): one n x n matrix whose rows are computed when first needed
+    (blocks of rows through the kernel's own block function; DCD reads the rows of its
+    working sets, the products read the rows of the support, FISTA's bound all of them),
+    float64 even for float32 input: the storage error of float32, u_32 |K| |y r| per
+    product entry, divided by a small mu exceeds the margins the bound must resolve (the
+    referee recomputes in float64 too). Blocked otherwise: products over row blocks of at
+    most a quarter of the budget, DCD's rows through an LRU cache of kernel rows (the rest
+    of the budget). A precomputed dense float64 Gram (X itself) is read in place.
+    """
+
+    def __init__(self, X, kernel, budget, name):
+        n = X.shape[0]
+        self.n, self.kernel, self.name = n, kernel, name
+        self.precomputed = bool(getattr(kernel, "precomputed", False))
+        if self.precomputed and X.shape[1] != n:
+            raise ValueError(f"kernel='precomputed': X must be the square Gram matrix "
+                             f"K(X_train, X_train), got shape {X.shape}")
+        if sp.issparse(X):
+            self.X = X if X.dtype == np.float64 else X.astype(np.float64)
+        else:
+            self.X = np.asarray(X, dtype=np.float64)
+        self.budget = float(budget)
+        self.K = None
+        self.cache = None
+        self.computed_rows = 0
+        self.products = 0
+        if self.precomputed and not sp.issparse(self.X):
+            # read only, never written (a private C-ordered copy of other layouts: the
+            # coordinate moves read rows)
+            self.K = self.X = np.ascontiguousarray(self.X)
+            self.have = np.ones(n, dtype=bool)
+            self._check_symmetric(np.arange(n), self.K)
+        elif 8.0 * n * n <= self.budget:
+            self.K = np.empty((n, n))
+            self.have = np.zeros(n, dtype=bool)
+        else:
+            need = 8.0 * n * min(n, 2 * _MIN_COLUMNS)
+            if need > self.budget:
+                raise ValueError(_budget_refusal(n, self.budget, need))
+            self.rows = max(min(n, _MIN_COLUMNS), int(0.25 * self.budget // (8.0 * n)))
+            self.cache = _RowCache(self, max(min(n, _MIN_COLUMNS),
+                                             int(0.75 * self.budget // (8.0 * n))))
+        self.diag = self._diagonal()
+        self.sd = np.sqrt(np.maximum(self.diag, 0.0))
+        self._check_psd_diag()
+        self.sd_norm = float(np.linalg.norm(self.sd))
+        self.trace = float(np.sum(self.diag))
+
+    @property
+    def held(self):
+        return self.K is not None
+
+    def block(self, idx):
+        """Rows idx of K (float64, len(idx) x n), checked finite and, on the square part
+        K[idx, idx], symmetric."""
+        X = self.X
+        if self.precomputed:
+            B = X[idx]
+            Kb = B.toarray() if sp.issparse(B) else np.array(B)
+        else:
+            Kb = np.asarray(self.kernel(X[idx], X), dtype=np.float64)
+        if Kb.shape != (len(idx), self.n):
+            raise ValueError(f"the kernel returned a block of shape {Kb.shape} for "
+                             f"{len(idx)} rows of X; it must return K(A, B) of shape "
+                             f"({len(idx)}, {self.n})")
+        if not np.all(np.isfinite(Kb)):
+            raise ValueError("the Gram matrix K(X, X) has non-finite entries (NaN or "
+                             "infinity): rescale X or change the kernel's parameters")
+        self._check_symmetric(idx, Kb)
+        self.computed_rows += len(idx)
+        return Kb
+
+    def _check_symmetric(self, idx, Kb):
+        sub = Kb[:, idx] if Kb.shape[0] == len(idx) else Kb[idx][:, idx]
+        if sub.size == 0:
+            return
+        scale = np.sqrt(np.abs(np.diagonal(sub)))
+        bad = np.abs(sub - sub.T) > 1e-9 * np.outer(scale, scale) + 1e-300
+        if bad.any():
+            i, j = np.unravel_index(int(np.argmax(bad)), bad.shape)
+            raise ValueError(
+                f"solver {self.name!r}: the kernel is not positive semi-definite on X: K is "
+                f"not symmetric (K[{idx[i]}, {idx[j]}] != K[{idx[j]}, {idx[i]}]); a callable "
+                "or precomputed kernel must give a symmetric Gram matrix")
+
+    def _diagonal(self):
+        if self.precomputed:
+            return np.asarray(self.X.diagonal(), dtype=np.float64).ravel()
+        d = np.asarray(self.kernel.diag(self.X), dtype=np.float64).ravel()
+        if d.shape != (self.n,) or not np.all(np.isfinite(d)):
+            raise ValueError("the kernel's diagonal K(x_i, x_i) is not a finite n-vector")
+        return d
+
+    def _check_psd_diag(self):
+        bad = np.flatnonzero(~(self.diag >= 0.0))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(
+                f"solver {self.name!r}: the kernel is not positive semi-definite on X: "
+                f"K(x_{i}, x_{i}) = {self.diag[i]:.6g} < 0 ({bad.size} such rows); use a "
+                "PSD kernel (poly needs coef0 >= 0, a callable must return a Gram matrix)")
+
+    def ensure(self, idx):
+        """Held matrix: compute the rows of idx not yet held (one block)."""
+        missing = idx[~self.have[idx]]
+        if missing.size:
+            self.K[missing] = self.block(missing)
+            self.have[missing] = True
+
+    def rows_for(self, idx):
+        """(rows, ri): K[idx[k], :] is rows[ri[k]] (the held matrix, or a block of cached
+        rows)."""
+        if self.K is not None:
+            self.ensure(idx)
+            return self.K, idx
+        return self.cache.rows(idx), np.arange(idx.size, dtype=np.int64)
+
+    def matvec(self, v):
+        """K v (float64); only the rows of v's nonzeros are read (K is symmetric)."""
+        self.products += 1
+        n = self.n
+        S = np.flatnonzero(v)
+        if self.K is not None:
+            if S.size > n // 2:
+                self.ensure(np.arange(n))
+                return self.K @ v
+            self.ensure(S)
+            out = np.zeros(n)
+            for lo in range(0, S.size, 512):
+                c = S[lo:lo + 512]
+                out += v[c] @ self.K[c]
+            return out
+        out = np.zeros(n)
+        for lo in range(0, S.size, self.rows):
+            c = S[lo:lo + self.rows]
+            out += v[c] @ self.cache.rows(c, keep=False)
+        return out
+
+    def rounding(self, a):
+        """A bound on the error of a computed (K v)_i, i = 1..n, in the 2-norm, given
+        a >= sum_j sqrt(K_jj) |v_j|: |K_ij| <= sqrt(K_ii K_jj) (PSD), so each entry is off
+        by at most (gamma_n + tol) sqrt(K_ii) a (the sum's rounding and the entries')."""
+        return (R.gamma(self.n + 4) + _KERNEL_TOL) * self.sd_norm * a
+
+
+class _RowCache:
+    """Kernel rows K[i, :] evaluated on demand (in blocks) and kept in least-recently-used
+    order (LIBSVM's kernel cache), at most ``size`` rows."""
+
+    def __init__(self, gram, size):
+        self.gram, self.size = gram, int(size)
+        self.store = OrderedDict()
+        self.misses = 0
+
+    def rows(self, idx, keep=True):
+        """K[idx, :] as a (len(idx), n) array; ``keep``: cache the rows it computes."""
+        out = np.empty((idx.size, self.gram.n))
+        missing = []
+        for k, i in enumerate(idx.tolist()):
+            row = self.store.get(i)
+            if row is None:
+                missing.append(k)
+            else:
+                self.store.move_to_end(i)
+                out[k] = row
+        if missing:
+            miss = np.asarray(missing)
+            self.misses += miss.size
+            out[miss] = self.gram.block(idx[miss])
+            if keep:
+                for k in missing:
+                    self.store[int(idx[k])] = out[k].copy()
+                while len(self.store) > self.size:
+                    self.store.popitem(last=False)
+        return out
+
+
+def _lambda_max(gram, augmented, seed=0):
+    """An upper bound of the largest eigenvalue of K + 1 1^T (``augmented``) or K (the
+    Hessians Y (.) Y have the same spectrum): Lanczos' Ritz value plus its residual (an
+    eigenvalue lies within it; the largest one with high probability from a random start)
+    plus the rounding of the products; the trace when ARPACK does not converge."""
+    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+
+    n = gram.n
+    trace = gram.trace + (n if augmented else 0.0)
+    margin = 2.0 * (R.gamma(n + 4) + _KERNEL_TOL) * trace
+    if n <= 2:
+        return trace + margin
+
+    def mv(v):
+        v = np.asarray(v, dtype=np.float64).ravel()
+        out = gram.matvec(v)
+        if augmented:
+            out += np.sum(v)
+        return out
+
+    if gram.held:
+        gram.ensure(np.arange(n))
+    op = LinearOperator((n, n), matvec=mv, dtype=np.float64)
+    v0 = np.random.default_rng(seed).standard_normal(n)
+    try:
+        theta, x = eigsh(op, k=1, which="LA", tol=1e-6, v0=v0)
+    except ArpackNoConvergence:
+        return trace + margin
+    theta, x = float(theta[0]), x[:, 0] / np.linalg.norm(x[:, 0])
+    res = float(np.linalg.norm(mv(x) - theta * x))
+    return min(max(theta, 0.0) + res, trace) + margin
+
+
+def _box(gamma, n):
+    """The box as an n-vector (the scalar broadcast)."""
+    return np.full(n, float(gamma)) if np.ndim(gamma) == 0 else np.asarray(gamma, dtype=np.float64)
+
+
+class _KernelRun(_ClaimOffers, SolverState):
+    """What both kernel states share: the Gram access, the box, the certificate (the
+    claim protocol of the linear states, ``svm._ClaimOffers``)."""
+
+    kernel_run = True
+
+    def _setup(self, problem, gram, gamma, mu, augmented):
+        n = gram.n
+        self.problem, self.gram = problem, gram
+        self.y = np.ascontiguousarray(problem.y, dtype=np.float64)
+        self.gamma_scalar = gamma
+        # the per-point boxes C w_i of a weighted run (``svm.run_box``), C otherwise
+        weights = getattr(problem, "sample_weight", None)
+        self.weighted = weights is not None
+        self.gamma = run_box(gamma, weights, n) if self.weighted else _box(gamma, n)
+        self.mu = float(mu)
+        self.level = np.minimum(self.gamma, 1.0 / self.mu)
+        self.augmented = augmented
+        self.n_iter = 0
+        self.error_bound = np.inf
+        self.n_certified = 0
+        self.objective = 0.0
+
+    def count(self, r, eps):
+        return int(np.count_nonzero(self.level - r > eps))
+
+    def fields(self, problem, status, r, t, formulation):
+        from ._kernel_certificate import KernelCertifiedPointsCertificate
+
+        X = problem.X
+        u = self.y * r
+        sup = np.flatnonzero(r > 0.0)
+        finite = math.isfinite(self.error_bound)
+        mask = (self.level - r > self.error_bound) if finite else np.zeros(r.shape[0], bool)
+        fields = {"coef_": None, "intercept_": float(t), "dual_coef_": r.copy(),
+                  "certified_mask": mask}
+        if self.gram.precomputed:
+            fields.update(support_=None, support_coef_=u.copy())
+        else:
+            rows = X[sup]
+            fields.update(support_=rows.copy() if sp.issparse(rows) else np.array(rows),
+                          support_coef_=u[sup].copy())
+        if mask.any():
+            fields["certificate"] = KernelCertifiedPointsCertificate(
+                value=self.error_bound, mask=mask, r=r.copy(),
+                gamma=self.gamma.copy() if self.weighted else self.gamma_scalar,
+                mu=self.mu, formulation=formulation, intercept=float(t),
+                kernel=problem.kernel, classes=problem.classes_, config=problem.config,
+                claim="certified" if status == "certified" else None)
+        fields["extra"] = {"gamma": self.gamma_scalar, "mu": self.mu,
+                           "support_indices": sup, "gram": "held" if self.gram.held
+                           else "blocked", "kernel_products": self.gram.products}
+        return fields
+
+    def snapshot(self):
+        return {"objective": self.objective, "error_bound": self.error_bound,
+                "n_certified": float(self.n_certified)}
+
+
+def _gram_of(solver, problem):
+    name = solver.name or type(solver).__name__
+    ex = problem.executor
+    if getattr(ex, "client", None) is not None or ex.n_chunks > 1:
+        raise ValueError(_dask_refusal(name))
+    if solver.params.get("scale") == "scale":
+        raise ValueError(f"solver {name!r}: scale='scale': " + EXACT_KERNEL_SCALE)
+    budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
+    return _Gram(problem.X, problem.kernel, budget, name)
+
+
+def _gamma_mu(solver, n):
+    return _svm_gamma_mu(solver.params, n)
+
+
+# ---------------------------------------------------------------------------------- FISTA
+class _KernelFistaState(_KernelRun):
+    """Strongly convex FISTA (Beck 2017, sec. 10.7.7) on the kernel dual: one product
+    K (y * r_{k+1}) per iteration; K (y * y_k) from the stored f_k = K (y r_k) and
+    f_{k-1} by linearity, so the gradient at y_k is the exact one (up to rounding)."""
+
+    def __init__(self, problem, gram, gamma, mu, augmented):
+        self._setup(problem, gram, gamma, mu, augmented)
+        n = gram.n
+        lam = _lambda_max(gram, augmented)
+        self.L = mu + lam
+        self.kappa = self.L / mu
+        if not (math.isfinite(self.L) and self.kappa <= 2.0 ** 900):
+            raise ValueError(f"mu = {mu:.3g} is too small against the kernel's largest "
+                             f"eigenvalue {lam:.3g}: the error bound would overflow; raise mu")
+        sk = math.sqrt(self.kappa)
+        self.beta = (sk - 1.0) / (sk + 1.0)
+        self.kappa_bound = max(self.kappa, (self.kappa - 1.0) * (1.0 + R.gamma(n + 8)))
+        self.r, self.r_prev = np.zeros(n), np.zeros(n)
+        self.f, self.f_prev = np.zeros(n), np.zeros(n)
+        self.t = self.t_prev = 0.0      # y^T r_k, y^T r_{k-1}
+        self.t_bar = 0.0                # classical SVM: L * lambda of the last projection
+        self._lam = 0.0
+        self._yk, self._v = np.zeros(n), np.zeros(n)
+        self._a = (0.0, 0.0)            # sum_j sqrt(K_jj) r_j of r_k and r_{k-1}
+
+    def step(self):
+        gram, y, L, mu, beta = self.gram, self.y, self.L, self.mu, self.beta
+        dsq = _kf.fista_point(self.r, self.r_prev, self.f, self.f_prev, y, self.gamma,
+                              self.t, self.t_prev, beta, L, mu, self.augmented, self._yk,
+                              self._v)
+        if self.augmented:
+            r_new = self._v.copy()
+        else:
+            r_new = np.empty(gram.n)
+            self._lam = _kf.project_box_hyperplane(self._v, y, self.gamma, r_new, self._lam)
+            self.t_bar = L * self._lam
+            dsq = _kf.diff_sq(self._yk, r_new)
+        f_new = gram.matvec(y * r_new)
+        t_new = float(y @ r_new)
+        # rounding: the gradient at y_k (K (y y_k) by linearity, the products' and the
+        # entries' errors) and the step's own rounding (docs/svm.md, "Exact kernels")
+        ak, ak1 = self._a
+        a = (1.0 + beta) * ak + beta * ak1
+        yk_norm = float(np.linalg.norm(self._yk))
+        gnorm = math.sqrt(gram.n) * (1.0 + abs(self.t) + abs(self.t_bar)) + gram.sd_norm * a \
+            + mu * yk_norm
+        dg = gram.rounding(a) + 4.0 * _U * gnorm
+        dv = 2.0 * _U * gnorm + _U * L * (yk_norm + math.sqrt(dsq))
+        rho = (dg + dv) / mu * (1.0 + 1e-12)
+        eps = self.kappa_bound * math.sqrt(dsq) * (1.0 + 1e-15) + rho
+        rsum = float(np.sum(r_new))
+        if not self.augmented:
+            # the residual of y^T r = 0, spread over a free coordinate with room
+            delta = abs(t_new) + R.gamma(gram.n) * rsum
+            eps += (1.0 + self.kappa) * delta * (1.0 + 1e-15)
+            room = np.minimum(r_new, self.gamma - r_new)
+            if not np.any(room > delta):
+                eps = np.inf
+        self.r_prev, self.r = self.r, r_new
+        self.f_prev, self.f = self.f, f_new
+        self.t_prev, self.t = self.t, t_new
+        self._a = (float(gram.sd @ r_new), ak)
+        self.rounding = rho
+        self.error_bound = eps
+        self.n_certified = self.count(r_new, eps) if math.isfinite(eps) else 0
+        wsq = float(self.r @ (y * f_new)) + (t_new * t_new if self.augmented else 0.0)
+        self.objective = -0.5 * wsq + rsum - 0.5 * mu * float(r_new @ r_new)
+        self.n_iter += 1
+
+    def result_fields(self, problem, status):
+        t = self.t if self.augmented else self.t_bar
+        fields = self.fields(problem, status, self.r, t, "hsvm" if self.augmented else "svm")
+        fields["extra"].update(L=self.L, kappa=self.kappa, t_bar=t)
+        return fields
+
+
+# ----------------------------------------------------------------- dual coordinate descent
+class _KernelDCDState(_KernelRun):
+    """Kernel dual coordinate descent on working sets (Hsieh et al. 2008 for the exact
+    coordinate step; the gradient G = Q r - e kept and the rows chosen by their violation
+    as in LIBSVM, Chang and Lin 2011, and SVMlight's working sets, Joachims 1999).
+
+    One iteration: the ``ws`` coordinates with the largest p_i^2 / Q_ii (the decrease an
+    exact step gives) are read as one block of Gram rows, then improved greedily in
+    ``_kernel_svm_fast.dcd_working_set`` (each move updates G with one row). The bound
+    ||p(r)|| / mu is taken from a fresh G (recomputed from r with one product over the
+    support rows, not the drifting one) whenever the drifting estimate would let the
+    run's certified-points rule fire (and has halved since the last fresh bound that did
+    not), or every iteration with ``bound_check="always"``; the fresh G then replaces the
+    drifting one."""
+
+    def __init__(self, problem, gram, gamma, mu, bound_check, certify_above, ws):
+        self._setup(problem, gram, gamma, mu, True)
+        n = gram.n
+        self.bound_check = bound_check
+        self.certify_above = -1.0 if certify_above is None else float(certify_above)
+        self.ws = max(1, min(n, int(ws)))
+        self.r = np.zeros(n)
+        self.G = -np.ones(n)
+        self.qd = gram.diag + 1.0 + mu
+        self._score = np.empty(n)
+        self._fresh_below = np.inf
+        self.full_passes = 0
+        self.moves = 0
+        self.projected_gradient_gap = np.inf
+
+    def _fresh(self):
+        r, y, mu = self.r, self.y, self.mu
+        f = self.gram.matvec(y * r)
+        t = float(y @ r)
+        G = y * (f + t) + mu * r - 1.0
+        self.full_passes += 1
+        pg = math.sqrt(_kf.projected_gradient_sq(G, r, self.gamma))
+        a = float(self.gram.sd @ r)
+        dG = self.gram.rounding(a) + math.sqrt(self.gram.n) * R.gamma(4) * \
+            (1.0 + abs(t) + self.gram.sd_norm * a) + 4.0 * _U * mu * float(np.linalg.norm(r))
+        self.G = G
+        return (pg + dG) / mu * (1.0 + 1e-12), f, t
+
+    def step(self):
+        r, G, score = self.r, self.G, self._score
+        _kf.violations(G, r, self.gamma, self.qd, score)
+        q = self.ws
+        ws = np.argpartition(score, self.gram.n - q)[self.gram.n - q:] if q < self.gram.n \
+            else np.arange(self.gram.n)
+        ws = np.sort(ws[score[ws] > 0.0]).astype(np.int64)
+        if ws.size:
+            if self.gram.held:
+                # rows not held yet are computed in blocks of at least ``_ROW_BLOCK`` (the
+                # kernel's block function costs less per row on larger blocks): the next
+                # most violating coordinates are computed with the working set's
+                self._prefetch(ws, score)
+            rows, ri = self.gram.rows_for(ws)
+            # moves until the working set's largest violation has dropped to 1/100 of
+            # the largest one overall (or one move per coordinate)
+            tol = 0.01 * math.sqrt(float(np.max(score[ws] * self.qd[ws])))
+            self.moves += _kf.dcd_working_set(ws, np.ascontiguousarray(ri, dtype=np.int64),
+                                              rows, r, G, self.y, self.gamma, self.qd,
+                                              self.mu, True, ws.size, tol)
+        pgsq, hi, lo = _kf.violations(G, r, self.gamma, self.qd, score)
+        self.projected_gradient_gap = float(hi - lo)
+        est = math.sqrt(pgsq) / self.mu
+        self.n_iter += 1
+        if self.bound_check == "always" or (est <= self._fresh_below
+                                            and self.count(r, est) > self.certify_above):
+            eps, f, t = self._fresh()
+            self.error_bound = eps
+            self.n_certified = self.count(r, eps)
+            if not self.n_certified > self.certify_above:
+                self._fresh_below = 0.5 * eps
+            self.objective = -0.5 * (float(r @ (self.y * f)) + t * t) + float(np.sum(r)) \
+                - 0.5 * self.mu * float(r @ r)
+        else:
+            self.error_bound = np.inf
+            self.n_certified = 0
+
+    def _prefetch(self, ws, score):
+        gram = self.gram
+        missing = ws[~gram.have[ws]]
+        if missing.size == 0 or missing.size >= _ROW_BLOCK:
+            return
+        # the most violating coordinates whose rows are not held, then any not held
+        cand = np.flatnonzero(~gram.have & (score > 0.0))
+        if cand.size > _ROW_BLOCK:
+            cand = cand[np.argpartition(score[cand], cand.size - _ROW_BLOCK)[-_ROW_BLOCK:]]
+        extra = np.setdiff1d(cand, missing)[:max(0, _ROW_BLOCK - missing.size)]
+        gram.ensure(np.union1d(missing, extra))
+
+    def refuted(self, status, verdict):
+        super().refuted(status, verdict)
+        self._fresh_below = 0.5 * self.error_bound
+
+    def snapshot(self):
+        out = super().snapshot()
+        out["projected_gradient_gap"] = self.projected_gradient_gap
+        return out
+
+    def result_fields(self, problem, status):
+        t = float(self.y @ self.r)
+        fields = self.fields(problem, status, self.r, t, "hsvm")
+        fields["extra"].update(full_passes=self.full_passes, moves=self.moves,
+                               kernel_rows=self.gram.computed_rows)
+        return fields
+
+
+# ---------------------------------------------------------------------------- entry points
+def start_fista(solver, problem, augmented):
+    """The state of ``fista`` (``augmented``) or ``fista_svm`` on an exact kernel."""
+    gram = _gram_of(solver, problem)
+    gamma, mu = _gamma_mu(solver, gram.n)
+    state = _KernelFistaState(problem, gram, gamma, mu, augmented)
+    state._solver = solver
+    return state
+
+
+def start_dcd(solver, problem, certify_above):
+    """The state of ``dcd`` on an exact kernel."""
+    gram = _gram_of(solver, problem)
+    gamma, mu = _gamma_mu(solver, gram.n)
+    state = _KernelDCDState(problem, gram, gamma, mu, solver.params["bound_check"],
+                            certify_above, _WORKING_SET)
+    state._solver = solver
+    return state

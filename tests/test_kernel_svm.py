@@ -1,0 +1,284 @@
+"""The SVM solvers on exact kernels (fista, fista_svm, dcd through the Gram matrix)."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.metrics.pairwise import pairwise_kernels
+
+import marginkit as mk
+from marginkit.sklearn import SVMClassifier
+
+C, MU, G = 1.0, 0.05, 0.5
+
+
+def _data(n=80, d=5, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    y = np.where(X[:, 0] ** 2 + X[:, 1] ** 2 + 0.3 * rng.standard_normal(n) > 1.0, 1, -1)
+    return X, y
+
+
+def _reference(K, y, C, mu, svm, iters=4000):
+    """r* of the perturbed dual by FISTA in numpy on the explicit Q (a long, independent
+    solve): Q = Y (K + 1 1^T) Y + mu I on the box (H-SVM), or Y K Y + mu I on the box and
+    y^T r = 0 (classical SVM, projection by bisection on the multiplier)."""
+    n = y.size
+    Y = np.diag(y.astype(float))
+    Q = Y @ (K + (0.0 if svm else 1.0)) @ Y + mu * np.eye(n)
+    L = np.linalg.eigvalsh(Q)[-1]
+    kappa = L / mu
+    beta = (np.sqrt(kappa) - 1) / (np.sqrt(kappa) + 1)
+
+    def proj(v):
+        if not svm:
+            return np.clip(v, 0.0, C)
+        lo, hi = -1e3, 1e3
+        for _ in range(64):
+            lam = 0.5 * (lo + hi)
+            if y @ np.clip(v - lam * y, 0.0, C) > 0:
+                lo = lam
+            else:
+                hi = lam
+        return np.clip(v - 0.5 * (lo + hi) * y, 0.0, C)
+
+    r = r_prev = np.zeros(n)
+    for _ in range(iters):
+        z = r + beta * (r - r_prev)
+        r_prev, r = r, proj(z + (1.0 - Q @ z) / L)
+    return r
+
+
+def _theta(K, y, r, t):
+    return y * (K @ (y * r) + t)
+
+
+def _check_certified(res, X, y, K, svm):
+    """Every certified point has theta_i > 1 - mu level under r and under r*, and
+    ||r - r*|| <= eps at the stop (r* from the independent reference)."""
+    assert res.status == "certified"
+    cert = res.certificate
+    r, mask, eps = res.dual_coef_, res.certified_mask, cert.value
+    assert mask.any()
+    r_star = _reference(K, y, C, MU, svm)
+    assert np.linalg.norm(r - r_star) <= eps
+    level = min(C, 1.0 / MU)
+    t = res.intercept_
+    t_star = (y @ r_star) if not svm else None
+    assert np.all(_theta(K, y, r, t)[mask] > 1.0 - MU * level)
+    if not svm:
+        assert np.all(_theta(K, y, r_star, t_star)[mask] > 1.0 - MU * level)
+    else:
+        # the optimal intercept: the multiplier, read off the free coordinates of r*
+        free = (r_star > 1e-8) & (r_star < C - 1e-8)
+        g = 1.0 - MU * r_star - y * (K @ (y * r_star))
+        t_star = float(np.median((y * g)[free]))
+        assert np.all(_theta(K, y, r_star, t_star)[mask] > 1.0 - MU * level - 1e-6)
+    return r_star
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_agrees_with_explicit_q_reference(solver, sparse, dtype):
+    X, y = _data()
+    X = X.astype(dtype)
+    Xin = sp.csr_matrix(X) if sparse else X
+    res = mk.solve(Xin, y, solver=solver, kernel="rbf", kernel_params={"gamma": G}, C=C,
+                   mu=MU, stop=[("certified_points", {"fraction": 0.3})])
+    K = pairwise_kernels(X.astype(np.float64), metric="rbf", gamma=G)
+    _check_certified(res, X, y, K, svm=solver == "fista_svm")
+    assert res.certificate.verify(Xin, y)
+    assert res.coef_ is None and res.extra["gram"] == "held"
+    # the support rows keep the input's format, one row per r_i > 0
+    assert sp.issparse(res.support_) == sparse
+    assert res.support_.shape[0] == np.count_nonzero(res.dual_coef_ > 0)
+    dec = res.decision_function(Xin)
+    np.testing.assert_allclose(dec, K @ (y * res.dual_coef_) + res.intercept_, rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_solvers_agree_on_r_star():
+    X, y = _data(seed=1)
+    kw = dict(kernel="rbf", kernel_params={"gamma": G}, C=C, mu=MU,
+              stop=[("certified_points", {"fraction": 0.3})])
+    a = mk.solve(X, y, solver="fista", **kw)
+    b = mk.solve(X, y, solver="dcd", **kw)
+    assert a.status == b.status == "certified"
+    # both within their bound of the same r*
+    gap = np.linalg.norm(a.dual_coef_ - b.dual_coef_)
+    assert gap <= a.certificate.value + b.certificate.value
+    c = mk.solve(X, y, solver="fista_svm", **kw)
+    K = pairwise_kernels(X, metric="rbf", gamma=G)
+    r_star = _reference(K, y, C, MU, svm=True)
+    assert np.linalg.norm(c.dual_coef_ - r_star) <= c.certificate.value
+
+
+def test_fista_svm_with_small_mu_agrees_with_libsvm():
+    from sklearn.svm import SVC
+
+    from marginkit.datasets import load_heart_scale
+
+    X, y = load_heart_scale()
+    res = mk.solve(X, y, solver="fista_svm", kernel="rbf", kernel_params={"gamma": 0.1},
+                   C=1.0, mu=1e-4, stop=[("certified_points", {"fraction": 0.6})],
+                   max_iter=100_000)
+    assert res.status == "certified" and res.certificate.verify(X, y)
+    svc = SVC(C=1.0, kernel="rbf", gamma=0.1).fit(X, y)
+    ours, theirs = res.decision_function(X), svc.decision_function(X)
+    assert np.mean(np.sign(ours) == np.sign(theirs)) >= 0.99
+    assert np.max(np.abs(ours - theirs)) < 0.05
+    assert abs(res.intercept_ - svc.intercept_[0]) < 0.05
+
+
+def _rbf_function(A, B):
+    return pairwise_kernels(A, B, metric="rbf", gamma=G)
+
+
+@pytest.mark.parametrize("solver", ["fista", "dcd"])
+def test_precomputed_and_callable_kernels_match_the_named_kernel(solver):
+    X, y = _data(seed=2)
+    kw = dict(solver=solver, C=C, mu=MU)
+    named = mk.solve(X, y, kernel="rbf", kernel_params={"gamma": G}, **kw)
+    K = pairwise_kernels(X, metric="rbf", gamma=G)
+    pre = mk.solve(K, y, kernel="precomputed", **kw)
+    fun = mk.solve(X, y, kernel=_rbf_function, **kw)
+    for other in (pre, fun):
+        assert other.status == named.status == "certified"
+        assert other.n_iter == named.n_iter
+        np.testing.assert_allclose(other.dual_coef_, named.dual_coef_, rtol=0, atol=1e-9)
+    assert pre.support_ is None and pre.support_coef_.shape == (X.shape[0],)
+    np.testing.assert_allclose(pre.decision_function(K), named.decision_function(X),
+                               atol=1e-8)
+    assert pre.certificate.verify(K, y) and fun.certificate.verify(X, y)
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
+def test_held_and_blocked_gram_give_the_same_result(solver):
+    X, y = _data(n=300, seed=3)
+    kw = dict(solver=solver, kernel="rbf", kernel_params={"gamma": G}, C=C, mu=MU)
+    held = mk.solve(X, y, **kw)
+    # 8 n^2 = 720 kB does not fit: row blocks of the products and the row cache
+    blocked = mk.solve(X, y, memory_budget=400_000, **kw)
+    assert held.extra["gram"] == "held" and blocked.extra["gram"] == "blocked"
+    assert held.status == blocked.status == "certified"
+    assert held.n_iter == blocked.n_iter
+    np.testing.assert_allclose(blocked.dual_coef_, held.dual_coef_, rtol=0, atol=1e-10)
+    assert blocked.certificate.verify(X, y)
+
+
+def _negative(A, B):
+    return -pairwise_kernels(A, B, metric="rbf", gamma=G)
+
+
+def _asymmetric(A, B):
+    K = pairwise_kernels(A, B, metric="rbf", gamma=G)
+    return K + 0.1 * np.arange(K.shape[1])[None, :]
+
+
+def _junk(A, B):
+    K = pairwise_kernels(A, B, metric="rbf", gamma=G)
+    K[0, 0] = np.nan
+    return K
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
+def test_refusals(solver):
+    X, y = _data(n=40)
+    with pytest.raises(ValueError, match=r"not positive semi-definite on X: K\(x_0, x_0\)"):
+        mk.solve(X, y, solver=solver, kernel=_negative)
+    with pytest.raises(ValueError, match="not positive semi-definite on X: K is not symmetric"):
+        mk.solve(X, y, solver=solver, kernel=_asymmetric)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        mk.solve(X, y, solver=solver, kernel=_junk)
+    with pytest.raises(ValueError, match=r"memory_budget is 0.00977 MiB.*nystroem.*rff"):
+        mk.solve(X, y, solver=solver, kernel="rbf", memory_budget=10_240)
+    with pytest.raises(ValueError, match="scale='scale': with an exact kernel the kernel sees X"):
+        mk.solve(X, y, solver=solver, kernel="rbf", scale="scale")
+    K = pairwise_kernels(X, metric="rbf")
+    with pytest.raises(ValueError, match=r"square \(n, n\) Gram matrix"):
+        mk.solve(K[:, :30], y, solver=solver, kernel="precomputed")
+
+
+def test_dask_arrays_are_refused_with_exact_kernels():
+    da = pytest.importorskip("dask.array")
+    import dask
+
+    X, y = _data(n=60)
+    DX = da.from_array(X, chunks=(20, 5))
+    Dy = da.from_array(y, chunks=20)
+    with dask.config.set(scheduler="sync"):
+        for solver in ("fista", "fista_svm"):
+            with pytest.raises(ValueError, match="kernel 'rbf' is not supported on dask arrays"):
+                mk.solve(DX, Dy, solver=solver, kernel="rbf")
+
+
+def test_scale_does_not_apply_to_exact_kernels():
+    X, y = _data(seed=4)
+    X = 3.0 * X + 1.0
+    a = mk.solve(X, y, solver="dcd", kernel="rbf", kernel_params={"gamma": G}, C=C, mu=MU)
+    b = mk.solve(X, y, solver="dcd", kernel="rbf", kernel_params={"gamma": G}, C=C, mu=MU,
+                 scale=None)
+    np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)
+
+
+@pytest.mark.parametrize("kernel,params", [("poly", {"degree": 2, "coef0": 1.0}),
+                                           ("laplacian", {"gamma": 0.2}),
+                                           ("spline", {"order": 2.0})])
+def test_other_exact_kernels(kernel, params):
+    X, y = _data(seed=5)
+    if kernel == "spline":
+        X = (X - X.min(0)) / (X.max(0) - X.min(0) + 1e-9)
+    res = mk.solve(X, y, solver="dcd", kernel=kernel, kernel_params=params, C=C, mu=MU)
+    assert res.status == "certified" and res.certificate.verify(X, y)
+    Kfun = mk.get_plugin("kernel", kernel)(**params)
+    K = np.asarray(Kfun(X), dtype=np.float64)
+    r_star = _reference(K, y, C, MU, svm=False)
+    assert np.linalg.norm(res.dual_coef_ - r_star) <= res.certificate.value
+
+
+def test_svm_classifier_with_rbf_kernel_binary_and_one_vs_rest():
+    X, y = _data(n=120, seed=6)
+    clf = SVMClassifier(solver="dcd", kernel="rbf", kernel_params={"gamma": G}, C=C,
+                        mu=MU).fit(X, y)
+    assert clf.status_ == "certified"
+    res = clf.result_
+    sup = np.flatnonzero(res.dual_coef_ > 0)
+    np.testing.assert_array_equal(clf.support_, sup)
+    np.testing.assert_array_equal(clf.support_vectors_, X[sup])
+    assert clf.dual_coef_.shape == (1, sup.size)
+    np.testing.assert_allclose(clf.dual_coef_[0], (np.where(y > 0, 1, -1) * res.dual_coef_)[sup])
+    assert clf.n_support_.tolist() == [int(np.sum(y[sup] == c)) for c in clf.classes_]
+    np.testing.assert_allclose(clf.intercept_, [res.intercept_])
+    K = pairwise_kernels(X, X[sup], metric="rbf", gamma=G)
+    np.testing.assert_allclose(clf.decision_function(X),
+                               K @ clf.dual_coef_[0] + clf.intercept_[0], atol=1e-8)
+    assert clf.score(X, y) > 0.8
+    with pytest.raises(AttributeError, match="kernel expansion"):
+        clf.coef_
+    # three classes, one-vs-rest: one row of dual_coef_ and one intercept per class
+    y3 = np.where(y > 0, 2, np.where(X[:, 2] > 0, 1, 0))
+    clf3 = SVMClassifier(solver="dcd", kernel="rbf", kernel_params={"gamma": G}, C=C,
+                         mu=MU).fit(X, y3)
+    assert clf3.dual_coef_.shape == (3, clf3.support_.size)
+    assert clf3.intercept_.shape == (3,) and clf3.n_support_.sum() == clf3.support_.size
+    assert clf3.decision_function(X).shape == (120, 3)
+    assert clf3.score(X, y3) > 0.6
+
+
+@pytest.mark.parametrize("solver", ["dcd", "fista", "fista_svm"])
+def test_exact_kernel_sample_weights(solver):
+    # per-point boxes C w_i on exact kernels: a point of weight 0 keeps r_i = 0 (the
+    # working-set selection of dcd must not stall on it), the claim verifies with the
+    # run's weights and is refused without them
+    X, y = mk.datasets.load_libsvm("heart_scale")
+    w = np.ones(X.shape[0])
+    w[:30] = 0.0
+    w[30:60] = 2.5
+    res = mk.solve(X, y, solver=solver, kernel="rbf", kernel_params={"gamma": 0.1}, C=1.0,
+                   mu=0.01, sample_weight=w)
+    assert res.status == "certified"
+    assert np.all(res.dual_coef_[:30] == 0.0)
+    assert np.all(res.dual_coef_ <= 1.0 * w + 1e-15)
+    assert res.dual_coef_[30:60].max() > 1.0  # the larger boxes are used
+    assert res.certificate.verify(X, y, sample_weight=w)
+    assert not res.certificate.verify(X, y)
+    assert not res.certified_mask[:30].any()
