@@ -303,6 +303,9 @@ class KernelCertifiedPointsCertificate(Certificate):
                 box = np.full(n, th["gamma"] if th["gamma"] is not None else float(stored))
         else:
             w = np.asarray(sample_weight)
+            if w.ndim == 2 and 1 in w.shape:
+                # a column or row of weights, as ``solve`` reads it (check_sample_weight)
+                w = w.ravel()
             if w.dtype.kind not in "biuf" or w.shape != (n,):
                 raise _Reject(f"sample_weight must be a numeric array with one entry per row "
                               f"of X ({n}), got shape {w.shape}")
