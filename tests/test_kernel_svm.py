@@ -282,3 +282,16 @@ def test_exact_kernel_sample_weights(solver):
     assert res.certificate.verify(X, y, sample_weight=w)
     assert not res.certificate.verify(X, y)
     assert not res.certified_mask[:30].any()
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
+def test_a_zero_gram_matrix_runs(solver):
+    # the whole Gram matrix underflows to 0 (poly without coef0 on tiny X): Lanczos has no
+    # vector to start from; the bound on the largest eigenvalue is the trace, 0
+    X, y = _data(n=40)
+    for Xk, kw in ((X * 1e-150, dict(kernel="poly", kernel_params={"degree": 3, "coef0": 0.0})),
+                   (np.zeros((40, 40)), dict(kernel="precomputed"))):
+        res = mk.solve(Xk, y, solver=solver, max_iter=500, **kw)
+        assert res.status in ("certified", "max_iter")
+        if res.certificate is not None:
+            assert res.certificate.verify(Xk, y)

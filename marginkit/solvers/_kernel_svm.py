@@ -256,8 +256,8 @@ def _lambda_max(gram, augmented, seed=0):
     """An upper bound of the largest eigenvalue of K + 1 1^T (``augmented``) or K (the
     Hessians Y (.) Y have the same spectrum): Lanczos' Ritz value plus its residual (an
     eigenvalue lies within it; the largest one with high probability from a random start)
-    plus the rounding of the products; the trace when ARPACK does not converge."""
-    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+    plus the rounding of the products; the trace when ARPACK fails."""
+    from scipy.sparse.linalg import ArpackError, LinearOperator, eigsh
 
     n = gram.n
     trace = gram.trace + (n if augmented else 0.0)
@@ -278,7 +278,9 @@ def _lambda_max(gram, augmented, seed=0):
     v0 = np.random.default_rng(seed).standard_normal(n)
     try:
         theta, x = eigsh(op, k=1, which="LA", tol=1e-6, v0=v0)
-    except ArpackNoConvergence:
+    except ArpackError:
+        # no convergence, or no vector to start from (K v = 0 for every v: a Gram matrix
+        # that is 0 in float64); the trace bounds the largest eigenvalue of a PSD matrix
         return trace + margin
     theta, x = float(theta[0]), x[:, 0] / np.linalg.norm(x[:, 0])
     res = float(np.linalg.norm(mv(x) - theta * x))

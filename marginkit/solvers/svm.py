@@ -434,10 +434,10 @@ def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0, n_blo
     from ``seed``): the Ritz value theta plus its residual ||A x - theta x|| plus the
     rounding margin. An eigenvalue lies within the residual of theta; that it is the
     largest one holds with high probability from a random start (Lanczos converges to the
-    extreme eigenvalues first), not with certainty, unlike the Gram path. If ARPACK does
-    not converge, the trace (>= the largest eigenvalue of this positive semidefinite
+    extreme eigenvalues first), not with certainty, unlike the Gram path. If ARPACK fails
+    (no convergence, or an operator that is 0 in float64), the trace (>= the largest eigenvalue of this positive semidefinite
     operator) is used. Returns (bound, products with the operator)."""
-    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+    from scipy.sparse.linalg import ArpackError, LinearOperator, eigsh
 
     count = [0]
 
@@ -449,7 +449,8 @@ def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0, n_blo
     op = LinearOperator((p, p), matvec=mv, dtype=np.float64)
     try:
         theta, x = eigsh(op, k=1, which="LA", tol=tol, v0=v0)
-    except ArpackNoConvergence:
+    except ArpackError:
+        # no convergence, or no vector to start from (the operator is 0 in float64)
         return trace + _gram_rounding_bound(n, F, M, trace, augmented, p, n_blocks), count[0]
     theta, x = float(theta[0]), x[:, 0] / np.linalg.norm(x[:, 0])
     res = float(np.linalg.norm(mv(x) - theta * x))
