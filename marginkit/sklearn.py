@@ -331,9 +331,17 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
             # a weight of 0 is the row's removal
             keep = w > 0
             X, y, w = X[keep], y[keep], w[keep]
-            if np.unique(y).size < 2:
+            left = np.unique(y)
+            if left.size < 2:
                 raise ValueError(f"{type(self).__name__}: the samples of positive weight "
                                  "are of one class; the classifier needs two")
+            if left.size < self.classes_.size:
+                gone = [c for c in self.classes_.tolist() if c not in set(left.tolist())]
+                raise ValueError(
+                    f"{type(self).__name__}: class(es) {gone} have no sample of positive "
+                    "weight (sample_weight times class_weight); one-vs-rest fits one "
+                    "problem per class of y: give them a positive weight or remove their "
+                    "samples from y")
         X = self._prepare(X)
         # the weights of the run (solve refuses them where its solver does not take them)
         w = None if w is None else self._run_weights(w)

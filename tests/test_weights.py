@@ -330,6 +330,11 @@ def test_estimator_refuses_bad_weights():
     w = np.where(y == 1, 1.0, 0.0)
     with pytest.raises(ValueError, match="samples of positive weight are of one class"):
         SVMClassifier().fit(X, y, sample_weight=w)
+    # three classes, one of them weighted 0 throughout: its one-vs-rest problem has no
+    # positive sample
+    y3 = np.where(np.arange(len(y)) % 5 == 0, 2, y)
+    with pytest.raises(ValueError, match=r"class\(es\) \[2\] have no sample of positive weight"):
+        SVMClassifier(class_weight={2: 0.0}).fit(X, y3)
 
 
 def test_perceptron_weights_only_select_rows():
