@@ -63,6 +63,27 @@ def _psd_kernel_types():
     return (RBFKernel, PolynomialKernel, LaplacianKernel, SplineKernel)
 
 
+def _psd_by_construction(kernel):
+    """A fresh instance of the kernel's class, built from the parameters the kernel uses
+    and validated by the class's parameter table, when that class is one of
+    ``_psd_kernel_types``; None for any other kernel.
+
+    The classes are PSD by construction only within their tables (gamma > 0, coef0 >= 0,
+    an integer degree >= 1, ...): an instance whose parameters were changed behind the
+    constructor (a doctored pickle, an attribute set on it) is a rejection, and the
+    recomputation runs on the fresh instance, never on the state the certificate carries.
+    """
+    cls = type(kernel)
+    if cls not in _psd_kernel_types():
+        return None
+    try:
+        values = {name: getattr(kernel, name) for name in cls.param_table}
+        return cls(**values)
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise _Reject(f"the kernel's parameters are not ones {cls.__name__} accepts ({exc}): "
+                      "it is not positive semi-definite by construction") from None
+
+
 class _Reject(Exception):
     """A rejection found deep in the recomputation (the reason is the message)."""
 
@@ -406,9 +427,9 @@ def margins_and_bound(X, ypm, r, box, mu, form, t_stored, kernel):
     u = ypm * r                     # exact (a sign change)
     absu = np.abs(u)
     g_n = R.gamma(n + 2)
-    psd = type(kernel) in _psd_kernel_types()
-    if psd:
-        f, A, B, diag, ediag = _products_blocked(X, kernel, u, absu)
+    fresh = _psd_by_construction(kernel)
+    if fresh is not None:
+        f, A, B, diag, ediag = _products_blocked(X, fresh, u, absu)
         delta = 0.0
     else:
         f, A, B, diag, ediag, delta = _products_full(X, kernel, u, absu, mu)
