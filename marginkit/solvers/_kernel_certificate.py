@@ -22,7 +22,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _referee as R
-from ..certificates import Certificate, Verdict, certificate_type, kernel_mismatch, labels_pm
+from ..certificates import (Certificate, Verdict, certificate_type, kernel_mismatch, labels_pm,
+                            stored_r_mask)
 
 __all__ = ["KernelCertifiedPointsCertificate", "PSD_MAX_N"]
 
@@ -259,7 +260,10 @@ class KernelCertifiedPointsCertificate(Certificate):
             ypm = labels_pm(y, self.classes)
         except ValueError as exc:
             raise _Reject(str(exc)) from None
-        r, mask = self.r, self.mask
+        try:
+            r, mask = stored_r_mask(self.r, self.mask)
+        except ValueError as exc:
+            raise _Reject(str(exc)) from None
         if ypm.shape != (n,) or r.shape != (n,) or mask.shape != (n,):
             raise _Reject(f"r, mask and y must have one entry per row of X ({n}); got "
                           f"{r.shape}, {mask.shape} and {ypm.shape}")

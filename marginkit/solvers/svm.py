@@ -35,7 +35,7 @@ import scipy.sparse as sp
 from .. import _referee
 from .._registry import _register_builtin
 from ..certificates import Certificate, Verdict, certificate_type, kernel_mismatch, local_matrix, \
-    labels_pm as _labels_pm
+    labels_pm as _labels_pm, stored_r_mask
 from .._executors import Block, Executor, local_executor
 from .._validation import Param, check_X
 from ..kernels.builtin import LinearKernel
@@ -992,7 +992,10 @@ class CertifiedPointsCertificate(Certificate):
         if other is not None:
             return reject(other)
         ypm = _labels_pm(y, self.classes)
-        r, mask = self.r, self.mask
+        try:
+            r, mask = stored_r_mask(self.r, self.mask)
+        except ValueError as exc:
+            return reject(str(exc))
         if ypm.shape != (n,) or r.shape != (n,) or mask.shape != (n,):
             return reject(f"r, mask and y must have one entry per row of X ({n})")
         box = run_box(gamma, sample_weight, n)
@@ -1023,7 +1026,7 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
 
     kind = cert.kind
     n = blocks.n
-    r, mask = cert.r, cert.mask
+    r, mask = stored_r_mask(cert.r, cert.mask)  # of the right kinds (check)
     d = cert.means.shape[0]
     if cert.inv_std.shape != (d,) or (cert.coef is not None and cert.coef.shape != (d,)):
         return reject("the stored statistics and coefficients must have one entry per feature")
