@@ -314,6 +314,32 @@ def _fit_weights(estimator, X, y, sample_weight):
     return check_sample_weight(w, X.shape[0])
 
 
+def _precomputed(estimator):
+    """Whether the estimator's kernel is ``"precomputed"`` (X the Gram matrix)."""
+    try:
+        kernel = resolve_kernel(_fresh(estimator.kernel), estimator.kernel_params)
+    except (TypeError, ValueError, KeyError):
+        return False  # the fit itself reports the kernel's error
+    return bool(getattr(kernel, "precomputed", False))
+
+
+def _drop_rows(estimator, X, keep):
+    """X without the rows of weight 0 (``keep`` False); with ``kernel="precomputed"``
+    (X = K(X, X)) without their columns too, which are remembered so that prediction reads
+    the same columns of K(X_new, X_train)."""
+    if _precomputed(estimator):
+        estimator._gram_columns = np.flatnonzero(keep)
+        return X[keep][:, keep]
+    return X[keep]
+
+
+def _kept_columns(estimator, X):
+    """K(X_new, X_train) restricted to the columns of the rows the fit solved (X itself
+    unless a precomputed fit dropped rows of weight 0)."""
+    cols = getattr(estimator, "_gram_columns", None)
+    return X if cols is None else X[:, cols]
+
+
 class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
     def _fit(self, X, y, sample_weight=None):
         cfg = self._config()
@@ -327,10 +353,11 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
             )
         w = _fit_weights(self, X, y, sample_weight)
         self.sample_weight_ = w
+        self._gram_columns = None
         if w is not None and not (w > 0).all():
             # a weight of 0 is the row's removal
             keep = w > 0
-            X, y, w = X[keep], y[keep], w[keep]
+            X, y, w = _drop_rows(self, X, keep), y[keep], w[keep]
             left = np.unique(y)
             if left.size < 2:
                 raise ValueError(f"{type(self).__name__}: the samples of positive weight "
@@ -378,7 +405,7 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
             n = 1 if len(self.classes_) == 2 else len(self.classes_)
             return _lazy_rows(self, self.decision_function, Xd, n, np.float64)
         check_is_fitted(self)
-        X = self._prepare(_validate(self, X, reset=False))
+        X = self._prepare(_kept_columns(self, _validate(self, X, reset=False)))
         scores = [r.decision_function(X) for r in self.results_]
         return scores[0] if len(scores) == 1 else np.column_stack(scores)
 
@@ -1009,10 +1036,11 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
         y = column_or_1d(y, warn=True).astype(np.float64)
         w = _fit_weights(self, X, y, sample_weight)
         self.sample_weight_ = w
+        self._gram_columns = None
         kw = {}
         if w is not None:
             if not (w > 0).all():  # a weight of 0 is the row's removal
-                X, y, w = X[w > 0], y[w > 0], w[w > 0]
+                X, y, w = _drop_rows(self, X, w > 0), y[w > 0], w[w > 0]
             kw["sample_weight"] = w
         res = _solve(X, y, config=cfg, **kw)
         _warn_unfinished(self, [res], stacklevel=3)
@@ -1027,7 +1055,7 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
             check_is_fitted(self)
             return _lazy_rows(self, self.predict, Xd, 1, np.float64)
         check_is_fitted(self)
-        X = _validate(self, X, reset=False)
+        X = _kept_columns(self, _validate(self, X, reset=False))
         return self.result_.decision_function(X)
 
 
