@@ -572,6 +572,12 @@ class PerceptronClassifier(_MarginClassifier):
     def _prepare(self, X):
         if not self.fit_intercept:
             return X
+        if _precomputed(self):
+            raise ValueError(
+                f"{type(self).__name__}(kernel='precomputed'): fit_intercept=True appends a "
+                "constant feature to X, which is the Gram matrix here; pass "
+                "fit_intercept=False (for an intercept in the feature space, add "
+                "intercept_scaling**2 to every entry of K(X, X) and of K(X_new, X_train))")
         col = np.full((X.shape[0], 1), float(self.intercept_scaling), dtype=X.dtype)
         if sp.issparse(X):
             return sp.hstack([X, sp.csr_matrix(col)], format="csr")
@@ -682,7 +688,9 @@ class SVMClassifier(_MarginClassifier):
     certified less easily. Rows of weight 0 are dropped before solving. The certificate
     of a weighted fit is checked with its weights on the rows solved: with
     ``w = clf.sample_weight_`` (class weights included) and ``keep = w > 0``,
-    ``result_.certificate.verify(X[keep], y[keep], sample_weight=w[keep])``.
+    ``result_.certificate.verify(X[keep], y[keep], sample_weight=w[keep])`` (with
+    ``kernel="precomputed"``, ``X[keep][:, keep]``: the fit removes the rows of weight 0
+    from both sides of the Gram matrix, and prediction reads the columns of the rows kept).
 
     Integer weights are not row repetition for the defaults: repeating rows changes n,
     hence C = 64/n, mu = n/128 and the scaling statistics of ``scale="std"``, and the
