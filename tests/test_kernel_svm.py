@@ -295,3 +295,17 @@ def test_a_zero_gram_matrix_runs(solver):
         assert res.status in ("certified", "max_iter")
         if res.certificate is not None:
             assert res.certificate.verify(Xk, y)
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
+def test_boxes_out_of_float64_range_are_refused(solver):
+    # as on linear kernels: no certificate resolves them, so the run would spend max_iter
+    X, y = _data(n=40)
+    kw = dict(solver=solver, kernel="rbf", max_iter=50)
+    with pytest.raises(ValueError, match=r"the box C w_i overflows float64 \(C = 1e\+10, "
+                                         r"largest sample weight 1e\+300\)"):
+        mk.solve(X, y, C=1e10, sample_weight=np.full(40, 1e300), **kw)
+    with pytest.raises(ValueError, match="smallest positive box C w_i .* below 2\\^-969"):
+        mk.solve(X, y, C=1e-10, sample_weight=np.r_[np.ones(39), 1e-300], **kw)
+    with pytest.raises(ValueError, match=r"C = 1e-300 and mu = .* below 2\^-969"):
+        mk.solve(X, y, C=1e-300, **kw)

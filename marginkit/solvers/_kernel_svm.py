@@ -29,7 +29,7 @@ from .. import _referee as R
 from ..kernels.builtin import LinearKernel
 from ..plugins import SolverState
 from . import _kernel_svm_fast as _kf
-from .svm import _ClaimOffers, _gamma_mu as _svm_gamma_mu, run_box
+from .svm import _ClaimOffers, _box_scales, _gamma_mu as _svm_gamma_mu, check_scales, run_box
 
 __all__ = ["is_exact", "start_fista", "start_dcd", "EXACT_KERNEL_SCALE"]
 
@@ -309,11 +309,26 @@ class _KernelRun(_ClaimOffers, SolverState):
         self.gamma = run_box(gamma, weights, n) if self.weighted else _box(gamma, n)
         self.mu = float(mu)
         self.level = np.minimum(self.gamma, 1.0 / self.mu)
+        self._check_box(gram.name, gamma, weights)
         self.augmented = augmented
         self.n_iter = 0
         self.error_bound = np.inf
         self.n_certified = 0
         self.objective = 0.0
+
+    def _check_box(self, name, C, weights):
+        """Refuse boxes whose scale no certificate can resolve (the referee would refute
+        every claim and the run would spend max_iter): a box C w_i that overflows float64,
+        or dual variables below 2^-969 (``svm.check_scales``, as on linear kernels)."""
+        gmax, low = _box_scales(self.gamma, self.mu)
+        if not math.isfinite(gmax):
+            raise ValueError(
+                f"{name}: the box C w_i overflows float64 (C = {C:.3g}, largest sample weight "
+                f"{float(np.max(weights)):.3g}): reduce C or rescale the weights")
+        if self.weighted:
+            check_scales(name, None, gmax, self.mu, level=low, box_only=True)
+        else:
+            check_scales(name, None, gmax, self.mu, box_only=True)
 
     def count(self, r, eps):
         return int(np.count_nonzero(self.level - r > eps))

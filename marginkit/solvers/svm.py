@@ -622,13 +622,14 @@ def fista_rounding(rc, beta, L, mu, rk, rk1, augmented, t=0.0):
 _LEVEL_FLOOR = 2.0 ** -969
 
 
-def check_scales(name, data, gamma, mu, L=None, trace=None, level=None):
+def check_scales(name, data, gamma, mu, L=None, trace=None, level=None, box_only=False):
     """Refuse parameters and data whose scale makes the error bound meaningless (ValueError
     naming the scale): dual variables below 2^-969 (their differences would be subnormal),
     coefficients s * w_bar that can overflow, a condition number L / mu that overflows.
     ``trace`` = sum_i ||z_i||^2 (default: from ``data.zsq``); ``gamma`` is the largest
     box bound, ``level`` (default min(gamma, 1/mu)) the smallest positive level of a
-    weighted run."""
+    weighted run; ``box_only``: the dual variables' scale only (exact kernels, whose
+    solvers check the data's own scales, ``data`` unused)."""
     weighted = level is not None
     if level is None:
         level = certify_level(gamma, mu)
@@ -645,6 +646,8 @@ def check_scales(name, data, gamma, mu, L=None, trace=None, level=None):
             f"[0, min(C, 1/mu)] = [0, {level:.3g}], below 2^-969 = {_LEVEL_FLOOR:.2g}, where "
             "float64 cannot resolve their differences and the error bound would be "
             "meaningless; choose C and 1/mu of at least 1e-290")
+    if box_only:
+        return
     trace = (data.zsq_sum if trace is None else float(trace)) + data.n
     smax = float(data.s.max(initial=0.0))
     with np.errstate(over="ignore"):
