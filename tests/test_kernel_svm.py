@@ -300,8 +300,16 @@ def test_a_zero_gram_matrix_runs(solver):
 @pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
 def test_boxes_out_of_float64_range_are_refused(solver):
     # as on linear kernels: no certificate resolves them, so the run would spend max_iter
+    import warnings
+
     X, y = _data(n=40)
     kw = dict(solver=solver, kernel="rbf", max_iter=50)
+    for kernel in ("rbf", "linear"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # the refusal, not numpy's overflow
+            with pytest.raises(ValueError, match="overflow"):
+                mk.solve(X, y, C=1e10, sample_weight=np.full(40, 1e300),
+                         **dict(kw, kernel=kernel))
     with pytest.raises(ValueError, match=r"the box C w_i overflows float64 \(C = 1e\+10, "
                                          r"largest sample weight 1e\+300\)"):
         mk.solve(X, y, C=1e10, sample_weight=np.full(40, 1e300), **kw)

@@ -741,7 +741,8 @@ def run_box(gamma, sample_weight, n):
     """
     if sample_weight is None:
         return np.full(n, float(gamma))
-    return float(gamma) * np.asarray(sample_weight, dtype=np.float64)
+    with np.errstate(over="ignore"):  # an infinite box is refused by the solvers' checks
+        return float(gamma) * np.asarray(sample_weight, dtype=np.float64)
 
 
 def certify_levels(box, mu):
