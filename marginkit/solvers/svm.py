@@ -436,7 +436,8 @@ def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0, n_blo
     largest one holds with high probability from a random start (Lanczos converges to the
     extreme eigenvalues first), not with certainty, unlike the Gram path. If ARPACK fails
     (no convergence, or an operator that is 0 in float64), the trace (>= the largest
-    eigenvalue of this positive semidefinite operator) is used. Returns (bound, products with the operator)."""
+    eigenvalue of this positive semidefinite operator) is used. Returns (bound, products
+    with the operator)."""
     from scipy.sparse.linalg import ArpackError, LinearOperator, eigsh
 
     count = [0]
