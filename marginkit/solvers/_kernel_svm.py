@@ -29,6 +29,7 @@ from .. import _referee as R
 from ..kernels.builtin import LinearKernel
 from ..plugins import SolverState
 from . import _kernel_svm_fast as _kf
+from . import _svm_fast
 from .svm import _ClaimOffers, _box_scales, _gamma_mu as _svm_gamma_mu, check_scales, run_box
 
 __all__ = ["is_exact", "start_fista", "start_dcd", "EXACT_KERNEL_SCALE"]
@@ -416,7 +417,9 @@ class _KernelFistaState(_KernelRun):
             r_new = self._v.copy()
         else:
             r_new = np.empty(gram.n)
-            self._lam = _kf.project_box_hyperplane(self._v, y, self.gamma, r_new, self._lam)
+            # the linear solver's projection (per-point boxes)
+            self._lam = _svm_fast.project_box_hyperplane(self._v, y, self.gamma, r_new,
+                                                         self._lam)
             self.t_bar = L * self._lam
             dsq = _kf.diff_sq(self._yk, r_new)
         f_new = gram.matvec(y * r_new)
