@@ -317,3 +317,17 @@ def test_boxes_out_of_float64_range_are_refused(solver):
         mk.solve(X, y, C=1e-10, sample_weight=np.r_[np.ones(39), 1e-300], **kw)
     with pytest.raises(ValueError, match=r"C = 1e-300 and mu = .* below 2\^-969"):
         mk.solve(X, y, C=1e-300, **kw)
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
+def test_a_run_whose_claims_are_refuted_says_why(monkeypatch, solver):
+    from marginkit.solvers import _kernel_certificate as KC
+
+    X, y = _data(n=60)
+    K = pairwise_kernels(X, metric="rbf", gamma=G)
+    ok = mk.solve(K, y, solver=solver, kernel="precomputed")
+    assert ok.status == "certified"
+    monkeypatch.setattr(KC, "PSD_MAX_N", 50)  # the referee's PSD test: n <= 50
+    res = mk.solve(K, y, solver=solver, kernel="precomputed", max_iter=300)
+    assert res.status == "max_iter"
+    assert "cannot establish that the kernel is PSD on this data" in res.extra["refuted"]

@@ -316,6 +316,7 @@ class _KernelRun(_ClaimOffers, SolverState):
         self.error_bound = np.inf
         self.n_certified = 0
         self.objective = 0.0
+        self.last_refutation = None     # the referee's reason for the last refuted claim
 
     def _check_box(self, name, C, weights):
         """Refuse boxes whose scale no certificate can resolve (the referee would refute
@@ -333,6 +334,14 @@ class _KernelRun(_ClaimOffers, SolverState):
 
     def count(self, r, eps):
         return int(np.count_nonzero(self.level - r > eps))
+
+    def refuted(self, status, verdict):
+        # the referee's reason is kept for the result (``extra["refuted"]``): a run whose
+        # claims cannot be established (a precomputed or callable kernel that is not PSD
+        # on the data, or too large for the referee's PSD test) ends with max_iter and
+        # says why
+        self.last_refutation = getattr(verdict, "reason", None)
+        super().refuted(status, verdict)
 
     def fields(self, problem, status, r, t, formulation):
         from ._kernel_certificate import KernelCertifiedPointsCertificate
@@ -359,7 +368,8 @@ class _KernelRun(_ClaimOffers, SolverState):
                 claim="certified" if status == "certified" else None)
         fields["extra"] = {"gamma": self.gamma_scalar, "mu": self.mu,
                            "support_indices": sup, "gram": "held" if self.gram.held
-                           else "blocked", "kernel_products": self.gram.products}
+                           else "blocked", "kernel_products": self.gram.products,
+                           "refuted": self.last_refutation}
         return fields
 
     def snapshot(self):
