@@ -144,6 +144,20 @@ def local_matrix(X):
     return np.concatenate(blocks, axis=0)
 
 
+def stored_r_mask(r, mask):
+    """A certified-points certificate's dual vector r (float64) and mask (bool) as
+    arrays, as its constructor stores them; ``ValueError`` naming the field when either
+    is of another kind (an array of indices or of floats is not a set of points: indexed
+    with it, the referee would check other points than those it claims)."""
+    m = np.asarray(mask)
+    if m.dtype != np.bool_:
+        raise ValueError(f"the mask must be a boolean array, got dtype {m.dtype}")
+    a = np.asarray(r)
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"r must be a real array, got dtype {a.dtype}")
+    return a.astype(np.float64, copy=False), m
+
+
 def labels_pm(y, classes):
     """Labels as +-1 floats (``classes[1]`` is +1); a label outside ``classes`` raises.
 

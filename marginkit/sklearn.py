@@ -314,6 +314,32 @@ def _fit_weights(estimator, X, y, sample_weight):
     return check_sample_weight(w, X.shape[0])
 
 
+def _precomputed(estimator):
+    """Whether the estimator's kernel is ``"precomputed"`` (X the Gram matrix)."""
+    try:
+        kernel = resolve_kernel(_fresh(estimator.kernel), estimator.kernel_params)
+    except (TypeError, ValueError, KeyError):
+        return False  # the fit itself reports the kernel's error
+    return bool(getattr(kernel, "precomputed", False))
+
+
+def _drop_rows(estimator, X, keep):
+    """X without the rows of weight 0 (``keep`` False); with ``kernel="precomputed"``
+    (X = K(X, X)) without their columns too, which are remembered so that prediction reads
+    the same columns of K(X_new, X_train)."""
+    if _precomputed(estimator):
+        estimator._gram_columns = np.flatnonzero(keep)
+        return X[keep][:, keep]
+    return X[keep]
+
+
+def _kept_columns(estimator, X):
+    """K(X_new, X_train) restricted to the columns of the rows the fit solved (X itself
+    unless a precomputed fit dropped rows of weight 0)."""
+    cols = getattr(estimator, "_gram_columns", None)
+    return X if cols is None else X[:, cols]
+
+
 class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
     def _fit(self, X, y, sample_weight=None):
         cfg = self._config()
@@ -327,13 +353,22 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
             )
         w = _fit_weights(self, X, y, sample_weight)
         self.sample_weight_ = w
+        self._gram_columns = None
         if w is not None and not (w > 0).all():
             # a weight of 0 is the row's removal
             keep = w > 0
-            X, y, w = X[keep], y[keep], w[keep]
-            if np.unique(y).size < 2:
+            X, y, w = _drop_rows(self, X, keep), y[keep], w[keep]
+            left = np.unique(y)
+            if left.size < 2:
                 raise ValueError(f"{type(self).__name__}: the samples of positive weight "
                                  "are of one class; the classifier needs two")
+            if left.size < self.classes_.size:
+                gone = [c for c in self.classes_.tolist() if c not in set(left.tolist())]
+                raise ValueError(
+                    f"{type(self).__name__}: class(es) {gone} have no sample of positive "
+                    "weight (sample_weight times class_weight); one-vs-rest fits one "
+                    "problem per class of y: give them a positive weight or remove their "
+                    "samples from y")
         X = self._prepare(X)
         # the weights of the run (solve refuses them where its solver does not take them)
         w = None if w is None else self._run_weights(w)
@@ -370,7 +405,7 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
             n = 1 if len(self.classes_) == 2 else len(self.classes_)
             return _lazy_rows(self, self.decision_function, Xd, n, np.float64)
         check_is_fitted(self)
-        X = self._prepare(_validate(self, X, reset=False))
+        X = self._prepare(_kept_columns(self, _validate(self, X, reset=False)))
         scores = [r.decision_function(X) for r in self.results_]
         return scores[0] if len(scores) == 1 else np.column_stack(scores)
 
@@ -537,6 +572,12 @@ class PerceptronClassifier(_MarginClassifier):
     def _prepare(self, X):
         if not self.fit_intercept:
             return X
+        if _precomputed(self):
+            raise ValueError(
+                f"{type(self).__name__}(kernel='precomputed'): fit_intercept=True appends a "
+                "constant feature to X, which is the Gram matrix here; pass "
+                "fit_intercept=False (for an intercept in the feature space, add "
+                "intercept_scaling**2 to every entry of K(X, X) and of K(X_new, X_train))")
         col = np.full((X.shape[0], 1), float(self.intercept_scaling), dtype=X.dtype)
         if sp.issparse(X):
             return sp.hstack([X, sp.csr_matrix(col)], format="csr")
@@ -647,7 +688,9 @@ class SVMClassifier(_MarginClassifier):
     certified less easily. Rows of weight 0 are dropped before solving. The certificate
     of a weighted fit is checked with its weights on the rows solved: with
     ``w = clf.sample_weight_`` (class weights included) and ``keep = w > 0``,
-    ``result_.certificate.verify(X[keep], y[keep], sample_weight=w[keep])``.
+    ``result_.certificate.verify(X[keep], y[keep], sample_weight=w[keep])`` (with
+    ``kernel="precomputed"``, ``X[keep][:, keep]``: the fit removes the rows of weight 0
+    from both sides of the Gram matrix, and prediction reads the columns of the rows kept).
 
     Integer weights are not row repetition for the defaults: repeating rows changes n,
     hence C = 64/n, mu = n/128 and the scaling statistics of ``scale="std"``, and the
@@ -1001,10 +1044,11 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
         y = column_or_1d(y, warn=True).astype(np.float64)
         w = _fit_weights(self, X, y, sample_weight)
         self.sample_weight_ = w
+        self._gram_columns = None
         kw = {}
         if w is not None:
             if not (w > 0).all():  # a weight of 0 is the row's removal
-                X, y, w = X[w > 0], y[w > 0], w[w > 0]
+                X, y, w = _drop_rows(self, X, w > 0), y[w > 0], w[w > 0]
             kw["sample_weight"] = w
         res = _solve(X, y, config=cfg, **kw)
         _warn_unfinished(self, [res], stacklevel=3)
@@ -1019,7 +1063,7 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
             check_is_fitted(self)
             return _lazy_rows(self, self.predict, Xd, 1, np.float64)
         check_is_fitted(self)
-        X = _validate(self, X, reset=False)
+        X = _kept_columns(self, _validate(self, X, reset=False))
         return self.result_.decision_function(X)
 
 

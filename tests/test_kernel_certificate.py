@@ -422,6 +422,10 @@ def test_weighted_box():
     assert not v and "per-point box is not C * sample_weight" in v.reason
     v = cert.check(X, y, sample_weight=w[:-1])
     assert not v and "one entry per row" in v.reason
+    # a column of weights: solve reads it as the vector, so does the referee
+    assert cert.verify(X, y, sample_weight=w[:, None])
+    v = cert.check(X, y, sample_weight=np.tile(w[:, None], 2))
+    assert not v and "one entry per row" in v.reason
     v = cert.check(X, y, sample_weight=-w)
     assert not v and "finite, >= 0" in v.reason
     # a zero-weight point in the mask
@@ -566,3 +570,41 @@ def test_saved_and_loaded_certificate_is_checked_the_same(cases, name, tmp_path)
         assert bool(back.verify(Xk, y)) == (np.ndim(gamma) == 0)
         v = _clone(back, r=back.r * 1.5).check(Xk, y, sample_weight=np.ones(y.size))
         assert not v
+
+
+def _forged_rbf_params(k):
+    k.params = {"gamma": -0.5}         # what a doctored pickle restores
+
+
+def _forged_rbf_dict(k):
+    k.__dict__["gamma"] = -0.5         # an instance attribute shadowing the parameter
+
+
+def _forged_poly(k):
+    k.params = {"degree": 2, "gamma": 1.0, "coef0": -3.0}
+
+
+@pytest.mark.parametrize("forge", [_forged_rbf_params, _forged_rbf_dict, _forged_poly])
+def test_builtin_kernel_with_parameters_out_of_its_table_is_not_psd_by_construction(forge):
+    # exp(+0.5 ||a - b||^2) and (<a, b> - 3)^2 are far from PSD on these points: the
+    # strong convexity behind the bound fails, whatever the class of the kernel object
+    rng = np.random.default_rng(9)
+    X = rng.standard_normal((40, 2))
+    y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    k = (PolynomialKernel if forge is _forged_poly else RBFKernel)()
+    forge(k)
+    K = k(X, X)
+    assert np.linalg.eigvalsh(K)[0] < -100.0
+    res = mk.solve(X, y, solver="dcd", kernel=lambda A, B: k(A, B), C=1.0, mu=0.5,
+                   max_iter=3000)
+    r = res.dual_coef_
+    mask = (min(1.0, 1 / 0.5) - r) > 1e-3
+    assert mask.sum() > 5
+    cert = Cert(value=1e-3, mask=mask, r=r, gamma=1.0, mu=0.5, formulation="hsvm",
+                intercept=float(y @ r), kernel=k)
+    v = cert.check(X, y)
+    assert not v and "parameters" in v.reason
+    # the same numbers through a callable: the Cholesky test refuses them
+    v = Cert(value=1e-3, mask=mask, r=r, gamma=1.0, mu=0.5, formulation="hsvm",
+             intercept=float(y @ r), kernel=CallableKernel(function=k)).check(X, y)
+    assert not v and "cannot establish that the kernel is PSD" in v.reason

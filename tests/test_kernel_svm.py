@@ -282,3 +282,52 @@ def test_exact_kernel_sample_weights(solver):
     assert res.certificate.verify(X, y, sample_weight=w)
     assert not res.certificate.verify(X, y)
     assert not res.certified_mask[:30].any()
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
+def test_a_zero_gram_matrix_runs(solver):
+    # the whole Gram matrix underflows to 0 (poly without coef0 on tiny X): Lanczos has no
+    # vector to start from; the bound on the largest eigenvalue is the trace, 0
+    X, y = _data(n=40)
+    for Xk, kw in ((X * 1e-150, dict(kernel="poly", kernel_params={"degree": 3, "coef0": 0.0})),
+                   (np.zeros((40, 40)), dict(kernel="precomputed"))):
+        res = mk.solve(Xk, y, solver=solver, max_iter=500, **kw)
+        assert res.status in ("certified", "max_iter")
+        if res.certificate is not None:
+            assert res.certificate.verify(Xk, y)
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
+def test_boxes_out_of_float64_range_are_refused(solver):
+    # as on linear kernels: no certificate resolves them, so the run would spend max_iter
+    import warnings
+
+    X, y = _data(n=40)
+    kw = dict(solver=solver, kernel="rbf", max_iter=50)
+    for kernel in ("rbf", "linear"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # the refusal, not numpy's overflow
+            with pytest.raises(ValueError, match="overflow"):
+                mk.solve(X, y, C=1e10, sample_weight=np.full(40, 1e300),
+                         **dict(kw, kernel=kernel))
+    with pytest.raises(ValueError, match=r"the box C w_i overflows float64 \(C = 1e\+10, "
+                                         r"largest sample weight 1e\+300\)"):
+        mk.solve(X, y, C=1e10, sample_weight=np.full(40, 1e300), **kw)
+    with pytest.raises(ValueError, match="smallest positive box C w_i .* below 2\\^-969"):
+        mk.solve(X, y, C=1e-10, sample_weight=np.r_[np.ones(39), 1e-300], **kw)
+    with pytest.raises(ValueError, match=r"C = 1e-300 and mu = .* below 2\^-969"):
+        mk.solve(X, y, C=1e-300, **kw)
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
+def test_a_run_whose_claims_are_refuted_says_why(monkeypatch, solver):
+    from marginkit.solvers import _kernel_certificate as KC
+
+    X, y = _data(n=60)
+    K = pairwise_kernels(X, metric="rbf", gamma=G)
+    ok = mk.solve(K, y, solver=solver, kernel="precomputed")
+    assert ok.status == "certified"
+    monkeypatch.setattr(KC, "PSD_MAX_N", 50)  # the referee's PSD test: n <= 50
+    res = mk.solve(K, y, solver=solver, kernel="precomputed", max_iter=300)
+    assert res.status == "max_iter"
+    assert "cannot establish that the kernel is PSD on this data" in res.extra["refuted"]

@@ -596,3 +596,17 @@ def test_pegasos_takes_C_as_lam_one_over_C_n():
         SVMClassifier(solver="pegasos", C=1.0, solver_params={"lam": 0.1}).fit(X, y)
     with pytest.raises(ValueError, match=r"C=1.0 and lam are both given"):
         SVMClassifier(solver=mk.get_plugin("solver", "pegasos")(lam=0.1), C=1.0).fit(X, y)
+
+
+def test_perceptron_classifier_on_a_precomputed_gram_matrix():
+    from sklearn.metrics.pairwise import pairwise_kernels
+
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((60, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    K = pairwise_kernels(X, metric="rbf", gamma=0.5)
+    with pytest.raises(ValueError, match=r"fit_intercept=True appends a constant feature to "
+                                         r"X, which is the Gram matrix here"):
+        PerceptronClassifier(kernel="precomputed").fit(K, y)
+    clf = PerceptronClassifier(kernel="precomputed", fit_intercept=False).fit(K, y)
+    assert clf.result_.status == "separable" and clf.score(K, y) == 1.0

@@ -713,3 +713,11 @@ def test_fista_row_blocks_thread_count_independent(solver, sparse):
         assert r.coef_.tobytes() == runs[0].coef_.tobytes()
         assert r.dual_coef_.tobytes() == runs[0].dual_coef_.tobytes()
         assert r.intercept_ == runs[0].intercept_
+
+
+def test_fista_svm_on_all_zero_features_runs():
+    # Z^T Z = 0: Lanczos has no vector to start from; the trace (0) bounds the spectrum
+    y = np.r_[np.ones(20), -np.ones(20)]
+    for X in (sp.csr_matrix((40, 5000)), np.zeros((40, 10))):
+        res = mk.solve(X, y, solver="fista_svm", max_iter=50)
+        assert res.status == "max_iter" and res.certificate is None

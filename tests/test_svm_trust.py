@@ -479,3 +479,28 @@ def test_certificate_value_bounds_the_distance_to_the_optimum_for_small_mu(solve
     verdict = res.certificate.check(X, y)
     assert verdict
     assert np.linalg.norm(res.certificate.r - r_star.astype(np.float64)) <= verdict.value
+
+
+@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+def test_mask_and_r_of_another_kind_are_rejected(kernel):
+    # a mask of indices (every entry the index of one truly certified point) reads as
+    # "all points certified", while indexing with it checks that one point n times
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((80, 3))
+    y = np.where(X[:, 0] + 0.3 * rng.standard_normal(80) > 0, 1, -1)
+    cert = mk.solve(X, y, solver="dcd", kernel=kernel).certificate
+    assert cert.verify(X, y)
+    i = int(np.flatnonzero(cert.mask)[0]) or int(np.flatnonzero(cert.mask)[1])
+
+    def forged(**changes):
+        new = type(cert).__new__(type(cert))
+        new.__dict__.update(cert.__dict__)
+        new.__dict__.update(changes)
+        return new
+
+    for mask in (np.full(80, i), cert.mask.astype(float)):
+        v = forged(mask=mask).check(X, y)
+        assert not v and "the mask must be a boolean array" in v.reason
+    v = forged(r=cert.r.astype(object)).check(X, y)
+    assert not v and "r must be a real array" in v.reason
+    assert forged(mask=list(cert.mask), r=list(cert.r)).verify(X, y)

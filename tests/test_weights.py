@@ -319,6 +319,36 @@ def test_estimator_weights_one_vs_rest_and_zero_rows():
         assert not res.certificate.verify(X[keep], labels)
 
 
+@pytest.mark.parametrize("name", ["fista", "dcd", "fista_svm", "tikhonov", "regressor"])
+def test_precomputed_gram_with_zero_weights_drops_rows_and_columns(name):
+    # X is K(X, X): a row of weight 0 is removed from both sides, and prediction reads the
+    # columns of K(X_new, X_train) of the rows solved
+    from sklearn.metrics.pairwise import pairwise_kernels
+
+    from marginkit.sklearn import (IteratedTikhonovClassifier, IteratedTikhonovRegressor,
+                                   SVMClassifier)
+
+    X, y = make_problem(n=90)
+    Xt = X[:15] + 0.1
+    w = np.where(np.arange(90) % 4 == 0, 0.0, 1.0 + (np.arange(90) % 3))
+    K = pairwise_kernels(X, metric="rbf", gamma=0.2)
+    Kt = pairwise_kernels(Xt, X, metric="rbf", gamma=0.2)
+    if name == "tikhonov":
+        make = lambda **kw: IteratedTikhonovClassifier(lam=0.1, **kw)
+    elif name == "regressor":
+        make = lambda **kw: IteratedTikhonovRegressor(lam=0.1, **kw)
+    else:
+        make = lambda **kw: SVMClassifier(solver=name, C=1.0, **kw)
+    pre = make(kernel="precomputed").fit(K, y, sample_weight=w)
+    keep = w > 0
+    ref = make(kernel="precomputed").fit(K[keep][:, keep], y[keep], sample_weight=w[keep])
+    out = pre.predict(Kt) if name == "regressor" else pre.decision_function(Kt)
+    want = ref.predict(Kt[:, keep]) if name == "regressor" else ref.decision_function(Kt[:, keep])
+    np.testing.assert_array_equal(out, want)
+    with pytest.raises(ValueError, match="features"):
+        pre.predict(Kt[:, keep])  # K(X_new, X_train) has a column per row given to fit
+
+
 def test_estimator_refuses_bad_weights():
     from marginkit.sklearn import SVMClassifier
 
@@ -330,6 +360,11 @@ def test_estimator_refuses_bad_weights():
     w = np.where(y == 1, 1.0, 0.0)
     with pytest.raises(ValueError, match="samples of positive weight are of one class"):
         SVMClassifier().fit(X, y, sample_weight=w)
+    # three classes, one of them weighted 0 throughout: its one-vs-rest problem has no
+    # positive sample
+    y3 = np.where(np.arange(len(y)) % 5 == 0, 2, y)
+    with pytest.raises(ValueError, match=r"class\(es\) \[2\] have no sample of positive weight"):
+        SVMClassifier(class_weight={2: 0.0}).fit(X, y3)
 
 
 def test_perceptron_weights_only_select_rows():

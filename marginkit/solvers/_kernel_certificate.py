@@ -22,7 +22,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _referee as R
-from ..certificates import Certificate, Verdict, certificate_type, kernel_mismatch, labels_pm
+from ..certificates import (Certificate, Verdict, certificate_type, kernel_mismatch, labels_pm,
+                            stored_r_mask)
 
 __all__ = ["KernelCertifiedPointsCertificate", "PSD_MAX_N"]
 
@@ -61,6 +62,27 @@ def _psd_kernel_types():
     from ..kernels.builtin import LaplacianKernel, PolynomialKernel, RBFKernel, SplineKernel
 
     return (RBFKernel, PolynomialKernel, LaplacianKernel, SplineKernel)
+
+
+def _psd_by_construction(kernel):
+    """A fresh instance of the kernel's class, built from the parameters the kernel uses
+    and validated by the class's parameter table, when that class is one of
+    ``_psd_kernel_types``; None for any other kernel.
+
+    The classes are PSD by construction only within their tables (gamma > 0, coef0 >= 0,
+    an integer degree >= 1, ...): an instance whose parameters were changed behind the
+    constructor (a doctored pickle, an attribute set on it) is a rejection, and the
+    recomputation runs on the fresh instance, never on the state the certificate carries.
+    """
+    cls = type(kernel)
+    if cls not in _psd_kernel_types():
+        return None
+    try:
+        values = {name: getattr(kernel, name) for name in cls.param_table}
+        return cls(**values)
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise _Reject(f"the kernel's parameters are not ones {cls.__name__} accepts ({exc}): "
+                      "it is not positive semi-definite by construction") from None
 
 
 class _Reject(Exception):
@@ -238,7 +260,10 @@ class KernelCertifiedPointsCertificate(Certificate):
             ypm = labels_pm(y, self.classes)
         except ValueError as exc:
             raise _Reject(str(exc)) from None
-        r, mask = self.r, self.mask
+        try:
+            r, mask = stored_r_mask(self.r, self.mask)
+        except ValueError as exc:
+            raise _Reject(str(exc)) from None
         if ypm.shape != (n,) or r.shape != (n,) or mask.shape != (n,):
             raise _Reject(f"r, mask and y must have one entry per row of X ({n}); got "
                           f"{r.shape}, {mask.shape} and {ypm.shape}")
@@ -303,6 +328,9 @@ class KernelCertifiedPointsCertificate(Certificate):
                 box = np.full(n, th["gamma"] if th["gamma"] is not None else float(stored))
         else:
             w = np.asarray(sample_weight)
+            if w.ndim == 2 and 1 in w.shape:
+                # a column or row of weights, as ``solve`` reads it (check_sample_weight)
+                w = w.ravel()
             if w.dtype.kind not in "biuf" or w.shape != (n,):
                 raise _Reject(f"sample_weight must be a numeric array with one entry per row "
                               f"of X ({n}), got shape {w.shape}")
@@ -403,9 +431,9 @@ def margins_and_bound(X, ypm, r, box, mu, form, t_stored, kernel):
     u = ypm * r                     # exact (a sign change)
     absu = np.abs(u)
     g_n = R.gamma(n + 2)
-    psd = type(kernel) in _psd_kernel_types()
-    if psd:
-        f, A, B, diag, ediag = _products_blocked(X, kernel, u, absu)
+    fresh = _psd_by_construction(kernel)
+    if fresh is not None:
+        f, A, B, diag, ediag = _products_blocked(X, fresh, u, absu)
         delta = 0.0
     else:
         f, A, B, diag, ediag, delta = _products_full(X, kernel, u, absu, mu)

@@ -30,7 +30,7 @@ from ..kernels.builtin import LinearKernel
 from ..plugins import SolverState
 from . import _kernel_svm_fast as _kf
 from . import _svm_fast
-from .svm import _ClaimOffers, _gamma_mu as _svm_gamma_mu, run_box
+from .svm import _ClaimOffers, _box_scales, _gamma_mu as _svm_gamma_mu, check_scales, run_box
 
 __all__ = ["is_exact", "start_fista", "start_dcd", "EXACT_KERNEL_SCALE"]
 
@@ -257,8 +257,8 @@ def _lambda_max(gram, augmented, seed=0):
     """An upper bound of the largest eigenvalue of K + 1 1^T (``augmented``) or K (the
     Hessians Y (.) Y have the same spectrum): Lanczos' Ritz value plus its residual (an
     eigenvalue lies within it; the largest one with high probability from a random start)
-    plus the rounding of the products; the trace when ARPACK does not converge."""
-    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+    plus the rounding of the products; the trace when ARPACK fails."""
+    from scipy.sparse.linalg import ArpackError, LinearOperator, eigsh
 
     n = gram.n
     trace = gram.trace + (n if augmented else 0.0)
@@ -279,7 +279,9 @@ def _lambda_max(gram, augmented, seed=0):
     v0 = np.random.default_rng(seed).standard_normal(n)
     try:
         theta, x = eigsh(op, k=1, which="LA", tol=1e-6, v0=v0)
-    except ArpackNoConvergence:
+    except ArpackError:
+        # no convergence, or no vector to start from (K v = 0 for every v: a Gram matrix
+        # that is 0 in float64); the trace bounds the largest eigenvalue of a PSD matrix
         return trace + margin
     theta, x = float(theta[0]), x[:, 0] / np.linalg.norm(x[:, 0])
     res = float(np.linalg.norm(mv(x) - theta * x))
@@ -308,14 +310,38 @@ class _KernelRun(_ClaimOffers, SolverState):
         self.gamma = run_box(gamma, weights, n) if self.weighted else _box(gamma, n)
         self.mu = float(mu)
         self.level = np.minimum(self.gamma, 1.0 / self.mu)
+        self._check_box(gram.name, gamma, weights)
         self.augmented = augmented
         self.n_iter = 0
         self.error_bound = np.inf
         self.n_certified = 0
         self.objective = 0.0
+        self.last_refutation = None     # the referee's reason for the last refuted claim
+
+    def _check_box(self, name, C, weights):
+        """Refuse boxes whose scale no certificate can resolve (the referee would refute
+        every claim and the run would spend max_iter): a box C w_i that overflows float64,
+        or dual variables below 2^-969 (``svm.check_scales``, as on linear kernels)."""
+        gmax, low = _box_scales(self.gamma, self.mu)
+        if not math.isfinite(gmax):
+            raise ValueError(
+                f"{name}: the box C w_i overflows float64 (C = {C:.3g}, largest sample weight "
+                f"{float(np.max(weights)):.3g}): reduce C or rescale the weights")
+        if self.weighted:
+            check_scales(name, None, gmax, self.mu, level=low, box_only=True)
+        else:
+            check_scales(name, None, gmax, self.mu, box_only=True)
 
     def count(self, r, eps):
         return int(np.count_nonzero(self.level - r > eps))
+
+    def refuted(self, status, verdict):
+        # the referee's reason is kept for the result (``extra["refuted"]``): a run whose
+        # claims cannot be established (a precomputed or callable kernel that is not PSD
+        # on the data, or too large for the referee's PSD test) ends with max_iter and
+        # says why
+        self.last_refutation = getattr(verdict, "reason", None)
+        super().refuted(status, verdict)
 
     def fields(self, problem, status, r, t, formulation):
         from ._kernel_certificate import KernelCertifiedPointsCertificate
@@ -342,7 +368,8 @@ class _KernelRun(_ClaimOffers, SolverState):
                 claim="certified" if status == "certified" else None)
         fields["extra"] = {"gamma": self.gamma_scalar, "mu": self.mu,
                            "support_indices": sup, "gram": "held" if self.gram.held
-                           else "blocked", "kernel_products": self.gram.products}
+                           else "blocked", "kernel_products": self.gram.products,
+                           "refuted": self.last_refutation}
         return fields
 
     def snapshot(self):

@@ -35,7 +35,7 @@ import scipy.sparse as sp
 from .. import _referee
 from .._registry import _register_builtin
 from ..certificates import Certificate, Verdict, certificate_type, kernel_mismatch, local_matrix, \
-    labels_pm as _labels_pm
+    labels_pm as _labels_pm, stored_r_mask
 from .._executors import Block, Executor, local_executor
 from .._validation import Param, check_X
 from ..kernels.builtin import LinearKernel
@@ -434,10 +434,11 @@ def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0, n_blo
     from ``seed``): the Ritz value theta plus its residual ||A x - theta x|| plus the
     rounding margin. An eigenvalue lies within the residual of theta; that it is the
     largest one holds with high probability from a random start (Lanczos converges to the
-    extreme eigenvalues first), not with certainty, unlike the Gram path. If ARPACK does
-    not converge, the trace (>= the largest eigenvalue of this positive semidefinite
-    operator) is used. Returns (bound, products with the operator)."""
-    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+    extreme eigenvalues first), not with certainty, unlike the Gram path. If ARPACK fails
+    (no convergence, or an operator that is 0 in float64), the trace (>= the largest
+    eigenvalue of this positive semidefinite operator) is used. Returns (bound, products
+    with the operator)."""
+    from scipy.sparse.linalg import ArpackError, LinearOperator, eigsh
 
     count = [0]
 
@@ -449,7 +450,8 @@ def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0, n_blo
     op = LinearOperator((p, p), matvec=mv, dtype=np.float64)
     try:
         theta, x = eigsh(op, k=1, which="LA", tol=tol, v0=v0)
-    except ArpackNoConvergence:
+    except ArpackError:
+        # no convergence, or no vector to start from (the operator is 0 in float64)
         return trace + _gram_rounding_bound(n, F, M, trace, augmented, p, n_blocks), count[0]
     theta, x = float(theta[0]), x[:, 0] / np.linalg.norm(x[:, 0])
     res = float(np.linalg.norm(mv(x) - theta * x))
@@ -621,13 +623,14 @@ def fista_rounding(rc, beta, L, mu, rk, rk1, augmented, t=0.0):
 _LEVEL_FLOOR = 2.0 ** -969
 
 
-def check_scales(name, data, gamma, mu, L=None, trace=None, level=None):
+def check_scales(name, data, gamma, mu, L=None, trace=None, level=None, box_only=False):
     """Refuse parameters and data whose scale makes the error bound meaningless (ValueError
     naming the scale): dual variables below 2^-969 (their differences would be subnormal),
     coefficients s * w_bar that can overflow, a condition number L / mu that overflows.
     ``trace`` = sum_i ||z_i||^2 (default: from ``data.zsq``); ``gamma`` is the largest
     box bound, ``level`` (default min(gamma, 1/mu)) the smallest positive level of a
-    weighted run."""
+    weighted run; ``box_only``: the dual variables' scale only (exact kernels, whose
+    solvers check the data's own scales, ``data`` unused)."""
     weighted = level is not None
     if level is None:
         level = certify_level(gamma, mu)
@@ -644,6 +647,8 @@ def check_scales(name, data, gamma, mu, L=None, trace=None, level=None):
             f"[0, min(C, 1/mu)] = [0, {level:.3g}], below 2^-969 = {_LEVEL_FLOOR:.2g}, where "
             "float64 cannot resolve their differences and the error bound would be "
             "meaningless; choose C and 1/mu of at least 1e-290")
+    if box_only:
+        return
     trace = (data.zsq_sum if trace is None else float(trace)) + data.n
     smax = float(data.s.max(initial=0.0))
     with np.errstate(over="ignore"):
@@ -737,7 +742,8 @@ def run_box(gamma, sample_weight, n):
     """
     if sample_weight is None:
         return np.full(n, float(gamma))
-    return float(gamma) * np.asarray(sample_weight, dtype=np.float64)
+    with np.errstate(over="ignore"):  # an infinite box is refused by the solvers' checks
+        return float(gamma) * np.asarray(sample_weight, dtype=np.float64)
 
 
 def certify_levels(box, mu):
@@ -991,7 +997,10 @@ class CertifiedPointsCertificate(Certificate):
         if other is not None:
             return reject(other)
         ypm = _labels_pm(y, self.classes)
-        r, mask = self.r, self.mask
+        try:
+            r, mask = stored_r_mask(self.r, self.mask)
+        except ValueError as exc:
+            return reject(str(exc))
         if ypm.shape != (n,) or r.shape != (n,) or mask.shape != (n,):
             return reject(f"r, mask and y must have one entry per row of X ({n})")
         box = run_box(gamma, sample_weight, n)
@@ -1022,7 +1031,7 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
 
     kind = cert.kind
     n = blocks.n
-    r, mask = cert.r, cert.mask
+    r, mask = stored_r_mask(cert.r, cert.mask)  # of the right kinds (check)
     d = cert.means.shape[0]
     if cert.inv_std.shape != (d,) or (cert.coef is not None and cert.coef.shape != (d,)):
         return reject("the stored statistics and coefficients must have one entry per feature")
