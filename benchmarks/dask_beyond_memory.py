@@ -17,7 +17,9 @@ Usage::
 
 (with marginkit importable: ``pip install -e .``, or ``PYTHONPATH=.`` from the repository
 root). ``--memory-limit`` defaults to 0.9 x the size of X per worker (at least 1 GiB:
-a worker's own start-up takes a few hundred MiB).
+a worker's own start-up takes a few hundred MiB). Spilling and pausing are off (the chunk
+workers hold their chunks for the run, so neither could free memory); the limit itself is
+enforced (a worker beyond 95% of it is restarted and the run fails).
 """
 import argparse
 import json
@@ -101,9 +103,15 @@ def main(argv=None):
     print(f"X: {n} x {d} {args.dtype} = {size / 2**30:.2f} GiB in {len(bounds)} chunks; "
           f"LocalCluster({args.workers} processes x 1 thread, memory_limit "
           f"{limit / 2**30:.2f} GiB each)", flush=True)
-    with LocalCluster(n_workers=args.workers, processes=True, threads_per_worker=1,
-                      memory_limit=limit, host="127.0.0.1",
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+    # the chunks are held by the chunk workers for the whole run, so spilling them to disk
+    # frees nothing, and a worker paused at 80% of its limit would stall the run: only
+    # the limit itself (the nanny ends a worker beyond 95% of it) stays in force
+    with dask.config.set({"distributed.worker.memory.target": False,
+                          "distributed.worker.memory.spill": False,
+                          "distributed.worker.memory.pause": False}), \
+            LocalCluster(n_workers=args.workers, processes=True, threads_per_worker=1,
+                         memory_limit=limit, host="127.0.0.1",
+                         dashboard_address=None) as cluster, Client(cluster) as client:
         parts = [dask.delayed(_chunk, nout=2)(i, hi - lo, d, dtype)
                  for i, (lo, hi) in enumerate(bounds)]
         X = da.concatenate([da.from_delayed(p[0], shape=(hi - lo, d), dtype=dtype)
