@@ -135,9 +135,13 @@ def main(argv=None):
               f"{setup:.1f} s, total {total:.1f} s; certificate verifies: {ok} "
               f"({verify_s:.1f} s); worker RSS "
               f"{[round(v / 2**30, 2) for v in sorted(peak.values())]} GiB", flush=True)
-        if not args.skip_memory_run:
-            Xm, ym = X.compute(), y.compute()
     if not args.skip_memory_run:
+        # the same rows, generated here chunk by chunk (gathering them through the cluster
+        # would need one worker to hold all of X, beyond its limit)
+        parts = [_chunk(i, hi - lo, d, dtype) for i, (lo, hi) in enumerate(bounds)]
+        Xm = np.concatenate([p[0] for p in parts])
+        ym = np.concatenate([p[1] for p in parts])
+        del parts
         clock = _Clock()
         t0 = time.perf_counter()
         mem = mk.solve(Xm, ym, solver=args.solver, callback=clock)
