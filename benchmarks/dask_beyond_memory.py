@@ -27,6 +27,9 @@ import time
 
 import numpy as np
 
+# the iteration clock of the scaling benchmark beside this script
+from dask_scaling import _Clock
+
 SEED = 12345
 
 
@@ -44,21 +47,6 @@ def _chunk(i, m, d, dtype):
     y = np.empty(m)
     X = _dense_block(rng, m, _u(d), 1.0, 0.6, 0.08, 1.0, y).astype(dtype, copy=False)
     return X, y
-
-
-class _Clock:
-    def __init__(self):
-        self.t0 = time.perf_counter()
-        self.ticks = []
-
-    def __call__(self, state):
-        self.ticks.append(time.perf_counter())
-        return False
-
-    def summary(self):
-        t = np.asarray(self.ticks)
-        per = float(np.median(np.diff(t))) if t.size > 1 else float("nan")
-        return per, float(t[0] - self.t0) if t.size else float("nan")
 
 
 def _rss():
