@@ -296,8 +296,8 @@ def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32"), row_o
             f"{name} must be 2-D (n_samples, n_features), got shape {arr.shape}; "
             f"use {name}.reshape(-1, 1) for a single feature"
         )
-    if arr.dtype != dtype:
-        arr = arr.astype(dtype)
+    if arr.dtype != dtype:  # a copy either way: made in row order, the layout rows are read in
+        arr = arr.astype(dtype, order="C")
     return _checked_dense(arr, name, allow_empty)
 
 

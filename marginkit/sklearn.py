@@ -112,6 +112,10 @@ def _validate(estimator, X, y="no_validation", reset=True, y_numeric=False):
         # trusts the index arrays
         check_sparse_structure(X, "X")
     kw = dict(accept_sparse="csr", dtype=_dtypes_for(X))
+    if not sp.issparse(X) and not isinstance(X, np.ndarray):
+        # a DataFrame or a list is converted anyway: into rows, the layout an ndarray of
+        # the same numbers would usually have, so that both give the same scores
+        kw["order"] = "C"
     if _sk_validate_data is not None:
         if isinstance(y, str) and y == "no_validation":
             return _sk_validate_data(estimator, X, reset=reset, **kw)
