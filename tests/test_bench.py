@@ -143,6 +143,49 @@ def test_one_benchmark_through_asvs_runner(tmp_path):
     (key,) = [k for k in result if k.endswith("time_linprog_highs")]
     assert all(t is not None and t > 0 for t in result[key][0])
 
+    # the dashboard: asv publish writes it, and served over HTTP (what asv preview does) it
+    # lists the benchmark and serves its graph data
+    out = subprocess.run(["asv", "publish", "--config", str(cfg)], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    html = tmp_path / "html"
+    index = json.loads(_served(html, "index.json"))
+    assert head.stdout.strip() in index["revision_to_hash"].values()
+    assert any(name.endswith("time_linprog_highs") for name in index["benchmarks"])
+    graphs = list((html / "graphs").rglob("*time_linprog_highs*.json"))
+    assert graphs
+    points = json.loads(_served(html, graphs[0].relative_to(html).as_posix()))
+    assert points and all(p[1] is not None for p in points)
+    assert b"airspeed velocity" in _served(html, "index.html")
+    # the terminal view of the stored commit
+    out = subprocess.run(["asv", "show", head.stdout.strip()[:8], "--config", str(cfg),
+                          "--machine", "ci"], env=env, cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and "time_linprog_highs" in out.stdout, out.stdout + out.stderr
+
+
+def _served(folder, path):
+    """The bytes of ``path`` served over HTTP from ``folder`` on a free local port."""
+    import functools
+    import http.server
+    import threading
+    import urllib.request
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=str(folder))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            url = f"http://127.0.0.1:{server.server_address[1]}/{path}"
+            with urllib.request.urlopen(url, timeout=30) as response:
+                return response.read()
+        finally:
+            server.shutdown()
+
 
 # ------------------------------------------------------------------ marginkit bench
 def test_bench_quick_end_to_end(tmp_path, monkeypatch, capsys):
