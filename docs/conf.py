@@ -4,6 +4,7 @@ Build: ``python -m sphinx -W -b html docs docs/_build/html`` (``pip install marg
 The user-guide pages of the algorithm families are Markdown (``docs/<family>.md``), read
 by myst-parser; the user guide's table of contents lists those present at build time.
 """
+import re
 import sys
 from pathlib import Path
 
@@ -20,6 +21,7 @@ version = release = marginkit.__version__
 extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # MathJax 3 copied into _static/mathjax: math renders offline
     "sphinx.ext.viewcode",
     "numpydoc",
     "myst_parser",
@@ -70,8 +72,12 @@ def _rst_escape(text):
 
 
 def _summary(obj):
+    """The first paragraph of a docstring as one line of reST: its inline literals stay
+    literals, the rest is escaped (``||x||``, ``*`` and ``_`` are plain text there)."""
     doc = (getattr(obj, "__doc__", None) or "").strip()
-    return _rst_escape(doc.split("\n\n")[0].replace("\n", " ")) if doc else ""
+    first = " ".join(doc.split("\n\n")[0].split())
+    parts = re.split(r"(``.+?``)", first)  # odd indices: the literals
+    return "".join(p if i % 2 else _rst_escape(p) for i, p in enumerate(parts))
 
 
 def _registry_table():

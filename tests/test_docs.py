@@ -204,6 +204,30 @@ def test_sphinx_build_without_warnings(tmp_path):
     api = (html / "api.html").read_text()
     for name in ("marginkit.solve", "PerceptronClassifier", "load_libsvm", "decision_boundary"):
         assert name in api
+    # the plug-in table keeps the docstrings' literals as code, not as backquoted text
+    table = api.split('id="built-in-plug-ins"', 1)[1].split("</section>", 1)[0]
+    assert "<code" in table and "`" not in re.sub(r"<[^>]+>", "", table)
+
+    # math renders offline: pages load the bundled MathJax, none a CDN
+    pages = {p.name: p.read_text() for p in html.glob("*.html")}
+    scripts = {name: re.findall(r'<script[^>]*\bsrc="([^"]+)"', text) for name, text in pages.items()}
+    assert "_static/mathjax/tex-chtml.js" in scripts["perceptron.html"]
+    assert (html / "_static" / "mathjax" / "tex-chtml.js").is_file()
+    remote = {name: [s for s in srcs if "//" in s] for name, srcs in scripts.items()}
+    assert not any(remote.values()), remote
+
+    # links: with -W the html build already fails on a broken cross-reference, and myst
+    # resolves every Markdown link itself, [text](page.md#heading), (#heading) and
+    # (path/to/file) alike, warning when the page, heading or file is missing
+    # (myst.xref_missing). linkcheck adds reST's `text <path>`_ links, which it looks up
+    # on disk. External links are left out: CI has no network.
+    proc = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "linkcheck",
+         "-D", "linkcheck_ignore=^https?://", "-d", str(tmp_path / "doctrees"), str(DOCS),
+         str(tmp_path / "linkcheck")],
+        capture_output=True, text=True, env=env, cwd=ROOT)
+    report = tmp_path / "linkcheck" / "output.txt"
+    assert proc.returncode == 0, proc.stderr[-4000:] + (report.read_text() if report.is_file() else "")
 
 
 def _documented_attributes(doc):
