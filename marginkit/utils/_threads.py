@@ -247,7 +247,7 @@ class ThreadChoice:
     def describe(self):
         """The choice in a few words, for the closing line of ``verbose >= 2``."""
         if self.policy == "limited":
-            return f"BLAS threads {self.default} (limited by the caller)"
+            return f"BLAS threads {self.default} (limited already)"
         steps = ", ".join(f"{v} on {nt}" for nt, v in sorted(self.steps.items()) if v)
         calls = ", ".join(f"{k} {v}" for k, v in self.calls.items())
         return (f"BLAS threads (1 when the cores were busy, else {self.default}): {calls}"
@@ -324,10 +324,13 @@ def busy_cores(want, cores=None):
             return False
     if running - 1 <= room:
         return False  # free even if every runnable task is another process's
-    ours_at_most = len(os.listdir("/proc/self/task")) - threading.active_count() + 1
-    if running - ours_at_most > room:
-        return True  # busy even if every thread of this process is runnable
-    own = _own_runnable()
+    try:
+        ours_at_most = len(os.listdir("/proc/self/task")) - threading.active_count() + 1
+        if running - ours_at_most > room:
+            return True  # busy even if every thread of this process is runnable
+        own = _own_runnable()
+    except (OSError, ValueError):  # no per-thread states: every runnable task counts
+        return True
     # a second reading after the scan: a task that ran for a moment (a kernel worker)
     # is not a busy core
     again = _runnable_now()
@@ -344,7 +347,7 @@ class BlasChoice:
     collapse (iterated Tikhonov with a 100-component Nystroem map on the digits: 22x
     slower on two threads than on one, at load 5-10 on two cores). So the run asks, for
     each phase, whether the default threads would find their cores free (``busy_cores``:
-    the runnable tasks now, a few microseconds) and runs the phase on one thread when
+    the runnable tasks now, 10-100 microseconds) and runs the phase on one thread when
     they would not: ``solver.start``, each referee check and ``solver.finalize`` are
     decided when they begin; the steps when the run starts stepping and then again at
     the first step boundary at least ``interval`` seconds of run time after the last
@@ -391,6 +394,7 @@ class BlasChoice:
         else:
             self._seen[0] = max(seen, self.default)
         self.nt = self.default      # BLAS threads now
+        self.last = self.default    # the threads of the last decision
         self.calls = {}             # phase -> threads of its last call
         self.steps = {1: 0, self.default: 0}  # threads -> steps run on them
         self._k = 0                 # the step at the last decision of the steps
@@ -398,7 +402,7 @@ class BlasChoice:
         self.tests = 0
         self.changes = 0
 
-    def _decide(self, where):
+    def _decide(self):
         if self.policy == "limited":
             return self.nt
         now = self.clock()
@@ -416,6 +420,7 @@ class BlasChoice:
                 ctx.__exit__(None, None, None)
             self.nt = nt
             self.changes += 1
+        self.last = nt
         return nt
 
     def count(self, k):
@@ -427,13 +432,13 @@ class BlasChoice:
         """Decide the BLAS threads of a one-shot phase (``"start"``, ``"referee"``,
         ``"finalize"``) that begins now, after ``k`` steps."""
         self.count(k)
-        self.calls[where] = self._decide(where)
+        self.calls[where] = self._decide()
 
     def step(self, k, elapsed):
         """Decide the threads of the steps from step ``k`` on, at run time ``elapsed``
         (called by the loop once ``elapsed`` reaches ``self.due``)."""
         self.count(k)
-        self._decide(f"iter {k}")
+        self._decide()
         self.due = elapsed + self.interval
 
     def close(self, k=None):
@@ -449,20 +454,19 @@ class BlasChoice:
     def describe(self):
         """The choice in a few words, for the closing line of ``verbose >= 2``."""
         if self.policy == "limited":
-            return f"BLAS threads {self.default} (limited by the caller)"
+            return f"BLAS threads {self.default} (limited already)"
         steps = ", ".join(f"{v} on {nt}" for nt, v in sorted(self.steps.items()) if v)
         calls = ", ".join(f"{k} {v}" for k, v in self.calls.items())
         return (f"BLAS threads (1 when the cores were busy, else {self.default}): {calls}"
                 + (f"; steps {steps}" if steps else ""))
 
     def summary(self):
-        """``Result.extra`` fields: ``blas_threads``, the BLAS threads of the last phase
-        decided, and ``blas_choice``: the policy (``"auto"``, or ``"limited"`` when BLAS
-        was limited already), the default threads, the threads of each one-shot phase
-        (its last call), the steps on one thread and on the default, the busy tests made
-        and the changes of the thread count."""
-        last = self.calls.get("finalize", self.nt)
-        return {"blas_threads": int(last),
+        """``Result.extra`` fields: ``blas_threads``, the BLAS threads of the last
+        decision, and ``blas_choice``: the policy (``"auto"``, or ``"limited"`` when BLAS
+        was limited already or has no thread count to set), the default threads, the
+        threads of each one-shot phase (its last call), the steps on one thread and on
+        the default, the busy tests made and the changes of the thread count."""
+        return {"blas_threads": int(self.last),
                 "blas_choice": {"policy": self.policy, "max": int(self.default),
                                 **{k: int(v) for k, v in self.calls.items()},
                                 "one_thread_steps": int(self.steps.get(1, 0)),
