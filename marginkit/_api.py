@@ -210,8 +210,8 @@ def run(problem, solver, rules, max_iter, config, blas=None):
 
 def _loop(problem, solver, rules, max_iter, config, blas):
     problem.stop = tuple(rules)
-    blas.phase("start")
-    state = solver.start(problem)
+    with blas.phase("start"):
+        state = solver.start(problem)
     if getattr(state, "problem", None) is None:
         state.problem = problem
     history = {}
@@ -251,8 +251,8 @@ def _loop(problem, solver, rules, max_iter, config, blas):
                 for rule in rules:
                     status = rule.check(state)
                     if status and status not in _LOOP_STATUSES:
-                        blas.phase("referee", k)
-                        ok, accepted = referee(problem, solver, state, status)
+                        with blas.phase("referee", k):
+                            ok, accepted = referee(problem, solver, state, status)
                         if not ok:
                             status = None
                     if status:
@@ -509,8 +509,8 @@ def _run_to_result(problem, runner, solver, rules, max_iter, config):
     try:
         state, status, history, elapsed, accepted = run(problem, runner, rules, max_iter,
                                                         config, blas)
-        blas.phase("finalize", state.n_iter)
-        done = runner.finalize(problem, state, status) or {}
+        with blas.phase("finalize", state.n_iter):
+            done = runner.finalize(problem, state, status) or {}
     finally:
         blas.close()
     fields = {"status": status, "n_iter": int(state.n_iter), "time_s": elapsed,

@@ -199,6 +199,7 @@ def test_threads_parameter_is_checked(value, exc, match):
 
 
 # ------------------------------------------------------- BLAS threads chosen by the run loop
+from marginkit.kernels import _gram  # noqa: E402
 from marginkit.plugins import Solver, SolverState  # noqa: E402
 from marginkit.utils import _threads  # noqa: E402
 from marginkit.utils._threads import BlasChoice, busy_cores, single_threaded_blas  # noqa: E402
@@ -241,6 +242,7 @@ class _ProbeState(SolverState):
     def step(self):
         self.k += 1
         self.seen.setdefault("step", set()).add(_blas_threads())
+        self.seen.setdefault("step_openmp", set()).add(_gram.max_threads())
         if self.k == self.fail_at:
             raise ArithmeticError("step failed on purpose")
         self.error = 1.0 / (1 + self.k)
@@ -260,6 +262,7 @@ class _BlasProbe(Solver):
 
     def start(self, problem):
         self.seen["start"] = _blas_threads()
+        self.seen["start_openmp"] = _gram.max_threads()
         return _ProbeState(self.seen, self.fail_at)
 
     def finalize(self, problem, state, status):
@@ -284,9 +287,14 @@ def test_every_solver_runs_on_the_blas_threads_the_loop_chose(busy, blas_default
                                                               probe_solver, monkeypatch):
     test, calls = _cores(busy)
     monkeypatch.setattr(_threads, "busy_cores", test)
+    omp = _gram.max_threads()
     res = mk.solve(_XP, _YP, solver="blas_probe")
     nt = 1 if busy else blas_default
-    assert probe_solver.seen == {"start": nt, "step": {nt}, "finalize": nt}
+    # a one-shot phase on one thread runs its OpenMP loops on one; the steps keep the
+    # OpenMP threads (their passes choose for themselves)
+    assert probe_solver.seen == {"start": nt, "step": {nt}, "finalize": nt,
+                                 "start_openmp": 1 if busy else omp, "step_openmp": {omp}}
+    assert _gram.max_threads() == omp
     assert _blas_threads() == blas_default  # restored after the run
     assert res.extra["blas_threads"] == nt
     assert res.extra["blas_choice"] == {
@@ -311,7 +319,8 @@ def test_a_limit_of_the_caller_wins(blas_default, probe_solver, monkeypatch):
     with threadpoolctl.threadpool_limits(1, user_api="blas"):
         res = mk.solve(_XP, _YP, solver="blas_probe")
         assert _blas_threads() == 1
-    assert probe_solver.seen == {"start": 1, "step": {1}, "finalize": 1}
+    assert {k: probe_solver.seen[k] for k in ("start", "step", "finalize")} == \
+        {"start": 1, "step": {1}, "finalize": 1}
     assert calls == []  # nothing tested, nothing set
     assert res.extra["blas_threads"] == 1
     assert res.extra["blas_choice"]["policy"] == "limited"
@@ -321,8 +330,8 @@ def test_a_limit_of_the_caller_wins(blas_default, probe_solver, monkeypatch):
 def test_below_the_threads_seen_before_is_a_limit(blas_default, monkeypatch):
     monkeypatch.setattr(BlasChoice, "_seen", [blas_default + 1])
     choice = BlasChoice(busy=_cores(True)[0])
-    choice.phase("start")
-    assert choice.policy == "limited" and _blas_threads() == blas_default
+    with choice.phase("start"):
+        assert choice.policy == "limited" and _blas_threads() == blas_default
     choice.close()
 
 
@@ -334,8 +343,8 @@ def test_another_runs_limit_is_not_the_callers(blas_default):
     try:
         choice = BlasChoice(busy=_cores(True)[0])
         assert choice.policy == "auto" and choice.default == blas_default
-        choice.phase("start")
-        assert _blas_threads() == 1
+        with choice.phase("start"):
+            assert _blas_threads() == 1
     finally:
         outer.__exit__(None, None, None)
     assert _blas_threads() == 1  # the run's own context holds
@@ -347,13 +356,13 @@ def test_choice_follows_the_cores_and_tests_rarely(blas_default):
     answers = iter([True, False, True])
     t = [0.0]
     choice = BlasChoice(busy=lambda want: next(answers), clock=lambda: t[0])
-    choice.phase("start")
-    assert _blas_threads() == 1 and choice.due == 0.0
+    with choice.phase("start"):
+        assert _blas_threads() == 1 and choice.due == 0.0
     t[0] = 1.0
     choice.step(0, 1.0)
     assert _blas_threads() == blas_default and choice.due == 1.0 + choice.interval
-    choice.phase("referee", 5)  # within ``reuse`` of the last test: its answer
-    assert _blas_threads() == blas_default
+    with choice.phase("referee", 5):  # within ``reuse`` of the last test: its answer
+        assert _blas_threads() == blas_default
     t[0] = 2.0
     choice.step(7, 2.0)
     assert _blas_threads() == 1

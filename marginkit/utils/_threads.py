@@ -1,4 +1,5 @@
 """Thread-count helpers shared by the Cython front ends."""
+import contextlib
 import math
 import os
 import threading
@@ -265,6 +266,35 @@ class ThreadChoice:
                 "probes_put_off": int(self.skipped)}
 
 
+def _openmp_libraries():
+    """threadpoolctl's controllers of the loaded OpenMP runtimes."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController().select(user_api="openmp").lib_controllers
+
+
+class _OneThreadOpenMP:
+    """Context limiting the OpenMP regions the calling thread starts to one thread (an
+    OpenMP thread count is the calling thread's own setting: no other thread sees it)."""
+
+    def __enter__(self):
+        with _LOCK:
+            if _STATE.get("omp") is None:
+                _STATE["omp"] = _openmp_libraries()
+            libs = _STATE["omp"]
+        self.saved = [(lib, lib.get_num_threads()) for lib in libs]
+        for lib, n in self.saved:
+            if n is not None and n != 1:
+                lib.set_num_threads(1)
+        return self
+
+    def __exit__(self, *exc):
+        for lib, n in self.saved:
+            if n is not None and n != 1:
+                lib.set_num_threads(n)
+        return False
+
+
 def _usable_cores():
     try:
         return len(os.sched_getaffinity(0))
@@ -356,7 +386,10 @@ class BlasChoice:
     test less than ``reuse`` seconds old decides the next phase too.
 
     One thread is ``single_threaded_blas()``, process-wide and correct across threads
-    (another run's or a solver's own context nests in it). Nothing is changed when the
+    (another run's or a solver's own context nests in it); a one-shot phase on one
+    thread also runs the OpenMP loops of its thread on one (marginkit's kernel blocks
+    collapse the same way on busy cores), never the steps, whose OpenMP passes choose
+    their own threads (``ThreadChoice``). Nothing is changed when the
     BLAS libraries are already limited: all on one thread, or below the most threads
     this process was seen to use by an earlier run (a ``threadpool_limits`` or
     ``OPENBLAS_NUM_THREADS`` of the user wins), except a limit of marginkit's own
@@ -429,10 +462,14 @@ class BlasChoice:
         self._k = k
 
     def phase(self, where, k=0):
-        """Decide the BLAS threads of a one-shot phase (``"start"``, ``"referee"``,
-        ``"finalize"``) that begins now, after ``k`` steps."""
+        """Context of a one-shot phase (``"start"``, ``"referee"``, ``"finalize"``) that
+        begins now, after ``k`` steps: decides the BLAS threads (they stay as decided
+        after it), and on one thread also limits the OpenMP loops this thread starts
+        meanwhile (marginkit's kernel blocks, an OpenMP build of OpenBLAS) to one."""
         self.count(k)
         self.calls[where] = self._decide()
+        return _OneThreadOpenMP() if self.nt == 1 and self.policy == "auto" \
+            else contextlib.nullcontext()
 
     def step(self, k, elapsed):
         """Decide the threads of the steps from step ``k`` on, at run time ``elapsed``
