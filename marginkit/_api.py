@@ -509,23 +509,25 @@ def _run_to_result(problem, runner, solver, rules, max_iter, config):
     try:
         state, status, history, elapsed, accepted = run(problem, runner, rules, max_iter,
                                                         config, blas)
+        # finalize and the check of the certificate it returns (``finish_fields``)
         with blas.phase("finalize", state.n_iter):
-            done = runner.finalize(problem, state, status) or {}
+            fields = {"status": status, "n_iter": int(state.n_iter), "time_s": elapsed,
+                      "classes_": problem.classes_,
+                      "solver": solver.name or type(solver).__name__,
+                      "config": config, "kernel": problem.kernel,
+                      "task": getattr(solver, "task", "classification"),
+                      **(runner.finalize(problem, state, status) or {})}
+            fields["status"] = status  # a claim is the run's, after its re-check
+            weights = getattr(problem, "sample_weight", None)
+            if weights is not None:
+                # the run was weighted: its certificate is checked with the weights
+                fields["extra"] = {**(fields.get("extra") or {}), "weighted": True,
+                                   "sample_weight_sum": float(weights.sum())}
+            finish_fields(problem, fields, accepted)
     finally:
         blas.close()
-    fields = {"status": status, "n_iter": int(state.n_iter), "time_s": elapsed,
-              "classes_": problem.classes_, "solver": solver.name or type(solver).__name__,
-              "config": config, "kernel": problem.kernel,
-              "task": getattr(solver, "task", "classification"), **done}
     # the BLAS threads the run chose (``BlasChoice``), beside a solver's own extra fields
     fields["extra"] = {**(fields.get("extra") or {}), **blas.summary()}
-    fields["status"] = status  # a claim is the run's, after its re-check
-    weights = getattr(problem, "sample_weight", None)
-    if weights is not None:
-        # the run was weighted: its certificate is checked with the weights
-        fields["extra"] = {**(fields.get("extra") or {}), "weighted": True,
-                           "sample_weight_sum": float(weights.sum())}
-    finish_fields(problem, fields, accepted)
     hist = fields.pop("history", None)
     if hist:
         history.update(hist)
