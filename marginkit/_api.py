@@ -17,6 +17,7 @@ from .certificates import CLAIM_KINDS
 from .kernels.builtin import LinearKernel
 from ._validation import check_gram, check_sample_weight, check_X, check_y, dask_array_of
 from .plugins import Problem
+from .utils._threads import BlasChoice
 
 __all__ = ["solve", "Problem", "resolve_kernel", "resolve_stop", "compose",
            "claim_thresholds", "run", "referee"]
@@ -96,12 +97,15 @@ class _Verbose:
         if self.level >= 2 or k == 0 or elapsed - self.last >= 0.5:
             self.line(k, elapsed, snap)
 
-    def close(self, k, elapsed, status, last=None, note=None):
+    def close(self, k, elapsed, status, last=None, note=None, blas=None):
         """The line of ``last`` = (iteration, elapsed, snapshot), the state's last snapshot,
-        unless printed already, then the ``stopped:`` line (with ``note``)."""
+        unless printed already, then the ``stopped:`` line (with ``note``, and at level 2
+        the BLAS threads the run chose, ``blas``: a ``BlasChoice``)."""
         if last is not None and self.shown != last[0]:
             self.line(*last)
         tail = f", {note}" if note else ""
+        if blas is not None and self.level >= 2:
+            tail += f"; {blas.describe()}"
         print(f"[{self.name}] stopped: {status} after {k} iterations, {elapsed:.3f}s{tail}",
               file=self.stream, flush=True)
 
@@ -177,11 +181,16 @@ def referee(problem, solver, state, status):
     return False, None
 
 
-def run(problem, solver, rules, max_iter, config):
+def run(problem, solver, rules, max_iter, config, blas=None):
     """The iteration loop shared by every solver.
 
     Returns ``(state, status, history, elapsed, certificate)``: ``certificate`` is the one
     the run stopped on (re-checked by ``referee``), None when the status is not a claim.
+
+    ``blas`` (a ``marginkit.utils._threads.BlasChoice``) chooses the BLAS threads of
+    ``solver.start``, of the steps and of each referee check (one thread when the cores
+    are busy, else the process's default); the caller that passes it closes it, else the
+    run makes its own and restores the default threads when it ends.
 
     A Ctrl-C raises ``KeyboardInterrupt`` out of the loop, as anywhere in Python: the
     solvers' context managers restore what they set (BLAS thread counts) on the way out,
@@ -189,8 +198,20 @@ def run(problem, solver, rules, max_iter, config):
     ``config.interrupt == "return"`` the loop defers it to the end of the current
     iteration and returns with status ``"interrupted"`` (a second Ctrl-C raises at once).
     """
+    own_blas = blas is None
+    if own_blas:
+        blas = BlasChoice()
+    try:
+        return _loop(problem, solver, rules, max_iter, config, blas)
+    finally:
+        if own_blas:
+            blas.close()
+
+
+def _loop(problem, solver, rules, max_iter, config, blas):
     problem.stop = tuple(rules)
-    state = solver.start(problem)
+    with blas.phase("start"):
+        state = solver.start(problem)
     if getattr(state, "problem", None) is None:
         state.problem = problem
     history = {}
@@ -230,7 +251,8 @@ def run(problem, solver, rules, max_iter, config):
                 for rule in rules:
                     status = rule.check(state)
                     if status and status not in _LOOP_STATUSES:
-                        ok, accepted = referee(problem, solver, state, status)
+                        with blas.phase("referee", k):
+                            ok, accepted = referee(problem, solver, state, status)
                         if not ok:
                             status = None
                     if status:
@@ -246,6 +268,8 @@ def run(problem, solver, rules, max_iter, config):
                 if callback is not None and callback(state):
                     status = "callback"
                     break
+                if state.elapsed >= blas.due:
+                    blas.step(k, state.elapsed)
                 if batch is not None:
                     done = batch(triggers, max_iter - k)
                     if done is not None:
@@ -265,11 +289,12 @@ def run(problem, solver, rules, max_iter, config):
     state.n_iter = k
     elapsed = clock() - t0
     state.elapsed = elapsed
+    blas.count(k)  # the threads stay as chosen for finalize
     if verbose is not None:
         note = unfinished(rules, max_iter, status, state.n_iter, getattr(state, "failed", None))
         if last is not None and last[0] != state.n_iter:
             last = None
-        verbose.close(state.n_iter, elapsed, status, last, note)
+        verbose.close(state.n_iter, elapsed, status, last, note, blas)
     hist = {k: np.asarray(v) for k, v in history.items()}
     return state, status, hist, elapsed, accepted
 
@@ -480,19 +505,29 @@ def _run_to_result(problem, runner, solver, rules, max_iter, config):
     ``Result``: the run's fields, then the solver's ``finalize`` fields, the status of the
     run (a claim only after its re-check), the record of a weighted run and the
     certificate rules of ``finish_fields``."""
-    state, status, history, elapsed, accepted = run(problem, runner, rules, max_iter, config)
-    fields = {"status": status, "n_iter": int(state.n_iter), "time_s": elapsed,
-              "classes_": problem.classes_, "solver": solver.name or type(solver).__name__,
-              "config": config, "kernel": problem.kernel,
-              "task": getattr(solver, "task", "classification"),
-              **(runner.finalize(problem, state, status) or {})}
-    fields["status"] = status  # a claim is the run's, after its re-check
-    weights = getattr(problem, "sample_weight", None)
-    if weights is not None:
-        # the run was weighted: its certificate is checked with the weights
-        fields["extra"] = {**(fields.get("extra") or {}), "weighted": True,
-                           "sample_weight_sum": float(weights.sum())}
-    finish_fields(problem, fields, accepted)
+    blas = BlasChoice()
+    try:
+        state, status, history, elapsed, accepted = run(problem, runner, rules, max_iter,
+                                                        config, blas)
+        # finalize and the check of the certificate it returns (``finish_fields``)
+        with blas.phase("finalize", state.n_iter):
+            fields = {"status": status, "n_iter": int(state.n_iter), "time_s": elapsed,
+                      "classes_": problem.classes_,
+                      "solver": solver.name or type(solver).__name__,
+                      "config": config, "kernel": problem.kernel,
+                      "task": getattr(solver, "task", "classification"),
+                      **(runner.finalize(problem, state, status) or {})}
+            fields["status"] = status  # a claim is the run's, after its re-check
+            weights = getattr(problem, "sample_weight", None)
+            if weights is not None:
+                # the run was weighted: its certificate is checked with the weights
+                fields["extra"] = {**(fields.get("extra") or {}), "weighted": True,
+                                   "sample_weight_sum": float(weights.sum())}
+            finish_fields(problem, fields, accepted)
+    finally:
+        blas.close()
+    # the BLAS threads the run chose (``BlasChoice``), beside a solver's own extra fields
+    fields["extra"] = {**(fields.get("extra") or {}), **blas.summary()}
     hist = fields.pop("history", None)
     if hist:
         history.update(hist)

@@ -25,6 +25,10 @@ The run loop (``marginkit._api.run``) is::
         state.step(); k += 1            # one iteration, GIL released inside Cython
     fields = solver.finalize(problem, state, status)
 
+``start``, the steps, the referee and ``finalize`` run on the BLAS threads the loop
+chooses (one thread when the cores are busy, else the default; results are the same
+beyond BLAS rounding): ``marginkit.utils._threads.BlasChoice``.
+
 The protocol is one-way. The loop owns ``n_iter`` and ``elapsed``: it assigns both on
 the state after every step (a state may count its own steps, the loop's count is the one
 kept), and a rule reads them. A stopping rule reads the state and never writes into it,

@@ -939,6 +939,7 @@ recomputed after the run and rounded outwards.
 |---|---|
 | a clear error of the documented type, or a `Result` whose certificate verifies from the data alone, over random shapes, dtypes, sparsity and labels | `tests/test_properties.py` (hypothesis) |
 | same `random_state` gives bitwise-identical results; 1 and 2 threads agree to $10^{{-12}}$ | `tests/test_reproducibility.py` |
+| the BLAS threads the run loop chooses (one thread on busy cores) change no iteration count or status and the coefficients by BLAS rounding only; a caller's `threadpool_limits` wins; the default threads come back after a run, a failing one included | `tests/test_threads.py` |
 | results survive pickle, and `Result.save` / `mk.load_result` (npz + JSON, no pickle) | `tests/test_reproducibility.py` |
 | concurrent registry lookups, broken entry points isolated (whatever `load()` raises, `SystemExit` included), `overwrite=True` needed to replace, a second registration never renames a plug-in | `tests/test_registry.py`, `tests/test_reliability.py` |
 | one Solver, Kernel, Smoother or StoppingRule instance serves concurrent runs (per-run state lives in the run; `nystroem`/`rff` fit a private copy per run); the BLAS thread counts after concurrent solves, failing ones included, are those from before | `tests/test_concurrency.py` |

@@ -1,4 +1,5 @@
-"""The thread choice of the FISTA passes: one thread or the OpenMP team, measured in the run.
+"""The thread choice of the FISTA passes: one thread or the OpenMP team, measured in the run;
+and the BLAS threads the run loop chooses for every solver (one thread on busy cores).
 
 No timing is asserted: the policy's logic runs on scripted clocks, and the solves check
 that results do not depend on the choice and that the choice is recorded and bounded by
@@ -195,3 +196,282 @@ def test_threads_parameter_is_checked(value, exc, match):
     X, y = _problem(sparse=False)
     with pytest.raises(exc, match=match):
         mk.solve(X, y, solver="fista", solver_params={"threads": value})
+
+
+# ------------------------------------------------------- BLAS threads chosen by the run loop
+from marginkit.kernels import _gram  # noqa: E402
+from marginkit.plugins import Solver, SolverState  # noqa: E402
+from marginkit.utils import _threads  # noqa: E402
+from marginkit.utils._threads import BlasChoice, busy_cores, single_threaded_blas  # noqa: E402
+
+
+def _blas_threads():
+    return max(i["num_threads"] for i in threadpoolctl.threadpool_info()
+               if i["user_api"] == "blas")
+
+
+@pytest.fixture
+def blas_default():
+    """The process's default BLAS threads (skips where there is nothing to choose)."""
+    mk.solve(np.eye(3), [0, 1, 1], solver="fista")  # BLAS loaded as in a run
+    if not any(i["user_api"] == "blas" for i in threadpoolctl.threadpool_info()):
+        pytest.skip("no BLAS library found by threadpoolctl")
+    n = _blas_threads()
+    if n <= 1:
+        pytest.skip("BLAS is configured for one thread: nothing to choose")
+    return n
+
+
+def _cores(busy):
+    """A busy test that answers ``busy`` and counts its calls."""
+    calls = []
+
+    def test(want, cores=None):
+        calls.append(want)
+        return busy
+
+    return test, calls
+
+
+class _ProbeState(SolverState):
+    def __init__(self, seen, fail_at):
+        self.seen, self.fail_at = seen, fail_at
+        self.error = 1.0
+        self.k = 0
+
+    def step(self):
+        self.k += 1
+        self.seen.setdefault("step", set()).add(_blas_threads())
+        self.seen.setdefault("step_openmp", set()).add(_gram.max_threads())
+        if self.k == self.fail_at:
+            raise ArithmeticError("step failed on purpose")
+        self.error = 1.0 / (1 + self.k)
+
+    def snapshot(self):
+        return {"error": self.error}
+
+
+class _BlasProbe(Solver):
+    """A third-party solver with no thread code: records the BLAS threads it runs on."""
+
+    provides = ("error",)
+    default_stop = (("tolerance", {"tol": 0.1}),)
+    default_max_iter = 50
+    seen = {}
+    fail_at = None
+
+    def start(self, problem):
+        self.seen["start"] = _blas_threads()
+        self.seen["start_openmp"] = _gram.max_threads()
+        return _ProbeState(self.seen, self.fail_at)
+
+    def finalize(self, problem, state, status):
+        self.seen["finalize"] = _blas_threads()
+        return {"dual_coef_": np.zeros(problem.n_samples)}
+
+
+@pytest.fixture
+def probe_solver():
+    _BlasProbe.seen = {}
+    _BlasProbe.fail_at = None
+    mk.register("solver", "blas_probe")(_BlasProbe)
+    return _BlasProbe
+
+
+_XP = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])
+_YP = np.array([1, 1, 0, 0])
+
+
+@pytest.mark.parametrize("busy", [True, False], ids=["busy", "free"])
+def test_every_solver_runs_on_the_blas_threads_the_loop_chose(busy, blas_default,
+                                                              probe_solver, monkeypatch):
+    test, calls = _cores(busy)
+    monkeypatch.setattr(_threads, "busy_cores", test)
+    omp = _gram.max_threads()
+    res = mk.solve(_XP, _YP, solver="blas_probe")
+    nt = 1 if busy else blas_default
+    # a one-shot phase on one thread runs its OpenMP loops on one; the steps keep the
+    # OpenMP threads (their passes choose for themselves)
+    assert probe_solver.seen == {"start": nt, "step": {nt}, "finalize": nt,
+                                 "start_openmp": 1 if busy else omp, "step_openmp": {omp}}
+    assert _gram.max_threads() == omp
+    assert _blas_threads() == blas_default  # restored after the run
+    assert res.extra["blas_threads"] == nt
+    assert res.extra["blas_choice"] == {
+        "policy": "auto", "max": blas_default, "start": nt, "referee": nt, "finalize": nt,
+        "one_thread_steps": 9 if busy else 0, "default_steps": 0 if busy else 9,
+        "tests": len(calls), "changes": 1 if busy else 0}
+    assert calls and set(calls) == {blas_default}
+
+
+def test_a_failing_step_restores_the_blas_threads(blas_default, probe_solver, monkeypatch):
+    monkeypatch.setattr(_threads, "busy_cores", _cores(True)[0])
+    probe_solver.fail_at = 3
+    with pytest.raises(ArithmeticError, match="step failed on purpose"):
+        mk.solve(_XP, _YP, solver="blas_probe")
+    assert probe_solver.seen["step"] == {1}
+    assert _blas_threads() == blas_default
+
+
+def test_a_limit_of_the_caller_wins(blas_default, probe_solver, monkeypatch):
+    test, calls = _cores(False)
+    monkeypatch.setattr(_threads, "busy_cores", test)
+    with threadpoolctl.threadpool_limits(1, user_api="blas"):
+        res = mk.solve(_XP, _YP, solver="blas_probe")
+        assert _blas_threads() == 1
+    assert {k: probe_solver.seen[k] for k in ("start", "step", "finalize")} == \
+        {"start": 1, "step": {1}, "finalize": 1}
+    assert calls == []  # nothing tested, nothing set
+    assert res.extra["blas_threads"] == 1
+    assert res.extra["blas_choice"]["policy"] == "limited"
+    assert _blas_threads() == blas_default
+
+
+def test_below_the_threads_seen_before_is_a_limit(blas_default, monkeypatch):
+    monkeypatch.setattr(BlasChoice, "_seen", [blas_default + 1])
+    choice = BlasChoice(busy=_cores(True)[0])
+    with choice.phase("start"):
+        assert choice.policy == "limited" and _blas_threads() == blas_default
+    choice.close()
+
+
+def test_another_runs_limit_is_not_the_callers(blas_default):
+    # marginkit's own one-thread context (another run's, or a solver's) is open: the run
+    # still chooses, nests in it, and the default comes back when both are closed
+    outer = single_threaded_blas()
+    outer.__enter__()
+    try:
+        choice = BlasChoice(busy=_cores(True)[0])
+        assert choice.policy == "auto" and choice.default == blas_default
+        with choice.phase("start"):
+            assert _blas_threads() == 1
+    finally:
+        outer.__exit__(None, None, None)
+    assert _blas_threads() == 1  # the run's own context holds
+    choice.close()
+    assert _blas_threads() == blas_default
+
+
+def test_choice_follows_the_cores_and_tests_rarely(blas_default):
+    answers = iter([True, False, True])
+    t = [0.0]
+    choice = BlasChoice(busy=lambda want: next(answers), clock=lambda: t[0])
+    with choice.phase("start"):
+        assert _blas_threads() == 1 and choice.due == 0.0
+    t[0] = 1.0
+    choice.step(0, 1.0)
+    assert _blas_threads() == blas_default and choice.due == 1.0 + choice.interval
+    with choice.phase("referee", 5):  # within ``reuse`` of the last test: its answer
+        assert _blas_threads() == blas_default
+    t[0] = 2.0
+    choice.step(7, 2.0)
+    assert _blas_threads() == 1
+    choice.close(8)
+    assert _blas_threads() == blas_default
+    assert choice.summary() == {"blas_threads": 1, "blas_choice": {
+        "policy": "auto", "max": blas_default, "start": 1, "referee": blas_default,
+        "one_thread_steps": 1, "default_steps": 7, "tests": 3, "changes": 3}}
+
+
+def test_microsecond_steps_are_decided_by_elapsed_time(blas_default, monkeypatch):
+    # a perceptron run of many tiny steps: a test at the start and then at most one per
+    # ``interval`` of run time (plus the referee and finalize)
+    test, calls = _cores(True)
+    monkeypatch.setattr(_threads, "busy_cores", test)
+    monkeypatch.setattr(BlasChoice, "reuse", 0.0)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((400, 5))
+    y = np.where(X @ np.arange(1.0, 6.0) > 0, 1, 0)
+    res = mk.solve(X, y, solver="perceptron", max_iter=200_000)
+    assert res.n_iter > 100
+    assert len(calls) <= 4 + res.time_s / BlasChoice.interval
+    choice = res.extra["blas_choice"]
+    assert choice["one_thread_steps"] == res.n_iter and choice["tests"] == len(calls)
+
+
+@pytest.mark.parametrize("kernel, params", [
+    ("rbf", {"n_components": 60, "random_state": 0}),
+    ("rbf", {}),
+    ("linear", {}),
+])
+def test_results_do_not_depend_on_the_blas_choice(kernel, params, blas_default,
+                                                  monkeypatch):
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((300, 8))
+    y = np.where(X[:, 0] + 0.3 * rng.standard_normal(300) > 0, 1, -1)
+    got = {}
+    for busy in (True, False):
+        monkeypatch.setattr(_threads, "busy_cores", _cores(busy)[0])
+        got[busy] = mk.solve(X, y, solver="iterated_tikhonov", kernel=kernel, **params)
+    one, default = got[True], got[False]
+    assert one.extra["blas_choice"]["start"] == 1
+    assert default.extra["blas_choice"]["start"] == blas_default
+    assert one.status == default.status and one.n_iter == default.n_iter
+    for name in ("coef_", "dual_coef_", "intercept_"):
+        a, b = getattr(one, name, None), getattr(default, name, None)
+        if a is not None:
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_verbose_2_reports_the_blas_choice(blas_default, probe_solver, monkeypatch, capsys):
+    monkeypatch.setattr(_threads, "busy_cores", _cores(True)[0])
+    mk.solve(_XP, _YP, solver="blas_probe", verbose=2)
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("[blas_probe] stopped: converged after 9 iterations, ")
+    assert last.endswith(f"; BLAS threads (1 when the cores were busy, else {blas_default}): "
+                         "start 1, referee 1; steps 9 on 1")
+
+
+# ------------------------------------------------------------------------ the busy test
+class _Machine:
+    """Scripted /proc readings for ``busy_cores``: the machine's runnable tasks (one
+    reading after another), this process's threads and those of them runnable."""
+
+    def __init__(self, monkeypatch, running, threads=4, own=1, python=1):
+        self.running = list(running)
+        self.scans = 0
+        monkeypatch.setattr(_threads, "_runnable_now",
+                            lambda: self.running.pop(0) if len(self.running) > 1
+                            else self.running[0])
+        monkeypatch.setattr(_threads, "_own_runnable", self._own)
+        monkeypatch.setattr(_threads.threading, "active_count", lambda: python)
+        real = _threads.os.listdir
+        monkeypatch.setattr(_threads.os, "listdir",
+                            lambda p: [str(i) for i in range(threads)]
+                            if p == "/proc/self/task" else real(p))
+        self.own = own
+
+    def _own(self):
+        self.scans += 1
+        return self.own
+
+
+@pytest.mark.parametrize("running, threads, own, want, cores, busy, scans", [
+    ([1], 4, 1, 2, 2, False, 0),        # only this thread runs: free, no scan
+    ([2], 4, 1, 1, 2, False, 0),        # one other task, one thread wanted of two cores
+    ([9], 4, 1, 2, 2, True, 0),         # busy even if all four threads are runnable
+    ([3, 3], 4, 3, 2, 2, False, 1),     # the runnable tasks are this process's pool
+    ([3, 3], 4, 2, 2, 2, True, 1),      # one other task: no room for two threads
+    ([3, 2], 4, 2, 2, 2, False, 1),     # the other task ran for a moment only
+    ([4], 4, 1, 8, 4, True, 1),         # 8 threads wanted, 4 cores: all must be free
+])
+def test_busy_cores_counts_the_other_runnable_tasks(monkeypatch, running, threads, own,
+                                                    want, cores, busy, scans):
+    machine = _Machine(monkeypatch, running, threads=threads, own=own)
+    assert busy_cores(want, cores=cores) is busy
+    assert machine.scans == scans
+
+
+def test_busy_cores_without_proc_reads_the_load_average(monkeypatch):
+    monkeypatch.setattr(_threads, "_runnable_now", lambda: None)
+    monkeypatch.setattr(_threads.os, "getloadavg", lambda: (2.5, 0.0, 0.0))
+    assert busy_cores(2, cores=2) is True
+    assert busy_cores(2, cores=4) is False
+    monkeypatch.delattr(_threads.os, "getloadavg")
+    assert busy_cores(2, cores=2) is False
+
+
+def test_busy_cores_reads_this_machine():
+    # the real readings: a boolean, whatever the load
+    assert busy_cores(2) in (True, False)
+    assert _threads._own_runnable() >= 1  # the calling thread runs

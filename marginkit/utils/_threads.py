@@ -1,5 +1,7 @@
 """Thread-count helpers shared by the Cython front ends."""
+import contextlib
 import math
+import os
 import threading
 import time
 from collections import deque
@@ -243,6 +245,15 @@ class ThreadChoice:
             return 1
         return cap
 
+    def describe(self):
+        """The choice in a few words, for the closing line of ``verbose >= 2``."""
+        if self.policy == "limited":
+            return f"BLAS threads {self.default} (limited already)"
+        steps = ", ".join(f"{v} on {nt}" for nt, v in sorted(self.steps.items()) if v)
+        calls = ", ".join(f"{k} {v}" for k, v in self.calls.items())
+        return (f"BLAS threads (1 when the cores were busy, else {self.default}): {calls}"
+                + (f"; steps {steps}" if steps else ""))
+
     def summary(self):
         """What was chosen, for ``Result.extra``: the thread count of the last iteration,
         the OpenMP limit seen last, the iterations run on one thread and on more, and
@@ -253,3 +264,249 @@ class ThreadChoice:
                 "one_thread_iterations": int(self.iterations.get(1, 0)),
                 "team_iterations": int(team), "probes": int(self.probes),
                 "probes_put_off": int(self.skipped)}
+
+
+def _openmp_libraries():
+    """threadpoolctl's controllers of the loaded OpenMP runtimes."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController().select(user_api="openmp").lib_controllers
+
+
+class _OneThreadOpenMP:
+    """Context limiting the OpenMP regions the calling thread starts to one thread (an
+    OpenMP thread count is the calling thread's own setting: no other thread sees it)."""
+
+    def __enter__(self):
+        with _LOCK:
+            if _STATE.get("omp") is None:
+                _STATE["omp"] = _openmp_libraries()
+            libs = _STATE["omp"]
+        self.saved = [(lib, lib.get_num_threads()) for lib in libs]
+        for lib, n in self.saved:
+            if n is not None and n != 1:
+                lib.set_num_threads(1)
+        return self
+
+    def __exit__(self, *exc):
+        for lib, n in self.saved:
+            if n is not None and n != 1:
+                lib.set_num_threads(n)
+        return False
+
+
+def _usable_cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _own_runnable():
+    """This process's threads that are runnable now (state R), other Python threads left
+    out (they compete for the cores like other processes do): the calling thread and the
+    library pools' workers (OpenBLAS, OpenMP), which spin for a while after a call."""
+    others = {t.native_id for t in threading.enumerate()} - {threading.get_native_id()}
+    n = 0
+    for tid in os.listdir("/proc/self/task"):
+        if int(tid) in others:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:  # the thread ended meanwhile
+            continue
+        # the state is the field after the command name "(...)", which may hold spaces
+        if stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] == b"R":
+            n += 1
+    return n
+
+
+def _runnable_now():
+    """Runnable tasks of the whole machine now (Linux: the 4th field of /proc/loadavg,
+    the caller included), or None where there is no such count."""
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            return int(f.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def busy_cores(want, cores=None):
+    """Whether ``want`` threads of this process would share the cores with other work
+    now: True when the runnable tasks that are not this process's own (the calling
+    thread and its library pools; other Python threads of the process count as other
+    work) leave fewer than ``min(want, cores)`` cores free.
+
+    Linux reads the machine's runnable tasks now (/proc/loadavg) and, only when that
+    count alone cannot decide, the states of this process's threads; elsewhere the
+    1-minute load average (``os.getloadavg``, this process included) stands for them.
+    With neither, the cores count as free. Costs about 10 microseconds when the count
+    alone decides, about 10 more per thread of the process when it does not.
+    """
+    cores = cores or _usable_cores()
+    room = cores - min(want, cores)  # other runnable tasks the team leaves room for
+    running = _runnable_now()
+    if running is None:
+        try:
+            return os.getloadavg()[0] - 1.0 > room
+        except (AttributeError, OSError):
+            return False
+    if running - 1 <= room:
+        return False  # free even if every runnable task is another process's
+    try:
+        ours_at_most = len(os.listdir("/proc/self/task")) - threading.active_count() + 1
+        if running - ours_at_most > room:
+            return True  # busy even if every thread of this process is runnable
+        own = _own_runnable()
+    except (OSError, ValueError):  # no per-thread states: every runnable task counts
+        return True
+    # a second reading after the scan: a task that ran for a moment (a kernel worker)
+    # is not a busy core
+    again = _runnable_now()
+    return min(running, again if again is not None else running) - own > room
+
+
+class BlasChoice:
+    """BLAS/LAPACK on one thread or on the process's default threads, chosen by the run
+    loop for every solver (``marginkit._api.run``).
+
+    OpenBLAS (pthreads, the build numpy and scipy wheels ship) hands every call of some
+    size to its worker threads, which spin and synchronize per call: with more runnable
+    threads than cores the workers are descheduled in turn and small and medium calls
+    collapse (iterated Tikhonov with a 100-component Nystroem map on the digits: 22x
+    slower on two threads than on one, at load 5-10 on two cores). So the run asks, for
+    each phase, whether the default threads would find their cores free (``busy_cores``:
+    the runnable tasks now, 10-100 microseconds) and runs the phase on one thread when
+    they would not: ``solver.start``, each referee check and ``solver.finalize`` are
+    decided when they begin; the steps when the run starts stepping and then again at
+    the first step boundary at least ``interval`` seconds of run time after the last
+    decision (the loop compares its own clock with a due time, so a step of microseconds
+    costs nothing more; a step longer than ``interval`` is decided at each boundary). A
+    test less than ``reuse`` seconds old decides the next phase too.
+
+    One thread is ``single_threaded_blas()``, process-wide and correct across threads
+    (another run's or a solver's own context nests in it); a one-shot phase on one
+    thread also runs the OpenMP loops of its thread on one (marginkit's kernel blocks
+    collapse the same way on busy cores), never the steps, whose OpenMP passes choose
+    their own threads (``ThreadChoice``). Nothing is changed when the
+    BLAS libraries are already limited: all on one thread, or below the most threads
+    this process was seen to use by an earlier run (a ``threadpool_limits`` or
+    ``OPENBLAS_NUM_THREADS`` of the user wins), except a limit of marginkit's own
+    contexts (another run's), under which the run chooses as usual. The choice changes
+    the time only: a result may differ by BLAS rounding (a sum split over a different
+    number of threads), nothing else.
+    """
+
+    #: seconds of run time between two decisions of the steps
+    interval = 0.1
+    #: a busy test this recent decides the next phase too (a small run's start, first
+    #: step, referee and finalize follow each other within microseconds)
+    reuse = 0.01
+    #: the most threads seen on the BLAS libraries outside any limit of marginkit's
+    _seen = [0]
+
+    def __init__(self, busy=None, clock=None):
+        self.busy = busy or busy_cores
+        self.clock = clock or time.perf_counter
+        self._tested = -math.inf    # when the last busy test was made
+        self._busy = False
+        self._ctx = None            # the open single_threaded_blas() context in mode one
+        with _LOCK:
+            if _STATE["libs"] is None:
+                _STATE["libs"] = _blas_libraries()
+            libs = _STATE["libs"]
+            counts = _STATE["saved"] if _STATE["depth"] else \
+                [lib.get_num_threads() for lib in libs]
+        counts = [n for n in counts if n is not None]
+        self.default = max(counts, default=1)
+        seen = self._seen[0]
+        self.policy = "auto"
+        if self.default <= 1 or self.default < seen:
+            self.policy = "limited"
+        else:
+            self._seen[0] = max(seen, self.default)
+        self.nt = self.default      # BLAS threads now
+        self.last = self.default    # the threads of the last decision
+        self.calls = {}             # phase -> threads of its last call
+        self.steps = {1: 0, self.default: 0}  # threads -> steps run on them
+        self._k = 0                 # the step at the last decision of the steps
+        self.due = math.inf if self.policy == "limited" else 0.0
+        self.tests = 0
+        self.changes = 0
+
+    def _decide(self):
+        if self.policy == "limited":
+            return self.nt
+        now = self.clock()
+        if now - self._tested >= self.reuse:
+            self.tests += 1
+            self._busy = self.busy(self.default)
+            self._tested = now
+        nt = 1 if self._busy else self.default
+        if nt != self.nt:
+            if nt == 1:
+                self._ctx = single_threaded_blas()
+                self._ctx.__enter__()
+            else:
+                ctx, self._ctx = self._ctx, None
+                ctx.__exit__(None, None, None)
+            self.nt = nt
+            self.changes += 1
+        self.last = nt
+        return nt
+
+    def count(self, k):
+        """Count the steps up to ``k`` on the threads chosen at the last decision."""
+        self.steps[self.nt] += k - self._k
+        self._k = k
+
+    def phase(self, where, k=0):
+        """Context of a one-shot phase (``"start"``, ``"referee"``, ``"finalize"``) that
+        begins now, after ``k`` steps: decides the BLAS threads (they stay as decided
+        after it), and on one thread also limits the OpenMP loops this thread starts
+        meanwhile (marginkit's kernel blocks, an OpenMP build of OpenBLAS) to one."""
+        self.count(k)
+        self.calls[where] = self._decide()
+        return _OneThreadOpenMP() if self.nt == 1 and self.policy == "auto" \
+            else contextlib.nullcontext()
+
+    def step(self, k, elapsed):
+        """Decide the threads of the steps from step ``k`` on, at run time ``elapsed``
+        (called by the loop once ``elapsed`` reaches ``self.due``)."""
+        self.count(k)
+        self._decide()
+        self.due = elapsed + self.interval
+
+    def close(self, k=None):
+        """Restore the default threads (the steps up to ``k`` are counted on the threads
+        they ran on)."""
+        if k is not None:
+            self.count(k)
+        if self._ctx is not None:
+            ctx, self._ctx = self._ctx, None
+            ctx.__exit__(None, None, None)
+            self.nt = self.default
+
+    def describe(self):
+        """The choice in a few words, for the closing line of ``verbose >= 2``."""
+        if self.policy == "limited":
+            return f"BLAS threads {self.default} (limited already)"
+        steps = ", ".join(f"{v} on {nt}" for nt, v in sorted(self.steps.items()) if v)
+        calls = ", ".join(f"{k} {v}" for k, v in self.calls.items())
+        return (f"BLAS threads (1 when the cores were busy, else {self.default}): {calls}"
+                + (f"; steps {steps}" if steps else ""))
+
+    def summary(self):
+        """``Result.extra`` fields: ``blas_threads``, the BLAS threads of the last
+        decision, and ``blas_choice``: the policy (``"auto"``, or ``"limited"`` when BLAS
+        was limited already or has no thread count to set), the default threads, the
+        threads of each one-shot phase (its last call), the steps on one thread and on
+        the default, the busy tests made and the changes of the thread count."""
+        return {"blas_threads": int(self.last),
+                "blas_choice": {"policy": self.policy, "max": int(self.default),
+                                **{k: int(v) for k, v in self.calls.items()},
+                                "one_thread_steps": int(self.steps.get(1, 0)),
+                                "default_steps": int(self.steps.get(self.default, 0))
+                                if self.default > 1 else 0,
+                                "tests": int(self.tests), "changes": int(self.changes)}}
