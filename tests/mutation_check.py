@@ -51,7 +51,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: "certificates" among them, those methods)
 TARGETS = (
     ("marginkit/certificates.py", None),
-    ("marginkit/solvers/svm.py", ("certificates", "_referee_certified_points", "_referee_parts",
+    ("marginkit/solvers/svm/_core.py", ("certificates", "_referee_certified_points", "_referee_parts",
                                   "_scaled_frobenius2", "run_thresholds", "certify_level")),
     ("marginkit/solvers/tikhonov.py", ("certificates", "run_targets", "_decrement_referee",
                                        "_loss_derivatives_bounded", "_newton_direction",

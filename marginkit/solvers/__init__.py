@@ -10,4 +10,4 @@ for _mod in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{_mod.name}")
 
 # the exact-kernel certificate type (a private module): registered for ``load_result``
-from . import _kernel_certificate  # noqa: E402,F401
+from .svm import _kernel_certificate  # noqa: E402,F401

@@ -32,16 +32,16 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from .. import _referee
-from .._registry import _register_builtin
-from ..certificates import Certificate, Verdict, certificate_type, kernel_mismatch, local_matrix, \
+from ... import _referee
+from ..._registry import _register_builtin
+from ...certificates import Certificate, Verdict, certificate_type, kernel_mismatch, local_matrix, \
     labels_pm as _labels_pm, stored_r_mask
-from .._executors import Block, Executor, local_executor
-from .._validation import Param, check_X
-from ..kernels.builtin import LinearKernel
-from ..plugins import Solver, SolverState, StoppingRule, Trigger, triggers_on
-from . import _svm_fast as _f
-from ..utils._threads import ThreadChoice, single_threaded_blas
+from ..._executors import Block, Executor, local_executor
+from ..._validation import Param, check_X
+from ...kernels.builtin import LinearKernel
+from ...plugins import Solver, SolverState, StoppingRule, Trigger, triggers_on
+from .. import _svm_fast as _f
+from ...utils._threads import ThreadChoice, single_threaded_blas
 
 __all__ = ["Fista", "FistaSVM", "DCD", "Pegasos", "CertifiedPoints", "Liblinear",
            "CertifiedPointsCertificate", "scaling_statistics", "lipschitz_bound"]
@@ -554,7 +554,7 @@ class _RoundingConstants:
     intermediate results."""
 
     def __init__(self, data, gamma, sums=None, n_blocks=1):
-        from .. import _referee as R
+        from ... import _referee as R
 
         n, d = data.n, data.d
         if sums is None:
@@ -594,7 +594,7 @@ class _RoundingConstants:
         def gL(k):
             return k * uL / (1.0 - k * uL)
 
-        from .._referee import ETA
+        from ..._referee import ETA
 
         return np.array([gL(self.K), gL(4), self.xim_norm, self.mu_m, self.sqrt_n,
                          4.0 * self.sqrt_n * ETA, self.gK, self.g3, self.under])
@@ -667,7 +667,7 @@ def check_scales(name, data, gamma, mu, L=None, trace=None, level=None, box_only
 def _kernel_svm():
     """The exact-kernel solvers (``_kernel_svm``, imported on first use: it builds on
     this module)."""
-    from . import _kernel_svm as ks
+    from . import _kernel as ks
 
     return ks
 
@@ -804,7 +804,7 @@ _HEAVY = 8.0
 
 def _svm_solver_class(spec):
     """The registered SVM solver class named (or instantiated) by ``spec``, or None."""
-    from .._registry import get_plugin
+    from ..._registry import get_plugin
 
     if isinstance(spec, str):
         try:
@@ -821,7 +821,7 @@ def _svm_solver_class(spec):
 def _stop_fraction(stop, default_stop):
     """The smallest ``fraction`` of the ``certified_points`` rules of a run's ``stop``
     (0.0 when there is none); None when the rules cannot be read."""
-    from .._referee import stopping_rules
+    from ..._referee import stopping_rules
 
     rules = stopping_rules(stop, default_stop)
     if rules is None:
@@ -840,7 +840,7 @@ def run_thresholds(config, n):
     the stopping rules cannot be read). The solver's parameters are validated by its own
     parameter table: invalid values raise ``ValueError``/``TypeError`` naming them.
     """
-    from .._config import Config
+    from ..._config import Config
 
     if isinstance(config, Config):
         spec, sparams, stop = config.solver, dict(config.solver_params), config.stop
@@ -965,8 +965,8 @@ class CertifiedPointsCertificate(Certificate):
                 "scale": self.scale, "formulation": self.formulation, "fraction": 0.0}
 
     def check(self, X, y, sample_weight=None):
-        from .. import _referee
-        from .._validation import check_sample_weight
+        from ... import _referee
+        from ..._validation import check_sample_weight
 
         kind = self.kind
 
@@ -1027,7 +1027,7 @@ class CertifiedPointsCertificate(Certificate):
 def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, reject):
     """The recomputation and the rounding bound of docs/svm.md, section 6; ``box`` and
     ``level`` are the n-vectors of the bounds gamma_i and the levels min(gamma_i, 1/mu)."""
-    from .. import _referee as R
+    from ... import _referee as R
 
     kind = cert.kind
     n = blocks.n
@@ -1524,7 +1524,7 @@ class _FistaState(_ClaimOffers, SolverState):
         # the error bound: kappa ||y_k - r_{k+1}|| (its 1/kappa slack covers the rounding
         # of the norm while (kappa - 1) gamma_{n+8} <= 1) plus the rounding term of the
         # step, in units of the power of two at or above gamma
-        from .._referee import gamma as _gamma_k, pow2_at_least
+        from ..._referee import gamma as _gamma_k, pow2_at_least
 
         self.kappa_bound = max(self.kappa, (self.kappa - 1.0) * (1.0 + _gamma_k(n + 8)))
         self.unit = float(pow2_at_least(gmax))

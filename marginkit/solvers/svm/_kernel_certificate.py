@@ -21,8 +21,8 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from .. import _referee as R
-from ..certificates import (Certificate, Verdict, certificate_type, kernel_mismatch, labels_pm,
+from ... import _referee as R
+from ...certificates import (Certificate, Verdict, certificate_type, kernel_mismatch, labels_pm,
                             stored_r_mask)
 
 __all__ = ["KernelCertifiedPointsCertificate", "PSD_MAX_N"]
@@ -59,7 +59,7 @@ def _psd_kernel_types():
     Exactly these classes (a subclass may override the kernel), so the referee needs no
     PSD check for them; a diagonal entry K(x, x) < 0 beyond its rounding still rejects.
     """
-    from ..kernels.builtin import LaplacianKernel, PolynomialKernel, RBFKernel, SplineKernel
+    from ...kernels.builtin import LaplacianKernel, PolynomialKernel, RBFKernel, SplineKernel
 
     return (RBFKernel, PolynomialKernel, LaplacianKernel, SplineKernel)
 
@@ -196,7 +196,7 @@ class KernelCertifiedPointsCertificate(Certificate):
         """The claim's scalar thresholds for n training points: ``svm.run_thresholds`` of
         the configuration, or the constructor's values without one (gamma None when the
         stored box is a vector)."""
-        from .svm import certify_level, run_thresholds
+        from ._core import certify_level, run_thresholds
 
         if self.config is not None:
             return run_thresholds(self.config, n)
@@ -220,7 +220,7 @@ class KernelCertifiedPointsCertificate(Certificate):
 
     # ------------------------------------------------------------------ the referee
     def _check(self, X, y, sample_weight):
-        from ..certificates import _dask
+        from ...certificates import _dask
 
         kind = self.kind
         if _dask(X) is not None:
@@ -366,7 +366,7 @@ def _config_weighted(config):
 
 def _as_matrix(X):
     """X validated (dense or canonical CSR); invalid input is a rejection, not a crash."""
-    from .._validation import check_X
+    from ..._validation import check_X
 
     try:
         return check_X(X)

@@ -25,12 +25,12 @@ from collections import OrderedDict
 import numpy as np
 import scipy.sparse as sp
 
-from .. import _referee as R
-from ..kernels.builtin import LinearKernel
-from ..plugins import SolverState
-from . import _kernel_svm_fast as _kf
-from . import _svm_fast
-from .svm import _ClaimOffers, _box_scales, _gamma_mu as _svm_gamma_mu, check_scales, run_box
+from ... import _referee as R
+from ...kernels.builtin import LinearKernel
+from ...plugins import SolverState
+from .. import _kernel_svm_fast as _kf
+from .. import _svm_fast
+from ._core import _ClaimOffers, _box_scales, _gamma_mu as _svm_gamma_mu, check_scales, run_box
 
 __all__ = ["is_exact", "start_fista", "start_dcd", "EXACT_KERNEL_SCALE"]
 
