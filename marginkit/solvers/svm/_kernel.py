@@ -46,7 +46,8 @@ from .. import _svm_fast
 from ._base import _ClaimOffers
 from ._kernel_certificate import KernelCertifiedPointsCertificate
 from ._lipschitz import ritz_estimate
-from ._thresholds import _box_scales, _gamma_mu as _svm_gamma_mu, check_scales, run_box
+from ._thresholds import _box_scales, _gamma_mu as _svm_gamma_mu, certify_levels, check_scales, \
+    run_box
 
 __all__ = ["is_exact", "start_fista", "start_dcd", "EXACT_KERNEL_SCALE"]
 
@@ -296,11 +297,6 @@ def _lambda_max(gram, augmented, seed=0):
     return min(est, trace) + margin
 
 
-def _box(gamma, n):
-    """The box as an n-vector (the scalar broadcast)."""
-    return np.full(n, float(gamma)) if np.ndim(gamma) == 0 else np.asarray(gamma, dtype=np.float64)
-
-
 class _KernelRun(_ClaimOffers, SolverState):
     """What both kernel states share: the Gram access, the box, the certificate (the
     claim protocol of the linear states, ``_base._ClaimOffers``)."""
@@ -315,9 +311,9 @@ class _KernelRun(_ClaimOffers, SolverState):
         # the per-point boxes C w_i of a weighted run (``run_box``), C otherwise
         weights = getattr(problem, "sample_weight", None)
         self.weighted = weights is not None
-        self.gamma = run_box(gamma, weights, n) if self.weighted else _box(gamma, n)
+        self.gamma = run_box(gamma, weights, n)
         self.mu = float(mu)
-        self.level = np.minimum(self.gamma, 1.0 / self.mu)
+        self.level = certify_levels(self.gamma, self.mu)
         self._check_box(gram.name, gamma, weights)
         self.augmented = augmented
         self.n_iter = 0
