@@ -1,7 +1,7 @@
 """SVM family with certified stopping: ``fista``, ``fista_svm``, ``dcd``, ``pegasos``.
 
 From "Data-Dependent Complexity of First-Order Methods for Support Vector Machines",
-arXiv:2512.03947 (cited by its arXiv number below).
+arXiv:2512.03947 (cited by its arXiv number in the modules).
 
 Perturbed H-SVM dual (paper section 2.2)::
 

@@ -27,8 +27,8 @@ _FLOAT_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
 # The data of a run are row blocks (``marginkit._executors``): one in-memory block, or the
 # chunks of a dask array. Each block keeps its ``_Data`` in ``block.v["svm"]`` (the matrix
-# as the Cython kernels take it and its per-row constants); the statistics, sums and
-# Gram matrices below are block kernels reduced in block order.
+# as the Cython kernels take it and its per-row constants); the statistics and sums
+# below (and the Gram matrices of ``_lipschitz``) are block kernels reduced in block order.
 def _block_data(block):
     data = block.v.get("svm")
     if data is None:
