@@ -1,10 +1,11 @@
 """What the SVM family's and iterated Tikhonov's referees share: row blocks and rounding.
 
-The certificates of ``svm.py`` (``CertifiedPointsCertificate``) and ``tikhonov.py``
-(``NewtonDecrementCertificate``) recompute their claims from the data in float64, as
-sums over row blocks of X (a numpy array in C or F order, a scipy sparse matrix, or a
-dask array whose row chunks are computed one at a time: X is never held whole), and bound
-the rounding error of that recomputation (docs/svm.md section 6, docs/tikhonov.md).
+The certificates of ``svm/_certificate.py`` (``CertifiedPointsCertificate``) and
+``tikhonov.py`` (``NewtonDecrementCertificate``) recompute their claims from the data in
+float64, as sums over row blocks of X (a numpy array in C or F order, a scipy sparse
+matrix, or a dask array whose row chunks are computed one at a time: X is never held
+whole), and bound the rounding error of that recomputation (docs/svm.md section 6,
+docs/tikhonov.md).
 
 Rounding model (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.,
 sections 2.2 and 3.1): every float64 operation returns op(a, b)(1 + delta) with
@@ -24,12 +25,19 @@ UNIT = 2.0 ** -53
 ETA = 2.0 ** -1074
 #: row blocks of at most this many stored entries (bounded temporaries)
 BLOCK_ENTRIES = 1 << 21
+#: unit roundoff of long double (2^-64 on x87, 2^-53 where long double is float64)
+LONG_UNIT = float(np.finfo(np.longdouble).epsneg)
 
 
 def gamma(k):
     """gamma_k = k u / (1 - k u) (Higham, Lemma 3.1); inf when k u >= 1/2."""
     ku = float(k) * UNIT
     return math.inf if ku >= 0.5 else ku / (1.0 - ku)
+
+
+def gamma_long(k):
+    """gamma_k in long double's unit roundoff ``LONG_UNIT``, for sums run in long double."""
+    return k * LONG_UNIT / (1.0 - k * LONG_UNIT)
 
 
 def scaled_norm(v):

@@ -4,15 +4,16 @@ Usage (from the repository root; not part of the default test run)::
 
     python tests/mutation_check.py              # every mutant, the default fast subset
     python tests/mutation_check.py --list       # the mutants only
-    python tests/mutation_check.py --only certificates.py:243,svm.py:566
+    python tests/mutation_check.py --only certificates.py:243,_certificate.py:300
     python tests/mutation_check.py --tests "tests/test_svm.py -k certif"
 
 The mutation sites are found with ``ast`` in the code that decides whether a claim
 holds, so the list follows the code as it changes:
 
 * ``marginkit/certificates.py`` (everything),
-* the methods of the ``*Certificate`` classes of ``marginkit/solvers/svm.py`` and
-  ``marginkit/solvers/tikhonov.py`` with their referee functions, ``marginkit/_referee.py``,
+* the methods of the ``*Certificate`` classes of ``marginkit/solvers/svm/_certificate.py``
+  and ``marginkit/solvers/tikhonov.py`` with their referee functions (and the thresholds of
+  ``marginkit/solvers/svm/_thresholds.py``), ``marginkit/_referee.py``,
 * ``referee`` and ``finish_fields`` of ``marginkit/_api.py`` (the run loop's re-check).
 
 Operators (each mutant changes one site):
@@ -51,8 +52,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: "certificates" among them, those methods)
 TARGETS = (
     ("marginkit/certificates.py", None),
-    ("marginkit/solvers/svm.py", ("certificates", "_referee_certified_points", "_referee_parts",
-                                  "_scaled_frobenius2", "run_thresholds", "certify_level")),
+    ("marginkit/solvers/svm/_certificate.py", ("certificates", "_referee_certified_points",
+                                               "_referee_parts", "_scaled_frobenius2")),
+    ("marginkit/solvers/svm/_thresholds.py", ("run_thresholds", "certify_level")),
     ("marginkit/solvers/tikhonov.py", ("certificates", "run_targets", "_decrement_referee",
                                        "_loss_derivatives_bounded", "_newton_direction",
                                        "_decrement_pass2")),
@@ -366,7 +368,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     ap.add_argument("--only", help="only mutants whose label contains one of these "
-                    "comma-separated texts (e.g. 'svm.py:566,tikhonov.py:775')")
+                    "comma-separated texts (e.g. '_certificate.py:300,tikhonov.py:775')")
     ap.add_argument("--tests", action="append", help="pytest arguments of the subset "
                     "(repeatable; default: the certificate subset)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per mutant run")

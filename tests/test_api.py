@@ -504,7 +504,9 @@ def _modules():
     return out
 
 
-def test_top_level_imports_form_no_cycle():
+def _import_graph(function_level):
+    """marginkit's modules -> the marginkit modules they import: the module-level imports,
+    or (``function_level``) every import statement, those inside functions included."""
     import ast
     import importlib.util
 
@@ -515,7 +517,7 @@ def test_top_level_imports_form_no_cycle():
         tree = ast.parse(open(spec.origin).read())
         pkg = mod if spec.origin.endswith("__init__.py") else mod.rpartition(".")[0]
         deps = set()
-        for node in tree.body:
+        for node in (ast.walk(tree) if function_level else tree.body):
             if isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
@@ -526,7 +528,10 @@ def test_top_level_imports_form_no_cycle():
             elif isinstance(node, ast.Import):
                 deps.update(a.name for a in node.names)
         graph[mod] = {d for d in deps if d in mods and d != mod}
+    return graph
 
+
+def _assert_acyclic(graph):
     state = {}
 
     def visit(m, path):
@@ -541,6 +546,18 @@ def test_top_level_imports_form_no_cycle():
     for m in sorted(graph):
         if m not in state:
             visit(m, [])
+
+
+def test_top_level_imports_form_no_cycle():
+    _assert_acyclic(_import_graph(function_level=False))
+
+
+def test_imports_inside_functions_form_no_cycle_either():
+    # a cycle closed by an import inside a function still ties its modules together:
+    # none of them can be read, tested or moved without the others
+    deep, top = _import_graph(function_level=True), _import_graph(function_level=False)
+    assert any(deep[m] - top[m] for m in deep)  # the imports inside functions are read
+    _assert_acyclic(deep)
 
 
 @pytest.mark.slow

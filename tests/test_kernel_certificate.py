@@ -13,8 +13,8 @@ import scipy.sparse as sp
 import marginkit as mk
 from marginkit.kernels.builtin import (LaplacianKernel, PolynomialKernel, PrecomputedKernel,
                                        RBFKernel, CallableKernel)
-from marginkit.solvers import _kernel_certificate as KC
-from marginkit.solvers._kernel_certificate import KernelCertifiedPointsCertificate as Cert
+from marginkit.solvers.svm import _kernel_certificate as KC
+from marginkit.solvers.svm._kernel_certificate import KernelCertifiedPointsCertificate as Cert
 
 C, MU = 1.0, 0.5          # mu C = 1/2, the paper's ratio
 SOLVER = {"hsvm": "dcd", "svm": "fista_svm"}

@@ -321,7 +321,7 @@ def test_boxes_out_of_float64_range_are_refused(solver):
 
 @pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
 def test_a_run_whose_claims_are_refuted_says_why(monkeypatch, solver):
-    from marginkit.solvers import _kernel_certificate as KC
+    from marginkit.solvers.svm import _kernel_certificate as KC
 
     X, y = _data(n=60)
     K = pairwise_kernels(X, metric="rbf", gamma=G)

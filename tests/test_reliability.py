@@ -835,7 +835,7 @@ def test_ctrl_c_inside_a_blas_limit_restores_the_thread_counts(monkeypatch):
         pytest.skip("fista is not registered")
     from threadpoolctl import threadpool_info
 
-    import marginkit.solvers.svm as svm
+    import marginkit.solvers.svm._fista as svm
     from marginkit.utils import _threads
 
     X, y = _interrupt_data()

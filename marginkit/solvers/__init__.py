@@ -1,4 +1,5 @@
-"""Solver plug-ins: one front module (``<family>.py``) and one Cython core per family.
+"""Solver plug-ins: one front module or package per family (``perceptron.py``, ``svm/``,
+``tikhonov.py``) and its Cython core (``_<family>_fast.pyx``).
 
 Every module of this package is imported here so its ``@_register_builtin`` runs.
 """
@@ -8,6 +9,3 @@ import pkgutil
 for _mod in pkgutil.iter_modules(__path__):
     if not _mod.name.startswith("_"):
         importlib.import_module(f"{__name__}.{_mod.name}")
-
-# the exact-kernel certificate type (a private module): registered for ``load_result``
-from . import _kernel_certificate  # noqa: E402,F401

@@ -1218,7 +1218,7 @@ def _weighted_gram(blocks, h, p):
 
 def _ref_args(B):
     """The (Xd, data, indices, indptr, dense) arguments of the referee kernels for a block."""
-    from .svm import _CSR_PLACEHOLDER, _DENSE_PLACEHOLDER
+    from .svm._data import _CSR_PLACEHOLDER, _DENSE_PLACEHOLDER
 
     if sp.issparse(B):
         return (_DENSE_PLACEHOLDER[B.dtype], B.data, B.indices, B.indptr, False)

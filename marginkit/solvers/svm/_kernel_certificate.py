@@ -21,9 +21,10 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from .. import _referee as R
-from ..certificates import (Certificate, Verdict, certificate_type, kernel_mismatch, labels_pm,
+from ... import _referee as R
+from ...certificates import (Certificate, Verdict, certificate_type, kernel_mismatch, labels_pm,
                             stored_r_mask)
+from ._thresholds import certify_level, run_thresholds
 
 __all__ = ["KernelCertifiedPointsCertificate", "PSD_MAX_N"]
 
@@ -59,7 +60,7 @@ def _psd_kernel_types():
     Exactly these classes (a subclass may override the kernel), so the referee needs no
     PSD check for them; a diagonal entry K(x, x) < 0 beyond its rounding still rejects.
     """
-    from ..kernels.builtin import LaplacianKernel, PolynomialKernel, RBFKernel, SplineKernel
+    from ...kernels.builtin import LaplacianKernel, PolynomialKernel, RBFKernel, SplineKernel
 
     return (RBFKernel, PolynomialKernel, LaplacianKernel, SplineKernel)
 
@@ -95,7 +96,7 @@ class KernelCertifiedPointsCertificate(Certificate):
 
     ``value`` is the solver's error bound eps >= ||r - r*|| at the returned r (for
     information); ``mask`` marks the points with level_i - r_i > eps, level_i =
-    min(gamma_i, 1/mu) (``svm.certify_level``). ``check(X, y)`` is the referee: it
+    min(gamma_i, 1/mu) (``certify_level``). ``check(X, y)`` is the referee: it
     recomputes the claim from X, y, r and the kernel alone, in float64 over blocks of Gram
     rows (bounded memory; never the whole n x n matrix for a kernel that is PSD by
     construction), with the kernel's ``careful_block`` (entries with proven error bounds;
@@ -121,7 +122,7 @@ class KernelCertifiedPointsCertificate(Certificate):
       y^T r and the stored classifier's margin y_i ((K u)_i + intercept) is positive
       beyond rounding.
 
-    The thresholds come from the run's configuration ``config`` (``svm.run_thresholds``:
+    The thresholds come from the run's configuration ``config`` (``run_thresholds``:
     gamma = ``C`` or 64/n, mu = ``mu`` or n/128, the formulation of the run's solver and the
     ``certified_points`` fraction), never from numbers the certificate stores about itself;
     a stored gamma, mu, formulation or kernel that differs from the configuration's is a
@@ -193,11 +194,9 @@ class KernelCertifiedPointsCertificate(Certificate):
         self.claim = claim
 
     def thresholds(self, n):
-        """The claim's scalar thresholds for n training points: ``svm.run_thresholds`` of
+        """The claim's scalar thresholds for n training points: ``run_thresholds`` of
         the configuration, or the constructor's values without one (gamma None when the
         stored box is a vector)."""
-        from .svm import certify_level, run_thresholds
-
         if self.config is not None:
             return run_thresholds(self.config, n)
         g = self.gamma if np.ndim(self.gamma) == 0 else None
@@ -220,7 +219,7 @@ class KernelCertifiedPointsCertificate(Certificate):
 
     # ------------------------------------------------------------------ the referee
     def _check(self, X, y, sample_weight):
-        from ..certificates import _dask
+        from ...certificates import _dask
 
         kind = self.kind
         if _dask(X) is not None:
@@ -366,7 +365,7 @@ def _config_weighted(config):
 
 def _as_matrix(X):
     """X validated (dense or canonical CSR); invalid input is a rejection, not a crash."""
-    from .._validation import check_X
+    from ..._validation import check_X
 
     try:
         return check_X(X)

@@ -2,7 +2,7 @@
 explicit feature map: ``rbf``, ``poly``, ``laplacian``, ``spline``, ``precomputed``,
 callables).
 
-The SVM solvers of ``marginkit.solvers.svm`` call ``start_fista`` / ``start_dcd`` when
+The SVM solvers (``_fista``, ``_dcd``) call ``start_fista`` / ``start_dcd`` when
 the run's kernel is exact (``is_exact``). Row i of H~ is y_i (phi(x_i), 1), so the
 perturbed duals of arXiv:2512.03947 (section 2.2) need the Gram matrix only:
 
@@ -18,6 +18,19 @@ The Gram matrix is held as one float64 n x n matrix when it fits in
 ``config.memory_budget``; otherwise FISTA's products run over Gram row blocks computed
 on the fly and DCD reads kernel columns through an LRU cache (``_Gram``). The kernel sees
 X as given (as LIBSVM does): ``scale`` does not apply to exact kernels.
+
+References
+----------
+.. [1] "Data-Dependent Complexity of First-Order Methods for Support Vector Machines",
+   arXiv:2512.03947 (2025), sections 2-4.
+.. [2] A. Beck, "First-Order Methods in Optimization", SIAM, 2017, section 10.7.7.
+.. [3] C.-J. Hsieh, K.-W. Chang, C.-J. Lin, S. S. Keerthi, S. Sundararajan, "A Dual
+   Coordinate Descent Method for Large-scale Linear SVM", ICML 2008.
+.. [4] C.-C. Chang, C.-J. Lin, "LIBSVM: A Library for Support Vector Machines", ACM
+   Transactions on Intelligent Systems and Technology 2(3), 2011 (the kernel cache, the
+   working sets by violation).
+.. [5] T. Joachims, "Making Large-Scale SVM Learning Practical", in Advances in Kernel
+   Methods - Support Vector Learning, MIT Press, 1999 (working sets).
 """
 import math
 from collections import OrderedDict
@@ -25,12 +38,16 @@ from collections import OrderedDict
 import numpy as np
 import scipy.sparse as sp
 
-from .. import _referee as R
-from ..kernels.builtin import LinearKernel
-from ..plugins import SolverState
-from . import _kernel_svm_fast as _kf
-from . import _svm_fast
-from .svm import _ClaimOffers, _box_scales, _gamma_mu as _svm_gamma_mu, check_scales, run_box
+from ... import _referee as R
+from ...kernels.builtin import LinearKernel
+from ...plugins import SolverState
+from .. import _kernel_svm_fast as _kf
+from .. import _svm_fast
+from ._base import _ClaimOffers
+from ._kernel_certificate import KernelCertifiedPointsCertificate
+from ._lipschitz import ritz_estimate
+from ._thresholds import _box_scales, _gamma_mu as _svm_gamma_mu, certify_levels, check_scales, \
+    run_box
 
 __all__ = ["is_exact", "start_fista", "start_dcd", "EXACT_KERNEL_SCALE"]
 
@@ -257,9 +274,7 @@ def _lambda_max(gram, augmented, seed=0):
     """An upper bound of the largest eigenvalue of K + 1 1^T (``augmented``) or K (the
     Hessians Y (.) Y have the same spectrum): Lanczos' Ritz value plus its residual (an
     eigenvalue lies within it; the largest one with high probability from a random start)
-    plus the rounding of the products; the trace when ARPACK fails."""
-    from scipy.sparse.linalg import ArpackError, LinearOperator, eigsh
-
+    plus the rounding of the products; the trace when ARPACK fails (``ritz_estimate``)."""
     n = gram.n
     trace = gram.trace + (n if augmented else 0.0)
     margin = 2.0 * (R.gamma(n + 4) + _KERNEL_TOL) * trace
@@ -267,7 +282,6 @@ def _lambda_max(gram, augmented, seed=0):
         return trace + margin
 
     def mv(v):
-        v = np.asarray(v, dtype=np.float64).ravel()
         out = gram.matvec(v)
         if augmented:
             out += np.sum(v)
@@ -275,27 +289,17 @@ def _lambda_max(gram, augmented, seed=0):
 
     if gram.held:
         gram.ensure(np.arange(n))
-    op = LinearOperator((n, n), matvec=mv, dtype=np.float64)
-    v0 = np.random.default_rng(seed).standard_normal(n)
-    try:
-        theta, x = eigsh(op, k=1, which="LA", tol=1e-6, v0=v0)
-    except ArpackError:
+    est = ritz_estimate(mv, n, 1e-6, seed)
+    if est is None:
         # no convergence, or no vector to start from (K v = 0 for every v: a Gram matrix
         # that is 0 in float64); the trace bounds the largest eigenvalue of a PSD matrix
         return trace + margin
-    theta, x = float(theta[0]), x[:, 0] / np.linalg.norm(x[:, 0])
-    res = float(np.linalg.norm(mv(x) - theta * x))
-    return min(max(theta, 0.0) + res, trace) + margin
-
-
-def _box(gamma, n):
-    """The box as an n-vector (the scalar broadcast)."""
-    return np.full(n, float(gamma)) if np.ndim(gamma) == 0 else np.asarray(gamma, dtype=np.float64)
+    return min(est, trace) + margin
 
 
 class _KernelRun(_ClaimOffers, SolverState):
     """What both kernel states share: the Gram access, the box, the certificate (the
-    claim protocol of the linear states, ``svm._ClaimOffers``)."""
+    claim protocol of the linear states, ``_base._ClaimOffers``)."""
 
     kernel_run = True
 
@@ -304,12 +308,12 @@ class _KernelRun(_ClaimOffers, SolverState):
         self.problem, self.gram = problem, gram
         self.y = np.ascontiguousarray(problem.y, dtype=np.float64)
         self.gamma_scalar = gamma
-        # the per-point boxes C w_i of a weighted run (``svm.run_box``), C otherwise
+        # the per-point boxes C w_i of a weighted run (``run_box``), C otherwise
         weights = getattr(problem, "sample_weight", None)
         self.weighted = weights is not None
-        self.gamma = run_box(gamma, weights, n) if self.weighted else _box(gamma, n)
+        self.gamma = run_box(gamma, weights, n)
         self.mu = float(mu)
-        self.level = np.minimum(self.gamma, 1.0 / self.mu)
+        self.level = certify_levels(self.gamma, self.mu)
         self._check_box(gram.name, gamma, weights)
         self.augmented = augmented
         self.n_iter = 0
@@ -321,7 +325,7 @@ class _KernelRun(_ClaimOffers, SolverState):
     def _check_box(self, name, C, weights):
         """Refuse boxes whose scale no certificate can resolve (the referee would refute
         every claim and the run would spend max_iter): a box C w_i that overflows float64,
-        or dual variables below 2^-969 (``svm.check_scales``, as on linear kernels)."""
+        or dual variables below 2^-969 (``check_scales``, as on linear kernels)."""
         gmax, low = _box_scales(self.gamma, self.mu)
         if not math.isfinite(gmax):
             raise ValueError(
@@ -344,8 +348,6 @@ class _KernelRun(_ClaimOffers, SolverState):
         super().refuted(status, verdict)
 
     def fields(self, problem, status, r, t, formulation):
-        from ._kernel_certificate import KernelCertifiedPointsCertificate
-
         X = problem.X
         u = self.y * r
         sup = np.flatnonzero(r > 0.0)

@@ -1,0 +1,58 @@
+"""What the certified SVM solvers share: the parameters C, mu and scale (paper section 2.4),
+their base class ``_CertifiedSVM``, and the claim protocol of their states
+(``_ClaimOffers``)."""
+import numbers
+
+import numpy as np
+
+from ..._validation import Param
+from ...plugins import Solver
+
+
+_SCALES = ("std", "scale")
+
+
+_COMMON_PARAMS = {
+    "C": Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
+               doc="box bound gamma of the dual (None: 64/n)"),
+    "mu": Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
+                doc="perturbation mu (None: n/128)"),
+    "scale": Param("std", types=str, options=_SCALES, allow_none=True,
+                   doc="'std' (implicit centering and scaling), 'scale' (scaling only) or None"),
+}
+
+
+class _CertifiedSVM(Solver):
+    """Base of the solvers whose runs end with a certified-points claim (``fista``,
+    ``fista_svm``, ``dcd``): ``run_thresholds`` accepts exactly its subclasses.
+
+    They solve the perturbed dual of the H-SVM (``formulation = "hsvm"``) or of the
+    classical SVM (``"svm"``) over the boxes [0, C w_i] of any PSD kernel (an explicit
+    feature map runs on Phi(X), an exact kernel on its Gram matrix, ``_kernel``) and stop,
+    by default, at the first certified point.
+    """
+
+    requires = {}
+    default_stop = (("certified_points", {"fraction": 0.0}),)
+    #: per-point boxes gamma_i = C w_i (``run_box``)
+    sample_weight = True
+    #: the dual the claims are checked in: "hsvm" (intercept regularized) or "svm"
+    formulation = "hsvm"
+
+
+class _ClaimOffers:
+    """The claim protocol of the SVM states (``SolverState.certificate``): the
+    certificate of a claim is the one ``finalize`` builds at the current iterate; after a
+    refuted claim (``refuted``) the claim is offered again only once the error bound has
+    halved, so that a bound the referee cannot confirm (its own rounding, a model it
+    rejects) costs a few re-checks, not one per iteration."""
+
+    _offer_below = np.inf
+
+    def certificate(self, status):
+        if status == "certified" and not self.error_bound <= self._offer_below:
+            return None
+        return (self._solver.finalize(self.problem, self, status) or {}).get("certificate")
+
+    def refuted(self, status, verdict):
+        self._offer_below = 0.5 * self.error_bound

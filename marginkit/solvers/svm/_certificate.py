@@ -1,0 +1,431 @@
+"""The certified-points certificate of the linear SVM solvers, and its referee.
+
+``CertifiedPointsCertificate`` (kind ``"certified_points"``) claims that the points of
+its mask are classified correctly by the current and by the optimal classifier of the
+perturbed dual (paper sections 2.3 and 4). Its ``check`` recomputes the claim from X (or
+Phi(X) of a kernel approximation), y, the weights and r alone, with thresholds from the
+run's configuration (``run_thresholds``), in float64 over row blocks with a proven
+bound on the recomputation's rounding error (docs/svm.md, section 6). Exact kernels have
+their own certificate (``_kernel_certificate``).
+
+References
+----------
+.. [1] "Data-Dependent Complexity of First-Order Methods for Support Vector Machines",
+   arXiv:2512.03947 (2025), sections 2.3 (certified points) and 4 (the bound
+   ||r - r*|| <= ||p(r)|| / mu).
+.. [2] N. J. Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., SIAM,
+   2002, sections 2.2 and 3.1 (the rounding model of the recomputation).
+"""
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from ... import _referee as R
+from ..._validation import check_sample_weight, check_X
+from ...certificates import Certificate, Verdict, certificate_type, kernel_mismatch, \
+    labels_pm as _labels_pm, local_matrix, stored_r_mask
+from ...kernels.builtin import LinearKernel
+from .. import _svm_fast as _f
+from ._data import _CSR_PLACEHOLDER, _DENSE_PLACEHOLDER, scaling_statistics
+from ._thresholds import certify_level, certify_levels, run_box, run_thresholds
+
+
+#: relative tolerance of the consistency checks between the stored model (coef,
+#: intercept, statistics) and its recomputation from r: far above the rounding of either
+#: computation (dcd updates its w incrementally, about n u per epoch), far below any
+#: change that alters the model
+_MODEL_RTOL = 1e-6
+
+
+#: the same for the stored scaling statistics (relative, means in units of the spread
+#: and of their own size): loose enough for a certificate of float32 data checked on its
+#: float64 values (the claims themselves use the statistics recomputed from X)
+_STATS_RTOL = 1e-6
+
+
+#: columns with s_j |m_j| above this are centred explicitly by the referee (the bound of
+#: the implicit form grows like (s_j |m_j|)^2; below it, it stays within a few hundred
+#: times the rounding of the centred form, which is still ~1e-10 relative)
+_HEAVY = 8.0
+
+
+@certificate_type
+class CertifiedPointsCertificate(Certificate):
+    """Points certified correctly classified by the current and the optimal classifier.
+
+    ``value`` is the solver's error bound eps >= ||r - r*|| at the returned r (for
+    information); ``mask`` marks the points with level - r_i > eps, level =
+    min(gamma, 1/mu) (``certify_level``). ``check(X, y)`` is the referee: it recomputes
+    the claim from X (or the kernel approximation's Phi(X)), y and r alone, in float64
+    with numpy/scipy products over row blocks (independent of the Cython kernels; a dask
+    array is read one chunk at a time), with a proven bound on the rounding error of the
+    recomputation (docs/svm.md, section 6):
+
+    * the scaling statistics (means, inverse standard deviations) from X, which must
+      agree with the stored ones;
+    * w_bar = Z^T (y * r), the intercept (t_bar = y^T r for H-SVM; the stored multiplier
+      for the classical SVM, any value of which gives a valid bound), the margins
+      theta_i = y_i (z_i . w_bar + t_bar);
+    * the projected gradient p(r) of the perturbed dual and eps_v = ||p(r)|| / mu, which
+      bounds ||r - r*|| for *any* feasible r (strong convexity, paper section 4), plus the
+      rounding bound of its recomputation (and, for the classical SVM, a term for the
+      residual of y^T r = 0);
+    * r is feasible, the mask is non-empty (more than ``fraction * n`` points for the
+      claim ``"certified"``), every certified point has level - r_i > eps_v + rounding
+      and theta_i > 1 - mu level beyond rounding, the stored original-space classifier
+      (coef, intercept) agrees with w_bar and classifies every certified point correctly
+      beyond the rounding of its own margins.
+
+    The thresholds come from the run's configuration ``config`` (a ``Config``, or its
+    dict form after ``load_result``): gamma (``C`` or 64/n), mu (``mu`` or n/128), the
+    scale, the formulation and the ``certified_points`` fraction, never from numbers the
+    certificate stores about itself; a stored gamma, mu, scale or formulation that
+    differs from the configuration's is a rejection. A certificate built without a
+    configuration (user code) takes them from its constructor arguments.
+
+    With a kernel approximation (``kernel`` not None: a kernel whose fitted ``feature_map``
+    is not the identity) every step above runs on Phi = kernel.feature_map(X) instead of X
+    (the scaling statistics too), and ``coef`` is the classifier on Phi; the certificate
+    then certifies the approximated kernel K~ = Phi Phi^T, as ``kernel(A, B)`` computes it.
+
+    Weighted runs (``solve(..., sample_weight=w)``): the box of point i is
+    [0, gamma_i], gamma_i = C w_i, and its level min(gamma_i, 1/mu); ``check(X, y,
+    sample_weight=w)`` takes the weights as data, like y, and recomputes every step with
+    the boxes C w_i (C from the configuration, as above; nothing from the certificate's
+    own numbers). A certificate of a weighted run (``weighted``) checked without weights
+    is rejected, with a message saying to pass them; with other weights than the run's,
+    the claim is recomputed for those weights and accepted only when it holds for them.
+
+    Not re-checked: the solver's own value of eps (its FISTA extrapolation point is not
+    stored); the check uses the recomputed projected-gradient bound instead.
+    """
+
+    kind = "certified_points"
+
+    def __init__(self, value, mask, r, gamma, mu, scale, means, inv_std, formulation,
+                 t_bar, coef, intercept, classes=None, kernel=None, config=None, claim=None,
+                 weighted=False):
+        self.value = float(value)
+        self.mask = np.asarray(mask, dtype=bool)
+        self.r = np.asarray(r, dtype=np.float64)
+        self.gamma = float(gamma)
+        self.mu = float(mu)
+        self.scale = scale
+        self.means = np.asarray(means, dtype=np.float64)
+        self.inv_std = np.asarray(inv_std, dtype=np.float64)
+        self.formulation = formulation
+        self.t_bar = float(t_bar)
+        self.coef = None if coef is None else np.asarray(coef, dtype=np.float64)
+        self.intercept = float(intercept)
+        self.classes = classes
+        self.kernel = kernel
+        #: the run's configuration (the source of the thresholds), None for user code
+        self.config = config
+        #: "certified" when the certificate backs that status (then more than
+        #: fraction * n points must be certified), None otherwise
+        self.claim = claim
+        #: whether the run was weighted (its check then needs the sample weights)
+        self.weighted = bool(weighted)
+
+    def _feature_map(self, X):
+        kernel = getattr(self, "kernel", None)  # absent in certificates saved before
+        if kernel is None or isinstance(kernel, LinearKernel):
+            return None  # the identity map: X itself
+        if getattr(kernel, "fitted", True) is False:
+            # a loaded result keeps the kernel's parameters only: fit the map on the
+            # training rows (an integer random_state reproduces it)
+            kernel.fit(check_X(local_matrix(X)))
+        return kernel.feature_map
+
+    def thresholds(self, n):
+        """The claim's thresholds for n training points (``run_thresholds`` of the
+        configuration, or the constructor's values without one)."""
+        config = getattr(self, "config", None)
+        if config is not None:
+            return run_thresholds(config, n)
+        return {"gamma": self.gamma, "mu": self.mu, "level": certify_level(self.gamma, self.mu),
+                "scale": self.scale, "formulation": self.formulation, "fraction": 0.0}
+
+    def check(self, X, y, sample_weight=None):
+        kind = self.kind
+
+        def reject(reason, **numbers):
+            return Verdict.reject(kind, reason, **numbers)
+
+        if sample_weight is None and getattr(self, "weighted", False):
+            return reject("the certificate is of a weighted run: pass its weights, "
+                          "check(X, y, sample_weight=w) (verify likewise)")
+        blocks = R.RowBlocks(X, self._feature_map(X))
+        n = blocks.n
+        if sample_weight is not None:
+            try:
+                sample_weight = check_sample_weight(sample_weight, n)
+            except (TypeError, ValueError) as exc:
+                return reject(str(exc))
+        try:
+            th = self.thresholds(n)
+        except (TypeError, ValueError) as exc:
+            return reject(f"the run's configuration does not define the claim: {exc}")
+        gamma, mu, scale, form = th["gamma"], th["mu"], th["scale"], th["formulation"]
+        for name, mine in (("gamma", self.gamma), ("mu", self.mu), ("scale", self.scale),
+                           ("formulation", self.formulation)):
+            if mine != th[name]:
+                return reject(f"the certificate's {name}={mine!r} is not the run's "
+                              f"{name}={th[name]!r}")
+        other = kernel_mismatch(self.kernel, getattr(self, "config", None))
+        if other is not None:
+            return reject(other)
+        ypm = _labels_pm(y, self.classes)
+        try:
+            r, mask = stored_r_mask(self.r, self.mask)
+        except ValueError as exc:
+            return reject(str(exc))
+        if ypm.shape != (n,) or r.shape != (n,) or mask.shape != (n,):
+            return reject(f"r, mask and y must have one entry per row of X ({n})")
+        box = run_box(gamma, sample_weight, n)
+        if not (np.all(np.isfinite(r)) and r.min() >= 0.0 and np.all(r <= box)):
+            if sample_weight is None:
+                return reject(f"r is not in the box [0, gamma = {gamma:.6g}]")
+            return reject(f"r is not in the boxes [0, gamma * w_i] (gamma = {gamma:.6g})")
+        n_cert = int(np.count_nonzero(mask))
+        if n_cert == 0:
+            return reject("no point is certified")
+        if getattr(self, "claim", None) == "certified":
+            fraction = th["fraction"]
+            if fraction is None:
+                return reject("the run's stopping rules cannot be read from its configuration")
+            # n counts the points that can be certified: those of positive weight
+            n_pos = n if sample_weight is None else int(np.count_nonzero(sample_weight > 0))
+            if not n_cert > fraction * n_pos:
+                return reject(f"{n_cert} certified points, the claim needs more than "
+                              f"fraction * n = {fraction * n_pos:.6g}")
+        return _referee_certified_points(self, blocks, ypm, box, mu, certify_levels(box, mu),
+                                         scale, form, reject)
+
+
+def run_certificate(problem, state, status, data, mask, r, formulation, t_bar, fields):
+    """The ``CertifiedPointsCertificate`` of a linear run (``fista``, ``fista_svm``,
+    ``dcd``) at the dual vector ``r`` with the certified ``mask``: the run's error bound,
+    gamma, mu and scaling statistics, and the model of the result ``fields`` (coef_ or,
+    with a kernel approximation, the classifier on Phi; intercept_)."""
+    coef = fields.get("coef_")
+    if coef is None:
+        coef = fields.get("extra", {}).get("feature_space_coef")
+    return CertifiedPointsCertificate(
+        state.error_bound, mask, r, state.gamma, state.mu, data.scale, data.m, data.s,
+        formulation, t_bar, coef, fields["intercept_"], problem.classes_,
+        kernel=problem.kernel, config=problem.config,
+        claim="certified" if status == "certified" else None, weighted=state.weighted)
+
+
+def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, reject):
+    """The recomputation and the rounding bound of docs/svm.md, section 6; ``box`` and
+    ``level`` are the n-vectors of the bounds gamma_i and the levels min(gamma_i, 1/mu)."""
+    kind = cert.kind
+    n = blocks.n
+    r, mask = stored_r_mask(cert.r, cert.mask)  # of the right kinds (check)
+    d = cert.means.shape[0]
+    if cert.inv_std.shape != (d,) or (cert.coef is not None and cert.coef.shape != (d,)):
+        return reject("the stored statistics and coefficients must have one entry per feature")
+    # -- statistics (the solver's own function on in-memory data; as sums over row
+    # blocks otherwise, the same operations)
+    if blocks.fmap is None and blocks.X is not None:
+        m, s = scaling_statistics(blocks.X, scale)
+    else:
+        m, s = R.block_scaling_statistics(blocks, scale, d)
+    if m.shape != (d,):
+        return reject(f"X has {m.shape[0]} features, the certificate {d}")
+    if not np.all(np.isfinite(s)):
+        return reject("1/sigma overflows float64 for a column of X (standard deviation below "
+                      "1e-308): the standardized problem cannot be represented")
+    zero = s == 0.0
+    if not np.array_equal(zero, cert.inv_std == 0.0):
+        return reject("the stored inverse standard deviations drop other columns than X's")
+    with np.errstate(over="ignore", invalid="ignore"):
+        bad_s = np.abs(cert.inv_std - s) > _STATS_RTOL * s
+        bad_m = np.abs(s * (cert.means - m)) > _STATS_RTOL * (1.0 + s * np.abs(m))
+    if bad_s.any() or (scale == "std" and bad_m[~zero].any()) or \
+            (scale != "std" and np.any(cert.means != 0.0)):
+        return reject("the stored scaling statistics are not X's")
+    # -- pass B: a = (X - e m^T)^T u and its magnitude |X - e m^T|^T r (u = y * r), float64
+    # sums over 1024 rows added in long double; CSR columns with s_j |m_j| > 8 ("heavy":
+    # a mean large against the spread, whose implicit zeros the sparse form cannot centre
+    # accurately) are centred densely, block by block
+    heavy = (s * np.abs(m) > _HEAVY) if scale == "std" else np.zeros(d, dtype=bool)
+    LD = np.longdouble
+    uL, gL = R.LONG_UNIT, R.gamma_long  # long double's unit roundoff and gamma_k
+
+    u = ypm * r
+    a = np.zeros(d, dtype=LD)
+    mag = np.zeros(d)
+    D = 1
+    cache = {} if blocks.n_blocks == 1 else None
+    for lo, hi, B in blocks:
+        if B.shape[1] != d:
+            return reject(f"X has {B.shape[1]} features, the certificate {d}")
+        ub, rb = u[lo:hi], r[lo:hi]
+        for part, cols in _referee_parts(B, heavy, cache):
+            if cols is None:
+                D = max(D, int(_f.ref_rmatvec(*part, heavy.view(np.uint8), m, ub, rb, a, mag)))
+            else:
+                aH, magH = np.zeros(cols.size, dtype=LD), np.zeros(cols.size)
+                _f.ref_rmatvec(*part, _NO_SKIP[:cols.size], m[cols], ub, rb, aH, magH)
+                a[cols] += aH
+                mag[cols] += magH
+    NB = blocks.chain
+    g = R.gamma(n + D + d + 32)              # float64 operations (bounds, small sums)
+    # X^T u: float64 sums of at most REF_ROWS terms, their partials summed in long double
+    gB = R.gamma(_f.REF_ROWS + 4) + gL(n // _f.REF_ROWS + blocks.n_blocks + 8)
+    gC = R.gamma(D + d + 8)                  # the row products of pass C (float64)
+    gl = gL(n + d + 32)                      # other long double sums
+    eta = R.ETA
+    bL = np.sum(u.astype(LD))
+    b = float(bL)
+    R1 = float(np.sum(r)) * (1.0 + g)
+    EbL = gL(n + 2) * R1
+    mag *= 1.0 + 2 * g                       # >= the exact magnitudes
+    with np.errstate(over="ignore", invalid="ignore"):
+        wL = s.astype(LD) * a
+        vL = s.astype(LD) * wL
+        v = vL.astype(np.float64)            # rounded once more: u |v|
+        Ev = s * (s * (gB * mag)) + (4 * uL + R.UNIT) * np.abs(v) + eta
+        Vmag = s * (s * mag)                 # >= |v|
+    if form == "hsvm":
+        tL, Et = bL, EbL
+    else:
+        tL, Et = LD(cert.t_bar), 0.0
+    t = float(tL)
+    if not (np.all(np.isfinite(Ev)) and np.all(np.isfinite(Vmag))):
+        return reject("the classifier w(r) is not representable in float64 (coefficients "
+                      "overflow): rescale X, C or mu")
+    coef = cert.coef
+    check_model = coef is not None
+    absm = np.abs(m)
+    if check_model:
+        tol = _MODEL_RTOL * Vmag + 2 * Ev + 4 * eta
+        if not np.all(np.abs(coef - v) <= tol):
+            return reject("the stored coefficients are not s * w_bar(r)")
+        mcL = m.astype(LD) @ coef.astype(LD)
+        want = float(tL - mcL)
+        scale_i = abs(t) + float(absm @ np.abs(coef))
+        if not abs(cert.intercept - want) <= _MODEL_RTOL * scale_i + Et + g * scale_i \
+                + (d + 2) * eta:
+            return reject("the stored intercept is not t_bar - m . coef")
+        c1L = LD(cert.intercept) + mcL       # dec_i = (x_i - m) . coef + c1
+        c1 = float(c1L)
+        Ec1 = gl * (abs(cert.intercept) + float(absm @ np.abs(coef))) + R.UNIT * abs(c1) + eta
+    else:
+        coef = np.zeros(d)
+    if form == "hsvm" and not abs(cert.t_bar - b) <= _MODEL_RTOL * R1 + 2 * EbL:
+        return reject("the stored t_bar is not y^T r")
+    # -- pass C, float64 row products: theta_raw = (X - e m^T) v and the stored model's
+    # (X - e m^T) coef, with the magnitudes |X - e m^T| (Ev + gC |v|) and |X - e m^T| |coef|
+    Mv = Ev + gC * np.abs(v)
+    acoef = np.abs(coef)
+    th, dec = np.zeros(n), np.zeros(n)
+    Mth, Md = np.zeros(n), np.zeros(n)
+    zf2 = 0.0
+    for lo, hi, B in blocks:
+        for part, cols in _referee_parts(B, heavy, cache):
+            if cols is None:
+                _f.ref_matvec(*part, heavy.view(np.uint8), m, v, Mv, coef, acoef,
+                              th[lo:hi], Mth[lo:hi], dec[lo:hi], Md[lo:hi])
+            else:
+                _f.ref_matvec(*part, _NO_SKIP[:cols.size], m[cols], v[cols], Mv[cols],
+                              coef[cols], acoef[cols], th[lo:hi], Mth[lo:hi], dec[lo:hi],
+                              Md[lo:hi])
+        if form == "svm":
+            zf2 += _scaled_frobenius2(B, m, s, n)
+    theta = ypm * (th + t)
+    G = theta + mu * r - 1.0
+    # |th_i| <= |theta_i| + |t|: the rounding of th + t (and of t itself)
+    Eth = Mth * (1.0 + 2 * g) + Et + R.UNIT * abs(t) + 2 * R.UNIT * (np.abs(theta) + 2 * abs(t)) \
+        + eta
+    EG = Eth + R.gamma(4) * (np.abs(theta) + mu * r + 1.0) + eta
+    # a box [0, 0] (weight 0) fixes its coordinate: p_i = 0
+    p = np.where(r <= 0.0, np.where(box > 0.0, np.minimum(G, 0.0), 0.0),
+                 np.where(r >= box, np.maximum(G, 0.0), G))
+    N, eN = R.scaled_norm(p)
+    NE, eNE = R.scaled_norm(EG)
+    eps_v = N / mu
+    rho = ((eN + NE + eNE) / mu + 4 * R.UNIT * eps_v) * (1.0 + 4 * R.UNIT)
+    if form == "svm":
+        # r must lie on y^T r = 0: |y^T r| <= delta; spread over the k free coordinates
+        # that have room, a feasible r~ is within delta / sqrt(k) of r and keeps r's
+        # active set, so ||r - r*|| <= ||r - r~|| (1 + ||Q|| / mu) + ||p(r)|| / mu
+        delta = abs(b) + EbL + R.UNIT * abs(b)
+        if delta > 0.0:
+            room = np.minimum(r, box - r)
+            k = int(np.count_nonzero(room > delta))
+            if k == 0:
+                return reject(f"r is not on y^T r = 0 (|y^T r| <= {delta:.3g}) and no free "
+                              "coordinate can absorb the residual")
+            qnorm = mu + zf2 * (1.0 + g)
+            rho += (1.0 + qnorm / mu) * delta / math.sqrt(k) * (1.0 + 4 * R.UNIT)
+    if not (math.isfinite(eps_v) and math.isfinite(rho)):
+        return reject("the projected gradient is not finite in float64: rescale X, C or mu")
+    # the levels min(gamma_i, 1/mu), rounded down
+    level_lo = np.minimum(box, level * (1.0 - 2 * R.UNIT))
+    gaps = (level_lo[mask] - r[mask]) * (1.0 - R.UNIT)
+    threshold = float(gaps.min())
+    bound = (eps_v + rho) * (1.0 + 2 * R.UNIT)
+    margin = threshold - bound
+    numbers = dict(value=eps_v, threshold=threshold, rounding=rho, margin=margin)
+    if not margin > 0.0:
+        return reject("a certified point has level - r_i <= eps_v + rounding", **numbers)
+    floor = (1.0 - mu * level_lo[mask]) + 2 * R.UNIT * (1.0 + mu * level_lo[mask])
+    if not np.all(theta[mask] - Eth[mask] * (1.0 + 2 * R.UNIT) - R.UNIT * np.abs(theta[mask])
+                  > floor):
+        return reject("a certified point has theta_i <= 1 - mu level beyond rounding", **numbers)
+    if check_model:
+        ydec = ypm * (dec + c1)
+        Ed = Md * (1.0 + 2 * g) * gC + Ec1 + 2 * R.UNIT * np.abs(ydec) + eta
+        if not np.all(ydec[mask] * (1.0 - R.UNIT) > Ed[mask]):
+            return reject("the stored classifier misclassifies a certified point (beyond "
+                          "rounding)", **numbers)
+    return Verdict(True, kind, **numbers)
+
+
+#: a row of zeros to pass as ``skip`` where no column is skipped
+_NO_SKIP = np.zeros(1 << 16, dtype=np.uint8)
+
+
+def _referee_parts(B, heavy, cache=None):
+    """The parts of a row block for the referee's kernels: ``(args, None)`` for the
+    block itself (a dense block: every column, centred by the kernel; a CSR block: its
+    light columns) and, for a CSR block with heavy columns, ``(args, cols)`` for those
+    columns densified (a column with s_j |m_j| > 8 holds more than 98% of its entries,
+    since s_j |m_j| <= sqrt(p_j / (1 - p_j)) for a fraction p_j of nonzeros). A CSR block
+    more than half full is densified whole."""
+    sparse = sp.issparse(B)
+    any_heavy = bool(heavy.any())
+    if sparse and any_heavy and B.nnz > 0.5 * B.shape[0] * B.shape[1]:
+        # ``cache`` (one block of in-memory data): densified once for both passes
+        key = id(B)
+        dense = None if cache is None else cache.get(key)
+        if dense is None:
+            dense = np.ascontiguousarray(B.toarray(), dtype=np.float64)
+            if cache is not None:
+                cache[key] = dense
+        B, sparse = dense, False
+    if not sparse:
+        yield (B, *_CSR_PLACEHOLDER[B.dtype], True), None
+        return
+    yield (_DENSE_PLACEHOLDER[B.dtype], B.data, B.indices, B.indptr, False), None
+    if any_heavy:
+        cols = np.flatnonzero(heavy)
+        H = np.ascontiguousarray(B[:, cols].toarray(), dtype=np.float64)
+        yield (H, *_CSR_PLACEHOLDER[np.dtype(np.float64)], True), cols
+
+
+def _scaled_frobenius2(B, m, s, n_total):
+    """sum over the block's rows of ||z_i||^2 = ||s * (x_i - m)||^2 (implicit zeros of a
+    CSR block included), for the bound ||Q||_2 <= mu + ||Z||_F^2."""
+    if sp.issparse(B):
+        dev = s[B.indices] * (B.data - m[B.indices])
+        cnt = np.bincount(B.indices, minlength=m.shape[0])
+        sm = s * m
+        return float(dev @ dev) + float(((B.shape[0] - cnt) * sm) @ sm)
+    Z = (B - m) * s
+    return float(np.einsum("ij,ij->", Z, Z))

@@ -1,0 +1,341 @@
+"""The training data of the linear SVM solvers, as their Cython kernels take it.
+
+* ``scaling_statistics``: the column means and inverse standard deviations of
+  ``scale="std"`` / ``"scale"`` (paper section 5.1), computed over row blocks without
+  densifying sparse input;
+* ``_Data``: one row block (dense or CSR) with the scaling constants and its per-row
+  constants; ``_Blocked``: the row blocks of a run (one in-memory block or a dask array's
+  chunks) with the global constants reduced in block order;
+* ``_prepare``: the kernel's feature map applied (the identity for the linear kernel,
+  Phi(X) for ``nystroem``/``rff``) and the run's data built; ``_feature_fields``: a
+  linear model on those features mapped back to the input space.
+
+The implicit centering (z_i = s * (x_i - m), never formed) is derived in docs/svm.md.
+"""
+import numpy as np
+import scipy.sparse as sp
+
+from ... import _referee
+from ..._executors import Block, Executor, local_executor
+from ..._validation import check_X
+from ...kernels.builtin import LinearKernel
+from .. import _svm_fast as _f
+from ._rounding import _RoundingConstants
+
+_FLOAT_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+
+
+# The data of a run are row blocks (``marginkit._executors``): one in-memory block, or the
+# chunks of a dask array. Each block keeps its ``_Data`` in ``block.v["svm"]`` (the matrix
+# as the Cython kernels take it and its per-row constants); the statistics and sums
+# below (and the Gram matrices of ``_lipschitz``) are block kernels reduced in block order.
+def _block_data(block):
+    data = block.v.get("svm")
+    if data is None:
+        data = block.v["svm"] = _Data(block.X, rows=False)
+    return data
+
+
+def _k_column_max(block):
+    data = _block_data(block)
+    cm = np.zeros(data.d)
+    _f.column_max(*data.args, data.n, cm)
+    return cm
+
+
+def _k_column_sums(block, inv):
+    data = _block_data(block)
+    sums, cnt = np.zeros(data.d), np.zeros(data.d, dtype=np.int64)
+    _f.scaled_column_sums(*data.args, data.n, inv, sums, cnt)
+    return sums, cnt
+
+
+def _k_sqdev(block, inv, means):
+    data = _block_data(block)
+    ss = np.zeros(data.d)
+    _f.scaled_sqdev(*data.args, data.n, inv, means, ss)
+    return ss
+
+
+def _in_order(parts):
+    """The sum of the blocks' arrays, added in block order (the first one itself when
+    there is one block)."""
+    out = parts[0]
+    if len(parts) > 1:
+        out = out.copy()
+        for q in parts[1:]:
+            out += q
+    return out
+
+
+def scaling_statistics(X, scale):
+    """Training means and inverse standard deviations (float64) for ``scale``.
+
+    ``scale="std"``: m = column means, s = 1/sigma (population standard deviation), so
+    that z_i = s * (x_i - m) (paper section 5.1). ``scale="scale"``: m = 0, s = 1/sigma
+    (the paper's input to LIBLINEAR, LIBSVM and Pegasos: X Diag(sigma)^-1, no centering).
+    ``scale=None``: m = 0, s = 1. Zero-variance columns get s = 0 (their centered values
+    are all zero; with ``scale="scale"`` they are dropped): nothing is divided by zero.
+    A column counts as constant when its spread is at round-off level of its mean (a
+    threshold relative to the column's magnitude, ``_svm_fast.scaling_tail``); the
+    statistics are computed on the column divided by the power of two at or above its
+    largest magnitude (exact), so they neither overflow nor underflow.
+
+    ``X`` is a matrix or an ``Executor`` (the row blocks of a run): three passes over the
+    blocks' stored entries (column maxima; sums of x / safe_j; squared deviations, the
+    implicit zeros of CSR blocks included), each a block kernel reduced in block order,
+    O(d) memory per block; sparse input is never densified.
+    """
+    ex = X if isinstance(X, Executor) else local_executor(_as_float_matrix(X), None)
+    n, d = ex.shape
+    if scale is None:
+        return np.zeros(d), np.ones(d)
+    parts = ex.map(_k_column_max)
+    cm = parts[0]
+    for q in parts[1:]:
+        cm = np.maximum(cm, q)  # NaN propagates
+    safe, inv = np.empty(d), np.empty(d)
+    _f.pow2_safe(cm, safe, inv)
+    parts = ex.map(_k_column_sums, inv)
+    sums = _in_order([q[0] for q in parts])
+    cnt = _in_order([q[1] for q in parts])
+    means = sums / n
+    ss = _in_order(ex.map(_k_sqdev, inv, means))
+    m, s = np.zeros(d), np.zeros(d)
+    _f.scaling_tail(n, cm, safe, sums, ss, cnt, scale == "std", m, s)
+    return m, s
+
+
+def _as_float_matrix(X):
+    """X as a CSR matrix or a dense array of float32/float64 (other types as float64)."""
+    if sp.issparse(X):
+        X = X if X.format == "csr" else sp.csr_matrix(X)
+        return X if X.dtype in _FLOAT_DTYPES else X.astype(np.float64)
+    X = np.asarray(X)
+    return X if X.dtype in _FLOAT_DTYPES else X.astype(np.float64)
+
+
+def _read_only(a):
+    a.flags.writeable = False
+    return a
+
+
+#: the unused form of the training matrix (the kernels take both, see ``_svm_fast``):
+#: shared read-only 1-element arrays per dtype, never written (``const`` in every kernel)
+_DENSE_PLACEHOLDER = {np.dtype(t): _read_only(np.zeros((1, 1), dtype=t)) for t in (np.float32, np.float64)}
+
+
+_CSR_PLACEHOLDER = {np.dtype(t): (_read_only(np.zeros(1, dtype=t)),
+                                  _read_only(np.zeros(1, dtype=np.int32)),
+                                  _read_only(np.zeros(1, dtype=np.int32)))
+                    for t in (np.float32, np.float64)}
+
+
+class _Original:
+    """The map from the solvers' scaled space back to the input space (needs m, s)."""
+
+    # w_bar = s * (a - m b) for a = X^T u, b = e^T u
+    def w_bar(self, a, b):
+        return self.s * (a - self.m * b)
+
+    def original(self, w_bar, t_bar, coef=None):
+        """(coef, intercept) in the original feature space: w = s w_bar (or the given
+        ``coef``, already that product), t = t_bar - m^T w."""
+        if coef is None:
+            coef = self.s * w_bar
+        return coef, float(t_bar - self.m.dot(coef))
+
+
+class _Data(_Original):
+    """One row block of the training matrix as the Cython kernels take it, plus the
+    scaling constants and its per-row constants.
+
+    ``stats=(m, s)`` uses given column means and inverse deviations (those of all the
+    blocks of the run) instead of the block's own; ``rows=False`` only prepares the
+    matrix (``set_rows`` computes the per-row constants later).
+    """
+
+    def __init__(self, X, scale=None, stats=None, diag_shift=None, rows=True):
+        n, d = X.shape
+        self.n, self.d = n, d
+        self.sparse = sparse = not isinstance(X, np.ndarray) and sp.issparse(X)
+        self.dtype = X.dtype
+        if sparse:
+            self.Xd = _DENSE_PLACEHOLDER[X.dtype]
+            self.data, self.indices, self.indptr = X.data, X.indices, X.indptr
+        else:
+            Xc = X if X.flags.c_contiguous else np.ascontiguousarray(X)  # private C copy
+            self.Xd = Xc
+            self.data, self.indices, self.indptr = _CSR_PLACEHOLDER[X.dtype]
+        self.args = (self.Xd, self.data, self.indices, self.indptr, not sparse)
+        self.scale = scale
+        self._rounding = None
+        self._xi = None
+        if rows:
+            if stats is None:
+                stats = scaling_statistics(_executor_of(self), scale)
+            self.set_rows(scale, stats[0], stats[1], diag_shift)
+
+    def set_rows(self, scale, m, s, diag_shift=None):
+        """The scaling constants (m, s, M) and the per-row constants of the block."""
+        n = self.n
+        self.scale, self.m, self.s = scale, m, s
+        self.check_inverse_spread(s, scale)
+        sm = s * m
+        s2m = s * sm        # s^2 m without forming s^2 (range: see _svm_fast)
+        self.M = float(sm.dot(sm))
+        self.c = np.empty(n)
+        self.xsq = np.empty(n)
+        # ||z_i||^2 = max(x_i^T S2 x_i - 2 c_i + M, 0) in the same pass, and with
+        # ``diag_shift`` the diagonal qd = ||z_i||^2 + 1 + diag_shift of dcd's Q
+        self.zsq = np.empty(n)
+        self.qd = None if diag_shift is None else np.empty(n)
+        _f.row_statistics(*self.args, n, s, s2m, self.c, self.xsq, self.M, self.zsq,
+                          self.qd, 0.0 if diag_shift is None else diag_shift)
+        if not (np.isfinite(self.M) and np.all(np.isfinite(self.xsq))
+                and np.all(np.isfinite(self.c))):
+            raise ValueError(
+                f"scale={scale!r}: the squared norms of the (scaled) rows of X overflow "
+                "float64 (entries too large for this scaling); rescale X or use "
+                "scale='std'")
+
+    @property
+    def xi(self):
+        """xi_i = ||s * x_i|| (the rounding bounds' row norms), computed once."""
+        if self._xi is None:
+            self._xi = np.sqrt(self.xsq)
+        return self._xi
+
+    @property
+    def zsq_sum(self):
+        return float(np.sum(self.zsq))
+
+    def longest_row(self):
+        return int(np.diff(self.indptr).max(initial=0)) if self.sparse else self.d
+
+    def rounding_constants(self, gamma):
+        """The constants of the rounding bounds for box bound ``gamma``
+        (``_RoundingConstants``), computed once."""
+        if self._rounding is None or self._rounding.gamma != gamma:
+            self._rounding = _RoundingConstants(self, gamma)
+        return self._rounding
+
+    @staticmethod
+    def check_inverse_spread(s, scale):
+        """Refuse statistics whose 1/sigma overflowed (ValueError naming the scale)."""
+        bad = ~np.isfinite(s)
+        if bad.any():
+            j = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"scale={scale!r}: column {j} of X has a standard deviation below 5.6e-309, "
+                "whose inverse overflows float64, so the standardized problem and coef_ "
+                "cannot be represented; multiply X by a power of ten (e.g. 1e300) or pass "
+                "scale=None")
+
+
+def _executor_of(data, y=None):
+    """A one-block ``Executor`` around a prepared ``_Data`` (and labels ``y``)."""
+    block = Block(None, y)
+    block.v["svm"] = data
+    return Executor([block], [data.n], data.d, data.dtype, data.sparse)
+
+
+def _k_rows(block, scale, m, s, diag_shift):
+    """The block's per-row constants with the run's statistics; returns the block's sums
+    for the rounding constants and the bounds (``_Blocked``)."""
+    data = _block_data(block)
+    data.set_rows(scale, m, s, diag_shift)
+    return (float(np.sum(data.xsq)), float(np.sum(data.xi)), float(data.xi.max(initial=0.0)),
+            data.longest_row(), data.zsq_sum)
+
+
+class _Blocked(_Original):
+    """The training data of a blocked solver: the row blocks of ``executor`` (each with
+    its ``_Data`` in ``block.v["svm"]``) and the global constants: n, d, m, s, M = ||s m||^2
+    and the sums over the blocks of ||s * x_i||^2, ||s * x_i||, max ||s * x_i||, the
+    longest row and sum ||z_i||^2 (``zsq_sum``), each reduced in block order."""
+
+    def __init__(self, executor, scale, m, s, sums):
+        self.executor = executor
+        self.n, self.d = executor.shape
+        self.sparse, self.dtype = executor.sparse, executor.dtype
+        self.n_blocks = executor.n_chunks
+        self.scale, self.m, self.s = scale, m, s
+        sm = s * m
+        self.M = float(sm.dot(sm))  # as _Data
+        self.xsq_sum = float(sum(q[0] for q in sums))
+        self.xi_sum = float(sum(q[1] for q in sums))
+        self.xi_max = float(max(q[2] for q in sums))
+        self.longest = int(max(q[3] for q in sums))
+        self.zsq_sum = float(sum(q[4] for q in sums))
+        self._rounding = None
+
+    @classmethod
+    def build(cls, executor, scale, diag_shift=None):
+        m, s = scaling_statistics(executor, scale)
+        _Data.check_inverse_spread(s, scale)
+        return cls(executor, scale, m, s, executor.map(_k_rows, scale, m, s, diag_shift))
+
+    @classmethod
+    def of(cls, data):
+        """A prepared one-block ``_Data`` as a ``_Blocked``."""
+        sums = [(float(np.sum(data.xsq)), float(np.sum(data.xi)),
+                 float(data.xi.max(initial=0.0)), data.longest_row(), data.zsq_sum)]
+        return cls(_executor_of(data), data.scale, data.m, data.s, sums)
+
+    def local(self):
+        """The one in-memory block's ``_Data`` (a run whose data are one block in this
+        process), else None."""
+        ex = self.executor
+        if ex.client is None and ex.n_chunks == 1:
+            return ex.workers[0].v["svm"]
+        return None
+
+    def rounding_constants(self, gamma):
+        if self._rounding is None or self._rounding.gamma != gamma:
+            self._rounding = _RoundingConstants(
+                self, gamma, sums=(self.xsq_sum, self.xi_sum, self.xi_max, self.longest),
+                n_blocks=self.n_blocks)
+        return self._rounding
+
+
+def _prepare(problem, scale, diag_shift=None):
+    """Apply the kernel's feature map and build the kernel-side data.
+
+    Returns ``(data, Phi, identity)``, ``data`` a ``_Blocked``. With the linear kernel (identity map) the solvers run
+    on X itself. With a kernel approximation (``nystroem``, ``rff``, any non-identity
+    ``feature_map``) they run on Phi = feature_map(X), the map being fixed (fitted) on the
+    training rows; ``scale`` then acts on the columns of Phi: ``"std"`` centres each
+    feature of Phi and divides it by its training standard deviation, ``"scale"`` only
+    divides, None uses Phi as is (the approximated kernel K~ = Phi Phi^T exactly).
+    """
+    fmap = getattr(problem.kernel, "feature_map", None)
+    X = problem.X
+    identity = True
+    if isinstance(problem.kernel, LinearKernel):
+        # the identity map (``check_X``, which would return the validated problem.X itself)
+        fmap = None
+    if fmap is not None:
+        Phi = _referee.feature_rows(problem.kernel, X)
+        if Phi is not X:
+            identity = False
+            X = check_X(Phi, name="feature_map(X)")
+    # the run's row blocks: problem.executor (one in-memory block, or a dask array's
+    # chunks), or one block of Phi
+    ex = problem.executor if identity else local_executor(X, problem.y)
+    return _Blocked.build(ex, scale, diag_shift), X, identity
+
+
+def _feature_fields(data, identity, w_bar, t_bar, coef=None):
+    """The model fields of a linear model on the solver's features.
+
+    ``identity``: coef_/intercept_ in the input space. Otherwise (kernel approximation)
+    coef_ is None and the model is linear in Phi(x): decision(x) = Phi(x) . f + intercept_
+    with f = ``extra["feature_space_coef"]`` (the centering/scaling of ``scale`` folded
+    into f and intercept_), which ``Result.decision_function`` evaluates through the
+    result's kernel (the same fitted feature map).
+    """
+    coef, intercept = data.original(w_bar, t_bar, coef)
+    if identity:
+        return {"coef_": coef, "intercept_": intercept}
+    return {"coef_": None, "intercept_": intercept, "extra": {"feature_space_coef": coef}}

@@ -1,0 +1,562 @@
+"""``fista`` and ``fista_svm``: strongly convex FISTA on the perturbed SVM duals, with
+certified stopping (paper sections 2.2-2.3, 5.1 and appendix C).
+
+The run's r lives in its row blocks (one in-memory block, or a dask array's chunks);
+one iteration is one fused pass over each block's rows (``_svm_fast.fista_iteration``,
+OpenMP over sub-blocks) and the driver reduces the partial sums in block order. The
+error bound is kappa ||y_k - r_{k+1}|| plus a bound on the step's own rounding
+(``fista_rounding``), or the long-double ||p(r)|| / mu where that is smaller. Exact
+kernels run in ``_kernel``.
+
+References
+----------
+.. [1] "Data-Dependent Complexity of First-Order Methods for Support Vector Machines",
+   arXiv:2512.03947 (2025).
+.. [2] A. Beck, "First-Order Methods in Optimization", SIAM, 2017, section 10.7.7.
+"""
+import math
+import numbers
+
+import numpy as np
+
+from ... import _referee as R
+from ..._registry import _register_builtin
+from ..._validation import Param
+from ...plugins import SolverState
+from ...utils._threads import ThreadChoice, single_threaded_blas
+from .. import _svm_fast as _f
+from . import _kernel
+from ._base import _COMMON_PARAMS, _CertifiedSVM, _ClaimOffers
+from ._certificate import run_certificate
+from ._data import _feature_fields, _in_order, _prepare
+from ._lipschitz import lipschitz_bound
+from ._rules import certify_target
+from ._thresholds import _box_scales, _gamma_mu, certify_levels, check_scales, run_box
+
+
+def fista_rounding(rc, beta, L, mu, rk, rk1, augmented, t=0.0):
+    """The rounding term of the FISTA error bound at the step from (r_k, r_{k-1}), each
+    given as (sum r, sum r^2) (docs/svm.md section 2, "Rounding"): an upper bound of
+    (||g_computed(y_k) - g(y_k)|| + L ||delta_v||) / mu, where g is the gradient at the
+    computed extrapolation point y_k and delta_v the rounding of y_k + g / L (and, for
+    the classical SVM, of its shift by the multiplier, t = L lambda)."""
+    rn = (1.0 + beta) * math.sqrt(rk[1]) + beta * math.sqrt(rk1[1])   # >= ||rho||
+    B = (1.0 + beta) * rk[0] + beta * rk1[0]                           # = e^T rho
+    rxi = min(rn * rc.xi_norm, B * rc.xi_max)                          # >= rho . xi
+    om = rc.xim_norm * (rxi + B * rc.mu_m) + (rc.sqrt_n * B if augmented else 0.0)
+    gnorm = rc.sqrt_n + om + mu * rn                                   # >= ||g_computed||
+    dg = rc.gK * om + rc.g3 * gnorm + rc.under
+    u = R.UNIT
+    dv = 2.0 * u * gnorm + u * L * rn + 2.0 * L * R.ETA * rc.sqrt_n
+    if not augmented:
+        dv += u * (L * rn + gnorm + abs(t) * rc.sqrt_n)
+    return (dg + dv) / mu * (1.0 + 16 * u)
+
+
+# Block kernels of FISTA: the dual variables of a block's rows (r, r_prev, the scratch
+# r_buf) live in block.v beside its rows; a, b (the d-vector X^T (y * r) and y^T r) are
+# the driver's. In memory the one block runs the whole iteration in one fused call
+# (``_svm_fast.fista_iteration``: OpenMP over sub-blocks of rows); on several blocks each
+# block runs the same call on its rows and the driver reduces the partial sums in block
+# order (the bound and the certified count need the global ||y_k - r_{k+1}||).
+def _k_set_box(block, box, level):
+    """The block's share of the run's per-point bounds and levels (``block.v``)."""
+    block.v["box"], block.v["level"] = box, level
+
+
+def _set_box(ex, box, level):
+    ex.map_each(_k_set_box, list(zip(ex.split(box), ex.split(level))))
+
+
+def _k_fista_open(block, augmented, threads):
+    data = block.v["svm"]
+    n, d = data.n, data.d
+    nnz = float(n) * d if not data.sparse else float(data.indptr[-1])
+    ns = _f.fista_blocks(n, d, nnz)
+    block.v.update(r=np.zeros(n), r_prev=np.zeros(n), r_buf=np.zeros(n),
+                   fista=dict(a=[np.zeros(d) for _ in range(3)], k=0, v=np.zeros(d),
+                              shape=(n, d, nnz), threads=ThreadChoice(threads), nt=1,
+                              bufs=np.zeros((ns, d)), parts=np.zeros((ns, 4)),
+                              active=np.zeros(n, dtype=np.intp),
+                              yk=None if augmented else np.zeros(n),
+                              vproj=None if augmented else np.zeros(n)))
+
+
+def _begin_threads(st):
+    """The thread count of the block's iteration that starts now (``ThreadChoice``: one
+    thread or the OpenMP team, whichever this run measured faster; within the OpenMP
+    limit read now)."""
+    st["nt"] = st["threads"].begin(_f.fista_threads(*st["shape"]))
+    return st["nt"]
+
+
+def _k_thread_summary(block):
+    return block.v["fista"]["threads"].summary()
+
+
+def _k_thread_events(block):
+    """The block's thread choices made since the last call (and forgets them)."""
+    choice = block.v["fista"]["threads"]
+    events, choice.events = choice.events, []
+    return events
+
+
+def _next_a(st):
+    """The block's output d-vector for this iteration: one of three, never the a or
+    a_prev the driver holds from the two iterations before."""
+    st["k"] += 1
+    return st["a"][st["k"] % 3]
+
+
+def _rotate(v, r_new):
+    v["r_buf"], v["r_prev"], v["r"] = v["r_prev"], v["r"], r_new
+
+
+def _rmin(r, several):
+    """min r over the block, for a driver of several blocks (one block counts itself)."""
+    return (float(r.min()) if r.size else math.inf) if several else None
+
+
+def _k_fista_step(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu, kappa, unit, rho,
+                  several):
+    """One FISTA iteration on the block's rows (``_svm_fast.fista_iteration``); returns
+    (X_b^T (y * r_new), the call's results (b_new, eps, ncert, rsum, rsq, wsq, dsq) for
+    the block, min r_new)."""
+    data, v = block.v["svm"], block.v
+    st = v["fista"]
+    r_new, a_new = v["r_buf"], _next_a(st)
+    out = _f.fista_iteration(*data.args, block.y, v["r_prev"], v["r"], a_prev, a, b_prev, b,
+                             s, m, M, data.c, beta, L, mu, v["box"], kappa, v["level"], r_new,
+                             a_new, st["v"], st["bufs"], st["parts"], st["active"], unit, rho,
+                             _begin_threads(st))
+    _rotate(v, r_new)
+    return a_new, out, _rmin(r_new, several)
+
+
+def _k_fsvm_gradient(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu):
+    """First half of a classical-SVM iteration on the block (``fista_svm_gradient``):
+    y_k and the point to project, kept in the block."""
+    data, v = block.v["svm"], block.v
+    st = v["fista"]
+    _f.fista_svm_gradient(*data.args, block.y, v["r_prev"], v["r"], a_prev, a, b_prev, b, s,
+                          m, M, data.c, beta, L, mu, st["v"], st["yk"], st["vproj"],
+                          st["bufs"].shape[0], _begin_threads(st))
+
+
+def _k_phi_slope(block, lam):
+    """The block's share of phi(lam) and of the free coordinates (the projection)."""
+    return _f.phi_slope(block.v["fista"]["vproj"], block.y, block.v["box"], lam)
+
+
+def _k_next_breakpoint(block, lam, upward):
+    return _f.next_breakpoint(block.v["fista"]["vproj"], block.y, block.v["box"], lam, upward)
+
+
+def _k_fsvm_finish(block, lam, kappa, s, m, unit, rho, feas, gK, several):
+    """Second half on the block (``fista_svm_finish``), as ``_k_fista_step`` returns."""
+    data, v = block.v["svm"], block.v
+    st = v["fista"]
+    r_new, a_new = v["r_buf"], _next_a(st)
+    out = _f.fista_svm_finish(*data.args, block.y, st["yk"], st["vproj"], lam, v["box"],
+                              kappa, v["level"], s, m, r_new, a_new, st["bufs"], st["parts"],
+                              st["active"], unit, rho, feas, gK, st["nt"])
+    _rotate(v, r_new)
+    return a_new, out, _rmin(r_new, several)
+
+
+def _k_count_above(block, eps):
+    """#{i in the block: level_i - r_i > eps}."""
+    return int(np.count_nonzero(block.v["level"] - block.v["r"] > eps))
+
+
+def _k_free_with_room(block, delta):
+    r = block.v["r"]
+    return int(np.count_nonzero(np.minimum(r, block.v["box"] - r) > delta))
+
+
+def _k_fresh_scatter(block):
+    """First pass of the long-double bound ||p(r)|| / mu on the block
+    (``_svm_fast.fresh_scatter``): (X_b^T (y r), y_b^T r_b, r_b . xi_b) in long double."""
+    data = block.v["svm"]
+    fresh, ld = np.zeros(data.d, dtype=np.longdouble), np.zeros(1, dtype=np.longdouble)
+    rxi = _f.fresh_scatter(*data.args, block.y, block.v["r"], data.xi, fresh, ld)
+    return fresh, ld[0], rxi
+
+
+def _k_fresh_margins(block, coef, ld, t_col, t_shift, mu):
+    """Second pass: the block's sum of p_i(r)^2 (long double)."""
+    data = block.v["svm"]
+    ld = np.array(ld, dtype=np.longdouble)
+    _f.fresh_margins(*data.args, block.y, block.v["r"], coef, ld, t_col, t_shift, mu,
+                     block.v["box"])
+    return ld[2]
+
+
+def _project_blocks(ex, lam, gamma):
+    """``_svm_fast.project_box_hyperplane``'s search for the multiplier over row blocks:
+    the same Newton steps in a bracket, each evaluation of phi and n_free one map (two
+    numbers per block), the nearest breakpoint one map; returns lam. ``gamma`` is the
+    largest box bound (the scale of the stopping test)."""
+    lo, hi = -math.inf, math.inf
+    for _ in range(200):
+        parts = ex.map(_k_phi_slope, lam)
+        ph = 0.0
+        for q in parts:
+            ph += q[0]
+        nf = sum(q[1] for q in parts)
+        if ph == 0.0:
+            break
+        if ph > 0.0:
+            lo = lam
+        else:
+            hi = lam
+        if nf > 0:
+            lam_new = lam + ph / nf
+        else:
+            near = ex.map(_k_next_breakpoint, lam, ph > 0.0)
+            lam_new = min(near) if ph > 0.0 else max(near)
+        if not (lo < lam_new < hi):
+            if math.isfinite(lo) and math.isfinite(hi):
+                lam_new = 0.5 * (lo + hi)
+            else:
+                break  # phi constant and nonzero beyond every breakpoint: infeasible
+        if abs(lam_new - lam) <= 1e-15 * (abs(lam) + gamma):
+            lam = lam_new
+            break
+        lam = lam_new
+    return lam
+
+
+class _FistaState(_ClaimOffers, SolverState):
+    """State of strongly convex FISTA (Beck 2017, sec. 10.7.7) on the perturbed dual,
+    over the row blocks of ``data`` (a ``_Blocked``): r lives in the blocks, a = X^T (y r)
+    and b = y^T r here. ``box`` is the n-vector of the per-point bounds gamma_i
+    (``run_box``; C everywhere for an unweighted run), ``gamma`` the run's C."""
+
+    def __init__(self, data, gamma, mu, L, augmented, power_iterations, box=None,
+                 threads="auto", verbose=0):
+        n, d = data.n, data.d
+        self.data, self.ex = data, data.executor
+        self.gamma, self.mu, self.L = gamma, mu, L
+        self.box = run_box(gamma, None, n) if box is None else box
+        self.level = certify_levels(self.box, mu)
+        # the scales of the bounds: the largest gamma_i (C for an unweighted run)
+        self.gamma_max = gmax = float(self.box.max(initial=0.0))
+        self.level_max = float(self.level.max(initial=0.0))
+        self.kappa = L / mu
+        sk = np.sqrt(self.kappa)
+        self.beta = (sk - 1.0) / (sk + 1.0)
+        self.augmented = augmented
+        self.power_iterations = power_iterations
+        # the error bound: kappa ||y_k - r_{k+1}|| (its 1/kappa slack covers the rounding
+        # of the norm while (kappa - 1) gamma_{n+8} <= 1) plus the rounding term of the
+        # step, in units of the power of two at or above gamma
+        self.kappa_bound = max(self.kappa, (self.kappa - 1.0) * (1.0 + R.gamma(n + 8)))
+        self.unit = float(R.pow2_at_least(gmax))
+        self.rc = data.rounding_constants(gmax)
+        self._rc_long = self.rc.array_long_double()
+        self.fresh_bounds = 0  # iterations that fell back on the projected-gradient bound
+        self.certify_above = 0.0  # fewest certified points a rule fires at (start)
+        self._sums = ((0.0, 0.0), (0.0, 0.0))  # (sum r, sum r^2) of r_k and r_{k-1}
+        self.rounding = 0.0
+        self.a_prev, self.a = np.zeros(d), np.zeros(d)
+        self.b_prev = self.b = 0.0
+        self.t_bar = 0.0            # classical SVM: intercept L * lambda of the last projection
+        self._lam = 0.0             # warm start of the projection's multiplier
+        self._one = data.local()    # the in-memory block (fused calls), or None
+        # each block's thread choice (``ThreadChoice``) lives in its state; at verbose >= 2
+        # an in-memory run prints every change
+        self.ex.map(_k_fista_open, augmented, threads)
+        self._say_threads = verbose >= 2 and self._one is not None
+        _set_box(self.ex, self.box, self.level)
+        self.n_iter = 0
+        self.error_bound = np.inf
+        self.n_certified = 0
+        self.objective = 0.0
+
+    @property
+    def r(self):
+        """r_k (gathered from the blocks)."""
+        return self.ex.gather("r")
+
+    def _reduce(self, parts, feas=0.0):
+        """(a_new, b_new, eps, ncert, rsum, rsq, wsq) from the blocks' results."""
+        if len(parts) == 1:  # the block's bound and count are the global ones
+            a_new, (b_new, eps, ncert, rsum, rsq, wsq, _), _ = parts[0]
+            return a_new, b_new, eps, ncert, rsum, rsq, wsq
+        a_new = _in_order([q[0] for q in parts])
+        b_new = rsum = rsq = dsq = 0.0
+        for q in parts:
+            out = q[1]
+            b_new += out[0]
+            rsum += out[3]
+            rsq += out[4]
+            dsq += out[6]
+        rmin = min(q[2] for q in parts)
+        eps = self.kappa_bound * (math.sqrt(dsq) * self.unit) + self.rounding_now
+        if feas != 0.0:
+            eps = eps + feas * (abs(b_new) + self.rc.gK * rsum)
+        ncert = 0
+        if self.level_max - rmin > eps:  # a second map only once a point can be certified
+            ncert = sum(self.ex.map(_k_count_above, eps))
+        s, m = self.data.s, self.data.m
+        wsq = _f.w_bar_sq(a_new, b_new, s, m) + (b_new * b_new if self.augmented else 0.0)
+        return a_new, b_new, eps, ncert, rsum, rsq, wsq
+
+    def _count_above(self, thr):
+        return sum(self.ex.map(_k_count_above, thr))
+
+    def step(self):
+        data, ex = self.data, self.ex
+        rk, rk1 = self._sums
+        s, m, M = data.s, data.m, data.M
+        common = (self.a_prev, self.a, self.b_prev, self.b, s, m, M, self.beta, self.L, self.mu)
+        if self.augmented:
+            rho = self.rounding_now = fista_rounding(self.rc, self.beta, self.L, self.mu, rk,
+                                                     rk1, True)
+            # the whole iteration in one call per block (extrapolation, passes, bound)
+            parts = ex.map(_k_fista_step, *common, self.kappa_bound, self.unit, rho,
+                           ex.n_chunks > 1)
+            a_new, b_new, eps, ncert, rsum, rsq, wsq = self._reduce(parts)
+        else:
+            ex.map(_k_fsvm_gradient, *common)
+            if self._one is not None:
+                st, y = ex.workers[0].v["fista"], ex.workers[0].y
+                lam = _f.project_box_hyperplane(st["vproj"], y, ex.workers[0].v["box"],
+                                                ex.workers[0].v["r_buf"], self._lam)
+            else:
+                lam = _project_blocks(ex, self._lam, self.gamma_max)
+            self._lam = lam
+            self.t_bar = self.L * lam
+            rho = self.rounding_now = fista_rounding(self.rc, self.beta, self.L, self.mu, rk,
+                                                     rk1, False, self.t_bar)
+            feas = (1.0 + self.kappa) * (1.0 + 1e-15)
+            parts = ex.map(_k_fsvm_finish, lam, self.kappa_bound, s, m, self.unit, rho, feas,
+                           self.rc.gK, ex.n_chunks > 1)
+            a_new, b_new, eps, ncert, rsum, rsq, wsq = self._reduce(parts, feas)
+            if ncert:
+                # the residual of y^T r = 0 is spread over a free coordinate with room
+                # (docs/svm.md section 3): without one the bound does not hold
+                delta = abs(b_new) + self.rc.gK * rsum
+                if sum(ex.map(_k_free_with_room, delta)) == 0:
+                    eps, ncert = np.inf, 0
+        self.a_prev, self.a = self.a, a_new
+        if eps < math.inf and rho > 0.0 and self._rounding_decides(eps, rho, ncert):
+            # the rounding term alone keeps the certified-points rule from firing, or it
+            # dominates the bound: bound ||r - r*|| by ||p(r)|| / mu computed in long double
+            # instead, when smaller (valid for any feasible r, docs/svm.md sections 2, 4)
+            fresh = self._fresh_bound(rsum, rsq)
+            if not self.augmented:
+                fresh += (1.0 + self.kappa) * (abs(b_new) + self.rc.gK * rsum) * (1.0 + 1e-15)
+            self.fresh_bounds += 1
+            if fresh < eps:
+                eps = fresh
+                ncert = self._count_above(eps)
+        self.b_prev, self.b = self.b, b_new
+        self._sums = ((rsum, rsq), rk)
+        if self._say_threads:
+            for k, msg in _k_thread_events(ex.workers[0]):
+                print(f"[{self._solver.name or 'fista'}] iter {k:6d}  {msg}", flush=True)
+        self.rounding = rho
+        self.error_bound = eps
+        self.n_certified = ncert
+        self.objective = -0.5 * wsq + rsum - 0.5 * self.mu * rsq
+
+    def _fresh_bound(self, rsum, rsq):
+        """||p(r_k)|| / mu plus its rounding bound, sums in long double
+        (``_svm_fast._fresh_bound``): two passes over the blocks, reduced in block order."""
+        data, ex = self.data, self.ex
+        t_col, t_shift = (1.0, 0.0) if self.augmented else (0.0, self.t_bar)
+        parts = ex.map(_k_fresh_scatter)
+        coef = _in_order([q[0] for q in parts])
+        b, rxi = np.longdouble(0.0), 0.0
+        for q in parts:
+            b += q[1]
+            rxi += q[2]
+        ld = np.array([b, 0.0, 0.0], dtype=np.longdouble)
+        _f.fresh_coefficients(coef, data.s, data.m, ld)
+        acc = np.longdouble(0.0)
+        for q in ex.map(_k_fresh_margins, coef, ld, t_col, t_shift, self.mu):
+            acc += q
+        return _f.fresh_tail(np.array([acc], dtype=np.longdouble), rxi, rsum, rsq,
+                             self._rc_long, t_col, t_shift, self.mu)
+
+    def _rounding_decides(self, eps, rho, ncert):
+        """Whether the fallback bound is worth its pass: the rounding term exceeds the
+        FISTA term, or without it the rule (more than ``certify_above`` points) would
+        fire and with it does not."""
+        if rho >= eps - rho:
+            return True
+        need = self.certify_above
+        if ncert > need or rho < 1e-3 * eps:
+            # the rule fires anyway, or the term is too small to hold it back but for a
+            # point within 1e-3 eps of its level (one iteration later at worst): no O(n) count
+            return False
+        return self._count_above(eps - rho) > need
+
+    def snapshot(self):
+        return {"objective": self.objective, "error_bound": self.error_bound,
+                "n_certified": float(self.n_certified)}
+
+
+def _threads_param(value, name, owner):
+    """'auto', or the number of threads (an integer >= 1) as a Python int."""
+    if isinstance(value, str):
+        if value != "auto":
+            raise ValueError(f"{owner}: {name}={value!r} is not valid; use 'auto' or an "
+                             f"integer >= 1")
+        return value
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{owner}: {name}={value!r} must be 'auto' or an integer >= 1")
+    if value < 1:
+        raise ValueError(f"{owner}: {name}={value} is out of range; use 'auto' or an "
+                         f"integer >= 1")
+    return int(value)
+
+
+def _thread_fields(summaries):
+    """``Result.extra`` fields of the blocks' thread choices: ``threads``, the thread
+    count of the last iteration (the largest over blocks), and ``thread_choice``: the
+    policy, the OpenMP limit seen, the iterations run on one thread and on the team
+    (summed over blocks) and the probes of the team."""
+    out = dict(summaries[0])
+    for q in summaries[1:]:
+        out["last"] = max(out["last"], q["last"])
+        out["max"] = max(out["max"], q["max"])
+        for key in ("one_thread_iterations", "team_iterations", "probes", "probes_put_off"):
+            out[key] += q[key]
+    return {"threads": out.pop("last"), "thread_choice": out}
+
+
+class _FistaBase(_CertifiedSVM):
+    provides = ("error_bound", "n_certified", "objective")
+    default_max_iter = 10_000
+    param_table = dict(_COMMON_PARAMS, threads=Param(
+        "auto", validator=_threads_param,
+        doc="OpenMP threads of the passes: 'auto' (one thread or the team, whichever the "
+            "run measures faster) or at most this many; always within the OpenMP limit"))
+    augmented = True
+    #: runs on any executor (``Problem.executor``: one in-memory block, a dask array's chunks)
+    blocked = True
+
+    @property
+    def formulation(self):
+        """The dual the claims are checked in: "hsvm" for ``fista`` (rows y_i (z_i, 1)),
+        "svm" for ``fista_svm``."""
+        return "hsvm" if self.augmented else "svm"
+
+    def start(self, problem):
+        if _kernel.is_exact(problem.kernel):
+            return _kernel.start_fista(self, problem, self.augmented)
+        data, Xfit, identity = _prepare(problem, self.params["scale"])
+        gamma, mu = _gamma_mu(self.params, data.n)
+        box = run_box(gamma, getattr(problem, "sample_weight", None), data.n)
+        gmax, low = _box_scales(box, mu)
+        budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
+        # L's BLAS/LAPACK calls on one thread: OpenBLAS workers keep spinning after a call
+        # and would take a core from the OpenMP iterations that follow
+        with single_threaded_blas():
+            lam, info = lipschitz_bound(data, self.augmented, budget)
+        check_scales(self.name, data, gmax, mu, mu + lam, level=low)
+        state = _FistaState(data, gamma, mu, mu + lam, self.augmented, info["passes"], box,
+                            self.params["threads"],
+                            getattr(getattr(problem, "config", None), "verbose", 0) or 0)
+        state.weighted = getattr(problem, "sample_weight", None) is not None
+        state.lipschitz_method = info["method"]
+        target = certify_target(problem)
+        if target is not None:
+            state.certify_above = target
+        state.fit = (data, Xfit, identity)
+        state._solver = self
+        return state
+
+    def finalize(self, problem, state, status):
+        if getattr(state, "kernel_run", False):
+            return state.result_fields(problem, status)
+        data, Xfit, identity = state.fit
+        w_bar = data.w_bar(state.a, state.b)
+        t_bar = state.b if self.augmented else state.t_bar
+        fields = _feature_fields(data, identity, w_bar, t_bar)
+        r = state.r.copy()
+        mask = state.level - r > state.error_bound
+        fields.update(dual_coef_=r, certified_mask=mask)
+        if mask.any():
+            fields["certificate"] = run_certificate(problem, state, status, data, mask,
+                                                    r.copy(), self.formulation, t_bar, fields)
+        extra = fields.setdefault("extra", {})
+        extra.update(L=state.L, kappa=state.kappa, gamma=state.gamma, mu=state.mu,
+                     power_iterations=state.power_iterations,
+                     lipschitz_method=state.lipschitz_method, t_bar=t_bar,
+                     **_thread_fields(state.ex.map(_k_thread_summary)))
+        return fields
+
+
+@_register_builtin("solver", "fista")
+class Fista(_FistaBase):
+    """Strongly convex FISTA on the perturbed H-SVM dual with certified stopping.
+
+    arXiv:2512.03947, sections 2.2-2.3 and 5.1 (Algorithm 1); Beck (2017), sec. 10.7.7::
+
+        y_k = r_k + beta (r_k - r_{k-1}),  beta = (sqrt(kappa) - 1)/(sqrt(kappa) + 1),
+        r_{k+1} = proj_[0, gamma]^n (y_k + grad g(y_k) / L),  kappa = L / mu,
+
+    with L = mu + ||Z~||_2^2 (an upper bound: ``lipschitz_bound``) and the error bound
+    eps_{k+1} = kappa ||y_k - r_{k+1}|| + rho_k >= ||r_{k+1} - r*||, rho_k the rounding term
+    of the computed step (``fista_rounding``; the long-double ||p(r)|| / mu where it
+    dominates; docs/svm.md section 2). One iteration is one fused pass
+    over the rows of X (Z~ w~(y_k) gathered, X^T (y * r_{k+1}) scattered); w~ is linear
+    in r, so w~(y_k) comes from the stored w~(r_k), w~(r_{k-1}).
+
+    Parameters
+    ----------
+    C : float or None
+        gamma, the box bound (None: 64/n).
+    mu : float or None
+        The perturbation (None: n/128).
+    scale : {"std", "scale", None}
+        "std": implicit centering and scaling by the training standard deviation
+        (paper section 5.1); coef_ and intercept_ are returned in the original space.
+        With a kernel approximation (``nystroem``, ``rff``) the solver works on
+        Phi = feature_map(X) and "std" standardizes the columns of Phi (training
+        statistics); coef_ is None, ``extra["feature_space_coef"]`` and intercept_ give
+        the classifier on Phi(x), and predict applies the kernel's fitted map.
+    threads : "auto" or int
+        OpenMP threads of the passes over X. "auto" (default): each run times its own
+        iterations and uses one thread or the team, whichever is faster; the team is
+        tried only while one thread gets its core (on busy cores a team that waits for
+        its slowest thread at every iteration is many times slower). An int: at most
+        that many, every iteration. Always within the OpenMP limit (OMP_NUM_THREADS,
+        ``threadpoolctl.threadpool_limits``); the result does not depend on it. The
+        choice is ``extra["threads"]`` (last iteration) and ``extra["thread_choice"]``;
+        ``verbose=2`` prints its changes. ``fista_svm`` takes the same parameter.
+
+    References
+    ----------
+    .. [1] "Data-Dependent Complexity of First-Order Methods for Support Vector
+       Machines", arXiv:2512.03947 (2025).
+    .. [2] A. Beck, "First-Order Methods in Optimization", SIAM, 2017, section 10.7.7.
+    """
+
+    augmented = True
+
+
+@_register_builtin("solver", "fista_svm")
+class FistaSVM(_FistaBase):
+    """FISTA on the perturbed dual of the classical SVM (unregularized intercept).
+
+    arXiv:2512.03947, appendix C: the dual adds y^T r = 0, so each step projects onto
+    Omega = {0 <= r <= gamma, y^T r = 0} exactly (breakpoint search, see
+    ``project_box_hyperplane``), with L = mu + ||Z||_2^2. The intercept is t = L lambda,
+    lambda the multiplier of the last projection (derivation in docs/svm.md), and the
+    certified-point test is the same as for ``fista``.
+
+    References
+    ----------
+    .. [1] "Data-Dependent Complexity of First-Order Methods for Support Vector
+       Machines", arXiv:2512.03947 (2025).
+    .. [2] A. Beck, "First-Order Methods in Optimization", SIAM, 2017, section 10.7.7.
+    .. [3] P. Brucker, "An O(n) algorithm for quadratic knapsack problems", Operations
+       Research Letters 3(3), 1984.
+    """
+
+    augmented = False

@@ -1,0 +1,131 @@
+"""``pegasos``: the primal sub-gradient method of Shalev-Shwartz et al., the baseline of
+the paper's section 5.1 (no certificate; a fixed number of epochs).
+
+One iteration is one epoch over the row blocks in order, each block's rows in a random
+permutation (``_svm_fast.pegasos_epoch``), w passed from block to block.
+
+References
+----------
+.. [1] S. Shalev-Shwartz, Y. Singer, N. Srebro, "Pegasos: Primal Estimated sub-GrAdient
+   SOlver for SVM", ICML 2007.
+.. [2] "Data-Dependent Complexity of First-Order Methods for Support Vector Machines",
+   arXiv:2512.03947 (2025), section 5.1.
+"""
+import numbers
+
+import numpy as np
+
+from ..._registry import _register_builtin
+from ..._validation import Param
+from ...plugins import Solver, SolverState
+from .. import _svm_fast as _f
+from ._base import _COMMON_PARAMS
+from ._data import _feature_fields, _prepare
+
+
+def _k_pegasos_epoch(block, order, s2a, st, lam, radius):
+    """Pegasos steps over the block's rows in ``order`` (``_svm_fast.pegasos_epoch``), w
+    (the d-vector s2a and the 6 scalars st) passed in and returned: an epoch passes it
+    from block to block."""
+    data = block.v["svm"]
+    weight = block.v.get("weight")
+    if weight is None:
+        weight = block.v["weight"] = np.ones(data.n)
+    _f.pegasos_epoch(*data.args, block.y, order, s2a, st, data.s, data.c, data.xsq, data.M,
+                     lam, radius, weight)
+    return s2a, st
+
+
+def _k_set_weight(block, weight):
+    block.v["weight"] = np.ascontiguousarray(weight, dtype=np.float64)
+
+
+class _PegasosState(SolverState):
+    """Pegasos over the row blocks of ``data`` (a ``_Blocked``).
+
+    One epoch visits the blocks in their order 0, 1, ...; inside block c the rows follow
+    ``rng.permutation(n_c)``, drawn block after block from the run's generator. The order
+    is a function of (seed, blocking): with one block (in memory) it is
+    ``rng.permutation(n)``; a dask array's chunks give another order, hence another
+    (equally valid) run, the same for the same chunks."""
+
+    def __init__(self, data, lam, rng):
+        self.data, self.lam, self.rng = data, lam, rng
+        self.ex = data.executor
+        self.radius = 1.0 / np.sqrt(lam)
+        self.s2a = np.zeros(data.d)
+        self.st = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])  # alpha, beta, P, A2, bias, k
+        self.n_iter = 0
+        self.objective = np.nan
+
+    def w_bar(self):
+        data = self.data
+        alpha, beta = self.st[0], self.st[1]
+        a_s = np.divide(self.s2a, data.s, out=np.zeros_like(self.s2a), where=data.s > 0)
+        return alpha * (a_s - data.s * data.m * beta)
+
+    def step(self):
+        ex = self.ex
+        for c in range(ex.n_chunks):
+            order = self.rng.permutation(int(ex.sizes[c])).astype(np.int64)
+            self.s2a, self.st = ex.call(c, _k_pegasos_epoch, order, self.s2a, self.st,
+                                        self.lam, self.radius)
+
+    def snapshot(self):
+        return {"bias": float(self.st[4]), "steps": float(self.st[5])}
+
+
+@_register_builtin("solver", "pegasos")
+class Pegasos(Solver):
+    """Pegasos (Shalev-Shwartz et al. 2007) as in arXiv:2512.03947, section 5.1.
+
+    Minimizes lam/2 ||w||^2 + (1/n) sum_i w_i max(0, 1 - y_i (w . z_i + b)) (lam = 1/64 is
+    the paper's misclassification penalty 64/n; the sample weights w_i are 1 for an
+    unweighted run, and a weight scales its point's sub-gradient step, as C w_i scales
+    the box of the dual solvers) with step 1/(lam k), projection of w on the
+    ball of radius 1/sqrt(lam) after each step, and an unregularized bias b updated on
+    margin violations (Pegasos paper, section 6). One iteration is one epoch over a random
+    permutation from ``random_state`` (block by block on a dask array: see
+    ``_PegasosState``); the run stops after ``epochs`` epochs (status ``"max_iter"``).
+
+    References
+    ----------
+    .. [1] S. Shalev-Shwartz, Y. Singer, N. Srebro, "Pegasos: Primal Estimated
+       sub-GrAdient SOlver for SVM", ICML 2007.
+    .. [2] "Data-Dependent Complexity of First-Order Methods for Support Vector
+       Machines", arXiv:2512.03947 (2025), section 5.1.
+    """
+
+    requires = {"kernel": ("feature_map",)}
+    provides = ()
+    default_max_iter = 10**9
+    #: runs on any executor; the epoch order depends on the blocking (``_PegasosState``)
+    blocked = True
+    #: the weighted hinge loss (1/n) sum_i w_i max(0, 1 - y_i f(x_i))
+    sample_weight = True
+    param_table = {
+        "lam": Param(1.0 / 64.0, types=numbers.Real, low=0, low_open=True,
+                     doc="regularization lambda (1/64 is C = 64/n)"),
+        "epochs": Param(200, types=numbers.Integral, low=1, doc="number of epochs"),
+        "scale": _COMMON_PARAMS["scale"],
+    }
+
+    @property
+    def default_stop(self):
+        return (("max_iter", {"n": int(self.params["epochs"])}),)
+
+    def start(self, problem):
+        data, Xfit, identity = _prepare(problem, self.params["scale"])
+        weights = getattr(problem, "sample_weight", None)
+        if weights is not None:
+            ex = data.executor
+            ex.map_each(_k_set_weight, [(w,) for w in ex.split(weights)])
+        state = _PegasosState(data, float(self.params["lam"]), problem.rng)
+        state.fit = (data, Xfit, identity)
+        return state
+
+    def finalize(self, problem, state, status):
+        data, Xfit, identity = state.fit
+        w_bar = state.w_bar()
+        bias = float(state.st[4])
+        return _feature_fields(data, identity, w_bar, bias)

@@ -1,0 +1,177 @@
+"""What a certified-points claim is measured against (paper sections 2.3-2.4).
+
+* the run's gamma and mu (``C`` or 64/n, ``mu`` or n/128), its per-point boxes
+  gamma_i = C w_i (``run_box``) and the levels min(gamma_i, 1/mu) below which a point's
+  r_i must stay by more than the error bound to be certified (``certify_level``,
+  ``certify_levels``; docs/svm.md, "Certified points");
+* ``check_scales``: parameters and data whose scale would make the error bound
+  meaningless in float64 are refused;
+* ``run_thresholds``: the same thresholds read back from a run's configuration, for the
+  referees (``_certificate``, ``_kernel_certificate``), never from numbers a certificate
+  stores about itself.
+"""
+import math
+
+import numpy as np
+
+from ._base import _CertifiedSVM
+from ._rules import CertifiedPoints
+
+
+#: the smallest scale of the dual variables at which float64 resolves their differences
+#: (an ulp of r is then a normal number)
+_LEVEL_FLOOR = 2.0 ** -969
+
+
+def check_scales(name, data, gamma, mu, L=None, trace=None, level=None, box_only=False):
+    """Refuse parameters and data whose scale makes the error bound meaningless (ValueError
+    naming the scale): dual variables below 2^-969 (their differences would be subnormal),
+    coefficients s * w_bar that can overflow, a condition number L / mu that overflows.
+    ``trace`` = sum_i ||z_i||^2 (default: from ``data.zsq``); ``gamma`` is the largest
+    box bound, ``level`` (default min(gamma, 1/mu)) the smallest positive level of a
+    weighted run; ``box_only``: the dual variables' scale only (exact kernels, whose
+    solvers check the data's own scales, ``data`` unused)."""
+    weighted = level is not None
+    if level is None:
+        level = certify_level(gamma, mu)
+    if not level >= _LEVEL_FLOOR and weighted:
+        raise ValueError(
+            f"{name}: the smallest positive box C w_i with mu = {mu:.3g} puts dual variables "
+            f"in [0, {level:.3g}], below 2^-969 = {_LEVEL_FLOOR:.2g}, where float64 cannot "
+            "resolve their differences and the error bound would be meaningless; raise the "
+            "smallest positive sample weights (or C) so that C w_i is at least 1e-290, or "
+            "give those points weight 0")
+    if not level >= _LEVEL_FLOOR:
+        raise ValueError(
+            f"{name}: C = {gamma:.3g} and mu = {mu:.3g} put the dual variables in "
+            f"[0, min(C, 1/mu)] = [0, {level:.3g}], below 2^-969 = {_LEVEL_FLOOR:.2g}, where "
+            "float64 cannot resolve their differences and the error bound would be "
+            "meaningless; choose C and 1/mu of at least 1e-290")
+    if box_only:
+        return
+    trace = (data.zsq_sum if trace is None else float(trace)) + data.n
+    smax = float(data.s.max(initial=0.0))
+    with np.errstate(over="ignore"):
+        coef_bound = smax * gamma * math.sqrt(data.n) * math.sqrt(trace)
+    if not (math.isfinite(trace) and coef_bound < 2.0 ** 1020):
+        raise ValueError(
+            f"{name}: the scaled data (||Z~||_F^2 = {trace:.3g}, largest 1/sigma = {smax:.3g}) "
+            f"with C = {gamma:.3g} give coefficients that can overflow float64; rescale X "
+            "or reduce C")
+    if L is not None and not (math.isfinite(L) and L / mu <= 2.0 ** 900):
+        raise ValueError(
+            f"{name}: mu = {mu:.3g} is too small against ||Z~||_2^2 <= {L - mu:.3g}: the "
+            f"condition number L / mu = {L / mu:.3g} makes the error bound overflow; raise mu")
+
+
+def _gamma_mu(params, n):
+    """(gamma, mu) of a run on n points: ``C`` or 64/n, ``mu`` or n/128 (paper section 2.4)."""
+    gamma = params["C"] if params["C"] is not None else 64.0 / n
+    mu = params["mu"] if params["mu"] is not None else n / 128.0
+    return float(gamma), float(mu)
+
+
+def certify_level(gamma, mu):
+    """min(gamma, 1/mu): a point with level - r_i > eps (eps >= ||r - r*||) is certified.
+
+    Then r_i < gamma and r*_i < gamma, so theta_i(r) >= 1 - mu (r_i + eps) and
+    theta_i(r*) >= 1 - mu r*_i, both > 1 - mu level >= 0 (docs/svm.md, "Certified
+    points"). The paper's threshold gamma is this level when mu gamma <= 1 (its defaults:
+    mu gamma = 1/2); for mu gamma > 1 the margin bound 1 - mu gamma is negative and
+    gamma - r_i > eps would not mean that the point is correctly classified.
+    """
+    return min(float(gamma), 1.0 / float(mu))
+
+
+def run_box(gamma, sample_weight, n):
+    """The per-point box bounds of a run: gamma_i = C w_i (``sample_weight`` w, validated
+    by ``solve``), or the n-vector of C for an unweighted run (float64).
+
+    As LIBSVM's ``-wi`` and scikit-learn's ``SVC(sample_weight=...)``, a weight rescales
+    the penalty of its point's slack: the dual box of point i is [0, C w_i]; a point of
+    weight 0 has the box [0, 0], so r_i = 0 throughout and it is never certified.
+    """
+    if sample_weight is None:
+        return np.full(n, float(gamma))
+    with np.errstate(over="ignore"):  # an infinite box is refused by the solvers' checks
+        return float(gamma) * np.asarray(sample_weight, dtype=np.float64)
+
+
+def certify_levels(box, mu):
+    """The per-point levels min(gamma_i, 1/mu) of ``certify_level`` (an n-vector)."""
+    return np.minimum(box, 1.0 / float(mu))
+
+
+def _box_scales(box, mu):
+    """(largest gamma_i, smallest positive level) of a run's box: the scales of the
+    rounding bounds and of ``check_scales``."""
+    gmax = float(box.max(initial=0.0))
+    pos = box[box > 0.0]
+    level = certify_level(float(pos.min()), mu) if pos.size else certify_level(gmax, mu)
+    return gmax, level
+
+
+def _svm_solver_class(spec):
+    """The registered certified SVM solver class (a ``_CertifiedSVM``) named (or
+    instantiated) by ``spec``, or None."""
+    from ..._registry import get_plugin
+
+    if isinstance(spec, str):
+        try:
+            cls = get_plugin("solver", spec)
+        except ValueError:
+            return None
+    else:
+        cls = type(spec)
+    if isinstance(cls, type) and issubclass(cls, _CertifiedSVM):
+        return cls
+    return None
+
+
+def _stop_fraction(stop, default_stop):
+    """The smallest ``fraction`` of the ``certified_points`` rules of a run's ``stop``
+    (0.0 when there is none); None when the rules cannot be read."""
+    from ..._referee import stopping_rules
+
+    rules = stopping_rules(stop, default_stop)
+    if rules is None:
+        return None
+    fractions = [float(r.params["fraction"]) for r in rules if isinstance(r, CertifiedPoints)]
+    return min(fractions) if fractions else 0.0
+
+
+def run_thresholds(config, n):
+    """The thresholds of a certified-points claim from the run's configuration.
+
+    ``config`` is a ``Config`` or, after ``load_result``, its dict form; ``n`` the number
+    of training points. Returns a dict with gamma (``C`` or 64/n), mu (``mu`` or n/128),
+    level = min(gamma, 1/mu), scale, formulation ("hsvm" for ``fista`` and ``dcd``,
+    "svm" for ``fista_svm``) and fraction (the ``certified_points`` rule's, None when
+    the stopping rules cannot be read). The solver's parameters are validated by its own
+    parameter table: invalid values raise ``ValueError``/``TypeError`` naming them.
+    """
+    from ..._config import Config
+
+    if isinstance(config, Config):
+        spec, sparams, stop = config.solver, dict(config.solver_params), config.stop
+    elif isinstance(config, dict):
+        spec = config.get("solver")
+        sparams = config.get("solver_params") or {}
+        stop = config.get("stop")
+        if not isinstance(sparams, dict):
+            raise TypeError(f"config['solver_params'] must be a dict, got {type(sparams).__name__}")
+    else:
+        raise TypeError(f"config must be a marginkit.Config or its dict form, got "
+                        f"{type(config).__name__}")
+    cls = _svm_solver_class(spec)
+    if cls is None:
+        raise ValueError(f"the run's solver {spec!r} is not one of the certified SVM solvers "
+                         "(fista, fista_svm, dcd)")
+    if not isinstance(spec, str):
+        sparams = {**spec.params, **sparams}
+    solver = cls(**sparams)  # validated by the solver's parameter table
+    gamma, mu = _gamma_mu(solver.params, n)
+    return {"gamma": gamma, "mu": mu, "level": certify_level(gamma, mu),
+            "scale": solver.params["scale"],
+            "formulation": solver.formulation,
+            "fraction": _stop_fraction(stop, solver.default_stop)}
