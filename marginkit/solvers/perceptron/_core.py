@@ -5,7 +5,7 @@ Every solver works with the normalized signed Gram matrix (sec. 3)
 
     G_ij = y_i y_j K(x_i, x_j) / sqrt(K(x_i, x_i) K(x_j, x_j)),
 
-through a ``marginkit.utils._operator.GramOperator`` (feature space for the linear
+through a ``marginkit.linalg._operator.GramOperator`` (feature space for the linear
 kernel, never an n x n matrix; a private dense G otherwise). The function
 f = sum_i alpha_i y_i phi(x_i) / sqrt(K(x_i, x_i)) separates the data iff G alpha > 0
 (Lemma 1); a p in the simplex with ||p||_G = 0 proves that none does (Gordan's theorem
@@ -38,15 +38,15 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from .._registry import _register_builtin
-from ..certificates import InfeasibilityCertificate, SeparatorCertificate
-from .._validation import Param
-from ..plugins import Solver, SolverState
-from ..stopping import DualCertificate
-from ..smoothers.builtin import cython_smoother
-from ..utils._operator import FeatureOperator, make_operator
-from .._executors import Block, Executor
-from ._perceptron_fast import (MinNormPoint, SmoothedBlock, VertexBlock, csr_normalized_cross,
+from ..._registry import _register_builtin
+from ...certificates import InfeasibilityCertificate, SeparatorCertificate
+from ..._validation import Param
+from ...plugins import Solver, SolverState
+from ...stopping import DualCertificate
+from ...smoothers.builtin import cython_smoother
+from ...linalg._operator import FeatureOperator, make_operator
+from ..._executors import Block, Executor
+from .._perceptron_fast import (MinNormPoint, SmoothedBlock, VertexBlock, csr_normalized_cross,
                                seq_dot)
 
 __all__ = ["Perceptron", "NormalizedPerceptron", "NKP", "SNKP", "NVN", "SNKPVN", "ISNKPVN"]
@@ -209,7 +209,7 @@ def family_fields(problem, status, core, alpha, dual_vector, best_p):
     loop re-checked before stopping (``_FamilyState.certificate``); the margin bounds are
     the referee's (``certificates.margin_bounds`` of alpha and the best p, recomputed in
     float64 with outward rounding), not the solver's running estimates (``history``)."""
-    from ..certificates import NotPositiveSemidefiniteError, labels_pm, margin_bounds
+    from ...certificates import NotPositiveSemidefiniteError, labels_pm, margin_bounds
 
     kernel = problem.kernel
     X, y = problem.referee_data(blocked=getattr(kernel, "feature_map", None) is not None)
@@ -420,7 +420,7 @@ def _k_vb_get(block, name):
 def _block_operator(block, normalize):
     """The ``FeatureOperator`` of a chunk's rows (linear kernel), or the global indices of
     the chunk's all-zero rows when it has some (they cannot be normalized)."""
-    from ..utils._norms import row_sqnorms
+    from ...linalg._norms import row_sqnorms
 
     bad = np.flatnonzero(~(row_sqnorms(block.X) > 0)) + block.offset
     return bad if bad.size else FeatureOperator(block.X, block.y, normalize)
@@ -700,7 +700,7 @@ def _k_sb_init(block, op, smoother, q, n_total, finish_cap):
         if not isinstance(op, FeatureOperator):
             return op
     if isinstance(smoother, str):
-        from ..smoothers._smoothers import EntropySmoother, L2Smoother
+        from ...smoothers._smoothers import EntropySmoother, L2Smoother
 
         smoother = EntropySmoother() if smoother == "entropy" else L2Smoother()
     block.v["sb_op"] = op
@@ -743,7 +743,7 @@ def _k_fin_halt(block):
 
 def _smoother_kind(smoother):
     """'entropy' or 'l2' for the built-in smoothers (they run on blocks), else None."""
-    from .._registry import get_plugin
+    from ..._registry import get_plugin
 
     for name in ("entropy", "l2"):
         if type(smoother) is get_plugin("smoother", name):

@@ -62,14 +62,14 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from .._registry import _register_builtin
-from .._referee import float64_block
-from ..certificates import Certificate, Verdict, certificate_type, local_matrix
-from .._executors import Executor, local_executor
-from ..kernels.approximation import NystroemMap
-from .._validation import Param, check_X
-from ..plugins import Solver, SolverState, StoppingRule
-from . import _tikhonov_fast as _fast
+from ..._registry import _register_builtin
+from ..._referee import float64_block
+from ...certificates import Certificate, Verdict, certificate_type, local_matrix
+from ..._executors import Executor, local_executor
+from ...kernels.approximation import NystroemMap
+from ..._validation import Param, check_X
+from ...plugins import Solver, SolverState, StoppingRule
+from .. import _tikhonov_fast as _fast
 
 __all__ = ["IteratedTikhonov", "NewtonDecrement", "NewtonDecrementCertificate",
            "NystroemMap", "decrement_schedule", "iterated_tikhonov_filter",
@@ -216,7 +216,7 @@ class ExactKernelMap:
     """
 
     def __init__(self, K, centres=None):
-        from ..certificates import NotPositiveSemidefiniteError
+        from ...certificates import NotPositiveSemidefiniteError
 
         K = np.asarray(K, dtype=np.float64)
         n = K.shape[0]
@@ -1015,9 +1015,9 @@ def run_targets(config, n_train, prox_step):
     t="auto"), and ``targets``, the targets of the subproblems 1..k (a tuple). Parameters
     are validated by the solver's and the rule's tables (``ValueError``/``TypeError``
     naming them)."""
-    from .._config import Config
-    from .._registry import get_plugin
-    from .._referee import stopping_rules
+    from ..._config import Config
+    from ..._registry import get_plugin
+    from ..._referee import stopping_rules
 
     if isinstance(config, Config):
         spec, sparams, stop = config.solver, dict(config.solver_params), config.stop
@@ -1054,7 +1054,7 @@ def _loss_derivatives_bounded(loss, z, ez, y):
     z: the logistic loss through expit (assumed accurate to 4 u relative, as
     scipy.special.expit is in practice), |l''| <= 1/4, |l'''| <= 1/(6 sqrt 3); the
     squared loss exactly (h = 1)."""
-    from .._referee import ETA, UNIT
+    from ..._referee import ETA, UNIT
 
     if loss == "logistic":
         from scipy.special import expit
@@ -1097,8 +1097,8 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     ``weight``: the sample weights of a weighted run (the risk 1/n sum_i w_i l(z_i)): the
     derivatives become w_i l'(z_i) and w_i l''(z_i), their bounds w_i e_g + 2 u |w_i g_i|
     (+ eta) for the rounded product, and everything downstream is the same."""
-    from . import _svm_fast as f
-    from .. import _referee as R
+    from .. import _svm_fast as f
+    from ... import _referee as R
 
     LD = np.longdouble
     uL = float(np.finfo(LD).epsneg)
@@ -1218,7 +1218,7 @@ def _weighted_gram(blocks, h, p):
 
 def _ref_args(B):
     """The (Xd, data, indices, indptr, dense) arguments of the referee kernels for a block."""
-    from .svm import _CSR_PLACEHOLDER, _DENSE_PLACEHOLDER
+    from ..svm import _CSR_PLACEHOLDER, _DENSE_PLACEHOLDER
 
     if sp.issparse(B):
         return (_DENSE_PLACEHOLDER[B.dtype], B.data, B.indices, B.indptr, False)
@@ -1251,8 +1251,8 @@ def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, g
     """(upper bound of sqrt(G^T H^{-1} G), sqrt(zeta . G), rho_hat, the share of the
     residual and rounding terms in the squared bound) for a direction zeta: zeta^T H zeta,
     rho = G - H zeta and their rounding bounds, one pass over the rows."""
-    from . import _svm_fast as f
-    from .. import _referee as R
+    from .. import _svm_fast as f
+    from ... import _referee as R
 
     LD = np.longdouble
     zt = np.ascontiguousarray(zeta[:p])
@@ -1444,7 +1444,7 @@ class NewtonDecrementCertificate(Certificate):
     def _labels(self, y):
         y = np.asarray(y).ravel()
         if self.loss == "logistic":
-            from ..certificates import labels_pm
+            from ...certificates import labels_pm
 
             return labels_pm(y, self.classes)
         return y.astype(np.float64)
@@ -1463,7 +1463,7 @@ class NewtonDecrementCertificate(Certificate):
 
     def _problem(self, X, y):
         """(row blocks of Phi, labels, the chain in feature space (t, p), intercepts (t,))."""
-        from .. import _referee as R
+        from ... import _referee as R
 
         chain = np.asarray(self.chain)
         if chain.ndim != 2 or chain.shape[0] < 1 or chain.dtype.kind != "f":
@@ -1511,8 +1511,8 @@ class NewtonDecrementCertificate(Certificate):
         return blocks, yv, np.ascontiguousarray(chain[:, :p]), bs
 
     def check(self, X, y, sample_weight=None):
-        from ..certificates import NotPositiveSemidefiniteError
-        from .._validation import check_sample_weight
+        from ...certificates import NotPositiveSemidefiniteError
+        from ..._validation import check_sample_weight
 
         kind = self.kind
         if sample_weight is None and getattr(self, "weighted", False):
@@ -1614,7 +1614,7 @@ def blocked_limits(params, kernel):
     matrix K and its eigendecomposition) and cannot be split by rows; t="auto" draws a
     validation split of the rows, and Nystroem (``n_components``) a sample of centres
     and a map fitted on them, which the blocked path does not do."""
-    from ..kernels.builtin import LinearKernel
+    from ...kernels.builtin import LinearKernel
 
     if type(kernel) is not LinearKernel:
         name = getattr(kernel, "name", None) or type(kernel).__name__
