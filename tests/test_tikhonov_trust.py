@@ -144,7 +144,7 @@ def test_referee_bound_brackets_an_extended_precision_reference():
 def test_any_newton_direction_gives_a_valid_bound(direction, monkeypatch):
     """The a-posteriori bound holds for any direction zeta, not only a good one: with
     zeta = 0 or a random zeta it is larger, and still above the decrement."""
-    from marginkit.solvers.tikhonov import _core as referee
+    from marginkit.solvers.tikhonov import _decrement_bound as referee
 
     rng = np.random.default_rng(3)
     X = rng.standard_normal((100, 4))
