@@ -73,7 +73,9 @@ from ...kernels.approximation import NystroemMap
 from ._certificate import NewtonDecrementCertificate, run_targets
 from ._decrement_bound import _link_bounds
 from ._filter import iterated_tikhonov_filter, spectral_filter_path
-from ._schedule import DEFAULT_TOL, KAPPA, NewtonDecrement, decrement_schedule
+from ._representation import ExactKernelMap, blocked_limits, check_gram_budget, gram_matrix
+from ._schedule import (DEFAULT_TOL, KAPPA, NewtonDecrement, decrement_schedule, default_tol,
+                        rule_schedule)
 from ._solver import IteratedTikhonov
 
 __all__ = ["IteratedTikhonov", "NewtonDecrement", "NewtonDecrementCertificate",
