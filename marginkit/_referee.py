@@ -1,7 +1,7 @@
 """What the SVM family's and iterated Tikhonov's referees share: row blocks and rounding.
 
 The certificates of ``svm/_certificate.py`` (``CertifiedPointsCertificate``) and
-``tikhonov.py`` (``NewtonDecrementCertificate``) recompute their claims from the data in
+``tikhonov/`` (``NewtonDecrementCertificate``) recompute their claims from the data in
 float64, as sums over row blocks of X (a numpy array in C or F order, a scipy sparse
 matrix, or a dask array whose row chunks are computed one at a time: X is never held
 whole), and bound the rounding error of that recomputation (docs/svm.md section 6,

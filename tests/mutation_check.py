@@ -12,7 +12,7 @@ holds, so the list follows the code as it changes:
 
 * ``marginkit/certificates.py`` (everything),
 * the methods of the ``*Certificate`` classes of ``marginkit/solvers/svm/_certificate.py``
-  and ``marginkit/solvers/tikhonov.py`` with their referee functions (and the thresholds of
+  and ``marginkit/solvers/tikhonov/`` with their referee functions (and the thresholds of
   ``marginkit/solvers/svm/_thresholds.py``), ``marginkit/_referee.py``,
 * ``referee`` and ``finish_fields`` of ``marginkit/_api.py`` (the run loop's re-check).
 
@@ -55,9 +55,11 @@ TARGETS = (
     ("marginkit/solvers/svm/_certificate.py", ("certificates", "_referee_certified_points",
                                                "_referee_parts", "_scaled_frobenius2")),
     ("marginkit/solvers/svm/_thresholds.py", ("run_thresholds", "certify_level")),
-    ("marginkit/solvers/tikhonov.py", ("certificates", "run_targets", "_decrement_referee",
-                                       "_loss_derivatives_bounded", "_newton_direction",
-                                       "_decrement_pass2")),
+    ("marginkit/solvers/tikhonov/_certificate.py", ("certificates", "run_targets")),
+    ("marginkit/solvers/tikhonov/_decrement_bound.py", ("_decrement_referee",
+                                                        "_newton_direction",
+                                                        "_decrement_pass2")),
+    ("marginkit/solvers/tikhonov/_losses.py", ("_loss_derivatives_bounded",)),
     ("marginkit/_referee.py", None),  # the referees' shared row blocks and rounding
     ("marginkit/_api.py", ("referee", "finish_fields")),
 )
@@ -368,7 +370,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     ap.add_argument("--only", help="only mutants whose label contains one of these "
-                    "comma-separated texts (e.g. '_certificate.py:300,tikhonov.py:775')")
+                    "comma-separated texts (e.g. '_certificate.py:300,_decrement_bound.py:120')")
     ap.add_argument("--tests", action="append", help="pytest arguments of the subset "
                     "(repeatable; default: the certificate subset)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per mutant run")

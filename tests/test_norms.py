@@ -4,7 +4,7 @@ import pytest
 import scipy.sparse as sp
 from numpy.testing import assert_allclose
 
-from marginkit.utils._norms import row_norms, row_sqnorms
+from marginkit.linalg._norms import row_norms, row_sqnorms
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

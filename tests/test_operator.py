@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 import marginkit as mk
-from marginkit.utils._operator import DenseGramOperator, FeatureOperator, make_operator
+from marginkit.linalg._operator import DenseGramOperator, FeatureOperator, make_operator
 
 
 def _reference_G(X, y, K=None, normalize=True):
@@ -168,7 +168,7 @@ def test_csr_row_norms_without_copies(rng, dtype, index):
     allocates no nnz-sized temporary (tracemalloc sees numpy's allocations)."""
     import tracemalloc
 
-    from marginkit.utils._norms import row_sqnorms as _row_sqnorms
+    from marginkit.linalg._norms import row_sqnorms as _row_sqnorms
 
     n, d, per_row = 3000, 400, 40
     A = sp.random(n, d, density=per_row / d, format="csr", random_state=0, dtype=np.float64)

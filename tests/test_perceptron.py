@@ -199,7 +199,7 @@ def test_smoothed_upper_bound_invariant(separable, smoother, q):
     """Appendix lemma: L_{mu_k}(alpha_k) <= -1/2 ||p_k||_G^2 at every iteration."""
     from marginkit._executors import local_executor
     from marginkit.solvers.perceptron import SmoothedIteration
-    from marginkit.utils._operator import FeatureOperator
+    from marginkit.linalg._operator import FeatureOperator
 
     X, y, _ = separable
     op = FeatureOperator(X, y)
@@ -431,7 +431,7 @@ def test_gram_norm_bound(fmt):
     """An upper bound on lambda_max(G), tight when d is small, n when d is large or for a
     dense Gram; the same for every layout."""
     from marginkit.solvers.perceptron import gram_norm_bound
-    from marginkit.utils._operator import DenseGramOperator, FeatureOperator
+    from marginkit.linalg._operator import DenseGramOperator, FeatureOperator
 
     rng = np.random.default_rng(3)
     X = rng.standard_normal((300, 7))
@@ -452,7 +452,7 @@ def test_isnkpvn_warm_restarts_keep_the_invariant(duplicated):
     run ends with the same kind of certificate as the paper's cold restarts."""
     from marginkit._executors import local_executor
     from marginkit.solvers.perceptron import SmoothedIteration, gram_norm_bound
-    from marginkit.utils._operator import FeatureOperator
+    from marginkit.linalg._operator import FeatureOperator
 
     X, y, _ = duplicated
     op = FeatureOperator(X, y)
@@ -495,7 +495,7 @@ def test_infeasible_result_save_load(tmp_path):
 def test_gram_norm_bound_falls_back_to_n_when_costly():
     """Wide dense X or CSR rows with many entries: the d x d matrix is not formed."""
     from marginkit.solvers.perceptron import gram_norm_bound
-    from marginkit.utils._operator import FeatureOperator
+    from marginkit.linalg._operator import FeatureOperator
 
     rng = np.random.default_rng(0)
     y = np.where(rng.random(40) < 0.5, -1.0, 1.0)
@@ -510,7 +510,7 @@ def test_smoothed_core_argmin_is_the_first_minimum(n):
     give ties), for lengths around the eight lanes."""
     from marginkit._executors import local_executor
     from marginkit.solvers.perceptron import SmoothedIteration
-    from marginkit.utils._operator import FeatureOperator
+    from marginkit.linalg._operator import FeatureOperator
 
     rng = np.random.default_rng(n)
     X = rng.standard_normal((n, 3))
@@ -671,7 +671,7 @@ def test_min_norm_point_wolfe(separable, duplicated):
     """Wolfe's algorithm alone: a separator (G p > 0) on separable data, a point of norm
     <= tol on infeasible data, p in the simplex on the corral."""
     from marginkit.solvers._perceptron_fast import MinNormPoint
-    from marginkit.utils._operator import FeatureOperator
+    from marginkit.linalg._operator import FeatureOperator
 
     for (X, y, _), expected in ((separable, "separator"), (duplicated, "certificate")):
         G = gram_reference(X, y, "linear")

@@ -13,7 +13,7 @@ the operands) and touches no Python object inside its ``with nogil:`` section.
 * ``rbf_exponent`` / ``finish_poly``: the elementwise maps applied in place,
   -gamma max(|a|^2 + |b|^2 - 2 <a, b>, 0) (numpy's SIMD exp follows) and (gamma out + coef0)^p.
 * ``sqnorms_*``: squared row norms in float64 (called through
-  ``marginkit.utils._norms.row_sqnorms``).
+  ``marginkit.linalg._norms.row_sqnorms``).
 
 Parallel loops are OpenMP ``prange`` over rows (or row panels) with a static or dynamic
 schedule; every entry is computed by one thread with a fixed summation order, so the result

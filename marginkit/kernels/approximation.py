@@ -40,7 +40,7 @@ from .._referee import float64_block
 from .._registry import _register_builtin
 from .._validation import Param, check_random_state, check_X
 from ..plugins import Kernel
-from ..utils._norms import row_sqnorms
+from ..linalg._norms import row_sqnorms
 from .builtin import prepare_pair
 
 __all__ = ["NystroemKernel", "NystroemMap", "RandomFourierKernel", "nystroem_projection",

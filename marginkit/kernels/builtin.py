@@ -16,7 +16,7 @@ from .._registry import _register_builtin
 from .._validation import Param, check_X
 from ..plugins import Kernel
 from . import _gram
-from ..utils._norms import row_sqnorms
+from ..linalg._norms import row_sqnorms
 from ..utils._threads import single_threaded_blas
 
 __all__ = ["LinearKernel", "RBFKernel", "PolynomialKernel", "LaplacianKernel",

@@ -120,7 +120,7 @@ cdef extern from *:
                           Py_ssize_t n, double* gmin, Py_ssize_t* imin) noexcept nogil
     double mk_pf_combine2(double* x, double* gx, const double* y, const double* gy,
                           double c1, double c2, Py_ssize_t n) noexcept nogil
-from marginkit.utils._operator cimport FeatureOperator, GramOperator
+from marginkit.linalg._operator cimport FeatureOperator, GramOperator
 
 __all__ = ["VertexBlock", "seq_dot", "SmoothedBlock", "MinNormPoint", "csr_normalized_cross"]
 

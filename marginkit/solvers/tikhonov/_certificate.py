@@ -1,0 +1,352 @@
+"""The certificate of an iterated Tikhonov run: the proximal chain, each link solved to
+its target of Proposition 1 (Beugnot et al. 2021), re-checked from the data alone.
+
+``NewtonDecrementCertificate`` stores the chain theta^1..theta^t; ``check(X, y)`` takes
+the targets from the run's configuration (``run_targets``) and proves every link's
+decrement below its target with ``_decrement_bound._link_bounds``.
+
+The paper's reference is in the package docstring (``marginkit.solvers.tikhonov``).
+"""
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..._validation import check_X
+from ...certificates import Certificate, Verdict, certificate_type, local_matrix
+from ._decrement_bound import _link_bounds
+from ._representation import ExactKernelMap, check_gram_budget, gram_matrix
+from ._schedule import decrement_schedule, rule_schedule
+
+
+def run_targets(config, n_train, prox_step):
+    """The claim's numbers from the run's configuration (a ``Config``, or its dict form
+    after ``load_result``): loss, lam (``lam`` or 1/n_train), fit_intercept, the target
+    of the Newton decrement of subproblem k = ``prox_step`` (the run's last one; None: t)
+    under the schedule of the run's ``newton_decrement`` rule (the last one in ``stop``;
+    tol None means the solver's tol), tol kappa^(k - T) / T with T = t (``t_max`` for
+    t="auto"), and ``targets``, the targets of the subproblems 1..k (a tuple). Parameters
+    are validated by the solver's and the rule's tables (``ValueError``/``TypeError``
+    naming them)."""
+    from ..._config import Config
+    from ..._registry import get_plugin
+    from ..._referee import stopping_rules
+
+    if isinstance(config, Config):
+        spec, sparams, stop = config.solver, dict(config.solver_params), config.stop
+    elif isinstance(config, dict):
+        spec, sparams, stop = config.get("solver"), config.get("solver_params") or {}, \
+            config.get("stop")
+        if not isinstance(sparams, dict):
+            raise TypeError("config['solver_params'] must be a dict")
+    else:
+        raise TypeError(f"config must be a marginkit.Config or its dict form, got "
+                        f"{type(config).__name__}")
+    cls = get_plugin("solver", spec) if isinstance(spec, str) else type(spec)
+    # the solver's class through the registry (its module imports this one)
+    base = get_plugin("solver", "iterated_tikhonov")
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise ValueError(f"the run's solver {spec!r} is not iterated_tikhonov")
+    if not isinstance(spec, str):
+        sparams = {**spec.params, **sparams}
+    prm = cls(**sparams).params
+    rules = stopping_rules(stop, cls.default_stop)
+    if rules is None:
+        raise ValueError("the run's stopping rules cannot be read from its configuration")
+    tol, kappa = rule_schedule(rules, prm["tol"])
+    T = int(prm["t_max"]) if prm["t"] == "auto" else int(prm["t"])
+    k = int(prox_step) if prox_step is not None else T
+    if not (1 <= k <= T) or (prm["t"] != "auto" and k != T):
+        raise ValueError(f"proximal step {prox_step!r} is not the run's last one (t={prm['t']!r})")
+    lam = float(prm["lam"]) if prm["lam"] is not None else 1.0 / n_train
+    targets = tuple(float(v) for v in decrement_schedule(tol, T, kappa)[:k])
+    return {"loss": prm["loss"], "lam": lam, "fit_intercept": bool(prm["fit_intercept"]),
+            "target": targets[-1], "targets": targets}
+
+
+@certificate_type
+class NewtonDecrementCertificate(Certificate):
+    """The proximal chain theta^1..theta^t of a run, each link solved to its target.
+
+    What the chain certifies (``check(X, y)``): for every k = 1..t, theta^k solves the
+    proximal subproblem centred at the chain's previous link,
+
+        F_k(theta) = L_hat(theta) + lam/2 ||theta - theta^{k-1}||^2,
+
+    to Newton decrement ||grad F_k(theta^k)||_{H_k(theta^k)^{-1}} <= eps_k (Eq. 19), where
+    theta^0 = 0 is fixed by the referee (never read from the certificate, as the solver
+    starts there; an intercept is unpenalized and takes no part in the centre) and eps_k =
+    tol kappa^(k - T) / T is the target of step k under the run's configuration (tol, t,
+    or t_max for t="auto", and the ``newton_decrement`` rule's kappa), never the stored
+    ``targets``. Because the first centre is the exact theta^0, link 1 is a decrement of
+    the exact first subproblem; this is the hypothesis of Proposition 1 (Proposition 7
+    with c = 1/2), whose induction starts there (Eq. 61). With kappa >= 1.4 and, for the
+    logistic loss, tol <= sqrt(lam) / (2 R) (Assumption 5, R the self-concordance
+    constant on the data), the proposition gives that theta^t has Newton decrement <= tol
+    on the exact final subproblem, the one centred at the exact proximal iterate
+    (Eq. 18); for the squared loss kappa >= 1 is enough (constant Hessian H >= lam I).
+    That consequence and its conditions on tol and R are the paper's, not re-checked.
+
+    Each link is recomputed from the data alone in float64 and long double with a proven
+    upper bound (docs/tikhonov.md, "The certificate"), and that bound must be within the
+    link's target; the Verdict of a chain that holds reports the last link (value,
+    threshold, rounding) and the smallest margin over the links, a rejection the first
+    link that fails, named in its reason. The loss, lam and fit_intercept also come from
+    the configuration and must agree with the stored ones; the chain must have as many
+    links as the run's last proximal step (t, or ``prox_step`` of t="auto"). Without a
+    configuration (user code) the stored numbers and ``targets`` are used.
+
+    Parameters
+    ----------
+    value : float
+        The solver's Newton decrement of the last link (information; never read).
+    targets : float or array (t,)
+        The targets eps_1..eps_t the run used (a float: the same for every link).
+    loss, lam : the loss name and lambda.
+    representation : {"gram", "primal"}
+    chain : array (t, d)
+        theta^1..theta^t, one row per proximal step: representer weights beta^k (d = n,
+        theta = sum_i beta_i Phi(x_i)) for exact kernels (``representation="gram"``; the
+        referee forms K in float64 and its eigen feature map, ``ExactKernelMap``), the
+        feature-space coefficients otherwise, with the intercept last when
+        ``fit_intercept`` (feature maps, Nystroem centres and the identity: linear
+        kernel, dense, CSR or a dask array read chunk by chunk, in row blocks).
+
+    ``coef`` (theta^t), ``coef_prev`` (theta^{t-1}; zeros when t = 1) and ``target``
+    (eps_t) are views on ``chain`` and ``targets``. Not re-checked: which rows form the
+    training split of t="auto" (``train_index``, validated as increasing row indices).
+
+    Weighted runs: ``check(X, y, sample_weight=w)`` takes the weights as data and
+    recomputes every link on the weighted risk 1/n sum_i w_i loss_i; a certificate of a
+    weighted run (``weighted``) checked without weights is rejected with a message saying
+    to pass them, and other weights are a recomputation for those weights.
+    """
+
+    kind = "newton_decrement"
+
+    def __init__(self, value, targets, loss, lam, representation, chain, fit_intercept,
+                 kernel, classes, train_index=None, centres=None, projection=None,
+                 identity_map=False, config=None, prox_step=None, weighted=False):
+        self.value = float(value)
+        self.chain = np.array(chain, dtype=np.float64)
+        if self.chain.ndim != 2 or self.chain.shape[0] < 1:
+            raise ValueError(f"chain must be a (t, d) array of the t >= 1 proximal iterates, "
+                             f"got shape {self.chain.shape}")
+        t = self.chain.shape[0]
+        targets = np.asarray(targets, dtype=np.float64)
+        if targets.ndim > 1 or targets.size not in (1, t):
+            raise ValueError(f"targets must be one number or one per link ({t}), got shape "
+                             f"{targets.shape}")
+        self.targets = np.broadcast_to(targets.ravel(), (t,)).copy()
+        self.loss = loss
+        self.lam = float(lam)
+        self.representation = representation
+        self.fit_intercept = bool(fit_intercept)
+        self.kernel = kernel
+        self.classes = classes
+        self.train_index = train_index
+        self.centres = centres
+        self.projection = projection
+        self.identity_map = bool(identity_map)
+        #: the run's configuration (source of the targets), None for user code
+        self.config = config
+        #: the proximal step k of the returned iterate (t="auto" picks it)
+        self.prox_step = prox_step
+        #: whether the run was weighted (its check then needs the sample weights)
+        self.weighted = bool(weighted)
+
+    # views on the chain (settable: a new value replaces the stored array by a copy)
+    @property
+    def coef(self):
+        """theta^t (beta^t for exact kernels): the returned iterate."""
+        return self.chain[-1]
+
+    @coef.setter
+    def coef(self, value):
+        chain = self.chain.copy()
+        chain[-1] = value
+        self.chain = chain
+
+    @property
+    def coef_prev(self):
+        """theta^{t-1}, the centre of the last subproblem (theta^0 = 0 when t = 1)."""
+        return self.chain[-2] if self.chain.shape[0] >= 2 else np.zeros(self.chain.shape[1])
+
+    @coef_prev.setter
+    def coef_prev(self, value):
+        if self.chain.shape[0] < 2:
+            raise AttributeError("a chain of one link has no stored centre: theta^0 = 0")
+        chain = self.chain.copy()
+        chain[-2] = value
+        self.chain = chain
+
+    @property
+    def target(self):
+        """eps_t, the target of the last link."""
+        return float(self.targets[-1])
+
+    @target.setter
+    def target(self, value):
+        targets = np.array(self.targets, dtype=np.float64)
+        targets[-1] = value
+        self.targets = targets
+
+    def _targets(self, n_train, t):
+        config = getattr(self, "config", None)
+        if config is None:
+            targets = np.asarray(self.targets, dtype=np.float64)
+            if targets.shape != (t,):
+                raise ValueError(f"the certificate stores {targets.size} targets for a chain "
+                                 f"of {t} links")
+            return {"loss": self.loss, "lam": self.lam, "fit_intercept": self.fit_intercept,
+                    "targets": tuple(float(v) for v in targets)}
+        return run_targets(config, n_train, t)
+
+    def _labels(self, y):
+        y = np.asarray(y).ravel()
+        if self.loss == "logistic":
+            from ...certificates import labels_pm
+
+            return labels_pm(y, self.classes)
+        return y.astype(np.float64)
+
+    def recompute(self, X, y):
+        """The Newton decrement of the last link recomputed from (X, y), with this
+        certificate's lam and loss (``bounds`` gives it with its proven upper bound)."""
+        return self.bounds(X, y)[0]
+
+    def bounds(self, X, y):
+        """(recomputed decrement, proven upper bound) of the last link, theta^t on the
+        subproblem centred at theta^{t-1}, with this certificate's lam and loss."""
+        blocks, yv, thetas, bs = self._problem(X, y)
+        return _link_bounds(blocks, yv, thetas, bs, thetas.shape[0], self.lam, self.loss,
+                            self.fit_intercept)
+
+    def _problem(self, X, y):
+        """(row blocks of Phi, labels, the chain in feature space (t, p), intercepts (t,))."""
+        from ... import _referee as R
+
+        chain = np.asarray(self.chain)
+        if chain.ndim != 2 or chain.shape[0] < 1 or chain.dtype.kind != "f":
+            raise ValueError("the chain must be a (t, d) float array with t >= 1")
+        yv = self._labels(y)
+        precomputed = getattr(self.kernel, "precomputed", False)
+        idx = self.train_index
+        if idx is not None:
+            idx = np.asarray(idx)
+            if idx.ndim != 1 or idx.dtype.kind not in "iu" or idx.size == 0 \
+                    or np.any(np.diff(idx) <= 0) or idx[0] < 0 or idx[-1] >= yv.shape[0]:
+                raise ValueError("train_index must be increasing row indices of X")
+            X = check_X(local_matrix(X))[idx]
+            if precomputed:
+                X = X[:, idx]
+            yv = yv[idx]
+        if self.representation == "gram":
+            Xl = check_X(local_matrix(X))
+            if precomputed:
+                K = Xl.toarray() if sp.issparse(Xl) else Xl
+            else:
+                K = gram_matrix(self.kernel, Xl)
+            budget = getattr(self.config, "memory_budget", None) if self.config is not None \
+                and not isinstance(self.config, dict) else None
+            check_gram_budget(K.shape[0], budget or 2.0 * 2**30,
+                              "the Newton-decrement check of an exact kernel")
+            emap = ExactKernelMap(K)
+            Phi = np.ascontiguousarray(emap.features)
+            if chain.shape[1] != Phi.shape[0]:
+                raise ValueError("the representer weights must have one entry per training row")
+            # theta^k = Phi^T beta^k for every link
+            return R.RowBlocks(Phi), yv, chain @ Phi, np.zeros(chain.shape[0])
+        if self.centres is not None:
+            kernel, P, C = self.kernel, np.asarray(self.projection, dtype=np.float64), self.centres
+
+            def fmap(B):
+                return gram_matrix(kernel, B, C) @ P
+        elif self.identity_map:
+            fmap = None
+        else:
+            fmap = self.kernel.feature_map
+        blocks = R.RowBlocks(X, fmap)
+        p = chain.shape[1] - int(self.fit_intercept)
+        bs = chain[:, p] if self.fit_intercept else np.zeros(chain.shape[0])
+        return blocks, yv, np.ascontiguousarray(chain[:, :p]), bs
+
+    def check(self, X, y, sample_weight=None):
+        from ...certificates import NotPositiveSemidefiniteError
+        from ..._validation import check_sample_weight
+
+        kind = self.kind
+        if sample_weight is None and getattr(self, "weighted", False):
+            return Verdict.reject(kind, "the certificate is of a weighted run: pass its "
+                                        "weights, check(X, y, sample_weight=w) (verify "
+                                        "likewise)")
+        try:
+            blocks, yv, thetas, bs = self._problem(X, y)
+        except NotPositiveSemidefiniteError:
+            raise  # a kernel that is not PSD on the data is an error, not a verdict
+        except ValueError as exc:
+            return Verdict.reject(kind, f"the data do not define the claim: {exc}")
+        n = blocks.n
+        if yv.shape != (n,):
+            return Verdict.reject(kind, f"y has {yv.shape[0]} entries, X {n} rows")
+        weight = None
+        if sample_weight is not None:
+            try:
+                weight = check_sample_weight(sample_weight, yv.shape[0]
+                                             if self.train_index is None else
+                                             np.asarray(y).ravel().shape[0])
+                if self.train_index is not None:
+                    weight = weight[np.asarray(self.train_index)]
+            except (TypeError, ValueError) as exc:
+                return Verdict.reject(kind, str(exc))
+        t = thetas.shape[0]
+        step = getattr(self, "prox_step", None)
+        if step is not None and step != t:
+            return Verdict.reject(kind, f"the chain has {t} links but prox_step is {step!r}")
+        try:
+            th = self._targets(n, t)
+        except (TypeError, ValueError) as exc:
+            return Verdict.reject(kind, f"the run's configuration does not define the claim: {exc}")
+        for name in ("loss", "lam", "fit_intercept"):
+            if getattr(self, name) != th[name]:
+                return Verdict.reject(kind, f"the certificate's {name}={getattr(self, name)!r} "
+                                            f"is not the run's {name}={th[name]!r}")
+        if not np.all(np.isfinite(self.chain)):
+            return Verdict.reject(kind, "the coefficients are not finite")
+        margin, steer, last = math.inf, {}, None
+        # the last link first: its verdict is the one reported (its recomputed decrement,
+        # no shortcut), and its Hessian steers the directions of the earlier links
+        for k in [t, *range(1, t)]:
+            target = th["targets"][k - 1]
+            try:
+                central, nu_up = _link_bounds(blocks, yv, thetas, bs, k, th["lam"], th["loss"],
+                                              th["fit_intercept"],
+                                              enough=target if k < t else None, steer=steer,
+                                              weight=weight)
+                if k < t and not nu_up <= target:
+                    # steered by the last link's Hessian the bound may be too loose: the
+                    # link's own Hessian before any verdict
+                    central, nu_up = _link_bounds(blocks, yv, thetas, bs, k, th["lam"],
+                                                  th["loss"], th["fit_intercept"],
+                                                  weight=weight)
+            except ValueError as exc:
+                return Verdict.reject(kind, f"the data do not define the claim: {exc}")
+            except OverflowError:
+                return Verdict.reject(kind, f"link {k} of {t}: the bound of the recomputed "
+                                            "Newton decrement overflows float64 (sample "
+                                            "weights or entries of X too large); rescale them",
+                                      value=math.inf, threshold=target, rounding=math.inf)
+            rounding = nu_up - central if math.isfinite(nu_up) else math.inf
+            margin = min(margin, target - nu_up)
+            if not nu_up <= target:
+                return Verdict(False, kind, value=central, threshold=target, rounding=rounding,
+                               margin=target - nu_up,
+                               reason=f"link {k} of {t} (theta^{k} on the subproblem centred at "
+                                      f"theta^{k - 1}): Newton decrement above its target (with "
+                                      "the rounding bound)")
+            if k == t:
+                last = (central, target, rounding)
+        central, target, rounding = last
+        return Verdict(True, kind, value=central, threshold=target, rounding=rounding,
+                       margin=margin)
+

@@ -1,0 +1,225 @@
+"""How iterated Tikhonov represents theta (Beugnot et al. 2021, Eq. 6 and section 3.2).
+
+* primal: kernels with an explicit ``feature_map`` (``linear``: Phi = X itself, dense or
+  CSR, never densified; approximations such as Nystroem: an (n, m) array). Newton
+  systems are (d, d).
+* exact kernels (and ``kernel="precomputed"``): the representer theorem in an
+  orthonormal basis, ``ExactKernelMap`` (Newton on theta = V_+ S_+^{1/2} coordinates,
+  memory O(n^2), refused beyond ``memory_budget`` by ``check_gram_budget``).
+* Nystroem (``n_components``): theta in the span of m sampled centres, memory O(n m).
+
+``training_features`` builds the rows the Newton iterations run on, ``validation_features``
+the held-out rows of ``t="auto"``, and ``blocked_limits`` says what cannot run on rows
+held in blocks by workers.
+
+The paper's reference is in the package docstring (``marginkit.solvers.tikhonov``).
+
+References
+----------
+N. J. Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., SIAM, 2002.
+"""
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+
+from ..._executors import local_executor
+from ..._referee import float64_block
+from ..._validation import check_X
+from ...kernels.approximation import NystroemMap
+
+#: bytes per Gram entry of the exact-kernel path: K, its eigenvectors and the feature
+#: map Phi = V S^{1/2} (n x n each, float64)
+_GRAM_COPIES = 3
+
+
+def check_gram_budget(n, budget, what="iterated_tikhonov with an exact kernel"):
+    """Refuse an exact-kernel path whose n x n matrices exceed ``budget`` bytes."""
+    need = _GRAM_COPIES * 8.0 * float(n) * float(n)
+    if need > budget:
+        raise ValueError(
+            f"{what} forms the {n} x {n} Gram matrix and its eigendecomposition: needs "
+            f"{need / 2**30:.3g} GiB, memory_budget is {budget / 2**30:.3g} GiB; use "
+            "n_components (Nystroem), a kernel approximation (nystroem/rff) or raise "
+            "memory_budget")
+
+
+class ExactKernelMap:
+    """An exact kernel as a feature map on the training rows (the representer theorem
+    in an orthonormal basis): K = V S V^T (``scipy.linalg.eigh``), Phi = V_+ S_+^{1/2}
+    and ``projection_`` = V_+ S_+^{-1/2}, so that Phi(x) = k(x, X_train) projection_
+    reproduces Phi on the training rows and theta = Phi^T beta for beta =
+    projection_ theta.
+
+    The eigenvalues kept are those above the rounding level of the decomposition,
+    64 n u max|s| (Higham section 10.2: eigh is backward stable to about n u ||K||):
+    the problem solved is the one of K_+ = V_+ S_+ V_+^T, within that level of K. An
+    eigenvalue below minus that level means the kernel is not positive semi-definite on
+    the data: ``NotPositiveSemidefiniteError``.
+
+    Newton's method then runs on theta (p = rank K_+): the Hessian Phi^T D Phi / n + lam I
+    is at least lam I, and its decrement is computed by a Cholesky solve, accurate to
+    about cond(H) u relative. The n-dimensional form of the same Newton step (beta, with
+    the Woodbury identity) subtracts two nearly equal terms and divides by lam: with an
+    ill-conditioned K (poly kernel, large inputs) its decrement was off by orders of
+    magnitude (1.2e-9 reported for 0.136).
+    """
+
+    def __init__(self, K, centres=None):
+        from ...certificates import NotPositiveSemidefiniteError
+
+        K = np.asarray(K, dtype=np.float64)
+        n = K.shape[0]
+        K = 0.5 * (K + K.T)
+        if not np.all(np.isfinite(K)):
+            raise ValueError("the Gram matrix has non-finite entries (kernel values overflow "
+                             "float64); rescale X or the kernel parameters")
+        s, V = sla.eigh(K)
+        top = float(np.max(np.abs(s))) if s.size else 0.0
+        tol = 64.0 * n * np.finfo(np.float64).eps / 2 * top
+        if s.size and s[0] < -tol:
+            raise NotPositiveSemidefiniteError(
+                f"the kernel is not positive semi-definite on the data: its Gram matrix has "
+                f"the eigenvalue {s[0]:.3g} (largest {s[-1]:.3g}, rounding level {tol:.3g}); "
+                "iterated_tikhonov needs a positive semi-definite kernel")
+        keep = s > tol
+        if not np.any(keep):
+            raise ValueError("the Gram matrix is zero on the data; check the kernel and its "
+                             "parameters")
+        root = np.sqrt(s[keep])
+        self.eigenvalues_ = s[keep]
+        self.features = V[:, keep] * root
+        self.projection_ = V[:, keep] / root
+        self.centres_ = centres
+        self.rounding_level = tol
+
+
+def gram_matrix(kernel, A, B=None):
+    """K(A, B) in float64 (float32 rows converted first: the kernel's float32 arithmetic
+    would not be positive semi-definite to float64 accuracy)."""
+    def up(M):
+        if sp.issparse(M):
+            return M.astype(np.float64) if M.dtype != np.float64 else M
+        return np.asarray(M, dtype=np.float64)
+
+    A = up(A)
+    B = A if B is None else up(B)
+    return np.asarray(kernel(A, B), dtype=np.float64)
+
+
+class TrainingFeatures:
+    """The rows the Newton iterations of one run work on: ``rows`` (an executor whose
+    blocks hold Phi), ``Phi`` (the in-memory feature matrix, None when the rows are held
+    by the blocks of a distributed executor), and the map that made them: ``nystroem``
+    (a fitted ``NystroemMap``), ``exact`` (an ``ExactKernelMap``) or neither, with
+    ``identity_map`` when Phi is X itself."""
+
+    def __init__(self, rows, Phi, nystroem=None, exact=None, identity_map=False):
+        self.rows = rows
+        self.Phi = Phi
+        self.nystroem = nystroem
+        self.exact = exact
+        self.identity_map = identity_map
+
+
+def training_features(problem, params, train_index, blocked):
+    """The ``TrainingFeatures`` of a run: the problem's rows (``train_index``: the training
+    split of t="auto", or None) in the representation ``params`` and the kernel ask for.
+    ``blocked``: the rows are held by the blocks of a distributed executor (the linear
+    kernel on the blocks' own rows, ``blocked_limits``)."""
+    if blocked:
+        return TrainingFeatures(problem.executor, None, identity_map=True)
+    kernel, X, y = problem.kernel, problem.X, problem.y
+    precomputed = getattr(kernel, "precomputed", False)
+    m = params["n_components"]
+    nystroem = exact = None
+    identity_map = False
+    Xtr = X if train_index is None else X[train_index]
+    ytr = y if train_index is None else y[train_index]
+    if precomputed and train_index is not None:
+        Xtr = Xtr[:, train_index]
+    ytr = np.ascontiguousarray(ytr, dtype=np.float64)
+    if m is not None:
+        if precomputed:
+            raise ValueError("n_components (Nystroem) needs the data X, not "
+                             "kernel='precomputed'")
+        nystroem = NystroemMap(kernel, m, problem.rng).fit(Xtr)
+        Phi = nystroem.transform(Xtr)
+    elif getattr(kernel, "feature_map", None) is not None and not precomputed:
+        # a map evaluated on float32 rows computes in float32: a non-linear map is
+        # evaluated on float64 rows (the problem solved is the one the referee
+        # checks) (an identity map then runs on X itself, as the linear kernel does)
+        linear = getattr(kernel, "name", None) == "linear"
+        Xb = Xtr if linear else float64_block(Xtr)
+        Phi = kernel.feature_map(Xb)
+        identity_map = linear or Phi is Xb
+        Phi = Xtr if identity_map and not linear else Phi
+        Phi = check_X(Phi, name="feature_map(X)")
+    else:
+        # exact kernel (or precomputed Gram): Newton on theta in the eigenbasis of K
+        if params["fit_intercept"]:
+            raise ValueError(
+                "fit_intercept=True needs a kernel with a feature map (linear) or "
+                "n_components (Nystroem); with a Gram kernel add a constant to the "
+                "kernel instead")
+        budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
+        check_gram_budget(Xtr.shape[0], budget)
+        if precomputed:
+            K = Xtr.toarray() if sp.issparse(Xtr) else Xtr
+            centres = None
+        else:
+            K = gram_matrix(kernel, Xtr)
+            centres = Xtr
+        exact = ExactKernelMap(K, centres)
+        del K
+        Phi = np.ascontiguousarray(exact.features)
+    # the training rows as given (linear kernel, no split): the problem's own blocks; any
+    # other feature rows: one in-memory block of Phi
+    rows = problem.executor if Phi is X else local_executor(Phi, ytr)
+    return TrainingFeatures(rows, Phi, nystroem, exact, identity_map)
+
+
+def validation_features(kernel, X, val_index, train_index, features):
+    """Phi of the held-out rows ``val_index`` of X in the representation of ``features``
+    (the ``TrainingFeatures`` fitted on the rows ``train_index``)."""
+    Xv = X[val_index]
+    if features.nystroem is not None:
+        return features.nystroem.transform(Xv)
+    if features.exact is not None:
+        if getattr(kernel, "precomputed", False):
+            Kv = Xv[:, train_index]
+            Kv = np.asarray(Kv.toarray() if sp.issparse(Kv) else Kv, dtype=np.float64)
+        else:
+            Kv = gram_matrix(kernel, Xv, X[train_index])
+        return Kv @ features.exact.projection_
+    Xv = Xv if features.identity_map else float64_block(Xv)
+    return check_X(kernel.feature_map(Xv), name="feature_map(X)")
+
+
+def blocked_limits(params, kernel):
+    """Why iterated Tikhonov cannot run with ``params`` and ``kernel`` on rows held in
+    blocks by a distributed executor (the chunks of a dask array), or None.
+
+    On row blocks every data pass of a Newton iteration is a sum over rows (z = Phi theta,
+    Phi^T g, Phi^T diag(h) Phi, H v, the loss), which each block computes on its own rows:
+    that needs the rows' features where the rows are. With the linear kernel they are the
+    rows themselves. A Gram kernel's Newton system couples every pair of rows (the n x n
+    matrix K and its eigendecomposition) and cannot be split by rows; t="auto" draws a
+    validation split of the rows, and Nystroem (``n_components``) a sample of centres
+    and a map fitted on them, which the blocked path does not do."""
+    from ...kernels.builtin import LinearKernel
+
+    if type(kernel) is not LinearKernel:
+        name = getattr(kernel, "name", None) or type(kernel).__name__
+        return (f"kernel {name!r} is not supported: a Gram kernel's Newton systems couple all "
+                "rows (the n x n kernel matrix) and cannot be split into row chunks, and a "
+                "kernel approximation's feature map is not evaluated on the chunks; use "
+                "kernel='linear' (on explicit features), or compute X into memory "
+                "(X.compute())")
+    bad = []
+    if params["t"] == "auto":
+        bad.append("t='auto' (it holds out a random validation split of the rows; pass an "
+                   "integer t)")
+    if params["n_components"] is not None:
+        bad.append("n_components (Nystroem centres are sampled and mapped in memory; compute "
+                   "X into memory)")
+    return "; ".join(bad) or None

@@ -1,0 +1,188 @@
+"""The rows of a run and their data passes: the block kernels of iterated Tikhonov.
+
+The solver is written once over ``problem.executor`` (``marginkit._executors``): the
+state does the O(p) work and calls ``_k_tikhonov`` on each block's ``_BlockRows`` for
+every pass over the rows, adding their partial sums in block order (``_block_sum``). In
+memory there is one block holding all rows (the ``_tikhonov_fast`` passes on the whole
+data); on a dask array the blocks are the chunks held by the workers, so the same
+iterations run there. ``_Model`` is the O(p) description of the feature space.
+"""
+import numpy as np
+import scipy.sparse as sp
+
+from .. import _tikhonov_fast as _fast
+from ._losses import _LOSSES, _loss_numpy
+
+
+class _BlockRows:
+    """The rows of Phi held by one block of a run (``block.v["tikhonov"]``) and the
+    block-local n-vectors of the Newton iterations: z = Phi theta + b, the loss
+    derivatives g and h, dz = Phi direction (+ its intercept) and the line search's trial
+    predictions. Its methods are the data passes of one Newton iteration on these rows
+    (the ``_tikhonov_fast`` passes); they return the block's partial sums, which the state
+    adds in block order. In memory the single block holds all rows, so these are exactly
+    the whole-data passes."""
+
+    def __init__(self, Phi, y, loss_name, p, fit_intercept, weight=None):
+        if Phi.shape[1] != p:
+            raise ValueError(f"a row block has {Phi.shape[1]} features, the run {p}")
+        self.sparse = sp.issparse(Phi)
+        if self.sparse:
+            self.Phi = Phi
+            self._args = (Phi.data, Phi.indices, Phi.indptr)
+        else:
+            # the Cython passes read C-order rows: a private C copy of F-order input
+            self.Phi = Phi if Phi.flags.c_contiguous else np.ascontiguousarray(Phi)
+        self.y = np.ascontiguousarray(y, dtype=np.float64)
+        self.loss = _LOSSES[loss_name]
+        #: the block's sample weights (None: unweighted); g and h are then w_i l'(z_i)
+        #: and w_i l''(z_i), the loss sums sum_i w_i l(z_i)
+        self.weight = None if weight is None else np.ascontiguousarray(weight, dtype=np.float64)
+        self.p = p
+        self.fit_intercept = fit_intercept
+        n = Phi.shape[0]
+        self.z = np.zeros(n)
+        self.g = np.empty(n)
+        self.h = np.empty(n)
+        self.dz = np.zeros(n)
+        self.zt = None
+
+    def predict(self, w):
+        """Phi w[:p] (+ w[p]) on the block's rows."""
+        out = np.empty(self.Phi.shape[0])
+        if self.sparse:
+            _fast.csr_matvec(*self._args, w[: self.p], out)
+        else:
+            _fast.dense_matvec(self.Phi, np.ascontiguousarray(w[: self.p]), out)
+        if self.fit_intercept:
+            out += w[self.p]
+        return out
+
+    def rmatvec(self, g):
+        out = np.empty(self.p)
+        if self.sparse:
+            _fast.csr_rmatvec(*self._args, g, out)
+        else:
+            _fast.dense_rmatvec(self.Phi, g, out)
+        return out
+
+    def _weighted_gram(self, Phi, h):
+        Hp = np.empty((self.p, self.p))
+        if sp.issparse(Phi):
+            _fast.csr_weighted_gram(Phi.data, Phi.indices, Phi.indptr, h, Hp)
+        else:
+            _fast.dense_weighted_gram(Phi, h, Hp)
+        return Hp
+
+    def derivatives(self, with_hessian):
+        """At z: (loss sum, Phi^T g, sum g) and, ``with_hessian``, (Phi^T diag(h) Phi,
+        Phi^T h, sum h) (None each otherwise)."""
+        total = self.loss.derivatives(self.z, self.y, self.g, self.h)
+        if self.weight is not None:
+            w = self.weight
+            total = float(w @ _loss_numpy(self.loss.name, self.z, self.y)[0])
+            self.g *= w
+            self.h *= w
+        rg = self.rmatvec(self.g)
+        gs = float(self.g.sum()) if self.fit_intercept else 0.0
+        if not with_hessian:
+            return total, rg, gs, None, None, None
+        Hp = self._weighted_gram(self.Phi, self.h)
+        if not self.fit_intercept:
+            return total, rg, gs, Hp, None, None
+        return total, rg, gs, Hp, self.rmatvec(self.h), float(self.h.sum())
+
+    def sub_hessian(self, rows):
+        """The Hessian sums of the rows ``rows`` (block-local indices) only: the
+        preconditioner of the conjugate gradients."""
+        h = np.ascontiguousarray(self.h[rows])
+        Phi = self.Phi[rows]
+        Hp = self._weighted_gram(Phi, h)
+        if not self.fit_intercept:
+            return Hp, None, None
+        col = np.empty(self.p)
+        if sp.issparse(Phi):
+            _fast.csr_rmatvec(Phi.data, Phi.indices, Phi.indptr, h, col)
+        else:
+            _fast.dense_rmatvec(Phi, h, col)
+        return Hp, col, float(h.sum())
+
+    def hess_vec(self, v):
+        """(Phi^T (h * (Phi v + b)), sum h * (Phi v + b)): the block's share of H v."""
+        hz = self.h * self.predict(v)
+        return self.rmatvec(hz), float(hz.sum())
+
+    def set_direction(self, direction):
+        self.dz = self.predict(direction)
+
+    def trial(self, s):
+        """Loss sum at the trial step w - s direction (its predictions kept for ``accept``)."""
+        self.zt = self.z - s * self.dz
+        if self.weight is not None:
+            return float(self.weight @ _loss_numpy(self.loss.name, self.zt, self.y)[0])
+        return self.loss.loss_sum(self.zt, self.y)
+
+    def accept(self):
+        self.z = np.ascontiguousarray(self.zt)
+        self.zt = None
+
+    def set_iterate(self, w):
+        self.z = np.ascontiguousarray(self.predict(w))
+
+    def rmatvec_y(self):
+        return self.rmatvec(self.y)
+
+    def gram(self):
+        """Phi^T Phi (float64) and Phi^T y: the spectral filter's sums."""
+        Phi = self.Phi
+        G = np.asarray((Phi.T @ Phi).toarray() if self.sparse else Phi.T @ Phi, dtype=np.float64)
+        return G, self.rmatvec(self.y)
+
+
+def _k_tikhonov_setup(block, loss_name, p, fit_intercept, weight=None):
+    """The block's rows (its X: Phi for the linear kernel, or the feature rows an in-memory
+    run built) and sample weights as the run's ``_BlockRows``; returns the number of rows."""
+    block.v["tikhonov"] = _BlockRows(block.X, block.y, loss_name, p, fit_intercept, weight)
+    return block.X.shape[0]
+
+
+def _k_tikhonov(block, calls):
+    """Run ``calls`` ((method, args) pairs) in order on the block's ``_BlockRows``; the
+    last call's result."""
+    rows = block.v["tikhonov"]
+    out = None
+    for name, args in calls:
+        out = getattr(rows, name)(*args)
+    return out
+
+
+def _block_sum(parts):
+    """The sum of per-block results in block order (one block: that block's array)."""
+    acc = parts[0]
+    for part in parts[1:]:
+        acc = acc + part
+    return acc
+
+
+class _Model:
+    """The O(d) description of a run's feature space: n rows, p features (q = p + 1 with
+    an unpenalized intercept), lam; ``Phi`` is the in-memory feature matrix (None when the
+    rows are held by the blocks of a distributed executor)."""
+
+    kind = "primal"
+
+    def __init__(self, n, p, fit_intercept, lam, sparse, Phi=None):
+        self.n, self.p = int(n), int(p)
+        self.fit_intercept = bool(fit_intercept)
+        self.q = self.p + int(self.fit_intercept)
+        self.lam = lam
+        self.sparse = bool(sparse)
+        self.Phi = Phi
+
+    def zeros(self):
+        return np.zeros(self.q)
+
+    def penalty(self, w, w_prev):
+        d = w[: self.p] - w_prev[: self.p]
+        return 0.5 * self.lam * float(d @ d)
+

@@ -1,0 +1,111 @@
+"""The decrement schedule of Proposition 1 (Beugnot et al. 2021) and its stopping rule.
+
+Subproblem k of t is solved to Newton decrement eps_k = tol kappa^(k - t) / t, which
+guarantees a decrement <= tol on the exact final subproblem (Proposition 7 with
+c = 1/2, kappa = 1.4). ``NewtonDecrement`` owns the schedule (the state and the referee
+read it from the run's rules through ``rule_schedule``); ``default_tol`` is the tol of
+``tol=None``, scaled to the data.
+
+The paper's reference is in the package docstring (``marginkit.solvers.tikhonov``).
+"""
+import math
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..._referee import float64_block
+from ..._registry import _register_builtin
+from ..._validation import Param
+from ...plugins import StoppingRule
+
+#: kappa_c = -log(1 - c)/c at c = 1/2 (Proposition 1: 1.386..., rounded up to 1.4)
+KAPPA = 1.4
+
+#: the target Newton decrement of ``tol=None`` on data of unit scale (``default_tol``)
+DEFAULT_TOL = 1e-8
+#: the smallest factor ``default_tol`` applies to DEFAULT_TOL (data scaled below ~1e-12)
+_MIN_TOL_FACTOR = 1e-12
+
+
+def decrement_schedule(tol, t, kappa=KAPPA):
+    """Targets of Proposition 1: eps_k = tol * kappa^(k - t) / t for k = 1..t.
+
+    Solving subproblem k to Newton decrement <= eps_k guarantees a decrement <= tol on
+    the exact final subproblem (Proposition 7, Eq. 62; kappa = 1.4 is c = 1/2).
+    """
+    k = np.arange(1, int(t) + 1, dtype=np.float64)
+    return float(tol) * float(kappa) ** (k - t) / t
+
+
+def rule_schedule(rules, tol):
+    """``(tol, kappa)`` of the decrement schedule of a run with stopping rules ``rules``:
+    those of its ``newton_decrement`` rule (the last one when several; its tol None means
+    the solver's ``tol``), else the solver's ``tol`` and ``KAPPA``. The state and the
+    referee (``run_targets``) read the schedule from the rules this one way."""
+    kappa = KAPPA
+    for rule in rules:
+        if isinstance(rule, NewtonDecrement):
+            if rule.params["tol"] is not None:
+                tol = rule.params["tol"]
+            kappa = rule.params["kappa"]
+    return float(DEFAULT_TOL if tol is None else tol), float(kappa)
+
+
+def default_tol(kernel, X, y, loss, lam, fit_intercept):
+    """The tolerance of ``tol=None``: DEFAULT_TOL * min(1, max(s, 1e-12)) with
+    s = R Y / sqrt(lam), R = max_i sqrt(k(x_i, x_i)) over the rows of X (at least 1 with
+    an intercept, whose feature is the constant 1), Y = 1 for the logistic loss and
+    max_i |y_i| for the squared loss.
+
+    s bounds the Newton decrement at the start, theta = 0 (the gradient there is at most
+    R Y, the Hessian at least lam I). An absolute target is met by theta = 0 itself on
+    data scaled down far enough (X * 1e-10: decrement 5e-10 at the zero model, below
+    1e-8); the target scales down with s there. Scaled up, the decrement is scale-free (the
+    data term of the Hessian dominates lam) and the target stays DEFAULT_TOL.
+    """
+    if getattr(kernel, "precomputed", False):
+        d = X.diagonal() if sp.issparse(X) else np.diagonal(np.asarray(X))
+        d = np.asarray(d, dtype=np.float64)
+    else:
+        d = np.concatenate([np.asarray(kernel.diag(float64_block(X[i:i + 4096])),
+                                       dtype=np.float64).ravel()
+                            for i in range(0, X.shape[0], 4096)])
+    top = float(np.max(d)) if d.size else 0.0
+    R = math.sqrt(top) if math.isfinite(top) and top > 0 else 0.0
+    if fit_intercept:
+        R = max(R, 1.0)
+    Y = 1.0 if loss == "logistic" else float(np.max(np.abs(np.asarray(y, dtype=np.float64))))
+    scale = R * Y / math.sqrt(float(lam))
+    if not math.isfinite(scale):
+        return DEFAULT_TOL
+    return DEFAULT_TOL * min(1.0, max(scale, _MIN_TOL_FACTOR))
+
+
+@_register_builtin("stopping", "newton_decrement")
+class NewtonDecrement(StoppingRule):
+    """Proposition 1: solve subproblem k to Newton decrement <= tol kappa^(k-t) / t.
+
+    The solver's state reads the schedule from the rule's parameters (``rule_schedule``;
+    it hands a subproblem over to the next one when it meets its target); the rule stops with
+    ``"converged"`` once the last proximal step meets its target: the decrement of the
+    exact final subproblem is then <= tol (Proposition 7, c = 1/2). ``tol=None`` uses the
+    solver's ``tol``; ``kappa`` = -log(1 - c)/c (1.4 for c = 1/2).
+    """
+
+    requires = ("decrement", "decrement_targets", "prox_step", "n_prox", "tol")
+    status = "converged"
+    advice = "a larger tol (or lam) is reached sooner"
+    param_table = {
+        "tol": Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
+                     doc="target eps on the final Newton decrement"),
+        "kappa": Param(KAPPA, types=numbers.Real, low=1.0, doc="geometric factor of the schedule"),
+    }
+
+    def check(self, state):
+        if getattr(state, "failed", None):
+            return "max_iter"  # the numbers broke down: no target can be met (see extra)
+        if state.prox_step >= state.n_prox and \
+                state.decrement <= state.decrement_targets[state.n_prox - 1]:
+            return self.status
+        return None

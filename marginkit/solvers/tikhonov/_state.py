@@ -1,0 +1,282 @@
+"""The proximal point driver of iterated Tikhonov (Beugnot et al. 2021, Definition 1).
+
+theta^0 = 0 and, for k < t, theta^{k+1} = argmin L_hat(theta) + lam/2 ||theta - theta^k||^2.
+``_TikhonovState`` runs the proximal sequence: one ``step()`` is one Newton iteration
+(``_newton``) on the current subproblem, which hands over to the next one once it meets
+its target of Proposition 1 (``_schedule``); ``t="auto"`` stops on the validation loss
+(end of section 3.2); ``method="spectral_filter"`` takes all t steps at once (``_filter``).
+The claim "converged" comes with the chain as its certificate (``_certificate``).
+
+The paper's reference is in the package docstring (``marginkit.solvers.tikhonov``).
+"""
+import warnings
+
+import numpy as np
+import scipy.linalg as sla
+
+from ..._executors import Executor
+from ...plugins import SolverState
+from ._certificate import NewtonDecrementCertificate
+from ._filter import iterated_tikhonov_filter
+from ._losses import _LOSSES
+from ._newton import _GuardedNewton
+from ._precond import _PreconditionedCG
+from ._representation import blocked_limits, training_features, validation_features
+from ._rows import _Model, _block_sum, _k_tikhonov_setup
+from ._schedule import decrement_schedule, rule_schedule
+
+
+class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
+    """One run: the proximal sequence and the Newton iterations of the current subproblem.
+
+    Attributes read by stopping rules: ``decrement`` (Newton decrement of the current
+    subproblem at the current iterate), ``decrement_targets`` (Proposition 1 schedule
+    of the run's ``newton_decrement`` rule), ``prox_step`` (k, 1-based), ``n_prox`` (t,
+    or the chosen t once ``t="auto"`` has decided), ``objective``, ``empirical_risk``.
+    """
+
+    def __init__(self, solver, problem):
+        prm = problem.params
+        self.loss_name = prm["loss"]
+        self.loss = _LOSSES[self.loss_name]
+        self.auto = prm["t"] == "auto"
+        self.t_sched = prm["t_max"] if self.auto else prm["t"]
+        self.n_prox = self.t_sched
+        self.tol, kappa = rule_schedule(problem.stop, prm["tol"])
+        self.decrement_targets = decrement_schedule(self.tol, self.t_sched, kappa)
+        self.method = prm["method"]
+        self.n_iter = 0
+        self.elapsed = 0.0
+        self.done = False
+        self.failed = None
+
+        # rows held by the blocks of a distributed executor (a dask array's chunks): the
+        # data passes run there; the in-memory constructions below need all rows at hand
+        blocked = isinstance(problem.X, Executor)
+        weights = getattr(problem, "sample_weight", None)
+        if weights is not None and (prm["t"] == "auto" or prm["method"] == "spectral_filter"):
+            raise ValueError(
+                "iterated_tikhonov with sample_weight: t='auto' (its validation split) and "
+                "method='spectral_filter' (the unweighted closed form) are not available; "
+                "pass an integer t and method='newton'")
+        if blocked:
+            why = blocked_limits(prm, problem.kernel)
+            if why:
+                raise ValueError(f"iterated_tikhonov on row blocks held by workers: {why}")
+        X = problem.X
+        n_all = X.shape[0]
+        self.train_index = None
+        if self.auto:
+            n_val = int(round(prm["validation_fraction"] * n_all))
+            if n_val < 1 or n_all - n_val < 2:
+                raise ValueError(
+                    f"t='auto' needs a validation split: validation_fraction="
+                    f"{prm['validation_fraction']} of {n_all} samples leaves none; raise it or "
+                    "pass an integer t"
+                )
+            perm = problem.rng.permutation(n_all)
+            self.train_index = np.sort(perm[n_val:])
+            val_index = np.sort(perm[:n_val])
+        lam = prm["lam"] if prm["lam"] is not None else 1.0 / n_all
+        self.lam = float(lam)
+
+        features = training_features(problem, prm, self.train_index, blocked)
+        self.nystroem, self.exact = features.nystroem, features.exact
+        self.identity_map = features.identity_map
+        rows = self.rows = features.rows
+        fit_intercept = prm["fit_intercept"] and self.exact is None
+        self.model = _Model(rows.n_samples, rows.n_features, fit_intercept, self.lam,
+                            rows.sparse, features.Phi)
+        self.weighted = weights is not None
+        if weights is None:
+            rows.map(_k_tikhonov_setup, self.loss_name, self.model.p, self.model.fit_intercept)
+        else:
+            rows.map_each(_k_tikhonov_setup,
+                          [(self.loss_name, self.model.p, self.model.fit_intercept, wb)
+                           for wb in rows.split(weights)])
+        self._pending = []
+        if self.method == "spectral_filter":
+            if self.loss_name != "squared":
+                raise ValueError("method='spectral_filter' is the closed form of the squared loss "
+                                 "(Eq. 8); use method='newton' for loss='logistic'")
+            if self.auto or prm["fit_intercept"]:
+                raise ValueError("method='spectral_filter' needs an integer t and fit_intercept=False")
+        if self.auto:
+            self.y_val = np.asarray(problem.y[val_index], dtype=np.float64)
+            self.Phi_val = validation_features(problem.kernel, X, val_index, self.train_index,
+                                               features)
+
+        ns = prm["newton_solver"]
+        if ns == "auto":
+            dense_big = self.exact is None and not self.model.sparse \
+                and self.model.p >= 512 and self.model.n >= 4 * self.model.p
+            ns = "cg" if dense_big else "cholesky"
+        if ns == "cg" and self.exact is not None:
+            raise ValueError("newton_solver='cg' works on feature maps (linear, Nystroem); "
+                             "use 'cholesky' for Gram kernels")
+        self.newton_solver = ns
+        if ns == "cg":
+            self._init_precond(problem.rng)
+        # the CG preconditioner's factor, kept across Newton iterations while it works
+        # (``_pcg``): the CG iterations of the solve right after it was formed, and of the
+        # last solve
+        self._precond = None
+        self._precond_base = self._precond_last = 0
+
+        self.w = self.model.zeros()
+        self.w_prev = self.model.zeros()
+        self._const_factor = None
+        self.objective = self.empirical_risk = self.penalty = np.nan
+        self.decrement = np.inf
+        self.direction = self.model.zeros()
+        self.prox_step = 1
+        self.newton_iter = 0
+        self.prox_decrement = []
+        self.prox_newton_iter = []
+        self.prox_risk = []
+        self.prox_coef = []
+        self.validation_loss = []
+        if self.method == "newton":
+            self._evaluate()
+        else:
+            self.decrement = np.inf
+            self.objective = self.empirical_risk = self._risk()
+
+    def refuted(self, status, verdict):
+        """A "converged" claim the referee rejected (the recomputed decrement of a link of
+        the chain, with its rounding bound, is above that link's target): when the
+        recomputed value itself is within the target (the bound is limited by float64
+        rounding, not by the iterate) or after three refutations (an earlier link cannot be
+        repaired by Newton steps on the last subproblem), the run ends honestly (the rule
+        then reports "max_iter", the reason is ``extra["failure"]``); otherwise Newton's
+        method goes on."""
+        self._refutations = getattr(self, "_refutations", 0) + 1
+        target = verdict.threshold  # the target of the link that failed
+        if verdict.value <= target or self._refutations >= 3:
+            self.failed = (
+                f"the Newton decrement cannot be certified below its target {target:.3g}: "
+                f"recomputed from the data it is {verdict.value:.3g} with a rounding bound of "
+                f"{verdict.rounding:.3g} ({verdict.reason}); the data or the kernel are too "
+                "ill-conditioned for this tol in float64 (raise tol, lam, or rescale X)")
+            warnings.warn(f"iterated_tikhonov: {self.failed}", RuntimeWarning, stacklevel=2)
+            self.done = True
+
+    def _chain(self):
+        """The proximal iterates theta^1..theta^k of the current step k, the current iterate
+        last (what the certificate stores; theta^0 = 0 is not part of it)."""
+        return list(self.prox_coef[: self.prox_step - 1]) + [self.w]
+
+    def _record_last_prox_step(self):
+        """At the end of a run: the last subproblem, if it stopped the run before handing
+        over, goes into the per-step history."""
+        if len(self.prox_decrement) < self.prox_step:
+            self.prox_decrement.append(self.decrement)
+            self.prox_newton_iter.append(self.newton_iter)
+            self.prox_risk.append(self.empirical_risk)
+
+    def _val_loss(self, w):
+        z = np.asarray(self.Phi_val @ w[: self.model.p], dtype=np.float64).ravel()
+        if self.model.fit_intercept:
+            z = z + w[self.model.p]
+        return self.loss.loss_sum(np.ascontiguousarray(z), self.y_val) / z.shape[0]
+
+    @property
+    def decrement_target(self):
+        return float(self.decrement_targets[min(self.prox_step, len(self.decrement_targets)) - 1])
+
+    # ------------------------------------------------------------------ iteration
+    def _finish_prox_step(self):
+        """Record subproblem k as solved; hand over to k + 1 or end the run."""
+        k = self.prox_step
+        self.prox_decrement.append(self.decrement)
+        self.prox_newton_iter.append(self.newton_iter)
+        self.prox_risk.append(self.empirical_risk)
+        self.prox_coef.append(self.w.copy())
+        if self.auto:
+            v = self._val_loss(self.w)
+            self.validation_loss.append(v)
+            if k > 1 and not v < min(self.validation_loss[:-1]):
+                # the validation loss stopped improving: keep t = k - 1 (section 3.2)
+                self._choose(k - 1)
+                return
+            if k == self.t_sched:
+                self._choose(k)
+                return
+        if k >= self.n_prox:
+            self.done = True
+            return
+        self.w_prev = self.w.copy()
+        self.prox_step = k + 1
+        self.newton_iter = 0
+        self._evaluate()
+
+    def _choose(self, t):
+        """End of t='auto': roll back to the iterate of proximal step t."""
+        self.n_prox = self.prox_step = t
+        self.w = self.prox_coef[t - 1].copy()
+        self.w_prev = self.prox_coef[t - 2].copy() if t >= 2 else self.model.zeros()
+        self._pending.append(("set_iterate", (self.w,)))
+        self._evaluate()
+        self.done = True
+
+    def step(self):
+        if self.done:
+            return
+        if self.method == "spectral_filter":
+            self._filter_solve()
+            return
+        if self.decrement <= self.decrement_target:
+            self._finish_prox_step()
+            if self.done:
+                return
+        self._newton_iteration()
+
+    def _filter_solve(self):
+        """All t proximal steps at once through the spectral filter (Eq. 8, appendix E.2)."""
+        mdl, t, lam, n = self.model, self.n_prox, self.lam, self.model.n
+        if self.exact is not None:
+            # Phi = V S^{1/2} already diagonalizes Phi^T Phi = S
+            s = self.exact.eigenvalues_ / n
+            b = _block_sum(self._map("rmatvec_y")) / n
+            coef = [iterated_tikhonov_filter(s, lam, k) * b for k in range(t + 1)]
+        else:
+            parts = self._map("gram")
+            G = _block_sum([part[0] for part in parts])
+            s, V = sla.eigh(G / n)
+            b = V.T @ _block_sum([part[1] for part in parts]) / n
+            coef = [V @ (iterated_tikhonov_filter(s, lam, k) * b) for k in range(t + 1)]
+        # IT(k) for k = 0..t (theta^0 = 0): the whole proximal chain, each link exact
+        self.prox_coef = coef[1:t]
+        self.w_prev, self.w = coef[t - 1], coef[t]
+        self._pending.append(("set_iterate", (self.w,)))
+        self.prox_step = t
+        self._evaluate()
+        self.prox_decrement = [self.decrement]
+        self.prox_newton_iter = [0]
+        self.prox_risk = [self.empirical_risk]
+        self.done = True
+
+    def snapshot(self):
+        return {"objective": float(self.objective), "empirical_risk": float(self.empirical_risk),
+                "decrement": float(self.decrement), "prox_step": float(self.prox_step),
+                "target": self.decrement_target}
+
+    def certificate(self, status):
+        """The certificate of the claim "converged" at the current iterate (None for any
+        other status): the proximal chain up to it, each subproblem solved to its target."""
+        if status != "converged":
+            return None
+        problem, mdl = self.problem, self.model
+        chain = self._chain()
+        centres = projection = None
+        if self.exact is not None:
+            rep, chain = "gram", [self.exact.projection_ @ w for w in chain]
+        else:
+            rep = "primal"
+            if self.nystroem is not None:
+                centres, projection = self.nystroem.centres_, self.nystroem.projection_
+        return NewtonDecrementCertificate(
+            self.decrement, self.decrement_targets[: self.prox_step], self.loss_name, self.lam,
+            rep, np.array(chain), mdl.fit_intercept, problem.kernel, problem.classes_,
+            self.train_index, centres, projection, self.identity_map, config=problem.config,
+            prox_step=self.prox_step, weighted=self.weighted)
