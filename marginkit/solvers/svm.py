@@ -41,6 +41,7 @@ from .._validation import Param, check_X
 from ..kernels.builtin import LinearKernel
 from ..plugins import Solver, SolverState, StoppingRule, Trigger, triggers_on
 from . import _svm_fast as _f
+from ..utils._rows import row_block
 from ..utils._threads import ThreadChoice, single_threaded_blas
 
 __all__ = ["Fista", "FistaSVM", "DCD", "Pegasos", "CertifiedPoints", "Liblinear",
@@ -65,21 +66,21 @@ def _block_data(block):
 def _k_column_max(block):
     data = _block_data(block)
     cm = np.zeros(data.d)
-    _f.column_max(*data.args, data.n, cm)
+    _f.column_max(data.rows, cm)
     return cm
 
 
 def _k_column_sums(block, inv):
     data = _block_data(block)
     sums, cnt = np.zeros(data.d), np.zeros(data.d, dtype=np.int64)
-    _f.scaled_column_sums(*data.args, data.n, inv, sums, cnt)
+    _f.scaled_column_sums(data.rows, inv, sums, cnt)
     return sums, cnt
 
 
 def _k_sqdev(block, inv, means):
     data = _block_data(block)
     ss = np.zeros(data.d)
-    _f.scaled_sqdev(*data.args, data.n, inv, means, ss)
+    _f.scaled_sqdev(data.rows, inv, means, ss)
     return ss
 
 
@@ -141,20 +142,6 @@ def _as_float_matrix(X):
     return X if X.dtype in _FLOAT_DTYPES else X.astype(np.float64)
 
 
-def _read_only(a):
-    a.flags.writeable = False
-    return a
-
-
-#: the unused form of the training matrix (the kernels take both, see ``_svm_fast``):
-#: shared read-only 1-element arrays per dtype, never written (``const`` in every kernel)
-_DENSE_PLACEHOLDER = {np.dtype(t): _read_only(np.zeros((1, 1), dtype=t)) for t in (np.float32, np.float64)}
-_CSR_PLACEHOLDER = {np.dtype(t): (_read_only(np.zeros(1, dtype=t)),
-                                  _read_only(np.zeros(1, dtype=np.int32)),
-                                  _read_only(np.zeros(1, dtype=np.int32)))
-                    for t in (np.float32, np.float64)}
-
-
 class _Original:
     """The map from the solvers' scaled space back to the input space (needs m, s)."""
 
@@ -185,13 +172,14 @@ class _Data(_Original):
         self.sparse = sparse = not isinstance(X, np.ndarray) and sp.issparse(X)
         self.dtype = X.dtype
         if sparse:
-            self.Xd = _DENSE_PLACEHOLDER[X.dtype]
+            self.Xd = None
             self.data, self.indices, self.indptr = X.data, X.indices, X.indptr
         else:
             Xc = X if X.flags.c_contiguous else np.ascontiguousarray(X)  # private C copy
             self.Xd = Xc
-            self.data, self.indices, self.indptr = _CSR_PLACEHOLDER[X.dtype]
-        self.args = (self.Xd, self.data, self.indices, self.indptr, not sparse)
+            self.data = self.indices = self.indptr = None
+        #: the block as the kernels take it (``marginkit.utils._rows``)
+        self.rows = row_block(X if sparse else Xc)
         self.scale = scale
         self._rounding = None
         self._xi = None
@@ -214,7 +202,7 @@ class _Data(_Original):
         # ``diag_shift`` the diagonal qd = ||z_i||^2 + 1 + diag_shift of dcd's Q
         self.zsq = np.empty(n)
         self.qd = None if diag_shift is None else np.empty(n)
-        _f.row_statistics(*self.args, n, s, s2m, self.c, self.xsq, self.M, self.zsq,
+        _f.row_statistics(self.rows, s, s2m, self.c, self.xsq, self.M, self.zsq,
                           self.qd, 0.0 if diag_shift is None else diag_shift)
         if not (np.isfinite(self.M) and np.all(np.isfinite(self.xsq))
                 and np.all(np.isfinite(self.c))):
@@ -367,7 +355,7 @@ def _gram_blocks(data):
         diag, cs = np.zeros(d), np.zeros(d)
         rl = np.diff(data.indptr)
         xs = np.zeros(max(int(rl.max()) if rl.size else 0, 1))
-        _f.csr_scaled_gram(data.data, data.indices, data.indptr, s, P, diag, cs, xs)
+        _f.csr_scaled_gram(data.rows, s, P, diag, cs, xs)
         G = P + P.T
         G[np.diag_indices(d)] += diag
         sm = s * m
@@ -477,7 +465,7 @@ def _k_power(block, vs, offset):
     if buf is None:
         buf = block.v["power"] = (np.zeros(data.d), np.zeros(data.n))
     acc, t_buf = buf
-    tsum, tsq = _f.gram_power_matvec(*data.args, vs, offset, acc, t_buf)
+    tsum, tsq = _f.gram_power_matvec(data.rows, vs, offset, acc, t_buf)
     return tsum, tsq, acc
 
 
@@ -1077,10 +1065,10 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
         ub, rb = u[lo:hi], r[lo:hi]
         for part, cols in _referee_parts(B, heavy, cache):
             if cols is None:
-                D = max(D, int(_f.ref_rmatvec(*part, heavy.view(np.uint8), m, ub, rb, a, mag)))
+                D = max(D, int(_f.ref_rmatvec(part, heavy.view(np.uint8), m, ub, rb, a, mag)))
             else:
                 aH, magH = np.zeros(cols.size, dtype=LD), np.zeros(cols.size)
-                _f.ref_rmatvec(*part, _NO_SKIP[:cols.size], m[cols], ub, rb, aH, magH)
+                _f.ref_rmatvec(part, _NO_SKIP[:cols.size], m[cols], ub, rb, aH, magH)
                 a[cols] += aH
                 mag[cols] += magH
     NB = blocks.chain
@@ -1139,10 +1127,10 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
     for lo, hi, B in blocks:
         for part, cols in _referee_parts(B, heavy, cache):
             if cols is None:
-                _f.ref_matvec(*part, heavy.view(np.uint8), m, v, Mv, coef, acoef,
+                _f.ref_matvec(part, heavy.view(np.uint8), m, v, Mv, coef, acoef,
                               th[lo:hi], Mth[lo:hi], dec[lo:hi], Md[lo:hi])
             else:
-                _f.ref_matvec(*part, _NO_SKIP[:cols.size], m[cols], v[cols], Mv[cols],
+                _f.ref_matvec(part, _NO_SKIP[:cols.size], m[cols], v[cols], Mv[cols],
                               coef[cols], acoef[cols], th[lo:hi], Mth[lo:hi], dec[lo:hi],
                               Md[lo:hi])
         if form == "svm":
@@ -1202,9 +1190,9 @@ _NO_SKIP = np.zeros(1 << 16, dtype=np.uint8)
 
 
 def _referee_parts(B, heavy, cache=None):
-    """The parts of a row block for the referee's kernels: ``(args, None)`` for the
+    """The parts of a row block for the referee's kernels: ``(rows, None)`` for the
     block itself (a dense block: every column, centred by the kernel; a CSR block: its
-    light columns) and, for a CSR block with heavy columns, ``(args, cols)`` for those
+    light columns) and, for a CSR block with heavy columns, ``(rows, cols)`` for those
     columns densified (a column with s_j |m_j| > 8 holds more than 98% of its entries,
     since s_j |m_j| <= sqrt(p_j / (1 - p_j)) for a fraction p_j of nonzeros). A CSR block
     more than half full is densified whole."""
@@ -1219,14 +1207,10 @@ def _referee_parts(B, heavy, cache=None):
             if cache is not None:
                 cache[key] = dense
         B, sparse = dense, False
-    if not sparse:
-        yield (B, *_CSR_PLACEHOLDER[B.dtype], True), None
-        return
-    yield (_DENSE_PLACEHOLDER[B.dtype], B.data, B.indices, B.indptr, False), None
-    if any_heavy:
+    yield row_block(B), None
+    if sparse and any_heavy:
         cols = np.flatnonzero(heavy)
-        H = np.ascontiguousarray(B[:, cols].toarray(), dtype=np.float64)
-        yield (H, *_CSR_PLACEHOLDER[np.dtype(np.float64)], True), cols
+        yield row_block(np.ascontiguousarray(B[:, cols].toarray(), dtype=np.float64)), cols
 
 
 def _scaled_frobenius2(B, m, s, n_total):
@@ -1398,7 +1382,7 @@ def _k_fista_step(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu, kappa, unit
     data, v = block.v["svm"], block.v
     st = v["fista"]
     r_new, a_new = v["r_buf"], _next_a(st)
-    out = _f.fista_iteration(*data.args, block.y, v["r_prev"], v["r"], a_prev, a, b_prev, b,
+    out = _f.fista_iteration(data.rows, block.y, v["r_prev"], v["r"], a_prev, a, b_prev, b,
                              s, m, M, data.c, beta, L, mu, v["box"], kappa, v["level"], r_new,
                              a_new, st["v"], st["bufs"], st["parts"], st["active"], unit, rho,
                              _begin_threads(st))
@@ -1411,7 +1395,7 @@ def _k_fsvm_gradient(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu):
     y_k and the point to project, kept in the block."""
     data, v = block.v["svm"], block.v
     st = v["fista"]
-    _f.fista_svm_gradient(*data.args, block.y, v["r_prev"], v["r"], a_prev, a, b_prev, b, s,
+    _f.fista_svm_gradient(data.rows, block.y, v["r_prev"], v["r"], a_prev, a, b_prev, b, s,
                           m, M, data.c, beta, L, mu, st["v"], st["yk"], st["vproj"],
                           st["bufs"].shape[0], _begin_threads(st))
 
@@ -1430,7 +1414,7 @@ def _k_fsvm_finish(block, lam, kappa, s, m, unit, rho, feas, gK, several):
     data, v = block.v["svm"], block.v
     st = v["fista"]
     r_new, a_new = v["r_buf"], _next_a(st)
-    out = _f.fista_svm_finish(*data.args, block.y, st["yk"], st["vproj"], lam, v["box"],
+    out = _f.fista_svm_finish(data.rows, block.y, st["yk"], st["vproj"], lam, v["box"],
                               kappa, v["level"], s, m, r_new, a_new, st["bufs"], st["parts"],
                               st["active"], unit, rho, feas, gK, st["nt"])
     _rotate(v, r_new)
@@ -1452,7 +1436,7 @@ def _k_fresh_scatter(block):
     (``_svm_fast.fresh_scatter``): (X_b^T (y r), y_b^T r_b, r_b . xi_b) in long double."""
     data = block.v["svm"]
     fresh, ld = np.zeros(data.d, dtype=np.longdouble), np.zeros(1, dtype=np.longdouble)
-    rxi = _f.fresh_scatter(*data.args, block.y, block.v["r"], data.xi, fresh, ld)
+    rxi = _f.fresh_scatter(data.rows, block.y, block.v["r"], data.xi, fresh, ld)
     return fresh, ld[0], rxi
 
 
@@ -1460,7 +1444,7 @@ def _k_fresh_margins(block, coef, ld, t_col, t_shift, mu):
     """Second pass: the block's sum of p_i(r)^2 (long double)."""
     data = block.v["svm"]
     ld = np.array(ld, dtype=np.longdouble)
-    _f.fresh_margins(*data.args, block.y, block.v["r"], coef, ld, t_col, t_shift, mu,
+    _f.fresh_margins(data.rows, block.y, block.v["r"], coef, ld, t_col, t_shift, mu,
                      block.v["box"])
     return ld[2]
 
@@ -1912,7 +1896,7 @@ class _DCDState(_ClaimOffers, SolverState):
         # the kernel's full bound (``_svm_fast._fresh_bound``) at r = 0
         data = self.data
         b, P = self.scal
-        pgsq = _f.projected_gradient(*data.args, self.y, self.r, self.s2a, b, P, data.c,
+        pgsq = _f.projected_gradient(data.rows, self.y, self.r, self.s2a, b, P, data.c,
                                      data.M, 1.0, 0.0, self.mu, self.box, self._pg)
         self._ctl[5] += 1
         rc = self._rc
@@ -1940,7 +1924,7 @@ class _DCDState(_ClaimOffers, SolverState):
         hist = self._hist
         if hist.shape[0] < k:
             hist = self._hist = np.empty((k, 4))  # row e is written by iteration e
-        done = _f.dcd_epochs(*data.args, self.y, self.index, self.r, self.s2a, self.scal,
+        done = _f.dcd_epochs(data.rows, self.y, self.index, self.r, self.s2a, self.scal,
                              data.s, data.m, data.c, self.qd, data.M, self.mu, self.box,
                              self.level, self._rng_state, self._pg, ctl, self.shrinking,
                              self.bound_check == "always", hist, k, cert_above, gap_at_most,
@@ -2086,7 +2070,7 @@ def _k_pegasos_epoch(block, order, s2a, st, lam, radius):
     weight = block.v.get("weight")
     if weight is None:
         weight = block.v["weight"] = np.ones(data.n)
-    _f.pegasos_epoch(*data.args, block.y, order, s2a, st, data.s, data.c, data.xsq, data.M,
+    _f.pegasos_epoch(data.rows, block.y, order, s2a, st, data.s, data.c, data.xsq, data.M,
                      lam, radius, weight)
     return s2a, st
 
