@@ -1,5 +1,7 @@
 """The row blocks of the Cython kernels (``marginkit.utils._rows``): every layout gives the
 kernels the same rows."""
+import pickle
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -47,6 +49,14 @@ def test_row_block_layouts(name):
         assert held[0] is B.data and held[1] is B.indices and held[2] is B.indptr
     else:
         assert held[0] is B
+    # a pickled block is packed again from its arrays, in the same layout
+    again = pickle.loads(pickle.dumps(blk))
+    assert type(again) is type(blk) and again.shape == blk.shape
+    acc, t = np.empty(X.shape[1]), np.empty(X.shape[0])
+    v = np.linspace(-1.0, 1.0, X.shape[1])
+    ref = _svm_fast.gram_power_matvec(blk, v, 0.0, acc, t), acc.copy()
+    assert (_svm_fast.gram_power_matvec(again, v, 0.0, acc, t), acc.copy())[0] == ref[0]
+    np.testing.assert_array_equal(acc, ref[1])
 
 
 @pytest.mark.parametrize("name", [n for n, _ in _layouts(_matrix())])

@@ -1268,31 +1268,24 @@ def ref_rmatvec(rows_t X, const unsigned char[::1] skip, const double[::1] m, co
             for j in range(d):
                 part[j] = 0.0
             bsum = 0.0
-            if rows_t in dense_rows_t:
-                longest = d
-                for i in range(i0, i1):
-                    ui = u[i]
-                    ri = r[i]
-                    for k in range(row_start(X, i), row_stop(X, i)):
-                        j = col(X, i, k)
+            for i in range(i0, i1):
+                ui = u[i]
+                ri = r[i]
+                bsum += ui
+                rsum += ri
+                ln = row_stop(X, i) - row_start(X, i)
+                if ln > longest:
+                    longest = ln
+                for k in range(row_start(X, i), row_stop(X, i)):
+                    j = col(X, i, k)
+                    if rows_t in dense_rows_t:
                         c = <double>X.data[k] - m[j]
-                        part[j] += c * ui
-                        mag[j] += fabs(c) * ri
-            else:
-                for i in range(i0, i1):
-                    ui = u[i]
-                    ri = r[i]
-                    bsum += ui
-                    rsum += ri
-                    ln = row_stop(X, i) - row_start(X, i)
-                    if ln > longest:
-                        longest = ln
-                    for k in range(row_start(X, i), row_stop(X, i)):
-                        j = col(X, i, k)
-                        if skip[j]:
-                            continue
-                        part[j] += (<double>X.data[k]) * ui
-                        mag[j] += fabs(<double>X.data[k]) * ri
+                    elif skip[j]:
+                        continue
+                    else:
+                        c = <double>X.data[k]
+                    part[j] += c * ui
+                    mag[j] += fabs(c) * ri
             for j in range(d):
                 a[j] += part[j]
             btot += bsum
@@ -1320,52 +1313,39 @@ def ref_matvec(rows_t X, const unsigned char[::1] skip, const double[::1] m,
     cdef Py_ssize_t n = th.shape[0]
     cdef Py_ssize_t d = v.shape[0]
     cdef Py_ssize_t i, j, k
-    cdef double c, x, ac, t1, t2, q1, q2, mv = 0.0, mc = 0.0, mM = 0.0, mA = 0.0
+    cdef double c, ac, t1, t2, q1, q2, mv = 0.0, mc = 0.0, mM = 0.0, mA = 0.0
     with nogil:
-        if rows_t in dense_rows_t:
-            for i in range(n):
-                t1 = 0.0
-                t2 = 0.0
-                q1 = 0.0
-                q2 = 0.0
-                for k in range(row_start(X, i), row_stop(X, i)):
-                    j = col(X, i, k)
-                    c = <double>X.data[k] - m[j]
-                    ac = fabs(c)
-                    t1 += c * v[j]
-                    t2 += c * coef[j]
-                    q1 += ac * Mv[j]
-                    q2 += ac * acoef[j]
-                th[i] += t1
-                dec[i] += t2
-                Mth[i] += q1
-                Md[i] += q2
-        else:
+        if rows_t in csr_rows_t:
+            # the mean terms of the light columns (0 for a dense block, centred per entry)
             for j in range(d):
                 if not skip[j]:
                     mv += m[j] * v[j]
                     mc += m[j] * coef[j]
                     mM += fabs(m[j]) * Mv[j]
                     mA += fabs(m[j]) * acoef[j]
-            for i in range(n):
-                t1 = 0.0
-                t2 = 0.0
-                q1 = 0.0
-                q2 = 0.0
-                for k in range(row_start(X, i), row_stop(X, i)):
-                    j = col(X, i, k)
-                    if skip[j]:
-                        continue
-                    x = <double>X.data[k]
-                    ac = fabs(x)
-                    t1 += x * v[j]
-                    t2 += x * coef[j]
-                    q1 += ac * Mv[j]
-                    q2 += ac * acoef[j]
-                th[i] += t1 - mv
-                dec[i] += t2 - mc
-                Mth[i] += q1 + mM
-                Md[i] += q2 + mA
+        for i in range(n):
+            t1 = 0.0
+            t2 = 0.0
+            q1 = 0.0
+            q2 = 0.0
+            for k in range(row_start(X, i), row_stop(X, i)):
+                j = col(X, i, k)
+                if rows_t in dense_rows_t:
+                    c = <double>X.data[k] - m[j]
+                elif skip[j]:
+                    continue
+                else:
+                    c = <double>X.data[k]
+                ac = fabs(c)
+                t1 += c * v[j]
+                t2 += c * coef[j]
+                q1 += ac * Mv[j]
+                q2 += ac * acoef[j]
+            # x - 0.0 and q + 0.0 (q >= 0) are exact: a dense block's sums are unchanged
+            th[i] += t1 - mv
+            dec[i] += t2 - mc
+            Mth[i] += q1 + mM
+            Md[i] += q2 + mA
 
 
 def ref_matvec_ld(rows_t X, const double[::1] v, const double[::1] Mv, long double[::1] th,

@@ -33,6 +33,10 @@ cdef class RowBlock:
         layout = "dense" if self.dense else "csr"
         return f"<{type(self).__name__} {layout} {self.n} x {self.d}>"
 
+    def __reduce__(self):
+        # the arrays, packed again on unpickling (the pointers are the process's own)
+        return _from_arrays, (self.n, self.d, self.arrays)
+
 
 cdef class DenseRows32(RowBlock):
     pass
@@ -94,15 +98,24 @@ def row_block(X):
     if not (sp.issparse(X) and X.format == "csr"):
         raise TypeError(f"X: a row block is a C-contiguous ndarray or a CSR matrix, got "
                         f"{type(X).__name__}")
-    data, indices, indptr = X.data, X.indices, X.indptr
+    return _from_arrays(X.shape[0], X.shape[1], (X.data, X.indices, X.indptr))
+
+
+def _from_arrays(Py_ssize_t n, Py_ssize_t d, tuple arrays):
+    """The block of a checked dense array ``(X,)`` or of CSR arrays ``(data, indices,
+    indptr)`` with n rows and d columns."""
+    cdef RowBlock blk
+    if len(arrays) == 1:
+        return row_block(arrays[0])
+    data, indices, indptr = arrays
     for name, a in (("data", data), ("indices", indices), ("indptr", indptr)):
         if a.ndim != 1 or not a.flags.c_contiguous:
             raise ValueError(f"X: the CSR array X.{name} is not a contiguous 1-d array")
     if indices.dtype != indptr.dtype or indices.dtype not in (np.int32, np.int64):
         raise TypeError(f"X: CSR indices and indptr of one type, int32 or int64, got "
                         f"{indices.dtype} and {indptr.dtype}")
-    if indptr.shape[0] != X.shape[0] + 1:
-        raise ValueError(f"X: indptr has {indptr.shape[0]} entries for {X.shape[0]} rows")
+    if indptr.shape[0] != n + 1:
+        raise ValueError(f"X: indptr has {indptr.shape[0]} entries for {n} rows")
     wide = indices.dtype == np.int64
     if data.dtype == np.float64:
         blk = CSRRows64I64.__new__(CSRRows64I64) if wide else CSRRows64I32.__new__(CSRRows64I32)
@@ -111,7 +124,7 @@ def row_block(X):
     else:
         raise TypeError(f"X: a row block holds float32 or float64 values, got {data.dtype}")
     _set_csr(blk, _first(data), _first(indices), _first(indptr))
-    blk.n, blk.d = X.shape
+    blk.n, blk.d = n, d
     blk.arrays = (data, indices, indptr)
     return blk
 
