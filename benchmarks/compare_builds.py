@@ -32,7 +32,7 @@ def _load(name, n_features=None):
 
 
 def _mnist_pairs(pairs=((3, 5), (1, 9), (2, 7))):
-    """The training images of each digit pair of paper 001, section 5.2 (pixels / 255,
+    """The training images of each digit pair of arXiv:2512.03947, section 5.2 (pixels / 255,
     dense; the first digit is the +1 class)."""
     from marginkit.datasets import load_mnist_idx
 
