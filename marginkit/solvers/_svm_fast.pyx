@@ -175,7 +175,11 @@ def scaled_column_sums(rows_t X, const double[::1] inv, double[::1] sums,
             for k in range(row_start(X, i), row_stop(X, i)):
                 j = col(X, i, k)
                 sums[j] += (<double>X.data[k]) * inv[j]
-                cnt[j] += 1
+                if rows_t in csr_rows_t:
+                    cnt[j] += 1
+        if rows_t in dense_rows_t:
+            for j in range(X.d):
+                cnt[j] += X.n
 
 
 def scaled_sqdev(rows_t X, const double[::1] inv, const double[::1] means, double[::1] ss):
