@@ -7,8 +7,8 @@ OLD_TREE and NEW_TREE are source trees with their extensions built in place (``p
 setup.py build_ext --inplace``; a ``git worktree`` of the commit to compare against). Each
 build runs the same cases in its own process (``--worker``), the two alternating ``--reps``
 times so that drift of a shared machine hits both; each case is timed in-process (the
-minimum of 3 solves; data read once with scikit-learn's svmlight reader, so loaders do
-not count). Printed: per case the median times, the median ratio new/old with its range,
+minimum of 3 solves; data read once, LIBSVM files with scikit-learn's svmlight reader and
+the MNIST digit pairs with ``mk.datasets.load_mnist_idx``, so loaders do not count). Printed: per case the median times, the median ratio new/old with its range,
 and both builds' statuses and iteration counts.
 """
 import argparse
@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 
 def _load(name, n_features=None):
     from sklearn.datasets import load_svmlight_file
@@ -27,6 +29,20 @@ def _load(name, n_features=None):
     with lzma.open(os.path.join(os.environ["MARGINKIT_DATA"], name)) as f:
         X, y = load_svmlight_file(f, n_features=n_features)
     return X.tocsr(), y
+
+
+def _mnist_pairs(pairs=((3, 5), (1, 9), (2, 7))):
+    """The training images of each digit pair of arXiv:2512.03947, section 5.2 (pixels / 255,
+    dense; the first digit is the +1 class)."""
+    from marginkit.datasets import load_mnist_idx
+
+    X, lab = load_mnist_idx("mnist/train-images-idx3-ubyte.xz",
+                            "mnist/train-labels-idx1-ubyte.xz")
+    out = {}
+    for a, b in pairs:
+        rows = np.flatnonzero((lab == a) | (lab == b))
+        out[(a, b)] = (np.ascontiguousarray(X[rows]), np.where(lab[rows] == a, 1.0, -1.0))
+    return out
 
 
 def _cases():
@@ -52,7 +68,17 @@ def _cases():
         ("madelon fista", (Xm, madelon[1]), dict(solver="fista")),
         ("madelon dcd", (Xm, madelon[1]), dict(solver="dcd", random_state=0)),
         ("heart_scale rbf snkpvn", heart, dict(solver="snkpvn", kernel="rbf", max_iter=2000)),
-    ]
+        ("mushrooms dcd", mushrooms, dict(solver="dcd", random_state=0)),
+        ("mushrooms pegasos (20 ep.)", mushrooms, dict(solver="pegasos", epochs=20,
+                                                       random_state=0)),
+        ("madelon pegasos (20 ep.)", (Xm, madelon[1]), dict(solver="pegasos", epochs=20,
+                                                            random_state=0)),
+    ] + [(f"mnist {a}/{b} {name}", data, kw)
+         for (a, b), data in _mnist_pairs().items()
+         for name, kw in (("fista", dict(solver="fista")),
+                          ("dcd", dict(solver="dcd", random_state=0)),
+                          ("pegasos (20 ep.)", dict(solver="pegasos", epochs=20,
+                                                    random_state=0)))]
 
 
 def worker(only=()):

@@ -3,9 +3,9 @@ dual coordinate descent, Pegasos, and the exact projection onto {0 <= r <= gamma
 
 Data abstraction
 ----------------
-Every kernel takes the training matrix in two forms, only one of which is used:
-``Xd`` (dense, C order, ``dense=True``) or ``data, indices, indptr`` (CSR, int32 or
-int64 indices, ``dense=False``). The other form is a 1-element dummy.
+Every kernel that reads X takes one row block ``X`` (``marginkit.utils._rows``: dense
+C-order or CSR, float32/float64 values, int32/int64 indices; built by ``row_block``)
+and is compiled once per layout.
 
 Implicit centering and scaling (paper section 5.1)
 --------------------------------------------------
@@ -23,14 +23,18 @@ All vectors the solvers update (r, a, w) are float64 whatever the dtype of X; th
 products with X accumulate in float64.
 """
 import numpy as np
-from cython cimport floating
 from cython.parallel cimport prange
 from libc.math cimport sqrt, fabs, frexp, ldexp, INFINITY
 
 cdef extern from "math.h" nogil:
     long double sqrtl(long double x)
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport calloc, free
+
+from marginkit.utils._rows cimport (
+    MK_PREFETCH, csr_rows_t, dense_rows_t, rows_t, col, row_axpy, row_axpy_scaled, row_dot,
+    row_dot4, row_prefetch, row_prefetch_offsets, row_sqnorm_scaled, row_start, row_stop,
+    stored)
 
 cdef extern from *:
     """
@@ -43,26 +47,6 @@ cdef extern from *:
     """
     int mk_svm_max_threads() noexcept nogil
 
-ctypedef fused index_t:
-    int32_t
-    int64_t
-
-cdef extern from *:
-    """
-    #if defined(__GNUC__) || defined(__clang__)
-    #define MK_PREFETCH(p) __builtin_prefetch((const void *)(p))
-    #elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
-    #include <xmmintrin.h>
-    #define MK_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
-    #else
-    #define MK_PREFETCH(p) ((void)0)
-    #endif
-    """
-    # a cache hint only (no effect on results): the visiting order of dual coordinate
-    # descent is random, so the next rows' data are fetched ahead of their use
-    void MK_PREFETCH(const void* p) noexcept nogil
-
-
 # ----------------------------------------------------------------------------- rows
 cdef inline double _projected(double G, double r, double gamma) noexcept nogil:
     """The projected-gradient component of coordinate r in the box [0, gamma]: G, or its
@@ -73,116 +57,6 @@ cdef inline double _projected(double G, double r, double gamma) noexcept nogil:
     if r >= gamma:
         return G if G > 0.0 else 0.0
     return G
-
-
-cdef inline double _dot_dense(const floating* x, const double* v, Py_ssize_t d) noexcept nogil:
-    cdef double acc = 0.0
-    cdef Py_ssize_t j
-    for j in range(d):
-        acc += x[j] * v[j]
-    return acc
-
-
-cdef inline double _dot_sparse(const floating* val, const index_t* ind, Py_ssize_t nnz,
-                               const double* v) noexcept nogil:
-    cdef double acc = 0.0
-    cdef Py_ssize_t k
-    for k in range(nnz):
-        acc += val[k] * v[ind[k]]
-    return acc
-
-
-cdef inline void _axpy_dense(double alpha, const floating* x, double* out, Py_ssize_t d) noexcept nogil:
-    cdef Py_ssize_t j
-    for j in range(d):
-        out[j] += alpha * x[j]
-
-
-cdef inline void _axpy_sparse(double alpha, const floating* val, const index_t* ind, Py_ssize_t nnz,
-                              double* out) noexcept nogil:
-    cdef Py_ssize_t k
-    for k in range(nnz):
-        out[ind[k]] += alpha * val[k]
-
-
-cdef inline void _axpy_sparse_scaled(double alpha, const floating* val, const index_t* ind,
-                                     Py_ssize_t nnz, const double* sc, double* out) noexcept nogil:
-    # alpha s_j^2 x_j evaluated as alpha (s_j (s_j x_j)): s_j^2 alone can overflow or
-    # underflow for columns of magnitude 1e-160 or 1e160, the product stays in range
-    cdef Py_ssize_t k
-    for k in range(nnz):
-        out[ind[k]] += alpha * (sc[ind[k]] * (sc[ind[k]] * val[k]))
-
-
-cdef inline void _axpy_dense_scaled(double alpha, const floating* x, const double* sc,
-                                    double* out, Py_ssize_t d) noexcept nogil:
-    cdef Py_ssize_t j
-    for j in range(d):
-        out[j] += alpha * (sc[j] * (sc[j] * x[j]))
-
-
-cdef inline double _row_dot(bint dense, const floating* Xd, const floating* data,
-                            const index_t* indices, const index_t* indptr,
-                            Py_ssize_t i, const double* v, Py_ssize_t d) noexcept nogil:
-    # raw pointers (not memoryviews): no reference counting per row
-    cdef Py_ssize_t s
-    if dense:
-        return _dot_dense(Xd + i * d, v, d)
-    s = indptr[i]
-    return _dot_sparse(&data[s], &indices[s], indptr[i + 1] - s, v)
-
-
-cdef inline void _row_axpy(bint dense, const floating* Xd, const floating* data,
-                           const index_t* indices, const index_t* indptr,
-                           Py_ssize_t i, double alpha, double* out, Py_ssize_t d) noexcept nogil:
-    cdef Py_ssize_t s
-    if dense:
-        _axpy_dense(alpha, Xd + i * d, out, d)
-    else:
-        s = indptr[i]
-        _axpy_sparse(alpha, &data[s], &indices[s], indptr[i + 1] - s, out)
-
-
-cdef inline void _row_axpy_scaled(bint dense, const floating* Xd, const floating* data,
-                                  const index_t* indices, const index_t* indptr,
-                                  Py_ssize_t i, double alpha, const double* sc, double* out,
-                                  Py_ssize_t d) noexcept nogil:
-    cdef Py_ssize_t s
-    if dense:
-        _axpy_dense_scaled(alpha, Xd + i * d, sc, out, d)
-    else:
-        s = indptr[i]
-        _axpy_sparse_scaled(alpha, &data[s], &indices[s], indptr[i + 1] - s, sc, out)
-
-
-cdef inline void _prefetch_row(bint dense, const floating* Xd, const floating* data,
-                               const index_t* indices, const index_t* indptr,
-                               Py_ssize_t i, Py_ssize_t d) noexcept nogil:
-    # the first 256 bytes of row i's values and column indices (longer rows are streamed
-    # by the hardware prefetcher once their first lines arrive)
-    cdef Py_ssize_t st, ln, k
-    cdef Py_ssize_t step = 64 // sizeof(floating)
-    cdef Py_ssize_t cap = 4 * step
-    if dense:
-        ln = d if d < cap else cap
-        k = 0
-        while k < ln:
-            MK_PREFETCH(Xd + i * d + k)
-            k += step
-        return
-    st = indptr[i]
-    ln = indptr[i + 1] - st
-    if ln > cap:
-        ln = cap
-    k = 0
-    while k < ln:
-        MK_PREFETCH(data + st + k)
-        k += step
-    step = 64 // sizeof(index_t)
-    k = 0
-    while k < ln:
-        MK_PREFETCH(indices + st + k)
-        k += step
 
 
 cdef inline double _clip(double v, double lo, double hi) noexcept nogil:
@@ -202,23 +76,14 @@ cdef inline double _clamp(double v, double lo, double hi) noexcept nogil:
 
 
 # ----------------------------------------------------------------------- row statistics
-def row_statistics(const floating[:, ::1] Xd, const floating[::1] data,
-                   const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-                   Py_ssize_t n, const double[::1] sc, const double[::1] s2m,
+def row_statistics(rows_t X, const double[::1] sc, const double[::1] s2m,
                    double[::1] c, double[::1] xsq, double M=0.0, zsq=None, qd=None,
                    double shift=0.0):
     """c_i = x_i . (s2 * m) and xsq_i = ||sc * x_i||^2 (s2 = sc^2) for every row (one pass);
     with ``zsq`` (a float64 array of length n) also ||z_i||^2 = max(xsq_i - 2 c_i + M, 0),
     and with ``qd`` besides the diagonal ||z_i||^2 + 1 + ``shift`` (dcd's Q_ii)."""
-    cdef const floating* Xp = &Xd[0, 0]
-    cdef const floating* dp = &data[0]
-    cdef const index_t* ip = &indices[0]
-    cdef const index_t* pp = &indptr[0]
-    cdef Py_ssize_t d = sc.shape[0]
-    cdef Py_ssize_t i, j, k, st, en
-    cdef double acc, x, t
-    cdef const floating* row
-    cdef const double* scp = &sc[0]
+    cdef Py_ssize_t i
+    cdef double acc, t
     cdef double[::1] zv, qv
     cdef bint with_z = zsq is not None
     cdef bint with_q = with_z and qd is not None
@@ -227,22 +92,9 @@ def row_statistics(const floating[:, ::1] Xd, const floating[::1] data,
     if with_q:
         qv = qd
     with nogil:
-        for i in range(n):
-            c[i] = _row_dot(dense, Xp, dp, ip, pp, i, &s2m[0], d)
-            acc = 0.0
-            if dense:
-                row = Xp + i * d
-                for j in range(d):
-                    x = row[j]
-                    x = scp[j] * x
-                    acc += x * x
-            else:
-                st = indptr[i]
-                en = indptr[i + 1]
-                for k in range(st, en):
-                    x = data[k]
-                    x = sc[indices[k]] * x
-                    acc += x * x
+        for i in range(X.n):
+            c[i] = row_dot(X, i, &s2m[0])
+            acc = row_sqnorm_scaled(X, i, &sc[0])
             xsq[i] = acc
             if with_z:
                 # the value of np.maximum(xsq - 2.0 * c + M, 0.0) (NaN kept)
@@ -291,25 +143,16 @@ cdef void _scaling_tail(Py_ssize_t d, double dn, const double* colmax, const dou
         m[j] = mean if center else 0.0
 
 
-def column_max(const floating[:, ::1] Xd, const floating[::1] data,
-               const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-               Py_ssize_t n, double[::1] colmax):
+def column_max(rows_t X, double[::1] colmax):
     """First pass of the scaling statistics over a row block: colmax_j <- max(colmax_j,
     largest |x_ij| of the block's stored entries) (NaN propagates, as np.maximum would)."""
-    cdef Py_ssize_t d = colmax.shape[0]
     cdef Py_ssize_t i, j, k
     cdef double x
     with nogil:
-        if dense:
-            for i in range(n):
-                for j in range(d):
-                    x = fabs(<double>Xd[i, j])
-                    if x > colmax[j] or x != x:
-                        colmax[j] = x
-        else:
-            for k in range(indptr[0], indptr[n]):
-                j = indices[k]
-                x = fabs(<double>data[k])
+        for i in range(X.n):
+            for k in range(row_start(X, i), row_stop(X, i)):
+                j = col(X, i, k)
+                x = fabs(<double>X.data[k])
                 if x > colmax[j] or x != x:
                     colmax[j] = x
 
@@ -322,47 +165,33 @@ def pow2_safe(const double[::1] colmax, double[::1] safe, double[::1] inv):
         inv[j] = 1.0 / safe[j]
 
 
-def scaled_column_sums(const floating[:, ::1] Xd, const floating[::1] data,
-                       const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-                       Py_ssize_t n, const double[::1] inv, double[::1] sums,
+def scaled_column_sums(rows_t X, const double[::1] inv, double[::1] sums,
                        int64_t[::1] cnt):
     """Second pass: sums_j += sum of the block's stored x_ij * inv_j (inv_j the inverse
     power of two of ``pow2_safe``: an exact scaling), cnt_j += stored entries."""
-    cdef Py_ssize_t d = inv.shape[0]
     cdef Py_ssize_t i, j, k
     with nogil:
-        if dense:
-            for i in range(n):
-                for j in range(d):
-                    sums[j] += (<double>Xd[i, j]) * inv[j]
-            for j in range(d):
-                cnt[j] += n
-        else:
-            for k in range(indptr[0], indptr[n]):
-                j = indices[k]
-                sums[j] += (<double>data[k]) * inv[j]
-                cnt[j] += 1
+        for i in range(X.n):
+            for k in range(row_start(X, i), row_stop(X, i)):
+                j = col(X, i, k)
+                sums[j] += (<double>X.data[k]) * inv[j]
+                if rows_t in csr_rows_t:
+                    cnt[j] += 1
+        if rows_t in dense_rows_t:
+            for j in range(X.d):
+                cnt[j] += X.n
 
 
-def scaled_sqdev(const floating[:, ::1] Xd, const floating[::1] data,
-                 const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-                 Py_ssize_t n, const double[::1] inv, const double[::1] means,
-                 double[::1] ss):
+def scaled_sqdev(rows_t X, const double[::1] inv, const double[::1] means, double[::1] ss):
     """Third pass: ss_j += sum of the block's stored (x_ij * inv_j - means_j)^2 (the
     implicit zeros of a CSR block are added by ``scaling_tail``)."""
-    cdef Py_ssize_t d = inv.shape[0]
     cdef Py_ssize_t i, j, k
     cdef double dev
     with nogil:
-        if dense:
-            for i in range(n):
-                for j in range(d):
-                    dev = (<double>Xd[i, j]) * inv[j] - means[j]
-                    ss[j] += dev * dev
-        else:
-            for k in range(indptr[0], indptr[n]):
-                j = indices[k]
-                dev = (<double>data[k]) * inv[j] - means[j]
+        for i in range(X.n):
+            for k in range(row_start(X, i), row_stop(X, i)):
+                j = col(X, i, k)
+                dev = (<double>X.data[k]) * inv[j] - means[j]
                 ss[j] += dev * dev
 
 
@@ -383,37 +212,29 @@ def scaling_tail(Py_ssize_t n, const double[::1] colmax, const double[::1] safe,
     _scaling_tail(d, dn, &colmax[0], &safe[0], &sums[0], &ss[0], center, &m[0], &s[0])
 
 
-def gram_power_matvec(const floating[:, ::1] Xd, const floating[::1] data,
-                      const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-                      const double[::1] v_s, double offset, double[::1] acc, double[::1] t_buf):
+def gram_power_matvec(rows_t X, const double[::1] v_s, double offset, double[::1] acc,
+                      double[::1] t_buf):
     """One pass: t = X v_s + offset (per row), acc = X^T t; returns e^T t and ||t||^2.
 
     With v_s = s * v and offset = t_v - m . (s * v) this is Z~ [v; t_v] = t, and
     Z~^T t = [s * (acc - m e^T t); e^T t] (assembled by the caller).
     """
-    cdef const floating* Xp = &Xd[0, 0]
-    cdef const floating* dp = &data[0]
-    cdef const index_t* ip = &indices[0]
-    cdef const index_t* pp = &indptr[0]
-    cdef Py_ssize_t n = (Xd.shape[0] if dense else indptr.shape[0] - 1)
-    cdef Py_ssize_t d = v_s.shape[0]
     cdef Py_ssize_t i
     cdef double t, tsum = 0.0, tsq = 0.0
     with nogil:
-        for i in range(d):
+        for i in range(X.d):
             acc[i] = 0.0
-        for i in range(n):  # products in their own loop (see fista_iteration)
-            t_buf[i] = _row_dot(dense, Xp, dp, ip, pp, i, &v_s[0], d) + offset
-        for i in range(n):
+        for i in range(X.n):  # products in their own loop (see fista_iteration)
+            t_buf[i] = row_dot(X, i, &v_s[0]) + offset
+        for i in range(X.n):
             t = t_buf[i]
             tsum += t
             tsq += t * t
-            _row_axpy(dense, Xp, dp, ip, pp, i, t, &acc[0], d)
+            row_axpy(X, i, t, &acc[0])
     return tsum, tsq
 
 
-def csr_scaled_gram(const floating[::1] data, const index_t[::1] indices,
-                    const index_t[::1] indptr, const double[::1] sc, double[:, ::1] P,
+def csr_scaled_gram(csr_rows_t X, const double[::1] sc, double[:, ::1] P,
                     double[::1] diag, double[::1] colsum, double[::1] xs):
     """Pieces of the Gram matrix G1 = (X S)^T (X S) of a CSR matrix in one pass, O(d^2) memory.
 
@@ -427,49 +248,25 @@ def csr_scaled_gram(const floating[::1] data, const index_t[::1] indices,
     included) and colsum = S X^T e. Cost sum_i nnz_i (nnz_i + 1) / 2. ``xs`` is scratch
     of length >= the longest row (the row's scaled values).
     """
-    cdef Py_ssize_t n = indptr.shape[0] - 1
-    cdef Py_ssize_t d = diag.shape[0]
+    cdef Py_ssize_t d = X.d
     cdef Py_ssize_t i, k1, k2, st, en, j1
     cdef double x1
     cdef double* row
     cdef double* Pp = &P[0, 0]
     with nogil:
-        for i in range(n):
-            st = indptr[i]
-            en = indptr[i + 1]
+        for i in range(X.n):
+            st = X.indptr[i]
+            en = X.indptr[i + 1]
             for k1 in range(st, en):
-                xs[k1 - st] = sc[indices[k1]] * data[k1]
+                xs[k1 - st] = sc[X.indices[k1]] * X.data[k1]
             for k1 in range(st, en):
-                j1 = indices[k1]
+                j1 = X.indices[k1]
                 x1 = xs[k1 - st]
                 diag[j1] += x1 * x1
                 colsum[j1] += x1
                 row = Pp + j1 * d
                 for k2 in range(k1 + 1, en):
-                    row[indices[k2]] += x1 * xs[k2 - st]
-
-
-def scatter_dual(const floating[:, ::1] Xd, const floating[::1] data,
-                 const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-                 const double[::1] y, const double[::1] r, double[::1] a):
-    """a = X^T (y * r); returns b = y^T r."""
-    cdef const floating* Xp = &Xd[0, 0]
-    cdef const floating* dp = &data[0]
-    cdef const index_t* ip = &indices[0]
-    cdef const index_t* pp = &indptr[0]
-    cdef Py_ssize_t n = y.shape[0]
-    cdef Py_ssize_t d = a.shape[0]
-    cdef Py_ssize_t i
-    cdef double u, b = 0.0
-    with nogil:
-        for i in range(d):
-            a[i] = 0.0
-        for i in range(n):
-            u = y[i] * r[i]
-            if u != 0.0:
-                b += u
-                _row_axpy(dense, Xp, dp, ip, pp, i, u, &a[0], d)
-    return b
+                    row[X.indices[k2]] += x1 * xs[k2 - st]
 
 
 # ------------------------------------------------------------------------------ FISTA
@@ -530,50 +327,12 @@ cdef double _extrapolate_v(const double* a, const double* a_prev, const double* 
     return acc
 
 
-cdef inline double _dot_sparse4(const floating* val, const index_t* ind, Py_ssize_t nnz,
-                                const double* v) noexcept nogil:
-    # four partial sums: four independent multiply-add chains instead of one
-    cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
-    cdef Py_ssize_t k = 0
-    while k + 4 <= nnz:
-        a0 += val[k] * v[ind[k]]
-        a1 += val[k + 1] * v[ind[k + 1]]
-        a2 += val[k + 2] * v[ind[k + 2]]
-        a3 += val[k + 3] * v[ind[k + 3]]
-        k += 4
-    while k < nnz:
-        a0 += val[k] * v[ind[k]]
-        k += 1
-    return (a0 + a1) + (a2 + a3)
-
-
-cdef inline double _dot_dense4(const floating* x, const double* v, Py_ssize_t d) noexcept nogil:
-    cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
-    cdef Py_ssize_t j = 0
-    while j + 4 <= d:
-        a0 += x[j] * v[j]
-        a1 += x[j + 1] * v[j + 1]
-        a2 += x[j + 2] * v[j + 2]
-        a3 += x[j + 3] * v[j + 3]
-        j += 4
-    while j < d:
-        a0 += x[j] * v[j]
-        j += 1
-    return (a0 + a1) + (a2 + a3)
-
-
-cdef void _gather_block(bint dense, const floating* Xp, const floating* dp,
-                        const index_t* ip, const index_t* pp, Py_ssize_t lo, Py_ssize_t hi,
-                        const double* v, Py_ssize_t d, double* out) noexcept nogil:
+cdef void _gather_block(rows_t X, Py_ssize_t lo, Py_ssize_t hi, const double* v,
+                        double* out) noexcept nogil:
     """out_i = x_i . v for the rows lo..hi-1 (four partial sums per row)."""
-    cdef Py_ssize_t i, st
-    if dense:
-        for i in range(lo, hi):
-            out[i] = _dot_dense4(Xp + i * d, v, d)
-    else:
-        for i in range(lo, hi):
-            st = pp[i]
-            out[i] = _dot_sparse4(&dp[st], &ip[st], pp[i + 1] - st, v)
+    cdef Py_ssize_t i
+    for i in range(lo, hi):
+        out[i] = row_dot4(X, i, v)
 
 
 cdef void _hsvm_update_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, const double* r_prev,
@@ -598,10 +357,8 @@ cdef void _hsvm_update_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, cons
     part[2] = rsq
 
 
-cdef double _scatter_block(bint dense, const floating* Xp, const floating* dp,
-                           const index_t* ip, const index_t* pp, Py_ssize_t lo, Py_ssize_t hi,
-                           const double* y, const double* r, double* out, Py_ssize_t d,
-                           Py_ssize_t* active) noexcept nogil:
+cdef double _scatter_block(rows_t X, Py_ssize_t lo, Py_ssize_t hi, const double* y,
+                           const double* r, double* out, Py_ssize_t* active) noexcept nogil:
     """out = sum over rows lo..hi-1 of y_i r_i x_i (zeroed first); returns the sum of y_i r_i.
 
     The rows with r_i != 0 are listed first (``active[lo:hi]`` as scratch) without a
@@ -609,7 +366,7 @@ cdef double _scatter_block(bint dense, const floating* Xp, const floating* dp,
     as r_i is 0 or not, which cost more than the rows it skipped (a9a)."""
     cdef Py_ssize_t i, j, t, cnt = lo
     cdef double u, b = 0.0
-    for j in range(d):
+    for j in range(X.d):
         out[j] = 0.0
     for i in range(lo, hi):
         active[cnt] = i
@@ -618,7 +375,7 @@ cdef double _scatter_block(bint dense, const floating* Xp, const floating* dp,
         i = active[t]
         u = y[i] * r[i]
         b += u
-        _row_axpy(dense, Xp, dp, ip, pp, i, u, out, d)
+        row_axpy(X, i, u, out)
     return b
 
 
@@ -673,9 +430,8 @@ cdef double _combine_blocks(double* bufs, const double* parts, Py_ssize_t ns, Py
     return eps
 
 
-def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
-                    const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-                    const double[::1] y, const double[::1] r_prev, const double[::1] r,
+def fista_iteration(rows_t X, const double[::1] y, const double[::1] r_prev,
+                    const double[::1] r,
                     const double[::1] a_prev, const double[::1] a, double b_prev, double b,
                     const double[::1] sc, const double[::1] m, double M, const double[::1] c,
                     double beta, double L, double mu, const double[::1] box, double kappa,
@@ -711,16 +467,11 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
     with level_i - r_new,i > eps (``svm.certify_level``). The
     norm is summed in units of the power of two ``unit`` (the scale of r): no underflow.
     """
-    cdef const floating* Xp = &Xd[0, 0]
-    cdef const floating* dp = &data[0]
-    cdef const index_t* ip = &indices[0]
-    cdef const index_t* pp = &indptr[0]
     cdef Py_ssize_t n = y.shape[0]
     cdef Py_ssize_t d = a_new.shape[0]
     cdef Py_ssize_t ns = bufs.shape[0]
     cdef Py_ssize_t k, i, lo, hi, ncert = 0
-    cdef double nnz = (<double>n * d) if dense else <double>indptr[n]
-    cdef int nt = _threads(nnz, ns, threads)
+    cdef int nt = _threads(stored(X), ns, threads)
     cdef double by, offset, mv, b_new = 0.0, eps, dsq = 0.0, rsum = 0.0, rsq = 0.0, wsq, sums[4]
     cdef double invL = 1.0 / L
     cdef double inv_unit = 1.0 / unit
@@ -732,13 +483,12 @@ def fista_iteration(const floating[:, ::1] Xd, const floating[::1] data,
         for k in prange(ns, schedule="static", num_threads=nt):
             lo = k * n // ns
             hi = (k + 1) * n // ns
-            _gather_block(dense, Xp, dp, ip, pp, lo, hi, &v[0], d, &r_new[0])
+            _gather_block(X, lo, hi, &v[0], &r_new[0])
             _hsvm_update_block(lo, hi, &y[0], &r_prev[0], &r[0], &c[0], by, offset, beta,
                                invL, mu, &box[0], inv_unit, &r_new[0], &parts[k, 0])
             # one block: scatter straight into a_new
             out = &a_new[0] if ns == 1 else &bufs[k, 0]
-            parts[k, 3] = _scatter_block(dense, Xp, dp, ip, pp, lo, hi, &y[0], &r_new[0],
-                                         out, d, &active[0])
+            parts[k, 3] = _scatter_block(X, lo, hi, &y[0], &r_new[0], out, &active[0])
         eps = _combine_blocks(&bufs[0, 0], &parts[0, 0], ns, d, &a_new[0], &r_new[0], n,
                               kappa, &level[0], sums, &ncert, unit, rounding, 0.0, 0.0)
         dsq, rsum, rsq, b_new = sums[0], sums[1], sums[2], sums[3]
@@ -760,9 +510,8 @@ cdef void _svm_gradient_block(Py_ssize_t lo, Py_ssize_t hi, const double* y,
         vproj[i] = yk + (1.0 - hw - mu * yk) * invL
 
 
-def fista_svm_gradient(const floating[:, ::1] Xd, const floating[::1] data,
-                       const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-                       const double[::1] y, const double[::1] r_prev, const double[::1] r,
+def fista_svm_gradient(rows_t X, const double[::1] y, const double[::1] r_prev,
+                       const double[::1] r,
                        const double[::1] a_prev, const double[::1] a, double b_prev, double b,
                        const double[::1] sc, const double[::1] m, double M,
                        const double[::1] c, double beta, double L, double mu,
@@ -774,15 +523,10 @@ def fista_svm_gradient(const floating[:, ::1] Xd, const floating[::1] data,
     blocks (``fista_blocks``) in one parallel region; every entry is computed by one
     thread, so the result does not depend on the thread count (``threads`` as in
     ``fista_iteration``)."""
-    cdef const floating* Xp = &Xd[0, 0]
-    cdef const floating* dp = &data[0]
-    cdef const index_t* ip = &indices[0]
-    cdef const index_t* pp = &indptr[0]
     cdef Py_ssize_t n = y.shape[0]
     cdef Py_ssize_t d = v.shape[0]
     cdef Py_ssize_t k, lo, hi
-    cdef double nnz = (<double>n * d) if dense else <double>indptr[n]
-    cdef int nt = _threads(nnz, ns, threads)
+    cdef int nt = _threads(stored(X), ns, threads)
     cdef double by, offset, mv
     cdef double invL = 1.0 / L
     with nogil:
@@ -792,7 +536,7 @@ def fista_svm_gradient(const floating[:, ::1] Xd, const floating[::1] data,
         for k in prange(ns, schedule="static", num_threads=nt):
             lo = k * n // ns
             hi = (k + 1) * n // ns
-            _gather_block(dense, Xp, dp, ip, pp, lo, hi, &v[0], d, &vproj[0])
+            _gather_block(X, lo, hi, &v[0], &vproj[0])
             _svm_gradient_block(lo, hi, &y[0], &r_prev[0], &r[0], &c[0], by, offset, beta,
                                 invL, mu, &yk_out[0], &vproj[0])
 
@@ -814,9 +558,8 @@ cdef void _svm_finish_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, const
     part[2] = rsq
 
 
-def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
-                     const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-                     const double[::1] y, const double[::1] yk, const double[::1] vproj,
+def fista_svm_finish(rows_t X, const double[::1] y, const double[::1] yk,
+                     const double[::1] vproj,
                      double lam, const double[::1] box, double kappa,
                      const double[::1] level, const double[::1] sc,
                      const double[::1] m, double[::1] r_new, double[::1] a_new,
@@ -832,16 +575,11 @@ def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
     certified count (level - r_new,i > eps) and ||w(r_new)||^2 (no column of ones).
     Returns (b_new, eps, n_certified, sum r_new, ||r_new||^2, ||w(r_new)||^2, dsq), dsq as
     in ``fista_iteration``; ``threads`` as there."""
-    cdef const floating* Xp = &Xd[0, 0]
-    cdef const floating* dp = &data[0]
-    cdef const index_t* ip = &indices[0]
-    cdef const index_t* pp = &indptr[0]
     cdef Py_ssize_t n = y.shape[0]
     cdef Py_ssize_t d = a_new.shape[0]
     cdef Py_ssize_t ns = bufs.shape[0]
     cdef Py_ssize_t k, i, lo, hi, ncert = 0
-    cdef double nnz = (<double>n * d) if dense else <double>indptr[n]
-    cdef int nt = _threads(nnz, ns, threads)
+    cdef int nt = _threads(stored(X), ns, threads)
     cdef double b_new = 0.0, eps, dsq = 0.0, rsum = 0.0, rsq = 0.0, wsq, sums[4]
     cdef double inv_unit = 1.0 / unit
     cdef double* out
@@ -852,8 +590,7 @@ def fista_svm_finish(const floating[:, ::1] Xd, const floating[::1] data,
             _svm_finish_block(lo, hi, &y[0], &yk[0], &vproj[0], lam, &box[0], inv_unit,
                               &r_new[0], &parts[k, 0])
             out = &a_new[0] if ns == 1 else &bufs[k, 0]
-            parts[k, 3] = _scatter_block(dense, Xp, dp, ip, pp, lo, hi, &y[0], &r_new[0],
-                                         out, d, &active[0])
+            parts[k, 3] = _scatter_block(X, lo, hi, &y[0], &r_new[0], out, &active[0])
         eps = _combine_blocks(&bufs[0, 0], &parts[0, 0], ns, d, &a_new[0], &r_new[0], n,
                               kappa, &level[0], sums, &ncert, unit, rounding, feas, gamma_n)
         dsq, rsum, rsq, b_new = sums[0], sums[1], sums[2], sums[3]
@@ -999,9 +736,7 @@ cdef void _shuffle(int64_t* index, Py_ssize_t k, uint64_t* state) noexcept nogil
         i -= 1
 
 
-cdef Py_ssize_t _dcd_pass(bint dense, const floating* Xp, const floating* dp,
-                          const index_t* ip, const index_t* pp, Py_ssize_t d,
-                          const double* y, int64_t* index, Py_ssize_t active_size,
+cdef Py_ssize_t _dcd_pass(rows_t X, const double* y, int64_t* index, Py_ssize_t active_size,
                           double* r, double* s2a, double* scal, const double* sc,
                           const double* c, const double* qd, double M, double t_col,
                           double mu, const double* box, double pg_max_old, double pg_min_old,
@@ -1022,16 +757,15 @@ cdef Py_ssize_t _dcd_pass(bint dense, const floating* Xp, const floating* dp,
         # coordinates ahead and the rows _PF_NEAR ahead (a cache hint, no effect on results)
         if s + _PF_FAR < active_size:
             i = index[s + _PF_FAR]
-            MK_PREFETCH(&pp[i])
+            row_prefetch_offsets(X, i)
             MK_PREFETCH(&y[i])
             MK_PREFETCH(&r[i])
             MK_PREFETCH(&c[i])
             MK_PREFETCH(&qd[i])
         if s + _PF_NEAR < active_size:
-            _prefetch_row(dense, Xp, dp, ip, pp, index[s + _PF_NEAR], d)
+            row_prefetch(X, index[s + _PF_NEAR])
         i = index[s]
-        G = y[i] * (_row_dot(dense, Xp, dp, ip, pp, i, s2a, d)
-                    - b * c[i] - P + b * M + t_col * b) + mu * r[i] - 1.0
+        G = y[i] * (row_dot(X, i, s2a) - b * c[i] - P + b * M + t_col * b) + mu * r[i] - 1.0
         PG = 0.0
         if r[i] <= 0.0:
             if shrinking and G > pg_max_old:
@@ -1066,7 +800,7 @@ cdef Py_ssize_t _dcd_pass(bint dense, const floating* Xp, const floating* dp,
             if u != 0.0:
                 b += u
                 P += u * c[i]
-                _row_axpy_scaled(dense, Xp, dp, ip, pp, i, u, sc, s2a, d)
+                row_axpy_scaled(X, i, u, sc, s2a)
         s += 1
     scal[0] = b
     scal[1] = P
@@ -1076,17 +810,15 @@ cdef Py_ssize_t _dcd_pass(bint dense, const floating* Xp, const floating* dp,
     return active_size
 
 
-cdef double _pg_pass(bint dense, const floating* Xp, const floating* dp, const index_t* ip,
-                     const index_t* pp, Py_ssize_t n, Py_ssize_t d, const double* y,
-                     const double* r, const double* s2a, double b, double P, const double* c,
-                     double M, double t_col, double t_shift, double mu, const double* box,
+cdef double _pg_pass(rows_t X, const double* y, const double* r, const double* s2a, double b,
+                     double P, const double* c, double M, double t_col, double t_shift, double mu, const double* box,
                      double* pg) noexcept nogil:
     # the full projected gradient (see projected_gradient); returns ||p||^2
     cdef Py_ssize_t i
     cdef double G, p, acc = 0.0
-    for i in range(n):  # products in their own loop (see fista_iteration)
-        pg[i] = _row_dot(dense, Xp, dp, ip, pp, i, s2a, d)
-    for i in range(n):
+    for i in range(X.n):  # products in their own loop (see fista_iteration)
+        pg[i] = row_dot(X, i, s2a)
+    for i in range(X.n):
         G = y[i] * (pg[i] - b * c[i] - P + b * M + t_col * b + t_shift) + mu * r[i] - 1.0
         p = _projected(G, r[i], box[i])
         pg[i] = p
@@ -1094,28 +826,20 @@ cdef double _pg_pass(bint dense, const floating* Xp, const floating* dp, const i
     return acc
 
 
-cdef double _fresh_scatter(bint dense, const floating* Xp, const floating* dp,
-                           const index_t* ip, const index_t* pp, Py_ssize_t n, Py_ssize_t d,
-                           const double* y, const double* r, const double* xi,
+cdef double _fresh_scatter(rows_t X, const double* y, const double* r, const double* xi,
                            long double* fresh, long double* b_out) noexcept nogil:
     # first pass of the full bound: fresh = X^T (y * r) and b = y^T r in long double;
     # returns r . xi
     cdef Py_ssize_t i, j, k
     cdef long double b = 0.0
     cdef double rxi = 0.0
-    cdef const floating* row
-    for j in range(d):
+    for j in range(X.d):
         fresh[j] = 0.0
-    for i in range(n):
+    for i in range(X.n):
         if r[i] != 0.0:
             b += y[i] * r[i]
-            if dense:
-                row = Xp + i * d
-                for j in range(d):
-                    fresh[j] += (<long double>row[j]) * (y[i] * r[i])
-            else:
-                for k in range(pp[i], pp[i + 1]):
-                    fresh[ip[k]] += (<long double>dp[k]) * (y[i] * r[i])
+            for k in range(row_start(X, i), row_stop(X, i)):
+                fresh[col(X, i, k)] += (<long double>X.data[k]) * (y[i] * r[i])
         rxi += r[i] * xi[i]
     b_out[0] = b
     return rxi
@@ -1132,27 +856,19 @@ cdef long double _fresh_coefficients(long double* fresh, const double* sc, const
     return mv
 
 
-cdef long double _fresh_margins(bint dense, const floating* Xp, const floating* dp,
-                                const index_t* ip, const index_t* pp, Py_ssize_t n,
-                                Py_ssize_t d, const double* y, const double* r,
+cdef long double _fresh_margins(rows_t X, const double* y, const double* r,
                                 const long double* fresh, long double mv, long double b,
                                 double t_col, double t_shift, double mu,
                                 const double* box) noexcept nogil:
     # second pass: sum of p_i^2 (long double) with theta_i = y_i (x_i . v - mv + t_col b
     # + t_shift), mv = m . v; only p_i is rounded to float64
-    cdef Py_ssize_t i, j, k
+    cdef Py_ssize_t i, k
     cdef long double t, G, acc = 0.0
     cdef double p
-    cdef const floating* row
-    for i in range(n):
+    for i in range(X.n):
         t = 0.0
-        if dense:
-            row = Xp + i * d
-            for j in range(d):
-                t += (<long double>row[j]) * fresh[j]
-        else:
-            for k in range(pp[i], pp[i + 1]):
-                t += (<long double>dp[k]) * fresh[ip[k]]
+        for k in range(row_start(X, i), row_stop(X, i)):
+            t += (<long double>X.data[k]) * fresh[col(X, i, k)]
         G = y[i] * (t - mv + t_col * b + t_shift) + mu * r[i] - 1.0
         if r[i] <= 0.0:
             p = <double>G if G < 0.0 and box[i] > 0.0 else 0.0
@@ -1177,10 +893,8 @@ cdef double _fresh_tail(long double acc, double rxi, double rsum, double rsq,
     return (norm * (1.0 + rc[0] + 2.3e-16) + dg) * (1.0 + 1e-15) / mu
 
 
-cdef double _fresh_bound(bint dense, const floating* Xp, const floating* dp,
-                         const index_t* ip, const index_t* pp, Py_ssize_t n, Py_ssize_t d,
-                         const double* y, const double* r, const double* sc, const double* m,
-                         double mu, const double* box, long double* fresh, const double* xi,
+cdef double _fresh_bound(rows_t X, const double* y, const double* r, const double* sc,
+                         const double* m, double mu, const double* box, long double* fresh, const double* xi,
                          const double* rc, double rsum, double rsq, double t_col=1.0,
                          double t_shift=0.0) noexcept nogil:
     # eps = ||p(r)|| / mu plus its rounding bound (see dcd_epochs): w scattered afresh from
@@ -1191,24 +905,19 @@ cdef double _fresh_bound(bint dense, const floating* Xp, const floating* dp,
     # ``fresh_margins`` (which a caller with several row blocks reduces over them)
     cdef long double b, mv, acc
     cdef double rxi
-    rxi = _fresh_scatter(dense, Xp, dp, ip, pp, n, d, y, r, xi, fresh, &b)
-    mv = _fresh_coefficients(fresh, sc, m, b, d)
-    acc = _fresh_margins(dense, Xp, dp, ip, pp, n, d, y, r, fresh, mv, b, t_col, t_shift,
-                         mu, box)
+    rxi = _fresh_scatter(X, y, r, xi, fresh, &b)
+    mv = _fresh_coefficients(fresh, sc, m, b, X.d)
+    acc = _fresh_margins(X, y, r, fresh, mv, b, t_col, t_shift, mu, box)
     return _fresh_tail(acc, rxi, rsum, rsq, rc, t_col, t_shift, mu)
 
 
-def fresh_scatter(const floating[:, ::1] Xd, const floating[::1] data,
-                  const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-                  const double[::1] y, const double[::1] r, const double[::1] xi,
+def fresh_scatter(rows_t X, const double[::1] y, const double[::1] r, const double[::1] xi,
                   long double[::1] fresh, long double[::1] b_out):
     """First pass of the long-double bound ||p(r)|| / mu (``_fresh_bound``) over a row
     block: fresh = X^T (y * r), b_out[0] = y^T r (long double); returns r . xi."""
     cdef double rxi
     with nogil:
-        rxi = _fresh_scatter(dense, &Xd[0, 0], &data[0], &indices[0], &indptr[0],
-                             r.shape[0], fresh.shape[0], &y[0], &r[0], &xi[0], &fresh[0],
-                             &b_out[0])
+        rxi = _fresh_scatter(X, &y[0], &r[0], &xi[0], &fresh[0], &b_out[0])
     return rxi
 
 
@@ -1218,9 +927,7 @@ def fresh_coefficients(long double[::1] fresh, const double[::1] sc, const doubl
     ld[1] = _fresh_coefficients(&fresh[0], &sc[0], &m[0], ld[0], fresh.shape[0])
 
 
-def fresh_margins(const floating[:, ::1] Xd, const floating[::1] data,
-                  const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-                  const double[::1] y, const double[::1] r, const long double[::1] fresh,
+def fresh_margins(rows_t X, const double[::1] y, const double[::1] r, const long double[::1] fresh,
                   long double[::1] ld, double t_col, double t_shift, double mu,
                   const double[::1] box):
     """Second pass over a row block: ld[2] <- sum of p_i(r)^2 (long double), the margins
@@ -1228,9 +935,8 @@ def fresh_margins(const floating[:, ::1] Xd, const floating[::1] data,
     cdef long double acc
     cdef long double mv = ld[1], b = ld[0]
     with nogil:
-        acc = _fresh_margins(dense, &Xd[0, 0], &data[0], &indices[0], &indptr[0],
-                             r.shape[0], fresh.shape[0], &y[0], &r[0], &fresh[0], mv, b,
-                             t_col, t_shift, mu, &box[0])
+        acc = _fresh_margins(X, &y[0], &r[0], &fresh[0], mv, b, t_col, t_shift, mu,
+                             &box[0])
     ld[2] = acc
 
 
@@ -1246,9 +952,7 @@ def w_bar_sq(const double[::1] a, double b, const double[::1] sc, const double[:
     return _w_bar_sq(&a[0], b, &sc[0], &m[0], a.shape[0])
 
 
-cdef double _fresh_bound_d(bint dense, const floating* Xp, const floating* dp,
-                           const index_t* ip, const index_t* pp, Py_ssize_t n, Py_ssize_t d,
-                           const double* y, const double* r, const double* sc,
+cdef double _fresh_bound_d(rows_t X, const double* y, const double* r, const double* sc,
                            const double* m, double mu, const double* box, double* fresh,
                            const double* xi, const double* rc, double rsum, double rsq,
                            double* rounding) noexcept nogil:
@@ -1257,43 +961,32 @@ cdef double _fresh_bound_d(bint dense, const floating* Xp, const floating* dp,
     # in ``rounding`` (the caller redoes the pass in long double where that term decides)
     cdef Py_ssize_t i, j, k
     cdef double b = 0.0, mv = 0.0, t, G, acc = 0.0, p, rxi = 0.0, om, gnorm, dg, norm, u
-    cdef const floating* row
-    for j in range(d):
+    for j in range(X.d):
         fresh[j] = 0.0
-    for i in range(n):
+    for i in range(X.n):
         if r[i] != 0.0:
             u = y[i] * r[i]
             b += u
-            if dense:
-                row = Xp + i * d
-                for j in range(d):
-                    fresh[j] += (<double>row[j]) * u
-            else:
-                for k in range(pp[i], pp[i + 1]):
-                    fresh[ip[k]] += (<double>dp[k]) * u
+            for k in range(row_start(X, i), row_stop(X, i)):
+                fresh[col(X, i, k)] += (<double>X.data[k]) * u
         rxi += r[i] * xi[i]
-    for j in range(d):
+    for j in range(X.d):
         fresh[j] = sc[j] * (sc[j] * (fresh[j] - m[j] * b))
         mv += m[j] * fresh[j]
-    for i in range(n):
-        if dense:
-            t = _dot_dense4(Xp + i * d, fresh, d)
-        else:
-            t = _dot_sparse4(&dp[pp[i]], &ip[pp[i]], pp[i + 1] - pp[i], fresh)
+    for i in range(X.n):
+        t = row_dot4(X, i, fresh)
         G = y[i] * (t - mv + b) + mu * r[i] - 1.0
         p = _projected(G, r[i], box[i])
         acc += p * p
     om = rc[2] * (rxi + rsum * rc[3]) + rc[4] * rsum
     gnorm = rc[4] + om + mu * sqrt(rsq)
     dg = rc[6] * om + rc[7] * gnorm + rc[8]
-    norm = sqrt(acc + <double>n * 5e-324)
+    norm = sqrt(acc + <double>X.n * 5e-324)
     rounding[0] = (norm * rc[6] + dg) * (1.0 + 1e-15) / mu
     return norm * (1.0 + 1e-15) / mu + rounding[0]
 
 
-def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
-               const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-               const double[::1] y, int64_t[::1] index, double[::1] r, double[::1] s2a,
+def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r, double[::1] s2a,
                double[::1] scal, const double[::1] sc, const double[::1] m,
                const double[::1] c, const double[::1] qd, double M, double mu,
                const double[::1] box, const double[::1] level, uint64_t[::1] rng_state, double[::1] pg, double[::1] ctl,
@@ -1330,10 +1023,6 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
     the last iteration, and, when the last iteration made the full pass, ``mask`` (0/1)
     marks its points with level - r_i > eps (left as it was otherwise).
     """
-    cdef const floating* Xp = &Xd[0, 0]
-    cdef const floating* dp = &data[0]
-    cdef const index_t* ip = &indices[0]
-    cdef const index_t* pp = &indptr[0]
     cdef Py_ssize_t n = y.shape[0]
     cdef Py_ssize_t d = s2a.shape[0]
     cdef Py_ssize_t k = <Py_ssize_t>ctl[0]
@@ -1352,7 +1041,7 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
     with nogil:
         for e in range(max_epochs):
             _shuffle(&index[0], k, &rng_state[0])
-            k = _dcd_pass(dense, Xp, dp, ip, pp, d, &y[0], &index[0], k, &r[0], &s2a[0],
+            k = _dcd_pass(X, &y[0], &index[0], k, &r[0], &s2a[0],
                           &scal[0], &sc[0], &c[0], &qd[0], M, 1.0, mu, &box[0], pg_max_old,
                           pg_min_old, shrinking, out)
             gap = out[0] - out[1] if k > 0 else 0.0
@@ -1391,10 +1080,10 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
             if always or (lazy and <double>cnt > certify_fraction * <double>n):
                 if always:
                     # every epoch (a diagnostic mode): the tight long-double bound
-                    eps = _fresh_bound(dense, Xp, dp, ip, pp, n, d, &y[0], &r[0], &sc[0],
+                    eps = _fresh_bound(X, &y[0], &r[0], &sc[0],
                                        &m[0], mu, &box[0], &fresh[0], &xi[0], &rc[0], rsum, rsq)
                 else:
-                    eps = _fresh_bound_d(dense, Xp, dp, ip, pp, n, d, &y[0], &r[0], &sc[0],
+                    eps = _fresh_bound_d(X, &y[0], &r[0], &sc[0],
                                          &m[0], mu, &box[0], fresh_d, &xi[0], &rc[0], rsum, rsq,
                                          &rho_d)
                 full_passes += 1.0
@@ -1409,7 +1098,7 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
                         and <double>cnt_lo > certify_fraction * <double>n:
                     # the float64 rounding term alone keeps the rule from firing: redo the
                     # pass in long double
-                    eps_l = _fresh_bound(dense, Xp, dp, ip, pp, n, d, &y[0], &r[0], &sc[0],
+                    eps_l = _fresh_bound(X, &y[0], &r[0], &sc[0],
                                          &m[0], mu, &box[0], &fresh[0], &xi[0], &rc[0], rsum,
                                          rsq)
                     if eps_l < eps:
@@ -1449,9 +1138,7 @@ def dcd_epochs(const floating[:, ::1] Xd, const floating[::1] data,
     return done
 
 
-def projected_gradient(const floating[:, ::1] Xd, const floating[::1] data,
-                       const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-                       const double[::1] y, const double[::1] r, const double[::1] s2a,
+def projected_gradient(rows_t X, const double[::1] y, const double[::1] r, const double[::1] s2a,
                        double b, double P, const double[::1] c, double M, double t_col,
                        double t_shift, double mu, const double[::1] box, double[::1] pg):
     """Full projected gradient p(r) (paper section 4) in one pass:
@@ -1464,16 +1151,13 @@ def projected_gradient(const floating[:, ::1] Xd, const floating[::1] data,
     """
     cdef double acc
     with nogil:
-        acc = _pg_pass(dense, &Xd[0, 0], &data[0], &indices[0], &indptr[0], y.shape[0],
-                       s2a.shape[0], &y[0], &r[0], &s2a[0], b, P, &c[0], M, t_col, t_shift,
+        acc = _pg_pass(X, &y[0], &r[0], &s2a[0], b, P, &c[0], M, t_col, t_shift,
                        mu, &box[0], &pg[0])
     return acc
 
 
 # ------------------------------------------------------------------------------ Pegasos
-def pegasos_epoch(const floating[:, ::1] Xd, const floating[::1] data,
-                  const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-                  const double[::1] y, const int64_t[::1] order, double[::1] s2a,
+def pegasos_epoch(rows_t X, const double[::1] y, const int64_t[::1] order, double[::1] s2a,
                   double[::1] st, const double[::1] sc, const double[::1] c,
                   const double[::1] xsq, double M, double lam, double radius,
                   const double[::1] weight):
@@ -1487,10 +1171,6 @@ def pegasos_epoch(const floating[:, ::1] Xd, const floating[::1] data,
     sample weights w_i of the block's rows, ones for an unweighted run), else
     w <- (1 - eta lam) w; then w is projected on the ball of radius 1/sqrt(lam).
     """
-    cdef const floating* Xp = &Xd[0, 0]
-    cdef const floating* dp = &data[0]
-    cdef const index_t* ip = &indices[0]
-    cdef const index_t* pp = &indptr[0]
     cdef Py_ssize_t d = s2a.shape[0]
     cdef Py_ssize_t n_ord = order.shape[0]
     cdef Py_ssize_t s, i, j
@@ -1501,7 +1181,7 @@ def pegasos_epoch(const floating[:, ::1] Xd, const floating[::1] data,
             i = order[s]
             k += 1.0
             eta = 1.0 / (lam * k)
-            xa = _row_dot(dense, Xp, dp, ip, pp, i, &s2a[0], d)
+            xa = row_dot(X, i, &s2a[0])
             dot = alpha * (xa - beta * c[i] - P + beta * M)
             marg = y[i] * (dot + bias)
             alpha *= (1.0 - eta * lam)
@@ -1519,7 +1199,7 @@ def pegasos_epoch(const floating[:, ::1] Xd, const floating[::1] data,
                 A2 += 2.0 * delta * xa + delta * delta * xsq[i]
                 P += delta * c[i]
                 beta += delta
-                _row_axpy_scaled(dense, Xp, dp, ip, pp, i, delta, &sc[0], &s2a[0], d)
+                row_axpy_scaled(X, i, delta, &sc[0], &s2a[0])
                 bias += eta * (weight[i] * y[i])
             # ||w||^2 = alpha^2 (a - m beta)^T diag(s2) (a - m beta)
             wn2 = alpha * alpha * (A2 - 2.0 * beta * P + beta * beta * M)
@@ -1565,9 +1245,7 @@ cdef Py_ssize_t _REF_ROWS = 1024
 REF_ROWS = _REF_ROWS
 
 
-def ref_rmatvec(const floating[:, ::1] Xd, const floating[::1] data,
-                const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-                const unsigned char[::1] skip, const double[::1] m, const double[::1] u,
+def ref_rmatvec(rows_t X, const unsigned char[::1] skip, const double[::1] m, const double[::1] u,
                 const double[::1] r, long double[::1] a, double[::1] mag):
     """a += (X_B - e m^T)^T u and mag += |X_B - e m^T|^T r for a row block: float64 sums
     over REF_ROWS rows at a time, added to ``a`` in long double.
@@ -1594,35 +1272,29 @@ def ref_rmatvec(const floating[:, ::1] Xd, const floating[::1] data,
             for j in range(d):
                 part[j] = 0.0
             bsum = 0.0
-            if dense:
-                longest = d
-                for i in range(i0, i1):
-                    ui = u[i]
-                    ri = r[i]
-                    for j in range(d):
-                        c = <double>Xd[i, j] - m[j]
-                        part[j] += c * ui
-                        mag[j] += fabs(c) * ri
-            else:
-                for i in range(i0, i1):
-                    ui = u[i]
-                    ri = r[i]
-                    bsum += ui
-                    rsum += ri
-                    ln = indptr[i + 1] - indptr[i]
-                    if ln > longest:
-                        longest = ln
-                    for k in range(indptr[i], indptr[i + 1]):
-                        j = indices[k]
-                        if skip[j]:
-                            continue
-                        part[j] += (<double>data[k]) * ui
-                        mag[j] += fabs(<double>data[k]) * ri
+            for i in range(i0, i1):
+                ui = u[i]
+                ri = r[i]
+                bsum += ui
+                rsum += ri
+                ln = row_stop(X, i) - row_start(X, i)
+                if ln > longest:
+                    longest = ln
+                for k in range(row_start(X, i), row_stop(X, i)):
+                    j = col(X, i, k)
+                    if rows_t in dense_rows_t:
+                        c = <double>X.data[k] - m[j]
+                    elif skip[j]:
+                        continue
+                    else:
+                        c = <double>X.data[k]
+                    part[j] += c * ui
+                    mag[j] += fabs(c) * ri
             for j in range(d):
                 a[j] += part[j]
             btot += bsum
             i0 = i1
-        if not dense:
+        if rows_t in csr_rows_t:
             for j in range(d):
                 if not skip[j]:
                     a[j] -= (<long double>m[j]) * btot
@@ -1631,9 +1303,7 @@ def ref_rmatvec(const floating[:, ::1] Xd, const floating[::1] data,
     return longest
 
 
-def ref_matvec(const floating[:, ::1] Xd, const floating[::1] data,
-               const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-               const unsigned char[::1] skip, const double[::1] m,
+def ref_matvec(rows_t X, const unsigned char[::1] skip, const double[::1] m,
                const double[::1] v, const double[::1] Mv, const double[::1] coef,
                const double[::1] acoef, double[::1] th, double[::1] Mth,
                double[::1] dec, double[::1] Md):
@@ -1647,56 +1317,42 @@ def ref_matvec(const floating[:, ::1] Xd, const floating[::1] data,
     cdef Py_ssize_t n = th.shape[0]
     cdef Py_ssize_t d = v.shape[0]
     cdef Py_ssize_t i, j, k
-    cdef double c, x, ac, t1, t2, q1, q2, mv = 0.0, mc = 0.0, mM = 0.0, mA = 0.0
+    cdef double c, ac, t1, t2, q1, q2, mv = 0.0, mc = 0.0, mM = 0.0, mA = 0.0
     with nogil:
-        if dense:
-            for i in range(n):
-                t1 = 0.0
-                t2 = 0.0
-                q1 = 0.0
-                q2 = 0.0
-                for j in range(d):
-                    c = <double>Xd[i, j] - m[j]
-                    ac = fabs(c)
-                    t1 += c * v[j]
-                    t2 += c * coef[j]
-                    q1 += ac * Mv[j]
-                    q2 += ac * acoef[j]
-                th[i] += t1
-                dec[i] += t2
-                Mth[i] += q1
-                Md[i] += q2
-        else:
+        if rows_t in csr_rows_t:
+            # the mean terms of the light columns (0 for a dense block, centred per entry)
             for j in range(d):
                 if not skip[j]:
                     mv += m[j] * v[j]
                     mc += m[j] * coef[j]
                     mM += fabs(m[j]) * Mv[j]
                     mA += fabs(m[j]) * acoef[j]
-            for i in range(n):
-                t1 = 0.0
-                t2 = 0.0
-                q1 = 0.0
-                q2 = 0.0
-                for k in range(indptr[i], indptr[i + 1]):
-                    j = indices[k]
-                    if skip[j]:
-                        continue
-                    x = <double>data[k]
-                    ac = fabs(x)
-                    t1 += x * v[j]
-                    t2 += x * coef[j]
-                    q1 += ac * Mv[j]
-                    q2 += ac * acoef[j]
-                th[i] += t1 - mv
-                dec[i] += t2 - mc
-                Mth[i] += q1 + mM
-                Md[i] += q2 + mA
+        for i in range(n):
+            t1 = 0.0
+            t2 = 0.0
+            q1 = 0.0
+            q2 = 0.0
+            for k in range(row_start(X, i), row_stop(X, i)):
+                j = col(X, i, k)
+                if rows_t in dense_rows_t:
+                    c = <double>X.data[k] - m[j]
+                elif skip[j]:
+                    continue
+                else:
+                    c = <double>X.data[k]
+                ac = fabs(c)
+                t1 += c * v[j]
+                t2 += c * coef[j]
+                q1 += ac * Mv[j]
+                q2 += ac * acoef[j]
+            # x - 0.0 and q + 0.0 (q >= 0) are exact: a dense block's sums are unchanged
+            th[i] += t1 - mv
+            dec[i] += t2 - mc
+            Mth[i] += q1 + mM
+            Md[i] += q2 + mA
 
 
-def ref_matvec_ld(const floating[:, ::1] Xd, const floating[::1] data,
-                  const index_t[::1] indices, const index_t[::1] indptr, bint dense,
-                  const double[::1] v, const double[::1] Mv, long double[::1] th,
+def ref_matvec_ld(rows_t X, const double[::1] v, const double[::1] Mv, long double[::1] th,
                   double[::1] Mth):
     """th_i += x_i . v with the row's sum in long double, Mth_i += |x_i| . Mv (float64),
     for the rows of a block (no centering): the row products of the Newton-decrement
@@ -1711,14 +1367,9 @@ def ref_matvec_ld(const floating[:, ::1] Xd, const floating[::1] data,
         for i in range(n):
             t = 0.0
             q = 0.0
-            if dense:
-                for j in range(d):
-                    t += (<long double>Xd[i, j]) * v[j]
-                    q += fabs(<double>Xd[i, j]) * Mv[j]
-            else:
-                for k in range(indptr[i], indptr[i + 1]):
-                    j = indices[k]
-                    t += (<long double>data[k]) * v[j]
-                    q += fabs(<double>data[k]) * Mv[j]
+            for k in range(row_start(X, i), row_stop(X, i)):
+                j = col(X, i, k)
+                t += (<long double>X.data[k]) * v[j]
+                q += fabs(<double>X.data[k]) * Mv[j]
             th[i] += t
             Mth[i] += q

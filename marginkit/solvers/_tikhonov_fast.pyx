@@ -6,9 +6,10 @@ float64, dense C-order or CSR with int32/int64 indices), so a float32 input give
 same Newton iterates up to the rounding of the data itself. The dense Hessian goes
 through BLAS ``dsyrk`` on row blocks scaled by sqrt(h) (memory O(block * d)).
 """
-from cython cimport floating, integral
 from libc.math cimport exp, log1p, sqrt, fabs
 from scipy.linalg.cython_blas cimport dsyrk, dgemv
+
+from marginkit.utils._rows cimport DenseRows64, dense_rows_t, rows_t, row_axpy, row_dot
 
 # rows per block of the dense weighted Gram (bounded scratch memory)
 cdef enum:
@@ -80,135 +81,95 @@ def squared_loss_sum(const double[::1] z, const double[::1] y):
     return total
 
 
-# ---------------------------------------------------------------- dense passes
-def dense_matvec(const floating[:, ::1] X, const double[::1] w, double[::1] out):
-    """out = X @ w, accumulated in float64."""
-    cdef Py_ssize_t i, j, n = X.shape[0], d = X.shape[1]
-    cdef int one = 1, ni = <int> n, di = <int> d
-    cdef double alpha = 1.0, beta = 0.0, acc
+# ---------------------------------------------------------------- data passes
+def matvec(rows_t X, const double[::1] w, double[::1] out):
+    """out = X @ w, accumulated in float64 (BLAS ``dgemv`` for dense float64 rows)."""
+    cdef Py_ssize_t i
+    cdef int one = 1, ni = <int> X.n, di = <int> X.d
+    cdef double alpha = 1.0, beta = 0.0
     with nogil:
-        if floating is double:
+        if rows_t is DenseRows64:
             # out = X @ w  (row-major X is the Fortran d x n matrix X^T: use 'T')
-            dgemv(b"T", &di, &ni, &alpha, <double*> &X[0, 0], &di, <double*> &w[0], &one,
+            dgemv(b"T", &di, &ni, &alpha, <double*> X.data, &di, <double*> &w[0], &one,
                   &beta, &out[0], &one)
         else:
-            for i in range(n):
-                acc = 0.0
-                for j in range(d):
-                    acc += X[i, j] * w[j]
-                out[i] = acc
+            for i in range(X.n):
+                out[i] = row_dot(X, i, &w[0])
 
 
-def dense_rmatvec(const floating[:, ::1] X, const double[::1] g, double[::1] out):
-    """out = X.T @ g, accumulated in float64."""
-    cdef Py_ssize_t i, j, n = X.shape[0], d = X.shape[1]
-    cdef int one = 1, ni = <int> n, di = <int> d
-    cdef double alpha = 1.0, beta = 0.0, gi
+def rmatvec(rows_t X, const double[::1] g, double[::1] out):
+    """out = X.T @ g, accumulated in float64 (out is overwritten; BLAS ``dgemv`` for dense
+    float64 rows)."""
+    cdef Py_ssize_t i, j
+    cdef int one = 1, ni = <int> X.n, di = <int> X.d
+    cdef double alpha = 1.0, beta = 0.0
     with nogil:
-        if floating is double:
+        if rows_t is DenseRows64:
             # out = X.T @ g  (the Fortran d x n matrix X^T times g: 'N')
-            dgemv(b"N", &di, &ni, &alpha, <double*> &X[0, 0], &di, <double*> &g[0], &one,
+            dgemv(b"N", &di, &ni, &alpha, <double*> X.data, &di, <double*> &g[0], &one,
                   &beta, &out[0], &one)
         else:
-            for j in range(d):
+            for j in range(X.d):
                 out[j] = 0.0
-            for i in range(n):
-                gi = g[i]
-                if gi != 0.0:
-                    for j in range(d):
-                        out[j] += gi * X[i, j]
+            for i in range(X.n):
+                if g[i] != 0.0:
+                    row_axpy(X, i, g[i], &out[0])
 
 
-def dense_weighted_gram(const floating[:, ::1] X, const double[::1] h, double[:, ::1] H):
+def weighted_gram(rows_t X, const double[::1] h, double[:, ::1] H):
     """H = X.T @ diag(h) @ X (h >= 0), full symmetric matrix, float64.
 
-    Blocks of BLOCK rows are scaled by sqrt(h) into a float64 scratch and accumulated
-    with ``dsyrk``; the scratch is BLOCK x d, never n x d.
+    Dense rows: blocks of BLOCK rows are scaled by sqrt(h) into a float64 scratch and
+    accumulated with ``dsyrk``; the scratch is BLOCK x d, never n x d. CSR rows (sorted
+    indices): one pass over the rows, each adding h_i x_ij x_ik to the pairs of its
+    non-zeros, O(sum_i nnz_i^2) work and no sparse temporaries.
     """
-    cdef Py_ssize_t i, j, k, start, stop, n = X.shape[0], d = X.shape[1]
+    cdef Py_ssize_t i, j, k, p, q, start, stop, n = X.n, d = X.d
     cdef double[:, ::1] buf = None
     cdef int di = <int> d, ki
-    cdef double alpha = 1.0, beta = 0.0, s
-    import numpy as np
-    buf = np.empty((BLOCK, d), dtype=np.float64)
+    cdef double alpha = 1.0, beta = 0.0, s, hi, v
+    if rows_t in dense_rows_t:
+        import numpy as np
+        buf = np.empty((BLOCK, d), dtype=np.float64)
     with nogil:
-        start = 0
-        while start < n:
-            stop = start + BLOCK
-            if stop > n:
-                stop = n
-            for i in range(start, stop):
-                s = sqrt(h[i]) if h[i] > 0 else 0.0
+        if rows_t in dense_rows_t:
+            start = 0
+            while start < n:
+                stop = start + BLOCK
+                if stop > n:
+                    stop = n
+                for i in range(start, stop):
+                    s = sqrt(h[i]) if h[i] > 0 else 0.0
+                    for j in range(d):
+                        buf[i - start, j] = s * X.data[i * d + j]
+                ki = <int> (stop - start)
+                # H += B.T @ B with B = buf[:ki] (row-major B is the Fortran d x ki matrix
+                # B^T, so 'N' computes B^T B; Fortran 'U' is the lower triangle in C order)
+                dsyrk(b"U", b"N", &di, &ki, &alpha, &buf[0, 0], &di, &beta, &H[0, 0], &di)
+                beta = 1.0
+                start = stop
+            if n == 0:
                 for j in range(d):
-                    buf[i - start, j] = s * X[i, j]
-            ki = <int> (stop - start)
-            # H += B.T @ B with B = buf[:ki] (row-major B is the Fortran d x ki matrix
-            # B^T, so 'N' computes B^T B; Fortran 'U' is the lower triangle in C order)
-            dsyrk(b"U", b"N", &di, &ki, &alpha, &buf[0, 0], &di, &beta, &H[0, 0], &di)
-            beta = 1.0
-            start = stop
-        if n == 0:
+                    for k in range(d):
+                        H[j, k] = 0.0
+            # mirror the lower triangle (C order) into the upper one
+            for j in range(d):
+                for k in range(j + 1, d):
+                    H[j, k] = H[k, j]
+        else:
             for j in range(d):
                 for k in range(d):
                     H[j, k] = 0.0
-        # mirror the lower triangle (C order) into the upper one
-        for j in range(d):
-            for k in range(j + 1, d):
-                H[j, k] = H[k, j]
-
-
-# ---------------------------------------------------------------- CSR passes
-def csr_matvec(const floating[::1] data, const integral[::1] indices,
-               const integral[::1] indptr, const double[::1] w, double[::1] out):
-    """out = X @ w for CSR X, accumulated in float64."""
-    cdef Py_ssize_t i, p, n = indptr.shape[0] - 1
-    cdef double acc
-    with nogil:
-        for i in range(n):
-            acc = 0.0
-            for p in range(indptr[i], indptr[i + 1]):
-                acc += data[p] * w[indices[p]]
-            out[i] = acc
-
-
-def csr_rmatvec(const floating[::1] data, const integral[::1] indices,
-                const integral[::1] indptr, const double[::1] g, double[::1] out):
-    """out = X.T @ g for CSR X, accumulated in float64 (out is overwritten)."""
-    cdef Py_ssize_t i, p, n = indptr.shape[0] - 1, d = out.shape[0]
-    cdef double gi
-    with nogil:
-        for p in range(d):
-            out[p] = 0.0
-        for i in range(n):
-            gi = g[i]
-            if gi != 0.0:
-                for p in range(indptr[i], indptr[i + 1]):
-                    out[indices[p]] += gi * data[p]
-
-
-def csr_weighted_gram(const floating[::1] data, const integral[::1] indices,
-                      const integral[::1] indptr, const double[::1] h, double[:, ::1] H):
-    """H = X.T @ diag(h) @ X for CSR X with sorted indices (full symmetric, float64).
-
-    One pass over the rows: each row adds h_i x_ij x_ik to the pairs of its non-zeros,
-    O(sum_i nnz_i^2) work and no sparse temporaries.
-    """
-    cdef Py_ssize_t i, p, q, j, k, n = indptr.shape[0] - 1, d = H.shape[0]
-    cdef double hi, v
-    with nogil:
-        for j in range(d):
-            for k in range(d):
-                H[j, k] = 0.0
-        for i in range(n):
-            hi = h[i]
-            if hi == 0.0:
-                continue
-            for p in range(indptr[i], indptr[i + 1]):
-                v = hi * data[p]
-                j = indices[p]
-                for q in range(p, indptr[i + 1]):
-                    # sorted indices: indices[q] >= j, fill the upper triangle
-                    H[j, indices[q]] += v * data[q]
-        for j in range(d):
-            for k in range(j + 1, d):
-                H[k, j] = H[j, k]
+            for i in range(n):
+                hi = h[i]
+                if hi == 0.0:
+                    continue
+                for p in range(X.indptr[i], X.indptr[i + 1]):
+                    v = hi * X.data[p]
+                    j = X.indices[p]
+                    for q in range(p, X.indptr[i + 1]):
+                        # sorted indices: indices[q] >= j, fill the upper triangle
+                        H[j, X.indices[q]] += v * X.data[q]
+            for j in range(d):
+                for k in range(j + 1, d):
+                    H[k, j] = H[j, k]

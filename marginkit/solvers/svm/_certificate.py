@@ -27,7 +27,8 @@ from ...certificates import Certificate, Verdict, certificate_type, kernel_misma
     labels_pm as _labels_pm, local_matrix, stored_r_mask
 from ...kernels.builtin import LinearKernel
 from .. import _svm_fast as _f
-from ._data import _CSR_PLACEHOLDER, _DENSE_PLACEHOLDER, scaling_statistics
+from ...utils._rows import row_block
+from ._data import scaling_statistics
 from ._thresholds import certify_level, certify_levels, run_box, run_thresholds
 
 
@@ -267,10 +268,10 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
         ub, rb = u[lo:hi], r[lo:hi]
         for part, cols in _referee_parts(B, heavy, cache):
             if cols is None:
-                D = max(D, int(_f.ref_rmatvec(*part, heavy.view(np.uint8), m, ub, rb, a, mag)))
+                D = max(D, int(_f.ref_rmatvec(part, heavy.view(np.uint8), m, ub, rb, a, mag)))
             else:
                 aH, magH = np.zeros(cols.size, dtype=LD), np.zeros(cols.size)
-                _f.ref_rmatvec(*part, _NO_SKIP[:cols.size], m[cols], ub, rb, aH, magH)
+                _f.ref_rmatvec(part, _NO_SKIP[:cols.size], m[cols], ub, rb, aH, magH)
                 a[cols] += aH
                 mag[cols] += magH
     NB = blocks.chain
@@ -329,10 +330,10 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
     for lo, hi, B in blocks:
         for part, cols in _referee_parts(B, heavy, cache):
             if cols is None:
-                _f.ref_matvec(*part, heavy.view(np.uint8), m, v, Mv, coef, acoef,
+                _f.ref_matvec(part, heavy.view(np.uint8), m, v, Mv, coef, acoef,
                               th[lo:hi], Mth[lo:hi], dec[lo:hi], Md[lo:hi])
             else:
-                _f.ref_matvec(*part, _NO_SKIP[:cols.size], m[cols], v[cols], Mv[cols],
+                _f.ref_matvec(part, _NO_SKIP[:cols.size], m[cols], v[cols], Mv[cols],
                               coef[cols], acoef[cols], th[lo:hi], Mth[lo:hi], dec[lo:hi],
                               Md[lo:hi])
         if form == "svm":
@@ -392,9 +393,9 @@ _NO_SKIP = np.zeros(1 << 16, dtype=np.uint8)
 
 
 def _referee_parts(B, heavy, cache=None):
-    """The parts of a row block for the referee's kernels: ``(args, None)`` for the
+    """The parts of a row block for the referee's kernels: ``(rows, None)`` for the
     block itself (a dense block: every column, centred by the kernel; a CSR block: its
-    light columns) and, for a CSR block with heavy columns, ``(args, cols)`` for those
+    light columns) and, for a CSR block with heavy columns, ``(rows, cols)`` for those
     columns densified (a column with s_j |m_j| > 8 holds more than 98% of its entries,
     since s_j |m_j| <= sqrt(p_j / (1 - p_j)) for a fraction p_j of nonzeros). A CSR block
     more than half full is densified whole."""
@@ -409,14 +410,10 @@ def _referee_parts(B, heavy, cache=None):
             if cache is not None:
                 cache[key] = dense
         B, sparse = dense, False
-    if not sparse:
-        yield (B, *_CSR_PLACEHOLDER[B.dtype], True), None
-        return
-    yield (_DENSE_PLACEHOLDER[B.dtype], B.data, B.indices, B.indptr, False), None
-    if any_heavy:
+    yield row_block(B), None
+    if sparse and any_heavy:
         cols = np.flatnonzero(heavy)
-        H = np.ascontiguousarray(B[:, cols].toarray(), dtype=np.float64)
-        yield (H, *_CSR_PLACEHOLDER[np.dtype(np.float64)], True), cols
+        yield row_block(np.ascontiguousarray(B[:, cols].toarray(), dtype=np.float64)), cols
 
 
 def _scaled_frobenius2(B, m, s, n_total):

@@ -20,6 +20,7 @@ from ..._executors import Block, Executor, local_executor
 from ..._validation import check_X
 from ...kernels.builtin import LinearKernel
 from .. import _svm_fast as _f
+from ...utils._rows import row_block
 from ._rounding import _RoundingConstants
 
 _FLOAT_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
@@ -39,21 +40,21 @@ def _block_data(block):
 def _k_column_max(block):
     data = _block_data(block)
     cm = np.zeros(data.d)
-    _f.column_max(*data.args, data.n, cm)
+    _f.column_max(data.rows, cm)
     return cm
 
 
 def _k_column_sums(block, inv):
     data = _block_data(block)
     sums, cnt = np.zeros(data.d), np.zeros(data.d, dtype=np.int64)
-    _f.scaled_column_sums(*data.args, data.n, inv, sums, cnt)
+    _f.scaled_column_sums(data.rows, inv, sums, cnt)
     return sums, cnt
 
 
 def _k_sqdev(block, inv, means):
     data = _block_data(block)
     ss = np.zeros(data.d)
-    _f.scaled_sqdev(*data.args, data.n, inv, means, ss)
+    _f.scaled_sqdev(data.rows, inv, means, ss)
     return ss
 
 
@@ -115,22 +116,6 @@ def _as_float_matrix(X):
     return X if X.dtype in _FLOAT_DTYPES else X.astype(np.float64)
 
 
-def _read_only(a):
-    a.flags.writeable = False
-    return a
-
-
-#: the unused form of the training matrix (the kernels take both, see ``_svm_fast``):
-#: shared read-only 1-element arrays per dtype, never written (``const`` in every kernel)
-_DENSE_PLACEHOLDER = {np.dtype(t): _read_only(np.zeros((1, 1), dtype=t)) for t in (np.float32, np.float64)}
-
-
-_CSR_PLACEHOLDER = {np.dtype(t): (_read_only(np.zeros(1, dtype=t)),
-                                  _read_only(np.zeros(1, dtype=np.int32)),
-                                  _read_only(np.zeros(1, dtype=np.int32)))
-                    for t in (np.float32, np.float64)}
-
-
 class _Original:
     """The map from the solvers' scaled space back to the input space (needs m, s)."""
 
@@ -161,13 +146,14 @@ class _Data(_Original):
         self.sparse = sparse = not isinstance(X, np.ndarray) and sp.issparse(X)
         self.dtype = X.dtype
         if sparse:
-            self.Xd = _DENSE_PLACEHOLDER[X.dtype]
+            self.Xd = None
             self.data, self.indices, self.indptr = X.data, X.indices, X.indptr
         else:
             Xc = X if X.flags.c_contiguous else np.ascontiguousarray(X)  # private C copy
             self.Xd = Xc
-            self.data, self.indices, self.indptr = _CSR_PLACEHOLDER[X.dtype]
-        self.args = (self.Xd, self.data, self.indices, self.indptr, not sparse)
+            self.data = self.indices = self.indptr = None
+        #: the block as the kernels take it (``marginkit.utils._rows``)
+        self.rows = row_block(X if sparse else Xc)
         self.scale = scale
         self._rounding = None
         self._xi = None
@@ -190,7 +176,7 @@ class _Data(_Original):
         # ``diag_shift`` the diagonal qd = ||z_i||^2 + 1 + diag_shift of dcd's Q
         self.zsq = np.empty(n)
         self.qd = None if diag_shift is None else np.empty(n)
-        _f.row_statistics(*self.args, n, s, s2m, self.c, self.xsq, self.M, self.zsq,
+        _f.row_statistics(self.rows, s, s2m, self.c, self.xsq, self.M, self.zsq,
                           self.qd, 0.0 if diag_shift is None else diag_shift)
         if not (np.isfinite(self.M) and np.all(np.isfinite(self.xsq))
                 and np.all(np.isfinite(self.c))):

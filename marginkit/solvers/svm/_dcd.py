@@ -99,7 +99,7 @@ class _DCDState(_ClaimOffers, SolverState):
         # the kernel's full bound (``_svm_fast._fresh_bound``) at r = 0
         data = self.data
         b, P = self.scal
-        pgsq = _f.projected_gradient(*data.args, self.y, self.r, self.s2a, b, P, data.c,
+        pgsq = _f.projected_gradient(data.rows, self.y, self.r, self.s2a, b, P, data.c,
                                      data.M, 1.0, 0.0, self.mu, self.box, self._pg)
         self._ctl[5] += 1
         rc = self._rc
@@ -127,7 +127,7 @@ class _DCDState(_ClaimOffers, SolverState):
         hist = self._hist
         if hist.shape[0] < k:
             hist = self._hist = np.empty((k, 4))  # row e is written by iteration e
-        done = _f.dcd_epochs(*data.args, self.y, self.index, self.r, self.s2a, self.scal,
+        done = _f.dcd_epochs(data.rows, self.y, self.index, self.r, self.s2a, self.scal,
                              data.s, data.m, data.c, self.qd, data.M, self.mu, self.box,
                              self.level, self._rng_state, self._pg, ctl, self.shrinking,
                              self.bound_check == "always", hist, k, cert_above, gap_at_most,

@@ -125,7 +125,7 @@ def _k_fista_step(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu, kappa, unit
     data, v = block.v["svm"], block.v
     st = v["fista"]
     r_new, a_new = v["r_buf"], _next_a(st)
-    out = _f.fista_iteration(*data.args, block.y, v["r_prev"], v["r"], a_prev, a, b_prev, b,
+    out = _f.fista_iteration(data.rows, block.y, v["r_prev"], v["r"], a_prev, a, b_prev, b,
                              s, m, M, data.c, beta, L, mu, v["box"], kappa, v["level"], r_new,
                              a_new, st["v"], st["bufs"], st["parts"], st["active"], unit, rho,
                              _begin_threads(st))
@@ -138,7 +138,7 @@ def _k_fsvm_gradient(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu):
     y_k and the point to project, kept in the block."""
     data, v = block.v["svm"], block.v
     st = v["fista"]
-    _f.fista_svm_gradient(*data.args, block.y, v["r_prev"], v["r"], a_prev, a, b_prev, b, s,
+    _f.fista_svm_gradient(data.rows, block.y, v["r_prev"], v["r"], a_prev, a, b_prev, b, s,
                           m, M, data.c, beta, L, mu, st["v"], st["yk"], st["vproj"],
                           st["bufs"].shape[0], _begin_threads(st))
 
@@ -157,7 +157,7 @@ def _k_fsvm_finish(block, lam, kappa, s, m, unit, rho, feas, gK, several):
     data, v = block.v["svm"], block.v
     st = v["fista"]
     r_new, a_new = v["r_buf"], _next_a(st)
-    out = _f.fista_svm_finish(*data.args, block.y, st["yk"], st["vproj"], lam, v["box"],
+    out = _f.fista_svm_finish(data.rows, block.y, st["yk"], st["vproj"], lam, v["box"],
                               kappa, v["level"], s, m, r_new, a_new, st["bufs"], st["parts"],
                               st["active"], unit, rho, feas, gK, st["nt"])
     _rotate(v, r_new)
@@ -179,7 +179,7 @@ def _k_fresh_scatter(block):
     (``_svm_fast.fresh_scatter``): (X_b^T (y r), y_b^T r_b, r_b . xi_b) in long double."""
     data = block.v["svm"]
     fresh, ld = np.zeros(data.d, dtype=np.longdouble), np.zeros(1, dtype=np.longdouble)
-    rxi = _f.fresh_scatter(*data.args, block.y, block.v["r"], data.xi, fresh, ld)
+    rxi = _f.fresh_scatter(data.rows, block.y, block.v["r"], data.xi, fresh, ld)
     return fresh, ld[0], rxi
 
 
@@ -187,7 +187,7 @@ def _k_fresh_margins(block, coef, ld, t_col, t_shift, mu):
     """Second pass: the block's sum of p_i(r)^2 (long double)."""
     data = block.v["svm"]
     ld = np.array(ld, dtype=np.longdouble)
-    _f.fresh_margins(*data.args, block.y, block.v["r"], coef, ld, t_col, t_shift, mu,
+    _f.fresh_margins(data.rows, block.y, block.v["r"], coef, ld, t_col, t_shift, mu,
                      block.v["box"])
     return ld[2]
 

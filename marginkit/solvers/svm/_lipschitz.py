@@ -62,7 +62,7 @@ def _gram_blocks(data):
         diag, cs = np.zeros(d), np.zeros(d)
         rl = np.diff(data.indptr)
         xs = np.zeros(max(int(rl.max()) if rl.size else 0, 1))
-        _f.csr_scaled_gram(data.data, data.indices, data.indptr, s, P, diag, cs, xs)
+        _f.csr_scaled_gram(data.rows, s, P, diag, cs, xs)
         G = P + P.T
         G[np.diag_indices(d)] += diag
         sm = s * m
@@ -190,7 +190,7 @@ def _k_power(block, vs, offset):
     if buf is None:
         buf = block.v["power"] = (np.zeros(data.d), np.zeros(data.n))
     acc, t_buf = buf
-    tsum, tsq = _f.gram_power_matvec(*data.args, vs, offset, acc, t_buf)
+    tsum, tsq = _f.gram_power_matvec(data.rows, vs, offset, acc, t_buf)
     return tsum, tsq, acc
 
 

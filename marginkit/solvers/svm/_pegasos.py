@@ -31,7 +31,7 @@ def _k_pegasos_epoch(block, order, s2a, st, lam, radius):
     weight = block.v.get("weight")
     if weight is None:
         weight = block.v["weight"] = np.ones(data.n)
-    _f.pegasos_epoch(*data.args, block.y, order, s2a, st, data.s, data.c, data.xsq, data.M,
+    _f.pegasos_epoch(data.rows, block.y, order, s2a, st, data.s, data.c, data.xsq, data.M,
                      lam, radius, weight)
     return s2a, st
 

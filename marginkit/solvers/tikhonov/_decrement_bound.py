@@ -19,6 +19,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
+from ...utils._rows import row_block
 from ._losses import _loss_derivatives_bounded
 
 
@@ -79,10 +80,10 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     for lo, hi, B in blocks:
         if B.shape[1] != p:
             raise ValueError(f"the feature map has {B.shape[1]} columns, the certificate {p}")
-        args = _ref_args(B)
+        rows = row_block(B)
         m_ = hi - lo
         zt, Mz = np.zeros(m_, dtype=LD), np.zeros(m_)
-        f.ref_matvec_ld(*args, theta, np.abs(theta), zt, Mz)
+        f.ref_matvec_ld(rows, theta, np.abs(theta), zt, Mz)
         rl = int(R.row_lengths(B).max(initial=0))
         D = max(D, rl)
         zb = (zt + LD(b)).astype(np.float64)
@@ -100,7 +101,7 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
         if fit_intercept:
             xi2[lo:hi] = np.asarray(B.multiply(B).sum(axis=1)).ravel() if sp.issparse(B) \
                 else np.einsum("ij,ij->i", B, B)
-        f.ref_rmatvec(*args, np.zeros(p, dtype=np.uint8), zero_m, gb, egb + gB * np.abs(gb),
+        f.ref_rmatvec(rows, np.zeros(p, dtype=np.uint8), zero_m, gb, egb + gB * np.abs(gb),
                       aG, magG)
     g_ = R.gamma(n + D + p + 16)
     dth = theta.astype(LD) - theta_prev[:p].astype(LD)
@@ -168,15 +169,6 @@ def _weighted_gram(blocks, h, p):
     return Hs
 
 
-def _ref_args(B):
-    """The (Xd, data, indices, indptr, dense) arguments of the referee kernels for a block."""
-    from ..svm._data import _CSR_PLACEHOLDER, _DENSE_PLACEHOLDER
-
-    if sp.issparse(B):
-        return (_DENSE_PLACEHOLDER[B.dtype], B.data, B.indices, B.indptr, False)
-    return (B, *_CSR_PLACEHOLDER[B.dtype], True)
-
-
 def _newton_direction(Hs, blocks, h, n, lam, p, fit_intercept, rhs):
     """H^{-1} rhs from the (p x p) Hessian summed in pass 1 (float64 Cholesky, a least-
     squares solve when it fails); zeros when the Hessian was too large to form."""
@@ -217,10 +209,10 @@ def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, g
     eqsum = 0.0
     zero_p = np.zeros(p)
     for lo, hi, B in blocks:
-        args = _ref_args(B)
+        rows = row_block(B)
         m_ = hi - lo
         st, Ms = np.zeros(m_, dtype=LD), np.zeros(m_)
-        f.ref_matvec_ld(*args, zt, np.abs(zt), st, Ms)
+        f.ref_matvec_ld(rows, zt, np.abs(zt), st, Ms)
         rl = int(R.row_lengths(B).max(initial=0))
         s = (st + LD(zb)).astype(np.float64)
         es = gL(rl + 3) * (Ms * (1 + R.gamma(rl + 2)) + abs(zb)) + R.UNIT * np.abs(s) + R.ETA
@@ -230,7 +222,7 @@ def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, g
         Qsum += float(np.sum((hb + ehb) * (np.abs(s) + es) ** 2))
         qsum += np.sum(qv.astype(LD))
         eqsum += float(np.sum(eq)) + gL(n + 2) * float(np.sum(np.abs(qv)))
-        f.ref_rmatvec(*args, np.zeros(p, dtype=np.uint8), zero_p, qv, eq + gB * np.abs(qv),
+        f.ref_rmatvec(rows, np.zeros(p, dtype=np.uint8), zero_p, qv, eq + gB * np.abs(qv),
                       aQ, magQ)
     g_ = R.gamma(n + D + p + 16)
     q = zeta.shape[0]

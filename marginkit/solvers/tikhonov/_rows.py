@@ -11,6 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _tikhonov_fast as _fast
+from ...utils._rows import row_block
 from ._losses import _LOSSES, _loss_numpy
 
 
@@ -27,12 +28,11 @@ class _BlockRows:
         if Phi.shape[1] != p:
             raise ValueError(f"a row block has {Phi.shape[1]} features, the run {p}")
         self.sparse = sp.issparse(Phi)
-        if self.sparse:
-            self.Phi = Phi
-            self._args = (Phi.data, Phi.indices, Phi.indptr)
-        else:
+        if not self.sparse:
             # the Cython passes read C-order rows: a private C copy of F-order input
-            self.Phi = Phi if Phi.flags.c_contiguous else np.ascontiguousarray(Phi)
+            Phi = Phi if Phi.flags.c_contiguous else np.ascontiguousarray(Phi)
+        self.Phi = Phi
+        self.rows = row_block(Phi)
         self.y = np.ascontiguousarray(y, dtype=np.float64)
         self.loss = _LOSSES[loss_name]
         #: the block's sample weights (None: unweighted); g and h are then w_i l'(z_i)
@@ -50,28 +50,19 @@ class _BlockRows:
     def predict(self, w):
         """Phi w[:p] (+ w[p]) on the block's rows."""
         out = np.empty(self.Phi.shape[0])
-        if self.sparse:
-            _fast.csr_matvec(*self._args, w[: self.p], out)
-        else:
-            _fast.dense_matvec(self.Phi, np.ascontiguousarray(w[: self.p]), out)
+        _fast.matvec(self.rows, np.ascontiguousarray(w[: self.p]), out)
         if self.fit_intercept:
             out += w[self.p]
         return out
 
     def rmatvec(self, g):
         out = np.empty(self.p)
-        if self.sparse:
-            _fast.csr_rmatvec(*self._args, g, out)
-        else:
-            _fast.dense_rmatvec(self.Phi, g, out)
+        _fast.rmatvec(self.rows, g, out)
         return out
 
-    def _weighted_gram(self, Phi, h):
+    def _weighted_gram(self, rows, h):
         Hp = np.empty((self.p, self.p))
-        if sp.issparse(Phi):
-            _fast.csr_weighted_gram(Phi.data, Phi.indices, Phi.indptr, h, Hp)
-        else:
-            _fast.dense_weighted_gram(Phi, h, Hp)
+        _fast.weighted_gram(rows, h, Hp)
         return Hp
 
     def derivatives(self, with_hessian):
@@ -87,7 +78,7 @@ class _BlockRows:
         gs = float(self.g.sum()) if self.fit_intercept else 0.0
         if not with_hessian:
             return total, rg, gs, None, None, None
-        Hp = self._weighted_gram(self.Phi, self.h)
+        Hp = self._weighted_gram(self.rows, self.h)
         if not self.fit_intercept:
             return total, rg, gs, Hp, None, None
         return total, rg, gs, Hp, self.rmatvec(self.h), float(self.h.sum())
@@ -96,15 +87,12 @@ class _BlockRows:
         """The Hessian sums of the rows ``rows`` (block-local indices) only: the
         preconditioner of the conjugate gradients."""
         h = np.ascontiguousarray(self.h[rows])
-        Phi = self.Phi[rows]
-        Hp = self._weighted_gram(Phi, h)
+        sub = row_block(self.Phi[rows])
+        Hp = self._weighted_gram(sub, h)
         if not self.fit_intercept:
             return Hp, None, None
         col = np.empty(self.p)
-        if sp.issparse(Phi):
-            _fast.csr_rmatvec(Phi.data, Phi.indices, Phi.indptr, h, col)
-        else:
-            _fast.dense_rmatvec(Phi, h, col)
+        _fast.rmatvec(sub, h, col)
         return Hp, col, float(h.sum())
 
     def hess_vec(self, v):

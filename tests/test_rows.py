@@ -1,0 +1,119 @@
+"""The row blocks of the Cython kernels (``marginkit.utils._rows``): every layout gives the
+kernels the same rows."""
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import marginkit as mk
+from marginkit.solvers import _svm_fast
+from marginkit.utils._rows import row_block
+
+
+def _matrix(n=37, d=11, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)) * (rng.random((n, d)) < 0.3)
+    X[5] = 0.0  # an empty row
+    return X
+
+
+def _layouts(X):
+    """(name, block input) for the six layouts; the float32 ones hold X rounded."""
+    out = []
+    for dt in (np.float64, np.float32):
+        Xd = np.ascontiguousarray(X, dtype=dt)
+        out.append((f"dense {np.dtype(dt).name}", Xd))
+        for it in (np.int32, np.int64):
+            C = sp.csr_matrix(Xd)
+            C.indices = C.indices.astype(it)
+            C.indptr = C.indptr.astype(it)
+            out.append((f"csr {np.dtype(dt).name} {np.dtype(it).name}", C))
+    return out
+
+
+@pytest.mark.parametrize("name", [n for n, _ in _layouts(_matrix())])
+def test_row_block_layouts(name):
+    X = _matrix()
+    B = dict(_layouts(X))[name]
+    blk = row_block(B)
+    assert blk.shape == X.shape
+    assert blk.dense == name.startswith("dense")
+    kind = {"dense float64": "DenseRows64", "dense float32": "DenseRows32",
+            "csr float64 int32": "CSRRows64I32", "csr float64 int64": "CSRRows64I64",
+            "csr float32 int32": "CSRRows32I32", "csr float32 int64": "CSRRows32I64"}[name]
+    assert type(blk).__name__ == kind
+    # the block keeps the arrays alive and copies nothing
+    held = blk.arrays
+    if sp.issparse(B):
+        assert held[0] is B.data and held[1] is B.indices and held[2] is B.indptr
+    else:
+        assert held[0] is B
+    # a pickled block is packed again from its arrays, in the same layout
+    again = pickle.loads(pickle.dumps(blk))
+    assert type(again) is type(blk) and again.shape == blk.shape
+    acc, t = np.empty(X.shape[1]), np.empty(X.shape[0])
+    v = np.linspace(-1.0, 1.0, X.shape[1])
+    ref = _svm_fast.gram_power_matvec(blk, v, 0.0, acc, t), acc.copy()
+    assert (_svm_fast.gram_power_matvec(again, v, 0.0, acc, t), acc.copy())[0] == ref[0]
+    np.testing.assert_array_equal(acc, ref[1])
+
+
+@pytest.mark.parametrize("name", [n for n, _ in _layouts(_matrix())])
+def test_kernels_read_every_layout_alike(name):
+    X = _matrix()
+    B = dict(_layouts(X))[name]
+    Xr = B.toarray() if sp.issparse(B) else B
+    Xr = Xr.astype(np.float64)
+    n, d = X.shape
+    rng = np.random.default_rng(1)
+    v = rng.standard_normal(d)
+    blk = row_block(B)
+    # t = X v + offset, acc = X^T t
+    acc, t = np.empty(d), np.empty(n)
+    tsum, tsq = _svm_fast.gram_power_matvec(blk, v, 0.5, acc, t)
+    np.testing.assert_allclose(t, Xr @ v + 0.5, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(acc, Xr.T @ t, rtol=1e-12, atol=1e-12)
+    assert tsum == pytest.approx(t.sum()) and tsq == pytest.approx(t @ t)
+    # c = X (s^2 m), xsq = ||s x_i||^2, and the long-double row products
+    s, m = rng.random(d) + 0.5, rng.standard_normal(d)
+    c, xsq = np.empty(n), np.empty(n)
+    _svm_fast.row_statistics(blk, s, s * s * m, c, xsq)
+    np.testing.assert_allclose(c, Xr @ (s * s * m), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(xsq, ((Xr * s) ** 2).sum(1), rtol=1e-12, atol=1e-13)
+    th, Mth = np.zeros(n, dtype=np.longdouble), np.zeros(n)
+    _svm_fast.ref_matvec_ld(blk, v, np.abs(v), th, Mth)
+    np.testing.assert_allclose(th.astype(np.float64), Xr @ v, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(Mth, np.abs(Xr) @ np.abs(v), rtol=1e-13, atol=1e-13)
+    # column statistics: the stored entries' largest magnitudes
+    cm = np.zeros(d)
+    _svm_fast.column_max(blk, cm)
+    np.testing.assert_array_equal(cm, np.abs(Xr).max(0))
+
+
+def test_int64_indices_solve_as_int32():
+    X, y = mk.datasets.load_libsvm("heart_scale")
+    X64 = X.copy()
+    X64.indices = X64.indices.astype(np.int64)
+    X64.indptr = X64.indptr.astype(np.int64)
+    for solver in ("fista", "dcd"):
+        a = mk.solve(X, y, solver=solver, random_state=0)
+        b = mk.solve(X64, y, solver=solver, random_state=0)
+        assert (a.status, a.n_iter) == (b.status, b.n_iter)
+        np.testing.assert_array_equal(a.coef_, b.coef_)
+
+
+def test_row_block_rejects_what_it_cannot_point_into():
+    X = _matrix()
+    with pytest.raises(ValueError, match="X: a dense row block is C-contiguous"):
+        row_block(np.asfortranarray(X))
+    with pytest.raises(TypeError, match="X: a row block holds float32 or float64 values"):
+        row_block(X.astype(np.int64))
+    with pytest.raises(ValueError, match="X: a row block is 2-d"):
+        row_block(X[0])
+    with pytest.raises(TypeError, match="X: a row block is a C-contiguous ndarray or a CSR"):
+        row_block(sp.csc_matrix(X))
+    C = sp.csr_matrix(X)
+    C.indptr = C.indptr.astype(np.int64)
+    with pytest.raises(TypeError, match="X: CSR indices and indptr of one type"):
+        row_block(C)
