@@ -112,6 +112,38 @@ def test_solvers_agree_on_r_star():
     assert np.linalg.norm(c.dual_coef_ - r_star) <= c.certificate.value
 
 
+@pytest.mark.parametrize("budget", [None, 800_000])
+def test_dcd_with_and_without_shrinking_reach_the_same_r_star(budget):
+    # held Gram and row cache (8 n^2 = 1.4 MB does not fit 800 kB); C=10 leaves many
+    # points at a bound, which the shrunk run takes out of its active set
+    X, y = _data(n=420, seed=4)
+    kw = dict(solver="dcd", kernel="rbf", kernel_params={"gamma": G}, C=10.0, mu=0.01,
+              stop=[("certified_points", {"fraction": 0.5})])
+    if budget is not None:
+        kw["memory_budget"] = budget
+    on = mk.solve(X, y, shrinking=True, **kw)
+    off = mk.solve(X, y, shrinking=False, **kw)
+    assert on.status == off.status == "certified"
+    assert on.extra["gram"] == off.extra["gram"] == ("held" if budget is None else "blocked")
+    assert on.certificate.verify(X, y) and off.certificate.verify(X, y)
+    assert on.extra["active"] < X.shape[0]
+    assert off.extra["active"] == X.shape[0] and off.extra["unshrinks"] == 0
+    gap = np.linalg.norm(on.dual_coef_ - off.dual_coef_)
+    assert gap <= on.certificate.value + off.certificate.value
+
+
+def test_dcd_max_iter_counts_passes_over_the_active_coordinates():
+    X, y = _data(n=200, seed=5)
+    kw = dict(solver="dcd", kernel="rbf", kernel_params={"gamma": G}, C=C, mu=MU,
+              stop=[("certified_points", {"fraction": 0.99})])
+    one = mk.solve(X, y, max_iter=1, **kw)
+    assert one.status == "max_iter" and one.n_iter == 1
+    # one pass: at most one move per coordinate
+    assert 0 < one.extra["moves"] <= X.shape[0]
+    three = mk.solve(X, y, max_iter=3, **kw)
+    assert three.n_iter == 3 and one.extra["moves"] < three.extra["moves"] <= 3 * X.shape[0]
+
+
 def test_fista_svm_with_small_mu_agrees_with_libsvm():
     from sklearn.svm import SVC
 
