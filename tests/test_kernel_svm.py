@@ -144,6 +144,26 @@ def test_dcd_max_iter_counts_passes_over_the_active_coordinates():
     assert three.n_iter == 3 and one.extra["moves"] < three.extra["moves"] <= 3 * X.shape[0]
 
 
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
+def test_the_default_mu_of_an_exact_kernel_with_a_given_c_is_one_over_two_c(solver):
+    X, y = _data(n=120, seed=6)
+    kw = dict(solver=solver, kernel="rbf", kernel_params={"gamma": G})
+    res = mk.solve(X, y, C=2.0, **kw)
+    # mu C = 1/2, as at the paper's defaults; recorded in the run's configuration, which
+    # the certificate's thresholds are read from
+    assert res.extra["mu"] == 0.25 and res.config.solver_params["mu"] == 0.25
+    assert res.status == "certified" and res.certificate.verify(X, y)
+    # C=None keeps the paper's defaults (gamma = 64/n, mu = n/128), a given mu stays, and
+    # a linear kernel keeps n/128
+    paper = mk.solve(X, y, **kw)
+    assert paper.extra["mu"] == X.shape[0] / 128.0
+    assert paper.config.solver_params.get("mu") is None
+    assert mk.solve(X, y, C=2.0, mu=0.05, **kw).extra["mu"] == 0.05
+    assert mk.solve(X, y, solver=solver, C=2.0, scale=None).extra["mu"] == X.shape[0] / 128.0
+    clf = SVMClassifier(solver=solver, kernel="rbf", kernel_params={"gamma": G}, C=2.0)
+    assert clf.fit(X, y).result_.extra["mu"] == 0.25
+
+
 def test_fista_svm_with_small_mu_agrees_with_libsvm():
     from sklearn.svm import SVC
 

@@ -31,7 +31,7 @@ from . import _kernel_svm_fast as _kf
 from . import _svm_fast
 from .svm import _ClaimOffers, _box_scales, _gamma_mu as _svm_gamma_mu, check_scales, run_box
 
-__all__ = ["is_exact", "start_fista", "start_dcd", "EXACT_KERNEL_SCALE"]
+__all__ = ["is_exact", "start_fista", "start_dcd", "resolve_config", "EXACT_KERNEL_SCALE"]
 
 #: relative accuracy assumed of a float64 Gram entry, in units of sqrt(K_ii K_jj) (the
 #: built-in kernels' float64 tolerance, ``kernels.builtin._RBF_TOLERANCE``)
@@ -56,6 +56,22 @@ def is_exact(kernel):
     map, not the linear kernel)."""
     return kernel is not None and not isinstance(kernel, LinearKernel) \
         and getattr(kernel, "feature_map", None) is None
+
+
+def resolve_config(solver, config, kernel):
+    """The run's configuration with the exact kernels' default perturbation: mu=None with a
+    given C becomes mu = 1/(2C), so that mu gamma = 1/2 as at the paper's defaults (gamma
+    = 64/n, mu = n/128, arXiv:2512.03947, section 2.4), whatever C. In the primal the
+    hinge is then Huber-smoothed over margin violations up to mu C = 1/2 only: the
+    linear default n/128 with a user C (mu C = n C / 128, 78 at C = 1 on 10,000 points)
+    smooths it far beyond the margin, a different model from LIBSVM's (a9a, 10,000
+    rows, RBF: 83.1% test accuracy against LIBSVM's 84.8%; 85.0% at mu = 1/2), while
+    mu = 1/(2C) keeps the level min(C, 1/mu) = C of the certified points. Unchanged when
+    mu is given, C is None (the paper's defaults) or the kernel is not exact."""
+    if solver.params["mu"] is not None or solver.params["C"] is None or not is_exact(kernel):
+        return config
+    mu = 0.5 / float(solver.params["C"])
+    return config.replace(solver_params={**config.solver_params, "mu": mu})
 
 
 def _dask_refusal(name):

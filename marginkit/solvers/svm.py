@@ -1720,6 +1720,11 @@ class _FistaBase(Solver):
     #: per-point boxes gamma_i = C w_i (``run_box``)
     sample_weight = True
 
+    def resolve_config(self, config, X, y, kernel, rules):
+        """Exact kernels: mu=None with a given C is resolved to 1/(2C) and recorded in the
+        run's configuration (``_kernel_svm.resolve_config``)."""
+        return _kernel_svm().resolve_config(self, config, kernel)
+
     def start(self, problem):
         if _kernel_svm().is_exact(problem.kernel):
             return _kernel_svm().start_fista(self, problem, self.augmented)
@@ -2033,6 +2038,11 @@ class DCD(Solver):
                              doc="full projected-gradient pass: only when the cheap estimate "
                                  "certifies ('lazy') or every epoch ('always')"),
     }
+
+    def resolve_config(self, config, X, y, kernel, rules):
+        """Exact kernels: mu=None with a given C is resolved to 1/(2C) and recorded in the
+        run's configuration (``_kernel_svm.resolve_config``)."""
+        return _kernel_svm().resolve_config(self, config, kernel)
 
     def start(self, problem):
         if _kernel_svm().is_exact(problem.kernel):
