@@ -24,11 +24,13 @@ Methods (``--methods``, comma-separated; default all):
 * ``thundersvm``: ``thundersvm.SVC`` (the CPU build, ``n_jobs`` = ``--threads``) when
   installed;
 * ``mk:fista_svm``, ``mk:fista``, ``mk:dcd``: ``mk.solve(X, y, solver=...,
-  kernel="rbf", kernel_params={"gamma": g}, C=C)`` (``mu=`` with ``--mu``); the run's
-  status, iterations, the certified fraction, and ``certificate.verify(X, y)`` (its
-  result and its time, reported separately from the solve time, which includes the run
-  loop's own re-check of the claim). A marginkit solver that refuses the exact kernel is
-  skipped with the reason.
+  kernel="rbf", kernel_params={"gamma": g}, C=C)`` (``mu=`` with ``--mu``; a name
+  ``mk:<solver>@<mu>``, e.g. ``mk:dcd@0.01``, runs that solver with that mu, so several
+  perturbations run side by side); the run's status, iterations (passes for ``dcd``),
+  coordinate moves and Gram rows computed (``dcd``), the certified fraction, and
+  ``certificate.verify(X, y)`` (its result and its time, reported separately from the
+  solve time, which includes the run loop's own re-check of the claim). A marginkit
+  solver that refuses the exact kernel is skipped with the reason.
 
 Timed: the fit call only (medians over ``--reps`` rounds, every method once per round in
 a rotating order, so load drift hits all alike); prediction on the test set is untimed.
@@ -269,7 +271,7 @@ class Marginkit(Method):
     def __init__(self, name, solver, mu=None):
         super().__init__(name)
         self.solver = solver
-        self.mu = mu  # None: the solver's default (n/128)
+        self.mu = mu  # None: the solver's default (1/(2C) with an exact kernel and a C)
 
     def kwargs(self, g, C):
         kw = dict(solver=self.solver, kernel="rbf", kernel_params={"gamma": g}, C=C)
@@ -297,7 +299,10 @@ class Marginkit(Method):
 
     def finish(self, data, kw, res):
         out = {"accuracy": _accuracy(res.decision_function(data["Xt"]), data["yt"]),
-               "status": res.status, "n_iter": int(res.n_iter)}
+               "status": res.status, "n_iter": int(res.n_iter), "mu": res.extra.get("mu")}
+        for key in ("moves", "kernel_rows"):
+            if key in res.extra:
+                out[key] = res.extra[key]
         mask = res.certified_mask
         out["certified_fraction"] = None if mask is None else float(np.mean(mask))
         cert = res.certificate
@@ -320,6 +325,13 @@ def methods(names=None, mu=None):
     for s in MK_SOLVERS:
         table[f"mk:{s}"] = Marginkit(f"mk:{s}", s, mu)
     names = list(ALL_METHODS) if names is None else names
+    for name in names:
+        solver, _, value = name.partition("@")
+        if value and f"{solver}" in table and solver.startswith("mk:"):
+            try:
+                table[name] = Marginkit(name, solver[3:], float(value))
+            except ValueError:
+                raise ValueError(f"method {name!r}: the mu after '@' must be a number") from None
     unknown = [n for n in names if n not in table]
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; choose from {list(table)}")
@@ -432,7 +444,8 @@ def main(argv=None):
     p.add_argument("--methods", default=None, help=f"comma-separated, from {list(ALL_METHODS)}")
     p.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP threads of every method")
     p.add_argument("--mu", type=float, default=None,
-                   help="marginkit's perturbation mu (default: the solvers' n/128)")
+                   help="marginkit's perturbation mu (default: the solvers' own, 1/(2C) "
+                        "with an exact kernel and a given C)")
     p.add_argument("--out", default="kernel_svm", help="output prefix (<out>.md, <out>.json)")
     args = p.parse_args(argv)
     names = None if args.methods is None else [s.strip() for s in args.methods.split(",")]

@@ -642,7 +642,8 @@ class SVMClassifier(_MarginClassifier):
         lam = 1/64, i.e. C = 64/n); passing both C and lam is refused.
     mu : float, optional
         Perturbation of the dual, ``- mu/2 ||r||^2`` in its objective; None is the
-        paper's default n/128 (mu C = 1/2 at the default C). In the primal it replaces the
+        paper's default n/128 (mu C = 1/2 at the default C), and 1/(2C) with an exact
+        kernel (``rbf``, ``poly``, ...) and a given C. In the primal it replaces the
         hinge of a margin violation s = 1 - y_i f(x_i) by a Huber-smoothed hinge,
         ``s^2 / (2 mu)`` for ``0 <= s <= mu C`` and ``C s - mu C^2 / 2`` beyond (slope C,
         LIBSVM's, for large violations). With a user C the default mu can make that

@@ -112,6 +112,58 @@ def test_solvers_agree_on_r_star():
     assert np.linalg.norm(c.dual_coef_ - r_star) <= c.certificate.value
 
 
+@pytest.mark.parametrize("budget", [None, 800_000])
+def test_dcd_with_and_without_shrinking_reach_the_same_r_star(budget):
+    # held Gram and row cache (8 n^2 = 1.4 MB does not fit 800 kB); C=10 leaves many
+    # points at a bound, which the shrunk run takes out of its active set
+    X, y = _data(n=420, seed=4)
+    kw = dict(solver="dcd", kernel="rbf", kernel_params={"gamma": G}, C=10.0, mu=0.01,
+              stop=[("certified_points", {"fraction": 0.5})])
+    if budget is not None:
+        kw["memory_budget"] = budget
+    on = mk.solve(X, y, shrinking=True, **kw)
+    off = mk.solve(X, y, shrinking=False, **kw)
+    assert on.status == off.status == "certified"
+    assert on.extra["gram"] == off.extra["gram"] == ("held" if budget is None else "blocked")
+    assert on.certificate.verify(X, y) and off.certificate.verify(X, y)
+    assert on.extra["active"] < X.shape[0]
+    assert off.extra["active"] == X.shape[0] and off.extra["unshrinks"] == 0
+    gap = np.linalg.norm(on.dual_coef_ - off.dual_coef_)
+    assert gap <= on.certificate.value + off.certificate.value
+
+
+def test_dcd_max_iter_counts_passes_over_the_active_coordinates():
+    X, y = _data(n=200, seed=5)
+    kw = dict(solver="dcd", kernel="rbf", kernel_params={"gamma": G}, C=C, mu=MU,
+              stop=[("certified_points", {"fraction": 0.99})])
+    one = mk.solve(X, y, max_iter=1, **kw)
+    assert one.status == "max_iter" and one.n_iter == 1
+    # one pass: at most one move per coordinate
+    assert 0 < one.extra["moves"] <= X.shape[0]
+    three = mk.solve(X, y, max_iter=3, **kw)
+    assert three.n_iter == 3 and one.extra["moves"] < three.extra["moves"] <= 3 * X.shape[0]
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
+def test_the_default_mu_of_an_exact_kernel_with_a_given_c_is_one_over_two_c(solver):
+    X, y = _data(n=120, seed=6)
+    kw = dict(solver=solver, kernel="rbf", kernel_params={"gamma": G})
+    res = mk.solve(X, y, C=2.0, **kw)
+    # mu C = 1/2, as at the paper's defaults; recorded in the run's configuration, which
+    # the certificate's thresholds are read from
+    assert res.extra["mu"] == 0.25 and res.config.solver_params["mu"] == 0.25
+    assert res.status == "certified" and res.certificate.verify(X, y)
+    # C=None keeps the paper's defaults (gamma = 64/n, mu = n/128), a given mu stays, and
+    # a linear kernel keeps n/128
+    paper = mk.solve(X, y, **kw)
+    assert paper.extra["mu"] == X.shape[0] / 128.0
+    assert paper.config.solver_params.get("mu") is None
+    assert mk.solve(X, y, C=2.0, mu=0.05, **kw).extra["mu"] == 0.05
+    assert mk.solve(X, y, solver=solver, C=2.0, scale=None).extra["mu"] == X.shape[0] / 128.0
+    clf = SVMClassifier(solver=solver, kernel="rbf", kernel_params={"gamma": G}, C=2.0)
+    assert clf.fit(X, y).result_.extra["mu"] == 0.25
+
+
 def test_fista_svm_with_small_mu_agrees_with_libsvm():
     from sklearn.svm import SVC
 

@@ -58,6 +58,16 @@ def test_unknown_names_are_refused(ks):
         ks.load("nonesuch")
 
 
+def test_marginkit_rows_with_their_own_mu(ks):
+    a, b = ks.methods(["mk:dcd@0.01", "mk:dcd"], mu=None)
+    assert (a.name, a.solver, a.mu) == ("mk:dcd@0.01", "dcd", 0.01)
+    assert (b.solver, b.mu) == ("dcd", None)
+    with pytest.raises(ValueError, match="must be a number"):
+        ks.methods(["mk:dcd@small"])
+    with pytest.raises(ValueError, match="unknown method"):
+        ks.methods(["mk:svmlight@0.1"])
+
+
 def test_default_gamma(ks):
     X, y, _, _, _ = ks.load("synthetic")
     assert ks.default_gamma("a9a10k", X) == 0.05

@@ -1,4 +1,4 @@
-"""Cython loops of the exact-kernel SVM solvers (``marginkit.solvers._kernel_svm``).
+"""Cython loops of the exact-kernel SVM solvers (``marginkit.solvers.svm._kernel``).
 
 The dual variables r, the box gamma (an n-vector, the scalar broadcast when unweighted)
 and the labels y are float64 n-vectors; the kernel products K (y * r) are computed by the
@@ -95,6 +95,18 @@ cdef inline void _move(Py_ssize_t i, double d, const double* col, const double* 
     G[i] += d * mu
 
 
+cdef inline void _move_active(Py_ssize_t i, double d, const double* col, const double* y,
+                              double* G, const long* active, Py_ssize_t na, double mu,
+                              double aug) noexcept nogil:
+    # _move on the active coordinates only (the others' G is recomputed on unshrinking)
+    cdef Py_ssize_t k, j
+    cdef double c = d * y[i]
+    for k in range(na):
+        j = active[k]
+        G[j] += c * y[j] * (col[j] + aug)
+    G[i] += d * mu
+
+
 cdef inline double _pg(double g, double r, double gam) noexcept nogil:
     if gam <= 0.0:
         return 0.0  # a box [0, 0] (weight 0): both bounds hold
@@ -105,49 +117,222 @@ cdef inline double _pg(double g, double r, double gam) noexcept nogil:
     return g
 
 
-def dcd_working_set(const long[::1] ws, const long[::1] ri, const double[:, ::1] rows,
-                    double[::1] r, double[::1] G, const double[::1] y,
-                    const double[::1] gamma, const double[::1] qd, double mu, bint augmented,
-                    Py_ssize_t max_moves, double tol):
-    """Greedy coordinate descent restricted to the working set ``ws`` (the exact
-    coordinate step of Hsieh et al. 2008, the gradient kept and the coordinate chosen by
-    its violation as in LIBSVM, Chang and Lin 2011): repeatedly the coordinate of ws with
-    the largest p_i^2 / Q_ii is minimized exactly, r_i <- proj_[0, gamma_i](r_i - G_i /
-    Q_ii), and G += (change) Q[:, i] from row ri[k] of ``rows`` (= K[ws[k], :], the Gram
-    matrix being symmetric: the held matrix with ri = ws, or a block of cached rows).
-    Stops after ``max_moves`` moves or when the largest |projected gradient| over ws is
-    <= ``tol``. Returns the number of moves."""
-    cdef Py_ssize_t n = r.shape[0], q = ws.shape[0], k, i, best, mv
-    cdef double g, pg, old, new, d, sc, top, aug = 1.0 if augmented else 0.0
-    cdef Py_ssize_t moves = 0
-    if ri.shape[0] != q or (q > 0 and rows.shape[1] != n):
-        raise ValueError("rows[ri] must be K[ws, :]")
+cdef inline bint _can_raise_u(double y, double r, double gam) noexcept nogil:
+    # u = y r can grow (LIBSVM's I_up)
+    return gam > 0.0 and ((y > 0.0 and r < gam) or (y < 0.0 and r > 0.0))
+
+
+cdef inline bint _can_lower_u(double y, double r, double gam) noexcept nogil:
+    # u = y r can shrink (LIBSVM's I_low)
+    return gam > 0.0 and ((y < 0.0 and r < gam) or (y > 0.0 and r > 0.0))
+
+
+def dcd_pairs(const long[::1] ws, const double[:, ::1] rows, const long[::1] slot,
+              double[::1] r, double[::1] G, const double[::1] y, const double[::1] gamma,
+              const double[::1] qd, const double[::1] kd, double mu, Py_ssize_t max_moves,
+              const long[::1] active=None, long[::1] stamp=None, long clock=0):
+    """Greedy dual coordinate descent on the H-SVM dual (Q = Y (K + 1 1^T) Y + mu I over
+    0 <= r <= gamma; Hsieh et al. 2008 for the exact coordinate step) with LIBSVM's pair
+    moves (Chang and Lin 2011; second-order selection, Fan, Chen and Lin 2005), the
+    gradient G = Q r - e kept up to date.
+
+    Each move is the better, by the decrease of the dual objective its unclipped step
+    gives, of the best single coordinate of ``ws`` (p_i^2 / Q_ii, p the projected
+    gradient; r_i <- proj_[0, gamma_i](r_i - G_i / Q_ii)) and the best pair: i the
+    coordinate of ws with the largest -y_i G_i whose u_i = y_i r_i can grow, j the one
+    whose u_j can shrink maximizing b^2 / a, b = -y_i G_i + y_j G_j > 0, a = K_ii + K_jj
+    - 2 K_ij + 2 mu. A pair move changes u_i by +delta and u_j by -delta, delta = min(b /
+    a, the room of both boxes): y^T r stays, so the rank-one part 1 1^T of Q (and the
+    near-constant part of an RBF Gram matrix) does not slow it down, while single moves
+    settle y^T r (the regularized intercept).
+
+    K[c, :] is row slot[c] of ``rows`` (the held Gram matrix with slot[c] = c, or a row
+    cache), slot[c] = -1 when not computed: only the rows of the chosen coordinates are
+    read, and the call returns before a move that needs a missing row. ``kd`` is the
+    diagonal of K. ``active`` (sorted indices, ws among them; None: all): G is updated
+    on these coordinates only (shrinking). ``stamp``: stamp[slot[c]] = ``clock`` for
+    every row read (the cache's least-recently-used order). Stops after ``max_moves``
+    moves or when no move decreases the objective. Returns (moves, need): need is the
+    missing row's coordinate, -1 when the call stopped for another reason."""
+    cdef Py_ssize_t n = r.shape[0], q = ws.shape[0], k, i, t, j, bs, bi, bj, mv, c, si, sj
+    cdef Py_ssize_t na = n if active is None else active.shape[0]
+    cdef Py_ssize_t nrows = rows.shape[0]
+    cdef double pg, gs, gp, vmax, b, a, old, new, d, room_i, room_j
+    cdef const double* rowi
+    cdef const double* rowj
+    cdef Py_ssize_t moves = 0, need = -1
+    if slot.shape[0] != n or (nrows > 0 and rows.shape[1] != n):
+        raise ValueError("slot must map the n coordinates to rows of K[:, :n]")
+    if kd.shape[0] != n:
+        raise ValueError("kd must be the diagonal of K")
+    if stamp is not None and stamp.shape[0] < nrows:
+        raise ValueError("stamp must hold one entry per row")
+    for c in range(n):
+        if not -1 <= slot[c] < nrows:
+            raise ValueError("slot must index rows (or be -1)")
     for k in range(q):
-        if not (0 <= ri[k] < rows.shape[0] and 0 <= ws[k] < n):
-            raise ValueError("ws and ri must index r and rows")
+        if not 0 <= ws[k] < n:
+            raise ValueError("ws must index r")
+    if active is not None:
+        for k in range(na):
+            if not 0 <= active[k] < n:
+                raise ValueError("active must index r")
     with nogil:
         for mv in range(max_moves):
-            best = -1
-            top = 0.0
+            bs = -1
+            bi = -1
+            gs = 0.0
+            vmax = -INFINITY
             for k in range(q):
                 i = ws[k]
                 pg = _pg(G[i], r[i], gamma[i])
-                sc = pg * pg / qd[i]
-                if sc > top and fabs(pg) > tol:
-                    top = sc
-                    best = k
-            if best < 0:
+                if pg * pg / qd[i] > gs:
+                    gs = pg * pg / qd[i]
+                    bs = k
+                if _can_raise_u(y[i], r[i], gamma[i]) and -y[i] * G[i] > vmax:
+                    vmax = -y[i] * G[i]
+                    bi = k
+            bj = -1
+            gp = 0.0
+            if bi >= 0:
+                i = ws[bi]
+                si = slot[i]
+                if si < 0:
+                    need = i
+                    break
+                rowi = &rows[si, 0]
+                for k in range(q):
+                    t = ws[k]
+                    if not _can_lower_u(y[t], r[t], gamma[t]):
+                        continue
+                    b = vmax + y[t] * G[t]
+                    if b > 0.0:
+                        a = kd[i] + kd[t] - 2.0 * rowi[t] + 2.0 * mu
+                        if a < 1e-12:
+                            a = 1e-12
+                        if b * b / a > gp:
+                            gp = b * b / a
+                            bj = k
+            if bj >= 0 and gp > gs:
+                i = ws[bi]
+                j = ws[bj]
+                si = slot[i]
+                sj = slot[j]
+                if sj < 0:
+                    need = j
+                    break
+                rowi = &rows[si, 0]
+                rowj = &rows[sj, 0]
+                b = vmax + y[j] * G[j]
+                a = kd[i] + kd[j] - 2.0 * rowi[j] + 2.0 * mu
+                if a < 1e-12:
+                    a = 1e-12
+                d = b / a
+                room_i = gamma[i] - r[i] if y[i] > 0.0 else r[i]
+                room_j = r[j] if y[j] > 0.0 else gamma[j] - r[j]
+                if room_i < d:
+                    d = room_i
+                if room_j < d:
+                    d = room_j
+                if not d > 0.0:
+                    break
+                # u_i += d, u_j -= d (r_i += y_i d, r_j -= y_j d), exactly onto a bound
+                # that is reached
+                if d < room_i:
+                    r[i] = _clip(r[i] + y[i] * d, gamma[i])
+                else:
+                    r[i] = gamma[i] if y[i] > 0.0 else 0.0
+                if d < room_j:
+                    r[j] = _clip(r[j] - y[j] * d, gamma[j])
+                else:
+                    r[j] = 0.0 if y[j] > 0.0 else gamma[j]
+                # G += Q[:, i] y_i d - Q[:, j] y_j d: the 1 1^T parts cancel
+                if active is None:
+                    for c in range(n):
+                        G[c] += d * y[c] * (rowi[c] - rowj[c])
+                else:
+                    for c in range(na):
+                        t = active[c]
+                        G[t] += d * y[t] * (rowi[t] - rowj[t])
+                G[i] += mu * y[i] * d
+                G[j] -= mu * y[j] * d
+                if stamp is not None:
+                    stamp[si] = clock
+                    stamp[sj] = clock
+                moves += 1
+            elif bs >= 0:
+                i = ws[bs]
+                si = slot[i]
+                if si < 0:
+                    need = i
+                    break
+                old = r[i]
+                new = _clip(old - G[i] / qd[i], gamma[i])
+                d = new - old
+                if d == 0.0:
+                    break
+                r[i] = new
+                if active is None:
+                    _move(i, d, &rows[si, 0], &y[0], &G[0], n, mu, 1.0)
+                else:
+                    _move_active(i, d, &rows[si, 0], &y[0], &G[0], &active[0], na, mu,
+                                 1.0)
+                if stamp is not None:
+                    stamp[si] = clock
+                moves += 1
+            else:
                 break
-            i = ws[best]
-            old = r[i]
-            new = _clip(old - G[i] / qd[i], gamma[i])
-            d = new - old
-            if d == 0.0:
-                break
-            r[i] = new
-            moves += 1
-            _move(i, d, &rows[ri[best], 0], &y[0], &G[0], n, mu, aug)
-    return moves
+    return moves, need
+
+
+def active_violations(const double[::1] G, const double[::1] r, const double[::1] gamma,
+                      const double[::1] qd, const long[::1] active, double[::1] score):
+    """``violations`` on the coordinates ``active`` (score[k] for coordinate active[k]):
+    returns (sum of p_i^2, max p_i, min p_i) over them."""
+    cdef Py_ssize_t k, i, na = active.shape[0], n = r.shape[0]
+    cdef double acc = 0.0, pg, hi = -INFINITY, lo = INFINITY
+    if score.shape[0] < na:
+        raise ValueError("score must hold one entry per active coordinate")
+    for k in range(na):
+        if not 0 <= active[k] < n:
+            raise ValueError("active must index r")
+    with nogil:
+        for k in range(na):
+            i = active[k]
+            pg = _pg(G[i], r[i], gamma[i])
+            acc += pg * pg
+            score[k] = pg * pg / qd[i]
+            if pg > hi:
+                hi = pg
+            if pg < lo:
+                lo = pg
+    return acc, hi, lo
+
+
+def shrink_mask(const double[::1] G, const double[::1] r, const double[::1] gamma,
+                const long[::1] active, double upper, double lower, char[::1] keep):
+    """LIBLINEAR's shrinking test (Hsieh et al. 2008, section 3.2) on the coordinates
+    ``active``: keep[k] = 0 for a coordinate at its lower bound with G_i > ``upper`` (the
+    largest projected gradient of the previous pass, > 0) or at its upper bound with
+    G_i < ``lower`` (the smallest one, < 0), 1 otherwise. Returns the number kept."""
+    cdef Py_ssize_t k, i, na = active.shape[0], n = r.shape[0], kept = 0
+    cdef double g
+    if keep.shape[0] < na:
+        raise ValueError("keep must hold one entry per active coordinate")
+    for k in range(na):
+        if not 0 <= active[k] < n:
+            raise ValueError("active must index r")
+    with nogil:
+        for k in range(na):
+            i = active[k]
+            g = G[i]
+            if (r[i] <= 0.0 and g > upper) or (gamma[i] > 0.0 and r[i] >= gamma[i]
+                                                and g < lower):
+                keep[k] = 0
+            else:
+                keep[k] = 1
+                kept += 1
+    return kept
 
 
 def violations(const double[::1] G, const double[::1] r, const double[::1] gamma,

@@ -445,6 +445,11 @@ class _FistaBase(_CertifiedSVM):
         "svm" for ``fista_svm``."""
         return "hsvm" if self.augmented else "svm"
 
+    def resolve_config(self, config, X, y, kernel, rules):
+        """Exact kernels: mu=None with a given C is resolved to 1/(2C) and recorded in the
+        run's configuration (``_kernel.resolve_config``)."""
+        return _kernel.resolve_config(self, config, kernel)
+
     def start(self, problem):
         if _kernel.is_exact(problem.kernel):
             return _kernel.start_fista(self, problem, self.augmented)

@@ -396,14 +396,16 @@ class Recomputed:
             setattr(self, k, v)
 
 
-def _gram_rows(X, kernel, lo, hi):
+def _gram_rows(X, kernel, lo, hi, cols=None):
     """Rows lo:hi of K(X, X) in float64 and a bound on each entry's error (None: exact, the
-    entries of a precomputed Gram matrix define the problem)."""
+    entries of a precomputed Gram matrix define the problem); ``cols`` (sorted indices):
+    the columns K(X[lo:hi], X[cols]) only."""
     if getattr(kernel, "precomputed", False):
-        K = X[lo:hi]
+        K = X[lo:hi] if cols is None else X[lo:hi][:, cols]
         return np.asarray(K.toarray() if sp.issparse(K) else K, dtype=np.float64), None
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        K, E = kernel.careful_block(X[lo:hi], X)  # non-finite entries: rejected by the caller
+        # non-finite entries: rejected by the caller
+        K, E = kernel.careful_block(X[lo:hi], X if cols is None else X[cols])
     return np.asarray(K, dtype=np.float64), np.asarray(E, dtype=np.float64)
 
 
@@ -491,26 +493,42 @@ def margins_and_bound(X, ypm, r, box, mu, form, t_stored, kernel):
 
 def _products_blocked(X, kernel, u, absu):
     """f = K u, A = |K| |u|, B = E |u| and the diagonal (with its bound) over blocks of
-    Gram rows: at most ``BLOCK_ENTRIES`` entries per block (a kernel PSD by construction)."""
+    Gram rows: at most ``BLOCK_ENTRIES`` entries per block (a kernel PSD by construction).
+
+    Row block lo:hi is evaluated on the columns of the support (u_j != 0, the only ones
+    the products read) and its own (the diagonal): every row of X is evaluated, so a row
+    that is not finite under the kernel is still rejected."""
     n = X.shape[0]
-    step = max(1, BLOCK_ENTRIES // max(n, 1))
+    sup = np.flatnonzero(u)
+    # rows per block: step (|support| + step) <= BLOCK_ENTRIES
+    m = float(sup.size)
+    step = max(1, min(n, int((math.sqrt(m * m + 4.0 * BLOCK_ENTRIES) - m) / 2.0)))
     f, A, B = np.empty(n), np.empty(n), np.zeros(n)
     diag, ediag = np.empty(n), np.zeros(n)
     for lo in range(0, n, step):
         hi = min(n, lo + step)
+        cols = np.union1d(sup, np.arange(lo, hi))
+        own = np.searchsorted(cols, np.arange(lo, hi))
+        if cols.size == n:
+            cols = None
         try:
-            K, E = _gram_rows(X, kernel, lo, hi)
+            K, E = _gram_rows(X, kernel, lo, hi, cols)
         except (TypeError, ValueError) as exc:
             raise _Reject(f"the kernel cannot be evaluated on X: {exc}") from None
+        width = n if cols is None else cols.size
+        if K.shape != (hi - lo, width):
+            raise _Reject(f"the kernel returned Gram rows of shape {K.shape} for "
+                          f"{hi - lo} x {width}")
         _finite_rows(K, E)
-        f[lo:hi] = K @ u
-        diag[lo:hi] = np.diagonal(K[:, lo:hi])
+        uc, ac = (u, absu) if cols is None else (u[cols], absu[cols])
+        f[lo:hi] = K @ uc
+        diag[lo:hi] = K[np.arange(hi - lo), own]
         # the built-in kernels' careful_block returns new arrays: |K| in place
         np.abs(K, out=K)
-        A[lo:hi] = K @ absu
+        A[lo:hi] = K @ ac
         if E is not None:
-            B[lo:hi] = E @ absu
-            ediag[lo:hi] = np.diagonal(E[:, lo:hi])
+            B[lo:hi] = E @ ac
+            ediag[lo:hi] = E[np.arange(hi - lo), own]
     return f, A, B, diag, ediag
 
 
