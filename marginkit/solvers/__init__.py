@@ -1,5 +1,6 @@
-"""Solver plug-ins: one front module or package per family (``perceptron.py``, ``svm/``,
-``tikhonov.py``) and its Cython core (``_<family>_fast.pyx``).
+"""Solver plug-ins: one package per family (``perceptron/``, ``svm/``, ``tikhonov/``) and
+its Cython core (``_<family>_fast.pyx``; ``_kernel_svm_fast.pyx`` for the SVM family's exact
+kernels).
 
 Every module of this package is imported here so its ``@_register_builtin`` runs.
 """
