@@ -21,7 +21,10 @@ iterated_tikhonov, or a third-party solver) runs here as it is, its block kernel
 chunks (``BlockedDriver``). Results agree with ``mk.solve``
 on the same data up to the order of floating-point summation, except where
 ``docs/dask.md`` says otherwise at its top (``isnkpvn``'s exact finish needs one chunk,
-pegasos's epoch order follows the chunks). ``dcd`` is sequential and refused.
+pegasos's epoch order follows the chunks). ``dcd`` is sequential and refused. The SVM
+family also runs kernel approximations (``nystroem``, ``rff``): the map is fitted on the
+rows it draws, gathered from the chunks, and evaluated on each chunk where it is held
+(``Executor.derived``).
 
 ``Result.decision_function`` / ``predict`` of a dask array are ``decision_function`` /
 ``predict`` here: lazy maps of the in-memory model over the row chunks.
@@ -414,7 +417,8 @@ def _unsupported(solver_name, kernel):
     names = sorted(set(SUPPORTED_SOLVERS) | _blocked_solvers())
     return ValueError(
         f"solver {solver_name!r} with kernel {getattr(kernel, 'name', kernel)!r} is not supported "
-        f"on dask arrays; supported on dask arrays (kernel='linear' only): {names}. "
+        f"on dask arrays; supported on dask arrays (kernel='linear'; fista, fista_svm and "
+        f"pegasos also 'nystroem' and 'rff'): {names}. "
         "Compute X into memory (X.compute()) to use the other solvers"
     )
 

@@ -12,11 +12,17 @@ data (the kernels parallelize inside a block with OpenMP). The Dask backend
 (``marginkit._dask``) builds an ``Executor`` whose blocks are the row chunks of a dask
 array, each held by a worker (a ``distributed`` actor): the same kernels then run where
 the data are, and only their partial results travel.
+
+A kernel approximation's features are rows too: ``Executor.derived`` evaluates a map
+(Phi = feature_map(X)) on every block where the block is held, keeps the result beside
+it, and returns an executor over those derived blocks, so the same solver runs on
+Phi(X) in memory and on a cluster. ``ExecutorRows`` serves a fit (the Nystroem centres)
+the few rows it draws, gathered from the blocks.
 """
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["Block", "Executor", "local_executor"]
+__all__ = ["Block", "Executor", "ExecutorRows", "local_executor"]
 
 
 class Block:
@@ -29,6 +35,8 @@ class Block:
         self.index = index
         self.offset = offset
         self.v = {}
+        #: derived blocks of the same rows (``Executor.derived``), by name
+        self.views = {}
 
     def run(self, fn, *args):
         return fn(self, *args)
@@ -36,6 +44,36 @@ class Block:
 
 def _k_get(block, name):
     return np.asarray(block.v[name])
+
+
+def _k_derive(block, name, fn, args):
+    """Build the derived block ``name`` (rows ``fn(block, *args)``) beside ``block``; its
+    shape, dtype and sparsity, or None when ``fn`` returns None (no derived rows)."""
+    X = fn(block, *args)
+    if X is None:
+        return None
+    view = Block(X, block.y, block.index, block.offset)
+    block.views[name] = view
+    return X.shape, X.dtype.str, sp.issparse(X)
+
+
+def _k_in_view(block, name, fn, args):
+    return fn(block.views[name], *args)
+
+
+def _k_take(block, idx):
+    return block.X[idx]
+
+
+class _ViewHandle:
+    """A derived block held by a remote block (an actor): ``run`` runs there on it."""
+
+    def __init__(self, worker, name):
+        self.worker = worker
+        self.name = name
+
+    def run(self, fn, *args):
+        return self.worker.run(_k_in_view, self.name, fn, args)
 
 
 class Executor:
@@ -89,9 +127,58 @@ class Executor:
         """An n-vector cut into per-block pieces."""
         return [vec[self.offsets[i]:self.offsets[i + 1]] for i in range(self.n_chunks)]
 
+    def derived(self, name, fn, *args):
+        """An ``Executor`` over the blocks ``fn(block, *args)`` (same rows, other columns:
+        Phi(X) of a feature map), each computed and kept where its block is held (in
+        memory, or on the worker holding the chunk); None when ``fn`` returns None on
+        every block (the rows themselves serve)."""
+        shapes = self.map(_k_derive, name, fn, args)
+        if all(s is None for s in shapes):
+            return None
+        if any(s is None for s in shapes):
+            raise ValueError(f"the derived blocks {name!r} exist on some blocks only")
+        widths = {s[0][1] for s in shapes}
+        if len(widths) != 1:
+            raise ValueError(f"the derived blocks {name!r} have different widths {sorted(widths)}")
+        dtypes = {s[1] for s in shapes}
+        dtype = np.float64 if len(dtypes) > 1 else np.dtype(dtypes.pop())
+        if self.client is None:
+            blocks = [w.views[name] for w in self.workers]  # in this process: the blocks
+        else:
+            blocks = [_ViewHandle(w, name) for w in self.workers]
+        return Executor(blocks, self.sizes, widths.pop(), dtype, any(s[2] for s in shapes),
+                        client=self.client, keep=self._keep)
+
     def close(self):
         self._keep = []
         self.workers = []
+
+
+class ExecutorRows:
+    """The rows of an executor's blocks as a feature map's ``fit`` reads them: ``shape``,
+    ``dtype`` and ``rows[idx]`` (sorted row numbers), the selected rows gathered from the
+    blocks holding them (a numpy array, or CSR for sparse blocks). Nothing else of X
+    travels."""
+
+    ndim = 2
+
+    def __init__(self, executor):
+        self.executor = executor
+        self.shape = executor.shape
+        self.dtype = executor.dtype
+
+    def __getitem__(self, idx):
+        idx = np.asarray(idx, dtype=np.int64)
+        if idx.ndim != 1 or (idx.size and (idx[0] < 0 or idx[-1] >= self.shape[0]
+                                            or np.any(np.diff(idx) < 0))):
+            raise IndexError("ExecutorRows takes sorted row numbers within the rows")
+        ex = self.executor
+        cuts = np.searchsorted(idx, ex.offsets)
+        parts = ex.map_each(_k_take, [(idx[cuts[i]:cuts[i + 1]] - ex.offsets[i],)
+                                      for i in range(ex.n_chunks)])
+        if ex.sparse:
+            return sp.vstack([sp.csr_matrix(p) for p in parts], format="csr")
+        return np.concatenate([np.asarray(p) for p in parts], axis=0)
 
 
 def local_executor(X, y):

@@ -177,6 +177,86 @@ def test_fista_svm_matches_in_memory(client, sparse, scale):
     assert abs(dsk.dual_coef_ @ np.where(y > 0, 1.0, -1.0)) < 1e-12
 
 
+_APPROX = {"nystroem": {"n_components": 40, "random_state": 3, "base_params": {"gamma": 0.2}},
+           "rff": {"n_components": 48, "random_state": 1, "gamma": 0.2}}
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm"])
+@pytest.mark.parametrize("kernel, sparse", [("nystroem", False), ("nystroem", True),
+                                            ("rff", False)])
+def test_kernel_approximation_runs_on_the_chunks(client, solver, kernel, sparse):
+    # the feature map is fitted on all rows (the centres drawn among them as in memory,
+    # gathered from the chunks) and evaluated on each chunk where it is held
+    X, y = _synthetic(n=400, separable=False, sparse=sparse)
+    kp = _APPROX[kernel]
+    mem = mk.solve(X, y, solver=solver, kernel=kernel, kernel_params=kp)
+    dsk = mk.solve(_as_dask(X, 110), y, solver=solver, kernel=kernel, kernel_params=kp)
+    assert mem.status == "certified"
+    assert_same_run(mem, dsk, X, y)
+    _close(mem.extra["feature_space_coef"], dsk.extra["feature_space_coef"])
+    if kernel == "nystroem":
+        np.testing.assert_array_equal(dsk.kernel.component_indices_,
+                                      mem.kernel.component_indices_)
+    np.testing.assert_array_equal(dsk.predict(_as_dask(X, 110)).compute(), mem.predict(X))
+
+
+def test_kernel_approximation_without_a_client(monkeypatch):
+    monkeypatch.setattr(_dask, "_default_client", lambda: None)
+    X, y = _synthetic(n=300, separable=False)
+    kp = _APPROX["nystroem"]
+    mem = mk.solve(X, y, solver="fista", kernel="nystroem", kernel_params=kp)
+    dsk = mk.solve(_as_dask(X, 70), y, solver="fista", kernel="nystroem", kernel_params=kp)
+    assert_same_run(mem, dsk, X, y)
+
+
+def test_a_fitted_approximation_is_kept_on_the_chunks(client):
+    X, y = _synthetic(n=300, separable=False)
+    kern = mk.get_plugin("kernel", "nystroem")(**_APPROX["nystroem"]).fit(X[:150])
+    mem = mk.solve(X, y, solver="fista", kernel=kern)
+    dsk = mk.solve(_as_dask(X, 80), y, solver="fista", kernel=kern)
+    assert_same_run(mem, dsk, X, y)
+    np.testing.assert_array_equal(dsk.kernel.components_, kern.components_)
+
+
+def test_pegasos_runs_an_approximation_on_one_chunk_as_in_memory(client):
+    X, y = _synthetic(n=200, separable=False)
+    kp = _APPROX["rff"]
+    mem = mk.solve(X, y, solver="pegasos", kernel="rff", kernel_params=kp, random_state=0)
+    dsk = mk.solve(_as_dask(X, X.shape[0]), y, solver="pegasos", kernel="rff",
+                   kernel_params=kp, random_state=0)
+    assert_same_run(mem, dsk, X, y)
+    _close(mem.extra["feature_space_coef"], dsk.extra["feature_space_coef"])
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm"])
+def test_exact_kernels_are_refused_with_the_approximations_named(client, solver):
+    X, y = _synthetic(n=60)
+    with pytest.raises(ValueError, match="no explicit feature map.*'nystroem' or 'rff'"):
+        mk.solve(_as_dask(X, 30), y, solver=solver, kernel="rbf")
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_executor_rows_gathers_the_drawn_rows(client, sparse):
+    from marginkit._executors import ExecutorRows
+
+    X, y = _synthetic(n=200, sparse=sparse)
+    pool, _ = _dask.make_pool(_as_dask(X, 50), y)
+    try:
+        rows = ExecutorRows(pool)
+        assert rows.shape == X.shape
+        idx = np.array([0, 3, 49, 50, 51, 170, X.shape[0] - 1])  # chunk 2 gives none
+        got = rows[idx]
+        assert sp.issparse(got) == sparse
+        want = X[idx]
+        np.testing.assert_array_equal(got.toarray() if sparse else got,
+                                      want.toarray() if sparse else want)
+        for bad in ([3, 1], [-1], [X.shape[0]]):
+            with pytest.raises(IndexError, match="sorted row numbers"):
+                rows[np.array(bad)]
+    finally:
+        pool.close()
+
+
 def test_a9a_subset(client, a9a_small):
     X, y = a9a_small
     Xd = _as_dask(X, 700)

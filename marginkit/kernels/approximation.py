@@ -36,6 +36,7 @@ import threading
 
 import numpy as np
 
+from .._executors import ExecutorRows
 from .._referee import float64_block
 from .._registry import _register_builtin
 from .._validation import Param, check_random_state, check_X
@@ -94,8 +95,12 @@ class _FittedFeatureMap(Kernel):
         return self.__dict__.get("n_features_in_") is not None
 
     def fit(self, X):
-        """Fix the feature map on the training rows X; returns self."""
-        X = check_X(X, name="X")
+        """Fix the feature map on the training rows X; returns self. ``X`` may also be
+        the rows of a run's blocks (``marginkit._executors.ExecutorRows``: a dask array's
+        chunks, validated where they are held), of which the fit reads only the rows it
+        draws."""
+        if not isinstance(X, ExecutorRows):
+            X = check_X(X, name="X")
         state = self._fit_state(X)
         state["n_features_in_"] = X.shape[1]
         self.__dict__.update(state)  # all at once: a reader sees one fit or the other

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..._validation import Param
 from ...plugins import Solver
+from ._data import feature_map_refusal
 
 
 _SCALES = ("std", "scale")
@@ -38,6 +39,11 @@ class _CertifiedSVM(Solver):
     sample_weight = True
     #: the dual the claims are checked in: "hsvm" (intercept regularized) or "svm"
     formulation = "hsvm"
+
+    def blocked_refusal(self, kernel):
+        """Why this solver cannot run ``kernel`` on row chunks held by workers, or None
+        (``_data.feature_map_refusal``)."""
+        return feature_map_refusal(kernel)
 
 
 class _ClaimOffers:

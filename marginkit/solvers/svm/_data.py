@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ... import _referee
-from ..._executors import Block, Executor, local_executor
+from ..._executors import Block, Executor, ExecutorRows, local_executor
 from ..._validation import check_X
 from ...kernels.builtin import LinearKernel
 from .. import _svm_fast as _f
@@ -285,31 +285,63 @@ class _Blocked(_Original):
         return self._rounding
 
 
+def _k_features(block, kernel):
+    """Phi of one row block (``_referee.feature_rows``, float64), or None for a map that
+    returns the rows themselves."""
+    Phi = _referee.feature_rows(kernel, block.X)
+    if Phi is block.X:
+        return None
+    return check_X(Phi, name="feature_map(X)")
+
+
+def feature_map_refusal(kernel):
+    """Why an SVM solver cannot run ``kernel`` on row blocks held by workers (the chunks
+    of a dask array), or None: the linear kernel and kernel approximations (a fitted
+    ``feature_map``, evaluated on each chunk where it is held) run there; an exact
+    kernel's Gram matrix couples all rows."""
+    if getattr(kernel, "feature_map", None) is None:
+        name = getattr(kernel, "name", None) or type(kernel).__name__
+        return (f"kernel {name!r} has no explicit feature map (its Gram matrix couples all "
+                "rows, which row chunks cannot hold); use a kernel approximation "
+                "(kernel='nystroem' or 'rff') or compute X into memory (X.compute())")
+    return None
+
+
 def _prepare(problem, scale, diag_shift=None):
     """Apply the kernel's feature map and build the kernel-side data.
 
-    Returns ``(data, Phi, identity)``, ``data`` a ``_Blocked``. With the linear kernel (identity map) the solvers run
-    on X itself. With a kernel approximation (``nystroem``, ``rff``, any non-identity
-    ``feature_map``) they run on Phi = feature_map(X), the map being fixed (fitted) on the
-    training rows; ``scale`` then acts on the columns of Phi: ``"std"`` centres each
-    feature of Phi and divides it by its training standard deviation, ``"scale"`` only
-    divides, None uses Phi as is (the approximated kernel K~ = Phi Phi^T exactly).
+    Returns ``(data, identity)``, ``data`` a ``_Blocked``. With the linear kernel (identity
+    map) the solvers run on X itself. With a kernel approximation (``nystroem``, ``rff``,
+    any non-identity ``feature_map``) they run on Phi = feature_map(X), the map being fixed
+    (fitted) on the training rows, and evaluated block by block where the blocks are held
+    (``Executor.derived``: in memory one block, on a dask array each chunk on its worker);
+    ``scale`` then acts on the columns of Phi: ``"std"`` centres each feature of Phi and
+    divides it by its training standard deviation, ``"scale"`` only divides, None uses Phi
+    as is (the approximated kernel K~ = Phi Phi^T exactly).
     """
-    fmap = getattr(problem.kernel, "feature_map", None)
-    X = problem.X
+    kernel = problem.kernel
+    ex = problem.executor
     identity = True
-    if isinstance(problem.kernel, LinearKernel):
-        # the identity map (``check_X``, which would return the validated problem.X itself)
-        fmap = None
-    if fmap is not None:
-        Phi = _referee.feature_rows(problem.kernel, X)
-        if Phi is not X:
-            identity = False
-            X = check_X(Phi, name="feature_map(X)")
-    # the run's row blocks: problem.executor (one in-memory block, or a dask array's
-    # chunks), or one block of Phi
-    ex = problem.executor if identity else local_executor(X, problem.y)
-    return _Blocked.build(ex, scale, diag_shift), X, identity
+    if not isinstance(kernel, LinearKernel) and getattr(kernel, "feature_map", None) is not None:
+        # the map is fitted on the training rows before any block is mapped (the Nystroem
+        # centres are drawn among all rows, not a chunk's)
+        fit_on_rows(kernel, ex)
+        features = ex.derived("features", _k_features, kernel)
+        if features is not None:
+            ex, identity = features, False
+    return _Blocked.build(ex, scale, diag_shift), identity
+
+
+def fit_on_rows(kernel, executor):
+    """Fit an unfitted kernel approximation (``fitted`` False) on the rows of
+    ``executor``: in memory on X itself, on a dask array on the rows its fit draws,
+    gathered from the chunks (``ExecutorRows``)."""
+    if getattr(kernel, "fitted", True) is not False:
+        return
+    if executor.client is None and executor.n_chunks == 1:
+        kernel.fit(_referee.float64_block(executor.workers[0].X))
+    else:
+        kernel.fit(ExecutorRows(executor))
 
 
 def _feature_fields(data, identity, w_bar, t_bar, coef=None):

@@ -226,7 +226,7 @@ class DCD(_CertifiedSVM):
         if _kernel.is_exact(problem.kernel):
             return _kernel.start_dcd(self, problem, certify_target(problem))
         gamma, mu = _gamma_mu(self.params, problem.X.shape[0])
-        blocked, Xfit, identity = _prepare(problem, self.params["scale"], diag_shift=mu)
+        blocked, identity = _prepare(problem, self.params["scale"], diag_shift=mu)
         data = blocked.local()
         if data is None:
             raise ValueError(_DCD_SEQUENTIAL)
@@ -240,14 +240,14 @@ class DCD(_CertifiedSVM):
                           self.params["bound_check"], certify_target(problem),
                           gap_target(problem), box)
         state.weighted = weights is not None
-        state.fit = (data, Xfit, identity)
+        state.fit = (data, identity)
         state._solver = self
         return state
 
     def finalize(self, problem, state, status):
         if getattr(state, "kernel_run", False):
             return state.result_fields(problem, status)
-        data, Xfit, identity = state.fit
+        data, identity = state.fit
         t_bar = float(state.scal[0])
         fields = _feature_fields(data, identity, state._w_bar, t_bar, state._coef.copy())
         finite = math.isfinite(state.error_bound)

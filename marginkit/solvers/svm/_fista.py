@@ -453,7 +453,7 @@ class _FistaBase(_CertifiedSVM):
     def start(self, problem):
         if _kernel.is_exact(problem.kernel):
             return _kernel.start_fista(self, problem, self.augmented)
-        data, Xfit, identity = _prepare(problem, self.params["scale"])
+        data, identity = _prepare(problem, self.params["scale"])
         gamma, mu = _gamma_mu(self.params, data.n)
         box = run_box(gamma, getattr(problem, "sample_weight", None), data.n)
         gmax, low = _box_scales(box, mu)
@@ -471,14 +471,14 @@ class _FistaBase(_CertifiedSVM):
         target = certify_target(problem)
         if target is not None:
             state.certify_above = target
-        state.fit = (data, Xfit, identity)
+        state.fit = (data, identity)
         state._solver = self
         return state
 
     def finalize(self, problem, state, status):
         if getattr(state, "kernel_run", False):
             return state.result_fields(problem, status)
-        data, Xfit, identity = state.fit
+        data, identity = state.fit
         w_bar = data.w_bar(state.a, state.b)
         t_bar = state.b if self.augmented else state.t_bar
         fields = _feature_fields(data, identity, w_bar, t_bar)

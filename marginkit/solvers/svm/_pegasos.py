@@ -20,7 +20,7 @@ from ..._validation import Param
 from ...plugins import Solver, SolverState
 from .. import _svm_fast as _f
 from ._base import _COMMON_PARAMS
-from ._data import _feature_fields, _prepare
+from ._data import _feature_fields, _prepare, feature_map_refusal
 
 
 def _k_pegasos_epoch(block, order, s2a, st, lam, radius):
@@ -101,6 +101,10 @@ class Pegasos(Solver):
     default_max_iter = 10**9
     #: runs on any executor; the epoch order depends on the blocking (``_PegasosState``)
     blocked = True
+
+    def blocked_refusal(self, kernel):
+        """Why pegasos cannot run ``kernel`` on row chunks held by workers, or None."""
+        return feature_map_refusal(kernel)
     #: the weighted hinge loss (1/n) sum_i w_i max(0, 1 - y_i f(x_i))
     sample_weight = True
     param_table = {
@@ -115,17 +119,17 @@ class Pegasos(Solver):
         return (("max_iter", {"n": int(self.params["epochs"])}),)
 
     def start(self, problem):
-        data, Xfit, identity = _prepare(problem, self.params["scale"])
+        data, identity = _prepare(problem, self.params["scale"])
         weights = getattr(problem, "sample_weight", None)
         if weights is not None:
             ex = data.executor
             ex.map_each(_k_set_weight, [(w,) for w in ex.split(weights)])
         state = _PegasosState(data, float(self.params["lam"]), problem.rng)
-        state.fit = (data, Xfit, identity)
+        state.fit = (data, identity)
         return state
 
     def finalize(self, problem, state, status):
-        data, Xfit, identity = state.fit
+        data, identity = state.fit
         w_bar = state.w_bar()
         bias = float(state.st[4])
         return _feature_fields(data, identity, w_bar, bias)
