@@ -630,3 +630,21 @@ def test_nystroem_projection_cut_off_and_refusals():
         nystroem_projection(np.zeros((3, 3)))
     with pytest.raises(ValueError, match="not finite"):
         nystroem_projection(np.full((2, 2), np.inf))
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_rbf_rows_on_prepared_columns_match_the_call(sparse, dtype):
+    rng = np.random.default_rng(3)
+    B = rng.normal(size=(40, 7)).astype(dtype) + 5.0
+    B[rng.random(B.shape) < 0.5] = 0.0
+    A = B[[3, 17, 29]]
+    if sparse:
+        A, B = sp.csr_matrix(A), sp.csr_matrix(B)
+    from marginkit.kernels.builtin import RBFKernel
+    k = RBFKernel(gamma=0.3)
+    cols = k.columns(B)
+    assert_array_equal(k.rows(A, cols), k(A, B))
+    assert_array_equal(k.rows(A[:0], cols), k(A[:0], B))
+    with pytest.raises(ValueError, match="features"):
+        k.rows(np.ones((2, 3)), cols)

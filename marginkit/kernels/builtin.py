@@ -68,14 +68,22 @@ def _empty_block(A, B, dtype):
     return np.empty((A.shape[0], B.shape[0]), dtype=dtype)
 
 
-def _dot_block(A, B, upper_only=False):
+def _csc_sorted(B):
+    """B's stored entries in CSC order with sorted row indices (the form ``dot_csr_csc``
+    reads; O(nnz) memory)."""
+    Bt = B.tocsc()
+    Bt.sort_indices()
+    return Bt
+
+
+def _dot_block(A, B, upper_only=False, Bt=None):
     """A @ B.T as a new dense C-ordered array (exactly symmetric when B is A).
 
     ``upper_only=True`` (B is A): the lower triangle may be left unfilled for a caller
     that only reads the upper one.
 
     Sparse operands are never densified; CSR x CSR reads B through a CSC copy of its
-    stored entries (O(nnz) memory).
+    stored entries (O(nnz) memory), ``Bt`` when the caller has it (``_csc_sorted(B)``).
     """
     same = B is A
     out = _empty_block(A, B, A.dtype)
@@ -87,8 +95,8 @@ def _dot_block(A, B, upper_only=False):
     elif not sp.issparse(A):
         _gram.dot_dense_csr(A, B.data, B.indices, B.indptr, out)
     else:
-        Bt = B.tocsc()
-        Bt.sort_indices()
+        if Bt is None:
+            Bt = _csc_sorted(B)
         work = np.empty((max(1, _gram.max_threads()), B.shape[0]), dtype=np.float64)
         _gram.dot_csr_csc(A.data, A.indices, A.indptr, Bt.data, Bt.indices, Bt.indptr, out, work,
                           same, not upper_only)
@@ -110,6 +118,15 @@ def _dist_block(A, B, power):
         _gram.dist_csr_csr(A.data, A.indices, A.indptr, B.data, B.indices, B.indptr, out,
                            power, same)
     return out
+
+
+class _Columns:
+    """The column operand of many kernel blocks, prepared once (``RBFKernel.columns``)."""
+
+    __slots__ = ("B", "c", "Bc", "Bt", "nb")
+
+    def __init__(self, B, c, Bc, Bt, nb):
+        self.B, self.c, self.Bc, self.Bt, self.nb = B, c, Bc, Bt, nb
 
 
 def _as64(X):
@@ -223,6 +240,39 @@ class RBFKernel(Kernel):
         _gram.rbf_exponent(K, na, nb, g, same)
         np.exp(K, out=K)
         self._recompute_cancelled_rows(A, B, Ac, Bc, na, nb, g, K)
+        return K
+
+    def columns(self, B):
+        """B prepared once for many blocks ``rows(A, cols)`` = K(A, B): validated, its
+        centering, squared norms and (sparse B) CSC form computed once, not per block."""
+        B = prepare_pair(B)[0]
+        if sp.issparse(B):
+            c, Bc, Bt = None, B, _csc_sorted(B)
+        else:
+            c = np.mean(B, axis=0, dtype=np.float64).astype(B.dtype)
+            Bc, Bt = B - c, None
+        return _Columns(B, c, Bc, Bt, row_sqnorms(Bc, dtype=B.dtype))
+
+    def rows(self, A, cols):
+        """K(A, B) for B = ``cols.B`` (``cols = self.columns(B)``): the same entries as
+        ``self(A, B)`` (the same operations on the same operands), B's part done once."""
+        B = cols.B
+        A = check_X(A, name="A", allow_empty=True)
+        if A.shape[1] != B.shape[1]:
+            raise ValueError(f"A has {A.shape[1]} features and B has {B.shape[1]}; "
+                             "K(A, B) needs the same number of columns in both")
+        dtype = np.float32 if (A.dtype == np.float32 and B.dtype == np.float32) \
+            else np.float64
+        if dtype != B.dtype or sp.issparse(A) != sp.issparse(B):
+            return self(A, B)
+        A = _as(A, dtype)
+        g = _resolve_gamma(self.gamma, A.shape[1])
+        Ac = A if cols.c is None else A - cols.c
+        K = _dot_block(Ac, cols.Bc, upper_only=True, Bt=cols.Bt)
+        na = row_sqnorms(Ac, dtype=K.dtype)
+        _gram.rbf_exponent(K, na, cols.nb, g, False)
+        np.exp(K, out=K)
+        self._recompute_cancelled_rows(A, B, Ac, cols.Bc, na, cols.nb, g, K)
         return K
 
     @staticmethod

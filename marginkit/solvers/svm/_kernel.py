@@ -130,6 +130,11 @@ class _Gram:
         else:
             self.X = np.asarray(X, dtype=np.float64)
         self.budget = float(budget)
+        # X as the column operand of every row block, prepared once per solve (its CSC
+        # form and squared norms) by kernels that can (the built-in RBF)
+        self._columns = None
+        if not self.precomputed and callable(getattr(kernel, "columns", None)):
+            self._columns = kernel.columns(self.X)
         self.K = None
         self.cache = None
         self.computed_rows = 0
@@ -169,6 +174,8 @@ class _Gram:
         if self.precomputed:
             B = X[idx]
             Kb = B.toarray() if sp.issparse(B) else np.array(B)
+        elif self._columns is not None:
+            Kb = np.asarray(self.kernel.rows(X[idx], self._columns), dtype=np.float64)
         else:
             Kb = np.asarray(self.kernel(X[idx], X), dtype=np.float64)
         if Kb.shape != (len(idx), self.n):
