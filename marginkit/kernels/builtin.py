@@ -263,8 +263,9 @@ class RBFKernel(Kernel):
                              "K(A, B) needs the same number of columns in both")
         dtype = np.float32 if (A.dtype == np.float32 and B.dtype == np.float32) \
             else np.float64
-        if dtype != B.dtype or sp.issparse(A) != sp.issparse(B):
-            return self(A, B)
+        if dtype != B.dtype or sp.issparse(A) != sp.issparse(B) or \
+                type(self).__call__ is not RBFKernel.__call__:
+            return self(A, B)  # other layouts, or a subclass's own kernel function
         A = _as(A, dtype)
         g = _resolve_gamma(self.gamma, A.shape[1])
         Ac = A if cols.c is None else A - cols.c
