@@ -259,7 +259,8 @@ def test_dask_arrays_are_refused_with_exact_kernels():
     Dy = da.from_array(y, chunks=20)
     with dask.config.set(scheduler="sync"):
         for solver in ("fista", "fista_svm"):
-            with pytest.raises(ValueError, match="kernel 'rbf' has no explicit feature map.*'nystroem' or 'rff'"):
+            with pytest.raises(ValueError, match="kernel 'rbf' has no explicit feature "
+                                                 "map.*'nystroem' or 'rff'"):
                 mk.solve(DX, Dy, solver=solver, kernel="rbf")
 
 
