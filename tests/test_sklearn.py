@@ -610,3 +610,60 @@ def test_perceptron_classifier_on_a_precomputed_gram_matrix():
         PerceptronClassifier(kernel="precomputed").fit(K, y)
     clf = PerceptronClassifier(kernel="precomputed", fit_intercept=False).fit(K, y)
     assert clf.result_.status == "separable" and clf.score(K, y) == 1.0
+
+
+# ------------------------------------------------------------------ n_components="auto"
+from marginkit.sklearn import AUTO_EXACT_ROWS, auto_components  # noqa: E402
+
+
+def _rings(n, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    return X, (np.hypot(X[:, 0], X[:, 1]) > 1.1).astype(int)
+
+
+def test_auto_components_follows_its_rule():
+    assert auto_components(AUTO_EXACT_ROWS) is None
+    assert auto_components(AUTO_EXACT_ROWS + 1) == 65  # ceil(4 sqrt(257))
+    assert auto_components(1437) == 152
+    assert auto_components(10**6) == 1000
+
+
+@pytest.mark.skipif("iterated_tikhonov" not in _SOLVERS, reason="iterated_tikhonov not registered")
+def test_tikhonov_auto_components_nystroem_beyond_the_exact_rows_and_none_is_exact():
+    X, y = _rings(400)
+    auto = IteratedTikhonovClassifier(random_state=0).fit(X, y)
+    assert auto.result_.config.solver_params["n_components"] == auto_components(400) == 80
+    assert auto.score(X, y) > 0.9
+    # its certificate is checked on the data by the referee (the approximate kernel's problem)
+    assert auto.result_.certificate.verify(X, y)
+    exact = IteratedTikhonovClassifier(n_components=None, random_state=0).fit(X, y)
+    assert exact.result_.config.solver_params.get("n_components") is None
+    ref = mk.solve(X, y, solver="iterated_tikhonov", kernel="rbf", t=3, random_state=0)
+    np.testing.assert_allclose(exact.decision_function(X), ref.decision_function(X),
+                               rtol=1e-10, atol=1e-12)
+    assert exact.result_.config.solver_params.get("n_components") is None
+    # up to AUTO_EXACT_ROWS rows, "auto" is the exact kernel
+    small = IteratedTikhonovClassifier(random_state=0).fit(X[:200], y[:200])
+    assert small.result_.config.solver_params.get("n_components") is None
+    # an explicit size is used as given; the linear kernel is always exact
+    m40 = IteratedTikhonovClassifier(n_components=40, random_state=0).fit(X, y)
+    assert m40.result_.config.solver_params["n_components"] == 40
+    lin = IteratedTikhonovClassifier(kernel="linear").fit(X, y)
+    assert lin.result_.config.solver_params.get("n_components") is None
+    reg = IteratedTikhonovRegressor(random_state=0).fit(X, X[:, 0] ** 2)
+    assert reg.result_.config.solver_params["n_components"] == 80
+
+
+@pytest.mark.skipif("iterated_tikhonov" not in _SOLVERS, reason="iterated_tikhonov not registered")
+def test_tikhonov_n_components_refusals_name_the_argument():
+    X, y = _rings(300)
+    for bad, err in (("many", ValueError), (0, ValueError), (1.5, TypeError), (True, TypeError)):
+        with pytest.raises(err, match="n_components"):
+            IteratedTikhonovClassifier(n_components=bad).fit(X, y)
+    with pytest.raises(ValueError, match="n_components.*one place"):
+        IteratedTikhonovClassifier(n_components=30,
+                                   solver_params={"n_components": 20}).fit(X, y)
+    # solver_params alone decide when the estimator's is "auto"
+    clf = IteratedTikhonovClassifier(solver_params={"n_components": 20}, random_state=0).fit(X, y)
+    assert clf.result_.config.solver_params["n_components"] == 20
