@@ -83,6 +83,7 @@ from ._api import compose, resolve_kernel, unfinished_result
 from ._api import solve as _solve
 from ._config import Config
 from .plugins import Plugin
+from .stopping import DualCertificate
 from ._validation import (Param, _float_dtype_for, check_params, check_sample_weight,
                           check_sparse_structure, dask_array_of)
 
@@ -462,13 +463,13 @@ class PerceptronClassifier(_MarginClassifier):
         ``perceptron``, ``normalized_perceptron``, ``nkp``, ``snkp`` (smoothed normalized
         kernel perceptron, Ramdas & Pena 2014 sec. 4), ``nvn``, ``snkpvn``, ``isnkpvn`` (also give
         an infeasibility certificate ``||p||_G <= eps``, Ramdas & Pena 2014 sec. 5-6), or any
-        registered solver. The separating-only solvers (``snkp``, the default, ...) have no
-        stop on data that are not separable and run to ``max_iter`` there
-        (``ConvergenceWarning``). ``isnkpvn`` ends either way: a certified separator
+        registered solver. The separating-only solvers (``snkp``, the default, ...) stop
+        on a separator, or, through ``tol``, on a certificate that none with a normalized
+        margin above ``tol`` exists. ``isnkpvn`` ends either way at its own tolerance
+        (``solver_params={"eps": ...}``, default 1e-6): a certified separator
         (``"separable"``) or a certificate that the classes cannot be separated with this
         kernel (``"infeasible"``), the latter in ``O(sqrt(n) / abs(rho) log(1/eps))``
-        iterations on overlapping data (Theorem 4; 124 iterations, under a second, on a9a):
-        pass ``solver="isnkpvn"`` when the data may not be separable.
+        iterations on overlapping data (Theorem 4; 124 iterations, under a second, on a9a).
     kernel : str, Kernel or callable, default "linear"
     kernel_params : dict, optional
         e.g. ``{"gamma": 0.5}`` for ``"rbf"``.
@@ -481,6 +482,20 @@ class PerceptronClassifier(_MarginClassifier):
         False: the homogeneous problem of Ramdas & Pena 2014 on ``X`` as given (rows with
         ``K(x, x) = 0`` are rejected by the solvers).
     intercept_scaling : float, default 1.0
+    tol : float in (0, 1) or None, default 1e-3
+        With the default rules (``stop=None``) of a solver whose rules certify no
+        infeasibility (``perceptron``, ``normalized_perceptron``, ``nkp``, ``snkp``), the
+        fit also ends when the solver holds a point p of the simplex with ``||p||_G <=
+        tol`` (the ``dual_certificate`` rule): status ``"infeasible"``, and a certificate,
+        re-checked on the data, that no classifier of this kernel separates the classes
+        with a normalized margin above ``tol`` (Lemma 3: every margin is at most
+        ||p||_G). On overlapping classes the fit then ends after a few hundred
+        iterations instead of running to ``max_iter`` (a9a: ``snkp`` ends after 160
+        iterations, 0.15 s, and its iterate tests at 85.0%; ``||p_k||_G`` falls about as
+        1/k^2). On separable data whose normalized margin is above ``tol`` it cannot
+        fire: those end with a separator. None: the solver's own rules only (a
+        separator or ``max_iter``). Solvers whose rules certify infeasibility already
+        (``nvn``, ``snkpvn``, ``isnkpvn``) use their own ``eps``.
     smoother : str, optional
         Prox-function of the smoothed solvers (``"entropy"``, ``"l2"``); None: the
         solver's default.
@@ -523,13 +538,14 @@ class PerceptronClassifier(_MarginClassifier):
     solves the unweighted problem on the others; any positive weights give the same
     model as weights of one. This is a separability solver, not an error minimizer. On
     data that are not separable the separating solvers (``perceptron``,
-    ``normalized_perceptron``, ``nkp``, ``snkp``, the default) run to ``max_iter``
-    (``ConvergenceWarning``) and the model is their last iterate; ``solver="isnkpvn"``
-    ends instead with ``status_ == "infeasible"`` and its certificate
-    (``result_.certificate``: a convex combination p of the points with ``||p||_G <=
-    eps``, re-checked on the data), after far fewer iterations (124 on a9a), its last
-    iterate carrying no accuracy claim (on a9a it scores about chance): for a classifier
-    of overlapping classes use ``SVMClassifier`` or ``IteratedTikhonovClassifier``.
+    ``normalized_perceptron``, ``nkp``, ``snkp``, the default) end at ``tol`` with
+    ``status_ == "infeasible"`` and its certificate (``result_.certificate``: a convex
+    combination p of the points with ``||p||_G <= tol``, re-checked on the data), or,
+    with ``tol=None``, run to ``max_iter`` (``ConvergenceWarning``); the model is their
+    last iterate. ``solver="isnkpvn"`` ends with its certificate after few iterations
+    (124 on a9a), its last iterate carrying no accuracy claim (on a9a it scores about
+    chance). No accuracy is claimed for a model of overlapping classes: for one, use
+    ``SVMClassifier`` or ``IteratedTikhonovClassifier``.
     scikit-learn's accuracy thresholds on overlapping data are not this estimator's
     claim (``poor_score`` tag).
 
@@ -554,10 +570,25 @@ class PerceptronClassifier(_MarginClassifier):
         "fit_intercept": Param(True, types=bool, doc="append a constant feature (intercept)"),
         "intercept_scaling": Param(1.0, types=numbers.Real, low=0, low_open=True,
                                    doc="value of the constant feature"),
+        "tol": Param(1e-3, types=numbers.Real, low=0, low_open=True, high=1, high_open=True,
+                     allow_none=True,
+                     doc="end with an infeasibility certificate once ||p||_G <= tol"),
     }
 
+    def _config(self):
+        """The hyper-parameters' configuration; with ``stop=None`` and a ``tol``, the
+        solver's own rules plus ``dual_certificate(eps=tol)`` where they have none."""
+        cfg = super()._config()
+        if self.tol is None or self.stop is not None:
+            return cfg
+        solver, _, _, rules, _ = compose(cfg)
+        if (any(isinstance(r, DualCertificate) for r in rules)
+                or not set(DualCertificate.requires) <= set(getattr(solver, "provides", ()))):
+            return cfg
+        return cfg.replace(stop=[*rules, DualCertificate(eps=float(self.tol))])
+
     def __init__(self, solver="snkp", kernel="linear", kernel_params=None, fit_intercept=True,
-                 intercept_scaling=1.0, smoother=None, stop=None, max_iter=None,
+                 intercept_scaling=1.0, tol=1e-3, smoother=None, stop=None, max_iter=None,
                  random_state=None, verbose=0, callback=None, solver_params=None,
                  class_weight=None):
         self.solver = solver
@@ -568,6 +599,7 @@ class PerceptronClassifier(_MarginClassifier):
         self.kernel_params = kernel_params
         self.smoother = smoother
         self.stop = stop
+        self.tol = tol
         self.max_iter = max_iter
         self.random_state = random_state
         self.verbose = verbose

@@ -667,3 +667,55 @@ def test_tikhonov_n_components_refusals_name_the_argument():
     # solver_params alone decide when the estimator's is "auto"
     clf = IteratedTikhonovClassifier(solver_params={"n_components": 20}, random_state=0).fit(X, y)
     assert clf.result_.config.solver_params["n_components"] == 20
+
+
+# ------------------------------------------------------------------ PerceptronClassifier tol
+def _normalized_dual_norm(X, y, p):
+    """||p||_G recomputed from the data alone: G_ij = y_i y_j <x_i, x_j> / (|x_i| |x_j|)
+    (linear kernel), in float64."""
+    Z = X / np.linalg.norm(X, axis=1, keepdims=True) * np.where(y > 0, 1.0, -1.0)[:, None]
+    return float(np.linalg.norm(Z.T @ p))
+
+
+@pytest.mark.skipif("snkp" not in _SOLVERS, reason="snkp not registered")
+def test_perceptron_tol_ends_overlapping_data_with_a_checked_infeasibility_certificate():
+    import warnings
+
+    X, y = _overlapping(300, seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        clf = PerceptronClassifier().fit(X, y)
+    assert clf.status_ == "infeasible" and clf.n_iter_ < 2000
+    cert = clf.result_.certificate
+    Xa = np.hstack([X, np.ones((300, 1))])  # the augmented matrix the solve saw
+    assert cert.eps == 1e-3 and cert.verify(Xa, y)
+    p = cert.p
+    assert p.min() >= 0 and abs(p.sum() - 1) < 1e-12
+    assert _normalized_dual_norm(Xa, y, p) <= 1e-3
+    # its iterate is still a classifier of the overlapping classes (no claim is made of it)
+    assert clf.score(X, y) > 0.7
+    # a smaller tol takes longer; tol=None is the solver's own rule only
+    fine = PerceptronClassifier(tol=1e-4).fit(X, y)
+    assert fine.status_ == "infeasible" and fine.n_iter_ > clf.n_iter_
+    with pytest.warns(ConvergenceWarning, match="status 'max_iter'"):
+        none = PerceptronClassifier(tol=None, max_iter=clf.n_iter_ + 50).fit(X, y)
+    assert none.status_ == "max_iter"
+
+
+@pytest.mark.skipif("snkp" not in _SOLVERS or "isnkpvn" not in _SOLVERS,
+                    reason="snkp/isnkpvn not registered")
+def test_perceptron_tol_leaves_separators_explicit_rules_and_certifying_solvers_alone():
+    X, y = separable_blobs(60)
+    assert PerceptronClassifier().fit(X, y).status_ == "separable"
+    Xo, yo = _overlapping(200, seed=3)
+    with pytest.warns(ConvergenceWarning):  # an explicit stop is the user's: tol is not added
+        explicit = PerceptronClassifier(stop="separated", max_iter=30).fit(Xo, yo)
+    assert explicit.status_ == "max_iter"
+    a = PerceptronClassifier(solver="isnkpvn", random_state=0).fit(Xo, yo)
+    b = PerceptronClassifier(solver="isnkpvn", tol=None, random_state=0).fit(Xo, yo)
+    assert a.n_iter_ == b.n_iter_ and a.status_ == b.status_ == "infeasible"
+    assert a.result_.certificate.eps == 1e-6
+    for bad, err in ((0, ValueError), (1.0, ValueError), (-1e-3, ValueError),
+                     ("tight", TypeError)):
+        with pytest.raises(err, match="tol"):
+            PerceptronClassifier(tol=bad).fit(Xo, yo)
