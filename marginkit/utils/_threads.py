@@ -245,15 +245,6 @@ class ThreadChoice:
             return 1
         return cap
 
-    def describe(self):
-        """The choice in a few words, for the closing line of ``verbose >= 2``."""
-        if self.policy == "limited":
-            return f"BLAS threads {self.default} (limited already)"
-        steps = ", ".join(f"{v} on {nt}" for nt, v in sorted(self.steps.items()) if v)
-        calls = ", ".join(f"{k} {v}" for k, v in self.calls.items())
-        return (f"BLAS threads (1 when the cores were busy, else {self.default}): {calls}"
-                + (f"; steps {steps}" if steps else ""))
-
     def summary(self):
         """What was chosen, for ``Result.extra``: the thread count of the last iteration,
         the OpenMP limit seen last, the iterations run on one thread and on more, and
