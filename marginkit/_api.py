@@ -110,6 +110,33 @@ class _Verbose:
               file=self.stream, flush=True)
 
 
+class _ProgressBar:
+    """The run as a tqdm progress bar (``progress_bar=True``), on stderr: iterations out of
+    ``max_iter`` and the state's snapshot (the solver's progress measures, as the lines
+    of ``verbose``) after the bar, refreshed at most ten times a second; the bar ends
+    with the run's status. Same calls as ``_Verbose``."""
+
+    def __init__(self, solver_name, total):
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=total, desc=solver_name, unit="it", leave=True)
+        self.last = -1.0
+
+    def _show(self, k, snap, **extra):
+        self.bar.set_postfix({**{key: f"{val:.3g}" for key, val in snap.items()}, **extra},
+                             refresh=False)
+        self.bar.update(k - self.bar.n)
+
+    def __call__(self, k, elapsed, snap):
+        if elapsed - self.last >= 0.1:
+            self.last = elapsed
+            self._show(k, snap)
+
+    def close(self, k, elapsed, status, last=None, note=None, blas=None):
+        self._show(k, last[2] if last is not None else {}, status=status)
+        self.bar.close()
+
+
 class _DeferredInterrupt:
     """Context manager of ``interrupt="return"`` runs: a Ctrl-C (SIGINT) during the loop
     only sets a flag, checked between iterations, so ``state.step()`` is never cut in the
@@ -216,8 +243,9 @@ def _loop(problem, solver, rules, max_iter, config, blas):
         state.problem = problem
     history = {}
     callback = config.callback
-    verbose = _Verbose(config.verbose, solver.name or type(solver).__name__) \
-        if config.verbose else None
+    name = solver.name or type(solver).__name__
+    verbose = (_ProgressBar(name, max_iter) if config.progress_bar
+               else _Verbose(config.verbose, name) if config.verbose else None)
     clock = time.perf_counter
     t0 = clock()
     status = None

@@ -4,6 +4,7 @@ The constraint table ``CONFIG_TABLE`` is declarative (field -> ``Param``); a tes
 that it covers exactly the dataclass fields and the keywords of ``marginkit.solve``.
 """
 import dataclasses
+import importlib.util
 import numbers
 from typing import Any, Optional
 
@@ -125,6 +126,20 @@ class Level(_Constraint):
         return int(value)
 
 
+class ProgressBarFlag(_Constraint):
+    """A bool; True needs ``tqdm`` (an optional dependency)."""
+
+    def __str__(self):
+        return "a bool"
+
+    def __call__(self, value, name, owner):
+        if value and importlib.util.find_spec("tqdm") is None:
+            raise ValueError(f"{owner}: {name}=True needs tqdm, which is not installed: "
+                             "pip install tqdm (or marginkit[progress]); verbose=1 prints "
+                             "progress lines without it")
+        return bool(value)
+
+
 class Callback(_Constraint):
     """A callable ``fn(state) -> bool``."""
 
@@ -154,6 +169,8 @@ CONFIG_TABLE = {
     "random_state": Param(None, allow_none=True, validator=Seed(),
                           doc="seed or numpy Generator"),
     "verbose": Param(0, validator=Level(), doc="0 silent, 1 progress lines, 2 every iteration"),
+    "progress_bar": Param(False, types=bool, validator=ProgressBarFlag(),
+                          doc="a tqdm progress bar of the run (needs tqdm)"),
     "callback": Param(None, allow_none=True, validator=Callback(),
                       doc="fn(state) called between iterations; returning True stops the run"),
     "time_limit": Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
@@ -192,6 +209,7 @@ class Config:
     max_iter: Optional[int] = None
     random_state: Any = None
     verbose: int = 0
+    progress_bar: bool = False
     callback: Any = None
     time_limit: Optional[float] = None
     memory_budget: float = 2.0 * 2**30

@@ -822,6 +822,12 @@ def _seed(loader, node, where):
     return None if node is None or isinstance(node, str) else _integer(loader, node, where)
 
 
+def _display_flag(loader, node, where):
+    # how a run was displayed is not part of its result: a loaded Config shows no bar
+    _boolean(loader, node, where)
+    return False
+
+
 def _callback(loader, node, where):
     # a function is not stored: None (the first format kept its repr)
     if node is not None and not isinstance(node, str):
@@ -833,7 +839,7 @@ _CONFIG_FIELDS = {
     "solver": _plugin_spec("solver"), "kernel": _plugin_spec("kernel"),
     "kernel_params": _optional(_params_dict), "smoother": _optional(_plugin_spec("smoother")),
     "stop": _optional(_stop), "max_iter": _optional(_integer),
-    "random_state": _seed, "verbose": _integer,
+    "random_state": _seed, "verbose": _integer, "progress_bar": _display_flag,
     "callback": _callback, "time_limit": _optional(_number),
     "memory_budget": _number, "interrupt": _one_of("raise", "return"),
     "solver_params": _params_dict,

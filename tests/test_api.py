@@ -182,6 +182,29 @@ def test_verbose_lines_once_each_and_no_empty_closing_line(count_solver, capsys)
     assert all("error=" in line for line in lines[:-1])
 
 
+def test_progress_bar_shows_the_run_on_stderr(count_solver, capsys, monkeypatch, tmp_path):
+    pytest.importorskip("tqdm")
+    res = mk.solve(X, Y, solver="count", progress_bar=True)
+    captured = capsys.readouterr()
+    assert captured.out == "" and res.status == "converged" and res.n_iter == 9
+    # the bar's last state: 9 iterations of max_iter, the snapshot and the status
+    assert "count" in captured.err and "9/" in captured.err
+    assert "status=converged" in captured.err and "error=0.1" in captured.err
+    # not stored with the result (how a run was shown is not part of it)
+    res.save(tmp_path / "run.npz")
+    assert res.config.progress_bar is True
+    assert mk.load_result(tmp_path / "run.npz").config.progress_bar is False
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "tqdm" else real(name, *a))
+    with pytest.raises(ValueError, match=r"progress_bar=True needs tqdm.*pip install tqdm"):
+        mk.solve(X, Y, solver="count", progress_bar=True)
+    with pytest.raises(TypeError, match="progress_bar"):
+        mk.Config(progress_bar="yes")
+
+
 def test_verbose_says_when_max_iter_ends_a_run_without_its_claim(count_solver, capsys,
                                                                    recwarn):
     res = mk.solve(X, Y, solver="count", max_iter=4)
