@@ -540,3 +540,31 @@ def test_default_tol_scales_with_the_data_and_is_recorded_in_the_config():
     rbf = mk.solve(X * 1e-10, y, solver="iterated_tikhonov", kernel="rbf",
                    kernel_params={"gamma": 1e20})
     assert rbf.config.solver_params["tol"] == 1e-8
+
+
+@pytest.mark.parametrize("layout", ["dense64", "dense32", "csr32", "csr64", "empty"])
+def test_hessian_matvec_is_the_two_products_in_one_pass(layout):
+    import scipy.sparse as sp
+
+    from marginkit.solvers import _tikhonov_fast
+    from marginkit.utils._rows import row_block
+
+    rng = np.random.default_rng(5)
+    n = 0 if layout == "empty" else 57
+    X = rng.normal(size=(n, 9)) * (rng.uniform(size=(n, 9)) < 0.4)
+    X[3:5] = 0.0 if n else X[3:5]  # rows without entries
+    if layout == "dense32":
+        X = X.astype(np.float32)
+    elif layout.startswith("csr"):
+        X = sp.csr_matrix(X)
+        if layout == "csr64":
+            X.indices, X.indptr = X.indices.astype(np.int64), X.indptr.astype(np.int64)
+    v, b = rng.normal(size=9), -0.7
+    h = rng.uniform(size=n)
+    h[::4] = 0.0  # rows of zero curvature
+    Xd = X.toarray() if sp.issparse(X) else X
+    z = h * (Xd.astype(np.float64) @ v + b)
+    out = np.full(9, np.nan)
+    total = _tikhonov_fast.hessian_matvec(row_block(X), v, b, h, out)
+    np.testing.assert_allclose(out, Xd.astype(np.float64).T @ z, rtol=1e-12, atol=1e-12)
+    assert total == pytest.approx(z.sum(), rel=1e-12, abs=1e-12)

@@ -96,9 +96,13 @@ class _BlockRows:
         return Hp, col, float(h.sum())
 
     def hess_vec(self, v):
-        """(Phi^T (h * (Phi v + b)), sum h * (Phi v + b)): the block's share of H v."""
-        hz = self.h * self.predict(v)
-        return self.rmatvec(hz), float(hz.sum())
+        """(Phi^T (h * (Phi v + b)), sum h * (Phi v + b)): the block's share of H v, in one
+        pass over the rows (``_tikhonov_fast.hessian_matvec``)."""
+        out = np.empty(self.p)
+        b = float(v[self.p]) if self.fit_intercept else 0.0
+        total = _fast.hessian_matvec(self.rows, np.ascontiguousarray(v[: self.p]), b, self.h,
+                                     out)
+        return out, total
 
     def set_direction(self, direction):
         self.dz = self.predict(direction)
