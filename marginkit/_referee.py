@@ -64,7 +64,7 @@ def scaled_norm(v):
 
 def pow2_at_least(cm):
     """The power of two 2^e >= cm per entry (1 where cm is 0 or not finite), e clipped
-    to [-1021, 1023] so that 2^e and 2^-e are finite (as ``_svm_fast._pow2_at_least``)."""
+    to [-1021, 1023] so that 2^e and 2^-e are finite (as ``solvers.svm._fast._pow2_at_least``)."""
     cm = np.asarray(cm, dtype=np.float64)
     _, e = np.frexp(cm)
     e = np.clip(e, -1021, 1023)
@@ -246,7 +246,7 @@ def block_scaling_statistics(blocks, scale, d):
 
 def scaling_tail(cm, safe, means, ss, n, scale):
     """(m, s) from the column maxima ``cm``, their powers of two ``safe``, the means of
-    x / safe and the sums of squared deviations ``ss`` (as ``_svm_fast._scaling_tail``):
+    x / safe and the sums of squared deviations ``ss`` (as ``solvers.svm._fast._scaling_tail``):
     a column is constant when its spread is at round-off level of its mean."""
     var = ss / n
     with np.errstate(invalid="ignore"):

@@ -513,12 +513,13 @@ def test_problem_builds_its_generator_from_the_seed():
 
 
 # ----------------------------------------------------------------------- the module graph
-def _modules():
+def _modules(suffix="py"):
+    """The dotted names of marginkit's modules with sources ``*.<suffix>``."""
     import pathlib
 
     root = pathlib.Path(mk.__file__).parent
     out = []
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(root.rglob(f"*.{suffix}")):
         parts = path.relative_to(root.parent).with_suffix("").parts
         if parts[-1] == "__init__":
             parts = parts[:-1]
@@ -534,6 +535,7 @@ def _import_graph(function_level):
     import importlib.util
 
     mods = set(_modules())
+    compiled = set(_modules("pyx"))  # leaves: ``from . import _fast`` is that module
     graph = {}
     for mod in mods:
         spec = importlib.util.find_spec(mod)
@@ -547,7 +549,8 @@ def _import_graph(function_level):
                     base = ".".join(pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
                                     + ([node.module] if node.module else []))
                 for a in node.names:
-                    deps.add(f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base)
+                    name = f"{base}.{a.name}"
+                    deps.add(name if name in mods or name in compiled else base)
             elif isinstance(node, ast.Import):
                 deps.update(a.name for a in node.names)
         graph[mod] = {d for d in deps if d in mods and d != mod}

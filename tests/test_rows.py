@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 import marginkit as mk
-from marginkit.solvers import _svm_fast
+from marginkit.solvers.svm import _fast as _svm_fast
 from marginkit.utils._rows import row_block
 
 

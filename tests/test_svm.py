@@ -8,7 +8,7 @@ import scipy.sparse as sp
 import marginkit as mk
 from marginkit._api import resolve_kernel
 from marginkit.plugins import Kernel
-from marginkit.solvers import _svm_fast
+from marginkit.solvers.svm import _fast as _svm_fast
 from marginkit.solvers.svm import CertifiedPointsCertificate, scaling_statistics
 
 
@@ -696,7 +696,7 @@ def test_fista_row_blocks_thread_count_independent(solver, sparse):
     # large enough for the OpenMP path (>= 2e5 stored entries, 16 row blocks): the blocks
     # and their summation order do not depend on the thread count -> bitwise the same
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    from marginkit.solvers import _svm_fast
+    from marginkit.solvers.svm import _fast as _svm_fast
 
     X, y = make_problem(n=4000, d=60, seed=5, shift=1.0, noise=1.0)
     if sparse:

@@ -546,7 +546,7 @@ def test_default_tol_scales_with_the_data_and_is_recorded_in_the_config():
 def test_hessian_matvec_is_the_two_products_in_one_pass(layout):
     import scipy.sparse as sp
 
-    from marginkit.solvers import _tikhonov_fast
+    from marginkit.solvers.tikhonov import _fast as _tikhonov_fast
     from marginkit.utils._rows import row_block
 
     rng = np.random.default_rng(5)

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 import marginkit as mk
 from marginkit.solvers.svm import CertifiedPointsCertificate
-from marginkit.solvers import _svm_fast
+from marginkit.solvers.svm import _fast as _svm_fast
 
 SVM_DUAL = ("fista", "fista_svm", "dcd")
 

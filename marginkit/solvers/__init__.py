@@ -1,6 +1,6 @@
-"""Solver plug-ins: one package per family (``perceptron/``, ``svm/``, ``tikhonov/``) and
-its Cython core (``_<family>_fast.pyx``; ``_kernel_svm_fast.pyx`` for the SVM family's exact
-kernels).
+"""Solver plug-ins: one package per family (``perceptron/``, ``svm/``, ``tikhonov/``), each
+with its Cython core beside its Python modules (``<family>/_fast.pyx``; also
+``svm/_kernel_fast.pyx`` for the SVM family's exact kernels).
 
 Every module of this package is imported here so its ``@_register_builtin`` runs.
 """

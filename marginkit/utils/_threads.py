@@ -155,7 +155,7 @@ class ThreadChoice:
 
     def begin(self, cap):
         """The thread count of the iteration that starts now; ``cap``: the most threads
-        the passes would use (``_svm_fast.fista_threads``, read at each iteration)."""
+        the passes would use (``solvers.svm._fast.fista_threads``, read at each iteration)."""
         now, cpu = self.clock(), self.cpu_clock()
         if self._t is not None:
             self._record(self._nt, now - self._t, cpu - self._cpu)

@@ -39,7 +39,7 @@ The modules, one responsibility each (a module imports only those above it):
 ``_pegasos``                ``pegasos``
 ==========================  ===========================================================
 
-The Cython cores are ``marginkit.solvers._svm_fast`` and ``_kernel_svm_fast``.
+The Cython cores are ``marginkit.solvers.svm._fast`` and ``_kernel_fast``.
 
 References
 ----------

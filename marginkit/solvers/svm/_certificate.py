@@ -26,7 +26,7 @@ from ..._validation import check_sample_weight, check_X
 from ...certificates import Certificate, Verdict, certificate_type, kernel_mismatch, \
     labels_pm as _labels_pm, local_matrix, stored_r_mask
 from ...kernels.builtin import LinearKernel
-from .. import _svm_fast as _f
+from . import _fast as _f
 from ...utils._rows import row_block
 from ._data import scaling_statistics
 from ._thresholds import certify_level, certify_levels, run_box, run_thresholds

@@ -19,7 +19,7 @@ from ... import _referee
 from ..._executors import Block, Executor, ExecutorRows, local_executor
 from ..._validation import check_X
 from ...kernels.builtin import LinearKernel
-from .. import _svm_fast as _f
+from . import _fast as _f
 from ...utils._rows import row_block
 from ._rounding import _RoundingConstants
 
@@ -78,7 +78,7 @@ def scaling_statistics(X, scale):
     ``scale=None``: m = 0, s = 1. Zero-variance columns get s = 0 (their centered values
     are all zero; with ``scale="scale"`` they are dropped): nothing is divided by zero.
     A column counts as constant when its spread is at round-off level of its mean (a
-    threshold relative to the column's magnitude, ``_svm_fast.scaling_tail``); the
+    threshold relative to the column's magnitude, ``_fast.scaling_tail``); the
     statistics are computed on the column divided by the power of two at or above its
     largest magnitude (exact), so they neither overflow nor underflow.
 
@@ -168,7 +168,7 @@ class _Data(_Original):
         self.scale, self.m, self.s = scale, m, s
         self.check_inverse_spread(s, scale)
         sm = s * m
-        s2m = s * sm        # s^2 m without forming s^2 (range: see _svm_fast)
+        s2m = s * sm        # s^2 m without forming s^2 (range: see _fast)
         self.M = float(sm.dot(sm))
         self.c = np.empty(n)
         self.xsq = np.empty(n)

@@ -1,7 +1,7 @@
 """``dcd``: dual coordinate descent on the perturbed H-SVM dual, with certified stopping
 (paper section 4).
 
-The epochs run in one Cython call per batch (``_svm_fast.dcd_epochs``: random order
+The epochs run in one Cython call per batch (``_fast.dcd_epochs``: random order
 from a SplitMix64 stream, LIBLINEAR's shrinking, the lazy or every-epoch full bound
 ||p(r)|| / mu). Sequential, so one in-memory block only; exact kernels run in ``_kernel``.
 
@@ -19,7 +19,7 @@ import numpy as np
 from ..._registry import _register_builtin
 from ..._validation import Param
 from ...plugins import SolverState
-from .. import _svm_fast as _f
+from . import _fast as _f
 from . import _kernel
 from ._base import _COMMON_PARAMS, _CertifiedSVM, _ClaimOffers
 from ._certificate import run_certificate
@@ -28,7 +28,7 @@ from ._rules import certify_target, gap_target
 from ._thresholds import _box_scales, _gamma_mu, certify_levels, check_scales, run_box
 
 
-#: the columns of the kernel's history rows (``_svm_fast.dcd_epochs``)
+#: the columns of the kernel's history rows (``_fast.dcd_epochs``)
 _DCD_HISTORY = ("objective", "error_bound", "n_certified", "projected_gradient_gap")
 
 
@@ -60,7 +60,7 @@ class _DCDState(_ClaimOffers, SolverState):
         self.certify_fraction = None if certify_above is None or bound_check != "lazy" \
             else certify_above / n
         self._pg = np.empty(n)
-        # the kernel's loop state between calls (see _svm_fast.dcd_epochs): active size,
+        # the kernel's loop state between calls (see _fast.dcd_epochs): active size,
         # previous PG extremes, shrink_tol, certify_fraction, full passes, estimate
         self._ctl = np.array([n, np.inf, -np.inf, 0.1, np.nan, 0.0, np.inf])
         self._hist = _NO_HISTORY  # (k, 4) rows, allocated by the first call
@@ -96,7 +96,7 @@ class _DCDState(_ClaimOffers, SolverState):
 
     def _full_bound(self):
         # at the start (r = 0, w = 0 exactly): ||p(0)|| / mu plus the rounding term of
-        # the kernel's full bound (``_svm_fast._fresh_bound``) at r = 0
+        # the kernel's full bound (``_fast._fresh_bound``) at r = 0
         data = self.data
         b, P = self.scal
         pgsq = _f.projected_gradient(data.rows, self.y, self.r, self.s2a, b, P, data.c,
@@ -115,7 +115,7 @@ class _DCDState(_ClaimOffers, SolverState):
         return self._w_bar.copy()
 
     def _epochs(self, k, cert_above=np.inf, gap_at_most=-np.inf):
-        """Run up to k iterations in one Cython call (``_svm_fast.dcd_epochs``), stopping
+        """Run up to k iterations in one Cython call (``_fast.dcd_epochs``), stopping
         after the first one where ``n_certified > cert_above`` or the gap is
         <= ``gap_at_most``; returns the history rows (objective, error_bound, n_certified,
         gap) of the iterations done."""

@@ -2,7 +2,7 @@
 certified stopping (paper sections 2.2-2.3, 5.1 and appendix C).
 
 The run's r lives in its row blocks (one in-memory block, or a dask array's chunks);
-one iteration is one fused pass over each block's rows (``_svm_fast.fista_iteration``,
+one iteration is one fused pass over each block's rows (``_fast.fista_iteration``,
 OpenMP over sub-blocks) and the driver reduces the partial sums in block order. The
 error bound is kappa ||y_k - r_{k+1}|| plus a bound on the step's own rounding
 (``fista_rounding``), or the long-double ||p(r)|| / mu where that is smaller. Exact
@@ -24,7 +24,7 @@ from ..._registry import _register_builtin
 from ..._validation import Param
 from ...plugins import SolverState
 from ...utils._threads import ThreadChoice, single_threaded_blas
-from .. import _svm_fast as _f
+from . import _fast as _f
 from . import _kernel
 from ._base import _COMMON_PARAMS, _CertifiedSVM, _ClaimOffers
 from ._certificate import run_certificate
@@ -56,7 +56,7 @@ def fista_rounding(rc, beta, L, mu, rk, rk1, augmented, t=0.0):
 # Block kernels of FISTA: the dual variables of a block's rows (r, r_prev, the scratch
 # r_buf) live in block.v beside its rows; a, b (the d-vector X^T (y * r) and y^T r) are
 # the driver's. In memory the one block runs the whole iteration in one fused call
-# (``_svm_fast.fista_iteration``: OpenMP over sub-blocks of rows); on several blocks each
+# (``_fast.fista_iteration``: OpenMP over sub-blocks of rows); on several blocks each
 # block runs the same call on its rows and the driver reduces the partial sums in block
 # order (the bound and the certified count need the global ||y_k - r_{k+1}||).
 def _k_set_box(block, box, level):
@@ -119,7 +119,7 @@ def _rmin(r, several):
 
 def _k_fista_step(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu, kappa, unit, rho,
                   several):
-    """One FISTA iteration on the block's rows (``_svm_fast.fista_iteration``); returns
+    """One FISTA iteration on the block's rows (``_fast.fista_iteration``); returns
     (X_b^T (y * r_new), the call's results (b_new, eps, ncert, rsum, rsq, wsq, dsq) for
     the block, min r_new)."""
     data, v = block.v["svm"], block.v
@@ -176,7 +176,7 @@ def _k_free_with_room(block, delta):
 
 def _k_fresh_scatter(block):
     """First pass of the long-double bound ||p(r)|| / mu on the block
-    (``_svm_fast.fresh_scatter``): (X_b^T (y r), y_b^T r_b, r_b . xi_b) in long double."""
+    (``_fast.fresh_scatter``): (X_b^T (y r), y_b^T r_b, r_b . xi_b) in long double."""
     data = block.v["svm"]
     fresh, ld = np.zeros(data.d, dtype=np.longdouble), np.zeros(1, dtype=np.longdouble)
     rxi = _f.fresh_scatter(data.rows, block.y, block.v["r"], data.xi, fresh, ld)
@@ -193,7 +193,7 @@ def _k_fresh_margins(block, coef, ld, t_col, t_shift, mu):
 
 
 def _project_blocks(ex, lam, gamma):
-    """``_svm_fast.project_box_hyperplane``'s search for the multiplier over row blocks:
+    """``_fast.project_box_hyperplane``'s search for the multiplier over row blocks:
     the same Newton steps in a bracket, each evaluation of phi and n_free one map (two
     numbers per block), the nearest breakpoint one map; returns lam. ``gamma`` is the
     largest box bound (the scale of the stopping test)."""
@@ -364,7 +364,7 @@ class _FistaState(_ClaimOffers, SolverState):
 
     def _fresh_bound(self, rsum, rsq):
         """||p(r_k)|| / mu plus its rounding bound, sums in long double
-        (``_svm_fast._fresh_bound``): two passes over the blocks, reduced in block order."""
+        (``_fast._fresh_bound``): two passes over the blocks, reduced in block order."""
         data, ex = self.data, self.ex
         t_col, t_shift = (1.0, 0.0) if self.augmented else (0.0, self.t_bar)
         parts = ex.map(_k_fresh_scatter)

@@ -40,8 +40,8 @@ import scipy.sparse as sp
 from ... import _referee as R
 from ...kernels.builtin import LinearKernel
 from ...plugins import SolverState
-from .. import _kernel_svm_fast as _kf
-from .. import _svm_fast
+from . import _kernel_fast as _kf
+from . import _fast
 from ._base import _ClaimOffers
 from ._kernel_certificate import KernelCertifiedPointsCertificate
 from ._lipschitz import ritz_estimate
@@ -502,7 +502,7 @@ class _KernelFistaState(_KernelRun):
         else:
             r_new = np.empty(gram.n)
             # the linear solver's projection (per-point boxes)
-            self._lam = _svm_fast.project_box_hyperplane(self._v, y, self.gamma, r_new,
+            self._lam = _fast.project_box_hyperplane(self._v, y, self.gamma, r_new,
                                                          self._lam)
             self.t_bar = L * self._lam
             dsq = _kf.diff_sq(self._yk, r_new)
@@ -550,7 +550,7 @@ class _KernelDCDState(_KernelRun):
     """Kernel dual coordinate descent with LIBSVM's selection (Hsieh et al. 2008 for the
     exact coordinate step and the shrinking rule; the gradient G = Q r - e kept, the
     moves chosen greedily over all active coordinates, pairs by LIBSVM's second-order
-    rule, Chang and Lin 2011, Fan, Chen and Lin 2005): ``_kernel_svm_fast.dcd_pairs``.
+    rule, Chang and Lin 2011, Fan, Chen and Lin 2005): ``_kernel_fast.dcd_pairs``.
 
     One iteration is a pass: as many moves as there are active coordinates (an epoch of
     linear ``dcd``), so ``max_iter`` counts passes. A move reads the Gram rows of its

@@ -17,7 +17,7 @@ References
 import numpy as np
 
 from ... import _referee as R
-from .. import _svm_fast as _f
+from . import _fast as _f
 from ._data import _Blocked, _Data, _in_order
 
 #: budget for the (d+1) x (d+1) Gram matrix of ``lipschitz_bound`` (bytes; also capped by
@@ -51,7 +51,7 @@ def _gram_blocks(data):
 
     Dense X: row blocks are centered and scaled exactly, (X_B - e m^T) S, and multiplied
     by BLAS. CSR X (never densified): G1 = S X^T X S and cs = S X^T e from
-    ``_svm_fast.csr_scaled_gram``, then with sm = s * m
+    ``_fast.csr_scaled_gram``, then with sm = s * m
 
         Z^T Z = G1 - sm cs^T - cs sm^T + n sm sm^T,   Z^T e = cs - n sm.
     """
@@ -183,7 +183,7 @@ def _k_gram(block):
 
 
 def _k_power(block, vs, offset):
-    """The block's share of one product with Z~^T Z~ (``_svm_fast.gram_power_matvec``):
+    """The block's share of one product with Z~^T Z~ (``_fast.gram_power_matvec``):
     (e^T t, ||t||^2, X_b^T t) for t = X_b vs + offset."""
     data = block.v["svm"]
     buf = block.v.get("power")
@@ -206,7 +206,7 @@ def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=
       block order) and its largest eigenvalue taken by LAPACK (``top_eigenvalue_bound``)
       plus a rounding margin (about 1e-13 relative on the benchmark data);
     * otherwise Lanczos (``lanczos_bound``) on v -> Z~^T (Z~ v), one fused pass over the
-      blocks per product (``_svm_fast.gram_power_matvec``), to relative tolerance ``tol``.
+      blocks per product (``_fast.gram_power_matvec``), to relative tolerance ``tol``.
 
     ``data`` is a ``_Blocked`` (the row blocks of a run) or a prepared ``_Data``.
     Returns (bound, info) with info = {"method": "gram" or "lanczos", "passes": products

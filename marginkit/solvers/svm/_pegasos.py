@@ -2,7 +2,7 @@
 the paper's section 5.1 (no certificate; a fixed number of epochs).
 
 One iteration is one epoch over the row blocks in order, each block's rows in a random
-permutation (``_svm_fast.pegasos_epoch``), w passed from block to block.
+permutation (``_fast.pegasos_epoch``), w passed from block to block.
 
 References
 ----------
@@ -18,13 +18,13 @@ import numpy as np
 from ..._registry import _register_builtin
 from ..._validation import Param
 from ...plugins import Solver, SolverState
-from .. import _svm_fast as _f
+from . import _fast as _f
 from ._base import _COMMON_PARAMS
 from ._data import _feature_fields, _prepare, feature_map_refusal
 
 
 def _k_pegasos_epoch(block, order, s2a, st, lam, radius):
-    """Pegasos steps over the block's rows in ``order`` (``_svm_fast.pegasos_epoch``), w
+    """Pegasos steps over the block's rows in ``order`` (``_fast.pegasos_epoch``), w
     (the d-vector s2a and the 6 scalars st) passed in and returned: an epoch passes it
     from block to block."""
     data = block.v["svm"]

@@ -44,7 +44,7 @@ The solver is written once over ``problem.executor`` (``marginkit._executors``):
 state (``_TikhonovState``: proximal steps, guarded Newton, schedule, chain certificate)
 does the O(p) work and calls block kernels (``_k_tikhonov`` on each block's
 ``_BlockRows``) for every pass over the rows, adding their partial sums in block order.
-In memory there is one block holding all rows (the ``_tikhonov_fast`` passes on the
+In memory there is one block holding all rows (the ``_fast`` passes on the
 whole data); on a dask array the blocks are the chunks held by the workers, so the same
 iterations run there (linear kernel: ``blocked_limits`` says what cannot be split by
 rows).

@@ -3,7 +3,7 @@
 ``_link_bounds`` gives, for one link theta^k of a proximal chain, the Newton decrement of
 F_k(theta) = L_hat(theta) + lam/2 ||theta - theta^{k-1}||^2 at theta^k recomputed in
 float64 and long double, and a proven upper bound on it (docs/tikhonov.md, "The
-certificate"): sums over the rows run in long double (``_svm_fast.ref_rmatvec`` /
+certificate"): sums over the rows run in long double (``svm._fast.ref_rmatvec`` /
 ``ref_matvec``) with the rounding bounds of ``marginkit._referee``, and any Newton
 direction zeta gives a valid bound (``_newton_direction`` only makes it tight).
 
@@ -28,7 +28,7 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     """An upper bound nu_up of the Newton decrement of L_hat(theta, b) + lam/2
     ||theta - theta_prev||^2 at (theta, b), and the recomputed central value, from the
     rows of Phi (``blocks``, a ``_referee.RowBlocks``). Sums over the rows run in long
-    double (``_svm_fast.ref_rmatvec`` / ``ref_matvec``); docs/tikhonov.md, "The
+    double (``svm._fast.ref_rmatvec`` / ``ref_matvec``); docs/tikhonov.md, "The
     certificate", derives the bound:
 
         nu <= sqrt(zeta^T H zeta + 2 zeta^T rho + ||rho||^2 / lam_lb) + ||G - G~|| / sqrt(lam_lb)
@@ -50,7 +50,7 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     ``weight``: the sample weights of a weighted run (the risk 1/n sum_i w_i l(z_i)): the
     derivatives become w_i l'(z_i) and w_i l''(z_i), their bounds w_i e_g + 2 u |w_i g_i|
     (+ eta) for the rounded product, and everything downstream is the same."""
-    from .. import _svm_fast as f
+    from ..svm import _fast as f
     from ... import _referee as R
 
     LD = np.longdouble
@@ -195,7 +195,7 @@ def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, g
     """(upper bound of sqrt(G^T H^{-1} G), sqrt(zeta . G), rho_hat, the share of the
     residual and rounding terms in the squared bound) for a direction zeta: zeta^T H zeta,
     rho = G - H zeta and their rounding bounds, one pass over the rows."""
-    from .. import _svm_fast as f
+    from ..svm import _fast as f
     from ... import _referee as R
 
     LD = np.longdouble

@@ -1,7 +1,7 @@
 """The losses of iterated Tikhonov: logistic (labels +-1) and squared (regression).
 
 Three evaluations, for three purposes: the Cython passes of the solver
-(``_tikhonov_fast``: value, l' and l'' in one pass), a plain numpy one (weighted risks,
+(``_fast``: value, l' and l'' in one pass), a plain numpy one (weighted risks,
 the independent recomputation of certificates) and the referee's, with a proven bound on
 the rounding error of l' and l'' (``_loss_derivatives_bounded``).
 
@@ -9,7 +9,7 @@ The paper's reference is in the package docstring (``marginkit.solvers.tikhonov`
 """
 import numpy as np
 
-from .. import _tikhonov_fast as _fast
+from . import _fast
 
 
 class _Logistic:

@@ -3,14 +3,14 @@
 The solver is written once over ``problem.executor`` (``marginkit._executors``): the
 state does the O(p) work and calls ``_k_tikhonov`` on each block's ``_BlockRows`` for
 every pass over the rows, adding their partial sums in block order (``_block_sum``). In
-memory there is one block holding all rows (the ``_tikhonov_fast`` passes on the whole
+memory there is one block holding all rows (the ``_fast`` passes on the whole
 data); on a dask array the blocks are the chunks held by the workers, so the same
 iterations run there. ``_Model`` is the O(p) description of the feature space.
 """
 import numpy as np
 import scipy.sparse as sp
 
-from .. import _tikhonov_fast as _fast
+from . import _fast
 from ...utils._rows import row_block
 from ._losses import _LOSSES, _loss_numpy
 
@@ -20,7 +20,7 @@ class _BlockRows:
     block-local n-vectors of the Newton iterations: z = Phi theta + b, the loss
     derivatives g and h, dz = Phi direction (+ its intercept) and the line search's trial
     predictions. Its methods are the data passes of one Newton iteration on these rows
-    (the ``_tikhonov_fast`` passes); they return the block's partial sums, which the state
+    (the ``_fast`` passes); they return the block's partial sums, which the state
     adds in block order. In memory the single block holds all rows, so these are exactly
     the whole-data passes."""
 
@@ -97,7 +97,7 @@ class _BlockRows:
 
     def hess_vec(self, v):
         """(Phi^T (h * (Phi v + b)), sum h * (Phi v + b)): the block's share of H v, in one
-        pass over the rows (``_tikhonov_fast.hessian_matvec``)."""
+        pass over the rows (``_fast.hessian_matvec``)."""
         out = np.empty(self.p)
         b = float(v[self.p]) if self.fit_intercept else 0.0
         total = _fast.hessian_matvec(self.rows, np.ascontiguousarray(v[: self.p]), b, self.h,
