@@ -426,13 +426,14 @@ cdef double _TINY = ldexp(1.0, -1074)
 
 
 cdef inline double _careful_d2_e(double dot, double sa, double sb, double c,
-                                 const double* d2x, double c_explicit,
+                                 const double* d2x_row, Py_ssize_t j, double c_explicit,
                                  double* e) noexcept nogil:
-    """D2 and its error bound e for one entry of ``rbf_careful_*`` (d2x NULL: the norm
-    formula on fl(<a, b>) = dot; else the squared distance from explicit differences)."""
+    """D2 and its error bound e for entry j of a row of ``rbf_careful_*``: the norm formula
+    on fl(<a, b>) = dot (``d2x_row`` NULL), or the squared distance ``d2x_row[j]`` summed
+    from explicit differences."""
     cdef double s, d2
-    if d2x != NULL:
-        d2 = d2x[0]
+    if d2x_row != NULL:
+        d2 = d2x_row[j]
         e[0] = c_explicit * d2
         return d2
     s = sa + sb
@@ -467,8 +468,7 @@ def rbf_careful_exponents(double[:, ::1] K, double[:, ::1] E, const double[::1] 
             sa = sq_a[i]
             row = &d2x[which[i], 0] if which[i] >= 0 else NULL
             for j in range(n):
-                d2 = _careful_d2_e(K[i, j], sa, sq_b[j], c, row + j if row != NULL else NULL,
-                                   c_explicit, &e)
+                d2 = _careful_d2_e(K[i, j], sa, sq_b[j], c, row, j, c_explicit, &e)
                 K[i, j] = d2 * -gamma
                 d2 = d2 - e
                 E[i, j] = (d2 if d2 > 0.0 else 0.0) * -gamma
@@ -499,8 +499,7 @@ def rbf_careful_bound(const double[:, ::1] K, double[:, ::1] E, const double[::1
             sa = sq_a[i]
             row = &d2x[which[i], 0] if which[i] >= 0 else NULL
             for j in range(n):
-                _careful_d2_e(0.0, sa, sq_b[j], c, row + j if row != NULL else NULL,
-                              c_explicit, &e)
+                _careful_d2_e(0.0, sa, sq_b[j], c, row, j, c_explicit, &e)
                 E[i, j] = E[i, j] * (e * g2) + K[i, j] * u8 + _TINY
 
 

@@ -310,9 +310,10 @@ class RBFKernel(Kernel):
         whose terms are all non-negative (e = (k + 4) u D2). With D2 within e of the exact
         value, |K - fl(K)| <= exp(-g max(D2 - e, 0)) 2 g e + 8 u K (exp: 4 ulps) + the
         smallest subnormal (an exp that underflows): the mean value theorem on
-        [D2 - e, D2 + e] gives g e exp(-g max(D2 - e, 0)); the second g e covers the
-        rounding of -g D2 (a relative u, so K g D2 u <= g e / 6 as D2 <= 2 (|a|^2 + |b|^2),
-        g e / 4 on a recomputed row) and the few roundings of the bound's own evaluation.
+        [D2 - e, D2 + e] gives g e exp(-g max(D2 - e, 0)) (>= g e K); the second g e
+        covers the rounding of -g D2 (a relative u, moving K by K g D2 u <= K g e / 6 as
+        D2 <= 2 (|a|^2 + |b|^2), K g e / 4 on a recomputed row) and the few roundings of
+        the bound's own evaluation (a relative u each).
         Two n_A x n_B float64 arrays, formed by compiled passes over the dot block around
         numpy's exp (``_gram.rbf_careful_exponents``, ``_gram.rbf_careful_bound``).
         """
