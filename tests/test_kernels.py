@@ -648,3 +648,116 @@ def test_rbf_rows_on_prepared_columns_match_the_call(sparse, dtype):
     assert_array_equal(k.rows(A[:0], cols), k(A[:0], B))
     with pytest.raises(ValueError, match="features"):
         k.rows(np.ones((2, 3)), cols)
+
+
+def _careful_rbf_numpy(kernel, A, B):
+    """The numpy form of ``RBFKernel.careful_block`` (one array operation per step), the
+    reference of the compiled pass: K, E and the rows recomputed from explicit differences."""
+    from marginkit.kernels import builtin as b
+    from marginkit.linalg._norms import row_sqnorms
+    A, B = b._as64(A), b._as64(B)
+    g = b._resolve_gamma(kernel.gamma, A.shape[1])
+    Ac, Bc = b._centered(A, B)
+    na = row_sqnorms(Ac)
+    nb = na if Bc is Ac else row_sqnorms(Bc)
+    k = max(b._row_nnz_max(Ac), b._row_nnz_max(Bc))
+    e = na[:, None] + nb[None, :]
+    D2 = b._dot_block(Ac, Bc)
+    D2 *= -2.0
+    D2 += e
+    np.maximum(D2, 0.0, out=D2)
+    e *= b._cancellation_bound(k, b._U64)
+    rows = b._cancelled_rows(Ac, Bc, na, nb, g, np.dtype(np.float64), 2.0**-40)
+    if rows.size:
+        D2[rows] = b._dist_block(A[rows], B, 2)
+        e[rows] = (k + 4) * b._U64 * D2[rows]
+    K = np.exp(np.multiply(D2, -g))
+    E = np.exp(np.maximum(D2 - e, 0.0) * -g) * (e * (2.0 * g)) + K * (8 * b._U64) + b._TINY
+    return K, E, rows
+
+
+def _careful_rbf_data(case, rng):
+    """(A, B, gamma): rows near and far from each other; ``offset``: two clusters 1e4 apart
+    (norms far above the spread: rows the norm formula would cancel, recomputed from
+    explicit differences); ``underflow``: entries exp(-gamma D2) from normal through
+    subnormal to 0, on the norm formula (pairs symmetric about the centre) and, with
+    ``underflow_far``, on explicit differences."""
+    A = rng.normal(size=(24, 5))
+    A[rng.random(A.shape) < 0.3] = 0.0
+    near = A[:12] + np.logspace(-6, 0.5, 12)[:, None] * rng.normal(size=(12, 5))
+    B = np.vstack([near, rng.normal(size=(9, 5))])
+    gamma = 0.7
+    g_d2 = np.array([600.0, 710.0, 720.0, 730.0, 740.0, 744.0, 760.0])  # gamma D2 targets
+    if case == "offset":
+        A[::2, 0] += 1e4
+        B[::2, 0] += 1e4
+        gamma = 0.01
+    elif case == "underflow":
+        gamma = 100.0
+        A, B = 0.05 * A, 0.05 * B
+        half = 0.5 * np.sqrt(g_d2 / gamma)[:, None] * np.eye(5)[0]
+        A = np.vstack([A, half])
+        B = np.vstack([B, half, -half])
+    elif case == "underflow_far":
+        gamma = 1e3
+        B = np.vstack([B, A[0] + np.sqrt(g_d2 / gamma)[:, None] * np.eye(5)[0]])
+    return A, B, gamma
+
+
+def _careful_rbf_inputs(case, layout, dtype, same, rng):
+    A, B, gamma = _careful_rbf_data(case, rng)
+    if same:
+        A = B = np.vstack([A, B])
+    A, B = A.astype(dtype), B.astype(dtype)
+    Al, Bl = (sp.csr_matrix(A), sp.csr_matrix(B)) if layout == "csr" else (A, B)
+    return (Al, Al, A, A, gamma) if same else (Al, Bl, A, B, gamma)
+
+
+@pytest.mark.parametrize("case", ["spread", "offset", "underflow", "underflow_far"])
+@pytest.mark.parametrize("layout", ["dense", "csr"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("same", [False, True])
+def test_rbf_careful_block_is_its_numpy_form(case, layout, dtype, same):
+    Al, Bl, _, _, gamma = _careful_rbf_inputs(case, layout, dtype, same, np.random.default_rng(8))
+    kernel = mk.get_plugin("kernel", "rbf")(gamma=gamma)
+    before = (Al.copy(), Bl.copy())
+    K, E = kernel.careful_block(Al, Bl)
+    K_ref, E_ref, rows = _careful_rbf_numpy(kernel, Al, Bl)
+    assert (rows.size > 0) == (case in ("offset", "underflow_far"))
+    assert K.dtype == E.dtype == np.float64 and K.shape == E.shape == K_ref.shape
+    # the same operations in the same order (and numpy's exp in both): bit for bit
+    assert_array_equal(K, K_ref)
+    assert_array_equal(E, E_ref)
+    for x, x0 in zip((Al, Bl), before):
+        assert_array_equal(x.toarray() if sp.issparse(x) else x,
+                           x0.toarray() if sp.issparse(x0) else x0)
+    if case.startswith("underflow"):
+        assert np.any(K == 0.0) and np.any((K > 0.0) & (K < np.finfo(np.float64).tiny))
+
+
+@pytest.mark.parametrize("case", ["spread", "offset", "underflow", "underflow_far"])
+@pytest.mark.parametrize("layout", ["dense", "csr"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("same", [False, True])
+def test_rbf_careful_block_bounds_its_true_error(case, layout, dtype, same):
+    Al, Bl, A, B, gamma = _careful_rbf_inputs(case, layout, dtype, same, np.random.default_rng(9))
+    K, E = mk.get_plugin("kernel", "rbf")(gamma=gamma).careful_block(Al, Bl)
+    # explicit differences in long double (64-bit significand on x86: 2^11 times finer)
+    a, b = A.astype(np.longdouble), B.astype(np.longdouble)
+    exact = np.exp(-np.longdouble(gamma) * ((a[:, None] - b[None]) ** 2).sum(axis=2))
+    assert np.all(np.abs(K - exact) <= E)
+    # and the bound is a tight one, not a blanket: within 1e-6 of the entries (or tiny)
+    assert np.all(E <= 1e-6 * K + 1e-300)
+
+
+def test_rbf_careful_block_on_no_rows():
+    kernel = mk.get_plugin("kernel", "rbf")(gamma=0.5)
+    K, E = kernel.careful_block(np.ones((0, 3)), np.ones((4, 3)))
+    assert K.shape == E.shape == (0, 4)
+    from marginkit.kernels import _gram
+    K, E, na, nb = np.zeros((2, 3)), np.zeros((2, 3)), np.zeros(2), np.zeros(3)
+    for f in (_gram.rbf_careful_exponents, _gram.rbf_careful_bound):
+        with pytest.raises(ValueError, match="row norms"):
+            f(K, E, na[:1], nb, 0.5, 1e-15, np.zeros((0, 3)), np.full(2, -1), 1e-15)
+        with pytest.raises(ValueError, match="reads explicit row 1 of 1"):
+            f(K, E, na, nb, 0.5, 1e-15, np.zeros((1, 3)), np.array([0, 1]), 1e-15)

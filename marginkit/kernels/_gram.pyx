@@ -12,6 +12,8 @@ the operands) and touches no Python object inside its ``with nogil:`` section.
   between norms).
 * ``rbf_exponent`` / ``finish_poly``: the elementwise maps applied in place,
   -gamma max(|a|^2 + |b|^2 - 2 <a, b>, 0) (numpy's SIMD exp follows) and (gamma out + coef0)^p.
+* ``rbf_careful_exponents`` / ``rbf_careful_bound``: the referee's RBF entries and their
+  error bounds from the dot block (float64), one pass before numpy's exp and one after.
 * ``sqnorms_*``: squared row norms in float64 (called through
   ``marginkit.linalg._norms.row_sqnorms``).
 
@@ -24,7 +26,7 @@ deterministic too.
 """
 from cython cimport floating
 from cython.parallel cimport prange, threadid
-from libc.math cimport cos, expm1, fabs, floor, log, pow
+from libc.math cimport cos, exp, expm1, fabs, floor, ldexp, log, pow
 from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 ctypedef fused index_a:
@@ -415,6 +417,107 @@ def rbf_exponent(floating[:, ::1] out, const floating[::1] sq_a, const floating[
                 for j in range(n):
                     d2 = (sa + <double>sq_b[j]) - 2.0 * <double>out[i, j]
                     out[i, j] = <floating>(-gamma * (d2 if d2 > 0.0 else 0.0))
+
+
+#: the unit roundoff of float64 (2^-53) and its smallest subnormal (the absolute error of
+#: an exp that underflows to 0)
+cdef double _U64 = ldexp(1.0, -53)
+cdef double _TINY = ldexp(1.0, -1074)
+
+
+cdef inline double _careful_d2_e(double dot, double sa, double sb, double c,
+                                 const double* d2x_row, Py_ssize_t j, double c_explicit,
+                                 double* e) noexcept nogil:
+    """D2 and its error bound e for entry j of a row of ``rbf_careful_*``: the norm formula
+    on fl(<a, b>) = dot (``d2x_row`` NULL), or the squared distance ``d2x_row[j]`` summed
+    from explicit differences."""
+    cdef double s, d2
+    if d2x_row != NULL:
+        d2 = d2x_row[j]
+        e[0] = c_explicit * d2
+        return d2
+    s = sa + sb
+    d2 = s - 2.0 * dot
+    e[0] = c * s
+    return d2 if d2 > 0.0 else 0.0
+
+
+def rbf_careful_exponents(double[:, ::1] K, double[:, ::1] E, const double[::1] sq_a,
+                          const double[::1] sq_b, double gamma, double c,
+                          const double[:, ::1] d2x, const long long[::1] which,
+                          double c_explicit):
+    """The exponents of the referee's RBF entries and of their error bounds, in place.
+
+    On entry ``K[i, j]`` holds fl(<a_i, b_j>) (the dot block of the centered rows). Per
+    entry, with S = fl(sq_a[i] + sq_b[j]): D2 = max(S - 2 <a, b>, 0) and e = c S (``c`` =
+    (k + 12) u, the norm formula's cancellation bound), or, on a row with ``which[i] >= 0``,
+    D2 = ``d2x[which[i], j]`` (summed from explicit differences) and e = c_explicit D2
+    (``c_explicit`` = (k + 4) u: a sum of non-negative terms). Writes K <- -gamma D2 and
+    E <- -gamma max(D2 - e, 0); ``rbf_careful_bound`` finishes after numpy's exp of both
+    (its SIMD exp is several times faster than libm's, so the exp is not fused here).
+    """
+    cdef Py_ssize_t m = K.shape[0]
+    cdef Py_ssize_t n = K.shape[1]
+    cdef Py_ssize_t i, j
+    cdef double d2, e, sa
+    cdef const double* row
+    cdef int nt = _n_threads(<double>m * n * 8.0)
+    _check_careful(K, E, sq_a, sq_b, d2x, which)
+    with nogil:
+        for i in prange(m, schedule="static", num_threads=nt):
+            sa = sq_a[i]
+            row = &d2x[which[i], 0] if which[i] >= 0 else NULL
+            for j in range(n):
+                d2 = _careful_d2_e(K[i, j], sa, sq_b[j], c, row, j, c_explicit, &e)
+                K[i, j] = d2 * -gamma
+                d2 = d2 - e
+                E[i, j] = (d2 if d2 > 0.0 else 0.0) * -gamma
+
+
+def rbf_careful_bound(const double[:, ::1] K, double[:, ::1] E, const double[::1] sq_a,
+                      const double[::1] sq_b, double gamma, double c,
+                      const double[:, ::1] d2x, const long long[::1] which,
+                      double c_explicit):
+    """In place, after ``rbf_careful_exponents`` and the exp of both arrays (K = exp(-gamma
+    D2), E = exp(-gamma max(D2 - e, 0))): E <- E (2 gamma e) + 8 u K + the smallest
+    subnormal, e recomputed as there (the same operations on the same operands).
+
+    The three steps give the operations of the numpy form of ``RBFKernel.careful_block``
+    in the same order, so K and E are bit for bit that form's, and E the bound it proves.
+    """
+    cdef Py_ssize_t m = K.shape[0]
+    cdef Py_ssize_t n = K.shape[1]
+    cdef Py_ssize_t i, j
+    cdef double e, sa
+    cdef double g2 = 2.0 * gamma
+    cdef double u8 = 8.0 * _U64
+    cdef const double* row
+    cdef int nt = _n_threads(<double>m * n * 8.0)
+    _check_careful(K, E, sq_a, sq_b, d2x, which)
+    with nogil:
+        for i in prange(m, schedule="static", num_threads=nt):
+            sa = sq_a[i]
+            row = &d2x[which[i], 0] if which[i] >= 0 else NULL
+            for j in range(n):
+                _careful_d2_e(0.0, sa, sq_b[j], c, row, j, c_explicit, &e)
+                E[i, j] = E[i, j] * (e * g2) + K[i, j] * u8 + _TINY
+
+
+cdef _check_careful(const double[:, ::1] K, const double[:, ::1] E, const double[::1] sq_a,
+                    const double[::1] sq_b, const double[:, ::1] d2x,
+                    const long long[::1] which):
+    """The shapes ``rbf_careful_*`` index without bounds checks."""
+    cdef Py_ssize_t m = K.shape[0]
+    cdef Py_ssize_t n = K.shape[1]
+    cdef Py_ssize_t i
+    if E.shape[0] != m or E.shape[1] != n or sq_a.shape[0] != m or sq_b.shape[0] != n or \
+            which.shape[0] != m or d2x.shape[1] != n:
+        raise ValueError(f"rbf_careful: K {m} x {n} needs E of that shape, {m} row norms, "
+                         f"{n} column norms, {m} row indices and explicit rows of {n}")
+    for i in range(m):
+        if which[i] >= d2x.shape[0]:
+            raise ValueError(f"rbf_careful: row {i} reads explicit row {which[i]} of "
+                             f"{d2x.shape[0]}")
 
 
 cdef inline double _ipow(double x, int p) noexcept nogil:

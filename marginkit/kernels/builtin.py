@@ -309,7 +309,13 @@ class RBFKernel(Kernel):
         bound is not small next to the entries are recomputed from explicit differences,
         whose terms are all non-negative (e = (k + 4) u D2). With D2 within e of the exact
         value, |K - fl(K)| <= exp(-g max(D2 - e, 0)) 2 g e + 8 u K (exp: 4 ulps) + the
-        smallest subnormal (an exp that underflows).
+        smallest subnormal (an exp that underflows): the mean value theorem on
+        [D2 - e, D2 + e] gives g e exp(-g max(D2 - e, 0)) (>= g e K); the second g e
+        covers the rounding of -g D2 (a relative u, moving K by K g D2 u <= K g e / 6 as
+        D2 <= 2 (|a|^2 + |b|^2), K g e / 4 on a recomputed row) and the few roundings of
+        the bound's own evaluation (a relative u each).
+        Two n_A x n_B float64 arrays, formed by compiled passes over the dot block around
+        numpy's exp (``_gram.rbf_careful_exponents``, ``_gram.rbf_careful_bound``).
         """
         A, B = _as64(A), _as64(B)
         g = _resolve_gamma(self.gamma, A.shape[1])
@@ -317,30 +323,20 @@ class RBFKernel(Kernel):
         na = row_sqnorms(Ac)
         nb = na if Bc is Ac else row_sqnorms(Bc)
         k = max(_row_nnz_max(Ac), _row_nnz_max(Bc))
-        # the same operations as max(S - 2 <a, b>, 0), c S, exp(-g D2) and
-        # exp(-g max(D2 - e, 0)) (2 g e) + 8 u K + tiny, in place (three n_A x n_B arrays)
-        e = na[:, None] + nb[None, :]            # S
-        D2 = _dot_block(Ac, Bc)
-        D2 *= -2.0
-        D2 += e
-        np.maximum(D2, 0.0, out=D2)
-        e *= _cancellation_bound(k, _U64)
+        c, c_explicit = _cancellation_bound(k, _U64), (k + 4) * _U64
+        K = _dot_block(Ac, Bc)
         rows = _cancelled_rows(Ac, Bc, na, nb, g, np.dtype(np.float64), 2.0**-40)
-        if rows.size:
-            D2[rows] = _dist_block(A[rows], B, 2)
-            e[rows] = (k + 4) * _U64 * D2[rows]
-        K = np.multiply(D2, -g)
+        d2x = _dist_block(A[rows], B, 2) if rows.size else np.empty((0, K.shape[1]))
+        which = np.full(K.shape[0], -1, dtype=np.int64)
+        which[rows] = np.arange(rows.size)
+        # K <- exp(-g D2) and E <- exp(-g max(D2 - e, 0)) (2 g e) + 8 u K + tiny: one
+        # compiled pass for the exponents, numpy's exp, one compiled pass for the bound
+        E = np.empty_like(K)
+        _gram.rbf_careful_exponents(K, E, na, nb, g, c, d2x, which, c_explicit)
         np.exp(K, out=K)
-        err = np.subtract(D2, e, out=D2)
-        np.maximum(err, 0.0, out=err)
-        err *= -g
-        np.exp(err, out=err)
-        e *= 2.0 * g
-        err *= e
-        np.multiply(K, 8 * _U64, out=e)
-        err += e
-        err += _TINY
-        return K, err
+        np.exp(E, out=E)
+        _gram.rbf_careful_bound(K, E, na, nb, g, c, d2x, which, c_explicit)
+        return K, E
 
     def diag(self, A):
         A, _, dtype = prepare_pair(A)
