@@ -158,6 +158,21 @@ def stored_r_mask(r, mask):
     return a.astype(np.float64, copy=False), m
 
 
+def claim_vector(v, name, n_points, n_labels):
+    """A perceptron-family certificate's vector (``alpha`` or ``p``) as a float64 array of
+    one entry per point and "", or None and the reason it is of another kind: a matrix
+    (its columns would be checked as several vectors, whose norms add in quadrature, each
+    scaled down by their number: not the one vector the claim is about), complex or
+    non-numeric entries, another length."""
+    a = np.asarray(v)
+    if a.ndim != 1 or a.dtype.kind not in "biuf":
+        return None, (f"{name} must be a real vector of one entry per point, got "
+                      f"{a.dtype} of shape {a.shape}")
+    if a.shape[0] != n_labels or n_points != n_labels:
+        return None, f"{name} has {a.shape[0]} entries for {n_points} points and {n_labels} labels"
+    return a.astype(np.float64, copy=False), ""
+
+
 def labels_pm(y, classes):
     """Labels as +-1 floats (``classes[1]`` is +1); a label outside ``classes`` raises.
 
@@ -625,15 +640,15 @@ class SeparatorCertificate(_PerceptronFamilyCertificate):
     def check(self, X, y):
         X = as_data(X)
         ypm = labels_pm(y, self.classes)
-        if ypm.shape[0] != self.alpha.shape[0] or n_rows(X) != ypm.shape[0]:
-            return Verdict.reject(self.kind, f"alpha has {self.alpha.shape[0]} entries for "
-                                             f"{n_rows(X)} points and {ypm.shape[0]} labels")
-        if not np.all(np.isfinite(self.alpha)):
+        alpha, why = claim_vector(self.alpha, "alpha", n_rows(X), ypm.shape[0])
+        if alpha is None:
+            return Verdict.reject(self.kind, why)
+        if not np.all(np.isfinite(alpha)):
             return Verdict.reject(self.kind, "alpha is not finite")
         other = kernel_mismatch(self.kernel, self.config)
         if other is not None:
             return Verdict.reject(self.kind, other)
-        res = separator_margin(X, ypm, _or_linear(self.kernel), self.alpha)
+        res = separator_margin(X, ypm, _or_linear(self.kernel), alpha)
         if res is None:
             return Verdict.reject(self.kind, "alpha is zero, or a point has K(x, x) = 0 "
                                              "(the normalized Gram is undefined)")
@@ -685,12 +700,11 @@ class InfeasibilityCertificate(_PerceptronFamilyCertificate):
         if not (0.0 < eps < 1.0):
             return Verdict.reject(self.kind, f"eps = {eps!r} is not in (0, 1): every p in the "
                                              "simplex has ||p||_G <= 1, such a claim says nothing")
-        p = self.p
         X = as_data(X)
         ypm = labels_pm(y, self.classes)
-        if p.shape[0] != ypm.shape[0] or n_rows(X) != ypm.shape[0]:
-            return Verdict.reject(self.kind, f"p has {p.shape[0]} entries for {n_rows(X)} "
-                                             f"points and {ypm.shape[0]} labels")
+        p, why = claim_vector(self.p, "p", n_rows(X), ypm.shape[0])
+        if p is None:
+            return Verdict.reject(self.kind, why)
         if not np.all(np.isfinite(p)) or p.min() < 0 or abs(float(np.sum(p)) - 1.0) > 1e-9:
             return Verdict.reject(self.kind, "p is not in the simplex (p >= 0, sum(p) = 1)",
                                   threshold=eps)
