@@ -586,6 +586,17 @@ def _or_linear(kernel):
     return LinearKernel() if kernel is None else kernel
 
 
+def referee_kernel(kernel):
+    """The kernel a referee evaluates for a certificate's ``kernel``: a kernel
+    approximation rebuilt from its parameters and the free choices of its fit
+    (``referee_copy``: the Nystroem centres, the random features of a seed that cannot be
+    replayed), everything else recomputed, so a fit edited after the run is not checked
+    as if the run had made it; other kernels as they are. ``ValueError`` when the stored
+    fit is not one its parameters can produce."""
+    copy = getattr(kernel, "referee_copy", None)
+    return kernel if copy is None else copy()
+
+
 class _PerceptronFamilyCertificate(Certificate):
     """Certificates on the normalized Gram G: with a feature map, their check is two
     passes over row blocks (``blocked``), so it also runs where the blocks are held."""
@@ -648,7 +659,11 @@ class SeparatorCertificate(_PerceptronFamilyCertificate):
         other = kernel_mismatch(self.kernel, self.config)
         if other is not None:
             return Verdict.reject(self.kind, other)
-        res = separator_margin(X, ypm, _or_linear(self.kernel), alpha)
+        try:
+            kernel = referee_kernel(_or_linear(self.kernel))
+        except ValueError as exc:
+            return Verdict.reject(self.kind, str(exc))
+        res = separator_margin(X, ypm, kernel, alpha)
         if res is None:
             return Verdict.reject(self.kind, "alpha is zero, or a point has K(x, x) = 0 "
                                              "(the normalized Gram is undefined)")
@@ -711,7 +726,11 @@ class InfeasibilityCertificate(_PerceptronFamilyCertificate):
         other = kernel_mismatch(self.kernel, self.config)
         if other is not None:
             return Verdict.reject(self.kind, other, threshold=eps)
-        res = dual_norm_bound(X, ypm, _or_linear(self.kernel), p)
+        try:
+            kernel = referee_kernel(_or_linear(self.kernel))
+        except ValueError as exc:
+            return Verdict.reject(self.kind, str(exc), threshold=eps)
+        res = dual_norm_bound(X, ypm, kernel, p)
         if res is None:
             return Verdict.reject(self.kind, "a point has K(x, x) = 0 (the normalized Gram "
                                              "is undefined)", threshold=eps)

@@ -51,3 +51,56 @@ def test_a_separator_certificate_with_alpha_of_another_kind_is_rejected():
         forged.alpha = alpha
         verdict = forged.check(X, y)
         assert not verdict and "alpha must be a real vector" in verdict.reason
+
+
+def _random_labels(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, 3)), rng.choice([-1, 1], n)
+
+
+def test_a_nystroem_fit_edited_after_the_run_is_not_the_runs():
+    """An infeasible run under nystroem (12 centres): a separator forged on a map whose
+    fitted state was edited (every row a centre, a narrow base kernel, P = I) must not
+    verify beside the run's verified infeasibility certificate."""
+    from marginkit.certificates import SeparatorCertificate
+    from marginkit.kernels.builtin import RBFKernel
+
+    X, y = _random_labels()
+    kp = {"n_components": 12, "random_state": 0, "base_params": {"gamma": 0.5}}
+    res = mk.solve(X, y, solver="nvn", kernel="nystroem", kernel_params=kp)
+    assert res.status == "infeasible" and res.certificate.verify(X, y)
+    cert = res.certificate
+    for edit in ("all", "centres", "base", "projection"):
+        k = copy.deepcopy(cert.kernel)
+        if edit in ("all", "centres"):
+            k.components_ = X.copy()
+        if edit in ("all", "base"):
+            k.base_kernel = RBFKernel(gamma=1e4)
+        if edit in ("all", "projection"):
+            k.normalization_ = np.eye(k.components_.shape[0])
+        forged = SeparatorCertificate(np.ones(len(y)), 1.0, k, cert.classes, cert.config)
+        assert not forged.check(X, y), edit
+    # the referee's copy of an untouched fit is the fit: the run's claim still holds
+    assert cert.verify(X, y)
+
+
+def test_random_features_of_an_integer_seed_are_redrawn_by_the_referee():
+    """rff with random_state=0: its frequencies scaled by 1000 after the run (a much
+    narrower kernel) are not the seed's. A separator of the edited map is checked on the
+    seed's map, where it is none."""
+    from marginkit.certificates import SeparatorCertificate
+
+    X, y = _random_labels(30, seed=3)
+    kp = {"n_components": 200, "random_state": 0, "gamma": 0.05}
+    run = mk.solve(X, y, solver="nvn", kernel="rff", kernel_params=kp)
+    k = copy.deepcopy(run.kernel)
+    k.frequencies_ = k.frequencies_ * 1000.0
+    # the edited map's rows are nearly orthogonal: alpha = 1 separates
+    alpha = np.ones(len(y))
+    Q = k.feature_map(X) * y[:, None]
+    Q /= np.linalg.norm(Q, axis=1)[:, None]
+    assert np.min(Q @ (Q.T @ alpha)) > 0.01
+    forged = SeparatorCertificate(alpha, 1.0, k, run.classes_, run.config)
+    assert not forged.check(X, y)
+    honest = SeparatorCertificate(alpha, 1.0, run.kernel, run.classes_, run.config)
+    assert not honest.check(X, y)  # the same alpha on the run's own map

@@ -35,6 +35,7 @@ import numbers
 import threading
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._executors import ExecutorRows
 from .._referee import float64_block
@@ -125,6 +126,25 @@ class _FittedFeatureMap(Kernel):
                 f"{budget / 2**30:.3g} GiB; use fewer components "
                 f"(n_components={self.n_components}) or raise memory_budget"
             )
+
+    def referee_copy(self):
+        """The kernel a referee evaluates for this one: a fresh instance built from the
+        parameters, holding only what a fit with these parameters may choose freely
+        (``_referee_state``), everything derived from it recomputed; an unfitted instance
+        gives an unfitted copy. A stored fit that these parameters cannot have produced is
+        a ``ValueError`` (a certificate whose map was edited certifies another kernel)."""
+        fresh = type(self)(**self.params)
+        if self.fitted:
+            d = self.__dict__["n_features_in_"]
+            if isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 1:
+                raise ValueError(f"{self._owner()}: the fitted number of features "
+                                 f"{d!r} is not a positive integer")
+            fresh.__dict__.update(fresh._referee_state(self.__dict__))
+        return fresh
+
+    def _referee_state(self, stored):  # pragma: no cover - abstract
+        """The fitted attributes a referee uses, from the ``stored`` ones (a dict)."""
+        raise NotImplementedError
 
     def _fit_if_needed(self, X):
         if not self.fitted:
@@ -222,6 +242,35 @@ class NystroemKernel(_FittedFeatureMap):
     def _transform(self, X):
         return nystroem_transform(self.base_kernel, X, self.components_, self.normalization_,
                                   dtype=X.dtype)
+
+    def _referee_state(self, stored):
+        """The centres are the fit's free choice (any rows: an instance may be fitted on
+        other data than a run's), at most ``n_components`` of them with the fitted number
+        of features; the normalization is recomputed from them with the base kernel the
+        parameters define."""
+        C = stored.get("components_")
+        d = stored.get("n_features_in_")
+        if not (sp.issparse(C) or isinstance(C, np.ndarray)) or C.ndim != 2 \
+                or C.dtype.kind not in "biuf":
+            raise ValueError(f"{self._owner()}: the fitted centres are not a matrix")
+        if not (1 <= C.shape[0] <= int(self.n_components)) or C.shape[1] != d:
+            raise ValueError(
+                f"{self._owner()}: the fit holds {C.shape[0]} centres of {C.shape[1]} "
+                f"features; n_components={self.n_components} allows 1 to "
+                f"{self.n_components} centres of the {d} fitted features")
+        from ..certificates import _same_value
+
+        base = stored.get("base_kernel")
+        if not _same_value(base, self.base_kernel):
+            raise ValueError(f"{self._owner()}: the fitted base kernel {base!r} is not the "
+                             f"one the parameters define, {self.base_kernel!r}")
+        if hasattr(base, "referee_copy"):  # an approximation itself: its fit, refereed
+            self.base_kernel = base.referee_copy()
+        C = float64_block(check_X(C, name="the fitted centres"))
+        projection, kept = nystroem_projection(self.base_kernel(C, C))
+        return {"components_": C, "normalization_": projection,
+                "component_indices_": stored.get("component_indices_"),
+                "n_components_kept_": kept, "n_features_in_": int(d)}
 
 
 # ---------------------------------------------------------------- the Nystroem map itself
@@ -410,6 +459,26 @@ class RandomFourierKernel(_FittedFeatureMap):
             W = gamma * rng.standard_cauchy(size=(d, m))
         return {"gamma_": gamma, "frequencies_": W,
                 "offsets_": rng.uniform(0.0, 2.0 * np.pi, size=m)}
+
+    def _referee_state(self, stored):
+        """With an integer ``random_state`` the fit depends on the seed and the number of
+        features only: redrawn. With another ``random_state`` (None, a Generator) any
+        frequencies and offsets can be drawn, so the stored ones are used, their shapes
+        checked against ``n_components`` and the fitted number of features."""
+        d = stored.get("n_features_in_")
+        if isinstance(self.random_state, int):
+            state = self._fit_state(np.empty((0, int(d))))
+            state["n_features_in_"] = int(d)
+            return state
+        W, b = stored.get("frequencies_"), stored.get("offsets_")
+        m = int(self.n_components)
+        if not (isinstance(W, np.ndarray) and isinstance(b, np.ndarray)
+                and W.shape == (d, m) and b.shape == (m,)
+                and W.dtype.kind == "f" and b.dtype.kind == "f"):
+            raise ValueError(f"{self._owner()}: the fitted frequencies and offsets are not "
+                             f"a {d} x {m} and a {m}-vector of floats")
+        return {"gamma_": stored.get("gamma_"), "frequencies_": W.astype(np.float64),
+                "offsets_": b.astype(np.float64), "n_features_in_": int(d)}
 
     def _transform(self, X):
         dtype = X.dtype

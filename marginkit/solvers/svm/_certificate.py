@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from ... import _referee as R
 from ..._validation import check_sample_weight, check_X
 from ...certificates import Certificate, Verdict, certificate_type, kernel_mismatch, \
-    labels_pm as _labels_pm, local_matrix, stored_r_mask
+    labels_pm as _labels_pm, local_matrix, referee_kernel, stored_r_mask
 from ...kernels.builtin import LinearKernel
 from . import _fast as _f
 from ...utils._rows import row_block
@@ -137,7 +137,8 @@ class CertifiedPointsCertificate(Certificate):
             # a loaded result keeps the kernel's parameters only: fit the map on the
             # training rows (an integer random_state reproduces it)
             kernel.fit(check_X(local_matrix(X)))
-        return kernel.feature_map
+        # the fit rebuilt from its free choices: a map edited after the run is not the run's
+        return referee_kernel(kernel).feature_map
 
     def thresholds(self, n):
         """The claim's thresholds for n training points (``run_thresholds`` of the
@@ -157,7 +158,11 @@ class CertifiedPointsCertificate(Certificate):
         if sample_weight is None and getattr(self, "weighted", False):
             return reject("the certificate is of a weighted run: pass its weights, "
                           "check(X, y, sample_weight=w) (verify likewise)")
-        blocks = R.RowBlocks(X, self._feature_map(X))
+        try:
+            fmap = self._feature_map(X)
+        except ValueError as exc:
+            return reject(str(exc))
+        blocks = R.RowBlocks(X, fmap)
         n = blocks.n
         if sample_weight is not None:
             try:
