@@ -156,9 +156,9 @@ class Executor:
 
 class ExecutorRows:
     """The rows of an executor's blocks as a feature map's ``fit`` reads them: ``shape``,
-    ``dtype`` and ``rows[idx]`` (sorted row numbers), the selected rows gathered from the
-    blocks holding them (a numpy array, or CSR for sparse blocks). Nothing else of X
-    travels."""
+    ``dtype`` and ``rows[idx]`` (sorted row numbers, repeats allowed, or a boolean mask of
+    one entry per row, as numpy reads it), the selected rows gathered from the blocks
+    holding them (a numpy array, or CSR for sparse blocks). Nothing else of X travels."""
 
     ndim = 2
 
@@ -168,7 +168,7 @@ class ExecutorRows:
         self.dtype = executor.dtype
 
     def __getitem__(self, idx):
-        idx = np.asarray(idx, dtype=np.int64)
+        idx = _row_numbers(idx, self.shape[0])
         if idx.ndim != 1 or (idx.size and (idx[0] < 0 or idx[-1] >= self.shape[0]
                                             or np.any(np.diff(idx) < 0))):
             raise IndexError("ExecutorRows takes sorted row numbers within the rows")
@@ -179,6 +179,24 @@ class ExecutorRows:
         if ex.sparse:
             return sp.vstack([sp.csr_matrix(p) for p in parts], format="csr")
         return np.concatenate([np.asarray(p) for p in parts], axis=0)
+
+
+def _row_numbers(idx, n):
+    """``idx`` as int64 row numbers: integers as they are, a boolean mask of n entries as
+    the rows it selects (never its 0/1 values as row numbers); an empty list selects no
+    row; any other kind (floats, a slice) is an ``IndexError``."""
+    a = np.asarray(idx)
+    if a.dtype == np.bool_:
+        if a.shape != (n,):
+            raise IndexError(f"a boolean mask of ExecutorRows needs one entry per row ({n}), "
+                             f"got shape {a.shape}")
+        return np.flatnonzero(a).astype(np.int64)
+    if a.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if a.dtype.kind not in "iu":
+        raise IndexError(f"ExecutorRows takes integer row numbers or a boolean mask, got "
+                         f"{a.dtype}")
+    return a.astype(np.int64)
 
 
 def local_executor(X, y):

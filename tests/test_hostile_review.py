@@ -104,3 +104,23 @@ def test_random_features_of_an_integer_seed_are_redrawn_by_the_referee():
     assert not forged.check(X, y)
     honest = SeparatorCertificate(alpha, 1.0, run.kernel, run.classes_, run.config)
     assert not honest.check(X, y)  # the same alpha on the run's own map
+
+
+def test_executor_rows_read_a_boolean_mask_as_numpy_does():
+    """A feature map's fit that selects rows with a boolean mask (a numpy idiom) got the
+    mask's 0/1 values as row numbers: n copies of rows 0 and 1, silently."""
+    import pytest
+
+    from marginkit._executors import Block, Executor, ExecutorRows
+
+    X = np.arange(20.0).reshape(10, 2)
+    ex = Executor([Block(X[:4], None), Block(X[4:], None, 1, 4)], [4, 6], 2, X.dtype, False)
+    rows = ExecutorRows(ex)
+    mask = np.zeros(10, dtype=bool)
+    mask[[1, 7, 8]] = True
+    np.testing.assert_array_equal(rows[mask], X[mask])
+    np.testing.assert_array_equal(rows[[2, 2, 5]], X[[2, 2, 5]])
+    assert rows[[]].shape == (0, 2)
+    for bad in (np.array([1.9, 3.2]), mask[:5], [3, 1], [-1, 2], [10]):
+        with pytest.raises(IndexError):
+            rows[bad]
