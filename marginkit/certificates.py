@@ -586,15 +586,28 @@ def _or_linear(kernel):
     return LinearKernel() if kernel is None else kernel
 
 
-def referee_kernel(kernel):
+def referee_kernel(kernel, X=None):
     """The kernel a referee evaluates for a certificate's ``kernel``: a kernel
     approximation rebuilt from its parameters and the free choices of its fit
     (``referee_copy``: the Nystroem centres, the random features of a seed that cannot be
     replayed), everything else recomputed, so a fit edited after the run is not checked
     as if the run had made it; other kernels as they are. ``ValueError`` when the stored
-    fit is not one its parameters can produce."""
+    fit is not one its parameters can produce.
+
+    An unfitted approximation (a loaded result keeps its parameters only) is fitted on
+    all the rows of the training data ``X`` (in memory: a dask array is computed), as the
+    run fitted it, so an integer ``random_state`` reproduces the run's map; fitted lazily
+    by the passes, it would draw its centres from the first row block alone."""
     copy = getattr(kernel, "referee_copy", None)
-    return kernel if copy is None else copy()
+    if copy is None:
+        return kernel
+    fresh = copy()
+    pool = hasattr(X, "map") and hasattr(X, "n_samples")  # a run's own blocks: fitted
+    if X is not None and not pool and getattr(fresh, "fitted", True) is False:
+        from ._validation import check_X
+
+        fresh.fit(check_X(local_matrix(X)))
+    return fresh
 
 
 class _PerceptronFamilyCertificate(Certificate):
@@ -660,7 +673,7 @@ class SeparatorCertificate(_PerceptronFamilyCertificate):
         if other is not None:
             return Verdict.reject(self.kind, other)
         try:
-            kernel = referee_kernel(_or_linear(self.kernel))
+            kernel = referee_kernel(_or_linear(self.kernel), X)
         except ValueError as exc:
             return Verdict.reject(self.kind, str(exc))
         res = separator_margin(X, ypm, kernel, alpha)
@@ -727,7 +740,7 @@ class InfeasibilityCertificate(_PerceptronFamilyCertificate):
         if other is not None:
             return Verdict.reject(self.kind, other, threshold=eps)
         try:
-            kernel = referee_kernel(_or_linear(self.kernel))
+            kernel = referee_kernel(_or_linear(self.kernel), X)
         except ValueError as exc:
             return Verdict.reject(self.kind, str(exc), threshold=eps)
         res = dual_norm_bound(X, ypm, kernel, p)

@@ -124,3 +124,23 @@ def test_executor_rows_read_a_boolean_mask_as_numpy_does():
     for bad in (np.array([1.9, 3.2]), mask[:5], [3, 1], [-1, 2], [10]):
         with pytest.raises(IndexError):
             rows[bad]
+
+
+def test_a_loaded_nystroem_separator_verifies_on_a_dask_array_of_its_rows(tmp_path):
+    """A loaded result keeps the kernel's parameters only; its referee fitted the map
+    lazily on the first row chunk of a dask X, another map than the run's (drawn among
+    all rows), and rejected the run's separator on the same data as a dask array."""
+    import pytest
+
+    da = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((120, 2))
+    y = np.where(np.sum(X**2, axis=1) > 1.2, 1, -1)
+    kp = {"n_components": 30, "random_state": 0, "base_params": {"gamma": 1.0}}
+    res = mk.solve(X, y, solver="snkp", kernel="nystroem", kernel_params=kp)
+    assert res.status == "separable"
+    path = tmp_path / "res.npz"
+    res.save(path)
+    loaded = mk.load_result(path)
+    assert loaded.certificate.verify(X, y)
+    assert loaded.certificate.verify(da.from_array(X, chunks=(40, -1)), y)
