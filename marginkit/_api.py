@@ -414,6 +414,38 @@ def finish_fields(problem, fields, accepted):
 _FEATURE_VECTORS = 8
 
 
+#: int64 arrays of n_features + 1 entries an exact kernel or a kernel approximation keeps
+#: for CSR input: the column pointers of the transposed (CSC) operand of its sparse
+#: products, one held for a whole solve and one per block of rows being computed
+_KERNEL_COLUMN_ARRAYS = 2
+
+
+def _transposes_columns(kernel):
+    """Whether a built-in kernel's products of CSR operands go through a CSC copy
+    (O(n_features) column pointers): rbf, poly and spline, and a Nystroem map of one of
+    them (laplacian merges rows; rff multiplies by its frequencies, budgeted at its fit)."""
+    from .kernels.approximation import NystroemKernel
+    from .kernels.builtin import PolynomialKernel, RBFKernel, SplineKernel
+
+    if isinstance(kernel, NystroemKernel):
+        return _transposes_columns(kernel.base_kernel)
+    return isinstance(kernel, (RBFKernel, PolynomialKernel, SplineKernel))
+
+
+def _check_kernel_column_budget(X, budget, kernel):
+    """A CSR X whose number of columns alone exceeds ``budget`` in the sparse products of
+    a kernel that transposes its operands (O(n_features) memory each, however few the
+    stored entries)."""
+    need = _KERNEL_COLUMN_ARRAYS * 8.0 * (X.shape[1] + 1)
+    if need > budget:
+        name = getattr(kernel, "name", None) or type(kernel).__name__
+        raise ValueError(
+            f"X has {X.shape[1]} columns: the sparse products of kernel {name!r} keep arrays "
+            f"of one int64 per column (~{need / 2**30:.3g} GiB for {_KERNEL_COLUMN_ARRAYS} "
+            f"of them), above memory_budget = {budget / 2**30:.3g} GiB; drop the empty "
+            "columns (e.g. X[:, X.getnnz(axis=0) > 0]) or raise memory_budget")
+
+
 def _check_feature_budget(X, budget):
     need = _FEATURE_VECTORS * 8.0 * X.shape[1]
     if need > budget:
@@ -503,6 +535,8 @@ def solve(X, y, config=None, sample_weight=None, **kwargs):
     Xv = check_X(X)
     if isinstance(kernel, LinearKernel):  # the solvers' vectors live in the input space
         _check_feature_budget(Xv, config.memory_budget)
+    elif sp.issparse(Xv) and _transposes_columns(kernel):
+        _check_kernel_column_budget(Xv, config.memory_budget, kernel)
     if getattr(kernel, "precomputed", False):
         check_gram(Xv)  # square, symmetric, K_ii >= 0; blockwise, never densifies sparse K
     task = getattr(solver, "task", "classification")

@@ -144,3 +144,26 @@ def test_a_loaded_nystroem_separator_verifies_on_a_dask_array_of_its_rows(tmp_pa
     loaded = mk.load_result(path)
     assert loaded.certificate.verify(X, y)
     assert loaded.certificate.verify(da.from_array(X, chunks=(40, -1)), y)
+
+
+def test_csr_with_many_empty_columns_is_refused_within_the_budget_by_transposing_kernels():
+    """The sparse products of rbf, poly, spline (and a Nystroem map of one) transpose X to
+    CSC, O(n_features) memory however few its entries: a tiny LIBSVM file with a feature
+    index of 1e11 ended in a MemoryError (or, where memory is overcommitted, in filling
+    it). Checked against memory_budget before the solve, as the linear solvers' vectors."""
+    import pytest
+    import scipy.sparse as sp
+
+    d = 1_000_000
+    X = sp.csr_matrix((np.array([1.0, 1.0, -1.0]), np.array([0, d - 1, 1]),
+                       np.array([0, 2, 3])), shape=(2, d))
+    y = np.array([1, -1])
+    budget = 2.0**20
+    for solver, kernel, kp in (("dcd", "rbf", {}), ("snkp", "poly", {}),
+                               ("fista", "nystroem", {"n_components": 2})):
+        with pytest.raises(ValueError, match="columns: the sparse products of kernel"):
+            mk.solve(X, y, solver=solver, kernel=kernel, kernel_params=kp,
+                     memory_budget=budget)
+    # laplacian merges rows (no transposition): not refused
+    res = mk.solve(X, y, solver="fista_svm", kernel="laplacian", memory_budget=budget)
+    assert res.status in ("certified", "max_iter")
