@@ -152,6 +152,24 @@ def _load(path, option, n_features=None):
         raise UsageError(f"argument {option}: {path}: not enough memory to hold the data") from None
 
 
+def _cut_refusal(kernel, what, where, n_extra):
+    """Why the columns of a test file beyond the training width may not be cut for a
+    model on ``kernel`` (None when cutting is exact). Features the model never saw have
+    no weight in a linear model or one of dot products with its support (linear, poly),
+    as in LIBLINEAR; a distance kernel (rbf, laplacian, spline, a plug-in, a map of one)
+    measures them, so dropping them would change every kernel value K(x, x_i)."""
+    from .kernels.approximation import NystroemKernel
+    from .kernels.builtin import LinearKernel, PolynomialKernel
+
+    base = kernel.base_kernel if isinstance(kernel, NystroemKernel) else kernel
+    if kernel is None or isinstance(base, (LinearKernel, PolynomialKernel)):
+        return None
+    name = getattr(kernel, "name", None) or type(kernel).__name__
+    return (f"argument {what}: {where} has {n_extra} feature(s) beyond the model's; the "
+            f"kernel {name!r} measures distances in them, so they cannot be ignored as a "
+            "linear model's are: pass a file with the training features only")
+
+
 def _match_features(X, n):
     """Pad or cut the columns of a CSR test matrix to the training width ``n``."""
     import scipy.sparse as sp
@@ -438,6 +456,11 @@ def cmd_fit(args):
         X_test, y_test = _load(args.test, "--test")
         if classes is not None:
             _check_known_labels(y_test, classes, "--test", args.test)
+        if X_test.shape[1] > X.shape[1]:
+            reason = _cut_refusal(compose(cfg)[1], "--test", args.test,
+                                  X_test.shape[1] - X.shape[1])
+            if reason is not None:
+                raise UsageError(reason)
         if X_test.shape[1] != X.shape[1]:
             if X_test.shape[1] > X.shape[1] and not args.quiet:
                 print(f"note: {args.test} has {X_test.shape[1]} features, the training file "
@@ -526,6 +549,10 @@ def cmd_predict(args):
     n = model.n_features
     X, y = _load(args.test, "TEST")
     _check_known_labels(y, model.classes_, "TEST", args.test)
+    if X.shape[1] > n:
+        reason = _cut_refusal(model.results[0].kernel, "TEST", args.test, X.shape[1] - n)
+        if reason is not None:
+            raise UsageError(reason)
     if X.shape[1] > n and not args.quiet:
         # as LIBLINEAR does: features the model never saw have no weight
         print(f"note: {args.test} has {X.shape[1]} features, the model {n}; the extra "
@@ -658,7 +685,8 @@ def build_parser():
         description="Predict the samples of TEST with MODEL (written by 'marginkit fit -m'), "
                     "print 'Accuracy = 85.01% (13841/16281)' and, with -o, write one "
                     "predicted label per line. Features of TEST beyond the model's are "
-                    "ignored, as LIBLINEAR does.")
+                    "ignored by linear and poly models, as LIBLINEAR does, and refused for "
+                    "a distance kernel (rbf, laplacian, ...), whose values they change.")
     r.add_argument("model", metavar="MODEL", help="model file written by 'marginkit fit -m'")
     r.add_argument("test", metavar="TEST", help="test file or data set name (its labels score "
                                                 "the accuracy)")

@@ -287,6 +287,26 @@ def test_multiclass_one_vs_rest_model(tmp_path):
     assert out.read_text().split() == ["%.17g" % v for v in pred]
 
 
+def test_extra_test_features_are_refused_for_a_distance_kernel(tmp_path, capsys):
+    """An rbf model measures every feature of x in K(x, x_i) = exp(-g ||x - x_i||^2):
+    cutting the test file's extra columns predicted other points than the file's, with
+    only a note (none under -q). Refused, for fit --test and predict; a linear or poly
+    model still ignores them (no weight there)."""
+    train = _three_classes(tmp_path / "train", 60, 0)
+    test = _three_classes(tmp_path / "test", 30, 1, extra_feature=True)
+    model = tmp_path / "rbf.model"
+    argv = ["fit", str(train), "--solver", "dcd", "--kernel", "rbf", "--gamma", "0.5", "-q"]
+    assert cli.main(argv + ["-m", str(model)]) == 0
+    capsys.readouterr()
+    assert cli.main(["predict", str(model), str(test), "-q"]) == 2
+    assert "measures distances in them" in capsys.readouterr().err
+    assert cli.main(argv + ["--test", str(test)]) == 2
+    assert "measures distances in them" in capsys.readouterr().err
+    for kernel in ("linear", "poly"):
+        assert cli.main(["fit", str(train), "--kernel", kernel, "--test", str(test),
+                         "-q"]) == 0
+
+
 @pytest.fixture
 def ovr_model(tmp_path):
     train = _three_classes(tmp_path / "train", 90, 0)
