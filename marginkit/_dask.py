@@ -38,7 +38,7 @@ import scipy.sparse as sp
 
 from ._executors import Block, Executor
 from ._validation import (check_sparse_structure, check_X, check_y, dask_array_of,
-                          has_nan_label)
+                          has_nan_label, without_empty_row_chunks)
 
 __all__ = ["dask_problem", "decision_function", "predict", "SUPPORTED_SOLVERS", "ChunkPool"]
 
@@ -92,6 +92,7 @@ def decision_function(result, X, n_features=None):
     _check_sparse_sources(X)
     if len(X.chunks[1]) > 1:
         X = X.rechunk({1: -1})  # row chunks only: each block holds whole rows
+    X = without_empty_row_chunks(X)
     return X.map_blocks(_block_scores, result, drop_axis=1, dtype=np.float64,
                         meta=np.empty((0,), dtype=np.float64))
 
@@ -221,6 +222,7 @@ def make_pool(X, y, task="classification"):
         raise ValueError("X has unknown chunk sizes; call X.compute_chunk_sizes() first")
     if len(X.chunks[1]) > 1:
         X = X.rechunk({1: -1})  # row chunks only: each chunk holds whole rows
+    X = without_empty_row_chunks(X)
     sizes = [int(c) for c in X.chunks[0]]
     offs = np.concatenate([[0], np.cumsum(sizes)])
     n = int(sum(sizes))

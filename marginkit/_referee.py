@@ -106,6 +106,9 @@ class RowBlocks:
                 raise ValueError(f"X must be 2-D, got a {X.ndim}-D dask array")
             if len(X.chunks[1]) > 1:
                 X = X.rechunk({1: -1})
+            from ._validation import without_empty_row_chunks
+
+            X = without_empty_row_chunks(X)
             self._dask = X
             self._bounds = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
             self.X = None

@@ -243,6 +243,16 @@ def dask_array_of(obj, name="X"):
                     f"pass a dask.array.Array (or {name}.to_dask_array())")
 
 
+def without_empty_row_chunks(X):
+    """A dask array ``X`` with its empty row chunks merged away (the same rows: what
+    filtering rows, ``X[mask]``, often leaves), so that every row block marginkit reads
+    holds rows; ``X`` itself when it has none (or no rows at all)."""
+    rows = X.chunks[0]
+    if any(c == 0 for c in rows) and sum(rows) > 0:
+        return X.rechunk({0: tuple(c for c in rows if c > 0)})
+    return X
+
+
 def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32"), row_offset=0):
     """Validate a feature matrix; return a float32/float64 ndarray or canonical CSR matrix.
 

@@ -167,3 +167,26 @@ def test_csr_with_many_empty_columns_is_refused_within_the_budget_by_transposing
     # laplacian merges rows (no transposition): not refused
     res = mk.solve(X, y, solver="fista_svm", kernel="laplacian", memory_budget=budget)
     assert res.status in ("certified", "max_iter")
+
+
+def test_dask_arrays_with_an_empty_row_chunk_are_solved_checked_and_scored():
+    """Filtering rows of a dask array (X[mask]) often leaves empty row chunks: solve,
+    verify and decision_function refused them ("X chunk 1 is empty")."""
+    import pytest
+    import scipy.sparse as sp
+
+    da = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 4))
+    y = np.where(X[:, 0] + 0.3 * X[:, 1] > 0, 1, -1)
+    kp = {"n_components": 10, "random_state": 0}
+    mem = mk.solve(X, y, solver="fista", kernel="nystroem", kernel_params=kp)
+    for M in (X, sp.csr_matrix(X)):
+        Xe = da.from_array(M, chunks=((30, 0, 30), (4,)), asarray=not sp.issparse(M))
+        res = mk.solve(Xe, y, solver="fista", kernel="nystroem", kernel_params=kp)
+        assert res.status == mem.status and res.n_iter == mem.n_iter
+        assert res.certificate.verify(Xe, y) and res.certificate.verify(X, y)
+        np.testing.assert_allclose(res.decision_function(Xe).compute(),
+                                   mem.decision_function(X), rtol=0, atol=1e-12)
+        sep = mk.solve(Xe, y, solver="perceptron")
+        assert sep.status == "separable" and sep.certificate.verify(Xe, y)
