@@ -2,6 +2,8 @@
 
 The certificates a result may carry live in ``marginkit.certificates``.
 """
+import os
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -228,5 +230,30 @@ def load_result(path, max_bytes=_persist.MAX_BYTES):
         certificate type (import the package that registers it first). The message
         names the file and the place in the header.
     """
-    return Result(**_persist.load_fields(path, Result._FIELDS, max_bytes=max_bytes))
+    fields = _persist.load_fields(path, Result._FIELDS, max_bytes=max_bytes)
+    _bind_status_to_certificate(fields, path)
+    return Result(**fields)
+
+
+def _bind_status_to_certificate(fields, path):
+    """A loaded status that is a claim is the claim its certificate checks: a certificate
+    of the claim's kind is required (``ValueError`` otherwise), and a certified-points
+    certificate under the status "certified" checks that claim (more than the configured
+    fraction of the points), whatever its stored ``claim`` says. Without this, a file
+    whose status was edited from "max_iter" to "certified" loaded with a certificate that
+    verifies: the one of the points it certifies, not of the status."""
+    from .certificates import CLAIM_KINDS
+
+    status = fields.get("status")
+    kind = CLAIM_KINDS.get(status)
+    if kind is None:
+        return
+    cert = fields.get("certificate")
+    if getattr(cert, "kind", None) != kind:
+        have = "none" if cert is None else f"a {getattr(cert, 'kind', None)!r} certificate"
+        name = os.fspath(path) if isinstance(path, os.PathLike) else path
+        raise ValueError(f"{name!r}: the status {status!r} needs a {kind!r} "
+                         f"certificate, the file holds {have}")
+    if status == "certified" and hasattr(cert, "claim"):
+        cert.claim = "certified"
 

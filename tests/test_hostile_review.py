@@ -190,3 +190,47 @@ def test_dask_arrays_with_an_empty_row_chunk_are_solved_checked_and_scored():
                                    mem.decision_function(X), rtol=0, atol=1e-12)
         sep = mk.solve(Xe, y, solver="perceptron")
         assert sep.status == "separable" and sep.certificate.verify(Xe, y)
+
+
+def _edit_header(path, out, old, new):
+    """A copy of a Result.save file with one string of its JSON header replaced."""
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(path) as zf:
+        members = {name: zf.read(name) for name in zf.namelist()}
+    text = bytes(np.load(io.BytesIO(members["__meta__.npy"]))).decode()
+    assert old in text
+    buf = io.BytesIO()
+    np.save(buf, np.frombuffer(text.replace(old, new, 1).encode(), dtype=np.uint8))
+    members["__meta__.npy"] = buf.getvalue()
+    with zipfile.ZipFile(out, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return out
+
+
+def test_a_loaded_status_is_the_claim_its_certificate_checks(tmp_path):
+    """A max_iter fista result certifies some points (57%, the configured fraction is
+    0.9); its file edited to status "certified" loaded with a certificate that verified
+    (of the points, not of the status). Loaded, the certificate now checks the status's
+    claim; a claim status with a certificate of another kind is refused."""
+    import pytest
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 5))
+    y = np.where(X[:, 0] + 0.5 * rng.standard_normal(200) > 0, 1, -1)
+    res = mk.solve(X, y, solver="fista", max_iter=50,
+                   stop=[("certified_points", {"fraction": 0.9})])
+    assert res.status == "max_iter" and res.certificate.verify(X, y)
+    assert 0 < res.certificate.mask.sum() < 0.9 * len(y)
+    res.save(tmp_path / "run.npz")
+    forged = _edit_header(tmp_path / "run.npz", tmp_path / "forged.npz",
+                          '"status": "max_iter"', '"status": "certified"')
+    loaded = mk.load_result(forged)
+    assert loaded.status == "certified" and not loaded.certificate.verify(X, y)
+    assert mk.load_result(tmp_path / "run.npz").certificate.verify(X, y)
+    other = _edit_header(tmp_path / "run.npz", tmp_path / "other.npz",
+                         '"status": "max_iter"', '"status": "separable"')
+    with pytest.raises(ValueError, match="needs a 'separator' certificate"):
+        mk.load_result(other)
