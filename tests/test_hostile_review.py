@@ -234,3 +234,24 @@ def test_a_loaded_status_is_the_claim_its_certificate_checks(tmp_path):
                          '"status": "max_iter"', '"status": "separable"')
     with pytest.raises(ValueError, match="needs a 'separator' certificate"):
         mk.load_result(other)
+
+
+def test_a_newton_decrement_certificate_on_an_edited_rff_fit_is_rejected():
+    """iterated_tikhonov with rff (random_state=1): the chain of a run on frequencies
+    scaled by 30 after the fit, grafted on the run's certificate with the edited kernel,
+    verified with the run's configuration; the referee now redraws the seed's map."""
+    X, y = _random_labels(80, seed=0)
+    y = np.where(np.sum(X**2, axis=1) > 2.5, 1, -1)
+    run = mk.solve(X, y, solver="iterated_tikhonov", kernel="rff",
+                   kernel_params={"n_components": 40, "random_state": 1})
+    assert run.status == "converged" and run.certificate.verify(X, y)
+    edited = copy.deepcopy(run.certificate.kernel)
+    edited.frequencies_ = edited.frequencies_ * 30.0
+    free = copy.deepcopy(edited)  # the same map under a seed the referee cannot replay
+    free.params["random_state"] = None
+    other = mk.solve(X, y, solver="iterated_tikhonov", kernel=free)
+    assert other.status == "converged" and other.certificate.verify(X, y)
+    forged = copy.deepcopy(run.certificate)
+    forged.kernel = edited
+    forged.chain, forged.targets = other.certificate.chain, other.certificate.targets
+    assert not forged.check(X, y)

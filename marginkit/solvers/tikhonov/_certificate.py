@@ -265,7 +265,11 @@ class NewtonDecrementCertificate(Certificate):
         elif self.identity_map:
             fmap = None
         else:
-            fmap = self.kernel.feature_map
+            # a kernel approximation's fit rebuilt from its parameters (and fitted on all
+            # the training rows when a loaded result keeps its parameters only)
+            from ...certificates import referee_kernel
+
+            fmap = referee_kernel(self.kernel, X).feature_map
         blocks = R.RowBlocks(X, fmap)
         p = chain.shape[1] - int(self.fit_intercept)
         bs = chain[:, p] if self.fit_intercept else np.zeros(chain.shape[0])
