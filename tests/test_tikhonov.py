@@ -568,3 +568,6 @@ def test_hessian_matvec_is_the_two_products_in_one_pass(layout):
     total = _tikhonov_fast.hessian_matvec(row_block(X), v, b, h, out)
     np.testing.assert_allclose(out, Xd.astype(np.float64).T @ z, rtol=1e-12, atol=1e-12)
     assert total == pytest.approx(z.sum(), rel=1e-12, abs=1e-12)
+    for bad in ((v[:-1], h, out), (v, h[:-1] if n else np.ones(1), out), (v, h, out[:-1])):
+        with pytest.raises(ValueError, match="hessian_matvec"):
+            _tikhonov_fast.hessian_matvec(row_block(X), bad[0], b, bad[1], bad[2])

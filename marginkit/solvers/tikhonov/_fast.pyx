@@ -128,6 +128,9 @@ def hessian_matvec(rows_t X, const double[::1] v, double b, const double[::1] h,
     """
     cdef Py_ssize_t i, j
     cdef double c, total = 0.0
+    if v.shape[0] != X.d or out.shape[0] != X.d or h.shape[0] != X.n:
+        raise ValueError(f"hessian_matvec: v ({v.shape[0]}) and out ({out.shape[0]}) need "
+                         f"the rows' {X.d} entries, h ({h.shape[0]}) one per row ({X.n})")
     with nogil:
         for j in range(X.d):
             out[j] = 0.0
