@@ -6,8 +6,9 @@ The n-vectors of a run live per row block: ``VertexBlock`` for the vertex method
 family (driver ``marginkit.solvers.perceptron.SmoothedIteration``). G (the normalized
 signed Gram) is only touched through a ``GramOperator``: ``matvec`` (G a), ``column``
 (G e_j), ``fmatvec`` (S X w, for a column through w = s_j x_j on several blocks) and
-``entries`` (a few G_ij, for the exact finish of ISNKPVN). The products G alpha and G p are maintained by linearity, so each iteration costs one
-product with G (a column for the vertex methods, one matvec for the smoothed ones);
+``entries`` (a few G_ij, for the exact finish of ISNKPVN). The products G alpha and G p
+are maintained by linearity, so each iteration costs one product with G (a column for the
+vertex methods, one matvec for the smoothed ones);
 G alpha is recomputed from scratch before a run may be declared separable, and G p
 before ||p||_G may be declared below a tolerance.
 """
