@@ -14,8 +14,8 @@ the operands) and touches no Python object inside its ``with nogil:`` section.
   -gamma max(|a|^2 + |b|^2 - 2 <a, b>, 0) (numpy's SIMD exp follows) and (gamma out + coef0)^p.
 * ``rbf_careful_exponents`` / ``rbf_careful_bound``: the referee's RBF entries and their
   error bounds from the dot block (float64), one pass before numpy's exp and one after.
-* ``sqnorms_*``: squared row norms in float64 (called through
-  ``marginkit.linalg._norms.row_sqnorms``).
+* ``sqnorms``: squared row norms in float64 of a row block (``marginkit.utils._rows``;
+  called through ``marginkit.linalg._norms.row_sqnorms``).
 
 Parallel loops are OpenMP ``prange`` over rows (or row panels) with a static or dynamic
 schedule; every entry is computed by one thread with a fixed summation order, so the result
@@ -28,6 +28,8 @@ from cython cimport floating
 from cython.parallel cimport prange, threadid
 from libc.math cimport cos, exp, expm1, fabs, floor, ldexp, log, pow
 from scipy.linalg.cython_blas cimport dgemm, sgemm
+
+from marginkit.utils._rows cimport row_start, row_stop, rows_t, stored
 
 ctypedef fused index_a:
     int
@@ -356,34 +358,19 @@ def dist_csr_csr(const floating[::1] a_data, const index_a[::1] a_indices,
 
 
 # ------------------------------------------------------------------------------ row norms
-def sqnorms_dense(const floating[:, ::1] A, double[::1] out):
-    """out[i] = ||A[i]||^2 (float64 sums, in column order)."""
-    cdef Py_ssize_t m = A.shape[0]
-    cdef Py_ssize_t d = A.shape[1]
-    cdef Py_ssize_t i, f
+def sqnorms(rows_t X, double[::1] out):
+    """out[i] = ||x_i||^2 for a row block X: float64 sums over the stored entries of row i
+    in storage order (the columns of a dense row)."""
+    cdef Py_ssize_t i, k
     cdef double s
-    cdef int nt = _n_threads(<double>m * d)
+    cdef int nt = _n_threads(stored(X))
+    if out.shape[0] != X.n:
+        raise ValueError(f"sqnorms: out has {out.shape[0]} entries for {X.n} rows")
     with nogil:
-        for i in prange(m, schedule="static", num_threads=nt):
+        for i in prange(X.n, schedule="static", num_threads=nt):
             s = 0.0
-            for f in range(d):
-                s = s + <double>A[i, f] * A[i, f]
-            out[i] = s
-
-
-def sqnorms_csr(const floating[::1] data, const index_a[::1] indptr, double[::1] out):
-    """out[i] = sum of squares of the stored entries of row i (float64 sums, in storage
-    order)."""
-    cdef Py_ssize_t m = out.shape[0]
-    cdef Py_ssize_t i
-    cdef index_a p
-    cdef double s
-    cdef int nt = _n_threads(<double>(indptr[m] - indptr[0]))
-    with nogil:
-        for i in prange(m, schedule="static", num_threads=nt):
-            s = 0.0
-            for p in range(indptr[i], indptr[i + 1]):
-                s = s + <double>data[p] * data[p]
+            for k in range(row_start(X, i), row_stop(X, i)):
+                s = s + <double>X.data[k] * X.data[k]
             out[i] = s
 
 
