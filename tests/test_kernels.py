@@ -115,6 +115,25 @@ def test_feature_count_mismatch_is_an_error(rng):
         mk.get_plugin("kernel", "rbf")()(np.ones((3, 2)), np.ones((3, 4)))
 
 
+def test_gram_block_kernels_check_their_operands():
+    """The compiled CSR block kernels fill only an out of the block's shape, from operands
+    with the same number of features (checked before any entry is read)."""
+    from marginkit.kernels import _gram
+    from marginkit.utils._rows import row_block
+
+    A = sp.random(6, 4, density=0.5, format="csr", random_state=0)
+    B = np.ones((3, 4))
+    with pytest.raises(ValueError, match="out is 6 x 2 for 6 x 3"):
+        _gram.dot_csr_dense(row_block(A), B, np.empty((6, 2)))
+    with pytest.raises(ValueError, match="the operands have 5 and 4 features"):
+        _gram.dist_dense_csr(np.ones((3, 5)), row_block(A), np.empty((3, 6)), 1)
+    with pytest.raises(ValueError, match="out is 6 x 5 for 6 x 6"):
+        _gram.dist_csr_csr(row_block(A), row_block(A), np.empty((6, 5)), 2)
+    Bt = sp.csr_matrix(B).T.tocsr()  # the row block of B.T
+    with pytest.raises(ValueError, match="work has 2 columns for 3 rows of B"):
+        _gram.dot_csr_csc(row_block(A), row_block(Bt), np.empty((6, 3)), np.empty((1, 2)))
+
+
 @pytest.mark.parametrize("bad,exc,match", [
     ({"gamma": -1.0}, ValueError, "gamma"),
     ({"gamma": 0.0}, ValueError, "gamma"),

@@ -38,3 +38,14 @@ def test_row_norms_neither_overflow_nor_underflow():
     assert_allclose(row_norms(sp.csr_matrix(X)), [5e200, 5e-200, 0.0, 5.0], rtol=1e-15)
     with np.errstate(over="ignore", under="ignore"):
         assert not np.isfinite(np.sqrt(row_sqnorms(X)[0]))  # what the safe path avoids
+
+
+def test_sqnorms_kernel_refuses_an_out_of_another_length():
+    from marginkit.kernels._gram import sqnorms
+    from marginkit.utils._rows import row_block
+
+    X = np.ones((5, 3))
+    with pytest.raises(ValueError, match="out has 4 entries for 5 rows"):
+        sqnorms(row_block(X), np.empty(4))
+    with pytest.raises(ValueError, match="out has 6 entries for 5 rows"):
+        sqnorms(row_block(sp.csr_matrix(X)), np.empty(6))

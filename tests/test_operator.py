@@ -77,6 +77,26 @@ def test_feature_operator_all_layouts(rng, normalize):
             np.testing.assert_array_equal(Phi, before)
 
 
+def test_feature_operator_reads_rows_through_a_row_block(rng):
+    """C-order and CSR feature rows are one row block of the arrays the operator holds
+    (the class of their value and index types); F-order ones are read by columns."""
+    X, y = _data(rng)
+    for name, Phi in _layouts(X).items():
+        op = FeatureOperator(Phi, y)
+        if name.startswith("F-"):
+            assert op.rows is None
+            continue
+        bits = "64" if op.phi.dtype == np.float64 else "32"
+        if sp.issparse(Phi):
+            kind = f"CSRRows{bits}I{op.phi.indices.dtype.itemsize * 8}"
+            held = (op.phi.data, op.phi.indices, op.phi.indptr)
+        else:
+            kind, held = f"DenseRows{bits}", (Phi,)
+        assert type(op.rows).__name__ == kind, name
+        assert op.rows.shape == Phi.shape
+        assert all(a is b for a, b in zip(op.rows.arrays, held, strict=True)), name
+
+
 def test_feature_operator_primal(rng):
     X, y = _data(rng)
     a = rng.random(X.shape[0])

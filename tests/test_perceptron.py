@@ -446,6 +446,33 @@ def test_gram_norm_bound(fmt):
     assert gram_norm_bound(DenseGramOperator(gram_reference(X, y, "linear"), y)) == 300
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("index", [np.int32, np.int64])
+def test_csr_normalized_cross(dtype, index):
+    """X_n^T X_n from a CSR row block (rows divided by their norms) matches the dense
+    product for each value and index type; a block that does not match inv or C is
+    refused before any entry is read."""
+    from marginkit.solvers._perceptron_fast import csr_normalized_cross
+    from marginkit.utils._rows import row_block
+
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((60, 9))
+    X[rng.random(X.shape) < 0.6] = 0.0
+    X[:, 2] = 1.0
+    A = sp.csr_matrix(X.astype(dtype))
+    A.indices, A.indptr = A.indices.astype(index), A.indptr.astype(index)
+    Xd = A.toarray().astype(np.float64)
+    inv = 1.0 / np.linalg.norm(Xd, axis=1)
+    C = np.zeros((9, 9))
+    csr_normalized_cross(row_block(A), inv, C)
+    Xn = Xd * inv[:, None]
+    np.testing.assert_allclose(C, Xn.T @ Xn, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="inv has 59 entries"):
+        csr_normalized_cross(row_block(A), inv[:-1], np.zeros((9, 9)))
+    with pytest.raises(ValueError, match="C is 8 x 9"):
+        csr_normalized_cross(row_block(A), inv, np.zeros((8, 9)))
+
+
 def test_isnkpvn_warm_restarts_keep_the_invariant(duplicated):
     """Restarts at the schedule index the last inner loop reached (mu not reset to mu_0)
     keep the appendix invariant L_mu(alpha) <= -1/2 ||p||_G^2 at every iteration, and the

@@ -1,12 +1,15 @@
 """Gram blocks K(A, B) for the dot-product and distance kernels, dense or CSR operands.
 
 Each public function fills an output array allocated by the caller (C order, the dtype of
-the operands) and touches no Python object inside its ``with nogil:`` section.
+the operands) and touches no Python object inside its ``with nogil:`` section. A CSR
+operand is a row block (``marginkit.utils._rows``, ``csr_rows_t``; the second one of a
+CSR x CSR block ``csr_rows_b_t``, typed on its own), a dense one a C-ordered memoryview.
 
 * ``dot_*``: out = A @ B.T. Dense x dense goes through BLAS (gemm; when B is A, gemm on
   row panels of the upper triangle and a mirror: half the flops, an exactly symmetric
-  block). The CSR variants accumulate in float64; CSR x CSR walks the columns of B (``bt_*``: B in CSC form), so
-  it costs sum over shared features, like a sparse product.
+  block). The CSR variants accumulate in float64; CSR x CSR walks the columns of B
+  (``Bt``: the row block of B.T, B in CSC form), so it costs sum over shared features,
+  like a sparse product.
 * ``dist_*``: out = sum_f |a_if - b_jf|^p for p = 1 (L1) or 2 (squared Euclidean), from
   explicit differences with a merge over the sorted indices of CSR rows (no cancellation
   between norms).
@@ -14,8 +17,8 @@ the operands) and touches no Python object inside its ``with nogil:`` section.
   -gamma max(|a|^2 + |b|^2 - 2 <a, b>, 0) (numpy's SIMD exp follows) and (gamma out + coef0)^p.
 * ``rbf_careful_exponents`` / ``rbf_careful_bound``: the referee's RBF entries and their
   error bounds from the dot block (float64), one pass before numpy's exp and one after.
-* ``sqnorms_*``: squared row norms in float64 (called through
-  ``marginkit.linalg._norms.row_sqnorms``).
+* ``sqnorms``: squared row norms in float64 of a row block (``marginkit.utils._rows``;
+  called through ``marginkit.linalg._norms.row_sqnorms``).
 
 Parallel loops are OpenMP ``prange`` over rows (or row panels) with a static or dynamic
 schedule; every entry is computed by one thread with a fixed summation order, so the result
@@ -29,13 +32,8 @@ from cython.parallel cimport prange, threadid
 from libc.math cimport cos, exp, expm1, fabs, floor, ldexp, log, pow
 from scipy.linalg.cython_blas cimport dgemm, sgemm
 
-ctypedef fused index_a:
-    int
-    long long
-
-ctypedef fused index_b:
-    int
-    long long
+from marginkit.utils._rows cimport (
+    csr_rows_t, csr_rows_b_t, row_start, row_stop, rows_t, stored)
 
 cdef int _MIRROR_BLOCK = 64
 #: rows per gemm call (fixed: the partition, hence the rounding, ignores the thread count)
@@ -63,6 +61,17 @@ cdef inline int _n_threads(double work) noexcept nogil:
 
 
 # ------------------------------------------------------------------------------ BLAS products
+cdef int _check_block(Py_ssize_t m, Py_ssize_t n, Py_ssize_t da, Py_ssize_t db,
+                      Py_ssize_t out_m, Py_ssize_t out_n) except -1:
+    """A block of two operands with m and n rows is filled only into an m x n ``out``, and
+    only when both have the same number of features."""
+    if da != db:
+        raise ValueError(f"Gram block: the operands have {da} and {db} features")
+    if out_m != m or out_n != n:
+        raise ValueError(f"Gram block: out is {out_m} x {out_n} for {m} x {n}")
+    return 0
+
+
 cdef void _gemm_abt_ld(int m, int n, int k, const floating* A, const floating* B,
                        floating* C, int ldc) noexcept nogil:
     """C (m x n, row-major, row stride ldc) = A (m x k, row-major) @ B (n x k, row-major).T."""
@@ -140,41 +149,39 @@ def dot_dense_dense(const floating[:, ::1] A, const floating[:, ::1] B, floating
             _mirror_upper(out)
 
 
-def dot_csr_dense(const floating[::1] a_data, const index_a[::1] a_indices,
-                  const index_a[::1] a_indptr, const floating[:, ::1] B,
-                  floating[:, ::1] out):
-    """out = A @ B.T with A in CSR: out[i, j] = sum_k a_ik B[j, col_k] (float64 sums)."""
-    cdef Py_ssize_t m = out.shape[0]
-    cdef Py_ssize_t n = out.shape[1]
-    cdef Py_ssize_t i, j
-    cdef index_a p
+def dot_csr_dense(csr_rows_t A, const floating[:, ::1] B, floating[:, ::1] out):
+    """out = A @ B.T with A a CSR row block: out[i, j] = sum_k a_ik B[j, col_k] (float64
+    sums)."""
+    cdef Py_ssize_t m = A.n
+    cdef Py_ssize_t n = B.shape[0]
+    cdef Py_ssize_t i, j, p
     cdef double s
-    cdef int nt = _n_threads(<double>n * (a_indptr[m] - a_indptr[0] + m))
+    cdef int nt = _n_threads(<double>n * (A.indptr[m] - A.indptr[0] + m))
+    _check_block(m, n, A.d, B.shape[1], out.shape[0], out.shape[1])
     with nogil:
         for i in prange(m, schedule="static", num_threads=nt):
             for j in range(n):
                 s = 0.0
-                for p in range(a_indptr[i], a_indptr[i + 1]):
-                    s = s + a_data[p] * B[j, a_indices[p]]
+                for p in range(row_start(A, i), row_stop(A, i)):
+                    s = s + A.data[p] * B[j, A.indices[p]]
                 out[i, j] = <floating>s
 
 
-def dot_dense_csr(const floating[:, ::1] A, const floating[::1] b_data,
-                  const index_b[::1] b_indices, const index_b[::1] b_indptr,
-                  floating[:, ::1] out):
-    """out = A @ B.T with B in CSR: out[i, j] = sum_k b_jk A[i, col_k] (float64 sums)."""
-    cdef Py_ssize_t m = out.shape[0]
-    cdef Py_ssize_t n = out.shape[1]
-    cdef Py_ssize_t i, j
-    cdef index_b p
+def dot_dense_csr(const floating[:, ::1] A, csr_rows_t B, floating[:, ::1] out):
+    """out = A @ B.T with B a CSR row block: out[i, j] = sum_k b_jk A[i, col_k] (float64
+    sums)."""
+    cdef Py_ssize_t m = A.shape[0]
+    cdef Py_ssize_t n = B.n
+    cdef Py_ssize_t i, j, p
     cdef double s
-    cdef int nt = _n_threads(<double>m * (b_indptr[n] - b_indptr[0] + n))
+    cdef int nt = _n_threads(<double>m * (B.indptr[n] - B.indptr[0] + n))
+    _check_block(m, n, A.shape[1], B.d, out.shape[0], out.shape[1])
     with nogil:
         for i in prange(m, schedule="static", num_threads=nt):
             for j in range(n):
                 s = 0.0
-                for p in range(b_indptr[j], b_indptr[j + 1]):
-                    s = s + b_data[p] * A[i, b_indices[p]]
+                for p in range(row_start(B, j), row_stop(B, j)):
+                    s = s + B.data[p] * A[i, B.indices[p]]
                 out[i, j] = <floating>s
 
 
@@ -183,11 +190,10 @@ def max_threads():
     return mk_gram_max_threads()
 
 
-def dot_csr_csc(const floating[::1] a_data, const index_a[::1] a_indices,
-                const index_a[::1] a_indptr, const floating[::1] bt_data,
-                const index_b[::1] bt_indices, const index_b[::1] bt_indptr,
-                floating[:, ::1] out, double[:, ::1] work, bint same=False, bint mirror=True):
-    """out = A @ B.T with A in CSR and B in CSC (``bt_*``: the CSR arrays of B.T).
+def dot_csr_csc(csr_rows_t A, csr_rows_b_t Bt, floating[:, ::1] out, double[:, ::1] work,
+                bint same=False, bint mirror=True):
+    """out = A @ B.T with A a CSR row block and B in CSC form (``Bt``: the CSR row block
+    of B.T, sorted indices).
 
     Row i of the result accumulates a_ik * B[:, k] over the stored features k of row i,
     in increasing k: the cost is the number of shared (feature, row) pairs. ``work`` is a
@@ -196,15 +202,16 @@ def dot_csr_csc(const floating[::1] a_data, const index_a[::1] a_indices,
     column are sorted, so the entries j >= i are found by bisection), then mirrored unless
     ``mirror=False``.
     """
-    cdef Py_ssize_t m = out.shape[0]
-    cdef Py_ssize_t n = out.shape[1]
-    cdef Py_ssize_t i, j, j0, col, t
-    cdef index_a p
-    cdef index_b q, lo, hi, mid
+    cdef Py_ssize_t m = A.n
+    cdef Py_ssize_t n = Bt.d
+    cdef Py_ssize_t i, j, j0, col, t, p, q, lo, hi, mid
     cdef double v
-    cdef double avg_col = (bt_indptr[bt_indptr.shape[0] - 1] - bt_indptr[0]) / <double>max(bt_indptr.shape[0] - 1, 1)
-    cdef int nt = min(_n_threads(2.0 * m * n + <double>(a_indptr[m] - a_indptr[0]) * avg_col),
+    cdef double avg_col = (Bt.indptr[Bt.n] - Bt.indptr[0]) / <double>max(Bt.n, 1)
+    cdef int nt = min(_n_threads(2.0 * m * n + <double>(A.indptr[m] - A.indptr[0]) * avg_col),
                       <int>work.shape[0])
+    _check_block(m, n, A.d, Bt.n, out.shape[0], out.shape[1])
+    if work.shape[1] < n:
+        raise ValueError(f"dot_csr_csc: work has {work.shape[1]} columns for {n} rows of B")
     if m == 0 or n == 0:
         return
     with nogil:
@@ -213,22 +220,22 @@ def dot_csr_csc(const floating[::1] a_data, const index_a[::1] a_indices,
             j0 = i if same else 0
             for j in range(j0, n):
                 work[t, j] = 0.0
-            for p in range(a_indptr[i], a_indptr[i + 1]):
-                col = a_indices[p]
-                v = a_data[p]
-                lo = bt_indptr[col]
-                hi = bt_indptr[col + 1]
+            for p in range(row_start(A, i), row_stop(A, i)):
+                col = A.indices[p]
+                v = A.data[p]
+                lo = row_start(Bt, col)
+                hi = row_stop(Bt, col)
                 if same:
                     # first stored row >= i in this column
                     while lo < hi:
                         mid = lo + (hi - lo) // 2
-                        if bt_indices[mid] < i:
+                        if Bt.indices[mid] < i:
                             lo = mid + 1
                         else:
                             hi = mid
-                    hi = bt_indptr[col + 1]
+                    hi = row_stop(Bt, col)
                 for q in range(lo, hi):
-                    work[t, bt_indices[q]] += v * bt_data[q]
+                    work[t, Bt.indices[q]] += v * Bt.data[q]
             for j in range(j0, n):
                 out[i, j] = <floating>work[t, j]
         if same and mirror:
@@ -263,91 +270,87 @@ def dist_dense_dense(const floating[:, ::1] A, const floating[:, ::1] B, floatin
             _mirror_upper(out)
 
 
-def dist_csr_dense(const floating[::1] a_data, const index_a[::1] a_indices,
-                   const index_a[::1] a_indptr, const floating[:, ::1] B,
-                   floating[:, ::1] out, int power):
-    """out[i, j] = sum_f |a_if - B[j, f]|^power with A in CSR (merge over the row's features)."""
-    cdef Py_ssize_t m = out.shape[0]
-    cdef Py_ssize_t n = out.shape[1]
+def dist_csr_dense(csr_rows_t A, const floating[:, ::1] B, floating[:, ::1] out, int power):
+    """out[i, j] = sum_f |a_if - B[j, f]|^power with A a CSR row block (merge over the
+    row's features)."""
+    cdef Py_ssize_t m = A.n
+    cdef Py_ssize_t n = B.shape[0]
     cdef Py_ssize_t d = B.shape[1]
-    cdef Py_ssize_t i, j, f
-    cdef index_a p, p_end
+    cdef Py_ssize_t i, j, f, p, p_end
     cdef double s
     cdef int nt = _n_threads(<double>m * n * d)
+    _check_block(m, n, A.d, d, out.shape[0], out.shape[1])
     with nogil:
         for i in prange(m, schedule="static", num_threads=nt):
-            p_end = a_indptr[i + 1]
+            p_end = row_stop(A, i)
             for j in range(n):
                 s = 0.0
-                p = a_indptr[i]
+                p = row_start(A, i)
                 for f in range(d):
-                    if p < p_end and a_indices[p] == f:
-                        s = s + _term(<double>a_data[p] - <double>B[j, f], power)
+                    if p < p_end and A.indices[p] == f:
+                        s = s + _term(<double>A.data[p] - <double>B[j, f], power)
                         p = p + 1
                     else:
                         s = s + _term(<double>B[j, f], power)
                 out[i, j] = <floating>s
 
 
-def dist_dense_csr(const floating[:, ::1] A, const floating[::1] b_data,
-                   const index_b[::1] b_indices, const index_b[::1] b_indptr,
-                   floating[:, ::1] out, int power):
-    """out[i, j] = sum_f |A[i, f] - b_jf|^power with B in CSR (the order of ``dist_csr_dense``)."""
-    cdef Py_ssize_t m = out.shape[0]
-    cdef Py_ssize_t n = out.shape[1]
+def dist_dense_csr(const floating[:, ::1] A, csr_rows_t B, floating[:, ::1] out, int power):
+    """out[i, j] = sum_f |A[i, f] - b_jf|^power with B a CSR row block (the order of
+    ``dist_csr_dense``)."""
+    cdef Py_ssize_t m = A.shape[0]
+    cdef Py_ssize_t n = B.n
     cdef Py_ssize_t d = A.shape[1]
-    cdef Py_ssize_t i, j, f
-    cdef index_b p, p_end
+    cdef Py_ssize_t i, j, f, p, p_end
     cdef double s
     cdef int nt = _n_threads(<double>m * n * d)
+    _check_block(m, n, d, B.d, out.shape[0], out.shape[1])
     with nogil:
         for i in prange(m, schedule="static", num_threads=nt):
             for j in range(n):
                 s = 0.0
-                p = b_indptr[j]
-                p_end = b_indptr[j + 1]
+                p = row_start(B, j)
+                p_end = row_stop(B, j)
                 for f in range(d):
-                    if p < p_end and b_indices[p] == f:
-                        s = s + _term(<double>b_data[p] - <double>A[i, f], power)
+                    if p < p_end and B.indices[p] == f:
+                        s = s + _term(<double>B.data[p] - <double>A[i, f], power)
                         p = p + 1
                     else:
                         s = s + _term(<double>A[i, f], power)
                 out[i, j] = <floating>s
 
 
-def dist_csr_csr(const floating[::1] a_data, const index_a[::1] a_indices,
-                 const index_a[::1] a_indptr, const floating[::1] b_data,
-                 const index_b[::1] b_indices, const index_b[::1] b_indptr,
-                 floating[:, ::1] out, int power, bint same=False):
-    """out[i, j] = sum_f |a_if - b_jf|^power, both CSR with sorted indices (merge of the rows)."""
-    cdef Py_ssize_t m = out.shape[0]
-    cdef Py_ssize_t n = out.shape[1]
-    cdef Py_ssize_t i, j, j0
-    cdef index_a p, p_end
-    cdef index_b q, q_end
+def dist_csr_csr(csr_rows_t A, csr_rows_b_t B, floating[:, ::1] out, int power,
+                 bint same=False):
+    """out[i, j] = sum_f |a_if - b_jf|^power, both CSR row blocks with sorted indices
+    (merge of the rows)."""
+    cdef Py_ssize_t m = A.n
+    cdef Py_ssize_t n = B.n
+    cdef Py_ssize_t i, j, j0, p, p_end, q, q_end
     cdef long long ca, cb
     cdef double s
     cdef int nt = _n_threads(<double>m * n * 4.0)
+    _check_block(m, n, A.d, B.d, out.shape[0], out.shape[1])
     with nogil:
         for i in prange(m, schedule="dynamic", chunksize=8, num_threads=nt):
             j0 = i if same else 0
             for j in range(j0, n):
                 s = 0.0
-                p = a_indptr[i]
-                p_end = a_indptr[i + 1]
-                q = b_indptr[j]
-                q_end = b_indptr[j + 1]
+                p = row_start(A, i)
+                p_end = row_stop(A, i)
+                q = row_start(B, j)
+                q_end = row_stop(B, j)
                 while p < p_end or q < q_end:
-                    ca = a_indices[p] if p < p_end else -1
-                    cb = b_indices[q] if q < q_end else -1
+                    ca = A.indices[p] if p < p_end else -1
+                    cb = B.indices[q] if q < q_end else -1
                     if cb < 0 or (ca >= 0 and ca < cb):
-                        s = s + _term(<double>a_data[p], power)
+                        s = s + _term(<double>A.data[p], power)
                         p = p + 1
                     elif ca < 0 or cb < ca:
-                        s = s + _term(<double>b_data[q], power)
+                        s = s + _term(<double>B.data[q], power)
                         q = q + 1
                     else:
-                        s = s + _term(<double>a_data[p] - <double>b_data[q], power)
+                        s = s + _term(<double>A.data[p] - <double>B.data[q], power)
                         p = p + 1
                         q = q + 1
                 out[i, j] = <floating>s
@@ -356,34 +359,19 @@ def dist_csr_csr(const floating[::1] a_data, const index_a[::1] a_indices,
 
 
 # ------------------------------------------------------------------------------ row norms
-def sqnorms_dense(const floating[:, ::1] A, double[::1] out):
-    """out[i] = ||A[i]||^2 (float64 sums, in column order)."""
-    cdef Py_ssize_t m = A.shape[0]
-    cdef Py_ssize_t d = A.shape[1]
-    cdef Py_ssize_t i, f
+def sqnorms(rows_t X, double[::1] out):
+    """out[i] = ||x_i||^2 for a row block X: float64 sums over the stored entries of row i
+    in storage order (the columns of a dense row)."""
+    cdef Py_ssize_t i, k
     cdef double s
-    cdef int nt = _n_threads(<double>m * d)
+    cdef int nt = _n_threads(stored(X))
+    if out.shape[0] != X.n:
+        raise ValueError(f"sqnorms: out has {out.shape[0]} entries for {X.n} rows")
     with nogil:
-        for i in prange(m, schedule="static", num_threads=nt):
+        for i in prange(X.n, schedule="static", num_threads=nt):
             s = 0.0
-            for f in range(d):
-                s = s + <double>A[i, f] * A[i, f]
-            out[i] = s
-
-
-def sqnorms_csr(const floating[::1] data, const index_a[::1] indptr, double[::1] out):
-    """out[i] = sum of squares of the stored entries of row i (float64 sums, in storage
-    order)."""
-    cdef Py_ssize_t m = out.shape[0]
-    cdef Py_ssize_t i
-    cdef index_a p
-    cdef double s
-    cdef int nt = _n_threads(<double>(indptr[m] - indptr[0]))
-    with nogil:
-        for i in prange(m, schedule="static", num_threads=nt):
-            s = 0.0
-            for p in range(indptr[i], indptr[i + 1]):
-                s = s + <double>data[p] * data[p]
+            for k in range(row_start(X, i), row_stop(X, i)):
+                s = s + <double>X.data[k] * X.data[k]
             out[i] = s
 
 

@@ -17,6 +17,7 @@ from .._validation import Param, check_X
 from ..plugins import Kernel
 from . import _gram
 from ..linalg._norms import row_sqnorms
+from ..utils._rows import _from_arrays, row_block
 from ..utils._threads import single_threaded_blas
 
 __all__ = ["LinearKernel", "RBFKernel", "PolynomialKernel", "LaplacianKernel",
@@ -76,6 +77,12 @@ def _csc_sorted(B):
     return Bt
 
 
+def _transpose_block(Bt):
+    """The CSR row block of B.T from B in CSC form (``_csc_sorted``): its arrays are the
+    CSR arrays of B.T, read in place."""
+    return _from_arrays(Bt.shape[1], Bt.shape[0], (Bt.data, Bt.indices, Bt.indptr))
+
+
 def _dot_block(A, B, upper_only=False, Bt=None):
     """A @ B.T as a new dense C-ordered array (exactly symmetric when B is A).
 
@@ -91,15 +98,15 @@ def _dot_block(A, B, upper_only=False, Bt=None):
         with _single_threaded_blas():
             _gram.dot_dense_dense(A, B, out, same, not upper_only)
     elif sp.issparse(A) and not sp.issparse(B):
-        _gram.dot_csr_dense(A.data, A.indices, A.indptr, B, out)
+        _gram.dot_csr_dense(row_block(A), B, out)
     elif not sp.issparse(A):
-        _gram.dot_dense_csr(A, B.data, B.indices, B.indptr, out)
+        _gram.dot_dense_csr(A, row_block(B), out)
     else:
         if Bt is None:
             Bt = _csc_sorted(B)
         work = np.empty((max(1, _gram.max_threads()), B.shape[0]), dtype=np.float64)
-        _gram.dot_csr_csc(A.data, A.indices, A.indptr, Bt.data, Bt.indices, Bt.indptr, out, work,
-                          same, not upper_only)
+        _gram.dot_csr_csc(row_block(A), _transpose_block(Bt), out, work, same,
+                          not upper_only)
     return out
 
 
@@ -111,12 +118,11 @@ def _dist_block(A, B, power):
     if not sp.issparse(A) and not sp.issparse(B):
         _gram.dist_dense_dense(A, B, out, power, same)
     elif sp.issparse(A) and not sp.issparse(B):
-        _gram.dist_csr_dense(A.data, A.indices, A.indptr, B, out, power)
+        _gram.dist_csr_dense(row_block(A), B, out, power)
     elif not sp.issparse(A):
-        _gram.dist_dense_csr(A, B.data, B.indices, B.indptr, out, power)
+        _gram.dist_dense_csr(A, row_block(B), out, power)
     else:
-        _gram.dist_csr_csr(A.data, A.indices, A.indptr, B.data, B.indices, B.indptr, out,
-                           power, same)
+        _gram.dist_csr_csr(row_block(A), row_block(B), out, power, same)
     return out
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..kernels import _gram
+from ..utils._rows import _from_arrays, row_block
 
 __all__ = ["row_norms", "row_sqnorms"]
 
@@ -22,16 +23,19 @@ def row_sqnorms(X, dtype=np.float64):
     out = np.empty(X.shape[0], dtype=np.float64)
     if sp.issparse(X):
         X = X if X.format == "csr" else X.tocsr()
-        data, indptr = X.data, X.indptr
+        data, indices, indptr = X.data, X.indices, X.indptr
         if data.dtype not in _FLOATS:
             data = data.astype(np.float64)
         if indptr.dtype not in (np.int32, np.int64):
             indptr = indptr.astype(np.int64)
-        _gram.sqnorms_csr(data, indptr, out)
+        if indices.dtype != indptr.dtype:
+            # one index type per row block (the column indices are not read here)
+            indices = indices.astype(indptr.dtype)
+        _gram.sqnorms(_from_arrays(X.shape[0], X.shape[1], (data, indices, indptr)), out)
     else:
         X = np.asarray(X)
         if X.dtype in _FLOATS and X.ndim == 2 and X.flags.c_contiguous:
-            _gram.sqnorms_dense(X, out)
+            _gram.sqnorms(row_block(X), out)
         else:  # other layouts and dtypes: read in place by numpy
             np.einsum("ij,ij->i", X, X, dtype=np.float64, out=out)
     return out if out.dtype == dtype else out.astype(dtype)

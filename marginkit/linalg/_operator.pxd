@@ -1,4 +1,5 @@
 # Gram operators of Ramdas & Pena 2014 (normalized signed Gram G), usable from nogil Cython code.
+from marginkit.utils._rows cimport RowBlock
 
 cdef class GramOperator:
     cdef readonly Py_ssize_t n
@@ -18,20 +19,13 @@ cdef class FeatureOperator(GramOperator):
     cdef readonly Py_ssize_t d
     cdef readonly int layout
     cdef object _phi
-    cdef const double[:, ::1] _c64
-    cdef const float[:, ::1] _c32
+    # C-order or CSR rows (marginkit.utils._rows); None for an F-order Phi
+    cdef readonly RowBlock rows
     cdef const double[::1, :] _f64
     cdef const float[::1, :] _f32
-    cdef const double[::1] _data64
-    cdef const float[::1] _data32
-    cdef const int[::1] _ind32
-    cdef const int[::1] _ptr32
-    cdef const long long[::1] _ind64
-    cdef const long long[::1] _ptr64
     cdef double[::1] _w      # d-vector scratch (Phi^T S a)
     cdef double[::1] _u      # n-vector scratch (S a) for the BLAS path
 
-    cdef Py_ssize_t _scale_u(self, const double* a) noexcept nogil
     cdef void rmatvec(self, const double* a, double* w) noexcept nogil
     cdef void fmatvec(self, const double* w, double* out) noexcept nogil
     cdef void add_row(self, Py_ssize_t j, double c, double* w) noexcept nogil

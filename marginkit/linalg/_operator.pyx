@@ -39,13 +39,14 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 from scipy.linalg.cython_blas cimport dgemv
 
+from marginkit.utils._rows cimport (
+    CSRRows32I32, CSRRows32I64, CSRRows64I32, CSRRows64I64, DenseRows32, DenseRows64, rows_t,
+    row_axpy as rows_axpy, row_dot as rows_dot)
+from marginkit.utils._rows import row_block
+
 __all__ = ["GramOperator", "FeatureOperator", "DenseGramOperator", "make_operator"]
 
-ctypedef fused index_t:
-    int
-    long long
-
-# layouts of FeatureOperator
+# layouts of FeatureOperator: a row block of each class (C order or CSR), or F order
 cdef enum:
     C64 = 0
     C32 = 1
@@ -55,6 +56,9 @@ cdef enum:
     CSR64_64 = 5
     CSR32_32 = 6
     CSR32_64 = 7
+
+_ROW_LAYOUTS = {DenseRows64: C64, DenseRows32: C32, CSRRows64I32: CSR64_32,
+                CSRRows64I64: CSR64_64, CSRRows32I32: CSR32_32, CSRRows32I64: CSR32_64}
 
 _BUILTIN_FRESH_GRAM = ("rbf", "poly", "laplacian", "spline", "linear")
 
@@ -142,58 +146,53 @@ cdef class GramOperator:
 
 
 # --------------------------------------------------------------------------- feature space
-cdef void _csr_rmatvec(const floating[::1] data, const index_t[::1] ind, const index_t[::1] ptr,
-                       const double* s, const double* a, double* w,
-                       Py_ssize_t n, Py_ssize_t d) noexcept nogil:
-    # w = Phi^T (s * a), rows with a_i = 0 skipped
-    cdef Py_ssize_t i
-    cdef index_t k
-    cdef double u
-    memset(w, 0, d * sizeof(double))
+# The passes over C-order or CSR rows: one row block of marginkit.utils._rows, each pass
+# compiled once per layout (dense float64 rows through BLAS dgemv).
+cdef inline Py_ssize_t _scale_u(const double* s, const double* a, double* u,
+                                Py_ssize_t n) noexcept nogil:
+    # u = s * a (the BLAS paths' scratch); returns the number of nonzeros of u
+    cdef Py_ssize_t i, nz = 0
     for i in range(n):
-        u = s[i] * a[i]
-        if u != 0.0:
-            for k in range(ptr[i], ptr[i + 1]):
-                w[ind[k]] += data[k] * u
+        u[i] = s[i] * a[i]
+        nz += u[i] != 0.0
+    return nz
 
 
-cdef inline double _csr_row_dot(const floating[::1] data, const index_t[::1] ind,
-                                const index_t[::1] ptr, Py_ssize_t i,
-                                const double* w) noexcept nogil:
-    cdef index_t k
-    cdef double acc = 0.0
-    for k in range(ptr[i], ptr[i + 1]):
-        acc += data[k] * w[ind[k]]
-    return acc
+cdef void _rows_rmatvec(rows_t X, const double* s, const double* a, double* u,
+                        double* w) noexcept nogil:
+    # w = Phi^T (s * a) over the rows with a_i != 0; dense float64 rows with more than n/4
+    # of them: w = X^T u by dgemv, u = s * a (an n-vector scratch)
+    cdef int inc = 1, m = <int>X.d, k = <int>X.n
+    cdef double one = 1.0, zero = 0.0, ui
+    cdef Py_ssize_t i
+    if rows_t is DenseRows64:
+        if _scale_u(s, a, u, X.n) * 4 > X.n:
+            # C-order X is the Fortran d x n matrix X^T: 'N' gives X^T u
+            dgemv(b"N", &m, &k, &one, <double*>X.data, &m, u, &inc, &zero, w, &inc)
+            return
+    memset(w, 0, X.d * sizeof(double))
+    for i in range(X.n):
+        ui = s[i] * a[i]
+        if ui != 0.0:
+            rows_axpy(X, i, ui, w)
 
 
-cdef void _csr_fmatvec(const floating[::1] data, const index_t[::1] ind, const index_t[::1] ptr,
-                       const double* s, const double* w, double* out, Py_ssize_t n) noexcept nogil:
+cdef void _rows_fmatvec(rows_t X, const double* s, const double* w, double* out) noexcept nogil:
     # out = s * (Phi w)
+    cdef int inc = 1, m = <int>X.d, k = <int>X.n
+    cdef double one = 1.0, zero = 0.0
     cdef Py_ssize_t i
-    for i in range(n):
-        out[i] = s[i] * _csr_row_dot(data, ind, ptr, i, w)
+    if rows_t is DenseRows64:
+        # C-order X is the Fortran d x n matrix X^T: 'T' gives X w
+        dgemv(b"T", &m, &k, &one, <double*>X.data, &m, <double*>w, &inc, &zero, out, &inc)
+        for i in range(X.n):
+            out[i] *= s[i]
+    else:
+        for i in range(X.n):
+            out[i] = s[i] * rows_dot(X, i, w)
 
 
-cdef void _csr_add_row(const floating[::1] data, const index_t[::1] ind, const index_t[::1] ptr,
-                       Py_ssize_t j, double c, double* w) noexcept nogil:
-    cdef index_t k
-    for k in range(ptr[j], ptr[j + 1]):
-        w[ind[k]] += c * data[k]
-
-
-cdef void _c_rmatvec(const floating[:, ::1] X, const double* s, const double* a, double* w,
-                     Py_ssize_t n, Py_ssize_t d) noexcept nogil:
-    cdef Py_ssize_t i, j
-    cdef double u
-    memset(w, 0, d * sizeof(double))
-    for i in range(n):
-        u = s[i] * a[i]
-        if u != 0.0:
-            for j in range(d):
-                w[j] += X[i, j] * u
-
-
+# The passes over an F-order Phi (by columns).
 cdef void _f_rmatvec_rows(const double[::1, :] X, const double* u, double* w,
                           Py_ssize_t n, Py_ssize_t d) noexcept nogil:
     # w = X^T u over the rows with u_i != 0 only
@@ -205,17 +204,6 @@ cdef void _f_rmatvec_rows(const double[::1, :] X, const double* u, double* w,
         if ui != 0.0:
             for j in range(d):
                 w[j] += X[i, j] * ui
-
-
-cdef void _c_fmatvec(const floating[:, ::1] X, const double* s, const double* w, double* out,
-                     Py_ssize_t n, Py_ssize_t d) noexcept nogil:
-    cdef Py_ssize_t i, j
-    cdef double acc
-    for i in range(n):
-        acc = 0.0
-        for j in range(d):
-            acc += X[i, j] * w[j]
-        out[i] = s[i] * acc
 
 
 cdef void _f_rmatvec(const floating[::1, :] X, const double* s, const double* a, double* w,
@@ -243,6 +231,22 @@ cdef void _f_fmatvec(const floating[::1, :] X, const double* s, const double* w,
         out[i] *= s[i]
 
 
+cdef inline void _f_add_row(const floating[::1, :] X, Py_ssize_t j, double c, double* w,
+                            Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t t
+    for t in range(d):
+        w[t] += c * X[j, t]
+
+
+cdef inline double _f_row_dot(const floating[::1, :] X, Py_ssize_t i, const double* w,
+                              Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t t
+    cdef double acc = 0.0
+    for t in range(d):
+        acc += X[i, t] * w[t]
+    return acc
+
+
 #: row norms a Gram operator accepts: its products divide by them (normalized) or multiply
 #: their squares (unnormalized), which must stay finite and nonzero in float64
 _NORM_RANGE = {True: (2.0**-1000, 2.0**1000), False: (2.0**-500, 2.0**500)}
@@ -265,6 +269,9 @@ def _scale_error(sd, normalize):
 
 cdef class FeatureOperator(GramOperator):
     """G through an explicit feature map: ``G a = S Phi (Phi^T (S a))`` in O(nnz(Phi)).
+
+    C-order and CSR rows are read through one row block (``marginkit.utils._rows``,
+    ``rows``), F-order ones by columns.
 
     Parameters
     ----------
@@ -307,34 +314,15 @@ cdef class FeatureOperator(GramOperator):
         self._scale = y / sd if normalize else y.copy()
         self._w = np.zeros(max(self.d, 1))
         self._u = np.zeros(max(self.n, 1))
-        if sp.issparse(Phi):
-            i64 = Phi.indices.dtype == np.int64
-            if Phi.dtype == np.float64:
-                self._data64 = Phi.data
-                self.layout = CSR64_64 if i64 else CSR64_32
-            else:
-                self._data32 = Phi.data
-                self.layout = CSR32_64 if i64 else CSR32_32
-            if i64:
-                self._ind64 = Phi.indices
-                self._ptr64 = Phi.indptr
-            else:
-                self._ind32 = Phi.indices
-                self._ptr32 = Phi.indptr
-        elif Phi.flags.c_contiguous:
-            if Phi.dtype == np.float64:
-                self._c64 = Phi
-                self.layout = C64
-            else:
-                self._c32 = Phi
-                self.layout = C32
+        if sp.issparse(Phi) or Phi.flags.c_contiguous:
+            self.rows = row_block(Phi)
+            self.layout = _ROW_LAYOUTS[type(self.rows)]
+        elif Phi.dtype == np.float64:
+            self._f64 = Phi
+            self.layout = F64
         else:
-            if Phi.dtype == np.float64:
-                self._f64 = Phi
-                self.layout = F64
-            else:
-                self._f32 = Phi
-                self.layout = F32
+            self._f32 = Phi
+            self.layout = F32
 
     @property
     def phi(self):
@@ -343,145 +331,98 @@ cdef class FeatureOperator(GramOperator):
 
     cdef void rmatvec(self, const double* a, double* w) noexcept nogil:
         """w = Phi^T S a (a d-vector: the primal weights of a in feature space)."""
-        cdef int inc = 1, m, k
+        cdef int inc = 1, m = <int>self.n, k = <int>self.d
         cdef double one = 1.0, zero = 0.0
-        cdef Py_ssize_t i
-        cdef char trans
-        if self.layout == CSR64_32:
-            _csr_rmatvec(self._data64, self._ind32, self._ptr32, &self._scale[0], a, w,
-                         self.n, self.d)
-        elif self.layout == CSR64_64:
-            _csr_rmatvec(self._data64, self._ind64, self._ptr64, &self._scale[0], a, w,
-                         self.n, self.d)
-        elif self.layout == CSR32_32:
-            _csr_rmatvec(self._data32, self._ind32, self._ptr32, &self._scale[0], a, w,
-                         self.n, self.d)
-        elif self.layout == CSR32_64:
-            _csr_rmatvec(self._data32, self._ind64, self._ptr64, &self._scale[0], a, w,
-                         self.n, self.d)
-        elif self.layout == C64:
-            if self._scale_u(a) * 4 <= self.n:
-                # a sparse a (the l2 smoother's projections): only its rows, as for CSR
-                _c_rmatvec(self._c64, &self._scale[0], a, w, self.n, self.d)
-            else:
-                # w = X.T @ u  (C-order X is the Fortran d x n matrix X^T)
-                trans = b'N'
-                m = <int>self.d
-                k = <int>self.n
-                dgemv(&trans, &m, &k, &one, <double*>&self._c64[0, 0], &m, &self._u[0], &inc,
-                      &zero, w, &inc)
+        cdef const double* s = &self._scale[0]
+        cdef double* u = &self._u[0]
+        if self.layout == C64:
+            _rows_rmatvec(<DenseRows64>self.rows, s, a, u, w)
         elif self.layout == C32:
-            _c_rmatvec(self._c32, &self._scale[0], a, w, self.n, self.d)
+            _rows_rmatvec(<DenseRows32>self.rows, s, a, u, w)
+        elif self.layout == CSR64_32:
+            _rows_rmatvec(<CSRRows64I32>self.rows, s, a, u, w)
+        elif self.layout == CSR64_64:
+            _rows_rmatvec(<CSRRows64I64>self.rows, s, a, u, w)
+        elif self.layout == CSR32_32:
+            _rows_rmatvec(<CSRRows32I32>self.rows, s, a, u, w)
+        elif self.layout == CSR32_64:
+            _rows_rmatvec(<CSRRows32I64>self.rows, s, a, u, w)
         elif self.layout == F64:
-            if self._scale_u(a) * 4 <= self.n:
-                _f_rmatvec_rows(self._f64, &self._u[0], w, self.n, self.d)
+            if _scale_u(s, a, u, self.n) * 4 <= self.n:
+                # a sparse a (the l2 smoother's projections): only its rows
+                _f_rmatvec_rows(self._f64, u, w, self.n, self.d)
             else:
                 # w = X.T @ u  (F-order X is the Fortran n x d matrix X)
-                trans = b'T'
-                m = <int>self.n
-                k = <int>self.d
-                dgemv(&trans, &m, &k, &one, <double*>&self._f64[0, 0], &m, &self._u[0], &inc,
-                      &zero, w, &inc)
+                dgemv(b"T", &m, &k, &one, <double*>&self._f64[0, 0], &m, u, &inc, &zero, w,
+                      &inc)
         else:
-            _f_rmatvec(self._f32, &self._scale[0], a, w, self.n, self.d)
-
-    cdef Py_ssize_t _scale_u(self, const double* a) noexcept nogil:
-        """u = S a (the BLAS paths' scratch); returns the number of nonzeros of u."""
-        cdef Py_ssize_t i, nz = 0
-        for i in range(self.n):
-            self._u[i] = self._scale[i] * a[i]
-            nz += self._u[i] != 0.0
-        return nz
+            _f_rmatvec(self._f32, s, a, w, self.n, self.d)
 
     cdef void fmatvec(self, const double* w, double* out) noexcept nogil:
         """out = S Phi w."""
-        cdef int inc = 1, m, k
+        cdef int inc = 1, m = <int>self.n, k = <int>self.d
         cdef double one = 1.0, zero = 0.0
         cdef Py_ssize_t i
-        cdef char trans
-        if self.layout == CSR64_32:
-            _csr_fmatvec(self._data64, self._ind32, self._ptr32, &self._scale[0], w, out,
-                         self.n)
-        elif self.layout == CSR64_64:
-            _csr_fmatvec(self._data64, self._ind64, self._ptr64, &self._scale[0], w, out,
-                         self.n)
-        elif self.layout == CSR32_32:
-            _csr_fmatvec(self._data32, self._ind32, self._ptr32, &self._scale[0], w, out,
-                         self.n)
-        elif self.layout == CSR32_64:
-            _csr_fmatvec(self._data32, self._ind64, self._ptr64, &self._scale[0], w, out,
-                         self.n)
-        elif self.layout == C64:
-            # out = X @ w  (C-order X is the Fortran d x n matrix X^T)
-            trans = b'T'
-            m = <int>self.d
-            k = <int>self.n
-            dgemv(&trans, &m, &k, &one, <double*>&self._c64[0, 0], &m, <double*>w, &inc, &zero, out, &inc)
-            for i in range(self.n):
-                out[i] *= self._scale[i]
+        cdef const double* s = &self._scale[0]
+        if self.layout == C64:
+            _rows_fmatvec(<DenseRows64>self.rows, s, w, out)
         elif self.layout == C32:
-            _c_fmatvec(self._c32, &self._scale[0], w, out, self.n, self.d)
+            _rows_fmatvec(<DenseRows32>self.rows, s, w, out)
+        elif self.layout == CSR64_32:
+            _rows_fmatvec(<CSRRows64I32>self.rows, s, w, out)
+        elif self.layout == CSR64_64:
+            _rows_fmatvec(<CSRRows64I64>self.rows, s, w, out)
+        elif self.layout == CSR32_32:
+            _rows_fmatvec(<CSRRows32I32>self.rows, s, w, out)
+        elif self.layout == CSR32_64:
+            _rows_fmatvec(<CSRRows32I64>self.rows, s, w, out)
         elif self.layout == F64:
             # out = X @ w  (F-order X is the Fortran n x d matrix X)
-            trans = b'N'
-            m = <int>self.n
-            k = <int>self.d
-            dgemv(&trans, &m, &k, &one, <double*>&self._f64[0, 0], &m, <double*>w, &inc, &zero, out, &inc)
+            dgemv(b"N", &m, &k, &one, <double*>&self._f64[0, 0], &m, <double*>w, &inc, &zero,
+                  out, &inc)
             for i in range(self.n):
-                out[i] *= self._scale[i]
+                out[i] *= s[i]
         else:
-            _f_fmatvec(self._f32, &self._scale[0], w, out, self.n, self.d)
+            _f_fmatvec(self._f32, s, w, out, self.n, self.d)
 
     cdef void add_row(self, Py_ssize_t j, double c, double* w) noexcept nogil:
         """w += c * s_j * phi_j."""
-        cdef Py_ssize_t t
         cdef double cs = c * self._scale[j]
-        if self.layout == CSR64_32:
-            _csr_add_row(self._data64, self._ind32, self._ptr32, j, cs, w)
-        elif self.layout == CSR64_64:
-            _csr_add_row(self._data64, self._ind64, self._ptr64, j, cs, w)
-        elif self.layout == CSR32_32:
-            _csr_add_row(self._data32, self._ind32, self._ptr32, j, cs, w)
-        elif self.layout == CSR32_64:
-            _csr_add_row(self._data32, self._ind64, self._ptr64, j, cs, w)
-        elif self.layout == C64:
-            for t in range(self.d):
-                w[t] += cs * self._c64[j, t]
+        if self.layout == C64:
+            rows_axpy(<DenseRows64>self.rows, j, cs, w)
         elif self.layout == C32:
-            for t in range(self.d):
-                w[t] += cs * self._c32[j, t]
+            rows_axpy(<DenseRows32>self.rows, j, cs, w)
+        elif self.layout == CSR64_32:
+            rows_axpy(<CSRRows64I32>self.rows, j, cs, w)
+        elif self.layout == CSR64_64:
+            rows_axpy(<CSRRows64I64>self.rows, j, cs, w)
+        elif self.layout == CSR32_32:
+            rows_axpy(<CSRRows32I32>self.rows, j, cs, w)
+        elif self.layout == CSR32_64:
+            rows_axpy(<CSRRows32I64>self.rows, j, cs, w)
         elif self.layout == F64:
-            for t in range(self.d):
-                w[t] += cs * self._f64[j, t]
+            _f_add_row(self._f64, j, cs, w, self.d)
         else:
-            for t in range(self.d):
-                w[t] += cs * self._f32[j, t]
+            _f_add_row(self._f32, j, cs, w, self.d)
 
     cdef double row_dot(self, Py_ssize_t i, const double* w) noexcept nogil:
         """phi_i . w (unscaled), accumulated in float64."""
-        cdef Py_ssize_t t
-        cdef double acc = 0.0
-        if self.layout == CSR64_32:
-            return _csr_row_dot(self._data64, self._ind32, self._ptr32, i, w)
-        elif self.layout == CSR64_64:
-            return _csr_row_dot(self._data64, self._ind64, self._ptr64, i, w)
-        elif self.layout == CSR32_32:
-            return _csr_row_dot(self._data32, self._ind32, self._ptr32, i, w)
-        elif self.layout == CSR32_64:
-            return _csr_row_dot(self._data32, self._ind64, self._ptr64, i, w)
-        elif self.layout == C64:
-            for t in range(self.d):
-                acc += self._c64[i, t] * w[t]
+        if self.layout == C64:
+            return rows_dot(<DenseRows64>self.rows, i, w)
         elif self.layout == C32:
-            for t in range(self.d):
-                acc += self._c32[i, t] * w[t]
+            return rows_dot(<DenseRows32>self.rows, i, w)
+        elif self.layout == CSR64_32:
+            return rows_dot(<CSRRows64I32>self.rows, i, w)
+        elif self.layout == CSR64_64:
+            return rows_dot(<CSRRows64I64>self.rows, i, w)
+        elif self.layout == CSR32_32:
+            return rows_dot(<CSRRows32I32>self.rows, i, w)
+        elif self.layout == CSR32_64:
+            return rows_dot(<CSRRows32I64>self.rows, i, w)
         elif self.layout == F64:
-            for t in range(self.d):
-                acc += self._f64[i, t] * w[t]
+            return _f_row_dot(self._f64, i, w, self.d)
         else:
-            for t in range(self.d):
-                acc += self._f32[i, t] * w[t]
-        return acc
+            return _f_row_dot(self._f32, i, w, self.d)
 
     cdef void matvec(self, const double* a, double* out) noexcept nogil:
         self.rmatvec(a, &self._w[0])
@@ -656,7 +597,7 @@ def check_gram_budget(n, dtype, budget):
 
 
 def make_operator(problem, normalize=True):
-    """The Gram operator of ``problem`` (a ``marginkit._api.Problem``).
+    """The Gram operator of ``problem`` (a ``marginkit.plugins.Problem``).
 
     Kernels with a ``feature_map`` give a ``FeatureOperator`` (no n x n matrix); other
     kernels, and ``precomputed`` ones (X is the Gram), a ``DenseGramOperator`` within

@@ -6,8 +6,9 @@ The n-vectors of a run live per row block: ``VertexBlock`` for the vertex method
 family (driver ``marginkit.solvers.perceptron.SmoothedIteration``). G (the normalized
 signed Gram) is only touched through a ``GramOperator``: ``matvec`` (G a), ``column``
 (G e_j), ``fmatvec`` (S X w, for a column through w = s_j x_j on several blocks) and
-``entries`` (a few G_ij, for the exact finish of ISNKPVN). The products G alpha and G p are maintained by linearity, so each iteration costs one
-product with G (a column for the vertex methods, one matvec for the smoothed ones);
+``entries`` (a few G_ij, for the exact finish of ISNKPVN). The products G alpha and G p
+are maintained by linearity, so each iteration costs one product with G (a column for the
+vertex methods, one matvec for the smoothed ones);
 G alpha is recomputed from scratch before a run may be declared separable, and G p
 before ||p||_G may be declared below a tolerance.
 """
@@ -121,37 +122,30 @@ cdef extern from *:
     double mk_pf_combine2(double* x, double* gx, const double* y, const double* gy,
                           double c1, double c2, Py_ssize_t n) noexcept nogil
 from marginkit.linalg._operator cimport FeatureOperator, GramOperator
+from marginkit.utils._rows cimport csr_rows_t, row_start, row_stop
 
 __all__ = ["VertexBlock", "seq_dot", "SmoothedBlock", "MinNormPoint", "csr_normalized_cross"]
 
 
-ctypedef fused _index_t:
-    int
-    long long
-
-ctypedef fused _data_t:
-    float
-    double
-
-
-def csr_normalized_cross(const _data_t[::1] data, const _index_t[::1] indices,
-                         const _index_t[::1] indptr, const double[::1] inv,
-                         double[:, ::1] C):
-    """C += X_n^T X_n for CSR X (rows scaled by ``inv``), in float64: sum over rows of
-    nnz_i^2 multiply-adds, without a scaled copy of X. Both orders of each pair of entries
-    are added (duplicate column indices count correctly); C is symmetric up to round-off."""
-    cdef Py_ssize_t i, n = inv.shape[0]
-    cdef _index_t a, b
+def csr_normalized_cross(csr_rows_t X, const double[::1] inv, double[:, ::1] C):
+    """C += X_n^T X_n for a CSR row block X (rows scaled by ``inv``), in float64: sum over
+    rows of nnz_i^2 multiply-adds, without a scaled copy of X. Both orders of each pair of
+    entries are added (duplicate column indices count correctly); C is symmetric up to
+    round-off."""
+    cdef Py_ssize_t i, a, b
     cdef double s, xa
+    if inv.shape[0] != X.n or C.shape[0] != X.d or C.shape[1] != X.d:
+        raise ValueError(f"csr_normalized_cross: X is {X.n} x {X.d}, inv has "
+                         f"{inv.shape[0]} entries and C is {C.shape[0]} x {C.shape[1]}")
     with nogil:
-        for i in range(n):
+        for i in range(X.n):
             # each entry scaled by 1/||x_i|| before the product: inv[i]^2 overflows for
             # rows of norm below 1e-154 whose scaled entries are of order 1
             s = inv[i]
-            for a in range(indptr[i], indptr[i + 1]):
-                xa = data[a] * s
-                for b in range(indptr[i], indptr[i + 1]):
-                    C[indices[a], indices[b]] += xa * (data[b] * s)
+            for a in range(row_start(X, i), row_stop(X, i)):
+                xa = X.data[a] * s
+                for b in range(row_start(X, i), row_stop(X, i)):
+                    C[X.indices[a], X.indices[b]] += xa * (X.data[b] * s)
 
 
 cdef inline Py_ssize_t _argmin(const double* x, Py_ssize_t n) noexcept nogil:

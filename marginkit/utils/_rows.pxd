@@ -72,6 +72,14 @@ ctypedef fused csr_rows_t:
     CSRRows64I32
     CSRRows64I64
 
+# a second CSR operand, typed independently of the first (a kernel of two CSR blocks,
+# each with its own value and index types)
+ctypedef fused csr_rows_b_t:
+    CSRRows32I32
+    CSRRows32I64
+    CSRRows64I32
+    CSRRows64I64
+
 
 cdef extern from *:
     """

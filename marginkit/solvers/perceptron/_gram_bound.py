@@ -53,8 +53,8 @@ def normalized_feature_cross(op):
     inv = 1.0 / np.asarray(op.sqrt_diag)
     C = np.zeros((d, d))
     if sp.issparse(Phi):
-        # the operator's CSR arrays (float32/64 data, int32/64 indices)
-        csr_normalized_cross(Phi.data, Phi.indices, Phi.indptr, inv, C)
+        # the operator's CSR row block (float32/64 data, int32/64 indices)
+        csr_normalized_cross(op.rows, inv, C)
         return 0.5 * (C + C.T)
     step = max(1, (1 << 22) // max(d, 1))
     for start in range(0, n, step):
