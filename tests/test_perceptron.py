@@ -452,7 +452,7 @@ def test_csr_normalized_cross(dtype, index):
     """X_n^T X_n from a CSR row block (rows divided by their norms) matches the dense
     product for each value and index type; a block that does not match inv or C is
     refused before any entry is read."""
-    from marginkit.solvers._perceptron_fast import csr_normalized_cross
+    from marginkit.solvers.perceptron._fast import csr_normalized_cross
     from marginkit.utils._rows import row_block
 
     rng = np.random.default_rng(5)
@@ -697,7 +697,7 @@ def test_isnkpvn_refused_finish_leaves_the_iterations_alone(overlap, monkeypatch
 def test_min_norm_point_wolfe(separable, duplicated):
     """Wolfe's algorithm alone: a separator (G p > 0) on separable data, a point of norm
     <= tol on infeasible data, p in the simplex on the corral."""
-    from marginkit.solvers._perceptron_fast import MinNormPoint
+    from marginkit.solvers.perceptron._fast import MinNormPoint
     from marginkit.linalg._operator import FeatureOperator
 
     for (X, y, _), expected in ((separable, "separator"), (duplicated, "certificate")):

@@ -2,7 +2,7 @@
 
 Both drivers are written once over the row blocks of ``problem.executor``: the driver
 holds the scalars and makes every decision; the n-vectors live on the blocks (a
-``VertexBlock`` or ``SmoothedBlock`` of ``_perceptron_fast`` in ``block.v``), whose
+``VertexBlock`` or ``SmoothedBlock`` of ``_fast`` in ``block.v``), whose
 passes return partial sums reduced here in block order. In memory there is one block
 with the problem's Gram operator (any kernel), called directly; on a dask array each
 block is a chunk held by a worker, with its own ``FeatureOperator`` (linear kernel).

@@ -2,7 +2,7 @@
 iterations (an extension of Ramdas & Pena 2014).
 
 Every ``_FINISH_PERIOD`` steps the driver runs one major cycle of a ``MinNormPoint``
-(``_perceptron_fast``) on the problem min_{p in simplex} ||p||_G: a corral S of at most
+(``_fast``) on the problem min_{p in simplex} ||p||_G: a corral S of at most
 ``_FINISH_CAP`` vertices, new vertices priced by G p over all n points, one product with
 G and O(|S|^2) more a cycle, started at the most violated point. Its optimum p* answers
 exactly either way: G p* >= ||p*||_G^2 > 0 (a separator) unless ||p*||_G = 0 (a
@@ -17,7 +17,7 @@ References
 P. Wolfe, "Finding the nearest point in a polytope", Mathematical Programming 11,
 128-149, 1976.
 """
-from .._perceptron_fast import MinNormPoint
+from ._fast import MinNormPoint
 from ._blocks import _gnorm
 
 # the finish runs one major cycle (about one pass over the data) every this many steps

@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...linalg._operator import FeatureOperator
-from .._perceptron_fast import csr_normalized_cross
+from ._fast import csr_normalized_cross
 
 # Phi_n^T Phi_n is formed to bound lambda_max(G) only when it is cheap next to the
 # iterations it saves: dense Phi with d <= 512 (n d^2 multiply-adds through BLAS-3), CSR Phi

@@ -21,7 +21,7 @@ from ..._registry import _register_builtin
 from ..._validation import Param
 from ...linalg._operator import FeatureOperator
 from ...smoothers.builtin import cython_smoother
-from .._perceptron_fast import SmoothedBlock
+from ._fast import SmoothedBlock
 from ._blocks import _BlockDriver, _block_operator, _gnorm
 from ._family import _FamilyState, _PerceptronFamily
 from ._finish import _ExactFinish, _setup_finish

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..._registry import _register_builtin
 from ...linalg._operator import FeatureOperator
-from .._perceptron_fast import VertexBlock, seq_dot
+from ._fast import VertexBlock, seq_dot
 from ._blocks import _BlockDriver, _block_operator, _gnorm
 from ._family import _FamilyState, _PerceptronFamily
 
