@@ -109,6 +109,9 @@ class _Verbose:
         print(f"[{self.name}] stopped: {status} after {k} iterations, {elapsed:.3f}s{tail}",
               file=self.stream, flush=True)
 
+    def abandon(self):
+        """A run that an exception ends: no ``stopped:`` line (the exception says why)."""
+
 
 class _ProgressBar:
     """The run as a tqdm progress bar (``progress_bar=True``), on stderr: iterations out of
@@ -134,6 +137,10 @@ class _ProgressBar:
 
     def close(self, k, elapsed, status, last=None, note=None, blas=None):
         self._show(k, last[2] if last is not None else {}, status=status)
+        self.bar.close()
+
+    def abandon(self):
+        """Close the bar of a run that an exception ends (no status to show)."""
         self.bar.close()
 
 
@@ -311,9 +318,17 @@ def _loop(problem, solver, rules, max_iter, config, blas):
                 k += 1
     except KeyboardInterrupt:
         if not defer or guard.forced:
+            if verbose is not None:
+                verbose.abandon()
             raise
         status = "interrupted"
         last = None  # the state may have moved on since its last snapshot
+    except BaseException:
+        # an error of the solver, a rule, the referee or the callback: a progress bar is
+        # closed, not left open on the terminal above the traceback
+        if verbose is not None:
+            verbose.abandon()
+        raise
     state.n_iter = k
     elapsed = clock() - t0
     state.elapsed = elapsed
