@@ -109,17 +109,22 @@ class _Verbose:
         print(f"[{self.name}] stopped: {status} after {k} iterations, {elapsed:.3f}s{tail}",
               file=self.stream, flush=True)
 
+    def abandon(self):
+        """A run that an exception ends: no ``stopped:`` line (the exception says why)."""
+
 
 class _ProgressBar:
     """The run as a tqdm progress bar (``progress_bar=True``), on stderr: iterations out of
     ``max_iter`` and the state's snapshot (the solver's progress measures, as the lines
     of ``verbose``) after the bar, refreshed at most ten times a second; the bar ends
-    with the run's status. Same calls as ``_Verbose``."""
+    with the run's status (and, for a run that did not finish, ``verbose``'s closing line
+    below it). Same calls as ``_Verbose``."""
 
     def __init__(self, solver_name, total):
         from tqdm.auto import tqdm
 
         self.bar = tqdm(total=total, desc=solver_name, unit="it", leave=True)
+        self.name = solver_name
         self.last = -1.0
 
     def _show(self, k, snap, **extra):
@@ -133,7 +138,17 @@ class _ProgressBar:
             self._show(k, snap)
 
     def close(self, k, elapsed, status, last=None, note=None, blas=None):
+        """The bar's last state with the status; below it, for a run that did not finish
+        (``note``), the closing line ``verbose`` prints: what did not happen and what to
+        change."""
         self._show(k, last[2] if last is not None else {}, status=status)
+        self.bar.close()
+        if note:
+            self.bar.write(f"[{self.name}] stopped: {status} after {k} iterations, {note}",
+                           file=sys.stderr)
+
+    def abandon(self):
+        """Close the bar of a run that an exception ends (no status to show)."""
         self.bar.close()
 
 
@@ -311,9 +326,17 @@ def _loop(problem, solver, rules, max_iter, config, blas):
                 k += 1
     except KeyboardInterrupt:
         if not defer or guard.forced:
+            if verbose is not None:
+                verbose.abandon()
             raise
         status = "interrupted"
         last = None  # the state may have moved on since its last snapshot
+    except BaseException:
+        # an error of the solver, a rule, the referee or the callback: a progress bar is
+        # closed, not left open on the terminal above the traceback
+        if verbose is not None:
+            verbose.abandon()
+        raise
     state.n_iter = k
     elapsed = clock() - t0
     state.elapsed = elapsed

@@ -927,6 +927,10 @@ class _TikhonovParams:
             gram = (getattr(kernel, "feature_map", None) is None
                     and not getattr(kernel, "precomputed", False))
             m = auto_components(n_samples) if gram else None
+            if m is None and gram and cfg.solver_params.get("fit_intercept"):
+                # the exact kernel's Newton system has no intercept: every row a centre,
+                # the same span (Phi Phi^T = K on the rows), with the intercept
+                m = n_samples
         if m is None:
             return cfg
         return cfg.replace(solver_params={**cfg.solver_params, "n_components": m})
@@ -954,7 +958,10 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
         (``random_state``), memory O(n m) and Newton iterations O(n m^2). ``"auto"``: the
         exact kernel on at most 256 rows, else ``min(1000, ceil(4 sqrt(n)))`` centres (the
         order sqrt(n) that keeps the exact estimator's learning rate, Rudi et al. 2015);
-        the linear kernel and precomputed Gram matrices are always exact. **None: the
+        the linear kernel and precomputed Gram matrices are always exact; with
+        ``solver_params={"fit_intercept": True}`` (which the exact kernel's Newton system
+        does not have) every one of at most 256 rows is a centre, the exact kernel's span
+        with the intercept. **None: the
         exact kernel** (memory O(n^2), time O(n^3): the digits' 1,437 rows take about 80
         times as long as with ``"auto"``, for the same test accuracy there). The
         certificate (``result_.certificate``) is then that of the problem solved, the

@@ -205,6 +205,35 @@ def test_progress_bar_shows_the_run_on_stderr(count_solver, capsys, monkeypatch,
         mk.Config(progress_bar="yes")
 
 
+def test_progress_bar_says_when_max_iter_ends_a_run_without_its_claim(count_solver, capsys):
+    pytest.importorskip("tqdm")
+    mk.solve(X, Y, solver="count", max_iter=4, progress_bar=True)
+    err = capsys.readouterr().err
+    assert "status=max_iter" in err
+    # the advice of verbose's closing line is not lost with the bar
+    assert re.search(r"\[count\] stopped: max_iter after 4 iterations, before its stopping "
+                     r"rule tolerance could end it with a claim; raise max_iter \(now 4\)", err)
+    mk.solve(X, Y, solver="count", progress_bar=True)  # a finished run: the bar alone
+    assert "stopped:" not in capsys.readouterr().err
+
+
+def test_progress_bar_is_closed_when_an_error_ends_the_run(count_solver, capsys):
+    tqdm = pytest.importorskip("tqdm")
+
+    def fail(state):
+        if state.n_iter == 3:
+            raise RuntimeError("the callback fails")
+        return False
+
+    before = set(tqdm.tqdm._instances)
+    with pytest.raises(RuntimeError, match="the callback fails") as info:
+        mk.solve(X, Y, solver="count", progress_bar=True, callback=fail)
+    # no bar of the run is left open (tqdm keeps the open ones in tqdm._instances), while
+    # the traceback (which holds the run's frames, as in an interactive session) lives
+    assert info.traceback and set(tqdm.tqdm._instances) <= before
+    capsys.readouterr()
+
+
 def test_verbose_says_when_max_iter_ends_a_run_without_its_claim(count_solver, capsys,
                                                                    recwarn):
     res = mk.solve(X, Y, solver="count", max_iter=4)

@@ -656,6 +656,23 @@ def test_tikhonov_auto_components_nystroem_beyond_the_exact_rows_and_none_is_exa
 
 
 @pytest.mark.skipif("iterated_tikhonov" not in _SOLVERS, reason="iterated_tikhonov not registered")
+def test_tikhonov_auto_components_with_an_intercept_on_few_rows_takes_every_row():
+    # the exact kernel has no intercept: up to AUTO_EXACT_ROWS rows, "auto" with
+    # fit_intercept=True fits with every row a Nystroem centre (it fit beyond them only)
+    X, y = _rings(200)
+    clf = IteratedTikhonovClassifier(random_state=0,
+                                     solver_params={"fit_intercept": True}).fit(X, y)
+    assert clf.result_.config.solver_params["n_components"] == 200
+    assert clf.status_ == "converged" and clf.result_.certificate.verify(X, y)
+    # every row a centre is the exact kernel's span: without the intercept, its model
+    exact = IteratedTikhonovClassifier(n_components=None, random_state=0).fit(X, y)
+    full = IteratedTikhonovClassifier(n_components=200, random_state=0).fit(X, y)
+    Xt = _rings(50, seed=1)[0]
+    np.testing.assert_allclose(full.decision_function(Xt), exact.decision_function(Xt),
+                               atol=1e-5)
+
+
+@pytest.mark.skipif("iterated_tikhonov" not in _SOLVERS, reason="iterated_tikhonov not registered")
 def test_tikhonov_n_components_refusals_name_the_argument():
     X, y = _rings(300)
     for bad, err in (("many", ValueError), (0, ValueError), (1.5, TypeError), (True, TypeError)):

@@ -344,6 +344,18 @@ def test_t_auto_picks_best_validation_step():
     assert res.certificate.verify(X, y)
 
 
+def test_t_auto_default_lam_is_one_over_all_rows_for_the_run_and_its_referee(tmp_path):
+    # lam=None is 1/n of the rows given (the validation split included), for the solver
+    # and for the referee that recomputes the claim (it read 1/n_train and refused)
+    X, y = _classification(n=300, seed=4)
+    res = mk.solve(X, y, solver="iterated_tikhonov", kernel="rbf", kernel_params={"gamma": 0.5},
+                   t="auto", t_max=8, random_state=0)
+    assert res.extra["lam"] == 1.0 / 300 and len(res.extra["train_index"]) < 300
+    assert res.status == "converged" and res.certificate.verify(X, y)
+    res.save(tmp_path / "run.npz")
+    assert mk.load_result(tmp_path / "run.npz").certificate.verify(X, y)
+
+
 def test_t_auto_regression():
     X, y = _regression(n=200)
     res = _solve(X, y, kernel=_RBF(0.5), loss="squared", lam=1.0, t="auto", t_max=6,

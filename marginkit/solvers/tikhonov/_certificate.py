@@ -19,9 +19,10 @@ from ._representation import ExactKernelMap, check_gram_budget, gram_matrix
 from ._schedule import decrement_schedule, rule_schedule
 
 
-def run_targets(config, n_train, prox_step):
+def run_targets(config, n_rows, prox_step):
     """The claim's numbers from the run's configuration (a ``Config``, or its dict form
-    after ``load_result``): loss, lam (``lam`` or 1/n_train), fit_intercept, the target
+    after ``load_result``): loss, lam (``lam`` or 1/n_rows, ``n_rows`` the rows of the
+    run, as the solver sets it: t="auto"'s validation rows included), fit_intercept, the target
     of the Newton decrement of subproblem k = ``prox_step`` (the run's last one; None: t)
     under the schedule of the run's ``newton_decrement`` rule (the last one in ``stop``;
     tol None means the solver's tol), tol kappa^(k - T) / T with T = t (``t_max`` for
@@ -58,7 +59,7 @@ def run_targets(config, n_train, prox_step):
     k = int(prox_step) if prox_step is not None else T
     if not (1 <= k <= T) or (prm["t"] != "auto" and k != T):
         raise ValueError(f"proximal step {prox_step!r} is not the run's last one (t={prm['t']!r})")
-    lam = float(prm["lam"]) if prm["lam"] is not None else 1.0 / n_train
+    lam = float(prm["lam"]) if prm["lam"] is not None else 1.0 / n_rows
     targets = tuple(float(v) for v in decrement_schedule(tol, T, kappa)[:k])
     return {"loss": prm["loss"], "lam": lam, "fit_intercept": bool(prm["fit_intercept"]),
             "target": targets[-1], "targets": targets}
@@ -191,7 +192,7 @@ class NewtonDecrementCertificate(Certificate):
         targets[-1] = value
         self.targets = targets
 
-    def _targets(self, n_train, t):
+    def _targets(self, n_rows, t):
         config = getattr(self, "config", None)
         if config is None:
             targets = np.asarray(self.targets, dtype=np.float64)
@@ -200,7 +201,7 @@ class NewtonDecrementCertificate(Certificate):
                                  f"of {t} links")
             return {"loss": self.loss, "lam": self.lam, "fit_intercept": self.fit_intercept,
                     "targets": tuple(float(v) for v in targets)}
-        return run_targets(config, n_train, t)
+        return run_targets(config, n_rows, t)
 
     def _labels(self, y):
         y = np.asarray(y).ravel()
@@ -308,7 +309,9 @@ class NewtonDecrementCertificate(Certificate):
         if step is not None and step != t:
             return Verdict.reject(kind, f"the chain has {t} links but prox_step is {step!r}")
         try:
-            th = self._targets(n, t)
+            # lam=None is 1/n of all the run's rows (t="auto" trains on a split of them)
+            n_rows = n if self.train_index is None else np.asarray(y).ravel().shape[0]
+            th = self._targets(n_rows, t)
         except (TypeError, ValueError) as exc:
             return Verdict.reject(kind, f"the run's configuration does not define the claim: {exc}")
         for name in ("loss", "lam", "fit_intercept"):
