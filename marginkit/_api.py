@@ -522,7 +522,8 @@ def solve(X, y, config=None, sample_weight=None, **kwargs):
         other solvers without ``Solver.sample_weight`` refuse weights that are not all
         ones; a dask array X with weights is refused.
     solver, kernel, kernel_params, smoother, stop, max_iter, random_state, verbose,
-    callback, time_limit, memory_budget : see ``Config``.
+    progress_bar, callback, time_limit, memory_budget, interrupt : see ``Config``
+    (``progress_bar=True``: a tqdm bar on stderr in place of ``verbose``'s lines).
     **solver_params
         Any other keyword is a parameter of the solver (``eps=1e-6``, ``C=...``).
 
