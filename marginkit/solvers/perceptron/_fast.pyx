@@ -187,16 +187,12 @@ cdef double[::1] _d_vector(w, Py_ssize_t d):
     return wv
 
 
-cdef class VertexBlock:
-    """The rows of one block for the vertex methods of Ramdas & Pena 2014 (perceptron,
-    normalized perceptron, NKP, NVN): alpha, G alpha, p, G p, the best p and the perceptron's
-    mistake counts, and the block passes of an iteration. The driver
-    (``marginkit.solvers.perceptron.VertexIteration``) holds the scalars and makes every
-    decision; indices ``j`` are global (the block holds rows ``offset .. offset + n``).
-
-    The column G e_j is ``op.column`` when ``w`` is None (one block holding all rows, any
-    Gram operator), else S_c X_c w with w = s_j x_j (``row``, from the block holding j).
-    """
+cdef class _Block:
+    """What every block of the perceptron family holds: its Gram operator ``op`` (and
+    ``fop``, the same operator when it is a ``FeatureOperator``), its rows ``offset ..
+    offset + n`` of the problem, alpha, G alpha, p, G p and the best p, and the generic
+    passes over them. Arrays are addressed by name (``_arrays``); indices the driver sees
+    are global."""
 
     cdef GramOperator op
     cdef FeatureOperator fop
@@ -207,10 +203,7 @@ cdef class VertexBlock:
     cdef double[::1] p
     cdef double[::1] gp
     cdef double[::1] best_p
-    cdef double[::1] counts
-    cdef double[::1] col
-    cdef double[::1] sd
-    cdef readonly object alpha_arr, ga_arr, p_arr, gp_arr, best_p_arr, counts_arr
+    cdef readonly object alpha_arr, ga_arr, p_arr, gp_arr, best_p_arr
     cdef dict _arrays
 
     def __init__(self, GramOperator op, Py_ssize_t offset, Py_ssize_t n_total):
@@ -223,36 +216,18 @@ cdef class VertexBlock:
         self.p_arr = np.full(self.n, 1.0 / n_total)
         self.gp_arr = np.zeros(self.n)
         self.best_p_arr = self.p_arr.copy()
-        self.counts_arr = np.zeros(self.n)
         self.alpha = self.alpha_arr
         self.ga = self.ga_arr
         self.p = self.p_arr
         self.gp = self.gp_arr
         self.best_p = self.best_p_arr
-        self.counts = self.counts_arr
-        self.col = np.zeros(max(self.n, 1))
-        self.sd = np.ascontiguousarray(op.sqrt_diag, dtype=np.float64)
         self._arrays = {"alpha": self.alpha_arr, "ga": self.ga_arr, "p": self.p_arr,
-                        "gp": self.gp_arr, "best_p": self.best_p_arr,
-                        "counts": self.counts_arr}
+                        "gp": self.gp_arr, "best_p": self.best_p_arr}
 
     cdef inline Py_ssize_t _own(self, Py_ssize_t j) noexcept nogil:
         j -= self.offset
         return j if 0 <= j < self.n else -1
 
-    cdef _fill_col(self, Py_ssize_t j, w):
-        cdef double[::1] wv
-        if not self.n:
-            return
-        if w is None:
-            with nogil:
-                self.op.column(j - self.offset, &self.col[0])
-        else:
-            wv = _d_vector(w, self.fop.d)
-            with nogil:
-                self.fop.fmatvec(&wv[0], &self.col[0])
-
-    # -- generic pieces (names: alpha, ga, p, gp, best_p, counts) ----------------------
     def gram(self, src, dst):
         """dst = G src with the block's operator (one block: the whole G)."""
         cdef double[::1] a = self._arrays[src]
@@ -264,10 +239,6 @@ cdef class VertexBlock:
     def primal(self, src):
         """X_c^T S_c src (d-vector; a ``FeatureOperator`` block)."""
         return self.fop.primal(self._arrays[src])
-
-    def primal_over_sd(self, src):
-        """X_c^T S_c (src / sqrt(K_ii)) (the perceptron's weight vector)."""
-        return self.fop.primal(self._arrays[src] / np.asarray(self.sd))
 
     def fdot(self, dst, w):
         """dst = S_c X_c w."""
@@ -286,6 +257,56 @@ cdef class VertexBlock:
 
     def copy(self, dst, src):
         self._arrays[dst][:] = self._arrays[src]
+
+    def margin_stats(self):
+        """(min_i (G alpha)_i, its first global index, alpha . G alpha) over the block."""
+        cdef Py_ssize_t i
+        if not self.n:
+            return INFINITY, -1, 0.0
+        i = _argmin(&self.ga[0], self.n)
+        return self.ga[i], i + self.offset, _dot(&self.alpha[0], &self.ga[0], self.n)
+
+
+cdef class VertexBlock(_Block):
+    """The rows of one block for the vertex methods of Ramdas & Pena 2014 (perceptron,
+    normalized perceptron, NKP, NVN): alpha, G alpha, p, G p, the best p and the perceptron's
+    mistake counts, and the block passes of an iteration. The driver
+    (``marginkit.solvers.perceptron.VertexIteration``) holds the scalars and makes every
+    decision; indices ``j`` are global (the block holds rows ``offset .. offset + n``).
+
+    The column G e_j is ``op.column`` when ``w`` is None (one block holding all rows, any
+    Gram operator), else S_c X_c w with w = s_j x_j (``row``, from the block holding j).
+    """
+
+    cdef double[::1] counts
+    cdef double[::1] col
+    cdef double[::1] sd
+    cdef readonly object counts_arr
+
+    def __init__(self, GramOperator op, Py_ssize_t offset, Py_ssize_t n_total):
+        _Block.__init__(self, op, offset, n_total)
+        self.counts_arr = np.zeros(self.n)
+        self.counts = self.counts_arr
+        self.col = np.zeros(max(self.n, 1))
+        self.sd = np.ascontiguousarray(op.sqrt_diag, dtype=np.float64)
+        self._arrays["counts"] = self.counts_arr
+
+    cdef _fill_col(self, Py_ssize_t j, w):
+        cdef double[::1] wv
+        if not self.n:
+            return
+        if w is None:
+            with nogil:
+                self.op.column(j - self.offset, &self.col[0])
+        else:
+            wv = _d_vector(w, self.fop.d)
+            with nogil:
+                self.fop.fmatvec(&wv[0], &self.col[0])
+
+    # -- generic pieces (names: alpha, ga, p, gp, best_p, counts) ----------------------
+    def primal_over_sd(self, src):
+        """X_c^T S_c (src / sqrt(K_ii)) (the perceptron's weight vector)."""
+        return self.fop.primal(self._arrays[src] / np.asarray(self.sd))
 
     def row(self, Py_ssize_t j):
         """w = s_j x_j (d-vector) of the block's row j (global index)."""
@@ -306,14 +327,6 @@ cdef class VertexBlock:
         with nogil:
             self.fop.add_row(j - self.offset, c, &wv[0])
         return w
-
-    def margin_stats(self):
-        """(min_i (G alpha)_i, its first global index, alpha . G alpha) over the block."""
-        cdef Py_ssize_t i
-        if not self.n:
-            return INFINITY, -1, 0.0
-        i = _argmin(&self.ga[0], self.n)
-        return self.ga[i], i + self.offset, _dot(&self.alpha[0], &self.ga[0], self.n)
 
     # -- perceptron (unnormalized Gram Gu; ga = Gu counts) --------------------------------
     def perc_stats(self):
@@ -422,7 +435,7 @@ cdef class VertexBlock:
         return self.margin_stats()
 
 
-cdef class SmoothedBlock:
+cdef class SmoothedBlock(_Block):
     """The rows of one block for the smoothed family (SNKP, SNKPVN, ISNKPVN of Ramdas &
     Pena 2014): alpha, G alpha, p, G p, v, G v, the prox-center q and the best p, and the
     block passes of an iteration. The driver (``marginkit.solvers.perceptron``) holds the
@@ -438,83 +451,31 @@ cdef class SmoothedBlock:
     G alpha) and scaled by the driver's ``vscale`` where they are used.
     """
 
-    cdef GramOperator op
-    cdef FeatureOperator fop
     cdef SimplexSmoother sm
-    cdef readonly Py_ssize_t n
     cdef readonly bint entropy
-    cdef double[::1] alpha
-    cdef double[::1] ga
-    cdef double[::1] p
-    cdef double[::1] gp
     cdef double[::1] v
     cdef double[::1] gv
     cdef double[::1] q
-    cdef double[::1] best_p
-    cdef readonly object alpha_arr, ga_arr, p_arr, gp_arr, v_arr, gv_arr, q_arr, best_p_arr
-    cdef dict _arrays
+    cdef readonly object v_arr, gv_arr, q_arr
     cdef object _sorted, _csum
 
-    def __init__(self, GramOperator op, SimplexSmoother sm, q, Py_ssize_t n_total):
-        self.op = op
-        self.fop = op if isinstance(op, FeatureOperator) else None
+    def __init__(self, GramOperator op, SimplexSmoother sm, q, Py_ssize_t offset,
+                 Py_ssize_t n_total):
+        _Block.__init__(self, op, offset, n_total)
         self.sm = sm
         # the entropy's softmax is inlined in the iteration (min of G alpha already known,
         # normalization folded into the p update)
         self.entropy = type(sm) is EntropySmoother
-        self.n = op.n
-        self.alpha_arr = np.zeros(self.n)
-        self.ga_arr = np.zeros(self.n)
-        self.p_arr = np.full(self.n, 1.0 / n_total)
-        self.gp_arr = np.zeros(self.n)
         self.v_arr = np.zeros(self.n)
         self.gv_arr = np.zeros(self.n)
         self.q_arr = np.full(self.n, 1.0 / n_total) if q is None \
             else np.array(q, dtype=np.float64)
-        self.best_p_arr = self.p_arr.copy()
-        self.alpha = self.alpha_arr
-        self.ga = self.ga_arr
-        self.p = self.p_arr
-        self.gp = self.gp_arr
         self.v = self.v_arr
         self.gv = self.gv_arr
         self.q = self.q_arr
-        self.best_p = self.best_p_arr
-        self._arrays = {"alpha": self.alpha_arr, "ga": self.ga_arr, "p": self.p_arr,
-                        "gp": self.gp_arr, "v": self.v_arr, "gv": self.gv_arr,
-                        "q": self.q_arr, "best_p": self.best_p_arr}
+        self._arrays.update(v=self.v_arr, gv=self.gv_arr, q=self.q_arr)
 
     # -- generic pieces (names: alpha, ga, p, gp, v, gv, q, best_p) -------------------
-    def gram(self, src, dst):
-        """dst = G src with the block's operator (one block: the whole G)."""
-        cdef double[::1] a = self._arrays[src]
-        cdef double[::1] out = self._arrays[dst]
-        if self.n:
-            with nogil:
-                self.op.matvec(&a[0], &out[0])
-
-    def primal(self, src):
-        """X_c^T S_c src (d-vector; a ``FeatureOperator`` block)."""
-        return self.fop.primal(self._arrays[src])
-
-    def fdot(self, dst, w):
-        """dst = S_c X_c w."""
-        cdef double[::1] wv = np.ascontiguousarray(w, dtype=np.float64)
-        cdef double[::1] out = self._arrays[dst]
-        if self.n:
-            with nogil:
-                self.fop.fmatvec(&wv[0], &out[0])
-
-    def dot(self, a, b):
-        cdef double[::1] x = self._arrays[a]
-        cdef double[::1] z = self._arrays[b]
-        if not self.n:
-            return 0.0
-        return _dot(&x[0], &z[0], self.n)
-
-    def copy(self, dst, src):
-        self._arrays[dst][:] = self._arrays[src]
-
     def scale(self, name, double factor):
         a = self._arrays[name]
         a *= factor
@@ -522,16 +483,8 @@ cdef class SmoothedBlock:
     def set(self, name, values):
         self._arrays[name][:] = values
 
-    def margin_stats(self):
-        """(min_i (G alpha)_i, its first index, alpha . G alpha) over the block."""
-        cdef Py_ssize_t i
-        if not self.n:
-            return INFINITY, 0, 0.0
-        i = _argmin(&self.ga[0], self.n)
-        return self.ga[i], i, _dot(&self.alpha[0], &self.ga[0], self.n)
-
     def argmin_gp(self):
-        """(min_i (G p)_i, its first index)."""
+        """(min_i (G p)_i, its first index in the block)."""
         cdef Py_ssize_t i
         if not self.n:
             return INFINITY, 0
@@ -549,7 +502,7 @@ cdef class SmoothedBlock:
     def iterate(self, double c1, double c2, double c3, double mu, double t):
         """One whole iteration (one block): alpha = c1 alpha + c2 p + c3 v (and G alpha),
         v = p_mu(alpha), G v, p = c1 p + t vscale v (and G p). Returns
-        (min G alpha, its first index, alpha . G alpha, p . G p, vscale)."""
+        (min G alpha, its first global index, alpha . G alpha, p . G p, vscale)."""
         cdef Py_ssize_t imin = 0
         cdef double gmin = INFINITY, aga, pgp, vscale = 1.0
         with nogil:
@@ -566,7 +519,7 @@ cdef class SmoothedBlock:
             pgp = mk_pf_combine2(&self.p[0], &self.gp[0], &self.v[0], &self.gv[0], c1,
                                  t * vscale, self.n)
         self.sm.check_error()
-        return gmin, imin, aga, pgp, vscale
+        return gmin, imin + self.offset, aga, pgp, vscale
 
     def smoothed_loss_part(self, double mu):
         """(-<p_mu(alpha), G alpha>, d(p_mu(alpha))) (one block)."""
@@ -582,15 +535,15 @@ cdef class SmoothedBlock:
     # -- several blocks ----------------------------------------------------------------
     def combine(self, double c1, double c2, double c3):
         """alpha = c1 alpha + c2 p + c3 v, G alpha likewise; (min G alpha, its first
-        index, alpha . G alpha) over the block."""
+        global index, alpha . G alpha) over the block."""
         cdef Py_ssize_t imin = 0
-        cdef double gmin = INFINITY, aga = 0.0
-        if self.n:
-            with nogil:
-                aga = mk_pf_combine3(&self.alpha[0], &self.ga[0], &self.p[0], &self.gp[0],
-                                     &self.v[0], &self.gv[0], c1, c2, c3, self.n, &gmin,
-                                     &imin)
-        return gmin, imin, aga
+        cdef double gmin = INFINITY, aga
+        if not self.n:
+            return INFINITY, -1, 0.0
+        with nogil:
+            aga = mk_pf_combine3(&self.alpha[0], &self.ga[0], &self.p[0], &self.gp[0],
+                                 &self.v[0], &self.gv[0], c1, c2, c3, self.n, &gmin, &imin)
+        return gmin, imin + self.offset, aga
 
     def weights(self, double gmin, double inv):
         """v_i = exp(-((G alpha)_i - gmin) inv) (the global gmin): (sum v, X_c^T S_c v)."""

@@ -63,7 +63,7 @@ def _k_sb_init(block, op, smoother, q, n_total, finish_cap):
 
         smoother = EntropySmoother() if smoother == "entropy" else L2Smoother()
     block.v["sb_op"] = op
-    block.v["sb"] = SmoothedBlock(op, smoother, q, n_total)
+    block.v["sb"] = SmoothedBlock(op, smoother, q, block.offset, n_total)
     _setup_finish(block, op, finish_cap)
     return None
 
@@ -230,8 +230,7 @@ class SmoothedIteration(_ExactFinish, _BlockDriver):
         if self.single:
             return stats[0]
         best = min(range(len(stats)), key=lambda c: (stats[c][0], c))
-        return (stats[best][0], int(self.ex.offsets[best]) + int(stats[best][1]),
-                sum(s[2] for s in stats))
+        return stats[best][0], int(stats[best][1]), sum(s[2] for s in stats)
 
     def _set_margins(self, stats):
         gmin, imin, aga = self._reduce_margins(stats)
