@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 import marginkit as mk
 from marginkit.solvers.svm import CertifiedPointsCertificate
-from marginkit.solvers.svm import _fast as _svm_fast
+from marginkit.solvers.svm import _projection
 
 SVM_DUAL = ("fista", "fista_svm", "dcd")
 
@@ -120,13 +120,13 @@ def test_projection_with_per_point_bounds_kkt():
         box[rng.random(n) < 0.1] = 0.0
         box[:2] = np.maximum(box[:2], 0.5)
         r = np.zeros(n)
-        lam = _svm_fast.project_box_hyperplane(v, y, box, r)
+        lam = _projection.project_box_hyperplane(v, y, box, r)
         assert abs(y @ r) <= 1e-11 * max(1.0, box.sum())
         assert r.min() >= 0 and np.all(r <= box)
         np.testing.assert_allclose(r, np.clip(v - lam * y, 0, box), atol=1e-15)
         for _ in range(5):  # optimality: <v - r, x - r> <= 0 for feasible x
             x = np.zeros(n)
-            _svm_fast.project_box_hyperplane(rng.standard_normal(n) * 5, y, box, x)
+            _projection.project_box_hyperplane(rng.standard_normal(n) * 5, y, box, x)
             assert (v - r) @ (x - r) <= 1e-9 * max(1.0, np.abs(v).max() * box.sum())
 
 

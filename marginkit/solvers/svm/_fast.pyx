@@ -567,7 +567,7 @@ def fista_svm_finish(rows_t X, const double[::1] y, const double[::1] yk,
                      double unit=1.0, double rounding=0.0, double feas=0.0,
                      double gamma_n=0.0, int threads=0):
     """Second half of a FISTA iteration for the classical SVM, given the multiplier lam of
-    ``project_box_hyperplane``: r_new = proj_[0, gamma_i](vproj - lam y) (``box``: the
+    ``_projection.multiplier``: r_new = proj_[0, gamma_i](vproj - lam y) (``box``: the
     n-vector of the gamma_i, ``level``: of min(gamma_i, 1/mu)), a_new = X^T (y * r_new)
     (block d-vectors ``bufs`` summed in block order, as in ``fista_iteration``), the error
     bound eps = kappa ||y_k - r_new|| + rounding + feas (|y^T r_new| + gamma_n sum r_new)
@@ -636,8 +636,8 @@ cdef double _next_breakpoint(const double* v, const double* y, Py_ssize_t n, con
 
 
 def phi_slope(const double[::1] v, const double[::1] y, const double[::1] box, double lam):
-    """(phi, n_free) of ``project_box_hyperplane`` on a row block's share of v, y and the
-    bounds ``box``."""
+    """(phi, n_free) of the projection's multiplier search (``_projection.multiplier``) on
+    a row block's share of v, y and the bounds ``box``."""
     cdef Py_ssize_t nf = 0
     cdef double ph = 0.0
     if v.shape[0]:
@@ -651,55 +651,6 @@ def next_breakpoint(const double[::1] v, const double[::1] y, const double[::1] 
     if v.shape[0] == 0:
         return INFINITY if upward else -INFINITY
     return _next_breakpoint(&v[0], &y[0], v.shape[0], &box[0], lam, upward)
-
-
-def project_box_hyperplane(const double[::1] v, const double[::1] y, const double[::1] box,
-                           double[::1] out, double lam0=0.0):
-    """Euclidean projection of v onto {0 <= r_i <= gamma_i, y^T r = 0} (y in {-1, +1}^n,
-    ``box`` the n-vector of the gamma_i >= 0: a weighted run's C w_i).
-
-    The KKT conditions give r = proj_[0, gamma_i](v - lam y) for the lam solving
-    phi(lam) = y^T proj_[0, gamma_i](v - lam y) = 0; phi is continuous, non-increasing and
-    piecewise linear (breakpoints y_i v_i and y_i (v_i - gamma_i)), with slope -n_free(lam).
-    Newton's method on phi inside a bracket [lo, hi] is exact once lam lies on the root's
-    linear piece; where the slope is 0 (no free coordinate) the step goes to the nearest
-    breakpoint, and a step leaving the bracket is replaced by bisection. Each step is O(n);
-    warm-started from the previous projection's multiplier ``lam0`` it takes a few steps
-    (an exact breakpoint search in the sense of Brucker 1984, without sorting). Returns lam.
-    """
-    cdef Py_ssize_t n = v.shape[0]
-    cdef Py_ssize_t i, it, nf
-    cdef double lam = lam0, lo = -INFINITY, hi = INFINITY, ph, lam_new, gamma = 0.0
-    if n == 0:
-        return 0.0
-    with nogil:
-        for i in range(n):  # the scale of the stopping test: the largest bound
-            if box[i] > gamma:
-                gamma = box[i]
-        for it in range(200):
-            ph = _phi_slope(&v[0], &y[0], n, &box[0], lam, &nf)
-            if ph == 0.0:
-                break
-            if ph > 0.0:
-                lo = lam
-            else:
-                hi = lam
-            if nf > 0:
-                lam_new = lam + ph / nf
-            else:
-                lam_new = _next_breakpoint(&v[0], &y[0], n, &box[0], lam, ph > 0.0)
-            if not (lam_new > lo and lam_new < hi):
-                if lo > -INFINITY and hi < INFINITY:
-                    lam_new = 0.5 * (lo + hi)
-                else:
-                    break  # phi is constant and nonzero beyond every breakpoint: infeasible
-            if fabs(lam_new - lam) <= 1e-15 * (fabs(lam) + gamma):
-                lam = lam_new
-                break
-            lam = lam_new
-        for i in range(n):
-            out[i] = _clamp(v[i] - lam * y[i], 0.0, box[i])
-    return lam
 
 
 # ------------------------------------------------------------------ dual coordinate descent

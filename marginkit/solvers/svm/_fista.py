@@ -30,6 +30,7 @@ from ._base import _COMMON_PARAMS, _CertifiedSVM, _ClaimOffers
 from ._certificate import run_certificate
 from ._data import _feature_fields, _in_order, _prepare
 from ._lipschitz import lipschitz_bound
+from ._projection import project_blocks
 from ._rules import certify_target
 from ._thresholds import _box_scales, _gamma_mu, certify_levels, check_scales, run_box
 
@@ -143,15 +144,6 @@ def _k_fsvm_gradient(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu):
                           st["bufs"].shape[0], _begin_threads(st))
 
 
-def _k_phi_slope(block, lam):
-    """The block's share of phi(lam) and of the free coordinates (the projection)."""
-    return _f.phi_slope(block.v["fista"]["vproj"], block.y, block.v["box"], lam)
-
-
-def _k_next_breakpoint(block, lam, upward):
-    return _f.next_breakpoint(block.v["fista"]["vproj"], block.y, block.v["box"], lam, upward)
-
-
 def _k_fsvm_finish(block, lam, kappa, s, m, unit, rho, feas, gK, several):
     """Second half on the block (``fista_svm_finish``), as ``_k_fista_step`` returns."""
     data, v = block.v["svm"], block.v
@@ -190,41 +182,6 @@ def _k_fresh_margins(block, coef, ld, t_col, t_shift, mu):
     _f.fresh_margins(data.rows, block.y, block.v["r"], coef, ld, t_col, t_shift, mu,
                      block.v["box"])
     return ld[2]
-
-
-def _project_blocks(ex, lam, gamma):
-    """``_fast.project_box_hyperplane``'s search for the multiplier over row blocks:
-    the same Newton steps in a bracket, each evaluation of phi and n_free one map (two
-    numbers per block), the nearest breakpoint one map; returns lam. ``gamma`` is the
-    largest box bound (the scale of the stopping test)."""
-    lo, hi = -math.inf, math.inf
-    for _ in range(200):
-        parts = ex.map(_k_phi_slope, lam)
-        ph = 0.0
-        for q in parts:
-            ph += q[0]
-        nf = sum(q[1] for q in parts)
-        if ph == 0.0:
-            break
-        if ph > 0.0:
-            lo = lam
-        else:
-            hi = lam
-        if nf > 0:
-            lam_new = lam + ph / nf
-        else:
-            near = ex.map(_k_next_breakpoint, lam, ph > 0.0)
-            lam_new = min(near) if ph > 0.0 else max(near)
-        if not (lo < lam_new < hi):
-            if math.isfinite(lo) and math.isfinite(hi):
-                lam_new = 0.5 * (lo + hi)
-            else:
-                break  # phi constant and nonzero beyond every breakpoint: infeasible
-        if abs(lam_new - lam) <= 1e-15 * (abs(lam) + gamma):
-            lam = lam_new
-            break
-        lam = lam_new
-    return lam
 
 
 class _FistaState(_ClaimOffers, SolverState):
@@ -320,13 +277,8 @@ class _FistaState(_ClaimOffers, SolverState):
             a_new, b_new, eps, ncert, rsum, rsq, wsq = self._reduce(parts)
         else:
             ex.map(_k_fsvm_gradient, *common)
-            if self._one is not None:
-                st, y = ex.workers[0].v["fista"], ex.workers[0].y
-                lam = _f.project_box_hyperplane(st["vproj"], y, ex.workers[0].v["box"],
-                                                ex.workers[0].v["r_buf"], self._lam)
-            else:
-                lam = _project_blocks(ex, self._lam, self.gamma_max)
-            self._lam = lam
+            # the same steps on one block as on several (each a map over the blocks)
+            lam = self._lam = project_blocks(ex, self._lam, self.gamma_max)
             self.t_bar = self.L * lam
             rho = self.rounding_now = fista_rounding(self.rc, self.beta, self.L, self.mu, rk,
                                                      rk1, False, self.t_bar)

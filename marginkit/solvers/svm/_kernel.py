@@ -41,10 +41,10 @@ from ... import _referee as R
 from ...kernels.builtin import LinearKernel
 from ...plugins import SolverState
 from . import _kernel_fast as _kf
-from . import _fast
 from ._base import _ClaimOffers
 from ._kernel_certificate import KernelCertifiedPointsCertificate
 from ._lipschitz import ritz_estimate
+from ._projection import project_box_hyperplane
 from ._thresholds import _box_scales, _gamma_mu as _svm_gamma_mu, certify_levels, check_scales, \
     run_box
 
@@ -502,8 +502,7 @@ class _KernelFistaState(_KernelRun):
         else:
             r_new = np.empty(gram.n)
             # the linear solver's projection (per-point boxes)
-            self._lam = _fast.project_box_hyperplane(self._v, y, self.gamma, r_new,
-                                                         self._lam)
+            self._lam = project_box_hyperplane(self._v, y, self.gamma, r_new, self._lam)
             self.t_bar = L * self._lam
             dsq = _kf.diff_sq(self._yk, r_new)
         f_new = gram.matvec(y * r_new)
