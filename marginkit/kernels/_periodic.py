@@ -126,6 +126,8 @@ def periodic_cosine_series(t, q):
     if not q > 1.0:
         raise ValueError(f"q={q!r} must be > 1 (the series diverges at t = 0 otherwise)")
     t = np.abs(np.asarray(t, dtype=np.float64))  # C is even: |t| makes C(t) == C(-t) bitwise
+    if t.ndim == 0:                           # a scalar t: the branches below index arrays
+        return periodic_cosine_series(t.reshape(1), q).reshape(())
     u = t - np.floor(t)
     u = np.minimum(u, 1.0 - u)                # in [0, 1/2], C is even and 1-periodic
     if q >= _DIRECT_FROM:
