@@ -54,6 +54,20 @@ def _sparse_array(X):
     return X
 
 
+def _read_only(X):
+    """X on read-only views of its arrays: a user function given the caller's data (a
+    dense X, or a CSR matrix's own arrays) cannot write into them."""
+    def frozen(a):
+        a = a.view()
+        a.flags.writeable = False
+        return a
+
+    if sp.issparse(X):
+        return sp.csr_array((frozen(X.data), frozen(X.indices), frozen(X.indptr)),
+                            shape=X.shape, copy=False)
+    return frozen(X)
+
+
 def _as(X, dtype):
     if sp.issparse(X):
         return X if X.dtype == dtype else X.astype(dtype)
@@ -486,13 +500,15 @@ class CallableKernel(Kernel):
     for sparse input, a ``scipy.sparse.csr_array`` sharing the caller's CSR arrays (never
     densified). Both follow numpy's operator semantics, so ``(A @ B.T) ** 2`` squares
     every entry of the block on dense and on sparse input alike (a ``csr_matrix`` would
-    compute a matrix power). ``B`` is ``A`` itself for the square blocks ``k(X)``. The
-    function must not modify its arguments.
+    compute a matrix power). ``B`` is ``A`` itself for the square blocks ``k(X)``. Both
+    are read-only views (writing into them raises ``ValueError``: the function must not
+    modify the caller's data).
 
     The output may be any array-like, ``numpy.matrix`` or scipy.sparse block: it is
     converted to a dense ``numpy.ndarray`` (float64, or float32 when both operands are
     float32, as for the other kernels) and checked: a wrong shape or non-finite entries
-    raise ``ValueError``. The function must itself pickle (a module-level function, not a
+    raise ``ValueError``, and so does a complex block (its imaginary part would be lost in
+    the cast). The function must itself pickle (a module-level function, not a
     lambda) for the kernel to pickle. ``diag`` evaluates small diagonal blocks (256 rows
     at a time).
 
@@ -508,10 +524,15 @@ class CallableKernel(Kernel):
     def __call__(self, A, B=None):
         A, B, dtype = prepare_pair(A, B)
         same = B is A
-        A = _sparse_array(A)
-        K = self.function(A, A if same else _sparse_array(B))
+        A = _read_only(_sparse_array(A))
+        K = self.function(A, A if same else _read_only(_sparse_array(B)))
         if sp.issparse(K):
             K = K.toarray()
+        if np.iscomplexobj(K):  # a cast to float would drop the imaginary part silently
+            raise ValueError(
+                f"callable kernel {self._fname()} returned a complex block; a kernel is "
+                "real: return a float array (e.g. K.real when the imaginary part is 0)"
+            )
         try:
             K = np.asarray(K, dtype=np.float64 if dtype == np.float64 else None)
         except (TypeError, ValueError) as exc:
