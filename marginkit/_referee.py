@@ -172,16 +172,35 @@ class RowBlocks:
         return B
 
 
-def feature_rows(kernel, X):
+def feature_rows(kernel, X, max_entries=1 << 18):
     """Phi(X) as the solvers and the referees compute it: the linear kernel's map is X as
     given (float32 data stay float32, the solvers' fast path); any other feature map is
     evaluated on float64 rows (``float64_block``), so a solver certifies the problem its
-    referee checks whatever X's dtype."""
+    referee checks whatever X's dtype. The rows are converted one block of at most
+    ``max_entries`` stored entries at a time (no float64 copy of a float32 X), after an
+    unfitted map is fitted on all of X."""
     from .kernels.builtin import LinearKernel
 
     if isinstance(kernel, LinearKernel):
         return kernel.feature_map(X)
-    return kernel.feature_map(float64_block(X))
+    if getattr(kernel, "fitted", True) is False:
+        kernel.fit(X)  # on every row (fitted lazily, a map would fit on the first block)
+    n = X.shape[0]
+    per_row = (X.nnz / max(n, 1)) if sp.issparse(X) else float(X.shape[1])
+    rows = max(1, int(max_entries // max(1.0, per_row)))
+    as_is = X.dtype == np.float64 and (sp.issparse(X) or X.flags.c_contiguous)
+    if n <= rows or as_is:
+        return kernel.feature_map(float64_block(X))
+    first = kernel.feature_map(float64_block(X[:rows]))
+    if sp.issparse(first):
+        return sp.vstack([first] + [kernel.feature_map(float64_block(X[lo:lo + rows]))
+                                    for lo in range(rows, n, rows)], format="csr")
+    out = np.empty((n,) + first.shape[1:], dtype=first.dtype)
+    out[:rows] = first
+    del first
+    for lo in range(rows, n, rows):
+        out[lo:lo + rows] = kernel.feature_map(float64_block(X[lo:lo + rows]))
+    return out
 
 
 def float64_block(B):

@@ -589,8 +589,8 @@ def _or_linear(kernel):
 def referee_kernel(kernel, X=None):
     """The kernel a referee evaluates for a certificate's ``kernel``: a kernel
     approximation rebuilt from its parameters and the free choices of its fit
-    (``referee_copy``: the Nystroem centres, the random features of a seed that cannot be
-    replayed), everything else recomputed, so a fit edited after the run is not checked
+    (``referee_copy``: the Nystroem centres, the seed of the random features), everything
+    else recomputed, so a fit edited after the run is not checked
     as if the run had made it; other kernels as they are. ``ValueError`` when the stored
     fit is not one its parameters can produce.
 

@@ -106,6 +106,59 @@ def test_random_features_of_an_integer_seed_are_redrawn_by_the_referee():
     assert not honest.check(X, y)  # the same alpha on the run's own map
 
 
+def test_random_features_drawn_without_an_integer_seed_are_redrawn_by_the_referee():
+    """rff with random_state=None or a Generator: the referee used the stored frequencies
+    as they were, so a separable run's frequencies scaled by 1e-9 after the run (every
+    point mapped to about the same features) verified an infeasibility certificate, the
+    balanced p. The fit now keeps the seed of its draw, from which the referee redraws the
+    map; the run's own certificate still verifies, after a pickle round trip too."""
+    import pickle
+
+    from marginkit.certificates import InfeasibilityCertificate, SeparatorCertificate
+
+    X, y = _random_labels(30, seed=3)
+    p = np.where(y > 0, 0.5 / np.sum(y > 0), 0.5 / np.sum(y < 0))
+    for rs in (None, np.random.default_rng(5)):
+        kp = {"n_components": 200, "random_state": rs, "gamma": 0.05}
+        run = mk.solve(X, y, solver="nvn", kernel="rff", kernel_params=kp)
+        assert run.status == "separable" and run.certificate.verify(X, y)
+        stored = pickle.loads(pickle.dumps(run))
+        assert stored.certificate.verify(X, y)
+        k = copy.copy(stored.kernel)  # the same parameters (a Generator is compared by identity)
+        k.frequencies_ = k.frequencies_ * 1e-9
+        forged = InfeasibilityCertificate(p, 0.0, 1e-3, k, stored.classes_, stored.config)
+        Q = k.feature_map(X) * y[:, None]
+        Q /= np.linalg.norm(Q, axis=1)[:, None]
+        assert np.linalg.norm(Q.T @ p) < 1e-3 * forged.eps  # infeasible on the edited map
+        # on the run's map every p has ||p||_G >= the verified margin > eps
+        assert run.margin_bounds[0] > forged.eps
+        verdict = forged.check(X, y)
+        assert not verdict and "exceeds eps" in verdict.reason
+        referee = k.referee_copy()
+        np.testing.assert_array_equal(referee.frequencies_, run.kernel.frequencies_)
+        np.testing.assert_array_equal(referee.offsets_, run.kernel.offsets_)
+        # non-finite frequencies are redrawn too, never evaluated
+        k.frequencies_[0, 0] = np.nan
+        assert not forged.check(X, y)
+        alpha = stored.certificate.alpha
+        assert SeparatorCertificate(alpha, 1.0, k, stored.classes_, stored.config).check(X, y)
+        # a fit without its seed cannot be replayed: rejected, naming the fix
+        del k.__dict__["seed_"]
+        verdict = SeparatorCertificate(alpha, 1.0, k, stored.classes_, stored.config).check(X, y)
+        assert not verdict and "refit the kernel" in verdict.reason
+
+
+def test_random_features_of_an_integer_seed_keep_their_draw():
+    """The seed a fit keeps is the integer random_state itself: its map is the one the
+    seed drew before the draw became replayable for other random states."""
+    k = mk.get_plugin("kernel", "rff")(n_components=7, random_state=11, gamma=0.5)
+    k.fit(np.zeros((4, 3)))
+    rng = np.random.default_rng(11)
+    np.testing.assert_array_equal(k.frequencies_, rng.normal(scale=1.0, size=(3, 7)))
+    np.testing.assert_array_equal(k.offsets_, rng.uniform(0.0, 2.0 * np.pi, size=7))
+    assert k.seed_ == 11
+
+
 def test_executor_rows_read_a_boolean_mask_as_numpy_does():
     """A feature map's fit that selects rows with a boolean mask (a numpy idiom) got the
     mask's 0/1 values as row numbers: n copies of rows 0 and 1, silently."""
@@ -247,10 +300,9 @@ def test_a_newton_decrement_certificate_on_an_edited_rff_fit_is_rejected():
     assert run.status == "converged" and run.certificate.verify(X, y)
     edited = copy.deepcopy(run.certificate.kernel)
     edited.frequencies_ = edited.frequencies_ * 30.0
-    free = copy.deepcopy(edited)  # the same map under a seed the referee cannot replay
-    free.params["random_state"] = None
-    other = mk.solve(X, y, solver="iterated_tikhonov", kernel=free)
-    assert other.status == "converged" and other.certificate.verify(X, y)
+    Z = edited.feature_map(X)  # the edited map's features: a linear run on them
+    other = mk.solve(Z, y, solver="iterated_tikhonov")
+    assert other.status == "converged" and other.certificate.verify(Z, y)
     forged = copy.deepcopy(run.certificate)
     forged.kernel = edited
     forged.chain, forged.targets = other.certificate.chain, other.certificate.targets

@@ -780,3 +780,41 @@ def test_rbf_careful_block_on_no_rows():
             f(K, E, na[:1], nb, 0.5, 1e-15, np.zeros((0, 3)), np.full(2, -1), 1e-15)
         with pytest.raises(ValueError, match="reads explicit row 1 of 1"):
             f(K, E, na, nb, 0.5, 1e-15, np.zeros((1, 3)), np.array([0, 1]), 1e-15)
+
+
+def _traced_peak(fn):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        out = fn()
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("name", ["nystroem", "rff"])
+def test_float32_rows_are_mapped_without_a_float64_copy_of_X(name):
+    """float32 X under a kernel approximation: the solvers fitted the map on a float64
+    copy of all of X and evaluated it on another (2 x X.nbytes each). The fit now reads X
+    as it is (it copies the rows it draws) and the map converts one bounded row block at a
+    time, with the same features."""
+    from marginkit._executors import local_executor
+    from marginkit._referee import feature_rows
+    from marginkit.solvers.svm._data import fit_on_rows
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((20000, 200)).astype(np.float32)
+    y = np.where(X[:, 0] > 0, 1, -1)
+    kp = {"n_components": 50, "random_state": 0}
+    k = mk.get_plugin("kernel", name)(**kp)
+    _, peak = _traced_peak(lambda: fit_on_rows(k, local_executor(X, y.astype(float))))
+    assert k.fitted and peak < X.nbytes / 4
+    Phi, peak = _traced_peak(lambda: feature_rows(k, X))
+    assert Phi.dtype == np.float64 and peak - Phi.nbytes < X.nbytes / 2
+    np.testing.assert_allclose(Phi, k.feature_map(X.astype(np.float64)), rtol=0, atol=1e-12)
+    for solver in ("fista", "iterated_tikhonov"):
+        _, peak = _traced_peak(lambda: mk.solve(X, y, solver=solver, kernel=name,
+                                                kernel_params=kp, max_iter=2))
+        assert peak < 2 * X.nbytes, solver  # below one float64 copy of X

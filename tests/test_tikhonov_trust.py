@@ -445,3 +445,56 @@ def test_gradient_only_bound_with_an_intercept_uses_its_curvature():
     G = np.r_[X.T @ g / n + lam * theta[0], g.sum() / n]
     exact = float(np.sqrt(G @ np.linalg.solve(H, G)))
     assert h.mean() < lam / 2 and cheap >= exact > 1e-3
+
+
+def test_nystroem_map_of_the_chain_is_the_referees_own():
+    """A run with n_components (Nystroem centres): the referee read the stored projection
+    and the stored kernel and representation as they were, so the projection set to 0
+    with a chain of zeros (every feature 0: gradient 0) verified, as did a linear run's
+    chain under the rbf claim with the map set to the identity, and the chain of a run
+    under another kernel. The referee now recomputes K_CC^{-1/2} from the centres, takes
+    the kernel from the configuration and the representation from both."""
+    import copy
+
+    from marginkit.kernels.builtin import RBFKernel
+
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((80, 3)), rng.choice([-1, 1], 80)
+    run = mk.solve(X, y, solver="iterated_tikhonov", kernel="rbf", n_components=20,
+                   random_state=0)
+    cert = run.certificate
+    assert run.status == "converged" and cert.verify(X, y)
+
+    zero = copy.deepcopy(cert)
+    zero.projection, zero.chain = np.zeros_like(cert.projection), np.zeros_like(cert.chain)
+    assert not zero.check(X, y)
+    stale = copy.deepcopy(cert)
+    stale.projection = np.eye(cert.projection.shape[0])  # never read: the claim still holds
+    assert stale.check(X, y)
+
+    linear = mk.solve(X, y, solver="iterated_tikhonov")
+    identity = copy.deepcopy(cert)
+    identity.centres = identity.projection = None
+    identity.identity_map, identity.chain = True, linear.certificate.chain
+    verdict = identity.check(X, y)
+    assert not verdict and "needs the Nystroem centres" in verdict.reason
+
+    wide = mk.solve(X, y, solver="iterated_tikhonov", kernel=RBFKernel(gamma=1e-6),
+                    n_components=20, random_state=0)
+    assert wide.certificate.verify(X, y)
+    other = copy.deepcopy(cert)
+    other.kernel, other.chain = wide.certificate.kernel, wide.certificate.chain
+    other.centres = wide.certificate.centres
+    verdict = other.check(X, y)
+    assert not verdict and "is not the run's kernel" in verdict.reason
+
+    extra = copy.deepcopy(cert)
+    extra.centres = np.vstack([cert.centres, cert.centres[:1] + 1.0])
+    verdict = extra.check(X, y)
+    assert not verdict and "n_components=20 allows at most" in verdict.reason
+
+    gram = mk.solve(X, y, solver="iterated_tikhonov", kernel="rbf")
+    primal = copy.deepcopy(gram.certificate)
+    primal.representation = "primal"
+    verdict = primal.check(X, y)
+    assert not verdict and "representation 'primal' is not the run's" in verdict.reason

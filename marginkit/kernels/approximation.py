@@ -418,6 +418,12 @@ class RandomFourierKernel(_FittedFeatureMap):
     Cauchy(0, gamma) coordinates for exp(-gamma ||x - z||_1). E[Phi Phi^T] = K and the
     error decays like 1/sqrt(m).
 
+    The draw is replayable: an integer ``random_state`` is its seed; otherwise (None, a
+    Generator) the fit draws a seed from ``random_state`` and keeps it as ``seed_``, so a
+    certificate's referee redraws the frequencies and offsets instead of trusting stored
+    ones (``referee_copy``), as it recomputes a Nystroem fit's normalization from its
+    centres.
+
     Parameters
     ----------
     base : {"rbf", "laplacian"}
@@ -449,10 +455,22 @@ class RandomFourierKernel(_FittedFeatureMap):
         return self.frequencies_.shape[1]
 
     def _fit_state(self, X):
-        d, m = X.shape[1], int(self.n_components)
-        self._check_budget(float(d) * m * 8, f"the {d} x {m} random frequencies")
+        d = X.shape[1]
+        self._check_budget(float(d) * int(self.n_components) * 8,
+                           f"the {d} x {self.n_components} random frequencies")
+        if isinstance(self.random_state, int):
+            seed = self.random_state
+        else:  # None or a Generator: the draw's own seed, kept so a referee can replay it
+            seed = int(check_random_state(self.random_state).integers(0, 2**63))
+        state = self._draw(seed, d)
+        state["seed_"] = seed
+        return state
+
+    def _draw(self, seed, d):
+        """The fitted map of ``seed`` on ``d`` features: gamma, frequencies and offsets."""
+        m = int(self.n_components)
         gamma = 1.0 / d if self.gamma is None else float(self.gamma)
-        rng = check_random_state(self.random_state)
+        rng = check_random_state(seed)
         if self.base == "rbf":
             W = rng.normal(scale=np.sqrt(2.0 * gamma), size=(d, m))
         else:
@@ -461,24 +479,28 @@ class RandomFourierKernel(_FittedFeatureMap):
                 "offsets_": rng.uniform(0.0, 2.0 * np.pi, size=m)}
 
     def _referee_state(self, stored):
-        """With an integer ``random_state`` the fit depends on the seed and the number of
-        features only: redrawn. With another ``random_state`` (None, a Generator) any
-        frequencies and offsets can be drawn, so the stored ones are used, their shapes
-        checked against ``n_components`` and the fitted number of features."""
-        d = stored.get("n_features_in_")
-        if isinstance(self.random_state, int):
-            state = self._fit_state(np.empty((0, int(d))))
-            state["n_features_in_"] = int(d)
-            return state
-        W, b = stored.get("frequencies_"), stored.get("offsets_")
-        m = int(self.n_components)
-        if not (isinstance(W, np.ndarray) and isinstance(b, np.ndarray)
-                and W.shape == (d, m) and b.shape == (m,)
-                and W.dtype.kind == "f" and b.dtype.kind == "f"):
-            raise ValueError(f"{self._owner()}: the fitted frequencies and offsets are not "
-                             f"a {d} x {m} and a {m}-vector of floats")
-        return {"gamma_": stored.get("gamma_"), "frequencies_": W.astype(np.float64),
-                "offsets_": b.astype(np.float64), "n_features_in_": int(d)}
+        """The fit's only free choice is the seed of its draw: ``random_state`` itself when
+        it is an integer, else the seed the fit drew from ``random_state`` (None, a
+        Generator) and kept as ``seed_``. The frequencies, offsets and gamma are redrawn
+        from it, never read from the fit: frequencies edited after the run (say scaled up,
+        a narrower kernel) are not checked as if the spectral density had drawn them, and
+        the certificate is checked on the map its parameters and seed define. A fit
+        without a seed (pickled by an older version) is a ``ValueError``."""
+        d = int(stored.get("n_features_in_"))
+        seed = self.random_state
+        if not isinstance(seed, int):
+            seed = stored.get("seed_")
+            if isinstance(seed, bool) or not isinstance(seed, (numbers.Integral, np.integer)) \
+                    or not 0 <= seed < 2**63:
+                raise ValueError(
+                    f"{self._owner()}: the fit keeps no seed of its random draw "
+                    f"(seed_={seed!r}; random_state={self.random_state!r}), so its random "
+                    "features cannot be redrawn; refit the kernel, or pass an integer "
+                    "random_state")
+            seed = int(seed)
+        state = self._draw(seed, d)
+        state.update(seed_=seed, n_features_in_=d)
+        return state
 
     def _transform(self, X):
         dtype = X.dtype

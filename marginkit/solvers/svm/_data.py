@@ -339,7 +339,7 @@ def fit_on_rows(kernel, executor):
     if getattr(kernel, "fitted", True) is not False:
         return
     if executor.client is None and executor.n_chunks == 1:
-        kernel.fit(_referee.float64_block(executor.workers[0].X))
+        kernel.fit(executor.workers[0].X)  # the fit copies only the rows it draws
     else:
         kernel.fit(ExecutorRows(executor))
 

@@ -29,9 +29,29 @@ def run_targets(config, n_rows, prox_step):
     t="auto"), and ``targets``, the targets of the subproblems 1..k (a tuple). Parameters
     are validated by the solver's and the rule's tables (``ValueError``/``TypeError``
     naming them)."""
+    from ..._referee import stopping_rules
+
+    cls, prm, stop = run_solver_params(config)
+    rules = stopping_rules(stop, cls.default_stop)
+    if rules is None:
+        raise ValueError("the run's stopping rules cannot be read from its configuration")
+    tol, kappa = rule_schedule(rules, prm["tol"])
+    T = int(prm["t_max"]) if prm["t"] == "auto" else int(prm["t"])
+    k = int(prox_step) if prox_step is not None else T
+    if not (1 <= k <= T) or (prm["t"] != "auto" and k != T):
+        raise ValueError(f"proximal step {prox_step!r} is not the run's last one (t={prm['t']!r})")
+    lam = float(prm["lam"]) if prm["lam"] is not None else 1.0 / n_rows
+    targets = tuple(float(v) for v in decrement_schedule(tol, T, kappa)[:k])
+    return {"loss": prm["loss"], "lam": lam, "fit_intercept": bool(prm["fit_intercept"]),
+            "target": targets[-1], "targets": targets, "n_components": prm["n_components"]}
+
+
+def run_solver_params(config):
+    """(solver class, validated solver parameters, stop) of the run's configuration (a
+    ``Config`` or its dict form); ``ValueError`` when its solver is not iterated
+    Tikhonov."""
     from ..._config import Config
     from ..._registry import get_plugin
-    from ..._referee import stopping_rules
 
     if isinstance(config, Config):
         spec, sparams, stop = config.solver, dict(config.solver_params), config.stop
@@ -50,19 +70,7 @@ def run_targets(config, n_rows, prox_step):
         raise ValueError(f"the run's solver {spec!r} is not iterated_tikhonov")
     if not isinstance(spec, str):
         sparams = {**spec.params, **sparams}
-    prm = cls(**sparams).params
-    rules = stopping_rules(stop, cls.default_stop)
-    if rules is None:
-        raise ValueError("the run's stopping rules cannot be read from its configuration")
-    tol, kappa = rule_schedule(rules, prm["tol"])
-    T = int(prm["t_max"]) if prm["t"] == "auto" else int(prm["t"])
-    k = int(prox_step) if prox_step is not None else T
-    if not (1 <= k <= T) or (prm["t"] != "auto" and k != T):
-        raise ValueError(f"proximal step {prox_step!r} is not the run's last one (t={prm['t']!r})")
-    lam = float(prm["lam"]) if prm["lam"] is not None else 1.0 / n_rows
-    targets = tuple(float(v) for v in decrement_schedule(tol, T, kappa)[:k])
-    return {"loss": prm["loss"], "lam": lam, "fit_intercept": bool(prm["fit_intercept"]),
-            "target": targets[-1], "targets": targets}
+    return cls, cls(**sparams).params, stop
 
 
 @certificate_type
@@ -112,6 +120,11 @@ class NewtonDecrementCertificate(Certificate):
         feature-space coefficients otherwise, with the intercept last when
         ``fit_intercept`` (feature maps, Nystroem centres and the identity: linear
         kernel, dense, CSR or a dask array read chunk by chunk, in row blocks).
+
+    With a configuration the kernel must be the run's, and the referee derives the
+    representation from it (``n_components``: Nystroem centres, whose normalization
+    K_CC^{-1/2} it recomputes; the stored ``projection`` and ``identity_map`` are never
+    read).
 
     ``coef`` (theta^t), ``coef_prev`` (theta^{t-1}; zeros when t = 1) and ``target``
     (eps_t) are views on ``chain`` and ``targets``. Not re-checked: which rows form the
@@ -224,14 +237,44 @@ class NewtonDecrementCertificate(Certificate):
                             self.fit_intercept)
 
     def _problem(self, X, y):
-        """(row blocks of Phi, labels, the chain in feature space (t, p), intercepts (t,))."""
+        """(row blocks of Phi, labels, the chain in feature space (t, p), intercepts (t,)).
+
+        The map from the chain to the data is the referee's own: the kernel is the run's
+        (``kernel_mismatch`` with the configuration), the representation follows from it
+        and from the run's ``n_components`` (Nystroem centres; a Gram kernel's representer
+        weights; a feature map's coefficients, the identity for the linear kernel), and a
+        Nystroem normalization is recomputed from the stored centres, never read: the
+        stored ``representation``, ``identity_map`` and ``projection`` are the solver's,
+        for information."""
         from ... import _referee as R
+        from ...certificates import _or_linear, kernel_mismatch, referee_kernel
+        from ...kernels.approximation import nystroem_projection
+        from ...kernels.builtin import LinearKernel
 
         chain = np.asarray(self.chain)
         if chain.ndim != 2 or chain.shape[0] < 1 or chain.dtype.kind != "f":
             raise ValueError("the chain must be a (t, d) float array with t >= 1")
         yv = self._labels(y)
-        precomputed = getattr(self.kernel, "precomputed", False)
+        config = getattr(self, "config", None)
+        kernel = _or_linear(self.kernel)
+        n_components = None
+        if config is not None:
+            other = kernel_mismatch(kernel, config)
+            if other is not None:
+                raise ValueError(other)
+            n_components = run_solver_params(config)[1]["n_components"]
+            if (n_components is None) != (self.centres is None):
+                raise ValueError(
+                    f"the run's n_components={n_components!r} "
+                    + ("needs the Nystroem centres; the certificate holds none"
+                       if self.centres is None else "uses no Nystroem centres; the "
+                       "certificate holds some"))
+        precomputed = getattr(kernel, "precomputed", False)
+        mapped = getattr(kernel, "feature_map", None) is not None and not precomputed
+        representation = "primal" if (mapped or self.centres is not None) else "gram"
+        if self.representation != representation:
+            raise ValueError(f"the certificate's representation {self.representation!r} is "
+                             f"not the run's, {representation!r}")
         idx = self.train_index
         if idx is not None:
             idx = np.asarray(idx)
@@ -242,12 +285,12 @@ class NewtonDecrementCertificate(Certificate):
             if precomputed:
                 X = X[:, idx]
             yv = yv[idx]
-        if self.representation == "gram":
+        if representation == "gram":
             Xl = check_X(local_matrix(X))
             if precomputed:
                 K = Xl.toarray() if sp.issparse(Xl) else Xl
             else:
-                K = gram_matrix(self.kernel, Xl)
+                K = gram_matrix(kernel, Xl)
             budget = getattr(self.config, "memory_budget", None) if self.config is not None \
                 and not isinstance(self.config, dict) else None
             check_gram_budget(K.shape[0], budget or 2.0 * 2**30,
@@ -259,18 +302,25 @@ class NewtonDecrementCertificate(Certificate):
             # theta^k = Phi^T beta^k for every link
             return R.RowBlocks(Phi), yv, chain @ Phi, np.zeros(chain.shape[0])
         if self.centres is not None:
-            kernel, P, C = self.kernel, np.asarray(self.projection, dtype=np.float64), self.centres
+            C = R.float64_block(check_X(self.centres, name="the Nystroem centres"))
+            d = X.shape[1]
+            if C.shape[1] != d or (n_components is not None
+                                   and not 1 <= C.shape[0] <= n_components):
+                raise ValueError(
+                    f"the certificate holds {C.shape[0]} Nystroem centres of {C.shape[1]} "
+                    f"features; the run's n_components={n_components!r} allows at most "
+                    f"that many centres of X's {d} features")
+            # P = K_CC^{-1/2}, as the run's map computed it from the same centres
+            P, _ = nystroem_projection(gram_matrix(kernel, C, C))
 
             def fmap(B):
                 return gram_matrix(kernel, B, C) @ P
-        elif self.identity_map:
+        elif isinstance(kernel, LinearKernel):
             fmap = None
         else:
             # a kernel approximation's fit rebuilt from its parameters (and fitted on all
             # the training rows when a loaded result keeps its parameters only)
-            from ...certificates import referee_kernel
-
-            fmap = referee_kernel(self.kernel, X).feature_map
+            fmap = referee_kernel(kernel, X).feature_map
         blocks = R.RowBlocks(X, fmap)
         p = chain.shape[1] - int(self.fit_intercept)
         bs = chain[:, p] if self.fit_intercept else np.zeros(chain.shape[0])

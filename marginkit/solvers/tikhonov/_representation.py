@@ -23,7 +23,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from ..._executors import local_executor
-from ..._referee import float64_block
+from ..._referee import feature_rows, float64_block
 from ..._validation import check_X
 from ...kernels.approximation import NystroemMap
 
@@ -149,10 +149,11 @@ def training_features(problem, params, train_index, blocked):
         # evaluated on float64 rows (the problem solved is the one the referee
         # checks) (an identity map then runs on X itself, as the linear kernel does)
         linear = getattr(kernel, "name", None) == "linear"
-        Xb = Xtr if linear else float64_block(Xtr)
-        Phi = kernel.feature_map(Xb)
-        identity_map = linear or Phi is Xb
-        Phi = Xtr if identity_map and not linear else Phi
+        identity_map = linear or _returns_its_rows(kernel, Xtr)
+        if linear:
+            Phi = kernel.feature_map(Xtr)
+        else:  # by row blocks: no float64 copy of a float32 X
+            Phi = Xtr if identity_map else feature_rows(kernel, Xtr)
         Phi = check_X(Phi, name="feature_map(X)")
     else:
         # exact kernel (or precomputed Gram): Newton on theta in the eigenbasis of K
@@ -178,6 +179,15 @@ def training_features(problem, params, train_index, blocked):
     return TrainingFeatures(rows, Phi, nystroem, exact, identity_map)
 
 
+def _returns_its_rows(kernel, X):
+    """Whether ``kernel.feature_map`` is the identity (returns the float64 rows it is
+    given), probed on one row once an unfitted map is fitted on all of X."""
+    if getattr(kernel, "fitted", True) is False:
+        kernel.fit(X)
+    probe = float64_block(X[:1])
+    return kernel.feature_map(probe) is probe
+
+
 def validation_features(kernel, X, val_index, train_index, features):
     """Phi of the held-out rows ``val_index`` of X in the representation of ``features``
     (the ``TrainingFeatures`` fitted on the rows ``train_index``)."""
@@ -191,8 +201,9 @@ def validation_features(kernel, X, val_index, train_index, features):
         else:
             Kv = gram_matrix(kernel, Xv, X[train_index])
         return Kv @ features.exact.projection_
-    Xv = Xv if features.identity_map else float64_block(Xv)
-    return check_X(kernel.feature_map(Xv), name="feature_map(X)")
+    if features.identity_map:
+        return check_X(kernel.feature_map(Xv), name="feature_map(X)")
+    return check_X(feature_rows(kernel, Xv), name="feature_map(X)")
 
 
 def blocked_limits(params, kernel):
