@@ -372,22 +372,23 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
     if not (math.isfinite(eps_v) and math.isfinite(rho)):
         return reject("the projected gradient is not finite in float64: rescale X, C or mu")
     # the levels min(gamma_i, 1/mu), rounded down
+    # (the tests below are over the certified points: ``| off`` passes the others)
+    off = ~mask
     level_lo = np.minimum(box, level * (1.0 - 2 * R.UNIT))
-    gaps = (level_lo[mask] - r[mask]) * (1.0 - R.UNIT)
-    threshold = float(gaps.min())
+    gaps = (level_lo - r) * (1.0 - R.UNIT)
+    threshold = float(np.where(mask, gaps, np.inf).min())
     bound = (eps_v + rho) * (1.0 + 2 * R.UNIT)
     margin = threshold - bound
     numbers = dict(value=eps_v, threshold=threshold, rounding=rho, margin=margin)
     if not margin > 0.0:
         return reject("a certified point has level - r_i <= eps_v + rounding", **numbers)
-    floor = (1.0 - mu * level_lo[mask]) + 2 * R.UNIT * (1.0 + mu * level_lo[mask])
-    if not np.all(theta[mask] - Eth[mask] * (1.0 + 2 * R.UNIT) - R.UNIT * np.abs(theta[mask])
-                  > floor):
+    floor = (1.0 - mu * level_lo) + 2 * R.UNIT * (1.0 + mu * level_lo)
+    if not np.all((theta - Eth * (1.0 + 2 * R.UNIT) - R.UNIT * np.abs(theta) > floor) | off):
         return reject("a certified point has theta_i <= 1 - mu level beyond rounding", **numbers)
     if check_model:
         ydec = ypm * (dec + c1)
         Ed = Md * (1.0 + 2 * g) * gC + Ec1 + 2 * R.UNIT * np.abs(ydec) + eta
-        if not np.all(ydec[mask] * (1.0 - R.UNIT) > Ed[mask]):
+        if not np.all((ydec * (1.0 - R.UNIT) > Ed) | off):
             return reject("the stored classifier misclassifies a certified point (beyond "
                           "rounding)", **numbers)
     return Verdict(True, kind, **numbers)

@@ -106,8 +106,8 @@ def _box_scales(box, mu):
     """(largest gamma_i, smallest positive level) of a run's box: the scales of the
     rounding bounds and of ``check_scales``."""
     gmax = float(box.max(initial=0.0))
-    pos = box[box > 0.0]
-    level = certify_level(float(pos.min()), mu) if pos.size else certify_level(gmax, mu)
+    low = float(np.where(box > 0.0, box, np.inf).min(initial=np.inf))  # smallest positive
+    level = certify_level(low if low < np.inf else gmax, mu)
     return gmax, level
 
 
