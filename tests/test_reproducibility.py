@@ -282,6 +282,16 @@ def _rewrite_header(path, edit):
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
+    used, stack = {"__meta__.npy"}, [meta]
+    while stack:  # members the edited header no longer declares are dropped
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("__array__"), str):
+                used.add(node["__array__"] + ".npy")
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    members = {name: data for name, data in members.items() if name in used}
     buf = io.BytesIO()
     np.save(buf, np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
     members["__meta__.npy"] = buf.getvalue()
@@ -337,16 +347,24 @@ def test_tampered_rff_seed_is_refused_or_rejected(tmp_path):
             mk.load_result(path)
 
 
-def test_file_without_the_fit_of_a_random_kernel_fails_verification_clearly(tmp_path):
-    """A file without the kernel's fit (as every file written before fits were saved):
-    the certificate of a map drawn with random_state=None cannot be rechecked; the verdict
-    says so and names the fix, instead of checking it on a new random map."""
+@pytest.mark.parametrize("version", [2, 3])
+def test_file_without_the_fit_of_a_random_kernel_fails_verification_clearly(version, tmp_path):
+    """A file without the kernel's fit (version 2: every file written before fits were
+    saved; version 3: an edited one): the certificate of a map drawn with
+    random_state=None cannot be rechecked; the verdict says so and names the fix, instead
+    of checking it on a new random map."""
     X, y = _separable_data()
+
+    def drop_fit(node):
+        node.pop("fit", None)
+        if "__result__" in node:
+            node["__result__"] = version
+
     for kernel in sorted(_RANDOM_FITS):
         res = mk.solve(X, y, solver="nvn", kernel=kernel, kernel_params=_RANDOM_FITS[kernel])
         path = tmp_path / f"{kernel}.npz"
         res.save(path)
-        _rewrite_header(path, lambda node: node.pop("fit", None))
+        _rewrite_header(path, drop_fit)
         back = mk.load_result(path)
         assert not back.kernel.fitted
         verdict = back.certificate.check(X, y)
