@@ -54,7 +54,9 @@ import scipy.sparse as sp
 
 __all__ = ["save_fields", "load_fields", "MAX_HEADER_BYTES", "MAX_BYTES", "MAX_DEPTH"]
 
-VERSION = 2
+VERSION = 3
+#: header versions read (2: plug-ins without their fit; 1: see the module docstring)
+_VERSIONS = (2, 3)
 #: largest JSON header accepted (a saved result's header is a few KiB)
 MAX_HEADER_BYTES = 4 << 20
 #: default limit on the total size of the arrays of one file (``load_result(max_bytes=)``)
@@ -63,6 +65,7 @@ MAX_BYTES = 1 << 30
 MAX_DEPTH = 64
 #: dtype kinds an array member may have: bool, integers, floats, unicode strings (labels)
 _ARRAY_KINDS = frozenset("biufU")
+_GENERATORS = (np.random.Generator, np.random.RandomState)
 _MAX_NDIM = 3
 _NPY_HEADER_LIMIT = 10000
 _READ_BLOCK = 16 << 20
@@ -135,8 +138,15 @@ class _Encoder:
             if obj.name is None:
                 raise TypeError(f"cannot save {where}: {obj!r} is not a registered plug-in "
                                 "(register it, or use pickle for this result)")
-            return {"__plugin__": [obj.kind, obj.name],
-                    "params": self.node(dict(obj.params), f"{where}.params")}
+            params = dict(obj.params)
+            fit = obj.saved_fit() if callable(getattr(obj, "saved_fit", None)) else None
+            if isinstance(params.get("random_state"), _GENERATORS):
+                params["random_state"] = None  # a Generator's state is not data
+            node = {"__plugin__": [obj.kind, obj.name],
+                    "params": self.node(params, f"{where}.params")}
+            if fit is not None:
+                node["fit"] = self.node(dict(fit), f"{where}.fit")
+            return node
         if isinstance(obj, Certificate):
             name = type(obj).__name__
             if CERTIFICATE_TYPES.get(name) is not type(obj):
@@ -160,6 +170,9 @@ class _Encoder:
             v = getattr(cfg, name)
             if name == "callback" or (name == "random_state" and not (v is None or isinstance(v, int))):
                 v = None  # a function or a Generator's state is not data: not stored
+            elif name == "kernel_params" and isinstance(v, dict) \
+                    and isinstance(v.get("random_state"), _GENERATORS):
+                v = {**v, "random_state": None}  # as a kernel's own (see the plug-ins)
             elif name in ("solver", "kernel", "smoother") and not (v is None or isinstance(v, str)):
                 if getattr(v, "name", None) is None:
                     raise TypeError(f"cannot save {where}.{name}: {v!r} is not a registered "
@@ -343,10 +356,12 @@ class _Loader:
         if meta is None or _depth_exceeds(meta, MAX_DEPTH):
             raise _Refusal("the header", f"nests containers deeper than {MAX_DEPTH} levels")
         if isinstance(meta, dict) and "__result__" in meta:
-            if set(meta) != {"__result__", "fields"} or meta["__result__"] != VERSION \
-                    or not isinstance(meta["fields"], dict):
-                raise _Refusal("the header", f"is not a version {VERSION} Result.save header")
-            self.version = VERSION
+            version = meta["__result__"]
+            if set(meta) != {"__result__", "fields"} or type(version) is not int \
+                    or version not in _VERSIONS or not isinstance(meta["fields"], dict):
+                raise _Refusal("the header", f"is not a Result.save header of a version "
+                                             f"this marginkit reads {list(_VERSIONS)}")
+            self.version = version
             given = meta["fields"]
         elif isinstance(meta, dict) and set(meta) == {"__dict__"} and isinstance(meta["__dict__"], dict):
             self.version = 1
@@ -375,11 +390,11 @@ class _Loader:
     def array(self, node, where):
         if not isinstance(node, dict) or "__array__" not in node:
             raise _Refusal(where, f"expected an array, got {_kind(node)}")
-        keys = {"__array__", "dtype", "shape"} if self.version == VERSION else {"__array__"}
+        keys = {"__array__", "dtype", "shape"} if self.version >= 2 else {"__array__"}
         if set(node) != keys or not isinstance(node["__array__"], str):
             raise _Refusal(where, "malformed array node")
         want_dtype = want_shape = None
-        if self.version == VERSION:
+        if self.version >= 2:
             try:
                 want_dtype = np.dtype(node["dtype"]) if isinstance(node["dtype"], str) else None
             except (TypeError, ValueError):
@@ -402,7 +417,7 @@ class _Loader:
                 and all(type(s) is int and 0 <= s < 2**62 for s in shape)):
             raise _Refusal(where, f"declares an invalid shape {shape!r}")
         parts = node["__csr__"]
-        if self.version == VERSION:
+        if self.version >= 2:
             if not isinstance(parts, dict) or set(parts) != {"data", "indices", "indptr"}:
                 raise _Refusal(where, "malformed CSR node")
             arrays = {p: self.array(parts[p], f"{where}.{p}") for p in ("data", "indices", "indptr")}
@@ -460,7 +475,9 @@ class _Loader:
         from ._registry import get_plugin
         from . import plugins
 
-        if not isinstance(node, dict) or "__plugin__" not in node or set(node) != {"__plugin__", "params"}:
+        keys = {"__plugin__", "params", "fit"} if self.version >= 3 else {"__plugin__", "params"}
+        if not isinstance(node, dict) or "__plugin__" not in node \
+                or not {"__plugin__", "params"} <= set(node) <= keys:
             raise _Refusal(where, f"expected a registered {kind} plug-in, got {_kind(node)}")
         spec = node["__plugin__"]
         if not (isinstance(spec, list) and len(spec) == 2 and all(isinstance(s, str) for s in spec)):
@@ -488,7 +505,24 @@ class _Loader:
             raise _Refusal(where, f"{kind} {name!r} refused the parameters: {exc}") from None
         if not isinstance(obj, plugins.Plugin):
             raise _Refusal(where, f"{kind} {name!r} is not a marginkit plug-in")
+        if "fit" in node:
+            self.restore_fit(obj, node["fit"], f"{where}.fit")
         return obj
+
+    def restore_fit(self, obj, node, where):
+        """Fit ``obj`` from its saved fit (``Kernel.saved_fit``): the plug-in checks every
+        entry and recomputes the rest within what is left of ``max_bytes``."""
+        if not callable(getattr(obj, "restore_fit", None)):
+            raise _Refusal(where, f"{obj!r} keeps no fit")
+        if not isinstance(node, dict) or "__dict__" not in node:
+            raise _Refusal(where, f"expected a dict, got {_kind(node)}")
+        stored = self.mapping(node, where, _Loader.param)
+        try:
+            obj.restore_fit(stored, max_bytes=self.budget)
+        except (TypeError, ValueError) as exc:
+            raise _Refusal(where, f"not a fit of {obj!r}: {exc}") from None
+        need = obj._restore_bytes(obj.__dict__) if hasattr(obj, "_restore_bytes") else 0
+        self.budget -= min(int(need), self.budget)
 
     def param(self, node, where):
         """A plug-in parameter: plain data, or a registered plug-in (a base kernel)."""
@@ -507,7 +541,7 @@ class _Loader:
     def certificate(self, node, where):
         from .certificates import CERTIFICATE_TYPES
 
-        body = "fields" if self.version == VERSION else "state"
+        body = "fields" if self.version >= 2 else "state"
         if not isinstance(node, dict) or "__certificate__" not in node \
                 or set(node) != {"__certificate__", body}:
             raise _Refusal(where, f"expected a certificate, got {_kind(node)}")

@@ -14,6 +14,7 @@ the training data; otherwise the run goes on. Every certificate a ``Result`` car
 has passed this check.
 """
 import math
+import numbers
 
 import numpy as np
 
@@ -586,6 +587,24 @@ def _or_linear(kernel):
     return LinearKernel() if kernel is None else kernel
 
 
+def check_refittable(kernel):
+    """``ValueError`` when the unfitted kernel approximation ``kernel`` cannot be refitted
+    to the map a certificate was computed on: its draw is random (``random_state`` None or
+    a Generator), so a refit draws another map; the run's fit, which ``Result.save``
+    stores, is missing (a file written before fits were saved, or edited)."""
+    rs = getattr(kernel, "params", {}).get("random_state")
+    if isinstance(rs, bool) or not isinstance(rs, numbers.Integral):
+        raise ValueError(
+            f"{kernel!r} is unfitted and its draw is random (random_state={rs!r}): the "
+            "fit the certificate was computed on was not saved with the result (a file "
+            "written by an older marginkit, or edited), and a refit would draw another "
+            "map; solve again with an integer random_state in kernel_params (then the "
+            "fit is reproducible), and save that result")
+    base = getattr(kernel, "__dict__", {}).get("base_kernel")
+    if hasattr(base, "referee_copy") and getattr(base, "fitted", True) is False:
+        check_refittable(base)  # a Nystroem map of a random approximation
+
+
 def referee_kernel(kernel, X=None):
     """The kernel a referee evaluates for a certificate's ``kernel``: a kernel
     approximation rebuilt from its parameters and the free choices of its fit
@@ -604,6 +623,7 @@ def referee_kernel(kernel, X=None):
     fresh = copy()
     pool = hasattr(X, "map") and hasattr(X, "n_samples")  # a run's own blocks: fitted
     if X is not None and not pool and getattr(fresh, "fitted", True) is False:
+        check_refittable(fresh)
         from ._validation import check_X
 
         fresh.fit(check_X(local_matrix(X)))

@@ -251,3 +251,122 @@ def test_estimator_same_random_state_same_model(name):
     c = pickle.loads(pickle.dumps(a))
     np.testing.assert_array_equal(c.decision_function(X), a.decision_function(X))
     np.testing.assert_array_equal(c.predict(X), a.predict(X))
+
+
+# ------------------------------------------------------- kernel fits in Result.save files
+def _separable_data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(150, 3))
+    return X, np.where(np.sin(2 * X[:, 0]) + X[:, 1] > 0, 1.0, -1.0)
+
+
+_RANDOM_FITS = {
+    "rff": {"n_components": 60, "gamma": 0.7},
+    "nystroem": {"n_components": 40, "base_params": {"gamma": 0.7}},
+}
+
+
+def _rewrite_header(path, edit):
+    """Apply ``edit`` to every dict of the JSON header of the results file ``path``."""
+    import io
+    import json
+
+    with zipfile.ZipFile(path) as zf:
+        members = {name: zf.read(name) for name in zf.namelist()}
+    meta = json.loads(np.load(io.BytesIO(members["__meta__.npy"])).tobytes())
+    stack = [meta]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            edit(node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    used, stack = {"__meta__.npy"}, [meta]
+    while stack:  # members the edited header no longer declares are dropped
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("__array__"), str):
+                used.add(node["__array__"] + ".npy")
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    members = {name: data for name, data in members.items() if name in used}
+    buf = io.BytesIO()
+    np.save(buf, np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
+    members["__meta__.npy"] = buf.getvalue()
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+
+
+@pytest.mark.parametrize("random_state", [None, "generator"])
+@pytest.mark.parametrize("kernel", sorted(_RANDOM_FITS))
+def test_saved_random_kernel_fit_is_checked_on_the_runs_map(kernel, random_state, tmp_path):
+    """A kernel approximation fitted with random_state=None (or a Generator) keeps the
+    free choice of its fit in the file (rff: the seed of its draw; nystroem: its centres),
+    so after load_result the certificate is checked on the run's map and the model
+    predicts as before."""
+    X, y = _separable_data()
+    rs = np.random.default_rng(5) if random_state == "generator" else None
+    res = mk.solve(X, y, solver="nvn", kernel=kernel,
+                   kernel_params={**_RANDOM_FITS[kernel], "random_state": rs})
+    assert res.status == "separable" and res.certificate.verify(X, y)
+    path = tmp_path / "r.npz"
+    res.save(path)
+    back = mk.load_result(path)
+    assert back.kernel.fitted
+    assert back.certificate.verify(X, y), back.certificate.check(X, y)
+    np.testing.assert_array_equal(back.decision_function(X), res.decision_function(X))
+
+
+def test_tampered_rff_seed_is_refused_or_rejected(tmp_path):
+    X, y = _separable_data()
+    res = mk.solve(X, y, solver="nvn", kernel="rff", kernel_params=_RANDOM_FITS["rff"])
+    path = tmp_path / "r.npz"
+    res.save(path)
+    seeds = []
+    _rewrite_header(path, lambda node: seeds.append(node["seed_"]) if "seed_" in node else None)
+    assert seeds and all(type(s) is int for s in seeds), "the file keeps no seed_"
+
+    def set_seed(value):
+        def edit(node):
+            if "seed_" in node:
+                node["seed_"] = value
+        return edit
+
+    # another valid seed: another map, on which the claim does not hold
+    _rewrite_header(path, set_seed((seeds[0] + 1) % 2**63))
+    verdict = mk.load_result(path).certificate.check(X, y)
+    assert not verdict and "rounding bound" in verdict.reason
+    # seeds no draw can have: refused on load, naming the place in the file
+    for bad in (-1, 2**63, 2**70, 1.5, "7", True, None, [1]):
+        res.save(path)
+        _rewrite_header(path, set_seed(bad))
+        with pytest.raises(ValueError, match=r"seed_"):
+            mk.load_result(path)
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_file_without_the_fit_of_a_random_kernel_fails_verification_clearly(version, tmp_path):
+    """A file without the kernel's fit (version 2: every file written before fits were
+    saved; version 3: an edited one): the certificate of a map drawn with
+    random_state=None cannot be rechecked; the verdict says so and names the fix, instead
+    of checking it on a new random map."""
+    X, y = _separable_data()
+
+    def drop_fit(node):
+        node.pop("fit", None)
+        if "__result__" in node:
+            node["__result__"] = version
+
+    for kernel in sorted(_RANDOM_FITS):
+        res = mk.solve(X, y, solver="nvn", kernel=kernel, kernel_params=_RANDOM_FITS[kernel])
+        path = tmp_path / f"{kernel}.npz"
+        res.save(path)
+        _rewrite_header(path, drop_fit)
+        back = mk.load_result(path)
+        assert not back.kernel.fitted
+        verdict = back.certificate.check(X, y)
+        assert not verdict and not back.certificate.verify(X, y)
+        assert "integer random_state" in verdict.reason and "not saved" in verdict.reason

@@ -135,12 +135,59 @@ class _FittedFeatureMap(Kernel):
         a ``ValueError`` (a certificate whose map was edited certifies another kernel)."""
         fresh = type(self)(**self.params)
         if self.fitted:
-            d = self.__dict__["n_features_in_"]
-            if isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 1:
-                raise ValueError(f"{self._owner()}: the fitted number of features "
-                                 f"{d!r} is not a positive integer")
+            self._checked_n_features(self.__dict__["n_features_in_"])
             fresh.__dict__.update(fresh._referee_state(self.__dict__))
         return fresh
+
+    def _checked_n_features(self, d):
+        if isinstance(d, bool) or not isinstance(d, (numbers.Integral, np.integer)) or d < 1:
+            raise ValueError(f"{self._owner()}: the fitted number of features "
+                             f"{d!r} is not a positive integer")
+        return int(d)
+
+    #: the fitted attributes ``saved_fit`` returns: name -> required
+    _saved_fit_fields = {}
+
+    def saved_fit(self):
+        """What a referee needs of the fit, as plain data (a dict), or None when the
+        instance is unfitted: the free choices of the fit (``_referee_state``), which
+        ``Result.save`` stores with the parameters; everything else is recomputed from
+        them by ``restore_fit``."""
+        if not self.fitted:
+            return None
+        return {name: self.__dict__[name] for name in self._saved_fit_fields
+                if self.__dict__.get(name) is not None}
+
+    def restore_fit(self, stored, max_bytes=None):
+        """Fit this (unfitted) instance from ``stored``, a dict as ``saved_fit`` returns
+        (read from an untrusted file by ``marginkit.load_result``): every entry checked,
+        the rest of the fit recomputed as a referee does (``_referee_state``); returns
+        self. ``max_bytes`` bounds the memory the recomputation needs. A ``ValueError``
+        names what is wrong."""
+        if not isinstance(stored, dict):
+            raise ValueError(f"{self._owner()}: the saved fit is not a dict")
+        fields = self._saved_fit_fields
+        unknown = sorted(set(stored) - set(fields))
+        if unknown:
+            raise ValueError(f"{self._owner()}: unknown entries {unknown[:5]} in the saved "
+                             f"fit; it holds {sorted(fields)}")
+        missing = sorted(k for k, required in fields.items() if required and k not in stored)
+        if missing:
+            raise ValueError(f"{self._owner()}: the saved fit lacks {missing}")
+        stored = dict(stored)
+        stored["n_features_in_"] = self._checked_n_features(stored["n_features_in_"])
+        need = self._restore_bytes(stored)
+        if max_bytes is not None and need > max_bytes:
+            raise ValueError(
+                f"{self._owner()}: recomputing the saved fit needs {need:.0f} bytes, more "
+                f"than the {max_bytes} bytes of max_bytes left; pass a larger max_bytes to "
+                "load_result if you trust the file")
+        self.__dict__.update(self._referee_state(stored))
+        return self
+
+    def _restore_bytes(self, stored):  # pragma: no cover - abstract
+        """The bytes ``_referee_state(stored)`` allocates (entries already checked)."""
+        raise NotImplementedError
 
     def _referee_state(self, stored):  # pragma: no cover - abstract
         """The fitted attributes a referee uses, from the ``stored`` ones (a dict)."""
@@ -243,6 +290,20 @@ class NystroemKernel(_FittedFeatureMap):
         return nystroem_transform(self.base_kernel, X, self.components_, self.normalization_,
                                   dtype=X.dtype)
 
+    _saved_fit_fields = {"n_features_in_": True, "components_": True, "base_kernel": False}
+
+    def saved_fit(self):
+        fit = super().saved_fit()
+        base = fit and fit.get("base_kernel")
+        if base is not None and getattr(base, "saved_fit", None) is None:
+            del fit["base_kernel"]  # defined by the parameters (a kernel without a fit)
+        return fit
+
+    def _restore_bytes(self, stored):
+        C = stored.get("components_")
+        m = C.shape[0] if hasattr(C, "shape") and len(C.shape) == 2 else 0
+        return 4.0 * m * m * 8  # K_CC, its eigenvectors, K_CC^{-1/2} and a product
+
     def _referee_state(self, stored):
         """The centres are the fit's free choice (any rows: an instance may be fitted on
         other data than a run's), at most ``n_components`` of them with the fitted number
@@ -260,7 +321,7 @@ class NystroemKernel(_FittedFeatureMap):
                 f"{self.n_components} centres of the {d} fitted features")
         from ..certificates import _same_value
 
-        base = stored.get("base_kernel")
+        base = stored.get("base_kernel", self.base_kernel)
         if not _same_value(base, self.base_kernel):
             raise ValueError(f"{self._owner()}: the fitted base kernel {base!r} is not the "
                              f"one the parameters define, {self.base_kernel!r}")
@@ -454,6 +515,12 @@ class RandomFourierKernel(_FittedFeatureMap):
     def _n_outputs(self):
         return self.frequencies_.shape[1]
 
+    _saved_fit_fields = {"n_features_in_": True, "seed_": True}
+
+    def _restore_bytes(self, stored):
+        m = int(self.n_components)
+        return 8.0 * (stored["n_features_in_"] + 1) * m
+
     def _fit_state(self, X):
         d = X.shape[1]
         self._check_budget(float(d) * int(self.n_components) * 8,
@@ -488,8 +555,15 @@ class RandomFourierKernel(_FittedFeatureMap):
         without a seed (pickled by an older version) is a ``ValueError``."""
         d = int(stored.get("n_features_in_"))
         seed = self.random_state
+        kept = stored.get("seed_")
+        if isinstance(seed, int) and kept is not None and (
+                isinstance(kept, bool) or not isinstance(kept, (numbers.Integral, np.integer))
+                or int(kept) != seed):
+            raise ValueError(
+                f"{self._owner()}: the fit's seed_={kept!r} is not its integer "
+                f"random_state={seed}, which is the seed of its draw")
         if not isinstance(seed, int):
-            seed = stored.get("seed_")
+            seed = kept
             if isinstance(seed, bool) or not isinstance(seed, (numbers.Integral, np.integer)) \
                     or not 0 <= seed < 2**63:
                 raise ValueError(

@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from ... import _referee as R
 from ..._validation import check_sample_weight, check_X
 from ...certificates import Certificate, Verdict, certificate_type, kernel_mismatch, \
-    labels_pm as _labels_pm, local_matrix, referee_kernel, stored_r_mask
+    check_refittable, labels_pm as _labels_pm, local_matrix, referee_kernel, stored_r_mask
 from ...kernels.builtin import LinearKernel
 from . import _fast as _f
 from ...utils._rows import row_block
@@ -134,8 +134,9 @@ class CertifiedPointsCertificate(Certificate):
         if kernel is None or isinstance(kernel, LinearKernel):
             return None  # the identity map: X itself
         if getattr(kernel, "fitted", True) is False:
-            # a loaded result keeps the kernel's parameters only: fit the map on the
-            # training rows (an integer random_state reproduces it)
+            # a result loaded without the kernel's fit: fit the map on the training rows
+            # (an integer random_state reproduces it; a random draw is refused)
+            check_refittable(kernel)
             kernel.fit(check_X(local_matrix(X)))
         # the fit rebuilt from its free choices: a map edited after the run is not the run's
         return referee_kernel(kernel).feature_map
