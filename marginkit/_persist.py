@@ -3,7 +3,7 @@
 A results file is a zip archive of ``.npy`` members (``numpy.savez_compressed``): one
 member ``__meta__`` holding the JSON header, and one member per array the header declares.
 
-The header is ``{"__result__": 2, "fields": {field: node}}`` with one entry per field of
+The header is ``{"__result__": 3, "fields": {field: node}}`` with one entry per field of
 ``Result`` and nodes of these kinds only::
 
     null, true/false, numbers, strings
@@ -12,7 +12,8 @@ The header is ``{"__result__": 2, "fields": {field: node}}`` with one entry per 
     {"__csr__": {"data": array, "indices": array, "indptr": array}, "shape": [n, d]}
     {"__seq__": [node, ...], "tuple": bool}
     {"__dict__": {name: node, ...}}
-    {"__plugin__": [kind, registered name], "params": {"__dict__": ...}}
+    {"__plugin__": [kind, registered name], "params": {"__dict__": ...},
+     "fit": {"__dict__": ...}}                                  ("fit": optional)
     {"__certificate__": registered type, "fields": {constructor parameter: node}}
     {"__config__": {Config field: node}}
 
@@ -35,6 +36,12 @@ Loading an untrusted file is safe by construction:
 
 Every refusal is a ``ValueError`` naming the file, the place in the header
 (``r.certificate.fields.alpha``) and the problem.
+
+A plug-in's ``"fit"`` holds the free choices of a fitted kernel approximation
+(``saved_fit``: ``rff``'s ``seed_``, Nystroem's centres); ``load_result`` hands it to the
+plug-in's ``restore_fit``, which checks every entry and recomputes the rest of the fit
+within what is left of ``max_bytes``. Version 2 headers (plug-ins without their fit) are
+still read.
 
 Files of the first format (``{"__dict__": ...}`` headers whose arrays carry no dtype or
 shape) are still read, under the same rules; their arrays are checked against the
