@@ -495,7 +495,10 @@ class PerceptronClassifier(_MarginClassifier):
         1/k^2). On separable data whose normalized margin is above ``tol`` it cannot
         fire: those end with a separator. None: the solver's own rules only (a
         separator or ``max_iter``). Solvers whose rules certify infeasibility already
-        (``nvn``, ``snkpvn``, ``isnkpvn``) use their own ``eps``.
+        (``nvn``, ``snkpvn``, ``isnkpvn``) use their own ``eps``. The rule reads the
+        solver's ``dual_norm`` and ``dual_tol`` (every built-in solver provides them); a
+        plug-in solver that does not provide them (``Solver.provides``) runs without it,
+        and ``tol`` has no effect.
     smoother : str, optional
         Prox-function of the smoothed solvers (``"entropy"``, ``"l2"``); None: the
         solver's default.

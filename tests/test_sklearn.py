@@ -736,3 +736,16 @@ def test_perceptron_tol_leaves_separators_explicit_rules_and_certifying_solvers_
                      ("tight", TypeError)):
         with pytest.raises(err, match="tol"):
             PerceptronClassifier(tol=bad).fit(Xo, yo)
+
+
+def test_tol_has_no_effect_without_dual_norm(toy):
+    """A plug-in solver that provides no dual_norm runs without the dual_certificate rule
+    that ``tol`` adds (as PerceptronClassifier's docstring says): same rules, same fit."""
+    X, y = three_blobs()
+    a = PerceptronClassifier(solver=TOY, tol=1e-3).fit(X, y)
+    b = PerceptronClassifier(solver=TOY, tol=None).fit(X, y)
+    assert [r.config.stop for r in a.result_] == [r.config.stop for r in b.result_]
+    np.testing.assert_array_equal(a.n_iter_, b.n_iter_)
+    np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
+    c = PerceptronClassifier(solver="snkp", tol=1e-3)._config()
+    assert any(type(r).__name__ == "DualCertificate" for r in c.stop)
