@@ -591,9 +591,12 @@ def check_refittable(kernel):
     """``ValueError`` when the unfitted kernel approximation ``kernel`` cannot be refitted
     to the map a certificate was computed on: its draw is random (``random_state`` None or
     a Generator), so a refit draws another map; the run's fit, which ``Result.save``
-    stores, is missing (a file written before fits were saved, or edited)."""
-    rs = getattr(kernel, "params", {}).get("random_state")
-    if isinstance(rs, bool) or not isinstance(rs, numbers.Integral):
+    stores, is missing (a file written before fits were saved, or edited). A kernel
+    without a ``random_state`` parameter has a deterministic fit: refitted as it is."""
+    params = getattr(kernel, "params", {})
+    rs = params.get("random_state")
+    if "random_state" in params and (isinstance(rs, bool)
+                                     or not isinstance(rs, numbers.Integral)):
         raise ValueError(
             f"{kernel!r} is unfitted and its draw is random (random_state={rs!r}): the "
             "fit the certificate was computed on was not saved with the result (a file "

@@ -370,3 +370,23 @@ def test_file_without_the_fit_of_a_random_kernel_fails_verification_clearly(vers
         verdict = back.certificate.check(X, y)
         assert not verdict and not back.certificate.verify(X, y)
         assert "integer random_state" in verdict.reason and "not saved" in verdict.reason
+
+
+def test_refit_check_refuses_random_draws_only():
+    """``check_refittable`` refuses an unfitted map whose draw is random (random_state None
+    or a Generator) and passes an integer seed or a fit without a random_state parameter."""
+    from marginkit.certificates import check_refittable
+    from marginkit.kernels.approximation import NystroemKernel, RandomFourierKernel
+
+    for kernel in (RandomFourierKernel(n_components=5), NystroemKernel(n_components=5),
+                   RandomFourierKernel(n_components=5, random_state=np.random.default_rng(1))):
+        with pytest.raises(ValueError, match="integer random_state"):
+            check_refittable(kernel)
+    check_refittable(RandomFourierKernel(n_components=5, random_state=3))
+    check_refittable(NystroemKernel(n_components=5, random_state=3))
+
+    class Deterministic:  # a fitted map whose fit draws nothing
+        params = {"n_components": 5}
+        fitted = False
+
+    check_refittable(Deterministic())
