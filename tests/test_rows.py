@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 import marginkit as mk
 from marginkit.solvers.svm import _fast as _svm_fast
-from marginkit.utils._rows import row_block
+from marginkit.utils._rows import LAYOUTS, ByLayout, row_block
 
 
 def _matrix(n=37, d=11, seed=0):
@@ -90,6 +90,35 @@ def test_kernels_read_every_layout_alike(name):
     _svm_fast.column_max(blk, cm)
     np.testing.assert_array_equal(cm, np.abs(Xr).max(0))
 
+
+
+def test_layout_kernels_dispatch_through_a_table():
+    # every fused kernel of one row-block argument is a ByLayout (a table of its compiled
+    # specializations); kernels fused over other types too keep Cython's dispatch
+    import importlib
+
+    wrapped = 0
+    for name in ("marginkit.solvers.svm._fast", "marginkit.solvers.perceptron._fast",
+                 "marginkit.solvers.tikhonov._fast", "marginkit.kernels._gram"):
+        for fn in vars(importlib.import_module(name)).values():
+            sig = getattr(fn, "__signatures__", None)
+            assert not (sig and LAYOUTS.issuperset(sig)), f"{name}: {fn} is not wrapped"
+            if isinstance(fn, ByLayout):
+                assert LAYOUTS.issuperset(fn.__wrapped__.__signatures__)
+                wrapped += 1
+    assert wrapped >= 20
+    # the table calls the block's own specialization, and refuses what is no block as
+    # Cython's dispatch does
+    cm = np.zeros(11)
+    for _, B in _layouts(_matrix()):
+        blk = row_block(B)
+        ref = np.zeros(11)
+        _svm_fast.column_max.__wrapped__[type(blk)](blk, ref)
+        cm[:] = 0.0
+        _svm_fast.column_max(blk, cm)
+        np.testing.assert_array_equal(cm, ref)
+    with pytest.raises(TypeError, match="No matching signature"):
+        _svm_fast.column_max(_matrix(), cm)
 
 def test_int64_indices_solve_as_int32():
     X, y = mk.datasets.load_libsvm("heart_scale")

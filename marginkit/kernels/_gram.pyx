@@ -604,3 +604,10 @@ def spline_factor(const double[::1] a, const double[::1] b, double[:, ::1] out, 
             for j in range(j0s, n):
                 out[i, j] *= 1.0 + weight * _cos_series(a[i] - b[j], mode, c, nc, amp, q, j0,
                                                         eps, zreg, dlg, lsin, zq, pair_scale)
+
+
+# the per-layout kernels dispatch on the row block's class through a table (see
+# ``marginkit.utils._rows.ByLayout``: Cython's dispatch costs microseconds per call)
+from marginkit.utils._rows import dispatch_by_layout  # noqa: E402
+
+dispatch_by_layout(globals())

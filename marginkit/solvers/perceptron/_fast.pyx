@@ -911,3 +911,10 @@ cdef class MinNormPoint:
                 self.R[c + 1, t] = cs * z - sn * x
             self.R[c + 1, c] = 0.0
         self.size = m - 1
+
+
+# the per-layout kernels dispatch on the row block's class through a table (see
+# ``marginkit.utils._rows.ByLayout``: Cython's dispatch costs microseconds per call)
+from marginkit.utils._rows import dispatch_by_layout  # noqa: E402
+
+dispatch_by_layout(globals())

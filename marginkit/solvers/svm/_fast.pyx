@@ -1324,3 +1324,10 @@ def ref_matvec_ld(rows_t X, const double[::1] v, const double[::1] Mv, long doub
                 q += fabs(<double>X.data[k]) * Mv[j]
             th[i] += t
             Mth[i] += q
+
+
+# the per-layout kernels dispatch on the row block's class through a table (see
+# ``marginkit.utils._rows.ByLayout``: Cython's dispatch costs microseconds per call)
+from marginkit.utils._rows import dispatch_by_layout  # noqa: E402
+
+dispatch_by_layout(globals())

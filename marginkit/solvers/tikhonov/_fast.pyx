@@ -199,3 +199,10 @@ def weighted_gram(rows_t X, const double[::1] h, double[:, ::1] H):
             for j in range(d):
                 for k in range(j + 1, d):
                     H[k, j] = H[j, k]
+
+
+# the per-layout kernels dispatch on the row block's class through a table (see
+# ``marginkit.utils._rows.ByLayout``: Cython's dispatch costs microseconds per call)
+from marginkit.utils._rows import dispatch_by_layout  # noqa: E402
+
+dispatch_by_layout(globals())
