@@ -713,6 +713,7 @@ cdef Py_ssize_t _dcd_pass(rows_t X, const double* y, int64_t* index, Py_ssize_t 
             MK_PREFETCH(&r[i])
             MK_PREFETCH(&c[i])
             MK_PREFETCH(&qd[i])
+            MK_PREFETCH(&box[i])
         if s + _PF_NEAR < active_size:
             row_prefetch(X, index[s + _PF_NEAR])
         i = index[s]
