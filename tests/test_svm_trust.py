@@ -216,6 +216,37 @@ def test_tampered_certificate_is_rejected(certified_run, change):
     assert not verdict and verdict.reason
 
 
+
+def test_per_point_tests_over_chunks_agree_and_reject(certified_run, monkeypatch):
+    # the referee's per-point tests run over chunks of points: with chunks of 7 points
+    # (80 points: 12 chunks) the verdict is the one-chunk verdict, and a point changed in
+    # the last chunk is still seen
+    from marginkit.solvers.svm import _certificate
+
+    X, y, res = certified_run
+    cert = res.certificate
+    one = cert.check(X, y)
+    monkeypatch.setattr(_certificate, "_CHUNK", 7)
+    many = cert.check(X, y)
+    assert many.ok and one.ok
+    for k in ("value", "threshold", "rounding", "margin"):
+        assert getattr(many, k) == pytest.approx(getattr(one, k), rel=1e-12), k
+    # an uncertified point of the last chunk added to the mask: its gap level - r_j is
+    # below the bound (only the per-point tests read the mask)
+    j = np.flatnonzero(~cert.mask)[-1]
+    assert j >= 7 * 11
+    mask = cert.mask.copy()
+    mask[j] = True
+    v = tampered(cert, mask=mask).check(X, y)
+    assert not v and "level - r_i <= eps_v" in v.reason
+    # a certified point of a late chunk with its label flipped
+    i = np.flatnonzero(cert.mask)[-1]
+    assert i >= 7 * 10
+    y_bad = np.asarray(y).copy()
+    y_bad[i] = -y_bad[i]
+    v = cert.check(X, y_bad)
+    assert not v and v.reason
+
 def test_labels_outside_the_classes_raise(certified_run):
     X, y, res = certified_run
     y2 = np.asarray(y).copy()

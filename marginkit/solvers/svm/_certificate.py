@@ -263,7 +263,9 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
     LD = np.longdouble
     uL, gL = R.LONG_UNIT, R.gamma_long  # long double's unit roundoff and gamma_k
 
-    u = ypm * r
+    u = np.empty(n)
+    for c in _chunks(n):
+        np.multiply(ypm[c], r[c], out=u[c])
     a = np.zeros(d, dtype=LD)
     mag = np.zeros(d)
     D = 1
@@ -287,7 +289,7 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
     gC = R.gamma(D + d + 8)                  # the row products of pass C (float64)
     gl = gL(n + d + 32)                      # other long double sums
     eta = R.ETA
-    bL = np.sum(u.astype(LD))
+    bL = sum((np.sum(u[c].astype(LD)) for c in _chunks(n)), LD(0.0))  # any order: gl(n + 2)
     b = float(bL)
     R1 = float(np.sum(r)) * (1.0 + g)
     EbL = gL(n + 2) * R1
@@ -344,17 +346,29 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
                               Md[lo:hi])
         if form == "svm":
             zf2 += _scaled_frobenius2(B, m, s, n)
-    theta = ypm * (th + t)
-    G = theta + mu * r - 1.0
-    # |th_i| <= |theta_i| + |t|: the rounding of th + t (and of t itself)
-    Eth = Mth * (1.0 + 2 * g) + Et + R.UNIT * abs(t) + 2 * R.UNIT * (np.abs(theta) + 2 * abs(t)) \
-        + eta
-    EG = Eth + R.gamma(4) * (np.abs(theta) + mu * r + 1.0) + eta
-    # a box [0, 0] (weight 0) fixes its coordinate: p_i = 0
-    p = np.where(r <= 0.0, np.where(box > 0.0, np.minimum(G, 0.0), 0.0),
-                 np.where(r >= box, np.maximum(G, 0.0), G))
+    # the per-point quantities, computed over chunks of _CHUNK points: their temporaries
+    # stay in cache and are reused, instead of a fresh n-vector each (at n = 10^6 and
+    # beyond, the page faults of ~30 fresh n-vectors cost more than the passes over X)
+    def theta_eth(c):
+        # theta_i and the bound Eth_i on its rounding (|th_i| <= |theta_i| + |t|: the
+        # rounding of th + t, and of t itself)
+        theta = ypm[c] * (th[c] + t)
+        Eth = Mth[c] * (1.0 + 2 * g) + Et + R.UNIT * abs(t) \
+            + 2 * R.UNIT * (np.abs(theta) + 2 * abs(t)) + eta
+        return theta, Eth
+
+    p, EG = np.empty(n), np.empty(n)
+    for c in _chunks(n):
+        theta, Eth = theta_eth(c)
+        rc, bc = r[c], box[c]
+        G = theta + mu * rc - 1.0
+        EG[c] = Eth + R.gamma(4) * (np.abs(theta) + mu * rc + 1.0) + eta
+        # a box [0, 0] (weight 0) fixes its coordinate: p_i = 0
+        p[c] = np.where(rc <= 0.0, np.where(bc > 0.0, np.minimum(G, 0.0), 0.0),
+                        np.where(rc >= bc, np.maximum(G, 0.0), G))
     N, eN = R.scaled_norm(p)
     NE, eNE = R.scaled_norm(EG)
+    del p, EG
     eps_v = N / mu
     rho = ((eN + NE + eNE) / mu + 4 * R.UNIT * eps_v) * (1.0 + 4 * R.UNIT)
     if form == "svm":
@@ -363,8 +377,8 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
         # active set, so ||r - r*|| <= ||r - r~|| (1 + ||Q|| / mu) + ||p(r)|| / mu
         delta = abs(b) + EbL + R.UNIT * abs(b)
         if delta > 0.0:
-            room = np.minimum(r, box - r)
-            k = int(np.count_nonzero(room > delta))
+            k = sum(int(np.count_nonzero(np.minimum(r[c], box[c] - r[c]) > delta))
+                    for c in _chunks(n))
             if k == 0:
                 return reject(f"r is not on y^T r = 0 (|y^T r| <= {delta:.3g}) and no free "
                               "coordinate can absorb the residual")
@@ -372,28 +386,46 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
             rho += (1.0 + qnorm / mu) * delta / math.sqrt(k) * (1.0 + 4 * R.UNIT)
     if not (math.isfinite(eps_v) and math.isfinite(rho)):
         return reject("the projected gradient is not finite in float64: rescale X, C or mu")
-    # the levels min(gamma_i, 1/mu), rounded down
-    # (the tests below are over the certified points: ``| off`` passes the others)
-    off = ~mask
-    level_lo = np.minimum(box, level * (1.0 - 2 * R.UNIT))
-    gaps = (level_lo - r) * (1.0 - R.UNIT)
-    threshold = float(np.where(mask, gaps, np.inf).min())
+
+    # the levels min(gamma_i, 1/mu), rounded down (the tests below are over the certified
+    # points: ``| ~mask`` passes the others)
+    def level_lo(c):
+        return np.minimum(box[c], level[c] * (1.0 - 2 * R.UNIT))
+
+    threshold = min((float(np.where(mask[c], (level_lo(c) - r[c]) * (1.0 - R.UNIT),
+                                    np.inf).min(initial=np.inf)) for c in _chunks(n)),
+                    default=math.inf)
     bound = (eps_v + rho) * (1.0 + 2 * R.UNIT)
     margin = threshold - bound
     numbers = dict(value=eps_v, threshold=threshold, rounding=rho, margin=margin)
     if not margin > 0.0:
         return reject("a certified point has level - r_i <= eps_v + rounding", **numbers)
-    floor = (1.0 - mu * level_lo) + 2 * R.UNIT * (1.0 + mu * level_lo)
-    if not np.all((theta - Eth * (1.0 + 2 * R.UNIT) - R.UNIT * np.abs(theta) > floor) | off):
-        return reject("a certified point has theta_i <= 1 - mu level beyond rounding", **numbers)
+    for c in _chunks(n):
+        theta, Eth = theta_eth(c)
+        lev = level_lo(c)
+        floor = (1.0 - mu * lev) + 2 * R.UNIT * (1.0 + mu * lev)
+        if not np.all((theta - Eth * (1.0 + 2 * R.UNIT) - R.UNIT * np.abs(theta) > floor)
+                      | ~mask[c]):
+            return reject("a certified point has theta_i <= 1 - mu level beyond rounding",
+                          **numbers)
     if check_model:
-        ydec = ypm * (dec + c1)
-        Ed = Md * (1.0 + 2 * g) * gC + Ec1 + 2 * R.UNIT * np.abs(ydec) + eta
-        if not np.all((ydec * (1.0 - R.UNIT) > Ed) | off):
-            return reject("the stored classifier misclassifies a certified point (beyond "
-                          "rounding)", **numbers)
+        for c in _chunks(n):
+            ydec = ypm[c] * (dec[c] + c1)
+            Ed = Md[c] * (1.0 + 2 * g) * gC + Ec1 + 2 * R.UNIT * np.abs(ydec) + eta
+            if not np.all((ydec * (1.0 - R.UNIT) > Ed) | ~mask[c]):
+                return reject("the stored classifier misclassifies a certified point "
+                              "(beyond rounding)", **numbers)
     return Verdict(True, kind, **numbers)
 
+
+
+#: points per chunk of the referee's per-point tests (a few cache-resident float64 vectors)
+_CHUNK = 1 << 15
+
+
+def _chunks(n):
+    """Slices of [0, n) of at most ``_CHUNK`` points, in order."""
+    return [slice(lo, min(lo + _CHUNK, n)) for lo in range(0, n, _CHUNK)]
 
 #: a row of zeros to pass as ``skip`` where no column is skipped
 _NO_SKIP = np.zeros(1 << 16, dtype=np.uint8)
