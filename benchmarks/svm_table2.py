@@ -162,7 +162,8 @@ def _methods(n, dtype, float32):
     out += [("dcd" + suffix, dtype, lambda *a: _marginkit("dcd", *a)),
             ("fista" + suffix, dtype, lambda *a: _marginkit("fista", *a)),
             ("LIBLINEAR", dtype, _liblinear),
-            ("LinearSVC", dtype, _sklearn(LinearSVC(C=C, dual="auto", max_iter=1000))),
+            ("LinearSVC", dtype, _sklearn(LinearSVC(C=C, dual="auto", max_iter=1000,
+                                                    random_state=0))),
             ("SGDClassifier hinge", dtype,
              _sklearn(SGDClassifier(loss="hinge", alpha=1.0 / (C * n), random_state=0)))]
     try:
