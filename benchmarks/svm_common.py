@@ -161,8 +161,80 @@ def _built_library(max_iter, build):
     return target
 
 
+def liblinear_problem(X, y, col_scale=None, block_rows=1 << 16):
+    """LIBLINEAR's ``problem`` for ``(X Diag(col_scale), y)``, written in row blocks.
+
+    ``liblinear.problem(y, X)`` converts a dense array with a Python loop over its entries
+    and copies a CSR matrix whole, so a float32 or dense X would be copied twice; here the
+    float64 values go block by block straight into LIBLINEAR's own node array, laid out as
+    ``liblinear.csr_to_problem`` lays it out (per row its entries with 1-based indices,
+    a slot for the bias node, a terminator). That array (16 bytes per entry) is the only
+    copy of X; temporaries are one block. A dense row keeps all its d entries. ``X`` is
+    dense or CSR, float32 or float64; ``col_scale`` (length d) multiplies the columns.
+    """
+    from ctypes import POINTER, addressof, c_double, c_uint64, cast, sizeof
+
+    from liblinear import liblinear as stock
+
+    n, d = X.shape
+    s = np.ones(d) if col_scale is None else np.asarray(col_scale, dtype=np.float64)
+    sparse = sp.issparse(X)
+    if sparse:
+        X = sp.csr_matrix(X)
+        counts = np.diff(X.indptr).astype(np.int64)
+    else:
+        counts = np.full(n, d, dtype=np.int64)
+    rowptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts + 2, out=rowptr[1:])
+    space = np.empty(rowptr[-1], dtype=stock.feature_node)
+    for lo in range(0, n, block_rows):
+        hi = min(n, lo + block_rows)
+        seg = space[rowptr[lo]:rowptr[hi]]
+        seg["index"] = -1  # the bias slot and the terminator; the entries are written next
+        if sparse:
+            B = X[lo:hi]
+            if not B.has_sorted_indices:
+                B = B.copy()
+                B.sort_indices()
+            # entry j of the block's row r sits at j + 2 r (two extra nodes per row before)
+            pos = np.arange(B.nnz) + 2 * np.repeat(np.arange(hi - lo), counts[lo:hi])
+            seg["index"][pos] = B.indices + 1
+            seg["value"][pos] = B.data * s[B.indices]
+        else:
+            nodes = seg.reshape(hi - lo, d + 2)
+            nodes["index"][:, :d] = np.arange(1, d + 1)
+            nodes["value"][:, :d] = X[lo:hi] * s
+    prob = stock.problem.__new__(stock.problem)
+    prob.l, prob.n, prob.bias = n, d, -1
+    prob.x_space, prob.rowptr = space, rowptr
+    prob.y = (c_double * n)()
+    np.ctypeslib.as_array(prob.y, (n,))[:] = y
+    prob.x = (POINTER(stock.feature_node) * n)()
+    base = addressof(space.ctypes.data_as(POINTER(stock.feature_node))[0])
+    np.ctypeslib.as_array(cast(prob.x, POINTER(c_uint64)), (n,))[:] = (
+        rowptr[:-1] * sizeof(stock.feature_node) + base)
+    return prob
+
+
+def liblinear_decision(model, X, col_scale=None, block_rows=1 << 16):
+    """The decision values of a binary LIBLINEAR model (trained on ``X Diag(col_scale)``
+    with ``-B 1``) on X, read from its weights in row blocks (no copy of X); positive
+    means ``model.get_labels()[0]``."""
+    d = model.nr_feature
+    w = np.ctypeslib.as_array(model.w, (d + 1,)).copy()
+    ws = w[:d] if col_scale is None else w[:d] * col_scale
+    out = np.empty(X.shape[0])
+    for lo in range(0, X.shape[0], block_rows):
+        hi = min(X.shape[0], lo + block_rows)
+        out[lo:hi] = X[lo:hi] @ ws
+    return out + w[d] * model.bias
+
+
 def liblinear_train(Xtr, ytr, C, extra="", seed=None, lib=None):
     """Train LIBLINEAR (-s 3 -B 1 -c C); returns (model, seconds of train(), #iter, hit_max_iter).
+
+    ``Xtr``: a matrix (converted by liblinear's ``problem``) or a ``problem`` already
+    built (``liblinear_problem``; ``ytr`` is then not read).
 
     ``seed``: the C ``rand()`` that orders the coordinates of every epoch is seeded with
     ``srand(seed)`` just before the call (the library's, through ``ctypes``), so a run is
@@ -175,7 +247,7 @@ def liblinear_train(Xtr, ytr, C, extra="", seed=None, lib=None):
     from liblinear import liblinearutil as ll
 
     lib = liblinear_library() if lib is None else lib
-    prob = ll.problem(ytr, Xtr)
+    prob = Xtr if isinstance(Xtr, stock.problem) else ll.problem(ytr, Xtr)
     param = ll.parameter(f"-s 3 -B 1 -c {C!r} {extra}")
     messages = []
     param.print_func = stock.PRINT_STRING_FUN(lambda s: messages.append(s.decode()))
