@@ -92,6 +92,39 @@ def test_kernels_read_every_layout_alike(name):
 
 
 
+
+@pytest.mark.parametrize("name", [n for n, _ in _layouts(_matrix())])
+def test_referee_rmatvec_over_several_row_blocks(name):
+    # the referee's X^T u over REF_ROWS-row blocks (a CSR block keeps the sums of the
+    # columns its rows touch only): equal to the long-double product, heavy columns
+    # ("skip") left out of a CSR block's sums and mean term, every column centred in a
+    # dense one
+    rng = np.random.default_rng(4)
+    n, d = 2600, 300  # three row blocks, each touching part of the columns
+    X = rng.standard_normal((n, d)) * (rng.random((n, d)) < 0.004)
+    B = dict(_layouts(X))[name]
+    Xr = (B.toarray() if sp.issparse(B) else B).astype(np.longdouble)
+    u, r = rng.standard_normal(n), rng.random(n)
+    m = rng.standard_normal(d) * 0.1
+    skip = (rng.random(d) < 0.2).astype(np.uint8)
+    a, mag = np.zeros(d, dtype=np.longdouble), np.zeros(d)
+    longest = _svm_fast.ref_rmatvec(row_block(B), skip, m, u, r, a, mag)
+    C = Xr - m.astype(np.longdouble)  # centred entries (dense: all; CSR: stored + mean)
+    if sp.issparse(B):
+        keep = skip == 0
+        want = Xr.T @ u.astype(np.longdouble) - m.astype(np.longdouble) * np.sum(u.astype(np.longdouble))
+        want_mag = np.abs(Xr).T @ r + np.abs(m) * r.sum()
+        np.testing.assert_allclose(a[keep].astype(np.float64), want[keep].astype(np.float64),
+                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(mag[keep], want_mag[keep].astype(np.float64), rtol=1e-12)
+        assert np.all(a[~keep] == 0) and np.all(mag[~keep] == 0)
+        assert longest == int(np.diff(B.indptr).max())
+    else:
+        np.testing.assert_allclose(a.astype(np.float64), (C.T @ u).astype(np.float64),
+                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(mag, (np.abs(C).T @ r).astype(np.float64), rtol=1e-12)
+        assert longest == d
+
 def test_layout_kernels_dispatch_through_a_table():
     # every fused kernel of one row-block argument is a ByLayout (a table of its compiled
     # specializations); kernels fused over other types too keep Cython's dispatch

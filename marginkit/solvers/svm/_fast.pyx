@@ -29,7 +29,7 @@ from libc.math cimport sqrt, fabs, frexp, ldexp, INFINITY
 cdef extern from "math.h" nogil:
     long double sqrtl(long double x)
 from libc.stdint cimport int64_t, uint64_t
-from libc.stdlib cimport calloc, free
+from libc.stdlib cimport calloc, free, malloc
 
 from marginkit.utils._rows cimport (
     MK_PREFETCH, csr_rows_t, dense_rows_t, rows_t, col, row_axpy, row_axpy_scaled, row_dot,
@@ -1205,15 +1205,26 @@ def ref_rmatvec(rows_t X, const unsigned char[::1] skip, const double[::1] m, co
     Dense: every column is centred explicitly, c = x - m_j (``skip`` unused). CSR: the
     stored entries of the columns not marked in ``skip``; their mean term -m_j e^T u is
     added at the end (magnitude |m_j| e^T r); the marked ("heavy") columns are left to
-    the caller, who centres them densely. Returns the largest number of entries of a
-    row (the length of a row's dot products)."""
+    the caller, who centres them densely. A CSR block's float64 sums of REF_ROWS rows are
+    kept for the columns those rows touch only (their list is built as they are met), so
+    the work is O(nnz) however wide X is; a dense block touches every column. Returns the
+    largest number of entries of a row (the length of a row's dot products)."""
     cdef Py_ssize_t n = u.shape[0]
     cdef Py_ssize_t d = a.shape[0]
-    cdef Py_ssize_t i, j, k, ln, i0, i1, longest = 0
+    cdef Py_ssize_t i, j, k, t, ln, i0, i1, nt, longest = 0
     cdef double c, ui, ri, bsum = 0.0, rsum = 0.0
     cdef long double btot = 0.0
     cdef double* part = <double*>calloc(d + 1, sizeof(double))
-    if part == NULL:
+    # CSR: the columns touched by the current REF_ROWS rows (``seen`` marks them)
+    cdef Py_ssize_t* touched = NULL
+    cdef unsigned char* seen = NULL
+    if rows_t in csr_rows_t:
+        touched = <Py_ssize_t*>malloc((d + 1) * sizeof(Py_ssize_t))
+        seen = <unsigned char*>calloc(d + 1, sizeof(unsigned char))
+    if part == NULL or (rows_t in csr_rows_t and (touched == NULL or seen == NULL)):
+        free(part)
+        free(touched)
+        free(seen)
         raise MemoryError()
     with nogil:
         i0 = 0
@@ -1221,8 +1232,7 @@ def ref_rmatvec(rows_t X, const unsigned char[::1] skip, const double[::1] m, co
             i1 = i0 + _REF_ROWS
             if i1 > n:
                 i1 = n
-            for j in range(d):
-                part[j] = 0.0
+            nt = 0
             bsum = 0.0
             for i in range(i0, i1):
                 ui = u[i]
@@ -1240,10 +1250,23 @@ def ref_rmatvec(rows_t X, const unsigned char[::1] skip, const double[::1] m, co
                         continue
                     else:
                         c = <double>X.data[k]
+                        if not seen[j]:
+                            seen[j] = 1
+                            touched[nt] = j
+                            nt += 1
                     part[j] += c * ui
                     mag[j] += fabs(c) * ri
-            for j in range(d):
-                a[j] += part[j]
+            # the block's float64 sums into a (long double), and part back to zero
+            if rows_t in dense_rows_t:
+                for j in range(d):
+                    a[j] += part[j]
+                    part[j] = 0.0
+            else:
+                for t in range(nt):
+                    j = touched[t]
+                    a[j] += part[j]
+                    part[j] = 0.0
+                    seen[j] = 0
             btot += bsum
             i0 = i1
         if rows_t in csr_rows_t:
@@ -1252,6 +1275,8 @@ def ref_rmatvec(rows_t X, const unsigned char[::1] skip, const double[::1] m, co
                     a[j] -= (<long double>m[j]) * btot
                     mag[j] += fabs(m[j]) * rsum
     free(part)
+    free(touched)
+    free(seen)
     return longest
 
 
