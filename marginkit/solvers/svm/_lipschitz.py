@@ -28,7 +28,7 @@ _GRAM_BYTES = 256 * 2**20
 _GRAM_PASSES = 40
 
 
-def _gram_rounding_bound(n, F, M, trace, augmented, p, n_blocks=1):
+def _gram_rounding_bound(n, F, M, trace, augmented, p, n_blocks=1, terms=None):
     """Bound on the error of the computed largest eigenvalue of G = Z~^T Z~ (or Z^T Z).
 
     ``F`` = sum_i ||s * x_i||^2, ``M`` = ||s * m||^2, ``trace`` = trace(G). Every entry of G
@@ -38,9 +38,11 @@ def _gram_rounding_bound(n, F, M, trace, augmented, p, n_blocks=1):
     (sqrt(F) + sqrt(n M) + sqrt(n))^2. The symmetric eigensolver is backward stable: its
     largest eigenvalue is that of a matrix within O(p u ||G||_2) of G_computed, allowed
     for by 8 p u trace(G). With ``n_blocks`` row blocks each entry is the sum of the
-    blocks' sums: n_blocks - 1 more additions in the chain.
+    blocks' sums: n_blocks - 1 more additions in the chain. ``terms`` (default n) is the
+    length of the sums instead: Z~ Z~^T, whose entries are sums over the p columns, has
+    the same W W^T bound (||W W^T||_2 = ||W^T W||_2) and its own ``p`` (its order, n).
     """
-    k = (n + 4 + n_blocks - 1) * R.UNIT
+    k = ((n if terms is None else terms) + 4 + n_blocks - 1) * R.UNIT
     gam = k / (1.0 - k)
     W = (np.sqrt(F) + np.sqrt(n * M) + (np.sqrt(n) if augmented else 0.0)) ** 2
     return gam * W + 8.0 * p * R.UNIT * trace
@@ -155,13 +157,14 @@ def ritz_estimate(matvec, p, tol, seed=0):
     return max(theta, 0.0) + res
 
 
-def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0, n_blocks=1):
+def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0, n_blocks=1,
+                  terms=None):
     """Upper estimate of the largest eigenvalue of the p x p operator ``matvec`` (Z~^T Z~)
     by Lanczos (``ritz_estimate``: the Ritz value theta plus its residual) plus the
     rounding margin; the largest eigenvalue with high probability from a random start,
     not with certainty, unlike the Gram path. If ARPACK fails, the trace (>= the largest
-    eigenvalue of this positive semidefinite operator) is used. Returns (bound, products
-    with the operator)."""
+    eigenvalue of this positive semidefinite operator) is used. ``terms``: as
+    ``_gram_rounding_bound``'s. Returns (bound, products with the operator)."""
     count = [0]
 
     def mv(v):
@@ -169,7 +172,7 @@ def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0, n_blo
         return matvec(v)
 
     est = ritz_estimate(mv, p, tol, seed)
-    margin = _gram_rounding_bound(n, F, M, trace, augmented, p, n_blocks)
+    margin = _gram_rounding_bound(n, F, M, trace, augmented, p, n_blocks, terms)
     return (trace if est is None else est) + margin, count[0]
 
 
@@ -194,6 +197,22 @@ def _k_power(block, vs, offset):
     return tsum, tsq, acc
 
 
+def _k_rows_matvec(block, vs, offset):
+    """t = X_b vs + offset for the block's rows (``_fast.rows_matvec``)."""
+    data = block.v["svm"]
+    t = np.empty(data.n)
+    _f.rows_matvec(data.rows, vs, offset, t)
+    return t
+
+
+def _k_rows_rmatvec(block, u):
+    """X_b^T u_b for the block's share u_b of an n-vector (``_fast.rows_rmatvec``)."""
+    data = block.v["svm"]
+    acc = np.empty(data.d)
+    _f.rows_rmatvec(data.rows, u, acc)
+    return acc
+
+
 def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=0):
     """An upper bound of ||Z~||_2^2 (``augmented``) or ||Z||_2^2, for L = mu + this bound.
 
@@ -206,7 +225,10 @@ def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=
       block order) and its largest eigenvalue taken by LAPACK (``top_eigenvalue_bound``)
       plus a rounding margin (about 1e-13 relative on the benchmark data);
     * otherwise Lanczos (``lanczos_bound``) on v -> Z~^T (Z~ v), one fused pass over the
-      blocks per product (``_fast.gram_power_matvec``), to relative tolerance ``tol``.
+      blocks per product (``_fast.gram_power_matvec``), to relative tolerance ``tol``;
+      with fewer rows than columns (n < d + 1: wide sparse data) on the n x n operator
+      u -> Z~ (Z~^T u) instead, which has the same nonzero eigenvalues and vectors of
+      length n (ARPACK's own work per step is proportional to the vectors' length).
 
     ``data`` is a ``_Blocked`` (the row blocks of a run) or a prepared ``_Data``.
     Returns (bound, info) with info = {"method": "gram" or "lanczos", "passes": products
@@ -240,6 +262,19 @@ def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=
         return lam, {"method": "gram", "passes": 0}
     d = data.d
     m, s = data.m, data.s
+    if n < p:
+        def matvec_rows(u):
+            # Z~^T u = [s * (X^T u - m e^T u); e^T u], then Z~ w = X (s * w_d) - m . (s * w_d)
+            # + w_aug, the blocks' shares of u and of the result in block order
+            usum = float(np.sum(u))
+            xtu = _in_order(ex.map_each(_k_rows_rmatvec, [(q,) for q in ex.split(u)]))
+            vs = s * (s * (xtu - m * usum))
+            offset = (usum if augmented else 0.0) - _f.dot(m, vs)
+            return np.concatenate(ex.map(_k_rows_matvec, vs, offset))
+
+        lam, passes = lanczos_bound(matvec_rows, n, n, F, data.M, trace, augmented, tol, seed,
+                                    nb, terms=p)
+        return lam, {"method": "lanczos", "passes": passes}
 
     def matvec(v):
         vs = s * v[:d]
