@@ -448,6 +448,9 @@ class _Loader:
         if support is not None and coef is not None and support.shape[0] != coef.shape[0]:
             raise _Refusal("r.support_", f"has {support.shape[0]} rows but support_coef_ has "
                                          f"{coef.shape[0]} entries")
+        if coef is not None and fields.get("coef_") is None and fields.get("kernel") is None:
+            raise _Refusal("r.kernel", "is missing: support_coef_ are the coefficients of "
+                                       "kernel values, and no kernel is stored")
         classes = fields.get("classes_")
         if classes is not None and fields.get("task") != "regression" and (
                 classes.shape != (2,) or classes[0] == classes[1]

@@ -519,6 +519,11 @@ def _edit_support_coef_inf(members, fields):
     return r"r\.support_coef_: holds NaN or infinite values"
 
 
+def _edit_no_kernel(members, fields):
+    fields["kernel"] = None
+    return r"r\.kernel: is missing: support_coef_ are the coefficients of kernel values"
+
+
 def _edit_map_coef_width(members, fields):
     node = fields["extra"]["__dict__"]["feature_space_coef"]
     _set_array(members, node, np.ones(node["shape"][0] + 1))
@@ -535,7 +540,7 @@ def _edit_support_rows(members, fields):
     (_edit_coef_nan, {}), (_edit_intercept_inf, {}), (_edit_classes([-1.0]), {}),
     (_edit_classes([-1.0, 1.0, 2.0]), {}), (_edit_classes([1.0, 1.0]), {}),
     (_edit_classes([np.nan, 1.0]), {}),
-    (_edit_support_coef_inf, {"kernel": "rbf"}),
+    (_edit_support_coef_inf, {"kernel": "rbf"}), (_edit_no_kernel, {"kernel": "rbf"}),
     (_edit_map_coef_width, {"kernel": "nystroem", "kernel_params": {"n_components": 8},
                             "random_state": 0}),
     (_edit_support_rows, {"kernel": "rbf", "sparse": True}),
