@@ -232,6 +232,7 @@ def load_result(path, max_bytes=_persist.MAX_BYTES):
     """
     fields = _persist.load_fields(path, Result._FIELDS, max_bytes=max_bytes)
     _bind_status_to_certificate(fields, path)
+    _bind_model_to_certificate(fields, path)
     return Result(**fields)
 
 
@@ -257,3 +258,41 @@ def _bind_status_to_certificate(fields, path):
     if status == "certified" and hasattr(cert, "claim"):
         cert.claim = "certified"
 
+
+#: a certificate's attribute -> the result field that predicts with it (both kept by a run)
+_CERTIFIED_MODEL = {"kernel": "kernel", "intercept": "intercept_", "coef": "coef_"}
+
+
+def _bind_model_to_certificate(fields, path):
+    """The loaded model is the one its certificate checks: the kernel (parameters and
+    fit), the intercept and the feature-space coefficients a certificate holds are those
+    the result predicts with, where both are stored. Without this, a file whose
+    ``intercept_`` (or ``coef_``, or the fit of ``kernel``) was edited loaded with a
+    certificate that verifies: the one of the model it certifies, not of the model that
+    predicts."""
+    cert = fields.get("certificate")
+    for attr, field in _CERTIFIED_MODEL.items():
+        certified, used = getattr(cert, attr, None), fields.get(field)
+        if certified is None or used is None:
+            continue
+        if not _same_model(certified, used):
+            name = os.fspath(path) if isinstance(path, os.PathLike) else path
+            raise ValueError(f"{name!r}: r.{field} is not the {attr} its certificate checks "
+                             f"(r.certificate.fields.{attr}); the file was edited")
+
+
+def _same_model(a, b):
+    """Equal values, plug-ins by parameters and by their fit (``saved_fit``: an rff seed,
+    Nystroem centres), matrices entry by entry (dense or sparse)."""
+    from .certificates import _same_value
+
+    if sp.issparse(a) or sp.issparse(b):  # the same matrix, stored dense or sparse
+        if not all(sp.issparse(v) or isinstance(v, np.ndarray) and v.ndim == 2 for v in (a, b)):
+            return False
+        return a.shape == b.shape and (sp.csr_matrix(a) != sp.csr_matrix(b)).nnz == 0
+    if isinstance(a, dict) and isinstance(b, dict):
+        return set(a) == set(b) and all(_same_model(a[k], b[k]) for k in a)
+    if not _same_value(a, b):
+        return False
+    fit_a, fit_b = (getattr(v, "saved_fit", None) for v in (a, b))
+    return not callable(fit_a) or not callable(fit_b) or _same_model(fit_a(), fit_b())

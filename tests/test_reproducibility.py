@@ -575,3 +575,45 @@ def test_a_rewritten_results_file_still_loads(kw, tmp_path):
     for compression in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         _rewrite(path, members, header, compression)
         np.testing.assert_array_equal(mk.load_result(path).predict(X), res.predict(X))
+
+
+def _edit_intercept(members, fields):
+    fields["intercept_"] += 1.0
+    return r"r\.intercept_ is not the intercept its certificate checks"
+
+
+def _edit_kernel_seed(members, fields):
+    fields["kernel"]["fit"]["__dict__"]["seed_"] += 1
+    return r"r\.kernel is not the kernel its certificate checks"
+
+
+def _edit_kernel_centre(members, fields):
+    node = fields["kernel"]["fit"]["__dict__"]["components_"]
+    node = node["__csr__"]["data"] if "__csr__" in node else node
+    import io
+
+    values = np.load(io.BytesIO(members[node["__array__"] + ".npy"])).copy()
+    values.flat[0] += 0.5
+    _set_array(members, node, values)
+    return r"r\.kernel is not the kernel its certificate checks"
+
+
+@pytest.mark.parametrize("edit,kw", [
+    (_edit_intercept, {}),
+    (_edit_kernel_seed, {"kernel": "rff", "kernel_params": {"n_components": 8},
+                         "random_state": np.random.default_rng(0)}),
+    (_edit_kernel_centre, {"kernel": "nystroem", "kernel_params": {"n_components": 8},
+                           "random_state": 0}),
+], ids=lambda v: getattr(v, "__name__", "") if callable(v) else "")
+def test_a_loaded_model_is_the_one_its_certificate_checks(edit, kw, tmp_path):
+    """The certificate keeps the kernel and intercept it certifies, the result those it
+    predicts with: a file where one was edited (an intercept, the seed of an rff map, a
+    Nystroem centre) loaded, and its certificate verified a model that predict did not
+    use."""
+    path, res, members = _saved_members(tmp_path, **kw)
+    header = _header(members)
+    members = dict(members)
+    match = edit(members, header["fields"])
+    _rewrite(path, members, header)
+    with pytest.raises(ValueError, match=match):
+        mk.load_result(path)
