@@ -764,6 +764,8 @@ def _number(loader, node, where):
         return _float_node(node, where)
     if isinstance(node, bool) or not isinstance(node, (int, float)):
         raise _Refusal(where, f"expected a number, got {_kind(node)}")
+    if isinstance(node, int) and abs(node) > 2**1023:  # JSON integers have no limit
+        raise _Refusal(where, "expected a number, got an integer beyond float64's range")
     return node
 
 

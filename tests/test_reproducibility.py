@@ -504,6 +504,11 @@ def _edit_intercept_inf(members, fields):
     return r"r\.intercept_: holds NaN or infinite values"
 
 
+def _edit_intercept_huge_int(members, fields):
+    fields["intercept_"] = 10**400  # JSON integers are unbounded: float() overflows on it
+    return r"r\.intercept_: expected a number, got an integer beyond float64's range"
+
+
 def _edit_classes(labels):
     def edit(members, fields):
         _set_array(members, fields["classes_"], np.array(labels))
@@ -537,7 +542,8 @@ def _edit_support_rows(members, fields):
 
 
 @pytest.mark.parametrize("edit,kw", [
-    (_edit_coef_nan, {}), (_edit_intercept_inf, {}), (_edit_classes([-1.0]), {}),
+    (_edit_coef_nan, {}), (_edit_intercept_inf, {}), (_edit_intercept_huge_int, {}),
+    (_edit_classes([-1.0]), {}),
     (_edit_classes([-1.0, 1.0, 2.0]), {}), (_edit_classes([1.0, 1.0]), {}),
     (_edit_classes([np.nan, 1.0]), {}),
     (_edit_support_coef_inf, {"kernel": "rbf"}), (_edit_no_kernel, {"kernel": "rbf"}),
