@@ -93,6 +93,11 @@ ARCHIVE_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError
                   NotImplementedError, RuntimeError)
 
 
+#: what a plug-in, certificate or Config constructor raises on values it refuses (an
+#: integer beyond float64's range is an OverflowError of ``float``)
+_CONSTRUCTOR_ERRORS = (TypeError, ValueError, OverflowError)
+
+
 def _one_line(exc):
     """``exc`` as one line of a message: its type and its first line."""
     kind = type(exc)
@@ -598,7 +603,7 @@ class _Loader:
             return cls
         try:
             obj = cls(**values)  # the plug-in's parameter table validates every value
-        except (TypeError, ValueError) as exc:
+        except _CONSTRUCTOR_ERRORS as exc:
             raise _Refusal(where, f"{kind} {name!r} refused the parameters: {exc}") from None
         if not isinstance(obj, plugins.Plugin):
             raise _Refusal(where, f"{kind} {name!r} is not a marginkit plug-in")
@@ -616,7 +621,7 @@ class _Loader:
         stored = self.mapping(node, where, _Loader.param)
         try:
             obj.restore_fit(stored, max_bytes=self.budget)
-        except (TypeError, ValueError) as exc:
+        except _CONSTRUCTOR_ERRORS as exc:
             raise _Refusal(where, f"not a fit of {obj!r}: {exc}") from None
         need = obj._restore_bytes(obj.__dict__) if hasattr(obj, "_restore_bytes") else 0
         self.budget -= min(int(need), self.budget)
@@ -673,7 +678,7 @@ class _Loader:
             self.dims = outer
         try:
             return cls(**values)
-        except (TypeError, ValueError) as exc:
+        except _CONSTRUCTOR_ERRORS as exc:
             raise _Refusal(where, f"{name} refused its fields: {exc}") from None
 
     def config(self, node, where):
@@ -699,7 +704,7 @@ class _Loader:
             # the plug-ins' parameter tables validate the stored parameters
             _instantiate("solver", cfg.solver, cfg.solver_params)
             resolve_kernel(cfg.kernel, cfg.kernel_params)
-        except (TypeError, ValueError) as exc:
+        except _CONSTRUCTOR_ERRORS as exc:
             raise _Refusal(where, f"not a valid Config ({exc})") from None
         return cfg
 
@@ -933,7 +938,7 @@ def _stop_entry(loader, node, where):
     try:
         _instantiate("stopping", spec if isinstance(spec, str) else spec[0],
                      None if isinstance(spec, str) else spec[1])
-    except (TypeError, ValueError) as exc:
+    except _CONSTRUCTOR_ERRORS as exc:
         raise _Refusal(where, f"{exc}") from None
     return spec
 

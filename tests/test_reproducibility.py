@@ -623,3 +623,18 @@ def test_a_loaded_model_is_the_one_its_certificate_checks(edit, kw, tmp_path):
     _rewrite(path, members, header)
     with pytest.raises(ValueError, match=match):
         mk.load_result(path)
+
+
+def test_a_certificate_field_beyond_float64_names_its_place(tmp_path):
+    """A certificate type without a declared schema gets its fields as JSON data: an
+    integer beyond float64's range made its constructor's float() raise OverflowError,
+    reported as an unreadable file without the place; now as the certificate's refusal."""
+    path, res, members = _saved_members(tmp_path, kernel="rbf")
+    header = _header(members)
+    fields = header["fields"]["certificate"]["fields"]
+    assert header["fields"]["certificate"]["__certificate__"] == "KernelCertifiedPointsCertificate"
+    fields["gamma"] = 10**400
+    _rewrite(path, members, header)
+    with pytest.raises(ValueError, match=r"r\.certificate: KernelCertifiedPointsCertificate "
+                                         r"refused its fields: int too large"):
+        mk.load_result(path)
