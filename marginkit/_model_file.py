@@ -19,10 +19,12 @@ Loading is strict, as ``load_result`` is: the archive starts at the file's first
 must hold exactly the members the JSON member names (no other, none twice), the JSON
 member has exactly the keys above (at most ``MAX_INDEX_BYTES``), the labels are distinct
 strings or numbers (integers a float64 holds exactly), one per result; each result member
-is copied (at most ``load_result``'s ``MAX_BYTES``, counted while copying) into a private
-temporary folder and read by ``load_result``, and must be a classifier of the labels 0/1
-over the same number of features as the others. Every refusal, including a member the zip
-or zlib layer cannot read, is a ``ValueError`` naming the file and the member.
+is copied (counted while copying) into a private temporary folder and read by
+``load_result``, all of them within one limit of ``load_result``'s ``MAX_BYTES`` (their
+arrays and what their kernels' fits recompute, as for one results file), and must be a
+classifier of the labels 0/1 over the same number of features as the others. Every
+refusal, including a member the zip or zlib layer cannot read, is a ``ValueError`` naming
+the file and the member.
 """
 import json
 import math
@@ -125,7 +127,7 @@ def load_model(path):
     """The ``Model`` stored at ``path`` by ``Model.save`` (two classes: any file written by
     ``Result.save``); ``ValueError`` naming the file and the problem otherwise (the
     ``OSError`` of ``open`` for a missing or unreadable file)."""
-    from ._result import load_result
+    from ._result import load_result, read_result
 
     path = os.fspath(path)
     if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
@@ -157,19 +159,24 @@ def load_model(path):
                        else f"holds the member(s) {twice[:5]} twice")
             raise ValueError(f"{path!r}: corrupt one-vs-rest model: the archive {problem}")
         results = []
+        budget = MAX_BYTES  # one limit for the whole model file, as for one results file
         with tempfile.TemporaryDirectory() as tmp:
             for k, name in enumerate(index["results"]):
                 where = f"{path!r} member {name!r}"
                 info = zf.getinfo(name)
-                if info.file_size > MAX_BYTES:
-                    raise ValueError(f"{where}: {info.file_size} bytes, more than the limit "
-                                     f"of {MAX_BYTES} bytes")
+                if info.file_size > budget:
+                    raise ValueError(f"{where}: {info.file_size} bytes, more than the "
+                                     f"{budget} bytes left of the model file's limit of "
+                                     f"{MAX_BYTES} bytes")
                 local = os.path.join(tmp, f"class_{k}.npz")
-                _copy_member(zf, info, local, MAX_BYTES, where)
+                _copy_member(zf, info, local, budget, where)
                 try:
-                    res = load_result(local)
+                    res, used = read_result(local, max_bytes=budget)
                 except ValueError as exc:
                     raise ValueError(str(exc).replace(repr(local), where)) from None
+                finally:
+                    os.unlink(local)
+                budget -= used
                 _check_classifier(res, where, labels01=True)
                 results.append(res)
     widths = {result_features(r) for r in results}

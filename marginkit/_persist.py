@@ -66,7 +66,7 @@ import zlib
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["save_fields", "load_fields", "MAX_HEADER_BYTES", "MAX_BYTES", "MAX_DEPTH",
+__all__ = ["save_fields", "load_fields", "read_fields", "MAX_HEADER_BYTES", "MAX_BYTES", "MAX_DEPTH",
            "ARCHIVE_ERRORS", "open_archive"]
 
 VERSION = 3
@@ -247,6 +247,12 @@ def load_fields(path, names, max_bytes=MAX_BYTES):
     untrusted files: ``names`` are the fields a ``Result`` has (any other is refused),
     ``max_bytes`` the limit on the total size of the file's arrays. The exceptions are
     those of ``marginkit.load_result``, which builds the ``Result``."""
+    return read_fields(path, names, max_bytes)[0]
+
+
+def read_fields(path, names, max_bytes=MAX_BYTES):
+    """``load_fields``, and how much of ``max_bytes`` the file used: its arrays and what
+    its kernels' fits recompute (a model file of several results shares one limit)."""
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, numbers.Integral) or max_bytes < 0:
         raise TypeError(f"max_bytes={max_bytes!r} must be an int >= 0 (bytes)")
     if isinstance(path, os.PathLike):
@@ -264,7 +270,8 @@ def load_fields(path, names, max_bytes=MAX_BYTES):
         raise ValueError(f"{path!r} is not a file written by Result.save ({kind})") from None
     try:
         with zf:
-            return _Loader(zf, path, int(max_bytes), tuple(names)).fields()
+            loader = _Loader(zf, path, int(max_bytes), tuple(names))
+            return loader.fields(), loader.max_bytes - loader.budget
     except _NotOurs as exc:
         raise ValueError(str(exc)) from None
     except _Refusal as exc:

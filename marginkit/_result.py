@@ -230,10 +230,15 @@ def load_result(path, max_bytes=_persist.MAX_BYTES):
         certificate type (import the package that registers it first). The message
         names the file and the place in the header.
     """
-    fields = _persist.load_fields(path, Result._FIELDS, max_bytes=max_bytes)
+    return read_result(path, max_bytes)[0]
+
+
+def read_result(path, max_bytes=_persist.MAX_BYTES):
+    """``load_result``, and how much of ``max_bytes`` the file used (``read_fields``)."""
+    fields, used = _persist.read_fields(path, Result._FIELDS, max_bytes=max_bytes)
     _bind_status_to_certificate(fields, path)
     _bind_model_to_certificate(fields, path)
-    return Result(**fields)
+    return Result(**fields), used
 
 
 def _bind_status_to_certificate(fields, path):

@@ -421,6 +421,49 @@ def test_predict_refuses_index_values_of_other_types(capsys, ovr_model, tmp_path
     assert re.search(match, err), err
 
 
+def _padded_result(raw, n):
+    """A results file (bytes) with a history array of ``n`` zeros added (deflated small)."""
+    import io
+
+    with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+        members = {name: zf.read(name) for name in zf.namelist()}
+    header = json.loads(np.load(io.BytesIO(members["__meta__.npy"])).tobytes())
+    header["fields"]["history"]["__dict__"]["pad"] = {"__array__": "pad", "dtype": "<f8",
+                                                      "shape": [n]}
+    for name, arr in (("__meta__.npy", np.frombuffer(json.dumps(header).encode(), np.uint8)),
+                      ("pad.npy", np.zeros(n))):
+        buf = io.BytesIO()
+        np.save(buf, arr)
+        members[name] = buf.getvalue()
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return out.getvalue()
+
+
+def test_predict_reads_a_one_vs_rest_model_within_one_limit(capsys, ovr_model, tmp_path,
+                                                            monkeypatch):
+    """Each member used to get load_result's whole limit: a 5.5 MB archive of six 0.9 MB
+    members, each holding 900 MiB of deflated zeros, needed 5.4 GiB (a MemoryError
+    traceback under a 4 GB address space). The members now share one limit, as the
+    arrays of one results file do (a small limit here stands for the 1 GiB one)."""
+    import marginkit._model_file as model_file
+
+    train, model, members = ovr_model
+    padded = {k: (_padded_result(v, 5000) if k.endswith(".npz") else v)
+              for k, v in members.items()}
+    bad = _rewrite(tmp_path / "bad.model", padded)
+    assert cli.main(["predict", str(bad), str(train), "-q"]) == 0  # within the real limit
+    capsys.readouterr()
+    monkeypatch.setattr(model_file, "MAX_BYTES", 60_000)  # one member's 40 kB fit, not 3
+    code, out, err = run(capsys, "predict", str(bad), str(train))
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert re.search(r"member 'class_1.npz': corrupt Result.save header: r\.history\.pad: an "
+                     r"array of 40000 bytes exceeds the limit \(\d+ bytes of "
+                     r"max_bytes=\d+ left\)", err), err
+
+
 def test_predict_bad_input_is_one_line(capsys, ovr_model, tmp_path):
     train, model, _ = ovr_model
     unknown = tmp_path / "unknown"
