@@ -66,8 +66,8 @@ import zlib
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["save_fields", "load_fields", "read_fields", "MAX_HEADER_BYTES", "MAX_BYTES", "MAX_DEPTH",
-           "ARCHIVE_ERRORS", "open_archive"]
+__all__ = ["save_fields", "load_fields", "read_fields", "MAX_HEADER_BYTES", "MAX_BYTES",
+           "MAX_DEPTH", "ARCHIVE_ERRORS", "open_archive"]
 
 VERSION = 3
 #: header versions read (2: plug-ins without their fit; 1: see the module docstring)
