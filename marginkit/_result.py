@@ -265,16 +265,17 @@ def _bind_status_to_certificate(fields, path):
 
 
 #: a certificate's attribute -> the result field that predicts with it (both kept by a run)
-_CERTIFIED_MODEL = {"kernel": "kernel", "intercept": "intercept_", "coef": "coef_"}
+_CERTIFIED_MODEL = {"kernel": "kernel", "intercept": "intercept_", "coef": "coef_",
+                    "classes": "classes_"}
 
 
 def _bind_model_to_certificate(fields, path):
     """The loaded model is the one its certificate checks: the kernel (parameters and
-    fit), the intercept and the feature-space coefficients a certificate holds are those
-    the result predicts with, where both are stored. Without this, a file whose
-    ``intercept_`` (or ``coef_``, or the fit of ``kernel``) was edited loaded with a
-    certificate that verifies: the one of the model it certifies, not of the model that
-    predicts."""
+    fit), the intercept, the feature-space coefficients and the labels a certificate holds
+    are those the result predicts with, where both are stored. Without this, a file whose
+    ``intercept_`` (or ``coef_``, the fit of ``kernel``, ``classes_``) was edited loaded
+    with a certificate that verifies: the one of the model it certifies, not of the model
+    that predicts."""
     cert = fields.get("certificate")
     for attr, field in _CERTIFIED_MODEL.items():
         certified, used = getattr(cert, attr, None), fields.get(field)

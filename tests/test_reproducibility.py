@@ -588,6 +588,11 @@ def _edit_intercept(members, fields):
     return r"r\.intercept_ is not the intercept its certificate checks"
 
 
+def _edit_labels(members, fields):
+    _set_array(members, fields["classes_"], np.array([5.0, 7.0]))  # predict says 5 or 7
+    return r"r\.classes_ is not the classes its certificate checks"
+
+
 def _edit_kernel_seed(members, fields):
     fields["kernel"]["fit"]["__dict__"]["seed_"] += 1
     return r"r\.kernel is not the kernel its certificate checks"
@@ -605,17 +610,17 @@ def _edit_kernel_centre(members, fields):
 
 
 @pytest.mark.parametrize("edit,kw", [
-    (_edit_intercept, {}),
+    (_edit_intercept, {}), (_edit_labels, {}),
     (_edit_kernel_seed, {"kernel": "rff", "kernel_params": {"n_components": 8},
                          "random_state": np.random.default_rng(0)}),
     (_edit_kernel_centre, {"kernel": "nystroem", "kernel_params": {"n_components": 8},
                            "random_state": 0}),
 ], ids=lambda v: getattr(v, "__name__", "") if callable(v) else "")
 def test_a_loaded_model_is_the_one_its_certificate_checks(edit, kw, tmp_path):
-    """The certificate keeps the kernel and intercept it certifies, the result those it
-    predicts with: a file where one was edited (an intercept, the seed of an rff map, a
-    Nystroem centre) loaded, and its certificate verified a model that predict did not
-    use."""
+    """The certificate keeps the kernel, intercept and labels it certifies, the result
+    those it predicts with: a file where one was edited (an intercept, the labels, the
+    seed of an rff map, a Nystroem centre) loaded, and its certificate verified a model
+    that predict did not use."""
     path, res, members = _saved_members(tmp_path, **kw)
     header = _header(members)
     members = dict(members)
