@@ -277,8 +277,13 @@ def _bind_model_to_certificate(fields, path):
     with a certificate that verifies: the one of the model it certifies, not of the model
     that predicts."""
     cert = fields.get("certificate")
+    if fields.get("coef_") is None and fields.get("support_coef_") is None and \
+            (fields.get("extra") or {}).get("feature_space_coef") is None:
+        return  # no model predicts: a certificate kept on its own
     for attr, field in _CERTIFIED_MODEL.items():
         certified, used = getattr(cert, attr, None), fields.get(field)
+        if field == "intercept_" and used is None:
+            used = 0.0  # what decision_function adds for a missing intercept_
         if certified is None or used is None:
             continue
         if not _same_model(certified, used):

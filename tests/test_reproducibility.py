@@ -588,6 +588,11 @@ def _edit_intercept(members, fields):
     return r"r\.intercept_ is not the intercept its certificate checks"
 
 
+def _drop_intercept(members, fields):
+    del fields["intercept_"]  # decision_function adds 0.0 instead
+    return r"r\.intercept_ is not the intercept its certificate checks"
+
+
 def _edit_labels(members, fields):
     _set_array(members, fields["classes_"], np.array([5.0, 7.0]))  # predict says 5 or 7
     return r"r\.classes_ is not the classes its certificate checks"
@@ -610,7 +615,7 @@ def _edit_kernel_centre(members, fields):
 
 
 @pytest.mark.parametrize("edit,kw", [
-    (_edit_intercept, {}), (_edit_labels, {}),
+    (_edit_intercept, {}), (_drop_intercept, {"kernel": "rbf"}), (_edit_labels, {}),
     (_edit_kernel_seed, {"kernel": "rff", "kernel_params": {"n_components": 8},
                          "random_state": np.random.default_rng(0)}),
     (_edit_kernel_centre, {"kernel": "nystroem", "kernel_params": {"n_components": 8},
