@@ -15,21 +15,27 @@ More than two classes (one-vs-rest)
 
     ``predict`` takes, for each sample, the class of the largest decision value.
 
-Loading is strict, as ``load_result`` is: the archive must hold exactly the members the
-JSON member names (no other, none twice), the JSON member has exactly the keys above
-(at most ``MAX_INDEX_BYTES``), the labels are distinct numbers or strings, one per result;
-each result member is copied (at most ``load_result``'s ``MAX_BYTES``, counted while
-copying) into a private temporary folder and read by ``load_result``, and must be a
+Loading is strict, as ``load_result`` is: the archive starts at the file's first byte and
+must hold exactly the members the JSON member names (no other, none twice), the JSON
+member has exactly the keys above (at most ``MAX_INDEX_BYTES``), the labels are distinct
+strings or numbers (integers a float64 holds exactly), one per result; each result member
+is copied (counted while copying) into a private temporary folder and read by
+``load_result``, all of them within one limit of ``load_result``'s ``MAX_BYTES`` (their
+arrays and what their kernels' fits recompute, as for one results file), and must be a
 classifier of the labels 0/1 over the same number of features as the others. Every
-refusal is a ``ValueError`` naming the file and the member.
+refusal, including a member the zip or zlib layer cannot read, is a ``ValueError`` naming
+the file and the member.
 """
 import json
+import math
 import os
 import stat
 import tempfile
 import zipfile
 
 import numpy as np
+
+from ._persist import ARCHIVE_ERRORS, MAX_BYTES, _one_line, open_archive
 
 __all__ = ["Model", "load_model", "INDEX", "MAX_INDEX_BYTES"]
 
@@ -121,8 +127,7 @@ def load_model(path):
     """The ``Model`` stored at ``path`` by ``Model.save`` (two classes: any file written by
     ``Result.save``); ``ValueError`` naming the file and the problem otherwise (the
     ``OSError`` of ``open`` for a missing or unreadable file)."""
-    from ._persist import MAX_BYTES
-    from ._result import load_result
+    from ._result import load_result, read_result
 
     path = os.fspath(path)
     if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
@@ -130,10 +135,12 @@ def load_model(path):
     try:
         with open(path, "rb"):
             pass  # a missing or unreadable file: the OSError of open
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, EOFError, ValueError):
+        zf = open_archive(path)
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        raise
+    except (ValueError,) + ARCHIVE_ERRORS as exc:
         raise ValueError(f"{path!r} is not a model file written by 'marginkit fit -m' or "
-                         "Result.save (not a zip archive)") from None
+                         f"Result.save (not a zip archive it reads: {_one_line(exc)})") from None
     with zf:
         names = [info.filename for info in zf.infolist()]
         if INDEX not in names:
@@ -152,19 +159,24 @@ def load_model(path):
                        else f"holds the member(s) {twice[:5]} twice")
             raise ValueError(f"{path!r}: corrupt one-vs-rest model: the archive {problem}")
         results = []
+        budget = MAX_BYTES  # one limit for the whole model file, as for one results file
         with tempfile.TemporaryDirectory() as tmp:
             for k, name in enumerate(index["results"]):
                 where = f"{path!r} member {name!r}"
                 info = zf.getinfo(name)
-                if info.file_size > MAX_BYTES:
-                    raise ValueError(f"{where}: {info.file_size} bytes, more than the limit "
-                                     f"of {MAX_BYTES} bytes")
+                if info.file_size > budget:
+                    raise ValueError(f"{where}: {info.file_size} bytes, more than the "
+                                     f"{budget} bytes left of the model file's limit of "
+                                     f"{MAX_BYTES} bytes")
                 local = os.path.join(tmp, f"class_{k}.npz")
-                _copy_member(zf, info, local, MAX_BYTES, where)
+                _copy_member(zf, info, local, budget, where)
                 try:
-                    res = load_result(local)
+                    res, used = read_result(local, max_bytes=budget)
                 except ValueError as exc:
                     raise ValueError(str(exc).replace(repr(local), where)) from None
+                finally:
+                    os.unlink(local)
+                budget -= used
                 _check_classifier(res, where, labels01=True)
                 results.append(res)
     widths = {result_features(r) for r in results}
@@ -180,8 +192,7 @@ def _read_index(zf, path):
     if info.file_size > MAX_INDEX_BYTES:
         raise ValueError(f"{where}: {info.file_size} bytes, more than the limit of "
                          f"{MAX_INDEX_BYTES}")
-    with zf.open(info) as fp:
-        raw = fp.read(MAX_INDEX_BYTES + 1)
+    raw = b"".join(_member_blocks(zf, info, where, MAX_INDEX_BYTES))
     if len(raw) > MAX_INDEX_BYTES:
         raise ValueError(f"{where}: more than {MAX_INDEX_BYTES} bytes")
     try:
@@ -192,15 +203,14 @@ def _read_index(zf, path):
     if not isinstance(index, dict) or set(index) != keys:
         got = sorted(index) if isinstance(index, dict) else type(index).__name__
         raise ValueError(f"{where}: expected the keys {sorted(keys)}, got {got}")
-    if index["format"] != FORMAT or index["version"] != VERSION:
+    version = index["version"]
+    if index["format"] != FORMAT or type(version) is not int or version != VERSION:
         raise ValueError(f"{where}: format {index['format']!r} version {index['version']!r} "
                          f"is not {FORMAT!r} version {VERSION}")
     classes, results = index["classes"], index["results"]
-    if not isinstance(classes, list) or len(classes) < 3 or not all(
-            isinstance(c, str) or (isinstance(c, (int, float)) and not isinstance(c, bool)
-                                   and np.isfinite(c)) for c in classes):
-        raise ValueError(f"{where}: 'classes' must list at least 3 labels (finite numbers or "
-                         "strings)")
+    if not isinstance(classes, list) or len(classes) < 3 or not all(map(_is_label, classes)):
+        raise ValueError(f"{where}: 'classes' must list at least 3 labels (strings, or finite "
+                         "numbers a float64 holds exactly)")
     if len(set(classes)) != len(classes) or len({type(c) is str for c in classes}) != 1:
         raise ValueError(f"{where}: 'classes' must be distinct labels of one kind")
     if results != [f"class_{k}.npz" for k in range(len(classes))]:
@@ -209,13 +219,37 @@ def _read_index(zf, path):
     return index
 
 
+def _is_label(c):
+    """A label of the index: a string, a finite float, or an integer a float64 holds
+    exactly (the labels of a data file are float64 numbers)."""
+    if isinstance(c, str):
+        return True
+    if isinstance(c, float):
+        return math.isfinite(c)
+    return isinstance(c, int) and not isinstance(c, bool) and abs(c) <= 2**53
+
+
+def _member_blocks(zf, info, where, limit):
+    """The bytes of the archive member ``info``, in blocks, at most ``limit`` + 1 of them
+    (the caller refuses more); a member the zip or zlib layer cannot read (a checksum, a
+    local header, a compression it does not implement) is a ``ValueError`` naming it."""
+    total = 0
+    try:
+        with zf.open(info) as src:
+            while total <= limit:
+                block = src.read(min(_COPY_BLOCK, limit + 1 - total))
+                if not block:
+                    return
+                total += len(block)
+                yield block
+    except ARCHIVE_ERRORS as exc:
+        raise ValueError(f"{where}: cannot be read from the archive ({_one_line(exc)})") from None
+
+
 def _copy_member(zf, info, dest, limit, where):
     total = 0
-    with zf.open(info) as src, open(dest, "wb") as out:
-        while True:
-            block = src.read(_COPY_BLOCK)
-            if not block:
-                break
+    with open(dest, "wb") as out:
+        for block in _member_blocks(zf, info, where, limit):
             total += len(block)
             if total > limit:
                 raise ValueError(f"{where}: decompresses to more than {limit} bytes")

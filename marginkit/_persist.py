@@ -32,7 +32,12 @@ Loading an untrusted file is safe by construction:
   once, and their total is at most ``max_bytes``; members the header does not declare
   are refused without being read; nesting is limited to ``MAX_DEPTH`` levels;
 * a sparse ``support_`` (or any CSR in the file) goes through the structural check of
-  ``marginkit._validation.checked_csr`` before anything uses it.
+  ``marginkit._validation.checked_csr`` before anything uses it;
+* the archive starts at the first byte of the file (``open_archive``), and whatever the
+  zip, zlib and ``.npy`` layers raise on a damaged member is a refusal naming it;
+* what ``predict`` reads agrees with itself (``_Loader._check_model``): two distinct
+  labels for a classifier, finite coefficients, support rows and their coefficients, and
+  coefficients on a fitted feature map as many as the map has features.
 
 Every refusal is a ``ValueError`` naming the file, the place in the header
 (``r.certificate.fields.alpha``) and the problem.
@@ -54,12 +59,15 @@ import math
 import numbers
 import os
 import stat
+import tokenize
 import zipfile
+import zlib
 
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["save_fields", "load_fields", "MAX_HEADER_BYTES", "MAX_BYTES", "MAX_DEPTH"]
+__all__ = ["save_fields", "load_fields", "read_fields", "MAX_HEADER_BYTES", "MAX_BYTES",
+           "MAX_DEPTH", "ARCHIVE_ERRORS", "open_archive"]
 
 VERSION = 3
 #: header versions read (2: plug-ins without their fit; 1: see the module docstring)
@@ -76,6 +84,43 @@ _GENERATORS = (np.random.Generator, np.random.RandomState)
 _MAX_NDIM = 3
 _NPY_HEADER_LIMIT = 10000
 _READ_BLOCK = 16 << 20
+_NPY_READERS = {(1, 0): np.lib.format.read_array_header_1_0,
+                (2, 0): np.lib.format.read_array_header_2_0}
+#: what the zip and zlib layers raise on a damaged archive: a member that does not
+#: decompress or checksum, a local header that disagrees with the directory, a field out
+#: of range, a feature ``zipfile`` does not implement (encryption, a newer zip version)
+ARCHIVE_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError,
+                  NotImplementedError, RuntimeError)
+
+
+#: what a plug-in, certificate or Config constructor raises on values it refuses (an
+#: integer beyond float64's range is an OverflowError of ``float``)
+_CONSTRUCTOR_ERRORS = (TypeError, ValueError, OverflowError)
+
+
+def _one_line(exc):
+    """``exc`` as one line of a message: its type and its first line."""
+    kind = type(exc)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else \
+        f"{kind.__module__}.{kind.__qualname__}"
+    text = str(exc).strip().splitlines()
+    return f"{name}: {text[0]}" if text else name
+
+
+def open_archive(path):
+    """``zipfile.ZipFile(path)``, refused (``zipfile.BadZipFile``) unless the archive
+    starts at the first byte of the file, as every archive marginkit writes does.
+
+    ``zipfile`` finds an archive by its last end record and accepts bytes before it: a
+    file cut short after a member that is itself an archive (a one-vs-rest model is a
+    zip of results files) would read as that member, a valid file of other content."""
+    zf = zipfile.ZipFile(path)
+    start = min((info.header_offset for info in zf.infolist()), default=0)
+    if start != 0:
+        zf.close()
+        raise zipfile.BadZipFile(f"its zip archive starts at byte {start}, not at the start "
+                                 "of the file (a file cut short, or bytes before the archive)")
+    return zf
 
 
 class _Refusal(ValueError):
@@ -202,6 +247,12 @@ def load_fields(path, names, max_bytes=MAX_BYTES):
     untrusted files: ``names`` are the fields a ``Result`` has (any other is refused),
     ``max_bytes`` the limit on the total size of the file's arrays. The exceptions are
     those of ``marginkit.load_result``, which builds the ``Result``."""
+    return read_fields(path, names, max_bytes)[0]
+
+
+def read_fields(path, names, max_bytes=MAX_BYTES):
+    """``load_fields``, and how much of ``max_bytes`` the file used: its arrays and what
+    its kernels' fits recompute (a model file of several results shares one limit)."""
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, numbers.Integral) or max_bytes < 0:
         raise TypeError(f"max_bytes={max_bytes!r} must be an int >= 0 (bytes)")
     if isinstance(path, os.PathLike):
@@ -211,25 +262,25 @@ def load_fields(path, names, max_bytes=MAX_BYTES):
         # a pipe or a device: opening or reading it could block or never end
         raise ValueError(f"{path!r} is not a file written by Result.save (not a regular file)")
     try:
-        zf = zipfile.ZipFile(path)
+        zf = open_archive(path)
     except (FileNotFoundError, IsADirectoryError, PermissionError):
         raise
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-        kind = "a single array, not an npz archive" if _is_npy(path) else str(exc)
+    except (ValueError,) + ARCHIVE_ERRORS as exc:
+        kind = "a single array, not an npz archive" if _is_npy(path) else _one_line(exc)
         raise ValueError(f"{path!r} is not a file written by Result.save ({kind})") from None
     try:
         with zf:
-            return _Loader(zf, path, int(max_bytes), tuple(names)).fields()
+            loader = _Loader(zf, path, int(max_bytes), tuple(names))
+            return loader.fields(), loader.max_bytes - loader.budget
     except _NotOurs as exc:
         raise ValueError(str(exc)) from None
     except _Refusal as exc:
         raise ValueError(f"{path!r}: corrupt Result.save header: {exc}") from None
     except ValueError as exc:
         raise ValueError(f"{path!r}: {exc}") from None
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, NotImplementedError,
-            RuntimeError, KeyError, TypeError, OverflowError) as exc:
-        # a member that does not decompress or checksum, or data no check above foresaw
-        raise ValueError(f"{path!r}: unreadable Result.save file ({type(exc).__name__}: {exc})") from None
+    except ARCHIVE_ERRORS + (KeyError, TypeError, OverflowError) as exc:
+        # data no check above foresaw (members are read by _read_npy, which names them)
+        raise ValueError(f"{path!r}: unreadable Result.save file ({_one_line(exc)})") from None
 
 
 def _is_npy(path):
@@ -296,41 +347,54 @@ class _Loader:
         if info.file_size > limit + _NPY_HEADER_LIMIT + 128:
             raise _Refusal(where, f"the member {name!r} holds {info.file_size} bytes, more "
                                   f"than the limit ({self._limit_text(limit)})")
-        with self.zf.open(info) as fp:
-            version = np.lib.format.read_magic(fp)
-            if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(
-                    fp, max_header_size=_NPY_HEADER_LIMIT)
-            elif version == (2, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(
-                    fp, max_header_size=_NPY_HEADER_LIMIT)
-            else:
-                raise _Refusal(where, f"the member {name!r} has .npy format version {version}")
-            self._check_dtype(dtype, where)
-            if len(shape) > _MAX_NDIM:
-                raise _Refusal(where, f"the member {name!r} has {len(shape)} dimensions")
-            if want_dtype is not None and (dtype != want_dtype or tuple(shape) != want_shape):
-                raise _Refusal(where, f"the member {name!r} holds {dtype.str} {tuple(shape)} "
-                                      f"but the header declares {want_dtype.str} {want_shape}")
-            nbytes = dtype.itemsize * math.prod(shape)
-            if nbytes > limit:
-                raise _Refusal(where, self._too_big(nbytes, limit))
-            if info.file_size != fp.tell() + nbytes:
-                raise _Refusal(where, f"the member {name!r} has {info.file_size} bytes, but "
-                                      f"its .npy header implies {fp.tell() + nbytes}")
-            if not header:
-                self.budget -= nbytes
-            count = math.prod(shape)
-            arr = np.empty(count, dtype=dtype)
-            view = memoryview(arr.view(np.uint8)) if count else memoryview(b"")
-            pos = 0
-            while pos < nbytes:  # in pieces: no second copy of a large member
-                got = fp.readinto(view[pos:pos + _READ_BLOCK])
-                if not got:
-                    raise _Refusal(where, f"the member {name!r} is truncated")
-                pos += got
+        try:
+            with self.zf.open(info) as fp:
+                shape, fortran, dtype = self._npy_header(fp, name, where)
+                if want_dtype is not None and (dtype != want_dtype or shape != want_shape):
+                    raise _Refusal(where, f"the member {name!r} holds {dtype.str} {shape} but "
+                                          f"the header declares {want_dtype.str} {want_shape}")
+                nbytes = dtype.itemsize * math.prod(shape)
+                if nbytes > limit:
+                    raise _Refusal(where, self._too_big(nbytes, limit))
+                if info.file_size != fp.tell() + nbytes:
+                    raise _Refusal(where, f"the member {name!r} has {info.file_size} bytes, "
+                                          f"but its .npy header implies {fp.tell() + nbytes}")
+                if not header:
+                    self.budget -= nbytes
+                count = math.prod(shape)
+                arr = np.empty(count, dtype=dtype)
+                view = memoryview(arr.view(np.uint8)) if count else memoryview(b"")
+                pos = 0
+                while pos < nbytes:  # in pieces: no second copy of a large member
+                    got = fp.readinto(view[pos:pos + _READ_BLOCK])
+                    if not got:
+                        raise _Refusal(where, f"the member {name!r} is truncated")
+                    pos += got
+        except ARCHIVE_ERRORS as exc:  # the zip or zlib layer: the member is damaged
+            raise _Refusal(where, f"the member {name!r} cannot be read from the archive "
+                                  f"({_one_line(exc)})") from None
         order = "F" if fortran else "C"
         return arr.reshape(shape, order=order)
+
+    def _npy_header(self, fp, name, where):
+        """Shape, Fortran order and dtype of the ``.npy`` member open in ``fp``, checked."""
+        try:
+            version = np.lib.format.read_magic(fp)
+            read = _NPY_READERS.get(version)
+            if read is None:
+                raise _Refusal(where, f"the member {name!r} has .npy format version {version}")
+            shape, fortran, dtype = read(fp, max_header_size=_NPY_HEADER_LIMIT)
+        except (ValueError, TypeError, SyntaxError, RecursionError, tokenize.TokenError) as exc:
+            if isinstance(exc, _Refusal):
+                raise
+            # numpy's header parser raises all of these on a damaged header
+            raise _Refusal(where, f"the member {name!r} has no valid .npy header "
+                                  f"({_one_line(exc)})") from None
+        self._check_dtype(dtype, where)
+        if len(shape) > _MAX_NDIM or any(s < 0 for s in shape):
+            raise _Refusal(where, f"the member {name!r} has the shape {shape} (at most "
+                                  f"{_MAX_NDIM} dimensions, none negative)")
+        return tuple(int(s) for s in shape), fortran, dtype
 
     def _too_big(self, nbytes, limit):
         return (f"an array of {nbytes} bytes exceeds the limit ({self._limit_text(limit)}); "
@@ -380,18 +444,52 @@ class _Loader:
             raise _Refusal("r", f"unknown field(s) {unknown[:5]}; a Result has {list(self.names)}")
         self.dims = {}
         fields = {name: _RESULT_FIELDS[name](self, given[name], f"r.{name}") for name in given}
-        self._check_support(fields)
+        self._check_model(fields)
         unused = sorted(set(self.members) - self.used)
         if unused:
             raise _NotOurs(f"{self.path!r} is not a file written by Result.save (member "
                            f"{unused[0]!r} is not an array the header declares)")
         return fields
 
-    def _check_support(self, fields):
+    def _check_model(self, fields):
+        """What ``predict`` reads agrees with itself: the support and its coefficients, two
+        distinct labels for a classifier, finite parameters, and coefficients on a kernel's
+        fitted feature map as many as the map has features. (Each field alone is checked
+        by its spec; a file consistent in itself but edited is not a damaged file.)"""
         support, coef = fields.get("support_"), fields.get("support_coef_")
         if support is not None and coef is not None and support.shape[0] != coef.shape[0]:
             raise _Refusal("r.support_", f"has {support.shape[0]} rows but support_coef_ has "
                                          f"{coef.shape[0]} entries")
+        if coef is not None and fields.get("coef_") is None and fields.get("kernel") is None:
+            raise _Refusal("r.kernel", "is missing: support_coef_ are the coefficients of "
+                                       "kernel values, and no kernel is stored")
+        classes = fields.get("classes_")
+        if classes is not None and fields.get("task") != "regression" and (
+                classes.shape != (2,) or classes[0] == classes[1]
+                or (classes.dtype.kind == "f" and not np.isfinite(classes).all())):
+            raise _Refusal("r.classes_", f"a classifier has two distinct labels, the file holds "
+                                         f"{classes.tolist()!r:.80}")
+        extra = fields.get("extra") or {}
+        params = {"r.coef_": fields.get("coef_"), "r.intercept_": fields.get("intercept_"),
+                  "r.support_": support, "r.support_coef_": coef,
+                  "r.extra.feature_space_coef": extra.get("feature_space_coef")}
+        fcoef = params["r.extra.feature_space_coef"]
+        if fcoef is not None:
+            if not (isinstance(fcoef, np.ndarray) and fcoef.ndim == 1 and fcoef.dtype.kind == "f"):
+                got = f"{fcoef.dtype} {fcoef.shape}" if isinstance(fcoef, np.ndarray) \
+                    else _kind(fcoef)
+                raise _Refusal("r.extra.feature_space_coef",
+                               f"expected a 1-D float array, got {got}")
+            kernel = fields.get("kernel")
+            if getattr(kernel, "fitted", False) and fcoef.shape[0] != kernel._n_outputs():
+                raise _Refusal("r.extra.feature_space_coef",
+                               f"has {fcoef.shape[0]} entries but the kernel's fitted feature "
+                               f"map has {kernel._n_outputs()} features")
+        for where, value in params.items():
+            values = value.data if sp.issparse(value) else value
+            if values is not None and not np.isfinite(values).all():
+                raise _Refusal(where, "holds NaN or infinite values; a model with them "
+                                      "predicts nothing")
 
     # ------------------------------------------------------------------ node kinds
     def array(self, node, where):
@@ -435,6 +533,10 @@ class _Loader:
                       ("data", "indices", "indptr")}
         if arrays["data"].dtype.kind != "f":
             raise _Refusal(f"{where}.data", f"has dtype {arrays['data'].dtype}; expected floats")
+        if arrays["indptr"].shape != (shape[0] + 1,):
+            # before the matrix below is built: its indptr has shape[0] + 1 entries
+            raise _Refusal(f"{where}.indptr", f"has shape {arrays['indptr'].shape}; a CSR matrix "
+                                              f"of {shape[0]} rows has {shape[0] + 1} entries")
         from ._validation import checked_csr
 
         M = sp.csr_matrix(tuple(shape), dtype=arrays["data"].dtype)
@@ -508,7 +610,7 @@ class _Loader:
             return cls
         try:
             obj = cls(**values)  # the plug-in's parameter table validates every value
-        except (TypeError, ValueError) as exc:
+        except _CONSTRUCTOR_ERRORS as exc:
             raise _Refusal(where, f"{kind} {name!r} refused the parameters: {exc}") from None
         if not isinstance(obj, plugins.Plugin):
             raise _Refusal(where, f"{kind} {name!r} is not a marginkit plug-in")
@@ -526,7 +628,7 @@ class _Loader:
         stored = self.mapping(node, where, _Loader.param)
         try:
             obj.restore_fit(stored, max_bytes=self.budget)
-        except (TypeError, ValueError) as exc:
+        except _CONSTRUCTOR_ERRORS as exc:
             raise _Refusal(where, f"not a fit of {obj!r}: {exc}") from None
         need = obj._restore_bytes(obj.__dict__) if hasattr(obj, "_restore_bytes") else 0
         self.budget -= min(int(need), self.budget)
@@ -583,7 +685,7 @@ class _Loader:
             self.dims = outer
         try:
             return cls(**values)
-        except (TypeError, ValueError) as exc:
+        except _CONSTRUCTOR_ERRORS as exc:
             raise _Refusal(where, f"{name} refused its fields: {exc}") from None
 
     def config(self, node, where):
@@ -609,7 +711,7 @@ class _Loader:
             # the plug-ins' parameter tables validate the stored parameters
             _instantiate("solver", cfg.solver, cfg.solver_params)
             resolve_kernel(cfg.kernel, cfg.kernel_params)
-        except (TypeError, ValueError) as exc:
+        except _CONSTRUCTOR_ERRORS as exc:
             raise _Refusal(where, f"not a valid Config ({exc})") from None
         return cfg
 
@@ -674,6 +776,8 @@ def _number(loader, node, where):
         return _float_node(node, where)
     if isinstance(node, bool) or not isinstance(node, (int, float)):
         raise _Refusal(where, f"expected a number, got {_kind(node)}")
+    if isinstance(node, int) and abs(node) > 2**1023:  # JSON integers have no limit
+        raise _Refusal(where, "expected a number, got an integer beyond float64's range")
     return node
 
 
@@ -841,7 +945,7 @@ def _stop_entry(loader, node, where):
     try:
         _instantiate("stopping", spec if isinstance(spec, str) else spec[0],
                      None if isinstance(spec, str) else spec[1])
-    except (TypeError, ValueError) as exc:
+    except _CONSTRUCTOR_ERRORS as exc:
         raise _Refusal(where, f"{exc}") from None
     return spec
 

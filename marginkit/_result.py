@@ -230,9 +230,15 @@ def load_result(path, max_bytes=_persist.MAX_BYTES):
         certificate type (import the package that registers it first). The message
         names the file and the place in the header.
     """
-    fields = _persist.load_fields(path, Result._FIELDS, max_bytes=max_bytes)
+    return read_result(path, max_bytes)[0]
+
+
+def read_result(path, max_bytes=_persist.MAX_BYTES):
+    """``load_result``, and how much of ``max_bytes`` the file used (``read_fields``)."""
+    fields, used = _persist.read_fields(path, Result._FIELDS, max_bytes=max_bytes)
     _bind_status_to_certificate(fields, path)
-    return Result(**fields)
+    _bind_model_to_certificate(fields, path)
+    return Result(**fields), used
 
 
 def _bind_status_to_certificate(fields, path):
@@ -257,3 +263,47 @@ def _bind_status_to_certificate(fields, path):
     if status == "certified" and hasattr(cert, "claim"):
         cert.claim = "certified"
 
+
+#: a certificate's attribute -> the result field that predicts with it (both kept by a run)
+_CERTIFIED_MODEL = {"kernel": "kernel", "intercept": "intercept_", "coef": "coef_",
+                    "classes": "classes_"}
+
+
+def _bind_model_to_certificate(fields, path):
+    """The loaded model is the one its certificate checks: the kernel (parameters and
+    fit), the intercept, the feature-space coefficients and the labels a certificate holds
+    are those the result predicts with, where both are stored. Without this, a file whose
+    ``intercept_`` (or ``coef_``, the fit of ``kernel``, ``classes_``) was edited loaded
+    with a certificate that verifies: the one of the model it certifies, not of the model
+    that predicts."""
+    cert = fields.get("certificate")
+    if fields.get("coef_") is None and fields.get("support_coef_") is None and \
+            (fields.get("extra") or {}).get("feature_space_coef") is None:
+        return  # no model predicts: a certificate kept on its own
+    for attr, field in _CERTIFIED_MODEL.items():
+        certified, used = getattr(cert, attr, None), fields.get(field)
+        if field == "intercept_" and used is None:
+            used = 0.0  # what decision_function adds for a missing intercept_
+        if certified is None or used is None:
+            continue
+        if not _same_model(certified, used):
+            name = os.fspath(path) if isinstance(path, os.PathLike) else path
+            raise ValueError(f"{name!r}: r.{field} is not the {attr} its certificate checks "
+                             f"(r.certificate.fields.{attr}); the file was edited")
+
+
+def _same_model(a, b):
+    """Equal values, plug-ins by parameters and by their fit (``saved_fit``: an rff seed,
+    Nystroem centres), matrices entry by entry (dense or sparse)."""
+    from .certificates import _same_value
+
+    if sp.issparse(a) or sp.issparse(b):  # the same matrix, stored dense or sparse
+        if not all(sp.issparse(v) or isinstance(v, np.ndarray) and v.ndim == 2 for v in (a, b)):
+            return False
+        return a.shape == b.shape and (sp.csr_matrix(a) != sp.csr_matrix(b)).nnz == 0
+    if isinstance(a, dict) and isinstance(b, dict):
+        return set(a) == set(b) and all(_same_model(a[k], b[k]) for k in a)
+    if not _same_value(a, b):
+        return False
+    fit_a, fit_b = (getattr(v, "saved_fit", None) for v in (a, b))
+    return not callable(fit_a) or not callable(fit_b) or _same_model(fit_a(), fit_b())

@@ -885,7 +885,10 @@ certificates of registered types through their constructors with their declared 
 `Config` through its validation; members are size-checked against the header before they
 are read (the header at most 4 MiB, the arrays together at most `max_bytes`, 1 GiB by
 default), nesting is limited to 64 levels, and anything else is a `ValueError` naming the
-place in the file.
+place in the file: a damaged member (its checksum, its deflate stream, its `.npy` header),
+bytes before the archive, a model `predict` cannot use (coefficients not finite, other than
+two labels) and a model other than the one its certificate checks. A one-vs-rest model of
+`marginkit fit -m` reads all its members within one `max_bytes`.
 
 Rows marked "in a worker process" (inputs that crashed or exhausted the process before
 their check existed) run in `tests/test_inputs_hostile.py`, in a separate process under an

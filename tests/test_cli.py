@@ -362,6 +362,108 @@ def test_predict_refuses_corrupt_models(capsys, ovr_model, tmp_path, edit, match
     assert re.search(match, lines[0]), lines[0]
 
 
+def _flip_in_member(path, name, at=0.5):
+    """Flip one byte inside the stored bytes of archive member ``name`` (its CRC fails)."""
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(name)
+    raw = bytearray(path.read_bytes())
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    raw[start + int(at * (info.compress_size - 1))] ^= 0x01
+    path.write_bytes(bytes(raw))
+
+
+def _cut_after(path, name):
+    """The file cut short right after member ``name`` (itself a zip archive)."""
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(name)
+    end = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra) + \
+        info.compress_size
+    path.write_bytes(path.read_bytes()[:end])
+
+
+@pytest.mark.parametrize("damage,match", [
+    (lambda p: _flip_in_member(p, "class_1.npz"),
+     r"member 'class_1.npz': cannot be read from the archive \(zipfile.BadZipFile: Bad CRC-32"),
+    (lambda p: _flip_in_member(p, "one_vs_rest.json"),
+     r"member 'one_vs_rest.json': cannot be read from the archive \(zipfile.BadZipFile"),
+    (lambda p: _cut_after(p, "class_0.npz"),
+     r"its zip archive starts at byte \d+, not at the start of the file"),
+])
+def test_predict_refuses_damaged_model_archives(capsys, ovr_model, tmp_path, damage, match):
+    """The zip layer's own errors (a member's checksum) are one line naming the member; a
+    model cut short after its first member is not read as that member (a two-class result
+    of the labels 0/1, which zipfile finds by its end record)."""
+    train, model, members = ovr_model
+    bad = _rewrite(tmp_path / "bad.model", dict(members))
+    damage(bad)
+    code, out, err = run(capsys, "predict", str(bad), str(train))
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"marginkit predict: error: argument MODEL: '{bad}'"), lines[0]
+    assert re.search(match, lines[0]), lines[0]
+
+
+@pytest.mark.parametrize("changes,match", [
+    ({"classes": [10**30, 2, 3]}, "'classes' must list at least 3 labels"),
+    ({"classes": [2**64, 2, 3]}, "'classes' must list at least 3 labels"),
+    ({"version": True}, "version True is not 'marginkit one-vs-rest' version 1"),
+    ({"version": 1.0}, "version 1.0 is not 'marginkit one-vs-rest' version 1"),
+])
+def test_predict_refuses_index_values_of_other_types(capsys, ovr_model, tmp_path, changes,
+                                                      match):
+    """An integer label beyond float64's exact range (np.isfinite raised TypeError on it)
+    and a version that only compares equal to 1 are refused in one line."""
+    train, model, members = ovr_model
+    bad = _rewrite(tmp_path / "bad.model", {**members, "one_vs_rest.json": _index(**changes)})
+    code, out, err = run(capsys, "predict", str(bad), str(train))
+    assert code == 2 and out == "" and "Traceback" not in err, err
+    assert re.search(match, err), err
+
+
+def _padded_result(raw, n):
+    """A results file (bytes) with a history array of ``n`` zeros added (deflated small)."""
+    import io
+
+    with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+        members = {name: zf.read(name) for name in zf.namelist()}
+    header = json.loads(np.load(io.BytesIO(members["__meta__.npy"])).tobytes())
+    header["fields"]["history"]["__dict__"]["pad"] = {"__array__": "pad", "dtype": "<f8",
+                                                      "shape": [n]}
+    for name, arr in (("__meta__.npy", np.frombuffer(json.dumps(header).encode(), np.uint8)),
+                      ("pad.npy", np.zeros(n))):
+        buf = io.BytesIO()
+        np.save(buf, arr)
+        members[name] = buf.getvalue()
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return out.getvalue()
+
+
+def test_predict_reads_a_one_vs_rest_model_within_one_limit(capsys, ovr_model, tmp_path,
+                                                            monkeypatch):
+    """Each member used to get load_result's whole limit: a 5.5 MB archive of six 0.9 MB
+    members, each holding 900 MiB of deflated zeros, needed 5.4 GiB (a MemoryError
+    traceback under a 4 GB address space). The members now share one limit, as the
+    arrays of one results file do (a small limit here stands for the 1 GiB one)."""
+    import marginkit._model_file as model_file
+
+    train, model, members = ovr_model
+    padded = {k: (_padded_result(v, 5000) if k.endswith(".npz") else v)
+              for k, v in members.items()}
+    bad = _rewrite(tmp_path / "bad.model", padded)
+    assert cli.main(["predict", str(bad), str(train), "-q"]) == 0  # within the real limit
+    capsys.readouterr()
+    monkeypatch.setattr(model_file, "MAX_BYTES", 60_000)  # one member's 40 kB fit, not 3
+    code, out, err = run(capsys, "predict", str(bad), str(train))
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert re.search(r"member 'class_1.npz': corrupt Result.save header: r\.history\.pad: an "
+                     r"array of 40000 bytes exceeds the limit \(\d+ bytes of "
+                     r"max_bytes=\d+ left\)", err), err
+
+
 def test_predict_bad_input_is_one_line(capsys, ovr_model, tmp_path):
     train, model, _ = ovr_model
     unknown = tmp_path / "unknown"

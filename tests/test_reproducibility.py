@@ -390,3 +390,261 @@ def test_refit_check_refuses_random_draws_only():
         fitted = False
 
     check_refittable(Deterministic())
+
+
+# ------------------------------------------------------------------ damaged results files
+def _saved_members(tmp_path, sparse=False, **kw):
+    """A genuine results file: its path, the result, and its members (name -> bytes)."""
+    X, y = _data(sparse=sparse)
+    res = mk.solve(X, y, **{"solver": "dcd", **kw})
+    path = tmp_path / "res.npz"
+    res.save(path)
+    with zipfile.ZipFile(path) as zf:
+        return path, res, {name: zf.read(name) for name in zf.namelist()}
+
+
+def _header(members):
+    import io
+    import json
+
+    return json.loads(np.load(io.BytesIO(members["__meta__.npy"])).tobytes())
+
+
+def _rewrite(path, members, header=None, compression=zipfile.ZIP_DEFLATED):
+    import io
+    import json
+
+    members = dict(members)
+    if header is not None:
+        buf = io.BytesIO()
+        np.save(buf, np.frombuffer(json.dumps(header).encode(), dtype=np.uint8))
+        members["__meta__.npy"] = buf.getvalue()
+    with zipfile.ZipFile(path, "w", compression=compression) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path
+
+
+def _member_data_offset(path, name):
+    """Where the (compressed) bytes of member ``name`` start in the file."""
+    import struct
+
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(name)
+    with open(path, "rb") as fh:
+        fh.seek(info.header_offset)
+        local = fh.read(30)
+    n_name, n_extra = struct.unpack("<HH", local[26:30])
+    return info.header_offset + 30 + n_name + n_extra
+
+
+def _damage_deflate(path, members):
+    """A member whose deflate stream is invalid (zlib raises, not zipfile)."""
+    key = _header(members)["fields"]["coef_"]["__array__"] + ".npy"
+    raw = bytearray(path.read_bytes())
+    raw[_member_data_offset(path, key)] = 0xFF  # BTYPE = 3: an invalid deflate block
+    path.write_bytes(bytes(raw))
+    return rf"r\.coef_: the member '{key}' cannot be read from the archive \(zlib\.error: "
+
+
+def _damage_npy_header(path, members):
+    """A member whose .npy header numpy's parser rejects with a tokenize error."""
+    key = _header(members)["fields"]["coef_"]["__array__"] + ".npy"
+    text = b'"""'.ljust(54) + b"\n"
+    _rewrite(path, {**members, key: b"\x93NUMPY\x01\x00" + bytes([len(text), 0]) + text})
+    return rf"r\.coef_: the member '{key}' has no valid \.npy header \(tokenize\.TokenError"
+
+
+def _damage_zip_version(path, members):
+    """A central directory entry that needs a newer zip version than zipfile reads."""
+    raw = bytearray(path.read_bytes())
+    entry = raw.index(b"PK\x01\x02")
+    raw[entry + 6:entry + 8] = (255).to_bytes(2, "little")  # version needed to extract
+    path.write_bytes(bytes(raw))
+    return r"is not a file written by Result\.save \(NotImplementedError: zip file version"
+
+
+def _bytes_before(path, members):
+    path.write_bytes(b"x" * 100 + path.read_bytes())
+    return r"its zip archive starts at byte 100, not at the start of the file"
+
+
+@pytest.mark.parametrize("damage", [_damage_deflate, _damage_npy_header, _damage_zip_version,
+                                    _bytes_before])
+def test_a_damaged_results_file_is_a_value_error_naming_the_member(damage, tmp_path):
+    """The zip, zlib and .npy layers raise their own exceptions (zlib.error, TokenError,
+    NotImplementedError) on a damaged archive; load_result reports each as a ValueError
+    naming the file and the member. Bytes before the archive are refused: zipfile would
+    read a file cut short after an embedded archive as that archive."""
+    path, _res, members = _saved_members(tmp_path)
+    match = damage(path, members)
+    with pytest.raises(ValueError, match=match) as info:
+        mk.load_result(path)
+    assert repr(str(path)) in str(info.value)
+
+
+def _set_array(members, node, arr):
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    members[node["__array__"] + ".npy"] = buf.getvalue()
+    node.update(dtype=arr.dtype.str, shape=list(arr.shape))
+
+
+def _edit_coef_nan(members, fields):
+    coef = np.ones(fields["coef_"]["shape"][0])
+    coef[2] = np.nan
+    _set_array(members, fields["coef_"], coef)
+    return r"r\.coef_: holds NaN or infinite values"
+
+
+def _edit_intercept_inf(members, fields):
+    fields["intercept_"] = {"__float__": "inf"}
+    return r"r\.intercept_: holds NaN or infinite values"
+
+
+def _edit_intercept_huge_int(members, fields):
+    fields["intercept_"] = 10**400  # JSON integers are unbounded: float() overflows on it
+    return r"r\.intercept_: expected a number, got an integer beyond float64's range"
+
+
+def _edit_classes(labels):
+    def edit(members, fields):
+        _set_array(members, fields["classes_"], np.array(labels))
+        return r"r\.classes_: a classifier has two distinct labels"
+    edit.__name__ = f"_edit_classes_{labels}"
+    return edit
+
+
+def _edit_support_coef_inf(members, fields):
+    coef = np.ones(fields["support_coef_"]["shape"][0])
+    coef[0] = -np.inf
+    _set_array(members, fields["support_coef_"], coef)
+    return r"r\.support_coef_: holds NaN or infinite values"
+
+
+def _edit_no_kernel(members, fields):
+    fields["kernel"] = None
+    return r"r\.kernel: is missing: support_coef_ are the coefficients of kernel values"
+
+
+def _edit_map_coef_width(members, fields):
+    node = fields["extra"]["__dict__"]["feature_space_coef"]
+    _set_array(members, node, np.ones(node["shape"][0] + 1))
+    return (r"r\.extra\.feature_space_coef: has 9 entries but the kernel's fitted feature "
+            r"map has 8 features")
+
+
+def _edit_support_rows(members, fields):
+    fields["support_"]["shape"][0] = 2**40  # a declared shape, not the stored arrays
+    return r"r\.support_\.indptr: has shape \(\d+,\); a CSR matrix of 1099511627776 rows"
+
+
+@pytest.mark.parametrize("edit,kw", [
+    (_edit_coef_nan, {}), (_edit_intercept_inf, {}), (_edit_intercept_huge_int, {}),
+    (_edit_classes([-1.0]), {}),
+    (_edit_classes([-1.0, 1.0, 2.0]), {}), (_edit_classes([1.0, 1.0]), {}),
+    (_edit_classes([np.nan, 1.0]), {}),
+    (_edit_support_coef_inf, {"kernel": "rbf"}), (_edit_no_kernel, {"kernel": "rbf"}),
+    (_edit_map_coef_width, {"kernel": "nystroem", "kernel_params": {"n_components": 8},
+                            "random_state": 0}),
+    (_edit_support_rows, {"kernel": "rbf", "sparse": True}),
+], ids=lambda v: getattr(v, "__name__", "") if callable(v) else "")
+def test_a_results_file_whose_model_cannot_predict_is_refused(edit, kw, tmp_path):
+    """Each field passes its own check, but predict would answer nonsense (NaN scores put
+    every sample in classes_[0]), fail later with an IndexError or a matmul error, or the
+    loader would allocate a declared 2**40-row CSR index: refused when loading."""
+    path, res, members = _saved_members(tmp_path, **kw)
+    header = _header(members)
+    members = dict(members)
+    match = edit(members, header["fields"])
+    _rewrite(path, members, header)
+    with pytest.raises(ValueError, match=match):
+        mk.load_result(path)
+
+
+@pytest.mark.parametrize("kw", [{}, {"kernel": "rbf"}, {"kernel": "nystroem", "random_state": 0,
+                                                        "kernel_params": {"n_components": 8}}])
+def test_a_rewritten_results_file_still_loads(kw, tmp_path):
+    """The strict checks above do not refuse a genuine file rewritten member by member
+    (another compression, big-endian or float32 arrays declared as such)."""
+    X, _ = _data()
+    path, res, members = _saved_members(tmp_path, **kw)
+    header = _header(members)
+    members = dict(members)
+    node = header["fields"]["classes_"]
+    import io
+
+    _set_array(members, node, np.load(io.BytesIO(members[node["__array__"] + ".npy"]))
+               .astype(">f8"))
+    for compression in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        _rewrite(path, members, header, compression)
+        np.testing.assert_array_equal(mk.load_result(path).predict(X), res.predict(X))
+
+
+def _edit_intercept(members, fields):
+    fields["intercept_"] += 1.0
+    return r"r\.intercept_ is not the intercept its certificate checks"
+
+
+def _drop_intercept(members, fields):
+    del fields["intercept_"]  # decision_function adds 0.0 instead
+    return r"r\.intercept_ is not the intercept its certificate checks"
+
+
+def _edit_labels(members, fields):
+    _set_array(members, fields["classes_"], np.array([5.0, 7.0]))  # predict says 5 or 7
+    return r"r\.classes_ is not the classes its certificate checks"
+
+
+def _edit_kernel_seed(members, fields):
+    fields["kernel"]["fit"]["__dict__"]["seed_"] += 1
+    return r"r\.kernel is not the kernel its certificate checks"
+
+
+def _edit_kernel_centre(members, fields):
+    node = fields["kernel"]["fit"]["__dict__"]["components_"]
+    node = node["__csr__"]["data"] if "__csr__" in node else node
+    import io
+
+    values = np.load(io.BytesIO(members[node["__array__"] + ".npy"])).copy()
+    values.flat[0] += 0.5
+    _set_array(members, node, values)
+    return r"r\.kernel is not the kernel its certificate checks"
+
+
+@pytest.mark.parametrize("edit,kw", [
+    (_edit_intercept, {}), (_drop_intercept, {"kernel": "rbf"}), (_edit_labels, {}),
+    (_edit_kernel_seed, {"kernel": "rff", "kernel_params": {"n_components": 8},
+                         "random_state": np.random.default_rng(0)}),
+    (_edit_kernel_centre, {"kernel": "nystroem", "kernel_params": {"n_components": 8},
+                           "random_state": 0}),
+], ids=lambda v: getattr(v, "__name__", "") if callable(v) else "")
+def test_a_loaded_model_is_the_one_its_certificate_checks(edit, kw, tmp_path):
+    """The certificate keeps the kernel, intercept and labels it certifies, the result
+    those it predicts with: a file where one was edited (an intercept, the labels, the
+    seed of an rff map, a Nystroem centre) loaded, and its certificate verified a model
+    that predict did not use."""
+    path, res, members = _saved_members(tmp_path, **kw)
+    header = _header(members)
+    members = dict(members)
+    match = edit(members, header["fields"])
+    _rewrite(path, members, header)
+    with pytest.raises(ValueError, match=match):
+        mk.load_result(path)
+
+
+def test_a_certificate_field_beyond_float64_names_its_place(tmp_path):
+    """A certificate type without a declared schema gets its fields as JSON data: an
+    integer beyond float64's range made its constructor's float() raise OverflowError,
+    reported as an unreadable file without the place; now as the certificate's refusal."""
+    path, res, members = _saved_members(tmp_path, kernel="rbf")
+    header = _header(members)
+    fields = header["fields"]["certificate"]["fields"]
+    assert header["fields"]["certificate"]["__certificate__"] == "KernelCertifiedPointsCertificate"
+    fields["gamma"] = 10**400
+    _rewrite(path, members, header)
+    with pytest.raises(ValueError, match=r"r\.certificate: KernelCertifiedPointsCertificate "
+                                         r"refused its fields: int too large"):
+        mk.load_result(path)
