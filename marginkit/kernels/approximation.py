@@ -45,8 +45,8 @@ from ..plugins import Kernel
 from ..linalg._norms import row_sqnorms
 from .builtin import prepare_pair
 
-__all__ = ["NystroemKernel", "NystroemMap", "RandomFourierKernel", "nystroem_projection",
-           "nystroem_transform"]
+__all__ = ["NystroemFeatures", "NystroemKernel", "NystroemMap", "RandomFourierKernel",
+           "nystroem_projection", "nystroem_transform"]
 
 
 def _check_random_state_param(value, name, owner):
@@ -443,6 +443,82 @@ class NystroemMap:
     def transform(self, X, block=4096):
         """Phi(X) = K(X, C) P, a float64 (n, m) array."""
         return nystroem_transform(self.kernel, X, self.centres_, self.projection_, block=block)
+
+
+class NystroemFeatures:
+    """A `NystroemMap` fitted on the rows X of a fit, with its feature rows Phi(X), for
+    several runs on the same X.
+
+    ``marginkit.solve(X, y, solver="iterated_tikhonov", n_components=m, features=F)``
+    runs on ``F.map_`` (its centres and projection) and ``F.features_`` instead of
+    drawing m centres and mapping X again: the runs of a one-vs-rest fit (same X, one y
+    per class) then fit the map and compute Phi(X) once. With the same kernel, m and an
+    integer ``random_state`` as the runs', ``F`` draws the centres a run would draw, so
+    each run's result is the one it would have without ``features``. The certificate of
+    each run holds the centres and is checked as any other: ``verify`` recomputes the
+    normalization and Phi from X, y, the kernel and the centres, never from ``F``.
+
+    A run checks that ``F`` is the map of its own problem: the same kernel (class and
+    parameters), ``n_components`` and X (compared entry by entry); otherwise it raises
+    ``ValueError``. ``F`` is read by the runs, never changed; it keeps a reference to X
+    for that check (it is not part of a ``Result``).
+
+    Parameters
+    ----------
+    kernel : Kernel
+        Base kernel (the run's kernel, e.g. ``marginkit.resolve_kernel("rbf")``).
+    n_components : int
+        Number of centres m (capped at the number of rows).
+    random_state : None, int or numpy Generator
+        The draw of the centres.
+
+    Attributes
+    ----------
+    map_ : NystroemMap
+        The fitted map.
+    features_ : ndarray (n, m), float64, read-only
+        Phi(X) = K(X, C) P.
+    X_ : array or CSR matrix
+        The rows the map was fitted on (a reference, for the runs' check).
+    """
+
+    def __init__(self, kernel, n_components, random_state=None):
+        self.kernel = kernel
+        self.n_components = int(n_components)
+        self.random_state = random_state
+
+    def fit(self, X):
+        """Fit the map on X and compute Phi(X); returns self."""
+        X = check_X(X, name="X")
+        fitted = NystroemMap(self.kernel, self.n_components, self.random_state).fit(X)
+        features = fitted.transform(X)
+        # shared by the runs (and their certificates): none of them may change it
+        for a in (features, fitted.projection_,
+                  fitted.centres_.data if sp.issparse(fitted.centres_) else fitted.centres_):
+            a.flags.writeable = False
+        self.map_, self.features_, self.X_ = fitted, features, X
+        return self
+
+    def mismatch(self, kernel, n_components, X):
+        """Why these features are not those of a run with ``kernel``, ``n_components``
+        and rows ``X`` (a sentence), or None when they are."""
+        from ..certificates import _same_value
+
+        if "map_" not in self.__dict__:
+            return "the NystroemFeatures are not fitted; call fit(X) first"
+        if n_components != self.n_components:
+            return (f"they have n_components={self.n_components}, the run "
+                    f"n_components={n_components!r}")
+        if not _same_value(kernel, self.kernel):
+            return f"they map the kernel {self.kernel!r}, the run's kernel is {kernel!r}"
+        A = self.X_
+        if A.shape != X.shape or sp.issparse(A) != sp.issparse(X) or A.dtype != X.dtype:
+            return (f"they were fitted on rows of shape {A.shape} ({A.dtype}), the run's X "
+                    f"is {X.shape} ({X.dtype})")
+        same = (A != X).nnz == 0 if sp.issparse(A) else np.array_equal(A, X)
+        if not same:
+            return "they were fitted on other rows than the run's X"
+        return None
 
 
 def _check_base(value, name, owner):

@@ -6,7 +6,9 @@
 * exact kernels (and ``kernel="precomputed"``): the representer theorem in an
   orthonormal basis, ``ExactKernelMap`` (Newton on theta = V_+ S_+^{1/2} coordinates,
   memory O(n^2), refused beyond ``memory_budget`` by ``check_gram_budget``).
-* Nystroem (``n_components``): theta in the span of m sampled centres, memory O(n m).
+* Nystroem (``n_components``): theta in the span of m sampled centres, memory O(n m);
+  or the centres and rows of a ``NystroemFeatures`` fitted once and shared by several
+  runs on the same X (``solve(..., features=F)``).
 
 ``training_features`` builds the rows the Newton iterations run on, ``validation_features``
 the held-out rows of ``t="auto"``, and ``blocked_limits`` says what cannot run on rows
@@ -138,7 +140,21 @@ def training_features(problem, params, train_index, blocked):
     if precomputed and train_index is not None:
         Xtr = Xtr[:, train_index]
     ytr = np.ascontiguousarray(ytr, dtype=np.float64)
-    if m is not None:
+    given = getattr(problem, "features", None)
+    if given is not None:
+        # feature rows shared by several runs on the same X (``NystroemFeatures``)
+        if m is None or precomputed or train_index is not None:
+            raise ValueError(
+                "iterated_tikhonov runs on given features (a NystroemFeatures) with "
+                "n_components, a kernel on the data X (not 'precomputed') and an integer t "
+                "(t='auto' holds out a validation split of the rows); leave features=None")
+        why = given.mismatch(kernel, m, X)
+        if why is not None:
+            raise ValueError(f"iterated_tikhonov: the given features are not this run's: "
+                             f"{why}; fit NystroemFeatures(kernel, n_components, "
+                             "random_state) on this X, or leave features=None")
+        nystroem, Phi = given.map_, given.features_
+    elif m is not None:
         if precomputed:
             raise ValueError("n_components (Nystroem) needs the data X, not "
                              "kernel='precomputed'")
