@@ -43,6 +43,7 @@ from .._registry import _register_builtin
 from .._validation import Param, check_random_state, check_X
 from ..plugins import Kernel
 from ..linalg._norms import row_sqnorms
+from ..utils._threads import BlasChoice
 from .builtin import prepare_pair
 
 __all__ = ["NystroemFeatures", "NystroemKernel", "NystroemMap", "RandomFourierKernel",
@@ -488,10 +489,21 @@ class NystroemFeatures:
         self.random_state = random_state
 
     def fit(self, X):
-        """Fit the map on X and compute Phi(X); returns self."""
+        """Fit the map on X and compute Phi(X); returns self.
+
+        The work runs on the BLAS and OpenMP threads a run's start would use (one thread
+        when the cores are busy, else the default: ``marginkit.utils._threads.BlasChoice``),
+        since it stands for the start of every run that takes the features."""
         X = check_X(X, name="X")
-        fitted = NystroemMap(self.kernel, self.n_components, self.random_state).fit(X)
-        features = fitted.transform(X)
+        blas = BlasChoice()
+        try:
+            # on busy cores the default threads of BLAS and of the kernel blocks' OpenMP
+            # loops wait for each other at every barrier: several times one thread's time
+            with blas.phase("start"):
+                fitted = NystroemMap(self.kernel, self.n_components, self.random_state).fit(X)
+                features = fitted.transform(X)
+        finally:
+            blas.close()
         # shared by the runs (and their certificates): none of them may change it
         for a in (features, fitted.projection_,
                   fitted.centres_.data if sp.issparse(fitted.centres_) else fitted.centres_):
