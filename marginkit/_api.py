@@ -526,7 +526,8 @@ def solve(X, y, config=None, sample_weight=None, features=None, **kwargs):
         several runs (the classes of a one-vs-rest fit): 'iterated_tikhonov' with
         ``n_components`` then runs on them instead of drawing the centres and mapping X
         again. The run checks that they are the map of its problem (the same kernel,
-        ``n_components`` and X) and raises ``ValueError`` otherwise; solvers without
+        ``n_components`` and X, and with an integer ``random_state`` the centres it would
+        draw) and raises ``ValueError`` otherwise; solvers without
         ``Solver.takes_features`` refuse them. ``Result.extra["features_given"]`` records
         it; the certificate is checked as without them, from X, y, the kernel and the
         centres it holds.

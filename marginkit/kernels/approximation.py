@@ -47,7 +47,7 @@ from ..utils._threads import BlasChoice
 from .builtin import prepare_pair
 
 __all__ = ["NystroemFeatures", "NystroemKernel", "NystroemMap", "RandomFourierKernel",
-           "nystroem_projection", "nystroem_transform"]
+           "draw_centre_index", "nystroem_projection", "nystroem_transform"]
 
 
 def _check_random_state_param(value, name, owner):
@@ -391,6 +391,12 @@ def nystroem_transform(kernel, X, centres, projection, dtype=np.float64, block=4
     return out
 
 
+def draw_centre_index(rng, n, n_components):
+    """The row indices of the Nystroem centres among n rows: min(n_components, n) drawn
+    uniformly without replacement from the Generator ``rng``, in increasing order."""
+    return np.sort(rng.choice(n, size=min(int(n_components), n), replace=False))
+
+
 class NystroemMap:
     """The Nystroem feature map of a kernel on m centres sampled uniformly, for any solver.
 
@@ -432,9 +438,7 @@ class NystroemMap:
 
     def fit(self, X):
         """Draw the centres among the rows of X and compute the projection; returns self."""
-        n = X.shape[0]
-        m = min(self.n_components, n)
-        idx = np.sort(self.rng.choice(n, size=m, replace=False))
+        idx = draw_centre_index(self.rng, X.shape[0], self.n_components)
         self.centres_ = float64_block(X[idx])  # a copy (fancy indexing), in float64
         self.centre_index_ = idx
         Kcc = self.kernel(self.centres_, self.centres_)
@@ -460,14 +464,17 @@ class NystroemFeatures:
     normalization and Phi from X, y, the kernel and the centres, never from ``F``.
 
     A run checks that ``F`` is the map of its own problem: the same kernel (class and
-    parameters), ``n_components`` and X (compared entry by entry); otherwise it raises
-    ``ValueError``. ``F`` is read by the runs, never changed; it keeps a reference to X
+    parameters), ``n_components``, X (dtype and entries) and, for a run with an integer
+    ``random_state``, the centres that seed draws; otherwise it raises ``ValueError``
+    naming ``features``. ``F`` is read by the runs, never changed; it keeps a reference to X
     for that check (it is not part of a ``Result``).
 
     Parameters
     ----------
     kernel : Kernel
-        Base kernel (the run's kernel, e.g. ``marginkit.resolve_kernel("rbf")``).
+        Base kernel: the run's kernel, an instance (e.g.
+        ``marginkit.get_plugin("kernel", "rbf")(gamma=0.1)`` for ``kernel="rbf",
+        kernel_params={"gamma": 0.1}``).
     n_components : int
         Number of centres m (capped at the number of rows).
     random_state : None, int or numpy Generator
@@ -511,9 +518,11 @@ class NystroemFeatures:
         self.map_, self.features_, self.X_ = fitted, features, X
         return self
 
-    def mismatch(self, kernel, n_components, X):
+    def mismatch(self, kernel, n_components, X, centre_index=None):
         """Why these features are not those of a run with ``kernel``, ``n_components``
-        and rows ``X`` (a sentence), or None when they are."""
+        and rows ``X`` (a sentence), or None when they are; ``centre_index``: the centres
+        the run would draw itself (its seed's draw, ``draw_centre_index``), None when its
+        draw is not reproducible (no integer ``random_state``)."""
         from ..certificates import _same_value
 
         if "map_" not in self.__dict__:
@@ -530,6 +539,10 @@ class NystroemFeatures:
         same = (A != X).nnz == 0 if sp.issparse(A) else np.array_equal(A, X)
         if not same:
             return "they were fitted on other rows than the run's X"
+        if centre_index is not None and not np.array_equal(centre_index,
+                                                           self.map_.centre_index_):
+            return (f"their centres are not those the run's random_state draws (they were "
+                    f"drawn with random_state={self.random_state!r})")
         return None
 
 
