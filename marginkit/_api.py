@@ -498,7 +498,7 @@ def _refuse_weights(solver, w):
             "'iterated_tikhonov' (weighted losses)")
 
 
-def solve(X, y, config=None, sample_weight=None, **kwargs):
+def solve(X, y, config=None, sample_weight=None, features=None, **kwargs):
     """Solve a margin problem and return a ``Result`` with its certificate.
 
     Parameters
@@ -521,6 +521,16 @@ def solve(X, y, config=None, sample_weight=None, **kwargs):
         ``Result.extra["weighted"]`` records the weighting. The perceptron family and
         other solvers without ``Solver.sample_weight`` refuse weights that are not all
         ones; a dask array X with weights is refused.
+    features : marginkit.kernels.approximation.NystroemFeatures, optional
+        The Nystroem map and its feature rows Phi(X), fitted once on this X and shared by
+        several runs (the classes of a one-vs-rest fit): 'iterated_tikhonov' with
+        ``n_components`` then runs on them instead of drawing the centres and mapping X
+        again. The run checks that they are the map of its problem (the same kernel,
+        ``n_components`` and X, and with an integer ``random_state`` the centres it would
+        draw) and raises ``ValueError`` otherwise; solvers without
+        ``Solver.takes_features`` refuse them. ``Result.extra["features_given"]`` records
+        it; the certificate is checked as without them, from X, y, the kernel and the
+        centres it holds.
     solver, kernel, kernel_params, smoother, stop, max_iter, random_state, verbose,
     progress_bar, callback, time_limit, memory_budget, interrupt : see ``Config``
     (``progress_bar=True``: a tqdm bar on stderr in place of ``verbose``'s lines).
@@ -548,6 +558,10 @@ def solve(X, y, config=None, sample_weight=None, **kwargs):
             raise TypeError(
                 "sample_weight is not supported with a dask array X yet; compute X into "
                 "memory (X.compute()) to solve the weighted problem")
+        if features is not None:
+            raise TypeError(
+                "features (feature rows computed before the run) are not supported with a "
+                "dask array X; compute X into memory (X.compute()) or leave features=None")
         # dask arrays: the data stays on the workers (marginkit._dask), validated chunk-wise
         # there; the same run loop drives the solver's blocks
         from ._dask import dask_problem
@@ -573,6 +587,11 @@ def solve(X, y, config=None, sample_weight=None, **kwargs):
             if refusal is not None:
                 raise ValueError(refusal)
             weights = None  # all ones: the unweighted problem
+    if features is not None and not getattr(solver, "takes_features", False):
+        raise ValueError(
+            f"solver {solver.name or type(solver).__name__!r} does not take features (feature "
+            "rows computed before the run); leave features=None, or use 'iterated_tikhonov' "
+            "with n_components, which runs on a fitted NystroemFeatures")
     resolve = getattr(solver, "resolve_config", None)
     if resolve is not None:
         # defaults that depend on the data, set before the run and recorded in its config
@@ -582,7 +601,7 @@ def solve(X, y, config=None, sample_weight=None, **kwargs):
             solver, kernel, smoother, rules, max_iter = compose(config)
     problem = Problem(X=Xv, y=yv, classes_=classes, kernel=kernel, smoother=smoother,
                       params=dict(solver.params), rng=config.random_state, config=config,
-                      sample_weight=weights)
+                      sample_weight=weights, features=features)
     return _run_to_result(problem, solver, solver, rules, max_iter, config)
 
 
@@ -609,6 +628,8 @@ def _run_to_result(problem, runner, solver, rules, max_iter, config):
                 # the run was weighted: its certificate is checked with the weights
                 fields["extra"] = {**(fields.get("extra") or {}), "weighted": True,
                                    "sample_weight_sum": float(weights.sum())}
+            if getattr(problem, "features", None) is not None:
+                fields["extra"] = {**(fields.get("extra") or {}), "features_given": True}
             finish_fields(problem, fields, accepted)
     finally:
         blas.close()

@@ -88,6 +88,11 @@ class Problem:
         finite, >= 0, not all zero, read-only), None for an unweighted one. Only solvers
         with ``sample_weight = True`` receive them; the referee checks the run's claims
         with them.
+    features : object or None
+        Feature rows computed before the run and shared by several runs on the same X
+        (``solve(..., features=F)``, e.g. a fitted ``NystroemFeatures``); only solvers
+        with ``takes_features = True`` receive them, and they check that ``F`` is the
+        map of this problem before using it. None otherwise.
     stop : tuple of StoppingRule
         The run's stopping rules, set by the run loop before ``Solver.start``. Read only:
         a solver may read their parameters and ``triggers`` (to aim a cheap pre-check at
@@ -107,6 +112,7 @@ class Problem:
     config: object = None
     stop: tuple = ()
     sample_weight: object = None
+    features: object = None
 
     def __post_init__(self):
         self.rng = check_random_state(self.rng)
@@ -288,6 +294,9 @@ class Solver(Plugin):
     sample_weight : bool
         Whether the solver solves the weighted problem (``Problem.sample_weight``);
         ``solve`` refuses weights for a solver without it.
+    takes_features : bool
+        Whether the solver runs on feature rows given to ``solve(..., features=F)``
+        (``Problem.features``); ``solve`` refuses them for a solver without it.
     """
 
     kind = "solver"
@@ -298,6 +307,7 @@ class Solver(Plugin):
     default_max_iter = 10_000
     task = "classification"
     sample_weight = False
+    takes_features = False
 
     def start(self, problem):  # pragma: no cover - abstract
         """Return a ``SolverState`` for ``problem`` (a ``marginkit.plugins.Problem``)."""

@@ -381,6 +381,9 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
         kw = {} if w is None else {"sample_weight": w}
         cfg = self._fit_config(cfg, X.shape[0])
         pairs = [self.classes_[1]] if self.classes_.size == 2 else list(self.classes_)
+        if len(pairs) > 1:
+            # what the one-vs-rest runs share (they differ by y only)
+            kw.update(self._shared_inputs(cfg, X))
         results = []
         for c in pairs:
             if self._task == "regression":
@@ -401,6 +404,10 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
     def _run_weights(self, w):
         """The weights given to ``solve`` (all positive here)."""
         return w
+
+    def _shared_inputs(self, cfg, X):
+        """Keyword arguments of ``solve`` computed once for all one-vs-rest runs on X."""
+        return {}
 
     def decision_function(self, X):
         """Signed scores: shape (n_samples,) for two classes (positive means
@@ -937,6 +944,21 @@ class _TikhonovParams:
         if m is None:
             return cfg
         return cfg.replace(solver_params={**cfg.solver_params, "n_components": m})
+
+    def _shared_inputs(self, cfg, X):
+        """The Nystroem map and its feature rows, fitted once on X for all one-vs-rest runs
+        (``solve(..., features=NystroemFeatures)``): with an integer ``random_state`` the
+        centres every run would draw, so each class's result is the one of its own
+        ``solve``; with None one draw per fit instead of one per class."""
+        from .kernels.approximation import NystroemFeatures
+
+        solver, kernel = compose(cfg)[:2]
+        m = solver.params.get("n_components")
+        if (m is None or not getattr(solver, "takes_features", False)
+                or solver.params.get("t") == "auto" or getattr(kernel, "precomputed", False)
+                or dask_array_of(X) is not None):
+            return {}
+        return {"features": NystroemFeatures(kernel, m, cfg.random_state).fit(X)}
 
 
 class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):

@@ -686,6 +686,39 @@ def test_tikhonov_n_components_refusals_name_the_argument():
     assert clf.result_.config.solver_params["n_components"] == 20
 
 
+@pytest.mark.skipif("iterated_tikhonov" not in _SOLVERS, reason="iterated_tikhonov not registered")
+def test_tikhonov_one_vs_rest_shares_the_nystroem_features_and_keeps_each_class_result():
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:400], y[:400]
+    clf = IteratedTikhonovClassifier(random_state=0).fit(X, y)
+    assert clf.result_[0].config.solver_params["n_components"] == auto_components(400)
+    scores = clf.decision_function(X)
+    for j, (c, res) in enumerate(zip(clf.classes_, clf.results_)):
+        assert res.extra["features_given"] is True
+        own = mk.solve(X, (y == c).astype(np.int8), config=res.config)
+        assert "features_given" not in own.extra
+        assert (res.status, res.n_iter) == (own.status, own.n_iter)
+        assert res.status == "converged"
+        assert np.array_equal(res.support_, own.support_)  # the same centres
+        np.testing.assert_allclose(res.decision_function(X), own.decision_function(X),
+                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(scores[:, j], own.decision_function(X),
+                                   rtol=1e-12, atol=1e-12)
+        assert res.certificate.verify(X, (y == c).astype(np.int8))
+    # without a seed: one draw of the centres for the whole fit, every class certified
+    free = IteratedTikhonovClassifier().fit(X, y)
+    assert all(np.array_equal(r.support_, free.results_[0].support_) for r in free.results_)
+    assert all(r.certificate.verify(X, (y == c).astype(np.int8))
+               for c, r in zip(free.classes_, free.results_))
+    # two classes (one run) and the exact kernel (no centres) take no features
+    two = IteratedTikhonovClassifier(random_state=0).fit(X[y < 2], y[y < 2])
+    exact = IteratedTikhonovClassifier(n_components=None, random_state=0).fit(X[:150], y[:150])
+    assert "features_given" not in two.result_.extra
+    assert all("features_given" not in r.extra for r in exact.results_)
+
+
 # ------------------------------------------------------------------ PerceptronClassifier tol
 def _normalized_dual_norm(X, y, p):
     """||p||_G recomputed from the data alone: G_ij = y_i y_j <x_i, x_j> / (|x_i| |x_j|)

@@ -304,6 +304,30 @@ def test_every_solver_runs_on_the_blas_threads_the_loop_chose(busy, blas_default
     assert calls and set(calls) == {blas_default}
 
 
+@pytest.mark.parametrize("busy", [True, False], ids=["busy", "free"])
+def test_shared_nystroem_features_are_computed_on_the_threads_of_a_runs_start(
+        busy, blas_default, monkeypatch):
+    # the one-vs-rest fit's map and Phi(X) stand for the start of every run that takes
+    # them: on busy cores one BLAS thread and one OpenMP thread, as a start would have
+    from marginkit.kernels.approximation import NystroemFeatures
+
+    rbf = mk.get_plugin("kernel", "rbf")
+    seen = []
+
+    class _Recording(rbf):
+        def __call__(self, A, B=None):
+            seen.append((_blas_threads(), _gram.max_threads()))
+            return super().__call__(A, B)
+
+    monkeypatch.setattr(_threads, "busy_cores", _cores(busy)[0])
+    omp = _gram.max_threads()
+    X = np.random.default_rng(0).standard_normal((300, 4))
+    F = NystroemFeatures(_Recording(gamma=0.5), 30, 0).fit(X)
+    assert F.features_.shape == (300, 30)
+    assert seen and set(seen) == {(1, 1) if busy else (blas_default, omp)}
+    assert (_blas_threads(), _gram.max_threads()) == (blas_default, omp)  # restored
+
+
 def test_a_failing_step_restores_the_blas_threads(blas_default, probe_solver, monkeypatch):
     monkeypatch.setattr(_threads, "busy_cores", _cores(True)[0])
     probe_solver.fail_at = 3

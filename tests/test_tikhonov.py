@@ -1,4 +1,6 @@
 """Iterated Tikhonov (paper 002): Newton path, spectral filter, schedule, certificates."""
+import re
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -328,6 +330,141 @@ def test_nystroem_fewer_centres_runs_and_certifies():
     assert res.support_.shape[0] == 30 and res.status == "converged"
     assert res.certificate.verify(X, y)
     assert res.score(X, y) > 0.8
+
+
+# ------------------------------------------------- Nystroem features shared by several runs
+def _shared(n=1200, d=5, m=40, seed=0):
+    """Rows, three one-vs-rest labelings of them, the run's keywords and the kernel."""
+    from marginkit.kernels.approximation import NystroemFeatures
+
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    c = rng.integers(0, 3, n)
+    X[:, 0] += 1.5 * c
+    kernel = mk.get_plugin("kernel", "rbf")(gamma=0.3)
+    kw = dict(solver="iterated_tikhonov", kernel="rbf", kernel_params={"gamma": 0.3},
+              n_components=m, t=3, lam=1e-3, random_state=7)
+    return X, [(c == k).astype(np.int8) for k in range(3)], kw, kernel, NystroemFeatures
+
+
+@pytest.mark.parametrize("newton_solver", ["cholesky", "cg"])
+def test_features_give_each_run_the_result_of_its_own_solve(newton_solver):
+    # cg draws its preconditioner's 1000 rows of the 1200 after the centres: a run on
+    # given features draws the same ones (its generator stands where it would)
+    X, ys, kw, kernel, NystroemFeatures = _shared()
+    F = NystroemFeatures(kernel, kw["n_components"], kw["random_state"]).fit(X)
+    assert F.features_.shape == (1200, 40) and not F.features_.flags.writeable
+    for y in ys:
+        own = mk.solve(X, y, newton_solver=newton_solver, **kw)
+        got = mk.solve(X, y, newton_solver=newton_solver, features=F, **kw)
+        assert got.extra["features_given"] is True and "features_given" not in own.extra
+        assert got.extra["newton_solver"] == own.extra["newton_solver"] == newton_solver
+        assert (got.status, got.n_iter) == (own.status, own.n_iter) == ("converged", got.n_iter)
+        assert np.array_equal(got.support_, own.support_)
+        assert np.array_equal(got.history["prox_newton_iter"], own.history["prox_newton_iter"])
+        # equal up to BLAS rounding (the run chooses its threads)
+        assert_allclose(got.decision_function(X), own.decision_function(X),
+                        rtol=1e-12, atol=1e-12)
+        assert_allclose(got.dual_coef_, own.dual_coef_, rtol=1e-10, atol=1e-12)
+        assert got.certificate.verify(X, y) and own.certificate.verify(X, y)
+
+
+def _other_problem(X, kw, kernel, NystroemFeatures):
+    """(name, features, the run's X, the run's keywords): features fitted on another
+    problem than the run's."""
+    Xo = X.copy()
+    Xo[3, 2] += 1e-9
+    laplacian = mk.get_plugin("kernel", "laplacian")(gamma=0.3)
+    wide = mk.get_plugin("kernel", "rbf")(gamma=0.31)
+    m, seed = kw["n_components"], kw["random_state"]
+    return [
+        ("other X", NystroemFeatures(kernel, m, seed).fit(Xo), X, kw),
+        ("fewer rows", NystroemFeatures(kernel, m, seed).fit(X[:-1]), X, kw),
+        ("kernel", NystroemFeatures(laplacian, m, seed).fit(X), X, kw),
+        ("gamma", NystroemFeatures(wide, m, seed).fit(X), X, kw),
+        ("n_components", NystroemFeatures(kernel, m + 1, seed).fit(X), X, kw),
+        ("float32 features", NystroemFeatures(kernel, m, seed).fit(X.astype(np.float32)),
+         X, kw),
+        ("float32 run", NystroemFeatures(kernel, m, seed).fit(X), X.astype(np.float32), kw),
+        ("random_state", NystroemFeatures(kernel, m, seed + 1).fit(X), X, kw),
+        ("csr", NystroemFeatures(kernel, m, seed).fit(sp.csr_matrix(X)), X, kw),
+    ]
+
+
+@pytest.mark.parametrize("case", range(9), ids=["other X", "fewer rows", "kernel", "gamma",
+                                                 "n_components", "float32 features",
+                                                 "float32 run", "random_state", "csr"])
+def test_features_of_another_problem_are_refused(case):
+    X, ys, kw, kernel, NystroemFeatures = _shared(n=300)
+    name, F, Xrun, run_kw = _other_problem(X, kw, kernel, NystroemFeatures)[case]
+    what = {"other X": "other rows", "fewer rows": "shape", "kernel": "LaplacianKernel",
+            "gamma": "gamma=0.31", "n_components": "n_components=41",
+            "float32 features": "float32", "float32 run": "float32",
+            "random_state": "random_state=8", "csr": "shape"}[name]
+    with pytest.raises(ValueError, match=rf"^features is not this run's Nystroem map: .*"
+                                         rf"{re.escape(what)}.*features=None$"):
+        mk.solve(Xrun, ys[0], features=F, **run_kw)
+
+
+def test_features_without_a_seed_are_taken_with_any_draw():
+    # a run without an integer random_state has no draw of its own to match
+    X, ys, kw, kernel, NystroemFeatures = _shared(n=300)
+    F = NystroemFeatures(kernel, kw["n_components"], 5).fit(X)
+    res = mk.solve(X, ys[1], features=F, **{**kw, "random_state": None})
+    assert res.status == "converged" and res.certificate.verify(X, ys[1])
+    assert np.array_equal(res.support_, F.map_.centres_)
+
+
+def test_features_are_refused_where_they_cannot_be_used():
+    X, ys, kw, kernel, NystroemFeatures = _shared(n=300)
+    F = NystroemFeatures(kernel, kw["n_components"], kw["random_state"]).fit(X)
+    # solvers without takes_features
+    for solver in ("fista", "snkp", "dcd"):
+        if _has("solver", solver):
+            assert not mk.get_plugin("solver", solver).takes_features
+            with pytest.raises(ValueError, match=rf"^solver '{solver}' does not take features.*"
+                                                 r"leave features=None"):
+                mk.solve(X, ys[0], solver=solver, kernel="rbf", features=F)
+    assert mk.get_plugin("solver", "iterated_tikhonov").takes_features
+    # iterated_tikhonov without n_components, or with t="auto"
+    plain = {k: v for k, v in kw.items() if k != "n_components"}
+    with pytest.raises(ValueError, match=r"^features .*n_components.*pass features=None$"):
+        mk.solve(X, ys[0], features=F, **plain)
+    with pytest.raises(ValueError, match=r"^features .*t='auto'.*pass features=None$"):
+        mk.solve(X, ys[0], features=F, **{**kw, "t": "auto"})
+    # anything but a NystroemFeatures
+    with pytest.raises(TypeError, match=r"^features=ndarray must be a fitted NystroemFeatures"):
+        mk.solve(X, ys[0], features=F.features_, **kw)
+    with pytest.raises(ValueError, match=r"^features is not this run's.*not fitted"):
+        mk.solve(X, ys[0], features=NystroemFeatures(kernel, 40, 7), **kw)
+
+
+def test_edited_feature_rows_cannot_give_a_certificate_that_verifies():
+    X, ys, kw, kernel, NystroemFeatures = _shared(n=300)
+    y = ys[0]
+    honest = NystroemFeatures(kernel, kw["n_components"], kw["random_state"]).fit(X)
+    edited = NystroemFeatures(kernel, kw["n_components"], kw["random_state"]).fit(X)
+    rows = edited.features_.copy()
+    rows[:60] *= 3.0  # the map's centres and projection unchanged, the rows not Phi(X)
+    edited.features_ = rows
+    states = []
+    with pytest.warns(RuntimeWarning, match="took its rows from features.*edited"):
+        res = mk.solve(X, y, features=edited, callback=lambda s: states.append(s) and False,
+                       **kw)
+    # the run's own convergence claims on the edited rows were refuted by the referee
+    assert res.status == "max_iter" and res.certificate is None
+    assert "took its rows from features" in res.extra["failure"]
+    # the claim the run would make at its last iterate does not verify either
+    claim = states[-1].certificate("converged")
+    assert not claim.verify(X, y)
+    # a certificate of the honest rows is checked from X, y, the kernel and its centres:
+    # editing the features it was solved on afterwards changes nothing
+    ok = mk.solve(X, y, features=honest, **kw)
+    assert ok.certificate.verify(X, y)
+    honest.features_.flags.writeable = True
+    honest.features_[:60] *= 3.0
+    assert ok.certificate.verify(X, y)
+    assert not ok.certificate.verify(X, 1 - y)
 
 
 # ----------------------------------------------------------------------------- t = "auto"

@@ -43,10 +43,11 @@ from .._registry import _register_builtin
 from .._validation import Param, check_random_state, check_X
 from ..plugins import Kernel
 from ..linalg._norms import row_sqnorms
+from ..utils._threads import BlasChoice
 from .builtin import prepare_pair
 
-__all__ = ["NystroemKernel", "NystroemMap", "RandomFourierKernel", "nystroem_projection",
-           "nystroem_transform"]
+__all__ = ["NystroemFeatures", "NystroemKernel", "NystroemMap", "RandomFourierKernel",
+           "draw_centre_index", "nystroem_projection", "nystroem_transform"]
 
 
 def _check_random_state_param(value, name, owner):
@@ -390,6 +391,12 @@ def nystroem_transform(kernel, X, centres, projection, dtype=np.float64, block=4
     return out
 
 
+def draw_centre_index(rng, n, n_components):
+    """The row indices of the Nystroem centres among n rows: min(n_components, n) drawn
+    uniformly without replacement from the Generator ``rng``, in increasing order."""
+    return np.sort(rng.choice(n, size=min(int(n_components), n), replace=False))
+
+
 class NystroemMap:
     """The Nystroem feature map of a kernel on m centres sampled uniformly, for any solver.
 
@@ -431,9 +438,7 @@ class NystroemMap:
 
     def fit(self, X):
         """Draw the centres among the rows of X and compute the projection; returns self."""
-        n = X.shape[0]
-        m = min(self.n_components, n)
-        idx = np.sort(self.rng.choice(n, size=m, replace=False))
+        idx = draw_centre_index(self.rng, X.shape[0], self.n_components)
         self.centres_ = float64_block(X[idx])  # a copy (fancy indexing), in float64
         self.centre_index_ = idx
         Kcc = self.kernel(self.centres_, self.centres_)
@@ -443,6 +448,102 @@ class NystroemMap:
     def transform(self, X, block=4096):
         """Phi(X) = K(X, C) P, a float64 (n, m) array."""
         return nystroem_transform(self.kernel, X, self.centres_, self.projection_, block=block)
+
+
+class NystroemFeatures:
+    """A `NystroemMap` fitted on the rows X of a fit, with its feature rows Phi(X), for
+    several runs on the same X.
+
+    ``marginkit.solve(X, y, solver="iterated_tikhonov", n_components=m, features=F)``
+    runs on ``F.map_`` (its centres and projection) and ``F.features_`` instead of
+    drawing m centres and mapping X again: the runs of a one-vs-rest fit (same X, one y
+    per class) then fit the map and compute Phi(X) once. With the same kernel, m and an
+    integer ``random_state`` as the runs', ``F`` draws the centres a run would draw, so
+    each run's result is the one it would have without ``features``. The certificate of
+    each run holds the centres and is checked as any other: ``verify`` recomputes the
+    normalization and Phi from X, y, the kernel and the centres, never from ``F``.
+
+    A run checks that ``F`` is the map of its own problem: the same kernel (class and
+    parameters), ``n_components``, X (dtype and entries) and, for a run with an integer
+    ``random_state``, the centres that seed draws; otherwise it raises ``ValueError``
+    naming ``features``. ``F`` is read by the runs, never changed; it keeps a reference to X
+    for that check (it is not part of a ``Result``).
+
+    Parameters
+    ----------
+    kernel : Kernel
+        Base kernel: the run's kernel, an instance (e.g.
+        ``marginkit.get_plugin("kernel", "rbf")(gamma=0.1)`` for ``kernel="rbf",
+        kernel_params={"gamma": 0.1}``).
+    n_components : int
+        Number of centres m (capped at the number of rows).
+    random_state : None, int or numpy Generator
+        The draw of the centres.
+
+    Attributes
+    ----------
+    map_ : NystroemMap
+        The fitted map.
+    features_ : ndarray (n, m), float64, read-only
+        Phi(X) = K(X, C) P.
+    X_ : array or CSR matrix
+        The rows the map was fitted on (a reference, for the runs' check).
+    """
+
+    def __init__(self, kernel, n_components, random_state=None):
+        self.kernel = kernel
+        self.n_components = int(n_components)
+        self.random_state = random_state
+
+    def fit(self, X):
+        """Fit the map on X and compute Phi(X); returns self.
+
+        The work runs on the BLAS and OpenMP threads a run's start would use (one thread
+        when the cores are busy, else the default: ``marginkit.utils._threads.BlasChoice``),
+        since it stands for the start of every run that takes the features."""
+        X = check_X(X, name="X")
+        blas = BlasChoice()
+        try:
+            # on busy cores the default threads of BLAS and of the kernel blocks' OpenMP
+            # loops wait for each other at every barrier: several times one thread's time
+            with blas.phase("start"):
+                fitted = NystroemMap(self.kernel, self.n_components, self.random_state).fit(X)
+                features = fitted.transform(X)
+        finally:
+            blas.close()
+        # shared by the runs (and their certificates): none of them may change it
+        for a in (features, fitted.projection_,
+                  fitted.centres_.data if sp.issparse(fitted.centres_) else fitted.centres_):
+            a.flags.writeable = False
+        self.map_, self.features_, self.X_ = fitted, features, X
+        return self
+
+    def mismatch(self, kernel, n_components, X, centre_index=None):
+        """Why these features are not those of a run with ``kernel``, ``n_components``
+        and rows ``X`` (a sentence), or None when they are; ``centre_index``: the centres
+        the run would draw itself (its seed's draw, ``draw_centre_index``), None when its
+        draw is not reproducible (no integer ``random_state``)."""
+        from ..certificates import _same_value
+
+        if "map_" not in self.__dict__:
+            return "the NystroemFeatures are not fitted; call fit(X) first"
+        if n_components != self.n_components:
+            return (f"they have n_components={self.n_components}, the run "
+                    f"n_components={n_components!r}")
+        if not _same_value(kernel, self.kernel):
+            return f"they map the kernel {self.kernel!r}, the run's kernel is {kernel!r}"
+        A = self.X_
+        if A.shape != X.shape or sp.issparse(A) != sp.issparse(X) or A.dtype != X.dtype:
+            return (f"they were fitted on rows of shape {A.shape} ({A.dtype}), the run's X "
+                    f"is {X.shape} ({X.dtype})")
+        same = (A != X).nnz == 0 if sp.issparse(A) else np.array_equal(A, X)
+        if not same:
+            return "they were fitted on other rows than the run's X"
+        if centre_index is not None and not np.array_equal(centre_index,
+                                                           self.map_.centre_index_):
+            return (f"their centres are not those the run's random_state draws (they were "
+                    f"drawn with random_state={self.random_state!r})")
+        return None
 
 
 def _check_base(value, name, owner):

@@ -6,7 +6,9 @@
 * exact kernels (and ``kernel="precomputed"``): the representer theorem in an
   orthonormal basis, ``ExactKernelMap`` (Newton on theta = V_+ S_+^{1/2} coordinates,
   memory O(n^2), refused beyond ``memory_budget`` by ``check_gram_budget``).
-* Nystroem (``n_components``): theta in the span of m sampled centres, memory O(n m).
+* Nystroem (``n_components``): theta in the span of m sampled centres, memory O(n m);
+  or the centres and rows of a ``NystroemFeatures`` fitted once and shared by several
+  runs on the same X (``solve(..., features=F)``).
 
 ``training_features`` builds the rows the Newton iterations run on, ``validation_features``
 the held-out rows of ``t="auto"``, and ``blocked_limits`` says what cannot run on rows
@@ -18,6 +20,8 @@ References
 ----------
 N. J. Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., SIAM, 2002.
 """
+import numbers
+
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
@@ -25,7 +29,7 @@ import scipy.sparse as sp
 from ..._executors import local_executor
 from ..._referee import feature_rows, float64_block
 from ..._validation import check_X
-from ...kernels.approximation import NystroemMap
+from ...kernels.approximation import NystroemFeatures, NystroemMap, draw_centre_index
 
 #: bytes per Gram entry of the exact-kernel path: K, its eigenvectors and the feature
 #: map Phi = V S^{1/2} (n x n each, float64)
@@ -138,7 +142,11 @@ def training_features(problem, params, train_index, blocked):
     if precomputed and train_index is not None:
         Xtr = Xtr[:, train_index]
     ytr = np.ascontiguousarray(ytr, dtype=np.float64)
-    if m is not None:
+    given = getattr(problem, "features", None)
+    if given is not None:
+        nystroem, Phi = _given_features(problem, given, kernel, m, X,
+                                        precomputed or train_index is not None)
+    elif m is not None:
         if precomputed:
             raise ValueError("n_components (Nystroem) needs the data X, not "
                              "kernel='precomputed'")
@@ -177,6 +185,32 @@ def training_features(problem, params, train_index, blocked):
     # other feature rows: one in-memory block of Phi
     rows = problem.executor if Phi is X else local_executor(Phi, ytr)
     return TrainingFeatures(rows, Phi, nystroem, exact, identity_map)
+
+
+def _given_features(problem, given, kernel, m, X, refused):
+    """The map and rows of ``solve(..., features=given)``: a ``NystroemFeatures`` fitted
+    on the run's X with its kernel and ``n_components`` (ValueError naming ``features``
+    otherwise; ``refused``: kernel="precomputed" or t="auto"). The run's generator draws
+    the centres its own map would draw, so that what it draws next (the CG
+    preconditioner's rows) is what it would be without ``features``; with an integer
+    ``random_state`` that draw must be the centres of ``given``."""
+    if not isinstance(given, NystroemFeatures):
+        raise TypeError(f"features={type(given).__name__} must be a fitted NystroemFeatures "
+                        "(marginkit.kernels.approximation) or None")
+    if m is None or refused:
+        raise ValueError(
+            "features (a NystroemFeatures) is taken by iterated_tikhonov with n_components, "
+            "a kernel on the data X (not 'precomputed') and an integer t (t='auto' holds out "
+            "a validation split of the rows); pass features=None")
+    drawn = draw_centre_index(problem.rng, X.shape[0], m)
+    seed = getattr(getattr(problem, "config", None), "random_state", None)
+    reproducible = isinstance(seed, numbers.Integral) and not isinstance(seed, bool)
+    why = given.mismatch(kernel, m, X, drawn if reproducible else None)
+    if why is not None:
+        raise ValueError(f"features is not this run's Nystroem map: {why}; fit "
+                         "NystroemFeatures(kernel, n_components, random_state) on this X with "
+                         "the run's values, or pass features=None")
+    return given.map_, given.features_
 
 
 def _returns_its_rows(kernel, X):

@@ -69,6 +69,9 @@ class IteratedTikhonov(Solver):
     n_components : int or None
         Nystroem approximation with that many centres sampled uniformly
         (``random_state``): theta lives in the m-dimensional span, memory O(n m).
+        ``solve(..., features=F)`` with a ``NystroemFeatures`` fitted on the same X, kernel
+        and m runs on its centres and feature rows instead of drawing and mapping them
+        (one map for the runs of a one-vs-rest fit).
     keep_path : bool
         Keep the iterate of every proximal step k = 1..t in ``result.extra["path"]``
         (shape (t, len(coef)), in the form used for prediction: ``coef_`` for linear
@@ -130,6 +133,9 @@ class IteratedTikhonov(Solver):
     blocked = True
     #: the weighted risk 1/n sum_i w_i loss_i (integer t, method="newton")
     sample_weight = True
+    #: with ``n_components``, runs on the rows of a fitted ``NystroemFeatures``
+    #: (``solve(..., features=F)``: one map shared by the runs of a one-vs-rest fit)
+    takes_features = True
 
     def start(self, problem):
         return _TikhonovState(self, problem)

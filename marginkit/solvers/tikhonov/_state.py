@@ -156,8 +156,14 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
             self.failed = (
                 f"the Newton decrement cannot be certified below its target {target:.3g}: "
                 f"recomputed from the data it is {verdict.value:.3g} with a rounding bound of "
-                f"{verdict.rounding:.3g} ({verdict.reason}); the data or the kernel are too "
-                "ill-conditioned for this tol in float64 (raise tol, lam, or rescale X)")
+                f"{verdict.rounding:.3g} ({verdict.reason}); " + (
+                    "the run took its rows from features, and the check recomputes them "
+                    "from X and the centres: rows that are not that map's (edited, or of "
+                    "another X) fail it (pass the NystroemFeatures fitted on this X, or "
+                    "features=None)"
+                    if getattr(getattr(self, "problem", None), "features", None) is not None
+                    else "the data or the kernel are too ill-conditioned for this tol in "
+                    "float64 (raise tol, lam, or rescale X)"))
             warnings.warn(f"iterated_tikhonov: {self.failed}", RuntimeWarning, stacklevel=2)
             self.done = True
 
