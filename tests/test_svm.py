@@ -348,6 +348,29 @@ def test_lipschitz_bound_of_wide_data_runs_on_the_rows(sparse, augmented):
     assert res.extra["lipschitz_method"] == "lanczos"
     assert res.extra["L"] - res.extra["mu"] >= top
 
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
+def test_one_value_box_runs_as_the_full_vector(solver, monkeypatch):
+    # an unweighted run's box and levels are views of one number (stride 0, read once by
+    # the kernels); the same run on materialized n-vectors ends identically
+    from marginkit.solvers.svm import _dcd, _fista, _thresholds
+
+    X, y = mk.datasets.load_libsvm("heart_scale")
+    box = _thresholds.run_box(0.5, None, 7)
+    assert box.strides == (0,) and _thresholds.certify_levels(box, 4.0).strides == (0,)
+    a = mk.solve(X, y, solver=solver, random_state=0)
+
+    def full_box(gamma, sample_weight, n):
+        return np.ascontiguousarray(_thresholds.run_box(gamma, sample_weight, n))
+
+    for mod in (_fista, _dcd):
+        monkeypatch.setattr(mod, "run_box", full_box)
+    b = mk.solve(X, y, solver=solver, random_state=0)
+    assert (a.status, a.n_iter) == (b.status, b.n_iter)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)
+    assert a.certificate.verify(X, y) and b.certificate.verify(X, y)
+
 # ------------------------------------------------------------------------------- DCD
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("sparse", [False, True])

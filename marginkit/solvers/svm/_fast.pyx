@@ -360,9 +360,16 @@ cdef void _gather_block(rows_t X, Py_ssize_t lo, Py_ssize_t hi, const double* v,
         out[i] = row_dot4(X, i, v)
 
 
+cdef inline double _at(const double* a, Py_ssize_t step, Py_ssize_t i) noexcept nogil:
+    # a per-point value: a[i], or a[0] for the one-value view of an unweighted run
+    # (step 0); the test is loop-invariant, so the compiler splits the loops on it and
+    # each version stays vectorizable
+    return a[i] if step else a[0]
+
+
 cdef void _hsvm_update_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, const double* r_prev,
                              const double* r, const double* c, double by, double offset,
-                             double beta, double invL, double mu, const double* box,
+                             double beta, double invL, double mu, const double* box, Py_ssize_t bs,
                              double inv_unit, double* r_new, double* part) noexcept nogil:
     """r_new (holding the row products on entry) <- the FISTA update; part = [||y_k - r_new||^2
     (in units of 1 / inv_unit), sum r_new, ||r_new||^2] over the block."""
@@ -371,7 +378,7 @@ cdef void _hsvm_update_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, cons
     for i in range(lo, hi):
         yk = r[i] + beta * (r[i] - r_prev[i])
         hw = y[i] * (r_new[i] - by * c[i] + offset)
-        rn = _clamp(yk + (1.0 - hw - mu * yk) * invL, 0.0, box[i])
+        rn = _clamp(yk + (1.0 - hw - mu * yk) * invL, 0.0, _at(box, bs, i))
         r_new[i] = rn
         diff = (yk - rn) * inv_unit
         dsq += diff * diff
@@ -428,7 +435,7 @@ cdef void _reduce_buffers(const double* bufs, Py_ssize_t ns, Py_ssize_t d,
 
 cdef double _combine_blocks(double* bufs, const double* parts, Py_ssize_t ns, Py_ssize_t d,
                            double* a_new, const double* r_new, Py_ssize_t n, double kappa,
-                           const double* level, double* sums, Py_ssize_t* ncert, double unit,
+                           const double* level, Py_ssize_t ls, double* sums, Py_ssize_t* ncert, double unit,
                            double rounding, double feas, double gamma_n) noexcept nogil:
     """End of a blocked FISTA iteration: a_new = sum of the blocks' d-vectors (``bufs``,
     ns x d; with one block the scatter wrote a_new itself), sums[j] = sum over blocks of
@@ -450,7 +457,7 @@ cdef double _combine_blocks(double* bufs, const double* parts, Py_ssize_t ns, Py
     if feas != 0.0:
         eps = eps + feas * (fabs(sums[3]) + gamma_n * sums[1])
     for i in range(n):
-        count += (level[i] - r_new[i]) > eps
+        count += (_at(level, ls, i) - r_new[i]) > eps
     ncert[0] = count
     return eps
 
@@ -459,8 +466,8 @@ def fista_iteration(rows_t X, const double[::1] y, const double[::1] r_prev,
                     const double[::1] r,
                     const double[::1] a_prev, const double[::1] a, double b_prev, double b,
                     const double[::1] sc, const double[::1] m, double M, const double[::1] c,
-                    double beta, double L, double mu, const double[::1] box, double kappa,
-                    const double[::1] level, double[::1] r_new, double[::1] a_new, double[::1] v,
+                    double beta, double L, double mu, const double[:] box, double kappa,
+                    const double[:] level, double[::1] r_new, double[::1] a_new, double[::1] v,
                     double[:, ::1] bufs,
                     double[:, ::1] parts, Py_ssize_t[::1] active, double unit=1.0,
                     double rounding=0.0, int threads=0):
@@ -492,6 +499,8 @@ def fista_iteration(rows_t X, const double[::1] y, const double[::1] r_prev,
     with level_i - r_new,i > eps (``svm.certify_level``). The
     norm is summed in units of the power of two ``unit`` (the scale of r): no underflow.
     """
+    cdef Py_ssize_t bs = box.strides[0] // sizeof(double)  # 0: one bound for all points
+    cdef Py_ssize_t ls = level.strides[0] // sizeof(double)
     cdef Py_ssize_t n = y.shape[0]
     cdef Py_ssize_t d = a_new.shape[0]
     cdef Py_ssize_t ns = bufs.shape[0]
@@ -510,12 +519,12 @@ def fista_iteration(rows_t X, const double[::1] y, const double[::1] r_prev,
             hi = (k + 1) * n // ns
             _gather_block(X, lo, hi, &v[0], &r_new[0])
             _hsvm_update_block(lo, hi, &y[0], &r_prev[0], &r[0], &c[0], by, offset, beta,
-                               invL, mu, &box[0], inv_unit, &r_new[0], &parts[k, 0])
+                               invL, mu, &box[0], bs, inv_unit, &r_new[0], &parts[k, 0])
             # one block: scatter straight into a_new
             out = &a_new[0] if ns == 1 else &bufs[k, 0]
             parts[k, 3] = _scatter_block(X, lo, hi, &y[0], &r_new[0], out, &active[0])
         eps = _combine_blocks(&bufs[0, 0], &parts[0, 0], ns, d, &a_new[0], &r_new[0], n,
-                              kappa, &level[0], sums, &ncert, unit, rounding, 0.0, 0.0)
+                              kappa, &level[0], ls, sums, &ncert, unit, rounding, 0.0, 0.0)
         dsq, rsum, rsq, b_new = sums[0], sums[1], sums[2], sums[3]
         wsq = _w_bar_sq(&a_new[0], b_new, &sc[0], &m[0], d) + b_new * b_new
     return b_new, eps, ncert, rsum, rsq, wsq, dsq
@@ -567,12 +576,12 @@ def fista_svm_gradient(rows_t X, const double[::1] y, const double[::1] r_prev,
 
 
 cdef void _svm_finish_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, const double* yk,
-                            const double* vproj, double lam, const double* box, double inv_unit,
+                            const double* vproj, double lam, const double* box, Py_ssize_t bs, double inv_unit,
                             double* r_new, double* part) noexcept nogil:
     cdef Py_ssize_t i
     cdef double rn, diff, dsq = 0.0, rsum = 0.0, rsq = 0.0
     for i in range(lo, hi):
-        rn = _clamp(vproj[i] - lam * y[i], 0.0, box[i])
+        rn = _clamp(vproj[i] - lam * y[i], 0.0, _at(box, bs, i))
         r_new[i] = rn
         diff = (yk[i] - rn) * inv_unit
         dsq += diff * diff
@@ -585,8 +594,8 @@ cdef void _svm_finish_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, const
 
 def fista_svm_finish(rows_t X, const double[::1] y, const double[::1] yk,
                      const double[::1] vproj,
-                     double lam, const double[::1] box, double kappa,
-                     const double[::1] level, const double[::1] sc,
+                     double lam, const double[:] box, double kappa,
+                     const double[:] level, const double[::1] sc,
                      const double[::1] m, double[::1] r_new, double[::1] a_new,
                      double[:, ::1] bufs, double[:, ::1] parts, Py_ssize_t[::1] active,
                      double unit=1.0, double rounding=0.0, double feas=0.0,
@@ -600,6 +609,8 @@ def fista_svm_finish(rows_t X, const double[::1] y, const double[::1] yk,
     certified count (level - r_new,i > eps) and ||w(r_new)||^2 (no column of ones).
     Returns (b_new, eps, n_certified, sum r_new, ||r_new||^2, ||w(r_new)||^2, dsq), dsq as
     in ``fista_iteration``; ``threads`` as there."""
+    cdef Py_ssize_t bs = box.strides[0] // sizeof(double)  # 0: one bound for all points
+    cdef Py_ssize_t ls = level.strides[0] // sizeof(double)
     cdef Py_ssize_t n = y.shape[0]
     cdef Py_ssize_t d = a_new.shape[0]
     cdef Py_ssize_t ns = bufs.shape[0]
@@ -612,19 +623,19 @@ def fista_svm_finish(rows_t X, const double[::1] y, const double[::1] yk,
         for k in prange(ns, schedule="static", num_threads=nt):
             lo = k * n // ns
             hi = (k + 1) * n // ns
-            _svm_finish_block(lo, hi, &y[0], &yk[0], &vproj[0], lam, &box[0], inv_unit,
+            _svm_finish_block(lo, hi, &y[0], &yk[0], &vproj[0], lam, &box[0], bs, inv_unit,
                               &r_new[0], &parts[k, 0])
             out = &a_new[0] if ns == 1 else &bufs[k, 0]
             parts[k, 3] = _scatter_block(X, lo, hi, &y[0], &r_new[0], out, &active[0])
         eps = _combine_blocks(&bufs[0, 0], &parts[0, 0], ns, d, &a_new[0], &r_new[0], n,
-                              kappa, &level[0], sums, &ncert, unit, rounding, feas, gamma_n)
+                              kappa, &level[0], ls, sums, &ncert, unit, rounding, feas, gamma_n)
         dsq, rsum, rsq, b_new = sums[0], sums[1], sums[2], sums[3]
         wsq = _w_bar_sq(&a_new[0], b_new, &sc[0], &m[0], d)
     return b_new, eps, ncert, rsum, rsq, wsq, dsq
 
 
 # ------------------------------------------------------ projection onto box and hyperplane
-cdef double _phi_slope(const double* v, const double* y, Py_ssize_t n, const double* box,
+cdef double _phi_slope(const double* v, const double* y, Py_ssize_t n, const double* box, Py_ssize_t bs,
                        double lam, Py_ssize_t* n_free) noexcept nogil:
     """phi(lam) = y^T proj_[0, gamma_i](v - lam y) and the number of free coordinates
     (0 < v_i - lam y_i < gamma_i): phi'(lam) = -n_free between breakpoints. Branch-free
@@ -633,20 +644,20 @@ cdef double _phi_slope(const double* v, const double* y, Py_ssize_t n, const dou
     cdef double acc = 0.0, t
     for i in range(n):
         t = v[i] - lam * y[i]
-        acc += y[i] * _clamp(t, 0.0, box[i])
-        nf += (t > 0.0) & (t < box[i])
+        acc += y[i] * _clamp(t, 0.0, _at(box, bs, i))
+        nf += (t > 0.0) & (t < _at(box, bs, i))
     n_free[0] = nf
     return acc
 
 
-cdef double _next_breakpoint(const double* v, const double* y, Py_ssize_t n, const double* box,
+cdef double _next_breakpoint(const double* v, const double* y, Py_ssize_t n, const double* box, Py_ssize_t bs,
                              double lam, bint upward) noexcept nogil:
     """The nearest breakpoint (y_i v_i or y_i (v_i - gamma_i)) strictly above (below) lam."""
     cdef Py_ssize_t i
     cdef double best = INFINITY if upward else -INFINITY, b1, b2
     for i in range(n):
         b1 = y[i] * v[i]
-        b2 = y[i] * (v[i] - box[i])
+        b2 = y[i] * (v[i] - _at(box, bs, i))
         if upward:
             if b1 > lam and b1 < best:
                 best = b1
@@ -660,22 +671,24 @@ cdef double _next_breakpoint(const double* v, const double* y, Py_ssize_t n, con
     return best
 
 
-def phi_slope(const double[::1] v, const double[::1] y, const double[::1] box, double lam):
+def phi_slope(const double[::1] v, const double[::1] y, const double[:] box, double lam):
     """(phi, n_free) of the projection's multiplier search (``_projection.multiplier``) on
     a row block's share of v, y and the bounds ``box``."""
+    cdef Py_ssize_t bs = box.strides[0] // sizeof(double)  # 0: one bound for all points
     cdef Py_ssize_t nf = 0
     cdef double ph = 0.0
     if v.shape[0]:
-        ph = _phi_slope(&v[0], &y[0], v.shape[0], &box[0], lam, &nf)
+        ph = _phi_slope(&v[0], &y[0], v.shape[0], &box[0], bs, lam, &nf)
     return ph, nf
 
 
-def next_breakpoint(const double[::1] v, const double[::1] y, const double[::1] box,
+def next_breakpoint(const double[::1] v, const double[::1] y, const double[:] box,
                     double lam, bint upward):
     """The row block's nearest breakpoint strictly above (``upward``) or below lam."""
+    cdef Py_ssize_t bs = box.strides[0] // sizeof(double)  # 0: one bound for all points
     if v.shape[0] == 0:
         return INFINITY if upward else -INFINITY
-    return _next_breakpoint(&v[0], &y[0], v.shape[0], &box[0], lam, upward)
+    return _next_breakpoint(&v[0], &y[0], v.shape[0], &box[0], bs, lam, upward)
 
 
 # ------------------------------------------------------------------ dual coordinate descent
@@ -715,7 +728,7 @@ cdef void _shuffle(int64_t* index, Py_ssize_t k, uint64_t* state) noexcept nogil
 cdef Py_ssize_t _dcd_pass(rows_t X, const double* y, int64_t* index, Py_ssize_t active_size,
                           double* r, double* s2a, double* scal, const double* sc,
                           const double* c, const double* qd, double M, double t_col,
-                          double mu, const double* box, double pg_max_old, double pg_min_old,
+                          double mu, const double* box, Py_ssize_t bs, double pg_max_old, double pg_min_old,
                           bint shrinking, double* out) noexcept nogil:
     # one epoch of dual coordinate descent (Hsieh et al. 2008, LIBLINEAR's solver) over
     # index[:active_size] (already permuted): for each i, G_i = (Q r)_i - 1, PG_i its
@@ -738,7 +751,7 @@ cdef Py_ssize_t _dcd_pass(rows_t X, const double* y, int64_t* index, Py_ssize_t 
             MK_PREFETCH(&r[i])
             MK_PREFETCH(&c[i])
             MK_PREFETCH(&qd[i])
-            MK_PREFETCH(&box[i])
+            MK_PREFETCH(&box[i * bs])
         if s + _PF_NEAR < active_size:
             row_prefetch(X, index[s + _PF_NEAR])
         i = index[s]
@@ -751,9 +764,9 @@ cdef Py_ssize_t _dcd_pass(rows_t X, const double* y, int64_t* index, Py_ssize_t 
                 index[s] = index[active_size]
                 index[active_size] = tmp
                 continue
-            if G < 0.0 and box[i] > 0.0:
+            if G < 0.0 and _at(box, bs, i) > 0.0:
                 PG = G
-        elif r[i] >= box[i]:
+        elif r[i] >= _at(box, bs, i):
             if shrinking and G < pg_min_old:
                 active_size -= 1
                 tmp = index[s]
@@ -771,7 +784,7 @@ cdef Py_ssize_t _dcd_pass(rows_t X, const double* y, int64_t* index, Py_ssize_t 
         pgsq += PG * PG
         if fabs(PG) > 1e-12:
             rold = r[i]
-            rn = _clip(rold - G / qd[i], 0.0, box[i])
+            rn = _clip(rold - G / qd[i], 0.0, _at(box, bs, i))
             r[i] = rn
             u = (rn - rold) * y[i]
             if u != 0.0:
@@ -788,7 +801,7 @@ cdef Py_ssize_t _dcd_pass(rows_t X, const double* y, int64_t* index, Py_ssize_t 
 
 
 cdef double _pg_pass(rows_t X, const double* y, const double* r, const double* s2a, double b,
-                     double P, const double* c, double M, double t_col, double t_shift, double mu, const double* box,
+                     double P, const double* c, double M, double t_col, double t_shift, double mu, const double* box, Py_ssize_t bs,
                      double* pg) noexcept nogil:
     # the full projected gradient (see projected_gradient); returns ||p||^2
     cdef Py_ssize_t i
@@ -797,7 +810,7 @@ cdef double _pg_pass(rows_t X, const double* y, const double* r, const double* s
         pg[i] = row_dot(X, i, s2a)
     for i in range(X.n):
         G = y[i] * (pg[i] - b * c[i] - P + b * M + t_col * b + t_shift) + mu * r[i] - 1.0
-        p = _projected(G, r[i], box[i])
+        p = _projected(G, r[i], _at(box, bs, i))
         pg[i] = p
         acc += p * p
     return acc
@@ -836,7 +849,7 @@ cdef long double _fresh_coefficients(long double* fresh, const double* sc, const
 cdef long double _fresh_margins(rows_t X, const double* y, const double* r,
                                 const long double* fresh, long double mv, long double b,
                                 double t_col, double t_shift, double mu,
-                                const double* box) noexcept nogil:
+                                const double* box, Py_ssize_t bs) noexcept nogil:
     # second pass: sum of p_i^2 (long double) with theta_i = y_i (x_i . v - mv + t_col b
     # + t_shift), mv = m . v; only p_i is rounded to float64
     cdef Py_ssize_t i, k
@@ -848,8 +861,8 @@ cdef long double _fresh_margins(rows_t X, const double* y, const double* r,
             t += (<long double>X.data[k]) * fresh[col(X, i, k)]
         G = y[i] * (t - mv + t_col * b + t_shift) + mu * r[i] - 1.0
         if r[i] <= 0.0:
-            p = <double>G if G < 0.0 and box[i] > 0.0 else 0.0
-        elif r[i] >= box[i]:
+            p = <double>G if G < 0.0 and _at(box, bs, i) > 0.0 else 0.0
+        elif r[i] >= _at(box, bs, i):
             p = <double>G if G > 0.0 else 0.0
         else:
             p = <double>G
@@ -871,7 +884,7 @@ cdef double _fresh_tail(long double acc, double rxi, double rsum, double rsq,
 
 
 cdef double _fresh_bound(rows_t X, const double* y, const double* r, const double* sc,
-                         const double* m, double mu, const double* box, long double* fresh, const double* xi,
+                         const double* m, double mu, const double* box, Py_ssize_t bs, long double* fresh, const double* xi,
                          const double* rc, double rsum, double rsq, double t_col=1.0,
                          double t_shift=0.0) noexcept nogil:
     # eps = ||p(r)|| / mu plus its rounding bound (see dcd_epochs): w scattered afresh from
@@ -884,7 +897,7 @@ cdef double _fresh_bound(rows_t X, const double* y, const double* r, const doubl
     cdef double rxi
     rxi = _fresh_scatter(X, y, r, xi, fresh, &b)
     mv = _fresh_coefficients(fresh, sc, m, b, X.d)
-    acc = _fresh_margins(X, y, r, fresh, mv, b, t_col, t_shift, mu, box)
+    acc = _fresh_margins(X, y, r, fresh, mv, b, t_col, t_shift, mu, box, bs)
     return _fresh_tail(acc, rxi, rsum, rsq, rc, t_col, t_shift, mu)
 
 
@@ -906,14 +919,15 @@ def fresh_coefficients(long double[::1] fresh, const double[::1] sc, const doubl
 
 def fresh_margins(rows_t X, const double[::1] y, const double[::1] r, const long double[::1] fresh,
                   long double[::1] ld, double t_col, double t_shift, double mu,
-                  const double[::1] box):
+                  const double[:] box):
     """Second pass over a row block: ld[2] <- sum of p_i(r)^2 (long double), the margins
     from the coefficients ``fresh``, mv = ld[1], b = ld[0]."""
+    cdef Py_ssize_t bs = box.strides[0] // sizeof(double)  # 0: one bound for all points
     cdef long double acc
     cdef long double mv = ld[1], b = ld[0]
     with nogil:
         acc = _fresh_margins(X, &y[0], &r[0], &fresh[0], mv, b, t_col, t_shift, mu,
-                             &box[0])
+                             &box[0], bs)
     ld[2] = acc
 
 
@@ -930,7 +944,7 @@ def w_bar_sq(const double[::1] a, double b, const double[::1] sc, const double[:
 
 
 cdef double _fresh_bound_d(rows_t X, const double* y, const double* r, const double* sc,
-                           const double* m, double mu, const double* box, double* fresh,
+                           const double* m, double mu, const double* box, Py_ssize_t bs, double* fresh,
                            const double* xi, const double* rc, double rsum, double rsq,
                            double* rounding) noexcept nogil:
     # ``_fresh_bound`` with float64 sums (``fresh``: d doubles): about four times faster,
@@ -953,7 +967,7 @@ cdef double _fresh_bound_d(rows_t X, const double* y, const double* r, const dou
     for i in range(X.n):
         t = row_dot4(X, i, fresh)
         G = y[i] * (t - mv + b) + mu * r[i] - 1.0
-        p = _projected(G, r[i], box[i])
+        p = _projected(G, r[i], _at(box, bs, i))
         acc += p * p
     om = rc[2] * (rxi + rsum * rc[3]) + rc[4] * rsum
     gnorm = rc[4] + om + mu * sqrt(rsq)
@@ -966,7 +980,7 @@ cdef double _fresh_bound_d(rows_t X, const double* y, const double* r, const dou
 def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r, double[::1] s2a,
                double[::1] scal, const double[::1] sc, const double[::1] m,
                const double[::1] c, const double[::1] qd, double M, double mu,
-               const double[::1] box, const double[::1] level, uint64_t[::1] rng_state, double[::1] pg, double[::1] ctl,
+               const double[:] box, const double[:] level, uint64_t[::1] rng_state, double[::1] pg, double[::1] ctl,
                bint shrinking, bint always, double[:, ::1] hist, Py_ssize_t max_epochs,
                double cert_above, double gap_at_most, double[::1] w_bar, double[::1] coef,
                unsigned char[::1] mask, long double[::1] fresh, const double[::1] xi,
@@ -1000,6 +1014,8 @@ def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r,
     the last iteration, and, when the last iteration made the full pass, ``mask`` (0/1)
     marks its points with level - r_i > eps (left as it was otherwise).
     """
+    cdef Py_ssize_t bs = box.strides[0] // sizeof(double)  # 0: one bound for all points
+    cdef Py_ssize_t ls = level.strides[0] // sizeof(double)
     cdef Py_ssize_t n = y.shape[0]
     cdef Py_ssize_t d = s2a.shape[0]
     cdef Py_ssize_t k = <Py_ssize_t>ctl[0]
@@ -1019,7 +1035,7 @@ def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r,
         for e in range(max_epochs):
             _shuffle(&index[0], k, &rng_state[0])
             k = _dcd_pass(X, &y[0], &index[0], k, &r[0], &s2a[0],
-                          &scal[0], &sc[0], &c[0], &qd[0], M, 1.0, mu, &box[0], pg_max_old,
+                          &scal[0], &sc[0], &c[0], &qd[0], M, 1.0, mu, &box[0], bs, pg_max_old,
                           pg_min_old, shrinking, out)
             gap = out[0] - out[1] if k > 0 else 0.0
             if gap <= shrink_tol and k < n:
@@ -1058,10 +1074,10 @@ def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r,
                 if always:
                     # every epoch (a diagnostic mode): the tight long-double bound
                     eps = _fresh_bound(X, &y[0], &r[0], &sc[0],
-                                       &m[0], mu, &box[0], &fresh[0], &xi[0], &rc[0], rsum, rsq)
+                                       &m[0], mu, &box[0], bs, &fresh[0], &xi[0], &rc[0], rsum, rsq)
                 else:
                     eps = _fresh_bound_d(X, &y[0], &r[0], &sc[0],
-                                         &m[0], mu, &box[0], fresh_d, &xi[0], &rc[0], rsum, rsq,
+                                         &m[0], mu, &box[0], bs, fresh_d, &xi[0], &rc[0], rsum, rsq,
                                          &rho_d)
                 full_passes += 1.0
                 cnt = 0
@@ -1076,7 +1092,7 @@ def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r,
                     # the float64 rounding term alone keeps the rule from firing: redo the
                     # pass in long double
                     eps_l = _fresh_bound(X, &y[0], &r[0], &sc[0],
-                                         &m[0], mu, &box[0], &fresh[0], &xi[0], &rc[0], rsum,
+                                         &m[0], mu, &box[0], bs, &fresh[0], &xi[0], &rc[0], rsum,
                                          rsq)
                     if eps_l < eps:
                         eps = eps_l
@@ -1117,7 +1133,7 @@ def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r,
 
 def projected_gradient(rows_t X, const double[::1] y, const double[::1] r, const double[::1] s2a,
                        double b, double P, const double[::1] c, double M, double t_col,
-                       double t_shift, double mu, const double[::1] box, double[::1] pg):
+                       double t_shift, double mu, const double[:] box, double[::1] pg):
     """Full projected gradient p(r) (paper section 4) in one pass:
     G_i = y_i (z_i . w_bar + t_col b + t_shift) + mu r_i - 1, p_i = min(G_i, 0) at r_i = 0,
     max(G_i, 0) at r_i = gamma_i (``box``, n-vector), G_i inside, 0 where gamma_i = 0.
@@ -1126,10 +1142,11 @@ def projected_gradient(rows_t X, const double[::1] y, const double[::1] r, const
     ``t_shift`` adds an intercept not tied to r (classical SVM: the multiplier of
     y^T r = 0); it is 0 for H-SVM.
     """
+    cdef Py_ssize_t bs = box.strides[0] // sizeof(double)  # 0: one bound for all points
     cdef double acc
     with nogil:
         acc = _pg_pass(X, &y[0], &r[0], &s2a[0], b, P, &c[0], M, t_col, t_shift,
-                       mu, &box[0], &pg[0])
+                       mu, &box[0], bs, &pg[0])
     return acc
 
 

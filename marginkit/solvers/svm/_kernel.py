@@ -383,7 +383,7 @@ class _KernelRun(_ClaimOffers, SolverState):
         # the per-point boxes C w_i of a weighted run (``run_box``), C otherwise
         weights = getattr(problem, "sample_weight", None)
         self.weighted = weights is not None
-        self.gamma = run_box(gamma, weights, n)
+        self.gamma = np.ascontiguousarray(run_box(gamma, weights, n))  # its kernels' layout
         self.mu = float(mu)
         self.level = certify_levels(self.gamma, self.mu)
         self._check_box(gram.name, gamma, weights)

@@ -85,20 +85,25 @@ def certify_level(gamma, mu):
 
 def run_box(gamma, sample_weight, n):
     """The per-point box bounds of a run: gamma_i = C w_i (``sample_weight`` w, validated
-    by ``solve``), or the n-vector of C for an unweighted run (float64).
+    by ``solve``), or, for an unweighted run, C for every point as a read-only n-vector
+    view of one number (stride 0: the kernels read one cached value instead of an
+    n-vector per pass; float64).
 
     As LIBSVM's ``-wi`` and scikit-learn's ``SVC(sample_weight=...)``, a weight rescales
     the penalty of its point's slack: the dual box of point i is [0, C w_i]; a point of
     weight 0 has the box [0, 0], so r_i = 0 throughout and it is never certified.
     """
     if sample_weight is None:
-        return np.full(n, float(gamma))
+        return np.broadcast_to(np.float64(gamma), (n,))
     with np.errstate(over="ignore"):  # an infinite box is refused by the solvers' checks
         return float(gamma) * np.asarray(sample_weight, dtype=np.float64)
 
 
 def certify_levels(box, mu):
-    """The per-point levels min(gamma_i, 1/mu) of ``certify_level`` (an n-vector)."""
+    """The per-point levels min(gamma_i, 1/mu) of ``certify_level`` (an n-vector; a view
+    of one number for the one-number box of an unweighted run, as ``run_box``'s)."""
+    if box.ndim == 1 and box.size and box.strides[0] == 0:
+        return np.broadcast_to(np.minimum(box[0], 1.0 / float(mu)), box.shape)
     return np.minimum(box, 1.0 / float(mu))
 
 
