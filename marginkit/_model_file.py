@@ -49,11 +49,15 @@ _COPY_BLOCK = 1 << 20
 
 def result_features(res):
     """Number of input features a result predicts on, or None when a model file cannot
-    say (a precomputed kernel, a fitted feature map that a file does not keep)."""
+    say (a precomputed kernel, a kernel approximation whose fit the file does not hold)."""
     if res.coef_ is not None:
         return int(np.asarray(res.coef_).shape[0])
     if res.support_ is not None and not getattr(res.kernel, "precomputed", False):
         return int(res.support_.shape[1])
+    # a fitted feature map (rff, nystroem): its fit is in the file (``Result.save``)
+    n_in = getattr(res.kernel, "n_features_in_", None)
+    if isinstance(n_in, (int, np.integer)) and n_in > 0:
+        return int(n_in)
     return None
 
 
@@ -65,9 +69,9 @@ def unpredictable_reason(res):
         return ("the model was fit with kernel='precomputed': it predicts from kernel values "
                 "K(test, train), not from the features of a data file")
     name = getattr(res.kernel, "name", None) or type(res.kernel).__name__
-    return (f"the model uses the kernel approximation {name!r}, whose fitted feature map a "
-            "model file does not keep; fit with an exact kernel (--kernel linear, rbf, ...) "
-            "to predict from a model file")
+    return (f"the model uses the kernel approximation {name!r}, and the file does not hold "
+            "its fitted feature map (a file written before marginkit saved kernel fits); "
+            "fit the model again to predict from a model file")
 
 
 class Model:

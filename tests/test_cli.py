@@ -557,16 +557,26 @@ def test_help_texts_name_the_default_and_nothing_internal(capsys):
         assert not re.search(r"shared/|issue \d|API\.md", text)
 
 
-def test_fit_says_when_predict_cannot_use_the_model(capsys, tmp_path):
-    """A kernel approximation's fitted map is not kept in a model file: fit says so at
-    once (on stderr), not only predict later."""
-    train = tmp_path / "heart"
+def test_predict_uses_a_kernel_approximation_model(capsys, tmp_path):
+    """A kernel approximation's fitted map is kept in the model file (its seed or its
+    centres): predict reads it and answers as the fitted model does, two classes and one
+    vs rest alike; fit prints no note."""
+    from marginkit._model_file import load_model
+
     X, y = mk.datasets.load_heart_scale()
+    train = tmp_path / "heart"
     train.write_bytes(_libsvm_text(X.toarray(), y.astype(int)))
-    model = tmp_path / "m"
-    code, out, err = run(capsys, "fit", str(train), "--kernel", "nystroem", "-m", str(model))
-    assert code == 0, err
-    assert "note: marginkit predict cannot use this model: the model uses the kernel " \
-           "approximation 'nystroem'" in err
-    code, out, err = run(capsys, "fit", str(train), "-m", str(model))
-    assert code == 0 and "note:" not in err
+    labels3 = np.where(X.toarray()[:, 0] > 0.3, 3, y.astype(int))  # three classes
+    train3 = tmp_path / "heart3"
+    train3.write_bytes(_libsvm_text(X.toarray(), labels3))
+    for k, (data, kernel) in enumerate(((train, "nystroem"), (train, "rff"),
+                                        (train3, "nystroem"))):
+        model, out_file = tmp_path / f"m{k}", tmp_path / f"p{k}"
+        code, out, err = run(capsys, "fit", str(data), "--kernel", kernel, "-m", str(model))
+        assert code == 0 and "note:" not in err, err
+        code, out, err = run(capsys, "predict", str(model), str(data), "-o", str(out_file))
+        assert code == 0, err
+        assert float(out.split("Accuracy = ")[1].split("%")[0]) > 70.0, out
+        Xd = mk.datasets.load_libsvm(str(data))[0]
+        want = np.asarray(load_model(model).predict(Xd), dtype=np.float64)
+        np.testing.assert_array_equal(np.loadtxt(out_file), want)
