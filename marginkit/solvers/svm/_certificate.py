@@ -346,75 +346,67 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
                               Md[lo:hi])
         if form == "svm":
             zf2 += _scaled_frobenius2(B, m, s, n)
-    # the per-point quantities, computed over chunks of _CHUNK points: their temporaries
-    # stay in cache and are reused, instead of a fresh n-vector each (at n = 10^6 and
-    # beyond, the page faults of ~30 fresh n-vectors cost more than the passes over X)
-    def theta_eth(c):
+    # the per-point quantities in one pass over chunks of _CHUNK points (their
+    # temporaries stay in cache and are reused, instead of a fresh n-vector each: at
+    # n = 10^6 and beyond the page faults of ~30 fresh n-vectors cost more than the passes
+    # over X): p and its rounding bound EG (whose norms need every point), and the tests
+    # of the certified points, which do not depend on the bound (``| ~mask`` passes the
+    # others); the verdict follows in the order of the tests below
+    delta = abs(b) + EbL + R.UNIT * abs(b) if form == "svm" else 0.0
+    p, EG = np.empty(n), np.empty(n)
+    threshold, k_room, floor_ok, model_ok = math.inf, 0, True, True
+    for c in _chunks(n):
+        rc, bc, off = r[c], box[c], ~mask[c]
         # theta_i and the bound Eth_i on its rounding (|th_i| <= |theta_i| + |t|: the
         # rounding of th + t, and of t itself)
         theta = ypm[c] * (th[c] + t)
         Eth = Mth[c] * (1.0 + 2 * g) + Et + R.UNIT * abs(t) \
             + 2 * R.UNIT * (np.abs(theta) + 2 * abs(t)) + eta
-        return theta, Eth
-
-    p, EG = np.empty(n), np.empty(n)
-    for c in _chunks(n):
-        theta, Eth = theta_eth(c)
-        rc, bc = r[c], box[c]
         G = theta + mu * rc - 1.0
         EG[c] = Eth + R.gamma(4) * (np.abs(theta) + mu * rc + 1.0) + eta
         # a box [0, 0] (weight 0) fixes its coordinate: p_i = 0
         p[c] = np.where(rc <= 0.0, np.where(bc > 0.0, np.minimum(G, 0.0), 0.0),
                         np.where(rc >= bc, np.maximum(G, 0.0), G))
+        if delta > 0.0:
+            k_room += int(np.count_nonzero(np.minimum(rc, bc - rc) > delta))
+        # the levels min(gamma_i, 1/mu), rounded down
+        lev = np.minimum(bc, level[c] * (1.0 - 2 * R.UNIT))
+        threshold = min(threshold, float(np.where(mask[c], (lev - rc) * (1.0 - R.UNIT),
+                                                  np.inf).min(initial=np.inf)))
+        floor = (1.0 - mu * lev) + 2 * R.UNIT * (1.0 + mu * lev)
+        floor_ok = floor_ok and bool(np.all(
+            (theta - Eth * (1.0 + 2 * R.UNIT) - R.UNIT * np.abs(theta) > floor) | off))
+        if check_model:
+            ydec = ypm[c] * (dec[c] + c1)
+            Ed = Md[c] * (1.0 + 2 * g) * gC + Ec1 + 2 * R.UNIT * np.abs(ydec) + eta
+            model_ok = model_ok and bool(np.all((ydec * (1.0 - R.UNIT) > Ed) | off))
     N, eN = R.scaled_norm(p)
     NE, eNE = R.scaled_norm(EG)
     del p, EG
     eps_v = N / mu
     rho = ((eN + NE + eNE) / mu + 4 * R.UNIT * eps_v) * (1.0 + 4 * R.UNIT)
-    if form == "svm":
+    if delta > 0.0:
         # r must lie on y^T r = 0: |y^T r| <= delta; spread over the k free coordinates
         # that have room, a feasible r~ is within delta / sqrt(k) of r and keeps r's
         # active set, so ||r - r*|| <= ||r - r~|| (1 + ||Q|| / mu) + ||p(r)|| / mu
-        delta = abs(b) + EbL + R.UNIT * abs(b)
-        if delta > 0.0:
-            k = sum(int(np.count_nonzero(np.minimum(r[c], box[c] - r[c]) > delta))
-                    for c in _chunks(n))
-            if k == 0:
-                return reject(f"r is not on y^T r = 0 (|y^T r| <= {delta:.3g}) and no free "
-                              "coordinate can absorb the residual")
-            qnorm = mu + zf2 * (1.0 + g)
-            rho += (1.0 + qnorm / mu) * delta / math.sqrt(k) * (1.0 + 4 * R.UNIT)
+        if k_room == 0:
+            return reject(f"r is not on y^T r = 0 (|y^T r| <= {delta:.3g}) and no free "
+                          "coordinate can absorb the residual")
+        qnorm = mu + zf2 * (1.0 + g)
+        rho += (1.0 + qnorm / mu) * delta / math.sqrt(k_room) * (1.0 + 4 * R.UNIT)
     if not (math.isfinite(eps_v) and math.isfinite(rho)):
         return reject("the projected gradient is not finite in float64: rescale X, C or mu")
-
-    # the levels min(gamma_i, 1/mu), rounded down (the tests below are over the certified
-    # points: ``| ~mask`` passes the others)
-    def level_lo(c):
-        return np.minimum(box[c], level[c] * (1.0 - 2 * R.UNIT))
-
-    threshold = min((float(np.where(mask[c], (level_lo(c) - r[c]) * (1.0 - R.UNIT),
-                                    np.inf).min(initial=np.inf)) for c in _chunks(n)),
-                    default=math.inf)
     bound = (eps_v + rho) * (1.0 + 2 * R.UNIT)
     margin = threshold - bound
     numbers = dict(value=eps_v, threshold=threshold, rounding=rho, margin=margin)
     if not margin > 0.0:
         return reject("a certified point has level - r_i <= eps_v + rounding", **numbers)
-    for c in _chunks(n):
-        theta, Eth = theta_eth(c)
-        lev = level_lo(c)
-        floor = (1.0 - mu * lev) + 2 * R.UNIT * (1.0 + mu * lev)
-        if not np.all((theta - Eth * (1.0 + 2 * R.UNIT) - R.UNIT * np.abs(theta) > floor)
-                      | ~mask[c]):
-            return reject("a certified point has theta_i <= 1 - mu level beyond rounding",
-                          **numbers)
-    if check_model:
-        for c in _chunks(n):
-            ydec = ypm[c] * (dec[c] + c1)
-            Ed = Md[c] * (1.0 + 2 * g) * gC + Ec1 + 2 * R.UNIT * np.abs(ydec) + eta
-            if not np.all((ydec * (1.0 - R.UNIT) > Ed) | ~mask[c]):
-                return reject("the stored classifier misclassifies a certified point "
-                              "(beyond rounding)", **numbers)
+    if not floor_ok:
+        return reject("a certified point has theta_i <= 1 - mu level beyond rounding",
+                      **numbers)
+    if not model_ok:
+        return reject("the stored classifier misclassifies a certified point (beyond "
+                      "rounding)", **numbers)
     return Verdict(True, kind, **numbers)
 
 

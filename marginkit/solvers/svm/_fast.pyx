@@ -1029,6 +1029,7 @@ def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r,
         raise MemoryError()
     cdef double gap, eps, ncert, t, wsq, rsum, rsq, b, ri
     cdef const double* rp
+    cdef const double* lp = &level[0]
     cdef Py_ssize_t e, i, j, cnt, done = 0
     cdef bint lazy = certify_fraction == certify_fraction  # not NaN
     with nogil:
@@ -1061,7 +1062,7 @@ def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r,
             if not always and lazy:
                 for i in range(n):
                     ri = rp[i]
-                    if level[i] - ri > est:
+                    if _at(lp, ls, i) - ri > est:
                         cnt += 1
                     rsum += ri
                     rsq += ri * ri
@@ -1083,9 +1084,9 @@ def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r,
                 cnt = 0
                 cnt_lo = 0
                 for i in range(n):
-                    if level[i] - r[i] > eps:
+                    if _at(lp, ls, i) - r[i] > eps:
                         cnt += 1
-                    if level[i] - r[i] > eps - rho_d:
+                    if _at(lp, ls, i) - r[i] > eps - rho_d:
                         cnt_lo += 1
                 if not always and <double>cnt <= certify_fraction * <double>n \
                         and <double>cnt_lo > certify_fraction * <double>n:
@@ -1098,7 +1099,7 @@ def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r,
                         eps = eps_l
                         cnt = 0
                         for i in range(n):
-                            if level[i] - r[i] > eps:
+                            if _at(lp, ls, i) - r[i] > eps:
                                 cnt += 1
                 ncert = <double>cnt
             # objective -1/2 (||w_bar||^2 + b^2) + e^T r - mu/2 ||r||^2 with
@@ -1121,7 +1122,7 @@ def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r,
             # the last iteration made the full pass: its certified points
             eps = hist[done - 1, 1]
             for i in range(n):
-                mask[i] = level[i] - r[i] > eps
+                mask[i] = _at(lp, ls, i) - r[i] > eps
     free(fresh_d)
     ctl[0] = <double>k
     ctl[1] = pg_max_old
