@@ -91,10 +91,15 @@ cdef class ByLayout:
         cls = type(rows)
         fn = self._table.get(cls)
         if fn is None:
-            if not issubclass(cls, RowBlock):
-                # Cython's dispatch and its TypeError for an argument of no layout
+            # the layout a block is (a subclass of a layout is that layout, as Cython's
+            # isinstance dispatch has it)
+            layout = next((c for c in cls.__mro__ if c.__name__ in LAYOUTS
+                           and c.__module__ == __name__), None)
+            if layout is None:
+                # Cython's dispatch and its TypeError for an argument of no layout (the
+                # RowBlock base class included)
                 return self.__wrapped__(rows, *args, **kwargs)
-            fn = self._table[cls] = self.__wrapped__[cls]
+            fn = self._table[cls] = self.__wrapped__[layout]
         return fn(rows, *args, **kwargs)
 
     @property
