@@ -774,3 +774,20 @@ def test_fista_svm_on_all_zero_features_runs():
     for X in (sp.csr_matrix((40, 5000)), np.zeros((40, 10))):
         res = mk.solve(X, y, solver="fista_svm", max_iter=50)
         assert res.status == "max_iter" and res.certificate is None
+
+
+def test_bound_kernels_refuse_a_strided_box():
+    # the kernels read a per-point bound contiguously or as one value (stride 0); a view
+    # with another stride (every other entry) is refused, not read as contiguous
+    v = np.array([0.5, 2.0, 0.7, 3.0])
+    y = np.array([1.0, -1.0, 1.0, -1.0])
+    wide = np.repeat([1.0, 100.0], 4)[[0, 4, 1, 5, 2, 6, 3, 7]]  # 1, 100, 1, 100, ...
+    box = wide[::2]
+    assert np.all(box == 1.0) and box.strides[0] == 16
+    want = _svm_fast.phi_slope(v, y, np.ascontiguousarray(box), 0.0)
+    assert want == _svm_fast.phi_slope(v, y, np.broadcast_to(1.0, (4,)), 0.0)
+    with pytest.raises(ValueError, match="box must be a contiguous float64 vector"):
+        _svm_fast.phi_slope(v, y, box, 0.0)
+    with pytest.raises(ValueError, match="box must be a contiguous float64 vector"):
+        _svm_fast.next_breakpoint(v, y, box, 0.0, True)
+
