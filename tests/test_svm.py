@@ -791,3 +791,22 @@ def test_bound_kernels_refuse_a_strided_box():
     with pytest.raises(ValueError, match="box must be a contiguous float64 vector"):
         _svm_fast.next_breakpoint(v, y, box, 0.0, True)
 
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("augmented", [True, False])
+def test_lipschitz_bound_of_one_row(sparse, augmented):
+    # one row and many columns: the n x n operator is 1 x 1, below ARPACK's smallest
+    # order; its entry is the eigenvalue (a bound, not a TypeError from eigsh)
+    from marginkit.solvers import svm
+
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((1, 300)) * (rng.random((1, 300)) < 0.3)
+    X = sp.csr_matrix(X) if sparse else X
+    B = svm._Blocked.build(_row_blocks(X, [0, 1]), "std")
+    Z = (np.asarray(X.todense() if sparse else X) - B.m) * B.s
+    if augmented:
+        Z = np.column_stack([Z, np.ones(1)])
+    top = float((Z @ Z.T)[0, 0])  # 0 unaugmented: one row is its own mean
+    lam, info = svm.lipschitz_bound(B, augmented, 1.0)
+    assert info["method"] == "lanczos"
+    assert top <= lam <= top + 1e-9 * max(top, 1.0)
