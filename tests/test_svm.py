@@ -790,6 +790,10 @@ def test_bound_kernels_refuse_a_strided_box():
         _svm_fast.phi_slope(v, y, box, 0.0)
     with pytest.raises(ValueError, match="box must be a contiguous float64 vector"):
         _svm_fast.next_breakpoint(v, y, box, 0.0, True)
+    # one entry is read at its start whatever its stride
+    one = box[:1]
+    assert one.strides[0] == 16
+    assert _svm_fast.phi_slope(v[:1], y[:1], one, 0.0) == (0.5, 1)
 
 
 @pytest.mark.parametrize("sparse", [False, True])

@@ -365,8 +365,8 @@ cdef Py_ssize_t _bound_step(const double[:] a, str name) except -1:
     # other stride would be read as contiguous
     if a.strides[0] == 0:
         return 0
-    if a.strides[0] == <Py_ssize_t>sizeof(double):
-        return 1
+    if a.strides[0] == <Py_ssize_t>sizeof(double) or a.shape[0] <= 1:
+        return 1  # (one entry or none: read at a[0] whatever its stride)
     raise ValueError(f"{name} must be a contiguous float64 vector or a one-value view "
                      f"(stride 0), got a stride of {a.strides[0]} bytes: pass "
                      f"np.ascontiguousarray({name})")
