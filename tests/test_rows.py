@@ -176,6 +176,13 @@ def test_layout_table_refuses_a_block_of_no_layout_and_serves_subclasses():
         _svm_fast.rows_matvec(sub, np.zeros(2), 0.0, np.zeros(0))
 
 
+def test_layout_kernels_pickle_by_reference():
+    # a ByLayout kernel pickles as the module function it is (the fused function it
+    # wraps is not that object, so pickle refused it)
+    fn = pickle.loads(pickle.dumps(_svm_fast.column_max))
+    assert fn is _svm_fast.column_max
+
+
 def test_int64_indices_solve_as_int32():
     X, y = mk.datasets.load_libsvm("heart_scale")
     X64 = X.copy()

@@ -113,6 +113,17 @@ cdef class ByLayout:
     def __repr__(self):
         return f"<ByLayout {self.__wrapped__.__name__}>"
 
+    def __reduce__(self):
+        # by reference, as the fused function it replaces in its module pickles
+        return _module_attribute, (self.__wrapped__.__module__, self.__wrapped__.__name__)
+
+
+def _module_attribute(module, name):
+    """``module.name`` (a ``ByLayout`` kernel on unpickling)."""
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 
 def dispatch_by_layout(namespace):
     """Wrap (``ByLayout``) every fused function of a module's ``namespace`` (its
