@@ -183,6 +183,17 @@ def test_layout_kernels_pickle_by_reference():
     assert fn is _svm_fast.column_max
 
 
+def test_layout_kernels_take_the_block_by_keyword():
+    # as the fused function they wrap: the block named by its parameter
+    B = np.ascontiguousarray(_matrix(), dtype=np.float64)
+    cm = np.zeros(B.shape[1])
+    _svm_fast.column_max(X=row_block(B), colmax=cm)
+    ref = np.zeros(B.shape[1])
+    _svm_fast.column_max(row_block(B), ref)
+    np.testing.assert_array_equal(cm, ref)
+    assert np.any(cm != 0)
+
+
 def test_int64_indices_solve_as_int32():
     X, y = mk.datasets.load_libsvm("heart_scale")
     X64 = X.copy()

@@ -87,7 +87,12 @@ cdef class ByLayout:
         self.__wrapped__ = fn
         self._table = {}
 
-    def __call__(self, rows, *args, **kwargs):
+    def __call__(self, *args, **kwargs):
+        if not args:
+            # the block passed by keyword: Cython's dispatch, which reads keywords
+            return self.__wrapped__(**kwargs)
+        rows = args[0]
+        args = args[1:]
         cls = type(rows)
         fn = self._table.get(cls)
         if fn is None:
