@@ -153,6 +153,47 @@ def test_layout_kernels_dispatch_through_a_table():
     with pytest.raises(TypeError, match="No matching signature"):
         _svm_fast.column_max(_matrix(), cm)
 
+def test_layout_table_refuses_a_block_of_no_layout_and_serves_subclasses():
+    # the RowBlock base class is no layout: a TypeError as for any other argument, not
+    # the table's KeyError; a subclass of a layout is served by that layout's kernel (as
+    # Cython's isinstance dispatch serves it)
+    from marginkit.utils._rows import DenseRows64, RowBlock
+
+    cm = np.zeros(11)
+    for bad in (None, np.zeros((3, 11)), RowBlock.__new__(RowBlock), 3):
+        with pytest.raises(TypeError, match="No matching signature"):
+            _svm_fast.column_max(bad, cm)
+        with pytest.raises(TypeError, match="No matching signature"):
+            _svm_fast.rows_matvec(bad, np.zeros(11), 0.0, np.zeros(3))
+
+    class Sub(DenseRows64):
+        pass
+
+    sub = Sub.__new__(Sub)  # an empty block (0 x 0): the kernel reads nothing
+    assert _svm_fast.rows_matvec(sub, np.zeros(0), 0.0, np.zeros(0)) is None
+    # the DenseRows64 kernel's own check answers
+    with pytest.raises(ValueError, match="rows_matvec: v_s of 0 and t of 0 entries"):
+        _svm_fast.rows_matvec(sub, np.zeros(2), 0.0, np.zeros(0))
+
+
+def test_layout_kernels_pickle_by_reference():
+    # a ByLayout kernel pickles as the module function it is (the fused function it
+    # wraps is not that object, so pickle refused it)
+    fn = pickle.loads(pickle.dumps(_svm_fast.column_max))
+    assert fn is _svm_fast.column_max
+
+
+def test_layout_kernels_take_the_block_by_keyword():
+    # as the fused function they wrap: the block named by its parameter
+    B = np.ascontiguousarray(_matrix(), dtype=np.float64)
+    cm = np.zeros(B.shape[1])
+    _svm_fast.column_max(X=row_block(B), colmax=cm)
+    ref = np.zeros(B.shape[1])
+    _svm_fast.column_max(row_block(B), ref)
+    np.testing.assert_array_equal(cm, ref)
+    assert np.any(cm != 0)
+
+
 def test_int64_indices_solve_as_int32():
     X, y = mk.datasets.load_libsvm("heart_scale")
     X64 = X.copy()

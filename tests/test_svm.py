@@ -774,3 +774,43 @@ def test_fista_svm_on_all_zero_features_runs():
     for X in (sp.csr_matrix((40, 5000)), np.zeros((40, 10))):
         res = mk.solve(X, y, solver="fista_svm", max_iter=50)
         assert res.status == "max_iter" and res.certificate is None
+
+
+def test_bound_kernels_refuse_a_strided_box():
+    # the kernels read a per-point bound contiguously or as one value (stride 0); a view
+    # with another stride (every other entry) is refused, not read as contiguous
+    v = np.array([0.5, 2.0, 0.7, 3.0])
+    y = np.array([1.0, -1.0, 1.0, -1.0])
+    wide = np.repeat([1.0, 100.0], 4)[[0, 4, 1, 5, 2, 6, 3, 7]]  # 1, 100, 1, 100, ...
+    box = wide[::2]
+    assert np.all(box == 1.0) and box.strides[0] == 16
+    want = _svm_fast.phi_slope(v, y, np.ascontiguousarray(box), 0.0)
+    assert want == _svm_fast.phi_slope(v, y, np.broadcast_to(1.0, (4,)), 0.0)
+    with pytest.raises(ValueError, match="box must be a contiguous float64 vector"):
+        _svm_fast.phi_slope(v, y, box, 0.0)
+    with pytest.raises(ValueError, match="box must be a contiguous float64 vector"):
+        _svm_fast.next_breakpoint(v, y, box, 0.0, True)
+    # one entry is read at its start whatever its stride
+    one = box[:1]
+    assert one.strides[0] == 16
+    assert _svm_fast.phi_slope(v[:1], y[:1], one, 0.0) == (0.5, 1)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("augmented", [True, False])
+def test_lipschitz_bound_of_one_row(sparse, augmented):
+    # one row and many columns: the n x n operator is 1 x 1, below ARPACK's smallest
+    # order; its entry is the eigenvalue (a bound, not a TypeError from eigsh)
+    from marginkit.solvers import svm
+
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((1, 300)) * (rng.random((1, 300)) < 0.3)
+    X = sp.csr_matrix(X) if sparse else X
+    B = svm._Blocked.build(_row_blocks(X, [0, 1]), "std")
+    Z = (np.asarray(X.todense() if sparse else X) - B.m) * B.s
+    if augmented:
+        Z = np.column_stack([Z, np.ones(1)])
+    top = float((Z @ Z.T)[0, 0])  # 0 unaugmented: one row is its own mean
+    lam, info = svm.lipschitz_bound(B, augmented, 1.0)
+    assert info["method"] == "lanczos"
+    assert top <= lam <= top + 1e-9 * max(top, 1.0)

@@ -230,7 +230,7 @@ def test_per_point_tests_over_chunks_agree_and_reject(certified_run, monkeypatch
     many = cert.check(X, y)
     assert many.ok and one.ok
     for k in ("value", "threshold", "rounding", "margin"):
-        assert getattr(many, k) == pytest.approx(getattr(one, k), rel=1e-12), k
+        assert getattr(many, k) == pytest.approx(getattr(one, k), rel=1e-12, abs=0), k
     # an uncertified point of the last chunk added to the mask: its gap level - r_j is
     # below the bound (only the per-point tests read the mask)
     j = np.flatnonzero(~cert.mask)[-1]
@@ -535,3 +535,26 @@ def test_mask_and_r_of_another_kind_are_rejected(kernel):
     v = forged(r=cert.r.astype(object)).check(X, y)
     assert not v and "r must be a real array" in v.reason
     assert forged(mask=list(cert.mask), r=list(cert.r)).verify(X, y)
+
+
+def test_classical_svm_referee_numbers_do_not_depend_on_the_chunks(monkeypatch):
+    # fista_svm's y^T r cancels to a few ulps; it enters the rounding term, which must be
+    # the same whatever the chunk size of the per-point tests (it was summed per chunk)
+    from marginkit.solvers.svm import _certificate
+
+    rng = np.random.default_rng(0)
+    n = 40000
+    y = np.where(rng.random(n) < 0.5, 1, -1)
+    X = sp.csr_matrix((rng.standard_normal((n, 5)) + 0.8 * y[:, None]).astype(np.float32))
+    res = mk.solve(X, y, solver="fista_svm", random_state=0,
+                   stop=("certified_points", {"fraction": 0.3}))
+    cert = res.certificate
+    verdicts = []
+    for chunk in (1 << 40, 1 << 15, 1000):
+        monkeypatch.setattr(_certificate, "_CHUNK", chunk)
+        verdicts.append(cert.check(X, y))
+    assert all(v.ok for v in verdicts)
+    for v in verdicts[1:]:
+        for k in ("value", "threshold", "rounding", "margin"):
+            # abs=0: the rounding term is ~1e-12, pytest.approx's default abs tolerance
+            assert getattr(v, k) == pytest.approx(getattr(verdicts[0], k), rel=1e-12, abs=0), k

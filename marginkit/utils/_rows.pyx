@@ -87,14 +87,24 @@ cdef class ByLayout:
         self.__wrapped__ = fn
         self._table = {}
 
-    def __call__(self, rows, *args, **kwargs):
+    def __call__(self, *args, **kwargs):
+        if not args:
+            # the block passed by keyword: Cython's dispatch, which reads keywords
+            return self.__wrapped__(**kwargs)
+        rows = args[0]
+        args = args[1:]
         cls = type(rows)
         fn = self._table.get(cls)
         if fn is None:
-            if not issubclass(cls, RowBlock):
-                # Cython's dispatch and its TypeError for an argument of no layout
+            # the layout a block is (a subclass of a layout is that layout, as Cython's
+            # isinstance dispatch has it)
+            layout = next((c for c in cls.__mro__ if c.__name__ in LAYOUTS
+                           and c.__module__ == __name__), None)
+            if layout is None:
+                # Cython's dispatch and its TypeError for an argument of no layout (the
+                # RowBlock base class included)
                 return self.__wrapped__(rows, *args, **kwargs)
-            fn = self._table[cls] = self.__wrapped__[cls]
+            fn = self._table[cls] = self.__wrapped__[layout]
         return fn(rows, *args, **kwargs)
 
     @property
@@ -107,6 +117,17 @@ cdef class ByLayout:
 
     def __repr__(self):
         return f"<ByLayout {self.__wrapped__.__name__}>"
+
+    def __reduce__(self):
+        # by reference, as the fused function it replaces in its module pickles
+        return _module_attribute, (self.__wrapped__.__module__, self.__wrapped__.__name__)
+
+
+def _module_attribute(module, name):
+    """``module.name`` (a ``ByLayout`` kernel on unpickling)."""
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
 
 
 def dispatch_by_layout(namespace):

@@ -289,7 +289,12 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
     gC = R.gamma(D + d + 8)                  # the row products of pass C (float64)
     gl = gL(n + d + 32)                      # other long double sums
     eta = R.ETA
-    bL = sum((np.sum(u[c].astype(LD)) for c in _chunks(n)), LD(0.0))  # any order: gl(n + 2)
+    if form == "svm":
+        # y^T r, which y^T r = 0 cancels to a few ulps: correctly rounded (math.fsum), so
+        # the residual the rounding term takes is the same however the points are chunked
+        bL = LD(math.fsum(u))
+    else:
+        bL = sum((np.sum(u[c].astype(LD)) for c in _chunks(n)), LD(0.0))  # any order: gl(n + 2)
     b = float(bL)
     R1 = float(np.sum(r)) * (1.0 + g)
     EbL = gL(n + 2) * R1

@@ -360,6 +360,18 @@ cdef void _gather_block(rows_t X, Py_ssize_t lo, Py_ssize_t hi, const double* v,
         out[i] = row_dot4(X, i, v)
 
 
+cdef Py_ssize_t _bound_step(const double[:] a, str name) except -1:
+    # the step ``_at`` reads a per-point bound with: 1 (contiguous) or 0 (one value); any
+    # other stride would be read as contiguous
+    if a.strides[0] == 0:
+        return 0
+    if a.strides[0] == <Py_ssize_t>sizeof(double) or a.shape[0] <= 1:
+        return 1  # (one entry or none: read at a[0] whatever its stride)
+    raise ValueError(f"{name} must be a contiguous float64 vector or a one-value view "
+                     f"(stride 0), got a stride of {a.strides[0]} bytes: pass "
+                     f"np.ascontiguousarray({name})")
+
+
 cdef inline double _at(const double* a, Py_ssize_t step, Py_ssize_t i) noexcept nogil:
     # a per-point value: a[i], or a[0] for the one-value view of an unweighted run
     # (step 0); the test is loop-invariant, so the compiler splits the loops on it and
@@ -499,8 +511,8 @@ def fista_iteration(rows_t X, const double[::1] y, const double[::1] r_prev,
     with level_i - r_new,i > eps (``svm.certify_level``). The
     norm is summed in units of the power of two ``unit`` (the scale of r): no underflow.
     """
-    cdef Py_ssize_t bs = box.strides[0] // sizeof(double)  # 0: one bound for all points
-    cdef Py_ssize_t ls = level.strides[0] // sizeof(double)
+    cdef Py_ssize_t bs = _bound_step(box, "box")  # 0: one bound for all points
+    cdef Py_ssize_t ls = _bound_step(level, "level")
     cdef Py_ssize_t n = y.shape[0]
     cdef Py_ssize_t d = a_new.shape[0]
     cdef Py_ssize_t ns = bufs.shape[0]
@@ -609,8 +621,8 @@ def fista_svm_finish(rows_t X, const double[::1] y, const double[::1] yk,
     certified count (level - r_new,i > eps) and ||w(r_new)||^2 (no column of ones).
     Returns (b_new, eps, n_certified, sum r_new, ||r_new||^2, ||w(r_new)||^2, dsq), dsq as
     in ``fista_iteration``; ``threads`` as there."""
-    cdef Py_ssize_t bs = box.strides[0] // sizeof(double)  # 0: one bound for all points
-    cdef Py_ssize_t ls = level.strides[0] // sizeof(double)
+    cdef Py_ssize_t bs = _bound_step(box, "box")  # 0: one bound for all points
+    cdef Py_ssize_t ls = _bound_step(level, "level")
     cdef Py_ssize_t n = y.shape[0]
     cdef Py_ssize_t d = a_new.shape[0]
     cdef Py_ssize_t ns = bufs.shape[0]
@@ -674,7 +686,7 @@ cdef double _next_breakpoint(const double* v, const double* y, Py_ssize_t n, con
 def phi_slope(const double[::1] v, const double[::1] y, const double[:] box, double lam):
     """(phi, n_free) of the projection's multiplier search (``_projection.multiplier``) on
     a row block's share of v, y and the bounds ``box``."""
-    cdef Py_ssize_t bs = box.strides[0] // sizeof(double)  # 0: one bound for all points
+    cdef Py_ssize_t bs = _bound_step(box, "box")  # 0: one bound for all points
     cdef Py_ssize_t nf = 0
     cdef double ph = 0.0
     if v.shape[0]:
@@ -685,7 +697,7 @@ def phi_slope(const double[::1] v, const double[::1] y, const double[:] box, dou
 def next_breakpoint(const double[::1] v, const double[::1] y, const double[:] box,
                     double lam, bint upward):
     """The row block's nearest breakpoint strictly above (``upward``) or below lam."""
-    cdef Py_ssize_t bs = box.strides[0] // sizeof(double)  # 0: one bound for all points
+    cdef Py_ssize_t bs = _bound_step(box, "box")  # 0: one bound for all points
     if v.shape[0] == 0:
         return INFINITY if upward else -INFINITY
     return _next_breakpoint(&v[0], &y[0], v.shape[0], &box[0], bs, lam, upward)
@@ -922,7 +934,7 @@ def fresh_margins(rows_t X, const double[::1] y, const double[::1] r, const long
                   const double[:] box):
     """Second pass over a row block: ld[2] <- sum of p_i(r)^2 (long double), the margins
     from the coefficients ``fresh``, mv = ld[1], b = ld[0]."""
-    cdef Py_ssize_t bs = box.strides[0] // sizeof(double)  # 0: one bound for all points
+    cdef Py_ssize_t bs = _bound_step(box, "box")  # 0: one bound for all points
     cdef long double acc
     cdef long double mv = ld[1], b = ld[0]
     with nogil:
@@ -1014,8 +1026,8 @@ def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r,
     the last iteration, and, when the last iteration made the full pass, ``mask`` (0/1)
     marks its points with level - r_i > eps (left as it was otherwise).
     """
-    cdef Py_ssize_t bs = box.strides[0] // sizeof(double)  # 0: one bound for all points
-    cdef Py_ssize_t ls = level.strides[0] // sizeof(double)
+    cdef Py_ssize_t bs = _bound_step(box, "box")  # 0: one bound for all points
+    cdef Py_ssize_t ls = _bound_step(level, "level")
     cdef Py_ssize_t n = y.shape[0]
     cdef Py_ssize_t d = s2a.shape[0]
     cdef Py_ssize_t k = <Py_ssize_t>ctl[0]
@@ -1143,7 +1155,7 @@ def projected_gradient(rows_t X, const double[::1] y, const double[::1] r, const
     ``t_shift`` adds an intercept not tied to r (classical SVM: the multiplier of
     y^T r = 0); it is 0 for H-SVM.
     """
-    cdef Py_ssize_t bs = box.strides[0] // sizeof(double)  # 0: one bound for all points
+    cdef Py_ssize_t bs = _bound_step(box, "box")  # 0: one bound for all points
     cdef double acc
     with nogil:
         acc = _pg_pass(X, &y[0], &r[0], &s2a[0], b, P, &c[0], M, t_col, t_shift,

@@ -146,6 +146,9 @@ def ritz_estimate(matvec, p, tol, seed=0):
     def mv(v):
         return matvec(np.asarray(v, dtype=np.float64).ravel())
 
+    if p == 1:
+        # ARPACK needs an order above k = 1: the one entry is the eigenvalue (residual 0)
+        return max(float(mv(np.ones(1))[0]), 0.0)
     v0 = np.random.default_rng(seed).standard_normal(p)
     op = LinearOperator((p, p), matvec=mv, dtype=np.float64)
     try:
