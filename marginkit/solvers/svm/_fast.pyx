@@ -234,31 +234,6 @@ def gram_power_matvec(rows_t X, const double[::1] v_s, double offset, double[::1
     return tsum, tsq
 
 
-def rows_matvec(rows_t X, const double[::1] v_s, double offset, double[::1] t):
-    """t_i = x_i . v_s + offset for the rows of a block (the first half of a product with
-    Z~ Z~^T, ``_lipschitz``)."""
-    cdef Py_ssize_t i
-    if v_s.shape[0] != X.d or t.shape[0] != X.n:
-        raise ValueError(f"rows_matvec: v_s of {X.d} and t of {X.n} entries, got "
-                         f"{v_s.shape[0]} and {t.shape[0]}")
-    with nogil:
-        for i in range(X.n):
-            t[i] = row_dot(X, i, &v_s[0]) + offset
-
-
-def rows_rmatvec(rows_t X, const double[::1] u, double[::1] acc):
-    """acc = X^T u for the rows of a block (acc is overwritten)."""
-    cdef Py_ssize_t i
-    if u.shape[0] != X.n or acc.shape[0] != X.d:
-        raise ValueError(f"rows_rmatvec: u of {X.n} and acc of {X.d} entries, got "
-                         f"{u.shape[0]} and {acc.shape[0]}")
-    with nogil:
-        for i in range(X.d):
-            acc[i] = 0.0
-        for i in range(X.n):
-            row_axpy(X, i, u[i], &acc[0])
-
-
 def csr_scaled_gram(csr_rows_t X, const double[::1] sc, double[:, ::1] P,
                     double[::1] diag, double[::1] colsum, double[::1] xs):
     """Pieces of the Gram matrix G1 = (X S)^T (X S) of a CSR matrix in one pass, O(d^2) memory.

@@ -18,6 +18,7 @@ import numpy as np
 
 from ... import _referee as R
 from . import _fast as _f
+from ..tikhonov import _fast as _rows_fast  # X v and X^T u over a row block
 from ._data import _Blocked, _Data, _in_order
 
 #: budget for the (d+1) x (d+1) Gram matrix of ``lipschitz_bound`` (bytes; also capped by
@@ -201,18 +202,22 @@ def _k_power(block, vs, offset):
 
 
 def _k_rows_matvec(block, vs, offset):
-    """t = X_b vs + offset for the block's rows (``_fast.rows_matvec``)."""
+    """t = X_b vs + offset for the block's rows (the row-block ``matvec`` the Newton
+    solvers use, ``tikhonov._fast``)."""
     data = block.v["svm"]
     t = np.empty(data.n)
-    _f.rows_matvec(data.rows, vs, offset, t)
+    _rows_fast.matvec(data.rows, vs, t)
+    t += offset
     return t
 
 
 def _k_rows_rmatvec(block, u):
-    """X_b^T u_b for the block's share u_b of an n-vector (``_fast.rows_rmatvec``)."""
+    """X_b^T u_b for the block's share u_b of an n-vector (``tikhonov._fast.rmatvec``)."""
     data = block.v["svm"]
+    if u.shape[0] != data.n:
+        raise ValueError(f"the block holds {data.n} rows, its share of u {u.shape[0]}")
     acc = np.empty(data.d)
-    _f.rows_rmatvec(data.rows, u, acc)
+    _rows_fast.rmatvec(data.rows, np.ascontiguousarray(u), acc)
     return acc
 
 
