@@ -8,6 +8,7 @@ import scipy.sparse as sp
 
 import marginkit as mk
 from marginkit.solvers.svm import _fast as _svm_fast
+from marginkit.solvers.tikhonov import _fast as _tikhonov_fast
 from marginkit.utils._rows import LAYOUTS, ByLayout, row_block
 
 
@@ -164,16 +165,16 @@ def test_layout_table_refuses_a_block_of_no_layout_and_serves_subclasses():
         with pytest.raises(TypeError, match="No matching signature"):
             _svm_fast.column_max(bad, cm)
         with pytest.raises(TypeError, match="No matching signature"):
-            _svm_fast.rows_matvec(bad, np.zeros(11), 0.0, np.zeros(3))
+            _tikhonov_fast.hessian_matvec(bad, np.zeros(11), 0.0, np.zeros(3), np.zeros(11))
 
     class Sub(DenseRows64):
         pass
 
     sub = Sub.__new__(Sub)  # an empty block (0 x 0): the kernel reads nothing
-    assert _svm_fast.rows_matvec(sub, np.zeros(0), 0.0, np.zeros(0)) is None
+    assert _tikhonov_fast.hessian_matvec(sub, np.zeros(0), 0.0, np.zeros(0), np.zeros(0)) == 0.0
     # the DenseRows64 kernel's own check answers
-    with pytest.raises(ValueError, match="rows_matvec: v_s of 0 and t of 0 entries"):
-        _svm_fast.rows_matvec(sub, np.zeros(2), 0.0, np.zeros(0))
+    with pytest.raises(ValueError, match=r"hessian_matvec: v \(2\) and out \(0\)"):
+        _tikhonov_fast.hessian_matvec(sub, np.zeros(2), 0.0, np.zeros(0), np.zeros(0))
 
 
 def test_layout_kernels_pickle_by_reference():
