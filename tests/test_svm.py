@@ -508,6 +508,43 @@ def test_projection_box_hyperplane_kkt():
             assert (v - r) @ (x - r) <= 1e-10 * max(1.0, np.abs(v).max() * gamma * n)
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_fista_svm_gradient_pass_evaluates_the_projection_search(sparse, weighted):
+    # the gradient pass returns (phi, n_free) at the warm start: the same numbers a
+    # separate phi_slope pass over its output gives, on any number of row blocks
+    from marginkit.utils._rows import row_block
+    rng = np.random.default_rng(31)
+    n, d = 37, 5
+    X = rng.standard_normal((n, d))
+    X[rng.random((n, d)) < 0.4] = 0.0
+    rows = row_block(sp.csr_matrix(X) if sparse else X)
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    r, r_prev = rng.random(n) * 0.1, rng.random(n) * 0.1
+    a, a_prev = rng.standard_normal(d), rng.standard_normal(d)
+    sc, m, c = np.ones(d), np.zeros(d), np.zeros(n)
+    box = rng.random(n) * 0.2 if weighted else np.broadcast_to(0.1, (n,))
+    for ns in (1, 3):
+        v, yk, vproj = np.zeros(d), np.zeros(n), np.zeros(n)
+        parts = np.zeros((ns, 4))
+        for lam0 in (0.0, 0.03, -0.2):
+            ph, nf = _svm_fast.fista_svm_gradient(rows, y, r_prev, r, a_prev, a, 0.1, 0.2, sc,
+                                                  m, 0.0, c, 0.5, 3.0, 0.25, v, yk, vproj,
+                                                  lam0, box, parts)
+            want_ph, want_nf = _svm_fast.phi_slope(vproj, y, box, lam0)
+            assert nf == want_nf
+            assert ph == pytest.approx(want_ph, rel=1e-12, abs=1e-15)
+    with pytest.raises(ValueError, match="box"):
+        _svm_fast.fista_svm_gradient(rows, y, r_prev, r, a_prev, a, 0.1, 0.2, sc, m, 0.0, c,
+                                     0.5, 3.0, 0.25, v, yk, vproj, 0.0, box[:-1], parts)
+    # the search started from that evaluation ends where one starting from scratch does
+    first = _svm_fast.phi_slope(vproj, y, box, 0.0)
+    run = [lambda t: _svm_fast.phi_slope(vproj, y, box, t),
+           lambda t, up: _svm_fast.next_breakpoint(vproj, y, box, t, up)]
+    assert _projection.multiplier(*run, 0.0, 0.2, first) == pytest.approx(
+        _projection.multiplier(*run, 0.0, 0.2), rel=1e-12, abs=1e-15)
+
+
 def test_fista_svm_converges_to_classical_svm_dual():
     X, y = make_problem(n=50, d=4, seed=9)
     ypm = np.where(y == 1, 1.0, -1.0)

@@ -520,15 +520,24 @@ def fista_iteration(rows_t X, const double[::1] y, const double[::1] r_prev,
 cdef void _svm_gradient_block(Py_ssize_t lo, Py_ssize_t hi, const double* y,
                               const double* r_prev, const double* r, const double* c,
                               double by, double offset, double beta, double invL, double mu,
-                              double* yk_out, double* vproj) noexcept nogil:
-    """vproj (holding the row products on entry) <- y_k + grad g(y_k) / L; yk_out <- y_k."""
-    cdef Py_ssize_t i
-    cdef double yk, hw
+                              double lam0, const double* box, Py_ssize_t bs,
+                              double* yk_out, double* vproj, double* part) noexcept nogil:
+    """vproj (holding the row products on entry) <- y_k + grad g(y_k) / L; yk_out <- y_k;
+    part[0:2] <- the block's share of (phi(lam0), n_free(lam0)) of the projection's search
+    (as ``_phi_slope``, in the same pass)."""
+    cdef Py_ssize_t i, nf = 0
+    cdef double yk, hw, vp, t, acc = 0.0
     for i in range(lo, hi):
         yk = r[i] + beta * (r[i] - r_prev[i])
         hw = y[i] * (vproj[i] - by * c[i] + offset)
         yk_out[i] = yk
-        vproj[i] = yk + (1.0 - hw - mu * yk) * invL
+        vp = yk + (1.0 - hw - mu * yk) * invL
+        vproj[i] = vp
+        t = vp - lam0 * y[i]
+        acc += y[i] * _clamp(t, 0.0, _at(box, bs, i))
+        nf += (t > 0.0) & (t < _at(box, bs, i))
+    part[0] = acc
+    part[1] = <double>nf
 
 
 def fista_svm_gradient(rows_t X, const double[::1] y, const double[::1] r_prev,
@@ -536,20 +545,29 @@ def fista_svm_gradient(rows_t X, const double[::1] y, const double[::1] r_prev,
                        const double[::1] a_prev, const double[::1] a, double b_prev, double b,
                        const double[::1] sc, const double[::1] m, double M,
                        const double[::1] c, double beta, double L, double mu,
-                       double[::1] v, double[::1] yk_out, double[::1] vproj, Py_ssize_t ns,
+                       double[::1] v, double[::1] yk_out, double[::1] vproj,
+                       double lam0, const double[:] box, double[:, ::1] parts,
                        int threads=0):
     """First half of a FISTA iteration for the classical SVM, with the extrapolation of
     a and b in the same call (as ``fista_iteration``): y_k and the point to project,
-    vproj = y_k + grad g(y_k) / L, grad_i = 1 - (H H^T y_k)_i - mu y_k,i, over ``ns`` row
-    blocks (``fista_blocks``) in one parallel region; every entry is computed by one
-    thread, so the result does not depend on the thread count (``threads`` as in
-    ``fista_iteration``)."""
+    vproj = y_k + grad g(y_k) / L, grad_i = 1 - (H H^T y_k)_i - mu y_k,i, over the
+    ``parts.shape[0]`` row blocks (``fista_blocks``) in one parallel region; every entry
+    is computed by one thread, so the result does not depend on the thread count
+    (``threads`` as in ``fista_iteration``). Returns (phi(lam0), n_free(lam0)), the first
+    evaluation of the projection's multiplier search (``_projection.multiplier``) at its
+    warm start, from the same pass (the blocks' shares added in block order)."""
     cdef Py_ssize_t n = y.shape[0]
     cdef Py_ssize_t d = v.shape[0]
+    cdef Py_ssize_t ns = parts.shape[0]
+    cdef Py_ssize_t bs = _bound_step(box, "box")  # 0: one bound for all points
     cdef Py_ssize_t k, lo, hi
     cdef int nt = _threads(stored(X), ns, threads)
-    cdef double by, offset, mv
+    cdef double by, offset, mv, ph = 0.0, nf = 0.0
     cdef double invL = 1.0 / L
+    if box.shape[0] != n:
+        raise ValueError(f"box has {box.shape[0]} entries for {n} points")
+    if parts.shape[1] < 2:
+        raise ValueError(f"parts needs at least 2 columns, got {parts.shape[1]}")
     with nogil:
         mv = _extrapolate_v(&a[0], &a_prev[0], &sc[0], &m[0], beta, &v[0], d)
         by = (1.0 + beta) * b - beta * b_prev
@@ -559,7 +577,12 @@ def fista_svm_gradient(rows_t X, const double[::1] y, const double[::1] r_prev,
             hi = (k + 1) * n // ns
             _gather_block(X, lo, hi, &v[0], &vproj[0])
             _svm_gradient_block(lo, hi, &y[0], &r_prev[0], &r[0], &c[0], by, offset, beta,
-                                invL, mu, &yk_out[0], &vproj[0])
+                                invL, mu, lam0, &box[0], bs, &yk_out[0], &vproj[0],
+                                &parts[k, 0])
+        for k in range(ns):
+            ph += parts[k, 0]
+            nf += parts[k, 1]
+    return ph, <Py_ssize_t>nf
 
 
 cdef void _svm_finish_block(Py_ssize_t lo, Py_ssize_t hi, const double* y, const double* yk,

@@ -134,14 +134,16 @@ def _k_fista_step(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu, kappa, unit
     return a_new, out, _rmin(r_new, several)
 
 
-def _k_fsvm_gradient(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu):
+def _k_fsvm_gradient(block, a_prev, a, b_prev, b, s, m, M, beta, L, mu, lam0):
     """First half of a classical-SVM iteration on the block (``fista_svm_gradient``):
-    y_k and the point to project, kept in the block."""
+    y_k and the point to project, kept in the block; returns the block's share of
+    (phi, n_free) at the projection's warm start ``lam0``."""
     data, v = block.v["svm"], block.v
     st = v["fista"]
-    _f.fista_svm_gradient(data.rows, block.y, v["r_prev"], v["r"], a_prev, a, b_prev, b, s,
-                          m, M, data.c, beta, L, mu, st["v"], st["yk"], st["vproj"],
-                          st["bufs"].shape[0], _begin_threads(st))
+    return _f.fista_svm_gradient(data.rows, block.y, v["r_prev"], v["r"], a_prev, a, b_prev,
+                                 b, s, m, M, data.c, beta, L, mu, st["v"], st["yk"],
+                                 st["vproj"], lam0, v["box"], st["parts"],
+                                 _begin_threads(st))
 
 
 def _k_fsvm_finish(block, lam, kappa, s, m, unit, rho, feas, gK, several):
@@ -276,9 +278,10 @@ class _FistaState(_ClaimOffers, SolverState):
                            ex.n_chunks > 1)
             a_new, b_new, eps, ncert, rsum, rsq, wsq = self._reduce(parts)
         else:
-            ex.map(_k_fsvm_gradient, *common)
+            # the gradient pass also evaluates the projection's search at its warm start
+            first = ex.map(_k_fsvm_gradient, *common, self._lam)
             # the same steps on one block as on several (each a map over the blocks)
-            lam = self._lam = project_blocks(ex, self._lam, self.gamma_max)
+            lam = self._lam = project_blocks(ex, self._lam, self.gamma_max, first)
             self.t_bar = self.L * lam
             rho = self.rounding_now = fista_rounding(self.rc, self.beta, self.L, self.mu, rk,
                                                      rk1, False, self.t_bar)

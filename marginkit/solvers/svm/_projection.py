@@ -31,15 +31,16 @@ from . import _fast as _f
 _MAX_STEPS = 200
 
 
-def multiplier(phi, breakpoint, lam, gamma):
+def multiplier(phi, breakpoint, lam, gamma, first=None):
     """The lam with phi(lam) = 0, from ``lam``. ``phi(lam)`` returns (phi, n_free),
     ``breakpoint(lam, upward)`` the nearest breakpoint strictly above (below) lam;
-    ``gamma`` is the largest box bound (the scale of the stopping test). Where phi is
+    ``gamma`` is the largest box bound (the scale of the stopping test); ``first``, when
+    given, is (phi, n_free) at the starting ``lam``, computed by the caller. Where phi is
     constant and nonzero beyond every breakpoint (no feasible r) the last lam is
     returned."""
     lo, hi = -math.inf, math.inf
-    for _ in range(_MAX_STEPS):
-        ph, nf = phi(lam)
+    for step in range(_MAX_STEPS):
+        ph, nf = first if step == 0 and first is not None else phi(lam)
         if ph == 0.0:
             break
         if ph > 0.0:
@@ -70,10 +71,16 @@ def project_box_hyperplane(v, y, box, out, lam0=0.0):
     return lam
 
 
-def project_blocks(ex, lam, gamma):
+def project_blocks(ex, lam, gamma, first=None):
     """``multiplier`` over the row blocks of ``ex`` (each block holds its share of the
     point to project, ``v["fista"]["vproj"]``, and of the bounds, ``v["box"]``); the
-    blocks' partial sums are added in block order."""
+    blocks' partial sums are added in block order. ``first``: the blocks' shares of
+    (phi, n_free) at ``lam``, when the caller's pass computed them."""
+    if first is not None:
+        ph = 0.0
+        for q in first:
+            ph += q[0]
+        first = (ph, sum(q[1] for q in first))
 
     def phi(t):
         parts = ex.map(_k_phi_slope, t)
@@ -86,7 +93,7 @@ def project_blocks(ex, lam, gamma):
         near = ex.map(_k_next_breakpoint, t, upward)
         return min(near) if upward else max(near)
 
-    return multiplier(phi, breakpoint, lam, gamma)
+    return multiplier(phi, breakpoint, lam, gamma, first)
 
 
 def _k_phi_slope(block, lam):
