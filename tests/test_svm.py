@@ -851,3 +851,21 @@ def test_lipschitz_bound_of_one_row(sparse, augmented):
     lam, info = svm.lipschitz_bound(B, augmented, 1.0)
     assert info["method"] == "lanczos"
     assert top <= lam <= top + 1e-9 * max(top, 1.0)
+
+
+def test_lanczos_margin_counts_both_sums_of_each_product():
+    # the operator's product is two sums (over n, then over its order p): the margin is
+    # the rounding bound of sums of n + p terms, never of the first alone
+    from marginkit.solvers.svm import _lipschitz as lip
+
+    A = np.diag([4.0, 1.0, 0.5, 0.25])
+    n, F, M, trace = 1000, 7.0, 0.3, float(np.trace(A))
+    bound, _ = lip.lanczos_bound(lambda v: A @ v, 4, n, F, M, trace, True, seed=0)
+    est = lip.ritz_estimate(lambda v: A @ v, 4, 1e-10, 0)
+    margin = bound - est
+    both = lip._gram_rounding_bound(n, F, M, trace, True, 4, 1, n + 4)
+    assert margin == pytest.approx(both, rel=1e-12)
+    assert margin > lip._gram_rounding_bound(n, F, M, trace, True, 4, 1, n)
+    nside, _ = lip.lanczos_bound(lambda v: A @ v, 4, n, F, M, trace, True, seed=0, terms=30)
+    assert nside - est == pytest.approx(
+        lip._gram_rounding_bound(n, F, M, trace, True, 4, 1, 34), rel=1e-12)

@@ -167,8 +167,14 @@ def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0, n_blo
     by Lanczos (``ritz_estimate``: the Ritz value theta plus its residual) plus the
     rounding margin; the largest eigenvalue with high probability from a random start,
     not with certainty, unlike the Gram path. If ARPACK fails, the trace (>= the largest
-    eigenvalue of this positive semidefinite operator) is used. ``terms``: as
-    ``_gram_rounding_bound``'s. Returns (bound, products with the operator)."""
+    eigenvalue of this positive semidefinite operator) is used. ``terms``: the length of
+    the sums of the operator's first product (default n); its second sums over the
+    operator's order ``p``. The margin counts both: each entry of the computed product
+    errs by at most (gamma_terms + gamma_p + gamma_terms gamma_p) (W^T W |v|)_i <=
+    gamma_{terms + p} (W^T W |v|)_i (Higham 2002, lemma 3.3), so the residual of the
+    computed product exceeds the exact one by at most gamma_{terms + p} ||W||_F^2 ||v||,
+    and theta + residual + margin bounds the eigenvalue of the exact operator nearest
+    theta. Returns (bound, products with the operator)."""
     count = [0]
 
     def mv(v):
@@ -176,7 +182,8 @@ def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0, n_blo
         return matvec(v)
 
     est = ritz_estimate(mv, p, tol, seed)
-    margin = _gram_rounding_bound(n, F, M, trace, augmented, p, n_blocks, terms)
+    margin = _gram_rounding_bound(n, F, M, trace, augmented, p, n_blocks,
+                                  (n if terms is None else terms) + p)
     return (trace if est is None else est) + margin, count[0]
 
 
