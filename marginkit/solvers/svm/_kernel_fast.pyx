@@ -3,14 +3,16 @@
 The dual variables r, the box gamma (an n-vector, the scalar broadcast when unweighted)
 and the labels y are float64 n-vectors; the kernel products K (y * r) are computed by the
 caller (BLAS on a held Gram, or blocks of the kernel) and passed in. The Gram matrix, when
-these loops read it, is the float64 n x n matrix held by the caller (row i = column i: it
-is symmetric) or a column handed over by the caller's column cache.
+these loops read it, is the n x n matrix held by the caller (row i = column i: it is
+symmetric) or the caller's row cache, float32 or float64 (``dcd_pairs`` reads it to choose
+and make its moves only; the bounds are computed from float64 products).
 
 Formulations (docs/svm.md, "Exact kernels"): ``augmented`` (H-SVM, intercept
 regularized) has Q = Y (K + 1 1^T) Y + mu I, i.e. the margin theta_i = y_i (f_i + t) with
 f = K (y * r) and t = y^T r; otherwise (classical SVM) Q = Y K Y + mu I.
 """
 import numpy as np
+from cython cimport floating
 from libc.math cimport sqrt, fabs, INFINITY
 
 
@@ -85,7 +87,7 @@ def projected_gradient_sq(const double[::1] G, const double[::1] r, const double
     return acc
 
 
-cdef inline void _move(Py_ssize_t i, double d, const double* col, const double* y,
+cdef inline void _move(Py_ssize_t i, double d, const floating* col, const double* y,
                        double* G, Py_ssize_t n, double mu, double aug) noexcept nogil:
     # G <- G + d Q[:, i], Q[j, i] = y_j y_i (K_ji + aug) + mu [j == i]
     cdef Py_ssize_t j
@@ -95,7 +97,7 @@ cdef inline void _move(Py_ssize_t i, double d, const double* col, const double* 
     G[i] += d * mu
 
 
-cdef inline void _move_active(Py_ssize_t i, double d, const double* col, const double* y,
+cdef inline void _move_active(Py_ssize_t i, double d, const floating* col, const double* y,
                               double* G, const long* active, Py_ssize_t na, double mu,
                               double aug) noexcept nogil:
     # _move on the active coordinates only (the others' G is recomputed on unshrinking)
@@ -127,7 +129,7 @@ cdef inline bint _can_lower_u(double y, double r, double gam) noexcept nogil:
     return gam > 0.0 and ((y < 0.0 and r < gam) or (y > 0.0 and r > 0.0))
 
 
-def dcd_pairs(const long[::1] ws, const double[:, ::1] rows, const long[::1] slot,
+def dcd_pairs(const long[::1] ws, const floating[:, ::1] rows, const long[::1] slot,
               double[::1] r, double[::1] G, const double[::1] y, const double[::1] gamma,
               const double[::1] qd, const double[::1] kd, double mu, Py_ssize_t max_moves,
               const long[::1] active=None, long[::1] stamp=None, long clock=0):
@@ -146,7 +148,7 @@ def dcd_pairs(const long[::1] ws, const double[:, ::1] rows, const long[::1] slo
     near-constant part of an RBF Gram matrix) does not slow it down, while single moves
     settle y^T r (the regularized intercept).
 
-    K[c, :] is row slot[c] of ``rows`` (the held Gram matrix with slot[c] = c, or a row
+    K[c, :] is row slot[c] of ``rows`` (float32 or float64; the held Gram matrix with slot[c] = c, or a row
     cache), slot[c] = -1 when not computed: only the rows of the chosen coordinates are
     read, and the call returns before a move that needs a missing row. ``kd`` is the
     diagonal of K. ``active`` (sorted indices, ws among them; None: all): G is updated
@@ -158,8 +160,8 @@ def dcd_pairs(const long[::1] ws, const double[:, ::1] rows, const long[::1] slo
     cdef Py_ssize_t na = n if active is None else active.shape[0]
     cdef Py_ssize_t nrows = rows.shape[0]
     cdef double pg, gs, gp, vmax, b, a, old, new, d, room_i, room_j
-    cdef const double* rowi
-    cdef const double* rowj
+    cdef const floating* rowi
+    cdef const floating* rowj
     cdef Py_ssize_t moves = 0, need = -1
     if slot.shape[0] != n or (nrows > 0 and rows.shape[1] != n):
         raise ValueError("slot must map the n coordinates to rows of K[:, :n]")
@@ -249,11 +251,11 @@ def dcd_pairs(const long[::1] ws, const double[:, ::1] rows, const long[::1] slo
                 # G += Q[:, i] y_i d - Q[:, j] y_j d: the 1 1^T parts cancel
                 if active is None:
                     for c in range(n):
-                        G[c] += d * y[c] * (rowi[c] - rowj[c])
+                        G[c] += d * y[c] * (<double>rowi[c] - <double>rowj[c])
                 else:
                     for c in range(na):
                         t = active[c]
-                        G[t] += d * y[t] * (rowi[t] - rowj[t])
+                        G[t] += d * y[t] * (<double>rowi[t] - <double>rowj[t])
                 G[i] += mu * y[i] * d
                 G[j] -= mu * y[j] * d
                 if stamp is not None:

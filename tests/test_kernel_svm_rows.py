@@ -1,0 +1,83 @@
+"""DCD's Gram rows stored in float32 (its moves only): the same status and verified
+certificates as float64 rows, dense and CSR input agree, and the products behind the
+fresh bound are float64 kernel blocks, not the stored rows."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.metrics.pairwise import pairwise_kernels
+
+import marginkit as mk
+from marginkit.kernels.builtin import RBFKernel
+from marginkit.solvers.svm import _kernel
+
+C, MU, G = 1.0, 0.05, 0.5
+
+
+def _data(n=120, d=6, seed=0, density=None):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    if density is not None:
+        X = X * (rng.random((n, d)) < density)
+    y = np.where(X[:, 0] ** 2 + X[:, 1] ** 2 + 0.3 * rng.standard_normal(n) > 1.0, 1, -1)
+    return X, y
+
+
+def _solve(X, y, rows, monkeypatch, **kw):
+    monkeypatch.setattr(_kernel, "DCD_ROWS", rows)
+    return mk.solve(X, y, solver="dcd", kernel="rbf", kernel_params={"gamma": G}, C=C,
+                    mu=MU, **kw)
+
+
+@pytest.mark.parametrize("budget", [None, 400_000])  # held; an LRU cache of rows
+def test_float32_rows_certify_as_float64_rows(budget, monkeypatch):
+    X, y = _data(n=300)
+    kw = {} if budget is None else {"memory_budget": budget}
+    r64 = _solve(X, y, np.float64, monkeypatch, **kw)
+    r32 = _solve(X, y, np.float32, monkeypatch, **kw)
+    assert r64.extra["gram_rows"] == "float64" and r32.extra["gram_rows"] == "float32"
+    assert r64.extra["gram"] == r32.extra["gram"] == ("held" if budget is None
+                                                      else "blocked")
+    assert r32.status == r64.status == "certified"
+    assert r32.certificate.verify(X, y) and r64.certificate.verify(X, y)
+    # both bounds hold for the same r*: the duals are within the sum of the bounds
+    gap = np.linalg.norm(r32.dual_coef_ - r64.dual_coef_)
+    assert gap <= r32.certificate.value + r64.certificate.value
+    assert np.mean(np.sign(r32.decision_function(X)) == np.sign(r64.decision_function(X))) \
+        >= 0.99
+
+
+def test_float32_rows_dense_and_csr_agree(monkeypatch):
+    X, y = _data(density=0.6, seed=3)
+    dense = _solve(X, y, np.float32, monkeypatch)
+    csr = _solve(sp.csr_matrix(X), y, np.float32, monkeypatch)
+    assert dense.status == csr.status == "certified"
+    assert dense.n_iter == csr.n_iter
+    np.testing.assert_allclose(csr.dual_coef_, dense.dual_coef_, rtol=0, atol=1e-6)
+    assert dense.certificate.verify(X, y) and csr.certificate.verify(sp.csr_matrix(X), y)
+
+
+def test_float32_rows_products_are_float64_kernel_blocks():
+    n = 200
+    X, y = _data(n=n)
+    K = pairwise_kernels(X, metric="rbf", gamma=G)
+    v = np.random.default_rng(1).standard_normal(n)
+    v[::4] = 0.0
+    for budget, held in ((1e9, True), (200_000, False)):
+        gram = _kernel._Gram(X, RBFKernel(gamma=G), budget, "dcd", np.float32)
+        assert gram.held == held
+        gram.bring(0, np.zeros(n), np.zeros(n), np.arange(n, dtype=np.int64))
+        rows, slot, _ = gram.store()
+        assert rows.dtype == np.float32
+        stored = rows[slot[0]]
+        assert 0 < np.max(np.abs(stored - K[0])) <= 2.0 ** -24 * np.max(K[0])
+        # the product is K v in float64 (its stored rows would be off by ~1e-8)
+        np.testing.assert_allclose(gram.matvec(v), K @ v, rtol=0, atol=1e-13)
+
+
+def test_float32_rows_keep_the_memory_budget(monkeypatch):
+    X, y = _data(n=300)
+    # 4 n^2 + a float64 block of 64 rows fits, 8 n^2 does not: float32 rows are held
+    res = _solve(X, y, np.float32, monkeypatch, memory_budget=4 * 300 * 300 + 8 * 300 * 64)
+    assert res.extra["gram"] == "held" and res.status == "certified"
+    res = _solve(X, y, np.float64, monkeypatch, memory_budget=4 * 300 * 300 + 8 * 300 * 64)
+    assert res.extra["gram"] == "blocked" and res.status == "certified"
