@@ -228,60 +228,6 @@ def row_lengths(B):
     return np.full(B.shape[0], B.shape[1], dtype=np.int64)
 
 
-def block_scaling_statistics(blocks, scale, d):
-    """``svm.scaling_statistics`` as sums over row blocks: the same three passes (column
-    maxima; sums of x / safe_j; squared deviations from the mean, implicit zeros included)
-    with safe_j the power of two at or above the column's largest magnitude, and the same
-    decision that a column is constant. Returns (m, s)."""
-    n = blocks.n
-    if scale is None:
-        return np.zeros(d), np.ones(d)
-    cm = np.zeros(d)
-    for _, _, B in blocks:
-        if sp.issparse(B):
-            if B.nnz:
-                np.maximum.at(cm, B.indices, np.abs(B.data))
-        elif B.shape[0]:
-            np.maximum(cm, np.abs(B).max(axis=0), out=cm)
-    safe = pow2_at_least(cm)
-    inv = 1.0 / safe
-    sums, cnt = np.zeros(d), np.zeros(d)
-    for _, _, B in blocks:
-        if sp.issparse(B):
-            sums += np.bincount(B.indices, weights=B.data * inv[B.indices], minlength=d)
-            cnt += np.bincount(B.indices, minlength=d)
-        else:
-            sums += (B * inv).sum(axis=0)
-            cnt += B.shape[0]
-    means = sums / n
-    ss = np.zeros(d)
-    for _, _, B in blocks:
-        if sp.issparse(B):
-            dev = B.data * inv[B.indices] - means[B.indices]
-            ss += np.bincount(B.indices, weights=dev * dev, minlength=d)
-        else:
-            dev = B * inv - means
-            ss += np.einsum("ij,ij->j", dev, dev)
-    ss += (n - cnt) * means * means
-    return scaling_tail(cm, safe, means, ss, n, scale)
-
-
-def scaling_tail(cm, safe, means, ss, n, scale):
-    """(m, s) from the column maxima ``cm``, their powers of two ``safe``, the means of
-    x / safe and the sums of squared deviations ``ss`` (as ``solvers.svm._fast._scaling_tail``):
-    a column is constant when its spread is at round-off level of its mean."""
-    var = ss / n
-    with np.errstate(invalid="ignore"):
-        sd = np.sqrt(np.maximum(var, 0.0))
-    ok = (cm > 0) & (sd > 1e-12 * np.abs(means)) & (sd > 0)
-    sigma = sd * safe
-    ok &= np.isfinite(sigma) & (sigma > 0)
-    with np.errstate(divide="ignore"):
-        s = np.where(ok, 1.0 / np.where(ok, sigma, 1.0), 0.0)
-    m = means * safe if scale == "std" else np.zeros(cm.shape[0])
-    return m, s
-
-
 def stopping_rules(stop, default_stop):
     """The stopping rules of a run's configuration as instances (``Config.stop``, or its
     saved dict form; ``default_stop`` when it is None), or None when an entry cannot be

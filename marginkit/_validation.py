@@ -25,7 +25,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from .utils._checks import all_finite, two_labels
+from .utils._checks import two_labels
 
 _MISSING = object()
 _FLOAT_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
@@ -189,11 +189,6 @@ def _float_dtype_for(dtype, name):
     raise TypeError(f"{name} has unsupported dtype {dtype}; pass float32 or float64")
 
 
-#: arrays up to this many entries are tested for NaN/inf entry-wise (in one pass without a
-#: temporary when contiguous, else through a temporary of at most 64 KiB of bools) instead
-#: of through their sum under ``np.errstate``, whose context switch costs more than the
-#: whole test on small inputs
-_SMALL = 65536
 _NO_ROWS = np.empty(0, dtype=np.intp)
 _NO_ROWS.flags.writeable = False
 
@@ -203,18 +198,10 @@ def _nonfinite_rows(arr):
 
     A sum is finite exactly when every entry is, unless finite entries overflow it; only
     then (or when some entry is not finite) are the rows scanned, in ~1 MiB blocks.
-    Arrays of at most ``_SMALL`` entries are tested entry-wise.
     """
-    if arr.size <= _SMALL:
-        if (arr.flags.c_contiguous or arr.flags.f_contiguous) and arr.dtype in _FLOAT_DTYPES:
-            if all_finite(arr.ravel(order="K")):  # a view: one pass, no temporary
-                return _NO_ROWS
-        elif np.isfinite(arr).all():  # a small temporary, no floating-point state to switch
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.isfinite(np.sum(arr, dtype=np.float64)):
             return _NO_ROWS
-    else:
-        with np.errstate(over="ignore", invalid="ignore"):
-            if np.isfinite(np.sum(arr, dtype=np.float64)):
-                return _NO_ROWS
     step = max(1, 2**17 // max(arr.shape[1], 1))
     bad = [r + np.flatnonzero(~np.isfinite(arr[r:r + step]).all(axis=1))
            for r in range(0, arr.shape[0], step)]
@@ -273,15 +260,11 @@ def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32"), row_o
         Xc = checked_csr(X, name, row_offset)  # structure checked before scipy's own C++ reads it
         if Xc.dtype != dtype:
             Xc = Xc.astype(dtype)
-        if Xc.data.size <= _SMALL:
-            finite = np.isfinite(Xc.data).all()
-        else:
-            with np.errstate(over="ignore", invalid="ignore"):
-                # a sum is finite exactly when every entry is, unless finite entries
-                # overflow it: the entry-wise test (a temporary the length of the
-                # nonzeros) only then
-                finite = (np.isfinite(np.sum(Xc.data, dtype=np.float64))
-                          or np.all(np.isfinite(Xc.data)))
+        with np.errstate(over="ignore", invalid="ignore"):
+            # a sum is finite exactly when every entry is, unless finite entries overflow
+            # it: the entry-wise test (a temporary the length of the nonzeros) only then
+            finite = (np.isfinite(np.sum(Xc.data, dtype=np.float64))
+                      or np.all(np.isfinite(Xc.data)))
         if not finite:
             bad = np.unique(np.repeat(np.arange(Xc.shape[0]), np.diff(Xc.indptr))[~np.isfinite(Xc.data)])
             raise ValueError(

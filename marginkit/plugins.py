@@ -297,6 +297,12 @@ class Solver(Plugin):
     takes_features : bool
         Whether the solver runs on feature rows given to ``solve(..., features=F)``
         (``Problem.features``); ``solve`` refuses them for a solver without it.
+    blocked : bool
+        Whether the solver is written against ``Problem.executor`` (a driver plus block
+        kernels, docs/plugins.rst "A blocked solver"): it then runs on dask arrays too,
+        its kernels on the workers holding the chunks. An optional method
+        ``blocked_refusal(kernel)`` returns why a kernel cannot run on row chunks (a
+        message) or None; without it a blocked solver runs the linear kernel there.
     """
 
     kind = "solver"
@@ -308,6 +314,7 @@ class Solver(Plugin):
     task = "classification"
     sample_weight = False
     takes_features = False
+    blocked = False
 
     def start(self, problem):  # pragma: no cover - abstract
         """Return a ``SolverState`` for ``problem`` (a ``marginkit.plugins.Problem``)."""

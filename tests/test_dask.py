@@ -374,6 +374,47 @@ def test_blocked_solvers_on_a_cluster_and_without_a_client(client, monkeypatch, 
         assert on_cluster.certified_mask.any()
 
 
+@pytest.fixture()
+def third_party_blocked(client):
+    """docs/examples/blocked_logistic.py (the blocked solver of docs/plugins.rst) imported
+    as a module and uploaded to the workers, as an installed package would be there."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "examples" / "blocked_logistic.py"
+    spec = importlib.util.spec_from_file_location("blocked_logistic", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["blocked_logistic"] = module
+    try:
+        spec.loader.exec_module(module)
+        client.upload_file(str(path), load=False)  # the workers import it when they need it
+        yield module
+    finally:
+        sys.modules.pop("blocked_logistic", None)
+        mk.reset_registry()
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_third_party_blocked_solver_runs_on_the_cluster(client, third_party_blocked,
+                                                          monkeypatch, sparse):
+    # a solver of no code of ours that declares itself blocked runs on the chunks held by
+    # the 2 worker processes: the in-memory run, to 1e-10 (same n_iter and status)
+    X, y = _synthetic(n=260, d=9, seed=4, separable=False, sparse=sparse)
+    mem = mk.solve(X, y, solver="blocked_logistic", max_iter=60)
+    assert mem.status == "max_iter" and mem.score(X, y) > 0.8
+    Xd = _as_dask(X, 100)
+    on_cluster = mk.solve(Xd, da.from_array(y, chunks=100), solver="blocked_logistic",
+                          max_iter=60)
+    assert on_cluster.extra["dask"]["n_chunks"] == 3 and on_cluster.extra["dask"]["distributed"]
+    monkeypatch.setattr(_dask, "_default_client", lambda: None)
+    local = mk.solve(Xd, y, solver="blocked_logistic", max_iter=60)
+    assert not local.extra["dask"]["distributed"]
+    for dsk in (on_cluster, local):
+        assert_same_run(mem, dsk, X, y)
+        assert dsk.history["grad_norm"][-1] < dsk.history["grad_norm"][1]
+
+
 @pytest.mark.parametrize("solver", ["fista", "fista_svm"])
 def test_fista_fallback_bound_runs_on_the_chunks(client, monkeypatch, solver):
     # the long-double projected-gradient bound (where the rounding term decides) is

@@ -670,7 +670,7 @@ def test_check_y_fast_path_agrees_with_the_general_code(y, dtype):
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 @pytest.mark.parametrize("order", ["C", "F", "strided"])
-def test_check_X_small_finiteness_check_finds_the_rows(bad, order):
+def test_check_X_finds_the_nonfinite_rows_of_a_small_matrix(bad, order):
     X = np.arange(60, dtype=np.float64).reshape(12, 5)
     X[[3, 8], 2] = bad
     X = {"C": X, "F": np.asfortranarray(X), "strided": np.repeat(X, 2, axis=1)[:, ::2]}[order]

@@ -1,30 +1,14 @@
-"""Single-pass kernels behind the common cases of ``marginkit._validation``.
+"""The single-pass label check behind the common case of ``marginkit._validation.check_y``.
 
-Each one answers the question of the numpy expression it replaces (quoted in its
-docstring) without the temporaries of that expression, or says that the input is not
-the common case (the caller then runs the general numpy code, which also words the
-error messages).
+``two_labels`` answers the question of the numpy code it replaces (quoted in its
+docstring) in one pass over y, or says that the labels are not the common case (the
+caller then runs the general numpy code, which also words the error messages).
 """
-from cython cimport floating
 from libc.stdint cimport int64_t
 
 ctypedef fused label_t:
     double
     int64_t
-
-
-def all_finite(const floating[::1] a):
-    """``np.isfinite(a).all()`` for a contiguous float vector (a 2-D array's ``ravel``)."""
-    cdef Py_ssize_t i, n = a.shape[0]
-    cdef double x
-    cdef bint ok = True
-    with nogil:
-        for i in range(n):
-            x = a[i]
-            if x - x != 0.0:  # NaN or +-inf
-                ok = False
-                break
-    return ok
 
 
 def two_labels(const label_t[::1] y, double[::1] out):

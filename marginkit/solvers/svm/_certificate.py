@@ -23,6 +23,7 @@ import scipy.sparse as sp
 
 from ... import _referee as R
 from ..._validation import check_sample_weight, check_X
+from ..._executors import Block, Executor
 from ...certificates import Certificate, Verdict, certificate_type, kernel_mismatch, \
     check_refittable, labels_pm as _labels_pm, local_matrix, referee_kernel, stored_r_mask
 from ...kernels.builtin import LinearKernel
@@ -226,6 +227,19 @@ def run_certificate(problem, state, status, data, mask, r, formulation, t_bar, f
         claim="certified" if status == "certified" else None, weighted=state.weighted)
 
 
+class _StreamedBlocks(Executor):
+    """The referee's row blocks (a ``RowBlocks``: a dask array's chunks or Phi(X), made
+    one at a time) as the executor of ``scaling_statistics``: each of its passes reads
+    the blocks again, so all of X is never held at once."""
+
+    def __init__(self, blocks, d):
+        super().__init__([], [blocks.n], d, np.float64, False)
+        self.blocks = blocks
+
+    def map(self, fn, *args):
+        return [fn(Block(B, None, k, lo), *args) for k, (lo, _, B) in enumerate(self.blocks)]
+
+
 def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, reject):
     """The recomputation and the rounding bound of docs/svm.md, section 6; ``box`` and
     ``level`` are the n-vectors of the bounds gamma_i and the levels min(gamma_i, 1/mu)."""
@@ -240,7 +254,7 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
     if blocks.fmap is None and blocks.X is not None:
         m, s = scaling_statistics(blocks.X, scale)
     else:
-        m, s = R.block_scaling_statistics(blocks, scale, d)
+        m, s = scaling_statistics(_StreamedBlocks(blocks, d), scale)
     if m.shape != (d,):
         return reject(f"X has {m.shape[0]} features, the certificate {d}")
     if not np.all(np.isfinite(s)):

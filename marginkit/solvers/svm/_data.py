@@ -102,7 +102,7 @@ def scaling_statistics(X, scale):
     cnt = _in_order([q[1] for q in parts])
     means = sums / n
     ss = _in_order(ex.map(_k_sqdev, inv, means))
-    m, s = np.zeros(d), np.zeros(d)
+    m, s = np.zeros(cm.shape[0]), np.zeros(cm.shape[0])  # the blocks' width
     _f.scaling_tail(n, cm, safe, sums, ss, cnt, scale == "std", m, s)
     return m, s
 

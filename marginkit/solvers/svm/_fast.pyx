@@ -702,6 +702,8 @@ def next_breakpoint(const double[::1] v, const double[::1] y, const double[:] bo
 
 
 # ------------------------------------------------------------------ dual coordinate descent
+# prefetch distances of the dcd pass, tunable (docs/svm.md): cache hints only, results
+# do not depend on them; set on x86_64 (64-byte cache lines)
 cdef enum:
     _PF_FAR = 24   # coordinates ahead: row offsets and per-coordinate scalars
     _PF_NEAR = 12  # coordinates ahead: the row itself (its offsets have arrived)

@@ -19,6 +19,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
+from ...linalg._norms import row_sqnorms
 from ...utils._rows import row_block
 from ._losses import _loss_derivatives_bounded
 
@@ -99,8 +100,7 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
             ehb = wb * ehb + 2 * R.UNIT * hb + R.ETA
         g[lo:hi], h[lo:hi], eg[lo:hi], eh[lo:hi] = gb, hb, egb, ehb
         if fit_intercept:
-            xi2[lo:hi] = np.asarray(B.multiply(B).sum(axis=1)).ravel() if sp.issparse(B) \
-                else np.einsum("ij,ij->i", B, B)
+            xi2[lo:hi] = row_sqnorms(B)
         f.ref_rmatvec(rows, np.zeros(p, dtype=np.uint8), zero_m, gb, egb + gB * np.abs(gb),
                       aG, magG)
     g_ = R.gamma(n + D + p + 16)
