@@ -275,7 +275,8 @@ class _MarginKitEstimator(BaseEstimator):
         cfg = Config(solver=spec, kernel=_fresh(self.kernel), kernel_params=self.kernel_params,
                      smoother=_fresh(getattr(self, "smoother", None)),
                      stop=stop, max_iter=self.max_iter,
-                     random_state=self.random_state, verbose=self.verbose, callback=self.callback,
+                     random_state=self.random_state, verbose=self.verbose,
+                     progress_bar=self.progress_bar, callback=self.callback,
                      solver_params=solver_params)
         solver = compose(cfg)[0]  # unknown names and invalid solver/kernel parameters raise here
         self._task = getattr(solver, "task", "classification")
@@ -515,12 +516,18 @@ class PerceptronClassifier(_MarginClassifier):
         Iteration cap per binary problem; None: the solver's default.
     random_state : int, Generator or None
     verbose : int, default 0
+        As in ``marginkit.solve``: 1 prints progress lines (iteration, seconds, the
+        solver's progress measures) on stdout, 2 every iteration.
     callback : callable, optional
         ``fn(state) -> bool`` between iterations; True stops the run.
     solver_params : dict, optional
         Further solver parameters (``{"eps": 1e-6}`` for ``isnkpvn``).
     class_weight : None, "balanced" or dict, default None
         Only which samples have weight 0 matters (see Notes).
+    progress_bar : bool, default False
+        A ``tqdm`` progress bar of each solve on stderr, in place of ``verbose``'s lines
+        (one bar per binary problem of a one-vs-rest fit); needs ``tqdm``
+        (``pip install marginkit[progress]``), and ``fit`` says so when it is missing.
 
     Attributes
     ----------
@@ -600,7 +607,7 @@ class PerceptronClassifier(_MarginClassifier):
     def __init__(self, solver="snkp", kernel="linear", kernel_params=None, fit_intercept=True,
                  intercept_scaling=1.0, tol=1e-3, smoother=None, stop=None, max_iter=None,
                  random_state=None, verbose=0, callback=None, solver_params=None,
-                 class_weight=None):
+                 class_weight=None, progress_bar=False):
         self.solver = solver
         self.class_weight = class_weight
         self.fit_intercept = fit_intercept
@@ -613,6 +620,7 @@ class PerceptronClassifier(_MarginClassifier):
         self.max_iter = max_iter
         self.random_state = random_state
         self.verbose = verbose
+        self.progress_bar = progress_bar
         self.callback = callback
         self.solver_params = solver_params
 
@@ -704,6 +712,8 @@ class SVMClassifier(_MarginClassifier):
     class_weight : None, "balanced" or dict, default None
         Per-class weights, multiplied into the sample weights: ``"balanced"`` gives class
         c the weight n / (n_classes * n_c), as scikit-learn's ``SVC(class_weight=...)``.
+    progress_bar : bool, default False
+        As in ``PerceptronClassifier``.
 
     Attributes
     ----------
@@ -807,7 +817,7 @@ class SVMClassifier(_MarginClassifier):
 
     def __init__(self, solver="fista", C=None, mu=None, scale="std", kernel="linear",
                  kernel_params=None, stop=None, max_iter=None, random_state=None, verbose=0,
-                 callback=None, solver_params=None, class_weight=None):
+                 callback=None, solver_params=None, class_weight=None, progress_bar=False):
         self.solver = solver
         self.class_weight = class_weight
         self.C = C
@@ -819,6 +829,7 @@ class SVMClassifier(_MarginClassifier):
         self.max_iter = max_iter
         self.random_state = random_state
         self.verbose = verbose
+        self.progress_bar = progress_bar
         self.callback = callback
         self.solver_params = solver_params
 
@@ -1001,6 +1012,8 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
         As in ``PerceptronClassifier``.
     class_weight : None, "balanced" or dict, default None
         Per-class weights multiplied into the sample weights (as ``SVMClassifier``).
+    progress_bar : bool, default False
+        As in ``PerceptronClassifier``.
 
     Attributes
     ----------
@@ -1038,7 +1051,7 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
 
     def __init__(self, t=3, lam=None, loss="logistic", kernel="rbf", kernel_params=None,
                  n_components="auto", tol=None, max_iter=None, random_state=None, verbose=0,
-                 callback=None, solver_params=None, class_weight=None):
+                 callback=None, solver_params=None, class_weight=None, progress_bar=False):
         self.class_weight = class_weight
         self.n_components = n_components
         self.t = t
@@ -1050,6 +1063,7 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
         self.max_iter = max_iter
         self.random_state = random_state
         self.verbose = verbose
+        self.progress_bar = progress_bar
         self.callback = callback
         self.solver_params = solver_params
 
@@ -1123,7 +1137,7 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
     kernel_params : dict, optional
     n_components : "auto", int or None, default "auto"
         As in ``IteratedTikhonovClassifier`` (None: the exact kernel).
-    tol, max_iter, random_state, verbose, callback, solver_params
+    tol, max_iter, random_state, verbose, callback, solver_params, progress_bar
         As in ``IteratedTikhonovClassifier``.
 
     Attributes
@@ -1149,7 +1163,7 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
 
     def __init__(self, t=3, lam=None, loss="squared", kernel="rbf", kernel_params=None,
                  n_components="auto", tol=None, max_iter=None, random_state=None, verbose=0,
-                 callback=None, solver_params=None):
+                 callback=None, solver_params=None, progress_bar=False):
         self.n_components = n_components
         self.t = t
         self.lam = lam
@@ -1160,6 +1174,7 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
         self.max_iter = max_iter
         self.random_state = random_state
         self.verbose = verbose
+        self.progress_bar = progress_bar
         self.callback = callback
         self.solver_params = solver_params
 

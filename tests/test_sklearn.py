@@ -145,6 +145,42 @@ def test_callback_stops_and_verbose_reports(toy, capsys):
     assert out.count(f"[{TOY}] iter") >= 4 and "stopped: max_iter after 3 iterations" in out
 
 
+@pytest.mark.parametrize("make", [
+    lambda: PerceptronClassifier(solver=TOY, progress_bar=True),
+    lambda: SVMClassifier(progress_bar=True),
+    lambda: IteratedTikhonovClassifier(kernel="linear", progress_bar=True),
+    lambda: IteratedTikhonovRegressor(kernel="linear", progress_bar=True),
+], ids=["perceptron", "svm", "tikhonov", "tikhonov_regressor"])
+def test_estimators_take_progress_bar(toy, make, capsys, monkeypatch):
+    """``progress_bar=True`` is ``solve``'s tqdm bar on stderr (one per binary fit), a
+    hyper-parameter like any other; without tqdm the fit says how to get it."""
+    pytest.importorskip("tqdm")
+    if not {"fista", "iterated_tikhonov"} <= _SOLVERS:
+        pytest.skip("fista or iterated_tikhonov not registered")
+    X, y = three_blobs()
+    est = make()
+    assert est.get_params()["progress_bar"] is True
+    assert clone(est).progress_bar is True
+    if isinstance(est, IteratedTikhonovRegressor):
+        y = (y == "a").astype(float)
+    est.fit(X, y)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    results = est.result_ if isinstance(est.result_, list) else [est.result_]
+    assert all(r.config.progress_bar is True for r in results)
+    # one bar per binary fit, each ending with its status
+    assert captured.err.count("status=") == len(results)
+    assert all(f"status={r.status}" in captured.err for r in results)
+    assert type(est)().progress_bar is False
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "tqdm" else real(name, *a))
+    with pytest.raises(ValueError, match=r"progress_bar=True needs tqdm.*pip install tqdm"):
+        make().fit(X, y)
+
+
 def test_sparse_and_dense_agree(toy):
     import scipy.sparse as sp
 
