@@ -490,7 +490,7 @@ class PerceptronClassifier(_MarginClassifier):
         False: the homogeneous problem of Ramdas & Pena 2014 on ``X`` as given (rows with
         ``K(x, x) = 0`` are rejected by the solvers).
     intercept_scaling : float, default 1.0
-    tol : float in (0, 1) or None, default 1e-3
+    tol : float in (0, 1), "auto" or None, default "auto"
         With the default rules (``stop=None``) of a solver whose rules certify no
         infeasibility (``perceptron``, ``normalized_perceptron``, ``nkp``, ``snkp``), the
         fit also ends when the solver holds a point p of the simplex with ``||p||_G <=
@@ -502,11 +502,14 @@ class PerceptronClassifier(_MarginClassifier):
         iterations, 0.15 s, and its iterate tests at 85.0%; ``||p_k||_G`` falls about as
         1/k^2). On separable data whose normalized margin is above ``tol`` it cannot
         fire: those end with a separator. None: the solver's own rules only (a
-        separator or ``max_iter``). Solvers whose rules certify infeasibility already
-        (``nvn``, ``snkpvn``, ``isnkpvn``) use their own ``eps``. The rule reads the
-        solver's ``dual_norm`` and ``dual_tol`` (every built-in solver provides them); a
-        plug-in solver that does not provide them (``Solver.provides``) runs without it,
-        and ``tol`` has no effect.
+        separator or ``max_iter``). ``"auto"``: ``tol=1e-3`` where that rule can act,
+        else the solver's own rules: with an explicit ``stop``, with the solvers whose
+        rules certify infeasibility already (``nvn``, ``snkpvn``, ``isnkpvn``, at their
+        own ``eps``/``delta``), and with a plug-in solver that does not provide
+        ``dual_norm`` (``Solver.provides``; the rule reads ``||p||_G`` of the solver's
+        point p from the run's state, and the solver certifies the claim). A number is
+        never ignored: in those three cases ``fit`` raises ``ValueError`` saying what to
+        set instead.
     smoother : str, optional
         Prox-function of the smoothed solvers (``"entropy"``, ``"l2"``); None: the
         solver's default.
@@ -587,25 +590,60 @@ class PerceptronClassifier(_MarginClassifier):
         "fit_intercept": Param(True, types=bool, doc="append a constant feature (intercept)"),
         "intercept_scaling": Param(1.0, types=numbers.Real, low=0, low_open=True,
                                    doc="value of the constant feature"),
-        "tol": Param(1e-3, types=numbers.Real, low=0, low_open=True, high=1, high_open=True,
-                     allow_none=True,
-                     doc="end with an infeasibility certificate once ||p||_G <= tol"),
+        "tol": Param("auto", types=numbers.Real, options=("auto",), low=0, low_open=True,
+                     high=1, high_open=True, allow_none=True,
+                     doc="end with an infeasibility certificate once ||p||_G <= tol "
+                         "('auto': 1e-3 where the solver's rules allow it)"),
     }
+
+    #: the eps of ``tol="auto"``
+    AUTO_TOL = 1e-3
 
     def _config(self):
         """The hyper-parameters' configuration; with ``stop=None`` and a ``tol``, the
-        solver's own rules plus ``dual_certificate(eps=tol)`` where they have none."""
+        solver's own rules plus ``dual_certificate(eps=tol)`` where they have none.
+
+        ``tol="auto"`` adds the rule (eps = ``AUTO_TOL``) where it can act and leaves the
+        solver's own rules otherwise; a number given for ``tol`` acts, or is refused with
+        what to do instead (it is never ignored)."""
         cfg = super()._config()
-        if self.tol is None or self.stop is not None:
+        tol = self.tol
+        if tol is None:
             return cfg
+        auto = isinstance(tol, str)
+        shown = f"{type(self).__name__}: tol={tol!r}"
+        if self.stop is not None:
+            if auto:
+                return cfg  # an explicit stop is the user's: nothing is added
+            raise ValueError(
+                f"{shown} adds a rule to the solver's default rules (stop=None), and stop="
+                f"{self.stop!r} is given: put ('dual_certificate', {{'eps': {tol!r}}}) in stop, "
+                "or pass tol=None")
         solver, _, _, rules, _ = compose(cfg)
-        if (any(isinstance(r, DualCertificate) for r in rules)
-                or not set(DualCertificate.requires) <= set(getattr(solver, "provides", ()))):
-            return cfg
-        return cfg.replace(stop=[*rules, DualCertificate(eps=float(self.tol))])
+        sname = solver.name or type(solver).__name__
+        if any(isinstance(r, DualCertificate) for r in rules):
+            if auto:
+                return cfg
+            raise ValueError(
+                f"{shown}: solver {sname!r} certifies infeasibility with its own rules "
+                "(its dual_certificate rule, at the solver's tolerance): set that tolerance "
+                "in solver_params (solver_params={'eps': ...} for isnkpvn and nvn, "
+                "{'delta': ...} for snkpvn), and pass tol=None or 'auto'")
+        rule = DualCertificate(eps=self.AUTO_TOL if auto else float(tol))
+        missing = [a for a in rule.requires if a not in getattr(solver, "provides", ())]
+        if missing:
+            if auto:
+                return cfg
+            raise ValueError(
+                f"{shown} adds the dual_certificate rule, which reads {', '.join(missing)} "
+                f"(||p||_G of the solver's point p of the simplex) from the run's state; "
+                f"solver {sname!r} does not provide it (Solver.provides): pass tol=None or "
+                "'auto' for the solver's own stopping rules, or give the solver's state a "
+                f"{missing[0]} attribute and list it in provides")
+        return cfg.replace(stop=[*rules, rule])
 
     def __init__(self, solver="snkp", kernel="linear", kernel_params=None, fit_intercept=True,
-                 intercept_scaling=1.0, tol=1e-3, smoother=None, stop=None, max_iter=None,
+                 intercept_scaling=1.0, tol="auto", smoother=None, stop=None, max_iter=None,
                  random_state=None, verbose=0, callback=None, solver_params=None,
                  class_weight=None, progress_bar=False):
         self.solver = solver
