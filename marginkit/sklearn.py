@@ -275,7 +275,8 @@ class _MarginKitEstimator(BaseEstimator):
         cfg = Config(solver=spec, kernel=_fresh(self.kernel), kernel_params=self.kernel_params,
                      smoother=_fresh(getattr(self, "smoother", None)),
                      stop=stop, max_iter=self.max_iter,
-                     random_state=self.random_state, verbose=self.verbose, callback=self.callback,
+                     random_state=self.random_state, verbose=self.verbose,
+                     progress_bar=self.progress_bar, callback=self.callback,
                      solver_params=solver_params)
         solver = compose(cfg)[0]  # unknown names and invalid solver/kernel parameters raise here
         self._task = getattr(solver, "task", "classification")
@@ -489,7 +490,7 @@ class PerceptronClassifier(_MarginClassifier):
         False: the homogeneous problem of Ramdas & Pena 2014 on ``X`` as given (rows with
         ``K(x, x) = 0`` are rejected by the solvers).
     intercept_scaling : float, default 1.0
-    tol : float in (0, 1) or None, default 1e-3
+    tol : float in (0, 1), "auto" or None, default "auto"
         With the default rules (``stop=None``) of a solver whose rules certify no
         infeasibility (``perceptron``, ``normalized_perceptron``, ``nkp``, ``snkp``), the
         fit also ends when the solver holds a point p of the simplex with ``||p||_G <=
@@ -501,11 +502,14 @@ class PerceptronClassifier(_MarginClassifier):
         iterations, 0.15 s, and its iterate tests at 85.0%; ``||p_k||_G`` falls about as
         1/k^2). On separable data whose normalized margin is above ``tol`` it cannot
         fire: those end with a separator. None: the solver's own rules only (a
-        separator or ``max_iter``). Solvers whose rules certify infeasibility already
-        (``nvn``, ``snkpvn``, ``isnkpvn``) use their own ``eps``. The rule reads the
-        solver's ``dual_norm`` and ``dual_tol`` (every built-in solver provides them); a
-        plug-in solver that does not provide them (``Solver.provides``) runs without it,
-        and ``tol`` has no effect.
+        separator or ``max_iter``). ``"auto"``: ``tol=1e-3`` where that rule can act,
+        else the solver's own rules: with an explicit ``stop``, with the solvers whose
+        rules certify infeasibility already (``nvn``, ``snkpvn``, ``isnkpvn``, at their
+        own ``eps``/``delta``), and with a plug-in solver that does not provide
+        ``dual_norm`` (``Solver.provides``; the rule reads ``||p||_G`` of the solver's
+        point p from the run's state, and the solver certifies the claim). A number is
+        never ignored: in those three cases ``fit`` raises ``ValueError`` saying what to
+        set instead.
     smoother : str, optional
         Prox-function of the smoothed solvers (``"entropy"``, ``"l2"``); None: the
         solver's default.
@@ -515,12 +519,18 @@ class PerceptronClassifier(_MarginClassifier):
         Iteration cap per binary problem; None: the solver's default.
     random_state : int, Generator or None
     verbose : int, default 0
+        As in ``marginkit.solve``: 1 prints progress lines (iteration, seconds, the
+        solver's progress measures) on stdout, 2 every iteration.
     callback : callable, optional
         ``fn(state) -> bool`` between iterations; True stops the run.
     solver_params : dict, optional
         Further solver parameters (``{"eps": 1e-6}`` for ``isnkpvn``).
     class_weight : None, "balanced" or dict, default None
         Only which samples have weight 0 matters (see Notes).
+    progress_bar : bool, default False
+        A ``tqdm`` progress bar of each solve on stderr, in place of ``verbose``'s lines
+        (one bar per binary problem of a one-vs-rest fit); needs ``tqdm``
+        (``pip install marginkit[progress]``), and ``fit`` says so when it is missing.
 
     Attributes
     ----------
@@ -580,27 +590,62 @@ class PerceptronClassifier(_MarginClassifier):
         "fit_intercept": Param(True, types=bool, doc="append a constant feature (intercept)"),
         "intercept_scaling": Param(1.0, types=numbers.Real, low=0, low_open=True,
                                    doc="value of the constant feature"),
-        "tol": Param(1e-3, types=numbers.Real, low=0, low_open=True, high=1, high_open=True,
-                     allow_none=True,
-                     doc="end with an infeasibility certificate once ||p||_G <= tol"),
+        "tol": Param("auto", types=numbers.Real, options=("auto",), low=0, low_open=True,
+                     high=1, high_open=True, allow_none=True,
+                     doc="end with an infeasibility certificate once ||p||_G <= tol "
+                         "('auto': 1e-3 where the solver's rules allow it)"),
     }
+
+    #: the eps of ``tol="auto"``
+    AUTO_TOL = 1e-3
 
     def _config(self):
         """The hyper-parameters' configuration; with ``stop=None`` and a ``tol``, the
-        solver's own rules plus ``dual_certificate(eps=tol)`` where they have none."""
+        solver's own rules plus ``dual_certificate(eps=tol)`` where they have none.
+
+        ``tol="auto"`` adds the rule (eps = ``AUTO_TOL``) where it can act and leaves the
+        solver's own rules otherwise; a number given for ``tol`` acts, or is refused with
+        what to do instead (it is never ignored)."""
         cfg = super()._config()
-        if self.tol is None or self.stop is not None:
+        tol = self.tol
+        if tol is None:
             return cfg
+        auto = isinstance(tol, str)
+        shown = f"{type(self).__name__}: tol={tol!r}"
+        if self.stop is not None:
+            if auto:
+                return cfg  # an explicit stop is the user's: nothing is added
+            raise ValueError(
+                f"{shown} adds a rule to the solver's default rules (stop=None), and stop="
+                f"{self.stop!r} is given: put ('dual_certificate', {{'eps': {tol!r}}}) in stop, "
+                "or pass tol=None")
         solver, _, _, rules, _ = compose(cfg)
-        if (any(isinstance(r, DualCertificate) for r in rules)
-                or not set(DualCertificate.requires) <= set(getattr(solver, "provides", ()))):
-            return cfg
-        return cfg.replace(stop=[*rules, DualCertificate(eps=float(self.tol))])
+        sname = solver.name or type(solver).__name__
+        if any(isinstance(r, DualCertificate) for r in rules):
+            if auto:
+                return cfg
+            raise ValueError(
+                f"{shown}: solver {sname!r} certifies infeasibility with its own rules "
+                "(its dual_certificate rule, at the solver's tolerance): set that tolerance "
+                "in solver_params (solver_params={'eps': ...} for isnkpvn and nvn, "
+                "{'delta': ...} for snkpvn), and pass tol=None or 'auto'")
+        rule = DualCertificate(eps=self.AUTO_TOL if auto else float(tol))
+        missing = [a for a in rule.requires if a not in getattr(solver, "provides", ())]
+        if missing:
+            if auto:
+                return cfg
+            raise ValueError(
+                f"{shown} adds the dual_certificate rule, which reads {', '.join(missing)} "
+                f"(||p||_G of the solver's point p of the simplex) from the run's state; "
+                f"solver {sname!r} does not provide it (Solver.provides): pass tol=None or "
+                "'auto' for the solver's own stopping rules, or give the solver's state a "
+                f"{missing[0]} attribute and list it in provides")
+        return cfg.replace(stop=[*rules, rule])
 
     def __init__(self, solver="snkp", kernel="linear", kernel_params=None, fit_intercept=True,
-                 intercept_scaling=1.0, tol=1e-3, smoother=None, stop=None, max_iter=None,
+                 intercept_scaling=1.0, tol="auto", smoother=None, stop=None, max_iter=None,
                  random_state=None, verbose=0, callback=None, solver_params=None,
-                 class_weight=None):
+                 class_weight=None, progress_bar=False):
         self.solver = solver
         self.class_weight = class_weight
         self.fit_intercept = fit_intercept
@@ -613,6 +658,7 @@ class PerceptronClassifier(_MarginClassifier):
         self.max_iter = max_iter
         self.random_state = random_state
         self.verbose = verbose
+        self.progress_bar = progress_bar
         self.callback = callback
         self.solver_params = solver_params
 
@@ -704,6 +750,8 @@ class SVMClassifier(_MarginClassifier):
     class_weight : None, "balanced" or dict, default None
         Per-class weights, multiplied into the sample weights: ``"balanced"`` gives class
         c the weight n / (n_classes * n_c), as scikit-learn's ``SVC(class_weight=...)``.
+    progress_bar : bool, default False
+        As in ``PerceptronClassifier``.
 
     Attributes
     ----------
@@ -807,7 +855,7 @@ class SVMClassifier(_MarginClassifier):
 
     def __init__(self, solver="fista", C=None, mu=None, scale="std", kernel="linear",
                  kernel_params=None, stop=None, max_iter=None, random_state=None, verbose=0,
-                 callback=None, solver_params=None, class_weight=None):
+                 callback=None, solver_params=None, class_weight=None, progress_bar=False):
         self.solver = solver
         self.class_weight = class_weight
         self.C = C
@@ -819,6 +867,7 @@ class SVMClassifier(_MarginClassifier):
         self.max_iter = max_iter
         self.random_state = random_state
         self.verbose = verbose
+        self.progress_bar = progress_bar
         self.callback = callback
         self.solver_params = solver_params
 
@@ -1001,6 +1050,8 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
         As in ``PerceptronClassifier``.
     class_weight : None, "balanced" or dict, default None
         Per-class weights multiplied into the sample weights (as ``SVMClassifier``).
+    progress_bar : bool, default False
+        As in ``PerceptronClassifier``.
 
     Attributes
     ----------
@@ -1038,7 +1089,7 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
 
     def __init__(self, t=3, lam=None, loss="logistic", kernel="rbf", kernel_params=None,
                  n_components="auto", tol=None, max_iter=None, random_state=None, verbose=0,
-                 callback=None, solver_params=None, class_weight=None):
+                 callback=None, solver_params=None, class_weight=None, progress_bar=False):
         self.class_weight = class_weight
         self.n_components = n_components
         self.t = t
@@ -1050,6 +1101,7 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
         self.max_iter = max_iter
         self.random_state = random_state
         self.verbose = verbose
+        self.progress_bar = progress_bar
         self.callback = callback
         self.solver_params = solver_params
 
@@ -1123,7 +1175,7 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
     kernel_params : dict, optional
     n_components : "auto", int or None, default "auto"
         As in ``IteratedTikhonovClassifier`` (None: the exact kernel).
-    tol, max_iter, random_state, verbose, callback, solver_params
+    tol, max_iter, random_state, verbose, callback, solver_params, progress_bar
         As in ``IteratedTikhonovClassifier``.
 
     Attributes
@@ -1149,7 +1201,7 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
 
     def __init__(self, t=3, lam=None, loss="squared", kernel="rbf", kernel_params=None,
                  n_components="auto", tol=None, max_iter=None, random_state=None, verbose=0,
-                 callback=None, solver_params=None):
+                 callback=None, solver_params=None, progress_bar=False):
         self.n_components = n_components
         self.t = t
         self.lam = lam
@@ -1160,6 +1212,7 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
         self.max_iter = max_iter
         self.random_state = random_state
         self.verbose = verbose
+        self.progress_bar = progress_bar
         self.callback = callback
         self.solver_params = solver_params
 

@@ -18,7 +18,8 @@ from marginkit.sklearn import (IteratedTikhonovClassifier, IteratedTikhonovRegre
                                PerceptronClassifier, SVMClassifier, expected_failed_checks)
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _surface_helpers import TOY, register_toy, separable_blobs  # noqa: E402
+from _surface_helpers import TOY, ToyPerceptron, register_toy, separable_blobs  # noqa: E402
+from _surface_helpers import _State as _ToyState  # noqa: E402
 
 _SOLVERS = set(mk.list_plugins()["solver"])
 
@@ -143,6 +144,42 @@ def test_callback_stops_and_verbose_reports(toy, capsys):
     PerceptronClassifier(solver=TOY, verbose=2, max_iter=3).fit(X, y)
     out = capsys.readouterr().out
     assert out.count(f"[{TOY}] iter") >= 4 and "stopped: max_iter after 3 iterations" in out
+
+
+@pytest.mark.parametrize("make", [
+    lambda: PerceptronClassifier(solver=TOY, progress_bar=True),
+    lambda: SVMClassifier(progress_bar=True),
+    lambda: IteratedTikhonovClassifier(kernel="linear", progress_bar=True),
+    lambda: IteratedTikhonovRegressor(kernel="linear", progress_bar=True),
+], ids=["perceptron", "svm", "tikhonov", "tikhonov_regressor"])
+def test_estimators_take_progress_bar(toy, make, capsys, monkeypatch):
+    """``progress_bar=True`` is ``solve``'s tqdm bar on stderr (one per binary fit), a
+    hyper-parameter like any other; without tqdm the fit says how to get it."""
+    pytest.importorskip("tqdm")
+    if not {"fista", "iterated_tikhonov"} <= _SOLVERS:
+        pytest.skip("fista or iterated_tikhonov not registered")
+    X, y = three_blobs()
+    est = make()
+    assert est.get_params()["progress_bar"] is True
+    assert clone(est).progress_bar is True
+    if isinstance(est, IteratedTikhonovRegressor):
+        y = (y == "a").astype(float)
+    est.fit(X, y)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    results = est.result_ if isinstance(est.result_, list) else [est.result_]
+    assert all(r.config.progress_bar is True for r in results)
+    # one bar per binary fit, each ending with its status
+    assert captured.err.count("status=") == len(results)
+    assert all(f"status={r.status}" in captured.err for r in results)
+    assert type(est)().progress_bar is False
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "tqdm" else real(name, *a))
+    with pytest.raises(ValueError, match=r"progress_bar=True needs tqdm.*pip install tqdm"):
+        make().fit(X, y)
 
 
 def test_sparse_and_dense_agree(toy):
@@ -766,19 +803,72 @@ def test_perceptron_tol_leaves_separators_explicit_rules_and_certifying_solvers_
     assert a.n_iter_ == b.n_iter_ and a.status_ == b.status_ == "infeasible"
     assert a.result_.certificate.eps == 1e-6
     for bad, err in ((0, ValueError), (1.0, ValueError), (-1e-3, ValueError),
-                     ("tight", TypeError)):
+                     ("tight", ValueError), ([1e-3], TypeError)):
         with pytest.raises(err, match="tol"):
             PerceptronClassifier(tol=bad).fit(Xo, yo)
 
 
-def test_tol_has_no_effect_without_dual_norm(toy):
-    """A plug-in solver that provides no dual_norm runs without the dual_certificate rule
-    that ``tol`` adds (as PerceptronClassifier's docstring says): same rules, same fit."""
+class _NormState(_ToyState):
+    """The toy perceptron's state with ||p||_G of p = alpha / sum(alpha) (1 at alpha = 0)."""
+
+    @property
+    def dual_norm(self):
+        s = self.alpha.sum()
+        return 1.0 if s <= 0 else float(np.sqrt(max(self.alpha @ self.Ga, 0.0))) / s
+
+
+class _ToyWithDualNorm(ToyPerceptron):
+    """A third-party solver that provides ``dual_norm`` (not ``dual_tol``: it has no
+    tolerance of its own) and certifies the claim "infeasible" in ``finalize``."""
+
+    provides = ("min_margin", "dual_norm")
+
+    def start(self, problem):
+        state = super().start(problem)
+        return _NormState(state.G, state.step_size)
+
+    def finalize(self, problem, state, status):
+        from marginkit.certificates import InfeasibilityCertificate
+        from marginkit.stopping import DualCertificate
+
+        out = super().finalize(problem, state, status)
+        if status == "infeasible":
+            eps = max(r.params["eps"] for r in problem.stop if isinstance(r, DualCertificate))
+            out["certificate"] = InfeasibilityCertificate(
+                state.alpha / state.alpha.sum(), state.dual_norm, eps, problem.kernel,
+                problem.classes_)
+        return out
+
+
+def test_tol_auto_and_an_explicit_tol_that_cannot_act(toy):
+    """``tol="auto"`` (the default) adds dual_certificate(eps=1e-3) where the solver
+    provides ``dual_norm``, and leaves a solver without it to its own rules; an explicit
+    tol acts, or is refused with what to do instead, never silently ignored."""
     X, y = three_blobs()
-    a = PerceptronClassifier(solver=TOY, tol=1e-3).fit(X, y)
+    assert PerceptronClassifier().tol == "auto"
+    a = PerceptronClassifier(solver=TOY).fit(X, y)
     b = PerceptronClassifier(solver=TOY, tol=None).fit(X, y)
     assert [r.config.stop for r in a.result_] == [r.config.stop for r in b.result_]
-    np.testing.assert_array_equal(a.n_iter_, b.n_iter_)
     np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
-    c = PerceptronClassifier(solver="snkp", tol=1e-3)._config()
-    assert any(type(r).__name__ == "DualCertificate" for r in c.stop)
+    with pytest.raises(ValueError, match=r"tol=0\.001 .*dual_certificate.*reads dual_norm"
+                                         r".*'toy_perceptron' does not provide.*tol=None"):
+        PerceptronClassifier(solver=TOY, tol=1e-3).fit(X, y)
+    # a plug-in with dual_norm only (no dual_tol: the rule's eps is tol): tol works
+    mk.register("solver", "toy_dual_norm", overwrite=True)(_ToyWithDualNorm)
+    Xo, yo = _overlapping(200, seed=3)
+    clf = PerceptronClassifier(solver="toy_dual_norm", tol=0.1).fit(Xo, yo)
+    Xa = np.hstack([Xo, np.ones((200, 1))])
+    assert clf.status_ == "infeasible" and clf.n_iter_ <= 100
+    assert clf.result_.certificate.eps == 0.1 and clf.result_.certificate.verify(Xa, yo)
+    # an explicit tol beside rules that already decide: refused, naming the alternative
+    with pytest.raises(ValueError, match=r"tol=0\.01 adds a rule to the solver's default "
+                                         r"rules.*\('dual_certificate', \{'eps': 0\.01\}\)"):
+        PerceptronClassifier(solver="toy_dual_norm", stop="separated", tol=0.01).fit(Xo, yo)
+    if "isnkpvn" in _SOLVERS:
+        with pytest.raises(ValueError, match=r"'isnkpvn' certifies infeasibility with its own "
+                                             r"rules.*solver_params=\{'eps'"):
+            PerceptronClassifier(solver="isnkpvn", tol=0.01).fit(Xo, yo)
+    c = PerceptronClassifier(solver="snkp")._config()
+    assert any(type(r).__name__ == "DualCertificate" and r.params["eps"] == 1e-3
+               for r in c.stop)
+

@@ -493,6 +493,28 @@ def test_t_auto_default_lam_is_one_over_all_rows_for_the_run_and_its_referee(tmp
     assert mk.load_result(tmp_path / "run.npz").certificate.verify(X, y)
 
 
+@pytest.mark.parametrize("lam", [1e-4, 1e-6])
+def test_t_auto_with_a_small_lam_is_certified_on_the_schedule_of_the_chosen_t(lam, tmp_path):
+    # a small lam makes the referee's rounding bound larger than the first targets of the
+    # t_max schedule (tol 1.4^(1 - 20) / 20 = 8.4e-13): the run ended at max_iter, its
+    # chain refuted. The chain of the chosen t meets the t-step schedule of Proposition 1
+    # (it was solved to the tighter t_max one, eps_k(T) decreasing in T), which the run
+    # and its referee now use.
+    X, y = _classification(n=300, seed=0)
+    res = mk.solve(X, y, solver="iterated_tikhonov", kernel="linear", t="auto", lam=lam,
+                   random_state=0)
+    t = res.extra["t"]
+    assert 1 <= t < 20 and res.status == "converged" and not res.extra["failure"]
+    cert = res.certificate
+    tol = res.config.solver_params["tol"]
+    assert_allclose(cert.targets, decrement_schedule(tol, t))
+    assert cert.verify(X, y) and not cert.verify(X, -y)
+    # the run's last target is the chosen t's own, tol / t
+    assert_allclose(res.history["target"][-1], tol / t)
+    res.save(tmp_path / "run.npz")
+    assert mk.load_result(tmp_path / "run.npz").certificate.verify(X, y)
+
+
 def test_t_auto_regression():
     X, y = _regression(n=200)
     res = _solve(X, y, kernel=_RBF(0.5), loss="squared", lam=1.0, t="auto", t_max=6,

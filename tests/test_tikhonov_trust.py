@@ -209,7 +209,12 @@ def test_targets_from_the_configuration():
     assert th["target"] == pytest.approx(1e-6 / 3) and th["lam"] == 0.01
     th = run_targets(mk.Config(solver="iterated_tikhonov",
                                solver_params={"t": "auto", "t_max": 4, "tol": 1e-6}), 80, 2)
-    assert th["target"] == pytest.approx(decrement_schedule(1e-6, 4)[1])
+    # t="auto" chose t = 2 of t_max = 4: the targets of a 2-step run
+    assert th["targets"] == pytest.approx(tuple(decrement_schedule(1e-6, 2)))
+    assert th["target"] == pytest.approx(1e-6 / 2)
+    with pytest.raises(ValueError, match="last one"):
+        run_targets(mk.Config(solver="iterated_tikhonov",
+                              solver_params={"t": "auto", "t_max": 4, "tol": 1e-6}), 80, 5)
     assert run_targets(cfg.to_dict(), 100, 3) == run_targets(cfg, 100, 3)
     with pytest.raises(ValueError, match="last one"):
         run_targets(cfg, 100, 2)

@@ -43,9 +43,12 @@ class DualCertificate(StoppingRule):
     """Stop when ||p||_G <= eps for a p in the simplex: status ``"infeasible"``.
 
     ``eps=None`` uses the solver's own tolerance (``state.dual_tol``: ``eps`` of
-    ``isnkpvn``, ``delta`` of ``snkpvn``). Reads ``state.dual_norm``.
+    ``isnkpvn``, ``delta`` of ``snkpvn``). Reads ``state.dual_norm``, and ``state.dual_tol``
+    only when ``eps`` is None (a solver without a tolerance of its own provides
+    ``dual_norm`` alone, and the rule then needs an eps).
     """
 
+    #: with ``eps=None`` (the default); an instance with an eps requires ``dual_norm`` only
     requires = ("dual_norm", "dual_tol")
     status = "infeasible"
     advice = "a larger eps of dual_certificate is reached sooner"
@@ -53,6 +56,10 @@ class DualCertificate(StoppingRule):
                                 high_open=True, allow_none=True,
                                 doc="threshold on ||p||_G (below 1: every p in the simplex "
                                     "has ||p||_G <= 1)")}
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.requires = type(self).requires if self.params["eps"] is None else ("dual_norm",)
 
     def threshold(self, state):
         """The eps of this rule for the run of ``state``."""

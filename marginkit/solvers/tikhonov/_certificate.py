@@ -25,8 +25,9 @@ def run_targets(config, n_rows, prox_step):
     run, as the solver sets it: t="auto"'s validation rows included), fit_intercept, the target
     of the Newton decrement of subproblem k = ``prox_step`` (the run's last one; None: t)
     under the schedule of the run's ``newton_decrement`` rule (the last one in ``stop``;
-    tol None means the solver's tol), tol kappa^(k - T) / T with T = t (``t_max`` for
-    t="auto"), and ``targets``, the targets of the subproblems 1..k (a tuple). Parameters
+    tol None means the solver's tol), tol kappa^(k - T) / T with T = t (for t="auto",
+    T = k, the t it chose: Proposition 1 for a run of k steps), and ``targets``, the
+    targets of the subproblems 1..k (a tuple). Parameters
     are validated by the solver's and the rule's tables (``ValueError``/``TypeError``
     naming them)."""
     from ..._referee import stopping_rules
@@ -40,6 +41,8 @@ def run_targets(config, n_rows, prox_step):
     k = int(prox_step) if prox_step is not None else T
     if not (1 <= k <= T) or (prm["t"] != "auto" and k != T):
         raise ValueError(f"proximal step {prox_step!r} is not the run's last one (t={prm['t']!r})")
+    # t="auto" chose t = k <= t_max: its chain is the one of a k-step run
+    T = k
     lam = float(prm["lam"]) if prm["lam"] is not None else 1.0 / n_rows
     targets = tuple(float(v) for v in decrement_schedule(tol, T, kappa)[:k])
     return {"loss": prm["loss"], "lam": lam, "fit_intercept": bool(prm["fit_intercept"]),
@@ -86,7 +89,7 @@ class NewtonDecrementCertificate(Certificate):
     theta^0 = 0 is fixed by the referee (never read from the certificate, as the solver
     starts there; an intercept is unpenalized and takes no part in the centre) and eps_k =
     tol kappa^(k - T) / T is the target of step k under the run's configuration (tol, t,
-    or t_max for t="auto", and the ``newton_decrement`` rule's kappa), never the stored
+    or for t="auto" the t it chose, and the ``newton_decrement`` rule's kappa), never the stored
     ``targets``. Because the first centre is the exact theta^0, link 1 is a decrement of
     the exact first subproblem; this is the hypothesis of Proposition 1 (Proposition 7
     with c = 1/2), whose induction starts there (Eq. 61). With kappa >= 1.4 and, for the

@@ -53,7 +53,9 @@ class IteratedTikhonov(Solver):
         ``result.config.solver_params["tol"]`` and is the claim's. (Where it is not set
         before the run, on dask arrays, None is 1e-8.)
     t_max : int
-        Largest t tried by ``t="auto"`` (its schedule uses t = t_max).
+        Largest t tried by ``t="auto"``. Its steps are solved to the schedule of t = t_max
+        (the tightest it may need); the chosen t is claimed and certified on its own
+        schedule, tol kappa^(k - t) / t, which that chain meets.
     validation_fraction : float in (0, 1)
         Validation split of ``t="auto"`` (drawn with ``random_state``).
     fit_intercept : bool

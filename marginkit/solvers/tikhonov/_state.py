@@ -42,8 +42,9 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
         self.auto = prm["t"] == "auto"
         self.t_sched = prm["t_max"] if self.auto else prm["t"]
         self.n_prox = self.t_sched
-        self.tol, kappa = rule_schedule(problem.stop, prm["tol"])
-        self.decrement_targets = decrement_schedule(self.tol, self.t_sched, kappa)
+        self.tol, self.kappa = rule_schedule(problem.stop, prm["tol"])
+        # t="auto" solves every step to the t_max schedule (the tightest it may need)
+        self.decrement_targets = decrement_schedule(self.tol, self.t_sched, self.kappa)
         self.method = prm["method"]
         self.n_iter = 0
         self.elapsed = 0.0
@@ -163,7 +164,10 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
                     "features=None)"
                     if getattr(getattr(self, "problem", None), "features", None) is not None
                     else "the data or the kernel are too ill-conditioned for this tol in "
-                    "float64 (raise tol, lam, or rescale X)"))
+                    "float64: raise tol or lam, rescale X, or take fewer proximal steps "
+                    f"(the first of the {len(self.decrement_targets)} targets is tol "
+                    f"kappa^(1 - t) / t = {self.decrement_targets[0]:.3g}; a smaller t, or "
+                    "t_max with t='auto', raises it)"))
             warnings.warn(f"iterated_tikhonov: {self.failed}", RuntimeWarning, stacklevel=2)
             self.done = True
 
@@ -217,7 +221,11 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
         self._evaluate()
 
     def _choose(self, t):
-        """End of t='auto': roll back to the iterate of proximal step t."""
+        """End of t='auto': roll back to the iterate of proximal step t, whose chain is
+        claimed on the t-step schedule of Proposition 1. It meets it: each link was solved
+        to the t_max schedule, and eps_k = tol kappa^(k - T) / T decreases with T (the
+        t_max schedule's first targets can be below the referee's rounding bound)."""
+        self.decrement_targets = decrement_schedule(self.tol, t, self.kappa)
         self.n_prox = self.prox_step = t
         self.w = self.prox_coef[t - 1].copy()
         self.w_prev = self.prox_coef[t - 2].copy() if t >= 2 else self.model.zeros()
