@@ -872,3 +872,16 @@ def test_tol_auto_and_an_explicit_tol_that_cannot_act(toy):
     assert any(type(r).__name__ == "DualCertificate" and r.params["eps"] == 1e-3
                for r in c.stop)
 
+
+
+@pytest.mark.parametrize("kernel", ["linear", "rbf", "precomputed"])
+def test_svm_auto_runs_dcd_on_every_kernel(kernel):
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((120, 4))
+    y = np.where(X[:, 0] + 0.5 * X[:, 1] > 0, 1, -1)
+    Xin = X @ X.T if kernel == "precomputed" else X
+    clf = SVMClassifier(solver="auto", kernel=kernel).fit(Xin, y)
+    res = clf.results_[0]
+    assert res.solver == "dcd"
+    assert res.status == "certified" and res.certificate.verify(Xin, y)
+    assert clf.score(Xin, y) > 0.9
