@@ -869,3 +869,22 @@ def test_lanczos_margin_counts_both_sums_of_each_product():
     nside, _ = lip.lanczos_bound(lambda v: A @ v, 4, n, F, M, trace, True, seed=0, terms=30)
     assert nside - est == pytest.approx(
         lip._gram_rounding_bound(n, F, M, trace, True, 4, 1, 34), rel=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_column_max_propagates_nan_as_np_maximum(dtype, sparse):
+    from marginkit.utils._rows import row_block
+    rng = np.random.default_rng(12)
+    X = (rng.standard_normal((50, 6)) * 10).astype(dtype)
+    X[rng.random(X.shape) < 0.3] = 0.0
+    X[7, 2] = np.nan
+    start = np.array([0.0, 50.0, 1.0, np.nan, 0.5, 3.0])
+    want = np.maximum(start, np.abs(X).max(axis=0).astype(np.float64))
+    got = start.copy()
+    _svm_fast.column_max(row_block(sp.csr_matrix(X) if sparse else X), got)
+    np.testing.assert_array_equal(got, want)
+    clean = np.nan_to_num(X)
+    got = start.copy()
+    _svm_fast.column_max(row_block(sp.csr_matrix(clean) if sparse else clean), got)
+    np.testing.assert_array_equal(got, np.maximum(start, np.abs(clean).max(axis=0)))
