@@ -81,3 +81,23 @@ def test_float32_rows_keep_the_memory_budget(monkeypatch):
     assert res.extra["gram"] == "held" and res.status == "certified"
     res = _solve(X, y, np.float64, monkeypatch, memory_budget=4 * 300 * 300 + 8 * 300 * 64)
     assert res.extra["gram"] == "blocked" and res.status == "certified"
+
+
+@pytest.mark.parametrize("scale", [1e39, 1e-39])
+def test_kernel_values_outside_float32_range_keep_float64_rows(scale):
+    # |K_ij| <= max K_ii beyond float32's range: float32 rows would be inf (moves on
+    # NaN: no claim in max_iter) or subnormal (entries of a few bits); they are float64
+    X, y = _data(n=80, d=3)
+    K = pairwise_kernels(X, metric="rbf", gamma=3.0)
+    gram = _kernel._Gram(K * scale, mk.get_plugin("kernel", "precomputed")(), 1e9, "dcd",
+                         np.float32)
+    assert gram.dtype == np.float64
+    assert _kernel._Gram(K, mk.get_plugin("kernel", "precomputed")(), 1e9, "dcd",
+                         np.float32).dtype == np.float32
+    if scale > 1.0:
+        ref = mk.solve(K, y, solver="dcd", kernel="precomputed", C=1.0, max_iter=200)
+        res = mk.solve(K * scale, y, solver="dcd", kernel="precomputed", C=1.0 / scale,
+                       max_iter=200)
+        assert res.extra["gram_rows"] == "float64"
+        assert res.status == ref.status == "certified"
+        assert res.certificate.verify(K * scale, y)

@@ -107,6 +107,16 @@ def _budget_refusal(n, budget, need):
             "feature map)")
 
 
+def _rows_fit(diag):
+    """Whether Gram rows stored in float32 keep each entry within a relative 2^-24 of
+    the diagonal's scale: |K_ij| <= sqrt(K_ii K_jj) (PSD), so a diagonal within
+    [2^-100, 2^100] (zeros aside: their rows are 0) neither overflows float32 (inf rows,
+    moves on NaN) nor falls to its subnormals (entries rounded to a few bits or to 0)."""
+    pos = diag[diag > 0.0]
+    lim = 2.0 ** 100
+    return pos.size == 0 or (float(pos.max()) <= lim and float(pos.min()) >= 1.0 / lim)
+
+
 class _Gram:
     """Access to the Gram matrix K(X, X) within ``budget`` bytes.
 
@@ -155,7 +165,12 @@ class _Gram:
         self.cache = None
         self.computed_rows = 0
         self.products = 0
+        self.diag = self._diagonal()
+        self.sd = np.sqrt(np.maximum(self.diag, 0.0))
+        self._check_psd_diag()
         self.dtype = np.dtype(dtype)
+        if self.dtype != np.float64 and not _rows_fit(self.diag):
+            self.dtype = np.dtype(np.float64)
         if self.precomputed and not sp.issparse(self.X):
             # C-ordered (a private copy of other layouts: the coordinate moves read rows)
             self.X = np.ascontiguousarray(self.X)
@@ -185,9 +200,6 @@ class _Gram:
             self.rows = max(min(n, _MIN_COLUMNS), int(0.25 * self.budget // (8.0 * n)))
             self.cache = _RowCache(self, max(min(n, _MIN_COLUMNS), int(
                 (self.budget - 8.0 * n * self.rows) // (item * n))))
-        self.diag = self._diagonal()
-        self.sd = np.sqrt(np.maximum(self.diag, 0.0))
-        self._check_psd_diag()
         self.sd_norm = float(np.linalg.norm(self.sd))
         self.trace = float(np.sum(self.diag))
 
