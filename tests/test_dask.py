@@ -854,3 +854,29 @@ def test_the_documented_script_runs(tmp_path):
     lines = out.stdout.splitlines()
     assert lines[:2] == ["status: certified verified: True", "prediction blocks: 3"]
     assert lines[2].startswith("training accuracy: 0.8")
+
+
+def test_referee_refuses_a_dask_array_of_another_width_without_writing_past_its_arrays():
+    # the streamed scaling statistics sized their power-of-two arrays by the
+    # certificate's width and filled them for the blocks' wider columns (a heap overrun:
+    # verify answered, the process aborted later); each width is checked in a fresh
+    # interpreter so that a corrupted heap fails this test instead of a later one
+    import subprocess
+    import sys
+    code = (
+        "import numpy as np, marginkit as mk, dask.array as da\n"
+        "rng = np.random.default_rng(0)\n"
+        "X = rng.standard_normal((300, 5)); y = np.where(X[:, 0] > 0, 1, -1)\n"
+        "for solver in ('fista', 'fista_svm'):\n"
+        "    for scale in ('std', 'scale'):\n"
+        "        c = mk.solve(X, y, solver=solver, scale=scale).certificate\n"
+        "        assert c.verify(da.from_array(X, chunks=(100, 5)), y)\n"
+        "        for w in (3, 8, 10, 40):\n"
+        "            Xw = np.hstack([X] * 8)[:, :w]\n"
+        "            v = c.check(da.from_array(Xw, chunks=(100, w)), y)\n"
+        "            assert not v and 'features' in v.reason, v.reason\n"
+        "            import gc; gc.collect()\n"
+        "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, cwd=str(__import__("pathlib").Path(__file__).parents[1]))
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

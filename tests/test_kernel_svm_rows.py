@@ -81,3 +81,47 @@ def test_float32_rows_keep_the_memory_budget(monkeypatch):
     assert res.extra["gram"] == "held" and res.status == "certified"
     res = _solve(X, y, np.float64, monkeypatch, memory_budget=4 * 300 * 300 + 8 * 300 * 64)
     assert res.extra["gram"] == "blocked" and res.status == "certified"
+
+
+@pytest.mark.parametrize("scale", [1e39, 1e-39])
+def test_kernel_values_outside_float32_range_keep_float64_rows(scale):
+    # |K_ij| <= max K_ii beyond float32's range: float32 rows would be inf (moves on
+    # NaN: no claim in max_iter) or subnormal (entries of a few bits); they are float64
+    X, y = _data(n=80, d=3)
+
+    def kernel(A, B):
+        return scale * pairwise_kernels(A, B, metric="rbf", gamma=3.0)
+
+    def solve(k, c):
+        return mk.solve(X, y, solver="dcd", kernel=k, C=c, max_iter=200)
+
+    ref = solve(lambda A, B: pairwise_kernels(A, B, metric="rbf", gamma=3.0), 1.0)
+    assert ref.extra["gram_rows"] == "float32" and ref.status == "certified"
+    res = solve(kernel, 1.0 / scale)
+    assert res.extra["gram_rows"] == "float64"
+    if scale > 1.0:
+        assert res.status == "certified" and res.certificate.verify(X, y)
+
+
+def test_precomputed_gram_is_read_in_place_within_any_budget():
+    # a dense precomputed Gram is the caller's n x n float64 matrix, read in place by
+    # FISTA with no budget; dcd copies its rows into float32 within the budget, and
+    # refused (ValueError) the budgets too small for the copy: it reads K in place then
+    X, y = _data(n=300)
+    K = pairwise_kernels(X, metric="rbf", gamma=G)
+    for budget, rows in ((1e5, "float64"), (2e9, "float32")):
+        res = mk.solve(K, y, solver="dcd", kernel="precomputed", C=C, mu=MU,
+                       memory_budget=budget)
+        assert res.extra["gram"] == "held" and res.extra["gram_rows"] == rows
+        assert res.status == "certified" and res.certificate.verify(K, y)
+
+
+def test_float64_rows_when_they_are_held_and_float32_rows_are_not():
+    # n <= 64: float32 rows held need 4 n^2 + a float64 block of n rows (12 n^2 bytes),
+    # float64 rows 8 n^2; between the two dcd was refused where FISTA holds the matrix
+    n = 50
+    X, y = _data(n=n)
+    res = mk.solve(X, y, solver="dcd", kernel="rbf", kernel_params={"gamma": G}, C=C,
+                   mu=MU, memory_budget=8 * n * n)
+    assert res.extra["gram"] == "held" and res.extra["gram_rows"] == "float64"
+    assert res.status == "certified" and res.certificate.verify(X, y)

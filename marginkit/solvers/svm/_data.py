@@ -95,14 +95,16 @@ def scaling_statistics(X, scale):
     cm = parts[0]
     for q in parts[1:]:
         cm = np.maximum(cm, q)  # NaN propagates
-    safe, inv = np.empty(d), np.empty(d)
+    # sized by the blocks' width, as m and s (an executor's stated width may be another:
+    # the referee's streamed blocks carry the certificate's, and it refuses the mismatch)
+    safe, inv = np.empty(cm.shape[0]), np.empty(cm.shape[0])
     _f.pow2_safe(cm, safe, inv)
     parts = ex.map(_k_column_sums, inv)
     sums = _in_order([q[0] for q in parts])
     cnt = _in_order([q[1] for q in parts])
     means = sums / n
     ss = _in_order(ex.map(_k_sqdev, inv, means))
-    m, s = np.zeros(cm.shape[0]), np.zeros(cm.shape[0])  # the blocks' width
+    m, s = np.zeros(cm.shape[0]), np.zeros(cm.shape[0])
     _f.scaling_tail(n, cm, safe, sums, ss, cnt, scale == "std", m, s)
     return m, s
 

@@ -143,6 +143,12 @@ cdef void _scaling_tail(Py_ssize_t d, double dn, const double* colmax, const dou
         m[j] = mean if center else 0.0
 
 
+cdef _check_width(Py_ssize_t d, str name, Py_ssize_t got):
+    # the scaling passes index their vectors by column: one entry per column of the block
+    if got != d:
+        raise ValueError(f"{name} has {got} entries for a block of {d} columns")
+
+
 def column_max(rows_t X, double[::1] colmax):
     """First pass of the scaling statistics over a row block: colmax_j <- max(colmax_j,
     largest |x_ij| of the block's stored entries) (NaN propagates, as np.maximum would).
@@ -152,6 +158,7 @@ def column_max(rows_t X, double[::1] colmax):
     cdef Py_ssize_t i, j, k
     cdef double x, m
     cdef bint nan = True
+    _check_width(X.d, "colmax", colmax.shape[0])
     with nogil:
         if rows_t in dense_rows_t:
             nan = False
@@ -173,6 +180,9 @@ def column_max(rows_t X, double[::1] colmax):
 def pow2_safe(const double[::1] colmax, double[::1] safe, double[::1] inv):
     """safe_j = the power of two at or above colmax_j (``_pow2_at_least``), inv = 1/safe."""
     cdef Py_ssize_t j
+    if safe.shape[0] != colmax.shape[0] or inv.shape[0] != colmax.shape[0]:
+        raise ValueError(f"safe and inv need {colmax.shape[0]} entries (one per column), "
+                         f"got {safe.shape[0]} and {inv.shape[0]}")
     for j in range(colmax.shape[0]):
         safe[j] = _pow2_at_least(colmax[j])
         inv[j] = 1.0 / safe[j]
@@ -183,6 +193,9 @@ def scaled_column_sums(rows_t X, const double[::1] inv, double[::1] sums,
     """Second pass: sums_j += sum of the block's stored x_ij * inv_j (inv_j the inverse
     power of two of ``pow2_safe``: an exact scaling), cnt_j += stored entries."""
     cdef Py_ssize_t i, j, k
+    _check_width(X.d, "inv", inv.shape[0])
+    _check_width(X.d, "sums", sums.shape[0])
+    _check_width(X.d, "cnt", cnt.shape[0])
     with nogil:
         for i in range(X.n):
             for k in range(row_start(X, i), row_stop(X, i)):
@@ -200,6 +213,9 @@ def scaled_sqdev(rows_t X, const double[::1] inv, const double[::1] means, doubl
     implicit zeros of a CSR block are added by ``scaling_tail``)."""
     cdef Py_ssize_t i, j, k
     cdef double dev
+    _check_width(X.d, "inv", inv.shape[0])
+    _check_width(X.d, "means", means.shape[0])
+    _check_width(X.d, "ss", ss.shape[0])
     with nogil:
         for i in range(X.n):
             for k in range(row_start(X, i), row_stop(X, i)):
@@ -219,6 +235,10 @@ def scaling_tail(Py_ssize_t n, const double[::1] colmax, const double[::1] safe,
     cdef Py_ssize_t j
     cdef double dn = <double>n
     cdef double mean
+    for name, got in (("colmax", colmax.shape[0]), ("safe", safe.shape[0]),
+                      ("sums", sums.shape[0]), ("ss", ss.shape[0]), ("cnt", cnt.shape[0]),
+                      ("s", s.shape[0])):
+        _check_width(d, name, got)
     for j in range(d):
         mean = sums[j] / dn
         ss[j] += (<double>(n - cnt[j]) * mean) * mean

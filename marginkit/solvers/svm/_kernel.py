@@ -107,6 +107,16 @@ def _budget_refusal(n, budget, need):
             "feature map)")
 
 
+def _rows_fit(diag):
+    """Whether Gram rows stored in float32 keep each entry within a relative 2^-24 of
+    the diagonal's scale: |K_ij| <= sqrt(K_ii K_jj) (PSD), so a diagonal within
+    [2^-100, 2^100] (zeros aside: their rows are 0) neither overflows float32 (inf rows,
+    moves on NaN) nor falls to its subnormals (entries rounded to a few bits or to 0)."""
+    pos = diag[diag > 0.0]
+    lim = 2.0 ** 100
+    return pos.size == 0 or (float(pos.max()) <= lim and float(pos.min()) >= 1.0 / lim)
+
+
 class _Gram:
     """Access to the Gram matrix K(X, X) within ``budget`` bytes.
 
@@ -131,7 +141,10 @@ class _Gram:
     most a quarter of the budget, DCD's rows through an LRU cache of kernel rows (the rest
     of the budget). A precomputed dense Gram is read in place for float64 rows (X itself)
     and its rows copied into the float32 store otherwise (DCD then makes the same moves
-    on K as on the kernel that computed it).
+    on K as on the kernel that computed it). DCD keeps float64 rows when float32 rows
+    with their float64 product block are not held within the budget and float64 rows
+    are (8 n^2 bytes fit, or a dense precomputed Gram, read in place with no budget),
+    and when the diagonal leaves [2^-100, 2^100] (``_rows_fit``).
     """
 
     def __init__(self, X, kernel, budget, name, dtype=np.float64):
@@ -155,8 +168,20 @@ class _Gram:
         self.cache = None
         self.computed_rows = 0
         self.products = 0
+        self.diag = self._diagonal()
+        self.sd = np.sqrt(np.maximum(self.diag, 0.0))
+        self._check_psd_diag()
         self.dtype = np.dtype(dtype)
-        if self.precomputed and not sp.issparse(self.X):
+        # float64 rows instead of float32 ones when the float32 rows with their float64
+        # product block are not held within the budget but float64 rows are: held
+        # (8 n^2 bytes fit), or a dense precomputed Gram (the caller's matrix, read in
+        # place: no budget); and for a diagonal outside float32's range (``_rows_fit``)
+        dense_pre = self.precomputed and not sp.issparse(self.X)
+        if self.dtype != np.float64 and (not _rows_fit(self.diag) or (
+                float(self.dtype.itemsize) * n * n + 8.0 * n * min(n, _MIN_COLUMNS)
+                > self.budget and (dense_pre or 8.0 * n * n <= self.budget))):
+            self.dtype = np.dtype(np.float64)
+        if dense_pre:
             # C-ordered (a private copy of other layouts: the coordinate moves read rows)
             self.X = np.ascontiguousarray(self.X)
             if self.dtype == np.float64:
@@ -185,9 +210,6 @@ class _Gram:
             self.rows = max(min(n, _MIN_COLUMNS), int(0.25 * self.budget // (8.0 * n)))
             self.cache = _RowCache(self, max(min(n, _MIN_COLUMNS), int(
                 (self.budget - 8.0 * n * self.rows) // (item * n))))
-        self.diag = self._diagonal()
-        self.sd = np.sqrt(np.maximum(self.diag, 0.0))
-        self._check_psd_diag()
         self.sd_norm = float(np.linalg.norm(self.sd))
         self.trace = float(np.sum(self.diag))
 
