@@ -71,17 +71,20 @@ class Param:
         self.validator = validator
 
     def describe(self):
-        parts = []
-        if self.options is not None:
-            parts.append(f"one of {list(self.options)}")
+        """The accepted values in words: "a number in (0, 1), 'auto' or None"."""
+        alts = []
         if self.low is not None or self.high is not None:
             lo = "(" if self.low_open else "["
             hi = ")" if self.high_open else "]"
-            parts.append(f"in {lo}{self.low if self.low is not None else '-inf'}, "
-                         f"{self.high if self.high is not None else 'inf'}{hi}")
+            alts.append(f"a number in {lo}{self.low if self.low is not None else '-inf'}, "
+                        f"{self.high if self.high is not None else 'inf'}{hi}")
+        if self.options is not None:
+            alts.extend(repr(o) for o in self.options)
         if self.allow_none:
-            parts.append("or None")
-        return " ".join(parts) or "a valid value"
+            alts.append("None")
+        if not alts:
+            return "a valid value"
+        return alts[0] if len(alts) == 1 else ", ".join(alts[:-1]) + " or " + alts[-1]
 
     def check(self, value, name, owner=""):
         """``value`` validated (and normalized by ``validator``), or a ``TypeError`` /
@@ -92,9 +95,10 @@ class Param:
             raise TypeError(f"{_where(owner)}{name}=None is not allowed; pass {self.describe()}")
         if self.options is not None and isinstance(value, str):
             if value not in self.options:
+                ranged = self.low is not None or self.high is not None
                 raise ValueError(
-                    f"{_where(owner)}{name}={_show(value)} is not valid; use one of {list(self.options)}"
-                )
+                    f"{_where(owner)}{name}={_show(value)} is not valid; use "
+                    f"{self.describe() if ranged else f'one of {list(self.options)}'}")
             return value
         real = isinstance(value, numbers.Real)
         if self.types is not object and not isinstance(value, self.types) \

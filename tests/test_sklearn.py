@@ -885,3 +885,12 @@ def test_svm_auto_runs_dcd_on_every_kernel(kernel):
     assert res.solver == "dcd"
     assert res.status == "certified" and res.certificate.verify(Xin, y)
     assert clf.score(Xin, y) > 0.9
+
+
+def test_a_parameter_of_numbers_and_words_says_both_in_its_errors():
+    X = np.random.default_rng(0).random((20, 3))
+    y = np.r_[np.ones(10), -np.ones(10)]
+    accepted = r"a number in \(0, 1\), 'auto' or None"
+    for bad, err in ((2.0, ValueError), ("tight", ValueError), (True, TypeError)):
+        with pytest.raises(err, match=accepted):
+            PerceptronClassifier(tol=bad).fit(X, y)
