@@ -272,12 +272,14 @@ class _MarginKitEstimator(BaseEstimator):
             solver_params.update(extra)
         stop = getattr(self, "stop", None)
         stop = type(stop)(map(_fresh, stop)) if isinstance(stop, (list, tuple)) else _fresh(stop)
+        # None: the configuration's default budget
+        budget = {} if self.memory_budget is None else {"memory_budget": self.memory_budget}
         cfg = Config(solver=spec, kernel=_fresh(self.kernel), kernel_params=self.kernel_params,
                      smoother=_fresh(getattr(self, "smoother", None)),
                      stop=stop, max_iter=self.max_iter,
                      random_state=self.random_state, verbose=self.verbose,
                      progress_bar=self.progress_bar, callback=self.callback,
-                     solver_params=solver_params)
+                     solver_params=solver_params, **budget)
         solver = compose(cfg)[0]  # unknown names and invalid solver/kernel parameters raise here
         self._task = getattr(solver, "task", "classification")
         return cfg
@@ -531,6 +533,10 @@ class PerceptronClassifier(_MarginClassifier):
         A ``tqdm`` progress bar of each solve on stderr, in place of ``verbose``'s lines
         (one bar per binary problem of a one-vs-rest fit); needs ``tqdm``
         (``pip install marginkit[progress]``), and ``fit`` says so when it is missing.
+    memory_budget : float or None, default None
+        Bytes a solve may hold for the Gram matrix or a kernel approximation
+        (``marginkit.solve``'s ``memory_budget``); None: its default, 2 GiB. A fit that
+        needs more is refused with a message saying how much it needs.
 
     Attributes
     ----------
@@ -645,7 +651,8 @@ class PerceptronClassifier(_MarginClassifier):
     def __init__(self, solver="snkp", kernel="linear", kernel_params=None, fit_intercept=True,
                  intercept_scaling=1.0, tol="auto", smoother=None, stop=None, max_iter=None,
                  random_state=None, verbose=0, callback=None, solver_params=None,
-                 class_weight=None, progress_bar=False):
+                 class_weight=None, progress_bar=False,
+                 memory_budget=None):
         self.solver = solver
         self.class_weight = class_weight
         self.fit_intercept = fit_intercept
@@ -659,6 +666,7 @@ class PerceptronClassifier(_MarginClassifier):
         self.random_state = random_state
         self.verbose = verbose
         self.progress_bar = progress_bar
+        self.memory_budget = memory_budget
         self.callback = callback
         self.solver_params = solver_params
 
@@ -753,6 +761,8 @@ class SVMClassifier(_MarginClassifier):
         Per-class weights, multiplied into the sample weights: ``"balanced"`` gives class
         c the weight n / (n_classes * n_c), as scikit-learn's ``SVC(class_weight=...)``.
     progress_bar : bool, default False
+        As in ``PerceptronClassifier``.
+    memory_budget : float or None, default None
         As in ``PerceptronClassifier``.
 
     Attributes
@@ -854,7 +864,8 @@ class SVMClassifier(_MarginClassifier):
 
     def __init__(self, solver="fista", C=None, mu=None, scale="std", kernel="linear",
                  kernel_params=None, stop=None, max_iter=None, random_state=None, verbose=0,
-                 callback=None, solver_params=None, class_weight=None, progress_bar=False):
+                 callback=None, solver_params=None, class_weight=None, progress_bar=False,
+                 memory_budget=None):
         self.solver = solver
         self.class_weight = class_weight
         self.C = C
@@ -867,6 +878,7 @@ class SVMClassifier(_MarginClassifier):
         self.random_state = random_state
         self.verbose = verbose
         self.progress_bar = progress_bar
+        self.memory_budget = memory_budget
         self.callback = callback
         self.solver_params = solver_params
 
@@ -1051,6 +1063,8 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
         Per-class weights multiplied into the sample weights (as ``SVMClassifier``).
     progress_bar : bool, default False
         As in ``PerceptronClassifier``.
+    memory_budget : float or None, default None
+        As in ``PerceptronClassifier``.
 
     Attributes
     ----------
@@ -1088,7 +1102,8 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
 
     def __init__(self, t=3, lam=None, loss="logistic", kernel="rbf", kernel_params=None,
                  n_components="auto", tol=None, max_iter=None, random_state=None, verbose=0,
-                 callback=None, solver_params=None, class_weight=None, progress_bar=False):
+                 callback=None, solver_params=None, class_weight=None, progress_bar=False,
+                 memory_budget=None):
         self.class_weight = class_weight
         self.n_components = n_components
         self.t = t
@@ -1101,6 +1116,7 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
         self.random_state = random_state
         self.verbose = verbose
         self.progress_bar = progress_bar
+        self.memory_budget = memory_budget
         self.callback = callback
         self.solver_params = solver_params
 
@@ -1174,7 +1190,7 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
     kernel_params : dict, optional
     n_components : "auto", int or None, default "auto"
         As in ``IteratedTikhonovClassifier`` (None: the exact kernel).
-    tol, max_iter, random_state, verbose, callback, solver_params, progress_bar
+    tol, max_iter, random_state, verbose, callback, solver_params, progress_bar, memory_budget
         As in ``IteratedTikhonovClassifier``.
 
     Attributes
@@ -1200,7 +1216,8 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
 
     def __init__(self, t=3, lam=None, loss="squared", kernel="rbf", kernel_params=None,
                  n_components="auto", tol=None, max_iter=None, random_state=None, verbose=0,
-                 callback=None, solver_params=None, progress_bar=False):
+                 callback=None, solver_params=None, progress_bar=False,
+                 memory_budget=None):
         self.n_components = n_components
         self.t = t
         self.lam = lam
@@ -1212,6 +1229,7 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
         self.random_state = random_state
         self.verbose = verbose
         self.progress_bar = progress_bar
+        self.memory_budget = memory_budget
         self.callback = callback
         self.solver_params = solver_params
 

@@ -894,3 +894,19 @@ def test_a_parameter_of_numbers_and_words_says_both_in_its_errors():
     for bad, err in ((2.0, ValueError), ("tight", ValueError), (True, TypeError)):
         with pytest.raises(err, match=accepted):
             PerceptronClassifier(tol=bad).fit(X, y)
+
+
+def test_estimators_take_the_memory_budget_their_refusals_name():
+    # a memory refusal says "raise memory_budget": an estimator user can
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 4))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    for est in (SVMClassifier(solver="dcd", kernel="rbf"),
+                IteratedTikhonovClassifier(n_components=None),
+                PerceptronClassifier(kernel="rbf", max_iter=50)):
+        with pytest.raises(ValueError, match="memory_budget"):
+            clone(est).set_params(memory_budget=1e4).fit(X, y)
+        clone(est).set_params(memory_budget=1e8).fit(X, y)
+        assert est.get_params()["memory_budget"] is None
+    with pytest.raises(ValueError, match="memory_budget=-1 is out of range"):
+        SVMClassifier(memory_budget=-1).fit(X, y)
