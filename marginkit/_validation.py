@@ -74,8 +74,9 @@ class Param:
         """The accepted values in words: "a number in (0, 1), 'auto' or None"."""
         alts = []
         if self.low is not None or self.high is not None:
-            lo = "(" if self.low_open else "["
-            hi = ")" if self.high_open else "]"
+            # an infinite end is in the range only when the value need not be finite
+            lo = "(" if self.low_open or (self.low is None and self.finite) else "["
+            hi = ")" if self.high_open or (self.high is None and self.finite) else "]"
             alts.append(f"a number in {lo}{self.low if self.low is not None else '-inf'}, "
                         f"{self.high if self.high is not None else 'inf'}{hi}")
         if self.options is not None:

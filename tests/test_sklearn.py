@@ -910,3 +910,10 @@ def test_estimators_take_the_memory_budget_their_refusals_name():
         assert est.get_params()["memory_budget"] is None
     with pytest.raises(ValueError, match="memory_budget=-1 is out of range"):
         SVMClassifier(memory_budget=-1).fit(X, y)
+
+
+def test_a_range_that_must_be_finite_leaves_infinity_out():
+    X = np.random.default_rng(0).random((20, 3))
+    y = np.r_[np.ones(10), -np.ones(10)]
+    with pytest.raises(ValueError, match=r"must be finite \(a number in \(0, inf\)\)"):
+        SVMClassifier(memory_budget=np.inf).fit(X, y)
