@@ -24,6 +24,7 @@ try:
     from ._config import Config
     from ._registry import get_plugin, list_plugins, register, reset_registry
     from ._result import Certificate, Result, load_result
+    from .exceptions import ConvergenceWarning
 
     # built-in plug-ins register themselves on import
     from . import kernels, smoothers, stopping, solvers  # noqa: F401
@@ -41,4 +42,5 @@ except ModuleNotFoundError as _exc:
 __version__ = "0.1.0"
 
 __all__ = ["solve", "Config", "Result", "Certificate", "load_result", "register",
-           "list_plugins", "get_plugin", "reset_registry", "plugins", "datasets", "__version__"]
+           "list_plugins", "get_plugin", "reset_registry", "plugins", "datasets", "ConvergenceWarning",
+           "__version__"]

@@ -5,6 +5,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -12,6 +13,7 @@ import scipy.sparse as sp
 from ._compose import (_instantiate, _rules_and_cap, claim_thresholds, compose,
                        resolve_kernel, resolve_stop)
 from ._config import FIELD_NAMES as _CONFIG_FIELDS, Config
+from .exceptions import ConvergenceWarning
 from ._result import Result
 from .certificates import CLAIM_KINDS
 from .kernels.builtin import LinearKernel
@@ -532,8 +534,11 @@ def solve(X, y, config=None, sample_weight=None, features=None, **kwargs):
         it; the certificate is checked as without them, from X, y, the kernel and the
         centres it holds.
     solver, kernel, kernel_params, smoother, stop, max_iter, random_state, verbose,
-    progress_bar, callback, time_limit, memory_budget, interrupt : see ``Config``
-    (``progress_bar=True``: a tqdm bar on stderr in place of ``verbose``'s lines).
+    progress_bar, callback, time_limit, memory_budget, warn, interrupt : see ``Config``
+    (``progress_bar=True``: a tqdm bar on stderr in place of ``verbose``'s lines;
+    ``warn=True``, or ``verbose >= 1`` with the default ``warn=None``: a
+    ``marginkit.ConvergenceWarning`` when the run ends on ``max_iter`` or ``time_limit``
+    without its claim).
     **solver_params
         Any other keyword is a parameter of the solver (``eps=1e-6``, ``C=...``).
 
@@ -639,4 +644,12 @@ def _run_to_result(problem, runner, solver, rules, max_iter, config):
     if hist:
         history.update(hist)
     fields["history"] = history
-    return Result(**fields)
+    res = Result(**fields)
+    if config.warn or (config.warn is None and config.verbose >= 1):
+        why = unfinished(rules, max_iter, res.status, res.n_iter, res.extra.get("failure"))
+        if why is not None:
+            warnings.warn(f"solver {res.solver!r} stopped with status {res.status!r} after "
+                          f"{res.n_iter} iterations, {why}. The result is the last iterate, "
+                          "with no certificate of its claim.", ConvergenceWarning,
+                          stacklevel=3)
+    return res

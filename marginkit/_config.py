@@ -178,6 +178,9 @@ CONFIG_TABLE = {
     "memory_budget": Param(2.0 * 2**30, types=numbers.Real, low=0, low_open=True,
                            doc="bytes a solver may use for kernel matrices and working "
                                "vectors"),
+    "warn": Param(None, types=bool, allow_none=True,
+                  doc="a marginkit.ConvergenceWarning when the run ends on max_iter or "
+                      "time_limit without its claim; None: when verbose >= 1"),
     "interrupt": Param("raise", types=str, options=("raise", "return"),
                        doc="Ctrl-C: 'raise' KeyboardInterrupt (Python's convention) or "
                            "'return' the partial Result with status 'interrupted'"),
@@ -213,6 +216,7 @@ class Config:
     callback: Any = None
     time_limit: Optional[float] = None
     memory_budget: float = 2.0 * 2**30
+    warn: Optional[bool] = None
     interrupt: str = "raise"
     solver_params: dict = dataclasses.field(default_factory=dict)
 

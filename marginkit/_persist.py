@@ -986,6 +986,7 @@ _CONFIG_FIELDS = {
     "stop": _optional(_stop), "max_iter": _optional(_integer),
     "random_state": _seed, "verbose": _integer, "progress_bar": _display_flag,
     "callback": _callback, "time_limit": _optional(_number),
-    "memory_budget": _number, "interrupt": _one_of("raise", "return"),
+    "memory_budget": _number, "warn": _optional(_boolean),
+    "interrupt": _one_of("raise", "return"),
     "solver_params": _params_dict,
 }

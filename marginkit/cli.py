@@ -197,8 +197,9 @@ def _config(solver, kernel, kernel_params, solver_params, **fields):
         opt = "--kernel" if "unknown kernel" in str(exc) else "--kernel-param/--gamma"
         raise UsageError(f"argument {opt}: {exc}") from None
     try:
+        # warn=False: the status line says how the run ended (and -v's last line why)
         cfg = Config(solver=solver, kernel=kernel, kernel_params=kernel_params or None,
-                     solver_params=solver_params, **fields)
+                     solver_params=solver_params, warn=False, **fields)
         compose(cfg)
     except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None

@@ -279,7 +279,8 @@ class _MarginKitEstimator(BaseEstimator):
                      stop=stop, max_iter=self.max_iter,
                      random_state=self.random_state, verbose=self.verbose,
                      progress_bar=self.progress_bar, callback=self.callback,
-                     solver_params=solver_params, **budget)
+                     solver_params=solver_params, warn=False, **budget)
+        # warn=False: fit raises scikit-learn's ConvergenceWarning itself (once per fit)
         solver = compose(cfg)[0]  # unknown names and invalid solver/kernel parameters raise here
         self._task = getattr(solver, "task", "classification")
         return cfg

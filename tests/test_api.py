@@ -249,6 +249,51 @@ def test_verbose_says_when_max_iter_ends_a_run_without_its_claim(count_solver, c
                         capsys.readouterr().out.splitlines()[-1])
 
 
+def test_solve_warns_when_asked_and_a_run_ends_without_its_claim(count_solver, capsys):
+    import warnings
+
+    def caught(**kw):
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            res = mk.solve(X, Y, solver="count", **kw)
+        capsys.readouterr()
+        return res, [w for w in got if issubclass(w.category, mk.ConvergenceWarning)]
+
+    # asked: warn=True, or verbose >= 1 with warn=None (the default)
+    for kw in ({"warn": True}, {"verbose": 1}, {"verbose": 2, "warn": None}):
+        res, got = caught(max_iter=4, **kw)
+        assert res.status == "max_iter" and len(got) == 1, kw
+        assert str(got[0].message).startswith(
+            "solver 'count' stopped with status 'max_iter' after 4 iterations, before its "
+            "stopping rule tolerance could end it with a claim; raise max_iter (now 4)")
+        assert got[0].filename == __file__  # points at the caller of solve
+    # not asked, a claim, or a run without a claim ending on its own budget: silent
+    for kw in ({}, {"verbose": 1, "warn": False}, {"warn": True, "max_iter": 10**6},
+               {"warn": True, "stop": ("max_iter", {"n": 3})}):
+        res, got = caught(**{"max_iter": 4, **kw})
+        assert not got, kw
+    res, got = caught(stop=("max_iter", {"n": 10**9}), max_iter=10**9, time_limit=0.02,
+                      warn=True)
+    assert res.status == "time_limit" and "raise time_limit" in str(got[0].message)
+    with pytest.raises(TypeError, match="warn"):
+        mk.Config(warn="yes")
+
+
+def test_estimators_warn_once_with_verbose(capsys):
+    pytest.importorskip("sklearn")
+    import warnings
+    from sklearn.exceptions import ConvergenceWarning as SkWarning
+    from marginkit.sklearn import SVMClassifier
+
+    Xb, yb = mk.datasets.make_clusters(300, 5, noise=0.3, random_state=0)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        SVMClassifier(max_iter=2, verbose=1).fit(Xb, yb)
+    capsys.readouterr()
+    kinds = [w.category for w in got if issubclass(w.category, (SkWarning, mk.ConvergenceWarning))]
+    assert kinds == [SkWarning]
+
+
 def test_verbose_says_when_time_limit_ends_a_run(count_solver, capsys):
     res = mk.solve(X, Y, solver="count", stop=("max_iter", {"n": 10**9}), max_iter=10**9,
                    time_limit=0.05, verbose=1)
