@@ -40,24 +40,27 @@ def gamma_long(k):
     return k * LONG_UNIT / (1.0 - k * LONG_UNIT)
 
 
-def scaled_norm(v):
+def scaled_norm(v, top=None, overwrite=False):
     """(||v||_2, a bound on its rounding error) without overflow or underflow.
 
     The entries are divided by the power of two at or above max |v_i| (exact), squared,
     summed and the square root scaled back: the computed norm N satisfies
     |N - ||v||| <= gamma_{n+2} N (Higham, section 3.1). Non-finite entries give inf.
+    ``top``: max |v_i| when the caller has it (NaN if an entry is NaN); ``overwrite``:
+    v (a float64 vector) may be scaled in place, instead of into a fresh copy.
     """
     v = np.asarray(v, dtype=np.float64).ravel()
     if v.size == 0:
         return 0.0, 0.0
-    top = float(np.max(np.abs(v)))
+    top = float(np.max(np.abs(v))) if top is None else float(top)
     if not math.isfinite(top):
         return math.inf, math.inf
     if top == 0.0:
         return 0.0, 0.0
     e = math.frexp(top)[1]
     e = min(max(e, -1021), 1023)
-    w = np.ldexp(v, -e)  # exact (a power of two), entries in [-1, 1]
+    # exact (a power of two), entries in [-1, 1]
+    w = np.ldexp(v, -e, out=v if overwrite else None)
     norm = math.ldexp(math.sqrt(float(w @ w)), e)
     return norm, gamma(v.size + 2) * norm * (1.0 + 4 * UNIT)
 

@@ -1454,6 +1454,94 @@ def ref_matvec(rows_t X, const unsigned char[::1] skip, const double[::1] m,
             Md[i] += q2 + mA
 
 
+def ref_points(const double[::1] ypm, const double[:] r, const double[:] box,
+               const double[:] level, const unsigned char[::1] mask, const double[::1] th,
+               const double[::1] Mth, const double[::1] dec, const double[::1] Md,
+               double[::1] p, double[::1] EG, double t, double Et, double mu, double k1,
+               double gamma4, double delta, bint check_model, double c1, double Ec1,
+               double gC, double unit, double eta):
+    """The referee's per-point quantities of a block of points, from pass C's row sums
+    (``ref_matvec``): theta_i = y_i (th_i + t), its rounding bound Eth_i, G_i =
+    theta_i + mu r_i - 1, its bound EG_i and the projected gradient p_i (written to
+    ``p`` and ``EG``), and the tests of the certified points (``mask``). The same
+    float64 operations, in the same order, as the numpy expressions of docs/svm.md
+    section 6 (k1 = 1 + 2 g; gamma4 = gamma_4; unit = u; eta = 2^-1074), so the numbers
+    and the bound are those of the vector form.
+
+    Returns (threshold, k_room, floor_ok, model_ok, top_p, top_EG): the smallest
+    (level_i - r_i)(1 - u) over the certified points (inf without one), the number of
+    points with min(r_i, gamma_i - r_i) > delta (0 unless delta > 0), whether every
+    certified point has theta_i beyond rounding above 1 - mu level_i and (with
+    ``check_model``) a stored-model margin beyond its rounding, and the largest |p_i|
+    and |EG_i| (NaN when an entry is NaN), for ``_referee.scaled_norm``."""
+    cdef Py_ssize_t n = th.shape[0]
+    cdef Py_ssize_t i, k_room = 0
+    cdef double rc, bc, theta, ath, Eth, mr, G, e, pv, lev, floor, ydec, Ed, q
+    cdef double threshold = INFINITY, top_p = 0.0, top_e = 0.0
+    cdef double ut = unit * fabs(t), u2 = 2 * unit, t2 = 2 * fabs(t)
+    cdef double lk = 1.0 - 2 * unit, fk = 1.0 + 2 * unit, uk = 1.0 - unit
+    cdef bint floor_ok = True, model_ok = True, nan_p = False, nan_e = False
+    for name, got in (("ypm", ypm.shape[0]), ("r", r.shape[0]), ("box", box.shape[0]),
+                      ("level", level.shape[0]), ("mask", mask.shape[0]),
+                      ("Mth", Mth.shape[0]), ("dec", dec.shape[0]), ("Md", Md.shape[0]),
+                      ("p", p.shape[0]), ("EG", EG.shape[0])):
+        if got != n:
+            raise ValueError(f"{name} has {got} entries, th {n}: one per point of the block")
+    with nogil:
+        for i in range(n):
+            rc = r[i]
+            bc = box[i]
+            theta = ypm[i] * (th[i] + t)
+            ath = fabs(theta)
+            Eth = Mth[i] * k1 + Et + ut + u2 * (ath + t2) + eta
+            mr = mu * rc
+            G = theta + mr - 1.0
+            e = Eth + gamma4 * (ath + mr + 1.0) + eta
+            # a box [0, 0] (weight 0) fixes its coordinate: p_i = 0; NaN propagates as
+            # np.minimum / np.maximum
+            if rc <= 0.0:
+                pv = (G if not (G > 0.0) else 0.0) if bc > 0.0 else 0.0
+            elif rc >= bc:
+                pv = G if not (G < 0.0) else 0.0
+            else:
+                pv = G
+            p[i] = pv
+            EG[i] = e
+            q = fabs(pv)
+            nan_p = nan_p or q != q
+            if q > top_p:
+                top_p = q
+            nan_e = nan_e or e != e
+            if e > top_e:
+                top_e = e
+            if delta > 0.0:
+                q = bc - rc
+                q = rc if rc < q else q
+                if q > delta:
+                    k_room += 1
+            if not mask[i]:
+                continue
+            # the levels min(gamma_i, 1/mu), rounded down
+            lev = level[i] * lk
+            lev = bc if bc < lev else lev
+            q = (lev - rc) * uk
+            if q < threshold:
+                threshold = q
+            floor = (1.0 - mu * lev) + u2 * (1.0 + mu * lev)
+            if not (theta - Eth * fk - unit * ath > floor):
+                floor_ok = False
+            if check_model:
+                ydec = ypm[i] * (dec[i] + c1)
+                Ed = Md[i] * k1 * gC + Ec1 + u2 * fabs(ydec) + eta
+                if not (ydec * uk > Ed):
+                    model_ok = False
+    if nan_p:
+        top_p = float("nan")
+    if nan_e:
+        top_e = float("nan")
+    return threshold, k_room, floor_ok, model_ok, top_p, top_e
+
+
 def ref_matvec_ld(rows_t X, const double[::1] v, const double[::1] Mv, long double[::1] th,
                   double[::1] Mth):
     """th_i += x_i . v with the row's sum in long double, Mth_i += |x_i| . Mv (float64),
