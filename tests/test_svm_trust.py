@@ -653,3 +653,36 @@ def test_scaled_norm_in_place_is_the_copying_norm():
         w = v.copy()
         assert R.scaled_norm(w, top=float(np.max(np.abs(v))), overwrite=True) == want
     assert R.scaled_norm(np.ones(3), top=math.nan) == (math.inf, math.inf)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_dense_row_products_are_the_row_by_row_sums(dtype):
+    # ref_matvec takes dense rows four at a time (interleaved): each row's four sums must
+    # still be the float64 sums over its columns in order, for the rows of the groups of
+    # four and for the rest (13 rows: 3 groups and 1), at magnitudes that make the order
+    # visible
+    from marginkit.solvers.svm import _fast
+    from marginkit.utils._rows import row_block
+
+    rng = np.random.default_rng(5)
+    n, d = 13, 9
+    X = (rng.standard_normal((n, d)) * 10.0 ** rng.integers(-8, 9, (n, d))).astype(dtype)
+    m, v, coef = (rng.standard_normal(d) * 10.0 ** rng.integers(-6, 7, d) for _ in range(3))
+    Mv, acoef = np.abs(rng.standard_normal(d)), np.abs(coef)
+    out = [rng.standard_normal(n) for _ in range(4)]  # added to, as the referee's blocks
+    th, Mth, dec, Md = (o.copy() for o in out)
+    _fast.ref_matvec(row_block(np.ascontiguousarray(X)), np.zeros(d, dtype=np.uint8), m, v,
+                     Mv, coef, acoef, th, Mth, dec, Md)
+    for i in range(n):
+        t1 = t2 = q1 = q2 = 0.0
+        for j in range(d):  # Python floats: the same IEEE float64 operations, in order
+            c = float(X[i, j]) - float(m[j])
+            t1 += c * float(v[j])
+            t2 += c * float(coef[j])
+            q1 += abs(c) * float(Mv[j])
+            q2 += abs(c) * float(acoef[j])
+        assert th[i] == out[0][i] + t1 and dec[i] == out[2][i] + t2, i
+        assert Mth[i] == out[1][i] + q1 and Md[i] == out[3][i] + q2, i
+    with pytest.raises(ValueError, match="th has 12 entries for a block of 13 rows"):
+        _fast.ref_matvec(row_block(np.ascontiguousarray(X)), np.zeros(d, dtype=np.uint8), m,
+                         v, Mv, coef, acoef, th[1:], Mth[1:], dec[1:], Md[1:])

@@ -68,6 +68,57 @@ cdef extern from *:
     """
     void mk_colmax_dense64(const double* x, Py_ssize_t n, Py_ssize_t d, double* cm) noexcept nogil
 
+cdef extern from *:
+    """
+    /* the dense rows of ref_matvec four at a time: each row's four sums run over its
+       columns in order, with the float64 operations of the one-row loop (so the results
+       are the same bit for bit), but four rows' chains are interleaved (16 independent
+       additions instead of 4: the loop is no longer bound by the latency of an addition);
+       returns the number of rows done (a multiple of 4) */
+    #define MK_REF_MATVEC4(NAME, T) \
+    static Py_ssize_t NAME(const T* restrict x, Py_ssize_t n, Py_ssize_t d, \
+                           const double* restrict m, const double* restrict v, \
+                           const double* restrict Mv, const double* restrict coef, \
+                           const double* restrict acoef, double* restrict th, \
+                           double* restrict Mth, double* restrict dec, double* restrict Md) { \
+        Py_ssize_t i = 0, j; \
+        for (; i + 4 <= n; i += 4) { \
+            const T* r0 = x + i * d; \
+            const T* r1 = r0 + d; \
+            const T* r2 = r1 + d; \
+            const T* r3 = r2 + d; \
+            double t0 = 0.0, t1 = 0.0, t2 = 0.0, t3 = 0.0, e0 = 0.0, e1 = 0.0, e2 = 0.0, \
+                e3 = 0.0, q0 = 0.0, q1 = 0.0, q2 = 0.0, q3 = 0.0, a0 = 0.0, a1 = 0.0, \
+                a2 = 0.0, a3 = 0.0; \
+            for (j = 0; j < d; j++) { \
+                double mj = m[j], vj = v[j], cj = coef[j], Mj = Mv[j], Aj = acoef[j]; \
+                double c0 = (double)r0[j] - mj, c1 = (double)r1[j] - mj; \
+                double c2 = (double)r2[j] - mj, c3 = (double)r3[j] - mj; \
+                double b0 = fabs(c0), b1 = fabs(c1), b2 = fabs(c2), b3 = fabs(c3); \
+                t0 += c0 * vj; t1 += c1 * vj; t2 += c2 * vj; t3 += c3 * vj; \
+                e0 += c0 * cj; e1 += c1 * cj; e2 += c2 * cj; e3 += c3 * cj; \
+                q0 += b0 * Mj; q1 += b1 * Mj; q2 += b2 * Mj; q3 += b3 * Mj; \
+                a0 += b0 * Aj; a1 += b1 * Aj; a2 += b2 * Aj; a3 += b3 * Aj; \
+            } \
+            th[i] += t0; th[i + 1] += t1; th[i + 2] += t2; th[i + 3] += t3; \
+            dec[i] += e0; dec[i + 1] += e1; dec[i + 2] += e2; dec[i + 3] += e3; \
+            Mth[i] += q0; Mth[i + 1] += q1; Mth[i + 2] += q2; Mth[i + 3] += q3; \
+            Md[i] += a0; Md[i + 1] += a1; Md[i + 2] += a2; Md[i + 3] += a3; \
+        } \
+        return i; \
+    }
+    MK_REF_MATVEC4(mk_ref_matvec4_64, double)
+    MK_REF_MATVEC4(mk_ref_matvec4_32, float)
+    """
+    Py_ssize_t mk_ref_matvec4_64(const double* x, Py_ssize_t n, Py_ssize_t d, const double* m,
+                                 const double* v, const double* Mv, const double* coef,
+                                 const double* acoef, double* th, double* Mth, double* dec,
+                                 double* Md) noexcept nogil
+    Py_ssize_t mk_ref_matvec4_32(const float* x, Py_ssize_t n, Py_ssize_t d, const double* m,
+                                 const double* v, const double* Mv, const double* coef,
+                                 const double* acoef, double* th, double* Mth, double* dec,
+                                 double* Md) noexcept nogil
+
 # ----------------------------------------------------------------------------- rows
 cdef inline double _projected(double G, double r, double gamma) noexcept nogil:
     """The projected-gradient component of coordinate r in the box [0, gamma]: G, or its
@@ -1418,9 +1469,26 @@ def ref_matvec(rows_t X, const unsigned char[::1] skip, const double[::1] m,
     magnitudes plus |m_L| . Mv_L (|m_L| . acoef_L); the heavy columns are the caller's."""
     cdef Py_ssize_t n = th.shape[0]
     cdef Py_ssize_t d = v.shape[0]
-    cdef Py_ssize_t i, j, k
+    cdef Py_ssize_t i, j, k, i0 = 0
     cdef double c, ac, t1, t2, q1, q2, mv = 0.0, mc = 0.0, mM = 0.0, mA = 0.0
+    for name, got in (("m", m.shape[0]), ("Mv", Mv.shape[0]), ("coef", coef.shape[0]),
+                      ("acoef", acoef.shape[0])):
+        _check_width(X.d, name, got)
+    for name, got in (("Mth", Mth.shape[0]), ("dec", dec.shape[0]), ("Md", Md.shape[0])):
+        if got != n:
+            raise ValueError(f"{name} has {got} entries, th {n}: one per row of the block")
+    if X.n != n:
+        raise ValueError(f"th has {n} entries for a block of {X.n} rows")
+    _check_width(X.d, "v", d)
     with nogil:
+        if rows_t in dense_rows_t and n > 0 and d > 0:
+            # four rows at a time (the same sums, interleaved), the rest one by one below
+            if rows_t is DenseRows64:
+                i0 = mk_ref_matvec4_64(X.data, n, d, &m[0], &v[0], &Mv[0], &coef[0],
+                                       &acoef[0], &th[0], &Mth[0], &dec[0], &Md[0])
+            else:
+                i0 = mk_ref_matvec4_32(X.data, n, d, &m[0], &v[0], &Mv[0], &coef[0],
+                                       &acoef[0], &th[0], &Mth[0], &dec[0], &Md[0])
         if rows_t in csr_rows_t:
             # the mean terms of the light columns (0 for a dense block, centred per entry)
             for j in range(d):
@@ -1429,7 +1497,7 @@ def ref_matvec(rows_t X, const unsigned char[::1] skip, const double[::1] m,
                     mc += m[j] * coef[j]
                     mM += fabs(m[j]) * Mv[j]
                     mA += fabs(m[j]) * acoef[j]
-        for i in range(n):
+        for i in range(i0, n):
             t1 = 0.0
             t2 = 0.0
             q1 = 0.0
