@@ -91,6 +91,10 @@ class RowBlocks:
     fmap : callable or None
         A feature map applied to every block (a kernel approximation's fitted map); the
         blocks are then the rows of Phi(X).
+    native : bool
+        Without a feature map, yield float32 blocks as stored (dense in C order, CSR as
+        is) instead of float64 copies: for kernels that read each entry as its float64
+        value (exact), so the numbers are those of the copies without writing them.
 
     Attributes
     ----------
@@ -99,10 +103,11 @@ class RowBlocks:
     bounds of sums over rows.
     """
 
-    def __init__(self, X, fmap=None, max_entries=BLOCK_ENTRIES):
+    def __init__(self, X, fmap=None, max_entries=BLOCK_ENTRIES, native=False):
         from ._validation import check_X
 
         self.fmap = fmap
+        self.native = bool(native) and fmap is None
         self._cache = None
         if _is_dask(X):
             if X.ndim != 2:
@@ -169,6 +174,10 @@ class RowBlocks:
     def _prepare(self, B):
         from ._validation import check_X
 
+        if self.native and B.dtype in (np.float32, np.float64):
+            if sp.issparse(B) or B.flags.c_contiguous:
+                return B
+            return np.ascontiguousarray(B)
         B = float64_block(B)
         if self.fmap is not None:
             B = float64_block(check_X(self.fmap(B), name="feature_map(X)"))

@@ -686,3 +686,31 @@ def test_dense_row_products_are_the_row_by_row_sums(dtype):
     with pytest.raises(ValueError, match="th has 12 entries for a block of 13 rows"):
         _fast.ref_matvec(row_block(np.ascontiguousarray(X)), np.zeros(d, dtype=np.uint8), m,
                          v, Mv, coef, acoef, th[1:], Mth[1:], dec[1:], Md[1:])
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "csr"])
+def test_float32_blocks_are_read_as_their_float64_values(layout, monkeypatch):
+    # the referee reads float32 row blocks as stored (its kernels convert each entry to
+    # float64, exactly): every verdict number is the one of the float64 copy of X, over
+    # one block and over many
+    from functools import partial
+
+    from marginkit.solvers.svm import _certificate
+
+    X, y = make_problem(n=90, d=5, seed=11, shift=40.0)
+    X32 = X.astype(np.float32)
+    res = mk.solve(X32, y, solver="dcd", random_state=0)
+    cert = res.certificate
+    if layout == "F":
+        X32 = np.asfortranarray(X32)
+    elif layout == "csr":
+        X32 = sp.csr_matrix(X32)
+    X64 = X32.astype(np.float64)
+    for rows in (None, 7):
+        if rows is not None:
+            monkeypatch.setattr(_certificate.R, "RowBlocks",
+                                partial(_certificate.R.RowBlocks, max_entries=rows * 5))
+        a, b = cert.check(X32, y), cert.check(X64, y)
+        assert a.ok and b.ok
+        for k in ("value", "threshold", "rounding", "margin"):
+            assert getattr(a, k) == getattr(b, k), (k, rows)

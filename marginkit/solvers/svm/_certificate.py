@@ -164,7 +164,9 @@ class CertifiedPointsCertificate(Certificate):
             fmap = self._feature_map(X)
         except ValueError as exc:
             return reject(str(exc))
-        blocks = R.RowBlocks(X, fmap)
+        # float32 blocks as stored: the referee's kernels read each entry as its float64
+        # value (exact), so a float64 copy of each block would only cost its writing
+        blocks = R.RowBlocks(X, fmap, native=True)
         n = blocks.n
         if sample_weight is not None:
             try:
