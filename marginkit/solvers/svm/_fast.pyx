@@ -70,6 +70,65 @@ cdef extern from *:
 
 cdef extern from *:
     """
+    /* the dense passes of scaled_column_sums and scaled_sqdev four rows at a time: a
+       column's running sum stays in a register over the four rows and is stored once
+       (instead of a store and a reload per row, whose latency serialized the pass); the
+       additions are those of the row-by-row loop, in the same order (the same results
+       bit for bit); returns the number of rows done (a multiple of 4) */
+    #define MK_COLSUMS4(NAME, T) \
+    static Py_ssize_t NAME(const T* restrict x, Py_ssize_t n, Py_ssize_t d, \
+                           const double* inv, double* sums) { \
+        Py_ssize_t i = 0, j; \
+        for (; i + 4 <= n; i += 4) { \
+            const T* r0 = x + i * d; \
+            for (j = 0; j < d; j++) { \
+                double q = sums[j], w = inv[j]; \
+                q += (double)r0[j] * w; \
+                q += (double)r0[j + d] * w; \
+                q += (double)r0[j + 2 * d] * w; \
+                q += (double)r0[j + 3 * d] * w; \
+                sums[j] = q; \
+            } \
+        } \
+        return i; \
+    }
+    #define MK_SQDEV4(NAME, T) \
+    static Py_ssize_t NAME(const T* restrict x, Py_ssize_t n, Py_ssize_t d, \
+                           const double* inv, const double* means, double* ss) { \
+        Py_ssize_t i = 0, j; \
+        for (; i + 4 <= n; i += 4) { \
+            const T* r0 = x + i * d; \
+            for (j = 0; j < d; j++) { \
+                double q = ss[j], w = inv[j], mj = means[j], e0, e1, e2, e3; \
+                e0 = (double)r0[j] * w - mj; \
+                e1 = (double)r0[j + d] * w - mj; \
+                e2 = (double)r0[j + 2 * d] * w - mj; \
+                e3 = (double)r0[j + 3 * d] * w - mj; \
+                q += e0 * e0; \
+                q += e1 * e1; \
+                q += e2 * e2; \
+                q += e3 * e3; \
+                ss[j] = q; \
+            } \
+        } \
+        return i; \
+    }
+    MK_COLSUMS4(mk_colsums4_64, double)
+    MK_COLSUMS4(mk_colsums4_32, float)
+    MK_SQDEV4(mk_sqdev4_64, double)
+    MK_SQDEV4(mk_sqdev4_32, float)
+    """
+    Py_ssize_t mk_colsums4_64(const double* x, Py_ssize_t n, Py_ssize_t d, const double* inv,
+                              double* sums) noexcept nogil
+    Py_ssize_t mk_colsums4_32(const float* x, Py_ssize_t n, Py_ssize_t d, const double* inv,
+                              double* sums) noexcept nogil
+    Py_ssize_t mk_sqdev4_64(const double* x, Py_ssize_t n, Py_ssize_t d, const double* inv,
+                            const double* means, double* ss) noexcept nogil
+    Py_ssize_t mk_sqdev4_32(const float* x, Py_ssize_t n, Py_ssize_t d, const double* inv,
+                            const double* means, double* ss) noexcept nogil
+
+cdef extern from *:
+    """
     /* the dense rows of ref_matvec four at a time: each row's four sums run over its
        columns in order, with the float64 operations of the one-row loop (so the results
        are the same bit for bit), but four rows' chains are interleaved (16 independent
@@ -280,12 +339,18 @@ def scaled_column_sums(rows_t X, const double[::1] inv, double[::1] sums,
                        int64_t[::1] cnt):
     """Second pass: sums_j += sum of the block's stored x_ij * inv_j (inv_j the inverse
     power of two of ``pow2_safe``: an exact scaling), cnt_j += stored entries."""
-    cdef Py_ssize_t i, j, k
+    cdef Py_ssize_t i, j, k, i0 = 0
     _check_width(X.d, "inv", inv.shape[0])
     _check_width(X.d, "sums", sums.shape[0])
     _check_width(X.d, "cnt", cnt.shape[0])
     with nogil:
-        for i in range(X.n):
+        if rows_t in dense_rows_t and X.d > 0:
+            # four rows at a time (the same additions), the rest one by one below
+            if rows_t is DenseRows64:
+                i0 = mk_colsums4_64(X.data, X.n, X.d, &inv[0], &sums[0])
+            else:
+                i0 = mk_colsums4_32(X.data, X.n, X.d, &inv[0], &sums[0])
+        for i in range(i0, X.n):
             for k in range(row_start(X, i), row_stop(X, i)):
                 j = col(X, i, k)
                 sums[j] += (<double>X.data[k]) * inv[j]
@@ -299,13 +364,19 @@ def scaled_column_sums(rows_t X, const double[::1] inv, double[::1] sums,
 def scaled_sqdev(rows_t X, const double[::1] inv, const double[::1] means, double[::1] ss):
     """Third pass: ss_j += sum of the block's stored (x_ij * inv_j - means_j)^2 (the
     implicit zeros of a CSR block are added by ``scaling_tail``)."""
-    cdef Py_ssize_t i, j, k
+    cdef Py_ssize_t i, j, k, i0 = 0
     cdef double dev
     _check_width(X.d, "inv", inv.shape[0])
     _check_width(X.d, "means", means.shape[0])
     _check_width(X.d, "ss", ss.shape[0])
     with nogil:
-        for i in range(X.n):
+        if rows_t in dense_rows_t and X.d > 0:
+            # four rows at a time (the same additions), the rest one by one below
+            if rows_t is DenseRows64:
+                i0 = mk_sqdev4_64(X.data, X.n, X.d, &inv[0], &means[0], &ss[0])
+            else:
+                i0 = mk_sqdev4_32(X.data, X.n, X.d, &inv[0], &means[0], &ss[0])
+        for i in range(i0, X.n):
             for k in range(row_start(X, i), row_stop(X, i)):
                 j = col(X, i, k)
                 dev = (<double>X.data[k]) * inv[j] - means[j]
