@@ -40,24 +40,27 @@ def gamma_long(k):
     return k * LONG_UNIT / (1.0 - k * LONG_UNIT)
 
 
-def scaled_norm(v):
+def scaled_norm(v, top=None, overwrite=False):
     """(||v||_2, a bound on its rounding error) without overflow or underflow.
 
     The entries are divided by the power of two at or above max |v_i| (exact), squared,
     summed and the square root scaled back: the computed norm N satisfies
     |N - ||v||| <= gamma_{n+2} N (Higham, section 3.1). Non-finite entries give inf.
+    ``top``: max |v_i| when the caller has it (NaN if an entry is NaN); ``overwrite``:
+    v (a float64 vector) may be scaled in place, instead of into a fresh copy.
     """
     v = np.asarray(v, dtype=np.float64).ravel()
     if v.size == 0:
         return 0.0, 0.0
-    top = float(np.max(np.abs(v)))
+    top = float(np.max(np.abs(v))) if top is None else float(top)
     if not math.isfinite(top):
         return math.inf, math.inf
     if top == 0.0:
         return 0.0, 0.0
     e = math.frexp(top)[1]
     e = min(max(e, -1021), 1023)
-    w = np.ldexp(v, -e)  # exact (a power of two), entries in [-1, 1]
+    # exact (a power of two), entries in [-1, 1]
+    w = np.ldexp(v, -e, out=v if overwrite else None)
     norm = math.ldexp(math.sqrt(float(w @ w)), e)
     return norm, gamma(v.size + 2) * norm * (1.0 + 4 * UNIT)
 
@@ -88,6 +91,10 @@ class RowBlocks:
     fmap : callable or None
         A feature map applied to every block (a kernel approximation's fitted map); the
         blocks are then the rows of Phi(X).
+    native : bool
+        Without a feature map, yield float32 blocks as stored (dense in C order, CSR as
+        is) instead of float64 copies: for kernels that read each entry as its float64
+        value (exact), so the numbers are those of the copies without writing them.
 
     Attributes
     ----------
@@ -96,10 +103,11 @@ class RowBlocks:
     bounds of sums over rows.
     """
 
-    def __init__(self, X, fmap=None, max_entries=BLOCK_ENTRIES):
+    def __init__(self, X, fmap=None, max_entries=BLOCK_ENTRIES, native=False):
         from ._validation import check_X
 
         self.fmap = fmap
+        self.native = bool(native) and fmap is None
         self._cache = None
         if _is_dask(X):
             if X.ndim != 2:
@@ -166,6 +174,10 @@ class RowBlocks:
     def _prepare(self, B):
         from ._validation import check_X
 
+        if self.native and B.dtype in (np.float32, np.float64):
+            if sp.issparse(B) or B.flags.c_contiguous:
+                return B
+            return np.ascontiguousarray(B)
         B = float64_block(B)
         if self.fmap is not None:
             B = float64_block(check_X(self.fmap(B), name="feature_map(X)"))

@@ -221,3 +221,29 @@ def test_row_block_rejects_what_it_cannot_point_into():
     C.indptr = C.indptr.astype(np.int64)
     with pytest.raises(TypeError, match="X: CSR indices and indptr of one type"):
         row_block(C)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n", [13, 16, 3])
+def test_dense_scaling_passes_are_the_entry_by_entry_sums(dtype, n):
+    # the dense passes of the scaling statistics run four rows at a time: their sums must
+    # be the entry-by-entry sums in row order (the CSR loop over a matrix that stores every
+    # entry), bit for bit, for the groups of four and the rest, at magnitudes that make the
+    # order of the additions visible
+    rng = np.random.default_rng(n)
+    d = 7
+    X = (rng.standard_normal((n, d)) * 10.0 ** rng.integers(-9, 10, (n, d))).astype(dtype)
+    full = sp.csr_matrix(X)
+    assert full.nnz == n * d
+    inv = 2.0 ** rng.integers(-40, 40, d).astype(np.float64)
+    means = rng.standard_normal(d) * 1e3
+    start = rng.standard_normal(d)  # the sums are added to (the blocks of a run)
+    out = {}
+    for name, B in (("dense", np.ascontiguousarray(X)), ("csr", full)):
+        sums, cnt = start.copy(), np.zeros(d, dtype=np.int64)
+        _svm_fast.scaled_column_sums(row_block(B), inv, sums, cnt)
+        ss = start.copy()
+        _svm_fast.scaled_sqdev(row_block(B), inv, means, ss)
+        out[name] = (sums, cnt, ss)
+    for a, b in zip(out["dense"], out["csr"]):
+        assert np.array_equal(a, b)

@@ -217,21 +217,27 @@ def test_tampered_certificate_is_rejected(certified_run, change):
 
 
 
-def test_per_point_tests_over_chunks_agree_and_reject(certified_run, monkeypatch):
-    # the referee's per-point tests run over chunks of points: with chunks of 7 points
-    # (80 points: 12 chunks) the verdict is the one-chunk verdict, and a point changed in
-    # the last chunk is still seen
+def test_per_point_tests_over_blocks_agree_and_reject(certified_run, monkeypatch):
+    # the referee's per-point tests run block by block (after pass C on the block): with
+    # blocks of 7 rows (80 points: 12 blocks) the verdict is the one-block verdict, and a
+    # point changed in the last block is still seen
+    from functools import partial
+
     from marginkit.solvers.svm import _certificate
 
     X, y, res = certified_run
     cert = res.certificate
     one = cert.check(X, y)
+    monkeypatch.setattr(_certificate.R, "RowBlocks",
+                        partial(_certificate.R.RowBlocks, max_entries=7 * X.shape[1]))
     monkeypatch.setattr(_certificate, "_CHUNK", 7)
     many = cert.check(X, y)
     assert many.ok and one.ok
-    for k in ("value", "threshold", "rounding", "margin"):
+    for k in ("value", "threshold", "margin"):
         assert getattr(many, k) == pytest.approx(getattr(one, k), rel=1e-12, abs=0), k
-    # an uncertified point of the last chunk added to the mask: its gap level - r_j is
+    # the rounding bound counts the blocks (their partial sums): a little larger
+    assert one.rounding <= many.rounding <= 1.01 * one.rounding
+    # an uncertified point of the last block added to the mask: its gap level - r_j is
     # below the bound (only the per-point tests read the mask)
     j = np.flatnonzero(~cert.mask)[-1]
     assert j >= 7 * 11
@@ -239,7 +245,7 @@ def test_per_point_tests_over_chunks_agree_and_reject(certified_run, monkeypatch
     mask[j] = True
     v = tampered(cert, mask=mask).check(X, y)
     assert not v and "level - r_i <= eps_v" in v.reason
-    # a certified point of a late chunk with its label flipped
+    # a certified point of a late block with its label flipped
     i = np.flatnonzero(cert.mask)[-1]
     assert i >= 7 * 10
     y_bad = np.asarray(y).copy()
@@ -558,3 +564,153 @@ def test_classical_svm_referee_numbers_do_not_depend_on_the_chunks(monkeypatch):
         for k in ("value", "threshold", "rounding", "margin"):
             # abs=0: the rounding term is ~1e-12, pytest.approx's default abs tolerance
             assert getattr(v, k) == pytest.approx(getattr(verdicts[0], k), rel=1e-12, abs=0), k
+
+
+def _per_point_reference(ypm, r, box, level, mask, th, Mth, dec, Md, t, Et, mu, g, gC,
+                         delta, check_model, c1, Ec1):
+    """The per-point step of the referee in numpy vector form (docs/svm.md section 6)."""
+    u = 2.0 ** -53
+    eta = 2.0 ** -1074
+    g4 = 4 * u / (1 - 4 * u)
+    off = ~mask
+    theta = ypm * (th + t)
+    Eth = Mth * (1.0 + 2 * g) + Et + u * abs(t) + 2 * u * (np.abs(theta) + 2 * abs(t)) + eta
+    G = theta + mu * r - 1.0
+    EG = Eth + g4 * (np.abs(theta) + mu * r + 1.0) + eta
+    p = np.where(r <= 0.0, np.where(box > 0.0, np.minimum(G, 0.0), 0.0),
+                 np.where(r >= box, np.maximum(G, 0.0), G))
+    k_room = int(np.count_nonzero(np.minimum(r, box - r) > delta)) if delta > 0.0 else 0
+    lev = np.minimum(box, level * (1.0 - 2 * u))
+    threshold = float(np.where(mask, (lev - r) * (1.0 - u), np.inf).min(initial=np.inf))
+    floor = (1.0 - mu * lev) + 2 * u * (1.0 + mu * lev)
+    floor_ok = bool(np.all((theta - Eth * (1.0 + 2 * u) - u * np.abs(theta) > floor) | off))
+    model_ok = True
+    if check_model:
+        ydec = ypm * (dec + c1)
+        Ed = Md * (1.0 + 2 * g) * gC + Ec1 + 2 * u * np.abs(ydec) + eta
+        model_ok = bool(np.all((ydec * (1.0 - u) > Ed) | off))
+    return p, EG, threshold, k_room, floor_ok, model_ok
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_per_point_kernel_is_the_vector_form_bit_for_bit(seed):
+    # ``ref_points`` (one pass over a block's points) computes theta, its rounding bound,
+    # G, EG, p and the tests with the float64 operations of the vector form, in the same
+    # order: on points at the ends of their boxes, boxes [0, 0] (weight 0), margins at
+    # the floor and at zero, subnormal and huge magnitudes, every output is bit-identical
+    from marginkit.solvers.svm import _fast
+
+    rng = np.random.default_rng(seed)
+    n = 3000
+    ypm = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    box = np.where(rng.random(n) < 0.1, 0.0, rng.uniform(0.5, 2.0, n))
+    pick = rng.random(n)
+    r = np.where(pick < 0.3, 0.0, np.where(pick < 0.6, box, rng.uniform(0, 1, n) * box))
+    mu = float(rng.choice([1e-3, 0.7, 3.0]))
+    level = np.minimum(box, 1.0 / mu)
+    mask = rng.random(n) < 0.6
+    scale = 10.0 ** rng.uniform(-320, 300, n) if seed % 2 else rng.uniform(0.5, 1.5, n)
+    th = rng.standard_normal(n) * scale
+    th[:50] = (1.0 - mu * level[:50]) * ypm[:50]  # margins at the floor (with t = 0 below)
+    Mth = np.abs(rng.standard_normal(n)) * 1e-12 * scale
+    Mth[50:60] = 5e-324
+    dec, Md = rng.standard_normal(n) * scale, np.abs(rng.standard_normal(n)) * 1e-13
+    dec[60:70] = 0.0
+    t = 0.0 if seed < 2 else float(rng.standard_normal())
+    g, gC = 1e-13, 1e-15
+    for check_model in (False, True):
+        for delta in (0.0, 1e-3, 0.3):
+            Et, c1, Ec1 = 1e-14, float(rng.standard_normal()), 1e-15
+            want = _per_point_reference(ypm, r, box, level, mask, th, Mth, dec, Md, t, Et,
+                                        mu, g, gC, delta, check_model, c1, Ec1)
+            p, EG = np.full(n, np.nan), np.full(n, np.nan)
+            got = _fast.ref_points(ypm, r, box, level, mask.view(np.uint8), th, Mth, dec, Md,
+                                   p, EG, t, Et, mu, 1.0 + 2 * g, 4 * 2.0 ** -53 / (1 - 4 * 2.0 ** -53),
+                                   delta, check_model, c1, Ec1, gC, 2.0 ** -53, 2.0 ** -1074)
+            assert np.array_equal(p, want[0]) and np.array_equal(EG, want[1])
+            assert got[0] == want[2] and got[1] == want[3]
+            assert got[2] is want[4] and got[3] is want[5]
+            assert got[4] == np.max(np.abs(want[0])) and got[5] == np.max(np.abs(want[1]))
+    # NaN reaches the largest entries (scaled_norm then reports a non-finite norm)
+    th[7], box[7], r[7] = np.nan, 1.0, 0.5
+    p, EG = np.empty(n), np.empty(n)
+    got = _fast.ref_points(ypm, r, box, level, mask.view(np.uint8), th, Mth, dec, Md, p, EG,
+                           t, 0.0, mu, 1.0, 0.0, 0.0, False, 0.0, 0.0, 0.0, 2.0 ** -53, 0.0)
+    assert math.isnan(got[4]) and math.isnan(got[5])
+    # one entry per point: a block of another length is refused, naming the argument
+    with pytest.raises(ValueError, match="Mth has 2999 entries"):
+        _fast.ref_points(ypm, r, box, level, mask.view(np.uint8), th, Mth[1:], dec, Md, p,
+                         EG, t, 0.0, mu, 1.0, 0.0, 0.0, False, 0.0, 0.0, 0.0, 2.0 ** -53, 0.0)
+
+
+def test_scaled_norm_in_place_is_the_copying_norm():
+    from marginkit import _referee as R
+
+    rng = np.random.default_rng(1)
+    for v in (rng.standard_normal(1000) * 1e-310, rng.standard_normal(1000) * 1e300,
+              np.zeros(5), rng.standard_normal(7)):
+        want = R.scaled_norm(v)
+        w = v.copy()
+        assert R.scaled_norm(w, top=float(np.max(np.abs(v))), overwrite=True) == want
+    assert R.scaled_norm(np.ones(3), top=math.nan) == (math.inf, math.inf)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_dense_row_products_are_the_row_by_row_sums(dtype):
+    # ref_matvec takes dense rows four at a time (interleaved): each row's four sums must
+    # still be the float64 sums over its columns in order, for the rows of the groups of
+    # four and for the rest (13 rows: 3 groups and 1), at magnitudes that make the order
+    # visible
+    from marginkit.solvers.svm import _fast
+    from marginkit.utils._rows import row_block
+
+    rng = np.random.default_rng(5)
+    n, d = 13, 9
+    X = (rng.standard_normal((n, d)) * 10.0 ** rng.integers(-8, 9, (n, d))).astype(dtype)
+    m, v, coef = (rng.standard_normal(d) * 10.0 ** rng.integers(-6, 7, d) for _ in range(3))
+    Mv, acoef = np.abs(rng.standard_normal(d)), np.abs(coef)
+    out = [rng.standard_normal(n) for _ in range(4)]  # added to, as the referee's blocks
+    th, Mth, dec, Md = (o.copy() for o in out)
+    _fast.ref_matvec(row_block(np.ascontiguousarray(X)), np.zeros(d, dtype=np.uint8), m, v,
+                     Mv, coef, acoef, th, Mth, dec, Md)
+    for i in range(n):
+        t1 = t2 = q1 = q2 = 0.0
+        for j in range(d):  # Python floats: the same IEEE float64 operations, in order
+            c = float(X[i, j]) - float(m[j])
+            t1 += c * float(v[j])
+            t2 += c * float(coef[j])
+            q1 += abs(c) * float(Mv[j])
+            q2 += abs(c) * float(acoef[j])
+        assert th[i] == out[0][i] + t1 and dec[i] == out[2][i] + t2, i
+        assert Mth[i] == out[1][i] + q1 and Md[i] == out[3][i] + q2, i
+    with pytest.raises(ValueError, match="th has 12 entries for a block of 13 rows"):
+        _fast.ref_matvec(row_block(np.ascontiguousarray(X)), np.zeros(d, dtype=np.uint8), m,
+                         v, Mv, coef, acoef, th[1:], Mth[1:], dec[1:], Md[1:])
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "csr"])
+def test_float32_blocks_are_read_as_their_float64_values(layout, monkeypatch):
+    # the referee reads float32 row blocks as stored (its kernels convert each entry to
+    # float64, exactly): every verdict number is the one of the float64 copy of X, over
+    # one block and over many
+    from functools import partial
+
+    from marginkit.solvers.svm import _certificate
+
+    X, y = make_problem(n=90, d=5, seed=11, shift=40.0)
+    X32 = X.astype(np.float32)
+    res = mk.solve(X32, y, solver="dcd", random_state=0)
+    cert = res.certificate
+    if layout == "F":
+        X32 = np.asfortranarray(X32)
+    elif layout == "csr":
+        X32 = sp.csr_matrix(X32)
+    X64 = X32.astype(np.float64)
+    for rows in (None, 7):
+        if rows is not None:
+            monkeypatch.setattr(_certificate.R, "RowBlocks",
+                                partial(_certificate.R.RowBlocks, max_entries=rows * 5))
+        a, b = cert.check(X32, y), cert.check(X64, y)
+        assert a.ok and b.ok
+        for k in ("value", "threshold", "rounding", "margin"):
+            assert getattr(a, k) == getattr(b, k), (k, rows)

@@ -164,7 +164,9 @@ class CertifiedPointsCertificate(Certificate):
             fmap = self._feature_map(X)
         except ValueError as exc:
             return reject(str(exc))
-        blocks = R.RowBlocks(X, fmap)
+        # float32 blocks as stored: the referee's kernels read each entry as its float64
+        # value (exact), so a float64 copy of each block would only cost its writing
+        blocks = R.RowBlocks(X, fmap, native=True)
         n = blocks.n
         if sample_weight is not None:
             try:
@@ -348,59 +350,57 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
     if form == "hsvm" and not abs(cert.t_bar - b) <= _MODEL_RTOL * R1 + 2 * EbL:
         return reject("the stored t_bar is not y^T r")
     # -- pass C, float64 row products: theta_raw = (X - e m^T) v and the stored model's
-    # (X - e m^T) coef, with the magnitudes |X - e m^T| (Ev + gC |v|) and |X - e m^T| |coef|
+    # (X - e m^T) coef, with the magnitudes |X - e m^T| (Ev + gC |v|) and |X - e m^T| |coef|,
+    # into four vectors of one block's rows (reused from block to block: at n = 10^6 and
+    # beyond the page faults of fresh n-vectors cost more than the passes over X); then,
+    # per block, the per-point quantities (``ref_points``, the same float64 operations as
+    # the vector form of docs/svm.md section 6): p and its rounding bound EG (whose norms
+    # need every point), and the tests of the certified points, which do not depend on the
+    # bound; the verdict follows in the order of the tests below
     Mv = Ev + gC * np.abs(v)
     acoef = np.abs(coef)
-    th, dec = np.zeros(n), np.zeros(n)
-    Mth, Md = np.zeros(n), np.zeros(n)
+    delta = abs(b) + EbL + R.UNIT * abs(b) if form == "svm" else 0.0
+    ypm = np.ascontiguousarray(ypm, dtype=np.float64)
+    mask8 = np.ascontiguousarray(mask).view(np.uint8)
+    p, EG = np.empty(n), np.empty(n)
+    k1, gamma4 = 1.0 + 2 * g, R.gamma(4)
+    c1_, Ec1_ = (c1, Ec1) if check_model else (0.0, 0.0)
+    threshold, k_room, floor_ok, model_ok = math.inf, 0, True, True
+    top_p = top_EG = 0.0
     zf2 = 0.0
+    buf = None
     for lo, hi, B in blocks:
+        k = hi - lo
+        if buf is None or buf.shape[1] < k:
+            buf = np.empty((4, k))
+        th, Mth, dec, Md = buf[0, :k], buf[1, :k], buf[2, :k], buf[3, :k]
+        buf[:, :k] = 0.0
         for part, cols in _referee_parts(B, heavy, cache):
             if cols is None:
                 _f.ref_matvec(part, heavy.view(np.uint8), m, v, Mv, coef, acoef,
-                              th[lo:hi], Mth[lo:hi], dec[lo:hi], Md[lo:hi])
+                              th, Mth, dec, Md)
             else:
                 _f.ref_matvec(part, _NO_SKIP[:cols.size], m[cols], v[cols], Mv[cols],
-                              coef[cols], acoef[cols], th[lo:hi], Mth[lo:hi], dec[lo:hi],
-                              Md[lo:hi])
+                              coef[cols], acoef[cols], th, Mth, dec, Md)
         if form == "svm":
             zf2 += _scaled_frobenius2(B, m, s, n)
-    # the per-point quantities in one pass over chunks of _CHUNK points (their
-    # temporaries stay in cache and are reused, instead of a fresh n-vector each: at
-    # n = 10^6 and beyond the page faults of ~30 fresh n-vectors cost more than the passes
-    # over X): p and its rounding bound EG (whose norms need every point), and the tests
-    # of the certified points, which do not depend on the bound (``| ~mask`` passes the
-    # others); the verdict follows in the order of the tests below
-    delta = abs(b) + EbL + R.UNIT * abs(b) if form == "svm" else 0.0
-    p, EG = np.empty(n), np.empty(n)
-    threshold, k_room, floor_ok, model_ok = math.inf, 0, True, True
-    for c in _chunks(n):
-        rc, bc, off = r[c], box[c], ~mask[c]
         # theta_i and the bound Eth_i on its rounding (|th_i| <= |theta_i| + |t|: the
-        # rounding of th + t, and of t itself)
-        theta = ypm[c] * (th[c] + t)
-        Eth = Mth[c] * (1.0 + 2 * g) + Et + R.UNIT * abs(t) \
-            + 2 * R.UNIT * (np.abs(theta) + 2 * abs(t)) + eta
-        G = theta + mu * rc - 1.0
-        EG[c] = Eth + R.gamma(4) * (np.abs(theta) + mu * rc + 1.0) + eta
-        # a box [0, 0] (weight 0) fixes its coordinate: p_i = 0
-        p[c] = np.where(rc <= 0.0, np.where(bc > 0.0, np.minimum(G, 0.0), 0.0),
-                        np.where(rc >= bc, np.maximum(G, 0.0), G))
-        if delta > 0.0:
-            k_room += int(np.count_nonzero(np.minimum(rc, bc - rc) > delta))
-        # the levels min(gamma_i, 1/mu), rounded down
-        lev = np.minimum(bc, level[c] * (1.0 - 2 * R.UNIT))
-        threshold = min(threshold, float(np.where(mask[c], (lev - rc) * (1.0 - R.UNIT),
-                                                  np.inf).min(initial=np.inf)))
-        floor = (1.0 - mu * lev) + 2 * R.UNIT * (1.0 + mu * lev)
-        floor_ok = floor_ok and bool(np.all(
-            (theta - Eth * (1.0 + 2 * R.UNIT) - R.UNIT * np.abs(theta) > floor) | off))
-        if check_model:
-            ydec = ypm[c] * (dec[c] + c1)
-            Ed = Md[c] * (1.0 + 2 * g) * gC + Ec1 + 2 * R.UNIT * np.abs(ydec) + eta
-            model_ok = model_ok and bool(np.all((ydec * (1.0 - R.UNIT) > Ed) | off))
-    N, eN = R.scaled_norm(p)
-    NE, eNE = R.scaled_norm(EG)
+        # rounding of th + t, and of t itself); G, EG and p (a box [0, 0] fixes its
+        # coordinate: p_i = 0); the levels min(gamma_i, 1/mu) rounded down
+        tb, kb, fb, mb, tp, te = _f.ref_points(
+            ypm[lo:hi], r[lo:hi], box[lo:hi], level[lo:hi], mask8[lo:hi], th, Mth, dec, Md,
+            p[lo:hi], EG[lo:hi], t, Et, mu, k1, gamma4, delta, check_model, c1_, Ec1_, gC,
+            R.UNIT, eta)
+        threshold = min(threshold, tb)
+        k_room += kb
+        floor_ok = floor_ok and fb
+        model_ok = model_ok and mb
+        top_p = tp if (tp > top_p or tp != tp) else top_p      # a NaN is kept
+        top_EG = te if (te > top_EG or te != te) else top_EG
+    del buf
+    # p and EG are the referee's own: their norms scale them in place
+    N, eN = R.scaled_norm(p, top=top_p, overwrite=True)
+    NE, eNE = R.scaled_norm(EG, top=top_EG, overwrite=True)
     del p, EG
     eps_v = N / mu
     rho = ((eN + NE + eNE) / mu + 4 * R.UNIT * eps_v) * (1.0 + 4 * R.UNIT)
@@ -430,7 +430,7 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
 
 
 
-#: points per chunk of the referee's per-point tests (a few cache-resident float64 vectors)
+#: points per chunk of the referee's u = y * r and of its long-double sum
 _CHUNK = 1 << 15
 
 

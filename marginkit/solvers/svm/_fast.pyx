@@ -32,9 +32,9 @@ from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 
 from marginkit.utils._rows cimport (
-    MK_PREFETCH, csr_rows_t, dense_rows_t, rows_t, col, row_axpy, row_axpy_scaled, row_dot,
-    row_dot4, row_prefetch, row_prefetch_offsets, row_sqnorm_scaled, row_start, row_stop,
-    stored)
+    DenseRows64, MK_PREFETCH, csr_rows_t, dense_rows_t, rows_t, col, row_axpy,
+    row_axpy_scaled, row_dot, row_dot4, row_prefetch, row_prefetch_offsets,
+    row_sqnorm_scaled, row_start, row_stop, stored)
 
 cdef extern from *:
     """
@@ -46,6 +46,137 @@ cdef extern from *:
     #endif
     """
     int mk_svm_max_threads() noexcept nogil
+
+cdef extern from *:
+    """
+    /* the dense pass of column_max: cm_j <- max(cm_j, |x_ij|) with NaN kept (as
+       np.maximum: a NaN entry makes cm_j NaN, and nothing is larger than a NaN cm_j);
+       branch-free, so the compiler vectorizes the pass over a row's columns (a running
+       "any NaN" flag in the loop would serialize it, 2x slower) */
+    #define MK_COLMAX_DENSE(NAME, T) \
+    static void NAME(const T* restrict x, Py_ssize_t n, Py_ssize_t d, double* restrict cm) { \
+        for (Py_ssize_t i = 0; i < n; i++) { \
+            const T* restrict row = x + i * d; \
+            for (Py_ssize_t j = 0; j < d; j++) { \
+                double v = fabs((double)row[j]); \
+                double m = cm[j]; \
+                cm[j] = (v > m || v != v) ? v : m; \
+            } \
+        } \
+    }
+    MK_COLMAX_DENSE(mk_colmax_dense64, double)
+    """
+    void mk_colmax_dense64(const double* x, Py_ssize_t n, Py_ssize_t d, double* cm) noexcept nogil
+
+cdef extern from *:
+    """
+    /* the dense passes of scaled_column_sums and scaled_sqdev four rows at a time: a
+       column's running sum stays in a register over the four rows and is stored once
+       (instead of a store and a reload per row, whose latency serialized the pass); the
+       additions are those of the row-by-row loop, in the same order (the same results
+       bit for bit); returns the number of rows done (a multiple of 4) */
+    #define MK_COLSUMS4(NAME, T) \
+    static Py_ssize_t NAME(const T* restrict x, Py_ssize_t n, Py_ssize_t d, \
+                           const double* inv, double* sums) { \
+        Py_ssize_t i = 0, j; \
+        for (; i + 4 <= n; i += 4) { \
+            const T* r0 = x + i * d; \
+            for (j = 0; j < d; j++) { \
+                double q = sums[j], w = inv[j]; \
+                q += (double)r0[j] * w; \
+                q += (double)r0[j + d] * w; \
+                q += (double)r0[j + 2 * d] * w; \
+                q += (double)r0[j + 3 * d] * w; \
+                sums[j] = q; \
+            } \
+        } \
+        return i; \
+    }
+    #define MK_SQDEV4(NAME, T) \
+    static Py_ssize_t NAME(const T* restrict x, Py_ssize_t n, Py_ssize_t d, \
+                           const double* inv, const double* means, double* ss) { \
+        Py_ssize_t i = 0, j; \
+        for (; i + 4 <= n; i += 4) { \
+            const T* r0 = x + i * d; \
+            for (j = 0; j < d; j++) { \
+                double q = ss[j], w = inv[j], mj = means[j], e0, e1, e2, e3; \
+                e0 = (double)r0[j] * w - mj; \
+                e1 = (double)r0[j + d] * w - mj; \
+                e2 = (double)r0[j + 2 * d] * w - mj; \
+                e3 = (double)r0[j + 3 * d] * w - mj; \
+                q += e0 * e0; \
+                q += e1 * e1; \
+                q += e2 * e2; \
+                q += e3 * e3; \
+                ss[j] = q; \
+            } \
+        } \
+        return i; \
+    }
+    MK_COLSUMS4(mk_colsums4_64, double)
+    MK_COLSUMS4(mk_colsums4_32, float)
+    MK_SQDEV4(mk_sqdev4_64, double)
+    MK_SQDEV4(mk_sqdev4_32, float)
+    """
+    Py_ssize_t mk_colsums4_64(const double* x, Py_ssize_t n, Py_ssize_t d, const double* inv,
+                              double* sums) noexcept nogil
+    Py_ssize_t mk_colsums4_32(const float* x, Py_ssize_t n, Py_ssize_t d, const double* inv,
+                              double* sums) noexcept nogil
+    Py_ssize_t mk_sqdev4_64(const double* x, Py_ssize_t n, Py_ssize_t d, const double* inv,
+                            const double* means, double* ss) noexcept nogil
+    Py_ssize_t mk_sqdev4_32(const float* x, Py_ssize_t n, Py_ssize_t d, const double* inv,
+                            const double* means, double* ss) noexcept nogil
+
+cdef extern from *:
+    """
+    /* the dense rows of ref_matvec four at a time: each row's four sums run over its
+       columns in order, with the float64 operations of the one-row loop (so the results
+       are the same bit for bit), but four rows' chains are interleaved (16 independent
+       additions instead of 4: the loop is no longer bound by the latency of an addition);
+       returns the number of rows done (a multiple of 4) */
+    #define MK_REF_MATVEC4(NAME, T) \
+    static Py_ssize_t NAME(const T* restrict x, Py_ssize_t n, Py_ssize_t d, \
+                           const double* restrict m, const double* restrict v, \
+                           const double* restrict Mv, const double* restrict coef, \
+                           const double* restrict acoef, double* restrict th, \
+                           double* restrict Mth, double* restrict dec, double* restrict Md) { \
+        Py_ssize_t i = 0, j; \
+        for (; i + 4 <= n; i += 4) { \
+            const T* r0 = x + i * d; \
+            const T* r1 = r0 + d; \
+            const T* r2 = r1 + d; \
+            const T* r3 = r2 + d; \
+            double t0 = 0.0, t1 = 0.0, t2 = 0.0, t3 = 0.0, e0 = 0.0, e1 = 0.0, e2 = 0.0, \
+                e3 = 0.0, q0 = 0.0, q1 = 0.0, q2 = 0.0, q3 = 0.0, a0 = 0.0, a1 = 0.0, \
+                a2 = 0.0, a3 = 0.0; \
+            for (j = 0; j < d; j++) { \
+                double mj = m[j], vj = v[j], cj = coef[j], Mj = Mv[j], Aj = acoef[j]; \
+                double c0 = (double)r0[j] - mj, c1 = (double)r1[j] - mj; \
+                double c2 = (double)r2[j] - mj, c3 = (double)r3[j] - mj; \
+                double b0 = fabs(c0), b1 = fabs(c1), b2 = fabs(c2), b3 = fabs(c3); \
+                t0 += c0 * vj; t1 += c1 * vj; t2 += c2 * vj; t3 += c3 * vj; \
+                e0 += c0 * cj; e1 += c1 * cj; e2 += c2 * cj; e3 += c3 * cj; \
+                q0 += b0 * Mj; q1 += b1 * Mj; q2 += b2 * Mj; q3 += b3 * Mj; \
+                a0 += b0 * Aj; a1 += b1 * Aj; a2 += b2 * Aj; a3 += b3 * Aj; \
+            } \
+            th[i] += t0; th[i + 1] += t1; th[i + 2] += t2; th[i + 3] += t3; \
+            dec[i] += e0; dec[i + 1] += e1; dec[i + 2] += e2; dec[i + 3] += e3; \
+            Mth[i] += q0; Mth[i + 1] += q1; Mth[i + 2] += q2; Mth[i + 3] += q3; \
+            Md[i] += a0; Md[i + 1] += a1; Md[i + 2] += a2; Md[i + 3] += a3; \
+        } \
+        return i; \
+    }
+    MK_REF_MATVEC4(mk_ref_matvec4_64, double)
+    MK_REF_MATVEC4(mk_ref_matvec4_32, float)
+    """
+    Py_ssize_t mk_ref_matvec4_64(const double* x, Py_ssize_t n, Py_ssize_t d, const double* m,
+                                 const double* v, const double* Mv, const double* coef,
+                                 const double* acoef, double* th, double* Mth, double* dec,
+                                 double* Md) noexcept nogil
+    Py_ssize_t mk_ref_matvec4_32(const float* x, Py_ssize_t n, Py_ssize_t d, const double* m,
+                                 const double* v, const double* Mv, const double* coef,
+                                 const double* acoef, double* th, double* Mth, double* dec,
+                                 double* Md) noexcept nogil
 
 # ----------------------------------------------------------------------------- rows
 cdef inline double _projected(double G, double r, double gamma) noexcept nogil:
@@ -152,15 +283,30 @@ cdef _check_width(Py_ssize_t d, str name, Py_ssize_t got):
 def column_max(rows_t X, double[::1] colmax):
     """First pass of the scaling statistics over a row block: colmax_j <- max(colmax_j,
     largest |x_ij| of the block's stored entries) (NaN propagates, as np.maximum would).
-    Dense rows: a branch-free pass (the compiler vectorizes it over the columns) that
-    notes NaN, and only if it saw one the entry-by-entry pass below, whose result it
-    then is (a column's maximum is not changed by a second look at its entries)."""
+    Dense float64 rows: one branch-free, NaN-keeping pass into a local copy of colmax
+    (vectorized over the columns). Dense float32 rows: a branch-free pass that notes NaN
+    (the faster form for float32), and only if it saw one the entry-by-entry pass below,
+    whose result it then is (a column's maximum is not changed by a second look at its
+    entries). CSR rows: entry by entry."""
     cdef Py_ssize_t i, j, k
     cdef double x, m
     cdef bint nan = True
+    cdef double* loc = NULL
     _check_width(X.d, "colmax", colmax.shape[0])
+    if rows_t is DenseRows64:
+        loc = <double*>malloc((X.d + 1) * sizeof(double))
+        if loc == NULL:
+            raise MemoryError()
     with nogil:
-        if rows_t in dense_rows_t:
+        if rows_t is DenseRows64:
+            # into a local array (no aliasing with X: the pass over a row is vectorized)
+            nan = False
+            for j in range(X.d):
+                loc[j] = colmax[j]
+            mk_colmax_dense64(X.data, X.n, X.d, loc)
+            for j in range(X.d):
+                colmax[j] = loc[j]
+        elif rows_t in dense_rows_t:
             nan = False
             for i in range(X.n):
                 for j in range(X.d):
@@ -175,6 +321,7 @@ def column_max(rows_t X, double[::1] colmax):
                     x = fabs(<double>X.data[k])
                     if x > colmax[j] or x != x:
                         colmax[j] = x
+    free(loc)
 
 
 def pow2_safe(const double[::1] colmax, double[::1] safe, double[::1] inv):
@@ -192,12 +339,18 @@ def scaled_column_sums(rows_t X, const double[::1] inv, double[::1] sums,
                        int64_t[::1] cnt):
     """Second pass: sums_j += sum of the block's stored x_ij * inv_j (inv_j the inverse
     power of two of ``pow2_safe``: an exact scaling), cnt_j += stored entries."""
-    cdef Py_ssize_t i, j, k
+    cdef Py_ssize_t i, j, k, i0 = 0
     _check_width(X.d, "inv", inv.shape[0])
     _check_width(X.d, "sums", sums.shape[0])
     _check_width(X.d, "cnt", cnt.shape[0])
     with nogil:
-        for i in range(X.n):
+        if rows_t in dense_rows_t and X.d > 0:
+            # four rows at a time (the same additions), the rest one by one below
+            if rows_t is DenseRows64:
+                i0 = mk_colsums4_64(X.data, X.n, X.d, &inv[0], &sums[0])
+            else:
+                i0 = mk_colsums4_32(X.data, X.n, X.d, &inv[0], &sums[0])
+        for i in range(i0, X.n):
             for k in range(row_start(X, i), row_stop(X, i)):
                 j = col(X, i, k)
                 sums[j] += (<double>X.data[k]) * inv[j]
@@ -211,13 +364,19 @@ def scaled_column_sums(rows_t X, const double[::1] inv, double[::1] sums,
 def scaled_sqdev(rows_t X, const double[::1] inv, const double[::1] means, double[::1] ss):
     """Third pass: ss_j += sum of the block's stored (x_ij * inv_j - means_j)^2 (the
     implicit zeros of a CSR block are added by ``scaling_tail``)."""
-    cdef Py_ssize_t i, j, k
+    cdef Py_ssize_t i, j, k, i0 = 0
     cdef double dev
     _check_width(X.d, "inv", inv.shape[0])
     _check_width(X.d, "means", means.shape[0])
     _check_width(X.d, "ss", ss.shape[0])
     with nogil:
-        for i in range(X.n):
+        if rows_t in dense_rows_t and X.d > 0:
+            # four rows at a time (the same additions), the rest one by one below
+            if rows_t is DenseRows64:
+                i0 = mk_sqdev4_64(X.data, X.n, X.d, &inv[0], &means[0], &ss[0])
+            else:
+                i0 = mk_sqdev4_32(X.data, X.n, X.d, &inv[0], &means[0], &ss[0])
+        for i in range(i0, X.n):
             for k in range(row_start(X, i), row_stop(X, i)):
                 j = col(X, i, k)
                 dev = (<double>X.data[k]) * inv[j] - means[j]
@@ -1381,9 +1540,26 @@ def ref_matvec(rows_t X, const unsigned char[::1] skip, const double[::1] m,
     magnitudes plus |m_L| . Mv_L (|m_L| . acoef_L); the heavy columns are the caller's."""
     cdef Py_ssize_t n = th.shape[0]
     cdef Py_ssize_t d = v.shape[0]
-    cdef Py_ssize_t i, j, k
+    cdef Py_ssize_t i, j, k, i0 = 0
     cdef double c, ac, t1, t2, q1, q2, mv = 0.0, mc = 0.0, mM = 0.0, mA = 0.0
+    for name, got in (("m", m.shape[0]), ("Mv", Mv.shape[0]), ("coef", coef.shape[0]),
+                      ("acoef", acoef.shape[0])):
+        _check_width(X.d, name, got)
+    for name, got in (("Mth", Mth.shape[0]), ("dec", dec.shape[0]), ("Md", Md.shape[0])):
+        if got != n:
+            raise ValueError(f"{name} has {got} entries, th {n}: one per row of the block")
+    if X.n != n:
+        raise ValueError(f"th has {n} entries for a block of {X.n} rows")
+    _check_width(X.d, "v", d)
     with nogil:
+        if rows_t in dense_rows_t and n > 0 and d > 0:
+            # four rows at a time (the same sums, interleaved), the rest one by one below
+            if rows_t is DenseRows64:
+                i0 = mk_ref_matvec4_64(X.data, n, d, &m[0], &v[0], &Mv[0], &coef[0],
+                                       &acoef[0], &th[0], &Mth[0], &dec[0], &Md[0])
+            else:
+                i0 = mk_ref_matvec4_32(X.data, n, d, &m[0], &v[0], &Mv[0], &coef[0],
+                                       &acoef[0], &th[0], &Mth[0], &dec[0], &Md[0])
         if rows_t in csr_rows_t:
             # the mean terms of the light columns (0 for a dense block, centred per entry)
             for j in range(d):
@@ -1392,7 +1568,7 @@ def ref_matvec(rows_t X, const unsigned char[::1] skip, const double[::1] m,
                     mc += m[j] * coef[j]
                     mM += fabs(m[j]) * Mv[j]
                     mA += fabs(m[j]) * acoef[j]
-        for i in range(n):
+        for i in range(i0, n):
             t1 = 0.0
             t2 = 0.0
             q1 = 0.0
@@ -1415,6 +1591,94 @@ def ref_matvec(rows_t X, const unsigned char[::1] skip, const double[::1] m,
             dec[i] += t2 - mc
             Mth[i] += q1 + mM
             Md[i] += q2 + mA
+
+
+def ref_points(const double[::1] ypm, const double[:] r, const double[:] box,
+               const double[:] level, const unsigned char[::1] mask, const double[::1] th,
+               const double[::1] Mth, const double[::1] dec, const double[::1] Md,
+               double[::1] p, double[::1] EG, double t, double Et, double mu, double k1,
+               double gamma4, double delta, bint check_model, double c1, double Ec1,
+               double gC, double unit, double eta):
+    """The referee's per-point quantities of a block of points, from pass C's row sums
+    (``ref_matvec``): theta_i = y_i (th_i + t), its rounding bound Eth_i, G_i =
+    theta_i + mu r_i - 1, its bound EG_i and the projected gradient p_i (written to
+    ``p`` and ``EG``), and the tests of the certified points (``mask``). The same
+    float64 operations, in the same order, as the numpy expressions of docs/svm.md
+    section 6 (k1 = 1 + 2 g; gamma4 = gamma_4; unit = u; eta = 2^-1074), so the numbers
+    and the bound are those of the vector form.
+
+    Returns (threshold, k_room, floor_ok, model_ok, top_p, top_EG): the smallest
+    (level_i - r_i)(1 - u) over the certified points (inf without one), the number of
+    points with min(r_i, gamma_i - r_i) > delta (0 unless delta > 0), whether every
+    certified point has theta_i beyond rounding above 1 - mu level_i and (with
+    ``check_model``) a stored-model margin beyond its rounding, and the largest |p_i|
+    and |EG_i| (NaN when an entry is NaN), for ``_referee.scaled_norm``."""
+    cdef Py_ssize_t n = th.shape[0]
+    cdef Py_ssize_t i, k_room = 0
+    cdef double rc, bc, theta, ath, Eth, mr, G, e, pv, lev, floor, ydec, Ed, q
+    cdef double threshold = INFINITY, top_p = 0.0, top_e = 0.0
+    cdef double ut = unit * fabs(t), u2 = 2 * unit, t2 = 2 * fabs(t)
+    cdef double lk = 1.0 - 2 * unit, fk = 1.0 + 2 * unit, uk = 1.0 - unit
+    cdef bint floor_ok = True, model_ok = True, nan_p = False, nan_e = False
+    for name, got in (("ypm", ypm.shape[0]), ("r", r.shape[0]), ("box", box.shape[0]),
+                      ("level", level.shape[0]), ("mask", mask.shape[0]),
+                      ("Mth", Mth.shape[0]), ("dec", dec.shape[0]), ("Md", Md.shape[0]),
+                      ("p", p.shape[0]), ("EG", EG.shape[0])):
+        if got != n:
+            raise ValueError(f"{name} has {got} entries, th {n}: one per point of the block")
+    with nogil:
+        for i in range(n):
+            rc = r[i]
+            bc = box[i]
+            theta = ypm[i] * (th[i] + t)
+            ath = fabs(theta)
+            Eth = Mth[i] * k1 + Et + ut + u2 * (ath + t2) + eta
+            mr = mu * rc
+            G = theta + mr - 1.0
+            e = Eth + gamma4 * (ath + mr + 1.0) + eta
+            # a box [0, 0] (weight 0) fixes its coordinate: p_i = 0; NaN propagates as
+            # np.minimum / np.maximum
+            if rc <= 0.0:
+                pv = (G if not (G > 0.0) else 0.0) if bc > 0.0 else 0.0
+            elif rc >= bc:
+                pv = G if not (G < 0.0) else 0.0
+            else:
+                pv = G
+            p[i] = pv
+            EG[i] = e
+            q = fabs(pv)
+            nan_p = nan_p or q != q
+            if q > top_p:
+                top_p = q
+            nan_e = nan_e or e != e
+            if e > top_e:
+                top_e = e
+            if delta > 0.0:
+                q = bc - rc
+                q = rc if rc < q else q
+                if q > delta:
+                    k_room += 1
+            if not mask[i]:
+                continue
+            # the levels min(gamma_i, 1/mu), rounded down
+            lev = level[i] * lk
+            lev = bc if bc < lev else lev
+            q = (lev - rc) * uk
+            if q < threshold:
+                threshold = q
+            floor = (1.0 - mu * lev) + u2 * (1.0 + mu * lev)
+            if not (theta - Eth * fk - unit * ath > floor):
+                floor_ok = False
+            if check_model:
+                ydec = ypm[i] * (dec[i] + c1)
+                Ed = Md[i] * k1 * gC + Ec1 + u2 * fabs(ydec) + eta
+                if not (ydec * uk > Ed):
+                    model_ok = False
+    if nan_p:
+        top_p = float("nan")
+    if nan_e:
+        top_e = float("nan")
+    return threshold, k_room, floor_ok, model_ok, top_p, top_e
 
 
 def ref_matvec_ld(rows_t X, const double[::1] v, const double[::1] Mv, long double[::1] th,
