@@ -43,6 +43,7 @@ PHASES = [
     (_kernel._KernelDCDState, "_fresh", "fresh float64 bound"),
     (_kernel_certificate.KernelCertifiedPointsCertificate, "check", "referee"),
     (builtin.RBFKernel, "careful_block", "  referee's careful blocks"),
+    (builtin.RBFKernel, "careful_products", "  referee's careful products"),
 ]
 
 

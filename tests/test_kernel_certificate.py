@@ -608,3 +608,28 @@ def test_builtin_kernel_with_parameters_out_of_its_table_is_not_psd_by_construct
     v = Cert(value=1e-3, mask=mask, r=r, gamma=1.0, mu=0.5, formulation="hsvm",
              intercept=float(y @ r), kernel=CallableKernel(function=k)).check(X, y)
     assert not v and "cannot establish that the kernel is PSD" in v.reason
+
+
+@pytest.mark.parametrize("solver", ["dcd", "fista_svm"])
+def test_careful_products_keep_the_verdict_of_careful_block(monkeypatch, solver):
+    """On a9a-like data (binary CSR features, RBF g = 0.05, C = 1) the referee's verdict
+    through ``RBFKernel.careful_products`` (no bound array) is the one through
+    ``careful_block``: the same threshold, the value within 1e-10 (the products' summation
+    order), the rounding within 1e-6 relative (the bound is at or above the old one)."""
+    rng = np.random.default_rng(4)
+    n, d = 700, 60
+    X = sp.random(n, d, density=0.2, random_state=rng, format="csr",
+                  data_rvs=lambda k: np.ones(k))
+    w = rng.normal(size=d)
+    y = np.where(X @ w + 0.5 * rng.normal(size=n) > np.median(X @ w), 1, -1)
+    res = mk.solve(X, y, solver=solver, kernel="rbf", kernel_params={"gamma": 0.05}, C=1.0)
+    cert = res.certificate
+    assert isinstance(cert, Cert) and res.status == "certified"
+    new = cert.check(X, y)
+    monkeypatch.setattr(RBFKernel, "careful_products", None)
+    old = cert.check(X, y)
+    assert new and old
+    assert new.threshold == old.threshold
+    assert abs(new.value - old.value) <= 1e-10 * old.value
+    assert old.rounding * (1 - 1e-9) <= new.rounding <= old.rounding * (1 + 1e-6)
+    assert abs(new.margin - old.margin) <= 1e-10 * old.value + 2e-6 * old.rounding

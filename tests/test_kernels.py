@@ -769,6 +769,101 @@ def test_rbf_careful_block_bounds_its_true_error(case, layout, dtype, same):
     assert np.all(E <= 1e-6 * K + 1e-300)
 
 
+def _careful_products_inputs(case, layout, dtype, same, rng):
+    """The inputs of the careful-block tests, and harder ones: ``tiny_gamma`` (entries
+    within 1e-8 of 1), ``huge_gamma`` (most entries underflow), ``duplicates`` (rows within
+    1e-9 of each other), ``large_norms`` (an offset of 1e7: every row recomputed from
+    explicit differences)."""
+    base = case if case in ("spread", "offset", "underflow", "underflow_far") else "spread"
+    A, B, gamma = _careful_rbf_data(base, rng)
+    if case == "tiny_gamma":
+        gamma = 1e-8
+    elif case == "huge_gamma":
+        gamma = 50.0
+    elif case == "duplicates":
+        B = np.vstack([B, A[:8] + 1e-9 * rng.normal(size=(8, A.shape[1]))])
+    elif case == "large_norms":
+        A, B = A + 1e7, B + 1e7
+        A[:, 1:], B[:, 1:] = A[:, 1:] - 1e7, B[:, 1:] - 1e7
+    if same:
+        A = B = np.vstack([A, B])
+    A, B = A.astype(dtype), B.astype(dtype)
+    Al, Bl = (sp.csr_matrix(A), sp.csr_matrix(B)) if layout == "csr" else (A, B)
+    return (Al, Al, A, A, gamma) if same else (Al, Bl, A, B, gamma)
+
+
+_PRODUCT_CASES = ["spread", "offset", "underflow", "underflow_far", "tiny_gamma", "huge_gamma",
+                  "duplicates", "large_norms"]
+
+
+@pytest.mark.parametrize("case", _PRODUCT_CASES)
+@pytest.mark.parametrize("layout", ["dense", "csr"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("same", [False, True])
+def test_rbf_careful_products_dominate_careful_block(case, layout, dtype, same):
+    """careful_products gives careful_block's products, and a bound b at or above the
+    float64 E |u| of careful_block's E on every row (and its diagonal bounds)."""
+    rng = np.random.default_rng(10)
+    Al, Bl, _, _, gamma = _careful_products_inputs(case, layout, dtype, same, rng)
+    kernel = mk.get_plugin("kernel", "rbf")(gamma=gamma)
+    m, n = Al.shape[0], Bl.shape[0]
+    before = (Al.copy(), Bl.copy())
+    K, E = kernel.careful_block(Al, Bl)
+    if case == "large_norms":
+        assert np.all(E > 0.0)                    # every row on the explicit path
+    for u in (rng.normal(size=n), np.where(rng.random(n) < 0.4, 0.0, rng.random(n)),
+              1e-300 * rng.normal(size=n)):
+        own = rng.integers(0, n, size=m)
+        f, a, b, d, ed = kernel.careful_products(Al, Bl, u, own)
+        assert f.shape == a.shape == b.shape == d.shape == ed.shape == (m,)
+        scale = np.abs(K) @ np.abs(u)
+        assert np.all(np.abs(f - K @ u) <= 4 * n * 2.0**-53 * scale + 1e-320)
+        assert np.all(np.abs(a - scale) <= 4 * n * 2.0**-53 * scale + 1e-320)
+        assert np.all(b >= E @ np.abs(u))
+        assert_array_equal(d, K[np.arange(m), own])
+        assert np.all(ed >= E[np.arange(m), own])
+        # a bound of the same size, not a blanket one
+        assert np.all(b <= 2.0 * (E @ np.abs(u)) + 1e-300)
+    assert kernel.careful_products(Al, Bl, u)[3:] == (None, None)
+    for x, x0 in zip((Al, Bl), before):
+        assert_array_equal(x.toarray() if sp.issparse(x) else x,
+                           x0.toarray() if sp.issparse(x0) else x0)
+
+
+@pytest.mark.parametrize("case", _PRODUCT_CASES)
+@pytest.mark.parametrize("layout", ["dense", "csr"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_rbf_careful_products_bound_the_true_error(case, layout, dtype):
+    """Against K(A, B) in long double (explicit differences): each entry's error is below
+    the bound of u = e_j (b then bounds that one entry), and K u's error is below
+    gamma_n a + b + 2 n eta for dense u."""
+    rng = np.random.default_rng(11)
+    Al, Bl, A, B, gamma = _careful_products_inputs(case, layout, dtype, False, rng)
+    kernel = mk.get_plugin("kernel", "rbf")(gamma=gamma)
+    a_, b_ = A.astype(np.longdouble), B.astype(np.longdouble)
+    exact = np.exp(-np.longdouble(gamma) * ((a_[:, None] - b_[None]) ** 2).sum(axis=2))
+    n = B.shape[0]
+    for j in range(n):
+        e_j = np.zeros(n)
+        e_j[j] = 1.0
+        f, _, b, _, _ = kernel.careful_products(Al, Bl, e_j)
+        assert np.all(np.abs(f - exact[:, j]) <= b), j
+    u = rng.normal(size=n)
+    f, a, b, _, _ = kernel.careful_products(Al, Bl, u)
+    g_n = n * 2.0**-53 / (1 - n * 2.0**-53)
+    err = np.abs(f.astype(np.longdouble) - exact @ u.astype(np.longdouble))
+    assert np.all(err <= g_n * a + b + 2 * n * 2.0**-1074)
+
+
+def test_rbf_careful_products_refuses_a_wrong_vector():
+    kernel = mk.get_plugin("kernel", "rbf")(gamma=0.5)
+    with pytest.raises(ValueError, match=r"u must have one entry per row of B \(4\)"):
+        kernel.careful_products(np.ones((2, 3)), np.ones((4, 3)), np.ones(3))
+    f, a, b, d, ed = kernel.careful_products(np.ones((0, 3)), np.ones((4, 3)), np.ones(4),
+                                             np.zeros(0, dtype=int))
+    assert f.shape == b.shape == d.shape == (0,)
+
+
 def test_rbf_careful_block_on_no_rows():
     kernel = mk.get_plugin("kernel", "rbf")(gamma=0.5)
     K, E = kernel.careful_block(np.ones((0, 3)), np.ones((4, 3)))

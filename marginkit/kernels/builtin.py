@@ -172,6 +172,11 @@ _U64 = np.finfo(np.float64).eps / 2
 _TINY = float(np.finfo(np.float64).smallest_subnormal)
 
 
+def _gamma(k):
+    """gamma_k = k u / (1 - k u) of float64 (Higham, Lemma 3.1)."""
+    return k * _U64 / (1.0 - k * _U64)
+
+
 def _cancellation_bound(k, u):
     """The factor c with |fl(D2) - D2| <= c (|a|^2 + |b|^2) for D2 = |a|^2 + |b|^2 - 2 <a, b>
     on centered rows: the dot product's gamma_k |a| |b| <= (k + 2) u (|a|^2 + |b|^2) / 2,
@@ -357,6 +362,75 @@ class RBFKernel(Kernel):
         np.exp(E, out=E)
         _gram.rbf_careful_bound(K, E, na, nb, g, c, d2x, which, c_explicit)
         return K, E
+
+    def careful_products(self, A, B, u, own=None):
+        """The referee's products of ``careful_block``'s K~ = K(A, B) with a vector u, without
+        forming its bound E: ``(f, a, b, d, ed)`` with f = K~ u, a = K~ |u| (float64
+        products; K~ >= 0, so a is |K~| |u|), b >= E |u| (the exact sum, E a proven bound on
+        the entries' errors), and, for ``own`` (one column index per row of A, or None),
+        the entries d_i = K~[i, own_i] and bounds ed_i on their errors (None without it).
+
+        On the rows that the norm formula serves (``careful_block``: all but the rows it
+        recomputes from explicit differences), g e_ij <= 2^-40 (1 + 5u) <= tau = 2^-30 for
+        e_ij = c (|a_i|^2 + |b_j|^2) (1 + u)^2, c = (k + 12) u, and the error of K~_ij is at
+        most E^_ij = K~_ij (2 g (1 + 4 tau) e_ij + 8 u (1 + 9 u)) + 5 tiny (docs/svm.md,
+        section 6, "Exact kernels": the bound of ``careful_block`` with
+        exp(-g max(D2 - e, 0)) <= exp(-g D2) exp(g e) and exp(-g D2) within 8 u of K~).
+        E^ is linear in |a_i|^2 + |b_j|^2 times K~_ij, so
+
+            sum_j E^_ij |u_j| = 2 g c' (|a_i|^2 (K~ |u|)_i + (K~ (nb |u|))_i)
+                                + 8 u (1 + 9 u) (K~ |u|)_i + 5 tiny sum |u|,
+
+        c' = c (1 + 4 tau)(1 + u)^2: one exp per entry and one product K~ [u, |u|, nb |u|]
+        (K~ read once), the sums' rounding counted (b bounds the exact sum). The rows
+        recomputed from explicit differences take ``careful_block``'s path (E formed).
+        b dominates the E |u| of ``careful_block``'s own E (tests).
+        """
+        A, B = _as64(A), _as64(B)
+        u = np.ascontiguousarray(u, dtype=np.float64)
+        m, n = A.shape[0], B.shape[0]
+        if u.shape != (n,):
+            raise ValueError(f"u must have one entry per row of B ({n}), got shape {u.shape}")
+        g = _resolve_gamma(self.gamma, A.shape[1])
+        Ac, Bc = _centered(A, B)
+        na = row_sqnorms(Ac)
+        nb = na if Bc is Ac else row_sqnorms(Bc)
+        k = max(_row_nnz_max(Ac), _row_nnz_max(Bc))
+        c = _cancellation_bound(k, _U64)
+        rows = _cancelled_rows(Ac, Bc, na, nb, g, np.dtype(np.float64), 2.0**-40)
+        # K~ <- exp(-g max(|a|^2 + |b|^2 - 2 <a, b>, 0)): careful_block's operations on its
+        # norm-formula rows (the same entries, bit for bit)
+        K = _dot_block(Ac, Bc)
+        _gram.rbf_exponent(K, na, nb, g, False)
+        np.exp(K, out=K)
+        absu = np.abs(u)
+        V = np.empty((n, 3))
+        V[:, 0], V[:, 1] = u, absu
+        np.multiply(nb, absu, out=V[:, 2])
+        # P = K~ @ [u, |u|, nb |u|]: K~ read once
+        P = K @ V
+        f, a = P[:, 0].copy(), P[:, 1].copy()
+        ce = 2.0 * g * c * (1.0 + 2.0**-27)          # >= 2 g c' (the rounding included)
+        u8 = 8.0 * _U64 * (1.0 + 2.0**-40)           # >= 8 u (1 + 9 u)
+        # the exact sums are within gamma_n (+ n eta) of the float64 ones (non-negative
+        # terms), nb |u| within u; h covers them and the few roundings of this line
+        h = 1.0 + _gamma(2 * n + 16)
+        tiny = (5.0 * float(np.sum(absu)) * h + n + 10.0) * _TINY
+        b = (ce * (na * a + P[:, 2]) + u8 * a) * h + tiny
+        d = ed = None
+        if own is not None:
+            own = np.asarray(own, dtype=np.intp)
+            d = K[np.arange(m), own]
+            ed = (d * (ce * (na + nb[own]) + u8)) * (1.0 + 8 * _U64) + 6.0 * _TINY
+        if rows.size:
+            Kx, Ex = self.careful_block(A[rows], B)
+            f[rows] = Kx @ u
+            a[rows] = Kx @ absu
+            b[rows] = (Ex @ absu) * h + tiny
+            if own is not None:
+                d[rows] = Kx[np.arange(rows.size), own[rows]]
+                ed[rows] = Ex[np.arange(rows.size), own[rows]]
+        return f, a, b, d, ed
 
     def diag(self, A):
         A, _, dtype = prepare_pair(A)

@@ -505,12 +505,16 @@ def _products_blocked(X, kernel, u, absu):
     step = max(1, min(n, int((math.sqrt(m * m + 4.0 * BLOCK_ENTRIES) - m) / 2.0)))
     f, A, B = np.empty(n), np.empty(n), np.zeros(n)
     diag, ediag = np.empty(n), np.zeros(n)
+    products = getattr(kernel, "careful_products", None)
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         cols = np.union1d(sup, np.arange(lo, hi))
         own = np.searchsorted(cols, np.arange(lo, hi))
         if cols.size == n:
             cols = None
+        if products is not None:
+            _products_of_block(X, products, u, lo, hi, cols, own, f, A, B, diag, ediag)
+            continue
         try:
             K, E = _gram_rows(X, kernel, lo, hi, cols)
         except (TypeError, ValueError) as exc:
@@ -530,6 +534,27 @@ def _products_blocked(X, kernel, u, absu):
             B[lo:hi] = E @ ac
             ediag[lo:hi] = E[np.arange(hi - lo), own]
     return f, A, B, diag, ediag
+
+
+def _products_of_block(X, products, u, lo, hi, cols, own, f, A, B, diag, ediag):
+    """Rows lo:hi of f, A, B and the diagonal from the kernel's ``careful_products`` (the
+    products of its ``careful_block`` entries without their n_A x n_B bound array)."""
+    uc = u if cols is None else u[cols]
+    try:
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            # non-finite results: rejected below
+            out = products(X[lo:hi], X if cols is None else X[cols], uc, own)
+    except (TypeError, ValueError) as exc:
+        raise _Reject(f"the kernel cannot be evaluated on X: {exc}") from None
+    out = [np.asarray(v, dtype=np.float64) for v in out]
+    if any(v.shape != (hi - lo,) for v in out):
+        raise _Reject(f"the kernel's careful products have shapes {[v.shape for v in out]} "
+                      f"for {hi - lo} rows")
+    if not all(np.all(np.isfinite(v)) for v in out):
+        raise _Reject("the kernel's Gram entries (or their error bounds) are not finite in "
+                      "float64: X overflows the kernel (rescale X or the kernel's gamma) or "
+                      "holds NaN/inf")
+    f[lo:hi], A[lo:hi], B[lo:hi], diag[lo:hi], ediag[lo:hi] = out
 
 
 def _products_full(X, kernel, u, absu, mu):
