@@ -713,15 +713,18 @@ def test_default_tol_scales_with_the_data_and_is_recorded_in_the_config():
     assert rbf.config.solver_params["tol"] == 1e-8
 
 
+@pytest.mark.parametrize("n", [57, 256, 601])
 @pytest.mark.parametrize("layout", ["dense64", "dense32", "csr32", "csr64", "empty"])
-def test_hessian_matvec_is_the_two_products_in_one_pass(layout):
+def test_hessian_matvec_is_the_two_products_in_one_pass(layout, n):
+    # n across the dense float64 path's blocks of 256 rows (one partial block, one full
+    # block, two full blocks and a partial one)
     import scipy.sparse as sp
 
     from marginkit.solvers.tikhonov import _fast as _tikhonov_fast
     from marginkit.utils._rows import row_block
 
     rng = np.random.default_rng(5)
-    n = 0 if layout == "empty" else 57
+    n = 0 if layout == "empty" else n
     X = rng.normal(size=(n, 9)) * (rng.uniform(size=(n, 9)) < 0.4)
     X[3:5] = 0.0 if n else X[3:5]  # rows without entries
     if layout == "dense32":
@@ -742,3 +745,13 @@ def test_hessian_matvec_is_the_two_products_in_one_pass(layout):
     for bad in ((v[:-1], h, out), (v, h[:-1] if n else np.ones(1), out), (v, h, out[:-1])):
         with pytest.raises(ValueError, match="hessian_matvec"):
             _tikhonov_fast.hessian_matvec(row_block(X), bad[0], b, bad[1], bad[2])
+
+
+def test_hessian_matvec_without_features_sums_the_intercept_curvature():
+    from marginkit.solvers.tikhonov import _fast as _tikhonov_fast
+    from marginkit.utils._rows import row_block
+
+    h = np.linspace(0.0, 1.0, 300)
+    out = np.zeros(0)
+    total = _tikhonov_fast.hessian_matvec(row_block(np.zeros((300, 0))), out, 2.0, h, out)
+    assert total == pytest.approx(2.0 * h.sum(), rel=1e-12)
