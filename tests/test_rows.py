@@ -247,3 +247,22 @@ def test_dense_scaling_passes_are_the_entry_by_entry_sums(dtype, n):
         out[name] = (sums, cnt, ss)
     for a, b in zip(out["dense"], out["csr"]):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("d", [0, 1, 3, 4, 5, 28])
+@pytest.mark.parametrize("name", [n for n, _ in _layouts(_matrix())])
+def test_row_statistics_four_partial_sums_are_the_row_sums(name, d):
+    # c_i = x_i . s2m and xsq_i = ||sc * x_i||^2 with four partial sums per row, for row
+    # lengths below, at and past a multiple of four; zsq and qd follow from them
+    X = _matrix(n=19, d=d, seed=d) if d else np.zeros((19, 0))
+    X = dict(_layouts(X))[name]
+    Xd = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    rng = np.random.default_rng(1)
+    sc, s2m = rng.uniform(0.5, 2.0, d), rng.standard_normal(d)
+    n, M, shift = Xd.shape[0], 0.75, 0.125
+    c, xsq, zsq, qd = (np.full(n, np.nan) for _ in range(4))
+    _svm_fast.row_statistics(row_block(X), sc, s2m, c, xsq, M, zsq, qd, shift)
+    np.testing.assert_allclose(c, Xd @ s2m, rtol=1e-14, atol=1e-14)
+    np.testing.assert_allclose(xsq, ((Xd * sc) ** 2).sum(axis=1), rtol=1e-14, atol=0)
+    np.testing.assert_array_equal(zsq, np.maximum(xsq - 2.0 * c + M, 0.0))
+    np.testing.assert_array_equal(qd, zsq + 1.0 + shift)

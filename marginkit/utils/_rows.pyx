@@ -5,8 +5,8 @@ six classes below: dense C-order or CSR; float32 or float64 values; int32 or int
 column indices) instead of the arrays of each layout. Cython compiles the kernel once
 per class, so the layout is chosen once per call, and the row helpers of ``_rows.pxd``
 (``row_dot``, ``row_dot4``, ``row_axpy``, ``row_axpy_scaled``, ``row_sqnorm_scaled``,
-``row_prefetch``; ``row_start``, ``row_stop``, ``col`` for a loop over the stored
-entries) are the same loops a kernel would write for that layout alone.
+``row_sqnorm_scaled4``, ``row_prefetch``; ``row_start``, ``row_stop``, ``col`` for a loop
+over the stored entries) are the same loops a kernel would write for that layout alone.
 
 ``row_block(X)`` packs a block that the input checks (``marginkit._validation``) have
 already accepted; it copies nothing and checks only what the pointers need.

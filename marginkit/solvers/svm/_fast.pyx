@@ -34,7 +34,7 @@ from libc.stdlib cimport calloc, free, malloc
 from marginkit.utils._rows cimport (
     DenseRows64, MK_PREFETCH, csr_rows_t, dense_rows_t, rows_t, col, row_axpy,
     row_axpy_scaled, row_dot, row_dot4, row_prefetch, row_prefetch_offsets,
-    row_sqnorm_scaled, row_start, row_stop, stored)
+    row_sqnorm_scaled4, row_start, row_stop, stored)
 
 cdef extern from *:
     """
@@ -210,9 +210,11 @@ cdef inline double _clamp(double v, double lo, double hi) noexcept nogil:
 def row_statistics(rows_t X, const double[::1] sc, const double[::1] s2m,
                    double[::1] c, double[::1] xsq, double M=0.0, zsq=None, qd=None,
                    double shift=0.0):
-    """c_i = x_i . (s2 * m) and xsq_i = ||sc * x_i||^2 (s2 = sc^2) for every row (one pass);
-    with ``zsq`` (a float64 array of length n) also ||z_i||^2 = max(xsq_i - 2 c_i + M, 0),
-    and with ``qd`` besides the diagonal ||z_i||^2 + 1 + ``shift`` (dcd's Q_ii)."""
+    """c_i = x_i . (s2 * m) and xsq_i = ||sc * x_i||^2 (s2 = sc^2) for every row (one pass,
+    each with four partial sums: on rows of a few dozen entries one chain of additions
+    would bound the pass); with ``zsq`` (a float64 array of length n) also
+    ||z_i||^2 = max(xsq_i - 2 c_i + M, 0), and with ``qd`` besides the diagonal
+    ||z_i||^2 + 1 + ``shift`` (dcd's Q_ii)."""
     cdef Py_ssize_t i
     cdef double acc, t
     cdef double[::1] zv, qv
@@ -224,8 +226,8 @@ def row_statistics(rows_t X, const double[::1] sc, const double[::1] s2m,
         qv = qd
     with nogil:
         for i in range(X.n):
-            c[i] = row_dot(X, i, &s2m[0])
-            acc = row_sqnorm_scaled(X, i, &sc[0])
+            c[i] = row_dot4(X, i, &s2m[0])
+            acc = row_sqnorm_scaled4(X, i, &sc[0])
             xsq[i] = acc
             if with_z:
                 # the value of np.maximum(xsq - 2.0 * c + M, 0.0) (NaN kept)
