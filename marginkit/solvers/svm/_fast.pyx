@@ -942,6 +942,9 @@ cdef Py_ssize_t _dcd_pass(rows_t X, const double* y, int64_t* index, Py_ssize_t 
     # [0, 0] keeps r_i = 0 and PG_i = 0), scal = [b, P] and s2a kept
     # up to date; with ``shrinking`` coordinates at a bound that pass LIBLINEAR's test
     # against the previous epoch's PG extremes are swapped to the end of ``index``.
+    # The row's product with s2a uses four partial sums (``row_dot4``): it is on the chain
+    # from one coordinate to the next, and one chain of additions over a dense row's
+    # entries was the longest part of it.
     # out = [pg_max, pg_min, sum PG^2]; returns the new active size
     cdef Py_ssize_t s, i, tmp
     cdef double b = scal[0], P = scal[1]
@@ -961,7 +964,7 @@ cdef Py_ssize_t _dcd_pass(rows_t X, const double* y, int64_t* index, Py_ssize_t 
         if s + _PF_NEAR < active_size:
             row_prefetch(X, index[s + _PF_NEAR])
         i = index[s]
-        G = y[i] * (row_dot(X, i, s2a) - b * c[i] - P + b * M + t_col * b) + mu * r[i] - 1.0
+        G = y[i] * (row_dot4(X, i, s2a) - b * c[i] - P + b * M + t_col * b) + mu * r[i] - 1.0
         PG = 0.0
         if r[i] <= 0.0:
             if shrinking and G > pg_max_old:
