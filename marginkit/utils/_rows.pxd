@@ -317,7 +317,9 @@ cdef inline double row_sqnorm_scaled4(rows_t X, Py_ssize_t i, const double* sc) 
 
 cdef inline void row_prefetch(rows_t X, Py_ssize_t i) noexcept nogil:
     """Ask for the first 256 bytes of row i's values (and column indices) to be brought
-    into cache (longer rows are streamed by the hardware prefetcher once their first
+    into cache, every line they touch: one request per 64 bytes from the row's start and
+    one for its last entry in that span, whose line the steps miss when the row does not
+    start on a line (longer rows are streamed by the hardware prefetcher once their first
     lines arrive)."""
     cdef Py_ssize_t st, ln, k
     cdef Py_ssize_t step = 64 // sizeof(X.data[0])
@@ -334,12 +336,16 @@ cdef inline void row_prefetch(rows_t X, Py_ssize_t i) noexcept nogil:
     while k < ln:
         MK_PREFETCH(X.data + st + k)
         k += step
+    if ln > 0:
+        MK_PREFETCH(X.data + st + ln - 1)
     if rows_t in csr_rows_t:
         step = 64 // sizeof(X.indices[0])
         k = 0
         while k < ln:
             MK_PREFETCH(X.indices + st + k)
             k += step
+        if ln > 0:
+            MK_PREFETCH(X.indices + st + ln - 1)
 
 
 cdef inline void row_prefetch_offsets(rows_t X, Py_ssize_t i) noexcept nogil:
