@@ -482,6 +482,39 @@ def test_dcd_epochs_per_call_do_not_change_the_run(kw, sparse):
         assert a.certificate.verify(X, y)
 
 
+def _rows_of_every_length(seed, n=50, d=45):
+    # row i holds i mod (d + 1) entries (rows 0 and 46 none), the columns drawn at random
+    rng = np.random.default_rng(seed)
+    y = np.where(rng.uniform(size=n) < 0.5, -1.0, 1.0)
+    X = np.zeros((n, d))
+    for i in range(n):
+        k = i % (d + 1)
+        X[i, rng.choice(d, size=k, replace=False)] = rng.standard_normal(k) + 0.8 * y[i]
+    return X, y
+
+
+@pytest.mark.parametrize("seed", [4, 5, 8])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_dcd_certifies_when_a_column_has_only_points_at_zero(seed, sparse):
+    # with scale=None a column whose rows are all at r_i = 0 has w(r)_j = 0 and |X|^T r = 0,
+    # so the referee takes its coefficient exactly (and one whose |X|^T r is small, nearly
+    # so); the epochs' incremental w still held the rounding of the updates of its rows
+    # when their r_i were larger (5e-18 on seed 4), so every claim was refuted ("the
+    # stored coefficients are not s * w_bar(r)") and the run went to max_iter without a
+    # certificate while the solver certified most points from the sixth epoch on
+    X, y = _rows_of_every_length(seed)
+    if sparse:
+        X = sp.csr_matrix(X)
+    res = mk.solve(X, y, solver="dcd", random_state=0, scale=None, max_iter=60)
+    assert res.status == "certified" and res.n_iter < 20
+    assert res.certificate.verify(X, y)
+    # the returned model is w(r) to the rounding of the current magnitudes (exactly 0 on
+    # a column without a point of positive r_i)
+    ypm = np.where(y == res.classes_[1], 1.0, -1.0)
+    w, mag = X.T @ (ypm * res.dual_coef_), abs(X).T @ res.dual_coef_
+    assert np.all(np.abs(res.coef_ - w) <= 1e-12 * mag)
+
+
 # ------------------------------------------------------------------------- fista_svm
 def test_projection_box_hyperplane_kkt():
     rng = np.random.default_rng(8)

@@ -171,6 +171,17 @@ class _DCDState(_ClaimOffers, SolverState):
                 "projected_gradient_gap": self.projected_gradient_gap}
 
 
+def _model_from_r(data, y, r):
+    """(t_bar, coef) of r: t_bar = y^T r and coef = s * w_bar(r) = s (s (X^T (y r) - m t_bar)),
+    scattered afresh in long double (``_fast.fresh_scatter``, ``fresh_coefficients``) and
+    rounded once to float64."""
+    fresh = np.zeros(data.d, dtype=np.longdouble)
+    ld = np.zeros(2, dtype=np.longdouble)
+    _f.fresh_scatter(data.rows, y, r, data.xi, fresh, ld[:1])
+    _f.fresh_coefficients(fresh, data.s, data.m, ld)
+    return float(ld[0]), fresh.astype(np.float64)
+
+
 #: why dcd runs on one in-memory block only (the message of a refused blocked run)
 _DCD_SEQUENTIAL = (
     "solver 'dcd' is sequential: each coordinate step of dual coordinate descent uses the "
@@ -249,11 +260,19 @@ class DCD(_CertifiedSVM):
             return state.result_fields(problem, status)
         data, identity = state.fit
         t_bar = float(state.scal[0])
-        fields = _feature_fields(data, identity, state._w_bar, t_bar, state._coef.copy())
+        coef = state._coef
         finite = math.isfinite(state.error_bound)
+        certify = finite and state.n_certified > 0  # the number of points in mask
+        if certify:
+            # the model of a certificate from r afresh: the epochs' incremental w keeps the
+            # rounding of every past update, which the referee cannot tell from a wrong
+            # coefficient on a column whose rows are all at r_i = 0 (w(r)_j = 0 and
+            # |X|^T r = 0 there)
+            t_bar, coef = _model_from_r(data, state.y, state.r)
+        fields = _feature_fields(data, identity, state._w_bar, t_bar, coef.copy())
         mask = state.mask if finite else np.zeros(data.n, dtype=bool)
         fields.update(dual_coef_=state.r.copy(), certified_mask=mask)
-        if finite and state.n_certified > 0:  # the number of points in mask
+        if certify:
             fields["certificate"] = run_certificate(problem, state, status, data, mask,
                                                     state.r.copy(), self.formulation, t_bar,
                                                     fields)
