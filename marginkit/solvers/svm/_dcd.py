@@ -267,8 +267,13 @@ class DCD(_CertifiedSVM):
             # the model of a certificate from r afresh: the epochs' incremental w keeps the
             # rounding of every past update, which the referee cannot tell from a wrong
             # coefficient on a column whose rows are all at r_i = 0 (w(r)_j = 0 and
-            # |X|^T r = 0 there)
-            t_bar, coef = _model_from_r(data, state.y, state.r)
+            # |X|^T r = 0 there); kept for the iteration (the claim's check and the
+            # result both finalize at the same r)
+            model = getattr(state, "_fresh_model", None)
+            if model is None or model[0] != state.n_iter:
+                model = state._fresh_model = (state.n_iter,
+                                              *_model_from_r(data, state.y, state.r))
+            t_bar, coef = model[1], model[2]
         fields = _feature_fields(data, identity, state._w_bar, t_bar, coef.copy())
         mask = state.mask if finite else np.zeros(data.n, dtype=bool)
         fields.update(dual_coef_=state.r.copy(), certified_mask=mask)
