@@ -710,6 +710,29 @@ def test_pegasos_epochs_seed_and_accuracy():
     assert np.linalg.norm(w_bar) <= 8.0 * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_pegasos_extreme_and_mixed_magnitudes_same_classifier(dtype, sparse):
+    """scale="std": columns of magnitude 1e-301 or of mixed magnitudes 1e-301 .. 1e298
+    (exact powers of two, so the standardized problem is the same to the bit) give the
+    classifier of the data at magnitude 1, finite, and dense and CSR alike. The kernel
+    used to keep s^2 * a, which for s ~ 1e301 and a ~ ||w|| / alpha overflowed (coef_
+    inf/NaN, and NaN margins from 0 * inf on dense rows where CSR skips the zeros)."""
+    X, y = make_problem(n=257, d=5, seed=12)
+    X[np.random.default_rng(12).random(X.shape) < 0.3] = 0.0
+    # float32: the same exponents scaled into float32's range
+    e = np.array([-1000, -500, 0, 500, 990]) if dtype == np.float64 \
+        else np.array([-100, -50, 0, 50, 100])
+    kw = dict(solver="pegasos", random_state=0, epochs=200)
+    base = mk.solve(X.astype(dtype), y, **kw)
+    for mags in (np.full(5, 2.0 ** e[0]), 2.0 ** e):
+        Xs = (X * mags).astype(dtype)
+        res = mk.solve(sp.csr_matrix(Xs) if sparse else Xs, y, **kw)
+        assert np.all(np.isfinite(res.coef_)) and np.isfinite(res.intercept_)
+        np.testing.assert_allclose(res.coef_ * mags, base.coef_, rtol=1e-12, atol=0)
+        assert res.intercept_ == pytest.approx(base.intercept_, rel=1e-12, abs=1e-14)
+
+
 # ------------------------------------------------------- four-point data set (Table 5)
 def _four_point_runs(d, seeds):
     X, y = mk.datasets.make_four_point(d, sparse=True)

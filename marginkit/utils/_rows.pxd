@@ -208,6 +208,38 @@ cdef inline void _axpy_sparse_scaled(double alpha, const floating* val, const in
         out[ind[k]] += alpha * (sc[ind[k]] * (sc[ind[k]] * val[k]))
 
 
+cdef inline double _dot_dense_sc(const floating* x, const double* sc, const double* v,
+                                 Py_ssize_t d) noexcept nogil:
+    cdef double acc = 0.0
+    cdef Py_ssize_t j
+    for j in range(d):
+        acc += (sc[j] * x[j]) * v[j]
+    return acc
+
+
+cdef inline double _dot_sparse_sc(const floating* val, const index_t* ind, Py_ssize_t nnz,
+                                  const double* sc, const double* v) noexcept nogil:
+    cdef double acc = 0.0
+    cdef Py_ssize_t k
+    for k in range(nnz):
+        acc += (sc[ind[k]] * val[k]) * v[ind[k]]
+    return acc
+
+
+cdef inline void _axpy_dense_sc(double alpha, const floating* x, const double* sc,
+                                double* out, Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t j
+    for j in range(d):
+        out[j] += alpha * (sc[j] * x[j])
+
+
+cdef inline void _axpy_sparse_sc(double alpha, const floating* val, const index_t* ind,
+                                 Py_ssize_t nnz, const double* sc, double* out) noexcept nogil:
+    cdef Py_ssize_t k
+    for k in range(nnz):
+        out[ind[k]] += alpha * (sc[ind[k]] * val[k])
+
+
 cdef inline double row_dot(rows_t X, Py_ssize_t i, const double* v) noexcept nogil:
     """x_i . v (one running sum, in entry order)."""
     cdef Py_ssize_t s
@@ -250,6 +282,31 @@ cdef inline void row_axpy_scaled(rows_t X, Py_ssize_t i, double alpha, const dou
     else:
         s = X.indptr[i]
         _axpy_sparse_scaled(alpha, X.data + s, X.indices + s, X.indptr[i + 1] - s, sc, out)
+
+
+cdef inline double row_scaled_dot(rows_t X, Py_ssize_t i, const double* sc,
+                                  const double* v) noexcept nogil:
+    """(sc * x_i) . v (one running sum, in entry order): each entry scaled first, so that
+    x_i . (sc^2 * a) can be taken as (sc * x_i) . (sc * a) with sc * a kept instead of
+    sc^2 * a, which overflows or underflows for columns of magnitude 1e-160 or 1e160
+    when a is large."""
+    cdef Py_ssize_t s
+    if rows_t in dense_rows_t:
+        return _dot_dense_sc(X.data + i * X.d, sc, v, X.d)
+    else:
+        s = X.indptr[i]
+        return _dot_sparse_sc(X.data + s, X.indices + s, X.indptr[i + 1] - s, sc, v)
+
+
+cdef inline void row_scaled_axpy(rows_t X, Py_ssize_t i, double alpha, const double* sc,
+                                 double* out) noexcept nogil:
+    """out += alpha (sc * x_i), evaluated as alpha (sc_j x_ij)."""
+    cdef Py_ssize_t s
+    if rows_t in dense_rows_t:
+        _axpy_dense_sc(alpha, X.data + i * X.d, sc, out, X.d)
+    else:
+        s = X.indptr[i]
+        _axpy_sparse_sc(alpha, X.data + s, X.indices + s, X.indptr[i + 1] - s, sc, out)
 
 
 cdef inline double row_sqnorm_scaled(rows_t X, Py_ssize_t i, const double* sc) noexcept nogil:

@@ -34,7 +34,7 @@ from libc.stdlib cimport calloc, free, malloc
 from marginkit.utils._rows cimport (
     DenseRows64, MK_PREFETCH, csr_rows_t, dense_rows_t, rows_t, col, row_axpy,
     row_axpy_scaled, row_dot, row_dot4, row_prefetch, row_prefetch_offsets,
-    row_sqnorm_scaled4, row_start, row_stop, stored)
+    row_scaled_axpy, row_scaled_dot, row_sqnorm_scaled4, row_start, row_stop, stored)
 
 cdef extern from *:
     """
@@ -1361,21 +1361,24 @@ def projected_gradient(rows_t X, const double[::1] y, const double[::1] r, const
 
 
 # ------------------------------------------------------------------------------ Pegasos
-def pegasos_epoch(rows_t X, const double[::1] y, const int64_t[::1] order, double[::1] s2a,
+def pegasos_epoch(rows_t X, const double[::1] y, const int64_t[::1] order, double[::1] sa,
                   double[::1] st, const double[::1] sc, const double[::1] c,
                   const double[::1] xsq, double M, double lam, double radius,
                   const double[::1] weight):
     """One epoch of Pegasos (Shalev-Shwartz et al. 2007) with an unregularized bias.
 
-    w = alpha * s * (a - m beta) in the scaled space (so that a rank-one update touches
-    only the nonzeros of x_i); the caller keeps s2a = s2 * a. ``st`` holds
-    [alpha, beta, P = m . s2a, A2 = a^T diag(s2) a, bias, k]. Step k (k = 1, 2, ...):
-    eta = 1 / (lam k); on a margin violation y_i (w . z_i + bias) < 1:
-    w <- (1 - eta lam) w + eta w_i y_i z_i and bias <- bias + eta w_i y_i (``weight``: the
-    sample weights w_i of the block's rows, ones for an unweighted run), else
-    w <- (1 - eta lam) w; then w is projected on the ball of radius 1/sqrt(lam).
+    w = alpha * (s * a - s * m beta) in the scaled space (so that a rank-one update
+    touches only the nonzeros of x_i); the caller keeps sa = s * a (not s2 * a: with
+    s ~ 1e300 for a column of magnitude 1e-300 and |s * a| up to ||w|| / alpha, s2 * a
+    overflows, and for s ~ 1e-300 it underflows). ``st`` holds [alpha, beta,
+    P = (s * m) . sa, A2 = ||sa||^2, bias, k]; x_i . (s2 * a) is taken as
+    (s * x_i) . sa (``row_scaled_dot``). Step k (k = 1, 2, ...): eta = 1 / (lam k); on a
+    margin violation y_i (w . z_i + bias) < 1: w <- (1 - eta lam) w + eta w_i y_i z_i and
+    bias <- bias + eta w_i y_i (``weight``: the sample weights w_i of the block's rows,
+    ones for an unweighted run), else w <- (1 - eta lam) w; then w is projected on the
+    ball of radius 1/sqrt(lam).
     """
-    cdef Py_ssize_t d = s2a.shape[0]
+    cdef Py_ssize_t d = sa.shape[0]
     cdef Py_ssize_t n_ord = order.shape[0]
     cdef Py_ssize_t s, i, j
     cdef double alpha = st[0], beta = st[1], P = st[2], A2 = st[3], bias = st[4], k = st[5]
@@ -1385,14 +1388,14 @@ def pegasos_epoch(rows_t X, const double[::1] y, const int64_t[::1] order, doubl
             i = order[s]
             k += 1.0
             eta = 1.0 / (lam * k)
-            xa = row_dot(X, i, &s2a[0])
+            xa = row_scaled_dot(X, i, &sc[0], &sa[0])
             dot = alpha * (xa - beta * c[i] - P + beta * M)
             marg = y[i] * (dot + bias)
             alpha *= (1.0 - eta * lam)
             if alpha == 0.0:
                 # first step (eta lam = 1): w becomes 0; restart the representation
                 for j in range(d):
-                    s2a[j] = 0.0
+                    sa[j] = 0.0
                 alpha = 1.0
                 beta = 0.0
                 P = 0.0
@@ -1403,16 +1406,16 @@ def pegasos_epoch(rows_t X, const double[::1] y, const int64_t[::1] order, doubl
                 A2 += 2.0 * delta * xa + delta * delta * xsq[i]
                 P += delta * c[i]
                 beta += delta
-                row_axpy_scaled(X, i, delta, &sc[0], &s2a[0])
+                row_scaled_axpy(X, i, delta, &sc[0], &sa[0])
                 bias += eta * (weight[i] * y[i])
-            # ||w||^2 = alpha^2 (a - m beta)^T diag(s2) (a - m beta)
+            # ||w||^2 = alpha^2 ||sa - s m beta||^2
             wn2 = alpha * alpha * (A2 - 2.0 * beta * P + beta * beta * M)
             if wn2 > radius * radius:
                 alpha *= radius / sqrt(wn2)
             if alpha < 1e-100 or alpha > 1e100:
                 # fold alpha into the representation to stay in floating-point range
                 for j in range(d):
-                    s2a[j] *= alpha
+                    sa[j] *= alpha
                 A2 *= alpha * alpha
                 P *= alpha
                 beta *= alpha

@@ -23,17 +23,17 @@ from ._base import _COMMON_PARAMS
 from ._data import _feature_fields, _prepare, feature_map_refusal
 
 
-def _k_pegasos_epoch(block, order, s2a, st, lam, radius):
+def _k_pegasos_epoch(block, order, sa, st, lam, radius):
     """Pegasos steps over the block's rows in ``order`` (``_fast.pegasos_epoch``), w
-    (the d-vector s2a and the 6 scalars st) passed in and returned: an epoch passes it
-    from block to block."""
+    (the d-vector sa = s * a and the 6 scalars st) passed in and returned: an epoch
+    passes it from block to block."""
     data = block.v["svm"]
     weight = block.v.get("weight")
     if weight is None:
         weight = block.v["weight"] = np.ones(data.n)
-    _f.pegasos_epoch(data.rows, block.y, order, s2a, st, data.s, data.c, data.xsq, data.M,
+    _f.pegasos_epoch(data.rows, block.y, order, sa, st, data.s, data.c, data.xsq, data.M,
                      lam, radius, weight)
-    return s2a, st
+    return sa, st
 
 
 def _k_set_weight(block, weight):
@@ -53,23 +53,23 @@ class _PegasosState(SolverState):
         self.data, self.lam, self.rng = data, lam, rng
         self.ex = data.executor
         self.radius = 1.0 / np.sqrt(lam)
-        self.s2a = np.zeros(data.d)
+        self.sa = np.zeros(data.d)  # s * a (``_fast.pegasos_epoch``)
         self.st = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])  # alpha, beta, P, A2, bias, k
         self.n_iter = 0
         self.objective = np.nan
 
     def w_bar(self):
+        """w = alpha * (s * a - s * m beta), from sa = s * a (no division by s)."""
         data = self.data
         alpha, beta = self.st[0], self.st[1]
-        a_s = np.divide(self.s2a, data.s, out=np.zeros_like(self.s2a), where=data.s > 0)
-        return alpha * (a_s - data.s * data.m * beta)
+        return alpha * (self.sa - data.s * data.m * beta)
 
     def step(self):
         ex = self.ex
         for c in range(ex.n_chunks):
             order = self.rng.permutation(int(ex.sizes[c])).astype(np.int64)
-            self.s2a, self.st = ex.call(c, _k_pegasos_epoch, order, self.s2a, self.st,
-                                        self.lam, self.radius)
+            self.sa, self.st = ex.call(c, _k_pegasos_epoch, order, self.sa, self.st,
+                                       self.lam, self.radius)
 
     def snapshot(self):
         return {"bias": float(self.st[4]), "steps": float(self.st[5])}
