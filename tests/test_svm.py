@@ -733,6 +733,28 @@ def test_pegasos_extreme_and_mixed_magnitudes_same_classifier(dtype, sparse):
         assert res.intercept_ == pytest.approx(base.intercept_, rel=1e-12, abs=1e-14)
 
 
+
+def test_pegasos_refuses_out_of_range_lam_weights_and_spread():
+    """Inputs whose numbers leave float64's range are refused naming the fix (they gave
+    NaN coef_ at lam = 1e-300, ||w_bar|| = 1e71 / sqrt(lam) far outside the ball at
+    lam = 1e-150, the same with sample weights 1e100, and coef_ inf for a column of
+    spread 1e-308); lam = 1e-40 still runs, inside the ball."""
+    X, y = make_problem(n=257, d=5, seed=12)
+    kw = dict(solver="pegasos", random_state=0, epochs=5)
+    for lam in (1e-300, 1e-150):
+        with pytest.raises(ValueError, match="raise lam"):
+            mk.solve(X, y, lam=lam, **kw)
+    with pytest.raises(ValueError, match="sample weights down"):
+        mk.solve(X, y, sample_weight=np.full(len(y), 1e100), **kw)
+    Xt = X.copy()
+    Xt[:, 0] = 1e-308 * (Xt[:, 0] - 3.0)
+    with pytest.raises(ValueError, match="rescale X"):
+        mk.solve(Xt, y, **kw)
+    res = mk.solve(X, y, lam=1e-40, **kw)
+    m, s = scaling_statistics(X, "std")
+    assert np.all(np.isfinite(res.coef_)) and np.isfinite(res.intercept_)
+    assert np.linalg.norm(res.coef_ / s) <= 1e20 * (1 + 1e-9)
+
 # ------------------------------------------------------- four-point data set (Table 5)
 def _four_point_runs(d, seeds):
     X, y = mk.datasets.make_four_point(d, sparse=True)

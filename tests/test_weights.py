@@ -500,3 +500,17 @@ def test_weights_out_of_float64_range_end_honestly():
                        sample_weight=np.full(60, 1e300))
     assert res.status == "max_iter" and res.certificate is None
     assert "overflows float64 (sample weights" in res.extra["failure"]
+
+
+def test_pegasos_weighted_ball_holds_the_minimizer():
+    """Weights c on every point are the unweighted problem with lam / c (the same steps
+    eta w_i, the same shrink 1 - eta lam), whose minimizer lies in the ball of radius
+    sqrt(c / lam): the weighted run projects on sqrt(mean(w) / lam), not 1/sqrt(lam)
+    (which cut off w* and gave another model). c = 4, a power of two: bit for bit."""
+    X, y = make_problem(n=257, seed=4, noise=1.0)
+    kw = dict(solver="pegasos", random_state=0, epochs=50)
+    for c in (4.0, 64.0):
+        a = mk.solve(X, y, lam=1.0 / 64.0, sample_weight=np.full(len(y), c), **kw)
+        b = mk.solve(X, y, lam=1.0 / 64.0 / c, **kw)
+        np.testing.assert_array_equal(a.coef_, b.coef_)
+        assert a.intercept_ == b.intercept_

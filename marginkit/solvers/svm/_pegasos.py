@@ -49,10 +49,10 @@ class _PegasosState(SolverState):
     ``rng.permutation(n)``; a dask array's chunks give another order, hence another
     (equally valid) run, the same for the same chunks."""
 
-    def __init__(self, data, lam, rng):
+    def __init__(self, data, lam, rng, radius):
         self.data, self.lam, self.rng = data, lam, rng
         self.ex = data.executor
-        self.radius = 1.0 / np.sqrt(lam)
+        self.radius = radius
         self.sa = np.zeros(data.d)  # s * a (``_fast.pegasos_epoch``)
         self.st = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])  # alpha, beta, P, A2, bias, k
         self.n_iter = 0
@@ -75,6 +75,50 @@ class _PegasosState(SolverState):
         return {"bias": float(self.st[4]), "steps": float(self.st[5])}
 
 
+def _radius(lam, weights, n):
+    """The radius of the ball that holds the minimizer: 1/sqrt(lam) (Pegasos, Theorem 1),
+    sqrt(mean(w_i) / lam) with sample weights. At the optimum, strong duality gives
+    lam ||w*||^2 = (1/n) sum_i alpha_i - (1/n) sum_i w_i hinge_i(w*) <= (1/n) sum_i w_i,
+    the dual variables alpha_i lying in [0, w_i]; 1/sqrt(lam) would cut off the
+    minimizer of a run whose weights average above 1 (weights c and lam are the
+    unweighted run with lam / c, whose ball has radius sqrt(c / lam))."""
+    radius = 1.0 / np.sqrt(lam)
+    if weights is not None:
+        radius *= np.sqrt(float(np.sum(weights, dtype=np.float64)) / n)
+    return float(radius)
+
+
+#: the largest first step |eta_1 w_i| ||z_i|| the kernel's representation holds: its
+#: d-vector s * a reaches that over alpha, alpha >= 1e-100 (``_fast.pegasos_epoch``), and
+#: ||s * a||^2 must stay below float64's largest number
+_STEP_LIMIT = 2.0 ** 160
+
+
+def _check_range(data, lam, radius, weights):
+    """Refuse a run whose numbers leave float64's range (ValueError naming the fix): steps
+    eta_1 w_i = w_i / lam too large for the kernel's representation of w, or coefficients
+    s_j w_j (|w_j| <= radius) that overflow."""
+    wmax = 1.0 if weights is None else float(np.max(weights, initial=0.0))
+    zmax = float(data.xi_max) + float(np.sqrt(data.M))  # ||z_i|| <= ||s * x_i|| + ||s * m||
+    with np.errstate(over="ignore"):
+        step = wmax / lam * max(zmax, 1.0)
+    if not step <= _STEP_LIMIT:
+        what = f"lam = {lam:.3g}" if weights is None \
+            else f"lam = {lam:.3g} with sample weights up to {wmax:.3g}"
+        raise ValueError(
+            f"pegasos: {what} makes the first steps eta w_i ||z_i|| = w_i ||z_i|| / lam up to "
+            f"{step:.3g}, beyond the {_STEP_LIMIT:.3g} the iterate's float64 representation "
+            "holds; raise lam" + ("" if weights is None else " or scale the sample weights down"))
+    smax = float(data.s.max(initial=0.0))
+    with np.errstate(over="ignore"):
+        coef_bound = max(smax, float(np.sqrt(data.M))) * radius
+    if not coef_bound < 2.0 ** 1020:
+        raise ValueError(
+            f"pegasos: the scaled data (largest 1/sigma = {smax:.3g}) with lam = {lam:.3g} give "
+            f"coefficients up to 1/sigma * {radius:.3g} that can overflow float64; rescale X "
+            "(multiply it by a power of ten) or raise lam")
+
+
 @_register_builtin("solver", "pegasos")
 class Pegasos(Solver):
     """Pegasos (Shalev-Shwartz et al. 2007) as in arXiv:2512.03947, section 5.1.
@@ -83,7 +127,8 @@ class Pegasos(Solver):
     the paper's misclassification penalty 64/n; the sample weights w_i are 1 for an
     unweighted run, and a weight scales its point's sub-gradient step, as C w_i scales
     the box of the dual solvers) with step 1/(lam k), projection of w on the
-    ball of radius 1/sqrt(lam) after each step, and an unregularized bias b updated on
+    ball of radius 1/sqrt(lam) (sqrt(mean(w_i) / lam) with weights: ``_radius``) after
+    each step, and an unregularized bias b updated on
     margin violations (Pegasos paper, section 6). One iteration is one epoch over a random
     permutation from ``random_state`` (block by block on a dask array: see
     ``_PegasosState``); the run stops after ``epochs`` epochs (status ``"max_iter"``).
@@ -120,11 +165,14 @@ class Pegasos(Solver):
 
     def start(self, problem):
         data, identity = _prepare(problem, self.params["scale"])
+        lam = float(self.params["lam"])
         weights = getattr(problem, "sample_weight", None)
+        radius = _radius(lam, weights, data.n)
+        _check_range(data, lam, radius, weights)
         if weights is not None:
             ex = data.executor
             ex.map_each(_k_set_weight, [(w,) for w in ex.split(weights)])
-        state = _PegasosState(data, float(self.params["lam"]), problem.rng)
+        state = _PegasosState(data, lam, problem.rng, radius)
         state.fit = (data, identity)
         return state
 
@@ -132,4 +180,11 @@ class Pegasos(Solver):
         data, identity = state.fit
         w_bar = state.w_bar()
         bias = float(state.st[4])
-        return _feature_fields(data, identity, w_bar, bias)
+        fields = _feature_fields(data, identity, w_bar, bias)
+        coef = fields["coef_"] if identity else fields["extra"]["feature_space_coef"]
+        if not (np.all(np.isfinite(coef)) and np.isfinite(fields["intercept_"])):
+            # not reached on the inputs ``_check_range`` lets through; never returned silently
+            raise FloatingPointError(
+                "pegasos: the model overflowed float64 (coef_ or intercept_ not finite); "
+                "rescale X or raise lam")
+        return fields
