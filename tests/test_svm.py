@@ -1,6 +1,8 @@
 """SVM family (paper 001): error bounds, certified points, agreement between solvers,
 dense/CSR and float32/float64, the exact projection of fista_svm, LIBLINEAR's rule on the
 four-point data set of section 4.1."""
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -748,6 +750,25 @@ def test_pegasos_dense_and_csr_agree_at_every_row_length(d):
     np.testing.assert_allclose(dense.decision_function(X), X @ dense.coef_ + dense.intercept_,
                                rtol=1e-12, atol=1e-12)
 
+
+@pytest.mark.parametrize("solver", ["dcd", "fista", "fista_svm", "pegasos"])
+def test_std_centring_overflow_names_a_fix_that_works(solver):
+    """A column of magnitude 1e-291 whose mean is 1e9 of its spreads: with scale="std"
+    the implicit centring's m / std^2 overflows float64. The refusal must not advise the
+    scale="std" already in use, and each fix it names must run."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 3))
+    y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    X[:, 1] = 1e-300 * (1e9 + rng.standard_normal(200))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy overflow warning on the way
+        with pytest.raises(ValueError, match=r"scale='std': the implicit centring") as err:
+            mk.solve(X, y, solver=solver)
+    assert "use scale='std'" not in str(err.value)
+    for fix in (dict(X=X - X.mean(axis=0)), dict(X=X * 1e290), dict(X=X, scale=None)):
+        kw = dict(fix)
+        res = mk.solve(kw.pop("X"), y, solver=solver, random_state=0, **kw)
+        assert np.all(np.isfinite(res.coef_))
 
 def test_pegasos_refuses_out_of_range_lam_weights_and_spread():
     """Inputs whose numbers leave float64's range are refused naming the fix (they gave

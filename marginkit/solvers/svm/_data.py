@@ -169,9 +169,10 @@ class _Data(_Original):
         n = self.n
         self.scale, self.m, self.s = scale, m, s
         self.check_inverse_spread(s, scale)
-        sm = s * m
-        s2m = s * sm        # s^2 m without forming s^2 (range: see _fast)
-        self.M = float(sm.dot(sm))
+        with np.errstate(over="ignore", invalid="ignore"):  # refused below when not finite
+            sm = s * m
+            s2m = s * sm        # s^2 m without forming s^2 (range: see _fast)
+            self.M = float(sm.dot(sm))
         self.c = np.empty(n)
         self.xsq = np.empty(n)
         # ||z_i||^2 = max(x_i^T S2 x_i - 2 c_i + M, 0) in the same pass, and with
@@ -182,6 +183,16 @@ class _Data(_Original):
                           self.qd, 0.0 if diag_shift is None else diag_shift)
         if not (np.isfinite(self.M) and np.all(np.isfinite(self.xsq))
                 and np.all(np.isfinite(self.c))):
+            if scale == "std":
+                # standardized entries are O(1): what overflows is the implicit centring
+                # of a column whose mean is large against its spread
+                ratio = float(np.max(np.abs(sm), initial=0.0))
+                raise ValueError(
+                    f"scale='std': the implicit centring overflows float64 (its constants "
+                    f"m / std^2, with |mean| / std up to {ratio:.3g} and 1/std up to "
+                    f"{float(np.max(s, initial=0.0)):.3g}: a column's mean is large against "
+                    "a tiny spread); centre X first (X - X.mean(axis=0)), multiply X by a "
+                    "power of ten, or use scale=None")
             raise ValueError(
                 f"scale={scale!r}: the squared norms of the (scaled) rows of X overflow "
                 "float64 (entries too large for this scaling); rescale X or use "
