@@ -61,7 +61,11 @@ def scaled_norm(v, top=None, overwrite=False):
     e = min(max(e, -1021), 1023)
     # exact (a power of two), entries in [-1, 1]
     w = np.ldexp(v, -e, out=v if overwrite else None)
-    norm = math.ldexp(math.sqrt(float(w @ w)), e)
+    # the sum of squares by numpy's own loop, not BLAS: OpenBLAS hands a dot of more than
+    # 10^4 entries to its worker threads, which then spin for a while and take the
+    # second core from the OpenMP passes of whatever runs next (the next solve of a
+    # one-vs-rest fit); the bound holds for any order of the sum
+    norm = math.ldexp(math.sqrt(float(np.einsum("i,i->", w, w))), e)
     return norm, gamma(v.size + 2) * norm * (1.0 + 4 * UNIT)
 
 

@@ -473,6 +473,7 @@ def _scaled_frobenius2(B, m, s, n_total):
         dev = s[B.indices] * (B.data - m[B.indices])
         cnt = np.bincount(B.indices, minlength=m.shape[0])
         sm = s * m
-        return float(dev @ dev) + float(((B.shape[0] - cnt) * sm) @ sm)
+        # numpy's loops rather than BLAS for the long dot (see ``_referee.scaled_norm``)
+        return float(np.einsum("i,i->", dev, dev)) + float(((B.shape[0] - cnt) * sm) @ sm)
     Z = (B - m) * s
     return float(np.einsum("ij,ij->", Z, Z))
