@@ -45,7 +45,8 @@ def scaled_norm(v, top=None, overwrite=False):
 
     The entries are divided by the power of two at or above max |v_i| (exact), squared,
     summed and the square root scaled back: the computed norm N satisfies
-    |N - ||v||| <= gamma_{n+2} N (Higham, section 3.1). Non-finite entries give inf.
+    |N - ||v||| <= gamma_{n+2} N (Higham, section 3.1). Non-finite entries give inf, as
+    does a norm beyond float64's range (finite entries near its largest number).
     ``top``: max |v_i| when the caller has it (NaN if an entry is NaN); ``overwrite``:
     v (a float64 vector) may be scaled in place, instead of into a fresh copy.
     """
@@ -65,7 +66,10 @@ def scaled_norm(v, top=None, overwrite=False):
     # 10^4 entries to its worker threads, which then spin for a while and take the
     # second core from the OpenMP passes of whatever runs next (the next solve of a
     # one-vs-rest fit); the bound holds for any order of the sum
-    norm = math.ldexp(math.sqrt(float(np.einsum("i,i->", w, w))), e)
+    root = math.sqrt(float(np.einsum("i,i->", w, w)))
+    if math.frexp(root)[1] + e > 1024:
+        return math.inf, math.inf  # the norm itself is beyond float64's range
+    norm = math.ldexp(root, e)
     return norm, gamma(v.size + 2) * norm * (1.0 + 4 * UNIT)
 
 

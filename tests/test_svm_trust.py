@@ -655,6 +655,30 @@ def test_scaled_norm_in_place_is_the_copying_norm():
     assert R.scaled_norm(np.ones(3), top=math.nan) == (math.inf, math.inf)
 
 
+def test_scaled_norm_beyond_float64_range_is_inf():
+    # finite entries whose norm exceeds float64's largest number: inf (as for non-finite
+    # entries), not an OverflowError out of the referee's math.ldexp
+    from marginkit import _referee as R
+
+    for v in (np.full(8, 1.7e308), np.array([1.5e308, -1.5e308])):
+        assert R.scaled_norm(v) == (math.inf, math.inf)
+        assert R.scaled_norm(v.copy(), overwrite=True) == (math.inf, math.inf)
+    n, e = R.scaled_norm(np.array([1.0e308, 1.0e308]))  # sqrt(2) 1e308: still finite
+    assert n == pytest.approx(math.sqrt(2.0) * 1e308, rel=1e-15) and math.isfinite(e)
+    # through the referee: a certificate whose model is that of X * 1e154 (its
+    # projected gradient's norm beyond float64's range) is rejected, not an error
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((50, 2))
+    y = np.where(X[:, 0] > 0, 1, 0)
+    c = mk.solve(X, y, solver="dcd", scale=None, random_state=0).certificate
+    Xf, ypm = X * 1e154, np.where(y == 1, 1.0, -1.0)
+    t = float(ypm @ c.r)
+    forged = CertifiedPointsCertificate(c.value, c.mask, c.r, c.gamma, c.mu, None, np.zeros(2),
+                                        np.ones(2), c.formulation, t, Xf.T @ (ypm * c.r), t,
+                                        classes=c.classes)
+    assert not forged.verify(Xf, y)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_dense_row_products_are_the_row_by_row_sums(dtype):
     # ref_matvec takes dense rows four at a time (interleaved): each row's four sums must
