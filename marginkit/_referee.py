@@ -45,7 +45,8 @@ def scaled_norm(v, top=None, overwrite=False):
 
     The entries are divided by the power of two at or above max |v_i| (exact), squared,
     summed and the square root scaled back: the computed norm N satisfies
-    |N - ||v||| <= gamma_{n+2} N (Higham, section 3.1). Non-finite entries give inf, as
+    |N - ||v||| <= gamma_{n+2} N (Higham, section 3.1), plus 2 eta (eta = 2^-1074) for a
+    norm near float64's subnormal range. Non-finite entries give inf, as
     does a norm beyond float64's range (finite entries near its largest number).
     ``top``: max |v_i| when the caller has it (NaN if an entry is NaN); ``overwrite``:
     v (a float64 vector) may be scaled in place, instead of into a fresh copy.
@@ -70,7 +71,12 @@ def scaled_norm(v, top=None, overwrite=False):
     if math.frexp(root)[1] + e > 1024:
         return math.inf, math.inf  # the norm itself is beyond float64's range
     norm = math.ldexp(root, e)
-    return norm, gamma(v.size + 2) * norm * (1.0 + 4 * UNIT)
+    bound = gamma(v.size + 2) * norm * (1.0 + 4 * UNIT)
+    if norm < 2.0 ** -969:
+        # the scaling back to a subnormal norm, and the bound's own products, round to
+        # 2^-1074 absolute, not relative (eta of Higham's model, twice)
+        bound += 2 * ETA
+    return norm, bound
 
 
 def pow2_at_least(cm):

@@ -679,6 +679,27 @@ def test_scaled_norm_beyond_float64_range_is_inf():
     assert not forged.verify(Xf, y)
 
 
+def test_scaled_norm_bound_holds_for_subnormal_norms():
+    # a subnormal norm is rounded to 2^-1074 absolute when scaled back, which a bound
+    # relative to the norm does not cover: ||(2^-1074, 2^-1074)|| = sqrt(2) 2^-1074 comes
+    # back as 2^-1074 (error 0.41 2^-1074) and the bound gamma_4 * 2^-1074 was 0
+    import decimal
+
+    from marginkit import _referee as R
+
+    decimal.getcontext().prec = 80
+    tiny = 2.0 ** -1074
+    rng = np.random.default_rng(3)
+    cases = [np.array([tiny, tiny]), np.array([tiny, -tiny, tiny]), np.array([3 * tiny]),
+             np.array([5 * tiny, 7 * tiny])]
+    cases += [np.round(rng.standard_normal(k) * 2.0 ** rng.integers(0, 60)) * tiny
+              for k in (1, 2, 3, 9, 40) for _ in range(20)]
+    for v in cases:
+        n, e = R.scaled_norm(v)
+        exact = sum(decimal.Decimal(float(x)) ** 2 for x in v).sqrt()
+        assert abs(decimal.Decimal(n) - exact) <= decimal.Decimal(e), (v, n, e)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_dense_row_products_are_the_row_by_row_sums(dtype):
     # ref_matvec takes dense rows four at a time (interleaved): each row's four sums must
