@@ -780,6 +780,10 @@ def test_pegasos_refuses_out_of_range_lam_weights_and_spread():
     for lam in (1e-300, 1e-150):
         with pytest.raises(ValueError, match="raise lam"):
             mk.solve(X, y, lam=lam, **kw)
+    # an estimator user sets C, not lam: the refusal names both
+    from marginkit.sklearn import SVMClassifier
+    with pytest.raises(ValueError, match=r"lam = 1/\(C n\): lower C"):
+        SVMClassifier(solver="pegasos", C=1e60).fit(X, y)
     with pytest.raises(ValueError, match="sample weights down"):
         mk.solve(X, y, sample_weight=np.full(len(y), 1e100), **kw)
     Xt = X.copy()

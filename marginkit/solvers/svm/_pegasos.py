@@ -108,7 +108,8 @@ def _check_range(data, lam, radius, weights):
         raise ValueError(
             f"pegasos: {what} makes the first steps eta w_i ||z_i|| = w_i ||z_i|| / lam up to "
             f"{step:.3g}, beyond the {_STEP_LIMIT:.3g} the iterate's float64 representation "
-            "holds; raise lam" + ("" if weights is None else " or scale the sample weights down"))
+            "holds; raise lam" + ("" if weights is None else " or scale the sample weights down")
+            + " (an estimator's C sets lam = 1/(C n): lower C)")
     smax = float(data.s.max(initial=0.0))
     with np.errstate(over="ignore"):
         coef_bound = max(smax, float(np.sqrt(data.M))) * radius
