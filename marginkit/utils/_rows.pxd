@@ -314,7 +314,8 @@ cdef inline double row_scaled_dot(rows_t X, Py_ssize_t i, const double* sc,
 
 cdef inline void row_scaled_axpy(rows_t X, Py_ssize_t i, double alpha, const double* sc,
                                  double* out) noexcept nogil:
-    """out += alpha (sc * x_i), evaluated as alpha (sc_j x_ij)."""
+    """out += alpha (sc * x_i), evaluated as alpha (sc_j x_ij): one factor sc, where
+    ``row_axpy_scaled`` applies two (sc^2 x_i)."""
     cdef Py_ssize_t s
     if rows_t in dense_rows_t:
         _axpy_dense_sc(alpha, X.data + i * X.d, sc, out, X.d)

@@ -4,7 +4,8 @@ A kernel that reads the rows of X takes one ``rows_t`` argument (a fused type ov
 six classes below: dense C-order or CSR; float32 or float64 values; int32 or int64
 column indices) instead of the arrays of each layout. Cython compiles the kernel once
 per class, so the layout is chosen once per call, and the row helpers of ``_rows.pxd``
-(``row_dot``, ``row_dot4``, ``row_axpy``, ``row_axpy_scaled``, ``row_sqnorm_scaled``,
+(``row_dot``, ``row_dot4``, ``row_axpy``, ``row_axpy_scaled`` (sc^2 x_i),
+``row_scaled_dot`` and ``row_scaled_axpy`` (sc x_i), ``row_sqnorm_scaled``,
 ``row_sqnorm_scaled4``, ``row_prefetch``; ``row_start``, ``row_stop``, ``col`` for a loop
 over the stored entries) are the same loops a kernel would write for that layout alone.
 
