@@ -390,6 +390,9 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
             kw.update(self._shared_inputs(cfg, X))
         results = []
         for c in pairs:
+            if len(results) == 1 and len(pairs) > 1:
+                # what the first one-vs-rest run learned about X alone
+                cfg = self._follow_config(cfg, results[0])
             if self._task == "regression":
                 # a regression loss (squared) fit to +-1 targets: least-squares classification
                 results.append(_solve(X, np.where(y == c, 1.0, -1.0), config=cfg, **kw))
@@ -412,6 +415,11 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
     def _shared_inputs(self, cfg, X):
         """Keyword arguments of ``solve`` computed once for all one-vs-rest runs on X."""
         return {}
+
+    def _follow_config(self, cfg, first):
+        """The configuration of the one-vs-rest runs after the first, given its result
+        ``first`` (they differ from it by y only)."""
+        return cfg
 
     def decision_function(self, X):
         """Signed scores: shape (n_samples,) for two classes (positive means
@@ -854,6 +862,19 @@ class SVMClassifier(_MarginClassifier):
                     "of them")
             self._lam_from_C = C
         return params
+
+    def _follow_config(self, cfg, first):
+        """The first run's bound of ||Z~||_2^2 for the others (``fista``/``fista_svm``'s
+        ``gram_norm``: it depends on the rows of X and their scaling only), when the
+        feature space is X itself (the linear kernel; a random feature map may be drawn
+        anew for each run) and the bound was not given."""
+        bound = (first.extra or {}).get("gram_norm")
+        solver, kernel = compose(cfg)[:2]
+        if (bound is None or "gram_norm" not in solver.param_table
+                or solver.params.get("gram_norm") is not None
+                or getattr(kernel, "name", None) != "linear"):
+            return cfg
+        return cfg.replace(solver_params={**cfg.solver_params, "gram_norm": bound})
 
     def _fit_config(self, cfg, n_samples):
         C = getattr(self, "_lam_from_C", None)

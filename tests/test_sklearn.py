@@ -917,3 +917,54 @@ def test_a_range_that_must_be_finite_leaves_infinity_out():
     y = np.r_[np.ones(10), -np.ones(10)]
     with pytest.raises(ValueError, match=r"must be finite \(a number in \(0, inf\)\)"):
         SVMClassifier(memory_budget=np.inf).fit(X, y)
+
+
+# ------------------------------------------------------- SVMClassifier shares ||Z~||^2
+@pytest.mark.skipif("fista" not in _SOLVERS, reason="fista not registered")
+@pytest.mark.parametrize("solver", ["fista", "fista_svm"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_svm_one_vs_rest_computes_the_gram_norm_once_and_keeps_each_class_result(solver,
+                                                                                  sparse):
+    import scipy.sparse as sp
+
+    X, y = three_blobs(150, seed=3)
+    X = np.hstack([X, np.random.default_rng(0).normal(size=(150, 3))])
+    Xf = sp.csr_matrix(X) if sparse else X
+    clf = SVMClassifier(solver=solver).fit(Xf, y)
+    first = clf.results_[0]
+    assert first.extra["lipschitz_method"] in ("gram", "lanczos")
+    assert "gram_norm" not in first.config.solver_params
+    scores = clf.decision_function(Xf)
+    for j, (c, res) in enumerate(zip(clf.classes_, clf.results_)):
+        yc = (y == c).astype(np.int8)
+        if j:
+            # the first run's bound, not recomputed
+            assert res.config.solver_params["gram_norm"] == first.extra["gram_norm"]
+            assert res.extra["lipschitz_method"] == "given"
+        assert res.extra["gram_norm"] == first.extra["gram_norm"]
+        # the same run as a solve that computes its own bound
+        own = mk.solve(Xf, yc, solver=solver)
+        assert own.extra["gram_norm"] == first.extra["gram_norm"]
+        assert (res.status, res.n_iter) == (own.status, own.n_iter)
+        np.testing.assert_array_equal(res.dual_coef_, own.dual_coef_)
+        np.testing.assert_array_equal(scores[:, j], own.decision_function(Xf))
+        assert res.status == "certified" and res.certificate.verify(Xf, yc)
+
+
+@pytest.mark.skipif("fista" not in _SOLVERS, reason="fista not registered")
+def test_gram_norm_below_the_true_norm_never_gives_a_false_certificate():
+    X, y = three_blobs(120, seed=5)
+    yb = (y == "a").astype(np.int8)
+    true = mk.solve(X, yb, solver="fista").extra["gram_norm"]
+    for factor in (1.0, 0.5, 1e-3):
+        res = mk.solve(X, yb, solver="fista", gram_norm=true * factor, max_iter=300)
+        assert res.extra["gram_norm"] == true * factor
+        if res.certificate is not None:
+            assert res.certificate.verify(X, yb)
+    with pytest.raises(ValueError, match="gram_norm"):
+        mk.solve(X, yb, solver="fista", gram_norm=-1.0)
+    with pytest.raises(ValueError, match="gram_norm.*exact kernel"):
+        mk.solve(X, yb, solver="fista", kernel="rbf", gram_norm=true)
+    # kernels with a random map draw theirs anew per run: the estimator shares nothing
+    clf = SVMClassifier(kernel="rff", kernel_params={"n_components": 20}).fit(X, y)
+    assert all("gram_norm" not in r.config.solver_params for r in clf.results_)

@@ -389,7 +389,11 @@ class _FistaBase(_CertifiedSVM):
     param_table = dict(_COMMON_PARAMS, threads=Param(
         "auto", validator=_threads_param,
         doc="OpenMP threads of the passes: 'auto' (one thread or the team, whichever the "
-            "run measures faster) or at most this many; always within the OpenMP limit"))
+            "run measures faster) or at most this many; always within the OpenMP limit"),
+        gram_norm=Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
+                        doc="an upper bound of ||Z~||_2^2 (fista) or ||Z||_2^2 (fista_svm) "
+                            "from an earlier run on the same rows: its "
+                            "extra['gram_norm'] (None: computed)"))
     augmented = True
     #: runs on any executor (``Problem.executor``: one in-memory block, a dask array's chunks)
     blocked = True
@@ -406,23 +410,35 @@ class _FistaBase(_CertifiedSVM):
         return _kernel.resolve_config(self, config, kernel)
 
     def start(self, problem):
+        given = self.params["gram_norm"]
         if _kernel.is_exact(problem.kernel):
+            if given is not None:
+                raise ValueError(
+                    f"{self.name}: gram_norm bounds the norm of the rows of a feature space "
+                    "(the linear kernel or a kernel approximation); an exact kernel's Gram "
+                    "operator is bounded by the run itself: leave gram_norm=None")
             return _kernel.start_fista(self, problem, self.augmented)
         data, identity = _prepare(problem, self.params["scale"])
         gamma, mu = _gamma_mu(self.params, data.n)
         box = run_box(gamma, getattr(problem, "sample_weight", None), data.n)
         gmax, low = _box_scales(box, mu)
         budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
-        # L's BLAS/LAPACK calls on one thread: OpenBLAS workers keep spinning after a call
-        # and would take a core from the OpenMP iterations that follow
-        with single_threaded_blas():
-            lam, info = lipschitz_bound(data, self.augmented, budget)
+        if given is not None:
+            # the bound of an earlier run on the same rows (a one-vs-rest fit's first
+            # class): ||Z~||_2 depends on the rows and their scaling, not on y or the box
+            lam, info = float(given), {"method": "given", "passes": 0}
+        else:
+            # L's BLAS/LAPACK calls on one thread: OpenBLAS workers keep spinning after a
+            # call and would take a core from the OpenMP iterations that follow
+            with single_threaded_blas():
+                lam, info = lipschitz_bound(data, self.augmented, budget)
         check_scales(self.name, data, gmax, mu, mu + lam, level=low)
         state = _FistaState(data, gamma, mu, mu + lam, self.augmented, info["passes"], box,
                             self.params["threads"],
                             getattr(getattr(problem, "config", None), "verbose", 0) or 0)
         state.weighted = getattr(problem, "sample_weight", None) is not None
         state.lipschitz_method = info["method"]
+        state.gram_norm = lam
         target = certify_target(problem)
         if target is not None:
             state.certify_above = target
@@ -446,7 +462,8 @@ class _FistaBase(_CertifiedSVM):
         extra = fields.setdefault("extra", {})
         extra.update(L=state.L, kappa=state.kappa, gamma=state.gamma, mu=state.mu,
                      power_iterations=state.power_iterations,
-                     lipschitz_method=state.lipschitz_method, t_bar=t_bar,
+                     lipschitz_method=state.lipschitz_method, gram_norm=state.gram_norm,
+                     t_bar=t_bar,
                      **_thread_fields(state.ex.map(_k_thread_summary)))
         return fields
 
@@ -489,6 +506,15 @@ class Fista(_FistaBase):
         ``threadpoolctl.threadpool_limits``); the result does not depend on it. The
         choice is ``extra["threads"]`` (last iteration) and ``extra["thread_choice"]``;
         ``verbose=2`` prints its changes. ``fista_svm`` takes the same parameter.
+    gram_norm : float or None
+        An upper bound of ||Z~||_2^2, the squared norm of the standardized rows (None:
+        computed by ``lipschitz_bound``, ``extra["lipschitz_method"]``). It depends on X,
+        ``scale`` and the feature map only, not on y, C or the weights, so a run on the
+        same rows can take ``extra["gram_norm"]`` of an earlier one: the one-vs-rest
+        fits of ``SVMClassifier`` compute it once. A value below the true norm makes
+        the step too long and the solver's error bound wrong; the referee's check does
+        not use it, so that costs iterations (or the claim), never a false certificate.
+        ``fista_svm`` takes it for ||Z||_2^2. Not for exact kernels.
 
     References
     ----------

@@ -17,7 +17,6 @@ import math
 
 import numpy as np
 import scipy.linalg as sla
-import scipy.sparse as sp
 
 from ...linalg._norms import row_sqnorms
 from ...utils._rows import row_block
@@ -155,17 +154,21 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
 
 
 def _weighted_gram(blocks, h, p):
-    """Phi^T diag(h) Phi over the row blocks (float64; it only steers the direction zeta,
-    the bound holds for any), or None when p x p does not fit in 256 MiB."""
+    """Phi^T diag(h) Phi over the row blocks (float64), or None when p x p does not fit in
+    256 MiB. It only steers the direction zeta (the bound holds for any zeta, and is
+    computed in ``_decrement_pass2`` from the rows alone), so it is summed by the Newton
+    solver's own kernel (``tikhonov._fast.weighted_gram``: BLAS ``dsyrk`` over dense row
+    blocks, one pass over the non-zero pairs of CSR rows), not by a careful path."""
+    from . import _fast
+
     if p * p * 8 > 256 * 2**20:
         return None
     Hs = np.zeros((p, p))
+    Hb = np.empty((p, p))
     for lo, hi, B in blocks:
-        hb = h[lo:hi]
-        if sp.issparse(B):
-            Hs += np.asarray((B.T @ B.multiply(hb[:, None])).toarray())
-        else:
-            Hs += (B * hb[:, None]).T @ B
+        # h >= 0 (the loss is convex, the weights positive); a NaN counts as 0 here
+        _fast.weighted_gram(row_block(B), np.ascontiguousarray(h[lo:hi]), Hb)
+        Hs += Hb
     return Hs
 
 
