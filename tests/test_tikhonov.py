@@ -324,6 +324,33 @@ def test_nystroem_cg_equals_cholesky():
     assert cg.certificate.verify(X, y)
 
 
+def test_auto_newton_solver_takes_cg_for_csr_rows_with_many_nonzeros():
+    """newton_solver="auto" on CSR rows: CG once the rows' Hessian pairs (sum nnz_i^2)
+    cost more than 60 entries a row, Cholesky on short rows and below p = 512; both
+    certify the same problem as on the dense rows."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    n, p = 2100, 520
+    long_rows = np.where(rng.random((n, p)) < 0.25, rng.random((n, p)), 0.0)  # ~130 a row
+    short_rows = np.where(rng.random((n, p)) < 0.05, rng.random((n, p)), 0.0)  # ~26 a row
+    w = rng.standard_normal(p)
+    for X, solver in ((long_rows, "cg"), (short_rows, "cholesky")):
+        y = np.where(X @ w + 0.3 * rng.standard_normal(n) > np.median(X @ w), 1, -1)
+        kw = dict(kernel="linear", lam=1e-3, t=2, tol=1e-8)
+        Xs = sp.csr_matrix(X)
+        auto = _solve(Xs, y, **kw)
+        assert auto.extra["newton_solver"] == solver
+        assert auto.status == "converged" and auto.certificate.verify(Xs, y)
+        other = _solve(Xs, y, newton_solver="cholesky" if solver == "cg" else "cg", **kw)
+        assert_allclose(auto.decision_function(X), other.decision_function(X), atol=1e-5)
+    # fewer than 512 columns: Cholesky, however long the rows
+    narrow = sp.csr_matrix(long_rows[:, :500])
+    y = np.where(long_rows[:, :500] @ w[:500] > np.median(long_rows[:, :500] @ w[:500]), 1, -1)
+    assert _solve(narrow, y, kernel="linear", lam=1e-3, t=2).extra["newton_solver"] == \
+        "cholesky"
+
+
 def test_nystroem_fewer_centres_runs_and_certifies():
     X, y = _classification(n=300)
     res = _solve(X, y, kernel=_RBF(0.2), lam=1e-2, t=2, n_components=30, random_state=0)

@@ -138,6 +138,12 @@ def _k_tikhonov_setup(block, loss_name, p, fit_intercept, weight=None):
     return block.X.shape[0]
 
 
+def _k_row_length_sums(block):
+    """(sum_i nnz_i^2, sum_i nnz_i) of the block's CSR rows (floats: no overflow)."""
+    lengths = np.diff(block.v["tikhonov"].Phi.indptr).astype(np.float64)
+    return float(lengths @ lengths), float(lengths.sum())
+
+
 def _k_tikhonov(block, calls):
     """Run ``calls`` ((method, args) pairs) in order on the block's ``_BlockRows``; the
     last call's result."""
