@@ -484,6 +484,69 @@ def test_dcd_epochs_per_call_do_not_change_the_run(kw, sparse):
         assert a.certificate.verify(X, y)
 
 
+def _run_offset(order, active):
+    """The offset off in [1, 16] for which ``order`` visits the runs of the sorted
+    ``active`` coordinates [0, off), [off, off + 16), ... each in one stretch, or None."""
+    pos = np.searchsorted(active, order)
+    for off in range(1, 17):
+        run = np.where(pos < off, 0, 1 + (pos - off) // 16)
+        stretches = run[np.r_[True, run[1:] != run[:-1]]]
+        if stretches.size == np.unique(stretches).size:
+            return off
+    return None
+
+
+@pytest.mark.parametrize("n,k", [(1000, 1000), (65536, 40000), (65537, 65537),
+                                 (100000, 70001), (200000, 17)])
+def test_dcd_epoch_order_permutes_the_active_set_in_runs_beyond_65536_points(n, k):
+    """dcd's epoch order (``_fast.epoch_order``, the call ``dcd_epochs`` makes): a
+    permutation of the active coordinates index[:k]; up to 65,536 points a uniform
+    shuffle, beyond it runs of 16 coordinates adjacent among the active ones (the first
+    run from a random offset), each run visited in one stretch, the runs in random order;
+    the inactive ones index[k:] stay as they were; the same stream gives the same order,
+    the next epoch another."""
+    rng = np.random.default_rng(n + k)
+    idx = rng.permutation(n).astype(np.int64)
+    active, rest = np.sort(idx[:k]), idx[k:].copy()
+    state = np.array([7], dtype=np.uint64)
+    again = idx.copy()
+    _svm_fast.epoch_order(idx, k, state)
+    _svm_fast.epoch_order(again, k, np.array([7], dtype=np.uint64))
+    assert np.array_equal(idx, again)
+    assert np.array_equal(np.sort(idx[:k]), active) and np.array_equal(idx[k:], rest)
+    if n <= 65536:
+        assert _run_offset(idx[:k], active) is None
+        return
+    assert _run_offset(idx[:k], active) is not None
+    if k > 1000:
+        # the runs are in random order, not in memory order
+        pos = np.searchsorted(active, idx[:k])
+        assert np.mean(np.diff(pos) > 0) < 0.6
+    nxt = idx.copy()
+    _svm_fast.epoch_order(nxt, k, state)
+    assert not np.array_equal(nxt, idx) and _run_offset(nxt[:k], active) is not None
+    with pytest.raises(ValueError, match="distinct coordinates"):
+        _svm_fast.epoch_order(np.zeros(n, dtype=np.int64), k, state)
+
+
+def test_dcd_beyond_65536_points_certifies_the_classifier_of_fista():
+    """On more points than the order's runs start at, dcd certifies, its certificate
+    verifies, and its classifier is fista's on the same problem."""
+    X, y = mk.datasets.make_clusters(70000, 5, random_state=3)
+    for sparse in (False, True):
+        Xs = sp.csr_matrix(X) if sparse else X
+        res = mk.solve(Xs, y, solver="dcd", random_state=1)
+        assert res.status == "certified" and res.certificate.verify(Xs, y)
+        if not sparse:
+            ref = mk.solve(X, y, solver="fista")
+            assert ref.status == "certified"
+            agree = np.mean(np.sign(res.decision_function(X)) == np.sign(ref.decision_function(X)))
+            assert agree > 0.999
+            # points certified by either run are classified alike by both
+            both = res.certified_mask | ref.certified_mask
+            assert np.array_equal(res.predict(X)[both], ref.predict(X)[both])
+
+
 def _rows_of_every_length(seed, n=50, d=45):
     # row i holds i mod (d + 1) entries (rows 0 and 46 none), the columns drawn at random
     rng = np.random.default_rng(seed)

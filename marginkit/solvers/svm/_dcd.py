@@ -53,6 +53,10 @@ class _DCDState(_ClaimOffers, SolverState):
         self.scal = np.zeros(2)  # [b, P]
         self.qd = data.qd if data.qd is not None else data.zsq + 1.0 + mu
         self.index = np.arange(n, dtype=np.int64)
+        # scratch of the epoch order (``_fast.dcd_epochs``: runs of adjacent coordinates
+        # beyond ``_fast.ORDER_RUNS_ABOVE`` points)
+        m, b = _f.order_scratch_sizes(n)
+        self._order, self._seen = np.empty(m, dtype=np.int64), np.empty(b, dtype=np.uint8)
         # from the run's rules (``DCD.start``): the gap at which a shrunk active set is
         # reset (liblinear's tol, else LIBLINEAR's default 0.1), and the certified-point
         # count the lazy full-bound check aims at (None: no rule counts certified points)
@@ -132,7 +136,7 @@ class _DCDState(_ClaimOffers, SolverState):
                              self.level, self._rng_state, self._pg, ctl, self.shrinking,
                              self.bound_check == "always", hist, k, cert_above, gap_at_most,
                              self._w_bar, self._coef, self._mask_bytes, self._fresh,
-                             self.rc.xi, self._rc)
+                             self.rc.xi, self._rc, self._seen, self._order)
         obj, eps, ncert, gap = hist[done - 1].tolist()
         self.objective = obj
         self.error_bound = eps

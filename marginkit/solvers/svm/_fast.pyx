@@ -30,6 +30,7 @@ cdef extern from "math.h" nogil:
     long double sqrtl(long double x)
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memcpy, memset
 
 from marginkit.utils._rows cimport (
     DenseRows64, MK_PREFETCH, csr_rows_t, dense_rows_t, rows_t, col, row_axpy,
@@ -931,6 +932,91 @@ cdef void _shuffle(int64_t* index, Py_ssize_t k, uint64_t* state) noexcept nogil
         i -= 1
 
 
+# the epoch order of dcd on more than ORDER_RUNS_ABOVE points (``_run_shuffle``): runs of
+# ORDER_RUN coordinates adjacent in memory. Beyond that size the per-point arrays alone
+# (r, y, c, Q_ii: 32 bytes a point) outgrow the caches, and in a uniform order every
+# coordinate fetches a cache line of each of them and of its row for itself; in runs of
+# 16 the lines are shared (2M x 28 float32: 0.30 -> 0.13 s an epoch). Runs of 16 keep
+# the epochs to certify within the noise of a uniform order at these sizes (docs/svm.md
+# section 4), where longer runs took more on small or label-sorted data.
+cdef enum:
+    ORDER_RUN = 16
+    ORDER_RUNS_ABOVE = 65536
+
+
+def order_scratch_sizes(Py_ssize_t n):
+    """(int64 entries, bytes) of the scratch ``dcd_epochs`` needs for n points (one
+    entry each when the order is a uniform shuffle)."""
+    if n <= ORDER_RUNS_ABOVE:
+        return 1, 1
+    return n + n // ORDER_RUN + 2, n
+
+
+cdef void _run_shuffle(int64_t* index, Py_ssize_t k, Py_ssize_t n, unsigned char* seen,
+                       int64_t* scratch, uint64_t* state) noexcept nogil:
+    # index[:k] (distinct coordinates in [0, n), any order) <- the same coordinates in
+    # this epoch's order: increasing, cut into runs of ORDER_RUN from a random offset
+    # (the first run shorter), the runs in random order, each run's coordinates in random
+    # order (Fisher-Yates, the same stream); scratch holds k + k // ORDER_RUN + 2 entries
+    cdef int64_t* out = scratch
+    cdef int64_t* starts = scratch + k
+    cdef Py_ssize_t i, s, lo, hi, nr, r, pos, off
+    memset(seen, 0, n)
+    for s in range(k):
+        seen[index[s]] = 1
+    s = 0
+    for i in range(n):
+        if seen[i]:
+            index[s] = i
+            s += 1
+    # run starts 0, off, off + ORDER_RUN, ... below k (off in [1, ORDER_RUN])
+    off = 1 + <Py_ssize_t>((_splitmix64(state) >> 11) % <uint64_t>ORDER_RUN)
+    nr = 0
+    starts[nr] = 0
+    nr += 1
+    lo = off
+    while lo < k:
+        starts[nr] = lo
+        nr += 1
+        lo += ORDER_RUN
+    _shuffle(starts, nr, state)
+    pos = 0
+    for r in range(nr):
+        lo = starts[r]
+        hi = off if lo == 0 else lo + ORDER_RUN
+        if hi > k:
+            hi = k
+        for s in range(lo, hi):
+            out[pos + s - lo] = index[s]
+        _shuffle(out + pos, hi - lo, state)
+        pos += hi - lo
+    memcpy(index, out, k * sizeof(int64_t))
+
+
+def epoch_order(int64_t[::1] index, Py_ssize_t k, uint64_t[::1] rng_state):
+    """index[:k] in place in the order of one dcd epoch on len(index) points (for
+    tests): a uniform shuffle up to ``ORDER_RUNS_ABOVE`` points, else runs
+    (``_run_shuffle``). index[:k] must be distinct coordinates in [0, len(index))."""
+    cdef Py_ssize_t n = index.shape[0]
+    cdef Py_ssize_t i
+    if not 0 <= k <= n or rng_state.shape[0] != 1:
+        raise ValueError("epoch_order: k must be in [0, len(index)], rng_state one entry")
+    seen = np.zeros(n, dtype=np.uint8)
+    for i in range(k):
+        if not 0 <= index[i] < n or seen[index[i]]:
+            raise ValueError("epoch_order: index[:k] must be distinct coordinates in "
+                             "[0, len(index))")
+        seen[index[i]] = 1
+    cdef Py_ssize_t m = order_scratch_sizes(n)[0]
+    cdef int64_t[::1] scratch = np.empty(m, dtype=np.int64)
+    cdef unsigned char[::1] mark = seen
+    with nogil:
+        if n > ORDER_RUNS_ABOVE:
+            _run_shuffle(&index[0], k, n, &mark[0], &scratch[0], &rng_state[0])
+        else:
+            _shuffle(&index[0], k, &rng_state[0])
+
+
 cdef Py_ssize_t _dcd_pass(rows_t X, const double* y, int64_t* index, Py_ssize_t active_size,
                           double* r, double* s2a, double* scal, const double* sc,
                           const double* c, const double* qd, double M, double t_col,
@@ -1193,11 +1279,13 @@ def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r,
                bint shrinking, bint always, double[:, ::1] hist, Py_ssize_t max_epochs,
                double cert_above, double gap_at_most, double[::1] w_bar, double[::1] coef,
                unsigned char[::1] mask, long double[::1] fresh, const double[::1] xi,
-               const double[::1] rc):
+               const double[::1] rc, unsigned char[::1] seen, int64_t[::1] order):
     """Up to ``max_epochs`` complete iterations of ``dcd`` (one ``_DCDState.step`` each).
 
-    One iteration: Fisher-Yates shuffle of the active coordinates ``index[:k]`` (SplitMix64
-    state ``rng_state``), one epoch (``_dcd_pass``, t_col = 1), LIBLINEAR's shrinking
+    One iteration: the epoch's order of the active coordinates ``index[:k]`` (SplitMix64
+    state ``rng_state``; a Fisher-Yates shuffle up to ``ORDER_RUNS_ABOVE`` points, else
+    shuffled runs of adjacent coordinates, ``_run_shuffle``, with the scratch ``seen``
+    and ``order`` of ``order_scratch_sizes(n)``), one epoch (``_dcd_pass``, t_col = 1), LIBLINEAR's shrinking
     bookkeeping, the estimate eps_est = sqrt(sum PG^2) / mu, the full projected-gradient
     bound eps = ||p(r)|| / mu when ``always`` or when eps_est would certify more than
     ``certify_fraction * n`` points, and the dual objective.
@@ -1241,9 +1329,19 @@ def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r,
     cdef const double* lp = &level[0]
     cdef Py_ssize_t e, i, j, cnt, done = 0
     cdef bint lazy = certify_fraction == certify_fraction  # not NaN
+    sizes = order_scratch_sizes(n)
+    if order.shape[0] < sizes[0] or seen.shape[0] < sizes[1] or index.shape[0] != n \
+            or not 0 <= k <= n:
+        free(fresh_d)
+        raise ValueError(f"dcd_epochs: the order scratch needs {sizes} entries (got "
+                         f"{order.shape[0]}, {seen.shape[0]}), index {n} ({index.shape[0]}) "
+                         f"and an active size in [0, {n}] ({k})")
     with nogil:
         for e in range(max_epochs):
-            _shuffle(&index[0], k, &rng_state[0])
+            if n > ORDER_RUNS_ABOVE:
+                _run_shuffle(&index[0], k, n, &seen[0], &order[0], &rng_state[0])
+            else:
+                _shuffle(&index[0], k, &rng_state[0])
             k = _dcd_pass(X, &y[0], &index[0], k, &r[0], &s2a[0],
                           &scal[0], &sc[0], &c[0], &qd[0], M, 1.0, mu, &box[0], bs, pg_max_old,
                           pg_min_old, shrinking, out)
