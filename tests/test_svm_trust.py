@@ -733,6 +733,49 @@ def test_dense_row_products_are_the_row_by_row_sums(dtype):
                          v, Mv, coef, acoef, th[1:], Mth[1:], dec[1:], Md[1:])
 
 
+@pytest.mark.parametrize("layout", ["float64", "float32", "csr"])
+def test_row_products_do_not_depend_on_the_thread_count(layout):
+    # above 2e5 stored entries ref_matvec splits the rows among the OpenMP threads (each
+    # row's sums one thread's): the outputs are bit for bit those of one thread, for row
+    # counts whose parts end inside a group of four rows (n odd)
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from marginkit.solvers.svm import _fast
+    from marginkit.utils._rows import row_block
+
+    rng = np.random.default_rng(8)
+    n, d = 20011, 23
+    X = rng.standard_normal((n, d)) * 10.0 ** rng.integers(-5, 6, (n, d))
+    if layout == "float32":
+        X = X.astype(np.float32)
+    elif layout == "csr":
+        X = sp.csr_matrix(np.where(rng.random((n, d)) < 0.5, X, 0.0))
+    skip = np.zeros(d, dtype=np.uint8)
+    if layout == "csr":
+        skip[[2, 7]] = 1
+    m, v, coef = (rng.standard_normal(d) for _ in range(3))
+    Mv, acoef = np.abs(rng.standard_normal(d)), np.abs(coef)
+    outs = []
+    for nt in (1, 2, 3):
+        with threadpoolctl.threadpool_limits(nt, user_api="openmp"):
+            o = [np.ones(n) for _ in range(4)]
+            _fast.ref_matvec(row_block(X), skip, m, v, Mv, coef, acoef, *o)
+        outs.append(o)
+    for o in outs[1:]:
+        for a, b in zip(outs[0], o):
+            assert np.array_equal(a, b)
+    # and against numpy (to rounding): the same quantities
+    Z = X.toarray() if sp.issparse(X) else X.astype(np.float64)
+    light = ~skip.astype(bool)
+    C = Z[:, light] - m[light]  # CSR: the light columns, centred (the heavy are skipped)
+    np.testing.assert_allclose(outs[0][0], 1 + C @ v[light], rtol=1e-9, atol=1e-6)
+    if layout == "csr":
+        # the magnitude of a sparse row: its stored entries, plus |m_L| . acoef_L
+        mag = np.abs(Z[:, light]) @ acoef[light] + np.abs(m[light]) @ acoef[light]
+    else:
+        mag = np.abs(C) @ acoef
+    np.testing.assert_allclose(outs[0][3], 1 + mag, rtol=1e-9, atol=1e-6)
+
+
 @pytest.mark.parametrize("layout", ["C", "F", "csr"])
 def test_float32_blocks_are_read_as_their_float64_values(layout, monkeypatch):
     # the referee reads float32 row blocks as stored (its kernels convert each entry to

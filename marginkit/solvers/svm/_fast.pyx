@@ -958,17 +958,19 @@ cdef void _run_shuffle(int64_t* index, Py_ssize_t k, Py_ssize_t n, unsigned char
     # this epoch's order: increasing, cut into runs of ORDER_RUN from a random offset
     # (the first run shorter), the runs in random order, each run's coordinates in random
     # order (Fisher-Yates, the same stream); scratch holds k + k // ORDER_RUN + 2 entries
-    cdef int64_t* out = scratch
+    cdef bint every = k == n  # no coordinate shrunk: the sorted set is 0, 1, ..., n - 1
+    cdef int64_t* out = index if every else scratch
     cdef int64_t* starts = scratch + k
     cdef Py_ssize_t i, s, lo, hi, nr, r, pos, off
-    memset(seen, 0, n)
-    for s in range(k):
-        seen[index[s]] = 1
-    s = 0
-    for i in range(n):
-        if seen[i]:
-            index[s] = i
-            s += 1
+    if not every:
+        memset(seen, 0, n)
+        for s in range(k):
+            seen[index[s]] = 1
+        s = 0
+        for i in range(n):
+            if seen[i]:
+                index[s] = i
+                s += 1
     # run starts 0, off, off + ORDER_RUN, ... below k (off in [1, ORDER_RUN])
     off = 1 + <Py_ssize_t>((_splitmix64(state) >> 11) % <uint64_t>ORDER_RUN)
     nr = 0
@@ -986,11 +988,16 @@ cdef void _run_shuffle(int64_t* index, Py_ssize_t k, Py_ssize_t n, unsigned char
         hi = off if lo == 0 else lo + ORDER_RUN
         if hi > k:
             hi = k
-        for s in range(lo, hi):
-            out[pos + s - lo] = index[s]
+        if every:
+            for s in range(lo, hi):
+                out[pos + s - lo] = s
+        else:
+            for s in range(lo, hi):
+                out[pos + s - lo] = index[s]
         _shuffle(out + pos, hi - lo, state)
         pos += hi - lo
-    memcpy(index, out, k * sizeof(int64_t))
+    if not every:
+        memcpy(index, out, k * sizeof(int64_t))
 
 
 def epoch_order(int64_t[::1] index, Py_ssize_t k, uint64_t[::1] rng_state):
@@ -1633,6 +1640,60 @@ def ref_rmatvec(rows_t X, const unsigned char[::1] skip, const double[::1] m, co
     return longest
 
 
+cdef void _ref_rows(rows_t X, Py_ssize_t lo, Py_ssize_t hi, const unsigned char* skip,
+                    const double* m, const double* v, const double* Mv, const double* coef,
+                    const double* acoef, double mv, double mc, double mM, double mA,
+                    double* th, double* Mth, double* dec, double* Md) noexcept nogil:
+    # rows lo..hi of ref_matvec one by one (dense rows after the four-row kernel's)
+    cdef Py_ssize_t i, j, k
+    cdef double c, ac, t1, t2, q1, q2
+    for i in range(lo, hi):
+        t1 = 0.0
+        t2 = 0.0
+        q1 = 0.0
+        q2 = 0.0
+        for k in range(row_start(X, i), row_stop(X, i)):
+            j = col(X, i, k)
+            if rows_t in dense_rows_t:
+                c = <double>X.data[k] - m[j]
+            elif skip[j]:
+                continue
+            else:
+                c = <double>X.data[k]
+            ac = fabs(c)
+            t1 += c * v[j]
+            t2 += c * coef[j]
+            q1 += ac * Mv[j]
+            q2 += ac * acoef[j]
+        # x - 0.0 and q + 0.0 (q >= 0) are exact: a dense block's sums are unchanged
+        th[i] += t1 - mv
+        dec[i] += t2 - mc
+        Mth[i] += q1 + mM
+        Md[i] += q2 + mA
+
+
+cdef void _ref_part(rows_t X, Py_ssize_t lo, Py_ssize_t hi, const unsigned char* skip,
+                    const double* m, const double* v, const double* Mv, const double* coef,
+                    const double* acoef, double mv, double mc, double mM, double mA,
+                    double* th, double* Mth, double* dec, double* Md) noexcept nogil:
+    # rows lo..hi of ref_matvec: dense rows four at a time, the rest one by one
+    cdef Py_ssize_t i0 = lo, d = X.d
+    if rows_t in dense_rows_t:
+        if hi > lo and d > 0:
+            if rows_t is DenseRows64:
+                i0 = lo + mk_ref_matvec4_64(X.data + lo * d, hi - lo, d, m, v, Mv, coef,
+                                            acoef, th + lo, Mth + lo, dec + lo, Md + lo)
+            else:
+                i0 = lo + mk_ref_matvec4_32(X.data + lo * d, hi - lo, d, m, v, Mv, coef,
+                                            acoef, th + lo, Mth + lo, dec + lo, Md + lo)
+    _ref_rows(X, i0, hi, skip, m, v, Mv, coef, acoef, mv, mc, mM, mA, th, Mth, dec, Md)
+
+
+#: below this many stored entries ref_matvec runs on one thread (a parallel region costs
+#: more); the parts of its rows are contiguous, each row's sums are one thread's
+cdef double _REF_PARALLEL_NNZ = 2e5
+
+
 def ref_matvec(rows_t X, const unsigned char[::1] skip, const double[::1] m,
                const double[::1] v, const double[::1] Mv, const double[::1] coef,
                const double[::1] acoef, double[::1] th, double[::1] Mth,
@@ -1643,11 +1704,15 @@ def ref_matvec(rows_t X, const unsigned char[::1] skip, const double[::1] m,
 
     Dense: centred explicitly (``skip`` unused). CSR: the stored entries of the columns
     not in ``skip``, minus the constant m_L . v_L (m_L . coef_L) of those columns,
-    magnitudes plus |m_L| . Mv_L (|m_L| . acoef_L); the heavy columns are the caller's."""
+    magnitudes plus |m_L| . Mv_L (|m_L| . acoef_L); the heavy columns are the caller's.
+    The rows are split into contiguous parts among the OpenMP threads (omp_get_max_threads
+    at the call; one thread below 2e5 stored entries); each row's sums are computed by
+    one thread in the same order, so the results do not depend on the thread count."""
     cdef Py_ssize_t n = th.shape[0]
     cdef Py_ssize_t d = v.shape[0]
-    cdef Py_ssize_t i, j, k, i0 = 0
-    cdef double c, ac, t1, t2, q1, q2, mv = 0.0, mc = 0.0, mM = 0.0, mA = 0.0
+    cdef Py_ssize_t j, part, lo, hi
+    cdef double mv = 0.0, mc = 0.0, mM = 0.0, mA = 0.0
+    cdef int nt
     for name, got in (("m", m.shape[0]), ("Mv", Mv.shape[0]), ("coef", coef.shape[0]),
                       ("acoef", acoef.shape[0])):
         _check_width(X.d, name, got)
@@ -1657,15 +1722,17 @@ def ref_matvec(rows_t X, const unsigned char[::1] skip, const double[::1] m,
     if X.n != n:
         raise ValueError(f"th has {n} entries for a block of {X.n} rows")
     _check_width(X.d, "v", d)
+    if rows_t in csr_rows_t and skip.shape[0] < d:
+        raise ValueError(f"skip has {skip.shape[0]} entries for {d} columns")
+    if n == 0:
+        return
+    cdef double nnz = <double>n * d if rows_t in dense_rows_t else <double>X.indptr[n]
     with nogil:
-        if rows_t in dense_rows_t and n > 0 and d > 0:
-            # four rows at a time (the same sums, interleaved), the rest one by one below
-            if rows_t is DenseRows64:
-                i0 = mk_ref_matvec4_64(X.data, n, d, &m[0], &v[0], &Mv[0], &coef[0],
-                                       &acoef[0], &th[0], &Mth[0], &dec[0], &Md[0])
-            else:
-                i0 = mk_ref_matvec4_32(X.data, n, d, &m[0], &v[0], &Mv[0], &coef[0],
-                                       &acoef[0], &th[0], &Mth[0], &dec[0], &Md[0])
+        nt = mk_svm_max_threads()
+        if nnz < _REF_PARALLEL_NNZ or nt < 1:
+            nt = 1
+        if nt > n:
+            nt = <int>n
         if rows_t in csr_rows_t:
             # the mean terms of the light columns (0 for a dense block, centred per entry)
             for j in range(d):
@@ -1674,29 +1741,15 @@ def ref_matvec(rows_t X, const unsigned char[::1] skip, const double[::1] m,
                     mc += m[j] * coef[j]
                     mM += fabs(m[j]) * Mv[j]
                     mA += fabs(m[j]) * acoef[j]
-        for i in range(i0, n):
-            t1 = 0.0
-            t2 = 0.0
-            q1 = 0.0
-            q2 = 0.0
-            for k in range(row_start(X, i), row_stop(X, i)):
-                j = col(X, i, k)
-                if rows_t in dense_rows_t:
-                    c = <double>X.data[k] - m[j]
-                elif skip[j]:
-                    continue
-                else:
-                    c = <double>X.data[k]
-                ac = fabs(c)
-                t1 += c * v[j]
-                t2 += c * coef[j]
-                q1 += ac * Mv[j]
-                q2 += ac * acoef[j]
-            # x - 0.0 and q + 0.0 (q >= 0) are exact: a dense block's sums are unchanged
-            th[i] += t1 - mv
-            dec[i] += t2 - mc
-            Mth[i] += q1 + mM
-            Md[i] += q2 + mA
+        if nt == 1:
+            _ref_part(X, 0, n, &skip[0], &m[0], &v[0], &Mv[0], &coef[0], &acoef[0], mv, mc,
+                      mM, mA, &th[0], &Mth[0], &dec[0], &Md[0])
+        else:
+            for part in prange(nt, schedule="static", num_threads=nt):
+                lo = part * n // nt
+                hi = (part + 1) * n // nt
+                _ref_part(X, lo, hi, &skip[0], &m[0], &v[0], &Mv[0], &coef[0], &acoef[0],
+                          mv, mc, mM, mA, &th[0], &Mth[0], &dec[0], &Md[0])
 
 
 def ref_points(const double[::1] ypm, const double[:] r, const double[:] box,
