@@ -968,3 +968,10 @@ def test_gram_norm_below_the_true_norm_never_gives_a_false_certificate():
     # kernels with a random map draw theirs anew per run: the estimator shares nothing
     clf = SVMClassifier(kernel="rff", kernel_params={"n_components": 20}).fit(X, y)
     assert all("gram_norm" not in r.config.solver_params for r in clf.results_)
+
+
+@pytest.mark.skipif("fista" not in _SOLVERS, reason="fista not registered")
+def test_gram_norm_that_overflows_the_condition_number_is_refused_by_name():
+    X, y = three_blobs(60, seed=2)
+    with pytest.raises(ValueError, match="gram_norm=1e\\+300 .* overflow"):
+        mk.solve(X, (y == "a").astype(np.int8), solver="fista", gram_norm=1e300)

@@ -485,26 +485,34 @@ def test_dcd_epochs_per_call_do_not_change_the_run(kw, sparse):
 
 
 def _run_offset(order, active):
-    """The offset off in [1, 16] for which ``order`` visits the runs of the sorted
-    ``active`` coordinates [0, off), [off, off + 16), ... each in one stretch, or None."""
+    """The offset off in [1, 16] for which ``order`` is the runs [0, off), [off, off + 16),
+    ... of the sorted ``active`` coordinates, in some sequence, with each window of 1024
+    consecutive places shuffled: every window then holds coordinates of at most 66 runs,
+    and each run lies in at most 2 consecutive windows. None when no offset fits (a
+    uniform shuffle puts about 1000 runs in a window)."""
     pos = np.searchsorted(active, order)
+    window = np.arange(pos.size) // 1024
     for off in range(1, 17):
         run = np.where(pos < off, 0, 1 + (pos - off) // 16)
-        stretches = run[np.r_[True, run[1:] != run[:-1]]]
-        if stretches.size == np.unique(stretches).size:
+        pairs = np.unique(np.stack([window, run]), axis=1)
+        per_window = np.bincount(pairs[0])
+        wins = np.split(pairs[0][np.argsort(pairs[1], kind="stable")],
+                        np.cumsum(np.bincount(pairs[1]))[:-1])
+        if per_window.max() <= 66 and all(w.size <= 2 and (w.size < 2 or w[1] - w[0] == 1)
+                                         for w in wins if w.size):
             return off
     return None
 
 
-@pytest.mark.parametrize("n,k", [(1000, 1000), (65536, 40000), (65537, 65537),
-                                 (100000, 70001), (200000, 17)])
-def test_dcd_epoch_order_permutes_the_active_set_in_runs_beyond_65536_points(n, k):
+@pytest.mark.parametrize("n,k", [(1000, 1000), (131072, 40000), (131073, 131073),
+                                 (200000, 140001), (200000, 1500), (300000, 17)])
+def test_dcd_epoch_order_permutes_the_active_set_in_runs_beyond_131072_points(n, k):
     """dcd's epoch order (``_fast.epoch_order``, the call ``dcd_epochs`` makes): a
-    permutation of the active coordinates index[:k]; up to 65,536 points a uniform
+    permutation of the active coordinates index[:k]; up to 131,072 points a uniform
     shuffle, beyond it runs of 16 coordinates adjacent among the active ones (the first
-    run from a random offset), each run visited in one stretch, the runs in random order;
-    the inactive ones index[k:] stay as they were; the same stream gives the same order,
-    the next epoch another."""
+    run from a random offset) in random order, each window of 1024 places shuffled; the
+    inactive ones index[k:] stay as they were; the same stream gives the same order, the
+    next epoch another."""
     rng = np.random.default_rng(n + k)
     idx = rng.permutation(n).astype(np.int64)
     active, rest = np.sort(idx[:k]), idx[k:].copy()
@@ -514,11 +522,12 @@ def test_dcd_epoch_order_permutes_the_active_set_in_runs_beyond_65536_points(n, 
     _svm_fast.epoch_order(again, k, np.array([7], dtype=np.uint64))
     assert np.array_equal(idx, again)
     assert np.array_equal(np.sort(idx[:k]), active) and np.array_equal(idx[k:], rest)
-    if n <= 65536:
-        assert _run_offset(idx[:k], active) is None
+    if n <= 131072:
+        if k > 4096:  # (in one window a uniform shuffle looks like runs)
+            assert _run_offset(idx[:k], active) is None
         return
     assert _run_offset(idx[:k], active) is not None
-    if k > 1000:
+    if k > 5000:
         # the runs are in random order, not in memory order
         pos = np.searchsorted(active, idx[:k])
         assert np.mean(np.diff(pos) > 0) < 0.6
@@ -529,10 +538,10 @@ def test_dcd_epoch_order_permutes_the_active_set_in_runs_beyond_65536_points(n, 
         _svm_fast.epoch_order(np.zeros(n, dtype=np.int64), k, state)
 
 
-def test_dcd_beyond_65536_points_certifies_the_classifier_of_fista():
+def test_dcd_beyond_131072_points_certifies_the_classifier_of_fista():
     """On more points than the order's runs start at, dcd certifies, its certificate
     verifies, and its classifier is fista's on the same problem."""
-    X, y = mk.datasets.make_clusters(70000, 5, random_state=3)
+    X, y = mk.datasets.make_clusters(140000, 5, random_state=3)
     for sparse in (False, True):
         Xs = sp.csr_matrix(X) if sparse else X
         res = mk.solve(Xs, y, solver="dcd", random_state=1)
@@ -1069,3 +1078,50 @@ def test_column_max_propagates_nan_as_np_maximum(dtype, sparse):
     got = start.copy()
     _svm_fast.column_max(row_block(sp.csr_matrix(clean) if sparse else clean), got)
     np.testing.assert_array_equal(got, np.maximum(start, np.abs(clean).max(axis=0)))
+
+
+@pytest.mark.parametrize("n", [1000, 131073])
+def test_dcd_epochs_refuses_arrays_of_the_wrong_size(n):
+    """``_fast.dcd_epochs`` checks what it reads and writes before compiled code runs: a
+    short hist, r or w_bar, an active size beyond n, an index entry out of range or
+    repeated raise ValueError naming it (they crashed the process)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n, 4))
+    y = np.sign(X[:, 0])
+    got = {}
+    mk.solve(X, y, solver="dcd", max_iter=1, callback=lambda s: bool(got.setdefault("s", s)))
+    s = got["s"]
+    d = s.data
+
+    def call(hist=None, **over):
+        a = dict(index=s.index.copy(), r=s.r.copy(), w_bar=s._w_bar.copy(), ctl=s._ctl.copy())
+        a.update(over)
+        return _svm_fast.dcd_epochs(
+            d.rows, s.y, a["index"], a["r"], s.s2a.copy(), s.scal.copy(), d.s, d.m, d.c, s.qd,
+            d.M, s.mu, s.box, s.level, s._rng_state.copy(), s._pg, a["ctl"], s.shrinking,
+            False, np.empty((5, 4)) if hist is None else hist, 5, np.inf, -np.inf,
+            a["w_bar"], s._coef.copy(), s._mask_bytes.copy(), s._fresh.copy(), s.rc.xi,
+            s._rc, s._seen, s._order)
+
+    assert call() == 5
+    with pytest.raises(ValueError, match="hist needs 5 rows of 4"):
+        call(hist=np.empty((1, 4)))
+    with pytest.raises(ValueError, match=f"r has {n - 1} entries"):
+        call(r=np.zeros(n - 1))
+    with pytest.raises(ValueError, match="w_bar has 3 entries"):
+        call(w_bar=np.zeros(3))
+    ctl = s._ctl.copy()
+    ctl[0] = n + 1
+    with pytest.raises(ValueError, match="active size"):
+        call(ctl=ctl)
+    bad = s.index.copy()
+    bad[1] = -7
+    with pytest.raises(ValueError, match="index holds -7"):
+        call(index=bad)
+    if n > 131072:
+        rep = np.arange(n, dtype=np.int64)
+        rep[1] = 0  # point 0 twice among the active ones
+        ctl = s._ctl.copy()
+        ctl[0] = n // 2
+        with pytest.raises(ValueError, match="repeats a point"):
+            call(index=rep, ctl=ctl)

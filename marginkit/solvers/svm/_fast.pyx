@@ -933,15 +933,22 @@ cdef void _shuffle(int64_t* index, Py_ssize_t k, uint64_t* state) noexcept nogil
 
 
 # the epoch order of dcd on more than ORDER_RUNS_ABOVE points (``_run_shuffle``): runs of
-# ORDER_RUN coordinates adjacent in memory. Beyond that size the per-point arrays alone
-# (r, y, c, Q_ii: 32 bytes a point) outgrow the caches, and in a uniform order every
-# coordinate fetches a cache line of each of them and of its row for itself; in runs of
-# 16 the lines are shared (2M x 28 float32: 0.30 -> 0.13 s an epoch). Runs of 16 keep
-# the epochs to certify within the noise of a uniform order at these sizes (docs/svm.md
-# section 4), where longer runs took more on small or label-sorted data.
+# ORDER_RUN coordinates adjacent in memory, in random order, each window of ORDER_WINDOW
+# consecutive places of that sequence shuffled. Beyond that size the per-point arrays
+# alone (r, y, c, Q_ii: 32 bytes a point, 4 MiB here) outgrow the caches, and in a
+# uniform order every coordinate fetches a cache line of each of them and of its row for
+# itself; in runs of 16 the lines are shared (4M x 28 float64: 6.0-6.5 -> 3.8-4.0 s a
+# solve). Runs alone, always visited together, took up to 35% more epochs on
+# ill-conditioned problems (C = 1, mu = 1e-2); shuffling windows of 64 runs keeps the
+# epochs within the seeds' spread of the uniform order at the same speed (docs/svm.md
+# section 4).
 cdef enum:
     ORDER_RUN = 16
-    ORDER_RUNS_ABOVE = 65536
+    ORDER_WINDOW = 1024
+    ORDER_RUNS_ABOVE = 131072
+
+#: the order's constants, readable from Python (docs/svm.md section 4)
+ORDER = {"run": ORDER_RUN, "window": ORDER_WINDOW, "runs_above": ORDER_RUNS_ABOVE}
 
 
 def order_scratch_sizes(Py_ssize_t n):
@@ -952,12 +959,14 @@ def order_scratch_sizes(Py_ssize_t n):
     return n + n // ORDER_RUN + 2, n
 
 
-cdef void _run_shuffle(int64_t* index, Py_ssize_t k, Py_ssize_t n, unsigned char* seen,
-                       int64_t* scratch, uint64_t* state) noexcept nogil:
+cdef int _run_shuffle(int64_t* index, Py_ssize_t k, Py_ssize_t n, unsigned char* seen,
+                      int64_t* scratch, uint64_t* state) noexcept nogil:
     # index[:k] (distinct coordinates in [0, n), any order) <- the same coordinates in
     # this epoch's order: increasing, cut into runs of ORDER_RUN from a random offset
-    # (the first run shorter), the runs in random order, each run's coordinates in random
-    # order (Fisher-Yates, the same stream); scratch holds k + k // ORDER_RUN + 2 entries
+    # (the first run shorter), the runs in random order, then every window of
+    # ORDER_WINDOW consecutive places shuffled (Fisher-Yates, the same stream); scratch
+    # holds k + k // ORDER_RUN + 2 entries. Returns -1 (index left sorted) when index[:k]
+    # repeats a coordinate (they are checked to lie in [0, n) before), else 0
     cdef bint every = k == n  # no coordinate shrunk: the sorted set is 0, 1, ..., n - 1
     cdef int64_t* out = index if every else scratch
     cdef int64_t* starts = scratch + k
@@ -971,6 +980,8 @@ cdef void _run_shuffle(int64_t* index, Py_ssize_t k, Py_ssize_t n, unsigned char
             if seen[i]:
                 index[s] = i
                 s += 1
+        if s != k:
+            return -1
     # run starts 0, off, off + ORDER_RUN, ... below k (off in [1, ORDER_RUN])
     off = 1 + <Py_ssize_t>((_splitmix64(state) >> 11) % <uint64_t>ORDER_RUN)
     nr = 0
@@ -994,16 +1005,23 @@ cdef void _run_shuffle(int64_t* index, Py_ssize_t k, Py_ssize_t n, unsigned char
         else:
             for s in range(lo, hi):
                 out[pos + s - lo] = index[s]
-        _shuffle(out + pos, hi - lo, state)
         pos += hi - lo
     if not every:
         memcpy(index, out, k * sizeof(int64_t))
+    pos = 0
+    while pos < k:
+        hi = pos + ORDER_WINDOW
+        if hi > k:
+            hi = k
+        _shuffle(index + pos, hi - pos, state)
+        pos = hi
+    return 0
 
 
 def epoch_order(int64_t[::1] index, Py_ssize_t k, uint64_t[::1] rng_state):
     """index[:k] in place in the order of one dcd epoch on len(index) points (for
-    tests): a uniform shuffle up to ``ORDER_RUNS_ABOVE`` points, else runs
-    (``_run_shuffle``). index[:k] must be distinct coordinates in [0, len(index))."""
+    tests): a uniform shuffle up to ``ORDER["runs_above"]`` points, else shuffled windows
+    of runs (``_run_shuffle``). index[:k] must be distinct coordinates in [0, len(index))."""
     cdef Py_ssize_t n = index.shape[0]
     cdef Py_ssize_t i
     if not 0 <= k <= n or rng_state.shape[0] != 1:
@@ -1279,6 +1297,44 @@ cdef double _fresh_bound_d(rows_t X, const double* y, const double* r, const dou
     return norm * (1.0 + 1e-15) / mu + rounding[0]
 
 
+def _check_dcd_arrays(X, Py_ssize_t n, Py_ssize_t d, Py_ssize_t k, y, int64_t[::1] index,
+                      r, s2a, scal, sc, m, c, qd, box, level, rng_state, pg, ctl, hist,
+                      Py_ssize_t max_epochs, w_bar, coef, mask, fresh, xi, rc, seen, order):
+    """The shapes ``dcd_epochs`` reads and writes, and index (a permutation of the n
+    points, its entries in [0, n)); ValueError naming the first that is not."""
+    cdef Py_ssize_t i
+    cdef int64_t v
+    sizes = order_scratch_sizes(n)
+    want = [("X rows", X.n, n), ("X columns", X.d, d), ("index", index.shape[0], n),
+            ("r", r.shape[0], n), ("c", c.shape[0], n), ("qd", qd.shape[0], n),
+            ("pg", pg.shape[0], n), ("mask", mask.shape[0], n), ("xi", xi.shape[0], n),
+            ("sc", sc.shape[0], d), ("m", m.shape[0], d), ("w_bar", w_bar.shape[0], d),
+            ("coef", coef.shape[0], d), ("fresh", fresh.shape[0], d)]
+    for name, got, need in want:
+        if got != need:
+            raise ValueError(f"dcd_epochs: {name} has {got} entries, not {need}")
+    for name, got, need in (("scal", scal.shape[0], 2), ("ctl", ctl.shape[0], 7),
+                            ("rng_state", rng_state.shape[0], 1), ("rc", rc.shape[0], 9),
+                            ("order", order.shape[0], sizes[0]),
+                            ("seen", seen.shape[0], sizes[1])):
+        if got < need:
+            raise ValueError(f"dcd_epochs: {name} has {got} entries, at least {need} needed")
+    for name, a in (("box", box), ("level", level)):
+        if a.shape[0] != n and not (a.shape[0] >= 1 and a.strides[0] == 0):
+            raise ValueError(f"dcd_epochs: {name} has {a.shape[0]} entries for {n} points")
+    if hist.shape[0] < max_epochs or hist.shape[1] < 4:
+        raise ValueError(f"dcd_epochs: hist needs {max_epochs} rows of 4, got {hist.shape}")
+    if not 0 <= k <= n:
+        raise ValueError(f"dcd_epochs: the active size {k} is not in [0, {n}]")
+    with nogil:
+        for i in range(n):
+            v = index[i]
+            if v < 0 or v >= n:
+                break
+    if n and (v < 0 or v >= n):
+        raise ValueError(f"dcd_epochs: index holds {v}, not a point in [0, {n})")
+
+
 def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r, double[::1] s2a,
                double[::1] scal, const double[::1] sc, const double[::1] m,
                const double[::1] c, const double[::1] qd, double M, double mu,
@@ -1336,17 +1392,20 @@ def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r,
     cdef const double* lp = &level[0]
     cdef Py_ssize_t e, i, j, cnt, done = 0
     cdef bint lazy = certify_fraction == certify_fraction  # not NaN
-    sizes = order_scratch_sizes(n)
-    if order.shape[0] < sizes[0] or seen.shape[0] < sizes[1] or index.shape[0] != n \
-            or not 0 <= k <= n:
+    cdef int bad = 0
+    try:
+        _check_dcd_arrays(X, n, d, k, y, index, r, s2a, scal, sc, m, c, qd, box, level,
+                          rng_state, pg, ctl, hist, max_epochs, w_bar, coef, mask, fresh,
+                          xi, rc, seen, order)
+    except ValueError:
         free(fresh_d)
-        raise ValueError(f"dcd_epochs: the order scratch needs {sizes} entries (got "
-                         f"{order.shape[0]}, {seen.shape[0]}), index {n} ({index.shape[0]}) "
-                         f"and an active size in [0, {n}] ({k})")
+        raise
     with nogil:
         for e in range(max_epochs):
             if n > ORDER_RUNS_ABOVE:
-                _run_shuffle(&index[0], k, n, &seen[0], &order[0], &rng_state[0])
+                bad = _run_shuffle(&index[0], k, n, &seen[0], &order[0], &rng_state[0])
+                if bad:
+                    break
             else:
                 _shuffle(&index[0], k, &rng_state[0])
             k = _dcd_pass(X, &y[0], &index[0], k, &r[0], &s2a[0],
@@ -1438,6 +1497,9 @@ def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r,
             for i in range(n):
                 mask[i] = _at(lp, ls, i) - r[i] > eps
     free(fresh_d)
+    if bad:
+        raise ValueError("dcd_epochs: index[:k] repeats a point (the active coordinates "
+                         "must be distinct)")
     ctl[0] = <double>k
     ctl[1] = pg_max_old
     ctl[2] = pg_min_old

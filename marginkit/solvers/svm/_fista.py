@@ -427,6 +427,11 @@ class _FistaBase(_CertifiedSVM):
             # the bound of an earlier run on the same rows (a one-vs-rest fit's first
             # class): ||Z~||_2 depends on the rows and their scaling, not on y or the box
             lam, info = float(given), {"method": "given", "passes": 0}
+            if not lam / mu <= 2.0 ** 900:
+                raise ValueError(
+                    f"{self.name}: gram_norm={lam:.3g} with mu = {mu:.3g} makes the condition "
+                    "number (mu + gram_norm) / mu overflow the error bound; pass the "
+                    "extra['gram_norm'] of a run on the same rows, or gram_norm=None")
         else:
             # L's BLAS/LAPACK calls on one thread: OpenBLAS workers keep spinning after a
             # call and would take a core from the OpenMP iterations that follow
@@ -512,8 +517,9 @@ class Fista(_FistaBase):
         ``scale`` and the feature map only, not on y, C or the weights, so a run on the
         same rows can take ``extra["gram_norm"]`` of an earlier one: the one-vs-rest
         fits of ``SVMClassifier`` compute it once. A value below the true norm makes
-        the step too long and the solver's error bound wrong; the referee's check does
-        not use it, so that costs iterations (or the claim), never a false certificate.
+        the step too long and the solver's error bound wrong: the iterations can diverge
+        and the run end at ``max_iter`` without a claim (seen below about half the true
+        norm), but the referee's check does not use it, so never a false certificate.
         ``fista_svm`` takes it for ||Z||_2^2. Not for exact kernels.
 
     References

@@ -166,7 +166,8 @@ def _weighted_gram(blocks, h, p):
     Hs = np.zeros((p, p))
     Hb = np.empty((p, p))
     for lo, hi, B in blocks:
-        # h >= 0 (the loss is convex, the weights positive); a NaN counts as 0 here
+        # h >= 0 (the loss is convex, the weights positive); a NaN h (a NaN model, which
+        # the bound rejects anyway) is taken as 0 on dense rows and spreads on CSR ones
         _fast.weighted_gram(row_block(B), np.ascontiguousarray(h[lo:hi]), Hb)
         Hs += Hb
     return Hs

@@ -68,8 +68,9 @@ class IteratedTikhonov(Solver):
         Newton systems by Cholesky (LAPACK) or by preconditioned conjugate gradients with
         Hessian-vector products (memory O(n m) for a dense (n, m) feature map). "auto"
         picks "cg" for feature maps with m >= 512 and n >= 4 m whose rows are dense, or
-        CSR with 60 or more non-zeros a row on average (sum_i nnz_i^2 >= 60 nnz: there
-        the Hessian's pair products cost more than a solve's Hessian-vector products).
+        CSR with sum_i nnz_i^2 >= 60 nnz (rows of 60 or more non-zeros on an average
+        weighted by their length: there the Hessian's pair products cost more than a
+        solve's Hessian-vector products).
     n_components : int or None
         Nystroem approximation with that many centres sampled uniformly
         (``random_state``): theta lives in the m-dimensional span, memory O(n m).
