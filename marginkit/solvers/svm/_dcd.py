@@ -2,8 +2,9 @@
 (paper section 4).
 
 The epochs run in one Cython call per batch (``_fast.dcd_epochs``: random order
-from a SplitMix64 stream, LIBLINEAR's shrinking, the lazy or every-epoch full bound
-||p(r)|| / mu). Sequential, so one in-memory block only; exact kernels run in ``_kernel``.
+from a SplitMix64 stream, in shuffled windows of runs of adjacent coordinates beyond
+``_fast.ORDER["runs_above"]`` points, LIBLINEAR's shrinking, the lazy or every-epoch
+full bound ||p(r)|| / mu). Sequential, so one in-memory block only; exact kernels run in ``_kernel``.
 
 References
 ----------
