@@ -776,6 +776,22 @@ def test_row_products_do_not_depend_on_the_thread_count(layout):
     np.testing.assert_allclose(outs[0][3], 1 + mag, rtol=1e-9, atol=1e-6)
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_row_products_of_rows_without_columns_leave_the_sums(sparse):
+    # a block of zero columns has no entries: every sum stays as it was (the kernels are
+    # not entered with pointers into empty arrays)
+    from marginkit.solvers.svm import _fast
+    from marginkit.utils._rows import row_block
+
+    X = sp.csr_matrix((5, 0)) if sparse else np.zeros((5, 0))
+    empty = np.zeros(0)
+    o = [np.arange(5.0) + k for k in range(4)]
+    _fast.ref_matvec(row_block(X), np.zeros(0, dtype=np.uint8), empty, empty, empty, empty,
+                     empty, *o)
+    for k, a in enumerate(o):
+        assert np.array_equal(a, np.arange(5.0) + k)
+
+
 @pytest.mark.parametrize("layout", ["C", "F", "csr"])
 def test_float32_blocks_are_read_as_their_float64_values(layout, monkeypatch):
     # the referee reads float32 row blocks as stored (its kernels convert each entry to

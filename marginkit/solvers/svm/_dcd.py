@@ -55,7 +55,7 @@ class _DCDState(_ClaimOffers, SolverState):
         self.qd = data.qd if data.qd is not None else data.zsq + 1.0 + mu
         self.index = np.arange(n, dtype=np.int64)
         # scratch of the epoch order (``_fast.dcd_epochs``: runs of adjacent coordinates
-        # beyond ``_fast.ORDER_RUNS_ABOVE`` points)
+        # beyond ``_fast.ORDER["runs_above"]`` points)
         m, b = _f.order_scratch_sizes(n)
         self._order, self._seen = np.empty(m, dtype=np.int64), np.empty(b, dtype=np.uint8)
         # from the run's rules (``DCD.start``): the gap at which a shrunk active set is

@@ -1786,8 +1786,8 @@ def ref_matvec(rows_t X, const unsigned char[::1] skip, const double[::1] m,
     _check_width(X.d, "v", d)
     if rows_t in csr_rows_t and skip.shape[0] < d:
         raise ValueError(f"skip has {skip.shape[0]} entries for {d} columns")
-    if n == 0:
-        return
+    if n == 0 or d == 0:
+        return  # no entries: every sum is 0 (and the kernels below take &v[0])
     cdef double nnz = <double>n * d if rows_t in dense_rows_t else <double>X.indptr[n]
     with nogil:
         nt = mk_svm_max_threads()
