@@ -86,6 +86,7 @@ from .plugins import Plugin
 from .stopping import DualCertificate
 from ._validation import (Param, _float_dtype_for, check_params, check_sample_weight,
                           check_sparse_structure, dask_array_of)
+from .utils._sparse import sparse_copy
 
 __all__ = ["PerceptronClassifier", "SVMClassifier", "IteratedTikhonovClassifier",
            "IteratedTikhonovRegressor", "expected_failed_checks"]
@@ -379,7 +380,7 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
                     "weight (sample_weight times class_weight); one-vs-rest fits one "
                     "problem per class of y: give them a positive weight or remove their "
                     "samples from y")
-        X = self._prepare(X)
+        X = self._solver_rows(cfg, self._prepare(X))
         # the weights of the run (solve refuses them where its solver does not take them)
         w = None if w is None else self._run_weights(w)
         kw = {} if w is None else {"sample_weight": w}
@@ -415,6 +416,10 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
     def _shared_inputs(self, cfg, X):
         """Keyword arguments of ``solve`` computed once for all one-vs-rest runs on X."""
         return {}
+
+    def _solver_rows(self, cfg, X):
+        """The matrix given to ``solve`` for the training rows X (the same rows)."""
+        return X
 
     def _follow_config(self, cfg, first):
         """The configuration of the one-vs-rest runs after the first, given its result
@@ -809,6 +814,12 @@ class SVMClassifier(_MarginClassifier):
     ``kernel="precomputed"``, ``X[keep][:, keep]``: the fit removes the rows of weight 0
     from both sides of the Gram matrix, and prediction reads the columns of the rows kept).
 
+    A dense X with at most a quarter of non-zero entries is solved, by ``fista``,
+    ``fista_svm`` and ``dcd`` on the linear kernel, as a CSR copy of its non-zeros (as
+    LIBLINEAR does; the same problem, a third of the time on MNIST) when the copy fits
+    ``memory_budget``; ``verbose=1`` says so (docs/svm.md, "Dense rows that are mostly
+    zeros").
+
     Integer weights are not row repetition for the defaults: repeating rows changes n,
     hence C = 64/n, mu = n/128 and the scaling statistics of ``scale="std"``, and the
     perturbation mu/2 r_i^2 of one point of weight 2 is not that of two copies; the
@@ -862,6 +873,30 @@ class SVMClassifier(_MarginClassifier):
                     "of them")
             self._lam_from_C = C
         return params
+
+    #: the solvers that read every entry of X in each iteration (``_solver_rows``)
+    _ROW_SOLVERS = ("fista", "fista_svm", "dcd")
+
+    def _solver_rows(self, cfg, X):
+        """A CSR copy of a dense X with at most ``SPARSE_COPY_DENSITY`` (a quarter) of
+        non-zero entries, for the linear kernel and the solvers that read the rows in
+        every iteration (``fista``, ``fista_svm``, ``dcd``), when it fits
+        ``memory_budget``: they then read the non-zeros only, as LIBLINEAR does (MNIST,
+        19% non-zero: a third of the time). The problem is the same; X itself is not
+        modified, and ``solve`` on the dense X is not changed."""
+        if not isinstance(X, np.ndarray) or X.ndim != 2:
+            return X
+        solver, kernel = compose(cfg)[:2]
+        if solver.name not in self._ROW_SOLVERS or getattr(kernel, "name", None) != "linear":
+            return X
+        copy = sparse_copy(X, budget=cfg.memory_budget)
+        if copy is None:
+            return X
+        if cfg.verbose:
+            size = copy.data.nbytes + copy.indices.nbytes + copy.indptr.nbytes
+            print(f"{type(self).__name__}: X has {copy.nnz / X.size:.1%} non-zero entries; "
+                  f"the solver reads a CSR copy of them ({size / 2**20:.1f} MiB)", flush=True)
+        return copy
 
     def _follow_config(self, cfg, first):
         """The first run's bound of ||Z~||_2^2 for the others (``fista``/``fista_svm``'s

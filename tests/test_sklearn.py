@@ -975,3 +975,77 @@ def test_gram_norm_that_overflows_the_condition_number_is_refused_by_name():
     X, y = three_blobs(60, seed=2)
     with pytest.raises(ValueError, match="gram_norm=1e\\+300 .* overflow"):
         mk.solve(X, (y == "a").astype(np.int8), solver="fista", gram_norm=1e300)
+
+
+# ------------------------------------------- SVMClassifier reads mostly-zero rows as CSR
+def _mostly_zero(n=240, d=30, density=0.15, seed=0, dtype=np.float64, order="C"):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < density)
+    y = np.array(["a", "b", "c"])[np.argmax(X[:, :3] + 0.3 * rng.normal(size=(n, 3)), axis=1)]
+    return np.asarray(X, dtype=dtype, order=order), y
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_sparse_copy_is_scipys_csr_of_the_non_zeros(dtype, order):
+    import scipy.sparse as sp
+
+    from marginkit.utils import _sparse
+
+    X, _ = _mostly_zero(dtype=dtype, order=order)
+    X[0] = 0.0
+    X[1, :5] = -0.0
+    before = X.copy()
+    S = _sparse.sparse_copy(X)
+    ref = sp.csr_matrix(X)
+    ref.eliminate_zeros()
+    assert S.dtype == X.dtype and S.has_canonical_format
+    assert S.indices.dtype == S.indptr.dtype == np.int32
+    np.testing.assert_array_equal(S.indptr, ref.indptr)
+    np.testing.assert_array_equal(S.indices, ref.indices)
+    np.testing.assert_array_equal(S.data, ref.data)
+    np.testing.assert_array_equal(X, before)  # the caller's array is not touched
+    # blocks of rows: the same copy when X spans several of them
+    _sparse._BLOCK_ENTRIES, saved = 64, _sparse._BLOCK_ENTRIES
+    try:
+        T = _sparse.sparse_copy(X)
+    finally:
+        _sparse._BLOCK_ENTRIES = saved
+    assert (T != S).nnz == 0 and np.array_equal(T.indices, S.indices)
+    # denser than a quarter, or a copy beyond the budget: no copy
+    assert _sparse.sparse_copy(X, max_density=0.1) is None
+    assert _sparse.sparse_copy(X, budget=S.data.nbytes) is None
+    assert _sparse.sparse_copy(np.ones((4, 3))) is None
+    assert _sparse.sparse_copy(np.zeros((0, 3))) is None
+
+
+@pytest.mark.skipif("fista" not in _SOLVERS, reason="fista not registered")
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
+def test_svm_solves_mostly_zero_dense_rows_as_their_csr_copy(solver, capsys):
+    import scipy.sparse as sp
+
+    X, y = _mostly_zero()
+    before = X.copy()
+    dense = SVMClassifier(solver=solver, random_state=0, verbose=1).fit(X, y)
+    assert "CSR copy" in capsys.readouterr().out
+    np.testing.assert_array_equal(X, before)
+    # the run of the CSR matrix itself, bit for bit
+    csr = SVMClassifier(solver=solver, random_state=0).fit(sp.csr_matrix(X), y)
+    for a, b, c in zip(dense.results_, csr.results_, dense.classes_):
+        assert (a.status, a.n_iter) == (b.status, b.n_iter) == ("certified", a.n_iter)
+        np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)
+        # the certificate holds on the caller's dense rows
+        assert a.certificate.verify(X, (y == c).astype(np.int8))
+    np.testing.assert_array_equal(dense.decision_function(X), csr.decision_function(X))
+    # rows denser than a quarter, another kernel, or no room for the copy: X as given
+    for est, Xf in ((SVMClassifier(solver=solver, random_state=0), X + 1.0),
+                    (SVMClassifier(solver=solver, random_state=0, memory_budget=5e3), X)):
+        fit = est.fit(Xf, y)
+        own = mk.solve(Xf, (y == "a").astype(np.int8), solver=solver, random_state=0,
+                       memory_budget=est.memory_budget or 2.0 * 2**30)
+        np.testing.assert_array_equal(fit.results_[0].dual_coef_, own.dual_coef_)
+    ny = SVMClassifier(solver=solver, random_state=0, kernel="nystroem",
+                       kernel_params={"n_components": 10, "random_state": 0}).fit(X, y)
+    own = mk.solve(X, (y == "a").astype(np.int8), solver=solver, random_state=0,
+                   kernel="nystroem", kernel_params={"n_components": 10, "random_state": 0})
+    np.testing.assert_array_equal(ny.results_[0].dual_coef_, own.dual_coef_)
