@@ -971,6 +971,20 @@ def test_gram_norm_below_the_true_norm_never_gives_a_false_certificate():
 
 
 @pytest.mark.skipif("fista" not in _SOLVERS, reason="fista not registered")
+@pytest.mark.parametrize("X", [np.tile([1.0, 2.0, 3.0], (60, 1)), np.zeros((60, 3))])
+def test_svm_one_vs_rest_takes_a_gram_norm_of_zero(X):
+    # rows whose standardized features are all zero: fista_svm's ||Z||^2 is 0, a valid
+    # bound the other classes take (it was refused as out of range)
+    y = np.repeat(["a", "b", "c"], 20)
+    clf = SVMClassifier(solver="fista_svm").fit(X, y)
+    for res, c in zip(clf.results_, clf.classes_):
+        assert type(res.extra["gram_norm"]) is float and res.extra["gram_norm"] == 0.0
+        own = mk.solve(X, (y == c).astype(np.int8), solver="fista_svm")
+        assert (res.status, res.n_iter) == (own.status, own.n_iter)
+        np.testing.assert_array_equal(res.dual_coef_, own.dual_coef_)
+
+
+@pytest.mark.skipif("fista" not in _SOLVERS, reason="fista not registered")
 def test_gram_norm_that_overflows_the_condition_number_is_refused_by_name():
     X, y = three_blobs(60, seed=2)
     with pytest.raises(ValueError, match="gram_norm=1e\\+300 .* overflow"):

@@ -1083,8 +1083,8 @@ def test_column_max_propagates_nan_as_np_maximum(dtype, sparse):
 @pytest.mark.parametrize("n", [1000, 131073])
 def test_dcd_epochs_refuses_arrays_of_the_wrong_size(n):
     """``_fast.dcd_epochs`` checks what it reads and writes before compiled code runs: a
-    short hist, r or w_bar, an active size beyond n, an index entry out of range or
-    repeated raise ValueError naming it (they crashed the process)."""
+    short hist, r, w_bar or ctl, an active size beyond n, an index entry out of range or
+    repeated raise ValueError naming it (they crashed the process or ran a wrong epoch)."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((n, 4))
     y = np.sign(X[:, 0])
@@ -1118,10 +1118,14 @@ def test_dcd_epochs_refuses_arrays_of_the_wrong_size(n):
     bad[1] = -7
     with pytest.raises(ValueError, match="index holds -7"):
         call(index=bad)
-    if n > 131072:
-        rep = np.arange(n, dtype=np.int64)
-        rep[1] = 0  # point 0 twice among the active ones
-        ctl = s._ctl.copy()
-        ctl[0] = n // 2
-        with pytest.raises(ValueError, match="repeats a point"):
-            call(index=rep, ctl=ctl)
+    rep = np.arange(n, dtype=np.int64)
+    rep[1] = 0  # point 0 twice (among the active ones): not a permutation, at every size
+    ctl = s._ctl.copy()
+    ctl[0] = n // 2
+    with pytest.raises(ValueError, match="index holds 0 twice"):
+        call(index=rep, ctl=ctl)
+    with pytest.raises(ValueError, match="index holds 0 twice"):
+        call(index=np.zeros(n, dtype=np.int64))
+    # ctl is read first: a short one is refused before any entry is read
+    with pytest.raises(ValueError, match="ctl has 1 entries, at least 7"):
+        call(ctl=np.zeros(1))

@@ -1326,13 +1326,22 @@ def _check_dcd_arrays(X, Py_ssize_t n, Py_ssize_t d, Py_ssize_t k, y, int64_t[::
         raise ValueError(f"dcd_epochs: hist needs {max_epochs} rows of 4, got {hist.shape}")
     if not 0 <= k <= n:
         raise ValueError(f"dcd_epochs: the active size {k} is not in [0, {n}]")
+    cdef unsigned char[::1] hit = np.zeros(n, dtype=np.uint8)
+    cdef int repeat = 0
     with nogil:
         for i in range(n):
             v = index[i]
             if v < 0 or v >= n:
                 break
+            if hit[v]:
+                repeat = 1
+                break
+            hit[v] = 1
     if n and (v < 0 or v >= n):
         raise ValueError(f"dcd_epochs: index holds {v}, not a point in [0, {n})")
+    if repeat:
+        raise ValueError(f"dcd_epochs: index holds {v} twice; it must be a permutation of "
+                         f"the {n} points")
 
 
 def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r, double[::1] s2a,
@@ -1378,28 +1387,31 @@ def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r,
     cdef Py_ssize_t ls = _bound_step(level, "level")
     cdef Py_ssize_t n = y.shape[0]
     cdef Py_ssize_t d = s2a.shape[0]
-    cdef Py_ssize_t k = <Py_ssize_t>ctl[0]
-    cdef double pg_max_old = ctl[1], pg_min_old = ctl[2], shrink_tol = ctl[3]
-    cdef double certify_fraction = ctl[4], full_passes = ctl[5], est = ctl[6]
+    cdef Py_ssize_t k
+    cdef double pg_max_old, pg_min_old, shrink_tol, certify_fraction, full_passes, est
     cdef double out[3]
     cdef double rho_d = 0.0, eps_l
     cdef Py_ssize_t cnt_lo
-    cdef double* fresh_d = <double*>calloc(s2a.shape[0] + 1, sizeof(double))
-    if fresh_d == NULL:
-        raise MemoryError()
+    cdef double* fresh_d
     cdef double gap, eps, ncert, t, wsq, rsum, rsq, b, ri
     cdef const double* rp
-    cdef const double* lp = &level[0]
+    cdef const double* lp
     cdef Py_ssize_t e, i, j, cnt, done = 0
-    cdef bint lazy = certify_fraction == certify_fraction  # not NaN
+    cdef bint lazy
     cdef int bad = 0
-    try:
-        _check_dcd_arrays(X, n, d, k, y, index, r, s2a, scal, sc, m, c, qd, box, level,
-                          rng_state, pg, ctl, hist, max_epochs, w_bar, coef, mask, fresh,
-                          xi, rc, seen, order)
-    except ValueError:
-        free(fresh_d)
-        raise
+    if ctl.shape[0] < 7:  # read before the other arrays are checked
+        raise ValueError(f"dcd_epochs: ctl has {ctl.shape[0]} entries, at least 7 needed")
+    k = <Py_ssize_t>ctl[0]
+    pg_max_old, pg_min_old, shrink_tol = ctl[1], ctl[2], ctl[3]
+    certify_fraction, full_passes, est = ctl[4], ctl[5], ctl[6]
+    lazy = certify_fraction == certify_fraction  # not NaN
+    _check_dcd_arrays(X, n, d, k, y, index, r, s2a, scal, sc, m, c, qd, box, level,
+                      rng_state, pg, ctl, hist, max_epochs, w_bar, coef, mask, fresh,
+                      xi, rc, seen, order)
+    lp = &level[0]
+    fresh_d = <double*>calloc(s2a.shape[0] + 1, sizeof(double))
+    if fresh_d == NULL:
+        raise MemoryError()
     with nogil:
         for e in range(max_epochs):
             if n > ORDER_RUNS_ABOVE:

@@ -390,7 +390,7 @@ class _FistaBase(_CertifiedSVM):
         "auto", validator=_threads_param,
         doc="OpenMP threads of the passes: 'auto' (one thread or the team, whichever the "
             "run measures faster) or at most this many; always within the OpenMP limit"),
-        gram_norm=Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
+        gram_norm=Param(None, types=numbers.Real, low=0, allow_none=True,
                         doc="an upper bound of ||Z~||_2^2 (fista) or ||Z||_2^2 (fista_svm) "
                             "from an earlier run on the same rows: its "
                             "extra['gram_norm'] (None: computed)"))
@@ -443,7 +443,7 @@ class _FistaBase(_CertifiedSVM):
                             getattr(getattr(problem, "config", None), "verbose", 0) or 0)
         state.weighted = getattr(problem, "sample_weight", None) is not None
         state.lipschitz_method = info["method"]
-        state.gram_norm = lam
+        state.gram_norm = float(lam)
         target = certify_target(problem)
         if target is not None:
             state.certify_above = target
