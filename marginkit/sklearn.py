@@ -394,6 +394,11 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
             if len(results) == 1 and len(pairs) > 1:
                 # what the first one-vs-rest run learned about X alone
                 cfg = self._follow_config(cfg, results[0])
+            if cfg.verbose and len(pairs) > 1:
+                # the progress lines of each one-vs-rest run under the class it separates
+                label = c.item() if hasattr(c, "item") else c
+                print(f"{type(self).__name__}: class {label!r} against the rest "
+                      f"({len(results) + 1} of {len(pairs)})", flush=True)
             if self._task == "regression":
                 # a regression loss (squared) fit to +-1 targets: least-squares classification
                 results.append(_solve(X, np.where(y == c, 1.0, -1.0), config=cfg, **kw))

@@ -1063,3 +1063,18 @@ def test_svm_solves_mostly_zero_dense_rows_as_their_csr_copy(solver, capsys):
     own = mk.solve(X, (y == "a").astype(np.int8), solver=solver, random_state=0,
                    kernel="nystroem", kernel_params={"n_components": 10, "random_state": 0})
     np.testing.assert_array_equal(ny.results_[0].dual_coef_, own.dual_coef_)
+
+
+def test_one_vs_rest_progress_lines_name_their_class(capsys):
+    X, y = three_blobs(90, seed=1)
+    SVMClassifier(verbose=1).fit(X, y)
+    out = capsys.readouterr().out.splitlines()
+    heads = [i for i, line in enumerate(out) if "against the rest" in line]
+    assert [out[i] for i in heads] == [
+        f"SVMClassifier: class {c!r} against the rest ({k} of 3)"
+        for k, c in enumerate(["a", "b", "c"], 1)]
+    # each one's own progress lines follow it, ending with its "stopped" line
+    for i, j in zip(heads, heads[1:] + [len(out)]):
+        assert out[i + 1].startswith("[fista] iter") and "stopped" in out[j - 1]
+    SVMClassifier(verbose=0).fit(X, y)
+    assert capsys.readouterr().out == ""
