@@ -110,6 +110,13 @@ def _validate(estimator, X, y="no_validation", reset=True, y_numeric=False):
     Other dtypes follow marginkit's rule (``marginkit._validation``): bool and small
     integers become float32, other numbers float64.
     """
+    if dask_array_of(X) is not None:
+        # the estimators fit in memory: the chunks computed one at a time and stacked,
+        # sparse ones kept sparse (numpy's conversion, scikit-learn's, makes a scalar of
+        # a dask array of sparse chunks)
+        from .certificates import local_matrix
+
+        X = local_matrix(X)
     if sp.issparse(X):
         # before scikit-learn's validation: its conversions run scipy's C++ code, which
         # trusts the index arrays

@@ -880,3 +880,19 @@ def test_referee_refuses_a_dask_array_of_another_width_without_writing_past_its_
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300, cwd=str(__import__("pathlib").Path(__file__).parents[1]))
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_estimator_fits_a_dask_array_in_memory_sparse_chunks_kept_sparse(sparse):
+    # the estimators fit in memory: a dask array of CSR chunks is stacked as CSR (numpy's
+    # conversion made a scalar of it: "Expected 2D array, got scalar array")
+    from marginkit.sklearn import SVMClassifier
+
+    X, y = _synthetic(200, sparse=sparse, separable=False)
+    import dask
+
+    with dask.config.set(scheduler="synchronous"):
+        got = SVMClassifier().fit(_as_dask(X, 70), y)
+    own = SVMClassifier().fit(X, y)
+    assert got.status_ == own.status_ == "certified"
+    np.testing.assert_array_equal(got.result_.dual_coef_, own.result_.dual_coef_)
