@@ -229,7 +229,8 @@ def run(problem, solver, rules, max_iter, config, blas=None):
     """The iteration loop shared by every solver.
 
     Returns ``(state, status, history, elapsed, certificate)``: ``certificate`` is the one
-    the run stopped on (re-checked by ``referee``), None when the status is not a claim.
+    the run stopped on (re-checked by ``referee``): a claim's, or a ``"converged"`` run's
+    when its solver offered one; None otherwise.
 
     ``blas`` (a ``marginkit.utils._threads.BlasChoice``) chooses the BLAS threads of
     ``solver.start``, of the steps and of each referee check (one thread when the cores
@@ -533,14 +534,16 @@ def solve(X, y, config=None, sample_weight=None, features=None, **kwargs):
         ``Solver.takes_features`` refuse them. ``Result.extra["features_given"]`` records
         it; the certificate is checked as without them, from X, y, the kernel and the
         centres it holds.
-    solver, kernel, kernel_params, smoother, stop, max_iter, random_state, verbose,
-    progress_bar, callback, time_limit, memory_budget, warn, interrupt : see ``Config``
-    (``progress_bar=True``: a tqdm bar on stderr in place of ``verbose``'s lines;
-    ``warn=True``, or ``verbose >= 1`` with the default ``warn=None``: a
-    ``marginkit.ConvergenceWarning`` when the run ends on ``max_iter`` or ``time_limit``
-    without its claim).
-    **solver_params
-        Any other keyword is a parameter of the solver (``eps=1e-6``, ``C=...``).
+    **kwargs
+        The fields of ``Config``, which override those of ``config``: ``solver``,
+        ``kernel``, ``kernel_params``, ``smoother``, ``stop``, ``max_iter``,
+        ``random_state``, ``verbose``, ``progress_bar``, ``callback``, ``time_limit``,
+        ``memory_budget``, ``warn`` and ``interrupt`` (see ``Config``).
+        ``progress_bar=True`` draws a tqdm bar on stderr in place of ``verbose``'s lines;
+        ``warn=True``, or ``verbose >= 1`` with the default ``warn=None``, issues a
+        ``marginkit.ConvergenceWarning`` when the run ends on ``max_iter`` or
+        ``time_limit`` without its claim. Any other keyword is a parameter of the solver
+        (``eps=1e-6``, ``C=...``), kept in ``Config.solver_params``.
 
     Returns
     -------

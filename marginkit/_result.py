@@ -34,11 +34,13 @@ class Result:
         reported: ``"separable"`` (a separator, ``certificate.kind == "separator"``),
         ``"infeasible"`` (no separator exists, ``"infeasibility"``), ``"certified"``
         (SVM family: points certified correctly classified, ``"certified_points"``);
-        ``"converged"`` (a tolerance met; iterated Tikhonov's carries a
-        ``"newton_decrement"`` certificate, LIBLINEAR's rule and ``tolerance`` none); or a
-        limit without a claim: ``"max_iter"``, ``"time_limit"``, ``"callback"`` (the
-        callback returned True), ``"interrupted"`` (Ctrl-C ended the run and the partial
-        result was returned).
+        ``"converged"`` (a tolerance met, re-checked when it carries a certificate:
+        iterated Tikhonov's a ``"newton_decrement"`` one, the SVM solvers' a
+        ``"certified_points"`` one when their last iterate certifies a point, other
+        solvers' none); or a limit without a claim: ``"max_iter"``, ``"time_limit"``,
+        ``"callback"`` (the callback returned True), ``"interrupted"`` (Ctrl-C ended the
+        run and the partial result was returned), where the SVM solvers too keep a
+        ``"certified_points"`` certificate when their last iterate certifies a point.
     n_iter : int
         Iterations run.
     time_s : float
@@ -51,8 +53,12 @@ class Result:
         The dual / representer vector: alpha for the perceptron family, r for the SVM
         duals, beta for kernel iterated Tikhonov.
     certificate : Certificate or None
-        The certificate of the claim the run stopped on (its ``kind``, ``value``,
-        ``check(X, y)`` and ``verify(X, y)``); None when the status is not a claim.
+        The certificate of the run's result (its ``kind``, ``value``, ``check(X, y)`` and
+        ``verify(X, y)``), verified on the training data: always one for a claim (the
+        claim's kind); for another status the SVM solvers' ``"certified_points"``
+        certificate of the points their last iterate certifies (None when there are
+        none), iterated Tikhonov's ``"newton_decrement"`` one for ``"converged"``, else
+        None.
     dual_vector : ndarray (n_samples,) or None
         Perceptron / von Neumann family: the last p in the simplex (the infeasibility
         witness when ``status == "infeasible"``).

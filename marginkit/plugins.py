@@ -71,6 +71,9 @@ class PluginError(RuntimeError):
 class Problem:
     """A validated problem handed to ``Solver.start``.
 
+    ``executor`` gives a blocked solver the row blocks of X and y; ``check_certificate``
+    is the referee of the run's claims (see the module docstring).
+
     Attributes
     ----------
     X : ndarray (C or F order) or CSR matrix, float32/float64 (never modified by solvers)
@@ -97,9 +100,6 @@ class Problem:
         The run's stopping rules, set by the run loop before ``Solver.start``. Read only:
         a solver may read their parameters and ``triggers`` (to aim a cheap pre-check at
         the rules' thresholds, or to schedule its own tolerances); it never changes them.
-
-    ``executor`` gives a blocked solver the row blocks of X and y; ``check_certificate``
-    is the referee of the run's claims (see the module docstring).
     """
 
     X: object

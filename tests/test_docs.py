@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -200,10 +201,15 @@ def test_sphinx_build_without_warnings(tmp_path):
         assert (html / f"{page}.html").is_file()
     for md in DOCS.glob("*.md"):  # every family page is in the user guide
         assert (html / f"{md.stem}.html").is_file()
-    assert len(list((html / "_images").glob("plots-*.png"))) == 3
+    assert len(list((html / "_images").glob("plots-*.png"))) == 4
     api = (html / "api.html").read_text()
     for name in ("marginkit.solve", "PerceptronClassifier", "load_libsvm", "decision_boundary"):
         assert name in api
+    # a docstring line "text : text" in a numpydoc section becomes a bold fake parameter
+    # whose ``literals`` are shown with their backquotes: none on the page
+    fake = re.findall(r"<strong>[^<]*``[^<]*</strong>", api)
+    assert not fake, fake
+    assert "``" not in re.sub(r"<[^>]+>", "", api)
     # the plug-in table keeps the docstrings' literals as code, not as backquoted text
     table = api.split('id="built-in-plug-ins"', 1)[1].split("</section>", 1)[0]
     assert "<code" in table and "`" not in re.sub(r"<[^>]+>", "", table)
@@ -258,6 +264,90 @@ def test_api_reference_documents_every_field_status_and_certificate_kind():
         module, name = path.rsplit(".", 1)
         assert getattr(importlib.import_module(module), name).kind == kind
         assert f".. autoclass:: {path}" in kinds, f"{path} has no entry of its own"
+
+
+def _status_certificates():
+    """status -> the certificate cell of docs/api.rst's status table ("as for" resolved)."""
+    api = (DOCS / "api.rst").read_text()
+    table = api.split("\nStatuses\n", 1)[1].split("\nCertificates\n", 1)[0]
+    rows = re.findall(r'^   \* - ``"(\w+)"``\n((?:     .*\n)+)', table, re.M)
+    cells = {}
+    for status, body in rows:
+        cell = " ".join(body.split("     - ")[-1].split())
+        ref = re.fullmatch(r'as for ``"(\w+)"``', cell)
+        cells[status] = cells[ref.group(1)] if ref else cell
+    return cells
+
+
+def _heart():
+    return mk.datasets.load_heart_scale()
+
+
+def _xor():
+    return mk.datasets.make_xor(200, random_state=0)[:2]
+
+
+_FRACTION_999 = [("certified_points", {"fraction": 0.999})]
+
+#: (data, solve's keywords, the status and certificate kind the run returns)
+_STATUS_RUNS = [
+    (_xor, dict(solver="snkp", kernel="rbf", kernel_params={"gamma": 2.0}),
+     "separable", "separator"),
+    (_xor, dict(solver="isnkpvn"), "infeasible", "infeasibility"),
+    (_heart, dict(solver="fista"), "certified", "certified_points"),
+    (_heart, dict(solver="iterated_tikhonov"), "converged", "newton_decrement"),
+    (_heart, dict(solver="fista", stop=[("tolerance", {"tol": 0.05, "attribute": "error_bound"})]),
+     "converged", "certified_points"),
+    (_heart, dict(solver="dcd", C=1.0, bound_check="always",
+                  stop=[("tolerance", {"tol": 0.01, "attribute": "error_bound"})]),
+     "converged", "certified_points"),
+    (_heart, dict(solver="dcd", stop="liblinear", random_state=0), "converged", None),
+    (_heart, dict(solver="fista_svm", max_iter=300, stop=_FRACTION_999),
+     "max_iter", "certified_points"),
+    (_heart, dict(solver="dcd", max_iter=300, bound_check="always", stop=_FRACTION_999,
+                  random_state=0), "max_iter", "certified_points"),
+    (_heart, dict(solver="fista", stop=_FRACTION_999, callback=lambda st: st.n_iter >= 200),
+     "callback", "certified_points"),
+    (_heart, dict(solver="snkp", max_iter=50), "max_iter", None),
+    (_heart, dict(solver="iterated_tikhonov", max_iter=2), "max_iter", None),
+    (_heart, dict(solver="pegasos", random_state=0), "max_iter", None),
+]
+
+
+@pytest.mark.parametrize("data,kw,status,kind", _STATUS_RUNS,
+                         ids=[f"{kw['solver']}-{status}-{kind}" for _, kw, status, kind
+                              in _STATUS_RUNS])
+def test_status_table_gives_the_certificate_real_runs_return(data, kw, status, kind):
+    """docs/api.rst's status table names, for each status, the certificate kinds its runs
+    carry (the SVM solvers keep a certified_points certificate on any status), and a
+    certificate returned verifies on the training data."""
+    X, y = data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mk.ConvergenceWarning)
+        res = mk.solve(X, y, **kw)
+    got = None if res.certificate is None else res.certificate.kind
+    assert (res.status, got) == (status, kind)
+    if res.certificate is not None:
+        assert res.certificate.verify(X, y)
+    cell = _status_certificates()[status]
+    assert (f'``"{kind}"``' if kind else "``None``") in cell, (status, kind, cell)
+    assert f'``"{status}"``' in mk.Result.__doc__
+    if kind is not None:
+        assert f'"{kind}"' in mk.Result.__doc__
+
+
+def test_dcd_error_bound_history_as_the_plots_page_says():
+    """docs/plots.rst: dcd's default (lazy) history holds the error bound at the epoch that
+    certifies, the last one; ``bound_check="always"`` at every epoch."""
+    X, y = _heart()
+    lazy = mk.solve(X, y, solver="dcd", random_state=0)
+    full = mk.solve(X, y, solver="dcd", bound_check="always", random_state=0)
+    assert lazy.status == full.status == "certified"
+    finite = np.isfinite(lazy.history["error_bound"])
+    assert np.flatnonzero(finite).tolist() == [lazy.n_iter]
+    assert np.isfinite(full.history["error_bound"]).all()
+    assert np.isfinite(full.history["n_certified"]).all()
+    assert 'bound_check="always"' in (DOCS / "plots.rst").read_text()
 
 
 #: what a reader cannot follow: tracker numbers, the project's working folders and notes,

@@ -108,27 +108,6 @@ class NewtonDecrementCertificate(Certificate):
     links as the run's last proximal step (t, or ``prox_step`` of t="auto"). Without a
     configuration (user code) the stored numbers and ``targets`` are used.
 
-    Parameters
-    ----------
-    value : float
-        The solver's Newton decrement of the last link (information; never read).
-    targets : float or array (t,)
-        The targets eps_1..eps_t the run used (a float: the same for every link).
-    loss, lam : the loss name and lambda.
-    representation : {"gram", "primal"}
-    chain : array (t, d)
-        theta^1..theta^t, one row per proximal step: representer weights beta^k (d = n,
-        theta = sum_i beta_i Phi(x_i)) for exact kernels (``representation="gram"``; the
-        referee forms K in float64 and its eigen feature map, ``ExactKernelMap``), the
-        feature-space coefficients otherwise, with the intercept last when
-        ``fit_intercept`` (feature maps, Nystroem centres and the identity: linear
-        kernel, dense, CSR or a dask array read chunk by chunk, in row blocks).
-
-    With a configuration the kernel must be the run's, and the referee derives the
-    representation from it (``n_components``: Nystroem centres, whose normalization
-    K_CC^{-1/2} it recomputes; the stored ``projection`` and ``identity_map`` are never
-    read).
-
     ``coef`` (theta^t), ``coef_prev`` (theta^{t-1}; zeros when t = 1) and ``target``
     (eps_t) are views on ``chain`` and ``targets``. Not re-checked: which rows form the
     training split of t="auto" (``train_index``, validated as increasing row indices).
@@ -137,6 +116,30 @@ class NewtonDecrementCertificate(Certificate):
     recomputes every link on the weighted risk 1/n sum_i w_i loss_i; a certificate of a
     weighted run (``weighted``) checked without weights is rejected with a message saying
     to pass them, and other weights are a recomputation for those weights.
+
+    Parameters
+    ----------
+    value : float
+        The solver's Newton decrement of the last link (information; never read).
+    targets : float or array (t,)
+        The targets eps_1..eps_t the run used (a float: the same for every link).
+    loss : str
+        The loss name.
+    lam : float
+        The proximal weight lambda.
+    representation : {"gram", "primal"}
+    chain : array (t, d)
+        theta^1..theta^t, one row per proximal step: representer weights beta^k (d = n,
+        theta = sum_i beta_i Phi(x_i)) for exact kernels (``representation="gram"``; the
+        referee forms K in float64 and its eigen feature map, ``ExactKernelMap``), the
+        feature-space coefficients otherwise, with the intercept last when
+        ``fit_intercept`` (feature maps, Nystroem centres and the identity: linear
+        kernel, dense, CSR or a dask array read chunk by chunk, in row blocks).
+    kernel
+        The run's kernel. With a configuration it must be the run's, and the referee
+        derives the representation from it (with ``n_components``, Nystroem centres,
+        whose normalization K_CC^{-1/2} it recomputes; the stored ``projection`` and
+        ``identity_map`` are never read).
     """
 
     kind = "newton_decrement"
