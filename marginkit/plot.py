@@ -135,8 +135,10 @@ def convergence(result, keys=None, fig=None):
     found) are left out, an entry with no finite value gets no line and no legend entry,
     and an entry known at some iterations only says so in its legend label (``dcd``
     computes its error bound, and with it the certified points, only at some
-    iterations: those are drawn as markers). The certified-points panel shows the
-    fraction of the training points certified, at the iterations where it was computed.
+    iterations: those are drawn as markers; by default only at the epoch that certifies,
+    a single marker, and ``mk.solve(..., solver="dcd", bound_check="always")`` computes
+    it at every epoch for a curve). The certified-points panel shows the fraction of the
+    training points certified, at the iterations where it was computed.
     """
     _check_result(result)
     plt = _pyplot()
