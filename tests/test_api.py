@@ -482,8 +482,9 @@ def test_rules_read_the_state_and_are_left_unchanged(monkeypatch, kw):
     X, y = mk.datasets.make_separable(60, margin=0.05, random_state=3)[:2]
     spec = kw.get("stop")
     solver = mk.get_plugin("solver", kw["solver"])
+    own = {k: v for k, v in kw.items() if k in solver.param_table}  # pegasos' epochs
     rules = mk._api.resolve_stop(mk.Config(stop=spec).stop
-                                 or mk._api._instantiate("solver", solver).default_stop)
+                                 or mk._api._instantiate("solver", solver, own).default_stop)
     before = [copy.deepcopy(r.__dict__) for r in rules]
     res = mk.solve(X, y, **{**kw, "stop": rules})
     assert res.status  # the rules were checked (iteration 0 at least) through the view

@@ -1129,3 +1129,27 @@ def test_dcd_epochs_refuses_arrays_of_the_wrong_size(n):
     # ctl is read first: a short one is refused before any entry is read
     with pytest.raises(ValueError, match="ctl has 1 entries, at least 7"):
         call(ctl=np.zeros(1))
+
+
+def test_pegasos_runs_max_iter_epochs_unless_epochs_is_given():
+    # one iteration is one epoch: max_iter is the run's length (it was capped silently at
+    # the 200 epochs of the default), and that end is planned (no warning); epochs, when
+    # given, is the length and max_iter a cap that warns when it cuts the run short
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning as SkConvergenceWarning
+
+    from marginkit.sklearn import SVMClassifier
+
+    X, y = mk.datasets.load_heart_scale()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert mk.solve(X, y, solver="pegasos", warn=True).n_iter == 200
+        assert mk.solve(X, y, solver="pegasos", max_iter=350, warn=True).n_iter == 350
+        assert mk.solve(X, y, solver="pegasos", epochs=30, max_iter=1000, warn=True).n_iter == 30
+        assert SVMClassifier(solver="pegasos", max_iter=260).fit(X, y).n_iter_ == 260
+    with pytest.warns(mk.ConvergenceWarning, match="raise max_iter"):
+        res = mk.solve(X, y, solver="pegasos", epochs=300, max_iter=100, warn=True)
+    assert res.n_iter == 100
+    with pytest.warns(SkConvergenceWarning):
+        SVMClassifier(solver="pegasos", solver_params={"epochs": 300}, max_iter=100).fit(X, y)

@@ -91,6 +91,9 @@ def _radius(lam, weights, n):
 #: the largest first step |eta_1 w_i| ||z_i|| the kernel's representation holds: its
 #: d-vector s * a reaches that over alpha, alpha >= 1e-100 (``_fast.pegasos_epoch``), and
 #: ||s * a||^2 must stay below float64's largest number
+#: epochs of a run that gives neither ``epochs`` nor ``max_iter`` (the paper's Table 1)
+DEFAULT_EPOCHS = 200
+
 _STEP_LIMIT = 2.0 ** 160
 
 
@@ -132,7 +135,9 @@ class Pegasos(Solver):
     each step, and an unregularized bias b updated on
     margin violations (Pegasos paper, section 6). One iteration is one epoch over a random
     permutation from ``random_state`` (block by block on a dask array: see
-    ``_PegasosState``); the run stops after ``epochs`` epochs (status ``"max_iter"``).
+    ``_PegasosState``); the run stops after ``epochs`` epochs (status ``"max_iter"``, its
+    planned end): ``epochs=None`` (the default) runs ``max_iter`` epochs when the run
+    gives one, else ``DEFAULT_EPOCHS`` (200, the paper's Table 1).
 
     References
     ----------
@@ -144,7 +149,7 @@ class Pegasos(Solver):
 
     requires = {"kernel": ("feature_map",)}
     provides = ()
-    default_max_iter = 10**9
+    default_max_iter = DEFAULT_EPOCHS
     #: runs on any executor; the epoch order depends on the blocking (``_PegasosState``)
     blocked = True
 
@@ -156,13 +161,18 @@ class Pegasos(Solver):
     param_table = {
         "lam": Param(1.0 / 64.0, types=numbers.Real, low=0, low_open=True,
                      doc="regularization lambda (1/64 is C = 64/n)"),
-        "epochs": Param(200, types=numbers.Integral, low=1, doc="number of epochs"),
+        "epochs": Param(None, types=numbers.Integral, low=1, allow_none=True,
+                        doc="number of epochs (None: the run's max_iter when given, "
+                            f"else {DEFAULT_EPOCHS})"),
         "scale": _COMMON_PARAMS["scale"],
     }
 
     @property
     def default_stop(self):
-        return (("max_iter", {"n": int(self.params["epochs"])}),)
+        # epochs=None: no rule, the run's iteration cap (max_iter, else default_max_iter)
+        # is its length, in memory and on dask alike
+        epochs = self.params["epochs"]
+        return () if epochs is None else (("max_iter", {"n": int(epochs)}),)
 
     def start(self, problem):
         data, identity = _prepare(problem, self.params["scale"])
