@@ -6,16 +6,19 @@ Commands
     Every registered solver family on bundled data (LIBSVM's ``heart_scale`` and a
     synthetic XOR), one table: status, certificate (verified from the data alone),
     margin bounds, iterations, time, training accuracy. Runs in seconds.
-``marginkit fit TRAIN [--test TEST] [--solver NAME] [-m MODEL] [-c C] [-e EPS] [-q]``
+``marginkit fit TRAIN [--test TEST] [--solver NAME] [-m MODEL] [-c C] [-e EPS] [-B 1] [-q]``
     Solve on a LIBSVM/svmlight file (plain, ``.gz``, ``.xz``; a path or a name in
     ``$MARGINKIT_DATA``) and report status, certificate, iterations, time and accuracies;
     ``-m`` saves the model (read without pickle). The default solver is ``dcd``;
-    more than two classes are solved one-vs-rest. ``-c``, ``-e``, ``-q`` mean what they
-    mean to LIBLINEAR users where marginkit has the notion; ``-B`` and ``-s`` are refused
-    with the marginkit equivalent named.
+    more than two classes are solved one-vs-rest. Runs are repeatable: the seed is 0
+    unless ``--random-state`` says otherwise. ``-c``, ``-e``, ``-q`` mean what they
+    mean to LIBLINEAR users where marginkit has the notion; ``-B 1`` is what ``dcd`` and
+    ``fista`` do anyway (other values are refused), ``-s`` is refused with the marginkit
+    equivalent named. ``--memory-budget`` bounds the memory of kernel matrices.
 ``marginkit predict MODEL TEST [-o OUT] [-q]``
     Predict TEST with a saved model, write one label per line to OUT and print
-    ``Accuracy = 85.01% (13841/16281)``, as LIBLINEAR's ``predict`` does.
+    ``Accuracy = 85.01% (13841/16281)``, as LIBLINEAR's ``predict`` does (rows whose
+    label the model does not know, e.g. placeholders of unlabeled data, count as wrong).
 ``marginkit bench [--data a9a,madelon] [--methods ...] [--quick]``
     Side-by-side comparison with LIBLINEAR, LIBSVM and scikit-learn
     (``marginkit._bench``).
@@ -61,9 +64,6 @@ class _Parser(argparse.ArgumentParser):
 
 #: LIBLINEAR options without a marginkit meaning, and what to use instead
 REFUSED_OPTIONS = {
-    "-B": "marginkit adds no bias feature: the SVM solvers fit an intercept by centering the "
-          "data (scale='std', the default), and --solver fista_svm has an unregularized "
-          "intercept",
     "-s": "marginkit solvers have names, not numbers: use --solver NAME (the default, dcd, is "
           "LIBLINEAR's dual coordinate descent; 'marginkit plugins' lists the others)",
 }
@@ -100,6 +100,20 @@ class _Refused(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         raise UsageError(f"argument {option_string}: {REFUSED_OPTIONS[option_string]}",
                          parser.prog)
+
+
+#: settings of the run (``Config`` fields) that ``--param`` might be given for a solver
+#: parameter, and the option that sets each
+RUN_OPTIONS = {"memory_budget": "--memory-budget", "max_iter": "--max-iter",
+               "time_limit": "--time-limit", "random_state": "--random-state",
+               "verbose": "-v", "solver": "--solver", "kernel": "--kernel",
+               "kernel_params": "--kernel-param"}
+
+#: the hint added to a library message that says "raise memory_budget"
+MEMORY_BUDGET_HINT = "; marginkit fit takes it as --memory-budget BYTES (e.g. 8G)"
+
+#: the units of ``--memory-budget`` (bytes; powers of 1024, as the messages' GiB)
+_BYTE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -189,7 +203,8 @@ def _config(solver, kernel, kernel_params, solver_params, **fields):
     try:
         _instantiate("solver", solver, solver_params)
     except (TypeError, ValueError) as exc:
-        opt = "--solver" if "unknown solver" in str(exc) else "--param/--C"
+        # -c and -e are checked alone (_liblinear_options): what is left is --param's
+        opt = "--solver" if "unknown solver" in str(exc) else "--param"
         raise UsageError(f"argument {opt}: {exc}") from None
     try:
         resolve_kernel(kernel, kernel_params or None)
@@ -347,16 +362,78 @@ def _solvers_with(param):
             if param in getattr(get_plugin("solver", n), "param_table", {})]
 
 
+def _solvers_with_bias_one():
+    """The registered solvers that fit an intercept regularized as a feature of value 1
+    (LIBLINEAR's ``-B 1``): those whose dual has rows y_i (z_i, 1), ``formulation`` "hsvm"."""
+    from ._api import _instantiate
+    from ._registry import list_plugins
+
+    names = []
+    for name in list_plugins()["solver"]:
+        try:
+            if getattr(_instantiate("solver", name), "formulation", None) == "hsvm":
+                names.append(name)
+        except Exception:  # noqa: BLE001 - a plug-in that needs parameters is not one of them
+            continue
+    return names
+
+
+def _check_bias(args):
+    """LIBLINEAR's ``-B``: ``-B 1`` is what the H-SVM solvers (dcd, fista) do anyway, an
+    intercept regularized as a feature of value 1 (docs/svm.md, "What C means"); accepted
+    for them and changing nothing. Other values and other solvers are refused."""
+    if args.bias is None:
+        return
+    with_bias = _solvers_with_bias_one()
+    what = (f"{' and '.join(with_bias) or 'no registered solver'} fit an intercept regularized "
+            "as a feature of value 1, which is LIBLINEAR's -B 1")
+    if args.solver not in with_bias:
+        from ._api import _instantiate
+
+        _solver_class(args.solver)  # an unknown name is --solver's error
+        try:
+            free = getattr(_instantiate("solver", args.solver), "formulation", None) == "svm"
+        except Exception:  # noqa: BLE001 - a plug-in that needs parameters
+            free = False
+        own = " (its intercept is unregularized, as LIBSVM's)" if free else ""
+        raise UsageError(f"argument -B: {what}; solver {args.solver!r} does not{own}, so -B "
+                         "is accepted only with them, as -B 1")
+    if args.bias != 1:
+        raise UsageError(
+            f"argument -B: -B {args.bias:g} is not available: {what} (so -B 1 is accepted "
+            "and changes nothing); they have no other bias value and cannot leave the "
+            "intercept out")
+
+
+def _check_param_names(args, solver_params):
+    """``--param NAME=...`` naming a setting of the run rather than of the solver: refused
+    with the option that sets it."""
+    table = getattr(_solver_class(args.solver), "param_table", {})
+    for key in solver_params:
+        if key in RUN_OPTIONS and key not in table:
+            raise UsageError(
+                f"argument --param: {key} is a setting of the run, not a parameter of solver "
+                f"{args.solver!r}: use {RUN_OPTIONS[key]}")
+
+
 def _liblinear_options(args, solver_params):
-    """``-c``/``--C`` and ``-e`` in marginkit's terms: solver parameters and stopping rules."""
+    """``-c``/``--C``, ``-e`` and ``-B`` in marginkit's terms: solver parameters and
+    stopping rules."""
+    from ._api import _instantiate
+
     cls = _solver_class(args.solver)
     table = getattr(cls, "param_table", {})
     stop = None
+    _check_bias(args)
     if args.C is not None:
         if "C" not in table:
             raise UsageError(
                 f"argument -c/--C: solver {args.solver!r} has no C (the box of the SVM dual); "
                 f"the solvers that take it: {', '.join(_solvers_with('C'))}")
+        try:
+            _instantiate("solver", args.solver, {"C": args.C})
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"argument -c/--C: {exc}") from None
         solver_params["C"] = args.C
     if args.tol is not None:
         default = getattr(cls, "default_stop", None)  # a property: set per instance
@@ -377,8 +454,6 @@ def _liblinear_options(args, solver_params):
             raise UsageError(
                 f"argument -e: solver {args.solver!r} has no tolerance to set; bound the run "
                 "with --max-iter or --time-limit")
-        from ._api import _instantiate
-
         try:  # a value out of a rule's or the solver's range is the option's fault
             for name, params in stop or ():
                 _instantiate("stopping", name, params)
@@ -389,19 +464,30 @@ def _liblinear_options(args, solver_params):
     return stop
 
 
-def _check_known_labels(y, classes, option, path):
-    """Refuse labels of a test file that the model does not know."""
+def _unknown_labels(y, classes):
+    """The labels of a data file that are not ``classes`` (sorted, unique) and the mask of
+    the rows that hold them."""
     classes = np.asarray(classes)
     if classes.dtype.kind in "biuf":
         known = np.isin(y, classes.astype(np.float64))
     else:  # labels of a model saved from Python: strings are never numbers of a file
         known = np.zeros(y.shape, dtype=bool)
-    if not known.all():
-        unknown = np.unique(y[~known])
-        shown = ", ".join(_label_text(v) for v in unknown[:5]) + (", ..." if unknown.size > 5 else "")
+    return np.unique(y[~known]), ~known
+
+
+def _labels_text(labels):
+    return ", ".join(_label_text(v) for v in labels[:5]) + (", ..." if len(labels) > 5 else "")
+
+
+def _check_known_labels(y, classes, option, path):
+    """Refuse labels of a test file that the model does not know (``fit --test``: its
+    labels are there to score the fit)."""
+    unknown, _ = _unknown_labels(y, classes)
+    if unknown.size:
         raise UsageError(
-            f"argument {option}: {path} has labels the model does not know ({shown}); "
-            f"its classes are {', '.join(_label_text(c) for c in classes)}")
+            f"argument {option}: {path} has labels the model does not know "
+            f"({_labels_text(unknown)}); its classes are "
+            f"{', '.join(_label_text(c) for c in classes)}")
 
 
 def _label_text(v):
@@ -426,13 +512,15 @@ def cmd_fit(args):
 
     solver_params = _key_values(args.param, "--param")
     kernel_params = _key_values(args.kernel_param, "--kernel-param")
+    _check_param_names(args, solver_params)
     stop = _liblinear_options(args, solver_params)
     if args.gamma is not None:
         kernel_params["gamma"] = args.gamma
     verbose = 0 if args.quiet else args.verbose
+    budget = {} if args.memory_budget is None else {"memory_budget": args.memory_budget}
     cfg = _config(args.solver, args.kernel, kernel_params, solver_params, stop=stop,
                   max_iter=args.max_iter, time_limit=args.time_limit,
-                  random_state=args.random_state, verbose=verbose)
+                  random_state=args.random_state, verbose=verbose, **budget)
     X, y = _load(args.train, "TRAIN", n_features=args.n_features)
     vector = 8.0 * X.shape[1]  # bytes of one float64 vector over the features
     if vector > cfg.memory_budget:
@@ -440,7 +528,7 @@ def cmd_fit(args):
         raise UsageError(
             f"argument TRAIN: {args.train} has {X.shape[1]} features (its highest index); "
             f"one float64 vector over them takes {vector / 2**30:.3g} GiB, more than the "
-            f"memory budget of {cfg.memory_budget / 2**30:.3g} GiB")
+            f"memory budget of {cfg.memory_budget / 2**30:.3g} GiB (--memory-budget)")
     from ._api import compose
     from ._validation import check_y
 
@@ -478,8 +566,11 @@ def cmd_fit(args):
             if args.traceback:
                 raise
             which = "" if c is None else f" (class {_label_text(c)} against the rest)"
+            # the library's advice is for Python users; say how the command line takes it
+            hint = MEMORY_BUDGET_HINT if "raise memory_budget" in str(exc) else ""
             print(f"marginkit fit: solver {args.solver!r} failed on {args.train}{which}: "
-                  f"{type(exc).__name__}: {exc} (run with --traceback for details)", file=sys.stderr)
+                  f"{type(exc).__name__}: {exc}{hint} (run with --traceback for details)",
+                  file=sys.stderr)
             return 1
     results = [row["result"] for row in rows]
     model = Model(results, classes) if one_vs_rest else Model.binary(results[0])
@@ -549,7 +640,6 @@ def cmd_predict(args):
         raise UsageError(f"argument MODEL: {args.model}: cannot predict a data file: {reason}")
     n = model.n_features
     X, y = _load(args.test, "TEST")
-    _check_known_labels(y, model.classes_, "TEST", args.test)
     if X.shape[1] > n:
         reason = _cut_refusal(model.results[0].kernel, "TEST", args.test, X.shape[1] - n)
         if reason is not None:
@@ -574,8 +664,16 @@ def cmd_predict(args):
         except OSError as exc:
             raise UsageError(f"argument -o/--output: {_os_message(exc, args.output)}") from None
     if not args.quiet:
-        # the labels are numbers (unknown labels were refused above)
-        correct = int(np.count_nonzero(np.asarray(pred, dtype=np.float64) == y))
+        # as LIBLINEAR's predict: a row whose label is not a class (a placeholder of
+        # unlabeled data, say) is predicted and counts as wrong
+        unknown, rows = _unknown_labels(y, model.classes_)
+        if unknown.size:
+            print(f"note: {args.test}: labels {_labels_text(unknown)} are not classes of the "
+                  f"model ({', '.join(_label_text(c) for c in model.classes_)}); their "
+                  f"{int(np.count_nonzero(rows))} rows count as wrong in the accuracy",
+                  file=sys.stderr)
+        numeric = np.asarray(model.classes_).dtype.kind in "biuf"
+        correct = int(np.count_nonzero(np.asarray(pred, dtype=np.float64) == y)) if numeric else 0
         print(f"Accuracy = {100.0 * correct / max(len(y), 1):.2f}% ({correct}/{len(y)})")
     return 0
 
@@ -629,6 +727,10 @@ def build_parser():
                        help="solver parameter, repeatable (e.g. eps=1e-6)")
         q.add_argument("--max-iter", type=_positive_int, default=None, help="iteration cap")
         q.add_argument("--time-limit", type=_positive_float, default=None, help="seconds per solve")
+        q.add_argument("--memory-budget", type=_bytes, default=None, metavar="BYTES",
+                       help="memory a solver may take for kernel matrices and working "
+                            "vectors, in bytes or with a unit: 8G, 512M, 1e10 (default: 2G); "
+                            "what the messages 'raise memory_budget' ask for")
         q.add_argument("--traceback", action="store_true", help="show tracebacks of errors")
 
     d = sub.add_parser("demo", help="run every solver family on bundled data (seconds)")
@@ -661,15 +763,20 @@ def build_parser():
                    help="tolerance: SVM solvers run until their bound on the distance of the "
                         "dual to its optimum is at most EPS; iterated_tikhonov's target Newton "
                         "decrement; isnkpvn's eps")
-    f.add_argument("-B", action=_Refused, metavar="BIAS",
-                   help="refused: there is no bias feature (see the message)")
+    f.add_argument("-B", dest="bias", type=_number, default=None, metavar="BIAS",
+                   help="as LIBLINEAR's -B 1: dcd and fista always fit an intercept "
+                        "regularized as a feature of value 1, so -B 1 changes nothing; "
+                        "other values, and -B with other solvers, are refused")
     f.add_argument("-s", action=_Refused, metavar="TYPE",
                    help="refused: solvers have names, not numbers (use --solver)")
     f.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     f.add_argument("--gamma", type=_positive_float, default=None, help="kernel gamma")
     f.add_argument("--n-features", type=_positive_int, default=None,
                    help="number of features of TRAIN (default: highest index)")
-    f.add_argument("--random-state", type=_nonneg_int, default=None, help="seed")
+    f.add_argument("--random-state", type=_nonneg_int, default=0, metavar="SEED",
+                   help="seed of the solvers' random choices, e.g. dcd's order of the "
+                        "coordinates (default: 0, so the same command gives the same model, "
+                        "as LIBLINEAR's train does)")
     f.add_argument("-m", "--output", dest="model", metavar="MODEL",
                    help="save the model (no pickle): two classes, a file that "
                         "marginkit.load_result reads; more classes, an archive of one such "
@@ -685,7 +792,10 @@ def build_parser():
         "predict", help="predict a LIBSVM/svmlight file with a saved model, print accuracy",
         description="Predict the samples of TEST with MODEL (written by 'marginkit fit -m'), "
                     "print 'Accuracy = 85.01% (13841/16281)' and, with -o, write one "
-                    "predicted label per line. Features of TEST beyond the model's are "
+                    "predicted label per line. Rows whose label is not a class of the model "
+                    "(placeholders of unlabeled data, say) are predicted and count as wrong, "
+                    "as in LIBLINEAR, with a note naming those labels. Features of TEST "
+                    "beyond the model's are "
                     "ignored by linear and poly models, as LIBLINEAR does, and refused for "
                     "a distance kernel (rbf, laplacian, ...), whose values they change.")
     r.add_argument("model", metavar="MODEL", help="model file written by 'marginkit fit -m'")
@@ -731,6 +841,26 @@ def _nonneg_int(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if v < 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    return v
+
+
+def _number(text):
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def _bytes(text):
+    """A number of bytes: 1e10, 4G, 512M, 8GiB (units are powers of 1024)."""
+    m = re.fullmatch(r"\s*(.*?)\s*([kmgt]?)(i?b)?\s*", text, re.I)
+    try:
+        v = float(m.group(1)) * _BYTE_UNITS[m.group(2).lower()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of bytes (e.g. 8G, 512M, 1e10)") from None
+    if not np.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of bytes")
     return v
 
 
