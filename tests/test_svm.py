@@ -1153,3 +1153,26 @@ def test_pegasos_runs_max_iter_epochs_unless_epochs_is_given():
     assert res.n_iter == 100
     with pytest.warns(SkConvergenceWarning):
         SVMClassifier(solver="pegasos", solver_params={"epochs": 300}, max_iter=100).fit(X, y)
+
+
+@pytest.mark.parametrize("solver, params", [("fista", {}), ("fista_svm", {}), ("dcd", {}),
+                                            ("dcd", {"bound_check": "always"})])
+def test_run_ends_when_no_more_points_can_be_certified(solver, params):
+    # linear SVM on XOR: at the optimum every point is at its box level (a margin
+    # violator), so the certified-points rule can never fire; the run ends once its bound
+    # is at float64's floor (StallWatch) instead of at max_iter, saying why
+    from marginkit.solvers.svm._rules import StallWatch
+
+    X, y = mk.datasets.make_xor(200, random_state=0)
+    with pytest.warns(mk.ConvergenceWarning, match="no more points can be certified"):
+        res = mk.solve(X, y, solver=solver, random_state=0, warn=True, **params)
+    assert res.status == "max_iter" and res.n_iter <= 3 * StallWatch.WINDOW
+    assert "no more points can be certified" in res.extra["failure"]
+    assert res.certificate is None and not res.certified_mask.any()
+    # what the reason says, from the data: every point violates the model's margin
+    margins = np.where(y == 1, 1, -1) * res.decision_function(X)
+    assert (margins < 1).all()
+    # data whose rule can fire are not cut short: the same solvers certify a blob pair
+    Xb, yb = mk.datasets.make_separable(200, margin=0.1, random_state=0)[:2]
+    ok = mk.solve(Xb, yb, solver=solver, random_state=0, **params)
+    assert ok.status == "certified" and "failure" not in (ok.extra or {})

@@ -25,7 +25,7 @@ from . import _kernel
 from ._base import _COMMON_PARAMS, _CertifiedSVM, _ClaimOffers
 from ._certificate import run_certificate
 from ._data import _feature_fields, _prepare
-from ._rules import certify_target, gap_target
+from ._rules import StallWatch, certify_target, gap_target, stalled_reason
 from ._thresholds import _box_scales, _gamma_mu, certify_levels, check_scales, run_box
 
 
@@ -64,6 +64,12 @@ class _DCDState(_ClaimOffers, SolverState):
         self.shrink_tol = 0.1 if shrink_tol is None else shrink_tol
         self.certify_fraction = None if certify_above is None or bound_check != "lazy" \
             else certify_above / n
+        # a run with a certified-points rule ends when no more points can be: the
+        # estimate sqrt(sum PG^2) / mu is watched, a stall confirmed by the full bound
+        self.certify_above = certify_above
+        self.stall = None if certify_above is None else StallWatch(self.level)
+        self.failed = None
+        self._confirm = False  # the next call runs one epoch with the full bound
         self._pg = np.empty(n)
         # the kernel's loop state between calls (see _fast.dcd_epochs): active size,
         # previous PG extremes, shrink_tol, certify_fraction, full passes, estimate
@@ -127,6 +133,9 @@ class _DCDState(_ClaimOffers, SolverState):
         data = self.data
         ctl = self._ctl
         cf = self.certify_fraction
+        confirm, self._confirm = self._confirm, False
+        if confirm:
+            k = 1
         ctl[3] = self.shrink_tol
         ctl[4] = np.nan if cf is None else cf
         hist = self._hist
@@ -135,7 +144,8 @@ class _DCDState(_ClaimOffers, SolverState):
         done = _f.dcd_epochs(data.rows, self.y, self.index, self.r, self.s2a, self.scal,
                              data.s, data.m, data.c, self.qd, data.M, self.mu, self.box,
                              self.level, self._rng_state, self._pg, ctl, self.shrinking,
-                             self.bound_check == "always", hist, k, cert_above, gap_at_most,
+                             self.bound_check == "always" or confirm, hist, k, cert_above,
+                             gap_at_most,
                              self._w_bar, self._coef, self._mask_bytes, self._fresh,
                              self.rc.xi, self._rc, self._seen, self._order)
         obj, eps, ncert, gap = hist[done - 1].tolist()
@@ -146,7 +156,23 @@ class _DCDState(_ClaimOffers, SolverState):
         if eps < np.inf:
             self.mask = self._mask_bytes.view(bool)
         self.n_iter += done
+        if self.stall is not None and self.failed is None:
+            self._watch(done, eps, confirm)
         return hist[:done]
+
+    def _watch(self, done, eps, confirmed):
+        """Feed the stall watch (``StallWatch``) with this call's bound: the full one,
+        else the estimate sqrt(sum PG^2) / mu. A stall the estimate suggests is confirmed
+        by the next call, one epoch with the full bound; a confirmed stall sets ``failed``
+        (why the certified-points rule cannot fire)."""
+        if confirmed or eps < np.inf:
+            stuck = self.stall.update(eps, done)
+            if stuck and self.n_certified <= self.certify_above:
+                self.failed = stalled_reason("dcd", eps, self.n_certified, len(self.r))
+            elif confirmed:
+                self.stall.postpone()
+        elif self.stall.update(self.error_estimate, done):
+            self._confirm = True
 
     def step(self):
         self._epochs(1)
@@ -167,7 +193,11 @@ class _DCDState(_ClaimOffers, SolverState):
                 limit = min(limit, math.ceil(t.value) - self.n_iter)
             else:
                 return None
-        rows = self._epochs(max(1, min(limit, self._batch_cap)), cert_above, gap_at_most)
+        # at most a stall watch's window per call: a stalled run ends within two windows
+        cap = self._batch_cap if self.stall is None else min(self._batch_cap, StallWatch.WINDOW)
+        if self._confirm:
+            cap = 1
+        rows = self._epochs(max(1, min(limit, cap)), cert_above, gap_at_most)
         return rows.shape[0], dict(zip(_DCD_HISTORY, rows[:-1].T.tolist()))
 
     def snapshot(self):
@@ -288,4 +318,6 @@ class DCD(_CertifiedSVM):
                                                     fields)
         fields.setdefault("extra", {}).update(gamma=state.gamma, mu=state.mu,
                                               full_passes=state.full_passes)
+        if getattr(state, "failed", None):
+            fields["extra"]["failure"] = state.failed
         return fields

@@ -31,7 +31,7 @@ from ._certificate import run_certificate
 from ._data import _feature_fields, _in_order, _prepare
 from ._lipschitz import lipschitz_bound
 from ._projection import project_blocks
-from ._rules import certify_target
+from ._rules import StallWatch, certify_target, stalled_reason
 from ._thresholds import _box_scales, _gamma_mu, certify_levels, check_scales, run_box
 
 
@@ -216,6 +216,9 @@ class _FistaState(_ClaimOffers, SolverState):
         self._rc_long = self.rc.array_long_double()
         self.fresh_bounds = 0  # iterations that fell back on the projected-gradient bound
         self.certify_above = 0.0  # fewest certified points a rule fires at (start)
+        # a run with a certified-points rule ends when no more points can be
+        self.stall = None  # a StallWatch, set by start when a rule counts certified points
+        self.failed = None
         self._sums = ((0.0, 0.0), (0.0, 0.0))  # (sum r, sum r^2) of r_k and r_{k-1}
         self.rounding = 0.0
         self.a_prev, self.a = np.zeros(d), np.zeros(d)
@@ -315,6 +318,8 @@ class _FistaState(_ClaimOffers, SolverState):
         self.rounding = rho
         self.error_bound = eps
         self.n_certified = ncert
+        if self.stall is not None and self.stall.update(eps) and ncert <= self.certify_above:
+            self.failed = stalled_reason(self._solver.name or "fista", eps, ncert, self.data.n)
         self.objective = -0.5 * wsq + rsum - 0.5 * self.mu * rsq
 
     def _fresh_bound(self, rsum, rsq):
@@ -447,6 +452,7 @@ class _FistaBase(_CertifiedSVM):
         target = certify_target(problem)
         if target is not None:
             state.certify_above = target
+            state.stall = StallWatch(state.level)
         state.fit = (data, identity)
         state._solver = self
         return state
@@ -470,6 +476,8 @@ class _FistaBase(_CertifiedSVM):
                      lipschitz_method=state.lipschitz_method, gram_norm=state.gram_norm,
                      t_bar=t_bar,
                      **_thread_fields(state.ex.map(_k_thread_summary)))
+        if state.failed:
+            extra["failure"] = state.failed
         return fields
 
 

@@ -1,7 +1,8 @@
 """The stopping rules of the SVM family, and the targets the solvers aim their checks at.
 
 * ``certified_points(fraction=0.0)``: more than ``fraction * n`` points certified
-  (paper section 2.3), status ``"certified"``;
+  (paper section 2.3), status ``"certified"``; ``"max_iter"`` when the state says no
+  more points can be certified (``StallWatch``);
 * ``liblinear(tol=0.1)``: LIBLINEAR's max-minus-min projected gradient over an epoch,
   status ``"converged"`` (paper section 4.1, for comparison);
 * ``certify_target`` / ``gap_target``: the thresholds of a run's rules on
@@ -56,6 +57,8 @@ class CertifiedPoints(StoppingRule):
         return (Trigger("n_certified", ">", self.params["fraction"] * _certifiable(problem)),)
 
     def check(self, state):
+        if getattr(state, "failed", None):
+            return "max_iter"  # no more points can be certified (``StallWatch``, see extra)
         return self.status if state.n_certified > self.threshold(state) else None
 
 
@@ -88,6 +91,51 @@ def certify_target(problem):
     of the run states one. The states aim their cheap pre-checks at it."""
     values = [t.value for t in triggers_on(problem, "n_certified") if t.op == ">"]
     return min(values) if values else None
+
+
+class StallWatch:
+    """Whether a run's certified-points rule can still fire (``CertifiedPoints``).
+
+    The run has stalled when its error bound eps is at most ``FRACTION`` times the
+    smallest positive level min(gamma_i, 1/mu) and has not decreased by a relative
+    ``PROGRESS`` over the last ``WINDOW`` iterations (it is at its float64 rounding
+    floor). Every point not certified then has level_i - r_i <= eps, so r*_i >= level_i -
+    2 eps: it sits at its box level, a margin violator of the optimal model, to within
+    2e-6 of that level, and more iterations only move r within its rounding."""
+
+    FRACTION = 1e-6
+    PROGRESS = 1e-3
+    WINDOW = 100
+
+    def __init__(self, level):
+        level = np.asarray(level, dtype=np.float64)
+        pos = level[level > 0.0]
+        self.floor = self.FRACTION * float(pos.min()) if pos.size else 0.0
+        self.best, self.best_at, self.k = np.inf, 0, 0
+
+    def update(self, eps, steps=1):
+        """Record the bound eps after ``steps`` more iterations; True once the run has
+        stalled (eps itself at most the floor: the points not certified with eps are
+        within eps of their level)."""
+        self.k += steps
+        if eps < self.best * (1.0 - self.PROGRESS):
+            self.best, self.best_at = eps, self.k
+        return eps <= self.floor and self.k - self.best_at >= self.WINDOW
+
+    def postpone(self):
+        """Look again only after another ``WINDOW`` iterations (a check that did not
+        confirm the stall)."""
+        self.best_at = self.k
+
+
+def stalled_reason(solver, eps, n_certified, n):
+    """The ``extra["failure"]`` of a run whose certified-points rule cannot fire."""
+    return (f"{solver}: the dual iterate is within {eps:.3g} of the optimum (at float64's "
+            f"rounding), and {n - n_certified} of the {n} points are at their box level "
+            "min(C w_i, 1/mu) to within that bound: they violate the margin of the optimal "
+            "model (r*_i = its level), so no more points can be certified "
+            f"({n_certified} are); the model is that optimum. A kernel that separates the "
+            "classes (kernel='rbf', or 'nystroem' for many rows) or a larger C changes that")
 
 
 def gap_target(problem):
