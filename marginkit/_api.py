@@ -367,8 +367,8 @@ def unfinished(rules, max_iter, status, n_iter, failure=None):
 
     A run finishes on a claim or a convergence status (any status but the budget ones),
     and a run whose rules make no claim (a fixed budget, such as ``pegasos``' epochs or
-    ``stop=("max_iter", {"n": ...})``) finishes on its own ``max_iter`` rule, or on its
-    iteration cap when it has no such rule (``pegasos``' default length). It does not
+    ``stop=("max_iter", {"n": ...})``, or ``{"n": None}``: the run's cap, ``pegasos``'
+    default length) finishes on its own ``max_iter`` rule. It does not
     finish when ``time_limit`` ends it, or when it reaches ``max_iter`` (the loop's cap
     ``max_iter``, or a rule) before a rule that can end it otherwise fired. ``failure`` is
     the solver's reason when it could not go on (a run's ``extra["failure"]``). Returns a
@@ -379,13 +379,10 @@ def unfinished(rules, max_iter, status, n_iter, failure=None):
         return None
     claims = [r for r in rules if getattr(r, "status", None) not in _BUDGET_STATUSES]
     # the max_iter rules that fired (a rule without an iteration count ``n`` is taken as fired)
-    budget = [r for r in rules if getattr(r, "status", None) == "max_iter"]
-    fired = [r.params.get("n") for r in budget
-             if not (isinstance(r.params.get("n"), int) and n_iter < r.params["n"])]
-    if status == "max_iter" and not claims and (fired or not budget):
-        # a claim-less run ended on its own budget rule, or (no such rule) on its
-        # iteration cap, its length (pegasos' epochs=None): its planned end
-        return None
+    fired = [r.params.get("n") for r in rules if getattr(r, "status", None) == "max_iter"
+             and not (isinstance(r.params.get("n"), int) and n_iter < r.params["n"])]
+    if status == "max_iter" and not claims and fired:
+        return None  # a claim-less run ended on its own budget rule: its planned end
     if failure:
         return f"without its claim: {failure}"
     if claims:

@@ -693,3 +693,22 @@ def test_a_finished_result_keeps_its_configuration_when_the_callers_instances_ch
     assert res.config.kernel.params["n_components"] == 20
     # the caller's Config still holds the caller's (changed) instances
     assert cfg.solver is solver and cfg.solver.params["C"] == 2.0
+
+
+@pytest.mark.parametrize("solver", ["fista", "dcd", "snkp", "iterated_tikhonov"])
+def test_a_run_cut_by_max_iter_before_its_time_limit_warns(solver):
+    import warnings
+
+    # only pegasos' default rule (max_iter with n=None: the run's cap is its length) makes
+    # the end at max_iter a planned one; a run whose only rule is a time limit did not
+    # finish when max_iter cut it
+    X, y = mk.datasets.make_xor(60, random_state=3)
+    for kw in ({"stop": [("time_limit", {"seconds": 100})]}, {"time_limit": 100}):
+        with pytest.warns(mk.ConvergenceWarning, match="raise max_iter"):
+            res = mk.solve(X, y, solver=solver, max_iter=1, warn=True, **kw)
+        assert res.status == "max_iter"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = mk.solve(X, y, solver=solver, max_iter=2, stop=[("max_iter", {"n": None})],
+                       warn=True)
+    assert res.status == "max_iter" and res.n_iter == 2

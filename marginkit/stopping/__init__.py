@@ -99,16 +99,21 @@ class Tolerance(StoppingRule):
 
 @_register_builtin("stopping", "max_iter")
 class MaxIter(StoppingRule):
-    """Stop after ``n`` iterations: status ``"max_iter"``."""
+    """Stop after ``n`` iterations: status ``"max_iter"``. ``n=None``: the run's own
+    iteration cap (``max_iter``) is its planned length, no warning at its end (the
+    default rule of ``pegasos``, whose epochs are a fixed budget)."""
 
     status = "max_iter"
-    param_table = {"n": Param(Param.REQUIRED, types=numbers.Integral, low=1, doc="iterations")}
+    param_table = {"n": Param(Param.REQUIRED, types=numbers.Integral, low=1, allow_none=True,
+                              doc="iterations (None: the run's max_iter)")}
 
     def triggers(self, problem):
-        return (Trigger("n_iter", ">=", self.params["n"]),)
+        n = self.params["n"]
+        return () if n is None else (Trigger("n_iter", ">=", n),)
 
     def check(self, state):
-        return self.status if state.n_iter >= self.params["n"] else None
+        n = self.params["n"]
+        return self.status if n is not None and state.n_iter >= n else None
 
 
 @_register_builtin("stopping", "time_limit")

@@ -169,10 +169,10 @@ class Pegasos(Solver):
 
     @property
     def default_stop(self):
-        # epochs=None: no rule, the run's iteration cap (max_iter, else default_max_iter)
-        # is its length, in memory and on dask alike
+        # epochs=None: the run's iteration cap (max_iter, else default_max_iter) is its
+        # planned length, in memory and on dask alike
         epochs = self.params["epochs"]
-        return () if epochs is None else (("max_iter", {"n": int(epochs)}),)
+        return (("max_iter", {"n": None if epochs is None else int(epochs)}),)
 
     def start(self, problem):
         data, identity = _prepare(problem, self.params["scale"])
