@@ -1176,26 +1176,3 @@ def test_run_ends_when_no_more_points_can_be_certified(solver, params):
     Xb, yb = mk.datasets.make_separable(200, margin=0.1, random_state=0)[:2]
     ok = mk.solve(Xb, yb, solver=solver, random_state=0, **params)
     assert ok.status == "certified" and "failure" not in (ok.extra or {})
-
-
-def test_fista_dense_rows_by_blas_subblocks_match_csr_and_any_thread_count():
-    # dense float64 rows of >= 64 columns go through dgemv on sub-blocks of 64 rows (the
-    # gather and the scatter in cache): the same iterations as the CSR path to rounding,
-    # bit for bit the same at any thread count, the certificate verified from the data
-    threadpoolctl = pytest.importorskip("threadpoolctl")
-    import scipy.sparse as sp
-
-    rng = np.random.default_rng(4)
-    n, d = 9000, 70  # 9000 x 70 > the parallel threshold: several row blocks
-    X = rng.standard_normal((n, d))
-    y = np.where(X[:, :3].sum(axis=1) + 0.5 * rng.standard_normal(n) > 0, 1, -1)
-    runs = []
-    for nt in (1, 2):
-        with threadpoolctl.threadpool_limits(nt, user_api="openmp"):
-            runs.append(mk.solve(X, y, solver="fista"))
-    a, b = runs
-    assert a.status == "certified" and a.certificate.verify(X, y)
-    assert a.n_iter == b.n_iter and np.array_equal(a.dual_coef_, b.dual_coef_)
-    s = mk.solve(sp.csr_matrix(X), y, solver="fista")
-    assert s.status == "certified" and abs(s.n_iter - a.n_iter) <= 1
-    np.testing.assert_allclose(a.coef_, s.coef_, rtol=1e-7, atol=1e-10)

@@ -31,7 +31,6 @@ cdef extern from "math.h" nogil:
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
-from scipy.linalg.cython_blas cimport dgemv
 
 from marginkit.utils._rows cimport (
     DenseRows64, MK_PREFETCH, csr_rows_t, dense_rows_t, rows_t, col, row_axpy,
@@ -645,58 +644,6 @@ cdef double _combine_blocks(double* bufs, const double* parts, Py_ssize_t ns, Py
     return eps
 
 
-# dense float64 rows of at least _BLAS_MIN_D columns: ``fista_iteration`` runs each block
-# of rows by sub-blocks of _SUB rows (in cache for both products), the gather and the
-# scatter through BLAS ``dgemv``; below, the row loops (on 28 columns they are as fast)
-cdef enum:
-    _SUB = 64
-cdef Py_ssize_t _BLAS_MIN_D = 64
-
-
-cdef double _fista_block_dense64(DenseRows64 X, Py_ssize_t lo, Py_ssize_t hi,
-                                 const double* v, const double* y, const double* r_prev,
-                                 const double* r, const double* c, double by, double offset,
-                                 double beta, double invL, double mu, const double* box,
-                                 Py_ssize_t bs, double inv_unit, double* r_new, double* part,
-                                 double* out) noexcept nogil:
-    """The gather, update and scatter of rows lo..hi-1 of ``fista_iteration`` by
-    sub-blocks of _SUB rows: r_new = block @ v (``dgemv`` 'T': the row-major block is the
-    Fortran d x k matrix), the FISTA update of those rows, out += block.T @ (y * r_new)
-    (``dgemv`` 'N', the sub-block still in cache). ``part[0:3]`` as ``_hsvm_update_block``
-    (summed over the sub-blocks in order); returns sum y_i r_new,i. Any summation order
-    of the products is within the rounding bound's gamma_K (docs/svm.md section 2)."""
-    cdef Py_ssize_t i, j, s0 = lo, s1
-    cdef int di = <int>X.d, ki, one = 1
-    cdef double alpha = 1.0, zero = 0.0, b = 0.0, u
-    cdef double sub[3]
-    cdef double coef[_SUB]
-    cdef double* rows
-    part[0] = 0.0
-    part[1] = 0.0
-    part[2] = 0.0
-    for j in range(X.d):
-        out[j] = 0.0
-    while s0 < hi:
-        s1 = s0 + _SUB
-        if s1 > hi:
-            s1 = hi
-        ki = <int>(s1 - s0)
-        rows = <double*>X.data + s0 * X.d
-        dgemv(b"T", &di, &ki, &alpha, rows, &di, <double*>v, &one, &zero, r_new + s0, &one)
-        _hsvm_update_block(s0, s1, y, r_prev, r, c, by, offset, beta, invL, mu, box, bs,
-                           inv_unit, r_new, sub)
-        part[0] += sub[0]
-        part[1] += sub[1]
-        part[2] += sub[2]
-        for i in range(ki):
-            u = y[s0 + i] * r_new[s0 + i]
-            coef[i] = u
-            b += u
-        dgemv(b"N", &di, &ki, &alpha, rows, &di, &coef[0], &one, &alpha, out, &one)
-        s0 = s1
-    return b
-
-
 def fista_iteration(rows_t X, const double[::1] y, const double[::1] r_prev,
                     const double[::1] r,
                     const double[::1] a_prev, const double[::1] a, double b_prev, double b,
@@ -752,17 +699,12 @@ def fista_iteration(rows_t X, const double[::1] y, const double[::1] r_prev,
         for k in prange(ns, schedule="static", num_threads=nt):
             lo = k * n // ns
             hi = (k + 1) * n // ns
+            _gather_block(X, lo, hi, &v[0], &r_new[0])
+            _hsvm_update_block(lo, hi, &y[0], &r_prev[0], &r[0], &c[0], by, offset, beta,
+                               invL, mu, &box[0], bs, inv_unit, &r_new[0], &parts[k, 0])
             # one block: scatter straight into a_new
             out = &a_new[0] if ns == 1 else &bufs[k, 0]
-            if rows_t is DenseRows64 and d >= _BLAS_MIN_D:
-                parts[k, 3] = _fista_block_dense64(
-                    X, lo, hi, &v[0], &y[0], &r_prev[0], &r[0], &c[0], by, offset, beta,
-                    invL, mu, &box[0], bs, inv_unit, &r_new[0], &parts[k, 0], out)
-            else:
-                _gather_block(X, lo, hi, &v[0], &r_new[0])
-                _hsvm_update_block(lo, hi, &y[0], &r_prev[0], &r[0], &c[0], by, offset, beta,
-                                   invL, mu, &box[0], bs, inv_unit, &r_new[0], &parts[k, 0])
-                parts[k, 3] = _scatter_block(X, lo, hi, &y[0], &r_new[0], out, &active[0])
+            parts[k, 3] = _scatter_block(X, lo, hi, &y[0], &r_new[0], out, &active[0])
         eps = _combine_blocks(&bufs[0, 0], &parts[0, 0], ns, d, &a_new[0], &r_new[0], n,
                               kappa, &level[0], ls, sums, &ncert, unit, rounding, 0.0, 0.0)
         dsq, rsum, rsq, b_new = sums[0], sums[1], sums[2], sums[3]
