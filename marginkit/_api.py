@@ -1,6 +1,7 @@
 """``solve``: validate, compose the plug-ins, run the iteration loop, wrap the ``Result``."""
 import contextlib
 import dataclasses
+import numbers
 import signal
 import sys
 import threading
@@ -14,6 +15,7 @@ from ._compose import (_instantiate, _rules_and_cap, claim_thresholds, compose,
                        resolve_kernel, resolve_stop)
 from ._config import FIELD_NAMES as _CONFIG_FIELDS, Config
 from .exceptions import ConvergenceWarning
+from ._registry import get_plugin
 from ._result import Result
 from .certificates import CLAIM_KINDS
 from .kernels.builtin import LinearKernel
@@ -46,6 +48,29 @@ def _make_config(config, kwargs):
         solver_params.update(extra)
         return config.replace(**direct, solver_params=solver_params)
     return config
+
+
+def _seeded_kernel(config):
+    """``config`` with its integer ``random_state`` also given to a registered kernel
+    that draws at random (``nystroem``, ``rff``: a ``random_state`` parameter) named by
+    name or class without one, so that a seeded call is repeatable and ``Result.config``
+    says which draw the run made; a kernel instance, or a kernel seed given in
+    ``kernel_params``, is kept as it is."""
+    seed, kernel = config.random_state, config.kernel
+    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
+        return config
+    if isinstance(kernel, str):
+        try:
+            kernel = get_plugin("kernel", kernel)
+        except ValueError:
+            return config  # an unknown name is compose's error
+    if not isinstance(kernel, type) or "random_state" not in getattr(kernel, "param_table", {}):
+        return config
+    params = dict(config.kernel_params or {})
+    if params.get("random_state") is not None:
+        return config
+    params["random_state"] = int(seed)
+    return config.replace(kernel_params=params)
 
 
 def _private_plugins(config):
@@ -559,7 +584,7 @@ def solve(X, y, config=None, sample_weight=None, features=None, **kwargs):
     ('separable', True)
     """
     # the run's own plug-in instances: a later set_params on the caller's cannot reach it
-    config = _private_plugins(_make_config(config, kwargs))
+    config = _private_plugins(_seeded_kernel(_make_config(config, kwargs)))
     solver, kernel, smoother, rules, max_iter = compose(config)
     Xd = dask_array_of(X)  # None for in-memory input, an xarray object on numpy included
     if Xd is not None:

@@ -167,7 +167,8 @@ CONFIG_TABLE = {
     "max_iter": Param(None, types=numbers.Integral, low=1, allow_none=True,
                       doc="iteration cap; None: the solver's default"),
     "random_state": Param(None, allow_none=True, validator=Seed(),
-                          doc="seed or numpy Generator"),
+                          doc="seed or numpy Generator (an integer also seeds a kernel "
+                              "that draws at random and has no random_state of its own)"),
     "verbose": Param(0, validator=Level(), doc="0 silent, 1 progress lines, 2 every iteration"),
     "progress_bar": Param(False, types=bool, validator=ProgressBarFlag(),
                           doc="a tqdm progress bar of the run (needs tqdm)"),

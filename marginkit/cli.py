@@ -400,7 +400,7 @@ def _check_bias(args):
                          "is accepted only with them, as -B 1")
     if args.bias != 1:
         raise UsageError(
-            f"argument -B: -B {args.bias:g} is not available: {what} (so -B 1 is accepted "
+            f"argument -B: -B {args.bias:.17g} is not available: {what} (so -B 1 is accepted "
             "and changes nothing); they have no other bias value and cannot leave the "
             "intercept out")
 
@@ -476,7 +476,8 @@ def _unknown_labels(y, classes):
 
 
 def _labels_text(labels):
-    return ", ".join(_label_text(v) for v in labels[:5]) + (", ..." if len(labels) > 5 else "")
+    return ", ".join(_label_text(v, quoted=True) for v in labels[:5]) \
+        + (", ..." if len(labels) > 5 else "")
 
 
 def _check_known_labels(y, classes, option, path):
@@ -487,14 +488,17 @@ def _check_known_labels(y, classes, option, path):
         raise UsageError(
             f"argument {option}: {path} has labels the model does not know "
             f"({_labels_text(unknown)}); its classes are "
-            f"{', '.join(_label_text(c) for c in classes)}")
+            f"{', '.join(_label_text(c, quoted=True) for c in classes)}")
 
 
-def _label_text(v):
-    """A label as LIBSVM's tools print it (%.17g for numbers: 1, -1, 2.5)."""
+def _label_text(v, quoted=False):
+    """A label as LIBSVM's tools print it (%.17g for numbers: 1, -1, 2.5); any other
+    label (the string classes of a model saved from Python) as it is, or ``quoted`` in
+    a message, so that the class '1' is not read as the number 1."""
     if isinstance(v, (np.floating, float, np.integer, int)) and not isinstance(v, (bool, np.bool_)):
         return "%.17g" % v
-    return str(v)
+    v = v.item() if isinstance(v, np.generic) else v
+    return repr(v) if quoted else str(v)
 
 
 def _result_line(res, row):
@@ -668,8 +672,9 @@ def cmd_predict(args):
         # unlabeled data, say) is predicted and counts as wrong
         unknown, rows = _unknown_labels(y, model.classes_)
         if unknown.size:
+            known = ", ".join(_label_text(c, quoted=True) for c in model.classes_)
             print(f"note: {args.test}: labels {_labels_text(unknown)} are not classes of the "
-                  f"model ({', '.join(_label_text(c) for c in model.classes_)}); their "
+                  f"model ({known}); their "
                   f"{int(np.count_nonzero(rows))} rows count as wrong in the accuracy",
                   file=sys.stderr)
         numeric = np.asarray(model.classes_).dtype.kind in "biuf"

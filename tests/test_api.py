@@ -712,3 +712,19 @@ def test_a_run_cut_by_max_iter_before_its_time_limit_warns(solver):
         res = mk.solve(X, y, solver=solver, max_iter=2, stop=[("max_iter", {"n": None})],
                        warn=True)
     assert res.status == "max_iter" and res.n_iter == 2
+
+
+@pytest.mark.parametrize("kernel", ["nystroem", "rff"])
+def test_an_integer_random_state_seeds_the_kernels_draw(kernel):
+    # a kernel that draws at random takes the run's integer seed unless it has its own:
+    # the same call gives the same result, recorded in Result.config, and certifies
+    X, y = mk.datasets.load_heart_scale()
+    a, b = (mk.solve(X, y, solver="fista", kernel=kernel, random_state=0) for _ in range(2))
+    assert a.config.kernel_params == {"random_state": 0}
+    assert np.array_equal(a.dual_coef_, b.dual_coef_)
+    assert a.status == "certified" and a.certificate.verify(X, y)
+    own = mk.solve(X, y, solver="fista", kernel=kernel, kernel_params={"random_state": 5},
+                   random_state=0)
+    assert own.config.kernel_params == {"random_state": 5}
+    free = mk.solve(X, y, solver="fista", kernel=kernel)  # no seed: a fresh draw
+    assert (free.config.kernel_params or {}).get("random_state") is None

@@ -647,6 +647,18 @@ def test_fit_is_repeatable_by_default(capsys, tmp_path):
         assert res.intercept_ == results[0].intercept_ and res.n_iter == results[0].n_iter
         assert pred == preds[0]
     assert results[0].config.random_state == 0
+    # kernels that draw at random take the run's seed (a kernel_params seed wins)
+    for kernel in ("nystroem", "rff"):
+        fits = []
+        for k in range(2):
+            model, out_file = tmp_path / f"{kernel}{k}", tmp_path / f"{kernel}p{k}"
+            assert cli.main(["fit", str(train), "-q", "--solver", "fista", "--kernel", kernel,
+                             "-m", str(model)]) == 0
+            assert cli.main(["predict", str(model), str(train), "-q", "-o", str(out_file)]) == 0
+            fits.append((mk.load_result(model), out_file.read_text()))
+        (a, pa), (b, pb) = fits
+        assert pa == pb and np.array_equal(a.dual_coef_, b.dual_coef_)
+        assert a.config.kernel_params["random_state"] == 0
     model = tmp_path / "seeded"
     assert cli.main(["fit", str(train), "-q", "--random-state", "7", "-m", str(model)]) == 0
     assert mk.load_result(model).config.random_state == 7
@@ -690,6 +702,20 @@ def test_predict_placeholder_labels_of_a_binary_model(capsys, tmp_path):
     np.testing.assert_array_equal(np.loadtxt(out_file), want)
 
 
+def test_predict_names_string_classes_quoted(capsys, tmp_path):
+    """A model saved from Python with the string classes '-1', '1' cannot score a file of
+    numbers: the note quotes the classes (it read 'labels -1, 1 are not classes of the
+    model (-1, 1)'), and the predictions are written as the classes are."""
+    train = _heart_file(tmp_path)
+    X, y = mk.datasets.load_heart_scale()
+    model, out_file = tmp_path / "m.mk", tmp_path / "out"
+    mk.solve(X, np.where(y > 0, "1", "-1"), solver="dcd", random_state=0).save(str(model))
+    code, out, err = run(capsys, "predict", str(model), str(train), "-o", str(out_file))
+    assert code == 0, err
+    assert "labels -1, 1 are not classes of the model ('-1', '1')" in err
+    assert set(out_file.read_text().split()) == {"-1", "1"}
+
+
 def test_bias_option_is_liblinear_B_1(capsys, tmp_path):
     """docs/svm.md: fista and dcd regularize the intercept as LIBLINEAR's -B 1 does (rows
     y_i (z_i, 1)). So -B 1 is accepted with them and changes nothing; other values, and -B
@@ -710,6 +736,7 @@ def test_bias_option_is_liblinear_B_1(capsys, tmp_path):
                        r"fista fit an intercept regularized as a feature of value 1, which is "
                        r"LIBLINEAR's -B 1 \(so -B 1 is accepted and changes nothing\)"),
         (["-B", "2", "--solver", "fista"], "argument -B: -B 2 is not available"),
+        (["-B", "1.0000000000000002"], "argument -B: -B 1.0000000000000002 is not available"),
         (["-B", "1", "--solver", "fista_svm"], r"argument -B: dcd and fista fit an intercept "
                                                r"regularized .*; solver 'fista_svm' does not "
                                                r"\(its intercept is unregularized, as LIBSVM's\)"),
