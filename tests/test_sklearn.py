@@ -955,12 +955,18 @@ def test_svm_one_vs_rest_computes_the_gram_norm_once_and_keeps_each_class_result
 def test_gram_norm_below_the_true_norm_never_gives_a_false_certificate():
     X, y = three_blobs(120, seed=5)
     yb = (y == "a").astype(np.int8)
+    X = np.hstack([X, np.random.default_rng(1).normal(size=(120, 6))])  # a loose F-bound
     true = mk.solve(X, yb, solver="fista").extra["gram_norm"]
-    for factor in (1.0, 0.5, 1e-3):
+    for factor in (1.0, 0.9, 0.8):
         res = mk.solve(X, yb, solver="fista", gram_norm=true * factor, max_iter=300)
         assert res.extra["gram_norm"] == true * factor
         if res.certificate is not None:
             assert res.certificate.verify(X, yb)
+    # below ||Z~||_F^2 / min(n, d + 1), a lower bound of the norm: not a bound, refused
+    with pytest.raises(ValueError, match="gram_norm=.* is below .* a lower bound"):
+        mk.solve(X, yb, solver="fista", gram_norm=true * 1e-3)
+    with pytest.raises(ValueError, match="gram_norm=0 is below"):
+        mk.solve(X, yb, solver="fista", gram_norm=0.0)
     with pytest.raises(ValueError, match="gram_norm"):
         mk.solve(X, yb, solver="fista", gram_norm=-1.0)
     with pytest.raises(ValueError, match="gram_norm.*exact kernel"):

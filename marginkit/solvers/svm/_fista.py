@@ -432,6 +432,16 @@ class _FistaBase(_CertifiedSVM):
             # the bound of an earlier run on the same rows (a one-vs-rest fit's first
             # class): ||Z~||_2 depends on the rows and their scaling, not on y or the box
             lam, info = float(given), {"method": "given", "passes": 0}
+            # ||Z~||_2^2 >= ||Z~||_F^2 / rank: a value below that is not a bound of these
+            # rows (0 is one only when every standardized row is 0)
+            cols = data.d + (1 if self.augmented else 0)
+            fro = data.zsq_sum + (data.n if self.augmented else 0.0)
+            least = fro / max(1, min(data.n, cols))
+            if lam < least * (1.0 - 1e-6):
+                raise ValueError(
+                    f"{self.name}: gram_norm={lam:.6g} is below ||Z~||_F^2 / min(n, d) = "
+                    f"{least:.6g}, a lower bound of ||Z~||_2^2 on these rows; pass the "
+                    "extra['gram_norm'] of a run on the same rows, or gram_norm=None")
             if not lam / mu <= 2.0 ** 900:
                 raise ValueError(
                     f"{self.name}: gram_norm={lam:.3g} with mu = {mu:.3g} makes the condition "
@@ -527,7 +537,9 @@ class Fista(_FistaBase):
         fits of ``SVMClassifier`` compute it once. A value below the true norm makes
         the step too long and the solver's error bound wrong: the iterations can diverge
         and the run end at ``max_iter`` without a claim (seen below about half the true
-        norm), but the referee's check does not use it, so never a false certificate.
+        norm), but the referee's check does not use it, so never a false certificate. A
+        value below ||Z~||_F^2 / min(n, d + 1), a lower bound of the norm (0 on rows that
+        are not all 0), is refused.
         ``fista_svm`` takes it for ||Z||_2^2. Not for exact kernels.
 
     References
