@@ -1129,6 +1129,11 @@ def test_dcd_epochs_refuses_arrays_of_the_wrong_size(n):
     # ctl is read first: a short one is refused before any entry is read
     with pytest.raises(ValueError, match="ctl has 1 entries, at least 7"):
         call(ctl=np.zeros(1))
+    for bad_size in (np.nan, np.inf, 1e19, n + 0.5, -1.0):
+        ctl = s._ctl.copy()
+        ctl[0] = bad_size
+        with pytest.raises(ValueError, match="active size ctl.0. = .* is not a whole number"):
+            call(ctl=ctl)
 
 
 def test_pegasos_runs_max_iter_epochs_unless_epochs_is_given():

@@ -1401,6 +1401,9 @@ def dcd_epochs(rows_t X, const double[::1] y, int64_t[::1] index, double[::1] r,
     cdef int bad = 0
     if ctl.shape[0] < 7:  # read before the other arrays are checked
         raise ValueError(f"dcd_epochs: ctl has {ctl.shape[0]} entries, at least 7 needed")
+    if not (0.0 <= ctl[0] <= <double>n and ctl[0] == <double>(<Py_ssize_t>ctl[0])):
+        raise ValueError(f"dcd_epochs: the active size ctl[0] = {ctl[0]!r} is not a whole "
+                         f"number in [0, {n}]")
     k = <Py_ssize_t>ctl[0]
     pg_max_old, pg_min_old, shrink_tol = ctl[1], ctl[2], ctl[3]
     certify_fraction, full_passes, est = ctl[4], ctl[5], ctl[6]
