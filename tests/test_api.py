@@ -721,7 +721,12 @@ def test_an_integer_random_state_seeds_the_kernels_draw(kernel):
     X, y = mk.datasets.load_heart_scale()
     a, b = (mk.solve(X, y, solver="fista", kernel=kernel, random_state=0) for _ in range(2))
     assert a.config.kernel_params == {"random_state": 0}
-    assert np.array_equal(a.dual_coef_, b.dual_coef_)
+    # the same draw (the map's BLAS products may round differently on other threads)
+    if kernel == "nystroem":
+        assert np.array_equal(a.kernel.component_indices_, b.kernel.component_indices_)
+    else:
+        assert a.kernel.seed_ == b.kernel.seed_ == 0
+    np.testing.assert_allclose(a.dual_coef_, b.dual_coef_, rtol=1e-9, atol=1e-12)
     assert a.status == "certified" and a.certificate.verify(X, y)
     own = mk.solve(X, y, solver="fista", kernel=kernel, kernel_params={"random_state": 5},
                    random_state=0)
