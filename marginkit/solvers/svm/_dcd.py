@@ -67,7 +67,10 @@ class _DCDState(_ClaimOffers, SolverState):
         # a run with a certified-points rule ends when no more points can be: the
         # estimate sqrt(sum PG^2) / mu is watched, a stall confirmed by the full bound
         self.certify_above = certify_above
-        self.stall = None if certify_above is None else StallWatch(self.level)
+        # coordinate descent's rate: sqrt of the largest Q_ii over mu stands for
+        # FISTA's sqrt(kappa) (the window grows with the conditioning)
+        horizon = math.sqrt(float(np.max(self.qd, initial=0.0)) / mu) if mu > 0 else math.inf
+        self.stall = None if certify_above is None else StallWatch(self.level, horizon)
         self.failed = None
         self._confirm = False  # the next call runs one epoch with the full bound
         self._pg = np.empty(n)
@@ -168,7 +171,8 @@ class _DCDState(_ClaimOffers, SolverState):
         if confirmed or eps < np.inf:
             stuck = self.stall.update(eps, done)
             if stuck and self.n_certified <= self.certify_above:
-                self.failed = stalled_reason("dcd", eps, self.n_certified, len(self.r))
+                self.failed = stalled_reason("dcd", eps, self.n_certified, len(self.r),
+                                             self.stall.window)
             elif confirmed:
                 self.stall.postpone()
         elif self.stall.update(self.error_estimate, done):

@@ -319,7 +319,8 @@ class _FistaState(_ClaimOffers, SolverState):
         self.error_bound = eps
         self.n_certified = ncert
         if self.stall is not None and self.stall.update(eps) and ncert <= self.certify_above:
-            self.failed = stalled_reason(self._solver.name or "fista", eps, ncert, self.data.n)
+            self.failed = stalled_reason(self._solver.name or "fista", eps, ncert, self.data.n,
+                                         self.stall.window)
         self.objective = -0.5 * wsq + rsum - 0.5 * self.mu * rsq
 
     def _fresh_bound(self, rsum, rsq):
@@ -462,7 +463,8 @@ class _FistaBase(_CertifiedSVM):
         target = certify_target(problem)
         if target is not None:
             state.certify_above = target
-            state.stall = StallWatch(state.level)
+            # FISTA's linear rate divides the error by e in about sqrt(kappa) iterations
+            state.stall = StallWatch(state.level, math.sqrt(state.kappa))
         state.fit = (data, identity)
         state._solver = self
         return state

@@ -15,6 +15,7 @@ References
 .. [2] C.-J. Hsieh, K.-W. Chang, C.-J. Lin, S. S. Keerthi, S. Sundararajan, "A Dual
    Coordinate Descent Method for Large-scale Linear SVM", ICML 2008 (LIBLINEAR's rule).
 """
+import math
 import numbers
 
 import numpy as np
@@ -94,23 +95,29 @@ def certify_target(problem):
 
 
 class StallWatch:
-    """Whether a run's certified-points rule can still fire (``CertifiedPoints``).
+    """Whether a run's certified-points rule can still be expected to fire
+    (``CertifiedPoints``).
 
     The run has stalled when its error bound eps is at most ``FRACTION`` times the
     smallest positive level min(gamma_i, 1/mu) and has not decreased by a relative
-    ``PROGRESS`` over the last ``WINDOW`` iterations (it is at its float64 rounding
-    floor). Every point not certified then has level_i - r_i <= eps, so r*_i >= level_i -
-    2 eps: it sits at its box level, a margin violator of the optimal model, to within
-    2e-6 of that level, and more iterations only move r within its rounding."""
+    ``PROGRESS`` over the last ``window`` iterations: at least ``WINDOW``, and at least
+    ten times the iterations the solver's linear rate needs to divide the error by e
+    (``horizon``: sqrt(kappa) for FISTA), so that an ill-conditioned run that is still
+    converging, slowly or unevenly, is not taken for a stalled one. Every point not
+    certified then has level_i - r_i <= eps, so its optimal r*_i >= level_i - 2 eps:
+    within 2e-6 of its box level."""
 
     FRACTION = 1e-6
     PROGRESS = 1e-3
     WINDOW = 100
 
-    def __init__(self, level):
+    def __init__(self, level, horizon=0.0):
         level = np.asarray(level, dtype=np.float64)
         pos = level[level > 0.0]
         self.floor = self.FRACTION * float(pos.min()) if pos.size else 0.0
+        horizon = float(horizon)
+        self.window = int(max(self.WINDOW, 10.0 * horizon)) if math.isfinite(horizon) \
+            else math.inf
         self.best, self.best_at, self.k = np.inf, 0, 0
 
     def update(self, eps, steps=1):
@@ -120,22 +127,25 @@ class StallWatch:
         self.k += steps
         if eps < self.best * (1.0 - self.PROGRESS):
             self.best, self.best_at = eps, self.k
-        return eps <= self.floor and self.k - self.best_at >= self.WINDOW
+        return eps <= self.floor and self.k - self.best_at >= self.window
 
     def postpone(self):
-        """Look again only after another ``WINDOW`` iterations (a check that did not
-        confirm the stall)."""
+        """Look again only after another window (a check that did not confirm the
+        stall)."""
         self.best_at = self.k
 
 
-def stalled_reason(solver, eps, n_certified, n):
-    """The ``extra["failure"]`` of a run whose certified-points rule cannot fire."""
-    return (f"{solver}: the dual iterate is within {eps:.3g} of the optimum (at float64's "
-            f"rounding), and {n - n_certified} of the {n} points are at their box level "
-            "min(C w_i, 1/mu) to within that bound: they violate the margin of the optimal "
-            "model (r*_i = its level), so no more points can be certified "
-            f"({n_certified} are); the model is that optimum. A kernel that separates the "
-            "classes (kernel='rbf', or 'nystroem' for many rows) or a larger C changes that")
+def stalled_reason(solver, eps, n_certified, n, window):
+    """The ``extra["failure"]`` of a run whose certified-points rule is not expected to
+    fire (``StallWatch``)."""
+    return (f"{solver}: the error bound stopped decreasing at {eps:.3g} (not 0.1% lower "
+            f"over {window} iterations) with {n - n_certified} of the {n} points not "
+            f"certified ({n_certified} are): each has r_i within that bound of its box "
+            "level min(C w_i, 1/mu), so its optimal r*_i is within twice the bound of the "
+            "level: a margin violator of the optimal model, or within that distance of "
+            "one. More iterations are not expected to certify them; the model is the last "
+            "iterate. A kernel that separates the classes (kernel='rbf', or 'nystroem' for "
+            "many rows) or a larger C changes that")
 
 
 def gap_target(problem):
