@@ -426,6 +426,10 @@ def _liblinear_options(args, solver_params):
     stop = None
     _check_bias(args)
     if args.C is not None:
+        if "C" in solver_params:
+            raise UsageError(
+                f"argument -c/--C: C is also given by --param C={solver_params['C']!r}; set "
+                "it once")
         if "C" not in table:
             raise UsageError(
                 f"argument -c/--C: solver {args.solver!r} has no C (the box of the SVM dual); "
@@ -440,6 +444,10 @@ def _liblinear_options(args, solver_params):
         default = [(r, {}) if isinstance(r, str) else tuple(r) for r in
                    (default if isinstance(default, (tuple, list)) else ())]
         if "tol" in table:  # iterated Tikhonov: the target Newton decrement
+            if "tol" in solver_params:
+                raise UsageError(
+                    f"argument -e: tol is also given by --param tol={solver_params['tol']!r}; "
+                    "set it once")
             solver_params["tol"] = args.tol
         elif any(name == "dual_certificate" for name, _ in default):
             # von Neumann family: the infeasibility claim ||p||_G <= -e

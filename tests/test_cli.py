@@ -722,7 +722,8 @@ def test_bias_option_is_liblinear_B_1(capsys, tmp_path):
     """docs/svm.md: fista and dcd regularize the intercept as LIBLINEAR's -B 1 does (rows
     y_i (z_i, 1)). So -B 1 is accepted with them and changes nothing; other values, and -B
     with the other solvers, are refused saying so (the old message, 'marginkit adds no
-    bias feature ... by centering the data', was wrong)."""
+    bias feature ... by centering the data', was wrong). -c and -e given again by --param
+    are refused too (-c won silently)."""
     train = _heart_file(tmp_path)
     for solver in ("dcd", "fista"):
         plain, with_b = tmp_path / f"{solver}0", tmp_path / f"{solver}1"
@@ -739,6 +740,10 @@ def test_bias_option_is_liblinear_B_1(capsys, tmp_path):
                        r"LIBLINEAR's -B 1 \(so -B 1 is accepted and changes nothing\)"),
         (["-B", "2", "--solver", "fista"], "argument -B: -B 2 is not available"),
         (["-B", "1.0000000000000002"], "argument -B: -B 1.0000000000000002 is not available"),
+        (["-c", "1", "--param", "C=2"], r"argument -c/--C: C is also given by --param C=2; "
+                                        "set it once"),
+        (["--solver", "iterated_tikhonov", "-e", "1e-6", "--param", "tol=1e-4"],
+         r"argument -e: tol is also given by --param tol=0.0001; set it once"),
         (["-B", "1", "--solver", "fista_svm"], r"argument -B: dcd and fista fit an intercept "
                                                r"regularized .*; solver 'fista_svm' does not "
                                                r"\(its intercept is unregularized, as LIBSVM's\)"),
