@@ -303,6 +303,10 @@ class Solver(Plugin):
         its kernels on the workers holding the chunks. An optional method
         ``blocked_refusal(kernel)`` returns why a kernel cannot run on row chunks (a
         message) or None; without it a blocked solver runs the linear kernel there.
+    sparse_rows : bool
+        Whether every iteration reads every stored entry of the rows of X (the linear
+        kernel): the SVM estimator then gives a dense X with at most a quarter of
+        non-zero entries as a CSR copy (``marginkit.utils._sparse.sparse_copy``).
     """
 
     kind = "solver"
@@ -315,6 +319,7 @@ class Solver(Plugin):
     sample_weight = False
     takes_features = False
     blocked = False
+    sparse_rows = False
 
     def start(self, problem):  # pragma: no cover - abstract
         """Return a ``SolverState`` for ``problem`` (a ``marginkit.plugins.Problem``)."""

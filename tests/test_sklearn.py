@@ -1069,6 +1069,9 @@ def test_svm_solves_mostly_zero_dense_rows_as_their_csr_copy(solver, capsys):
     own = mk.solve(X, (y == "a").astype(np.int8), solver=solver, random_state=0,
                    kernel="nystroem", kernel_params={"n_components": 10, "random_state": 0})
     np.testing.assert_array_equal(ny.results_[0].dual_coef_, own.dual_coef_)
+    # the solvers say it (Solver.sparse_rows), not a list of names in the estimator
+    assert mk.get_plugin("solver", solver).sparse_rows
+    assert not mk.get_plugin("solver", "pegasos").sparse_rows
 
 
 def test_one_vs_rest_progress_lines_name_their_class(capsys):

@@ -258,6 +258,8 @@ class DCD(_CertifiedSVM):
     default_max_iter = 1000
     #: sequential sweeps: one in-memory block only (refused on a dask array)
     blocked = False
+    #: every epoch reads every stored entry of the rows (``Solver.sparse_rows``)
+    sparse_rows = True
     not_blocked = _DCD_SEQUENTIAL
     param_table = {
         **_COMMON_PARAMS,

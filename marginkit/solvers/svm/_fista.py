@@ -403,6 +403,8 @@ class _FistaBase(_CertifiedSVM):
     augmented = True
     #: runs on any executor (``Problem.executor``: one in-memory block, a dask array's chunks)
     blocked = True
+    #: every iteration reads every stored entry of the rows (``Solver.sparse_rows``)
+    sparse_rows = True
 
     @property
     def formulation(self):
