@@ -767,13 +767,12 @@ class SVMClassifier(_MarginClassifier):
         lam = 1/64, i.e. C = 64/n); passing both C and lam is refused.
     mu : float, optional
         Perturbation of the dual, ``- mu/2 ||r||^2`` in its objective; None is the
-        paper's default n/128 (mu C = 1/2 at the default C), and 1/(2C) with an exact
-        kernel (``rbf``, ``poly``, ...) and a given C. In the primal it replaces the
-        hinge of a margin violation s = 1 - y_i f(x_i) by a Huber-smoothed hinge,
+        paper's default n/128 (mu C = 1/2 at the default C), and 1/(2C) with a given C
+        (any kernel), so that mu C = 1/2 there too. In the primal it replaces the hinge
+        of a margin violation s = 1 - y_i f(x_i) by a Huber-smoothed hinge,
         ``s^2 / (2 mu)`` for ``0 <= s <= mu C`` and ``C s - mu C^2 / 2`` beyond (slope C,
-        LIBSVM's, for large violations). With a user C the default mu can make that
-        quadratic zone wider than the margin (C=1 and n/128 = 2.1 on 270 points) and the
-        model differs from LIBSVM's; a small mu (``mu=1e-4``) gives LIBSVM's model, at
+        LIBSVM's, for large violations): at mu C = 1/2 the quadratic zone is half the
+        margin. A smaller mu (``mu=1e-4``) gives LIBSVM's model more closely, at
         the cost of more iterations. ``fista`` and ``dcd`` regularize the intercept (as
         LIBLINEAR ``-B 1`` and ``LinearSVC`` do), ``fista_svm`` leaves it free (as LIBSVM
         and ``SVC`` do); with ``scale="std"`` C applies to the standardized features.

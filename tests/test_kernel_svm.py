@@ -145,7 +145,7 @@ def test_dcd_max_iter_counts_passes_over_the_active_coordinates():
 
 
 @pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
-def test_the_default_mu_of_an_exact_kernel_with_a_given_c_is_one_over_two_c(solver):
+def test_the_default_mu_with_a_given_c_is_one_over_two_c_for_every_kernel(solver):
     X, y = _data(n=120, seed=6)
     kw = dict(solver=solver, kernel="rbf", kernel_params={"gamma": G})
     res = mk.solve(X, y, C=2.0, **kw)
@@ -153,15 +153,39 @@ def test_the_default_mu_of_an_exact_kernel_with_a_given_c_is_one_over_two_c(solv
     # the certificate's thresholds are read from
     assert res.extra["mu"] == 0.25 and res.config.solver_params["mu"] == 0.25
     assert res.status == "certified" and res.certificate.verify(X, y)
-    # C=None keeps the paper's defaults (gamma = 64/n, mu = n/128), a given mu stays, and
-    # a linear kernel keeps n/128
+    # C=None keeps the paper's defaults (gamma = 64/n, mu = n/128), a given mu stays
     paper = mk.solve(X, y, **kw)
     assert paper.extra["mu"] == X.shape[0] / 128.0
     assert paper.config.solver_params.get("mu") is None
     assert mk.solve(X, y, C=2.0, mu=0.05, **kw).extra["mu"] == 0.05
-    assert mk.solve(X, y, solver=solver, C=2.0, scale=None).extra["mu"] == X.shape[0] / 128.0
+    # the linear kernel and the feature maps take the same default
+    lin = mk.solve(X, y, solver=solver, C=2.0, scale=None)
+    assert lin.extra["mu"] == 0.25 and lin.config.solver_params["mu"] == 0.25
+    assert mk.solve(X, y, solver=solver, C=2.0, kernel="rff",
+                    kernel_params={"n_components": 20, "random_state": 0}).extra["mu"] == 0.25
     clf = SVMClassifier(solver=solver, kernel="rbf", kernel_params={"gamma": G}, C=2.0)
     assert clf.fit(X, y).result_.extra["mu"] == 0.25
+
+
+@pytest.mark.parametrize("solver", ["fista", "dcd"])
+def test_a_given_c_changes_the_linear_model(solver):
+    """With the paper's mu = n/128 kept for a user C, every C above 128/n gave one and the
+    same model (the box min(C, 1/mu) never reached): C = 1 and C = 10 on heart_scale
+    (128/n = 0.47) fitted the same coef_. With mu = 1/(2C) the box is C: the duals reach
+    it, and the two models differ."""
+    from marginkit.datasets import load_heart_scale
+
+    X, y = load_heart_scale()
+    fits = {}
+    for C in (1.0, 10.0):
+        res = mk.solve(X, y, solver=solver, C=C, random_state=0)
+        assert res.status == "certified" and res.certificate.verify(X, y)
+        r = np.asarray(res.dual_coef_)
+        # the level of the box is C, reached by the margin violators
+        assert r.max() <= C * (1 + 1e-12) and r.max() >= 0.5 * C
+        fits[C] = res.coef_
+    gap = np.abs(fits[1.0] - fits[10.0]).max()
+    assert gap > 0.05 * np.abs(fits[1.0]).max()
 
 
 def test_fista_svm_with_small_mu_agrees_with_libsvm():

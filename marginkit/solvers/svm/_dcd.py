@@ -270,7 +270,7 @@ class DCD(_CertifiedSVM):
     }
 
     def resolve_config(self, config, X, y, kernel, rules):
-        """Exact kernels: mu=None with a given C is resolved to 1/(2C) and recorded in the
+        """mu=None with a given C is resolved to 1/(2C) (any kernel) and recorded in the
         run's configuration (``_kernel.resolve_config``)."""
         return _kernel.resolve_config(self, config, kernel)
 

@@ -413,7 +413,7 @@ class _FistaBase(_CertifiedSVM):
         return "hsvm" if self.augmented else "svm"
 
     def resolve_config(self, config, X, y, kernel, rules):
-        """Exact kernels: mu=None with a given C is resolved to 1/(2C) and recorded in the
+        """mu=None with a given C is resolved to 1/(2C) (any kernel) and recorded in the
         run's configuration (``_kernel.resolve_config``)."""
         return _kernel.resolve_config(self, config, kernel)
 
