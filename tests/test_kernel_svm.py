@@ -188,6 +188,16 @@ def test_a_given_c_changes_the_linear_model(solver):
     assert gap > 0.05 * np.abs(fits[1.0]).max()
 
 
+@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+def test_a_c_whose_default_mu_overflows_is_refused_naming_c(kernel):
+    X, y = _data(n=40, seed=2)
+    with pytest.raises(ValueError, match=r"C=1e-310 is too small .* mu = 1/\(2C\)"):
+        mk.solve(X, y, solver="fista", kernel=kernel, C=1e-310)
+    # a C so large that its mu cannot bound the error says which knob moves mu
+    with pytest.raises(ValueError, match=r"raise mu \(with mu=None and a given C"):
+        mk.solve(X, y, solver="fista", kernel=kernel, C=1e300)
+
+
 def test_fista_svm_with_small_mu_agrees_with_libsvm():
     from sklearn.svm import SVC
 

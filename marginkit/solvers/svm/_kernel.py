@@ -89,7 +89,13 @@ def resolve_config(solver, config, kernel):
     when mu is given or C is None (the paper's defaults)."""
     if solver.params["mu"] is not None or solver.params["C"] is None:
         return config
-    mu = 0.5 / float(solver.params["C"])
+    C = float(solver.params["C"])
+    mu = 0.5 / C
+    if not math.isfinite(mu):
+        raise ValueError(
+            f"solver {solver.name or type(solver).__name__!r}: C={C:.3g} is too small for "
+            "the default perturbation mu = 1/(2C), which overflows float64; pass a larger C "
+            "or mu explicitly")
     return config.replace(solver_params={**config.solver_params, "mu": mu})
 
 
@@ -539,7 +545,9 @@ class _KernelFistaState(_KernelRun):
         self.kappa = self.L / mu
         if not (math.isfinite(self.L) and self.kappa <= 2.0 ** 900):
             raise ValueError(f"mu = {mu:.3g} is too small against the kernel's largest "
-                             f"eigenvalue {lam:.3g}: the error bound would overflow; raise mu")
+                             f"eigenvalue {lam:.3g}: the error bound would overflow; raise mu "
+                             "(with mu=None and a given C, mu is 1/(2C): a smaller C raises "
+                             "it)")
         sk = math.sqrt(self.kappa)
         self.beta = (sk - 1.0) / (sk + 1.0)
         self.kappa_bound = max(self.kappa, (self.kappa - 1.0) * (1.0 + R.gamma(n + 8)))

@@ -61,7 +61,8 @@ def check_scales(name, data, gamma, mu, L=None, trace=None, level=None, box_only
     if L is not None and not (math.isfinite(L) and L / mu <= 2.0 ** 900):
         raise ValueError(
             f"{name}: mu = {mu:.3g} is too small against ||Z~||_2^2 <= {L - mu:.3g}: the "
-            f"condition number L / mu = {L / mu:.3g} makes the error bound overflow; raise mu")
+            f"condition number L / mu = {L / mu:.3g} makes the error bound overflow; raise mu "
+            "(with mu=None and a given C, mu is 1/(2C): a smaller C raises it)")
 
 
 def _gamma_mu(params, n):
