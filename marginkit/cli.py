@@ -770,7 +770,8 @@ def build_parser():
                         "lists the others)")
     f.add_argument("-c", dest="C", type=_positive_float, default=None,
                    help="as LIBLINEAR's -c: C, the box of the dual, for the SVM solvers "
-                        "(default: 64/n samples)")
+                        "(default: 64/n samples); a given C also sets the perturbation mu to "
+                        "1/(2C) unless --param mu=... is given")
     f.add_argument("--C", type=_positive_float, default=None, help="the same as -c")
     f.add_argument("-e", dest="tol", type=_positive_float, default=None, metavar="EPS",
                    help="tolerance: SVM solvers run until their bound on the distance of the "
