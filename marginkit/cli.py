@@ -519,6 +519,23 @@ def _result_line(res, row):
     return f"{res.status}, {cert}"
 
 
+def _unfinished_notes(results, classes=None):
+    """A note on stderr for each run that stopped at its budget without its claim (what
+    the library's ConvergenceWarning says, with the command line's option names), as
+    LIBLINEAR warns when it reaches its iteration limit."""
+    from ._api import unfinished_result
+
+    for i, res in enumerate(results):
+        why = unfinished_result(res)
+        if why is None:
+            continue
+        for name, opt in (("max_iter", "--max-iter"), ("time_limit", "--time-limit")):
+            why = why.replace(f"raise {name}", f"raise {opt}")
+        which = "" if classes is None else f" (class {_label_text(classes[i])} against the rest)"
+        print(f"note: {res.solver}{which} stopped with status {res.status} after "
+              f"{res.n_iter} iterations {why}", file=sys.stderr)
+
+
 def cmd_fit(args):
     from ._model_file import Model
 
@@ -585,6 +602,7 @@ def cmd_fit(args):
                   file=sys.stderr)
             return 1
     results = [row["result"] for row in rows]
+    _unfinished_notes(results, classes if one_vs_rest else None)
     model = Model(results, classes) if one_vs_rest else Model.binary(results[0])
     res = results[0]
     labels = "real" if res.classes_ is None else \

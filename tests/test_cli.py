@@ -756,3 +756,15 @@ def test_bias_option_is_liblinear_B_1(capsys, tmp_path):
         lines = err.strip().splitlines()
         assert len(lines) == 1 and re.search(match, lines[0]), err
         assert "centering" not in err
+
+
+def test_fit_says_on_stderr_when_a_run_stops_at_its_budget(capsys, files):
+    # as LIBLINEAR warns at its iteration limit: the library's reason, with the command
+    # line's option; a run that ends on its claim says nothing
+    train, _ = files
+    code, out, err = run(capsys, "fit", str(train), "--solver", "fista", "--max-iter", "2")
+    assert code == 0 and "status      max_iter" in out
+    assert "note: fista stopped with status max_iter after 2 iterations before its " \
+           "stopping rule certified_points" in err and "raise --max-iter (now 2)" in err
+    code, out, err = run(capsys, "fit", str(train), "--solver", "fista")
+    assert code == 0 and "status      certified" in out and "note:" not in err

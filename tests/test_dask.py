@@ -164,6 +164,19 @@ def test_fista_matches_in_memory(client, sparse, scale):
     assert dsk.extra["dask"]["n_chunks"] == 4 and dsk.extra["dask"]["distributed"]
 
 
+@pytest.mark.parametrize("solver", ["fista", "fista_svm"])
+def test_a_given_c_sets_the_same_mu_on_dask_as_in_memory(client, solver):
+    # mu=None with a given C is 1/(2C) wherever the run executes (the solvers read it
+    # from their parameters; the dask path once kept n/128, another model)
+    X, y = _synthetic(n=400, separable=False, sparse=False)
+    mem = mk.solve(X, y, solver=solver, C=1.0)
+    dsk = mk.solve(_as_dask(X, 130), y, solver=solver, C=1.0)
+    assert mem.extra["mu"] == dsk.extra["mu"] == 0.5
+    # the chunks' partial sums are added in another order; the error bound (divided by
+    # mu, 0.5 here against n/128 = 3.1 at the defaults) shows it at 2e-10
+    assert_same_run(mem, dsk, X, y, tol=1e-8)
+
+
 @pytest.mark.parametrize("sparse, scale", [(False, "std"), (True, None)])
 def test_fista_svm_matches_in_memory(client, sparse, scale):
     # classical SVM: the exact projection onto {0 <= r <= gamma, y^T r = 0} is found on

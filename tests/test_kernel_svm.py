@@ -149,10 +149,14 @@ def test_the_default_mu_with_a_given_c_is_one_over_two_c_for_every_kernel(solver
     X, y = _data(n=120, seed=6)
     kw = dict(solver=solver, kernel="rbf", kernel_params={"gamma": G})
     res = mk.solve(X, y, C=2.0, **kw)
-    # mu C = 1/2, as at the paper's defaults; recorded in the run's configuration, which
-    # the certificate's thresholds are read from
-    assert res.extra["mu"] == 0.25 and res.config.solver_params["mu"] == 0.25
+    # mu C = 1/2, as at the paper's defaults; derived from C by the solver and by the
+    # referee alike, so the run's configuration keeps the mu=None it was given
+    assert res.extra["mu"] == 0.25 and res.config.solver_params.get("mu") is None
     assert res.status == "certified" and res.certificate.verify(X, y)
+    # a configuration reused with another C derives its mu afresh
+    again = mk.solve(X, y, config=res.config, C=4.0)
+    assert again.extra["mu"] == 0.125 and again.certificate.verify(X, y)
+    assert mk.solve(X, y, config=res.config, C=None).extra["mu"] == X.shape[0] / 128.0
     # C=None keeps the paper's defaults (gamma = 64/n, mu = n/128), a given mu stays
     paper = mk.solve(X, y, **kw)
     assert paper.extra["mu"] == X.shape[0] / 128.0
@@ -160,7 +164,7 @@ def test_the_default_mu_with_a_given_c_is_one_over_two_c_for_every_kernel(solver
     assert mk.solve(X, y, C=2.0, mu=0.05, **kw).extra["mu"] == 0.05
     # the linear kernel and the feature maps take the same default
     lin = mk.solve(X, y, solver=solver, C=2.0, scale=None)
-    assert lin.extra["mu"] == 0.25 and lin.config.solver_params["mu"] == 0.25
+    assert lin.extra["mu"] == 0.25 and lin.certificate.verify(X, y)
     assert mk.solve(X, y, solver=solver, C=2.0, kernel="rff",
                     kernel_params={"n_components": 20, "random_state": 0}).extra["mu"] == 0.25
     clf = SVMClassifier(solver=solver, kernel="rbf", kernel_params={"gamma": G}, C=2.0)

@@ -490,8 +490,8 @@ def test_C_is_libsvm_c_and_none_is_the_papers_64_over_n():
     alpha[svc.support_] = np.abs(svc.dual_coef_[0])
     assert r.max() <= 1.0 and np.sum(r > 1.0 - 1e-9) == np.sum(alpha > 1.0 - 1e-9)
     np.testing.assert_allclose(r, alpha, atol=1e-2)
-    # with the default mu = n/128, the hinge is smoothed over violations up to mu C: a
-    # different model, which is why the docs say so
+    # with the default mu = 1/(2C), the hinge is smoothed over violations up to mu C =
+    # 1/2: a different model, which is why the docs say so
     far = SVMClassifier(solver="fista_svm", C=1.0, scale=None).fit(Xd, y)
     assert np.abs(far.decision_function(Xd) - svc.decision_function(Xd)).max() > 0.5
 

@@ -269,11 +269,6 @@ class DCD(_CertifiedSVM):
                                  "certifies ('lazy') or every epoch ('always')"),
     }
 
-    def resolve_config(self, config, X, y, kernel, rules):
-        """mu=None with a given C is resolved to 1/(2C) (any kernel) and recorded in the
-        run's configuration (``_kernel.resolve_config``)."""
-        return _kernel.resolve_config(self, config, kernel)
-
     def start(self, problem):
         if _kernel.is_exact(problem.kernel):
             return _kernel.start_dcd(self, problem, certify_target(problem))

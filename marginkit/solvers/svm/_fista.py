@@ -412,11 +412,6 @@ class _FistaBase(_CertifiedSVM):
         "svm" for ``fista_svm``."""
         return "hsvm" if self.augmented else "svm"
 
-    def resolve_config(self, config, X, y, kernel, rules):
-        """mu=None with a given C is resolved to 1/(2C) (any kernel) and recorded in the
-        run's configuration (``_kernel.resolve_config``)."""
-        return _kernel.resolve_config(self, config, kernel)
-
     def start(self, problem):
         given = self.params["gram_norm"]
         if _kernel.is_exact(problem.kernel):
@@ -516,7 +511,7 @@ class Fista(_FistaBase):
     C : float or None
         gamma, the box bound (None: 64/n).
     mu : float or None
-        The perturbation (None: n/128).
+        The perturbation (None: n/128, or 1/(2C) with a given C).
     scale : {"std", "scale", None}
         "std": implicit centering and scaling by the training standard deviation
         (paper section 5.1); coef_ and intercept_ are returned in the original space.

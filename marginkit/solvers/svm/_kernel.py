@@ -48,7 +48,7 @@ from ._projection import project_box_hyperplane
 from ._thresholds import _box_scales, _gamma_mu as _svm_gamma_mu, certify_levels, check_scales, \
     run_box
 
-__all__ = ["is_exact", "start_fista", "start_dcd", "resolve_config", "EXACT_KERNEL_SCALE"]
+__all__ = ["is_exact", "start_fista", "start_dcd", "EXACT_KERNEL_SCALE"]
 
 #: relative accuracy assumed of a float64 Gram entry, in units of sqrt(K_ii K_jj) (the
 #: built-in kernels' float64 tolerance, ``kernels.builtin._RBF_TOLERANCE``)
@@ -75,28 +75,6 @@ def is_exact(kernel):
     map, not the linear kernel)."""
     return kernel is not None and not isinstance(kernel, LinearKernel) \
         and getattr(kernel, "feature_map", None) is None
-
-
-def resolve_config(solver, config, kernel):
-    """The run's configuration with the default perturbation of a given C: mu=None with a
-    given C becomes mu = 1/(2C), whatever the kernel, so that mu gamma = 1/2 as at the
-    paper's defaults (gamma = 64/n, mu = n/128, arXiv:2512.03947, section 2.4). In the
-    primal the hinge is then Huber-smoothed over margin violations up to mu C = 1/2 only,
-    and the level min(C, 1/mu) of the certified points is C. The paper's n/128 with a
-    user C would make mu C = n C / 128 (254 at C = 1 on a9a's 32,561 rows): the hinge
-    smoothed far beyond the margin, and every C above 128/n the same model, since the
-    box is then never reached (a9a: C = 1 and C = 0.1 gave the same run). Unchanged
-    when mu is given or C is None (the paper's defaults)."""
-    if solver.params["mu"] is not None or solver.params["C"] is None:
-        return config
-    C = float(solver.params["C"])
-    mu = 0.5 / C
-    if not math.isfinite(mu):
-        raise ValueError(
-            f"solver {solver.name or type(solver).__name__!r}: C={C:.3g} is too small for "
-            "the default perturbation mu = 1/(2C), which overflows float64; pass a larger C "
-            "or mu explicitly")
-    return config.replace(solver_params={**config.solver_params, "mu": mu})
 
 
 def _dask_refusal(name):

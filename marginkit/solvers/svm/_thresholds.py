@@ -36,11 +36,12 @@ def check_scales(name, data, gamma, mu, L=None, trace=None, level=None, box_only
         level = certify_level(gamma, mu)
     if not level >= _LEVEL_FLOOR and weighted:
         raise ValueError(
-            f"{name}: the smallest positive box C w_i with mu = {mu:.3g} puts dual variables "
-            f"in [0, {level:.3g}], below 2^-969 = {_LEVEL_FLOOR:.2g}, where float64 cannot "
-            "resolve their differences and the error bound would be meaningless; raise the "
-            "smallest positive sample weights (or C) so that C w_i is at least 1e-290, or "
-            "give those points weight 0")
+            f"{name}: the smallest positive box C w_i (C = {gamma:.3g}, times the point's "
+            f"sample weight w_i when weights are given) with mu = {mu:.3g} puts dual "
+            f"variables in [0, {level:.3g}], below 2^-969 = {_LEVEL_FLOOR:.2g}, where float64 "
+            "cannot resolve their differences and the error bound would be meaningless; "
+            "raise C (or the smallest positive sample weights) so that C w_i is at least "
+            "1e-290, or give those points weight 0")
     if not level >= _LEVEL_FLOOR:
         raise ValueError(
             f"{name}: C = {gamma:.3g} and mu = {mu:.3g} put the dual variables in "
@@ -66,10 +67,29 @@ def check_scales(name, data, gamma, mu, L=None, trace=None, level=None, box_only
 
 
 def _gamma_mu(params, n):
-    """(gamma, mu) of a run on n points: ``C`` or 64/n, ``mu`` or n/128 (paper section 2.4)."""
-    gamma = params["C"] if params["C"] is not None else 64.0 / n
-    mu = params["mu"] if params["mu"] is not None else n / 128.0
-    return float(gamma), float(mu)
+    """(gamma, mu) of a run on n points: ``C`` or 64/n (paper section 2.4); ``mu``, or with
+    mu=None 1/(2C) when C is given and n/128 when it is not, so that mu gamma = 1/2 as at
+    the paper's defaults, whatever C and the kernel.
+
+    The solvers and the referee (``run_thresholds``) read mu here, from the run's
+    parameters as given (the configuration keeps mu=None). In the primal the hinge is
+    then Huber-smoothed over margin violations up to mu C = 1/2, and the level
+    min(C, 1/mu) of the certified points is C. The paper's n/128 with a user C would
+    smooth it over violations up to n C / 128 (254 at C = 1 on a9a's 32,561 rows) and
+    make every C above 128/n the same model (the box never reached)."""
+    C = params["C"]
+    gamma = float(C) if C is not None else 64.0 / n
+    if params["mu"] is not None:
+        mu = float(params["mu"])
+    elif C is None:
+        mu = n / 128.0
+    else:
+        mu = 0.5 / gamma
+        if not math.isfinite(mu):
+            raise ValueError(
+                f"C={gamma:.3g} is too small for the default perturbation mu = 1/(2C), which "
+                "overflows float64; pass a larger C or mu explicitly")
+    return gamma, mu
 
 
 def certify_level(gamma, mu):
