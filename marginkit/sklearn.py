@@ -774,9 +774,11 @@ class SVMClassifier(_MarginClassifier):
         LIBSVM's, for large violations): at mu C = 1/2 the quadratic zone is half the
         margin (mu C w_i for a point of weight w_i, so weights above 1/(mu C) act only on
         wider violations: docs/svm.md, "What C means"). A smaller mu (``mu=1e-4``) gives
-        LIBSVM's model more closely, at the cost of more iterations. ``fista`` and ``dcd`` regularize the intercept (as
-        LIBLINEAR ``-B 1`` and ``LinearSVC`` do), ``fista_svm`` leaves it free (as LIBSVM
-        and ``SVC`` do); with ``scale="std"`` C applies to the standardized features.
+        LIBSVM's model more closely, at the cost of more iterations. ``fista`` and
+        ``dcd`` regularize the intercept (as LIBLINEAR ``-B 1`` and ``LinearSVC`` do),
+        ``fista_svm`` leaves it free (as LIBSVM and ``SVC`` do); with ``scale="std"`` C
+        applies to the standardized features (on sparse 0/1 features with a large C,
+        ``scale=None`` is LIBLINEAR's setting and much faster for ``dcd``: docs/svm.md).
     scale : {"std", None}, default "std"
         ``"std"``: the solver centres and scales the features implicitly (without
         forming the scaled matrix, arXiv:2512.03947 sec. 5.1) and reports ``coef_`` in the
