@@ -49,6 +49,7 @@ binary fit (LIBLINEAR's own one-vs-rest weights only the positive class instead)
   (``sample_weight`` only): the weighted empirical risk 1/n sum_i w_i loss_i (n rows),
   the Newton decrement certificate recomputed with the weights.
 """
+import contextlib
 import inspect
 import math
 import numbers
@@ -339,6 +340,21 @@ def _precomputed(estimator):
     except (TypeError, ValueError, KeyError):
         return False  # the fit itself reports the kernel's error
     return bool(getattr(kernel, "precomputed", False))
+
+
+@contextlib.contextmanager
+def _as_before_on_failure(estimator):
+    """Run a fit that leaves ``estimator`` as it was before the call when it raises or is
+    interrupted (``KeyboardInterrupt``): its attributes are set along the way (classes_,
+    n_features_in_, then the results), and a refit that stopped half-way would pair the
+    new data's classes and width with the old results."""
+    saved = dict(estimator.__dict__)
+    try:
+        yield
+    except BaseException:
+        estimator.__dict__.clear()
+        estimator.__dict__.update(saved)
+        raise
 
 
 def _drop_rows(estimator, X, keep):
@@ -725,7 +741,8 @@ class PerceptronClassifier(_MarginClassifier):
         -------
         self
         """
-        return self._fit(X, y, sample_weight)
+        with _as_before_on_failure(self):
+            return self._fit(X, y, sample_weight)
 
     def _run_weights(self, w):
         return None  # positive weights: the same feasibility problem
@@ -965,8 +982,9 @@ class SVMClassifier(_MarginClassifier):
         -------
         self
         """
-        self._fit(X, y, sample_weight)
-        self._set_support()
+        with _as_before_on_failure(self):
+            self._fit(X, y, sample_weight)
+            self._set_support()
         return self
 
     def _set_support(self):
@@ -1192,8 +1210,9 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
     def fit(self, X, y, sample_weight=None):
         """Fit (one-vs-rest for more than two classes); returns self. ``sample_weight``
         (times ``class_weight``) weights the empirical risk (see Notes)."""
-        self._fit(X, y, sample_weight)
-        self._fitted_loss = self.results_[0].config.solver_params.get("loss", "logistic")
+        with _as_before_on_failure(self):
+            self._fit(X, y, sample_weight)
+            self._fitted_loss = self.results_[0].config.solver_params.get("loss", "logistic")
         return self
 
     def _check_proba(self):
@@ -1305,6 +1324,10 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
     def fit(self, X, y, sample_weight=None):
         """Fit the regression function; returns self. ``sample_weight`` weights the
         empirical risk (see Notes)."""
+        with _as_before_on_failure(self):
+            return self._fit_regression(X, y, sample_weight)
+
+    def _fit_regression(self, X, y, sample_weight):
         cfg = self._config()
         if self._task != "regression":
             raise ValueError(

@@ -1087,3 +1087,43 @@ def test_one_vs_rest_progress_lines_name_their_class(capsys):
         assert out[i + 1].startswith("[fista] iter") and "stopped" in out[j - 1]
     SVMClassifier(verbose=0).fit(X, y)
     assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("make", [lambda: SVMClassifier(),
+                                  lambda: PerceptronClassifier(solver="perceptron"),
+                                  lambda: IteratedTikhonovClassifier(kernel="linear")])
+def test_a_refit_that_raises_or_is_interrupted_leaves_the_previous_fit(make):
+    from sklearn.datasets import load_digits, load_iris
+
+    Xi, yi = load_iris(return_X_y=True)
+    Xd, yd = load_digits(return_X_y=True)
+    est = make().fit(Xi, yi)
+    before = est.decision_function(Xi)
+
+    def stop(state):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        est.set_params(callback=stop).fit(Xd, yd)
+    # classes_, n_features_in_ and the results are the first fit's, together
+    assert est.n_features_in_ == 4 and list(est.classes_) == [0, 1, 2]
+    np.testing.assert_array_equal(est.decision_function(Xi), before)
+    with pytest.raises(ValueError):
+        est.set_params(callback=None, max_iter=-1).fit(Xd, yd)
+    assert est.n_features_in_ == 4
+    np.testing.assert_array_equal(est.decision_function(Xi), before)
+
+
+def test_a_regressor_refit_that_raises_leaves_the_previous_fit():
+    from sklearn.datasets import load_iris
+
+    X, _ = load_iris(return_X_y=True)
+    est = IteratedTikhonovRegressor(kernel="linear").fit(X, X[:, 0])
+    before = est.predict(X)
+    def stop(state):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        est.set_params(callback=stop).fit(X[:, :2], X[:, 0])
+    assert est.n_features_in_ == 4
+    np.testing.assert_array_equal(est.predict(X), before)
