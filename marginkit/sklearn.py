@@ -211,6 +211,14 @@ def _solver_class(name):
         return None
 
 
+def _same_value(a, b):
+    """Whether two hyper-parameter values are the same (None, numbers, strings)."""
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return a is b
+
+
 def _fresh(spec):
     """A copy of a plug-in instance, built from its parameters as scikit-learn's
     ``clone`` builds it; names, classes, callables and None unchanged."""
@@ -278,6 +286,16 @@ class _MarginKitEstimator(BaseEstimator):
         if extra is not None:
             if not isinstance(extra, dict):
                 raise TypeError(f"solver_params={extra!r} must be a dict of solver parameters or None")
+            defaults = inspect.signature(type(self).__init__).parameters
+            for k, v in extra.items():
+                # a hyper-parameter moved from its default and set again in solver_params:
+                # refused, as with a solver instance, rather than one of them ignored
+                if k in solver_params and k in defaults and \
+                        not _same_value(getattr(self, k), defaults[k].default) and \
+                        not _same_value(solver_params[k], v):
+                    raise ValueError(
+                        f"{type(self).__name__}: {k}={getattr(self, k)!r} is given to the "
+                        f"estimator and {k}={v!r} in solver_params; set {k} in one place only")
             solver_params.update(extra)
         stop = getattr(self, "stop", None)
         stop = type(stop)(map(_fresh, stop)) if isinstance(stop, (list, tuple)) else _fresh(stop)
@@ -903,6 +921,16 @@ class SVMClassifier(_MarginClassifier):
                     f"{getattr(cls, 'name', None) or spec!r}, whose lam is 1/(C n); set one "
                     "of them")
             self._lam_from_C = C
+        if cls is not None and table:
+            foreign = [k for k in params if k not in table]
+            if foreign:
+                name = getattr(cls, "name", None) or spec
+                raise ValueError(
+                    f"{type(self).__name__}: solver {name!r} takes no {', '.join(foreign)}, "
+                    f"which {type(self).__name__} passes to its solver: it runs the SVM "
+                    "solvers (fista, fista_svm, dcd, pegasos, or a plug-in taking C, mu and "
+                    "scale); for the perceptron family use PerceptronClassifier, for "
+                    "iterated_tikhonov IteratedTikhonovClassifier")
         return params
 
     def _solver_rows(self, cfg, X):

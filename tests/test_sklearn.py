@@ -1127,3 +1127,28 @@ def test_a_regressor_refit_that_raises_leaves_the_previous_fit():
         est.set_params(callback=stop).fit(X[:, :2], X[:, 0])
     assert est.n_features_in_ == 4
     np.testing.assert_array_equal(est.predict(X), before)
+
+
+@pytest.mark.parametrize("solver", ["snkp", "isnkpvn", "iterated_tikhonov"])
+def test_svm_classifier_with_a_solver_of_another_family_names_the_estimator(solver):
+    X, y = separable_blobs(40, seed=3)
+    # not "unknown parameter 'scale'", a parameter the user never passed
+    with pytest.raises(ValueError, match=r"takes no scale.*PerceptronClassifier.*"
+                                         r"IteratedTikhonovClassifier"):
+        SVMClassifier(solver=solver).fit(X, y)
+
+
+@pytest.mark.parametrize("est, key", [
+    (lambda: SVMClassifier(solver="dcd", C=1.0, solver_params={"C": 0.5}), "C"),
+    (lambda: SVMClassifier(mu=0.1, solver_params={"mu": 0.01}), "mu"),
+    (lambda: IteratedTikhonovClassifier(kernel="linear", lam=0.1,
+                                        solver_params={"lam": 0.01}), "lam"),
+])
+def test_a_hyper_parameter_set_again_in_solver_params_is_refused(est, key):
+    X, y = separable_blobs(40, seed=3)
+    with pytest.raises(ValueError, match=rf"{key}=.* is given to the estimator and {key}=.* "
+                                         r"in solver_params; set .* in one place only"):
+        est().fit(X, y)
+    # the same value twice, or solver_params alone, is no conflict
+    SVMClassifier(C=0.5, solver_params={"C": 0.5}).fit(X, y)
+    assert SVMClassifier(solver_params={"C": 0.5}).fit(X, y).result_.extra["gamma"] == 0.5
