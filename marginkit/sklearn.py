@@ -1112,6 +1112,10 @@ class _TikhonovParams:
             gram = (getattr(kernel, "feature_map", None) is None
                     and not getattr(kernel, "precomputed", False))
             m = auto_components(n_samples) if gram else None
+            if m is not None and cfg.verbose:
+                print(f"{type(self).__name__}: n_components='auto': the kernel is "
+                      f"approximated by Nystroem with {m} centres on {n_samples} rows; "
+                      "n_components=None solves with the exact kernel", flush=True)
             if m is None and gram and cfg.solver_params.get("fit_intercept"):
                 # the exact kernel's Newton system has no intercept: every row a centre,
                 # the same span (Phi Phi^T = K on the rows), with the intercept

@@ -1152,3 +1152,17 @@ def test_a_hyper_parameter_set_again_in_solver_params_is_refused(est, key):
     # the same value twice, or solver_params alone, is no conflict
     SVMClassifier(C=0.5, solver_params={"C": 0.5}).fit(X, y)
     assert SVMClassifier(solver_params={"C": 0.5}).fit(X, y).result_.extra["gamma"] == 0.5
+
+
+def test_tikhonov_auto_components_says_so_with_verbose(capsys):
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    keep = y < 2
+    IteratedTikhonovClassifier(verbose=1).fit(X[keep], y[keep])
+    out = capsys.readouterr().out
+    m = auto_components(int(keep.sum()))
+    assert f"approximated by Nystroem with {m} centres" in out
+    assert "n_components=None solves with the exact kernel" in out
+    IteratedTikhonovClassifier(verbose=0).fit(X[keep], y[keep])
+    assert "Nystroem" not in capsys.readouterr().out
