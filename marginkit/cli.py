@@ -764,7 +764,11 @@ def build_parser():
                             "what the messages 'raise memory_budget' ask for")
         q.add_argument("--traceback", action="store_true", help="show tracebacks of errors")
 
-    d = sub.add_parser("demo", help="run every solver family on bundled data (seconds)")
+    d = sub.add_parser("demo", help="run every solver family on bundled data (seconds)",
+                       description="Run every solver family on bundled data sets (a few "
+                                   "seconds) and print one table: status, certificate "
+                                   "(verified from the data alone), margin bounds, "
+                                   "iterations and time per run.")
     d.add_argument("--solver", action="append", metavar="NAME",
                    help="only this solver (repeatable; unknown to the demo: run on its data sets)")
     d.add_argument("--time-limit", type=_positive_float, default=2.0,
@@ -844,7 +848,8 @@ def build_parser():
     from . import _bench
 
     b = sub.add_parser("bench", help="side-by-side comparison with LIBLINEAR, LIBSVM, scikit-learn",
-                       description=(_bench.__doc__ or "").strip().splitlines()[0])
+                       description=(_bench.__doc__ or "").strip().splitlines()[0]
+                       .replace("``", ""))
     _bench.build_parser(b)
     b.set_defaults(func=lambda args: _bench.main(args.raw_argv))
 

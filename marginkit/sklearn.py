@@ -814,10 +814,11 @@ class SVMClassifier(_MarginClassifier):
         ``fista_svm`` leaves it free (as LIBSVM and ``SVC`` do); with ``scale="std"`` C
         applies to the standardized features (on sparse 0/1 features with a large C,
         ``scale=None`` is LIBLINEAR's setting and much faster for ``dcd``: docs/svm.md).
-    scale : {"std", None}, default "std"
+    scale : {"std", "scale", None}, default "std"
         ``"std"``: the solver centres and scales the features implicitly (without
         forming the scaled matrix, arXiv:2512.03947 sec. 5.1) and reports ``coef_`` in the
-        original feature space; None: the features as given.
+        original feature space; ``"scale"``: divides them by their standard deviation
+        without centring; None: the features as given.
     kernel, kernel_params, stop, max_iter, random_state, verbose, callback, solver_params
         As in ``PerceptronClassifier``.
     class_weight : None, "balanced" or dict, default None

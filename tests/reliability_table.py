@@ -874,7 +874,8 @@ LIBSVM loader reports parse errors with the file and line number.
   raises `KeyboardInterrupt`, as in any Python code, with BLAS thread counts restored and
   the plug-in instances unchanged; with `interrupt="return"` it ends the run at the next
   iteration boundary with status `"interrupted"` and a consistent `Result` (a second
-  Ctrl-C aborts at once).
+  Ctrl-C aborts at once). An estimator's `fit` that raises or is interrupted leaves the
+  estimator as it was before the call (a refit keeps the previous fit, whole).
 
 Loading: `load_libsvm` parses the text as a stream (memory ~1.1x the returned matrix with
 scikit-learn's parser, ~1.7x with the pure-Python one; lines of more than 64 MiB and NUL
@@ -998,10 +999,14 @@ def render():
 
 
 def _render_known():
-    out = ["\n## Known deviations (tracked)\n",
-           "Bugs found by these cases in modules owned by other developers. Each is a strict "
-           "`xfail` in the tests (it fails as soon as the bug is fixed, so this list cannot go "
-           "stale).\n",
+    if not KNOWN_BUGS:
+        return ["\n## Known deviations\n",
+                "None: every case above passes. A deviation found later is listed here as a "
+                "strict `xfail` of the tests (it fails as soon as the bug is fixed, so this "
+                "list cannot go stale).\n"]
+    out = ["\n## Known deviations\n",
+           "Bugs found by these cases and not fixed yet. Each is a strict `xfail` in the tests "
+           "(it fails as soon as the bug is fixed, so this list cannot go stale).\n",
            "| test | case | solver | deviation |", "|---|---|---|---|"]
     for (test, case, solver), reason in KNOWN_BUGS.items():
         out.append(f"| {test} | {case or '-'} | {solver or '-'} | {_esc(reason)} |")

@@ -324,7 +324,9 @@ class _SmoothedFamily(_PerceptronFamily):
 
 @_register_builtin("solver", "snkp")
 class SNKP(_SmoothedFamily):
-    """Smoothed Normalized Kernel Perceptron (Ramdas & Pena 2014, sec. 4, algorithm box):
+    """Smoothed Normalized Kernel Perceptron (Ramdas & Pena 2014, sec. 4): accelerated
+    smoothed steps on the entropy-smoothed margin, a separator within O(sqrt(log n) / rho_K)
+    iterations. Its algorithm box:
 
         alpha_0 = 1/n, mu_0 = 2, p_0 = p_{mu_0}(alpha_0); for k = 0, 1, ...: t = 2/(k+3),
         alpha_{k+1} = (1-t)(alpha_k + t p_k) + t^2 p_{mu_k}(alpha_k), mu_{k+1} = (1-t) mu_k,
