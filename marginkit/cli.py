@@ -69,6 +69,45 @@ REFUSED_OPTIONS = {
 }
 
 
+#: options of LIBLINEAR's train and LIBSVM's svm-train that marginkit fit does not take
+#: (``-s`` and ``-v N`` are answered by the parser and ``_liblinear_cross_validation``),
+#: and what to use instead
+FOREIGN_OPTIONS = {
+    "-w": "LIBLINEAR's -wi W (weight W of class i) is not a marginkit fit option; in Python, "
+          "marginkit.sklearn.SVMClassifier(class_weight={i: W}) (or fit(X, y, "
+          "sample_weight=...)) gives point i the box [0, C w_i]",
+    "-n": "-n (nu) is not a marginkit option: the SVM solvers take C (-c)",
+    "-p": "-p (the epsilon of support vector regression) is not a marginkit option: "
+          "regression is --solver iterated_tikhonov --param loss=squared",
+    "-C": "LIBLINEAR's -C (search for the best C) is not a marginkit option; in Python, "
+          "sklearn.model_selection.GridSearchCV(marginkit.sklearn.SVMClassifier(), "
+          "{'C': [...]})",
+    "-R": "LIBLINEAR's -R (regularized bias) is not a marginkit option: -B 1 with dcd or fista "
+          "regularizes the intercept, as LIBLINEAR's -B 1 does",
+    "-t": "LIBSVM's -t (kernel type number) is not a marginkit option: use --kernel NAME "
+          "(linear, rbf, poly, ...; 'marginkit plugins' lists them)",
+    "-g": "LIBSVM's -g G is --gamma G here (or --kernel-param gamma=G)",
+    "-d": "LIBSVM's -d D (polynomial degree) is --kernel-param degree=D here",
+    "-r": "LIBSVM's -r R (coef0) is --kernel-param coef0=R here",
+    "-b": "LIBSVM's -b 1 (probability estimates) is not a marginkit fit option; in Python, "
+          "marginkit.sklearn.IteratedTikhonovClassifier().predict_proba",
+}
+
+
+def _foreign_option(argv):
+    """The first LIBLINEAR/LIBSVM option of ``FOREIGN_OPTIONS`` in the ``fit`` arguments
+    ``argv`` (``-w1``, ``-w-1``, ``-n``, ``-g``, ...), or None; option values and the
+    arguments after ``--`` are not options."""
+    for tok in argv:
+        if tok == "--":
+            return None
+        if re.fullmatch(r"-w[+-]?[\w.]+", tok):
+            return "-w"
+        if tok in FOREIGN_OPTIONS:
+            return tok
+    return None
+
+
 #: LIBLINEAR's -v N (N-fold cross-validation), which marginkit's -v (verbose) would misread
 CROSS_VALIDATION = (
     "LIBLINEAR's -v N (N-fold cross-validation) is not a marginkit option; here -v means "
@@ -602,7 +641,8 @@ def cmd_fit(args):
                   file=sys.stderr)
             return 1
     results = [row["result"] for row in rows]
-    _unfinished_notes(results, classes if one_vs_rest else None)
+    if not args.quiet:
+        _unfinished_notes(results, classes if one_vs_rest else None)
     model = Model(results, classes) if one_vs_rest else Model.binary(results[0])
     res = results[0]
     labels = "real" if res.classes_ is None else \
@@ -664,7 +704,14 @@ def cmd_predict(args):
     try:
         model = load_model(args.model)
     except (OSError, ValueError) as exc:
-        raise UsageError(f"argument MODEL: {_os_message(exc, args.model)}") from None
+        hint = ""
+        try:
+            load_model(args.test)
+            hint = (f"; {args.test} is a model file: marginkit predict takes MODEL first, "
+                    "then TEST (LIBLINEAR's predict takes TEST MODEL OUTPUT)")
+        except (OSError, ValueError):
+            pass
+        raise UsageError(f"argument MODEL: {_os_message(exc, args.model)}{hint}") from None
     reason = model.unpredictable_reason()
     if reason is not None:
         raise UsageError(f"argument MODEL: {args.model}: cannot predict a data file: {reason}")
@@ -922,7 +969,18 @@ def main(argv=None):
         raw = list(sys.argv[1:] if argv is None else argv)
         if raw and raw[0] == "fit" and _liblinear_cross_validation(raw[1:]):
             raise UsageError(f"argument -v: {CROSS_VALIDATION}", f"{prog} fit")
-        args = parser.parse_args(argv)
+        foreign = _foreign_option(raw[1:]) if raw and raw[0] == "fit" else None
+        if foreign is not None:
+            raise UsageError(f"argument {foreign}: {FOREIGN_OPTIONS[foreign]}", f"{prog} fit")
+        try:
+            args = parser.parse_args(argv)
+        except UsageError as exc:
+            if raw and raw[0] == "fit" and "unrecognized arguments" in exc.args[0]:
+                # LIBLINEAR's train TRAIN MODEL: the model file is -m here
+                msg = exc.args[0].replace(f"(see '{prog} --help')", f"(see '{prog} fit --help')")
+                raise UsageError(f"{msg}; the model file is given with -m MODEL (LIBLINEAR's "
+                                 "train takes it as a second argument)", f"{prog} fit") from None
+            raise
         if args.command is None:
             raise UsageError("choose a command: demo, fit, predict, bench, plugins "
                              "(see 'marginkit --help')")

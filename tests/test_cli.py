@@ -768,3 +768,37 @@ def test_fit_says_on_stderr_when_a_run_stops_at_its_budget(capsys, files):
            "stopping rule certified_points" in err and "raise --max-iter (now 2)" in err
     code, out, err = run(capsys, "fit", str(train), "--solver", "fista")
     assert code == 0 and "status      certified" in out and "note:" not in err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["-w1", "2"], r"argument -w: LIBLINEAR.s -wi W .*class_weight=\{i: W\}"),
+    (["-w-1", "0.5"], r"argument -w: "),
+    (["-g", "0.5"], r"argument -g: LIBSVM's -g G is --gamma G"),
+    (["-t", "2"], r"argument -t: .* --kernel NAME"),
+    (["-C"], r"argument -C: .*GridSearchCV"),
+    (["-n", "0.5"], r"argument -n: "),
+    (["-b", "1"], r"argument -b: .*predict_proba"),
+])
+def test_fit_names_the_equivalent_of_liblinear_and_libsvm_options(capsys, files, argv, says):
+    train, _ = files
+    code, out, err = run(capsys, "fit", *argv, str(train))
+    assert code == 2 and re.search(says, err), err
+    assert str(train) not in err  # the option's value is not taken for the data file
+
+
+def test_fit_with_a_model_as_second_argument_and_predict_with_swapped_files(capsys, files,
+                                                                             tmp_path):
+    train, test = files
+    code, out, err = run(capsys, "fit", str(train), str(tmp_path / "m.model"))
+    assert code == 2 and "the model file is given with -m MODEL" in err
+    assert "see 'marginkit fit --help'" in err
+    model = tmp_path / "m.npz"
+    assert run(capsys, "fit", str(train), "-m", str(model))[0] == 0
+    code, out, err = run(capsys, "predict", str(test), str(model))
+    assert code == 2 and "marginkit predict takes MODEL first" in err
+
+
+def test_fit_quiet_drops_the_budget_note(capsys, files):
+    train, _ = files
+    code, out, err = run(capsys, "fit", str(train), "--solver", "fista", "--max-iter", "2", "-q")
+    assert code == 0 and out == "" and "note:" not in err
