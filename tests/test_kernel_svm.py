@@ -433,3 +433,25 @@ def test_a_run_whose_claims_are_refuted_says_why(monkeypatch, solver):
     res = mk.solve(K, y, solver=solver, kernel="precomputed", max_iter=300)
     assert res.status == "max_iter"
     assert "cannot establish that the kernel is PSD on this data" in res.extra["refuted"]
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm"])
+def test_a_held_gram_matrix_is_filled_within_the_budget(solver):
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    n = 1500
+    X = rng.normal(size=(n, 8))
+    y = np.where(X[:, 0] + 0.3 * rng.normal(size=n) > 0, 1, -1)
+    budget = 25e6  # K: 8 n^2 = 18 MB, held, with blocks of the 7 MB left
+    tracemalloc.start()
+    try:
+        res = mk.solve(X, y, solver=solver, kernel="rbf", kernel_params={"gamma": 0.1},
+                       C=1.0, memory_budget=budget)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert res.extra["gram"] == "held" and res.status == "certified"
+    # the first product once filled all n rows in one float64 block beside K (and its
+    # symmetry check several more n x n temporaries): about 4.5x the budget here
+    assert peak < 1.6 * budget, peak / budget

@@ -255,12 +255,17 @@ class _Gram:
                 "PSD kernel (poly needs coef0 >= 0, a callable must return a Gram matrix)")
 
     def ensure(self, idx):
-        """Held matrix: compute the rows of idx not yet held (one block)."""
+        """Held matrix: compute the rows of idx not yet held, in blocks of at most
+        ``self.rows`` rows (the float64 block the budget leaves room for beside K: one
+        block of all n rows, as FISTA's first product asks, would be a second n x n
+        matrix and its symmetry check more)."""
         missing = idx[~self.have[idx]]
-        if missing.size:
-            self.K[missing] = self.block(missing)
-            self.have[missing] = True
-            self.slot[missing] = missing
+        step = max(1, int(self.rows))
+        for lo in range(0, missing.size, step):
+            part = missing[lo:lo + step]
+            self.K[part] = self.block(part)
+            self.have[part] = True
+            self.slot[part] = part
 
     def store(self):
         """(rows, slot, stamp): K[i, :] is rows[slot[i]] when slot[i] >= 0 (the held
