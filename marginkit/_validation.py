@@ -158,8 +158,13 @@ def check_params(table, params, owner=""):
     """
     if not params.keys() <= table.keys():
         unknown = sorted(set(params) - set(table))
+        # a plug-in's ``param_hints``: what to pass instead of a parameter users bring
+        # from elsewhere (pegasos' C)
+        hints = None if isinstance(owner, str) else getattr(owner, "param_hints", None)
+        said = "".join(f"; {hints[k]}" for k in unknown if isinstance(hints, dict) and k in hints)
         raise TypeError(
-            f"{_owner_name(owner)}: unknown parameter(s) {unknown}; valid parameters: {sorted(table)}"
+            f"{_owner_name(owner)}: unknown parameter(s) {unknown}; valid parameters: "
+            f"{sorted(table)}{said}"
         )
     out = {}
     for name, spec in table.items():

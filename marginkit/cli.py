@@ -470,9 +470,11 @@ def _liblinear_options(args, solver_params):
                 f"argument -c/--C: C is also given by --param C={solver_params['C']!r}; set "
                 "it once")
         if "C" not in table:
+            hints = getattr(_solver_class(args.solver), "param_hints", None) or {}
+            hint = f"; {hints['C']}" if "C" in hints else ""
             raise UsageError(
                 f"argument -c/--C: solver {args.solver!r} has no C (the box of the SVM dual); "
-                f"the solvers that take it: {', '.join(_solvers_with('C'))}")
+                f"the solvers that take it: {', '.join(_solvers_with('C'))}{hint}")
         try:
             _instantiate("solver", args.solver, {"C": args.C})
         except (TypeError, ValueError) as exc:

@@ -1202,3 +1202,12 @@ def test_stall_window_grows_with_the_conditioning():
     res = mk.solve(X, y, solver="fista", C=1.0, mu=3e-4, max_iter=3,
                    callback=lambda s: bool(got.setdefault("s", s)) and False)
     assert got["s"].stall.window == int(10 * np.sqrt(res.extra["kappa"])) > 100
+
+
+def test_pegasos_given_c_says_lam_is_one_over_c_n():
+    from marginkit.datasets import load_heart_scale
+
+    X, y = load_heart_scale()
+    with pytest.raises(TypeError, match=r"unknown parameter\(s\) \['C'\].*pegasos takes lam, "
+                                        r"not C.*lam = 1/\(C n\)"):
+        mk.solve(X, y, solver="pegasos", C=1.0)

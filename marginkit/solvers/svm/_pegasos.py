@@ -150,6 +150,10 @@ class Pegasos(Solver):
     requires = {"kernel": ("feature_map",)}
     provides = ()
     default_max_iter = DEFAULT_EPOCHS
+    #: what the unknown-parameter refusal says of a C (``_validation.check_params``)
+    param_hints = {"C": "pegasos takes lam, not C: lam/2 ||w||^2 + (1/n) sum hinge is the "
+                        "SVM of C = 1/(lam n), so pass lam = 1/(C n) for n training rows "
+                        "(SVMClassifier(solver='pegasos', C=...) converts C itself)"}
     #: runs on any executor; the epoch order depends on the blocking (``_PegasosState``)
     blocked = True
 
