@@ -24,6 +24,7 @@ try:
     from ._config import Config
     from ._registry import get_plugin, list_plugins, register, reset_registry
     from ._result import Certificate, Result, load_result
+    from ._model_file import load_model
     from .exceptions import ConvergenceWarning
 
     # built-in plug-ins register themselves on import
@@ -41,6 +42,6 @@ except ModuleNotFoundError as _exc:
 
 __version__ = "0.1.0"
 
-__all__ = ["solve", "Config", "Result", "Certificate", "load_result", "register",
+__all__ = ["solve", "Config", "Result", "Certificate", "load_result", "load_model", "register",
            "list_plugins", "get_plugin", "reset_registry", "plugins", "datasets", "ConvergenceWarning",
            "__version__"]

@@ -75,7 +75,8 @@ def unpredictable_reason(res):
 
 
 class Model:
-    """One result (two classes) or one result per class (one-vs-rest)."""
+    """A model of the command line (``load_model``): one result (two classes) or one
+    result per class (one-vs-rest); ``results``, ``classes_``, ``predict(X)``."""
 
     def __init__(self, results, classes):
         self.results = list(results)
@@ -128,9 +129,21 @@ def _label_node(c):
 
 
 def load_model(path):
-    """The ``Model`` stored at ``path`` by ``Model.save`` (two classes: any file written by
-    ``Result.save``); ``ValueError`` naming the file and the problem otherwise (the
-    ``OSError`` of ``open`` for a missing or unreadable file)."""
+    """Read a model file of ``marginkit fit -m MODEL``.
+
+    Two classes: any file written by ``Result.save`` (``load_result`` reads it too); more
+    than two: the one-vs-rest archive of one result per class. The returned model has
+    ``results`` (the ``Result`` of each class against the rest, or the one result),
+    ``classes_`` and ``predict(X)`` (for one-vs-rest the class of the largest decision
+    value, as ``marginkit predict`` does). Raises ``ValueError`` naming the file and the
+    problem (the ``OSError`` of ``open`` for a missing or unreadable file); loading is as
+    strict as ``load_result``'s.
+
+    Example::
+
+        model = marginkit.load_model("digits.model")
+        labels = model.predict(X_test)
+    """
     from ._result import load_result, read_result
 
     path = os.fspath(path)

@@ -414,6 +414,10 @@ class _Loader:
     # ------------------------------------------------------------------ header
     def fields(self):
         if "__meta__.npy" not in self.members:
+            if "one_vs_rest.json" in self.members:
+                raise _NotOurs(f"{self.path!r} is not a file written by Result.save: it is a "
+                               "one-vs-rest model of 'marginkit fit -m' (more than two "
+                               "classes); read it with marginkit.load_model(path)")
             raise _NotOurs(f"{self.path!r} is not a file written by Result.save (no header)")
         raw = self._read_npy("__meta__.npy", "the header", header=True)
         if raw.dtype != np.uint8 or raw.ndim != 1:

@@ -802,3 +802,23 @@ def test_fit_quiet_drops_the_budget_note(capsys, files):
     train, _ = files
     code, out, err = run(capsys, "fit", str(train), "--solver", "fista", "--max-iter", "2", "-q")
     assert code == 0 and out == "" and "note:" not in err
+
+
+def test_a_multiclass_model_file_is_read_by_load_model(capsys, tmp_path):
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    train = tmp_path / "iris.txt"
+    lines = [f"{label} " + " ".join(f"{j + 1}:{v:g}" for j, v in enumerate(row))
+             for row, label in zip(X, y)]
+    train.write_text("\n".join(lines) + "\n")
+    model = tmp_path / "iris.model"
+    assert run(capsys, "fit", str(train), "-m", str(model))[0] == 0
+    with pytest.raises(ValueError, match=r"one-vs-rest model of 'marginkit fit -m'.*"
+                                         r"marginkit.load_model\(path\)"):
+        mk.load_result(model)
+    loaded = mk.load_model(model)
+    assert len(loaded.results) == 3 and list(loaded.classes_) == [0, 1, 2]
+    code, out, err = run(capsys, "predict", str(model), str(train), "-o", str(tmp_path / "p"))
+    predicted = np.loadtxt(tmp_path / "p")
+    np.testing.assert_array_equal(loaded.predict(X), predicted)
