@@ -868,7 +868,8 @@ def build_parser():
     f.add_argument("-m", "--output", dest="model", metavar="MODEL",
                    help="save the model (no pickle): two classes, a file that "
                         "marginkit.load_result reads; more classes, an archive of one such "
-                        "result per class; 'marginkit predict' reads both")
+                        "result per class; 'marginkit predict' and marginkit.load_model "
+                        "read both")
     f.add_argument("--no-verify", action="store_true", help="do not re-check the certificate")
     f.add_argument("-v", "--verbose", action="count", default=0,
                    help="progress lines on long runs (-vv: every iteration); takes no value: "
