@@ -235,7 +235,7 @@ def test_attacks_are_rejected(cases, form):
     rejects(_clone(cert, config=cfg, claim="certified"), "the claim needs more than")
     assert _clone(cert, claim="certified").verify(Xk, y)
     # shapes
-    rejects(cert, "one entry per row", X=Xk[:-1], yy=y[:-1])
+    rejects(cert, "a run on 60 rows and X has 59", X=Xk[:-1], yy=y[:-1])
     rejects(_clone(cert, kernel=mk.kernels.builtin.LinearKernel()), "explicit feature map")
 
 

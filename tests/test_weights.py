@@ -514,3 +514,21 @@ def test_pegasos_weighted_ball_holds_the_minimizer():
         b = mk.solve(X, y, lam=1.0 / 64.0 / c, **kw)
         np.testing.assert_array_equal(a.coef_, b.coef_)
         assert a.intercept_ == b.intercept_
+
+
+@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+def test_a_certificate_checked_on_more_rows_than_its_run_says_so(kernel):
+    # a fit drops the rows of weight 0; a check on all the rows used to report the
+    # default C = 64/n differing, a consequence rather than the cause
+    from marginkit.datasets import load_heart_scale
+    from marginkit.sklearn import SVMClassifier
+
+    X, y = load_heart_scale()
+    w = np.ones(X.shape[0])
+    w[:20] = 0.0
+    cert = SVMClassifier(kernel=kernel).fit(X, y, sample_weight=w).result_.certificate
+    verdict = cert.check(X, y, sample_weight=w)
+    assert not verdict and "a run on 250 rows and X has 270" in verdict.reason
+    assert "X[w > 0]" in verdict.reason
+    keep = w > 0
+    assert cert.verify(X[keep], y[keep], sample_weight=w[keep])

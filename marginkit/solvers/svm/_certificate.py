@@ -30,7 +30,8 @@ from ...kernels.builtin import LinearKernel
 from . import _fast as _f
 from ...utils._rows import row_block
 from ._data import scaling_statistics
-from ._thresholds import certify_level, certify_levels, run_box, run_thresholds
+from ._thresholds import certify_level, certify_levels, rows_mismatch, run_box, \
+    run_thresholds
 
 
 #: relative tolerance of the consistency checks between the stored model (coef,
@@ -173,6 +174,9 @@ class CertifiedPointsCertificate(Certificate):
                 sample_weight = check_sample_weight(sample_weight, n)
             except (TypeError, ValueError) as exc:
                 return reject(str(exc))
+        other = rows_mismatch(self.r, n)
+        if other is not None:
+            return reject(other)
         try:
             th = self.thresholds(n)
         except (TypeError, ValueError) as exc:

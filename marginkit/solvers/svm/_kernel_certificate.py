@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from ... import _referee as R
 from ...certificates import (Certificate, Verdict, certificate_type, kernel_mismatch, labels_pm,
                             stored_r_mask)
-from ._thresholds import certify_level, run_thresholds
+from ._thresholds import certify_level, rows_mismatch, run_thresholds
 
 __all__ = ["KernelCertifiedPointsCertificate", "PSD_MAX_N"]
 
@@ -235,6 +235,9 @@ class KernelCertifiedPointsCertificate(Certificate):
         if precomputed and X.shape[1] != n:
             raise _Reject(f"kernel='precomputed' needs the square Gram matrix as X, got "
                           f"shape {X.shape}")
+        other = rows_mismatch(self.r, n)
+        if other is not None:
+            raise _Reject(other)
         try:
             th = self.thresholds(n)
         except (TypeError, ValueError) as exc:
