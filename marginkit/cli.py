@@ -304,7 +304,9 @@ DEMO_LEGEND = (
     "the best normalized margin rho_K (positive: separable).\n"
     "max_iter: no claim within the budget. Here it is the expected answer: with the linear "
     "kernel neither data set is separable (the nvn/snkpvn/isnkpvn rows prove it), and the "
-    "perceptrons stop only on a separator; the rbf kernel separates both.")
+    "two plain perceptrons stop only on a separator; nkp and snkp prove there that no "
+    "separator has a normalized margin above 1e-3 (PerceptronClassifier's default "
+    "tol='auto'); the rbf kernel separates both.")
 
 
 def _demo_data(name):
@@ -317,6 +319,27 @@ def _demo_data(name):
         return None
     X, y = make_xor(n_samples=200, random_state=0)[:2]
     return X, y
+
+
+#: the demo's tolerance of the dual_certificate rule (PerceptronClassifier's tol="auto")
+DEMO_TOL = 1e-3
+
+
+def _demo_config(cfg):
+    """``cfg`` with the ``dual_certificate`` rule at ``DEMO_TOL`` added where the solver
+    provides what it reads and has no such rule (``nkp``, ``snkp``), as
+    ``PerceptronClassifier``'s default ``tol="auto"`` does: on data that is not separable
+    they then end with a checked proof that no separator has a normalized margin above
+    the tolerance, instead of running to ``max_iter``."""
+    from ._api import compose
+    from .stopping import DualCertificate
+
+    solver, _, _, rules, _ = compose(cfg)
+    provides = getattr(solver, "provides", ())
+    if any(isinstance(r, DualCertificate) for r in rules) or \
+            not all(a in provides for a in DualCertificate.requires):
+        return cfg
+    return cfg.replace(stop=[*rules, DualCertificate(eps=DEMO_TOL)])
 
 
 def cmd_demo(args):
@@ -349,8 +372,9 @@ def cmd_demo(args):
             continue
         X, y = data[dname]
         try:
-            cfg = _config(solver, kernel, None, dict(params), time_limit=args.time_limit,
-                          random_state=0, verbose=args.verbose)
+            cfg = _demo_config(_config(solver, kernel, None, dict(params),
+                                       time_limit=args.time_limit, random_state=0,
+                                       verbose=args.verbose))
         except UsageError as exc:
             notes.append(f"{solver}/{kernel} on {dname}: skipped ({exc})")
             continue
