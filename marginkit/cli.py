@@ -302,11 +302,11 @@ DEMO_LEGEND = (
     "with a certificate (a separator, a proof that none exists, certified points, a bounded "
     "Newton decrement) that verify(X, y) re-checks from the data alone; margin bounds bracket "
     "the best normalized margin rho_K (positive: separable).\n"
-    "max_iter: no claim within the budget. Here it is the expected answer: with the linear "
-    "kernel neither data set is separable (the nvn/snkpvn/isnkpvn rows prove it), and the "
-    "two plain perceptrons stop only on a separator; nkp and snkp prove there that no "
-    "separator has a normalized margin above 1e-3 (PerceptronClassifier's default "
-    "tol='auto'); the rbf kernel separates both.")
+    "With the linear kernel neither data set is separable: nvn, snkpvn and isnkpvn prove it "
+    "to their own tolerance, and the perceptron, normalized_perceptron, nkp and snkp rows "
+    "run with the dual_certificate rule at 1e-3 (PerceptronClassifier's default tol='auto'): "
+    "a proof that no separator has a normalized margin above 1e-3. The rbf kernel separates "
+    "both. max_iter (none here) would mean no claim within the budget.")
 
 
 def _demo_data(name):
@@ -327,7 +327,8 @@ DEMO_TOL = 1e-3
 
 def _demo_config(cfg):
     """``cfg`` with the ``dual_certificate`` rule at ``DEMO_TOL`` added where the solver
-    provides what it reads and has no such rule (``nkp``, ``snkp``), as
+    provides what it reads and has no such rule (``perceptron``, ``normalized_perceptron``,
+    ``nkp``, ``snkp``), as
     ``PerceptronClassifier``'s default ``tol="auto"`` does: on data that is not separable
     they then end with a checked proof that no separator has a normalized margin above
     the tolerance, instead of running to ``max_iter``."""
@@ -1002,7 +1003,9 @@ def main(argv=None):
         try:
             args = parser.parse_args(argv)
         except UsageError as exc:
-            if raw and raw[0] == "fit" and "unrecognized arguments" in exc.args[0]:
+            extra = exc.args[0].split("unrecognized arguments:", 1)[-1].split("(see")[0].split()
+            if raw and raw[0] == "fit" and "unrecognized arguments" in exc.args[0] and \
+                    extra and not any(tok.startswith("-") for tok in extra):
                 # LIBLINEAR's train TRAIN MODEL: the model file is -m here
                 msg = exc.args[0].replace(f"(see '{prog} --help')", f"(see '{prog} fit --help')")
                 raise UsageError(f"{msg}; the model file is given with -m MODEL (LIBLINEAR's "

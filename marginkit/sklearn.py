@@ -926,7 +926,13 @@ class SVMClassifier(_MarginClassifier):
             foreign = [k for k in params if k not in table]
             if foreign:
                 name = getattr(cls, "name", None) or spec
-                raise ValueError(
+                if "scale" in table:
+                    # an SVM solver without some of the estimator's parameters (pegasos: mu)
+                    raise TypeError(
+                        f"{type(self).__name__}: solver {name!r} takes no "
+                        f"{', '.join(foreign)} (its parameters: {sorted(table)}); leave "
+                        f"{', '.join(foreign)} at None")
+                raise TypeError(
                     f"{type(self).__name__}: solver {name!r} takes no {', '.join(foreign)}, "
                     f"which {type(self).__name__} passes to its solver: it runs the SVM "
                     "solvers (fista, fista_svm, dcd, pegasos, or a plug-in taking C, mu and "

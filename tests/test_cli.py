@@ -146,12 +146,11 @@ def test_demo_runs_registered_solvers(capsys, toy):
     assert "separable" in rbf and "separator" in rbf and " yes " in rbf
     assert "NO" not in out.split("note:")[0]
     # the legend says what a status, a certificate and the margin bounds mean
-    assert cli.DEMO_LEGEND in out and "max_iter: no claim" in out
-    # in two lines, the second one saying why the demo's max_iter rows are its answer
+    assert cli.DEMO_LEGEND in out and "max_iter (none here) would mean no claim" in out
+    # in two lines, the second one saying what the linear rows prove
     legend = cli.DEMO_LEGEND.splitlines()
     assert len(legend) == 2 and "certificate" in legend[0] and "margin bounds" in legend[0]
-    assert legend[1].startswith("max_iter: no claim within the budget. Here it is the "
-                                "expected answer")
+    assert legend[1].startswith("With the linear kernel neither data set is separable")
 
 
 def test_demo_default_table_runs_what_is_registered(capsys):
@@ -190,6 +189,16 @@ def test_demo_on_a_base_install_without_sklearn(tmp_path):
     # with a checked proof, as PerceptronClassifier's tol="auto"
     linear = [ln for ln in rows if " linear " in ln]
     assert len(linear) == 2 and all("infeasible" in ln and " yes " in ln for ln in linear)
+
+
+def test_demo_rows_all_end_with_a_verified_claim(capsys):
+    # the legend says there is no max_iter row: every row is a claim verify() confirmed
+    code, out, err = run(capsys, "demo")
+    assert code == 0, err
+    rows = [ln for ln in out.splitlines() if ln.startswith(("heart_scale", "xor"))]
+    assert len(rows) >= 20
+    assert all(" yes " in ln and "max_iter" not in ln for ln in rows), \
+        [ln for ln in rows if " yes " not in ln]
 
 
 def test_plugins_lists_builtin_runtime_and_failed(capsys, toy):

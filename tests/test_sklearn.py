@@ -1133,7 +1133,7 @@ def test_a_regressor_refit_that_raises_leaves_the_previous_fit():
 def test_svm_classifier_with_a_solver_of_another_family_names_the_estimator(solver):
     X, y = separable_blobs(40, seed=3)
     # not "unknown parameter 'scale'", a parameter the user never passed
-    with pytest.raises(ValueError, match=r"takes no scale.*PerceptronClassifier.*"
+    with pytest.raises(TypeError, match=r"takes no scale.*PerceptronClassifier.*"
                                          r"IteratedTikhonovClassifier"):
         SVMClassifier(solver=solver).fit(X, y)
 
@@ -1166,3 +1166,10 @@ def test_tikhonov_auto_components_says_so_with_verbose(capsys):
     assert "n_components=None solves with the exact kernel" in out
     IteratedTikhonovClassifier(verbose=0).fit(X[keep], y[keep])
     assert "Nystroem" not in capsys.readouterr().out
+
+
+def test_pegasos_given_mu_names_its_own_parameters():
+    X, y = separable_blobs(40, seed=3)
+    with pytest.raises(TypeError, match=r"solver 'pegasos' takes no mu \(its parameters: "
+                                        r"\['epochs', 'lam', 'scale'\]\); leave mu at None"):
+        SVMClassifier(solver="pegasos", mu=0.1).fit(X, y)

@@ -532,3 +532,24 @@ def test_a_certificate_checked_on_more_rows_than_its_run_says_so(kernel):
     assert "X[w > 0]" in verdict.reason
     keep = w > 0
     assert cert.verify(X[keep], y[keep], sample_weight=w[keep])
+
+
+class _BadLength:
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+
+@pytest.mark.parametrize("r", [_BadLength(-1), _BadLength(2**70), range(10**20), "xxxxx",
+                               np.zeros((3, 80))])
+def test_a_hostile_stored_r_is_rejected_not_raised(r):
+    from marginkit.datasets import load_heart_scale
+
+    X, y = load_heart_scale()
+    for kernel in ("linear", "rbf"):
+        cert = mk.solve(X, y, solver="fista", kernel=kernel, C=1.0).certificate
+        cert.r = r
+        verdict = cert.check(X, y)
+        assert not verdict and not cert.verify(X, y)

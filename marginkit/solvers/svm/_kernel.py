@@ -263,9 +263,31 @@ class _Gram:
         step = max(1, int(self.rows))
         for lo in range(0, missing.size, step):
             part = missing[lo:lo + step]
-            self.K[part] = self.block(part)
+            Kb = self.block(part)
+            if lo:
+                # the blocks of this call before it, as one block of all of them would
+                # have been checked (``block`` checks its own square part)
+                self._check_across(missing[:lo], part, Kb)
+            self.K[part] = Kb
             self.have[part] = True
             self.slot[part] = part
+
+    def _check_across(self, done, part, Kb):
+        """K[part, done] (float64, from ``Kb``) against the stored K[done, part]: the
+        symmetry check of ``block`` across row blocks, with room for the rounding of
+        float32 storage (2^-24 of sqrt(K_ii K_jj) per entry, |K_ij| <= that bound)."""
+        scale_p = np.sqrt(np.abs(self.diag[part]))
+        tol = 1e-9 + (0.0 if self.K.dtype == np.float64 else 2.0 ** -23)
+        for lo in range(0, done.size, 256):  # temporaries of len(part) x 256 entries
+            d = done[lo:lo + 256]
+            bad = np.abs(Kb[:, d] - self.K[d][:, part].T) > \
+                tol * np.outer(scale_p, np.sqrt(np.abs(self.diag[d]))) + 1e-300
+            if bad.any():
+                i, j = np.unravel_index(int(np.argmax(bad)), bad.shape)
+                raise ValueError(
+                    f"solver {self.name!r}: the kernel is not positive semi-definite on X: K "
+                    f"is not symmetric (K[{part[i]}, {d[j]}] != K[{d[j]}, {part[i]}]); a "
+                    "callable or precomputed kernel must give a symmetric Gram matrix")
 
     def store(self):
         """(rows, slot, stamp): K[i, :] is rows[slot[i]] when slot[i] >= 0 (the held

@@ -235,7 +235,7 @@ class KernelCertifiedPointsCertificate(Certificate):
         if precomputed and X.shape[1] != n:
             raise _Reject(f"kernel='precomputed' needs the square Gram matrix as X, got "
                           f"shape {X.shape}")
-        other = rows_mismatch(self.r, n)
+        other = rows_mismatch(self.r, n, precomputed=getattr(kernel, "precomputed", False))
         if other is not None:
             raise _Reject(other)
         try:

@@ -203,16 +203,16 @@ def run_thresholds(config, n):
             "fraction": _stop_fraction(stop, solver.default_stop)}
 
 
-def rows_mismatch(r, n):
+def rows_mismatch(r, n, precomputed=False):
     """Why a certificate of dual ``r`` cannot be checked on ``n`` rows, or None: it holds
     one r_i per row the run solved, and an estimator's fit solves the rows of positive
     weight only (before the defaults that count rows, C = 64/n, are compared)."""
-    try:
-        m = len(r)
-    except TypeError:
+    if not isinstance(r, np.ndarray) or r.ndim != 1:
         return None  # not a vector: the structural checks below say so
+    m = r.shape[0]
     if m == n:
         return None
+    rows = "K[w > 0][:, w > 0] (the Gram matrix of those rows)" if precomputed else "X[w > 0]"
     return (f"the certificate is of a run on {m} rows and X has {n}: check it on the rows "
-            "the run solved (an estimator's fit drops the rows of weight 0 first: "
-            "X[w > 0], y[w > 0], sample_weight=w[w > 0])")
+            f"the run solved (an estimator's fit drops the rows of weight 0 first: {rows}, "
+            "y[w > 0], sample_weight=w[w > 0])")
