@@ -806,6 +806,9 @@ def test_fit_with_a_model_as_second_argument_and_predict_with_swapped_files(caps
     code, out, err = run(capsys, "fit", str(train), str(tmp_path / "m.model"))
     assert code == 2 and "the model file is given with -m MODEL" in err
     assert "see 'marginkit fit --help'" in err
+    # an unknown option is not a model file
+    code, out, err = run(capsys, "fit", str(train), "--max_iter", "5")
+    assert code == 2 and "unrecognized arguments" in err and "-m MODEL" not in err
     model = tmp_path / "m.npz"
     assert run(capsys, "fit", str(train), "-m", str(model))[0] == 0
     code, out, err = run(capsys, "predict", str(test), str(model))
