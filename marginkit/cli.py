@@ -36,6 +36,7 @@ import importlib.metadata
 import re
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -585,6 +586,27 @@ def _result_line(res, row):
     return f"{res.status}, {cert}"
 
 
+def _command_line_names(text):
+    """A library message in the command line's terms: solver='x' as --solver x,
+    kernel='x' as --kernel x, memory_budget as --memory-budget, max_iter as --max-iter."""
+    text = re.sub(r"\bsolver='([\w-]+)'", r"--solver \1", text)
+    text = re.sub(r"\bkernel='([\w-]+)'", r"--kernel \1", text)
+    for name in ("memory_budget", "max_iter", "time_limit", "random_state"):
+        text = re.sub(rf"(?<![\w-]){name}\b(?!=)", RUN_OPTIONS[name], text)
+    return text
+
+
+def _warning_notes(caught):
+    """The library's warnings of a run as one 'note:' line each on stderr, in the command
+    line's terms (a Python warning names a source line and Python's parameter names)."""
+    seen = set()
+    for w in caught:
+        text = _command_line_names(str(w.message))
+        if text not in seen:
+            seen.add(text)
+            print(f"note: {text}", file=sys.stderr)
+
+
 def _unfinished_notes(results, classes=None):
     """A note on stderr for each run that stopped at its budget without its claim (what
     the library's ConvergenceWarning says, with the command line's option names), as
@@ -656,7 +678,11 @@ def cmd_fit(args):
     rows = []
     for c, labels in problems:
         try:
-            rows.append(run_job(X, labels, cfg, verify=not args.no_verify))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                rows.append(run_job(X, labels, cfg, verify=not args.no_verify))
+            if not args.quiet:
+                _warning_notes(caught)
         except Exception as exc:  # noqa: BLE001 - reported in one line; --traceback shows it
             if args.traceback:
                 raise

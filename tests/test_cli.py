@@ -839,3 +839,17 @@ def test_a_multiclass_model_file_is_read_by_load_model(capsys, tmp_path):
     code, out, err = run(capsys, "predict", str(model), str(train), "-o", str(tmp_path / "p"))
     predicted = np.loadtxt(tmp_path / "p")
     np.testing.assert_array_equal(loaded.predict(X), predicted)
+
+
+def test_fit_prints_library_warnings_as_notes_in_command_line_terms(capsys):
+    # heart_scale (bundled, 270 rows): 8 n^2 = 583 kB of Gram rows do not fit 300 kB
+    argv = ["fit", "heart_scale", "--solver", "fista", "--kernel", "rbf",
+            "--memory-budget", "300000"]
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    note = [ln for ln in err.splitlines() if "Gram matrix" in ln]
+    assert len(note) == 1 and note[0].startswith("note: solver 'fista': the 270 x 270 Gram")
+    assert "--solver dcd" in note[0] and "--kernel nystroem" in note[0]
+    assert "raise --memory-budget" in note[0] and "UserWarning" not in err
+    code, out, err = run(capsys, *argv, "-q")
+    assert code == 0 and err == ""
