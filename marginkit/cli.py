@@ -588,11 +588,13 @@ def _result_line(res, row):
 
 def _command_line_names(text):
     """A library message in the command line's terms: solver='x' as --solver x,
-    kernel='x' as --kernel x, memory_budget as --memory-budget, max_iter as --max-iter."""
+    kernel='x' as --kernel x, and the run settings memory_budget, max_iter, time_limit
+    and random_state as their options (not a quoted status 'max_iter', nor the name of
+    the max_iter stopping rule)."""
     text = re.sub(r"\bsolver='([\w-]+)'", r"--solver \1", text)
     text = re.sub(r"\bkernel='([\w-]+)'", r"--kernel \1", text)
     for name in ("memory_budget", "max_iter", "time_limit", "random_state"):
-        text = re.sub(rf"(?<![\w-]){name}\b(?!=)", RUN_OPTIONS[name], text)
+        text = re.sub(rf"(?<![\w'\"-]){name}\b(?!=| stopping rule)", RUN_OPTIONS[name], text)
     return text
 
 
@@ -617,8 +619,7 @@ def _unfinished_notes(results, classes=None):
         why = unfinished_result(res)
         if why is None:
             continue
-        for name, opt in (("max_iter", "--max-iter"), ("time_limit", "--time-limit")):
-            why = why.replace(f"raise {name}", f"raise {opt}")
+        why = _command_line_names(why)
         which = "" if classes is None else f" (class {_label_text(classes[i])} against the rest)"
         print(f"note: {res.solver}{which} stopped with status {res.status} after "
               f"{res.n_iter} iterations {why}", file=sys.stderr)

@@ -853,3 +853,12 @@ def test_fit_prints_library_warnings_as_notes_in_command_line_terms(capsys):
     assert "raise --memory-budget" in note[0] and "UserWarning" not in err
     code, out, err = run(capsys, *argv, "-q")
     assert code == 0 and err == ""
+
+
+def test_command_line_names_keep_rule_names_and_quoted_statuses():
+    f = cli._command_line_names
+    assert f("raise max_iter (now 3)") == "raise --max-iter (now 3)"
+    assert f("raise n of the max_iter stopping rule (now 5)") == \
+        "raise n of the max_iter stopping rule (now 5)"
+    assert f("status 'max_iter' after") == "status 'max_iter' after"
+    assert f("raise memory_budget to 8 GB; solver='dcd'") == "raise --memory-budget to 8 GB; --solver dcd"

@@ -229,13 +229,18 @@ class _Gram:
         if sub.size == 0:
             return
         scale = np.sqrt(np.abs(np.diagonal(sub)))
-        bad = np.abs(sub - sub.T) > 1e-9 * np.outer(scale, scale) + 1e-300
+        self._refuse_asymmetric(np.abs(sub - sub.T) > 1e-9 * np.outer(scale, scale) + 1e-300,
+                                idx, idx)
+
+    def _refuse_asymmetric(self, bad, rows, cols):
+        """ValueError naming the first pair (rows[i], cols[j]) where ``bad`` is True: the
+        symmetry checks of ``block`` and ``_check_across``."""
         if bad.any():
             i, j = np.unravel_index(int(np.argmax(bad)), bad.shape)
             raise ValueError(
                 f"solver {self.name!r}: the kernel is not positive semi-definite on X: K is "
-                f"not symmetric (K[{idx[i]}, {idx[j]}] != K[{idx[j]}, {idx[i]}]); a callable "
-                "or precomputed kernel must give a symmetric Gram matrix")
+                f"not symmetric (K[{rows[i]}, {cols[j]}] != K[{cols[j]}, {rows[i]}]); a "
+                "callable or precomputed kernel must give a symmetric Gram matrix")
 
     def _diagonal(self):
         if self.precomputed:
@@ -282,12 +287,7 @@ class _Gram:
             d = done[lo:lo + 256]
             bad = np.abs(Kb[:, d] - self.K[d][:, part].T) > \
                 tol * np.outer(scale_p, np.sqrt(np.abs(self.diag[d]))) + 1e-300
-            if bad.any():
-                i, j = np.unravel_index(int(np.argmax(bad)), bad.shape)
-                raise ValueError(
-                    f"solver {self.name!r}: the kernel is not positive semi-definite on X: K "
-                    f"is not symmetric (K[{part[i]}, {d[j]}] != K[{d[j]}, {part[i]}]); a "
-                    "callable or precomputed kernel must give a symmetric Gram matrix")
+            self._refuse_asymmetric(bad, part, d)
 
     def store(self):
         """(rows, slot, stamp): K[i, :] is rows[slot[i]] when slot[i] >= 0 (the held
