@@ -322,26 +322,15 @@ def _demo_data(name):
     return X, y
 
 
-#: the demo's tolerance of the dual_certificate rule (PerceptronClassifier's tol="auto")
-DEMO_TOL = 1e-3
-
-
 def _demo_config(cfg):
-    """``cfg`` with the ``dual_certificate`` rule at ``DEMO_TOL`` added where the solver
-    provides what it reads and has no such rule (``perceptron``, ``normalized_perceptron``,
-    ``nkp``, ``snkp``), as
+    """``cfg`` with the ``dual_certificate`` rule at ``AUTO_DUAL_TOL`` added where it can
+    act (``perceptron``, ``normalized_perceptron``, ``nkp``, ``snkp``), as
     ``PerceptronClassifier``'s default ``tol="auto"`` does: on data that is not separable
     they then end with a checked proof that no separator has a normalized margin above
     the tolerance, instead of running to ``max_iter``."""
-    from ._api import compose
-    from .stopping import DualCertificate
+    from .stopping import AUTO_DUAL_TOL, with_dual_certificate
 
-    solver, _, _, rules, _ = compose(cfg)
-    provides = getattr(solver, "provides", ())
-    if any(isinstance(r, DualCertificate) for r in rules) or \
-            not all(a in provides for a in DualCertificate.requires):
-        return cfg
-    return cfg.replace(stop=[*rules, DualCertificate(eps=DEMO_TOL)])
+    return with_dual_certificate(cfg, AUTO_DUAL_TOL)[0]
 
 
 def cmd_demo(args):

@@ -84,7 +84,7 @@ from ._api import compose, resolve_kernel, unfinished_result
 from ._api import solve as _solve
 from ._config import Config
 from .plugins import Plugin
-from .stopping import DualCertificate
+from .stopping import AUTO_DUAL_TOL, with_dual_certificate
 from ._validation import (Param, _float_dtype_for, check_params, check_sample_weight,
                           check_sparse_structure, dask_array_of)
 from .utils._sparse import sparse_copy
@@ -663,7 +663,7 @@ class PerceptronClassifier(_MarginClassifier):
     }
 
     #: the eps of ``tol="auto"``
-    AUTO_TOL = 1e-3
+    AUTO_TOL = AUTO_DUAL_TOL
 
     def _config(self):
         """The hyper-parameters' configuration; with ``stop=None`` and a ``tol``, the
@@ -685,9 +685,8 @@ class PerceptronClassifier(_MarginClassifier):
                 f"{shown} adds a rule to the solver's default rules (stop=None), and stop="
                 f"{self.stop!r} is given: put ('dual_certificate', {{'eps': {tol!r}}}) in stop, "
                 "or pass tol=None")
-        solver, _, _, rules, _ = compose(cfg)
-        sname = solver.name or type(solver).__name__
-        if any(isinstance(r, DualCertificate) for r in rules):
+        added, why, sname = with_dual_certificate(cfg, self.AUTO_TOL if auto else float(tol))
+        if why == "own":
             if auto:
                 return cfg
             raise ValueError(
@@ -695,9 +694,8 @@ class PerceptronClassifier(_MarginClassifier):
                 "(its dual_certificate rule, at the solver's tolerance): set that tolerance "
                 "in solver_params (solver_params={'eps': ...} for isnkpvn and nvn, "
                 "{'delta': ...} for snkpvn), and pass tol=None or 'auto'")
-        rule = DualCertificate(eps=self.AUTO_TOL if auto else float(tol))
-        missing = [a for a in rule.requires if a not in getattr(solver, "provides", ())]
-        if missing:
+        if why is not None:
+            missing = why
             if auto:
                 return cfg
             raise ValueError(
@@ -706,7 +704,7 @@ class PerceptronClassifier(_MarginClassifier):
                 f"solver {sname!r} does not provide it (Solver.provides): pass tol=None or "
                 "'auto' for the solver's own stopping rules, or give the solver's state a "
                 f"{missing[0]} attribute and list it in provides")
-        return cfg.replace(stop=[*rules, rule])
+        return added
 
     def __init__(self, solver="snkp", kernel="linear", kernel_params=None, fit_intercept=True,
                  intercept_scaling=1.0, tol="auto", smoother=None, stop=None, max_iter=None,
