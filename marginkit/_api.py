@@ -682,3 +682,24 @@ def _run_to_result(problem, runner, solver, rules, max_iter, config):
                           "with no certificate of its claim.", ConvergenceWarning,
                           stacklevel=3)
     return res
+
+
+def with_dual_certificate(cfg, eps):
+    """``cfg`` (a ``Config`` whose stop is the solver's own rules) with the
+    ``dual_certificate`` rule at ``eps`` added to them, where it can act.
+
+    Returns ``(config, why, solver_name)``: ``why`` is None when the rule was added;
+    ``"own"`` when the rules hold one already (the solver certifies at its own
+    tolerance); else the list of state attributes the rule reads that the solver does
+    not provide (``Solver.provides``). In the last two cases ``config`` is ``cfg``."""
+    from .stopping import DualCertificate
+
+    solver, _, _, rules, _ = compose(cfg)
+    name = solver.name or type(solver).__name__
+    if any(isinstance(r, DualCertificate) for r in rules):
+        return cfg, "own", name
+    rule = DualCertificate(eps=eps)
+    missing = [a for a in rule.requires if a not in getattr(solver, "provides", ())]
+    if missing:
+        return cfg, missing, name
+    return cfg.replace(stop=[*rules, rule]), None, name

@@ -328,7 +328,8 @@ def _demo_config(cfg):
     ``PerceptronClassifier``'s default ``tol="auto"`` does: on data that is not separable
     they then end with a checked proof that no separator has a normalized margin above
     the tolerance, instead of running to ``max_iter``."""
-    from .stopping import AUTO_DUAL_TOL, with_dual_certificate
+    from ._api import with_dual_certificate
+    from .stopping import AUTO_DUAL_TOL
 
     return with_dual_certificate(cfg, AUTO_DUAL_TOL)[0]
 

@@ -80,11 +80,11 @@ except ImportError:  # scikit-learn < 1.6
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.validation import _check_sample_weight
 
-from ._api import compose, resolve_kernel, unfinished_result
+from ._api import compose, resolve_kernel, unfinished_result, with_dual_certificate
 from ._api import solve as _solve
 from ._config import Config
 from .plugins import Plugin
-from .stopping import AUTO_DUAL_TOL, with_dual_certificate
+from .stopping import AUTO_DUAL_TOL
 from ._validation import (Param, _float_dtype_for, check_params, check_sample_weight,
                           check_sparse_structure, dask_array_of)
 from .utils._sparse import sparse_copy

@@ -17,10 +17,10 @@ from .._validation import Param
 from ..plugins import StoppingRule, Trigger
 
 __all__ = ["Separated", "DualCertificate", "Tolerance", "MaxIter", "TimeLimit",
-           "AUTO_DUAL_TOL", "with_dual_certificate"]
+           "AUTO_DUAL_TOL"]
 
 #: the tolerance PerceptronClassifier's tol="auto" and the demo give the dual_certificate
-#: rule they add to a solver's own rules (``with_dual_certificate``)
+#: rule they add to a solver's own rules (``marginkit._api.with_dual_certificate``)
 AUTO_DUAL_TOL = 1e-3
 
 
@@ -78,27 +78,6 @@ class DualCertificate(StoppingRule):
 
     def check(self, state):
         return self.status if state.dual_norm <= self.threshold(state) else None
-
-
-def with_dual_certificate(cfg, eps):
-    """``cfg`` (a ``Config`` whose stop is the solver's own rules) with the
-    ``dual_certificate`` rule at ``eps`` added to them, where it can act.
-
-    Returns ``(config, why, solver_name)``: ``why`` is None when the rule was added;
-    ``"own"`` when the rules hold one already (the solver certifies at its own
-    tolerance); else the list of state attributes the rule reads that the solver does
-    not provide (``Solver.provides``). In the last two cases ``config`` is ``cfg``."""
-    from .._api import compose
-
-    solver, _, _, rules, _ = compose(cfg)
-    name = solver.name or type(solver).__name__
-    if any(isinstance(r, DualCertificate) for r in rules):
-        return cfg, "own", name
-    rule = DualCertificate(eps=eps)
-    missing = [a for a in rule.requires if a not in getattr(solver, "provides", ())]
-    if missing:
-        return cfg, missing, name
-    return cfg.replace(stop=[*rules, rule]), None, name
 
 
 @_register_builtin("stopping", "tolerance")
