@@ -37,8 +37,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._executors import Block, Executor
-from ._validation import (check_sparse_structure, check_X, check_y, dask_array_of,
-                          has_nan_label, without_empty_row_chunks)
+from ._validation import (check_known_row_chunks, check_sparse_structure, check_X, check_y,
+                          dask_array_of, has_nan_label, without_empty_row_chunks)
 
 __all__ = ["dask_problem", "decision_function", "predict", "SUPPORTED_SOLVERS", "ChunkPool"]
 
@@ -218,8 +218,7 @@ def make_pool(X, y, task="classification"):
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (n_samples, n_features), got a {X.ndim}-D dask array")
     _check_sparse_sources(X)
-    if any(np.isnan(c) for c in X.chunks[0]):
-        raise ValueError("X has unknown chunk sizes; call X.compute_chunk_sizes() first")
+    check_known_row_chunks(X, "X")
     if len(X.chunks[1]) > 1:
         X = X.rechunk({1: -1})  # row chunks only: each chunk holds whole rows
     X = without_empty_row_chunks(X)
@@ -237,6 +236,7 @@ def make_pool(X, y, task="classification"):
             y = y[:, 0]
         if y.ndim != 1:
             raise ValueError(f"y must be 1-D, got shape {y.shape}")
+        check_known_row_chunks(y, "y")
         if y.shape[0] != n:
             raise ValueError(
                 f"y has {y.shape[0]} entries but X has {n} rows; pass one label per row of X"

@@ -126,9 +126,11 @@ class RowBlocks:
         if _is_dask(X):
             if X.ndim != 2:
                 raise ValueError(f"X must be 2-D, got a {X.ndim}-D dask array")
+            from ._validation import check_known_row_chunks, without_empty_row_chunks
+
+            check_known_row_chunks(X, "X")
             if len(X.chunks[1]) > 1:
                 X = X.rechunk({1: -1})
-            from ._validation import without_empty_row_chunks
 
             X = without_empty_row_chunks(X)
             self._dask = X

@@ -240,6 +240,15 @@ def dask_array_of(obj, name="X"):
                     f"pass a dask.array.Array (or {name}.to_dask_array())")
 
 
+def check_known_row_chunks(a, name="X"):
+    """Refuse a dask array whose row chunk sizes are unknown (``nan``: what indexing by a
+    dask mask, ``X[mask]``, leaves), before any row count is derived from them."""
+    if any(np.isnan(c) for c in a.chunks[0]):
+        raise ValueError(f"{name} is a dask array of unknown chunk sizes (what indexing it by "
+                         f"a dask mask leaves); call {name} = {name}.compute_chunk_sizes() "
+                         f"first")
+
+
 def without_empty_row_chunks(X):
     """A dask array ``X`` with its empty row chunks merged away (the same rows: what
     filtering rows, ``X[mask]``, often leaves), so that every row block marginkit reads

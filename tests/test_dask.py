@@ -775,6 +775,17 @@ def test_input_errors_are_clear(monkeypatch):
     masked = Xd[Xd[:, 0] > -np.inf]  # unknown chunk sizes
     with pytest.raises(ValueError, match="compute_chunk_sizes"):
         mk.solve(masked, y, solver="fista")
+    # the labels and the referee refuse unknown sizes too, before deriving a row count
+    # from them (they said "y has nan entries" and "X has -9223372036854775808 rows")
+    ymasked = da.from_array(y, chunks=25)[Xd[:, 0] > -np.inf]
+    with pytest.raises(ValueError, match=r"y is a dask array of unknown chunk sizes.*"
+                                         r"y\.compute_chunk_sizes\(\)"):
+        mk.solve(Xd, ymasked, solver="fista")
+    res = mk.solve(X, y, solver="fista")
+    with pytest.raises(ValueError, match=r"X is a dask array of unknown chunk sizes"):
+        res.certificate.check(masked, y)
+    known = masked.compute_chunk_sizes()
+    assert res.certificate.check(known, y).ok and res.certificate.check(X, y).ok
     Xn = X.copy()
     Xn[30, 2] = np.nan
     with pytest.raises(ValueError, match="NaN"):
