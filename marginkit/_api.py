@@ -21,6 +21,7 @@ from .certificates import CLAIM_KINDS
 from .kernels.builtin import LinearKernel
 from ._validation import check_gram, check_sample_weight, check_X, check_y, dask_array_of
 from .plugins import Problem
+from . import stopping
 from .utils._threads import BlasChoice
 
 __all__ = ["solve", "Problem", "resolve_kernel", "resolve_stop", "compose",
@@ -279,7 +280,10 @@ def run(problem, solver, rules, max_iter, config, blas=None):
 
 
 def _loop(problem, solver, rules, max_iter, config, blas):
+    clock = time.perf_counter
+    t0 = clock()  # time_limit counts the start-up too: the wall clock a user waits
     problem.stop = tuple(rules)
+    problem.deadline = stopping.deadline(rules, t0)
     with blas.phase("start"):
         state = solver.start(problem)
     if getattr(state, "problem", None) is None:
@@ -289,8 +293,6 @@ def _loop(problem, solver, rules, max_iter, config, blas):
     name = solver.name or type(solver).__name__
     verbose = (_ProgressBar(name, max_iter) if config.progress_bar
                else _Verbose(config.verbose, name) if config.verbose else None)
-    clock = time.perf_counter
-    t0 = clock()
     status = None
     accepted = None
     last = None  # (iteration, elapsed, snapshot) of the state's last snapshot

@@ -175,7 +175,8 @@ CONFIG_TABLE = {
     "callback": Param(None, allow_none=True, validator=Callback(),
                       doc="fn(state) called between iterations; returning True stops the run"),
     "time_limit": Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
-                        doc="wall-clock seconds; adds the time_limit stopping rule"),
+                        doc="wall-clock seconds from the start of the run, its set-up "
+                        "included; adds the time_limit stopping rule"),
     "memory_budget": Param(2.0 * 2**30, types=numbers.Real, low=0, low_open=True,
                            doc="bytes a solver may use for kernel matrices and working "
                                "vectors"),

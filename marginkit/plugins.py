@@ -8,11 +8,12 @@ solver's state (``StoppingRule.requires`` against ``Solver.provides``) before ru
 
 The run loop (``marginkit._api.run``) is::
 
+    t0 = now; problem.deadline = t0 + seconds of a time_limit rule (or None)
     problem.stop = tuple(rules)             # the run's rules, read only for the solver
     state = solver.start(problem)
     k = 0                                   # the loop's own iteration count
     while True:
-        state.n_iter, state.elapsed = k, seconds since start    # written by the loop only
+        state.n_iter, state.elapsed = k, now - t0   # written by the loop only
         record state.snapshot() into Result.history
         status = first rule whose check(state) fires            # rules only read the state
         if status is a claim ("separable", "infeasible", "certified", or a certificate
@@ -100,6 +101,11 @@ class Problem:
         The run's stopping rules, set by the run loop before ``Solver.start``. Read only:
         a solver may read their parameters and ``triggers`` (to aim a cheap pre-check at
         the rules' thresholds, or to schedule its own tolerances); it never changes them.
+    deadline : float or None
+        The ``time.perf_counter()`` time at which the run's ``time_limit`` ends it (its
+        clock starts before ``Solver.start``), set by the run loop with ``stop``; None
+        without a time limit. A solver whose start-up may outlast it (an eigenvalue
+        estimate) cuts that short for a cheaper valid choice.
     """
 
     X: object
@@ -111,6 +117,7 @@ class Problem:
     rng: object = None
     config: object = None
     stop: tuple = ()
+    deadline: object = None
     sample_weight: object = None
     features: object = None
 

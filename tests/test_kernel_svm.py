@@ -266,6 +266,31 @@ def test_held_and_blocked_gram_give_the_same_result(solver):
     assert blocked.certificate.verify(X, y)
 
 
+@pytest.mark.parametrize("solver", ["fista", "fista_svm"])
+def test_time_limit_bounds_the_start_up_of_fista_on_an_exact_kernel(solver):
+    # a Gram matrix the budget does not hold: every product of the step size's Lanczos
+    # estimate recomputes about n^2 entries, tens of products before the first iteration.
+    # time_limit counts from before the start-up, whose estimate stops at the deadline
+    # (the trace, a valid bound, takes its place): count the entries the kernel computes
+    X, y = _data(n=300, seed=3)
+    n = X.shape[0]
+    entries = []
+
+    def counted(A, B):
+        entries.append(A.shape[0] * B.shape[0])
+        return pairwise_kernels(A, B, metric="rbf", gamma=G)
+
+    kw = dict(solver=solver, kernel=counted, C=C, mu=MU, memory_budget=400_000, max_iter=1)
+    with pytest.warns(UserWarning, match="does not fit memory_budget"):
+        free = mk.solve(X, y, **kw)
+    assert free.status == "max_iter" and sum(entries) > 5 * n * n  # the estimate's products
+    entries.clear()
+    with pytest.warns(UserWarning, match="does not fit memory_budget"):
+        capped = mk.solve(X, y, time_limit=1e-9, **kw)
+    assert capped.status == "time_limit" and capped.n_iter == 0
+    assert sum(entries) < n * n  # not one product: the diagonal and the checks of K only
+
+
 def _negative(A, B):
     return -pairwise_kernels(A, B, metric="rbf", gamma=G)
 

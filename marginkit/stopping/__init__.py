@@ -123,7 +123,9 @@ class MaxIter(StoppingRule):
 
 @_register_builtin("stopping", "time_limit")
 class TimeLimit(StoppingRule):
-    """Stop once ``seconds`` of wall time have passed (checked between iterations): ``"time_limit"``."""
+    """Stop once ``seconds`` of wall time have passed since the run began, its solver's
+    start-up included (checked between iterations; a start-up reads ``problem.deadline``):
+    ``"time_limit"``."""
 
     status = "time_limit"
     param_table = {"seconds": Param(Param.REQUIRED, types=numbers.Real, low=0, low_open=True,
@@ -131,3 +133,12 @@ class TimeLimit(StoppingRule):
 
     def check(self, state):
         return self.status if state.elapsed >= self.params["seconds"] else None
+
+
+def deadline(rules, t0):
+    """The ``time.perf_counter()`` time at which the ``time_limit`` rules among ``rules``
+    end a run started at ``t0``, or None without one: the run's ``problem.deadline``, by
+    which a solver's start-up (the step size of ``fista`` on an exact kernel) cuts short
+    what would outlast it."""
+    seconds = [rule.params["seconds"] for rule in rules if isinstance(rule, TimeLimit)]
+    return t0 + min(seconds) if seconds else None

@@ -412,11 +412,13 @@ class _RowCache:
         return out
 
 
-def _lambda_max(gram, augmented, seed=0):
+def _lambda_max(gram, augmented, seed=0, deadline=None):
     """An upper bound of the largest eigenvalue of K + 1 1^T (``augmented``) or K (the
     Hessians Y (.) Y have the same spectrum): Lanczos' Ritz value plus its residual (an
     eigenvalue lies within it; the largest one with high probability from a random start)
-    plus the rounding of the products; the trace when ARPACK fails (``ritz_estimate``)."""
+    plus the rounding of the products; the trace when ARPACK fails or ``deadline`` (the
+    run's time limit) passes first (``ritz_estimate``): a run that cannot afford the
+    estimate stops at its first check, the trace a valid bound of what it did."""
     n = gram.n
     trace = gram.trace + (n if augmented else 0.0)
     margin = 2.0 * (R.gamma(n + 4) + _KERNEL_TOL) * trace
@@ -431,7 +433,7 @@ def _lambda_max(gram, augmented, seed=0):
 
     if gram.held:
         gram.ensure(np.arange(n))
-    est = ritz_estimate(mv, n, 1e-6, seed)
+    est = ritz_estimate(mv, n, 1e-6, seed, deadline)
     if est is None:
         # no convergence, or no vector to start from (K v = 0 for every v: a Gram matrix
         # that is 0 in float64); the trace bounds the largest eigenvalue of a PSD matrix
@@ -546,7 +548,7 @@ class _KernelFistaState(_KernelRun):
     def __init__(self, problem, gram, gamma, mu, augmented):
         self._setup(problem, gram, gamma, mu, augmented)
         n = gram.n
-        lam = _lambda_max(gram, augmented)
+        lam = _lambda_max(gram, augmented, deadline=getattr(problem, "deadline", None))
         self.L = mu + lam
         self.kappa = self.L / mu
         if not (math.isfinite(self.L) and self.kappa <= 2.0 ** 900):

@@ -14,6 +14,8 @@ References
 .. [2] B. N. Parlett, "The Symmetric Eigenvalue Problem", SIAM, 1998 (Lanczos, the
    residual bound of a Ritz value).
 """
+import time
+
 import numpy as np
 
 from ... import _referee as R
@@ -126,11 +128,16 @@ def top_eigenvalue_bound(G, n, F, M, trace, augmented, n_blocks=1):
     return max(lam, 0.0) + _gram_rounding_bound(n, F, M, trace, augmented, p, n_blocks)
 
 
-def ritz_estimate(matvec, p, tol, seed=0):
+class _OutOfTime(Exception):
+    """Raised by ``ritz_estimate``'s products past its deadline."""
+
+
+def ritz_estimate(matvec, p, tol, seed=0, deadline=None):
     """theta + ||A x - theta x|| for the largest Ritz pair (theta, x) of the symmetric
     p x p operator A = ``matvec`` (Lanczos, ``scipy.sparse.linalg.eigsh``, relative
     tolerance ``tol``, start vector from ``seed``), theta clipped at 0; None when ARPACK
-    fails (no convergence, or no vector to start from: an operator that is 0 in float64).
+    fails (no convergence, or no vector to start from: an operator that is 0 in float64)
+    or when a product would start after ``deadline`` (a ``time.perf_counter()`` time).
 
     An eigenvalue lies within the residual of theta; that it is the largest one holds
     with high probability from a random start (Lanczos converges to the extreme
@@ -145,19 +152,21 @@ def ritz_estimate(matvec, p, tol, seed=0):
     from scipy.sparse.linalg import ArpackError, LinearOperator, eigsh
 
     def mv(v):
+        if deadline is not None and time.perf_counter() >= deadline:
+            raise _OutOfTime
         return matvec(np.asarray(v, dtype=np.float64).ravel())
 
     if p == 1:
         # ARPACK needs an order above k = 1: the one entry is the eigenvalue (residual 0)
-        return max(float(mv(np.ones(1))[0]), 0.0)
+        return max(float(matvec(np.ones(1))[0]), 0.0)
     v0 = np.random.default_rng(seed).standard_normal(p)
     op = LinearOperator((p, p), matvec=mv, dtype=np.float64)
     try:
         theta, x = eigsh(op, k=1, which="LA", tol=tol, v0=v0)
-    except ArpackError:
+        theta, x = float(theta[0]), x[:, 0] / np.linalg.norm(x[:, 0])
+        res = float(np.linalg.norm(mv(x) - theta * x))
+    except (ArpackError, _OutOfTime):
         return None
-    theta, x = float(theta[0]), x[:, 0] / np.linalg.norm(x[:, 0])
-    res = float(np.linalg.norm(mv(x) - theta * x))
     return max(theta, 0.0) + res
 
 
