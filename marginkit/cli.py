@@ -13,8 +13,10 @@ Commands
     more than two classes are solved one-vs-rest. Runs are repeatable: the seed is 0
     unless ``--random-state`` says otherwise. ``-c``, ``-e``, ``-q`` mean what they
     mean to LIBLINEAR users where marginkit has the notion; ``-B 1`` is what ``dcd`` and
-    ``fista`` do anyway (other values are refused), ``-s`` is refused with the marginkit
-    equivalent named. ``--memory-budget`` bounds the memory of kernel matrices.
+    ``fista`` do anyway (other values are refused); ``-s``, LIBLINEAR's ``-v N`` and
+    LIBSVM's ``-h 0``, ``-m 100``, ``-t``, ``-g``, ... are refused with the marginkit
+    equivalent named. ``--memory-budget`` bounds the memory of kernel matrices. TEST is
+    scored as ``predict`` scores it.
 ``marginkit predict MODEL TEST [-o OUT] [-q]``
     Predict TEST with a saved model, write one label per line to OUT and print
     ``Accuracy = 85.01% (13841/16281)``, as LIBLINEAR's ``predict`` does (rows whose
@@ -71,7 +73,7 @@ REFUSED_OPTIONS = {
 
 
 #: options of LIBLINEAR's train and LIBSVM's svm-train that marginkit fit does not take
-#: (``-s`` and ``-v N`` are answered by the parser and ``_liblinear_cross_validation``),
+#: (``-s`` is answered by the parser, ``-v N``, ``-h 0`` and ``-m 100`` by ``_misread_option``),
 #: and what to use instead
 FOREIGN_OPTIONS = {
     "-w": "LIBLINEAR's -wi W (weight W of class i) is not a marginkit fit option; in Python, "
@@ -116,18 +118,33 @@ CROSS_VALIDATION = (
     "file, or scikit-learn: cross_val_score(marginkit.sklearn.SVMClassifier(solver='dcd'), "
     "X, y, cv=N)")
 
+#: options of marginkit fit that LIBLINEAR/LIBSVM give another meaning, recognized by the
+#: form of the value that follows them (option -> (value pattern, what to use instead))
+MISREAD_OPTIONS = {
+    "-v": (r"\d+", CROSS_VALIDATION),
+    "-h": (r"[01]", "LIBSVM's -h 0/1 (shrinking heuristics) is not a marginkit option; here "
+                    "-h prints help. dcd shrinks by default: --param shrinking=False turns "
+                    "it off"),
+    "-m": (r"\d+(\.\d*)?", "LIBSVM's -m M (kernel cache size in MB) is not a marginkit "
+                           "option; here -m MODEL names the model file (write -m ./M for a "
+                           "file of that name). The memory of kernel matrices is "
+                           "--memory-budget BYTES (e.g. --memory-budget 100M)"),
+}
 
-def _liblinear_cross_validation(argv):
-    """True when the ``fit`` arguments ``argv`` hold LIBLINEAR's ``-v N``: ``-v`` followed by
-    an integer, or ``-vN`` (marginkit's verbose flag takes no value)."""
+
+def _misread_option(argv):
+    """The first option of ``MISREAD_OPTIONS`` in the ``fit`` arguments ``argv`` followed by
+    a value of LIBLINEAR's/LIBSVM's form (``-v 5``, ``-h 0``, ``-m 100``; ``-vN`` too:
+    marginkit's verbose flag takes no value), or None; nothing after ``--``."""
     for i, tok in enumerate(argv):
         if tok == "--":
-            return False
-        if tok == "-v" and i + 1 < len(argv) and argv[i + 1].isdigit():
-            return True
+            return None
         if re.fullmatch(r"-v\d+", tok):
-            return True
-    return False
+            return "-v"
+        if tok in MISREAD_OPTIONS and i + 1 < len(argv) and \
+                re.fullmatch(MISREAD_OPTIONS[tok][0], argv[i + 1]):
+            return tok
+    return None
 
 
 class _Refused(argparse.Action):
@@ -545,15 +562,17 @@ def _labels_text(labels):
         + (", ..." if len(labels) > 5 else "")
 
 
-def _check_known_labels(y, classes, option, path):
-    """Refuse labels of a test file that the model does not know (``fit --test``: its
-    labels are there to score the fit)."""
-    unknown, _ = _unknown_labels(y, classes)
-    if unknown.size:
-        raise UsageError(
-            f"argument {option}: {path} has labels the model does not know "
-            f"({_labels_text(unknown)}); its classes are "
-            f"{', '.join(_label_text(c, quoted=True) for c in classes)}")
+def _unknown_labels_note(y, classes, path):
+    """The note on the rows of a test file whose label is not a class of the model, or
+    None: as LIBLINEAR's predict, such a row (a placeholder of unlabeled data, say) is
+    predicted and counts as wrong in the accuracy (``predict`` and ``fit --test``)."""
+    unknown, rows = _unknown_labels(y, classes)
+    if not unknown.size:
+        return None
+    known = ", ".join(_label_text(c, quoted=True) for c in classes)
+    return (f"note: {path}: labels {_labels_text(unknown)} are not classes of the model "
+            f"({known}); their {int(np.count_nonzero(rows))} rows count as wrong in the "
+            "accuracy")
 
 
 def _label_text(v, quoted=False):
@@ -651,8 +670,9 @@ def cmd_fit(args):
     X_test = y_test = None
     if args.test is not None:
         X_test, y_test = _load(args.test, "--test")
-        if classes is not None:
-            _check_known_labels(y_test, classes, "--test", args.test)
+        note = None if classes is None else _unknown_labels_note(y_test, classes, args.test)
+        if note is not None and not args.quiet:
+            print(note, file=sys.stderr)
         if X_test.shape[1] > X.shape[1]:
             reason = _cut_refusal(compose(cfg)[1], "--test", args.test,
                                   X_test.shape[1] - X.shape[1])
@@ -785,15 +805,9 @@ def cmd_predict(args):
         except OSError as exc:
             raise UsageError(f"argument -o/--output: {_os_message(exc, args.output)}") from None
     if not args.quiet:
-        # as LIBLINEAR's predict: a row whose label is not a class (a placeholder of
-        # unlabeled data, say) is predicted and counts as wrong
-        unknown, rows = _unknown_labels(y, model.classes_)
-        if unknown.size:
-            known = ", ".join(_label_text(c, quoted=True) for c in model.classes_)
-            print(f"note: {args.test}: labels {_labels_text(unknown)} are not classes of the "
-                  f"model ({known}); their "
-                  f"{int(np.count_nonzero(rows))} rows count as wrong in the accuracy",
-                  file=sys.stderr)
+        note = _unknown_labels_note(y, model.classes_, args.test)
+        if note is not None:
+            print(note, file=sys.stderr)
         numeric = np.asarray(model.classes_).dtype.kind in "biuf"
         correct = int(np.count_nonzero(np.asarray(pred, dtype=np.float64) == y)) if numeric else 0
         print(f"Accuracy = {100.0 * correct / max(len(y), 1):.2f}% ({correct}/{len(y)})")
@@ -1012,8 +1026,9 @@ def main(argv=None):
     prog = parser.prog
     try:
         raw = list(sys.argv[1:] if argv is None else argv)
-        if raw and raw[0] == "fit" and _liblinear_cross_validation(raw[1:]):
-            raise UsageError(f"argument -v: {CROSS_VALIDATION}", f"{prog} fit")
+        misread = _misread_option(raw[1:]) if raw and raw[0] == "fit" else None
+        if misread is not None:
+            raise UsageError(f"argument {misread}: {MISREAD_OPTIONS[misread][1]}", f"{prog} fit")
         foreign = _foreign_option(raw[1:]) if raw and raw[0] == "fit" else None
         if foreign is not None:
             raise UsageError(f"argument {foreign}: {FOREIGN_OPTIONS[foreign]}", f"{prog} fit")

@@ -490,8 +490,6 @@ def test_predict_bad_input_is_one_line(capsys, ovr_model, tmp_path):
         (["predict", str(model), str(tmp_path / "none")], "argument TEST: no data file"),
         (["predict", str(model), str(train), "-o", str(tmp_path / "no" / "out")],
          "argument -o/--output: .*No such file or directory"),
-        (["fit", str(train), "--test", str(unknown)],
-         "argument --test: .*has labels the model does not know \\(7\\)"),
         (["predict", str(model)], "required: TEST"),
     ]
     for argv, match in cases:
@@ -500,6 +498,16 @@ def test_predict_bad_input_is_one_line(capsys, ovr_model, tmp_path):
         lines = err.strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in err, err
         assert re.search(match, lines[0]), lines[0]
+    # fit --test reads a test file as predict does: a label that is not a class is
+    # noted and its row counts as wrong (it was refused, where predict scored it)
+    for argv in (["fit", str(train), "--test", str(unknown)],
+                 ["predict", str(model), str(unknown)]):
+        code, out, err = run(capsys, *argv)
+        assert code == 0, (argv, err)
+        assert err == (f"note: {unknown}: labels 7 are not classes of the model (1, 2, 3); "
+                       "their 1 rows count as wrong in the accuracy\n"), err
+    code, out, err = run(capsys, "fit", str(train), "--test", str(unknown), "-q")
+    assert code == 0 and err == "" and out == ""
 
 
 def test_predict_refuses_models_that_cannot_read_a_data_file(capsys, tmp_path):
@@ -540,6 +548,13 @@ def test_liblinear_flags(capsys, tmp_path):
                       r"\(-v, -vv, --verbose\)\. For cross-validation use --test TEST .*"
                       r"cross_val_score\(marginkit\.sklearn\.SVMClassifier"),
         (["-v5"], r"argument -v: LIBLINEAR's -v N"),
+        # LIBSVM's shrinking and cache size: -h prints help, -m names the model file
+        (["-h", "0"], r"argument -h: LIBSVM's -h 0/1 \(shrinking heuristics\) is not a "
+                      r"marginkit option; .* --param shrinking=False"),
+        (["-m", "100"], r"argument -m: LIBSVM's -m M \(kernel cache size in MB\) is not a "
+                        r"marginkit option; here -m MODEL names the model file \(write -m "
+                        r"\./M .*--memory-budget 100M"),
+        (["-m", "40.5"], r"argument -m: LIBSVM's -m M"),
     ]:
         code, out, err = run(capsys, "fit", str(train), *argv)
         assert code == 2, (argv, err)
@@ -547,6 +562,12 @@ def test_liblinear_flags(capsys, tmp_path):
         assert len(lines) == 1 and re.search(match, lines[0]), err
     code, out, err = run(capsys, "predict", str(model), str(train), "-q")
     assert code == 0 and out == "" and err == ""
+    # the refusal's advice runs; -h alone is help
+    code, out, err = run(capsys, "fit", str(train), "--param", "shrinking=False")
+    assert code == 0 and "status      certified" in out, err
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["fit", "-h"])
+    assert exc.value.code == 0 and "usage: marginkit fit" in capsys.readouterr().out
     # marginkit's own -v (verbose) keeps its spellings
     for flag in ("-v", "-vv", "--verbose"):
         code, out, err = run(capsys, "fit", str(train), flag)
