@@ -805,8 +805,9 @@ class SVMClassifier(_MarginClassifier):
         of a margin violation s = 1 - y_i f(x_i) by a Huber-smoothed hinge,
         ``s^2 / (2 mu)`` for ``0 <= s <= mu C`` and ``C s - mu C^2 / 2`` beyond (slope C,
         LIBSVM's, for large violations): at mu C = 1/2 the quadratic zone is half the
-        margin (mu C w_i for a point of weight w_i, so weights above 1/(mu C) act only on
-        wider violations: docs/svm.md, "What C means"). A smaller mu (``mu=1e-4``) gives
+        margin (mu C w_i for a point of weight w_i: with weights, mu=None is 1/(2 C w_max),
+        w_max the largest weight, so that every zone is at most half the margin and the
+        weights act as in ``SVC``: docs/svm.md, "What C means"). A smaller mu (``mu=1e-4``) gives
         LIBSVM's model more closely, at the cost of more iterations. ``fista`` and
         ``dcd`` regularize the intercept (as LIBLINEAR ``-B 1`` and ``LinearSVC`` do),
         ``fista_svm`` leaves it free (as LIBSVM and ``SVC`` do); with ``scale="std"`` C

@@ -421,13 +421,13 @@ def test_weighted_box():
     v = cert.check(X, y, sample_weight=np.ones(n))
     assert not v and "per-point box is not C * sample_weight" in v.reason
     v = cert.check(X, y, sample_weight=w[:-1])
-    assert not v and "one entry per row" in v.reason
+    assert not v and "pass one weight per row of X" in v.reason
     # a column of weights: solve reads it as the vector, so does the referee
     assert cert.verify(X, y, sample_weight=w[:, None])
     v = cert.check(X, y, sample_weight=np.tile(w[:, None], 2))
-    assert not v and "one entry per row" in v.reason
+    assert not v and "sample_weight must be 1-D" in v.reason
     v = cert.check(X, y, sample_weight=-w)
-    assert not v and "finite, >= 0" in v.reason
+    assert not v and "sample_weight must be >= 0" in v.reason
     # a zero-weight point in the mask
     m = cert.mask.copy()
     m[7] = True

@@ -109,6 +109,41 @@ def test_weighted_fista_svm_matches_svc_with_sample_weight(data_dir):
     assert res.certificate.verify(X, y, sample_weight=w)
 
 
+@pytest.mark.parametrize("solver", SVM_DUAL)
+def test_default_mu_of_a_weighted_run_depends_on_c_times_w(solver):
+    # mu=None is 1/(2 C w_max): C=1 with weights w and C=2 with w/2 are one problem
+    X, y = make_problem(seed=4)
+    w = np.random.default_rng(4).uniform(0.5, 4.0, len(y))
+    kw = dict(solver=solver, random_state=0)
+    a = mk.solve(X, y, C=1.0, sample_weight=w, **kw)
+    b = mk.solve(X, y, C=2.0, sample_weight=w / 2, **kw)
+    assert a.certificate.mu == b.certificate.mu == 0.5 / w.max()
+    assert a.status == b.status == "certified" and a.n_iter == b.n_iter
+    np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)
+    assert a.certificate.verify(X, y, sample_weight=w)
+    assert b.certificate.verify(X, y, sample_weight=w / 2)
+
+
+def test_class_weights_above_two_change_the_model_as_in_svc():
+    # with mu = 1/(2C) for every weight a weight above 2 acted on violations wider than
+    # w_i / 2 only: {1: 5}, {1: 10} and {1: 100} fit one model, 76 of 270 predictions
+    # away from SVC(class_weight={1: 10}). With 1/(2 C w_max) each is near SVC's
+    from sklearn.svm import SVC
+
+    from marginkit.sklearn import SVMClassifier
+
+    X, y = mk.datasets.load_heart_scale()
+    coefs = []
+    for cw in ({1: 5}, {1: 10}, {1: 100}):
+        ours = SVMClassifier(solver="fista_svm", C=1.0, class_weight=cw,
+                             solver_params={"scale": None}, max_iter=20000).fit(X, y)
+        svc = SVC(kernel="linear", C=1.0, class_weight=cw).fit(X, y)
+        assert ours.status_ == "certified"
+        assert np.count_nonzero(ours.predict(X) != svc.predict(X)) <= 10, cw
+        coefs.append(ours.coef_.ravel())
+    assert min(np.abs(coefs[i] - coefs[j]).max() for i, j in ((0, 1), (1, 2), (0, 2))) > 0.1
+
+
 def test_projection_with_per_point_bounds_kkt():
     rng = np.random.default_rng(8)
     for trial in range(20):
@@ -194,11 +229,18 @@ def test_referee_recomputes_with_the_weights_it_is_given(solver):
     w = np.random.default_rng(7).uniform(0.5, 2.0, n)
     res = mk.solve(X, y, solver=solver, sample_weight=w, random_state=0)
     cert = res.certificate
-    # boxes below r: r is infeasible for those weights
+    # boxes below r: r is infeasible for those weights (the largest weight kept: it
+    # sets the default mu, 1/(2 C w_max))
     small = w.copy()
-    small[cert.mask] = 0.01
+    pos = cert.r > 0
+    small[pos] = 0.5 * cert.r[pos] / cert.gamma
+    small[np.argmax(w)] = w.max()
+    assert np.any(cert.r > small * cert.gamma)
     verdict = cert.check(X, y, sample_weight=small)
     assert not verdict and "boxes" in verdict.reason
+    # weights of another largest weight: another mu than the run's
+    verdict = cert.check(X, y, sample_weight=w / 2)
+    assert not verdict and "mu" in verdict.reason and "not the run's mu" in verdict.reason
     # a certified point given weight 0 cannot be certified (its level is 0)
     i = int(np.flatnonzero(cert.mask & (cert.r == 0.0))[0]) if \
         np.any(cert.mask & (cert.r == 0.0)) else None

@@ -17,7 +17,8 @@ _COMMON_PARAMS = {
     "C": Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
                doc="box bound gamma of the dual (None: 64/n)"),
     "mu": Param(None, types=numbers.Real, low=0, low_open=True, allow_none=True,
-                doc="perturbation mu (None: n/128, or 1/(2C) with a given C)"),
+                doc="perturbation mu (None: n/128, or 1/(2C) with a given C; divided by "
+                    "the largest sample weight in a weighted run)"),
     "scale": Param("std", types=str, options=_SCALES, allow_none=True,
                    doc="'std' (implicit centering and scaling), 'scale' (scaling only) or None"),
 }

@@ -143,12 +143,13 @@ class CertifiedPointsCertificate(Certificate):
         # the fit rebuilt from its free choices: a map edited after the run is not the run's
         return referee_kernel(kernel).feature_map
 
-    def thresholds(self, n):
-        """The claim's thresholds for n training points (``run_thresholds`` of the
-        configuration, or the constructor's values without one)."""
+    def thresholds(self, n, sample_weight=None):
+        """The claim's thresholds for n training points and the run's validated
+        ``sample_weight`` (``run_thresholds`` of the configuration, or the constructor's
+        values without one)."""
         config = getattr(self, "config", None)
         if config is not None:
-            return run_thresholds(config, n)
+            return run_thresholds(config, n, sample_weight)
         return {"gamma": self.gamma, "mu": self.mu, "level": certify_level(self.gamma, self.mu),
                 "scale": self.scale, "formulation": self.formulation, "fraction": 0.0}
 
@@ -178,7 +179,7 @@ class CertifiedPointsCertificate(Certificate):
         if other is not None:
             return reject(other)
         try:
-            th = self.thresholds(n)
+            th = self.thresholds(n, sample_weight)
         except (TypeError, ValueError) as exc:
             return reject(f"the run's configuration does not define the claim: {exc}")
         gamma, mu, scale, form = th["gamma"], th["mu"], th["scale"], th["formulation"]

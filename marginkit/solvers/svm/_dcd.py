@@ -272,12 +272,12 @@ class DCD(_CertifiedSVM):
     def start(self, problem):
         if _kernel.is_exact(problem.kernel):
             return _kernel.start_dcd(self, problem, certify_target(problem))
-        gamma, mu = _gamma_mu(self.params, problem.X.shape[0])
+        weights = getattr(problem, "sample_weight", None)
+        gamma, mu = _gamma_mu(self.params, problem.X.shape[0], weights)
         blocked, identity = _prepare(problem, self.params["scale"], diag_shift=mu)
         data = blocked.local()
         if data is None:
             raise ValueError(_DCD_SEQUENTIAL)
-        weights = getattr(problem, "sample_weight", None)
         box = run_box(gamma, weights, data.n)
         gmax, low = _box_scales(box, mu)
         check_scales(self.name, data, gmax, mu, level=low)

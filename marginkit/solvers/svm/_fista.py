@@ -422,8 +422,9 @@ class _FistaBase(_CertifiedSVM):
                     "operator is bounded by the run itself: leave gram_norm=None")
             return _kernel.start_fista(self, problem, self.augmented)
         data, identity = _prepare(problem, self.params["scale"])
-        gamma, mu = _gamma_mu(self.params, data.n)
-        box = run_box(gamma, getattr(problem, "sample_weight", None), data.n)
+        weights = getattr(problem, "sample_weight", None)
+        gamma, mu = _gamma_mu(self.params, data.n, weights)
+        box = run_box(gamma, weights, data.n)
         gmax, low = _box_scales(box, mu)
         budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
         if given is not None:
@@ -511,7 +512,8 @@ class Fista(_FistaBase):
     C : float or None
         gamma, the box bound (None: 64/n).
     mu : float or None
-        The perturbation (None: n/128, or 1/(2C) with a given C).
+        The perturbation (None: n/128, or 1/(2C) with a given C; divided by the largest
+        sample weight in a weighted run).
     scale : {"std", "scale", None}
         "std": implicit centering and scaling by the training standard deviation
         (paper section 5.1); coef_ and intercept_ are returned in the original space.

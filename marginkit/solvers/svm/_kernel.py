@@ -535,8 +535,8 @@ def _gram_of(solver, problem, dtype=np.float64):
     return _Gram(problem.X, problem.kernel, budget, name, dtype)
 
 
-def _gamma_mu(solver, n):
-    return _svm_gamma_mu(solver.params, n)
+def _gamma_mu(solver, problem, n):
+    return _svm_gamma_mu(solver.params, n, getattr(problem, "sample_weight", None))
 
 
 # ---------------------------------------------------------------------------------- FISTA
@@ -767,7 +767,7 @@ def start_fista(solver, problem, augmented):
     gram = _gram_of(solver, problem)
     if not gram.held:
         warnings.warn(_recomputed_gram(gram), UserWarning, stacklevel=3)
-    gamma, mu = _gamma_mu(solver, gram.n)
+    gamma, mu = _gamma_mu(solver, problem, gram.n)
     state = _KernelFistaState(problem, gram, gamma, mu, augmented)
     state._solver = solver
     return state
@@ -792,7 +792,7 @@ def _recomputed_gram(gram):
 def start_dcd(solver, problem, certify_above):
     """The state of ``dcd`` on an exact kernel."""
     gram = _gram_of(solver, problem, DCD_ROWS)
-    gamma, mu = _gamma_mu(solver, gram.n)
+    gamma, mu = _gamma_mu(solver, problem, gram.n)
     state = _KernelDCDState(problem, gram, gamma, mu, solver.params["bound_check"],
                             certify_above, solver.params["shrinking"])
     state._solver = solver

@@ -24,6 +24,7 @@ import scipy.sparse as sp
 from ... import _referee as R
 from ...certificates import (Certificate, Verdict, certificate_type, kernel_mismatch, labels_pm,
                             stored_r_mask)
+from ..._validation import check_sample_weight
 from ._thresholds import certify_level, rows_mismatch, run_thresholds
 
 __all__ = ["KernelCertifiedPointsCertificate", "PSD_MAX_N"]
@@ -193,12 +194,12 @@ class KernelCertifiedPointsCertificate(Certificate):
         #: "certified" when the certificate backs that status, None otherwise
         self.claim = claim
 
-    def thresholds(self, n):
-        """The claim's scalar thresholds for n training points: ``run_thresholds`` of
-        the configuration, or the constructor's values without one (gamma None when the
-        stored box is a vector)."""
+    def thresholds(self, n, sample_weight=None):
+        """The claim's scalar thresholds for n training points and the run's validated
+        ``sample_weight``: ``run_thresholds`` of the configuration, or the constructor's
+        values without one (gamma None when the stored box is a vector)."""
         if self.config is not None:
-            return run_thresholds(self.config, n)
+            return run_thresholds(self.config, n, sample_weight)
         g = self.gamma if np.ndim(self.gamma) == 0 else None
         return {"gamma": g, "mu": self.mu,
                 "level": None if g is None else certify_level(g, self.mu),
@@ -238,8 +239,13 @@ class KernelCertifiedPointsCertificate(Certificate):
         other = rows_mismatch(self.r, n, precomputed=getattr(kernel, "precomputed", False))
         if other is not None:
             raise _Reject(other)
+        if sample_weight is not None:
+            try:
+                sample_weight = check_sample_weight(sample_weight, n)
+            except (TypeError, ValueError) as exc:
+                raise _Reject(str(exc)) from None
         try:
-            th = self.thresholds(n)
+            th = self.thresholds(n, sample_weight)
         except (TypeError, ValueError) as exc:
             raise _Reject(f"the run's configuration does not define the claim: {exc}") from None
         mu, form = th["mu"], th["formulation"]
@@ -314,8 +320,8 @@ class KernelCertifiedPointsCertificate(Certificate):
         return Verdict(True, kind, **numbers)
 
     def _box(self, th, n, sample_weight):
-        """The box gamma_i of the run: the configuration's gamma times the weights (or the
-        stored box for a certificate without a configuration)."""
+        """The box gamma_i of the run: the configuration's gamma times the validated
+        weights (or the stored box for a certificate without a configuration)."""
         stored = np.asarray(self.gamma, dtype=np.float64)
         weighted = stored.ndim > 0 or _config_weighted(self.config)
         if sample_weight is None:
@@ -329,16 +335,7 @@ class KernelCertifiedPointsCertificate(Certificate):
             else:
                 box = np.full(n, th["gamma"] if th["gamma"] is not None else float(stored))
         else:
-            w = np.asarray(sample_weight)
-            if w.ndim == 2 and 1 in w.shape:
-                # a column or row of weights, as ``solve`` reads it (check_sample_weight)
-                w = w.ravel()
-            if w.dtype.kind not in "biuf" or w.shape != (n,):
-                raise _Reject(f"sample_weight must be a numeric array with one entry per row "
-                              f"of X ({n}), got shape {w.shape}")
-            w = w.astype(np.float64)
-            if not (np.all(np.isfinite(w)) and np.all(w >= 0.0) and np.any(w > 0.0)):
-                raise _Reject("sample_weight must be finite, >= 0 and not all zero")
+            w = sample_weight  # validated by _check (check_sample_weight)
             scalar = th["gamma"]
             if scalar is None:
                 raise _Reject("sample_weight needs the run's configuration (the C that the "

@@ -66,10 +66,18 @@ def check_scales(name, data, gamma, mu, L=None, trace=None, level=None, box_only
             "(with mu=None and a given C, mu is 1/(2C): a smaller C raises it)")
 
 
-def _gamma_mu(params, n):
+def _gamma_mu(params, n, sample_weight=None):
     """(gamma, mu) of a run on n points: ``C`` or 64/n (paper section 2.4); ``mu``, or with
     mu=None 1/(2C) when C is given and n/128 when it is not, so that mu gamma = 1/2 as at
-    the paper's defaults, whatever C and the kernel.
+    the paper's defaults, whatever C and the kernel. A weighted run's mu=None is that
+    divided by the largest weight w_max: mu C w_max = 1/2 for its largest box C w_max.
+
+    The primal loss of point i is the hinge C w_i max(0, z) Huber-smoothed over
+    violations z up to mu C w_i: with mu = 1/(2C) for every weight, a weight above 2 left
+    the quadratic part z^2 / (2 mu) of violations up to w_i / 2 unchanged, and acted only
+    on wider ones (heart_scale: ``class_weight={1: 5}``, ``{1: 10}`` and ``{1: 100}`` fit
+    the same model). With w_max every zone is at most half a margin unit wide, as in an
+    unweighted run, and the run depends on C and w through C w only.
 
     The solvers and the referee (``run_thresholds``) read mu here, from the run's
     parameters as given (the configuration keeps mu=None). In the primal the hinge is
@@ -85,10 +93,15 @@ def _gamma_mu(params, n):
         mu = n / 128.0
     else:
         mu = 0.5 / gamma
-        if not math.isfinite(mu):
-            raise ValueError(
-                f"C={gamma:.3g} is too small for the default perturbation mu = 1/(2C), which "
-                "overflows float64; pass a larger C or mu explicitly")
+    weighted = params["mu"] is None and sample_weight is not None
+    if weighted:
+        mu = mu / float(np.max(sample_weight))
+    if not math.isfinite(mu):
+        raise ValueError(
+            f"C={gamma:.3g} is too small for the default perturbation mu = 1/(2C)"
+            f"{' / w_max (the largest sample weight)' if weighted else ''}, which overflows "
+            f"float64; pass a larger C{' (or larger weights)' if weighted else ''} or mu "
+            "explicitly")
     return gamma, mu
 
 
@@ -166,11 +179,12 @@ def _stop_fraction(stop, default_stop):
     return min(fractions) if fractions else 0.0
 
 
-def run_thresholds(config, n):
+def run_thresholds(config, n, sample_weight=None):
     """The thresholds of a certified-points claim from the run's configuration.
 
     ``config`` is a ``Config`` or, after ``load_result``, its dict form; ``n`` the number
-    of training points. Returns a dict with gamma (``C`` or 64/n), mu (``mu`` or n/128),
+    of training points, ``sample_weight`` the validated weights of a weighted run (their
+    largest sets mu=None, ``_gamma_mu``). Returns a dict with gamma (``C`` or 64/n), mu (``mu`` or n/128),
     level = min(gamma, 1/mu), scale, formulation ("hsvm" for ``fista`` and ``dcd``,
     "svm" for ``fista_svm``) and fraction (the ``certified_points`` rule's, None when
     the stopping rules cannot be read). The solver's parameters are validated by its own
@@ -196,7 +210,7 @@ def run_thresholds(config, n):
     if not isinstance(spec, str):
         sparams = {**spec.params, **sparams}
     solver = cls(**sparams)  # validated by the solver's parameter table
-    gamma, mu = _gamma_mu(solver.params, n)
+    gamma, mu = _gamma_mu(solver.params, n, sample_weight)
     return {"gamma": gamma, "mu": mu, "level": certify_level(gamma, mu),
             "scale": solver.params["scale"],
             "formulation": solver.formulation,
