@@ -184,9 +184,9 @@ def run_thresholds(config, n, sample_weight=None):
 
     ``config`` is a ``Config`` or, after ``load_result``, its dict form; ``n`` the number
     of training points, ``sample_weight`` the validated weights of a weighted run (their
-    largest sets mu=None, ``_gamma_mu``). Returns a dict with gamma (``C`` or 64/n), mu (``mu`` or n/128),
-    level = min(gamma, 1/mu), scale, formulation ("hsvm" for ``fista`` and ``dcd``,
-    "svm" for ``fista_svm``) and fraction (the ``certified_points`` rule's, None when
+    largest sets mu=None, ``_gamma_mu``). Returns a dict with gamma (``C`` or 64/n), mu
+    (``_gamma_mu``), level = min(gamma, 1/mu), scale, formulation ("hsvm" for ``fista``
+    and ``dcd``, "svm" for ``fista_svm``) and fraction (the ``certified_points`` rule's, None when
     the stopping rules cannot be read). The solver's parameters are validated by its own
     parameter table: invalid values raise ``ValueError``/``TypeError`` naming them.
     """
