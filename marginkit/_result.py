@@ -44,7 +44,8 @@ class Result:
     n_iter : int
         Iterations run.
     time_s : float
-        Wall-clock seconds of the run.
+        Wall-clock seconds of the run: the solver's start-up and its iterations (the
+        clock of ``time_limit``).
     coef_ : ndarray (n_features,) or None
         The linear model in the original feature space (None for non-linear kernels).
     intercept_ : float or None

@@ -38,7 +38,8 @@ binary sub-problem sees sample i with that same weight, as
 binary fit (LIBLINEAR's own one-vs-rest weights only the positive class instead).
 
 * ``SVMClassifier``: point i gets the dual box [0, C w_i], as LIBSVM's ``-wi`` and
-  ``SVC(sample_weight=...)`` (the perturbation mu is unchanged); the certificate of a
+  ``SVC(sample_weight=...)`` (mu=None is 1/(2 C w_max), w_max the largest weight, so that
+  the weights act as there: ``SVMClassifier``'s ``mu``); the certificate of a
   weighted fit is checked with its weights,
   ``result_.certificate.verify(X, y, sample_weight=w)``.
 * ``PerceptronClassifier``: positive weights do not change whether the point set is

@@ -267,11 +267,13 @@ def test_held_and_blocked_gram_give_the_same_result(solver):
 
 
 @pytest.mark.parametrize("solver", ["fista", "fista_svm"])
-def test_time_limit_bounds_the_start_up_of_fista_on_an_exact_kernel(solver):
+@pytest.mark.parametrize("budget", [400_000, None])
+def test_time_limit_bounds_the_start_up_of_fista_on_an_exact_kernel(solver, budget):
     # a Gram matrix the budget does not hold: every product of the step size's Lanczos
-    # estimate recomputes about n^2 entries, tens of products before the first iteration.
-    # time_limit counts from before the start-up, whose estimate stops at the deadline
-    # (the trace, a valid bound, takes its place): count the entries the kernel computes
+    # estimate recomputes about n^2 entries, tens of products before the first iteration;
+    # one it holds is filled first (n^2 entries). time_limit counts from before the
+    # start-up, whose estimate stops at the deadline (the trace, a valid bound, takes its
+    # place): count the entries the kernel computes
     X, y = _data(n=300, seed=3)
     n = X.shape[0]
     entries = []
@@ -280,12 +282,19 @@ def test_time_limit_bounds_the_start_up_of_fista_on_an_exact_kernel(solver):
         entries.append(A.shape[0] * B.shape[0])
         return pairwise_kernels(A, B, metric="rbf", gamma=G)
 
-    kw = dict(solver=solver, kernel=counted, C=C, mu=MU, memory_budget=400_000, max_iter=1)
-    with pytest.warns(UserWarning, match="does not fit memory_budget"):
+    kw = dict(solver=solver, kernel=counted, C=C, mu=MU, max_iter=1)
+    def warns():
+        return pytest.warns(UserWarning, match="does not fit memory_budget") if budget else \
+            warnings.catch_warnings()
+
+    if budget:
+        kw["memory_budget"] = budget
+    with warns():
         free = mk.solve(X, y, **kw)
-    assert free.status == "max_iter" and sum(entries) > 5 * n * n  # the estimate's products
+    assert free.status == "max_iter" and free.extra["gram"] == ("blocked" if budget else "held")
+    assert sum(entries) > (5 if budget else 1) * n * n  # the estimate's products, or K
     entries.clear()
-    with pytest.warns(UserWarning, match="does not fit memory_budget"):
+    with warns():
         capped = mk.solve(X, y, time_limit=1e-9, **kw)
     assert capped.status == "time_limit" and capped.n_iter == 0
     assert sum(entries) < n * n  # not one product: the diagonal and the checks of K only

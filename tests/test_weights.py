@@ -124,6 +124,50 @@ def test_default_mu_of_a_weighted_run_depends_on_c_times_w(solver):
     assert b.certificate.verify(X, y, sample_weight=w / 2)
 
 
+@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+def test_weighted_referees_name_the_weights(kernel):
+    # weights left out, or of another largest weight (another mu=None), or whose mu=None
+    # leaves float64's positive range: a rejection that names the weights, never an error
+    X, y = make_problem(n=60, seed=8)
+    w = np.random.default_rng(8).uniform(0.5, 3.0, len(y))
+    res = mk.solve(X, y, solver="dcd", kernel=kernel, C=1.0, sample_weight=w, random_state=0)
+    cert = res.certificate
+    assert res.status == "certified" and cert.verify(X, y, sample_weight=w)
+    v = cert.check(X, y)
+    assert not v and "pass its" in v.reason and "sample_weight" in v.reason, v.reason
+    v = cert.check(X, y, sample_weight=w / 2)
+    assert not v and "largest sample weight" in v.reason, v.reason
+    huge = w.copy()
+    huge[0] = 1e300
+    v = cert.check(X, y, sample_weight=huge)
+    assert not v and "largest sample weight, 1e+300" in v.reason, v.reason
+    with pytest.raises(ValueError, match=r"C=1e\+200 and the largest sample weight w_max = "
+                                         r"1e\+200 .* outside float64's positive range"):
+        mk.solve(X, y, solver="dcd", kernel=kernel, C=1e200, sample_weight=np.full(60, 1e200))
+    # a certificate of C = 1e30 checked with a weight of 1e300: mu = 0, rejected
+    rng = np.random.default_rng(0)
+    Xs = np.vstack([rng.normal(3, .3, (30, 2)), rng.normal(-3, .3, (30, 2))])
+    ys = np.r_[np.ones(30), -np.ones(30)]
+    big = mk.solve(Xs, ys, solver="dcd", kernel=kernel, C=1e30, random_state=0).certificate
+    v = big.check(Xs, ys, sample_weight=huge)
+    assert not v and "w_max = 1e+300" in v.reason, v.reason
+
+
+def test_kernel_certified_claim_counts_the_points_of_positive_weight():
+    # the solver counts the certifiable points (positive weight); the exact-kernel
+    # referee counted all rows and refused every claim of a run with zero weights
+    X, y = make_problem(n=120, seed=9, noise=0.1)
+    w = np.ones(len(y))
+    w[:60] = 0.0
+    for kernel in ("linear", "rbf"):
+        res = mk.solve(X, y, solver="dcd", kernel=kernel, C=1.0, sample_weight=w,
+                       stop=("certified_points", {"fraction": 0.7}), max_iter=3000,
+                       random_state=0)
+        assert res.status == "certified", kernel
+        assert 0.7 * 60 < res.certificate.mask.sum() <= 0.7 * 120
+        assert res.certificate.verify(X, y, sample_weight=w)
+
+
 def test_class_weights_above_two_change_the_model_as_in_svc():
     # with mu = 1/(2C) for every weight a weight above 2 acted on violations wider than
     # w_i / 2 only: {1: 5}, {1: 10} and {1: 100} fit one model, 76 of 270 predictions

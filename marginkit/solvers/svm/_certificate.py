@@ -30,8 +30,8 @@ from ...kernels.builtin import LinearKernel
 from . import _fast as _f
 from ...utils._rows import row_block
 from ._data import scaling_statistics
-from ._thresholds import certify_level, certify_levels, rows_mismatch, run_box, \
-    run_thresholds
+from ._thresholds import certify_level, certify_levels, claim_shortfall, rows_mismatch, \
+    run_box, run_thresholds, stored_mismatch
 
 
 #: relative tolerance of the consistency checks between the stored model (coef,
@@ -183,11 +183,10 @@ class CertifiedPointsCertificate(Certificate):
         except (TypeError, ValueError) as exc:
             return reject(f"the run's configuration does not define the claim: {exc}")
         gamma, mu, scale, form = th["gamma"], th["mu"], th["scale"], th["formulation"]
-        for name, mine in (("gamma", self.gamma), ("mu", self.mu), ("scale", self.scale),
-                           ("formulation", self.formulation)):
-            if mine != th[name]:
-                return reject(f"the certificate's {name}={mine!r} is not the run's "
-                              f"{name}={th[name]!r}")
+        other = stored_mismatch((("gamma", self.gamma), ("mu", self.mu), ("scale", self.scale),
+                                 ("formulation", self.formulation)), th, sample_weight)
+        if other is not None:
+            return reject(other)
         other = kernel_mismatch(self.kernel, getattr(self, "config", None))
         if other is not None:
             return reject(other)
@@ -207,14 +206,9 @@ class CertifiedPointsCertificate(Certificate):
         if n_cert == 0:
             return reject("no point is certified")
         if getattr(self, "claim", None) == "certified":
-            fraction = th["fraction"]
-            if fraction is None:
-                return reject("the run's stopping rules cannot be read from its configuration")
-            # n counts the points that can be certified: those of positive weight
-            n_pos = n if sample_weight is None else int(np.count_nonzero(sample_weight > 0))
-            if not n_cert > fraction * n_pos:
-                return reject(f"{n_cert} certified points, the claim needs more than "
-                              f"fraction * n = {fraction * n_pos:.6g}")
+            other = claim_shortfall(n_cert, th["fraction"], n, sample_weight)
+            if other is not None:
+                return reject(other)
         return _referee_certified_points(self, blocks, ypm, box, mu, certify_levels(box, mu),
                                          scale, form, reject)
 

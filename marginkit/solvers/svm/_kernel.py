@@ -33,6 +33,7 @@ References
    Methods - Support Vector Learning, MIT Press, 1999 (working sets).
 """
 import math
+import time
 import warnings
 
 import numpy as np
@@ -46,8 +47,8 @@ from ._base import _ClaimOffers
 from ._kernel_certificate import KernelCertifiedPointsCertificate
 from ._lipschitz import ritz_estimate
 from ._projection import project_box_hyperplane
-from ._thresholds import _box_scales, _gamma_mu as _svm_gamma_mu, certify_levels, check_scales, \
-    run_box
+from ._thresholds import RAISE_MU, _box_scales, _gamma_mu as _svm_gamma_mu, certify_levels, \
+    check_scales, run_box
 
 __all__ = ["is_exact", "start_fista", "start_dcd", "EXACT_KERNEL_SCALE"]
 
@@ -259,14 +260,26 @@ class _Gram:
                 f"K(x_{i}, x_{i}) = {self.diag[i]:.6g} < 0 ({bad.size} such rows); use a "
                 "PSD kernel (poly needs coef0 >= 0, a callable must return a Gram matrix)")
 
-    def ensure(self, idx):
+    def ensure(self, idx, deadline=None):
         """Held matrix: compute the rows of idx not yet held, in blocks of at most
         ``self.rows`` rows (the float64 block the budget leaves room for beside K: one
         block of all n rows, as FISTA's first product asks, would be a second n x n
-        matrix and its symmetry check more)."""
+        matrix and its symmetry check more). True when they are held.
+
+        With ``deadline`` (a ``time.perf_counter()`` time: the run's time limit) the fill
+        goes by blocks of at most a sixteenth of the rows and stops between two of them
+        once it has passed: the rows of this call are then let go again (rows are held
+        only when checked for symmetry against each other in one call) and the result
+        is False."""
         missing = idx[~self.have[idx]]
         step = max(1, int(self.rows))
+        if deadline is not None:
+            step = min(step, max(_MIN_COLUMNS, -(-missing.size // 16)))
         for lo in range(0, missing.size, step):
+            if deadline is not None and time.perf_counter() >= deadline:
+                self.have[missing[:lo]] = False
+                self.slot[missing[:lo]] = -1
+                return False
             part = missing[lo:lo + step]
             Kb = self.block(part)
             if lo:
@@ -276,6 +289,7 @@ class _Gram:
             self.K[part] = Kb
             self.have[part] = True
             self.slot[part] = part
+        return True
 
     def _check_across(self, done, part, Kb):
         """K[part, done] (float64, from ``Kb``) against the stored K[done, part]: the
@@ -417,8 +431,9 @@ def _lambda_max(gram, augmented, seed=0, deadline=None):
     Hessians Y (.) Y have the same spectrum): Lanczos' Ritz value plus its residual (an
     eigenvalue lies within it; the largest one with high probability from a random start)
     plus the rounding of the products; the trace when ARPACK fails or ``deadline`` (the
-    run's time limit) passes first (``ritz_estimate``): a run that cannot afford the
-    estimate stops at its first check, the trace a valid bound of what it did."""
+    run's time limit) passes first, while a held Gram matrix is filled (``_Gram.ensure``)
+    or during Lanczos (``ritz_estimate``): a run that cannot afford the estimate stops at
+    its first check, the trace a valid bound of what it did."""
     n = gram.n
     trace = gram.trace + (n if augmented else 0.0)
     margin = 2.0 * (R.gamma(n + 4) + _KERNEL_TOL) * trace
@@ -431,8 +446,8 @@ def _lambda_max(gram, augmented, seed=0, deadline=None):
             out += np.sum(v)
         return out
 
-    if gram.held:
-        gram.ensure(np.arange(n))
+    if gram.held and not gram.ensure(np.arange(n), deadline):
+        return trace + margin
     est = ritz_estimate(mv, n, 1e-6, seed, deadline)
     if est is None:
         # no convergence, or no vector to start from (K v = 0 for every v: a Gram matrix
@@ -554,8 +569,7 @@ class _KernelFistaState(_KernelRun):
         if not (math.isfinite(self.L) and self.kappa <= 2.0 ** 900):
             raise ValueError(f"mu = {mu:.3g} is too small against the kernel's largest "
                              f"eigenvalue {lam:.3g}: the error bound would overflow; raise mu "
-                             "(with mu=None and a given C, mu is 1/(2C): a smaller C raises "
-                             "it)")
+                             f"{RAISE_MU}")
         sk = math.sqrt(self.kappa)
         self.beta = (sk - 1.0) / (sk + 1.0)
         self.kappa_bound = max(self.kappa, (self.kappa - 1.0) * (1.0 + R.gamma(n + 8)))

@@ -25,7 +25,8 @@ from ... import _referee as R
 from ...certificates import (Certificate, Verdict, certificate_type, kernel_mismatch, labels_pm,
                             stored_r_mask)
 from ..._validation import check_sample_weight
-from ._thresholds import certify_level, rows_mismatch, run_thresholds
+from ._thresholds import certify_level, claim_shortfall, rows_mismatch, run_thresholds, \
+    stored_mismatch
 
 __all__ = ["KernelCertifiedPointsCertificate", "PSD_MAX_N"]
 
@@ -244,19 +245,22 @@ class KernelCertifiedPointsCertificate(Certificate):
                 sample_weight = check_sample_weight(sample_weight, n)
             except (TypeError, ValueError) as exc:
                 raise _Reject(str(exc)) from None
+        elif self.config is not None and (np.ndim(self.gamma) > 0 or
+                                          _config_weighted(self.config)):
+            # first: the thresholds without the weights would report their consequence
+            raise _Reject("the run was weighted (per-point boxes gamma_i = C w_i): pass its "
+                          "sample_weight to check/verify")
         try:
             th = self.thresholds(n, sample_weight)
         except (TypeError, ValueError) as exc:
             raise _Reject(f"the run's configuration does not define the claim: {exc}") from None
         mu, form = th["mu"], th["formulation"]
         if self.config is not None:
-            if np.ndim(self.gamma) == 0 and self.gamma != th["gamma"]:
-                raise _Reject(f"the certificate's gamma={self.gamma!r} is not the run's "
-                              f"gamma={th['gamma']!r}")
-            for name, mine in (("mu", self.mu), ("formulation", self.formulation)):
-                if mine != th[name]:
-                    raise _Reject(f"the certificate's {name}={mine!r} is not the run's "
-                                  f"{name}={th[name]!r}")
+            stored = (([("gamma", self.gamma)] if np.ndim(self.gamma) == 0 else [])
+                      + [("mu", self.mu), ("formulation", self.formulation)])
+            other = stored_mismatch(stored, th, sample_weight)
+            if other is not None:
+                raise _Reject(other)
         if form not in ("hsvm", "svm"):
             raise _Reject(f"formulation={form!r} is not 'hsvm' or 'svm'")
         if not (math.isfinite(mu) and mu > 0.0):
@@ -282,12 +286,9 @@ class KernelCertifiedPointsCertificate(Certificate):
         if n_cert == 0:
             raise _Reject("no point is certified")
         if self.claim == "certified":
-            fraction = th["fraction"]
-            if fraction is None:
-                raise _Reject("the run's stopping rules cannot be read from its configuration")
-            if not n_cert > fraction * n:
-                raise _Reject(f"{n_cert} certified points, the claim needs more than "
-                              f"fraction * n = {fraction * n:.6g}")
+            other = claim_shortfall(n_cert, th["fraction"], n, sample_weight)
+            if other is not None:
+                raise _Reject(other)
         t_stored = self.intercept
         if not math.isfinite(t_stored):
             raise _Reject("the intercept is not finite: the classical SVM's bound needs a "
@@ -323,11 +324,7 @@ class KernelCertifiedPointsCertificate(Certificate):
         """The box gamma_i of the run: the configuration's gamma times the validated
         weights (or the stored box for a certificate without a configuration)."""
         stored = np.asarray(self.gamma, dtype=np.float64)
-        weighted = stored.ndim > 0 or _config_weighted(self.config)
-        if sample_weight is None:
-            if weighted and self.config is not None:
-                raise _Reject("the run was weighted (per-point boxes gamma_i = C w_i): pass "
-                              "its sample_weight to check/verify")
+        if sample_weight is None:  # an unweighted run's (``_check`` refused the others)
             if stored.ndim > 0:
                 if stored.shape != (n,):
                     raise _Reject(f"gamma must be a float or have one entry per row of X ({n})")

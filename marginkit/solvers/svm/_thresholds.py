@@ -17,6 +17,9 @@ import numpy as np
 from ._base import _CertifiedSVM
 from ._rules import CertifiedPoints
 
+#: how mu=None is raised, for the refusals of a mu too small
+RAISE_MU = ("(with mu=None and a given C, mu is 1/(2C), divided by the largest sample weight "
+            "in a weighted run: a smaller C raises it)")
 
 #: the smallest scale of the dual variables at which float64 resolves their differences
 #: (an ulp of r is then a normal number)
@@ -63,7 +66,7 @@ def check_scales(name, data, gamma, mu, L=None, trace=None, level=None, box_only
         raise ValueError(
             f"{name}: mu = {mu:.3g} is too small against ||Z~||_2^2 <= {L - mu:.3g}: the "
             f"condition number L / mu = {L / mu:.3g} makes the error bound overflow; raise mu "
-            "(with mu=None and a given C, mu is 1/(2C): a smaller C raises it)")
+            f"{RAISE_MU}")
 
 
 def _gamma_mu(params, n, sample_weight=None):
@@ -93,16 +96,51 @@ def _gamma_mu(params, n, sample_weight=None):
         mu = n / 128.0
     else:
         mu = 0.5 / gamma
-    weighted = params["mu"] is None and sample_weight is not None
-    if weighted:
-        mu = mu / float(np.max(sample_weight))
+    if params["mu"] is None and sample_weight is not None:
+        w_max = float(np.max(sample_weight))
+        mu = mu / w_max
+        if not (math.isfinite(mu) and mu > 0.0):
+            box = f"C={gamma:.3g}" if C is not None else f"the default C = 64/n = {gamma:.3g}"
+            raise ValueError(
+                f"{box} and the largest sample weight w_max = {w_max:.3g} put the default "
+                f"perturbation mu = 1/(2 C w_max) = {mu:.3g} outside float64's positive "
+                "range; rescale the weights (a run depends on C w only) or pass mu "
+                "explicitly")
     if not math.isfinite(mu):
         raise ValueError(
-            f"C={gamma:.3g} is too small for the default perturbation mu = 1/(2C)"
-            f"{' / w_max (the largest sample weight)' if weighted else ''}, which overflows "
-            f"float64; pass a larger C{' (or larger weights)' if weighted else ''} or mu "
-            "explicitly")
+            f"C={gamma:.3g} is too small for the default perturbation mu = 1/(2C), which "
+            "overflows float64; pass a larger C or mu explicitly")
     return gamma, mu
+
+
+def claim_shortfall(n_cert, fraction, n, sample_weight=None):
+    """The referees' reason why ``n_cert`` certified points of n do not make the claim
+    "certified" of the ``certified_points`` rule's ``fraction`` (None: the rules could
+    not be read), or None when they do: more than fraction * n are needed, n counting the
+    points that can be certified, those of positive weight, as the solvers count them."""
+    if fraction is None:
+        return "the run's stopping rules cannot be read from its configuration"
+    n_pos = n if sample_weight is None else int(np.count_nonzero(sample_weight > 0))
+    if not n_cert > fraction * n_pos:
+        return (f"{n_cert} certified points, the claim needs more than fraction * n = "
+                f"{fraction * n_pos:.6g}")
+    return None
+
+
+def stored_mismatch(stored, th, sample_weight=None):
+    """The referees' reason for the first of a certificate's ``stored`` (name, value)
+    pairs that is not the run's threshold ``th[name]`` (``run_thresholds``), or None. With
+    weights given, a mu that differs may be theirs: a weighted run's mu=None depends on
+    its largest weight (``_gamma_mu``)."""
+    for name, mine in stored:
+        if mine != th[name]:
+            why = f"the certificate's {name}={mine!r} is not the run's {name}={th[name]!r}"
+            if name == "mu" and sample_weight is not None:
+                why += (" (with mu=None a weighted run's mu is 1/(2C) divided by its largest "
+                        f"sample weight, {float(np.max(sample_weight)):.6g} in the weights "
+                        "given: check with the run's weights)")
+            return why
+    return None
 
 
 def certify_level(gamma, mu):
