@@ -133,17 +133,17 @@ MISREAD_OPTIONS = {
 
 
 def _misread_option(argv):
-    """The first option of ``MISREAD_OPTIONS`` in the ``fit`` arguments ``argv`` followed by
-    a value of LIBLINEAR's/LIBSVM's form (``-v 5``, ``-h 0``, ``-m 100``; ``-vN`` too:
-    marginkit's verbose flag takes no value), or None; nothing after ``--``."""
+    """The first option of ``MISREAD_OPTIONS`` in the ``fit`` arguments ``argv`` with a
+    value of LIBLINEAR's/LIBSVM's form, after it or joined to it (``-v 5``, ``-v5``,
+    ``-h 0``, ``-m 100``, ``-m100``), or None; nothing after ``--``."""
     for i, tok in enumerate(argv):
         if tok == "--":
             return None
-        if re.fullmatch(r"-v\d+", tok):
-            return "-v"
-        if tok in MISREAD_OPTIONS and i + 1 < len(argv) and \
-                re.fullmatch(MISREAD_OPTIONS[tok][0], argv[i + 1]):
-            return tok
+        for opt, (value, _) in MISREAD_OPTIONS.items():
+            if tok == opt and i + 1 < len(argv) and re.fullmatch(value, argv[i + 1]):
+                return opt
+            if tok.startswith(opt) and re.fullmatch(value, tok[len(opt):]):
+                return opt
     return None
 
 
@@ -670,9 +670,6 @@ def cmd_fit(args):
     X_test = y_test = None
     if args.test is not None:
         X_test, y_test = _load(args.test, "--test")
-        note = None if classes is None else _unknown_labels_note(y_test, classes, args.test)
-        if note is not None and not args.quiet:
-            print(note, file=sys.stderr)
         if X_test.shape[1] > X.shape[1]:
             reason = _cut_refusal(compose(cfg)[1], "--test", args.test,
                                   X_test.shape[1] - X.shape[1])
@@ -683,6 +680,9 @@ def cmd_fit(args):
                 print(f"note: {args.test} has {X_test.shape[1]} features, the training file "
                       f"{X.shape[1]}; the extra columns are ignored", file=sys.stderr)
             X_test = _match_features(X_test, X.shape[1])
+        note = None if classes is None else _unknown_labels_note(y_test, classes, args.test)
+        if note is not None and not args.quiet:
+            print(note, file=sys.stderr)
     # one solve for two classes (or regression); one per class (class against the rest)
     problems = [(None, y)] if not one_vs_rest else \
         [(c, (y == c).astype(np.int8)) for c in classes]

@@ -555,6 +555,8 @@ def test_liblinear_flags(capsys, tmp_path):
                         r"marginkit option; here -m MODEL names the model file \(write -m "
                         r"\./M .*--memory-budget 100M"),
         (["-m", "40.5"], r"argument -m: LIBSVM's -m M"),
+        (["-m100"], r"argument -m: LIBSVM's -m M"),
+        (["-h0"], r"argument -h: LIBSVM's -h 0/1"),
     ]:
         code, out, err = run(capsys, "fit", str(train), *argv)
         assert code == 2, (argv, err)
