@@ -300,6 +300,29 @@ def test_time_limit_bounds_the_start_up_of_fista_on_an_exact_kernel(solver, budg
     assert sum(entries) < n * n  # not one product: the diagonal and the checks of K only
 
 
+def test_time_limit_ends_a_pass_of_kernel_dcd():
+    # one pass of kernel dcd computes most Gram rows (minutes on a large n): it ends at
+    # the run's time limit. A kernel that takes 20 ms a block: about 60 blocks for the
+    # pass that certifies, a few at a limit of 0.2 s
+    import time
+
+    X, y = _data(n=400, seed=4)
+    calls = []
+
+    def slow(A, B):
+        calls.append(A.shape[0])
+        time.sleep(0.02)
+        return pairwise_kernels(A, B, metric="rbf", gamma=G)
+
+    kw = dict(solver="dcd", kernel=slow, C=C, memory_budget=0.6 * 8 * 400 * 400)
+    free = mk.solve(X, y, **kw)
+    assert free.status == "certified" and free.n_iter == 1 and len(calls) > 40
+    n_free = len(calls)
+    calls.clear()
+    capped = mk.solve(X, y, time_limit=0.2, **kw)
+    assert capped.status == "time_limit" and len(calls) < n_free / 2
+
+
 def _negative(A, B):
     return -pairwise_kernels(A, B, metric="rbf", gamma=G)
 

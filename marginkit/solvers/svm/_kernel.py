@@ -644,7 +644,9 @@ class _KernelDCDState(_KernelRun):
     linear ``dcd``), so ``max_iter`` counts passes. A move reads the Gram rows of its
     coordinates only; a row not computed yet is computed then, in one block with those of
     the most violating active coordinates (the held matrix, or the row cache). A pass
-    ends early when the estimate below would let the run's certified-points rule fire.
+    ends early when the estimate below would let the run's certified-points rule fire,
+    or at the run's time limit (``problem.deadline``: the first pass computes most Gram
+    rows, minutes on a large n).
 
     Shrinking (``shrinking=True``, LIBLINEAR's rule): at the end of a pass a coordinate
     at a bound whose gradient points out of the box by more than the largest violation
@@ -664,6 +666,7 @@ class _KernelDCDState(_KernelRun):
         self.bound_check = bound_check
         self.certify_above = -1.0 if certify_above is None else float(certify_above)
         self.shrinking = bool(shrinking)
+        self.deadline = getattr(problem, "deadline", None)
         self.r = np.zeros(n)
         self.G = -np.ones(n)
         self.qd = gram.diag + 1.0 + mu
@@ -694,6 +697,9 @@ class _KernelDCDState(_KernelRun):
     def _would_certify(self, est):
         return est <= self._fresh_below and self.count(self.r, est) > self.certify_above
 
+    def _late(self):
+        return self.deadline is not None and time.perf_counter() >= self.deadline
+
     def _unshrink(self):
         self.active = self._all
         self._bounds = (np.inf, -np.inf)
@@ -709,7 +715,7 @@ class _KernelDCDState(_KernelRun):
         while True:
             pgsq, hi, lo = _kf.active_violations(self.G, r, gamma, qd, act, score)
             est = math.sqrt(pgsq) / mu
-            if done >= budget or stalled or self._would_certify(est):
+            if done >= budget or stalled or self._late() or self._would_certify(est):
                 break
             # _CHUNK moves between two looks at the estimate, whatever rows had to be
             # computed on the way
@@ -729,6 +735,8 @@ class _KernelDCDState(_KernelRun):
                 lower = (ga > 0.0) & np.where(ya > 0.0, ra > 0.0, ra < ga)
                 gram.bring(need, np.where(grow, -ya * Ga, -np.inf),
                            np.where(lower, ya * Ga, -np.inf), act)
+                if self._late():
+                    break
             done += made
             stalled = made < chunk  # no move decreases the objective
         self.moves += done
