@@ -349,6 +349,9 @@ def test_lipschitz_bound_of_wide_data_runs_on_the_rows(sparse, augmented):
     res = mk.solve(X, y, solver="fista" if augmented else "fista_svm", memory_budget=2**20)
     assert res.extra["lipschitz_method"] == "lanczos"
     assert res.extra["L"] - res.extra["mu"] >= top
+    # past the run's time limit the estimate takes the trace of Z~^T Z~ (a valid bound)
+    lam0, info0 = svm.lipschitz_bound(one, augmented, 1.0, deadline=0.0)
+    assert info0["passes"] == 0 and lam0 >= np.sum(Z * Z) >= top
 
 
 @pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])

@@ -450,7 +450,8 @@ class _FistaBase(_CertifiedSVM):
             # L's BLAS/LAPACK calls on one thread: OpenBLAS workers keep spinning after a
             # call and would take a core from the OpenMP iterations that follow
             with single_threaded_blas():
-                lam, info = lipschitz_bound(data, self.augmented, budget)
+                lam, info = lipschitz_bound(data, self.augmented, budget,
+                                            deadline=getattr(problem, "deadline", None))
         check_scales(self.name, data, gmax, mu, mu + lam, level=low)
         state = _FistaState(data, gamma, mu, mu + lam, self.augmented, info["passes"], box,
                             self.params["threads"],

@@ -171,12 +171,13 @@ def ritz_estimate(matvec, p, tol, seed=0, deadline=None):
 
 
 def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0, n_blocks=1,
-                  terms=None):
+                  terms=None, deadline=None):
     """Upper estimate of the largest eigenvalue of the p x p operator ``matvec`` (Z~^T Z~)
     by Lanczos (``ritz_estimate``: the Ritz value theta plus its residual) plus the
     rounding margin; the largest eigenvalue with high probability from a random start,
-    not with certainty, unlike the Gram path. If ARPACK fails, the trace (>= the largest
-    eigenvalue of this positive semidefinite operator) is used. ``terms``: the length of
+    not with certainty, unlike the Gram path. If ARPACK fails, or ``deadline`` (the run's
+    time limit) passes first, the trace (>= the largest eigenvalue of this positive
+    semidefinite operator) is used. ``terms``: the length of
     the sums of the operator's first product (default n); its second sums over the
     operator's order ``p``. The margin counts both: each entry of the computed product
     errs by at most (gamma_terms + gamma_p + gamma_terms gamma_p) (W^T W |v|)_i <=
@@ -190,7 +191,7 @@ def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0, n_blo
         count[0] += 1
         return matvec(v)
 
-    est = ritz_estimate(mv, p, tol, seed)
+    est = ritz_estimate(mv, p, tol, seed, deadline)
     margin = _gram_rounding_bound(n, F, M, trace, augmented, p, n_blocks,
                                   (n if terms is None else terms) + p)
     return (trace if est is None else est) + margin, count[0]
@@ -237,7 +238,8 @@ def _k_rows_rmatvec(block, u):
     return acc
 
 
-def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=0):
+def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=0,
+                    deadline=None):
     """An upper bound of ||Z~||_2^2 (``augmented``) or ||Z||_2^2, for L = mu + this bound.
 
     L must bound the largest eigenvalue of the Hessian Q = H~ H~^T + mu I from above
@@ -252,7 +254,8 @@ def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=
       blocks per product (``_fast.gram_power_matvec``), to relative tolerance ``tol``;
       with fewer rows than columns (n < d + 1: wide sparse data) on the n x n operator
       u -> Z~ (Z~^T u) instead, which has the same nonzero eigenvalues and vectors of
-      length n (ARPACK's own work per step is proportional to the vectors' length).
+      length n (ARPACK's own work per step is proportional to the vectors' length);
+      the trace of the operator when the run's time limit (``deadline``) passes first.
 
     ``data`` is a ``_Blocked`` (the row blocks of a run) or a prepared ``_Data``.
     Returns (bound, info) with info = {"method": "gram" or "lanczos", "passes": products
@@ -297,7 +300,7 @@ def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=
             return np.concatenate(ex.map(_k_rows_matvec, vs, offset))
 
         lam, passes = lanczos_bound(matvec_rows, n, n, F, data.M, trace, augmented, tol, seed,
-                                    nb, terms=p)
+                                    nb, terms=p, deadline=deadline)
         return lam, {"method": "lanczos", "passes": passes}
 
     def matvec(v):
@@ -308,5 +311,6 @@ def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=
         out = s * (_in_order([q[2] for q in parts]) - m * tsum)
         return np.append(out, tsum) if augmented else out
 
-    lam, passes = lanczos_bound(matvec, p, n, F, data.M, trace, augmented, tol, seed, nb)
+    lam, passes = lanczos_bound(matvec, p, n, F, data.M, trace, augmented, tol, seed, nb,
+                                deadline=deadline)
     return lam, {"method": "lanczos", "passes": passes}
