@@ -734,6 +734,13 @@ def test_default_tol_scales_with_the_data_and_is_recorded_in_the_config():
     assert big.config.solver_params["tol"] == 1e-8
     assert big.status == "max_iter" and big.certificate is None
     assert "cannot be certified below its target" in big.extra["failure"]
+    # a value within the target says that the rounding bound is what is not
+    import re
+
+    value = float(re.search(r"recomputed from the data it is ([0-9.e+-]+)",
+                            big.extra["failure"]).group(1))
+    assert (value <= 1e-8) == ("within the target, but its rounding bound" in
+                               big.extra["failure"])
     # a kernel with k(x, x) = 1 has the unit scale whatever the inputs
     rbf = mk.solve(X * 1e-10, y, solver="iterated_tikhonov", kernel="rbf",
                    kernel_params={"gamma": 1e20})

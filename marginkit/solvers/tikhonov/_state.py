@@ -171,8 +171,12 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
         if verdict.value <= target or self._refutations >= 3:
             self.failed = (
                 f"the Newton decrement cannot be certified below its target {target:.3g}: "
-                f"recomputed from the data it is {verdict.value:.3g} with a rounding bound of "
-                f"{verdict.rounding:.3g} ({verdict.reason}); " + (
+                f"recomputed from the data it is {verdict.value:.3g}" + (
+                    f", within the target, but its rounding bound {verdict.rounding:.3g} is "
+                    "not: float64 cannot confirm the claim"
+                    if verdict.value <= target else
+                    f" with a rounding bound of {verdict.rounding:.3g}") +
+                f" ({verdict.reason}); " + (
                     "the run took its rows from features, and the check recomputes them "
                     "from X and the centres: rows that are not that map's (edited, or of "
                     "another X) fail it (pass the NystroemFeatures fitted on this X, or "
