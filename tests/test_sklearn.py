@@ -666,6 +666,40 @@ def test_auto_components_follows_its_rule():
     assert auto_components(10**6) == 1000
 
 
+def test_rbf_gamma_is_svc_scale():
+    # "rbf" and "poly" without a gamma: SVC's gamma="scale", 1 / (d X.var()) of the
+    # training rows, integer weights counted as repeated rows; mk.solve keeps 1 / d
+    import scipy.sparse as sp
+    from sklearn.datasets import load_digits
+    from sklearn.svm import SVC
+
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    tr, te = np.arange(0, 1400), np.arange(1400, len(y))
+    clf = SVMClassifier(solver="dcd", kernel="rbf", C=1.0).fit(X[tr], y[tr])
+    gamma = clf.results_[0].config.kernel_params["gamma"]
+    assert gamma == pytest.approx(1.0 / (64 * X[tr].var()), rel=1e-12)
+    assert clf.get_params()["kernel_params"] is None  # the estimator's parameter as given
+    svc = SVC(C=1.0).fit(X[tr], y[tr])
+    assert clf.score(X[te], y[te]) >= svc.score(X[te], y[te]) - 0.01
+    # the first one-vs-rest run's certificate, checked under its kernel from the data
+    assert clf.results_[0].certificate.verify(X[tr], (y[tr] == clf.classes_[0]).astype(np.int8))
+    # CSR rows and weights: the same gamma as dense rows and repeated rows
+    sub = np.arange(300)
+    w = np.random.default_rng(0).integers(1, 4, sub.size).astype(float)
+    reps = np.repeat(sub, w.astype(int))
+    a = SVMClassifier(kernel="poly", C=1.0, max_iter=2).fit(sp.csr_matrix(X[sub]), y[sub] % 2,
+                                                             sample_weight=w)
+    b = SVMClassifier(kernel="poly", C=1.0, max_iter=2).fit(X[reps], y[reps] % 2)
+    assert a.result_.config.kernel_params["gamma"] == pytest.approx(
+        b.result_.config.kernel_params["gamma"], rel=1e-12)
+    # a gamma given, another kernel, or mk.solve: as before
+    given = SVMClassifier(kernel="rbf", kernel_params={"gamma": 0.5}, max_iter=2)
+    assert given.fit(X[sub], y[sub] % 2).result_.config.kernel_params["gamma"] == 0.5
+    lap = SVMClassifier(kernel="laplacian", max_iter=2).fit(X[sub], y[sub] % 2)
+    assert not (lap.result_.config.kernel_params or {}).get("gamma")
+
+
 @pytest.mark.skipif("iterated_tikhonov" not in _SOLVERS, reason="iterated_tikhonov not registered")
 def test_tikhonov_auto_components_nystroem_beyond_the_exact_rows_and_none_is_exact():
     X, y = _rings(400)
@@ -676,7 +710,9 @@ def test_tikhonov_auto_components_nystroem_beyond_the_exact_rows_and_none_is_exa
     assert auto.result_.certificate.verify(X, y)
     exact = IteratedTikhonovClassifier(n_components=None, random_state=0).fit(X, y)
     assert exact.result_.config.solver_params.get("n_components") is None
-    ref = mk.solve(X, y, solver="iterated_tikhonov", kernel="rbf", t=3, random_state=0)
+    # the estimator's rbf takes SVC's gamma="scale" (``test_rbf_gamma_is_svc_scale``)
+    ref = mk.solve(X, y, solver="iterated_tikhonov", kernel="rbf", t=3, random_state=0,
+                   kernel_params=exact.result_.config.kernel_params)
     np.testing.assert_allclose(exact.decision_function(X), ref.decision_function(X),
                                rtol=1e-10, atol=1e-12)
     assert exact.result_.config.solver_params.get("n_components") is None
