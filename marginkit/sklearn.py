@@ -361,36 +361,57 @@ def _with_scale_gamma(cfg, X, sample_weight=None):
     """``cfg`` with gamma = 1 / (n_features X.var()) (1 when X.var() is 0) for a kernel
     named ``"rbf"`` or ``"poly"`` given without a gamma: scikit-learn's ``SVC`` default
     ``gamma="scale"``, on the training rows (those of positive weight), each counted with
-    its weight (integer weights are repeated rows, as everywhere in the estimators). The
-    kernels' own gamma=None, 1 / n_features, is SVC's former ``"auto"``, which fits the
-    digits 3.5 points worse. Any other configuration is returned as it is."""
+    its weight, ``sample_weight`` times ``class_weight`` (integer weights are repeated
+    rows, as everywhere in the estimators; ``SVC`` ignores the weights there). A
+    variance within rounding of 0 (X constant) gives 1, as in ``SVC``; a gamma outside
+    float64's positive range (X near its limits) is refused, naming the fix. The kernels'
+    own gamma=None, 1 / n_features, is SVC's former ``"auto"``, which fits the digits 3.5
+    points worse. Any other configuration is returned as it is."""
     params = dict(cfg.kernel_params or {})
     if not (isinstance(cfg.kernel, str) and cfg.kernel in SCALE_GAMMA_KERNELS) or \
             params.get("gamma") is not None:
         return cfg
-    var = _variance(X, sample_weight)
-    params["gamma"] = 1.0 / (X.shape[1] * var) if var > 0.0 else 1.0
+    var, top = _variance(X, sample_weight)
+    if var <= (64 * np.finfo(np.float64).eps * top) ** 2:
+        gamma = 1.0  # constant X: its computed spread is the mean's rounding
+    else:
+        with np.errstate(over="ignore", divide="ignore"):
+            gamma = 1.0 / (X.shape[1] * var)
+    if not (np.isfinite(gamma) and gamma > 0.0):
+        raise ValueError(
+            f"kernel {cfg.kernel!r} without a gamma takes SVC's gamma='scale', "
+            f"1 / (n_features X.var()) = 1 / ({X.shape[1]} * {var:.3g}), which is outside "
+            "float64's range on this X; rescale X or pass kernel_params={'gamma': ...}")
+    params["gamma"] = float(gamma)
     return cfg.replace(kernel_params=params)
 
 
 def _variance(X, w=None):
-    """The variance of all n * d entries of X (implicit zeros of a CSR matrix included),
-    row i counted w_i times, in float64 by two passes over row blocks: no float64 copy of
-    a large X."""
+    """``(variance, largest magnitude)`` of all n * d entries of X (implicit zeros of a
+    CSR matrix included, duplicates summed as scipy reads them), row i counted w_i times,
+    in float64 by two passes over row blocks of a dense X (no float64 copy of it; a CSR
+    matrix's stored values are copied)."""
     n, d = X.shape
     w = np.ones(n) if w is None else np.asarray(w, dtype=np.float64)
     count = float(np.sum(w)) * d
     if sp.issparse(X):
+        if not X.has_canonical_format:
+            X = X.copy()
+            X.sum_duplicates()
         data = X.data.astype(np.float64)
+        top = float(np.max(np.abs(data), initial=0.0))
         wd = np.repeat(w, np.diff(X.indptr))  # the weight of each stored entry
         mean = float(wd @ data) / count
         zeros = float(w @ (d - np.diff(X.indptr)))  # weighted count of implicit zeros
-        return (float(wd @ (data - mean) ** 2) + zeros * mean * mean) / count
+        return (float(wd @ (data - mean) ** 2) + zeros * mean * mean) / count, top
     step = max(1, (1 << 20) // max(d, 1))
     blocks = [slice(lo, lo + step) for lo in range(0, n, step)]
-    mean = sum(float(w[b] @ np.sum(X[b], axis=1, dtype=np.float64)) for b in blocks) / count
-    return sum(float(w[b] @ np.sum((np.asarray(X[b], dtype=np.float64) - mean) ** 2, axis=1))
-               for b in blocks) / count
+    top = max(float(np.max(np.abs(X[b]), initial=0.0)) for b in blocks)
+    with np.errstate(over="ignore"):
+        mean = sum(float(w[b] @ np.sum(X[b], axis=1, dtype=np.float64))
+                   for b in blocks) / count
+        return sum(float(w[b] @ np.sum((np.asarray(X[b], dtype=np.float64) - mean) ** 2,
+                                       axis=1)) for b in blocks) / count, top
 
 
 def _precomputed(estimator):
@@ -1012,10 +1033,12 @@ class SVMClassifier(_MarginClassifier):
         """The first run's bound of ||Z~||_2^2 for the others (``fista``/``fista_svm``'s
         ``gram_norm``: it depends on the rows of X and their scaling only), when the
         feature space is X itself (the linear kernel; a random feature map may be drawn
-        anew for each run) and the bound was not given."""
+        anew for each run) and the bound was not given, nor the trace that stands for it
+        when the first run's estimate failed or was cut by its time limit."""
         bound = (first.extra or {}).get("gram_norm")
         solver, kernel = compose(cfg)[:2]
-        if (bound is None or "gram_norm" not in solver.param_table
+        if (bound is None or (first.extra or {}).get("lipschitz_method") == "trace"
+                or "gram_norm" not in solver.param_table
                 or solver.params.get("gram_norm") is not None
                 or getattr(kernel, "name", None) != "linear"):
             return cfg

@@ -698,6 +698,18 @@ def test_rbf_gamma_is_svc_scale():
     assert given.fit(X[sub], y[sub] % 2).result_.config.kernel_params["gamma"] == 0.5
     lap = SVMClassifier(kernel="laplacian", max_iter=2).fit(X[sub], y[sub] % 2)
     assert not (lap.result_.config.kernel_params or {}).get("gamma")
+    # duplicate CSR entries count as their sum, as scipy reads them
+    dup = sp.csr_matrix((np.array([1., 1., 3., 1.]), np.array([0, 0, 1, 0]),
+                         np.array([0, 2, 3, 4])), shape=(3, 2))
+    fit = SVMClassifier(kernel="rbf", solver="dcd", max_iter=2).fit(dup, [0, 1, 0])
+    assert fit.result_.config.kernel_params["gamma"] == pytest.approx(1 / (2 * dup.toarray().var()))
+    # a constant X gives 1 (its computed spread is rounding); X near float64's limits is
+    # refused naming gamma, not run with gamma 0 or inf
+    const = SVMClassifier(kernel="poly", kernel_params={"degree": 10}, solver="dcd", max_iter=2)
+    assert const.fit(np.full((40, 2), 0.1), y[:40] % 2).result_.config.kernel_params["gamma"] == 1.0
+    for f in (1e160, 1e-160):
+        with pytest.raises(ValueError, match=r"gamma='scale'.*rescale X or pass kernel_params"):
+            SVMClassifier(kernel="rbf", solver="dcd", max_iter=2).fit(X[sub] * f, y[sub] % 2)
 
 
 @pytest.mark.skipif("iterated_tikhonov" not in _SOLVERS, reason="iterated_tikhonov not registered")
@@ -985,6 +997,23 @@ def test_svm_one_vs_rest_computes_the_gram_norm_once_and_keeps_each_class_result
         np.testing.assert_array_equal(res.dual_coef_, own.dual_coef_)
         np.testing.assert_array_equal(scores[:, j], own.decision_function(Xf))
         assert res.status == "certified" and res.certificate.verify(Xf, yc)
+
+
+@pytest.mark.skipif("fista" not in _SOLVERS, reason="fista not registered")
+def test_svm_one_vs_rest_does_not_share_a_trace_that_stood_for_the_gram_norm():
+    # a first run whose Lanczos estimate its time limit cut took the trace of Z~^T Z~
+    # (a valid, loose bound): the other runs compute their own, not inherit that
+    import scipy.sparse as sp
+
+    X = sp.random(120, 3000, density=0.01, format="csr", random_state=1)
+    y = np.random.default_rng(9).integers(0, 3, 120)
+    clf = SVMClassifier(solver="fista", memory_budget=1e6,
+                        stop=[("certified_points", {}), ("time_limit", {"seconds": 1e-9})])
+    with pytest.warns(ConvergenceWarning):
+        clf.fit(X, y)
+    assert [r.status for r in clf.results_] == ["time_limit"] * 3
+    assert clf.results_[0].extra["lipschitz_method"] == "trace"
+    assert all("gram_norm" not in r.config.solver_params for r in clf.results_)
 
 
 @pytest.mark.skipif("fista" not in _SOLVERS, reason="fista not registered")

@@ -351,7 +351,7 @@ def test_lipschitz_bound_of_wide_data_runs_on_the_rows(sparse, augmented):
     assert res.extra["L"] - res.extra["mu"] >= top
     # past the run's time limit the estimate takes the trace of Z~^T Z~ (a valid bound)
     lam0, info0 = svm.lipschitz_bound(one, augmented, 1.0, deadline=0.0)
-    assert info0["passes"] == 0 and lam0 >= np.sum(Z * Z) >= top
+    assert info0 == {"method": "trace", "passes": 0} and lam0 >= np.sum(Z * Z) >= top
 
 
 @pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
@@ -1053,13 +1053,14 @@ def test_lanczos_margin_counts_both_sums_of_each_product():
 
     A = np.diag([4.0, 1.0, 0.5, 0.25])
     n, F, M, trace = 1000, 7.0, 0.3, float(np.trace(A))
-    bound, _ = lip.lanczos_bound(lambda v: A @ v, 4, n, F, M, trace, True, seed=0)
+    bound, _, method = lip.lanczos_bound(lambda v: A @ v, 4, n, F, M, trace, True, seed=0)
+    assert method == "lanczos"
     est = lip.ritz_estimate(lambda v: A @ v, 4, 1e-10, 0)
     margin = bound - est
     both = lip._gram_rounding_bound(n, F, M, trace, True, 4, 1, n + 4)
     assert margin == pytest.approx(both, rel=1e-12)
     assert margin > lip._gram_rounding_bound(n, F, M, trace, True, 4, 1, n)
-    nside, _ = lip.lanczos_bound(lambda v: A @ v, 4, n, F, M, trace, True, seed=0, terms=30)
+    nside, _, _ = lip.lanczos_bound(lambda v: A @ v, 4, n, F, M, trace, True, seed=0, terms=30)
     assert nside - est == pytest.approx(
         lip._gram_rounding_bound(n, F, M, trace, True, 4, 1, 34), rel=1e-12)
 

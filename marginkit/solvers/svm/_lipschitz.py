@@ -184,7 +184,8 @@ def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0, n_blo
     gamma_{terms + p} (W^T W |v|)_i (Higham 2002, lemma 3.3), so the residual of the
     computed product exceeds the exact one by at most gamma_{terms + p} ||W||_F^2 ||v||,
     and theta + residual + margin bounds the eigenvalue of the exact operator nearest
-    theta. Returns (bound, products with the operator)."""
+    theta. Returns (bound, products with the operator, "lanczos" or "trace": which of
+    the two the bound is)."""
     count = [0]
 
     def mv(v):
@@ -194,7 +195,9 @@ def lanczos_bound(matvec, p, n, F, M, trace, augmented, tol=1e-10, seed=0, n_blo
     est = ritz_estimate(mv, p, tol, seed, deadline)
     margin = _gram_rounding_bound(n, F, M, trace, augmented, p, n_blocks,
                                   (n if terms is None else terms) + p)
-    return (trace if est is None else est) + margin, count[0]
+    if est is None:
+        return trace + margin, count[0], "trace"
+    return est + margin, count[0], "lanczos"
 
 
 def _k_gram_cost(block):
@@ -258,8 +261,8 @@ def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=
       the trace of the operator when the run's time limit (``deadline``) passes first.
 
     ``data`` is a ``_Blocked`` (the row blocks of a run) or a prepared ``_Data``.
-    Returns (bound, info) with info = {"method": "gram" or "lanczos", "passes": products
-    with Z~^T Z~}.
+    Returns (bound, info) with info = {"method": "gram", "lanczos" or "trace" (ARPACK
+    failed or the deadline passed), "passes": products with Z~^T Z~}.
     """
     if isinstance(data, _Data):
         data = _Blocked.of(data)
@@ -299,9 +302,9 @@ def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=
             offset = (usum if augmented else 0.0) - _f.dot(m, vs)
             return np.concatenate(ex.map(_k_rows_matvec, vs, offset))
 
-        lam, passes = lanczos_bound(matvec_rows, n, n, F, data.M, trace, augmented, tol, seed,
-                                    nb, terms=p, deadline=deadline)
-        return lam, {"method": "lanczos", "passes": passes}
+        lam, passes, method = lanczos_bound(matvec_rows, n, n, F, data.M, trace, augmented,
+                                            tol, seed, nb, terms=p, deadline=deadline)
+        return lam, {"method": method, "passes": passes}
 
     def matvec(v):
         vs = s * v[:d]
@@ -311,6 +314,6 @@ def lipschitz_bound(data, augmented, memory_budget=2.0 * 2**30, tol=1e-10, seed=
         out = s * (_in_order([q[2] for q in parts]) - m * tsum)
         return np.append(out, tsum) if augmented else out
 
-    lam, passes = lanczos_bound(matvec, p, n, F, data.M, trace, augmented, tol, seed, nb,
-                                deadline=deadline)
-    return lam, {"method": "lanczos", "passes": passes}
+    lam, passes, method = lanczos_bound(matvec, p, n, F, data.M, trace, augmented, tol, seed,
+                                        nb, deadline=deadline)
+    return lam, {"method": method, "passes": passes}
