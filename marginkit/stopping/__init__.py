@@ -11,6 +11,7 @@ Rules specific to one family live beside it (``certified_points`` and ``liblinea
 with the SVM family, ``newton_decrement`` with iterated Tikhonov) and are imported here.
 """
 import numbers
+import time
 
 from .._registry import _register_builtin
 from .._validation import Param
@@ -142,3 +143,10 @@ def deadline(rules, t0):
     what would outlast it."""
     seconds = [rule.params["seconds"] for rule in rules if isinstance(rule, TimeLimit)]
     return t0 + min(seconds) if seconds else None
+
+
+def past(deadline):
+    """Whether ``deadline`` (a run's ``problem.deadline``: a ``time.perf_counter()`` time,
+    or None without a time limit) has passed: the one test of the solvers that cut their
+    work short at it."""
+    return deadline is not None and time.perf_counter() >= deadline

@@ -33,7 +33,6 @@ References
    Methods - Support Vector Learning, MIT Press, 1999 (working sets).
 """
 import math
-import time
 import warnings
 
 import numpy as np
@@ -42,6 +41,7 @@ import scipy.sparse as sp
 from ... import _referee as R
 from ...kernels.builtin import LinearKernel
 from ...plugins import SolverState
+from ...stopping import past
 from . import _kernel_fast as _kf
 from ._base import _ClaimOffers
 from ._kernel_certificate import KernelCertifiedPointsCertificate
@@ -276,7 +276,7 @@ class _Gram:
         if deadline is not None:
             step = min(step, max(_MIN_COLUMNS, -(-missing.size // 16)))
         for lo in range(0, missing.size, step):
-            if deadline is not None and time.perf_counter() >= deadline:
+            if past(deadline):
                 self.have[missing[:lo]] = False
                 self.slot[missing[:lo]] = -1
                 return False
@@ -698,7 +698,7 @@ class _KernelDCDState(_KernelRun):
         return est <= self._fresh_below and self.count(self.r, est) > self.certify_above
 
     def _late(self):
-        return self.deadline is not None and time.perf_counter() >= self.deadline
+        return past(self.deadline)
 
     def _unshrink(self):
         self.active = self._all

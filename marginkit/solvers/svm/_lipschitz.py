@@ -14,11 +14,10 @@ References
 .. [2] B. N. Parlett, "The Symmetric Eigenvalue Problem", SIAM, 1998 (Lanczos, the
    residual bound of a Ritz value).
 """
-import time
-
 import numpy as np
 
 from ... import _referee as R
+from ...stopping import past
 from . import _fast as _f
 from ..tikhonov import _fast as _rows_fast  # X v and X^T u over a row block
 from ._data import _Blocked, _Data, _in_order
@@ -152,7 +151,7 @@ def ritz_estimate(matvec, p, tol, seed=0, deadline=None):
     from scipy.sparse.linalg import ArpackError, LinearOperator, eigsh
 
     def mv(v):
-        if deadline is not None and time.perf_counter() >= deadline:
+        if past(deadline):
             raise _OutOfTime
         return matvec(np.asarray(v, dtype=np.float64).ravel())
 
