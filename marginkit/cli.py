@@ -132,17 +132,26 @@ MISREAD_OPTIONS = {
 }
 
 
+#: the short options of ``marginkit fit`` that take no value, which a cluster of short
+#: options may hold before its last one (``-qh 0`` is ``-q -h 0``, ``-vv5`` is ``-v -v5``)
+FLAG_LETTERS = "qv"
+
+
 def _misread_option(argv):
     """The first option of ``MISREAD_OPTIONS`` in the ``fit`` arguments ``argv`` with a
     value of LIBLINEAR's/LIBSVM's form, after it or joined to it (``-v 5``, ``-v5``,
-    ``-h 0``, ``-m 100``, ``-m100``), or None; nothing after ``--``."""
+    ``-h 0``, ``-m 100``, ``-m100``), also at the end of a cluster of flags (``-qh 0``,
+    ``-qm100``), or None; nothing after ``--``."""
     for i, tok in enumerate(argv):
         if tok == "--":
             return None
+        following = argv[i + 1] if i + 1 < len(argv) else None
         for opt, (value, _) in MISREAD_OPTIONS.items():
-            if tok == opt and i + 1 < len(argv) and re.fullmatch(value, argv[i + 1]):
-                return opt
-            if tok.startswith(opt) and re.fullmatch(value, tok[len(opt):]):
+            m = re.fullmatch(f"-[{FLAG_LETTERS}]*{opt[1:]}(.*)", tok)
+            if m is None:
+                continue
+            if re.fullmatch(value, m.group(1)) or \
+                    (m.group(1) == "" and following is not None and re.fullmatch(value, following)):
                 return opt
     return None
 

@@ -557,6 +557,11 @@ def test_liblinear_flags(capsys, tmp_path):
         (["-m", "40.5"], r"argument -m: LIBSVM's -m M"),
         (["-m100"], r"argument -m: LIBSVM's -m M"),
         (["-h0"], r"argument -h: LIBSVM's -h 0/1"),
+        # the same at the end of a cluster of flags (-qh 0 is -q -h 0)
+        (["-qh", "0"], r"argument -h: LIBSVM's -h 0/1"),
+        (["-qh1"], r"argument -h: LIBSVM's -h 0/1"),
+        (["-qv", "5"], r"argument -v: LIBLINEAR's -v N"),
+        (["-vqm", "100"], r"argument -m: LIBSVM's -m M"),
     ]:
         code, out, err = run(capsys, "fit", str(train), *argv)
         assert code == 2, (argv, err)
@@ -574,6 +579,9 @@ def test_liblinear_flags(capsys, tmp_path):
     for flag in ("-v", "-vv", "--verbose"):
         code, out, err = run(capsys, "fit", str(train), flag)
         assert code == 0 and "status      certified" in out, (flag, err)
+    # a cluster ending in -m with a model path is that path
+    code, out, err = run(capsys, "fit", str(train), "-qm", str(model))
+    assert code == 0 and out == "" and err == ""
 
 
 def test_help_texts_name_the_default_and_nothing_internal(capsys):
