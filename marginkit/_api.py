@@ -686,19 +686,32 @@ def _run_to_result(problem, runner, solver, rules, max_iter, config):
     return res
 
 
-def with_dual_certificate(cfg, eps):
+def with_dual_certificate(cfg, eps, own_tolerance=False):
     """``cfg`` (a ``Config`` whose stop is the solver's own rules) with the
     ``dual_certificate`` rule at ``eps`` added to them, where it can act.
 
-    Returns ``(config, why, solver_name)``: ``why`` is None when the rule was added;
-    ``"own"`` when the rules hold one already (the solver certifies at its own
-    tolerance); else the list of state attributes the rule reads that the solver does
-    not provide (``Solver.provides``). In the last two cases ``config`` is ``cfg``."""
+    Returns ``(config, why, solver_name)``: ``why`` is None when the rule was added (or,
+    with ``own_tolerance``, the solver's tolerance set: below); ``"own"`` when the rules
+    hold one already (the solver certifies at its own tolerance); else the list of state
+    attributes the rule reads that the solver does not provide (``Solver.provides``). In
+    the last two cases ``config`` is ``cfg``.
+
+    With ``own_tolerance``, rules holding ``dual_certificate`` at the solver's own
+    tolerance (``eps=None``) get ``eps`` as that tolerance: the solver's parameter
+    ``Solver.dual_tol_param`` (``eps`` of ``isnkpvn`` and ``nvn``, ``delta`` of
+    ``snkpvn``) is set to it, unless the caller chose it (named in ``solver_params``, or
+    the solver given as an instance, whose parameters are its own)."""
     from .stopping import DualCertificate
 
     solver, _, _, rules, _ = compose(cfg)
     name = solver.name or type(solver).__name__
-    if any(isinstance(r, DualCertificate) for r in rules):
+    own = [r for r in rules if isinstance(r, DualCertificate)]
+    if own:
+        param = getattr(solver, "dual_tol_param", None)
+        if own_tolerance and param is not None and isinstance(cfg.solver, (str, type)) \
+                and param not in cfg.solver_params \
+                and all(r.params["eps"] is None for r in own):
+            return cfg.replace(solver_params={**cfg.solver_params, param: eps}), None, name
         return cfg, "own", name
     rule = DualCertificate(eps=eps)
     missing = [a for a in rule.requires if a not in getattr(solver, "provides", ())]

@@ -314,6 +314,11 @@ class Solver(Plugin):
         Whether every iteration reads every stored entry of the rows of X (the linear
         kernel): the SVM estimator then gives a dense X with at most a quarter of
         non-zero entries as a CSR copy (``marginkit.utils._sparse.sparse_copy``).
+    dual_tol_param : str or None
+        The parameter that is the solver's own tolerance on ||p||_G, which its state
+        provides as ``dual_tol`` and the ``dual_certificate`` rule without an eps reads
+        (``eps`` of ``isnkpvn``); ``PerceptronClassifier``'s ``tol`` sets it. None: the
+        solver has no such tolerance.
     """
 
     kind = "solver"
@@ -327,6 +332,7 @@ class Solver(Plugin):
     takes_features = False
     blocked = False
     sparse_rows = False
+    dual_tol_param = None
 
     def start(self, problem):  # pragma: no cover - abstract
         """Return a ``SolverState`` for ``problem`` (a ``marginkit.plugins.Problem``)."""

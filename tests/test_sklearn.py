@@ -839,17 +839,31 @@ def test_perceptron_tol_ends_overlapping_data_with_a_checked_infeasibility_certi
 
 @pytest.mark.skipif("snkp" not in _SOLVERS or "isnkpvn" not in _SOLVERS,
                     reason="snkp/isnkpvn not registered")
-def test_perceptron_tol_leaves_separators_explicit_rules_and_certifying_solvers_alone():
+def test_perceptron_tol_leaves_separators_and_explicit_rules_alone_and_is_the_certifying_solvers_tolerance():
     X, y = separable_blobs(60)
     assert PerceptronClassifier().fit(X, y).status_ == "separable"
     Xo, yo = _overlapping(200, seed=3)
     with pytest.warns(ConvergenceWarning):  # an explicit stop is the user's: tol is not added
         explicit = PerceptronClassifier(stop="separated", max_iter=30).fit(Xo, yo)
     assert explicit.status_ == "max_iter"
+    # the solvers that certify infeasibility with their own rules take tol as their own
+    # tolerance (eps of isnkpvn), unless solver_params gives it; tol=None keeps theirs
     a = PerceptronClassifier(solver="isnkpvn", random_state=0).fit(Xo, yo)
     b = PerceptronClassifier(solver="isnkpvn", tol=None, random_state=0).fit(Xo, yo)
-    assert a.n_iter_ == b.n_iter_ and a.status_ == b.status_ == "infeasible"
-    assert a.result_.certificate.eps == 1e-6
+    c = PerceptronClassifier(solver="isnkpvn", solver_params={"eps": 1e-6},
+                             random_state=0).fit(Xo, yo)
+    assert a.status_ == b.status_ == c.status_ == "infeasible"
+    assert a.result_.certificate.eps == 1e-3 and a.result_.config.solver_params["eps"] == 1e-3
+    assert b.result_.certificate.eps == c.result_.certificate.eps == 1e-6
+    assert a.n_iter_ <= b.n_iter_ == c.n_iter_
+    Xa = np.hstack([Xo, np.ones((Xo.shape[0], 1))])
+    p = a.result_.certificate.p
+    # ||p||_G recomputed: the rows y_i x_i / ||x_i|| of the normalized Gram matrix
+    Z = Xa * np.where(yo == a.classes_[1], 1.0, -1.0)[:, None]
+    Z /= np.linalg.norm(Z, axis=1, keepdims=True)
+    assert np.linalg.norm(Z.T @ p) <= 1e-3 and a.result_.certificate.verify(Xa, yo)
+    d = PerceptronClassifier(solver="snkpvn", tol=1e-2).fit(Xo, yo)
+    assert d.result_.config.solver_params["delta"] == 1e-2 and d.result_.certificate.eps == 1e-2
     for bad, err in ((0, ValueError), (1.0, ValueError), (-1e-3, ValueError),
                      ("tight", ValueError), ([1e-3], TypeError)):
         with pytest.raises(err, match="tol"):
@@ -913,9 +927,17 @@ def test_tol_auto_and_an_explicit_tol_that_cannot_act(toy):
                                          r"rules.*\('dual_certificate', \{'eps': 0\.01\}\)"):
         PerceptronClassifier(solver="toy_dual_norm", stop="separated", tol=0.01).fit(Xo, yo)
     if "isnkpvn" in _SOLVERS:
+        # isnkpvn's own tolerance is tol, unless given already (then a number is refused)
+        assert PerceptronClassifier(solver="isnkpvn", tol=0.01).fit(Xo, yo) \
+            .result_.certificate.eps == 0.01
         with pytest.raises(ValueError, match=r"'isnkpvn' certifies infeasibility with its own "
-                                             r"rules.*solver_params=\{'eps'"):
-            PerceptronClassifier(solver="isnkpvn", tol=0.01).fit(Xo, yo)
+                                             r"rules.*given already.*solver_params=\{'eps'"):
+            PerceptronClassifier(solver="isnkpvn", tol=0.01,
+                                 solver_params={"eps": 1e-4}).fit(Xo, yo)
+        with pytest.raises(ValueError, match=r"given already \(in solver_params, or by a "
+                                             r"solver instance\)"):
+            PerceptronClassifier(solver=mk.get_plugin("solver", "isnkpvn")(eps=1e-4),
+                                 tol=0.01).fit(Xo, yo)
     c = PerceptronClassifier(solver="snkp")._config()
     assert any(type(r).__name__ == "DualCertificate" and r.params["eps"] == 1e-3
                for r in c.stop)

@@ -107,13 +107,13 @@ class _PerceptronFamily(Solver):
     blocked = True
     _normalize = True
     #: the parameter that is the solver's own tolerance on ||p||_G (``dual_tol``)
-    _dual_tol_param = "eps"
+    dual_tol_param = "eps"
 
     def claim_thresholds(self, rules):
         """What the run's claims are checked against: ``dual_tol``, the largest eps of its
         ``dual_certificate`` rules (a rule without eps: the solver's own tolerance), or the
         solver's tolerance when no such rule is configured."""
-        own = float(self.params[self._dual_tol_param])
+        own = float(self.params[self.dual_tol_param])
         eps = [own if r.params.get("eps") is None else float(r.params["eps"])
                for r in rules if isinstance(r, DualCertificate)]
         return {"dual_tol": max(eps) if eps else own}

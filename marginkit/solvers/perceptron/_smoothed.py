@@ -368,7 +368,7 @@ class SNKPVN(_SmoothedFamily):
     default_smoother = "l2"
     default_stop = ("separated", "dual_certificate")
     default_max_iter = 100_000
-    _dual_tol_param = "delta"
+    dual_tol_param = "delta"
     param_table = {
         "q": Param(None, allow_none=True, validator=_check_q,
                    doc="center q in the simplex (None: 1/n)"),
