@@ -352,7 +352,12 @@ def _loop(problem, solver, rules, max_iter, config, blas):
                         k += steps
                         continue
                     batch = None
-                state.step()
+                try:
+                    state.step()
+                except stopping.DeadlineReached:
+                    # the step was cut at the run's deadline, its state left as it was
+                    status = "time_limit"
+                    break
                 k += 1
     except KeyboardInterrupt:
         if not defer or guard.forced:

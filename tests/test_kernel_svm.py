@@ -323,6 +323,40 @@ def test_time_limit_ends_a_pass_of_kernel_dcd():
     assert capped.status == "time_limit" and len(calls) < n_free / 2
 
 
+@pytest.mark.parametrize("solver", ["fista", "fista_svm"])
+def test_time_limit_cuts_a_fista_product_on_a_gram_matrix_not_held(solver):
+    # one product with a Gram matrix that is not held computes its rows block by block
+    # (about n^2 kernel entries: minutes on a large n); past the run's time limit it stops
+    # between two blocks, and the run ends at the last complete iterate. Here the kernel
+    # turns slow (0.2 s a block, 7 blocks a product) once the loop has started
+    import time
+
+    X, y = _data(n=400, seed=4)
+    slow, blocks = [False], []
+
+    def kernel(A, B):
+        if slow[0]:
+            blocks.append(A.shape[0])
+            time.sleep(0.2)
+        return pairwise_kernels(A, B, metric="rbf", gamma=G)
+
+    def turn_slow(state):
+        slow[0] = True
+
+    kw = dict(solver=solver, kernel=kernel, C=C, memory_budget=0.6 * 8 * 400 * 400,
+              callback=turn_slow)
+    with pytest.warns(UserWarning, match="does not fit memory_budget"):
+        one = mk.solve(X, y, max_iter=1, **kw)
+    assert one.n_iter == 1 and one.extra["gram"] == "blocked" and len(blocks) == 7
+    slow[0], blocks[:] = False, []
+    with pytest.warns(UserWarning, match="does not fit memory_budget"):
+        cut = mk.solve(X, y, time_limit=1.0, **kw)
+    # the first step's product was cut (before: it ran to its end, n_iter 1, 7 blocks)
+    assert cut.status == "time_limit" and cut.n_iter == 0 and len(blocks) < 7
+    assert all(len(v) == 1 for v in cut.history.values()) and cut.certificate is None
+    np.testing.assert_array_equal(cut.dual_coef_, np.zeros_like(cut.dual_coef_))
+
+
 def _negative(A, B):
     return -pairwise_kernels(A, B, metric="rbf", gamma=G)
 

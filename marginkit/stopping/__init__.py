@@ -18,7 +18,7 @@ from .._validation import Param
 from ..plugins import StoppingRule, Trigger
 
 __all__ = ["Separated", "DualCertificate", "Tolerance", "MaxIter", "TimeLimit",
-           "AUTO_DUAL_TOL"]
+           "AUTO_DUAL_TOL", "DeadlineReached"]
 
 #: the tolerance PerceptronClassifier's tol="auto" and the demo give the dual_certificate
 #: rule they add to a solver's own rules (``marginkit._api.with_dual_certificate``)
@@ -143,6 +143,14 @@ def deadline(rules, t0):
     what would outlast it."""
     seconds = [rule.params["seconds"] for rule in rules if isinstance(rule, TimeLimit)]
     return t0 + min(seconds) if seconds else None
+
+
+class DeadlineReached(Exception):
+    """Raised by a solver's ``step()`` when the run's deadline (``problem.deadline``)
+    passes in the middle of a step that cannot be cut short for a cheaper valid one (one
+    product with an exact kernel's Gram matrix, computed block by block, is part of
+    ``fista``'s iteration): the state is left at its last complete iterate, and the run
+    loop ends the run there with status ``"time_limit"``, the step not counted."""
 
 
 def past(deadline):

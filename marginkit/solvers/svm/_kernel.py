@@ -41,7 +41,7 @@ import scipy.sparse as sp
 from ... import _referee as R
 from ...kernels.builtin import LinearKernel
 from ...plugins import SolverState
-from ...stopping import past
+from ...stopping import DeadlineReached, past
 from . import _kernel_fast as _kf
 from ._base import _ClaimOffers
 from ._kernel_certificate import KernelCertifiedPointsCertificate
@@ -101,6 +101,12 @@ def _rows_fit(diag):
     pos = diag[diag > 0.0]
     lim = 2.0 ** 100
     return pos.size == 0 or (float(pos.max()) <= lim and float(pos.min()) >= 1.0 / lim)
+
+
+def _in_time(deadline):
+    """``DeadlineReached`` when ``deadline`` (a run's ``problem.deadline``) has passed."""
+    if past(deadline):
+        raise DeadlineReached
 
 
 class _Gram:
@@ -335,10 +341,14 @@ class _Gram:
         else:
             self.cache.bring(idx)
 
-    def matvec(self, v):
+    def matvec(self, v, deadline=None):
         """K v (float64); only the rows of v's nonzeros are read (K is symmetric). From
         the stored rows when they are float64, from float64 kernel blocks computed for
-        the product (not stored) when the stored rows are float32."""
+        the product (not stored) when the stored rows are float32.
+
+        With ``deadline`` (the run's, ``problem.deadline``): ``DeadlineReached`` once it
+        has passed between two blocks of rows that are computed for the product (a Gram
+        matrix that is not held: one product is then about n^2 kernel entries)."""
         self.products += 1
         n = self.n
         S = np.flatnonzero(v)
@@ -347,19 +357,23 @@ class _Gram:
             # blocks of at most 16 MiB (reused by the allocator, not first touched again)
             step = max(1, min(self.rows, (1 << 21) // max(n, 1)))
             for lo in range(0, S.size, step):
+                _in_time(deadline)
                 c = S[lo:lo + step]
                 out += v[c] @ self.block(c)
             return out
         if self.K is not None:
             if S.size > n // 2:
-                self.ensure(np.arange(n))
+                S = np.arange(n)
+            if not self.ensure(S, deadline):
+                raise DeadlineReached
+            if S.size == n:
                 return self.K @ v
-            self.ensure(S)
             for lo in range(0, S.size, 512):
                 c = S[lo:lo + 512]
                 out += v[c] @ self.K[c]
             return out
         for lo in range(0, S.size, self.rows):
+            _in_time(deadline)
             c = S[lo:lo + self.rows]
             out += v[c] @ self.cache.rows(c)
         return out
@@ -465,6 +479,8 @@ class _KernelRun(_ClaimOffers, SolverState):
     def _setup(self, problem, gram, gamma, mu, augmented):
         n = gram.n
         self.problem, self.gram = problem, gram
+        # the run's deadline (None without a time limit): what a step may not outlast
+        self.deadline = getattr(problem, "deadline", None)
         self.y = np.ascontiguousarray(problem.y, dtype=np.float64)
         self.gamma_scalar = gamma
         # the per-point boxes C w_i of a weighted run (``run_box``), C otherwise
@@ -586,15 +602,20 @@ class _KernelFistaState(_KernelRun):
         dsq = _kf.fista_point(self.r, self.r_prev, self.f, self.f_prev, y, self.gamma,
                               self.t, self.t_prev, beta, L, mu, self.augmented, self._yk,
                               self._v)
+        lam = self._lam
         if self.augmented:
             r_new = self._v.copy()
         else:
             r_new = np.empty(gram.n)
             # the linear solver's projection (per-point boxes)
-            self._lam = project_box_hyperplane(self._v, y, self.gamma, r_new, self._lam)
-            self.t_bar = L * self._lam
+            lam = project_box_hyperplane(self._v, y, self.gamma, r_new, lam)
             dsq = _kf.diff_sq(self._yk, r_new)
-        f_new = gram.matvec(y * r_new)
+        # the one product of the step; past the run's deadline it raises, before the
+        # state has changed (``_yk`` and ``_v`` are this step's scratch)
+        f_new = gram.matvec(y * r_new, self.deadline)
+        self._lam = lam
+        if not self.augmented:
+            self.t_bar = L * lam
         t_new = float(y @ r_new)
         # rounding: the gradient at y_k (K (y y_k) by linearity, the products' and the
         # entries' errors) and the step's own rounding (docs/svm.md, "Exact kernels")
@@ -666,7 +687,6 @@ class _KernelDCDState(_KernelRun):
         self.bound_check = bound_check
         self.certify_above = -1.0 if certify_above is None else float(certify_above)
         self.shrinking = bool(shrinking)
-        self.deadline = getattr(problem, "deadline", None)
         self.r = np.zeros(n)
         self.G = -np.ones(n)
         self.qd = gram.diag + 1.0 + mu
