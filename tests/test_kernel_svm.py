@@ -355,6 +355,12 @@ def test_time_limit_cuts_a_fista_product_on_a_gram_matrix_not_held(solver):
     assert cut.status == "time_limit" and cut.n_iter == 0 and len(blocks) < 7
     assert all(len(v) == 1 for v in cut.history.values()) and cut.certificate is None
     np.testing.assert_array_equal(cut.dual_coef_, np.zeros_like(cut.dual_coef_))
+    # the products of the start-up's Lanczos estimate stop there too (the trace then
+    # bounds the eigenvalue): slow from the start, not one product is finished
+    slow[0], blocks[:] = True, []
+    with pytest.warns(UserWarning, match="does not fit memory_budget"):
+        early = mk.solve(X, y, time_limit=0.5, **kw)
+    assert early.status == "time_limit" and early.n_iter == 0 and len(blocks) < 7
 
 
 def _negative(A, B):

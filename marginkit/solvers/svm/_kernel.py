@@ -455,7 +455,7 @@ def _lambda_max(gram, augmented, seed=0, deadline=None):
         return trace + margin
 
     def mv(v):
-        out = gram.matvec(v)
+        out = gram.matvec(v, deadline)  # DeadlineReached past it: the trace below
         if augmented:
             out += np.sum(v)
         return out

@@ -17,7 +17,7 @@ References
 import numpy as np
 
 from ... import _referee as R
-from ...stopping import past
+from ...stopping import DeadlineReached, past
 from . import _fast as _f
 from ..tikhonov import _fast as _rows_fast  # X v and X^T u over a row block
 from ._data import _Blocked, _Data, _in_order
@@ -127,16 +127,13 @@ def top_eigenvalue_bound(G, n, F, M, trace, augmented, n_blocks=1):
     return max(lam, 0.0) + _gram_rounding_bound(n, F, M, trace, augmented, p, n_blocks)
 
 
-class _OutOfTime(Exception):
-    """Raised by ``ritz_estimate``'s products past its deadline."""
-
-
 def ritz_estimate(matvec, p, tol, seed=0, deadline=None):
     """theta + ||A x - theta x|| for the largest Ritz pair (theta, x) of the symmetric
     p x p operator A = ``matvec`` (Lanczos, ``scipy.sparse.linalg.eigsh``, relative
     tolerance ``tol``, start vector from ``seed``), theta clipped at 0; None when ARPACK
     fails (no convergence, or no vector to start from: an operator that is 0 in float64)
-    or when a product would start after ``deadline`` (a ``time.perf_counter()`` time).
+    or when a product would start after ``deadline`` (a ``time.perf_counter()`` time), or
+    ``matvec`` itself raises ``DeadlineReached`` (a product cut at it).
 
     An eigenvalue lies within the residual of theta; that it is the largest one holds
     with high probability from a random start (Lanczos converges to the extreme
@@ -152,7 +149,7 @@ def ritz_estimate(matvec, p, tol, seed=0, deadline=None):
 
     def mv(v):
         if past(deadline):
-            raise _OutOfTime
+            raise DeadlineReached
         return matvec(np.asarray(v, dtype=np.float64).ravel())
 
     if p == 1:
@@ -164,7 +161,7 @@ def ritz_estimate(matvec, p, tol, seed=0, deadline=None):
         theta, x = eigsh(op, k=1, which="LA", tol=tol, v0=v0)
         theta, x = float(theta[0]), x[:, 0] / np.linalg.norm(x[:, 0])
         res = float(np.linalg.norm(mv(x) - theta * x))
-    except (ArpackError, _OutOfTime):
+    except (ArpackError, DeadlineReached):
         return None
     return max(theta, 0.0) + res
 
