@@ -134,6 +134,61 @@ def test_gram_block_kernels_check_their_operands():
         _gram.dot_csr_csc(row_block(A), row_block(Bt), np.empty((6, 3)), np.empty((1, 2)))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("index", [np.int32, np.int64])
+def test_dense_rows_product_gives_the_entries_of_the_column_walk(dtype, index):
+    """CSR x CSR blocks whose rows share many features go through B's rows against dense
+    copies of chunks of A's rows (``_dot_dense_rows``): the same entries, bit for bit, as
+    the walk over B's columns (``dot_csr_csc``), whatever the chunking and the threads;
+    rows that share few features keep the column walk."""
+    from threadpoolctl import threadpool_limits
+
+    from marginkit.kernels import _gram
+    from marginkit.kernels import builtin as b
+    from marginkit.utils._rows import row_block
+
+    def csr(M):
+        M = sp.csr_matrix(M, dtype=dtype)
+        M.indices, M.indptr = M.indices.astype(index), M.indptr.astype(index)
+        return M
+
+    rng = np.random.default_rng(7)
+    for n, d, density, m in [(300, 40, 0.5, 70), (200, 10_000, 0.002, 40)]:
+        B = sp.random(n, d, density=density, format="csr", random_state=rng,
+                      data_rvs=lambda k: rng.standard_normal(k) * 10.0 ** rng.integers(-3, 4, k))
+        if d == 10_000:  # 8 features every row shares
+            B = sp.hstack([rng.standard_normal((n, 8)), B[:, 8:]])
+        B = csr(B)
+        A = csr(B[rng.choice(n, m, replace=False)])
+        Bt = b._csc_sorted(B)
+        assert b._dense_rows_pay(A, Bt, B.nnz)
+        walk = np.empty((m, n), dtype=dtype)
+        _gram.dot_csr_csc(row_block(A), b._transpose_block(Bt), walk,
+                          np.empty((max(1, _gram.max_threads()), n)), False, True)
+        # d = 10,000: chunks of 13 rows (1 MiB of float64 each)
+        assert b._DENSE_ROWS_BYTES // (8 * d) < m or d == 40
+        for threads in (1, 2):
+            with threadpool_limits(threads):
+                np.testing.assert_array_equal(b._dot_block(A, B, Bt=Bt), walk)
+        exact = (A.astype(np.float64) @ B.astype(np.float64).T).toarray()
+        np.testing.assert_allclose(walk, exact, rtol=1e-5 if dtype == np.float32 else 1e-12,
+                                   atol=1e-6 * np.abs(exact).max())
+    # few shared features (a sparse text-like block): the column walk
+    B = csr(sp.random(400, 3000, density=0.003, format="csr", random_state=rng))
+    assert not b._dense_rows_pay(B[:50], b._csc_sorted(B), B.nnz)
+    # the compiled kernel checks its operands
+    At = np.zeros((40, 5))
+    with pytest.raises(ValueError, match="the operands have 40 and 10 features"):
+        _gram.dot_dense_t_csr(At, row_block(csr(np.ones((3, 10)))), np.empty((5, 3)),
+                              np.empty((1, _gram.TILE_ROWS * 5)))
+    with pytest.raises(ValueError, match="out is 5 x 2 for 5 x 3"):
+        _gram.dot_dense_t_csr(At, row_block(csr(np.ones((3, 40)))), np.empty((5, 2)),
+                              np.empty((1, _gram.TILE_ROWS * 5)))
+    with pytest.raises(ValueError, match="tiles has shape"):
+        _gram.dot_dense_t_csr(At, row_block(csr(np.ones((3, 40)))), np.empty((5, 3)),
+                              np.empty((1, 5)))
+
+
 @pytest.mark.parametrize("bad,exc,match", [
     ({"gamma": -1.0}, ValueError, "gamma"),
     ({"gamma": 0.0}, ValueError, "gamma"),

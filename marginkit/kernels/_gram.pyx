@@ -9,7 +9,8 @@ CSR x CSR block ``csr_rows_b_t``, typed on its own), a dense one a C-ordered mem
   row panels of the upper triangle and a mirror: half the flops, an exactly symmetric
   block). The CSR variants accumulate in float64; CSR x CSR walks the columns of B
   (``Bt``: the row block of B.T, B in CSC form), so it costs sum over shared features,
-  like a sparse product.
+  like a sparse product, or (``dot_dense_t_csr``, when rows share many features) walks
+  B's rows against a dense transposed copy of a chunk of A's rows, with the same sums.
 * ``dist_*``: out = sum_f |a_if - b_jf|^p for p = 1 (L1) or 2 (squared Euclidean), from
   explicit differences with a merge over the sorted indices of CSR rows (no cancellation
   between norms).
@@ -183,6 +184,61 @@ def dot_dense_csr(const floating[:, ::1] A, csr_rows_t B, floating[:, ::1] out):
                 for p in range(row_start(B, j), row_stop(B, j)):
                     s = s + B.data[p] * A[i, B.indices[p]]
                 out[i, j] = <floating>s
+
+
+#: rows of B per tile of ``dot_dense_t_csr`` (a tile of TILE_ROWS x m float64 stays in cache)
+TILE_ROWS = 32
+
+
+def dot_dense_t_csr(const double[:, ::1] At, csr_rows_t B, floating[:, ::1] out,
+                    double[:, ::1] tiles):
+    """out = A @ B.T from a dense transposed copy of the row block A (``At``: d x m,
+    At[k, i] = a_ik, float64) and B a CSR row block of n rows.
+
+    Tile by tile of ``TILE_ROWS`` rows j of B: tile[j, :] += b_jk At[k, :] over the stored
+    entries of row j in increasing k (a loop over m contiguous float64 entries, which the
+    compiler vectorizes; the cost is nnz(B) m, whatever the overlap of the rows), then the
+    tile is written transposed into out[:, j]. The terms of out[i, j] are the products
+    b_jk a_ik over the stored features k of row j in increasing k, the ones with
+    a_ik = 0 exact zeros that leave the sum as it is: the nonzero terms are those of
+    ``dot_csr_csc`` in its order, so for finite operands both give the same entries.
+    ``tiles``: float64 scratch of shape (threads, TILE_ROWS * m), one row per thread
+    (``max_threads()`` of them at most are used).
+    """
+    cdef Py_ssize_t m = At.shape[1]
+    cdef Py_ssize_t n = B.n
+    cdef Py_ssize_t T = TILE_ROWS
+    cdef Py_ssize_t n_tiles = (n + T - 1) // T
+    cdef Py_ssize_t tt, j0, j1, j, i, p, k, t
+    cdef double v
+    cdef double* tile
+    cdef const double* arow
+    cdef int nt = min(_n_threads(<double>m * (B.indptr[n] - B.indptr[0] + n)),
+                      <int>tiles.shape[0])
+    _check_block(m, n, At.shape[0], B.d, out.shape[0], out.shape[1])
+    if tiles.shape[0] < 1 or tiles.shape[1] < T * m:
+        raise ValueError(f"dot_dense_t_csr: tiles has shape {tuple(tiles.shape)[:2]}, "
+                         f"needs at least (1, {T * m})")
+    if m == 0 or n == 0:
+        return
+    with nogil:
+        for tt in prange(n_tiles, schedule="static", num_threads=max(nt, 1)):
+            t = threadid()
+            tile = &tiles[t, 0]
+            j0 = tt * T
+            j1 = min(j0 + T, n)
+            for i in range((j1 - j0) * m):
+                tile[i] = 0.0
+            for j in range(j0, j1):
+                for p in range(row_start(B, j), row_stop(B, j)):
+                    k = B.indices[p]
+                    v = B.data[p]
+                    arow = &At[k, 0]
+                    for i in range(m):
+                        tile[(j - j0) * m + i] += v * arow[i]
+            for i in range(m):
+                for j in range(j0, j1):
+                    out[i, j] = <floating>tile[(j - j0) * m + i]
 
 
 def max_threads():
