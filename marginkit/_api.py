@@ -697,29 +697,39 @@ def with_dual_certificate(cfg, eps, own_tolerance=False):
 
     Returns ``(config, why, solver_name)``: ``why`` is None when the rule was added (or,
     with ``own_tolerance``, the solver's tolerance set: below); ``"own"`` when the rules
-    hold one already (the solver certifies at its own tolerance); else the list of state
-    attributes the rule reads that the solver does not provide (``Solver.provides``). In
-    the last two cases ``config`` is ``cfg``.
+    hold one already at a tolerance this cannot set (the solver certifies at its own);
+    ``"given"`` (with ``own_tolerance``) when the solver's own tolerance was given by the
+    caller; else the list of state attributes the rule reads that the solver does not
+    provide (``Solver.provides``). ``config`` is ``cfg`` in the cases ``"own"`` and
+    missing attributes.
 
-    With ``own_tolerance``, rules holding ``dual_certificate`` at the solver's own
-    tolerance (``eps=None``) get ``eps`` as that tolerance: the solver's parameter
-    ``Solver.dual_tol_param`` (``eps`` of ``isnkpvn`` and ``nvn``, ``delta`` of
-    ``snkpvn``) is set to it, unless the caller chose it (named in ``solver_params``, or
-    the solver given as an instance, whose parameters are its own)."""
+    With ``own_tolerance``, the solver's own tolerance on ||p||_G (its parameter
+    ``Solver.dual_tol_param``: ``eps`` of the perceptron family, ``delta`` of ``snkpvn``)
+    is ``eps`` unless the caller gave it (named in ``solver_params``, or set on a solver
+    instance to another value than its default): rules that hold ``dual_certificate`` at
+    that tolerance (``eps=None``: ``isnkpvn``, ``nvn``, ``snkpvn``) get it set to ``eps``;
+    rules without one get ``dual_certificate(eps=eps)``. When the caller gave it,
+    ``why`` is ``"given"`` and ``config`` certifies at the caller's tolerance: ``cfg``
+    itself, or its rules with ``dual_certificate(eps=None)`` added."""
     from .stopping import DualCertificate
 
     solver, _, _, rules, _ = compose(cfg)
     name = solver.name or type(solver).__name__
+    param = getattr(solver, "dual_tol_param", None) if own_tolerance else None
+    if param not in getattr(solver, "param_table", {}):
+        param = None  # not a parameter of this solver: nothing to set
+    given = param is not None and (
+        param in cfg.solver_params
+        or solver.params.get(param) != solver.param_table[param].default)
     own = [r for r in rules if isinstance(r, DualCertificate)]
     if own:
-        param = getattr(solver, "dual_tol_param", None)
-        if own_tolerance and param is not None and isinstance(cfg.solver, (str, type)) \
-                and param not in cfg.solver_params \
-                and all(r.params["eps"] is None for r in own):
-            return cfg.replace(solver_params={**cfg.solver_params, param: eps}), None, name
-        return cfg, "own", name
-    rule = DualCertificate(eps=eps)
+        if param is None or any(r.params["eps"] is not None for r in own):
+            return cfg, "own", name
+        if given:
+            return cfg, "given", name
+        return cfg.replace(solver_params={**cfg.solver_params, param: eps}), None, name
+    rule = DualCertificate(eps=None if given else eps)
     missing = [a for a in rule.requires if a not in getattr(solver, "provides", ())]
     if missing:
         return cfg, missing, name
-    return cfg.replace(stop=[*rules, rule]), None, name
+    return cfg.replace(stop=[*rules, rule]), "given" if given else None, name

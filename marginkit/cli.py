@@ -116,7 +116,7 @@ CROSS_VALIDATION = (
     "LIBLINEAR's -v N (N-fold cross-validation) is not a marginkit option; here -v means "
     "verbose (-v, -vv, --verbose). For cross-validation use --test TEST for a held-out "
     "file, or scikit-learn: cross_val_score(marginkit.sklearn.SVMClassifier(solver='dcd'), "
-    "X, y, cv=N)")
+    "X, y, cv=N); a training file named N: write ./N")
 
 #: options of marginkit fit that LIBLINEAR/LIBSVM give another meaning, recognized by the
 #: form of the value that follows them (option -> (value pattern, what to use instead))
@@ -124,7 +124,7 @@ MISREAD_OPTIONS = {
     "-v": (r"\d+", CROSS_VALIDATION),
     "-h": (r"[01]", "LIBSVM's -h 0/1 (shrinking heuristics) is not a marginkit option; here "
                     "-h prints help. dcd shrinks by default: --param shrinking=False turns "
-                    "it off"),
+                    "it off (a training file named 0 or 1: write ./0)"),
     "-m": (r"\d+(\.\d*)?", "LIBSVM's -m M (kernel cache size in MB) is not a marginkit "
                            "option; here -m MODEL names the model file (write -m ./M for a "
                            "file of that name). The memory of kernel matrices is "
@@ -133,7 +133,9 @@ MISREAD_OPTIONS = {
 
 
 #: the short options of ``marginkit fit`` that take no value, which a cluster of short
-#: options may hold before its last one (``-qh 0`` is ``-q -h 0``, ``-vv5`` is ``-v -v5``)
+#: options may hold before its last one (``-qh 0`` is ``-q -h 0``); a cluster that
+#: repeats the option's own letter is marginkit's (``-vv 5``: verbose 2 and a file 5,
+#: LIBLINEAR has no ``-vv``)
 FLAG_LETTERS = "qv"
 
 
@@ -147,7 +149,8 @@ def _misread_option(argv):
             return None
         following = argv[i + 1] if i + 1 < len(argv) else None
         for opt, (value, _) in MISREAD_OPTIONS.items():
-            m = re.fullmatch(f"-[{FLAG_LETTERS}]*{opt[1:]}(.*)", tok)
+            flags = FLAG_LETTERS.replace(opt[1:], "")
+            m = re.fullmatch(f"-[{flags}]*{opt[1:]}(.*)", tok)
             if m is None:
                 continue
             if re.fullmatch(value, m.group(1)) or \

@@ -602,11 +602,14 @@ class PerceptronClassifier(_MarginClassifier):
         margin above ``tol`` exists. ``isnkpvn`` ends either way at its own tolerance
         eps, which is ``tol`` here (``solver_params={"eps": ...}`` sets another; the
         solver's own default, with ``tol=None``, is 1e-6): a certified separator
-        (``"separable"``) or a certificate that the classes cannot be separated with this
-        kernel (``"infeasible"``), the latter in ``O(sqrt(n) / max(abs(rho), eps)
+        (``"separable"``) or a certificate that no separator of this kernel has a
+        normalized margin above eps (``"infeasible"``: classes that overlap, or that a
+        thinner margin than eps separates), the latter in ``O(sqrt(n) / max(abs(rho), eps)
         log(1/eps))`` iterations on overlapping data (Theorem 4; on a9a 70 iterations at
         eps = 1e-3, 124 at 1e-6, under a second; on madelon 236 iterations, 1.5 s, at
-        1e-3, where 1e-6 was not reached in 100,000 iterations and 8 minutes).
+        1e-3, where 1e-6 was not reached in 100,000 iterations and 8 minutes). Data
+        separable only with a margin below 1e-3 need a smaller ``tol`` (or ``tol=None``)
+        to end ``"separable"``.
     kernel : str, Kernel or callable, default "linear"
     kernel_params : dict, optional
         e.g. ``{"gamma": 0.5}`` for ``"rbf"``. ``"rbf"`` and ``"poly"`` without a gamma
@@ -637,14 +640,16 @@ class PerceptronClassifier(_MarginClassifier):
         fire: those end with a separator. None: the solver's own rules only (a
         separator or ``max_iter``). The solvers whose rules certify infeasibility already
         (``nvn``, ``snkpvn``, ``isnkpvn``) take ``tol`` as their own tolerance (``eps``,
-        ``delta``: ``Solver.dual_tol_param``), unless ``solver_params`` gives it.
-        ``"auto"``: ``tol=1e-3`` where it can act, else the solver's own rules: with an
-        explicit ``stop``, with a certifying solver whose tolerance is given (in
-        ``solver_params``, or by a solver instance), and with a plug-in solver that does
-        not provide ``dual_norm`` (``Solver.provides``; the rule reads ``||p||_G`` of the
-        solver's point p from the run's state, and the solver certifies the claim). A
-        number is never ignored: in those three cases ``fit`` raises ``ValueError`` saying
-        what to set instead.
+        ``delta``: ``Solver.dual_tol_param``). A solver's own tolerance given by the user
+        (in ``solver_params``, or on a solver instance) wins: ``tol="auto"`` then certifies
+        at it, for the separating solvers too. ``"auto"``: ``tol=1e-3`` where it can act,
+        else the solver's own rules: with an explicit ``stop``, with a solver whose own
+        rules hold a ``dual_certificate`` that ``tol`` cannot set (an eps of their own),
+        and with a plug-in solver that does not provide ``dual_norm``
+        (``Solver.provides``; the rule reads ``||p||_G`` of the solver's point p from the
+        run's state, and the solver certifies the claim). A number is never ignored: in
+        those three cases, and when it differs from a tolerance the user gave the solver,
+        ``fit`` raises ``ValueError`` saying what to set instead.
     smoother : str, optional
         Prox-function of the smoothed solvers (``"entropy"``, ``"l2"``); None: the
         solver's default.
@@ -760,15 +765,23 @@ class PerceptronClassifier(_MarginClassifier):
                 "or pass tol=None")
         added, why, sname = with_dual_certificate(cfg, self.AUTO_TOL if auto else float(tol),
                                                   own_tolerance=True)
+        if why == "given":
+            solver = compose(cfg)[0]
+            param = solver.dual_tol_param
+            if auto or solver.params[param] == float(tol):
+                return added  # at the tolerance the user gave the solver
+            raise ValueError(
+                f"{shown}: the own tolerance on ||p||_G of solver {sname!r} ({param}) is "
+                f"given already, in solver_params or on the solver instance: set "
+                f"{param}={tol!r} there, or pass tol=None or 'auto' to keep it")
         if why == "own":
             if auto:
                 return cfg
             raise ValueError(
                 f"{shown}: solver {sname!r} certifies infeasibility with its own rules "
-                "(its dual_certificate rule, at the solver's tolerance), whose tolerance is "
-                "given already (in solver_params, or by a solver instance): set it there "
-                "(solver_params={'eps': ...} for isnkpvn and nvn, {'delta': ...} for "
-                "snkpvn), and pass tol=None or 'auto'")
+                "(a dual_certificate rule) at a tolerance tol cannot set (the rule has its "
+                "own eps, or the solver names no dual_tol_param): pass tol=None or 'auto' "
+                "for those rules, or stop=[..., ('dual_certificate', {'eps': ...})]")
         if why is not None:
             missing = why
             if auto:

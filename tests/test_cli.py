@@ -524,7 +524,7 @@ def test_predict_refuses_models_that_cannot_read_a_data_file(capsys, tmp_path):
         assert match in err
 
 
-def test_liblinear_flags(capsys, tmp_path):
+def test_liblinear_flags(capsys, tmp_path, monkeypatch):
     train = tmp_path / "heart"
     X, y = mk.datasets.load_heart_scale()
     train.write_bytes(_libsvm_text(X.toarray(), y.astype(int)))
@@ -582,6 +582,15 @@ def test_liblinear_flags(capsys, tmp_path):
     # a cluster ending in -m with a model path is that path
     code, out, err = run(capsys, "fit", str(train), "-qm", str(model))
     assert code == 0 and out == "" and err == ""
+    # -vv is marginkit's verbose 2 (LIBLINEAR has no -vv): a training file may follow it
+    (tmp_path / "5").write_bytes(train.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "fit", "-vv", "5")
+    assert code == 0 and "status      certified" in out, err
+    code, out, err = run(capsys, "fit", "-v", "5")  # LIBLINEAR's -v 5: refused, with the way
+    assert code == 2 and "a training file named N: write ./N" in err
+    code, out, err = run(capsys, "fit", "-v", "./5")
+    assert code == 0 and "status      certified" in out, err
 
 
 def test_help_texts_name_the_default_and_nothing_internal(capsys):

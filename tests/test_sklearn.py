@@ -930,14 +930,38 @@ def test_tol_auto_and_an_explicit_tol_that_cannot_act(toy):
         # isnkpvn's own tolerance is tol, unless given already (then a number is refused)
         assert PerceptronClassifier(solver="isnkpvn", tol=0.01).fit(Xo, yo) \
             .result_.certificate.eps == 0.01
-        with pytest.raises(ValueError, match=r"'isnkpvn' certifies infeasibility with its own "
-                                             r"rules.*given already.*solver_params=\{'eps'"):
+        given = (r"tol=0\.01: the own tolerance on \|\|p\|\|_G of solver 'isnkpvn' \(eps\) "
+                 r"is given already, in solver_params or on the solver instance: set "
+                 r"eps=0\.01 there, or pass tol=None or 'auto' to keep it")
+        with pytest.raises(ValueError, match=given):
             PerceptronClassifier(solver="isnkpvn", tol=0.01,
                                  solver_params={"eps": 1e-4}).fit(Xo, yo)
-        with pytest.raises(ValueError, match=r"given already \(in solver_params, or by a "
-                                             r"solver instance\)"):
-            PerceptronClassifier(solver=mk.get_plugin("solver", "isnkpvn")(eps=1e-4),
-                                 tol=0.01).fit(Xo, yo)
+        isnkpvn = mk.get_plugin("solver", "isnkpvn")
+        with pytest.raises(ValueError, match=given):
+            PerceptronClassifier(solver=isnkpvn(eps=1e-4), tol=0.01).fit(Xo, yo)
+        # an instance at the default eps takes tol; the same tol given twice is no conflict
+        assert PerceptronClassifier(solver=isnkpvn(), tol=0.01).fit(Xo, yo) \
+            .result_.certificate.eps == 0.01
+        assert PerceptronClassifier(solver="isnkpvn", tol=0.01, solver_params={"eps": 0.01}) \
+            .fit(Xo, yo).result_.certificate.eps == 0.01
+    # the separating solvers: an eps the user gave them is the rule's too ("auto"), and
+    # a different tol is refused rather than one of them ignored
+    mine = PerceptronClassifier(solver="snkp", solver_params={"eps": 0.05}).fit(Xo, yo)
+    assert mine.status_ == "infeasible" and mine.result_.certificate.eps == 0.05
+    with pytest.raises(ValueError, match=r"tol=0\.001: the own tolerance .* 'snkp' \(eps\)"):
+        PerceptronClassifier(solver="snkp", tol=1e-3, solver_params={"eps": 0.05}).fit(Xo, yo)
+
+    # a plug-in whose own rules fix their eps: tol cannot set it, and says so
+    class _FixedEps(_ToyWithDualNorm):
+        default_stop = ("separated", ("dual_certificate", {"eps": 0.05}))
+
+    mk.register("solver", "toy_fixed_eps", overwrite=True)(_FixedEps)
+    fixed = PerceptronClassifier(solver="toy_fixed_eps").fit(Xo, yo)  # "auto": its rules
+    assert fixed.status_ == "infeasible" and fixed.result_.certificate.eps == 0.05
+    with pytest.raises(ValueError, match=r"'toy_fixed_eps' certifies infeasibility with its "
+                                         r"own rules \(a dual_certificate rule\) at a "
+                                         r"tolerance tol cannot set"):
+        PerceptronClassifier(solver="toy_fixed_eps", tol=0.01).fit(Xo, yo)
     c = PerceptronClassifier(solver="snkp")._config()
     assert any(type(r).__name__ == "DualCertificate" and r.params["eps"] == 1e-3
                for r in c.stop)
