@@ -102,6 +102,47 @@ def test_float32_and_float64_poly_runs_agree():
     assert b.certificate.verify(X.astype(np.float32), y)
 
 
+def test_a_refuted_claim_whose_rounding_bound_can_fit_takes_one_more_newton_step(monkeypatch):
+    """A "converged" claim refuted with a recomputed decrement inside its target but the
+    rounding bound on top of it outside (1.56e-9 + 1.5e-10 against 1.7e-9, seen on a
+    3000 x 600 CG run) is not the end of the run: one more Newton step takes the
+    decrement far below the target, and the claim is checked again. A bound that alone
+    reaches the target still ends the run at once, with the reason."""
+    from marginkit.certificates import Verdict
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((300, 6))
+    y = np.where(X[:, 0] + 0.5 * rng.standard_normal(300) > 0, 1, -1)
+    kw = dict(solver="iterated_tikhonov", kernel="linear", t=2)
+    plain = mk.solve(X, y, **kw)
+    assert plain.status == "converged"
+    real = NewtonDecrementCertificate.check
+    for rounding, ends in ((0.1, False), (10.0, True)):
+        seen = []
+
+        def edge(self, *args, **kwargs):
+            verdict = real(self, *args, **kwargs)
+            if not seen:  # the first claim: refuted as at the edge of float64
+                seen.append(self.value)
+                t = verdict.threshold
+                return Verdict(False, verdict.kind, value=0.9 * t, threshold=t,
+                               rounding=rounding * t, reason="at the edge (test)")
+            return verdict
+
+        monkeypatch.setattr(NewtonDecrementCertificate, "check", edge)
+        if ends:
+            with pytest.warns(RuntimeWarning, match="within the target, but its rounding "
+                                                    "bound .* is not: float64 cannot confirm"):
+                res = mk.solve(X, y, **kw)
+            assert res.status == "max_iter" and res.certificate is None
+            assert res.n_iter <= plain.n_iter + 1  # no Newton step after it
+        else:
+            res = mk.solve(X, y, **kw)
+            assert res.status == "converged" and res.n_iter == plain.n_iter + 1
+            assert res.certificate.verify(X, y) and res.certificate.value < seen[0]
+        monkeypatch.setattr(NewtonDecrementCertificate, "check", real)
+
+
 # ---------------------------------------------------------------------- the referee
 @pytest.fixture(scope="module")
 def rbf_run():

@@ -50,6 +50,8 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
         self.elapsed = 0.0
         self.done = False
         self.failed = None
+        self._refutations = 0   # claims the referee refuted (``refuted``)
+        self._polish = False    # the next step is a Newton step after a refuted claim
 
         # rows held by the blocks of a distributed executor (a dask array's chunks): the
         # data passes run there; the in-memory constructions below need all rows at hand
@@ -161,14 +163,17 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
     def refuted(self, status, verdict):
         """A "converged" claim the referee rejected (the recomputed decrement of a link of
         the chain, with its rounding bound, is above that link's target): when the
-        recomputed value itself is within the target (the bound is limited by float64
-        rounding, not by the iterate) or after three refutations (an earlier link cannot be
-        repaired by Newton steps on the last subproblem), the run ends honestly (the rule
-        then reports "max_iter", the reason is ``extra["failure"]``); otherwise Newton's
-        method goes on."""
-        self._refutations = getattr(self, "_refutations", 0) + 1
+        rounding bound alone reaches the target (float64 cannot confirm any decrement
+        there) or after three refutations (an earlier link cannot be repaired by Newton
+        steps on the last subproblem), the run ends honestly (the rule then reports
+        "max_iter", the reason is ``extra["failure"]``); otherwise the next step is one
+        more Newton iteration on the current subproblem (a decrement of 1.56e-9 with a
+        rounding bound of 1.5e-10 against a target of 1.7e-9: the step takes the
+        decrement far below the target, and the bound with it)."""
+        self._refutations += 1
         target = verdict.threshold  # the target of the link that failed
-        if verdict.value <= target or self._refutations >= 3:
+        self._polish = not (verdict.rounding >= target or self._refutations >= 3)
+        if not self._polish:
             self.failed = (
                 f"the Newton decrement cannot be certified below its target {target:.3g}: "
                 f"recomputed from the data it is {verdict.value:.3g}" + (
@@ -258,7 +263,10 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
         if self.method == "spectral_filter":
             self._filter_solve()
             return
-        if self.decrement <= self.decrement_target:
+        if self._polish:
+            # a refuted claim whose bound a smaller decrement can meet: one more step
+            self._polish = False
+        elif self.decrement <= self.decrement_target:
             self._finish_prox_step()
             if self.done:
                 return
