@@ -355,6 +355,8 @@ def _loop(problem, solver, rules, max_iter, config, blas):
                 try:
                     state.step()
                 except stopping.DeadlineReached:
+                    if not stopping.past(problem.deadline):
+                        raise  # not this run's time limit: the solver's own error
                     # the step was cut at the run's deadline, its state left as it was
                     status = "time_limit"
                     break

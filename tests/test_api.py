@@ -97,6 +97,41 @@ def test_time_limit(count_solver):
     assert res.status == "time_limit" and res.time_s >= 0.05
 
 
+def test_deadline_reached_ends_a_run_only_past_its_deadline(count_solver, monkeypatch):
+    """A step may raise ``stopping.DeadlineReached`` once the run's deadline has passed:
+    the run ends at time_limit, the step not counted. Raised before it (or without a time
+    limit) it is the solver's own error and reaches the caller."""
+    import time
+
+    from marginkit.stopping import DeadlineReached
+
+    calls = []
+    real = count_solver.start
+
+    def start(self, problem):
+        state = real(self, problem)
+        step = state.step
+
+        def late_step():
+            calls.append(problem.deadline)
+            if len(calls) == 3:
+                if problem.deadline is not None:
+                    time.sleep(max(0.0, problem.deadline - time.perf_counter()) + 1e-3)
+                raise DeadlineReached
+            step()
+
+        state.step = late_step
+        return state
+
+    monkeypatch.setattr(count_solver, "start", start)
+    res = mk.solve(X, Y, solver="count", stop=("max_iter", {"n": 40}), time_limit=0.3)
+    assert res.status == "time_limit" and res.n_iter == 2
+    assert len(res.history["error"]) == 3
+    calls.clear()
+    with pytest.raises(DeadlineReached):
+        mk.solve(X, Y, solver="count", stop=("max_iter", {"n": 40}))
+
+
 def test_keyboard_interrupt_propagates_by_default(count_solver):
     calls = []
 

@@ -153,10 +153,10 @@ def test_dense_rows_product_gives_the_entries_of_the_column_walk(dtype, index):
         return M
 
     rng = np.random.default_rng(7)
-    for n, d, density, m in [(300, 40, 0.5, 70), (200, 10_000, 0.002, 40)]:
+    for n, d, density, m in [(300, 40, 0.5, 70), (200, 500, 0.002, 140)]:
         B = sp.random(n, d, density=density, format="csr", random_state=rng,
                       data_rvs=lambda k: rng.standard_normal(k) * 10.0 ** rng.integers(-3, 4, k))
-        if d == 10_000:  # 8 features every row shares
+        if d == 500:  # 8 features every row shares
             B = sp.hstack([rng.standard_normal((n, 8)), B[:, 8:]])
         B = csr(B)
         A = csr(B[rng.choice(n, m, replace=False)])
@@ -165,16 +165,20 @@ def test_dense_rows_product_gives_the_entries_of_the_column_walk(dtype, index):
         walk = np.empty((m, n), dtype=dtype)
         _gram.dot_csr_csc(row_block(A), b._transpose_block(Bt), walk,
                           np.empty((max(1, _gram.max_threads()), n)), False, True)
-        # d = 10,000: chunks of 13 rows (1 MiB of float64 each)
-        assert b._DENSE_ROWS_BYTES // (8 * d) < m or d == 40
+        # d = 500: three chunks of 65 rows (256 KiB of float64 each)
+        assert b._dense_rows_step(d) < m or d == 40
         for threads in (1, 2):
             with threadpool_limits(threads):
                 np.testing.assert_array_equal(b._dot_block(A, B, Bt=Bt), walk)
         exact = (A.astype(np.float64) @ B.astype(np.float64).T).toarray()
         np.testing.assert_allclose(walk, exact, rtol=1e-5 if dtype == np.float32 else 1e-12,
                                    atol=1e-6 * np.abs(exact).max())
-    # few shared features (a sparse text-like block): the column walk
+    # few shared features (a sparse text-like block), or so many features that a chunk
+    # would hold too few rows: the column walk
     B = csr(sp.random(400, 3000, density=0.003, format="csr", random_state=rng))
+    assert not b._dense_rows_pay(B[:50], b._csc_sorted(B), B.nnz)
+    B = csr(sp.hstack([np.ones((400, 8)), sp.random(400, 10_000, density=0.001,
+                                                        random_state=rng)]))
     assert not b._dense_rows_pay(B[:50], b._csc_sorted(B), B.nnz)
     # the compiled kernel checks its operands
     At = np.zeros((40, 5))

@@ -141,6 +141,22 @@ def test_a_refuted_claim_whose_rounding_bound_can_fit_takes_one_more_newton_step
             assert res.status == "converged" and res.n_iter == plain.n_iter + 1
             assert res.certificate.verify(X, y) and res.certificate.value < seen[0]
         monkeypatch.setattr(NewtonDecrementCertificate, "check", real)
+    # no Newton iterations to take (the closed form of spectral_filter): the first
+    # refutation ends the run, as before
+    checks = []
+
+    def refute(self, *args, **kwargs):
+        verdict = real(self, *args, **kwargs)
+        checks.append(1)
+        t = verdict.threshold
+        return Verdict(False, verdict.kind, value=0.9 * t, threshold=t, rounding=0.1 * t,
+                       reason="at the edge (test)")
+
+    monkeypatch.setattr(NewtonDecrementCertificate, "check", refute)
+    with pytest.warns(RuntimeWarning, match="cannot be certified"):
+        res = mk.solve(X, y, solver="iterated_tikhonov", kernel="linear", t=2,
+                       loss="squared", method="spectral_filter")
+    assert res.status == "max_iter" and len(checks) == 1
 
 
 # ---------------------------------------------------------------------- the referee

@@ -98,8 +98,13 @@ def _transpose_block(Bt):
 
 
 #: the most bytes of the dense transposed float64 copy of a chunk of rows of A that
-#: ``_dot_dense_rows`` makes (scratch: 1 MiB, so that it stays in cache)
-_DENSE_ROWS_BYTES = 1 << 20
+#: ``_dot_dense_rows`` makes (scratch, small enough to stay in cache while B's rows are
+#: walked), and the most rows in a chunk
+_DENSE_ROWS_BYTES = 256 << 10
+_DENSE_ROWS_MAX = 1024
+#: and the fewest: shorter chunks walk B's rows once per few rows of A, with inner loops
+#: too short to vectorize (at 12,500 features, chunks of 10 rows were 2-3x slower)
+_DENSE_ROWS_MIN = 64
 #: CSR x CSR goes through ``dot_dense_t_csr`` (cost nnz(B) m, vectorized) instead of
 #: ``dot_csr_csc`` (cost: the shared (feature, row) pairs, scattered) when the shared
 #: pairs are at least this fraction of nnz(B) m (measured break-even about 0.1-0.15;
@@ -107,16 +112,22 @@ _DENSE_ROWS_BYTES = 1 << 20
 _DENSE_ROWS_SHARE = 0.2
 
 
+def _dense_rows_step(d):
+    """Rows of A per chunk of ``_dot_dense_rows`` for d features."""
+    return min(_DENSE_ROWS_MAX, _DENSE_ROWS_BYTES // (8 * max(d, 1)))
+
+
 def _dense_rows_pay(A, Bt, nnz_B):
-    """Whether A @ B.T costs less through a dense copy of A's rows (``_dot_dense_rows``)
-    than through B's columns (``dot_csr_csc``): chunks of at least 8 rows fit
-    ``_DENSE_ROWS_BYTES``, and the (feature, row) pairs the columns would walk (the
-    lengths of B's columns at A's stored features) are at least ``_DENSE_ROWS_SHARE``
-    of nnz(B) times A's rows."""
+    """Whether A @ B.T costs less through dense copies of chunks of A's rows
+    (``_dot_dense_rows``) than through B's columns (``dot_csr_csc``): chunks of at least
+    ``_DENSE_ROWS_MIN`` rows fit ``_DENSE_ROWS_BYTES``, and the (feature, row) pairs the
+    columns would walk (the lengths of B's columns at A's stored features) are at least
+    ``_DENSE_ROWS_SHARE`` of nnz(B) times A's rows."""
     m, d = A.shape
-    if m == 0 or nnz_B == 0 or 64 * d > _DENSE_ROWS_BYTES:
+    if m == 0 or nnz_B == 0 or _dense_rows_step(d) < _DENSE_ROWS_MIN:
         return False
-    shared = int(np.diff(Bt.indptr)[A.indices].sum())
+    per_feature = np.bincount(A.indices, minlength=d)[:d]  # stored entries of A per feature
+    shared = float(per_feature @ np.diff(Bt.indptr).astype(np.float64))
     return shared >= _DENSE_ROWS_SHARE * nnz_B * m
 
 
@@ -125,7 +136,7 @@ def _dot_dense_rows(A, B, out):
     dense transposed float64 copy is at most ``_DENSE_ROWS_BYTES`` (scratch; A itself is
     not densified), against B's rows as stored. The same entries as ``dot_csr_csc``."""
     m, d = A.shape
-    step = max(1, _DENSE_ROWS_BYTES // (8 * d))
+    step = max(1, _dense_rows_step(d))
     rows_B = row_block(B)
     tiles = np.empty((max(1, _gram.max_threads()), _gram.TILE_ROWS * min(step, m)))
     for lo in range(0, m, step):
@@ -143,7 +154,7 @@ def _dot_block(A, B, upper_only=False, Bt=None):
     Sparse operands are never densified; CSR x CSR reads B through a CSC copy of its
     stored entries (O(nnz) memory), ``Bt`` when the caller has it (``_csc_sorted(B)``),
     or, when the rows of A share many features with B's (``_dense_rows_pay``), B's rows
-    against dense copies of chunks of A's rows of at most 1 MiB (the same entries).
+    against dense copies of chunks of A's rows of at most 256 KiB (the same entries).
     """
     same = B is A
     out = _empty_block(A, B, A.dtype)

@@ -150,7 +150,9 @@ class DeadlineReached(Exception):
     passes in the middle of a step that cannot be cut short for a cheaper valid one (one
     product with an exact kernel's Gram matrix, computed block by block, is part of
     ``fista``'s iteration): the state is left at its last complete iterate, and the run
-    loop ends the run there with status ``"time_limit"``, the step not counted."""
+    loop ends the run there with status ``"time_limit"``, the step not counted. Only
+    ``step()`` may raise it, and only once the deadline has passed (raised otherwise, it
+    reaches the caller as the error it is)."""
 
 
 def past(deadline):

@@ -348,8 +348,14 @@ class _Gram:
 
         With ``deadline`` (the run's, ``problem.deadline``): ``DeadlineReached`` once it
         has passed between two blocks of rows that are computed for the product (a Gram
-        matrix that is not held: one product is then about n^2 kernel entries)."""
+        matrix that is not held: one product is then about n^2 kernel entries); a product
+        cut so is not counted in ``products``."""
+        out = self._product(v, deadline)
         self.products += 1
+        return out
+
+    def _product(self, v, deadline):
+        """The product of ``matvec``."""
         n = self.n
         S = np.flatnonzero(v)
         out = np.zeros(n)

@@ -9,6 +9,7 @@ The claim "converged" comes with the chain as its certificate (``_certificate``)
 
 The paper's reference is in the package docstring (``marginkit.solvers.tikhonov``).
 """
+import math
 import warnings
 
 import numpy as np
@@ -162,17 +163,22 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
 
     def refuted(self, status, verdict):
         """A "converged" claim the referee rejected (the recomputed decrement of a link of
-        the chain, with its rounding bound, is above that link's target): when the
-        rounding bound alone reaches the target (float64 cannot confirm any decrement
-        there) or after three refutations (an earlier link cannot be repaired by Newton
-        steps on the last subproblem), the run ends honestly (the rule then reports
-        "max_iter", the reason is ``extra["failure"]``); otherwise the next step is one
-        more Newton iteration on the current subproblem (a decrement of 1.56e-9 with a
-        rounding bound of 1.5e-10 against a target of 1.7e-9: the step takes the
-        decrement far below the target, and the bound with it)."""
+        the chain, with its rounding bound, is above that link's target): when the link
+        is the one being solved by Newton iterations and its rounding bound alone is
+        below the target, the next step is one more Newton iteration on it (a decrement
+        of 1.56e-9 with a rounding bound of 1.5e-10 against a target of 1.7e-9: the step
+        takes the decrement far below the target, and the bound with it), up to the third
+        refutation; otherwise (a bound that alone reaches the target: float64 cannot
+        confirm any decrement there; an earlier link, which Newton steps on the last
+        subproblem cannot repair; no Newton iterations to take) the run ends honestly (the
+        rule then reports "max_iter", the reason is ``extra["failure"]``)."""
         self._refutations += 1
         target = verdict.threshold  # the target of the link that failed
-        self._polish = not (verdict.rounding >= target or self._refutations >= 3)
+        # a step helps only the link being solved (the last one), and only while Newton
+        # iterations run (not after spectral_filter's closed form or t="auto"'s choice)
+        self._polish = (not self.done and self.method == "newton"
+                        and math.isclose(target, self.decrement_target, rel_tol=1e-12)
+                        and verdict.rounding < target and self._refutations < 3)
         if not self._polish:
             self.failed = (
                 f"the Newton decrement cannot be certified below its target {target:.3g}: "
