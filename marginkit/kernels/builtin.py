@@ -107,9 +107,12 @@ _DENSE_ROWS_MAX = 1024
 _DENSE_ROWS_MIN = 64
 #: CSR x CSR goes through ``dot_dense_t_csr`` (cost nnz(B) m, vectorized) instead of
 #: ``dot_csr_csc`` (cost: the shared (feature, row) pairs, scattered) when the shared
-#: pairs are at least this fraction of nnz(B) m (measured break-even about 0.1-0.15;
-#: a9a's rows 0.45: 2.5-4x faster, splice's 1.0: 7-10x)
-_DENSE_ROWS_SHARE = 0.2
+#: pairs are at least this fraction of nnz(B) m. Measured: a9a's rows 0.45, 2-4x
+#: faster; mushrooms 0.49, 3-4x; splice 1.0, 7-10x; but columns that every row fills
+#: are walked in order, cheaply: rows of 4-8 such features among 10 sparse ones, at
+#: 0.35-0.47, from 1.27x slower to 1.2x faster (the break-even of scattered columns is
+#: about 0.1-0.15)
+_DENSE_ROWS_SHARE = 0.4
 
 
 def _dense_rows_step(d):
