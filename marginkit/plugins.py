@@ -317,8 +317,10 @@ class Solver(Plugin):
     dual_tol_param : str or None
         The parameter that is the solver's own tolerance on ||p||_G, which its state
         provides as ``dual_tol`` and the ``dual_certificate`` rule without an eps reads
-        (``eps`` of ``isnkpvn``); ``PerceptronClassifier``'s ``tol`` sets it unless the
-        user gave it. None: the solver has no such tolerance.
+        (``eps`` of ``isnkpvn``). ``PerceptronClassifier``'s ``tol`` stands for it unless
+        the user gave it (it sets it when the solver's own rules read it, else it is the
+        eps of the ``dual_certificate`` rule it adds). None: the solver has no such
+        tolerance.
     """
 
     kind = "solver"
