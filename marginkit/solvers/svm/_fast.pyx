@@ -1179,7 +1179,9 @@ cdef long double _fresh_margins(rows_t X, const double* y, const double* r,
         t = 0.0
         for k in range(row_start(X, i), row_stop(X, i)):
             t += (<long double>X.data[k]) * fresh[col(X, i, k)]
-        G = y[i] * (t - mv + t_col * b + t_shift) + mu * r[i] - 1.0
+        # mu r_i in long double too: a float64 product would be off by u mu r_i, which
+        # the long-double rounding bound does not cover (mu r_i near 1 at a large mu)
+        G = y[i] * (t - mv + t_col * b + t_shift) + (<long double>mu) * r[i] - 1.0
         if r[i] <= 0.0:
             p = <double>G if G < 0.0 and _at(box, bs, i) > 0.0 else 0.0
         elif r[i] >= _at(box, bs, i):
