@@ -718,8 +718,11 @@ def with_dual_certificate(cfg, eps, own_tolerance=False):
     solver, _, _, rules, _ = compose(cfg)
     name = solver.name or type(solver).__name__
     param = getattr(solver, "dual_tol_param", None) if own_tolerance else None
-    if param not in getattr(solver, "param_table", {}):
-        param = None  # not a parameter of this solver: nothing to set
+    table = getattr(solver, "param_table", None) or {}
+    if param is not None and not (isinstance(param, str) and param in table):
+        raise ValueError(
+            f"solver {name!r}: dual_tol_param={param!r} must name one of its parameters "
+            f"({sorted(table)}), the one that is its own tolerance on ||p||_G, or be None")
     given = param is not None and (
         param in cfg.solver_params
         or solver.params.get(param) != solver.param_table[param].default)

@@ -962,6 +962,16 @@ def test_tol_auto_and_an_explicit_tol_that_cannot_act(toy):
                                          r"own rules \(a dual_certificate rule\) at a "
                                          r"tolerance tol cannot set"):
         PerceptronClassifier(solver="toy_fixed_eps", tol=0.01).fit(Xo, yo)
+
+    # a plug-in whose dual_tol_param names no parameter of it: said so, not ignored
+    class _WrongParam(_ToyWithDualNorm):
+        dual_tol_param = "epsilon"
+
+    mk.register("solver", "toy_wrong_param", overwrite=True)(_WrongParam)
+    with pytest.raises(ValueError, match=r"solver 'toy_wrong_param': "
+                                         r"dual_tol_param='epsilon' must name one of its "
+                                         r"parameters"):
+        PerceptronClassifier(solver="toy_wrong_param").fit(Xo, yo)
     c = PerceptronClassifier(solver="snkp")._config()
     assert any(type(r).__name__ == "DualCertificate" and r.params["eps"] == 1e-3
                for r in c.stop)
