@@ -222,7 +222,9 @@ def dot_dense_t_csr(const double[:, ::1] At, csr_rows_t B, floating[:, ::1] out,
     if m == 0 or n == 0:
         return
     with nogil:
-        for tt in prange(n_tiles, schedule="static", num_threads=max(nt, 1)):
+        # dynamic: a thread of a busy core takes fewer tiles (each tile is one thread's,
+        # in a fixed order: the entries do not depend on the schedule)
+        for tt in prange(n_tiles, schedule="dynamic", chunksize=4, num_threads=max(nt, 1)):
             t = threadid()
             tile = &tiles[t, 0]
             j0 = tt * T
