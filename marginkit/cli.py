@@ -99,15 +99,17 @@ FOREIGN_OPTIONS = {
 
 def _foreign_option(argv):
     """The first LIBLINEAR/LIBSVM option of ``FOREIGN_OPTIONS`` in the ``fit`` arguments
-    ``argv`` (``-w1``, ``-w-1``, ``-n``, ``-g``, ...), or None; option values and the
-    arguments after ``--`` are not options."""
+    ``argv`` (``-w1``, ``-w-1``, ``-n``, ``-g``, ``-g0.5``, ...), also at the end of a
+    cluster of flags (``-qw1``, ``-qg 0.5``), or None; option values and the arguments
+    after ``--`` are not options."""
     for tok in argv:
         if tok == "--":
             return None
-        if re.fullmatch(r"-w[+-]?[\w.]+", tok):
-            return "-w"
-        if tok in FOREIGN_OPTIONS:
-            return tok
+        m = re.fullmatch(f"-[{FLAG_LETTERS}]*(.)(.*)", tok)
+        if m is None or f"-{m.group(1)}" not in FOREIGN_OPTIONS:
+            continue
+        if m.group(1) != "w" or re.fullmatch(r"[+-]?[\w.]+", m.group(2)):
+            return f"-{m.group(1)}"
     return None
 
 
@@ -137,6 +139,20 @@ MISREAD_OPTIONS = {
 #: repeats the option's own letter is marginkit's (``-vv 5``: verbose 2 and a file 5,
 #: LIBLINEAR has no ``-vv``)
 FLAG_LETTERS = "qv"
+
+
+def _joined_values(argv):
+    """``argv`` with ``-qm=VALUE`` (a cluster of flags ending in an option joined to its
+    value by ``=``) written ``-qmVALUE``, as ``-m=VALUE`` is read: argparse 3.11 keeps the
+    ``=`` in the value of a cluster's last option (a model file named ``=100``)."""
+    out = list(argv)
+    for i, tok in enumerate(out):
+        if tok == "--":
+            break
+        m = re.fullmatch(f"-([{FLAG_LETTERS}]+[a-zA-Z])=(.*)", tok)
+        if m is not None:
+            out[i] = f"-{m.group(1)}{m.group(2)}"
+    return out
 
 
 def _misread_option(argv):
@@ -1037,7 +1053,7 @@ def main(argv=None):
     parser = build_parser()
     prog = parser.prog
     try:
-        raw = list(sys.argv[1:] if argv is None else argv)
+        raw = argv = _joined_values(sys.argv[1:] if argv is None else argv)
         misread = _misread_option(raw[1:]) if raw and raw[0] == "fit" else None
         if misread is not None:
             raise UsageError(f"argument {misread}: {MISREAD_OPTIONS[misread][1]}", f"{prog} fit")
@@ -1060,7 +1076,6 @@ def main(argv=None):
                              "(see 'marginkit --help')")
         prog = f"marginkit {args.command}"
         if args.command == "bench":  # the bench module parses its own arguments again
-            raw = list(sys.argv[1:] if argv is None else argv)
             args.raw_argv = raw[raw.index("bench") + 1:]
         return int(args.func(args) or 0)
     except UsageError as exc:

@@ -562,6 +562,7 @@ def test_liblinear_flags(capsys, tmp_path, monkeypatch):
         (["-qh1"], r"argument -h: LIBSVM's -h 0/1"),
         (["-qv", "5"], r"argument -v: LIBLINEAR's -v N"),
         (["-vqm", "100"], r"argument -m: LIBSVM's -m M"),
+        (["-qm=100"], r"argument -m: LIBSVM's -m M"),  # not a model file named "=100"
     ]:
         code, out, err = run(capsys, "fit", str(train), *argv)
         assert code == 2, (argv, err)
@@ -582,6 +583,10 @@ def test_liblinear_flags(capsys, tmp_path, monkeypatch):
     # a cluster ending in -m with a model path is that path
     code, out, err = run(capsys, "fit", str(train), "-qm", str(model))
     assert code == 0 and out == "" and err == ""
+    # joined by "=" it is the same path, as -m=PATH is (argparse 3.11 kept the "=")
+    model.unlink()
+    code, out, err = run(capsys, "fit", str(train), f"-qm={model}")
+    assert code == 0 and out == "" and err == "" and model.exists()
     # -vv is marginkit's verbose 2 (LIBLINEAR has no -vv): a training file may follow it
     (tmp_path / "5").write_bytes(train.read_bytes())
     monkeypatch.chdir(tmp_path)
@@ -832,6 +837,11 @@ def test_fit_says_on_stderr_when_a_run_stops_at_its_budget(capsys, files):
     (["-C"], r"argument -C: .*GridSearchCV"),
     (["-n", "0.5"], r"argument -n: "),
     (["-b", "1"], r"argument -b: .*predict_proba"),
+    # joined to their value, and at the end of a cluster of flags
+    (["-g0.5"], r"argument -g: LIBSVM's -g G is --gamma G"),
+    (["-qw1", "2"], r"argument -w: LIBLINEAR.s -wi W"),
+    (["-qg", "0.5"], r"argument -g: LIBSVM's -g G is --gamma G"),
+    (["-vt2"], r"argument -t: .* --kernel NAME"),
 ])
 def test_fit_names_the_equivalent_of_liblinear_and_libsvm_options(capsys, files, argv, says):
     train, _ = files
