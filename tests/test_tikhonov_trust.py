@@ -197,23 +197,89 @@ def test_referee_bound_brackets_an_extended_precision_reference():
     assert verdict and verdict.value == central and verdict.threshold == decrement_schedule(1e-10, 2)[-1]
 
 
+def _exact_squared_decrement(X, y, theta, b, theta_prev, lam):
+    """The Newton decrement of 1/n sum (y_i - x_i . theta - b)^2 / 2 + lam/2 ||theta -
+    theta_prev||^2 at (theta, b), in exact rational arithmetic (its square)."""
+    from fractions import Fraction as F
+
+    n, p = X.shape
+    rows = [[F(v) for v in row] + [F(1)] for row in X.tolist()]
+    th = [F(v) for v in theta] + [F(b)]
+    lam = F(lam)
+    r = [F(yi) - sum(a * t for a, t in zip(row, th)) for yi, row in zip(y.tolist(), rows)]
+    G = [-sum(ri * row[j] for ri, row in zip(r, rows)) / n for j in range(p + 1)]
+    for j in range(p):
+        G[j] += lam * (th[j] - F(theta_prev[j]))
+    H = [[sum(row[j] * row[k] for row in rows) / n + (lam if j == k < p else 0)
+          for k in range(p + 1)] for j in range(p + 1)]
+    A = [H[j][:] + [G[j]] for j in range(p + 1)]  # Gaussian elimination: H x = G
+    for c in range(p + 1):
+        piv = next(i for i in range(c, p + 1) if A[i][c] != 0)
+        A[c], A[piv] = A[piv], A[c]
+        for i in range(p + 1):
+            if i != c and A[i][c] != 0:
+                f = A[i][c] / A[c][c]
+                A[i] = [a - f * e for a, e in zip(A[i], A[c])]
+    return sum(G[j] * A[j][p + 1] / A[j][j] for j in range(p + 1))
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e2, 1e4, 1e6])
+def test_intercept_bound_holds_and_stays_tight_for_rows_far_from_the_origin(offset):
+    """With an intercept, lambda_min(H) is small in the coordinates (theta, b) when the
+    rows are far from the origin (|m| large), though the decrement does not depend on
+    coordinates: the referee bounds it in (theta, b + m . theta). The bound is checked
+    against the decrement in exact rational arithmetic (squared loss), at the run's
+    certified iterate and at an unconverged one, and the default run certifies."""
+    rng = np.random.default_rng(7)
+    n, p, lam = 60, 3, 1e-2
+    X = rng.standard_normal((n, p)) * np.array([1.0, 2.0, 0.5]) + offset
+    y = X @ np.array([1.0, -1.0, 2.0]) - (X @ np.array([1.0, -1.0, 2.0])).mean() \
+        + 0.1 * rng.standard_normal(n)
+    res = mk.solve(X, y, solver="iterated_tikhonov", loss="squared", t=1, lam=lam,
+                   fit_intercept=True)
+    assert res.status == "converged" and res.certificate.verify(X, y)
+    import scipy.sparse as sp
+
+    far = NewtonDecrementCertificate(  # an unconverged iterate: a poor model
+        0.0, 1.0, "squared", lam, "primal",
+        np.concatenate([0.5 * res.coef_, [res.intercept_ + 1.0]])[None, :], True, None,
+        None, identity_map=True)
+    for cert in (res.certificate, far):
+        central, upper = cert.bounds(X, y)
+        theta, b = cert.coef[:p], float(cert.coef[p])
+        exact = float(_exact_squared_decrement(X, y, theta, b, np.zeros(p), lam)) ** 0.5
+        assert exact <= upper <= max(2 * exact, exact + 1e-10), (exact, upper)
+        if cert is far:
+            assert central == pytest.approx(exact, rel=1e-6)
+        # CSR rows are not centred in the sums (the mean terms add |m| to their
+        # magnitudes): the bound holds, tight only near the origin
+        upper_csr = cert.bounds(sp.csr_matrix(X), y)[1]
+        assert exact <= upper_csr
+        if offset <= 1e2:
+            assert upper_csr <= max(2 * exact, exact + 1e-9), (exact, upper_csr)
+
+
+@pytest.mark.parametrize("intercept", [False, True])
 @pytest.mark.parametrize("direction", ["zero", "random"])
-def test_any_newton_direction_gives_a_valid_bound(direction, monkeypatch):
+def test_any_newton_direction_gives_a_valid_bound(direction, intercept, monkeypatch):
     """The a-posteriori bound holds for any direction zeta, not only a good one: with
-    zeta = 0 or a random zeta it is larger, and still above the decrement."""
+    zeta = 0 or a random zeta it is larger, and still above the decrement (with an
+    intercept, on rows far from the origin: the bound's centred coordinates)."""
     from marginkit.solvers.tikhonov import _decrement_bound as referee
 
     rng = np.random.default_rng(3)
-    X = rng.standard_normal((100, 4))
-    y = np.where(X[:, 0] + 0.5 * rng.standard_normal(100) > 0, 1, -1)
+    X = rng.standard_normal((100, 4)) + (300.0 if intercept else 0.0)
+    y = np.where(X[:, 0] + 0.5 * rng.standard_normal(100) > X[:, 0].mean(), 1, -1)
     res = mk.solve(X, y, solver="iterated_tikhonov", t=1, lam=0.1, tol=1e-3,
-                   stop=[("max_iter", {"n": 2})])
-    cert = NewtonDecrementCertificate(0.0, 1.0, "logistic", 0.1, "primal", res.coef_[None, :],
-                                      False, None, res.classes_, identity_map=True)
+                   fit_intercept=intercept, stop=[("max_iter", {"n": 2})])
+    chain = res.coef_ if not intercept else np.append(res.coef_, res.intercept_)
+    cert = NewtonDecrementCertificate(0.0, 1.0, "logistic", 0.1, "primal", chain[None, :],
+                                      intercept, None, res.classes_, identity_map=True)
     central, good = cert.bounds(X, y)
+    q = chain.shape[0]
 
-    def fake(Hs, blocks, h, n, lam, p, fit_intercept, rhs):
-        return np.zeros(p) if direction == "zero" else rng.standard_normal(p)
+    def fake(Hs, blocks, h, n, lam, p, fit_intercept, rhs, m=None):
+        return np.zeros(q) if direction == "zero" else rng.standard_normal(q)
 
     monkeypatch.setattr(referee, "_newton_direction", fake)
     _, upper = cert.bounds(X, y)
