@@ -94,6 +94,8 @@ class Param:
             if self.allow_none:
                 return None
             raise TypeError(f"{_where(owner)}{name}=None is not allowed; pass {self.describe()}")
+        if self.types is bool and isinstance(value, np.bool_):
+            value = bool(value)  # numpy's bool (a mask's entry) is a bool
         if self.options is not None and isinstance(value, str):
             if value not in self.options:
                 ranged = self.low is not None or self.high is not None
@@ -124,7 +126,8 @@ class Param:
                 raise ValueError(f"{_where(owner)}{name}={_show(value)} is out of range; use {self.describe()}")
             if self.high is not None and (v > self.high or (self.high_open and v == self.high)):
                 raise ValueError(f"{_where(owner)}{name}={_show(value)} is out of range; use {self.describe()}")
-        elif self.options is not None and not isinstance(value, str):
+        elif self.options is not None and not isinstance(value, str) and \
+                not any(value is o for o in self.options):  # True/False may be options
             raise TypeError(f"{_where(owner)}{name}={_show(value)}: use one of {list(self.options)}")
         if self.validator is not None:
             value = self.validator(value, name, _owner_name(owner))

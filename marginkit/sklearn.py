@@ -1190,11 +1190,36 @@ class _TikhonovParams:
         "n_components": Param("auto", types=numbers.Integral, options=("auto",), low=1,
                               allow_none=True,
                               doc="Nystroem centres: 'auto', an int, or None (exact kernel)"),
+        "fit_intercept": Param("auto", types=bool, options=("auto", True, False),
+                               doc="unpenalized intercept: 'auto' (with kernel='linear'), "
+                                   "True or False"),
     }
 
+    def _intercept_config(self, cfg):
+        """``fit_intercept`` resolved into the solver parameters: ``"auto"`` is True for
+        ``kernel="linear"`` (a model linear in X has an intercept, as scikit-learn's
+        ``LogisticRegression`` and ``Ridge``), except with ``method="spectral_filter"``
+        (the closed form has none), and False for other kernels (Beugnot et al.'s
+        theta(x) in the RKHS); given in ``solver_params`` too, the two must agree."""
+        fi = self.fit_intercept
+        fi = fi if isinstance(fi, str) else bool(fi)  # checked by _config: a bool
+        if "fit_intercept" in cfg.solver_params:
+            if fi != "auto" and fi != cfg.solver_params["fit_intercept"]:
+                raise ValueError(
+                    f"{type(self).__name__}: fit_intercept={fi!r} is given to the estimator "
+                    f"and fit_intercept={cfg.solver_params['fit_intercept']!r} in "
+                    "solver_params; set it in one place only")
+            return cfg
+        if fi == "auto":
+            linear = getattr(compose(cfg)[1], "name", None) == "linear"
+            fi = linear and cfg.solver_params.get("method") != "spectral_filter"
+        return cfg.replace(solver_params={**cfg.solver_params, "fit_intercept": fi})
+
     def _fit_config(self, cfg, n_samples):
-        """``n_components`` resolved for a fit on ``n_samples`` rows (``auto_components``
-        for a kernel with neither a feature map nor a precomputed Gram matrix)."""
+        """``fit_intercept`` and ``n_components`` resolved for a fit on ``n_samples`` rows
+        (``auto_components`` for a kernel with neither a feature map nor a precomputed
+        Gram matrix)."""
+        cfg = self._intercept_config(cfg)
         m = self.n_components
         if "n_components" in cfg.solver_params:  # given in solver_params
             if m != "auto":
@@ -1282,6 +1307,13 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
         As in ``PerceptronClassifier``.
     memory_budget : float or None, default None
         As in ``PerceptronClassifier``.
+    fit_intercept : "auto", bool, default "auto"
+        An unpenalized intercept b, theta(x) = <theta, Phi(x)> + b, outside the proximal
+        term. ``"auto"``: True for ``kernel="linear"`` (a model linear in X, as
+        ``LogisticRegression``), False for other kernels (Beugnot et al.'s theta(x), which
+        has none) and for ``method="spectral_filter"``. With an exact Gram kernel True
+        needs Nystroem (``n_components``; "auto" makes every one of at most 256 rows a
+        centre). Also accepted in ``solver_params``; given in both, the two must agree.
 
     Attributes
     ----------
@@ -1295,7 +1327,8 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
     one-vs-rest sigma(f_c(x)) normalized to sum to 1 per row, as scikit-learn's
     one-vs-rest logistic regression does. With ``t=1`` and
     ``solver_params={"fit_intercept": True}`` the model is L2-regularized logistic
-    regression with scikit-learn's ``C = 1 / (n lam)``.
+    regression with scikit-learn's ``C = 1 / (n lam)`` (the default for
+    ``kernel="linear"``, whose ``fit_intercept="auto"`` is True).
 
     ``fit(X, y, sample_weight=w)`` minimizes the weighted empirical risk
     ``1/n sum_i w_i loss(y_i, theta(x_i))`` (n the number of rows of positive weight:
@@ -1320,8 +1353,9 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
     def __init__(self, t=3, lam=None, loss="logistic", kernel="rbf", kernel_params=None,
                  n_components="auto", tol=None, max_iter=None, random_state=None, verbose=0,
                  callback=None, solver_params=None, class_weight=None, progress_bar=False,
-                 memory_budget=None):
+                 memory_budget=None, fit_intercept="auto"):
         self.class_weight = class_weight
+        self.fit_intercept = fit_intercept
         self.n_components = n_components
         self.t = t
         self.lam = lam
@@ -1412,6 +1446,9 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
         As in ``IteratedTikhonovClassifier`` (None: the exact kernel).
     tol, max_iter, random_state, verbose, callback, solver_params, progress_bar, memory_budget
         As in ``IteratedTikhonovClassifier``.
+    fit_intercept : "auto", bool, default "auto"
+        As in ``IteratedTikhonovClassifier``: ``"auto"`` is True for ``kernel="linear"``
+        (with ``t=1``, scikit-learn's ``Ridge(alpha=n lam)``), False for other kernels.
 
     Attributes
     ----------
@@ -1437,7 +1474,8 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
     def __init__(self, t=3, lam=None, loss="squared", kernel="rbf", kernel_params=None,
                  n_components="auto", tol=None, max_iter=None, random_state=None, verbose=0,
                  callback=None, solver_params=None, progress_bar=False,
-                 memory_budget=None):
+                 memory_budget=None, fit_intercept="auto"):
+        self.fit_intercept = fit_intercept
         self.n_components = n_components
         self.t = t
         self.lam = lam
@@ -1521,12 +1559,12 @@ def expected_failed_checks(estimator):
     * The iterated Tikhonov estimators pass them: with the default lam = 1/n the
       weighted objective 1/n (sum_i w_i loss_i + ||theta - theta^k||^2 / 2) has the
       minimizer of the same objective over the repeated rows (1/N instead of 1/n).
-    * ``IteratedTikhonovClassifier``, ``check_class_weight_classifiers``: the default
-      model theta(x) has no intercept, so far from the points of a heavily weighted class
-      the decision values return to 0 and that class does not take the whole test set
-      (``solver_params={"fit_intercept": True}`` passes the check's test; so does the
-      default rbf kernel since it takes ``gamma="scale"``, wide enough on the check's
-      data, which the linear kernel is not).
+    * ``IteratedTikhonovClassifier``, ``check_class_weight_classifiers``: a model
+      theta(x) without intercept (``fit_intercept=False``; ``"auto"`` with a kernel other
+      than linear) returns to 0 far from the points of a heavily weighted class, so that
+      class does not take the whole test set (``fit_intercept=True`` passes the check's
+      test; so does the default rbf kernel since it takes ``gamma="scale"``, wide enough
+      on the check's data).
     """
     out = {}
     if isinstance(estimator, PerceptronClassifier):
@@ -1540,11 +1578,15 @@ def expected_failed_checks(estimator):
                "equal only for a given C, scale=None and mu -> 0, and the certified stop "
                "is within its error bound of the optimum, not 1e-7")
     elif isinstance(estimator, IteratedTikhonovClassifier):
+        extra = estimator.solver_params if isinstance(estimator.solver_params, dict) else {}
+        fi = extra.get("fit_intercept", estimator.fit_intercept)
+        if fi is True or (fi == "auto" and estimator.kernel == "linear"):
+            return out  # a model with an intercept passes
         out["check_class_weight_classifiers"] = (
-            "the default model has no intercept (fit_intercept=False, Beugnot et al.'s "
-            "theta(x)): away from the heavy class's points the decision values return "
-            "to 0, so a class weight of 1000 does not make that class win the whole "
-            "plane; with solver_params={'fit_intercept': True} it does (the default rbf "
+            "a model without intercept (fit_intercept=False, Beugnot et al.'s theta(x); "
+            "the default for kernels other than linear): away from the heavy class's points "
+            "the decision values return to 0, so a class weight of 1000 does not make that "
+            "class win the whole plane; with fit_intercept=True it does (the default rbf "
             "with gamma='scale' passes on the check's data)")
         return out
     else:

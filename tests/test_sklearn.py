@@ -37,6 +37,8 @@ CHECKED = (
     + _if("dcd", SVMClassifier(solver="auto"))
     + _if("iterated_tikhonov", IteratedTikhonovClassifier())
     + _if("iterated_tikhonov", IteratedTikhonovRegressor())
+    + _if("iterated_tikhonov", IteratedTikhonovClassifier(kernel="linear"))
+    + _if("iterated_tikhonov", IteratedTikhonovRegressor(kernel="linear"))
 )
 
 
@@ -351,6 +353,51 @@ def test_logistic_tikhonov_probabilities_are_logistic_regressions():
         np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=1e-12)
         np.testing.assert_allclose(clf.predict_log_proba(X), np.log(P), rtol=1e-10, atol=1e-12)
         np.testing.assert_array_equal(clf.classes_[P.argmax(axis=1)], clf.predict(X))
+
+
+@pytest.mark.skipif("iterated_tikhonov" not in _SOLVERS, reason="iterated_tikhonov not registered")
+def test_tikhonov_linear_kernel_fits_an_intercept_by_default():
+    from sklearn.linear_model import LogisticRegression, Ridge
+
+    # data away from the origin: a model linear in X without an intercept cannot put its
+    # boundary at x0 = 5 (it was 'auto'-less: no intercept for every kernel)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2)) + np.array([5.0, -3.0])
+    y = np.where(X[:, 0] + 0.3 * rng.normal(size=300) > 5.0, "up", "down")
+    n, lam = X.shape[0], 0.01
+    clf = IteratedTikhonovClassifier(t=1, lam=lam, kernel="linear").fit(X, y)
+    assert clf.result_.config.solver_params["fit_intercept"] is True
+    assert clf.result_.certificate.verify(X, y)
+    lr = LogisticRegression(C=1.0 / (n * lam), tol=1e-12, max_iter=10_000).fit(X, y)
+    np.testing.assert_allclose(clf.predict_proba(X), lr.predict_proba(X), atol=1e-7)
+    none = IteratedTikhonovClassifier(t=1, lam=lam, kernel="linear",
+                                      fit_intercept=False).fit(X, y)
+    assert none.result_.config.solver_params["fit_intercept"] is False
+    assert clf.score(X, y) > 0.9 > none.score(X, y) + 0.1
+    # the regressor: t = 1 is ridge regression with alpha = n lam, intercept included
+    z = X @ np.array([1.0, -2.0]) + 7.0 + 0.1 * rng.normal(size=n)
+    reg = IteratedTikhonovRegressor(t=1, lam=lam, kernel="linear").fit(X, z)
+    ridge = Ridge(alpha=n * lam).fit(X, z)
+    np.testing.assert_allclose(reg.predict(X), ridge.predict(X), rtol=1e-9, atol=1e-9)
+    # other kernels keep Beugnot et al.'s theta(x) without intercept; True asks for one
+    # (Nystroem, every row a centre on these few rows)
+    Xr, yr = _rings(200)
+    assert IteratedTikhonovClassifier(random_state=0).fit(Xr, yr) \
+        .result_.config.solver_params["fit_intercept"] is False
+    rbf = IteratedTikhonovClassifier(random_state=0, fit_intercept=True).fit(Xr, yr)
+    assert rbf.result_.config.solver_params["fit_intercept"] is True
+    assert rbf.result_.config.solver_params["n_components"] == 200
+    # the spectral filter (closed form, squared loss) has no intercept: "auto" is False
+    sf = IteratedTikhonovRegressor(kernel="linear", solver_params={"method": "spectral_filter"})
+    assert sf.fit(X, z).result_.config.solver_params["fit_intercept"] is False
+    # given twice, the two must agree; solver_params alone decide when it is "auto"
+    with pytest.raises(ValueError, match="fit_intercept=True .* one place"):
+        IteratedTikhonovClassifier(kernel="linear", fit_intercept=True,
+                                   solver_params={"fit_intercept": False}).fit(X, y)
+    alone = IteratedTikhonovClassifier(kernel="linear", solver_params={"fit_intercept": False})
+    assert alone.fit(X, y).result_.config.solver_params["fit_intercept"] is False
+    with pytest.raises(TypeError, match="fit_intercept"):
+        IteratedTikhonovClassifier(kernel="linear", fit_intercept=1).fit(X, y)
 
 
 @pytest.mark.skipif("iterated_tikhonov" not in _SOLVERS, reason="iterated_tikhonov not registered")
