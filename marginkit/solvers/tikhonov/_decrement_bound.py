@@ -64,8 +64,6 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     q = p + int(fit_intercept)
     # sums over the rows: float64 over REF_ROWS rows, the partial sums in long double
     gB = R.gamma(f.REF_ROWS + 4) + gL(n // f.REF_ROWS + blocks.n_blocks + 8)
-    zero_p, none = np.zeros(p), np.zeros(1, dtype=np.uint8)
-    zero_m = np.zeros(p)
     # -- pass 1: z, l'(z), l''(z) and their bounds; G = Phi^T g / n (+ lam (theta - prev))
     z = np.empty(n)
     ez = np.empty(n)
@@ -73,16 +71,20 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     h = np.empty(n)
     eg = np.empty(n)
     eh = np.empty(n)
-    xi2 = np.empty(n) if fit_intercept else None
     aG = np.zeros(p, dtype=LD)
     magG = np.zeros(p)
+    if fit_intercept:  # (Phi - e m^T)^T h: the h-weighted mean of the rows
+        aH, magH = np.zeros(p, dtype=LD), np.zeros(p)
     D = 1
-    m = None  # with an intercept, the centre of the coordinates of the bound
+    # m: the centre of the sums over the rows, Phi^T g = (Phi - e m^T)^T g + m e^T g, and
+    # with an intercept of the coordinates of the bound (mS; docs/tikhonov.md)
+    m = mS = None
     for lo, hi, B in blocks:
         if B.shape[1] != p:
             raise ValueError(f"the feature map has {B.shape[1]} columns, the certificate {p}")
-        if fit_intercept and m is None:
+        if m is None:
             m = _first_block_mean(B)
+            mS = m if fit_intercept else None
         rows = row_block(B)
         m_ = hi - lo
         zt, Mz = np.zeros(m_, dtype=LD), np.zeros(m_)
@@ -101,29 +103,38 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
             egb = wb * egb + 2 * R.UNIT * np.abs(gb) + R.ETA
             ehb = wb * ehb + 2 * R.UNIT * hb + R.ETA
         g[lo:hi], h[lo:hi], eg[lo:hi], eh[lo:hi] = gb, hb, egb, ehb
-        if fit_intercept:
-            xi2[lo:hi] = _centred_sqnorms_up(B, m)
-        # with an intercept, (Phi - e m^T)^T g: the gradient in the centred coordinates
-        f.ref_rmatvec(rows, np.zeros(p, dtype=np.uint8), zero_m if m is None else m, gb,
-                      egb + gB * np.abs(gb), aG, magG)
+        for a, part in _centred_parts(B):  # (Phi - e m^T)^T g (and h)
+            ga, ea = gb[a:a + part.n], egb[a:a + part.n]
+            f.ref_rmatvec(part, np.zeros(p, dtype=np.uint8), m, ga, ea + gB * np.abs(ga),
+                          aG, magG)
+            if fit_intercept:
+                ha, eha = hb[a:a + part.n], ehb[a:a + part.n]
+                f.ref_rmatvec(part, np.zeros(p, dtype=np.uint8), m, ha, eha + gB * ha,
+                              aH, magH)
     g_ = R.gamma(n + D + p + 16)
     dth = theta.astype(LD) - theta_prev[:p].astype(LD)
+    # e^T g / n, within Eg1
+    g1 = np.sum(g.astype(LD)) / n
+    Eg1 = (np.sum(eg) + gL(n + 2) * np.sum(np.abs(g))) * (1 + 2 * g_) / n + R.ETA
     G = np.empty(q, dtype=LD)
-    G[:p] = aG / n + LD(lam) * dth
     EG = np.empty(q)
-    EG[:p] = magG * (1 + 2 * g_) / n + gL(4) * lam * np.abs(dth.astype(np.float64)) + R.ETA
-    if fit_intercept:
-        G[p] = np.sum(g.astype(LD)) / n
-        EG[p] = (np.sum(eg) + gL(n + 2) * np.sum(np.abs(g))) * (1 + 2 * g_) / n + R.ETA
+    G[:p] = aG / n + LD(lam) * dth
+    EG[:p] = magG * (1 + 2 * g_) / n + gL(4) * (lam * np.abs(dth.astype(np.float64))
+                                                + np.abs(G[:p].astype(np.float64))) + R.ETA
     # a lower bound of lambda_min(H): lam without intercept; with it (docs/tikhonov.md),
-    # of H' = S^-T H S^-1 in the coordinates S (x, beta) = (x, beta + m . x):
-    # min(lam / 2, (1 - e) sum h / n), e = 2 T_h / (2 T_h + lam n),
-    # T_h >= sum h_i ||phi_i - m||^2 (G and rho above and below are S^-T G and S^-T rho)
+    # of H' = S^-T H S^-1 in the coordinates S (x, beta) = (x, beta + (m + delta) . x),
+    # m + delta the h-weighted mean of the rows: the smaller eigenvalue of
+    # [[lam, ||c||], [||c||, s]], s = e^T h / n, c = (Phi - e (m + delta)^T)^T h / n
+    # (zero but for rounding); G and rho above and below are S^-T G and S^-T rho
+    delta = None
     if fit_intercept:
-        T_h = float(np.sum((h + eh) * xi2)) * (1 + 2 * g_)
-        h_lo = max(float(np.sum(np.maximum(h - eh, 0.0))) * (1 - 2 * g_), 0.0)
-        lam_lb = min(0.5 * lam, lam * n / (2 * T_h + lam * n) * h_lo / n) * (1 - 4 * R.UNIT)
-    else:
+        delta, lam_lb = _weighted_mean_bound(aH, magH, h, eh, n, lam, g_, gL)
+        G[p], EG[p] = g1, Eg1
+        G, EG = _shift(G, EG, delta, gL)
+    else:  # the mean term m e^T g / n
+        G[:p] += m.astype(LD) * g1
+        EG[:p] += np.abs(m) * Eg1 + gL(4) * (np.abs(m) * abs(float(g1))
+                                             + np.abs(G[:p].astype(np.float64)))
         lam_lb = lam * (1 - 4 * R.UNIT)
     if not lam_lb > 0:
         return math.inf, math.inf
@@ -138,32 +149,46 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
             return cheap, cheap
     # -- a Newton direction zeta (float64; any zeta gives a valid bound)
     if steer is None or "H" not in steer:
-        Hs = _weighted_gram(blocks, h, p, m)
+        Hs = _weighted_gram(blocks, h, p, mS)
         if steer is not None:
             steer["H"] = Hs
     else:
         Hs = steer["H"]
-    zeta = _newton_direction(Hs, blocks, h, n, lam, p, fit_intercept, Gd, m)
+    zeta = _newton_direction(Hs, blocks, h, n, lam, p, fit_intercept, _unshift(Gd, delta), mS)
     best = None
     for _ in range(2):  # the direction, then one refinement step on the residual
         up, central, rho_hat, rest = _decrement_pass2(blocks, h, eh, n, lam, p,
                                                        fit_intercept, G, zeta, lam_lb, gL, D, gB,
-                                                       m)
+                                                       m, delta)
         if best is None or up < best[0]:
             best = (up, central)
         if Hs is None or rest <= 1e-6 * up * up:
             break  # the residual's share of the bound is negligible: no refinement
         zeta = zeta + _newton_direction(Hs, blocks, h, n, lam, p, fit_intercept,
-                                        rho_hat.astype(np.float64), m)
+                                        _unshift(rho_hat.astype(np.float64), delta), mS)
     up, central = best
     nu_up = up * (1 + 2 * R.UNIT) + NEG * (1 + g_) / math.sqrt(lam_lb)
     return central, nu_up
 
 
+def _centred_parts(B):
+    """(row offset, rows) of a block for the centred sums of ``ref_rmatvec``: the block
+    itself, or for a CSR block more than half full its dense rows, 4096 at a time (a
+    CSR block's stored entries are centred, its mean terms add |m_j| sum |r_i| to the
+    magnitudes; dense rows are centred entry by entry)."""
+    import scipy.sparse as sp
+
+    if not (sp.issparse(B) and B.nnz > 0.5 * B.shape[0] * B.shape[1]):
+        yield 0, row_block(B)
+        return
+    for a in range(0, B.shape[0], 4096):
+        yield a, row_block(np.ascontiguousarray(B[a:a + 4096].toarray(), dtype=np.float64))
+
+
 def _first_block_mean(B):
     """The column means of a row block (float64; zeros where not finite): the centre m of
     the coordinates in which an intercept's bound is taken. Any m makes the bound valid;
-    a centre near the rows keeps T_h, and the magnitudes |phi_i - m| of the sums, small
+    a centre near the rows keeps the magnitudes |phi_i - m| of the sums small
     when the rows are far from the origin. The first block's (all of X in memory) needs
     no pass of its own."""
     with np.errstate(over="ignore", invalid="ignore"):
@@ -171,27 +196,63 @@ def _first_block_mean(B):
     return np.where(np.isfinite(m), m, 0.0)
 
 
-def _centred_sqnorms_up(B, m):
-    """Upper bounds of ||phi_i - m||^2 for the rows of a block: dense rows centred
-    explicitly, 4096 rows at a time (relative rounding gamma_{p+4}); CSR rows as
-    ||x||^2 - 2 x . m + ||m||^2, with the rounding of each term and of their
-    cancellation (|x . m| <= ||x|| ||m||)."""
-    import scipy.sparse as sp
+def _weighted_mean_bound(aH, magH, h, eh, n, lam, g_, gL):
+    """(delta, lam_lb) of an intercept's bound: delta = aH / e^T h (float64), so that
+    m + delta is the h-weighted mean of the rows (aH = (Phi - e m^T)^T h in long double,
+    within magH (1 + 2 g_) of the exact h's), and lam_lb <= lambda_min(H') in the
+    coordinates centred there.
+
+    With rows phi_i - m - delta, H' = [[A / n + lam I, c], [c^T, s]] with A >= 0, so
+    v^T H' v >= lam ||x||^2 - 2 ||c|| ||x|| |beta| + s beta^2 >= lambda_2 (||x||^2 + beta^2),
+    lambda_2 the smaller eigenvalue of [[lam, ||c||], [||c||, s]]: decreasing in ||c||,
+    increasing in s, so taken at an upper bound of ||c|| (zero but for rounding) and a
+    lower bound of s = e^T h / n; not positive (s at round-off level): 0."""
     from ... import _referee as R
 
-    p = m.shape[0]
-    g = R.gamma(p + 8)
-    if not sp.issparse(B):
-        out = np.empty(B.shape[0])
-        for lo in range(0, B.shape[0], 4096):
-            C = np.asarray(B[lo:lo + 4096], dtype=np.float64) - m
-            out[lo:lo + 4096] = np.einsum("ij,ij->i", C, C)
-        return out * (1 + g) + R.ETA
-    x2 = row_sqnorms(B)
-    xm = np.asarray(B @ m).ravel()
-    mm = float(m @ m)
-    mag = x2 + 2 * np.sqrt(x2 * mm) + mm
-    return np.maximum(x2 - 2 * xm + mm, 0.0) + 2 * g * mag + R.ETA
+    LD = np.longdouble
+    sh = np.sum(h.astype(LD))
+    Esh = (float(np.sum(eh)) + gL(n + 2) * float(np.sum(np.abs(h)))) * (1 + 2 * g_)
+    s_lo = (float(sh) - Esh) / n * (1 - 4 * R.UNIT)
+    p = aH.shape[0]
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        delta = (aH / sh).astype(np.float64) if sh > 0 else np.zeros(p)
+    if not np.all(np.isfinite(delta)):
+        delta = np.zeros(p)
+    c = aH / n - delta.astype(LD) * (sh / n)
+    cd = np.abs(c.astype(np.float64))
+    Ec = magH * (1 + 2 * g_) / n + np.abs(delta) * Esh / n \
+        + gL(4) * (np.abs((aH / n).astype(np.float64)) + np.abs(delta) * float(sh) / n + cd)
+    Nc, eNc = R.scaled_norm(cd)
+    NEc, eNEc = R.scaled_norm(Ec)
+    c_up = (Nc + eNc + NEc + eNEc) * (1 + 4 * R.UNIT)
+    if not (s_lo > 0 and math.isfinite(c_up)):
+        return delta, 0.0
+    # lambda_2 = 2 (lam s - c^2) / (lam + s + sqrt((lam - s)^2 + 4 c^2)), no cancellation
+    num = 2 * (lam * s_lo * (1 - 2 * R.UNIT) - c_up * c_up * (1 + 2 * R.UNIT))
+    den = (lam + s_lo + math.sqrt((lam - s_lo) ** 2 + 4 * c_up * c_up)) * (1 + 8 * R.UNIT)
+    return delta, max(num / den * (1 - 4 * R.UNIT), 0.0)
+
+
+def _shift(v, E, delta, gL):
+    """(v_x - delta v_b, v_b) in long double and its componentwise error bound: the
+    change of centre from m to m + delta of a vector S^-T v (E bounds |v_exact - v|)."""
+    out, Eo = v.copy(), np.array(E, dtype=np.float64)
+    p = delta.shape[0]
+    out[:p] = v[:p] - delta.astype(np.longdouble) * v[p]
+    Eo[:p] = E[:p] + np.abs(delta) * E[p] + gL(3) * (
+        np.abs(delta) * abs(float(v[p])) + np.abs(out[:p].astype(np.float64))
+        + np.abs(v[:p].astype(np.float64)))
+    return out, Eo
+
+
+def _unshift(v, delta):
+    """A right-hand side S^-T v of the centre m + delta at the centre m (float64: it only
+    steers the direction)."""
+    if delta is None:
+        return v
+    out = np.array(v, dtype=np.float64)
+    out[:delta.shape[0]] += delta * out[delta.shape[0]]
+    return out
 
 
 def _weighted_gram(blocks, h, p, m=None):
@@ -257,12 +318,13 @@ def _newton_direction(Hs, blocks, h, n, lam, p, fit_intercept, rhs, m=None):
 
 
 def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, gL, D, gB,
-                     m=None):
+                     m, delta=None):
     """(upper bound of sqrt(G^T H^{-1} G), sqrt(zeta . G), rho_hat, the share of the
     residual and rounding terms in the squared bound) for a direction zeta: zeta^T H zeta,
-    rho = G - H zeta and their rounding bounds, one pass over the rows. With an intercept
-    ``G`` and the returned rho are S^-T G and S^-T rho in the coordinates centred at ``m``
-    (``_decrement_referee``), and zeta^T rho = (S zeta)^T (S^-T rho)."""
+    rho = G - H zeta and their rounding bounds, one pass over the rows. The sums over the
+    rows are centred at ``m`` (``_decrement_referee``); with an intercept ``G`` and the
+    returned rho are S^-T G and S^-T rho in the coordinates centred at ``m + delta``, and
+    zeta^T rho = (S zeta)^T (S^-T rho)."""
     from ..svm import _fast as f
     from ... import _referee as R
 
@@ -275,7 +337,6 @@ def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, g
     Qsum = 0.0
     qsum = LD(0)
     eqsum = 0.0
-    zero_p = np.zeros(p)
     for lo, hi, B in blocks:
         rows = row_block(B)
         m_ = hi - lo
@@ -290,32 +351,46 @@ def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, g
         Qsum += float(np.sum((hb + ehb) * (np.abs(s) + es) ** 2))
         qsum += np.sum(qv.astype(LD))
         eqsum += float(np.sum(eq)) + gL(n + 2) * float(np.sum(np.abs(qv)))
-        f.ref_rmatvec(rows, np.zeros(p, dtype=np.uint8), zero_p if m is None else m, qv,
-                      eq + gB * np.abs(qv), aQ, magQ)
+        for a, part in _centred_parts(B):  # (Phi - e m^T)^T (h s)
+            qa, ea = qv[a:a + part.n], eq[a:a + part.n]
+            f.ref_rmatvec(part, np.zeros(p, dtype=np.uint8), m, qa, ea + gB * np.abs(qa),
+                          aQ, magQ)
     g_ = R.gamma(n + D + p + 16)
     q = zeta.shape[0]
+    q1 = qsum / n                                       # e^T (h s) / n, within Eq1
+    Eq1 = eqsum * (1 + 2 * g_) / n + R.ETA
     rho = np.empty(q, dtype=LD)
     rho[:p] = G[:p] - aQ / n - LD(lam) * ztL
     Erho = np.empty(q)
     Erho[:p] = magQ * (1 + 2 * g_) / n + gL(4) * (np.abs(G[:p].astype(np.float64))
-                                                  + lam * np.abs(zt)) + R.ETA
+                                                  + lam * np.abs(zt)
+                                                  + np.abs(rho[:p].astype(np.float64))) + R.ETA
     if fit_intercept:
-        rho[p] = G[p] - qsum / n
-        Erho[p] = eqsum * (1 + 2 * g_) / n + gL(4) * abs(float(G[p])) + R.ETA
+        # S^-T rho at the centre m + delta: G there, minus S^-T H zeta, whose x part is
+        # (Phi - e (m + delta)^T)^T (h s) / n + lam zeta_x = aQ / n - delta q1 + lam zeta_x
+        rho[p] = G[p] - q1
+        Erho[p] = Eq1 + gL(4) * abs(float(G[p])) + R.ETA
+        rho[:p] += delta.astype(LD) * q1
+        Erho[:p] += np.abs(delta) * Eq1 + gL(4) * (np.abs(delta) * abs(float(q1))
+                                                   + np.abs(rho[:p].astype(np.float64)))
+    else:  # the mean term of H zeta: m e^T (h s) / n
+        rho[:p] -= m.astype(LD) * q1
+        Erho[:p] += np.abs(m) * Eq1 + gL(4) * (np.abs(m) * abs(float(q1))
+                                               + np.abs(rho[:p].astype(np.float64)))
     zHz = Qsum * (1 + 2 * g_) / n + lam * float(zt @ zt) * (1 + g_)
     zc = zeta.astype(LD)
     ezc = 0.0
-    if m is not None:  # S zeta = (zeta_x, zeta_b + m . zeta_x), its last entry within ezc
-        mz = np.sum(m.astype(LD) * ztL)
-        zc[p] = zc[p] + mz
-        ezc = gL(p + 4) * (abs(zb) + float(np.abs(m) @ np.abs(zt)))
+    if fit_intercept:
+        # S zeta = (zeta_x, zeta_b + (m + delta) . zeta_x), its last entry within ezc
+        zc[p] = zc[p] + np.sum(m.astype(LD) * ztL) + np.sum(delta.astype(LD) * ztL)
+        ezc = gL(p + 6) * (abs(zb) + float((np.abs(m) + np.abs(delta)) @ np.abs(zt)))
     zr = float(np.sum(zc * rho))
     nz, _ = R.scaled_norm(zc.astype(np.float64))
     nE, _ = R.scaled_norm(Erho)
     nr, _ = R.scaled_norm(rho.astype(np.float64))
     # zeta . rho summed in long double: its rounding is at most gL(q + 2) ||zeta|| ||rho||;
     # the rounding of S zeta adds ezc |rho_b|
-    if m is not None:
+    if fit_intercept:
         ezc *= abs(float(rho[p])) + float(Erho[p])
     B2 = zHz + 2 * zr + 2 * (nz * (nE + gL(q + 2) * nr) + ezc) \
         + (nr * (1 + 4 * R.UNIT) + nE) ** 2 / lam_lb
