@@ -253,6 +253,37 @@ def test_certificate_rejects_other_labels():
 
 
 # ----------------------------------------------------------------------------- formats
+@pytest.mark.parametrize("density", [0.05, 0.3, 1.0])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_weighted_gram_of_csr_rows_is_the_dense_one(density, index_dtype):
+    """Phi^T diag(h) Phi of CSR rows, by pairs of non-zeros (sparse rows) or scattered
+    into the dense scratch of dsyrk (rows a quarter full or more), equals the dense
+    rows' (and numpy's) on rows of every length, h = 0 rows, and a count of rows that is
+    not a multiple of the scratch's."""
+    from marginkit.solvers.tikhonov import _fast
+    from marginkit.utils._rows import row_block
+
+    rng = np.random.default_rng(5)
+    n, d = 601, 40
+    keep = np.ones(n)
+    keep[3] = 0.0  # an empty row
+    X = sp.csr_matrix(sp.diags(keep) @ sp.random(n, d, density=density, format="csr",
+                                                 random_state=rng))
+    X.eliminate_zeros()
+    X.sort_indices()
+    X.indices = X.indices.astype(index_dtype)
+    X.indptr = X.indptr.astype(index_dtype)
+    h = rng.uniform(0.0, 0.25, n)
+    h[::7] = 0.0
+    H, Hd = np.empty((d, d)), np.empty((d, d))
+    _fast.weighted_gram(row_block(X), h, H)
+    _fast.weighted_gram(row_block(X.toarray()), h, Hd)
+    ref = (X.T @ sp.diags(h) @ X).toarray()
+    assert_allclose(H, ref, rtol=1e-12, atol=1e-14)
+    assert_allclose(H, Hd, rtol=1e-12, atol=1e-14)
+    assert np.array_equal(H, H.T)
+
+
 def test_dense_csr_float32_agree():
     X, y = _classification()
     ref = _solve(X, y, lam=1e-2, t=3, tol=1e-10)

@@ -9,7 +9,7 @@ through BLAS ``dsyrk`` on row blocks scaled by sqrt(h) (memory O(block * d)).
 from libc.math cimport exp, log1p, sqrt, fabs
 from scipy.linalg.cython_blas cimport dsyrk, dgemv
 
-from marginkit.utils._rows cimport (DenseRows64, dense_rows_t, rows_t, row_axpy, row_dot,
+from marginkit.utils._rows cimport (DenseRows64, csr_rows_t, dense_rows_t, rows_t, row_axpy, row_dot,
                                     row_dot4)
 
 # rows per block of the dense weighted Gram (bounded scratch memory)
@@ -175,17 +175,24 @@ def weighted_gram(rows_t X, const double[::1] h, double[:, ::1] H):
     Dense rows: blocks of BLOCK rows are scaled by sqrt(h) into a float64 scratch and
     accumulated with ``dsyrk``; the scratch is BLOCK x d, never n x d. CSR rows (sorted
     indices): one pass over the rows, each adding h_i x_ij x_ik to the pairs of its
-    non-zeros, O(sum_i nnz_i^2) work and no sparse temporaries.
+    non-zeros, O(sum_i nnz_i^2) work and no sparse temporaries; or, when the rows fill a
+    quarter of their columns or more (sum_i nnz_i^2 >= n d^2 / 16, where ``dsyrk``'s
+    O(n d^2) is the faster), scattered into the dense scratch like dense rows.
     """
     cdef Py_ssize_t i, j, k, p, q, start, stop, n = X.n, d = X.d
     cdef double[:, ::1] buf = None
     cdef int di = <int> d, ki
-    cdef double alpha = 1.0, beta = 0.0, s, hi, v
-    if rows_t in dense_rows_t:
+    cdef double alpha = 1.0, beta = 0.0, s, hi, v, pairs = 0.0
+    cdef bint scratch = rows_t in dense_rows_t
+    if rows_t in csr_rows_t:
+        for i in range(n):
+            pairs += <double>(X.indptr[i + 1] - X.indptr[i]) ** 2
+        scratch = d > 0 and pairs * 16.0 >= <double>n * <double>d * <double>d
+    if scratch:
         import numpy as np
         buf = np.empty((BLOCK, d), dtype=np.float64)
     with nogil:
-        if rows_t in dense_rows_t:
+        if scratch:
             start = 0
             while start < n:
                 stop = start + BLOCK
@@ -193,8 +200,14 @@ def weighted_gram(rows_t X, const double[::1] h, double[:, ::1] H):
                     stop = n
                 for i in range(start, stop):
                     s = sqrt(h[i]) if h[i] > 0 else 0.0
-                    for j in range(d):
-                        buf[i - start, j] = s * X.data[i * d + j]
+                    if rows_t in dense_rows_t:
+                        for j in range(d):
+                            buf[i - start, j] = s * X.data[i * d + j]
+                    else:
+                        for j in range(d):
+                            buf[i - start, j] = 0.0
+                        for p in range(X.indptr[i], X.indptr[i + 1]):
+                            buf[i - start, X.indices[p]] += s * X.data[p]
                 ki = <int> (stop - start)
                 # H += B.T @ B with B = buf[:ki] (row-major B is the Fortran d x ki matrix
                 # B^T, so 'N' computes B^T B; Fortran 'U' is the lower triangle in C order)
@@ -209,7 +222,7 @@ def weighted_gram(rows_t X, const double[::1] h, double[:, ::1] H):
             for j in range(d):
                 for k in range(j + 1, d):
                     H[j, k] = H[k, j]
-        else:
+        elif rows_t in csr_rows_t:  # (compile-time: dense rows always take the scratch)
             for j in range(d):
                 for k in range(d):
                     H[j, k] = 0.0
