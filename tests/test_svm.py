@@ -1084,6 +1084,42 @@ def test_column_max_propagates_nan_as_np_maximum(dtype, sparse):
     np.testing.assert_array_equal(got, np.maximum(start, np.abs(clean).max(axis=0)))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_column_max_sums_is_the_first_two_passes_in_one(dtype, sparse):
+    """The fused first pass of the scaling statistics: its maxima are column_max's (NaN
+    kept) and its unscaled sums, times the exact power of two, the scaled pass's bit for
+    bit (rows not a multiple of 4, columns from 1e-200 to 1e200, zeros); scaling_statistics
+    falls back to the scaled pass where an unscaled sum overflows, with the same result."""
+    from marginkit.solvers.svm import _data
+    from marginkit.utils._rows import row_block
+
+    rng = np.random.default_rng(13)
+    scales = np.array([1.0, 1e3, 1e-3, 1e200 if dtype == np.float64 else 1e30,
+                       1e-200 if dtype == np.float64 else 1e-30, 0.0, 5.0])
+    X = (rng.standard_normal((1003, 7)) * scales).astype(dtype)
+    X[rng.random(X.shape) < 0.3] = 0.0
+    B = row_block(sp.csr_matrix(X) if sparse else X)
+    cm, raw, cnt = np.zeros(7), np.zeros(7), np.zeros(7, dtype=np.int64)
+    _svm_fast.column_max_sums(B, cm, raw, cnt)
+    cm_ref = np.zeros(7)
+    _svm_fast.column_max(B, cm_ref)
+    np.testing.assert_array_equal(cm, cm_ref)
+    safe, inv = np.empty(7), np.empty(7)
+    _svm_fast.pow2_safe(cm, safe, inv)
+    sums, cnt_ref = np.zeros(7), np.zeros(7, dtype=np.int64)
+    _svm_fast.scaled_column_sums(B, inv, sums, cnt_ref)
+    np.testing.assert_array_equal(raw * inv, sums)
+    np.testing.assert_array_equal(cnt, cnt_ref)
+    with pytest.raises(ValueError, match="sums has 6 entries"):
+        _svm_fast.column_max_sums(B, cm, np.zeros(6), cnt)
+    # an unscaled sum that overflows: the scaled pass (the sums of x / 2^1024 are finite)
+    big = rng.standard_normal((40, 3))
+    big[:, 1] = 1.7e308
+    m, s = _data.scaling_statistics(big, "std")
+    assert m[1] == pytest.approx(1.7e308, rel=1e-15) and s[1] == 0.0 and np.all(np.isfinite(m))
+
+
 @pytest.mark.parametrize("n", [1000, 131073])
 def test_dcd_epochs_refuses_arrays_of_the_wrong_size(n):
     """``_fast.dcd_epochs`` checks what it reads and writes before compiled code runs: a

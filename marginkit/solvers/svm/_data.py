@@ -37,11 +37,12 @@ def _block_data(block):
     return data
 
 
-def _k_column_max(block):
+def _k_column_max_sums(block):
     data = _block_data(block)
-    cm = np.zeros(data.d)
-    _f.column_max(data.rows, cm)
-    return cm
+    cm, sums = np.zeros(data.d), np.zeros(data.d)
+    cnt = np.zeros(data.d, dtype=np.int64)
+    _f.column_max_sums(data.rows, cm, sums, cnt)
+    return cm, sums, cnt
 
 
 def _k_column_sums(block, inv):
@@ -82,26 +83,30 @@ def scaling_statistics(X, scale):
     statistics are computed on the column divided by the power of two at or above its
     largest magnitude (exact), so they neither overflow nor underflow.
 
-    ``X`` is a matrix or an ``Executor`` (the row blocks of a run): three passes over the
-    blocks' stored entries (column maxima; sums of x / safe_j; squared deviations, the
-    implicit zeros of CSR blocks included), each a block kernel reduced in block order,
-    O(d) memory per block; sparse input is never densified.
+    ``X`` is a matrix or an ``Executor`` (the row blocks of a run): passes over the
+    blocks' stored entries (column maxima with the unscaled sums; sums of x / safe_j
+    only when an unscaled sum overflows; squared deviations, the implicit zeros of CSR
+    blocks included), each a block kernel reduced in block order, O(d) memory per block;
+    sparse input is never densified.
     """
     ex = X if isinstance(X, Executor) else local_executor(_as_float_matrix(X), None)
     n, d = ex.shape
     if scale is None:
         return np.zeros(d), np.ones(d)
-    parts = ex.map(_k_column_max)
-    cm = parts[0]
+    parts = ex.map(_k_column_max_sums)
+    cm = parts[0][0]
     for q in parts[1:]:
-        cm = np.maximum(cm, q)  # NaN propagates
+        cm = np.maximum(cm, q[0])  # NaN propagates
     # sized by the blocks' width, as m and s (an executor's stated width may be another:
     # the referee's streamed blocks carry the certificate's, and it refuses the mismatch)
     safe, inv = np.empty(cm.shape[0]), np.empty(cm.shape[0])
     _f.pow2_safe(cm, safe, inv)
-    parts = ex.map(_k_column_sums, inv)
-    sums = _in_order([q[0] for q in parts])
-    cnt = _in_order([q[1] for q in parts])
+    cnt = _in_order([q[2] for q in parts])
+    raw = _in_order([q[1] for q in parts])
+    if np.all(np.isfinite(raw)):
+        sums = raw * inv  # exact: the sums of x / safe_j (``column_max_sums``)
+    else:  # an overflow (or a NaN): the sums of the scaled entries, a pass of their own
+        sums = _in_order([q[0] for q in ex.map(_k_column_sums, inv)])
     means = sums / n
     ss = _in_order(ex.map(_k_sqdev, inv, means))
     m, s = np.zeros(cm.shape[0]), np.zeros(cm.shape[0])
