@@ -731,7 +731,10 @@ def cmd_fit(args):
             print(f"marginkit fit: solver {args.solver!r} failed on {args.train}{which}: "
                   f"{type(exc).__name__}: {exc}{hint} (run with --traceback for details)",
                   file=sys.stderr)
-            return 1
+            # the library refuses input it cannot solve with ValueError / TypeError (data
+            # it cannot scale, a memory budget too small): bad input, exit code 2 as for
+            # the parser's refusals; anything else is the solver's failure, 1
+            return 2 if isinstance(exc, (ValueError, TypeError)) else 1
     results = [row["result"] for row in rows]
     if not args.quiet:
         _unfinished_notes(results, classes if one_vs_rest else None)
@@ -825,7 +828,7 @@ def cmd_predict(args):
             raise
         print(f"marginkit predict: predicting {args.test} with {args.model} failed: "
               f"{type(exc).__name__}: {exc} (run with --traceback for details)", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, (ValueError, TypeError)) else 1  # as fit's
     if args.output:
         try:
             with open(args.output, "w") as fh:

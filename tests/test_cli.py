@@ -131,6 +131,13 @@ def test_labels_and_solver_failures(capsys, toy, tmp_path, monkeypatch):
     assert f"solver '{TOY}' failed on {single}: RuntimeError: core exploded" in err
     with pytest.raises(RuntimeError, match="core exploded"):
         cli.main(["fit", str(single), "--solver", TOY, "--traceback"])
+    # data the library refuses (a column it cannot scale: only a subnormal entry) is bad
+    # input: exit code 2, one line
+    tiny = tmp_path / "tiny"
+    tiny.write_text("1 1:1 2:1e-320\n-1 1:-1\n")
+    code, out, err = run(capsys, "fit", str(tiny))
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "failed on" in err and "ValueError: scale='std': column 1" in err
 
 
 def test_demo_runs_registered_solvers(capsys, toy):
