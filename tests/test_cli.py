@@ -667,7 +667,7 @@ def test_memory_budget_option(capsys, tmp_path):
     exact = ["fit", str(train), "--solver", "snkp", "--kernel", "rbf", "--max-iter", "50"]
     # the Gram matrix of 270 rows: 270**2 * 8 bytes = 570 KiB
     code, out, err = run(capsys, *exact, "--memory-budget", "100K")
-    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "raise memory_budget" in err
     assert "marginkit fit takes it as --memory-budget BYTES (e.g. 8G)" in err
     model = tmp_path / "m"
