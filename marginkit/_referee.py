@@ -144,9 +144,10 @@ class RowBlocks:
             per_row = max(1.0, (X.nnz / max(n, 1)) if sp.issparse(X) else float(d))
             rows = max(1, int(max_entries // per_row))
             if sp.issparse(X) and X.nnz > max_entries:
-                # blocks of about max_entries stored entries each
+                # blocks of about max_entries stored entries each, from row 0 (the cut at
+                # entry 0 is the last of any leading empty rows: those rows start block 0)
                 cuts = np.searchsorted(X.indptr, np.arange(0, X.nnz, max_entries), side="right") - 1
-                self._bounds = np.unique(np.concatenate([cuts, [n]])).astype(np.int64)
+                self._bounds = np.unique(np.concatenate([[0], cuts, [n]])).astype(np.int64)
             else:
                 self._bounds = np.unique(np.concatenate([np.arange(0, n, rows), [n]])).astype(np.int64)
         self.n = int(self._bounds[-1])

@@ -3,6 +3,7 @@ rounding bound against exact and extended-precision recomputations, tampering, t
 thresholds of the run's configuration, every layout and dask arrays), error bounds that
 neither underflow nor lose their rounding margin, and inputs whose scale makes the
 bound meaningless refused (docs/svm.md, sections 2 and 6)."""
+import copy
 import math
 import os
 from fractions import Fraction
@@ -215,6 +216,59 @@ def test_tampered_certificate_is_rejected(certified_run, change):
     verdict = bad.check(X, y_check)
     assert not verdict and verdict.reason
 
+
+
+@pytest.mark.parametrize("empty", [[0], [0, 1, 2], [5, 6], [38, 39], list(range(40))])
+def test_referee_blocks_of_csr_rows_cover_every_row_once(empty):
+    """The referee's CSR blocks (cut at about max_entries stored entries) cover rows 0..n-1
+    in order, each once, leading, inner and trailing empty rows included (the cut at
+    entry 0 is the last leading empty row: block 0 started there, and the rows before it
+    were never visited)."""
+    from marginkit import _referee
+
+    rng = np.random.default_rng(4)
+    X = sp.random(40, 6, density=0.5, format="csr", random_state=rng)
+    keep = np.ones(40)
+    keep[empty] = 0.0
+    X = sp.csr_matrix(sp.diags(keep) @ X)
+    X.eliminate_zeros()
+    for max_entries in (1, 3, 7, 1000):
+        blocks = _referee.RowBlocks(X, max_entries=max_entries)
+        seen = [(lo, hi) for lo, hi, _ in blocks]
+        assert blocks.n == 40 and seen[0][0] == 0 and seen[-1][1] == 40
+        assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(seen, seen[1:])), seen
+        assert sum(B.shape[0] for _, _, B in blocks) == 40
+
+
+def test_referee_checks_leading_empty_rows_of_csr_blocks(monkeypatch):
+    """End to end: a CSR problem whose first rows are empty, checked in blocks of a few
+    rows: the verdict is the one-block verdict, and an uncertified empty row claimed
+    certified is rejected (the blocks skipped leading empty rows, whose per-point numbers
+    then stayed unwritten)."""
+    from functools import partial
+
+    from marginkit.solvers.svm import _certificate
+
+    rng = np.random.default_rng(6)
+    X = np.vstack([np.zeros((3, 5)), rng.standard_normal((77, 5)) + 2.0])
+    y = np.r_[1, -1, 1, np.where(X[3:, 0] > 2.0, 1, -1)]
+    X[3:, 0] += 1.5 * y[3:]
+    Xs = sp.csr_matrix(X)
+    res = mk.solve(Xs, y, solver="dcd", random_state=0)
+    cert = res.certificate
+    assert res.status == "certified" and not cert.mask[:3].all()
+    one = cert.check(Xs, y)
+    monkeypatch.setattr(_certificate.R, "RowBlocks",
+                        partial(_certificate.R.RowBlocks, max_entries=12))
+    many = cert.check(Xs, y)
+    assert one.ok and many.ok
+    for k in ("value", "threshold", "margin"):
+        assert getattr(many, k) == pytest.approx(getattr(one, k), rel=1e-9, abs=0), k
+    j = int(np.flatnonzero(~cert.mask[:3])[0])
+    bad = copy.copy(cert)
+    bad.mask = cert.mask.copy()
+    bad.mask[j] = True
+    assert not bad.check(Xs, y)
 
 
 def test_per_point_tests_over_blocks_agree_and_reject(certified_run, monkeypatch):

@@ -268,6 +268,31 @@ def test_intercept_bound_holds_and_stays_tight_for_rows_far_from_the_origin(offs
                 (exact, upper, upper_csr)
 
 
+def test_decrement_bound_over_csr_blocks_counts_leading_empty_rows(monkeypatch):
+    """CSR rows in blocks of a few stored entries, the first rows empty: an empty row
+    still has a gradient with an intercept (g_i = b - y_i); the blocks skipped leading
+    empty rows, and the bound missed them (a review's case: upper 1.5e-322 for an exact
+    decrement of 4.8e-6, and the certificate verified)."""
+    from functools import partial
+
+    import scipy.sparse as sp
+    from marginkit import _referee
+
+    rng = np.random.default_rng(8)
+    X = np.vstack([np.zeros((3, 2)), rng.standard_normal((30, 2)) + 3.0])
+    y = np.r_[1.0, 1.0, 1.0, np.zeros(30)]
+    Xs = sp.csr_matrix(X)
+    cert = NewtonDecrementCertificate(0.0, 1e-8, "squared", 1e-2, "primal",
+                                      np.zeros((1, 3)), True, None, None, identity_map=True)
+    exact = float(_exact_squared_decrement(X, y, np.zeros(2), 0.0, np.zeros(2), 1e-2)) ** 0.5
+    one = cert.bounds(Xs, y)
+    monkeypatch.setattr(_referee, "RowBlocks", partial(_referee.RowBlocks, max_entries=4))
+    many = cert.bounds(Xs, y)
+    assert exact <= many[1] and exact <= one[1]
+    assert many[0] == pytest.approx(one[0], rel=1e-12)
+    assert not cert.verify(Xs, y)
+
+
 @pytest.mark.parametrize("intercept", [False, True])
 @pytest.mark.parametrize("direction", ["zero", "random"])
 def test_any_newton_direction_gives_a_valid_bound(direction, intercept, monkeypatch):
