@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 import scipy.linalg as sla
+import scipy.sparse as sp
 
 from ...linalg._norms import row_sqnorms
 from ...utils._rows import row_block
@@ -75,6 +76,7 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     magG = np.zeros(p)
     if fit_intercept:  # (Phi - e m^T)^T h: the h-weighted mean of the rows
         aH, magH = np.zeros(p, dtype=LD), np.zeros(p)
+        xi2 = np.empty(n)  # ||phi_i - m||^2 from above
     D = 1
     # m: the centre of the sums over the rows, Phi^T g = (Phi - e m^T)^T g + m e^T g, and
     # with an intercept of the coordinates of the bound (mS; docs/tikhonov.md)
@@ -83,7 +85,7 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
         if B.shape[1] != p:
             raise ValueError(f"the feature map has {B.shape[1]} columns, the certificate {p}")
         if m is None:
-            m = _first_block_mean(B)
+            m = _first_block_centre(B)
             mS = m if fit_intercept else None
         rows = row_block(B)
         m_ = hi - lo
@@ -103,6 +105,8 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
             egb = wb * egb + 2 * R.UNIT * np.abs(gb) + R.ETA
             ehb = wb * ehb + 2 * R.UNIT * hb + R.ETA
         g[lo:hi], h[lo:hi], eg[lo:hi], eh[lo:hi] = gb, hb, egb, ehb
+        if fit_intercept:
+            xi2[lo:hi] = _centred_sqnorms_up(B, m)
         for a, part in _centred_parts(B):  # (Phi - e m^T)^T g (and h)
             ga, ea = gb[a:a + part.n], egb[a:a + part.n]
             f.ref_rmatvec(part, np.zeros(p, dtype=np.uint8), m, ga, ea + gB * np.abs(ga),
@@ -129,6 +133,7 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     delta = None
     if fit_intercept:
         delta, lam_lb = _weighted_mean_bound(aH, magH, h, eh, n, lam, g_, gL)
+        lam_lb = max(lam_lb, _spread_bound(xi2, h, eh, aH, magH, delta, n, lam, g_, gL))
         G[p], EG[p] = g1, Eg1
         G, EG = _shift(G, EG, delta, gL)
     else:  # the mean term m e^T g / n
@@ -171,29 +176,95 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     return central, nu_up
 
 
+def _made_dense(B):
+    """Whether ``_centred_parts`` makes the CSR block ``B`` dense (more than half full)."""
+    return B.nnz > 0.5 * B.shape[0] * B.shape[1]
+
+
+def _centred_sqnorms_up(B, m):
+    """Upper bounds of ||phi_i - m||^2 for the rows of a block: dense rows (and CSR rows
+    ``_centred_parts`` makes dense) centred explicitly, 4096 rows at a time (relative
+    rounding gamma_{p+4}); other CSR rows as ||x||^2 - 2 x . m + ||m||^2, with the
+    rounding of each term and of their cancellation (|x . m| <= ||x|| ||m||)."""
+    from ... import _referee as R
+
+    p = m.shape[0]
+    g = R.gamma(p + 8)
+    if not sp.issparse(B) or _made_dense(B):
+        out = np.empty(B.shape[0])
+        for lo in range(0, B.shape[0], 4096):
+            C = B[lo:lo + 4096]
+            C = (C.toarray() if sp.issparse(C) else np.asarray(C, dtype=np.float64)) - m
+            out[lo:lo + 4096] = np.einsum("ij,ij->i", C, C)
+        return out * (1 + g) + R.ETA
+    x2 = row_sqnorms(B)
+    xm = np.asarray(B @ m).ravel()
+    mm = float(m @ m)
+    mag = x2 + 2 * np.sqrt(x2 * mm) + mm
+    return np.maximum(x2 - 2 * xm + mm, 0.0) + 2 * g * mag + R.ETA
+
+
+def _spread_bound(xi2, h, eh, aH, magH, delta, n, lam, g_, gL):
+    """The other lower bound of lambda_min(H') at the centre m + delta (docs/tikhonov.md):
+    min(lam / 2, (1 - e) s), e = 2 T / (2 T + lam n), s = e^T h / n from below and
+    T >= sum_i h_i ||phi_i - m - delta||^2 = sum_i h_i ||phi_i - m||^2
+    - 2 delta . (Phi - e m^T)^T h + ||delta||^2 e^T h, each term from above (``xi2``:
+    ||phi_i - m||^2 from above). Positive whenever s is, where the 2 x 2 bound of
+    ``_weighted_mean_bound`` may not be (its ||c|| at round-off level of lam s)."""
+    from ... import _referee as R
+
+    a = (h + eh) * (1 + 2 * R.UNIT)               # >= the exact h
+    S0 = float(np.sum(a)) * (1 + 2 * g_)
+    T = float(np.sum(a * xi2)) * (1 + 2 * g_)
+    ad = np.abs(delta)
+    T += 2 * float(ad @ (np.abs(aH.astype(np.float64)) + magH * (1 + 2 * g_))) \
+        + float(delta @ delta) * S0
+    T *= 1 + 8 * R.UNIT
+    s_lo = float(np.sum(np.maximum(h - eh, 0.0))) * (1 - 2 * g_) / n
+    if not (math.isfinite(T) and s_lo > 0):
+        return 0.0
+    return min(0.5 * lam, lam * n / (2 * T + lam * n) * s_lo) * (1 - 4 * R.UNIT)
+
+
 def _centred_parts(B):
     """(row offset, rows) of a block for the centred sums of ``ref_rmatvec``: the block
     itself, or for a CSR block more than half full its dense rows, 4096 at a time (a
     CSR block's stored entries are centred, its mean terms add |m_j| sum |r_i| to the
     magnitudes; dense rows are centred entry by entry)."""
-    import scipy.sparse as sp
-
-    if not (sp.issparse(B) and B.nnz > 0.5 * B.shape[0] * B.shape[1]):
+    if not (sp.issparse(B) and _made_dense(B)):
         yield 0, row_block(B)
         return
     for a in range(0, B.shape[0], 4096):
         yield a, row_block(np.ascontiguousarray(B[a:a + 4096].toarray(), dtype=np.float64))
 
 
-def _first_block_mean(B):
-    """The column means of a row block (float64; zeros where not finite): the centre m of
-    the coordinates in which an intercept's bound is taken. Any m makes the bound valid;
-    a centre near the rows keeps the magnitudes |phi_i - m| of the sums small
-    when the rows are far from the origin. The first block's (all of X in memory) needs
-    no pass of its own."""
+def _first_block_centre(B):
+    """The centre m of the sums over the rows (and of the coordinates of an intercept's
+    bound, before its shift to the weighted mean), from the first 4096 rows of the first
+    block (no pass of its own): m_j = the column's mean where centring makes the
+    magnitudes that the sums' rounding bounds carry smaller, sum_i |x_ij - mean_j| <
+    sum_i |x_ij| (rows far from 0 in that column), 0 elsewhere (a column of mostly zeros,
+    or of a spread larger than its mean, would carry |mean_j| in the magnitudes of its
+    zeros instead). Any m makes the bound valid: this only makes it tight."""
+    S = B[:4096]
+    p = B.shape[1]
     with np.errstate(over="ignore", invalid="ignore"):
-        m = np.asarray(B.mean(axis=0, dtype=np.float64)).ravel()
-    return np.where(np.isfinite(m), m, 0.0)
+        if sp.issparse(S):
+            S = sp.csr_matrix(S)
+            k = max(S.shape[0], 1)
+            idx, v = S.indices, np.asarray(S.data, dtype=np.float64)
+            mean = np.bincount(idx, weights=v, minlength=p) / k
+            cnt = np.bincount(idx, minlength=p)
+            dev = np.bincount(idx, weights=np.abs(v - mean[idx]), minlength=p) \
+                + (S.shape[0] - cnt) * np.abs(mean)
+            mag = np.bincount(idx, weights=np.abs(v), minlength=p)
+        else:
+            S = np.asarray(S, dtype=np.float64)
+            mean = S.mean(axis=0) if S.shape[0] else np.zeros(p)
+            dev = np.abs(S - mean).sum(axis=0)
+            mag = np.abs(S).sum(axis=0)
+        centre = (dev < mag) & np.isfinite(mean)
+    return np.where(centre, mean, 0.0)
 
 
 def _weighted_mean_bound(aH, magH, h, eh, n, lam, g_, gL):
@@ -263,7 +334,6 @@ def _weighted_gram(blocks, h, p, m=None):
     (``tikhonov._fast.weighted_gram``: BLAS ``dsyrk`` over dense row blocks, one pass over
     the non-zero pairs of CSR rows), not by a careful path. Dense rows are centred 4096 at
     a time; CSR rows are not, their Gram matrix is corrected by the rank-two term."""
-    import scipy.sparse as sp
     from . import _fast
 
     if p * p * 8 > 256 * 2**20:
@@ -377,7 +447,8 @@ def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, g
         rho[:p] -= m.astype(LD) * q1
         Erho[:p] += np.abs(m) * Eq1 + gL(4) * (np.abs(m) * abs(float(q1))
                                                + np.abs(rho[:p].astype(np.float64)))
-    zHz = Qsum * (1 + 2 * g_) / n + lam * float(zt @ zt) * (1 + g_)
+    # (the ETA term: the rounding of products in float64's subnormal range, absolute)
+    zHz = Qsum * (1 + 2 * g_) / n + lam * float(zt @ zt) * (1 + g_) + 8 * (n + p + 8) * R.ETA
     zc = zeta.astype(LD)
     ezc = 0.0
     if fit_intercept:
