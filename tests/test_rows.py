@@ -241,7 +241,7 @@ def test_dense_scaling_passes_are_the_entry_by_entry_sums(dtype, n):
     out = {}
     for name, B in (("dense", np.ascontiguousarray(X)), ("csr", full)):
         sums, cnt = start.copy(), np.zeros(d, dtype=np.int64)
-        _svm_fast.scaled_column_sums(row_block(B), inv, sums, cnt)
+        _svm_fast.column_max_sums(row_block(B), inv, np.zeros(d), sums, cnt)
         ss = start.copy()
         _svm_fast.scaled_sqdev(row_block(B), inv, means, ss)
         out[name] = (sums, cnt, ss)

@@ -1088,9 +1088,9 @@ def test_column_max_propagates_nan_as_np_maximum(dtype, sparse):
 @pytest.mark.parametrize("sparse", [False, True])
 def test_column_max_sums_is_the_first_two_passes_in_one(dtype, sparse):
     """The fused first pass of the scaling statistics: its maxima are column_max's (NaN
-    kept) and its unscaled sums, times the exact power of two, the scaled pass's bit for
-    bit (rows not a multiple of 4, columns from 1e-200 to 1e200, zeros); scaling_statistics
-    falls back to the scaled pass where an unscaled sum overflows, with the same result."""
+    kept) and its unscaled sums, times the exact power of two, the scaled entries' sums
+    bit for bit (rows not a multiple of 4, columns from 1e-200 to 1e200, zeros);
+    scaling_statistics takes a scaled pass where an unscaled sum overflows."""
     from marginkit.solvers.svm import _data
     from marginkit.utils._rows import row_block
 
@@ -1101,18 +1101,22 @@ def test_column_max_sums_is_the_first_two_passes_in_one(dtype, sparse):
     X[rng.random(X.shape) < 0.3] = 0.0
     B = row_block(sp.csr_matrix(X) if sparse else X)
     cm, raw, cnt = np.zeros(7), np.zeros(7), np.zeros(7, dtype=np.int64)
-    _svm_fast.column_max_sums(B, cm, raw, cnt)
+    _svm_fast.column_max_sums(B, np.ones(7), cm, raw, cnt)
     cm_ref = np.zeros(7)
     _svm_fast.column_max(B, cm_ref)
     np.testing.assert_array_equal(cm, cm_ref)
     safe, inv = np.empty(7), np.empty(7)
     _svm_fast.pow2_safe(cm, safe, inv)
-    sums, cnt_ref = np.zeros(7), np.zeros(7, dtype=np.int64)
-    _svm_fast.scaled_column_sums(B, inv, sums, cnt_ref)
+    sums, cnt_ref, cm2 = np.zeros(7), np.zeros(7, dtype=np.int64), np.zeros(7)
+    _svm_fast.column_max_sums(B, inv, cm2, sums, cnt_ref)  # the sums of x * inv
     np.testing.assert_array_equal(raw * inv, sums)
     np.testing.assert_array_equal(cnt, cnt_ref)
+    np.testing.assert_array_equal(cm2, cm)
+    # the sums of x * inv are the scaled entries' sums, in row order
+    Xs = (X.astype(np.float64) * inv)
+    np.testing.assert_allclose(sums, Xs.sum(axis=0), rtol=1e-12, atol=0)
     with pytest.raises(ValueError, match="sums has 6 entries"):
-        _svm_fast.column_max_sums(B, cm, np.zeros(6), cnt)
+        _svm_fast.column_max_sums(B, inv, cm, np.zeros(6), cnt)
     # an unscaled sum that overflows: the scaled pass (the sums of x / 2^1024 are finite)
     big = rng.standard_normal((40, 3))
     big[:, 1] = 1.7e308

@@ -37,19 +37,14 @@ def _block_data(block):
     return data
 
 
-def _k_column_max_sums(block):
+def _k_column_max_sums(block, inv=None):
+    # inv None: the unscaled sums (ones of the block's own width: see scaling_statistics)
     data = _block_data(block)
+    inv = np.ones(data.d) if inv is None else inv
     cm, sums = np.zeros(data.d), np.zeros(data.d)
     cnt = np.zeros(data.d, dtype=np.int64)
-    _f.column_max_sums(data.rows, cm, sums, cnt)
+    _f.column_max_sums(data.rows, inv, cm, sums, cnt)
     return cm, sums, cnt
-
-
-def _k_column_sums(block, inv):
-    data = _block_data(block)
-    sums, cnt = np.zeros(data.d), np.zeros(data.d, dtype=np.int64)
-    _f.scaled_column_sums(data.rows, inv, sums, cnt)
-    return sums, cnt
 
 
 def _k_sqdev(block, inv, means):
@@ -106,7 +101,7 @@ def scaling_statistics(X, scale):
     if np.all(np.isfinite(raw)):
         sums = raw * inv  # exact: the sums of x / safe_j (``column_max_sums``)
     else:  # an overflow (or a NaN): the sums of the scaled entries, a pass of their own
-        sums = _in_order([q[0] for q in ex.map(_k_column_sums, inv)])
+        sums = _in_order([q[1] for q in ex.map(_k_column_max_sums, inv)])
     means = sums / n
     ss = _in_order(ex.map(_k_sqdev, inv, means))
     m, s = np.zeros(cm.shape[0]), np.zeros(cm.shape[0])

@@ -71,28 +71,11 @@ cdef extern from *:
 
 cdef extern from *:
     """
-    /* the dense passes of scaled_column_sums and scaled_sqdev four rows at a time: a
+    /* the dense passes of column_max_sums and scaled_sqdev four rows at a time: a
        column's running sum stays in a register over the four rows and is stored once
        (instead of a store and a reload per row, whose latency serialized the pass); the
        additions are those of the row-by-row loop, in the same order (the same results
        bit for bit); returns the number of rows done (a multiple of 4) */
-    #define MK_COLSUMS4(NAME, T) \
-    static Py_ssize_t NAME(const T* restrict x, Py_ssize_t n, Py_ssize_t d, \
-                           const double* inv, double* sums) { \
-        Py_ssize_t i = 0, j; \
-        for (; i + 4 <= n; i += 4) { \
-            const T* r0 = x + i * d; \
-            for (j = 0; j < d; j++) { \
-                double q = sums[j], w = inv[j]; \
-                q += (double)r0[j] * w; \
-                q += (double)r0[j + d] * w; \
-                q += (double)r0[j + 2 * d] * w; \
-                q += (double)r0[j + 3 * d] * w; \
-                sums[j] = q; \
-            } \
-        } \
-        return i; \
-    }
     #define MK_SQDEV4(NAME, T) \
     static Py_ssize_t NAME(const T* restrict x, Py_ssize_t n, Py_ssize_t d, \
                            const double* inv, const double* means, double* ss) { \
@@ -114,24 +97,23 @@ cdef extern from *:
         } \
         return i; \
     }
-    /* the first pass of the scaling statistics, four rows at a time: cm_j <- max(cm_j,
-       |x_ij|) (NaN kept, as MK_COLMAX_DENSE) and sums_j += x_ij, the unscaled sum in the
-       order of MK_COLSUMS4 (scaled by the exact power of two afterwards, it is that
-       pass's sum bit for bit unless it overflows or its terms underflow) */
+    /* column_max_sums four rows at a time: cm_j <- max(cm_j, |x_ij|) (NaN kept, as
+       MK_COLMAX_DENSE) and sums_j += x_ij * inv_j */
     #define MK_COLMAXSUMS4(NAME, T) \
     static Py_ssize_t NAME(const T* restrict x, Py_ssize_t n, Py_ssize_t d, \
-                           double* restrict cm, double* restrict sums) { \
+                           const double* restrict inv, double* restrict cm, \
+                           double* restrict sums) { \
         Py_ssize_t i = 0, j; \
         for (; i + 4 <= n; i += 4) { \
             const T* r0 = x + i * d; \
             for (j = 0; j < d; j++) { \
-                double q = sums[j], m = cm[j], a; \
+                double q = sums[j], m = cm[j], a, w = inv[j]; \
                 double v0 = (double)r0[j], v1 = (double)r0[j + d]; \
                 double v2 = (double)r0[j + 2 * d], v3 = (double)r0[j + 3 * d]; \
-                q += v0; \
-                q += v1; \
-                q += v2; \
-                q += v3; \
+                q += v0 * w; \
+                q += v1 * w; \
+                q += v2 * w; \
+                q += v3 * w; \
                 a = fabs(v0); m = (a > m || a != a) ? a : m; \
                 a = fabs(v1); m = (a > m || a != a) ? a : m; \
                 a = fabs(v2); m = (a > m || a != a) ? a : m; \
@@ -142,21 +124,15 @@ cdef extern from *:
         } \
         return i; \
     }
-    MK_COLSUMS4(mk_colsums4_64, double)
-    MK_COLSUMS4(mk_colsums4_32, float)
     MK_COLMAXSUMS4(mk_colmaxsums4_64, double)
     MK_COLMAXSUMS4(mk_colmaxsums4_32, float)
     MK_SQDEV4(mk_sqdev4_64, double)
     MK_SQDEV4(mk_sqdev4_32, float)
     """
-    Py_ssize_t mk_colsums4_64(const double* x, Py_ssize_t n, Py_ssize_t d, const double* inv,
-                              double* sums) noexcept nogil
-    Py_ssize_t mk_colsums4_32(const float* x, Py_ssize_t n, Py_ssize_t d, const double* inv,
-                              double* sums) noexcept nogil
-    Py_ssize_t mk_colmaxsums4_64(const double* x, Py_ssize_t n, Py_ssize_t d, double* cm,
-                                 double* sums) noexcept nogil
-    Py_ssize_t mk_colmaxsums4_32(const float* x, Py_ssize_t n, Py_ssize_t d, double* cm,
-                                 double* sums) noexcept nogil
+    Py_ssize_t mk_colmaxsums4_64(const double* x, Py_ssize_t n, Py_ssize_t d,
+                                 const double* inv, double* cm, double* sums) noexcept nogil
+    Py_ssize_t mk_colmaxsums4_32(const float* x, Py_ssize_t n, Py_ssize_t d,
+                                 const double* inv, double* cm, double* sums) noexcept nogil
     Py_ssize_t mk_sqdev4_64(const double* x, Py_ssize_t n, Py_ssize_t d, const double* inv,
                             const double* means, double* ss) noexcept nogil
     Py_ssize_t mk_sqdev4_32(const float* x, Py_ssize_t n, Py_ssize_t d, const double* inv,
@@ -361,30 +337,34 @@ def column_max(rows_t X, double[::1] colmax):
     free(loc)
 
 
-def column_max_sums(rows_t X, double[::1] colmax, double[::1] sums, int64_t[::1] cnt):
-    """The first two passes of the scaling statistics in one, for a row block: colmax as
-    ``column_max`` and sums_j += the block's stored x_ij unscaled, cnt_j += stored
-    entries. Once every sum is finite, sums * inv (``pow2_safe``: an exact scaling) is
-    the sum of ``scaled_column_sums`` bit for bit, the same additions in the same order,
-    unless a term x_ij * inv_j underflows (a column spanning more than 2^1021, where the
-    unscaled sum is the more exact one); a sum that overflows is not finite, and the
-    scaled pass is then taken instead."""
+def column_max_sums(rows_t X, const double[::1] inv, double[::1] colmax,
+                    double[::1] sums, int64_t[::1] cnt):
+    """A pass of the scaling statistics over a row block: colmax as ``column_max``,
+    sums_j += the block's stored x_ij * inv_j, cnt_j += stored entries (four dense rows
+    at a time, the additions in the order of the row-by-row loop).
+
+    The first pass takes inv = 1: the unscaled sums. Once every one is finite, sums * inv
+    (``pow2_safe``: an exact power of two) is the sum of the scaled entries bit for bit,
+    the same additions in the same order, unless a term x_ij * inv_j underflows (a
+    column spanning more than 2^1021, where the unscaled sum is the more exact one); a
+    sum that overflows is not finite, and a second pass with inv takes the scaled one."""
     cdef Py_ssize_t i, j, k, i0 = 0
     cdef double x, ax
+    _check_width(X.d, "inv", inv.shape[0])
     _check_width(X.d, "colmax", colmax.shape[0])
     _check_width(X.d, "sums", sums.shape[0])
     _check_width(X.d, "cnt", cnt.shape[0])
     with nogil:
         if rows_t in dense_rows_t and X.d > 0:
             if rows_t is DenseRows64:
-                i0 = mk_colmaxsums4_64(X.data, X.n, X.d, &colmax[0], &sums[0])
+                i0 = mk_colmaxsums4_64(X.data, X.n, X.d, &inv[0], &colmax[0], &sums[0])
             else:
-                i0 = mk_colmaxsums4_32(X.data, X.n, X.d, &colmax[0], &sums[0])
+                i0 = mk_colmaxsums4_32(X.data, X.n, X.d, &inv[0], &colmax[0], &sums[0])
         for i in range(i0, X.n):
             for k in range(row_start(X, i), row_stop(X, i)):
                 j = col(X, i, k)
                 x = <double>X.data[k]
-                sums[j] += x
+                sums[j] += x * inv[j]
                 ax = fabs(x)
                 if ax > colmax[j] or ax != ax:
                     colmax[j] = ax
@@ -404,32 +384,6 @@ def pow2_safe(const double[::1] colmax, double[::1] safe, double[::1] inv):
     for j in range(colmax.shape[0]):
         safe[j] = _pow2_at_least(colmax[j])
         inv[j] = 1.0 / safe[j]
-
-
-def scaled_column_sums(rows_t X, const double[::1] inv, double[::1] sums,
-                       int64_t[::1] cnt):
-    """Second pass: sums_j += sum of the block's stored x_ij * inv_j (inv_j the inverse
-    power of two of ``pow2_safe``: an exact scaling), cnt_j += stored entries."""
-    cdef Py_ssize_t i, j, k, i0 = 0
-    _check_width(X.d, "inv", inv.shape[0])
-    _check_width(X.d, "sums", sums.shape[0])
-    _check_width(X.d, "cnt", cnt.shape[0])
-    with nogil:
-        if rows_t in dense_rows_t and X.d > 0:
-            # four rows at a time (the same additions), the rest one by one below
-            if rows_t is DenseRows64:
-                i0 = mk_colsums4_64(X.data, X.n, X.d, &inv[0], &sums[0])
-            else:
-                i0 = mk_colsums4_32(X.data, X.n, X.d, &inv[0], &sums[0])
-        for i in range(i0, X.n):
-            for k in range(row_start(X, i), row_stop(X, i)):
-                j = col(X, i, k)
-                sums[j] += (<double>X.data[k]) * inv[j]
-                if rows_t in csr_rows_t:
-                    cnt[j] += 1
-        if rows_t in dense_rows_t:
-            for j in range(X.d):
-                cnt[j] += X.n
 
 
 def scaled_sqdev(rows_t X, const double[::1] inv, const double[::1] means, double[::1] ss):
