@@ -333,7 +333,8 @@ def _weighted_gram(blocks, h, p, m=None):
     from the rows alone), so it is summed by the Newton solver's own kernel
     (``tikhonov._fast.weighted_gram``: BLAS ``dsyrk`` over dense row blocks, one pass over
     the non-zero pairs of CSR rows), not by a careful path. Dense rows are centred 4096 at
-    a time; CSR rows are not, their Gram matrix is corrected by the rank-two term."""
+    a time; CSR rows keep their uncentred columns sparse, and the rows and columns of
+    the centred ones are computed from those columns made dense, 512 rows at a time."""
     from . import _fast
 
     if p * p * 8 > 256 * 2**20:
@@ -346,10 +347,22 @@ def _weighted_gram(blocks, h, p, m=None):
         hb = np.ascontiguousarray(h[lo:hi])
         if m is None or sp.issparse(B):
             _fast.weighted_gram(row_block(B), hb, Hb)
+            J = np.flatnonzero(m) if m is not None else ()
+            if len(J):
+                # the rows and columns of the centred columns J, from their entries
+                # centred densely 512 rows at a time (a rank-two correction of the
+                # uncentred matrix cancels catastrophically where |m_j| is large)
+                C, CJJ = np.zeros((p, len(J))), np.zeros((len(J), len(J)))
+                for a in range(0, hi - lo, 512):
+                    Bc = B[a:a + 512]
+                    D = Bc[:, J].toarray() - m[J]
+                    HD = hb[a:a + 512, None] * D
+                    C += np.asarray(Bc.T @ HD)
+                    CJJ += D.T @ HD
+                Hb[:, J] = C
+                Hb[J, :] = C.T
+                Hb[np.ix_(J, J)] = CJJ
             Hs += Hb
-            if m is not None:
-                c = np.asarray(B.T @ hb).ravel()
-                Hs += float(np.sum(hb)) * np.outer(m, m) - np.outer(m, c) - np.outer(c, m)
             continue
         for a in range(0, hi - lo, 4096):
             C = np.asarray(B[a:a + 4096], dtype=np.float64) - m
