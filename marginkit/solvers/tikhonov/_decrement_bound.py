@@ -343,7 +343,8 @@ def _weighted_gram(blocks, h, p, m=None):
     Hb = np.empty((p, p))
     for lo, hi, B in blocks:
         # h >= 0 (the loss is convex, the weights positive); a NaN h (a NaN model, which
-        # the bound rejects anyway) is taken as 0 on dense rows and spreads on CSR ones
+        # the bound rejects anyway) is taken as 0 on rows summed by dsyrk (dense rows, CSR
+        # rows a quarter full) and spreads through the pairs of sparser CSR rows
         hb = np.ascontiguousarray(h[lo:hi])
         if m is None or sp.issparse(B):
             _fast.weighted_gram(row_block(B), hb, Hb)
