@@ -883,6 +883,8 @@ def test_fista_error_bound_covers_the_exact_distance_at_a_large_mu(mu):
     was 1.48x below the distance at 1e13; the referee's own bound covered it)."""
     from fractions import Fraction as Fr
 
+    from _exact import solve_exact
+
     rng = np.random.default_rng(2)
     n = 30
     X = rng.normal(size=(n, 3))
@@ -898,17 +900,10 @@ def test_fista_error_bound_covers_the_exact_distance_at_a_large_mu(mu):
           + (Fr(mu) if i == j else 0) for j in range(n)] for i in range(n)]
     F = [i for i in range(n) if cert.r[i] > 0]
     k = len(F)
-    A = [[Q[F[a]][F[b]] for b in range(k)] + [Fr(1)] for a in range(k)]
-    for c in range(k):
-        piv = next(r for r in range(c, k) if A[r][c] != 0)
-        A[c], A[piv] = A[piv], A[c]
-        for r in range(k):
-            if r != c and A[r][c] != 0:
-                f = A[r][c] / A[c][c]
-                A[r] = [x - f * z for x, z in zip(A[r], A[c])]
+    rF = solve_exact([[Q[F[a]][F[b]] for b in range(k)] for a in range(k)], [Fr(1)] * k)
     rs = [Fr(0)] * n
     for a in range(k):
-        rs[F[a]] = A[a][k] / A[a][a]
+        rs[F[a]] = rF[a]
     grad = [sum(Q[i][j] * rs[j] for j in range(n)) - 1 for i in range(n)]
     assert all(v >= 0 for v in rs) and all(grad[i] >= 0 for i in range(n) if i not in F)
     dist = float(sum((Fr(float(cert.r[i])) - rs[i]) ** 2 for i in range(n))) ** 0.5

@@ -203,6 +203,8 @@ def _exact_squared_decrement(X, y, theta, b, theta_prev, lam, intercept=True):
     in exact rational arithmetic (its square)."""
     from fractions import Fraction as F
 
+    from _exact import solve_exact
+
     n, p = X.shape
     q = p + int(intercept)
     rows = [[F(v) for v in row] + ([F(1)] if intercept else []) for row in X.tolist()]
@@ -214,15 +216,7 @@ def _exact_squared_decrement(X, y, theta, b, theta_prev, lam, intercept=True):
         G[j] += lam * (th[j] - F(theta_prev[j]))
     H = [[sum(row[j] * row[k] for row in rows) / n + (lam if j == k < p else 0)
           for k in range(q)] for j in range(q)]
-    A = [H[j][:] + [G[j]] for j in range(q)]  # Gaussian elimination: H x = G
-    for c in range(q):
-        piv = next(i for i in range(c, q) if A[i][c] != 0)
-        A[c], A[piv] = A[piv], A[c]
-        for i in range(q):
-            if i != c and A[i][c] != 0:
-                f = A[i][c] / A[c][c]
-                A[i] = [a - f * e for a, e in zip(A[i], A[c])]
-    return sum(G[j] * A[j][q] / A[j][j] for j in range(q))
+    return sum(g * x for g, x in zip(G, solve_exact(H, G)))
 
 
 @pytest.mark.parametrize("intercept", [True, False])
