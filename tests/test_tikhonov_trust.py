@@ -285,6 +285,47 @@ def test_intercept_bound_of_csr_rows_with_centred_columns_is_the_dense_one():
     assert csr <= 1.5 * dense, (exact, dense, csr)  # the CSR sums carry mean terms
 
 
+def test_intercept_bound_where_the_2x2_bound_fails_takes_the_spread_bound(monkeypatch):
+    """One row, logistic, intercept, CSR rows half full (kept sparse: their mean terms
+    enter ||c||'s error above lam s, and the 2 x 2 bound is 0, no bound): the spread
+    bound at the same centre gives a finite bound above the decrement (a review's case:
+    inf, where the bound before the change was 0.027). The reference decrement is solved
+    exactly from the float64 derivatives (relative error 1e-16, far below the bound's
+    margin)."""
+    from fractions import Fraction as F
+
+    import scipy.sparse as sp
+    from _exact import solve_exact
+    from marginkit import _referee
+    from marginkit.solvers.tikhonov import _decrement_bound as referee
+    from scipy.special import expit
+
+    X = np.array([[4047.5293385527048, 0.0, 16380.01519526825, 0.0]])
+    theta = np.array([6.719832486518381e-82, 0.0, -1.3336938209494272e-81, 0.0])
+    b, lam = 31.202894771726, 3.4157536025829674e-10
+    spread, orig = [], referee._spread_bound
+
+    def spy(*args, **kw):
+        spread.append(orig(*args, **kw))
+        return spread[-1]
+
+    monkeypatch.setattr(referee, "_spread_bound", spy)
+    _, upper = referee._decrement_referee(_referee.RowBlocks(sp.csr_matrix(X)), np.ones(1),
+                                          theta, b, np.zeros(4), lam, "logistic", True)
+    assert spread and spread[-1] > 0 and np.isfinite(upper)
+    # the decrement from l'(z) = -expit(-z), l''(z) = expit(z) expit(-z), y = 1
+    z = float(X[0] @ theta + b)
+    g, h = -float(expit(-z)), float(expit(z) * expit(-z))
+    row = [F(v) for v in X[0]] + [F(1)]
+    G = [F(g) * v for v in row]
+    for j in range(4):
+        G[j] += F(lam) * F(theta[j])
+    H = [[F(h) * row[j] * row[k] + (F(lam) if j == k < 4 else 0) for k in range(5)]
+         for j in range(5)]
+    exact = float(sum(a * x for a, x in zip(G, solve_exact(H, G)))) ** 0.5
+    assert exact <= upper, (exact, upper)
+
+
 def test_decrement_bound_over_csr_blocks_counts_leading_empty_rows(monkeypatch):
     """CSR rows in blocks of a few stored entries, the first rows empty: an empty row
     still has a gradient with an intercept (g_i = b - y_i); the blocks skipped leading

@@ -76,7 +76,6 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     magG = np.zeros(p)
     if fit_intercept:  # (Phi - e m^T)^T h: the h-weighted mean of the rows
         aH, magH = np.zeros(p, dtype=LD), np.zeros(p)
-        xi2 = np.empty(n)  # ||phi_i - m||^2 from above
     D = 1
     # m: the centre of the sums over the rows, Phi^T g = (Phi - e m^T)^T g + m e^T g, and
     # with an intercept of the coordinates of the bound (mS; docs/tikhonov.md)
@@ -105,8 +104,6 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
             egb = wb * egb + 2 * R.UNIT * np.abs(gb) + R.ETA
             ehb = wb * ehb + 2 * R.UNIT * hb + R.ETA
         g[lo:hi], h[lo:hi], eg[lo:hi], eh[lo:hi] = gb, hb, egb, ehb
-        if fit_intercept:
-            xi2[lo:hi] = _centred_sqnorms_up(B, m)
         for a, part in _centred_parts(B):  # (Phi - e m^T)^T g (and h)
             ga, ea = gb[a:a + part.n], egb[a:a + part.n]
             f.ref_rmatvec(part, np.zeros(p, dtype=np.uint8), m, ga, ea + gB * np.abs(ga),
@@ -133,7 +130,8 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     delta = None
     if fit_intercept:
         delta, lam_lb = _weighted_mean_bound(aH, magH, h, eh, n, lam, g_, gL)
-        lam_lb = max(lam_lb, _spread_bound(xi2, h, eh, aH, magH, delta, n, lam, g_, gL))
+        lam_lb = max(lam_lb, _spread_bound(blocks, m, h, eh, aH, magH, delta, n, lam, g_,
+                                           lam_lb))
         G[p], EG[p] = g1, Eg1
         G, EG = _shift(G, EG, delta, gL)
     else:  # the mean term m e^T g / n
@@ -204,15 +202,23 @@ def _centred_sqnorms_up(B, m):
     return np.maximum(x2 - 2 * xm + mm, 0.0) + 2 * g * mag + R.ETA
 
 
-def _spread_bound(xi2, h, eh, aH, magH, delta, n, lam, g_, gL):
+def _spread_bound(blocks, m, h, eh, aH, magH, delta, n, lam, g_, have=0.0):
     """The other lower bound of lambda_min(H') at the centre m + delta (docs/tikhonov.md):
     min(lam / 2, (1 - e) s), e = 2 T / (2 T + lam n), s = e^T h / n from below and
     T >= sum_i h_i ||phi_i - m - delta||^2 = sum_i h_i ||phi_i - m||^2
-    - 2 delta . (Phi - e m^T)^T h + ||delta||^2 e^T h, each term from above (``xi2``:
-    ||phi_i - m||^2 from above). Positive whenever s is, where the 2 x 2 bound of
-    ``_weighted_mean_bound`` may not be (its ||c|| at round-off level of lam s)."""
+    - 2 delta . (Phi - e m^T)^T h + ||delta||^2 e^T h, each term from above (the rows'
+    ||phi_i - m||^2 from ``_centred_sqnorms_up``, a pass over the blocks). Positive
+    whenever s is, where the 2 x 2 bound of ``_weighted_mean_bound`` may not be (its ||c||
+    at round-off level of lam s); 0 without that pass when it cannot exceed ``have``
+    (the 2 x 2 bound: this one is at most min(lam / 2, s))."""
     from ... import _referee as R
 
+    s_lo = float(np.sum(np.maximum(h - eh, 0.0))) * (1 - 2 * g_) / n
+    if not s_lo > 0 or have >= min(0.5 * lam, s_lo):
+        return 0.0
+    xi2 = np.empty(n)
+    for lo, hi, B in blocks:
+        xi2[lo:hi] = _centred_sqnorms_up(B, m)
     a = (h + eh) * (1 + 2 * R.UNIT)               # >= the exact h
     S0 = float(np.sum(a)) * (1 + 2 * g_)
     T = float(np.sum(a * xi2)) * (1 + 2 * g_)
@@ -220,8 +226,7 @@ def _spread_bound(xi2, h, eh, aH, magH, delta, n, lam, g_, gL):
     T += 2 * float(ad @ (np.abs(aH.astype(np.float64)) + magH * (1 + 2 * g_))) \
         + float(delta @ delta) * S0
     T *= 1 + 8 * R.UNIT
-    s_lo = float(np.sum(np.maximum(h - eh, 0.0))) * (1 - 2 * g_) / n
-    if not (math.isfinite(T) and s_lo > 0):
+    if not math.isfinite(T):
         return 0.0
     return min(0.5 * lam, lam * n / (2 * T + lam * n) * s_lo) * (1 - 4 * R.UNIT)
 
