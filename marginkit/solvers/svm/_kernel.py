@@ -735,7 +735,6 @@ class _KernelDCDState(_KernelRun):
         r, y, gamma, qd, mu = self.r, self.y, self.gamma, self.qd, self.mu
         gram = self.gram
         act = self.active
-        full = act.size == gram.n
         score = self._score[:act.size]
         budget, done, stalled = act.size, 0, False
         while True:
@@ -751,8 +750,7 @@ class _KernelDCDState(_KernelRun):
                 rows, slot, stamp = gram.store()
                 clock = gram.cache.tick() if stamp is not None else 0
                 m, need = _kf.dcd_pairs(act, rows, slot, r, self.G, y, gamma, qd, gram.diag,
-                                        mu, chunk - made, None if full else act, stamp,
-                                        clock)
+                                        mu, chunk - made, stamp, clock)
                 made += m
                 if need < 0:
                     break

@@ -87,28 +87,6 @@ def projected_gradient_sq(const double[::1] G, const double[::1] r, const double
     return acc
 
 
-cdef inline void _move(Py_ssize_t i, double d, const floating* col, const double* y,
-                       double* G, Py_ssize_t n, double mu, double aug) noexcept nogil:
-    # G <- G + d Q[:, i], Q[j, i] = y_j y_i (K_ji + aug) + mu [j == i]
-    cdef Py_ssize_t j
-    cdef double c = d * y[i]
-    for j in range(n):
-        G[j] += c * y[j] * (col[j] + aug)
-    G[i] += d * mu
-
-
-cdef inline void _move_active(Py_ssize_t i, double d, const floating* col, const double* y,
-                              double* G, const long* active, Py_ssize_t na, double mu,
-                              double aug) noexcept nogil:
-    # _move on the active coordinates only (the others' G is recomputed on unshrinking)
-    cdef Py_ssize_t k, j
-    cdef double c = d * y[i]
-    for k in range(na):
-        j = active[k]
-        G[j] += c * y[j] * (col[j] + aug)
-    G[i] += d * mu
-
-
 cdef inline double _pg(double g, double r, double gam) noexcept nogil:
     if gam <= 0.0:
         return 0.0  # a box [0, 0] (weight 0): both bounds hold
@@ -119,85 +97,133 @@ cdef inline double _pg(double g, double r, double gam) noexcept nogil:
     return g
 
 
-cdef inline bint _can_raise_u(double y, double r, double gam) noexcept nogil:
-    # u = y r can grow (LIBSVM's I_up)
-    return gam > 0.0 and ((y > 0.0 and r < gam) or (y < 0.0 and r > 0.0))
+# Where a coordinate's r sits in its box, with its label: code = 2 s + (y > 0), s = 0 at
+# the lower bound (r <= 0 < gamma), 1 strictly inside, 2 at the upper bound (r >= gamma > 0),
+# 3 for an empty box (gamma <= 0, weight 0). The moves' scans read what they need of it from
+# these tables instead of comparing r with its bounds (branches on those comparisons follow
+# no pattern along the coordinates and are mispredicted about half the time: the scans ran
+# 6x slower). p = min(max(G, _P_LO), _P_HI) is the projected gradient (``_pg``).
+cdef double[8] _P_LO = [-INFINITY, -INFINITY, -INFINITY, -INFINITY, 0.0, 0.0, 0.0, 0.0]
+cdef double[8] _P_HI = [0.0, 0.0, INFINITY, INFINITY, INFINITY, INFINITY, 0.0, 0.0]
+# added to -y G: 0 where u = y r can grow (LIBSVM's I_up), -inf elsewhere
+cdef double[8] _UP = [-INFINITY, 0.0, 0.0, 0.0, 0.0, -INFINITY, -INFINITY, -INFINITY]
+# 1 where u = y r can shrink (LIBSVM's I_low), 0 elsewhere
+cdef double[8] _LOW = [1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0]
+# 0.0 and 1.0, indexed by a condition
+cdef double[2] _ONE_IF = [0.0, 1.0]
 
 
-cdef inline bint _can_lower_u(double y, double r, double gam) noexcept nogil:
-    # u = y r can shrink (LIBSVM's I_low)
-    return gam > 0.0 and ((y < 0.0 and r < gam) or (y > 0.0 and r > 0.0))
+cdef inline char _code(double y, double r, double gam) noexcept nogil:
+    cdef char s
+    if gam <= 0.0:
+        s = 3
+    elif r <= 0.0:
+        s = 0
+    elif r >= gam:
+        s = 2
+    else:
+        s = 1
+    return 2 * s + (1 if y > 0.0 else 0)
+
+
+cdef struct _Pick:
+    # the next move's candidates: the best single coordinate (position bs in the working
+    # set, gain gs = p^2 / Q_ii) and the first coordinate of a pair (position bi, the
+    # largest -y G among those whose u = y r can grow: vmax)
+    double gs
+    Py_ssize_t bs
+    double vmax
+    Py_ssize_t bi
+
+
+cdef inline void _pick_reset(_Pick* p) noexcept nogil:
+    p.gs = 0.0
+    p.bs = -1
+    p.vmax = -INFINITY
+    p.bi = -1
+
+
+cdef inline void _pick_see(_Pick* p, Py_ssize_t k, double G, double y, char c,
+                           double qd) noexcept nogil:
+    # coordinate k of the working set (gradient G, label y, code c) in the running choice
+    # (the first of equals wins)
+    cdef double pg = G if G > _P_LO[c] else _P_LO[c]
+    cdef double v = -y * G + _UP[c]
+    pg = pg if pg < _P_HI[c] else _P_HI[c]
+    cdef double s = pg * pg / qd
+    if s > p.gs:
+        p.gs = s
+        p.bs = k
+    if v > p.vmax:
+        p.vmax = v
+        p.bi = k
 
 
 def dcd_pairs(const long[::1] ws, const floating[:, ::1] rows, const long[::1] slot,
               double[::1] r, double[::1] G, const double[::1] y, const double[::1] gamma,
               const double[::1] qd, const double[::1] kd, double mu, Py_ssize_t max_moves,
-              const long[::1] active=None, long[::1] stamp=None, long clock=0):
+              long[::1] stamp=None, long clock=0):
     """Greedy dual coordinate descent on the H-SVM dual (Q = Y (K + 1 1^T) Y + mu I over
     0 <= r <= gamma; Hsieh et al. 2008 for the exact coordinate step) with LIBSVM's pair
     moves (Chang and Lin 2011; second-order selection, Fan, Chen and Lin 2005), the
-    gradient G = Q r - e kept up to date.
+    gradient G = Q r - e kept up to date on the working set ``ws`` (the active
+    coordinates, distinct; the others' G is recomputed on unshrinking).
 
     Each move is the better, by the decrease of the dual objective its unclipped step
-    gives, of the best single coordinate of ``ws`` (p_i^2 / Q_ii, p the projected
-    gradient; r_i <- proj_[0, gamma_i](r_i - G_i / Q_ii)) and the best pair: i the
-    coordinate of ws with the largest -y_i G_i whose u_i = y_i r_i can grow, j the one
-    whose u_j can shrink maximizing b^2 / a, b = -y_i G_i + y_j G_j > 0, a = K_ii + K_jj
-    - 2 K_ij + 2 mu. A pair move changes u_i by +delta and u_j by -delta, delta = min(b /
-    a, the room of both boxes): y^T r stays, so the rank-one part 1 1^T of Q (and the
-    near-constant part of an RBF Gram matrix) does not slow it down, while single moves
-    settle y^T r (the regularized intercept).
+    gives, of the best single coordinate of ws (p_i^2 / Q_ii, p the projected gradient;
+    r_i <- proj_[0, gamma_i](r_i - G_i / Q_ii)) and the best pair: i the coordinate of ws
+    with the largest -y_i G_i whose u_i = y_i r_i can grow, j the one whose u_j can shrink
+    maximizing b^2 / a, b = -y_i G_i + y_j G_j > 0, a = K_ii + K_jj - 2 K_ij + 2 mu. A pair
+    move changes u_i by +delta and u_j by -delta, delta = min(b / a, the room of both
+    boxes): y^T r stays, so the rank-one part 1 1^T of Q (and the near-constant part of an
+    RBF Gram matrix) does not slow it down, while single moves settle y^T r (the
+    regularized intercept). The candidates of the next move are chosen in the same pass
+    over ws as the update of G (two passes per move: the update with the next choice of
+    i, and the choice of j).
 
-    K[c, :] is row slot[c] of ``rows`` (float32 or float64; the held Gram matrix with slot[c] = c, or a row
-    cache), slot[c] = -1 when not computed: only the rows of the chosen coordinates are
-    read, and the call returns before a move that needs a missing row. ``kd`` is the
-    diagonal of K. ``active`` (sorted indices, ws among them; None: all): G is updated
-    on these coordinates only (shrinking). ``stamp``: stamp[slot[c]] = ``clock`` for
-    every row read (the cache's least-recently-used order). Stops after ``max_moves``
-    moves or when no move decreases the objective. Returns (moves, need): need is the
-    missing row's coordinate, -1 when the call stopped for another reason."""
-    cdef Py_ssize_t n = r.shape[0], q = ws.shape[0], k, i, t, j, bs, bi, bj, mv, c, si, sj
-    cdef Py_ssize_t na = n if active is None else active.shape[0]
+    K[c, :] is row slot[c] of ``rows`` (float32 or float64; the held Gram matrix with
+    slot[c] = c, or a row cache), slot[c] = -1 when not computed: only the rows of the
+    chosen coordinates are read, and the call returns before a move that needs a missing
+    row. ``kd`` is the diagonal of K. ``stamp``: stamp[slot[c]] = ``clock`` for every row
+    read (the cache's least-recently-used order). Stops after ``max_moves`` moves or when
+    no move decreases the objective. Returns (moves, need): need is the missing row's
+    coordinate, -1 when the call stopped for another reason."""
+    cdef Py_ssize_t n = r.shape[0], q = ws.shape[0], k, i, t, j, bj, mv, c, si, sj
     cdef Py_ssize_t nrows = rows.shape[0]
-    cdef double pg, gs, gp, vmax, b, a, old, new, d, room_i, room_j
+    cdef double gp, b, a, old, new, d, room_i, room_j, ci, cj, val, g
     cdef const floating* rowi
     cdef const floating* rowj
     cdef Py_ssize_t moves = 0, need = -1
+    cdef _Pick pick
+    cdef char[::1] code
     if slot.shape[0] != n or (nrows > 0 and rows.shape[1] != n):
         raise ValueError("slot must map the n coordinates to rows of K[:, :n]")
+    if G.shape[0] != n or y.shape[0] != n or gamma.shape[0] != n or qd.shape[0] != n:
+        raise ValueError("G, y, gamma and qd must have one entry per coordinate")
     if kd.shape[0] != n:
         raise ValueError("kd must be the diagonal of K")
     if stamp is not None and stamp.shape[0] < nrows:
         raise ValueError("stamp must hold one entry per row")
+    if q > n:
+        raise ValueError("ws must hold distinct coordinates")
     for c in range(n):
         if not -1 <= slot[c] < nrows:
             raise ValueError("slot must index rows (or be -1)")
     for k in range(q):
         if not 0 <= ws[k] < n:
             raise ValueError("ws must index r")
-    if active is not None:
-        for k in range(na):
-            if not 0 <= active[k] < n:
-                raise ValueError("active must index r")
+    code = np.zeros(n, dtype=np.int8)
     with nogil:
+        _pick_reset(&pick)
+        for k in range(q):
+            t = ws[k]
+            code[t] = _code(y[t], r[t], gamma[t])
+            _pick_see(&pick, k, G[t], y[t], code[t], qd[t])
         for mv in range(max_moves):
-            bs = -1
-            bi = -1
-            gs = 0.0
-            vmax = -INFINITY
-            for k in range(q):
-                i = ws[k]
-                pg = _pg(G[i], r[i], gamma[i])
-                if pg * pg / qd[i] > gs:
-                    gs = pg * pg / qd[i]
-                    bs = k
-                if _can_raise_u(y[i], r[i], gamma[i]) and -y[i] * G[i] > vmax:
-                    vmax = -y[i] * G[i]
-                    bi = k
             bj = -1
             gp = 0.0
-            if bi >= 0:
-                i = ws[bi]
+            if pick.bi >= 0:
+                i = ws[pick.bi]
                 si = slot[i]
                 if si < 0:
                     need = i
@@ -205,18 +231,17 @@ def dcd_pairs(const long[::1] ws, const floating[:, ::1] rows, const long[::1] s
                 rowi = &rows[si, 0]
                 for k in range(q):
                     t = ws[k]
-                    if not _can_lower_u(y[t], r[t], gamma[t]):
-                        continue
-                    b = vmax + y[t] * G[t]
-                    if b > 0.0:
-                        a = kd[i] + kd[t] - 2.0 * rowi[t] + 2.0 * mu
-                        if a < 1e-12:
-                            a = 1e-12
-                        if b * b / a > gp:
-                            gp = b * b / a
-                            bj = k
-            if bj >= 0 and gp > gs:
-                i = ws[bi]
+                    b = pick.vmax + y[t] * G[t]
+                    a = kd[i] + kd[t] - 2.0 * rowi[t] + 2.0 * mu
+                    a = a if a > 1e-12 else 1e-12
+                    # b^2 / a where u_t can shrink and b > 0, 0 elsewhere (factors read
+                    # from tables: the compiler turns a select on b > 0 into a branch)
+                    val = b * b / a * _LOW[code[t]] * _ONE_IF[b > 0.0]
+                    if val > gp:
+                        gp = val
+                        bj = k
+            if bj >= 0 and gp > pick.gs:
+                i = ws[pick.bi]
                 j = ws[bj]
                 si = slot[i]
                 sj = slot[j]
@@ -225,7 +250,7 @@ def dcd_pairs(const long[::1] ws, const floating[:, ::1] rows, const long[::1] s
                     break
                 rowi = &rows[si, 0]
                 rowj = &rows[sj, 0]
-                b = vmax + y[j] * G[j]
+                b = pick.vmax + y[j] * G[j]
                 a = kd[i] + kd[j] - 2.0 * rowi[j] + 2.0 * mu
                 if a < 1e-12:
                     a = 1e-12
@@ -248,22 +273,28 @@ def dcd_pairs(const long[::1] ws, const floating[:, ::1] rows, const long[::1] s
                     r[j] = _clip(r[j] - y[j] * d, gamma[j])
                 else:
                     r[j] = 0.0 if y[j] > 0.0 else gamma[j]
-                # G += Q[:, i] y_i d - Q[:, j] y_j d: the 1 1^T parts cancel
-                if active is None:
-                    for c in range(n):
-                        G[c] += d * y[c] * (<double>rowi[c] - <double>rowj[c])
-                else:
-                    for c in range(na):
-                        t = active[c]
-                        G[t] += d * y[t] * (<double>rowi[t] - <double>rowj[t])
-                G[i] += mu * y[i] * d
-                G[j] -= mu * y[j] * d
+                code[i] = _code(y[i], r[i], gamma[i])
+                code[j] = _code(y[j], r[j], gamma[j])
+                # G += Q[:, i] y_i d - Q[:, j] y_j d (the 1 1^T parts cancel), and the
+                # next move's candidates
+                ci = mu * y[i] * d
+                cj = mu * y[j] * d
+                _pick_reset(&pick)
+                for k in range(q):
+                    t = ws[k]
+                    g = G[t] + d * y[t] * (<double>rowi[t] - <double>rowj[t])
+                    if t == i:
+                        g = g + ci
+                    elif t == j:
+                        g = g - cj
+                    G[t] = g
+                    _pick_see(&pick, k, g, y[t], code[t], qd[t])
                 if stamp is not None:
                     stamp[si] = clock
                     stamp[sj] = clock
                 moves += 1
-            elif bs >= 0:
-                i = ws[bs]
+            elif pick.bs >= 0:
+                i = ws[pick.bs]
                 si = slot[i]
                 if si < 0:
                     need = i
@@ -274,11 +305,19 @@ def dcd_pairs(const long[::1] ws, const floating[:, ::1] rows, const long[::1] s
                 if d == 0.0:
                     break
                 r[i] = new
-                if active is None:
-                    _move(i, d, &rows[si, 0], &y[0], &G[0], n, mu, 1.0)
-                else:
-                    _move_active(i, d, &rows[si, 0], &y[0], &G[0], &active[0], na, mu,
-                                 1.0)
+                code[i] = _code(y[i], new, gamma[i])
+                # G += d Q[:, i], Q[t, i] = y_t y_i (K_ti + 1) + mu [t == i], and the
+                # next move's candidates
+                rowi = &rows[si, 0]
+                ci = d * y[i]
+                _pick_reset(&pick)
+                for k in range(q):
+                    t = ws[k]
+                    g = G[t] + ci * y[t] * (<double>rowi[t] + 1.0)
+                    if t == i:
+                        g = g + d * mu
+                    G[t] = g
+                    _pick_see(&pick, k, g, y[t], code[t], qd[t])
                 if stamp is not None:
                     stamp[si] = clock
                 moves += 1
