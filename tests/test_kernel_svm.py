@@ -302,8 +302,9 @@ def test_time_limit_bounds_the_start_up_of_fista_on_an_exact_kernel(solver, budg
 
 def test_time_limit_ends_a_pass_of_kernel_dcd():
     # one pass of kernel dcd computes most Gram rows (minutes on a large n): it ends at
-    # the run's time limit. A kernel that takes 20 ms a block: about 60 blocks for the
-    # pass that certifies, a few at a limit of 0.2 s
+    # the run's time limit. A kernel that takes 20 ms a block: about 30 blocks (of at
+    # most 16 rows, into the row cache) for the pass that certifies, a few at a limit of
+    # 0.2 s
     import time
 
     X, y = _data(n=400, seed=4)
@@ -316,7 +317,7 @@ def test_time_limit_ends_a_pass_of_kernel_dcd():
 
     kw = dict(solver="dcd", kernel=slow, C=C, memory_budget=0.6 * 8 * 400 * 400)
     free = mk.solve(X, y, **kw)
-    assert free.status == "certified" and free.n_iter == 1 and len(calls) > 40
+    assert free.status == "certified" and free.n_iter == 1 and len(calls) > 25
     n_free = len(calls)
     calls.clear()
     capped = mk.solve(X, y, time_limit=0.2, **kw)
