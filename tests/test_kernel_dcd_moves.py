@@ -148,7 +148,7 @@ def test_moves_read_rows_through_slots_and_stop_before_a_missing_row():
 
 
 @pytest.mark.parametrize("bad", ["slot", "ws", "G", "y", "gamma", "qd", "kd", "stamp",
-                                 "duplicates"])
+                                 "duplicates", "repeated"])
 def test_moves_refuse_arrays_that_do_not_fit(bad):
     n = 20
     K, y, gamma, mu, kd, qd, r, G = _problem(n, 5, np.float64)
@@ -171,7 +171,27 @@ def test_moves_refuse_arrays_that_do_not_fit(bad):
         kd = kd[:-1].copy()
     elif bad == "stamp":
         stamp = np.zeros(n - 1, dtype=np.int64)
-    else:
+    elif bad == "duplicates":
         ws = np.arange(2 * n, dtype=np.int64) % n
+    else:  # a repeated coordinate in a working set no longer than n
+        ws = np.r_[0, np.arange(n - 1)].astype(np.int64)
     with pytest.raises(ValueError):
         kf.dcd_pairs(ws, K, slot, r, G, y, gamma, qd, kd, mu, 5, stamp, 1)
+
+
+def test_row_cache_refuses_more_rows_than_it_holds():
+    from marginkit.solvers.svm._kernel import _RowCache
+
+    class Rows:
+        n, dtype = 8, np.float64
+
+        def block(self, idx, *_):
+            return np.tile(np.asarray(idx, dtype=np.float64)[:, None], (1, self.n))
+
+    cache = _RowCache(Rows(), 4)
+    cache.bring(np.array([0, 1]))
+    cache.bring(np.array([2, 3, 4, 5]))     # evicts 0 and 1, keeps what it brought
+    assert sorted(cache.owner.tolist()) == [2, 3, 4, 5]
+    assert np.array_equal(cache.store[cache.slot[[2, 3, 4, 5]], 0], [2, 3, 4, 5])
+    with pytest.raises(ValueError, match="holds 4 rows"):
+        cache.bring(np.array([0, 1, 2, 3, 4]))

@@ -426,6 +426,9 @@ class _RowCache:
         in one block into free store rows, then into the least recently used ones not in
         idx."""
         idx = np.asarray(idx, dtype=np.int64)
+        if idx.size > self.size:
+            raise ValueError(f"the row cache holds {self.size} rows; {idx.size} were asked "
+                             "for at once")
         held = self.slot[idx]
         missing = idx[held < 0]
         if missing.size:

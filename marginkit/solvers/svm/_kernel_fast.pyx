@@ -209,10 +209,15 @@ def dcd_pairs(const long[::1] ws, const floating[:, ::1] rows, const long[::1] s
     for c in range(n):
         if not -1 <= slot[c] < nrows:
             raise ValueError("slot must index rows (or be -1)")
+    # code marks the coordinates seen here (a repeated one would have its G updated
+    # twice a move); the loop below overwrites the marks with the codes
+    code = np.zeros(n, dtype=np.int8)
     for k in range(q):
         if not 0 <= ws[k] < n:
             raise ValueError("ws must index r")
-    code = np.zeros(n, dtype=np.int8)
+        if code[ws[k]]:
+            raise ValueError("ws must hold distinct coordinates")
+        code[ws[k]] = 1
     with nogil:
         _pick_reset(&pick)
         for k in range(q):
