@@ -168,17 +168,30 @@ def test_interrupt_is_validated():
         mk.Config(interrupt=True)
 
 
+@pytest.fixture
+def sigint_delivered():
+    # a process started in the background by a non-interactive shell ignores SIGINT
+    # (SIG_IGN inherited): Python's own handler for the test, then the one found
+    found = signal.getsignal(signal.SIGINT)
+    if found is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, found)
+
+
 def _sigint_during_long_run(**kw):
+    # the time limit only bounds a run whose signal never arrives (it then fails the
+    # test instead of filling memory with 10^9 iterations' history)
     timer = threading.Timer(0.2, lambda: signal.raise_signal(signal.SIGINT))
     timer.start()
     try:
         return mk.solve(X, Y, solver="count", stop=("max_iter", {"n": 10**9}), max_iter=10**9,
-                        **kw)
+                        time_limit=60.0, **kw)
     finally:
         timer.cancel()
 
 
-def test_sigint_raises_keyboard_interrupt(count_solver):
+def test_sigint_raises_keyboard_interrupt(count_solver, sigint_delivered):
     # a real SIGINT during a long run: Python's KeyboardInterrupt, handler untouched
     handler = signal.getsignal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):
@@ -186,7 +199,7 @@ def test_sigint_raises_keyboard_interrupt(count_solver):
     assert signal.getsignal(signal.SIGINT) is handler
 
 
-def test_sigint_between_iterations(count_solver):
+def test_sigint_between_iterations(count_solver, sigint_delivered):
     # with interrupt="return", a real SIGINT delivered during a long run ends it promptly
     # with a Result
     res = _sigint_during_long_run(interrupt="return")
