@@ -30,9 +30,11 @@ def _clip(v, hi):
     return 0.0 if v < 0.0 else (hi if v > hi else v)
 
 
-def _reference(ws, K, r, G, y, gamma, qd, kd, mu, max_moves):
+def _reference(ws, K, r, G, y, gamma, qd, kd, mu, max_moves, read=None):
     """The rule of ``dcd_pairs``' docstring, one coordinate at a time (Python floats: the
-    same float64 operations in the same order). K[c] is row c (float32 or float64)."""
+    same float64 operations in the same order). K[c] is row c (float32 or float64).
+    ``read`` (a set): the coordinates whose rows the moves read are added to it."""
+    read = set() if read is None else read
     moves = 0
     for _ in range(max_moves):
         gs, bs, vmax, bi = 0.0, -1, -np.inf, -1
@@ -69,6 +71,7 @@ def _reference(ws, K, r, G, y, gamma, qd, kd, mu, max_moves):
                 G[t] += d * y[t] * (float(K[i][t]) - float(K[j][t]))
             G[i] += mu * y[i] * d
             G[j] -= mu * y[j] * d
+            read.update((i, j))
         elif bs >= 0:
             i = ws[bs]
             old = r[i]
@@ -81,23 +84,31 @@ def _reference(ws, K, r, G, y, gamma, qd, kd, mu, max_moves):
             for t in ws:
                 G[t] += c * y[t] * (float(K[i][t]) + 1.0)
             G[i] += d * mu
+            read.add(i)
         else:
             break
         moves += 1
     return moves
 
 
-def _problem(n, seed, dtype):
+def _problem(n, seed, dtype, start="inside", mu=0.1, twins=0):
+    """A small RBF problem: K, y, gamma (with empty boxes), mu, kd, qd, r, G. ``start``:
+    "inside" (r part-way, some coordinates at each bound) or "zero" (r = 0, G = -1, the
+    solver's start: every coordinate ties); ``twins`` rows repeat earlier ones (K_ii +
+    K_jj - 2 K_ij = 0: with mu = 0 the pair's curvature a is the floor 1e-12)."""
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, 3))
+    if twins:
+        X[n - twins:] = X[:twins]
     y = np.where(X[:, 0] + 0.5 * rng.standard_normal(n) > 0, 1.0, -1.0)
     K = np.exp(-0.5 * ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)).astype(dtype)
     gamma = rng.choice([0.0, 0.3, 1.0, 2.0], size=n, p=[0.1, 0.3, 0.3, 0.3])
-    mu = 0.1
     kd = np.diagonal(K).astype(np.float64)
     qd = kd + 1.0 + mu
     # a point part-way: some coordinates at 0, some at their box, some inside
     r = np.where(rng.random(n) < 0.5, 0.0, np.minimum(gamma, rng.random(n) * 2.0))
+    if start == "zero":
+        r[:] = 0.0
     Kf = K.astype(np.float64)
     G = y * ((Kf + 1.0) @ (y * r)) + mu * r - 1.0
     return K, y, gamma, mu, kd, qd, r, G
@@ -105,10 +116,14 @@ def _problem(n, seed, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("subset", [False, True])
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_moves_follow_the_rule_bit_for_bit(dtype, subset, seed):
+@pytest.mark.parametrize("seed, start, mu, twins", [
+    (0, "inside", 0.1, 0), (1, "inside", 0.1, 0), (2, "inside", 0.1, 0),
+    (3, "zero", 0.1, 0),        # the solver's start: ties everywhere, the first one wins
+    (4, "inside", 0.0, 12),     # repeated points and mu = 0: the curvature floor
+])
+def test_moves_follow_the_rule_bit_for_bit(dtype, subset, seed, start, mu, twins):
     n = 60
-    K, y, gamma, mu, kd, qd, r, G = _problem(n, seed, dtype)
+    K, y, gamma, mu, kd, qd, r, G = _problem(n, seed, dtype, start, mu, twins)
     ws = np.arange(n, dtype=np.int64)
     if subset:
         ws = np.sort(np.random.default_rng(seed).choice(n, 40, replace=False))
@@ -127,8 +142,8 @@ def test_moves_read_rows_through_slots_and_stop_before_a_missing_row():
     n = 50
     K, y, gamma, mu, kd, qd, r, G = _problem(n, 4, np.float32)
     ws = np.arange(n, dtype=np.int64)
-    r_ref, G_ref = r.copy(), G.copy()
-    m_ref = _reference(list(ws), K, r_ref, G_ref, y, gamma, qd, kd, mu, 10)
+    r_ref, G_ref, read = r.copy(), G.copy(), set()
+    m_ref = _reference(list(ws), K, r_ref, G_ref, y, gamma, qd, kd, mu, 10, read)
     # a row cache holding the rows in reversed order, with stamps
     store = np.ascontiguousarray(K[::-1])
     slot = (n - 1 - np.arange(n)).astype(np.int64)
@@ -137,7 +152,8 @@ def test_moves_read_rows_through_slots_and_stop_before_a_missing_row():
     assert (m, need) == (m_ref, -1)
     np.testing.assert_array_equal(r, r_ref)
     np.testing.assert_array_equal(G, G_ref)
-    assert np.count_nonzero(stamp == 7) >= 1
+    # exactly the rows the moves read are stamped with the call's clock
+    assert set(np.flatnonzero(stamp == 7).tolist()) == {int(slot[c]) for c in read}
     # with no row held, the call returns the coordinate it needs before any move
     r2, G2 = r.copy(), G.copy()
     m, need = kf.dcd_pairs(ws, store[:0], np.full(n, -1, dtype=np.int64), r2, G2, y,
