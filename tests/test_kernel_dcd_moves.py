@@ -211,3 +211,34 @@ def test_row_cache_refuses_more_rows_than_it_holds():
     assert np.array_equal(cache.store[cache.slot[[2, 3, 4, 5]], 0], [2, 3, 4, 5])
     with pytest.raises(ValueError, match="holds 4 rows"):
         cache.bring(np.array([0, 1, 2, 3, 4]))
+
+
+@pytest.mark.parametrize("half", [0, 1, 7, 31])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fill_candidates_are_the_top_violators_not_held(half, seed):
+    # the rows a fill computes beside the one a move needs: among the coordinates not
+    # held, the half largest -y G where u can grow and the half largest y G where it can
+    # shrink (continuous G: no ties)
+    n = 200
+    K, y, gamma, mu, kd, qd, r, G = _problem(n, seed, np.float64)
+    rng = np.random.default_rng(seed)
+    G = G + 1e-3 * rng.standard_normal(n)
+    ws = np.sort(rng.choice(n, 150, replace=False)).astype(np.int64)
+    held = rng.random(n) < 0.3
+    need = int(ws[np.flatnonzero(~held[ws])[0]])
+    out = np.empty(2 * half + 1, dtype=np.int64)
+    m = kf.fill_candidates(ws, held.view(np.uint8), y, r, gamma, G, need, half, out)
+    got = out[:m]
+    free = np.array([c for c in ws if not held[c] and c != need], dtype=np.int64)
+    want = {need}
+    for ok, score in ((np.array([_up(y[c], r[c], gamma[c]) for c in free], dtype=bool),
+                       -y * G),
+                      (np.array([_low(y[c], r[c], gamma[c]) for c in free], dtype=bool),
+                       y * G)):
+        cand = free[ok]
+        want.update(cand[np.argsort(-score[cand], kind="stable")[:half]].tolist())
+    assert np.array_equal(got, np.sort(np.array(sorted(want), dtype=np.int64)))
+    assert got.size == np.unique(got).size and not held[got[got != need]].any()
+    with pytest.raises(ValueError):
+        kf.fill_candidates(ws, held.view(np.uint8), y, r, gamma, G, need, half,
+                           np.empty(2 * half, dtype=np.int64))

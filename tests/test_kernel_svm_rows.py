@@ -65,7 +65,8 @@ def test_float32_rows_products_are_float64_kernel_blocks():
     for budget, held in ((1e9, True), (200_000, False)):
         gram = _kernel._Gram(X, RBFKernel(gamma=G), budget, "dcd", np.float32)
         assert gram.held == held
-        gram.bring(0, np.zeros(n), np.zeros(n), np.arange(n, dtype=np.int64))
+        yf = np.where(y > 0, 1.0, -1.0)
+        gram.bring(0, np.arange(n, dtype=np.int64), yf, np.zeros(n), np.ones(n), -np.ones(n))
         rows, slot, _ = gram.store()
         assert rows.dtype == np.float32
         stored = rows[slot[0]]

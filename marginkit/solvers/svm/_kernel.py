@@ -323,28 +323,22 @@ class _Gram:
             return self.K, self.slot, None
         return self.cache.store, self.cache.slot, self.cache.stamp
 
-    def bring(self, need, up, low, cand):
+    def bring(self, need, cand, y, r, gamma, G):
         """Compute row ``need`` (not held) in one block with those of the coordinates of
         ``cand`` whose rows are not held that the greedy selection would pick next: half
-        of the largest ``up`` and half of the largest ``low`` (LIBSVM's order, -y_i G_i
-        where u_i = y_i r_i can grow and y_i G_i where it can shrink, -inf elsewhere;
+        of the largest -y_i G_i where u_i = y_i r_i can grow and half of the largest
+        y_i G_i where it can shrink (LIBSVM's order: ``_kernel_fast.fill_candidates``;
         the kernel's block function costs less per row on larger blocks). At most
         ``_ROW_BLOCK`` rows into the held matrix; at most ``_CACHED_ROW_BLOCK`` rows and
         an eighth of the row cache into it."""
         have = self.have if self.K is not None else self.cache.slot >= 0
         size = _ROW_BLOCK if self.K is not None else \
             min(_CACHED_ROW_BLOCK, self.cache.size // 8)
-        pick = ~have[cand] & (cand != need)
-        cand, up, low = cand[pick], up[pick], low[pick]
         half = max(0, (size - 1) // 2)
-        parts = [np.array([need], dtype=np.int64)]
-        if cand.size > 2 * half > 0:
-            for sc in (up, low):
-                top = cand[np.argpartition(sc, cand.size - half)[cand.size - half:]]
-                parts.append(top[np.isfinite(sc[np.searchsorted(cand, top)])])
-        elif half > 0:
-            parts.append(cand)
-        idx = np.unique(np.concatenate(parts)).astype(np.int64)
+        out = np.empty(2 * half + 1, dtype=np.int64)
+        m = _kf.fill_candidates(cand, have.view(np.uint8), y, r, gamma, G, int(need), half,
+                                out)
+        idx = out[:m]
         if self.K is not None:
             self.ensure(idx)
         else:
@@ -767,11 +761,7 @@ class _KernelDCDState(_KernelRun):
                 made += m
                 if need < 0:
                     break
-                ya, ra, ga, Ga = y[act], r[act], gamma[act], self.G[act]
-                grow = (ga > 0.0) & np.where(ya > 0.0, ra < ga, ra > 0.0)
-                lower = (ga > 0.0) & np.where(ya > 0.0, ra > 0.0, ra < ga)
-                gram.bring(need, np.where(grow, -ya * Ga, -np.inf),
-                           np.where(lower, ya * Ga, -np.inf), act)
+                gram.bring(need, act, y, r, gamma, self.G)
                 if self._late():
                     break
             done += made

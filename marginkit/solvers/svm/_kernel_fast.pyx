@@ -331,6 +331,85 @@ def dcd_pairs(const long[::1] ws, const floating[:, ::1] rows, const long[::1] s
     return moves, need
 
 
+cdef inline Py_ssize_t _keep_top(double* sc, long* ix, Py_ssize_t m, Py_ssize_t k,
+                                 double v, long c) noexcept nogil:
+    # (sc, ix)[:m] sorted by decreasing sc, at most k of them: insert (v, c) when it beats
+    # the smallest (strictly: the first of equals stays); returns the new m
+    cdef Py_ssize_t p
+    if m == k:
+        if not v > sc[m - 1]:
+            return m
+        m -= 1
+    p = m
+    while p > 0 and v > sc[p - 1]:
+        sc[p] = sc[p - 1]
+        ix[p] = ix[p - 1]
+        p -= 1
+    sc[p] = v
+    ix[p] = c
+    return m + 1
+
+
+def fill_candidates(const long[::1] ws, const unsigned char[::1] held, const double[::1] y,
+                    const double[::1] r, const double[::1] gamma, const double[::1] G,
+                    Py_ssize_t need, Py_ssize_t half, long[::1] out):
+    """The rows a fill computes with row ``need`` (``_kernel._Gram.bring``): need, then,
+    among the coordinates of ``ws`` whose rows are not held (held[c] == 0) other than
+    need, the ``half`` with the largest -y_c G_c where u_c = y_c r_c can grow and the
+    ``half`` with the largest y_c G_c where it can shrink (LIBSVM's order, the rows the
+    moves are likely to read next; the first of equals). Writes them sorted and distinct
+    into out[:m] (out holds at least 2 half + 1 entries) and returns m."""
+    cdef Py_ssize_t n = r.shape[0], q = ws.shape[0], k, m_up = 0, m_low = 0, m, a, b
+    cdef Py_ssize_t kk = half if half > 0 else 0
+    cdef long c
+    cdef double g
+    if held.shape[0] != n or y.shape[0] != n or gamma.shape[0] != n or G.shape[0] != n:
+        raise ValueError("held, y, gamma and G must have one entry per coordinate")
+    if not 0 <= need < n:
+        raise ValueError("need must index r")
+    if out.shape[0] < 2 * kk + 1:
+        raise ValueError("out must hold 2 half + 1 entries")
+    for k in range(q):
+        if not 0 <= ws[k] < n:
+            raise ValueError("ws must index r")
+    sc_up = np.empty(kk + 1)
+    sc_low = np.empty(kk + 1)
+    ix_up = np.empty(kk + 1, dtype=np.int64)
+    ix_low = np.empty(kk + 1, dtype=np.int64)
+    cdef double[::1] su = sc_up, sl = sc_low
+    cdef long[::1] iu = ix_up, il = ix_low
+    with nogil:
+        if kk > 0:
+            for k in range(q):
+                c = ws[k]
+                if held[c] or c == need:
+                    continue
+                g = G[c]
+                if (gamma[c] > 0.0) & (((y[c] > 0.0) & (r[c] < gamma[c]))
+                                       | ((y[c] < 0.0) & (r[c] > 0.0))):
+                    m_up = _keep_top(&su[0], &iu[0], m_up, kk, -y[c] * g, c)
+                if (gamma[c] > 0.0) & (((y[c] < 0.0) & (r[c] < gamma[c]))
+                                       | ((y[c] > 0.0) & (r[c] > 0.0))):
+                    m_low = _keep_top(&sl[0], &il[0], m_low, kk, y[c] * g, c)
+        # need and both lists, sorted (insertion: at most 2 half + 1 entries), distinct
+        out[0] = need
+        m = 1
+        for k in range(m_up + m_low):
+            c = iu[k] if k < m_up else il[k - m_up]
+            a = m
+            while a > 0 and out[a - 1] > c:
+                a -= 1
+            if a > 0 and out[a - 1] == c:
+                continue
+            b = m
+            while b > a:
+                out[b] = out[b - 1]
+                b -= 1
+            out[a] = c
+            m += 1
+    return m
+
+
 def active_violations(const double[::1] G, const double[::1] r, const double[::1] gamma,
                       const double[::1] qd, const long[::1] active, double[::1] score):
     """``violations`` on the coordinates ``active`` (score[k] for coordinate active[k]):
