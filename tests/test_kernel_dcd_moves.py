@@ -239,6 +239,7 @@ def test_fill_candidates_are_the_top_violators_not_held(half, seed):
         want.update(cand[np.argsort(-score[cand], kind="stable")[:half]].tolist())
     assert np.array_equal(got, np.sort(np.array(sorted(want), dtype=np.int64)))
     assert got.size == np.unique(got).size and not held[got[got != need]].any()
-    with pytest.raises(ValueError):
-        kf.fill_candidates(ws, held.view(np.uint8), y, r, gamma, G, need, half,
-                           np.empty(2 * half, dtype=np.int64))
+    for h, size in ((half, 2 * half), (2**62, 1), (2**63 - 1, 1)):
+        with pytest.raises(ValueError, match="out must hold"):
+            kf.fill_candidates(ws, held.view(np.uint8), y, r, gamma, G, need, h,
+                               np.empty(size, dtype=np.int64))

@@ -367,7 +367,7 @@ def fill_candidates(const long[::1] ws, const unsigned char[::1] held, const dou
         raise ValueError("held, y, gamma and G must have one entry per coordinate")
     if not 0 <= need < n:
         raise ValueError("need must index r")
-    if out.shape[0] < 2 * kk + 1:
+    if out.shape[0] < 1 or kk > (out.shape[0] - 1) // 2:  # 2 half + 1 may overflow
         raise ValueError("out must hold 2 half + 1 entries")
     for k in range(q):
         if not 0 <= ws[k] < n:
