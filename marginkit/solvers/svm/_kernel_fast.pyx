@@ -362,6 +362,7 @@ def fill_candidates(const long[::1] ws, const unsigned char[::1] held, const dou
     cdef Py_ssize_t n = r.shape[0], q = ws.shape[0], k, m_up = 0, m_low = 0, m, a, b
     cdef Py_ssize_t kk = half if half > 0 else 0
     cdef long c
+    cdef char cd
     cdef double g
     if held.shape[0] != n or y.shape[0] != n or gamma.shape[0] != n or G.shape[0] != n:
         raise ValueError("held, y, gamma and G must have one entry per coordinate")
@@ -384,12 +385,12 @@ def fill_candidates(const long[::1] ws, const unsigned char[::1] held, const dou
                 c = ws[k]
                 if held[c] or c == need:
                     continue
+                # I_up and I_low as the moves read them (``_code``, ``_UP``, ``_LOW``)
+                cd = _code(y[c], r[c], gamma[c])
                 g = G[c]
-                if (gamma[c] > 0.0) & (((y[c] > 0.0) & (r[c] < gamma[c]))
-                                       | ((y[c] < 0.0) & (r[c] > 0.0))):
+                if _UP[cd] == 0.0:
                     m_up = _keep_top(&su[0], &iu[0], m_up, kk, -y[c] * g, c)
-                if (gamma[c] > 0.0) & (((y[c] < 0.0) & (r[c] < gamma[c]))
-                                       | ((y[c] > 0.0) & (r[c] > 0.0))):
+                if _LOW[cd] != 0.0:
                     m_low = _keep_top(&sl[0], &il[0], m_low, kk, y[c] * g, c)
         # need and both lists, sorted (insertion: at most 2 half + 1 entries), distinct
         out[0] = need
