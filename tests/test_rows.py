@@ -266,3 +266,84 @@ def test_row_statistics_four_partial_sums_are_the_row_sums(name, d):
     np.testing.assert_allclose(xsq, ((Xd * sc) ** 2).sum(axis=1), rtol=1e-14, atol=0)
     np.testing.assert_array_equal(zsq, np.maximum(xsq - 2.0 * c + M, 0.0))
     np.testing.assert_array_equal(qd, zsq + 1.0 + shift)
+
+
+def _part_bounds(n, P):
+    return [(q * n // P, (q + 1) * n // P) for q in range(P)]
+
+
+@pytest.mark.parametrize("layout", ["dense float64", "dense float32", "csr float64"])
+def test_large_block_statistics_by_row_parts(layout):
+    # from 2e5 stored entries the scaling passes, the row constants and the first pass of
+    # the fresh bound split the rows into parts (``stat_parts``: a count of the data
+    # alone), each summed in row order and the parts added in part order: the sums are
+    # those of that order bit for bit, and the same on one thread and on two
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    rng = np.random.default_rng(7)
+    n, d = 24_000, 20
+    X = rng.standard_normal((n, d)) * 10.0 ** rng.integers(-6, 7, (n, d))
+    if layout.startswith("csr"):
+        X = X * (rng.random((n, d)) < 0.6)
+        B = sp.csr_matrix(X)
+        nnz = B.nnz
+    else:
+        B = np.ascontiguousarray(X, dtype=np.float32 if "32" in layout else np.float64)
+        X = B.astype(np.float64)
+        nnz = n * d
+    P = _svm_fast.stat_parts(n, d, nnz)
+    assert nnz >= 2e5 and P == min(16, int(nnz / (32 * d)))
+    assert _svm_fast.stat_parts(n, d, 1.9e5) == 1
+    inv = 2.0 ** rng.integers(-8, 8, d).astype(np.float64)
+    means = rng.standard_normal(d)
+    start = rng.standard_normal(d)
+    sums_ref, ss_ref = start.copy(), start.copy()
+    for lo, hi in _part_bounds(n, P):
+        sums_ref = sums_ref + np.cumsum(X[lo:hi] * inv, axis=0)[-1]
+        dev = X[lo:hi] * inv - means
+        if layout.startswith("csr"):
+            dev = np.where(X[lo:hi] != 0.0, dev, 0.0)  # only the stored entries
+        ss_ref = ss_ref + np.cumsum(dev * dev, axis=0)[-1]
+    sc, s2m = rng.uniform(0.5, 2.0, d), rng.standard_normal(d)
+    r = np.where(rng.random(n) < 0.3, 0.0, rng.random(n))
+    yv, xi = np.where(rng.random(n) < 0.5, 1.0, -1.0), rng.random(n)
+    out = {}
+    for nt in (1, 2):
+        with threadpoolctl.threadpool_limits(nt, user_api="openmp"):
+            blk = row_block(B)
+            cm, sums, cnt = np.zeros(d), start.copy(), np.zeros(d, dtype=np.int64)
+            _svm_fast.column_max_sums(blk, inv, cm, sums, cnt)
+            ss = start.copy()
+            _svm_fast.scaled_sqdev(blk, inv, means, ss)
+            c, xsq = np.empty(n), np.empty(n)
+            _svm_fast.row_statistics(blk, sc, s2m, c, xsq)
+            fresh, b = np.zeros(d, dtype=np.longdouble), np.zeros(1, dtype=np.longdouble)
+            rxi = _svm_fast.fresh_scatter(blk, yv, r, xi, fresh, b)
+            out[nt] = (cm, sums, cnt, ss, c, xsq, fresh, b, np.array([rxi]))
+    for a, b_ in zip(out[1], out[2]):
+        assert np.array_equal(a, b_)
+    cm, sums, cnt, ss, c, xsq, fresh, b, rxi = out[2]
+    assert np.array_equal(sums, sums_ref) and np.array_equal(ss, ss_ref)
+    assert np.array_equal(cm, np.abs(X).max(axis=0))
+    assert np.array_equal(cnt, np.count_nonzero(X, axis=0) if layout.startswith("csr")
+                          else np.full(d, n))
+    np.testing.assert_allclose(c, X @ s2m, rtol=1e-12, atol=1e-9 * np.abs(X).max())
+    np.testing.assert_allclose(xsq, ((X * sc) ** 2).sum(axis=1), rtol=1e-13)
+    u = (yv * r).astype(np.longdouble)
+    want = (X.astype(np.longdouble).T @ u).astype(np.float64)
+    np.testing.assert_allclose(fresh.astype(np.float64), want, rtol=0,
+                               atol=1e-15 * float((np.abs(X).T @ r).max()))
+    assert float(b[0]) == pytest.approx(float(np.sum(u)), rel=1e-14, abs=1e-12)
+    assert rxi[0] == pytest.approx(float(r @ xi), rel=1e-13)
+
+
+def test_large_block_statistics_keep_nan():
+    # a NaN in one part reaches the column's maximum (as np.maximum) and its sums
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    n, d = 24_000, 20
+    X = np.random.default_rng(3).standard_normal((n, d))
+    X[n - 5, 3] = np.nan
+    with threadpoolctl.threadpool_limits(2, user_api="openmp"):
+        cm, sums, cnt = np.zeros(d), np.zeros(d), np.zeros(d, dtype=np.int64)
+        _svm_fast.column_max_sums(row_block(X), np.ones(d), cm, sums, cnt)
+    assert np.isnan(cm[3]) and np.isnan(sums[3])
+    assert np.all(np.isfinite(np.delete(cm, 3))) and np.all(np.isfinite(np.delete(sums, 3)))

@@ -973,11 +973,12 @@ def test_kernel_approximation_save_load(tmp_path):
                                rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("solver", ["fista", "fista_svm"])
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
 @pytest.mark.parametrize("sparse", [False, True])
 def test_fista_row_blocks_thread_count_independent(solver, sparse):
     # large enough for the OpenMP path (>= 2e5 stored entries, 16 row blocks): the blocks
     # and their summation order do not depend on the thread count -> bitwise the same
+    # (dcd: its scaling statistics, row constants and fresh bound go by row parts)
     threadpoolctl = pytest.importorskip("threadpoolctl")
     from marginkit.solvers.svm import _fast as _svm_fast
 
@@ -990,9 +991,12 @@ def test_fista_row_blocks_thread_count_independent(solver, sparse):
     runs = []
     for nt in (1, 2, 1):
         with threadpoolctl.threadpool_limits(nt):
-            runs.append(mk.solve(X, y, solver=solver, max_iter=30))
+            runs.append(mk.solve(X, y, solver=solver, max_iter=30, random_state=0))
+    if solver == "dcd":
+        assert runs[0].status == "certified"  # its fresh bound made the claim
     for r in runs[1:]:
         assert r.n_iter == runs[0].n_iter
+        assert np.array_equal(r.history["error_bound"], runs[0].history["error_bound"])
         assert r.coef_.tobytes() == runs[0].coef_.tobytes()
         assert r.dual_coef_.tobytes() == runs[0].dual_coef_.tobytes()
         assert r.intercept_ == runs[0].intercept_

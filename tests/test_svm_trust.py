@@ -646,16 +646,18 @@ def _per_point_reference(ypm, r, box, level, mask, th, Mth, dec, Md, t, Et, mu, 
     return p, EG, threshold, k_room, floor_ok, model_ok
 
 
+@pytest.mark.parametrize("n", [3000, 40000], ids=["one part", "parts on two threads"])
 @pytest.mark.parametrize("seed", range(6))
-def test_per_point_kernel_is_the_vector_form_bit_for_bit(seed):
+def test_per_point_kernel_is_the_vector_form_bit_for_bit(seed, n):
     # ``ref_points`` (one pass over a block's points) computes theta, its rounding bound,
     # G, EG, p and the tests with the float64 operations of the vector form, in the same
     # order: on points at the ends of their boxes, boxes [0, 0] (weight 0), margins at
-    # the floor and at zero, subnormal and huge magnitudes, every output is bit-identical
+    # the floor and at zero, subnormal and huge magnitudes, every output is bit-identical;
+    # from 2^15 points in parts on the OpenMP threads, with the same results
     from marginkit.solvers.svm import _fast
+    threadpoolctl = pytest.importorskip("threadpoolctl")
 
     rng = np.random.default_rng(seed)
-    n = 3000
     ypm = np.where(rng.random(n) < 0.5, 1.0, -1.0)
     box = np.where(rng.random(n) < 0.1, 0.0, rng.uniform(0.5, 2.0, n))
     pick = rng.random(n)
@@ -678,23 +680,42 @@ def test_per_point_kernel_is_the_vector_form_bit_for_bit(seed):
             want = _per_point_reference(ypm, r, box, level, mask, th, Mth, dec, Md, t, Et,
                                         mu, g, gC, delta, check_model, c1, Ec1)
             p, EG = np.full(n, np.nan), np.full(n, np.nan)
-            got = _fast.ref_points(ypm, r, box, level, mask.view(np.uint8), th, Mth, dec, Md,
-                                   p, EG, t, Et, mu, 1.0 + 2 * g, 4 * 2.0 ** -53 / (1 - 4 * 2.0 ** -53),
-                                   delta, check_model, c1, Ec1, gC, 2.0 ** -53, 2.0 ** -1074)
+            with threadpoolctl.threadpool_limits(2, user_api="openmp"):
+                got = _fast.ref_points(ypm, r, box, level, mask.view(np.uint8), th, Mth, dec,
+                                       Md, p, EG, t, Et, mu, 1.0 + 2 * g,
+                                       4 * 2.0 ** -53 / (1 - 4 * 2.0 ** -53), delta,
+                                       check_model, c1, Ec1, gC, 2.0 ** -53, 2.0 ** -1074)
             assert np.array_equal(p, want[0]) and np.array_equal(EG, want[1])
             assert got[0] == want[2] and got[1] == want[3]
             assert got[2] is want[4] and got[3] is want[5]
             assert got[4] == np.max(np.abs(want[0])) and got[5] == np.max(np.abs(want[1]))
     # NaN reaches the largest entries (scaled_norm then reports a non-finite norm)
-    th[7], box[7], r[7] = np.nan, 1.0, 0.5
+    th[n - 7], box[n - 7], r[n - 7] = np.nan, 1.0, 0.5
     p, EG = np.empty(n), np.empty(n)
     got = _fast.ref_points(ypm, r, box, level, mask.view(np.uint8), th, Mth, dec, Md, p, EG,
                            t, 0.0, mu, 1.0, 0.0, 0.0, False, 0.0, 0.0, 0.0, 2.0 ** -53, 0.0)
     assert math.isnan(got[4]) and math.isnan(got[5])
     # one entry per point: a block of another length is refused, naming the argument
-    with pytest.raises(ValueError, match="Mth has 2999 entries"):
+    with pytest.raises(ValueError, match=f"Mth has {n - 1} entries"):
         _fast.ref_points(ypm, r, box, level, mask.view(np.uint8), th, Mth[1:], dec, Md, p,
                          EG, t, 0.0, mu, 1.0, 0.0, 0.0, False, 0.0, 0.0, 0.0, 2.0 ** -53, 0.0)
+    # r, box and level are read by their strides: a broadcast bound and a strided r are
+    # the contiguous ones; a stride that is not a whole number of entries is refused
+    ones = np.broadcast_to(1.0, n)
+    wide = np.repeat(r, 2)[::2]
+    p2, EG2 = np.empty(n), np.empty(n)
+    want = _fast.ref_points(ypm, r, np.ones(n), np.ones(n), mask.view(np.uint8), th, Mth,
+                            dec, Md, p, EG, t, 0.0, mu, 1.0, 0.0, 0.1, True, 0.0, 0.0, 0.0,
+                            2.0 ** -53, 0.0)
+    got = _fast.ref_points(ypm, wide, ones, ones, mask.view(np.uint8), th, Mth, dec, Md, p2,
+                           EG2, t, 0.0, mu, 1.0, 0.0, 0.1, True, 0.0, 0.0, 0.0, 2.0 ** -53, 0.0)
+    assert np.array_equal(p, p2, equal_nan=True) and np.array_equal(EG, EG2, equal_nan=True)
+    assert got[:4] == want[:4]
+    raw = np.zeros(12 * n + 8, dtype=np.uint8)
+    odd = np.lib.stride_tricks.as_strided(raw[:8].view(np.float64), (n,), (12,))
+    with pytest.raises(ValueError, match="stride"):
+        _fast.ref_points(ypm, odd, ones, ones, mask.view(np.uint8), th, Mth, dec, Md, p2,
+                         EG2, t, 0.0, mu, 1.0, 0.0, 0.1, True, 0.0, 0.0, 0.0, 2.0 ** -53, 0.0)
 
 
 def test_scaled_norm_in_place_is_the_copying_norm():

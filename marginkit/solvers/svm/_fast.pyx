@@ -218,6 +218,25 @@ cdef inline double _clamp(double v, double lo, double hi) noexcept nogil:
 
 
 # ----------------------------------------------------------------------- row statistics
+cdef void _row_statistics_rows(rows_t X, Py_ssize_t lo, Py_ssize_t hi, const double* sc,
+                               const double* s2m, double* c, double* xsq, double M,
+                               double* zv, double* qv, double shift) noexcept nogil:
+    # rows lo..hi of row_statistics (zv, qv NULL when not asked for)
+    cdef Py_ssize_t i
+    cdef double acc, t
+    for i in range(lo, hi):
+        c[i] = row_dot4(X, i, s2m)
+        acc = row_sqnorm_scaled4(X, i, sc)
+        xsq[i] = acc
+        if zv != NULL:
+            # the value of np.maximum(xsq - 2.0 * c + M, 0.0) (NaN kept)
+            t = acc - 2.0 * c[i] + M
+            t = 0.0 if t < 0.0 else t
+            zv[i] = t
+            if qv != NULL:
+                qv[i] = t + 1.0 + shift
+
+
 def row_statistics(rows_t X, const double[::1] sc, const double[::1] s2m,
                    double[::1] c, double[::1] xsq, double M=0.0, zsq=None, qd=None,
                    double shift=0.0):
@@ -225,28 +244,38 @@ def row_statistics(rows_t X, const double[::1] sc, const double[::1] s2m,
     each with four partial sums: on rows of a few dozen entries one chain of additions
     would bound the pass); with ``zsq`` (a float64 array of length n) also
     ||z_i||^2 = max(xsq_i - 2 c_i + M, 0), and with ``qd`` besides the diagonal
-    ||z_i||^2 + 1 + ``shift`` (dcd's Q_ii)."""
-    cdef Py_ssize_t i
-    cdef double acc, t
+    ||z_i||^2 + 1 + ``shift`` (dcd's Q_ii). A large block's rows are split into parts
+    (``stat_parts``) run on the OpenMP threads; each row's numbers are one thread's, the
+    same whatever the split."""
+    cdef Py_ssize_t q, P, n = X.n, d = X.d
     cdef double[::1] zv, qv
-    cdef bint with_z = zsq is not None
-    cdef bint with_q = with_z and qd is not None
-    if with_z:
+    cdef double* zp = NULL
+    cdef double* qp = NULL
+    cdef int nt
+    for name, got in (("sc", sc.shape[0]), ("s2m", s2m.shape[0])):
+        _check_width(d, name, got)
+    for name, arr in (("c", c), ("xsq", xsq), ("zsq", zsq), ("qd", qd)):
+        if arr is not None and len(arr) != n:
+            raise ValueError(f"{name} has {len(arr)} entries for a block of {n} rows")
+    if zsq is not None:
         zv = zsq
-    if with_q:
-        qv = qd
+        zp = &zv[0] if n > 0 else NULL
+        if qd is not None:
+            qv = qd
+            qp = &qv[0] if n > 0 else NULL
+    if n == 0:
+        return
+    cdef double nnz = stored(X)
+    P = _n_parts(n, d, nnz)
     with nogil:
-        for i in range(X.n):
-            c[i] = row_dot4(X, i, &s2m[0])
-            acc = row_sqnorm_scaled4(X, i, &sc[0])
-            xsq[i] = acc
-            if with_z:
-                # the value of np.maximum(xsq - 2.0 * c + M, 0.0) (NaN kept)
-                t = acc - 2.0 * c[i] + M
-                t = 0.0 if t < 0.0 else t
-                zv[i] = t
-                if with_q:
-                    qv[i] = t + 1.0 + shift
+        if P == 1:
+            _row_statistics_rows(X, 0, n, &sc[0] if d > 0 else NULL,
+                                 &s2m[0] if d > 0 else NULL, &c[0], &xsq[0], M, zp, qp, shift)
+        else:
+            nt = _threads(nnz, P, 0)
+            for q in prange(P, schedule="dynamic", num_threads=nt):
+                _row_statistics_rows(X, q * n // P, (q + 1) * n // P, &sc[0], &s2m[0], &c[0],
+                                     &xsq[0], M, zp, qp, shift)
 
 
 cdef inline double _pow2_at_least(double cm) noexcept nogil:
@@ -337,42 +366,102 @@ def column_max(rows_t X, double[::1] colmax):
     free(loc)
 
 
+#: the scaling passes and the row constants split the rows of a large block into parts
+#: (``_stat_parts``: a count that depends on the data only, never on the threads), each
+#: with its own d-vectors, added into the outputs in part order; the parts run on the
+#: OpenMP threads with a dynamic schedule (a part per free thread: a busy core delays
+#: only the part it holds). Below _PARALLEL_NNZ stored entries one part: the outputs are
+#: those of the row-by-row loop.
+def stat_parts(Py_ssize_t n, Py_ssize_t d, double nnz):
+    """The number of row parts of the scaling passes (``column_max_sums``,
+    ``scaled_sqdev``) on a block of n rows, d columns and nnz stored entries: 1 below
+    2e5 entries, else ``fista_blocks``'s count (at most 16, each part's d-vectors at most
+    1/32 of the pass)."""
+    return _n_parts(n, d, nnz)
+
+
+cdef Py_ssize_t _n_parts(Py_ssize_t n, Py_ssize_t d, double nnz) noexcept nogil:
+    # stat_parts: 1 below _PARALLEL_NNZ, else fista_blocks's count
+    if nnz < _PARALLEL_NNZ:
+        return 1
+    return _blocks(n, d, nnz)
+
+
+cdef void _colmax_sums_rows(rows_t X, Py_ssize_t lo, Py_ssize_t hi, const double* inv,
+                            double* colmax, double* sums, int64_t* cnt) noexcept nogil:
+    # rows lo..hi of column_max_sums (the dense counts are the caller's)
+    cdef Py_ssize_t i, j, k, i0 = lo
+    cdef double x, ax
+    if rows_t in dense_rows_t:
+        if hi > lo and X.d > 0:
+            if rows_t is DenseRows64:
+                i0 = lo + mk_colmaxsums4_64(X.data + lo * X.d, hi - lo, X.d, inv, colmax, sums)
+            else:
+                i0 = lo + mk_colmaxsums4_32(X.data + lo * X.d, hi - lo, X.d, inv, colmax, sums)
+    for i in range(i0, hi):
+        for k in range(row_start(X, i), row_stop(X, i)):
+            j = col(X, i, k)
+            x = <double>X.data[k]
+            sums[j] += x * inv[j]
+            ax = fabs(x)
+            if ax > colmax[j] or ax != ax:
+                colmax[j] = ax
+            if rows_t in csr_rows_t:
+                cnt[j] += 1
+
+
 def column_max_sums(rows_t X, const double[::1] inv, double[::1] colmax,
                     double[::1] sums, int64_t[::1] cnt):
     """A pass of the scaling statistics over a row block: colmax as ``column_max``,
     sums_j += the block's stored x_ij * inv_j, cnt_j += stored entries (four dense rows
-    at a time, the additions in the order of the row-by-row loop).
+    at a time, the additions in the order of the row-by-row loop; on a large block, per
+    row part (``stat_parts``), the parts' sums added in part order).
 
     The first pass takes inv = 1: the unscaled sums. Once every one is finite, sums * inv
     (``pow2_safe``: an exact power of two) is the sum of the scaled entries bit for bit,
     the same additions in the same order, unless a term x_ij * inv_j underflows (a
     column spanning more than 2^1021, where the unscaled sum is the more exact one); a
     sum that overflows is not finite, and a second pass with inv takes the scaled one."""
-    cdef Py_ssize_t i, j, k, i0 = 0
-    cdef double x, ax
-    _check_width(X.d, "inv", inv.shape[0])
-    _check_width(X.d, "colmax", colmax.shape[0])
-    _check_width(X.d, "sums", sums.shape[0])
-    _check_width(X.d, "cnt", cnt.shape[0])
+    cdef Py_ssize_t j, q, P, d = X.d, n = X.n
+    cdef double m, a
+    cdef double* buf = NULL
+    cdef int64_t* cbuf = NULL
+    cdef int nt
+    _check_width(d, "inv", inv.shape[0])
+    _check_width(d, "colmax", colmax.shape[0])
+    _check_width(d, "sums", sums.shape[0])
+    _check_width(d, "cnt", cnt.shape[0])
+    if d == 0:
+        return
+    cdef double nnz = stored(X)
+    P = _n_parts(n, d, nnz)
+    if P > 1:
+        buf = <double*>calloc(2 * P * d, sizeof(double))
+        cbuf = <int64_t*>calloc(P * d, sizeof(int64_t))
+        if buf == NULL or cbuf == NULL:
+            free(buf)
+            free(cbuf)
+            raise MemoryError()
     with nogil:
-        if rows_t in dense_rows_t and X.d > 0:
-            if rows_t is DenseRows64:
-                i0 = mk_colmaxsums4_64(X.data, X.n, X.d, &inv[0], &colmax[0], &sums[0])
-            else:
-                i0 = mk_colmaxsums4_32(X.data, X.n, X.d, &inv[0], &colmax[0], &sums[0])
-        for i in range(i0, X.n):
-            for k in range(row_start(X, i), row_stop(X, i)):
-                j = col(X, i, k)
-                x = <double>X.data[k]
-                sums[j] += x * inv[j]
-                ax = fabs(x)
-                if ax > colmax[j] or ax != ax:
-                    colmax[j] = ax
-                if rows_t in csr_rows_t:
-                    cnt[j] += 1
+        if P == 1:
+            _colmax_sums_rows(X, 0, n, &inv[0], &colmax[0], &sums[0], &cnt[0])
+        else:
+            nt = _threads(nnz, P, 0)
+            for q in prange(P, schedule="dynamic", num_threads=nt):
+                _colmax_sums_rows(X, q * n // P, (q + 1) * n // P, &inv[0], buf + 2 * q * d,
+                                  buf + (2 * q + 1) * d, cbuf + q * d)
+            for q in range(P):
+                for j in range(d):
+                    a = buf[2 * q * d + j]
+                    m = colmax[j]
+                    colmax[j] = a if (a > m or a != a) else m
+                    sums[j] += buf[(2 * q + 1) * d + j]
+                    cnt[j] += cbuf[q * d + j]
         if rows_t in dense_rows_t:
-            for j in range(X.d):
-                cnt[j] += X.n
+            for j in range(d):
+                cnt[j] += n
+    free(buf)
+    free(cbuf)
 
 
 def pow2_safe(const double[::1] colmax, double[::1] safe, double[::1] inv):
@@ -386,26 +475,54 @@ def pow2_safe(const double[::1] colmax, double[::1] safe, double[::1] inv):
         inv[j] = 1.0 / safe[j]
 
 
+cdef void _sqdev_rows(rows_t X, Py_ssize_t lo, Py_ssize_t hi, const double* inv,
+                     const double* means, double* ss) noexcept nogil:
+    # rows lo..hi of scaled_sqdev: dense rows four at a time (the same additions), the
+    # rest one by one
+    cdef Py_ssize_t i, j, k, i0 = lo
+    cdef double dev
+    if rows_t in dense_rows_t:
+        if hi > lo and X.d > 0:
+            if rows_t is DenseRows64:
+                i0 = lo + mk_sqdev4_64(X.data + lo * X.d, hi - lo, X.d, inv, means, ss)
+            else:
+                i0 = lo + mk_sqdev4_32(X.data + lo * X.d, hi - lo, X.d, inv, means, ss)
+    for i in range(i0, hi):
+        for k in range(row_start(X, i), row_stop(X, i)):
+            j = col(X, i, k)
+            dev = (<double>X.data[k]) * inv[j] - means[j]
+            ss[j] += dev * dev
+
+
 def scaled_sqdev(rows_t X, const double[::1] inv, const double[::1] means, double[::1] ss):
     """Third pass: ss_j += sum of the block's stored (x_ij * inv_j - means_j)^2 (the
-    implicit zeros of a CSR block are added by ``scaling_tail``)."""
-    cdef Py_ssize_t i, j, k, i0 = 0
-    cdef double dev
-    _check_width(X.d, "inv", inv.shape[0])
-    _check_width(X.d, "means", means.shape[0])
-    _check_width(X.d, "ss", ss.shape[0])
+    implicit zeros of a CSR block are added by ``scaling_tail``); on a large block per
+    row part (``stat_parts``), the parts' sums added in part order."""
+    cdef Py_ssize_t j, q, P, d = X.d, n = X.n
+    cdef double* buf = NULL
+    cdef int nt
+    _check_width(d, "inv", inv.shape[0])
+    _check_width(d, "means", means.shape[0])
+    _check_width(d, "ss", ss.shape[0])
+    if d == 0:
+        return
+    cdef double nnz = stored(X)
+    P = _n_parts(n, d, nnz)
+    if P > 1:
+        buf = <double*>calloc(P * d, sizeof(double))
+        if buf == NULL:
+            raise MemoryError()
     with nogil:
-        if rows_t in dense_rows_t and X.d > 0:
-            # four rows at a time (the same additions), the rest one by one below
-            if rows_t is DenseRows64:
-                i0 = mk_sqdev4_64(X.data, X.n, X.d, &inv[0], &means[0], &ss[0])
-            else:
-                i0 = mk_sqdev4_32(X.data, X.n, X.d, &inv[0], &means[0], &ss[0])
-        for i in range(i0, X.n):
-            for k in range(row_start(X, i), row_stop(X, i)):
-                j = col(X, i, k)
-                dev = (<double>X.data[k]) * inv[j] - means[j]
-                ss[j] += dev * dev
+        if P == 1:
+            _sqdev_rows(X, 0, n, &inv[0], &means[0], &ss[0])
+        else:
+            nt = _threads(nnz, P, 0)
+            for q in prange(P, schedule="dynamic", num_threads=nt):
+                _sqdev_rows(X, q * n // P, (q + 1) * n // P, &inv[0], &means[0], buf + q * d)
+            for q in range(P):
+                for j in range(d):
+                    ss[j] += buf[q * d + j]
+    free(buf)
 
 
 def scaling_tail(Py_ssize_t n, const double[::1] colmax, const double[::1] safe,
@@ -509,6 +626,10 @@ def fista_blocks(Py_ssize_t n, Py_ssize_t d, double nnz):
     are at most nnz / (32 d) of them (and at most 16, at most n). The count depends on
     the data only, never on the number of threads.
     """
+    return _blocks(n, d, nnz)
+
+
+cdef inline Py_ssize_t _blocks(Py_ssize_t n, Py_ssize_t d, double nnz) noexcept nogil:
     cdef Py_ssize_t ns = <Py_ssize_t>(nnz / (32.0 * (d if d > 0 else 1)))
     return max(1, min(ns, _MAX_BLOCKS, n))
 
@@ -1158,21 +1279,59 @@ cdef double _pg_pass(rows_t X, const double* y, const double* r, const double* s
     return acc
 
 
-cdef double _fresh_scatter(rows_t X, const double* y, const double* r, const double* xi,
-                           long double* fresh, long double* b_out) noexcept nogil:
-    # first pass of the full bound: fresh = X^T (y * r) and b = y^T r in long double;
-    # returns r . xi
-    cdef Py_ssize_t i, j, k
-    cdef long double b = 0.0
-    cdef double rxi = 0.0
-    for j in range(X.d):
-        fresh[j] = 0.0
-    for i in range(X.n):
+cdef void _fresh_scatter_rows(rows_t X, Py_ssize_t lo, Py_ssize_t hi, const double* y,
+                              const double* r, const double* xi, long double* fresh,
+                              long double* b_out, double* rxi_out) noexcept nogil:
+    # rows lo..hi of _fresh_scatter, added to fresh, b_out[0] and rxi_out[0]
+    cdef Py_ssize_t i, k
+    cdef long double b = b_out[0]
+    cdef double rxi = rxi_out[0]
+    for i in range(lo, hi):
         if r[i] != 0.0:
             b += y[i] * r[i]
             for k in range(row_start(X, i), row_stop(X, i)):
                 fresh[col(X, i, k)] += (<long double>X.data[k]) * (y[i] * r[i])
         rxi += r[i] * xi[i]
+    b_out[0] = b
+    rxi_out[0] = rxi
+
+
+cdef double _fresh_scatter(rows_t X, const double* y, const double* r, const double* xi,
+                           long double* fresh, long double* b_out) noexcept nogil:
+    # first pass of the full bound: fresh = X^T (y * r) and b = y^T r in long double;
+    # returns r . xi. A large block by row parts (``_n_parts``: a count of the data
+    # alone) on the OpenMP threads, the parts' sums added in part order (one part, the
+    # whole pass in one, when the scratch cannot be had)
+    cdef Py_ssize_t j, q, P, d = X.d, n = X.n
+    cdef long double b = 0.0
+    cdef double rxi = 0.0
+    cdef double nnz = stored(X)
+    cdef long double* buf = NULL
+    cdef double* rbuf = NULL
+    cdef int nt = 1
+    for j in range(d):
+        fresh[j] = 0.0
+    P = _n_parts(n, d, nnz)
+    if P > 1:
+        buf = <long double*>calloc(P * (d + 1), sizeof(long double))
+        rbuf = <double*>calloc(P, sizeof(double))
+        if buf == NULL or rbuf == NULL:
+            P = 1
+        else:
+            nt = _threads(nnz, P, 0)
+    if P == 1:
+        _fresh_scatter_rows(X, 0, n, y, r, xi, fresh, &b, &rxi)
+    else:
+        for q in prange(P, schedule="dynamic", num_threads=nt):
+            _fresh_scatter_rows(X, q * n // P, (q + 1) * n // P, y, r, xi,
+                                buf + q * (d + 1), buf + q * (d + 1) + d, rbuf + q)
+        for q in range(P):
+            for j in range(d):
+                fresh[j] += buf[q * (d + 1) + j]
+            b += buf[q * (d + 1) + d]
+            rxi += rbuf[q]
+    free(buf)
+    free(rbuf)
     b_out[0] = b
     return rxi
 
@@ -1287,36 +1446,94 @@ def w_bar_sq(const double[::1] a, double b, const double[::1] sc, const double[:
     return _w_bar_sq(&a[0], b, &sc[0], &m[0], a.shape[0])
 
 
-cdef double _fresh_bound_d(rows_t X, const double* y, const double* r, const double* sc,
-                           const double* m, double mu, const double* box, Py_ssize_t bs, double* fresh,
-                           const double* xi, const double* rc, double rsum, double rsq,
-                           double* rounding) noexcept nogil:
-    # ``_fresh_bound`` with float64 sums (``fresh``: d doubles): about four times faster,
-    # its rounding term rc[6] Omega + rc[7] (...) instead of the long-double one, returned
-    # in ``rounding`` (the caller redoes the pass in long double where that term decides)
-    cdef Py_ssize_t i, j, k
-    cdef double b = 0.0, mv = 0.0, t, G, acc = 0.0, p, rxi = 0.0, om, gnorm, dg, norm, u
-    for j in range(X.d):
-        fresh[j] = 0.0
-    for i in range(X.n):
+cdef void _scatter_d_rows(rows_t X, Py_ssize_t lo, Py_ssize_t hi, const double* y,
+                          const double* r, const double* xi, double* fresh,
+                          double* sums) noexcept nogil:
+    # rows lo..hi of _fresh_bound_d's scatter: fresh += X^T (y r), sums[0] += y^T r,
+    # sums[1] += r . xi
+    cdef Py_ssize_t i, k
+    cdef double b = sums[0], rxi = sums[1], u
+    for i in range(lo, hi):
         if r[i] != 0.0:
             u = y[i] * r[i]
             b += u
             for k in range(row_start(X, i), row_stop(X, i)):
                 fresh[col(X, i, k)] += (<double>X.data[k]) * u
         rxi += r[i] * xi[i]
-    for j in range(X.d):
-        fresh[j] = sc[j] * (sc[j] * (fresh[j] - m[j] * b))
-        mv += m[j] * fresh[j]
-    for i in range(X.n):
+    sums[0] = b
+    sums[1] = rxi
+
+
+cdef double _margins_d_rows(rows_t X, Py_ssize_t lo, Py_ssize_t hi, const double* y,
+                            const double* r, const double* fresh, double mv, double b,
+                            double mu, const double* box, Py_ssize_t bs) noexcept nogil:
+    # rows lo..hi of _fresh_bound_d's margins: the sum of p_i^2
+    cdef Py_ssize_t i
+    cdef double t, G, p, acc = 0.0
+    for i in range(lo, hi):
         t = row_dot4(X, i, fresh)
         G = y[i] * (t - mv + b) + mu * r[i] - 1.0
         p = _projected(G, r[i], _at(box, bs, i))
         acc += p * p
+    return acc
+
+
+cdef double _fresh_bound_d(rows_t X, const double* y, const double* r, const double* sc,
+                           const double* m, double mu, const double* box, Py_ssize_t bs, double* fresh,
+                           const double* xi, const double* rc, double rsum, double rsq,
+                           double* rounding) noexcept nogil:
+    # ``_fresh_bound`` with float64 sums (``fresh``: d doubles): about four times faster,
+    # its rounding term rc[6] Omega + rc[7] (...) instead of the long-double one, returned
+    # in ``rounding`` (the caller redoes the pass in long double where that term decides).
+    # A large block's two passes by row parts (``_n_parts``, a count of the data alone)
+    # on the OpenMP threads, the parts' sums added in part order (one part, the whole
+    # pass in one, when the scratch cannot be had)
+    cdef Py_ssize_t j, q, P, d = X.d, n = X.n
+    cdef double b = 0.0, mv = 0.0, acc = 0.0, rxi = 0.0, om, gnorm, dg, norm
+    cdef double nnz = stored(X)
+    cdef double sums[2]
+    cdef double* buf = NULL
+    cdef int nt = 1
+    for j in range(d):
+        fresh[j] = 0.0
+    P = _n_parts(n, d, nnz)
+    if P > 1:
+        buf = <double*>calloc(P * (d + 2), sizeof(double))
+        if buf == NULL:
+            P = 1
+        else:
+            nt = _threads(nnz, P, 0)
+    if P == 1:
+        sums[0] = 0.0
+        sums[1] = 0.0
+        _scatter_d_rows(X, 0, n, y, r, xi, fresh, sums)
+        b = sums[0]
+        rxi = sums[1]
+    else:
+        for q in prange(P, schedule="dynamic", num_threads=nt):
+            _scatter_d_rows(X, q * n // P, (q + 1) * n // P, y, r, xi, buf + q * (d + 2),
+                            buf + q * (d + 2) + d)
+        for q in range(P):
+            for j in range(d):
+                fresh[j] += buf[q * (d + 2) + j]
+            b += buf[q * (d + 2) + d]
+            rxi += buf[q * (d + 2) + d + 1]
+    for j in range(d):
+        fresh[j] = sc[j] * (sc[j] * (fresh[j] - m[j] * b))
+        mv += m[j] * fresh[j]
+    if P == 1:
+        acc = _margins_d_rows(X, 0, n, y, r, fresh, mv, b, mu, box, bs)
+    else:
+        for q in prange(P, schedule="dynamic", num_threads=nt):
+            buf[q] = _margins_d_rows(X, q * n // P, (q + 1) * n // P, y, r, fresh, mv, b,
+                                     mu, box, bs)
+        for q in range(P):
+            acc += buf[q]
+    free(buf)
     om = rc[2] * (rxi + rsum * rc[3]) + rc[4] * rsum
     gnorm = rc[4] + om + mu * sqrt(rsq)
     dg = rc[6] * om + rc[7] * gnorm + rc[8]
-    norm = sqrt(acc + <double>X.n * 5e-324)
+    norm = sqrt(acc + <double>n * 5e-324)
     rounding[0] = (norm * rc[6] + dg) * (1.0 + 1e-15) / mu
     return norm * (1.0 + 1e-15) / mu + rounding[0]
 
@@ -1853,6 +2070,85 @@ def ref_matvec(rows_t X, const unsigned char[::1] skip, const double[::1] m,
                           mv, mc, mM, mA, &th[0], &Mth[0], &dec[0], &Md[0])
 
 
+cdef struct _RefAcc:
+    double threshold
+    double top_p
+    double top_e
+    Py_ssize_t k_room
+    bint floor_ok
+    bint model_ok
+    bint nan_p
+    bint nan_e
+
+
+cdef void _ref_points_rows(Py_ssize_t lo, Py_ssize_t hi, const double* ypm, const double* r,
+                           Py_ssize_t rs, const double* box, Py_ssize_t bs,
+                           const double* level, Py_ssize_t ls, const unsigned char* mask,
+                           const double* th, const double* Mth, const double* dec,
+                           const double* Md, double* p, double* EG, double t, double Et,
+                           double mu, double k1, double gamma4, double delta,
+                           bint check_model, double c1, double Ec1, double gC, double unit,
+                           double eta, _RefAcc* acc) noexcept nogil:
+    # points lo..hi of ref_points (r, box, level by their strides), into acc
+    cdef Py_ssize_t i
+    cdef double rc, bc, theta, ath, Eth, mr, G, e, pv, lev, floor, ydec, Ed, q
+    cdef double ut = unit * fabs(t), u2 = 2 * unit, t2 = 2 * fabs(t)
+    cdef double lk = 1.0 - 2 * unit, fk = 1.0 + 2 * unit, uk = 1.0 - unit
+    for i in range(lo, hi):
+        rc = r[i * rs]
+        bc = box[i * bs]
+        theta = ypm[i] * (th[i] + t)
+        ath = fabs(theta)
+        Eth = Mth[i] * k1 + Et + ut + u2 * (ath + t2) + eta
+        mr = mu * rc
+        G = theta + mr - 1.0
+        e = Eth + gamma4 * (ath + mr + 1.0) + eta
+        # a box [0, 0] (weight 0) fixes its coordinate: p_i = 0; NaN propagates as
+        # np.minimum / np.maximum
+        if rc <= 0.0:
+            pv = (G if not (G > 0.0) else 0.0) if bc > 0.0 else 0.0
+        elif rc >= bc:
+            pv = G if not (G < 0.0) else 0.0
+        else:
+            pv = G
+        p[i] = pv
+        EG[i] = e
+        q = fabs(pv)
+        acc.nan_p = acc.nan_p or q != q
+        if q > acc.top_p:
+            acc.top_p = q
+        acc.nan_e = acc.nan_e or e != e
+        if e > acc.top_e:
+            acc.top_e = e
+        if delta > 0.0:
+            q = bc - rc
+            q = rc if rc < q else q
+            if q > delta:
+                acc.k_room += 1
+        if not mask[i]:
+            continue
+        # the levels min(gamma_i, 1/mu), rounded down
+        lev = level[i * ls] * lk
+        lev = bc if bc < lev else lev
+        q = (lev - rc) * uk
+        if q < acc.threshold:
+            acc.threshold = q
+        floor = (1.0 - mu * lev) + u2 * (1.0 + mu * lev)
+        if not (theta - Eth * fk - unit * ath > floor):
+            acc.floor_ok = False
+        if check_model:
+            ydec = ypm[i] * (dec[i] + c1)
+            Ed = Md[i] * k1 * gC + Ec1 + u2 * fabs(ydec) + eta
+            if not (ydec * uk > Ed):
+                acc.model_ok = False
+
+
+#: from this many points ref_points splits them among the threads, in parts of
+#: _REF_POINTS_PART (a dynamic schedule)
+cdef Py_ssize_t _REF_POINTS_PARALLEL = 2 ** 15
+cdef Py_ssize_t _REF_POINTS_PART = 2 ** 13
+
+
 def ref_points(const double[::1] ypm, const double[:] r, const double[:] box,
                const double[:] level, const unsigned char[::1] mask, const double[::1] th,
                const double[::1] Mth, const double[::1] dec, const double[::1] Md,
@@ -1872,73 +2168,76 @@ def ref_points(const double[::1] ypm, const double[:] r, const double[:] box,
     points with min(r_i, gamma_i - r_i) > delta (0 unless delta > 0), whether every
     certified point has theta_i beyond rounding above 1 - mu level_i and (with
     ``check_model``) a stored-model margin beyond its rounding, and the largest |p_i|
-    and |EG_i| (NaN when an entry is NaN), for ``_referee.scaled_norm``."""
+    and |EG_i| (NaN when an entry is NaN), for ``_referee.scaled_norm``. The points are
+    split into parts run on the OpenMP threads (from 2^15 points); every number above is
+    a minimum, a maximum, a count or a conjunction, the same whatever the split."""
     cdef Py_ssize_t n = th.shape[0]
-    cdef Py_ssize_t i, k_room = 0
-    cdef double rc, bc, theta, ath, Eth, mr, G, e, pv, lev, floor, ydec, Ed, q
-    cdef double threshold = INFINITY, top_p = 0.0, top_e = 0.0
-    cdef double ut = unit * fabs(t), u2 = 2 * unit, t2 = 2 * fabs(t)
-    cdef double lk = 1.0 - 2 * unit, fk = 1.0 + 2 * unit, uk = 1.0 - unit
-    cdef bint floor_ok = True, model_ok = True, nan_p = False, nan_e = False
+    cdef Py_ssize_t q, P = 1
+    cdef _RefAcc* parts
+    cdef _RefAcc tot
+    cdef int nt = 1
     for name, got in (("ypm", ypm.shape[0]), ("r", r.shape[0]), ("box", box.shape[0]),
                       ("level", level.shape[0]), ("mask", mask.shape[0]),
                       ("Mth", Mth.shape[0]), ("dec", dec.shape[0]), ("Md", Md.shape[0]),
                       ("p", p.shape[0]), ("EG", EG.shape[0])):
         if got != n:
             raise ValueError(f"{name} has {got} entries, th {n}: one per point of the block")
+    for name, st in (("r", r.strides[0]), ("box", box.strides[0]), ("level", level.strides[0])):
+        if st % <Py_ssize_t>sizeof(double) != 0:
+            raise ValueError(f"{name} has a stride of {st} bytes, not a whole number of "
+                             f"entries: pass a contiguous array")
+    tot.threshold = INFINITY
+    tot.top_p = 0.0
+    tot.top_e = 0.0
+    tot.k_room = 0
+    tot.floor_ok = True
+    tot.model_ok = True
+    tot.nan_p = False
+    tot.nan_e = False
+    if n == 0:
+        return tot.threshold, 0, True, True, 0.0, 0.0
+    if n >= _REF_POINTS_PARALLEL:
+        nt = mk_svm_max_threads()
+        P = (n + _REF_POINTS_PART - 1) // _REF_POINTS_PART if nt > 1 else 1
+    parts = <_RefAcc*>malloc(P * sizeof(_RefAcc))
+    if parts == NULL:
+        raise MemoryError()
+    for q in range(P):
+        parts[q] = tot
     with nogil:
-        for i in range(n):
-            rc = r[i]
-            bc = box[i]
-            theta = ypm[i] * (th[i] + t)
-            ath = fabs(theta)
-            Eth = Mth[i] * k1 + Et + ut + u2 * (ath + t2) + eta
-            mr = mu * rc
-            G = theta + mr - 1.0
-            e = Eth + gamma4 * (ath + mr + 1.0) + eta
-            # a box [0, 0] (weight 0) fixes its coordinate: p_i = 0; NaN propagates as
-            # np.minimum / np.maximum
-            if rc <= 0.0:
-                pv = (G if not (G > 0.0) else 0.0) if bc > 0.0 else 0.0
-            elif rc >= bc:
-                pv = G if not (G < 0.0) else 0.0
-            else:
-                pv = G
-            p[i] = pv
-            EG[i] = e
-            q = fabs(pv)
-            nan_p = nan_p or q != q
-            if q > top_p:
-                top_p = q
-            nan_e = nan_e or e != e
-            if e > top_e:
-                top_e = e
-            if delta > 0.0:
-                q = bc - rc
-                q = rc if rc < q else q
-                if q > delta:
-                    k_room += 1
-            if not mask[i]:
-                continue
-            # the levels min(gamma_i, 1/mu), rounded down
-            lev = level[i] * lk
-            lev = bc if bc < lev else lev
-            q = (lev - rc) * uk
-            if q < threshold:
-                threshold = q
-            floor = (1.0 - mu * lev) + u2 * (1.0 + mu * lev)
-            if not (theta - Eth * fk - unit * ath > floor):
-                floor_ok = False
-            if check_model:
-                ydec = ypm[i] * (dec[i] + c1)
-                Ed = Md[i] * k1 * gC + Ec1 + u2 * fabs(ydec) + eta
-                if not (ydec * uk > Ed):
-                    model_ok = False
-    if nan_p:
-        top_p = float("nan")
-    if nan_e:
-        top_e = float("nan")
-    return threshold, k_room, floor_ok, model_ok, top_p, top_e
+        if P == 1:
+            _ref_points_rows(0, n, &ypm[0], &r[0], r.strides[0] // sizeof(double), &box[0],
+                             box.strides[0] // sizeof(double), &level[0],
+                             level.strides[0] // sizeof(double), &mask[0], &th[0], &Mth[0],
+                             &dec[0], &Md[0], &p[0], &EG[0], t, Et, mu, k1, gamma4, delta,
+                             check_model, c1, Ec1, gC, unit, eta, parts)
+        else:
+            for q in prange(P, schedule="dynamic", num_threads=nt):
+                _ref_points_rows(q * n // P, (q + 1) * n // P, &ypm[0], &r[0],
+                                 r.strides[0] // sizeof(double), &box[0],
+                                 box.strides[0] // sizeof(double), &level[0],
+                                 level.strides[0] // sizeof(double), &mask[0], &th[0],
+                                 &Mth[0], &dec[0], &Md[0], &p[0], &EG[0], t, Et, mu, k1,
+                                 gamma4, delta, check_model, c1, Ec1, gC, unit, eta,
+                                 parts + q)
+        for q in range(P):
+            if parts[q].threshold < tot.threshold:
+                tot.threshold = parts[q].threshold
+            if parts[q].top_p > tot.top_p:
+                tot.top_p = parts[q].top_p
+            if parts[q].top_e > tot.top_e:
+                tot.top_e = parts[q].top_e
+            tot.k_room += parts[q].k_room
+            tot.floor_ok = tot.floor_ok and parts[q].floor_ok
+            tot.model_ok = tot.model_ok and parts[q].model_ok
+            tot.nan_p = tot.nan_p or parts[q].nan_p
+            tot.nan_e = tot.nan_e or parts[q].nan_e
+    free(parts)
+    if tot.nan_p:
+        tot.top_p = float("nan")
+    if tot.nan_e:
+        tot.top_e = float("nan")
+    return tot.threshold, tot.k_room, tot.floor_ok, tot.model_ok, tot.top_p, tot.top_e
 
 
 def ref_matvec_ld(rows_t X, const double[::1] v, const double[::1] Mv, long double[::1] th,
