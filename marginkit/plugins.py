@@ -154,7 +154,13 @@ class Problem:
         """The training labels as the user gave them (``classes_`` values), or y."""
         if self.classes_ is None:
             return self.y
-        return np.asarray(self.classes_)[(self.y > 0).astype(np.intp)]
+        classes = np.asarray(self.classes_)
+        if classes.dtype == np.float64 and classes.tolist() == [-1.0, 1.0]:
+            # labels -1 and +1 (LIBSVM's): they are y itself, read-only
+            out = self.y.view()
+            out.flags.writeable = False
+            return out
+        return classes[(self.y > 0).astype(np.intp)]
 
     def referee_data(self, blocked=False):
         """``(X, labels)``: the training data as a referee reads them (``blocked``: the

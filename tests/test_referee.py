@@ -591,3 +591,18 @@ def test_a_certificate_without_a_kernel_is_the_linear_kernels():
     mine = SeparatorCertificate(res.certificate.alpha, 0.0, None, res.classes_,
                                 config=res.config)
     assert mine.check(X, yr).value == pytest.approx(res.certificate.check(X, yr).value)
+
+
+def test_problem_labels_of_minus_one_and_one_are_y_read_only():
+    X = np.random.default_rng(0).standard_normal((40, 3))
+    y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    res = mk.solve(X, y, solver="dcd", random_state=0)
+    assert res.status == "certified" and res.certificate.verify(X, y)
+    from marginkit.plugins import Problem
+
+    kw = dict(X=X, y=y, kernel=None, smoother=None, params={})
+    p = Problem(classes_=np.array([-1.0, 1.0]), **kw)
+    got = p.labels()
+    assert np.array_equal(got, y) and not got.flags.writeable
+    q = Problem(classes_=np.array([-1, 1]), **kw)
+    assert np.array_equal(q.labels(), y) and q.labels().dtype == np.int64
