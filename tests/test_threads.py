@@ -5,6 +5,10 @@ No timing is asserted: the policy's logic runs on scripted clocks, and the solve
 that results do not depend on the choice and that the choice is recorded and bounded by
 the OpenMP limit.
 """
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -499,3 +503,26 @@ def test_busy_cores_reads_this_machine():
     # the real readings: a boolean, whatever the load
     assert busy_cores(2) in (True, False)
     assert _threads._own_runnable() >= 1  # the calling thread runs
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_a_request_of_one_thread_starts_no_openmp_team():
+    # solver_params={"threads": 1} caps every pass of the solver over X, the one-time
+    # passes of its start (scaling statistics, row constants) included: on rows large
+    # enough for the parallel parts (>= 2e5 entries) a fresh process gains no thread
+    code = (
+        "import os, numpy as np, marginkit as mk\n"
+        "X = np.random.default_rng(0).standard_normal((24000, 20))\n"
+        "y = np.where(X[:, 0] > 0, 1.0, -1.0)\n"
+        "n = len(os.listdir('/proc/self/task'))\n"
+        "for s in ('fista', 'fista_svm'):\n"
+        "    mk.solve(X, y, solver=s, max_iter=3, solver_params={'threads': 1})\n"
+        "print(n, len(os.listdir('/proc/self/task')))\n"
+        "mk.solve(X, y, solver='fista', max_iter=3)\n"
+        "print(len(os.listdir('/proc/self/task')))\n")
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=300, check=True).stdout.split()
+    before, after, default = map(int, out)
+    assert after == before
+    assert default > before  # the test can see a team: the default run starts one

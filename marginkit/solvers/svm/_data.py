@@ -37,20 +37,20 @@ def _block_data(block):
     return data
 
 
-def _k_column_max_sums(block, inv=None):
+def _k_column_max_sums(block, inv=None, threads=0):
     # inv None: the unscaled sums (ones of the block's own width: see scaling_statistics)
     data = _block_data(block)
     inv = np.ones(data.d) if inv is None else inv
     cm, sums = np.zeros(data.d), np.zeros(data.d)
     cnt = np.zeros(data.d, dtype=np.int64)
-    _f.column_max_sums(data.rows, inv, cm, sums, cnt)
+    _f.column_max_sums(data.rows, inv, cm, sums, cnt, threads)
     return cm, sums, cnt
 
 
-def _k_sqdev(block, inv, means):
+def _k_sqdev(block, inv, means, threads=0):
     data = _block_data(block)
     ss = np.zeros(data.d)
-    _f.scaled_sqdev(data.rows, inv, means, ss)
+    _f.scaled_sqdev(data.rows, inv, means, ss, threads)
     return ss
 
 
@@ -65,7 +65,7 @@ def _in_order(parts):
     return out
 
 
-def scaling_statistics(X, scale):
+def scaling_statistics(X, scale, threads=0):
     """Training means and inverse standard deviations (float64) for ``scale``.
 
     ``scale="std"``: m = column means, s = 1/sigma (population standard deviation), so
@@ -82,13 +82,14 @@ def scaling_statistics(X, scale):
     blocks' stored entries (column maxima with the unscaled sums; sums of x / safe_j
     only when an unscaled sum overflows; squared deviations, the implicit zeros of CSR
     blocks included), each a block kernel reduced in block order, O(d) memory per block;
-    sparse input is never densified.
+    sparse input is never densified. ``threads`` >= 1 caps the OpenMP threads of a large
+    block's passes (a solver's ``threads``; 0: the OpenMP limit).
     """
     ex = X if isinstance(X, Executor) else local_executor(_as_float_matrix(X), None)
     n, d = ex.shape
     if scale is None:
         return np.zeros(d), np.ones(d)
-    parts = ex.map(_k_column_max_sums)
+    parts = ex.map(_k_column_max_sums, None, threads)
     cm = parts[0][0]
     for q in parts[1:]:
         cm = np.maximum(cm, q[0])  # NaN propagates
@@ -101,9 +102,9 @@ def scaling_statistics(X, scale):
     if np.all(np.isfinite(raw)):
         sums = raw * inv  # exact: the sums of x / safe_j (``column_max_sums``)
     else:  # an overflow (or a NaN): the sums of the scaled entries, a pass of their own
-        sums = _in_order([q[1] for q in ex.map(_k_column_max_sums, inv)])
+        sums = _in_order([q[1] for q in ex.map(_k_column_max_sums, inv, threads)])
     means = sums / n
-    ss = _in_order(ex.map(_k_sqdev, inv, means))
+    ss = _in_order(ex.map(_k_sqdev, inv, means, threads))
     m, s = np.zeros(cm.shape[0]), np.zeros(cm.shape[0])
     _f.scaling_tail(n, cm, safe, sums, ss, cnt, scale == "std", m, s)
     return m, s
@@ -164,8 +165,9 @@ class _Data(_Original):
                 stats = scaling_statistics(_executor_of(self), scale)
             self.set_rows(scale, stats[0], stats[1], diag_shift)
 
-    def set_rows(self, scale, m, s, diag_shift=None):
-        """The scaling constants (m, s, M) and the per-row constants of the block."""
+    def set_rows(self, scale, m, s, diag_shift=None, threads=0):
+        """The scaling constants (m, s, M) and the per-row constants of the block (on at
+        most ``threads`` OpenMP threads when >= 1)."""
         n = self.n
         self.scale, self.m, self.s = scale, m, s
         self.check_inverse_spread(s, scale)
@@ -180,7 +182,7 @@ class _Data(_Original):
         self.zsq = np.empty(n)
         self.qd = None if diag_shift is None else np.empty(n)
         _f.row_statistics(self.rows, s, s2m, self.c, self.xsq, self.M, self.zsq,
-                          self.qd, 0.0 if diag_shift is None else diag_shift)
+                          self.qd, 0.0 if diag_shift is None else diag_shift, threads)
         if not (np.isfinite(self.M) and np.all(np.isfinite(self.xsq))
                 and np.all(np.isfinite(self.c))):
             if scale == "std":
@@ -239,11 +241,11 @@ def _executor_of(data, y=None):
     return Executor([block], [data.n], data.d, data.dtype, data.sparse)
 
 
-def _k_rows(block, scale, m, s, diag_shift):
+def _k_rows(block, scale, m, s, diag_shift, threads=0):
     """The block's per-row constants with the run's statistics; returns the block's sums
     for the rounding constants and the bounds (``_Blocked``)."""
     data = _block_data(block)
-    data.set_rows(scale, m, s, diag_shift)
+    data.set_rows(scale, m, s, diag_shift, threads)
     return (float(np.sum(data.xsq)), float(np.sum(data.xi)), float(data.xi.max(initial=0.0)),
             data.longest_row(), data.zsq_sum)
 
@@ -270,10 +272,11 @@ class _Blocked(_Original):
         self._rounding = None
 
     @classmethod
-    def build(cls, executor, scale, diag_shift=None):
-        m, s = scaling_statistics(executor, scale)
+    def build(cls, executor, scale, diag_shift=None, threads=0):
+        m, s = scaling_statistics(executor, scale, threads)
         _Data.check_inverse_spread(s, scale)
-        return cls(executor, scale, m, s, executor.map(_k_rows, scale, m, s, diag_shift))
+        return cls(executor, scale, m, s,
+                   executor.map(_k_rows, scale, m, s, diag_shift, threads))
 
     @classmethod
     def of(cls, data):
@@ -320,7 +323,7 @@ def feature_map_refusal(kernel):
     return None
 
 
-def _prepare(problem, scale, diag_shift=None):
+def _prepare(problem, scale, diag_shift=None, threads=0):
     """Apply the kernel's feature map and build the kernel-side data.
 
     Returns ``(data, identity)``, ``data`` a ``_Blocked``. With the linear kernel (identity
@@ -330,7 +333,8 @@ def _prepare(problem, scale, diag_shift=None):
     (``Executor.derived``: in memory one block, on a dask array each chunk on its worker);
     ``scale`` then acts on the columns of Phi: ``"std"`` centres each feature of Phi and
     divides it by its training standard deviation, ``"scale"`` only divides, None uses Phi
-    as is (the approximated kernel K~ = Phi Phi^T exactly).
+    as is (the approximated kernel K~ = Phi Phi^T exactly). ``threads`` >= 1 caps the
+    OpenMP threads of the passes over the rows (a solver's ``threads``).
     """
     kernel = problem.kernel
     ex = problem.executor
@@ -342,7 +346,7 @@ def _prepare(problem, scale, diag_shift=None):
         features = ex.derived("features", _k_features, kernel)
         if features is not None:
             ex, identity = features, False
-    return _Blocked.build(ex, scale, diag_shift), identity
+    return _Blocked.build(ex, scale, diag_shift, threads), identity
 
 
 def fit_on_rows(kernel, executor):

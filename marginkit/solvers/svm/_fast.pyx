@@ -237,16 +237,16 @@ cdef void _row_statistics_rows(rows_t X, Py_ssize_t lo, Py_ssize_t hi, const dou
                 qv[i] = t + 1.0 + shift
 
 
-def row_statistics(rows_t X, const double[::1] sc, const double[::1] s2m,
-                   double[::1] c, double[::1] xsq, double M=0.0, zsq=None, qd=None,
-                   double shift=0.0):
+def row_statistics(rows_t X, const double[::1] sc not None, const double[::1] s2m not None,
+                   double[::1] c not None, double[::1] xsq not None, double M=0.0, zsq=None,
+                   qd=None, double shift=0.0, int threads=0):
     """c_i = x_i . (s2 * m) and xsq_i = ||sc * x_i||^2 (s2 = sc^2) for every row (one pass,
     each with four partial sums: on rows of a few dozen entries one chain of additions
     would bound the pass); with ``zsq`` (a float64 array of length n) also
     ||z_i||^2 = max(xsq_i - 2 c_i + M, 0), and with ``qd`` besides the diagonal
     ||z_i||^2 + 1 + ``shift`` (dcd's Q_ii). A large block's rows are split into parts
-    (``stat_parts``) run on the OpenMP threads; each row's numbers are one thread's, the
-    same whatever the split."""
+    (``stat_parts``) run on the OpenMP threads (at most ``threads`` when >= 1); each row's
+    numbers are one thread's, the same whatever the split."""
     cdef Py_ssize_t q, P, n = X.n, d = X.d
     cdef double[::1] zv, qv
     cdef double* zp = NULL
@@ -272,7 +272,7 @@ def row_statistics(rows_t X, const double[::1] sc, const double[::1] s2m,
             _row_statistics_rows(X, 0, n, &sc[0] if d > 0 else NULL,
                                  &s2m[0] if d > 0 else NULL, &c[0], &xsq[0], M, zp, qp, shift)
         else:
-            nt = _threads(nnz, P, 0)
+            nt = _threads(nnz, P, threads)
             for q in prange(P, schedule="dynamic", num_threads=nt):
                 _row_statistics_rows(X, q * n // P, (q + 1) * n // P, &sc[0], &s2m[0], &c[0],
                                      &xsq[0], M, zp, qp, shift)
@@ -411,7 +411,7 @@ cdef void _colmax_sums_rows(rows_t X, Py_ssize_t lo, Py_ssize_t hi, const double
 
 
 def column_max_sums(rows_t X, const double[::1] inv, double[::1] colmax,
-                    double[::1] sums, int64_t[::1] cnt):
+                    double[::1] sums, int64_t[::1] cnt, int threads=0):
     """A pass of the scaling statistics over a row block: colmax as ``column_max``,
     sums_j += the block's stored x_ij * inv_j, cnt_j += stored entries (four dense rows
     at a time, the additions in the order of the row-by-row loop; on a large block, per
@@ -421,7 +421,8 @@ def column_max_sums(rows_t X, const double[::1] inv, double[::1] colmax,
     (``pow2_safe``: an exact power of two) is the sum of the scaled entries bit for bit,
     the same additions in the same order, unless a term x_ij * inv_j underflows (a
     column spanning more than 2^1021, where the unscaled sum is the more exact one); a
-    sum that overflows is not finite, and a second pass with inv takes the scaled one."""
+    sum that overflows is not finite, and a second pass with inv takes the scaled one.
+    ``threads`` >= 1 caps the OpenMP threads of the parts (a solver's ``threads``)."""
     cdef Py_ssize_t j, q, P, d = X.d, n = X.n
     cdef double m, a
     cdef double* buf = NULL
@@ -442,11 +443,14 @@ def column_max_sums(rows_t X, const double[::1] inv, double[::1] colmax,
             free(buf)
             free(cbuf)
             raise MemoryError()
+        for q in range(P):  # a part's maxima start below every magnitude
+            for j in range(d):
+                buf[2 * q * d + j] = -INFINITY
     with nogil:
         if P == 1:
             _colmax_sums_rows(X, 0, n, &inv[0], &colmax[0], &sums[0], &cnt[0])
         else:
-            nt = _threads(nnz, P, 0)
+            nt = _threads(nnz, P, threads)
             for q in prange(P, schedule="dynamic", num_threads=nt):
                 _colmax_sums_rows(X, q * n // P, (q + 1) * n // P, &inv[0], buf + 2 * q * d,
                                   buf + (2 * q + 1) * d, cbuf + q * d)
@@ -494,10 +498,12 @@ cdef void _sqdev_rows(rows_t X, Py_ssize_t lo, Py_ssize_t hi, const double* inv,
             ss[j] += dev * dev
 
 
-def scaled_sqdev(rows_t X, const double[::1] inv, const double[::1] means, double[::1] ss):
+def scaled_sqdev(rows_t X, const double[::1] inv, const double[::1] means, double[::1] ss,
+                 int threads=0):
     """Third pass: ss_j += sum of the block's stored (x_ij * inv_j - means_j)^2 (the
     implicit zeros of a CSR block are added by ``scaling_tail``); on a large block per
-    row part (``stat_parts``), the parts' sums added in part order."""
+    row part (``stat_parts``), the parts' sums added in part order (``threads`` as in
+    ``column_max_sums``)."""
     cdef Py_ssize_t j, q, P, d = X.d, n = X.n
     cdef double* buf = NULL
     cdef int nt
@@ -516,7 +522,7 @@ def scaled_sqdev(rows_t X, const double[::1] inv, const double[::1] means, doubl
         if P == 1:
             _sqdev_rows(X, 0, n, &inv[0], &means[0], &ss[0])
         else:
-            nt = _threads(nnz, P, 0)
+            nt = _threads(nnz, P, threads)
             for q in prange(P, schedule="dynamic", num_threads=nt):
                 _sqdev_rows(X, q * n // P, (q + 1) * n // P, &inv[0], &means[0], buf + q * d)
             for q in range(P):
@@ -1297,7 +1303,7 @@ cdef void _fresh_scatter_rows(rows_t X, Py_ssize_t lo, Py_ssize_t hi, const doub
 
 
 cdef double _fresh_scatter(rows_t X, const double* y, const double* r, const double* xi,
-                           long double* fresh, long double* b_out) noexcept nogil:
+                           long double* fresh, long double* b_out, int threads) noexcept nogil:
     # first pass of the full bound: fresh = X^T (y * r) and b = y^T r in long double;
     # returns r . xi. A large block by row parts (``_n_parts``: a count of the data
     # alone) on the OpenMP threads, the parts' sums added in part order (one part, the
@@ -1318,7 +1324,7 @@ cdef double _fresh_scatter(rows_t X, const double* y, const double* r, const dou
         if buf == NULL or rbuf == NULL:
             P = 1
         else:
-            nt = _threads(nnz, P, 0)
+            nt = _threads(nnz, P, threads)
     if P == 1:
         _fresh_scatter_rows(X, 0, n, y, r, xi, fresh, &b, &rxi)
     else:
@@ -1398,19 +1404,32 @@ cdef double _fresh_bound(rows_t X, const double* y, const double* r, const doubl
     # ``fresh_margins`` (which a caller with several row blocks reduces over them)
     cdef long double b, mv, acc
     cdef double rxi
-    rxi = _fresh_scatter(X, y, r, xi, fresh, &b)
+    rxi = _fresh_scatter(X, y, r, xi, fresh, &b, 0)
     mv = _fresh_coefficients(fresh, sc, m, b, X.d)
     acc = _fresh_margins(X, y, r, fresh, mv, b, t_col, t_shift, mu, box, bs)
     return _fresh_tail(acc, rxi, rsum, rsq, rc, t_col, t_shift, mu)
 
 
-def fresh_scatter(rows_t X, const double[::1] y, const double[::1] r, const double[::1] xi,
-                  long double[::1] fresh, long double[::1] b_out):
+def fresh_scatter(rows_t X, const double[::1] y not None, const double[::1] r not None,
+                  const double[::1] xi not None, long double[::1] fresh not None,
+                  long double[::1] b_out not None, int threads=0):
     """First pass of the long-double bound ||p(r)|| / mu (``_fresh_bound``) over a row
-    block: fresh = X^T (y * r), b_out[0] = y^T r (long double); returns r . xi."""
+    block: fresh = X^T (y * r), b_out[0] = y^T r (long double); returns r . xi. A large
+    block by row parts on the OpenMP threads (at most ``threads`` when >= 1)."""
     cdef double rxi
+    cdef long double b = 0.0
+    cdef long double dummy = 0.0
+    for name, got in (("y", y.shape[0]), ("r", r.shape[0]), ("xi", xi.shape[0])):
+        if got != X.n:
+            raise ValueError(f"{name} has {got} entries for a block of {X.n} rows")
+    _check_width(X.d, "fresh", fresh.shape[0])
+    if b_out.shape[0] < 1:
+        raise ValueError("b_out needs an entry for y^T r")
     with nogil:
-        rxi = _fresh_scatter(X, &y[0], &r[0], &xi[0], &fresh[0], &b_out[0])
+        rxi = _fresh_scatter(X, &y[0] if X.n > 0 else NULL, &r[0] if X.n > 0 else NULL,
+                             &xi[0] if X.n > 0 else NULL,
+                             &fresh[0] if X.d > 0 else &dummy, &b, threads)
+    b_out[0] = b
     return rxi
 
 
@@ -2089,11 +2108,15 @@ cdef void _ref_points_rows(Py_ssize_t lo, Py_ssize_t hi, const double* ypm, cons
                            double mu, double k1, double gamma4, double delta,
                            bint check_model, double c1, double Ec1, double gC, double unit,
                            double eta, _RefAcc* acc) noexcept nogil:
-    # points lo..hi of ref_points (r, box, level by their strides), into acc
-    cdef Py_ssize_t i
+    # points lo..hi of ref_points (r, box, level by their strides, in entries), into acc;
+    # the accumulators are locals written to acc once (through the pointer, the stores
+    # to p and EG might alias them and keep them out of registers)
+    cdef Py_ssize_t i, k_room = 0
     cdef double rc, bc, theta, ath, Eth, mr, G, e, pv, lev, floor, ydec, Ed, q
     cdef double ut = unit * fabs(t), u2 = 2 * unit, t2 = 2 * fabs(t)
     cdef double lk = 1.0 - 2 * unit, fk = 1.0 + 2 * unit, uk = 1.0 - unit
+    cdef double threshold = INFINITY, top_p = 0.0, top_e = 0.0
+    cdef bint floor_ok = True, model_ok = True, nan_p = False, nan_e = False
     for i in range(lo, hi):
         rc = r[i * rs]
         bc = box[i * bs]
@@ -2114,33 +2137,41 @@ cdef void _ref_points_rows(Py_ssize_t lo, Py_ssize_t hi, const double* ypm, cons
         p[i] = pv
         EG[i] = e
         q = fabs(pv)
-        acc.nan_p = acc.nan_p or q != q
-        if q > acc.top_p:
-            acc.top_p = q
-        acc.nan_e = acc.nan_e or e != e
-        if e > acc.top_e:
-            acc.top_e = e
+        nan_p = nan_p or q != q
+        if q > top_p:
+            top_p = q
+        nan_e = nan_e or e != e
+        if e > top_e:
+            top_e = e
         if delta > 0.0:
             q = bc - rc
             q = rc if rc < q else q
             if q > delta:
-                acc.k_room += 1
+                k_room += 1
         if not mask[i]:
             continue
         # the levels min(gamma_i, 1/mu), rounded down
         lev = level[i * ls] * lk
         lev = bc if bc < lev else lev
         q = (lev - rc) * uk
-        if q < acc.threshold:
-            acc.threshold = q
+        if q < threshold:
+            threshold = q
         floor = (1.0 - mu * lev) + u2 * (1.0 + mu * lev)
         if not (theta - Eth * fk - unit * ath > floor):
-            acc.floor_ok = False
+            floor_ok = False
         if check_model:
             ydec = ypm[i] * (dec[i] + c1)
             Ed = Md[i] * k1 * gC + Ec1 + u2 * fabs(ydec) + eta
             if not (ydec * uk > Ed):
-                acc.model_ok = False
+                model_ok = False
+    acc.threshold = threshold
+    acc.top_p = top_p
+    acc.top_e = top_e
+    acc.k_room = k_room
+    acc.floor_ok = floor_ok
+    acc.model_ok = model_ok
+    acc.nan_p = nan_p
+    acc.nan_e = nan_e
 
 
 #: from this many points ref_points splits them among the threads, in parts of
@@ -2202,24 +2233,20 @@ def ref_points(const double[::1] ypm, const double[:] r, const double[:] box,
     parts = <_RefAcc*>malloc(P * sizeof(_RefAcc))
     if parts == NULL:
         raise MemoryError()
-    for q in range(P):
-        parts[q] = tot
+    cdef Py_ssize_t rs = r.strides[0] // <Py_ssize_t>sizeof(double)
+    cdef Py_ssize_t bs = box.strides[0] // <Py_ssize_t>sizeof(double)
+    cdef Py_ssize_t ls = level.strides[0] // <Py_ssize_t>sizeof(double)
     with nogil:
         if P == 1:
-            _ref_points_rows(0, n, &ypm[0], &r[0], r.strides[0] // sizeof(double), &box[0],
-                             box.strides[0] // sizeof(double), &level[0],
-                             level.strides[0] // sizeof(double), &mask[0], &th[0], &Mth[0],
-                             &dec[0], &Md[0], &p[0], &EG[0], t, Et, mu, k1, gamma4, delta,
-                             check_model, c1, Ec1, gC, unit, eta, parts)
+            _ref_points_rows(0, n, &ypm[0], &r[0], rs, &box[0], bs, &level[0], ls, &mask[0],
+                             &th[0], &Mth[0], &dec[0], &Md[0], &p[0], &EG[0], t, Et, mu, k1,
+                             gamma4, delta, check_model, c1, Ec1, gC, unit, eta, parts)
         else:
             for q in prange(P, schedule="dynamic", num_threads=nt):
-                _ref_points_rows(q * n // P, (q + 1) * n // P, &ypm[0], &r[0],
-                                 r.strides[0] // sizeof(double), &box[0],
-                                 box.strides[0] // sizeof(double), &level[0],
-                                 level.strides[0] // sizeof(double), &mask[0], &th[0],
-                                 &Mth[0], &dec[0], &Md[0], &p[0], &EG[0], t, Et, mu, k1,
-                                 gamma4, delta, check_model, c1, Ec1, gC, unit, eta,
-                                 parts + q)
+                _ref_points_rows(q * n // P, (q + 1) * n // P, &ypm[0], &r[0], rs, &box[0],
+                                 bs, &level[0], ls, &mask[0], &th[0], &Mth[0], &dec[0],
+                                 &Md[0], &p[0], &EG[0], t, Et, mu, k1, gamma4, delta,
+                                 check_model, c1, Ec1, gC, unit, eta, parts + q)
         for q in range(P):
             if parts[q].threshold < tot.threshold:
                 tot.threshold = parts[q].threshold

@@ -173,7 +173,9 @@ def _k_fresh_scatter(block):
     (``_fast.fresh_scatter``): (X_b^T (y r), y_b^T r_b, r_b . xi_b) in long double."""
     data = block.v["svm"]
     fresh, ld = np.zeros(data.d, dtype=np.longdouble), np.zeros(1, dtype=np.longdouble)
-    rxi = _f.fresh_scatter(data.rows, block.y, block.v["r"], data.xi, fresh, ld)
+    # on the threads of the iteration (the run's ``ThreadChoice``)
+    rxi = _f.fresh_scatter(data.rows, block.y, block.v["r"], data.xi, fresh, ld,
+                           block.v["fista"]["nt"])
     return fresh, ld[0], rxi
 
 
@@ -421,7 +423,11 @@ class _FistaBase(_CertifiedSVM):
                     "(the linear kernel or a kernel approximation); an exact kernel's Gram "
                     "operator is bounded by the run itself: leave gram_norm=None")
             return _kernel.start_fista(self, problem, self.augmented)
-        data, identity = _prepare(problem, self.params["scale"])
+        # a number of threads caps the start's passes over X too ("auto": the OpenMP
+        # limit for these one-time passes, whose parts a busy core delays one at a time)
+        requested = self.params["threads"]
+        data, identity = _prepare(problem, self.params["scale"],
+                                  threads=0 if requested == "auto" else int(requested))
         weights = getattr(problem, "sample_weight", None)
         gamma, mu = _gamma_mu(self.params, data.n, weights)
         box = run_box(gamma, weights, data.n)
