@@ -1497,6 +1497,14 @@ cdef double _margins_d_rows(rows_t X, Py_ssize_t lo, Py_ssize_t hi, const double
     return acc
 
 
+#: dcd's fresh bound runs inside its epochs, where no busy test is made (the run loop
+#: puts a one-shot phase on one thread when the cores are busy, not the steps): its parts
+#: go to the OpenMP team only from this many stored entries (a pass of tens of
+#: milliseconds), so that a team member descheduled on busy cores delays it by a small
+#: fraction (a9a, 4.5e5 entries: two threads made a busy solve 1.6x one thread's time)
+cdef double _STEP_PARALLEL_NNZ = 2e7
+
+
 cdef double _fresh_bound_d(rows_t X, const double* y, const double* r, const double* sc,
                            const double* m, double mu, const double* box, Py_ssize_t bs, double* fresh,
                            const double* xi, const double* rc, double rsum, double rsq,
@@ -1520,7 +1528,7 @@ cdef double _fresh_bound_d(rows_t X, const double* y, const double* r, const dou
         buf = <double*>calloc(P * (d + 2), sizeof(double))
         if buf == NULL:
             P = 1
-        else:
+        elif nnz >= _STEP_PARALLEL_NNZ:
             nt = _threads(nnz, P, 0)
     if P == 1:
         sums[0] = 0.0
