@@ -1002,6 +1002,25 @@ def test_fista_row_blocks_thread_count_independent(solver, sparse):
         assert r.intercept_ == runs[0].intercept_
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("bound_check", ["lazy", "always"])
+def test_dcd_fresh_bound_on_the_team_is_thread_count_independent(bound_check):
+    # from 2e7 stored entries dcd's in-epoch fresh bound (float64, and long double with
+    # "always") runs its row parts on the OpenMP team: the same bits on 1 and 2 threads
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    X, y = make_problem(n=700_000, d=30, seed=3, shift=1.0, noise=1.0)
+    assert X.size >= 2e7
+    runs = []
+    for nt in (1, 2):
+        with threadpoolctl.threadpool_limits(nt):
+            runs.append(mk.solve(X, y, solver="dcd", random_state=0, max_iter=30,
+                                 solver_params={"bound_check": bound_check}))
+    assert runs[0].status == "certified"
+    assert runs[1].n_iter == runs[0].n_iter
+    assert np.array_equal(runs[1].history["error_bound"], runs[0].history["error_bound"])
+    assert runs[1].coef_.tobytes() == runs[0].coef_.tobytes()
+
+
 def test_fista_svm_on_all_zero_features_runs():
     # Z^T Z = 0: Lanczos has no vector to start from; the trace (0) bounds the spectrum
     y = np.r_[np.ones(20), -np.ones(20)]

@@ -366,17 +366,19 @@ def column_max(rows_t X, double[::1] colmax):
     free(loc)
 
 
-#: the scaling passes and the row constants split the rows of a large block into parts
-#: (``_stat_parts``: a count that depends on the data only, never on the threads), each
-#: with its own d-vectors, added into the outputs in part order; the parts run on the
-#: OpenMP threads with a dynamic schedule (a part per free thread: a busy core delays
-#: only the part it holds). Below _PARALLEL_NNZ stored entries one part: the outputs are
-#: those of the row-by-row loop.
+#: the passes a run makes once (the scaling passes, the row constants, the fresh scatter
+#: and dcd's fresh bound) split the rows of a large block into parts (``stat_parts``: a
+#: count that depends on the data only, never on the threads), each with its own
+#: d-vectors, added into the outputs in part order; the parts run on the OpenMP threads
+#: with a dynamic schedule (a part per free thread: a busy core delays only the part it
+#: holds). Below _PARALLEL_NNZ stored entries one part: the outputs are those of the
+#: row-by-row loop.
 def stat_parts(Py_ssize_t n, Py_ssize_t d, double nnz):
-    """The number of row parts of the scaling passes (``column_max_sums``,
-    ``scaled_sqdev``) on a block of n rows, d columns and nnz stored entries: 1 below
-    2e5 entries, else ``fista_blocks``'s count (at most 16, each part's d-vectors at most
-    1/32 of the pass)."""
+    """The number of row parts of the once-per-run passes (``column_max_sums``,
+    ``scaled_sqdev``, ``row_statistics``, ``fresh_scatter``, dcd's fresh bound) on a
+    block of n rows, d columns and nnz stored entries: 1 below 2e5 entries, else
+    ``fista_blocks``'s count (at most 16, each part's d-vectors at most 1/32 of the
+    pass)."""
     return _n_parts(n, d, nnz)
 
 
@@ -1392,6 +1394,14 @@ cdef double _fresh_tail(long double acc, double rxi, double rsum, double rsq,
     return (norm * (1.0 + rc[0] + 2.3e-16) + dg) * (1.0 + 1e-15) / mu
 
 
+#: dcd's fresh bound runs inside its epochs, where no busy test is made (the run loop
+#: puts a one-shot phase on one thread when the cores are busy, not the steps): its parts
+#: go to the OpenMP team only from this many stored entries (a pass of tens of
+#: milliseconds), so that a team member descheduled on busy cores delays it by a small
+#: fraction (a9a, 4.5e5 entries: two threads made a busy solve 1.6x one thread's time)
+cdef double _STEP_PARALLEL_NNZ = 2e7
+
+
 cdef double _fresh_bound(rows_t X, const double* y, const double* r, const double* sc,
                          const double* m, double mu, const double* box, Py_ssize_t bs, long double* fresh, const double* xi,
                          const double* rc, double rsum, double rsq, double t_col=1.0,
@@ -1404,7 +1414,8 @@ cdef double _fresh_bound(rows_t X, const double* y, const double* r, const doubl
     # ``fresh_margins`` (which a caller with several row blocks reduces over them)
     cdef long double b, mv, acc
     cdef double rxi
-    rxi = _fresh_scatter(X, y, r, xi, fresh, &b, 0)
+    # inside dcd's epochs: on the team only from _STEP_PARALLEL_NNZ (see _fresh_bound_d)
+    rxi = _fresh_scatter(X, y, r, xi, fresh, &b, 0 if stored(X) >= _STEP_PARALLEL_NNZ else 1)
     mv = _fresh_coefficients(fresh, sc, m, b, X.d)
     acc = _fresh_margins(X, y, r, fresh, mv, b, t_col, t_shift, mu, box, bs)
     return _fresh_tail(acc, rxi, rsum, rsq, rc, t_col, t_shift, mu)
@@ -1495,14 +1506,6 @@ cdef double _margins_d_rows(rows_t X, Py_ssize_t lo, Py_ssize_t hi, const double
         p = _projected(G, r[i], _at(box, bs, i))
         acc += p * p
     return acc
-
-
-#: dcd's fresh bound runs inside its epochs, where no busy test is made (the run loop
-#: puts a one-shot phase on one thread when the cores are busy, not the steps): its parts
-#: go to the OpenMP team only from this many stored entries (a pass of tens of
-#: milliseconds), so that a team member descheduled on busy cores delays it by a small
-#: fraction (a9a, 4.5e5 entries: two threads made a busy solve 1.6x one thread's time)
-cdef double _STEP_PARALLEL_NNZ = 2e7
 
 
 cdef double _fresh_bound_d(rows_t X, const double* y, const double* r, const double* sc,
