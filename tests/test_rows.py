@@ -277,10 +277,11 @@ def test_large_block_statistics_by_row_parts(layout):
     # from 2e5 stored entries the scaling passes, the row constants and the first pass of
     # the fresh bound split the rows into parts (``stat_parts``: a count of the data
     # alone), each summed in row order and the parts added in part order: the sums are
-    # those of that order bit for bit, and the same on one thread and on two
+    # those of that order bit for bit, and the same on one thread and on two; n is not a
+    # multiple of 16 x 4, so parts end inside a group of four dense rows
     threadpoolctl = pytest.importorskip("threadpoolctl")
     rng = np.random.default_rng(7)
-    n, d = 24_000, 20
+    n, d = 24_003, 20
     X = rng.standard_normal((n, d)) * 10.0 ** rng.integers(-6, 7, (n, d))
     if layout.startswith("csr"):
         X = X * (rng.random((n, d)) < 0.6)

@@ -1002,6 +1002,32 @@ def test_fista_row_blocks_thread_count_independent(solver, sparse):
         assert r.intercept_ == runs[0].intercept_
 
 
+@pytest.mark.parametrize("bound_check", ["lazy", "always"])
+def test_dcd_bound_by_row_parts_bounds_the_recomputed_projected_gradient(bound_check):
+    # from 2e5 stored entries dcd's fresh bound sums X^T (y r) and ||p||^2 by row parts
+    # (16 here): the error bound it reports (section 4, eps = ||p(r)|| / mu plus its
+    # rounding) is still at least ||p(r)|| / mu recomputed in long double from X, y and
+    # the returned r alone, and within that rounding term of it
+    from _svm_reference import margins
+
+    X, y = make_problem(n=12001, d=20, seed=4, shift=1.0, noise=1.0)
+    assert _svm_fast.stat_parts(12001, 20, X.size) == 16
+    res = mk.solve(X, y, solver="dcd", random_state=0,
+                   solver_params={"bound_check": bound_check})
+    assert res.status == "certified"
+    gamma, mu = res.extra["gamma"], res.extra["mu"]
+    ypm = np.where(y == res.classes_[1], 1.0, -1.0)
+    m, sd = X.mean(axis=0), X.std(axis=0)
+    r = res.dual_coef_
+    theta = margins(X, ypm, m, 1.0 / sd, r, None, True)
+    G = theta + np.longdouble(mu) * r - 1
+    p = np.where(r <= 0, np.minimum(G, 0), np.where(r >= gamma, np.maximum(G, 0), G))
+    eps = float(np.sqrt(np.sum(p * p)) / mu)
+    bound = res.history["error_bound"][-1]
+    assert eps <= bound <= eps * (1 + 1e-6) + 1e-9
+    assert res.certificate.verify(X, y)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("bound_check", ["lazy", "always"])
 def test_dcd_fresh_bound_on_the_team_is_thread_count_independent(bound_check):
