@@ -280,9 +280,11 @@ def _bind_model_to_certificate(fields, path):
     """The loaded model is the one its certificate checks: the kernel (parameters and
     fit), the intercept, the feature-space coefficients and the labels a certificate holds
     are those the result predicts with, where both are stored. Without this, a file whose
-    ``intercept_`` (or ``coef_``, the fit of ``kernel``, ``classes_``) was edited loaded
-    with a certificate that verifies: the one of the model it certifies, not of the model
-    that predicts."""
+    ``intercept_`` (or ``coef_``, the fit of ``kernel``, ``classes_``, a kernel model's
+    ``support_`` or ``support_coef_``) was edited loaded with a certificate that verifies:
+    the one of the model it certifies, not of the model that predicts. A certificate that
+    binds a kernel model's rows and coefficients does so through ``predictor_mismatch``
+    (a fingerprint its referee recomputes from X, y and its variables)."""
     cert = fields.get("certificate")
     if fields.get("coef_") is None and fields.get("support_coef_") is None and \
             (fields.get("extra") or {}).get("feature_space_coef") is None:
@@ -297,6 +299,15 @@ def _bind_model_to_certificate(fields, path):
             name = os.fspath(path) if isinstance(path, os.PathLike) else path
             raise ValueError(f"{name!r}: r.{field} is not the {attr} its certificate checks "
                              f"(r.certificate.fields.{attr}); the file was edited")
+    # a kernel model's rows and coefficients: the certificate's fingerprint of them
+    mismatch = getattr(cert, "predictor_mismatch", None)
+    if callable(mismatch) and (fields.get("support_") is not None or
+                               fields.get("support_coef_") is not None):
+        why = mismatch(fields.get("support_"), fields.get("support_coef_"),
+                       (fields.get("extra") or {}).get("support_indices"))
+        if why is not None:
+            name = os.fspath(path) if isinstance(path, os.PathLike) else path
+            raise ValueError(f"{name!r}: {why}; the file was edited")
 
 
 def _same_model(a, b):

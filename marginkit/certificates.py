@@ -124,6 +124,38 @@ class Certificate:
         return f"{type(self).__name__}(kind={self.kind!r}, value={self.value!r})"
 
 
+def predictor_fingerprint(support, support_coef):
+    """SHA-256 (hex) of a kernel model's predictor: the rows it keeps (``support``: a
+    matrix, or None for a precomputed Gram matrix) and their coefficients.
+
+    The rows are read as a CSR matrix of float64 entries with sorted column indices and
+    no stored zeros, so the fingerprint is that of the matrix, not of its layout: dense
+    or CSR, float32 rows read as float64 (exactly), int32 or int64 indices give the same
+    one. A certificate of a kernel model holds the fingerprint of the predictor it
+    certifies: its referee recomputes the predictor from X, y and the certified variables,
+    and ``load_result`` compares it with the loaded ``support_`` and ``support_coef_``
+    (docs/certificates.md, "The model a certificate binds")."""
+    import hashlib
+
+    import scipy.sparse as sp
+
+    h = hashlib.sha256()
+    if support is None:
+        h.update(b"none;")
+    else:
+        R = sp.csr_matrix(support, dtype=np.float64, copy=True)
+        R.sum_duplicates()
+        R.eliminate_zeros()
+        h.update(f"csr {R.shape[0]} {R.shape[1]};".encode())
+        for a, dt in ((R.indptr, "<i8"), (R.indices, "<i8"), (R.data, "<f8")):
+            h.update(np.ascontiguousarray(a, dtype=dt).tobytes())
+            h.update(b";")
+    coef = np.ascontiguousarray(np.asarray(support_coef, dtype=np.float64).ravel(), dtype="<f8")
+    h.update(f"coef {coef.shape[0]};".encode())
+    h.update(coef.tobytes())
+    return h.hexdigest()
+
+
 def _dask(X):
     """X as a dask array when it is one (or an xarray object backed by one), else None."""
     from ._validation import dask_array_of

@@ -633,3 +633,59 @@ def test_careful_products_keep_the_verdict_of_careful_block(monkeypatch, solver)
     assert abs(new.value - old.value) <= 1e-10 * old.value
     assert old.rounding * (1 - 1e-9) <= new.rounding <= old.rounding * (1 + 1e-6)
     assert abs(new.margin - old.margin) <= 1e-10 * old.value + 2e-6 * old.rounding
+
+
+def test_predictor_fingerprint_is_the_matrix_not_its_layout():
+    # dense, CSR with int32/int64 indices, unsorted indices, stored zeros, duplicates
+    # summing to an entry, float32 rows read as float64: one fingerprint; another value,
+    # another sign, a dropped row or another shape: another
+    from marginkit.certificates import predictor_fingerprint as fp
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((7, 5)).astype(np.float32).astype(np.float64)
+    X[X < 0.3] = 0.0
+    coef = rng.standard_normal(7)
+    ref = fp(X, coef)
+    assert len(ref) == 64
+    C = sp.csr_matrix(X)
+    C64 = C.copy()
+    C64.indices, C64.indptr = C.indices.astype(np.int64), C.indptr.astype(np.int64)
+    unsorted = sp.csr_matrix((C.data[::-1].copy(), C.indices[::-1].copy(), C.indptr),
+                             shape=C.shape)
+    rows = np.repeat(np.arange(7), np.diff(C.indptr))
+    unsorted = sp.csr_matrix((np.r_[C.data, 0.0, 0.5, -0.5], (np.r_[rows, 0, 1, 1],
+                              np.r_[C.indices, 4, 0, 0])), shape=C.shape)
+    unsorted.has_canonical_format = False
+    for same in (C, C64, unsorted, X.astype(np.float32), np.asfortranarray(X)):
+        assert fp(same, coef) == ref
+    Y = X.copy()
+    Y[0, 0] = np.nextafter(Y[0, 0], 2.0)
+    for other in ((Y, coef), (X, -coef), (X[1:], coef[1:]), (X[:, :4], coef), (None, coef)):
+        assert fp(*other) != ref
+    assert fp(None, coef) == fp(None, list(coef)) != fp(None, coef[::-1])
+    before = C.copy()
+    fp(C, coef)  # the caller's matrix is not sorted or pruned in place
+    assert (before != C).nnz == 0 and np.array_equal(before.indices, C.indices)
+
+
+@pytest.mark.parametrize("name", ["rbf", "precomputed"])
+def test_referee_recomputes_the_fingerprint_of_the_predictor(cases, name):
+    # a certificate holding the fingerprint of the predictor of r holds; one holding the
+    # fingerprint of another predictor (r's rows with other coefficients, or other rows)
+    # is rejected, whatever its claim; a fingerprint of the wrong form is refused
+    from marginkit.certificates import predictor_fingerprint as fp
+
+    Xk, y, kernel, cert = cases[name, "hsvm"]
+    ypm = np.where(y == cert.classes[1], 1.0, -1.0) if cert.classes is not None else \
+        np.where(y > 0, 1.0, -1.0)
+    u = ypm * cert.r
+    sup = np.flatnonzero(cert.r > 0)
+    rows = None if name == "precomputed" else Xk[sup]
+    coef = u if name == "precomputed" else u[sup]
+    assert _clone(cert, predictor=fp(rows, coef)).verify(Xk, y)
+    for other in (fp(rows, -coef), fp(rows, coef * (1 + 2.0 ** -50)),
+                  fp(rows, coef[::-1]) if rows is None else fp(rows[::-1], coef)):
+        v = _clone(cert, predictor=other).check(Xk, y)
+        assert not v and "the stored predictor" in v.reason
+    with pytest.raises(ValueError, match="predictor must be"):
+        _clone(cert, predictor="abc")

@@ -614,8 +614,46 @@ def _edit_kernel_centre(members, fields):
     return r"r\.kernel is not the kernel its certificate checks"
 
 
+def _array_of(members, node):
+    import io
+
+    node = node["__csr__"]["data"] if "__csr__" in node else node
+    return node, np.load(io.BytesIO(members[node["__array__"] + ".npy"])).copy()
+
+
+def _edit_support_coef_sign(members, fields):
+    node, coef = _array_of(members, fields["support_coef_"])
+    _set_array(members, node, -coef)  # every support vector votes for the other class
+    return r"r\.support_ and r\.support_coef_ are not the predictor its certificate checks"
+
+
+def _edit_support_row_value(members, fields):
+    node, values = _array_of(members, fields["support_"])
+    values.flat[0] = 1e300
+    _set_array(members, node, values)
+    return r"r\.support_ and r\.support_coef_ are not the predictor its certificate checks"
+
+
+def _edit_support_indices(members, fields):
+    node, idx = _array_of(members, fields["extra"]["__dict__"]["support_indices"])
+    idx[0] += 1 if idx[0] + 1 not in idx else 0
+    idx = np.roll(idx, 1)  # no longer the points where r > 0, in order
+    _set_array(members, node, idx)
+    return r"r\.extra\['support_indices'\] are not the points where its certificate's r > 0"
+
+
+def _drop_predictor(members, fields):
+    del fields["certificate"]["fields"]["predictor"]
+    return r"its certificate holds no fingerprint of the predictor it checks"
+
+
 @pytest.mark.parametrize("edit,kw", [
     (_edit_intercept, {}), (_drop_intercept, {"kernel": "rbf"}), (_edit_labels, {}),
+    (_edit_support_coef_sign, {"kernel": "rbf"}),
+    (_edit_support_coef_sign, {"kernel": "poly", "solver": "fista_svm"}),
+    (_edit_support_row_value, {"kernel": "rbf"}),
+    (_edit_support_row_value, {"kernel": "rbf", "sparse": True}),
+    (_edit_support_indices, {"kernel": "rbf"}), (_drop_predictor, {"kernel": "rbf"}),
     (_edit_kernel_seed, {"kernel": "rff", "kernel_params": {"n_components": 8},
                          "random_state": np.random.default_rng(0)}),
     (_edit_kernel_centre, {"kernel": "nystroem", "kernel_params": {"n_components": 8},
@@ -633,6 +671,33 @@ def test_a_loaded_model_is_the_one_its_certificate_checks(edit, kw, tmp_path):
     _rewrite(path, members, header)
     with pytest.raises(ValueError, match=match):
         mk.load_result(path)
+
+
+@pytest.mark.parametrize("kw", [{"kernel": "rbf"}, {"kernel": "rbf", "sparse": True},
+                                {"kernel": "rbf", "solver": "fista_svm"}])
+def test_a_kernel_predictor_edited_with_its_fingerprint_fails_the_referee(kw, tmp_path):
+    """A file whose support_coef_ and its certificate's fingerprint of the predictor were
+    edited together loads (the two agree), but the referee recomputes the fingerprint from
+    X, y and r: the certificate no longer verifies. Before, the edited model loaded as
+    certified, its certificate verified, and it predicted with other coefficients."""
+    from marginkit.certificates import predictor_fingerprint
+
+    X, y = _data(sparse=kw.get("sparse", False))
+    path, res, members = _saved_members(tmp_path, **kw)
+    assert res.status == "certified" and res.certificate.verify(X, y)
+    header = _header(members)
+    members = dict(members)
+    node, coef = _array_of(members, header["fields"]["support_coef_"])
+    _set_array(members, node, -coef)
+    header["fields"]["certificate"]["fields"]["predictor"] = \
+        predictor_fingerprint(res.support_, -res.support_coef_)
+    _rewrite(path, members, header)
+    edited = mk.load_result(path)
+    assert not np.array_equal(edited.predict(X), res.predict(X))
+    verdict = edited.certificate.check(X, y)
+    assert not verdict and "the stored predictor" in verdict.reason
+    # the genuine file's certificate holds on the same data
+    assert mk.load_result(_saved_members(tmp_path, **kw)[0]).certificate.verify(X, y)
 
 
 def test_a_certificate_field_beyond_float64_names_its_place(tmp_path):

@@ -44,6 +44,7 @@ from ...plugins import SolverState
 from ...stopping import DeadlineReached, past
 from . import _kernel_fast as _kf
 from ._base import _ClaimOffers
+from ...certificates import predictor_fingerprint
 from ._kernel_certificate import KernelCertifiedPointsCertificate
 from ._lipschitz import ritz_estimate
 from ._projection import project_box_hyperplane
@@ -555,7 +556,8 @@ class _KernelRun(_ClaimOffers, SolverState):
                 gamma=self.gamma.copy() if self.weighted else self.gamma_scalar,
                 mu=self.mu, formulation=formulation, intercept=float(t),
                 kernel=problem.kernel, classes=problem.classes_, config=problem.config,
-                claim="certified" if status == "certified" else None)
+                claim="certified" if status == "certified" else None,
+                predictor=predictor_fingerprint(fields["support_"], fields["support_coef_"]))
         fields["extra"] = {"gamma": self.gamma_scalar, "mu": self.mu,
                            "support_indices": sup, "gram": "held" if self.gram.held
                            else "blocked", "gram_rows": self.gram.dtype.name,

@@ -23,7 +23,7 @@ import scipy.sparse as sp
 
 from ... import _referee as R
 from ...certificates import (Certificate, Verdict, certificate_type, kernel_mismatch, labels_pm,
-                            stored_r_mask)
+                            predictor_fingerprint, stored_r_mask)
 from ..._validation import check_sample_weight
 from ._thresholds import certify_level, claim_shortfall, rows_mismatch, run_thresholds, \
     stored_mismatch
@@ -88,6 +88,17 @@ def _psd_by_construction(kernel):
                       "it is not positive semi-definite by construction") from None
 
 
+def predictor_of(X, ypm, r, precomputed):
+    """The fingerprint of the predictor of r on (X, y) (``predictor_fingerprint``): the
+    rows of X where r_i > 0 and their u_i = y_i r_i; for a precomputed Gram matrix no rows
+    and u itself (what the solvers store as ``support_`` and ``support_coef_``)."""
+    u = ypm * r
+    if precomputed:
+        return predictor_fingerprint(None, u)
+    sup = np.flatnonzero(r > 0.0)
+    return predictor_fingerprint(X[sup], u[sup])
+
+
 class _Reject(Exception):
     """A rejection found deep in the recomputation (the reason is the message)."""
 
@@ -122,7 +133,13 @@ class KernelCertifiedPointsCertificate(Certificate):
       claim ``"certified"``), every certified point has level_i - r_i > eps_v + rounding
       and theta_i > 1 - mu level_i beyond rounding, and for H-SVM the stored intercept is
       y^T r and the stored classifier's margin y_i ((K u)_i + intercept) is positive
-      beyond rounding.
+      beyond rounding;
+    * the predictor a result keeps (``support_`` = the rows of X where r_i > 0,
+      ``support_coef_`` = their u_i; for ``precomputed`` no rows and u itself) is the one
+      of r on X and y: its fingerprint (``predictor_fingerprint``), recomputed from X, y
+      and r, is the stored ``predictor``. ``load_result`` compares the same fingerprint
+      with the loaded ``support_`` and ``support_coef_``, so a file whose predictor was
+      edited is refused, and one whose ``predictor`` was edited with it fails here.
 
     The thresholds come from the run's configuration ``config`` (``run_thresholds``:
     gamma = ``C`` or 64/n, mu = ``mu`` or n/128, the formulation of the run's solver and the
@@ -165,6 +182,10 @@ class KernelCertifiedPointsCertificate(Certificate):
         The run's configuration (the source of the thresholds).
     claim : str, optional
         "certified" when the certificate backs that status.
+    predictor : str, optional
+        ``predictor_fingerprint(support_, support_coef_)`` of the result's predictor
+        (the solvers set it; without it the check covers r and the claim only, and
+        ``load_result`` refuses a result that predicts with it).
 
     References
     ----------
@@ -179,7 +200,7 @@ class KernelCertifiedPointsCertificate(Certificate):
     blocked = False
 
     def __init__(self, value, mask, r, gamma, mu, formulation, intercept, kernel,
-                 classes=None, config=None, claim=None):
+                 classes=None, config=None, claim=None, predictor=None):
         self.value = float(value)
         self.mask = np.asarray(mask, dtype=bool)
         self.r = np.asarray(r, dtype=np.float64)
@@ -194,6 +215,11 @@ class KernelCertifiedPointsCertificate(Certificate):
         self.config = config
         #: "certified" when the certificate backs that status, None otherwise
         self.claim = claim
+        #: the fingerprint of the predictor of r (``predictor_fingerprint``), or None
+        if predictor is not None and not (isinstance(predictor, str) and len(predictor) == 64):
+            raise ValueError("predictor must be the 64-character hex string of "
+                             "predictor_fingerprint, or None")
+        self.predictor = predictor
 
     def thresholds(self, n, sample_weight=None):
         """The claim's scalar thresholds for n training points and the run's validated
@@ -282,6 +308,10 @@ class KernelCertifiedPointsCertificate(Certificate):
         box = self._box(th, n, sample_weight)
         if not (np.all(np.isfinite(r)) and np.all(r >= 0.0) and np.all(r <= box)):
             raise _Reject("r is not in the box [0, gamma]")
+        if self.predictor is not None and \
+                self.predictor != predictor_of(X, ypm, r, precomputed):
+            raise _Reject("the stored predictor (support_, support_coef_) is not the one "
+                          "of r on X and y")
         n_cert = int(np.count_nonzero(mask))
         if n_cert == 0:
             raise _Reject("no point is certified")
@@ -319,6 +349,20 @@ class KernelCertifiedPointsCertificate(Certificate):
                 return Verdict.reject(kind, "the stored classifier misclassifies a certified "
                                             "point (beyond rounding)", **numbers)
         return Verdict(True, kind, **numbers)
+
+    def predictor_mismatch(self, support, support_coef, support_indices=None):
+        """None when a result's ``support_`` and ``support_coef_`` (and, when given, its
+        ``extra["support_indices"]``) are the predictor this certificate checks, else
+        why not (``load_result``)."""
+        if self.predictor is None:
+            return ("its certificate holds no fingerprint of the predictor it checks "
+                    "(r.certificate.fields.predictor)")
+        if predictor_fingerprint(support, support_coef) != self.predictor:
+            return "r.support_ and r.support_coef_ are not the predictor its certificate checks"
+        if support_indices is not None and not np.array_equal(
+                np.asarray(support_indices), np.flatnonzero(self.r > 0.0)):
+            return "r.extra['support_indices'] are not the points where its certificate's r > 0"
+        return None
 
     def _box(self, th, n, sample_weight):
         """The box gamma_i of the run: the configuration's gamma times the validated
