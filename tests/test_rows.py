@@ -376,3 +376,22 @@ def test_row_pass_arguments_are_checked():
         _svm_fast.row_statistics(blk, sc, sc, c, np.empty(n), 0.0, np.empty(n - 1))
     with pytest.raises(TypeError):
         _svm_fast.row_statistics(blk, sc, sc, None, np.empty(n))
+
+
+@pytest.mark.parametrize("edit", ["indices[3] = 10**6", "indices[3] = -10**6",
+                                  "indptr[-1] = 10**7", "indptr[5] = 10**6", "indptr[0] = 1",
+                                  "indptr[7] = 0"])
+def test_row_block_refuses_a_malformed_csr_structure(edit):
+    # row_block is what every compiled kernel reads without bounds checks: a CSR matrix
+    # edited after its construction (an index out of range, pointers past the arrays or
+    # decreasing) is refused here, not read out of bounds (found by review: a segfault,
+    # or heap corruption that surfaced at exit, through _fast.column_max_sums)
+    X = sp.random(30, 4, density=0.5, format="csr", random_state=1)
+    exec("X." + edit)
+    with pytest.raises(ValueError, match=r"^X: (a CSR column index|CSR indptr)"):
+        row_block(X)
+    for dt in (np.int32, np.int64):
+        Y = sp.random(30, 4, density=0.5, format="csr", random_state=1)
+        Y.indices, Y.indptr = Y.indices.astype(dt), Y.indptr.astype(dt)
+        assert row_block(Y).n == 30  # the genuine matrix, either index type
+    assert row_block(sp.csr_matrix((0, 5))).n == 0

@@ -195,6 +195,7 @@ def _from_arrays(Py_ssize_t n, Py_ssize_t d, tuple arrays):
                         f"{indices.dtype} and {indptr.dtype}")
     if indptr.shape[0] != n + 1:
         raise ValueError(f"X: indptr has {indptr.shape[0]} entries for {n} rows")
+    _check_structure(n, d, data, indices, indptr)
     wide = indices.dtype == np.int64
     if data.dtype == np.float64:
         blk = CSRRows64I64.__new__(CSRRows64I64) if wide else CSRRows64I32.__new__(CSRRows64I32)
@@ -206,6 +207,28 @@ def _from_arrays(Py_ssize_t n, Py_ssize_t d, tuple arrays):
     blk.n, blk.d = n, d
     blk.arrays = (data, indices, indptr)
     return blk
+
+
+def _check_structure(Py_ssize_t n, Py_ssize_t d, data, indices, indptr):
+    """The CSR structure the kernels read without bounds checks: indptr starts at 0,
+    never decreases and ends within indices and data (of one length), and every column
+    index of the rows is in [0, d). O(n) for the pointers and two vectorized reductions
+    over the indices: what ``marginkit._validation.checked_csr`` establishes for the
+    input, checked again here for any caller of ``row_block`` (a malformed block read
+    out of bounds in compiled code)."""
+    if indices.shape[0] != data.shape[0]:
+        raise ValueError(f"X: the CSR arrays indices ({indices.shape[0]} entries) and data "
+                         f"({data.shape[0]}) must have one length")
+    if indptr[0] != 0 or indptr[n] > indices.shape[0] or \
+            (n > 0 and np.any(indptr[1:] < indptr[:-1])):
+        raise ValueError("X: CSR indptr must start at 0, never decrease and end within "
+                         f"indices ({indices.shape[0]} entries); check the matrix with "
+                         "marginkit's input validation (mk.solve checks it) or "
+                         "scipy's X.check_format()")
+    used = indices[:indptr[n]]
+    if used.shape[0] and (used.min() < 0 or used.max() >= d):
+        raise ValueError(f"X: a CSR column index is out of range [0, {d}); check the "
+                         "matrix with scipy's X.check_format()")
 
 
 def _c_order(X):
