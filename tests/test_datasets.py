@@ -89,6 +89,10 @@ def test_lookup_in_data_folder(tmp_path, monkeypatch, reader):
     (b"+1 1:0.5 3\n", "line 1: truncated or malformed entry '3'"),
     (b"1:0.5 2:1\n", "line 1: missing label"),
     (b"+1 3:1 2:1\n", "line 1: feature indices must be strictly increasing"),
+    # Python's int() and float() read "1_0" as 10; LIBSVM's strtol/strtod do not
+    (b"1_0 1:1\n", "line 1: bad label '1_0'"),
+    (b"+1 1_0:1\n", "line 1: bad feature index '1_0'"),
+    (b"+1 2:1_000\n", "line 1: bad value '1_000'"),
 ])
 def test_malformed_input_names_the_line(tmp_path, reader, content, match):
     path = _write(tmp_path, "bad.txt", content)

@@ -191,6 +191,8 @@ def _text(tok):
 
 def _parse_value(tok, what, lineno, path):
     try:
+        if b"_" in tok:  # Python's float() reads "1_0" as 10; LIBSVM's strtod does not
+            raise ValueError(tok)
         v = float(tok)
     except ValueError:
         raise _Refused(f"{path}, line {lineno}: bad {what} {_text(tok)!r} (expected a number)") from None
@@ -229,6 +231,8 @@ def _parse_lines(lines, path, n_features=None, keep=True):
                     "(expected index:value)"
                 )
             try:
+                if b"_" in idx_s:  # int() reads "1_0" as 10; LIBSVM's strtol does not
+                    raise ValueError(idx_s)
                 idx = int(idx_s)
             except ValueError:
                 raise _Refused(
