@@ -6,6 +6,7 @@ rejected, never verified for a claim that does not hold.
 import copy
 
 import numpy as np
+import pytest
 
 import marginkit as mk
 
@@ -307,3 +308,65 @@ def test_a_newton_decrement_certificate_on_an_edited_rff_fit_is_rejected():
     forged.kernel = edited
     forged.chain, forged.targets = other.certificate.chain, other.certificate.targets
     assert not forged.check(X, y)
+
+
+# ----------------------------------------------------- compiled kernels called directly
+def _compiled_cases():
+    import scipy.sparse as sp
+
+    from marginkit.kernels import _gram
+    from marginkit.solvers.svm import _fast, _kernel_fast
+    from marginkit.utils._rows import row_block
+
+    BIG = 1 << 12  # past the block's 2 rows and 3 columns
+    B = row_block(np.ones((2, 3)))
+    LD = np.longdouble
+    _CASES = {
+        "ref_rmatvec": lambda: _fast.ref_rmatvec(B, np.zeros(3, np.uint8), np.zeros(3),
+            np.ones(BIG), np.ones(BIG), np.zeros(3, LD), np.zeros(3)),
+        "ref_rmatvec_short_a": lambda: _fast.ref_rmatvec(row_block(sp.random(2000, 100000,
+            density=1e-3, format="csr", random_state=0)), np.zeros(100000, np.uint8),
+            np.zeros(100000), np.ones(2000), np.ones(2000), np.zeros(1, LD), np.zeros(1)),
+        "ref_matvec_ld": lambda: _fast.ref_matvec_ld(B, np.ones(3), np.ones(3), np.zeros(BIG, LD),
+            np.zeros(BIG)),
+        "fresh_coefficients": lambda: _fast.fresh_coefficients(np.zeros(BIG, LD), np.ones(1),
+            np.ones(1), np.zeros(2, LD)),
+        "fresh_margins": lambda: _fast.fresh_margins(B, np.ones(5), np.ones(5), np.zeros(3, LD),
+            np.zeros(1, LD), 1.0, 0.0, 1.0, np.ones(2)),
+        "fresh_tail": lambda: _fast.fresh_tail(np.zeros(0, LD), 0, 0, 0, np.zeros(0), 1, 0, 1),
+        "w_bar_sq": lambda: _fast.w_bar_sq(np.ones(BIG), 0.0, np.ones(1), np.ones(1)),
+        "dot": lambda: _fast.dot(np.ones(BIG), np.ones(1)),
+        "projected_gradient": lambda: _fast.projected_gradient(row_block(np.ones((4, 3))),
+            np.ones(1), np.ones(1), np.ones(3), 0, 0, np.ones(1), 0, 1, 0, 1, np.ones(1),
+            np.zeros(1)),
+        "violations": lambda: _kernel_fast.violations(np.ones(1), np.ones(BIG), np.ones(1),
+            np.ones(1), np.zeros(1)),
+        "fista_point": lambda: _kernel_fast.fista_point(np.ones(BIG), np.ones(1), np.ones(1),
+            np.ones(1), np.ones(1), np.ones(1), 0, 0, 0, 1, 1, True, np.zeros(1), np.zeros(1)),
+        "diff_sq": lambda: _kernel_fast.diff_sq(np.ones(BIG), np.ones(1)),
+        "active_violations": lambda: _kernel_fast.active_violations(np.ones(5), np.ones(5),
+            np.ones(5), np.ones(1), np.arange(5), np.zeros(5)),
+        "projected_gradient_sq": lambda: _kernel_fast.projected_gradient_sq(np.ones(1),
+            np.ones(BIG), np.ones(1)),
+        "dot_dense_dense": lambda: _gram.dot_dense_dense(np.ones((300, 50)), np.ones((300, 50)),
+            np.zeros((1, 1))),
+        "dot_dense_dense_k": lambda: _gram.dot_dense_dense(np.ones((3, 50)), np.ones((3, 5)),
+            np.zeros((3, 3))),
+        "mirror_upper": lambda: _gram.mirror_upper(np.zeros((3000, 1))),
+        "dist_dense_dense": lambda: _gram.dist_dense_dense(np.ones((1, 2)), np.ones((1, 2)),
+            np.zeros((2000, 2000)), 2),
+        "rbf_exponent": lambda: _gram.rbf_exponent(np.zeros((2000, 2000)), np.ones(1), np.ones(1),
+            1.0),
+    }
+    return _CASES
+
+
+@pytest.mark.parametrize("name", sorted(_compiled_cases()))
+def test_compiled_kernels_check_the_lengths_they_read(name):
+    """The compiled kernels of the package's private modules, called with vectors of
+    other lengths than their block (or their other vectors): each refuses with a
+    ValueError naming the function and the argument. Before, their loops read and wrote
+    out of bounds (segfaults, heap corruption reported by free(), garbage results; found
+    by review). The library's own callers always pass matching lengths."""
+    with pytest.raises(ValueError, match=r"^(\w+: |Gram block: )"):
+        _compiled_cases()[name]()

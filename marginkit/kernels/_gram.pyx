@@ -110,6 +110,8 @@ cdef void _mirror_upper(floating[:, ::1] out) noexcept nogil:
 
 def mirror_upper(floating[:, ::1] out):
     """Copy the upper triangle of the square ``out`` onto its lower triangle, in place."""
+    if out.shape[0] != out.shape[1]:
+        raise ValueError(f"mirror_upper: out is {out.shape[0]} x {out.shape[1]}, not square")
     with nogil:
         _mirror_upper(out)
 
@@ -131,6 +133,9 @@ def dot_dense_dense(const floating[:, ::1] A, const floating[:, ::1] B, floating
     cdef int n_panels = (m + GEMM_PANEL - 1) // GEMM_PANEL
     cdef int p, i0, rows
     cdef int nt = max(1, min(_n_threads(2.0 * m * n * k), n_panels))
+    _check_block(m, n, k, B.shape[1], out.shape[0], out.shape[1])
+    if same and m != n:
+        raise ValueError("dot_dense_dense: same=True needs B to be A")
     if m == 0 or n == 0:
         return
     if k == 0:
@@ -339,6 +344,9 @@ def dist_dense_dense(const floating[:, ::1] A, const floating[:, ::1] B, floatin
     cdef Py_ssize_t i, j, f, j0
     cdef double s
     cdef int nt = _n_threads(<double>m * n * d)
+    _check_block(A.shape[0], B.shape[0], d, B.shape[1], m, n)
+    if same and m != n:
+        raise ValueError("dist_dense_dense: same=True needs B to be A")
     with nogil:
         for i in prange(m, schedule="dynamic", chunksize=8, num_threads=nt):
             j0 = i if same else 0
@@ -470,6 +478,9 @@ def rbf_exponent(floating[:, ::1] out, const floating[::1] sq_a, const floating[
     cdef Py_ssize_t i, j
     cdef double d2, sa
     cdef int nt = _n_threads(<double>m * n)
+    if sq_a.shape[0] != m or sq_b.shape[0] != n or (same and m != n):
+        raise ValueError(f"rbf_exponent: out is {m} x {n}, sq_a has {sq_a.shape[0]} entries "
+                         f"and sq_b {sq_b.shape[0]}" + (" (same=True: square)" if same else ""))
     with nogil:
         if same:
             for i in prange(m, schedule="dynamic", chunksize=16, num_threads=nt):

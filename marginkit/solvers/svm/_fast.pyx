@@ -316,6 +316,23 @@ cdef void _scaling_tail(Py_ssize_t d, double dn, const double* colmax, const dou
         m[j] = mean if center else 0.0
 
 
+
+def _same_lengths(str what, Py_ssize_t n, **arrays):
+    # vectors a loop below reads at 0..n-1 (the compiled loops do not check bounds)
+    for name, a in arrays.items():
+        if a is None or a.shape[0] != n:
+            raise ValueError(f"{what}: {name} has "
+                             f"{'no' if a is None else a.shape[0]} entries, {n} expected")
+
+
+def _box_of(str what, Py_ssize_t n, box):
+    # a per-point bound read at 0..n-1 (``_at``): n entries, contiguous or a one-value
+    # view of stride 0 (np.broadcast_to(gamma, n))
+    if box is None or box.shape[0] != n:
+        raise ValueError(f"{what}: box has {'no' if box is None else box.shape[0]} "
+                         f"entries, {n} expected (np.broadcast_to(gamma, n) for one value)")
+
+
 cdef _check_width(Py_ssize_t d, str name, Py_ssize_t got):
     # the scaling passes index their vectors by column: one entry per column of the block
     if got != d:
@@ -1543,6 +1560,9 @@ def fresh_scatter(rows_t X, const double[::1] y not None, const double[::1] r no
 def fresh_coefficients(long double[::1] fresh, const double[::1] sc, const double[::1] m,
                        long double[::1] ld):
     """fresh <- s (s (fresh - m b)) with b = ld[0] (long double); ld[1] <- m . fresh."""
+    _same_lengths("fresh_coefficients", fresh.shape[0], sc=sc, m=m)
+    if ld.shape[0] < 2 or fresh.shape[0] == 0:
+        raise ValueError("fresh_coefficients: ld needs 2 entries and fresh at least one")
     ld[1] = _fresh_coefficients(&fresh[0], &sc[0], &m[0], ld[0], fresh.shape[0])
 
 
@@ -1553,6 +1573,14 @@ def fresh_margins(rows_t X, const double[::1] y, const double[::1] r, const long
     from the coefficients ``fresh``, mv = ld[1], b = ld[0]."""
     cdef Py_ssize_t bs = _bound_step(box, "box")  # 0: one bound for all points
     cdef long double acc
+    _same_lengths("fresh_margins", X.n, y=y, r=r)
+    _same_lengths("fresh_margins", X.d, fresh=fresh)
+    _box_of("fresh_margins", X.n, box)
+    if ld.shape[0] < 3:
+        raise ValueError(f"fresh_margins: ld has {ld.shape[0]} entries, 3 expected")
+    if X.n == 0:
+        ld[2] = 0.0
+        return
     cdef long double mv = ld[1], b = ld[0]
     with nogil:
         acc = _fresh_margins(X, &y[0], &r[0], &fresh[0], mv, b, t_col, t_shift, mu,
@@ -1564,11 +1592,16 @@ def fresh_tail(const long double[::1] acc, double rxi, double rsum, double rsq,
                const double[::1] rc, double t_col, double t_shift, double mu):
     """The bound from the reduced passes: (||p|| (1 + rc[0] + 2.3e-16) + its rounding
     bound) (1 + 1e-15) / mu, ||p|| = sqrt(acc[0]) (long double)."""
+    if acc.shape[0] < 1 or rc.shape[0] < 6:
+        raise ValueError("fresh_tail: acc needs one entry and rc at least 6")
     return _fresh_tail(acc[0], rxi, rsum, rsq, &rc[0], t_col, t_shift, mu)
 
 
 def w_bar_sq(const double[::1] a, double b, const double[::1] sc, const double[::1] m):
     """||s * (a - m b)||^2, as ``fista_iteration`` computes it (a serial loop)."""
+    _same_lengths("w_bar_sq", a.shape[0], sc=sc, m=m)
+    if a.shape[0] == 0:
+        return 0.0
     return _w_bar_sq(&a[0], b, &sc[0], &m[0], a.shape[0])
 
 
@@ -1903,6 +1936,9 @@ def projected_gradient(rows_t X, const double[::1] y, const double[::1] r, const
     """
     cdef Py_ssize_t bs = _bound_step(box, "box")  # 0: one bound for all points
     cdef double acc
+    _same_lengths("projected_gradient", X.n, y=y, r=r, c=c, pg=pg)
+    _same_lengths("projected_gradient", X.d, s2a=s2a)
+    _box_of("projected_gradient", X.n, box)
     with nogil:
         acc = _pg_pass(X, &y[0], &r[0], &s2a[0], b, P, &c[0], M, t_col, t_shift,
                        mu, &box[0], bs, &pg[0])
@@ -1982,6 +2018,7 @@ def dot(const double[::1] x, const double[::1] z):
     """x . z in a serial loop."""
     cdef Py_ssize_t i
     cdef double q = 0.0
+    _same_lengths("dot", x.shape[0], z=z)
     with nogil:
         for i in range(x.shape[0]):
             q += x[i] * z[i]
@@ -2014,6 +2051,10 @@ def ref_rmatvec(rows_t X, const unsigned char[::1] skip, const double[::1] m, co
     the work is O(nnz) however wide X is; a dense block touches every column. Returns the
     largest number of entries of a row (the length of a row's dot products)."""
     cdef Py_ssize_t n = u.shape[0]
+    _same_lengths("ref_rmatvec", X.n, u=u, r=r)
+    _same_lengths("ref_rmatvec", X.d, a=a, mag=mag, m=m)
+    if rows_t in csr_rows_t and skip.shape[0] < X.d:
+        raise ValueError(f"ref_rmatvec: skip has {skip.shape[0]} entries for {X.d} columns")
     cdef Py_ssize_t d = a.shape[0]
     cdef Py_ssize_t i, j, k, t, ln, i0, i1, nt, longest = 0
     cdef double c, ui, ri, bsum = 0.0, rsum = 0.0
@@ -2385,6 +2426,8 @@ def ref_matvec_ld(rows_t X, const double[::1] v, const double[::1] Mv, long doub
     cdef Py_ssize_t i, j, k
     cdef long double t
     cdef double q
+    _same_lengths("ref_matvec_ld", X.n, th=th, Mth=Mth)
+    _same_lengths("ref_matvec_ld", X.d, v=v, Mv=Mv)
     with nogil:
         for i in range(n):
             t = 0.0

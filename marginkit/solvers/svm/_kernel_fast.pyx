@@ -24,6 +24,15 @@ cdef inline double _clip(double v, double hi) noexcept nogil:
     return v
 
 
+
+def _same_lengths(str what, Py_ssize_t n, **arrays):
+    # the vectors a loop below reads at 0..n-1 (the compiled loops do not check bounds)
+    for name, a in arrays.items():
+        if a.shape[0] != n:
+            raise ValueError(f"{what}: {name} has {a.shape[0]} entries, {n} expected (one "
+                             "per point)")
+
+
 def fista_point(const double[::1] r, const double[::1] r_prev, const double[::1] f,
                 const double[::1] f_prev, const double[::1] y, const double[::1] gamma,
                 double t, double t_prev, double beta, double L, double mu, bint augmented,
@@ -39,6 +48,8 @@ def fista_point(const double[::1] r, const double[::1] r_prev, const double[::1]
     """
     cdef Py_ssize_t i, n = r.shape[0]
     cdef double b1 = 1.0 + beta, ti = 0.0, g, v, dsq = 0.0, dd
+    _same_lengths("fista_point", n, r_prev=r_prev, f=f, f_prev=f_prev, y=y, gamma=gamma,
+                  yk=yk, out=out)
     if augmented:
         ti = b1 * t - beta * t_prev
     with nogil:
@@ -59,6 +70,7 @@ def diff_sq(const double[::1] a, const double[::1] b):
     """||a - b||^2."""
     cdef Py_ssize_t i, n = a.shape[0]
     cdef double acc = 0.0, d
+    _same_lengths("diff_sq", n, b=b)
     with nogil:
         for i in range(n):
             d = a[i] - b[i]
@@ -72,6 +84,7 @@ def projected_gradient_sq(const double[::1] G, const double[::1] r, const double
     weight 0, where both bounds hold)."""
     cdef Py_ssize_t i, n = r.shape[0]
     cdef double acc = 0.0, g
+    _same_lengths("projected_gradient_sq", n, G=G, gamma=gamma)
     with nogil:
         for i in range(n):
             g = G[i]
@@ -417,6 +430,7 @@ def active_violations(const double[::1] G, const double[::1] r, const double[::1
     returns (sum of p_i^2, max p_i, min p_i) over them."""
     cdef Py_ssize_t k, i, na = active.shape[0], n = r.shape[0]
     cdef double acc = 0.0, pg, hi = -INFINITY, lo = INFINITY
+    _same_lengths("active_violations", n, G=G, gamma=gamma, qd=qd)
     if score.shape[0] < na:
         raise ValueError("score must hold one entry per active coordinate")
     for k in range(na):
@@ -467,6 +481,7 @@ def violations(const double[::1] G, const double[::1] r, const double[::1] gamma
     coordinate i, up to the clip); returns (||p||^2, max p, min p)."""
     cdef Py_ssize_t i, n = r.shape[0]
     cdef double acc = 0.0, pg, hi = -INFINITY, lo = INFINITY
+    _same_lengths("violations", n, G=G, gamma=gamma, qd=qd, score=score)
     with nogil:
         for i in range(n):
             pg = _pg(G[i], r[i], gamma[i])
