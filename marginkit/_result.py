@@ -273,7 +273,7 @@ def _bind_status_to_certificate(fields, path):
 
 #: a certificate's attribute -> the result field that predicts with it (both kept by a run)
 _CERTIFIED_MODEL = {"kernel": "kernel", "intercept": "intercept_", "coef": "coef_",
-                    "classes": "classes_"}
+                    "classes": "classes_", "support_coef": "support_coef_"}
 
 
 def _bind_model_to_certificate(fields, path):
@@ -301,10 +301,8 @@ def _bind_model_to_certificate(fields, path):
                              f"(r.certificate.fields.{attr}); the file was edited")
     # a kernel model's rows and coefficients: the certificate's fingerprint of them
     mismatch = getattr(cert, "predictor_mismatch", None)
-    if callable(mismatch) and (fields.get("support_") is not None or
-                               fields.get("support_coef_") is not None):
-        why = mismatch(fields.get("support_"), fields.get("support_coef_"),
-                       (fields.get("extra") or {}).get("support_indices"))
+    if callable(mismatch):
+        why = mismatch(fields)
         if why is not None:
             name = os.fspath(path) if isinstance(path, os.PathLike) else path
             raise ValueError(f"{name!r}: {why}; the file was edited")

@@ -19,6 +19,7 @@ import numbers
 import numpy as np
 
 from ._compose import claim_thresholds, resolve_kernel
+from ._referee import ETA
 from ._referee import UNIT as U  # the unit round-off of float64
 
 __all__ = ["Certificate", "Verdict", "NotPositiveSemidefiniteError", "certificate_type",
@@ -134,7 +135,7 @@ def predictor_fingerprint(support, support_coef):
     one. A certificate of a kernel model holds the fingerprint of the predictor it
     certifies: its referee recomputes the predictor from X, y and the certified variables,
     and ``load_result`` compares it with the loaded ``support_`` and ``support_coef_``
-    (docs/certificates.md, "The model a certificate binds")."""
+    (docs/reliability.md, "Input policy")."""
     import hashlib
 
     import scipy.sparse as sp
@@ -422,6 +423,82 @@ def _gram_products(X, ypm, kernel, v):
     return g.reshape(v.shape), err.reshape(v.shape), False
 
 
+# ------------------------------------------------------------------ a stored separator
+def _row_length(P):
+    """The largest number of entries of a row of P (its columns when dense)."""
+    import scipy.sparse as sp
+
+    if sp.issparse(P):
+        return int(np.diff(P.tocsr().indptr).max(initial=0))
+    return P.shape[1]
+
+
+def _pass_stored(Xb, yb, kernel, w, ew):
+    """Block share of min_i (y_i phi(x_i) . w - err_i): the margins of the separator w in
+    the kernel's feature space (the linear kernel's: X's columns), err_i a bound on their
+    rounding (any order of the k products of a row: gamma_{k+2} |phi(x_i)| . |w|) plus
+    |phi(x_i)| . ew, ew bounding the error of w itself."""
+    P = _features(kernel, Xb)
+    k = _row_length(P) + 2
+    absP = abs(P)
+    m = np.asarray(P @ w).ravel()
+    a = np.asarray(absP @ np.abs(w)).ravel()
+    b = np.asarray(absP @ ew).ravel()
+    err = SAFETY * (k * U / (1 - k * U) * a + b + k * ETA)
+    if m.size == 0:
+        return np.inf
+    return float(np.min(yb * m - err))
+
+
+def stored_separator_margin(X, ypm, kernel, coef=None, support=None, support_coef=None):
+    """The smallest margin y_i f(x_i) of a stored separator f, less a bound on the
+    rounding of its recomputation in float64 (positive: f classifies every point
+    correctly, as ``predict`` computes it, whatever the order of its sums).
+
+    f is ``coef`` in the kernel's feature space (the linear model's ``coef_``), or
+    ``K(x, support) @ support_coef`` (a kernel model; ``support`` None for a precomputed
+    Gram matrix X, whose columns are then the model's rows). Feature maps are evaluated
+    on float64 rows (``_features``) with w = Phi(support)^T support_coef and its error
+    bound; other kernels through ``careful_block`` (entry bounds included)."""
+    feature = getattr(kernel, "feature_map", None) is not None
+    if coef is not None or feature:
+        if coef is not None:
+            w, ew = np.asarray(coef, dtype=np.float64), np.zeros(np.shape(coef))
+        else:
+            c = np.asarray(support_coef, dtype=np.float64)
+            Ps = _features(kernel, support)
+            k = Ps.shape[0] + 2
+            w = np.asarray(Ps.T @ c).ravel()
+            ew = SAFETY * (k * U / (1 - k * U) * np.asarray(abs(Ps).T @ np.abs(c)).ravel()
+                           + k * ETA)
+        blocks = row_blocks(X)
+        parts = blocks.map(_pass_stored, per_block=(ypm,), common=(kernel, w, ew))
+        return min(parts, default=np.inf)
+    import scipy.sparse as sp
+
+    from ._validation import check_X
+
+    X = check_X(local_matrix(X))
+    c = np.asarray(support_coef, dtype=np.float64)
+    k = c.shape[0] + 4
+    precomputed = getattr(kernel, "precomputed", False)
+    low = np.inf
+    step = max(1, (1 << 21) // max(c.shape[0], 1))
+    for lo in range(0, X.shape[0], step):
+        hi = min(X.shape[0], lo + step)
+        if precomputed:
+            K = X[lo:hi]
+            K, E = np.asarray(K.toarray() if sp.issparse(K) else K, dtype=np.float64), None
+        else:
+            K, E = kernel.careful_block(X[lo:hi], support)
+        f = K @ c
+        err = SAFETY * (k * U / (1 - k * U) * (np.abs(K) @ np.abs(c))
+                        + (0.0 if E is None else E @ np.abs(c)) + k * ETA)
+        if hi > lo:
+            low = min(low, float(np.min(ypm[lo:hi] * f - err)))
+    return low
+
+
 # ------------------------------------------------------------------ the two claims
 def separator_margin(X, ypm, kernel, alpha):
     """The referee's view of "G alpha > 0": ``(low, value, rounding)`` with value = min_i
@@ -595,6 +672,14 @@ def kernel_mismatch(kernel, config):
         return None
     from .kernels.builtin import LinearKernel
 
+    # a plug-in's parameters are read through ``params``; an attribute of the same name
+    # set on the instance (``kernel.gamma = 50``, kept by pickle) would be read instead by
+    # the code that evaluates the kernel, while get_params() still reports the run's
+    shadow = sorted(k for k in (getattr(kernel, "params", None) or {})
+                    if k in getattr(kernel, "__dict__", {}))
+    if shadow:
+        return (f"the certificate's kernel has attribute(s) {shadow} set on it that shadow "
+                "its parameters (set_params changes a parameter); it is not the run's kernel")
     if isinstance(config, dict):
         spec, params = config.get("kernel", "linear"), config.get("kernel_params")
     else:
@@ -709,12 +794,41 @@ class SeparatorCertificate(_PerceptronFamilyCertificate):
 
     kind = "separator"
 
-    def __init__(self, alpha, value, kernel, classes=None, config=None):
+    def __init__(self, alpha, value, kernel, classes=None, config=None, coef=None,
+                 support_coef=None, predictor=None):
         self.alpha = np.asarray(alpha, dtype=np.float64)
         self.value = float(value)
         self.kernel = kernel
         self.classes = classes
         self.config = config
+        #: the separator a result predicts with: ``coef`` (a model in X's columns), or
+        #: ``support_coef`` with ``predictor`` = ``predictor_fingerprint(support_,
+        #: support_coef_)`` (a kernel model, its rows those of X where alpha != 0)
+        self.coef = None if coef is None else np.asarray(coef, dtype=np.float64)
+        self.support_coef = None if support_coef is None else \
+            np.asarray(support_coef, dtype=np.float64)
+        if (support_coef is None) != (predictor is None) or (
+                predictor is not None and not (isinstance(predictor, str)
+                                               and len(predictor) == 64)):
+            raise ValueError("support_coef and predictor (the 64-character hex string of "
+                             "predictor_fingerprint) go together, or are both None")
+        self.predictor = predictor
+
+    def predictor_mismatch(self, fields):
+        """None when a result's model (``coef_``, or ``support_`` with ``support_coef_``) is
+        the separator this certificate checks, else why not (``load_result``)."""
+        if fields.get("coef_") is not None and self.coef is None:
+            return ("its certificate holds no copy of the separator r.coef_ it checks "
+                    "(r.certificate.fields.coef)")
+        if fields.get("support_coef_") is not None:
+            if self.predictor is None:
+                return ("its certificate holds no fingerprint of the separator it checks "
+                        "(r.certificate.fields.predictor)")
+            if predictor_fingerprint(fields.get("support_"), fields["support_coef_"]) != \
+                    self.predictor:
+                return ("r.support_ and r.support_coef_ are not the separator its "
+                        "certificate checks")
+        return None
 
     def check(self, X, y):
         X = as_data(X)
@@ -736,8 +850,38 @@ class SeparatorCertificate(_PerceptronFamilyCertificate):
             return Verdict.reject(self.kind, "alpha is zero, or a point has K(x, x) = 0 "
                                              "(the normalized Gram is undefined)")
         low, value, rounding = res
-        return Verdict(low > 0, self.kind, value=value, threshold=0.0, rounding=rounding,
-                       margin=low, reason="min_i (G alpha)_i does not exceed its rounding bound")
+        if not low > 0:
+            return Verdict(False, self.kind, value=value, threshold=0.0, rounding=rounding,
+                           margin=low,
+                           reason="min_i (G alpha)_i does not exceed its rounding bound")
+        why = self._stored_separator(X, ypm, kernel, alpha)
+        if why is not None:
+            return Verdict.reject(self.kind, why, value=value, threshold=0.0,
+                                  rounding=rounding, margin=low)
+        return Verdict(True, self.kind, value=value, threshold=0.0, rounding=rounding,
+                       margin=low)
+
+    def _stored_separator(self, X, ypm, kernel, alpha):
+        """Why the separator the certificate stores (the one the result predicts with) is
+        not established on (X, y), or None: it must be the model of alpha's support (the
+        rows of X where alpha != 0, bound by their fingerprint) and classify every point
+        correctly beyond the rounding of its recomputation."""
+        if self.coef is None and self.support_coef is None:
+            return None  # a certificate of alpha alone (user code): nothing predicts
+        support = None
+        if self.coef is None:
+            precomputed = getattr(kernel, "precomputed", False)
+            if not precomputed:
+                support = local_matrix(X)[np.flatnonzero(alpha != 0)]
+            if predictor_fingerprint(support, self.support_coef) != self.predictor:
+                return ("the stored separator (support_, support_coef_) is not a model of "
+                        "the rows of X where alpha != 0")
+        low = stored_separator_margin(X, ypm, kernel, coef=self.coef, support=support,
+                                      support_coef=self.support_coef)
+        if not low > 0:
+            return ("the stored separator (coef_ or support_coef_) does not classify every "
+                    "point correctly beyond the rounding of its recomputation")
+        return None
 
 
 @certificate_type

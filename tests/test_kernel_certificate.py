@@ -4,6 +4,7 @@ r comes from an independent small solver on the explicit Q (coordinate descent f
 projected gradient onto box and hyperplane for the classical SVM), never from marginkit's
 solvers; the certificate must accept it, and reject every tampering with a reason.
 """
+import copy
 from fractions import Fraction
 
 import numpy as np
@@ -689,3 +690,32 @@ def test_referee_recomputes_the_fingerprint_of_the_predictor(cases, name):
         assert not v and "the stored predictor" in v.reason
     with pytest.raises(ValueError, match="predictor must be"):
         _clone(cert, predictor="abc")
+
+
+def test_a_kernel_attribute_shadowing_its_parameter_is_rejected():
+    # found by review: c.kernel.gamma = 50 (an instance attribute, kept by pickle) was
+    # read by the code that evaluates the kernel while get_params() still gave the run's
+    # 0.5, so the certificate of a gamma = 50 run verified for the run of gamma = 0.5
+    import pickle
+
+    rng = np.random.default_rng(3)
+    X, y = rng.normal(size=(40, 2)), np.where(rng.random(40) < 0.5, 1.0, -1.0)
+    res = mk.solve(X, y, solver="dcd", kernel="rbf", kernel_params={"gamma": 0.5}, C=10.0)
+    other = mk.solve(X, y, solver="dcd", kernel="rbf", kernel_params={"gamma": 50.0},
+                     C=10.0).certificate
+    assert res.certificate.verify(X, y)
+    c = pickle.loads(pickle.dumps(res.certificate))
+    c.kernel.gamma = 50.0
+    c = pickle.loads(pickle.dumps(c))
+    assert c.kernel.get_params()["gamma"] == 0.5  # what the comparison with the run reads
+    c.r, c.mask, c.intercept, c.predictor = other.r, other.mask, other.intercept, None
+    v = c.check(X, y)
+    assert not v and "shadow its parameters" in v.reason
+    # a callable kernel's function replaced on the instance
+    lin = mk.solve(X, y, solver="dcd", kernel=lambda A, B: A @ B.T, C=10.0)
+    if lin.certificate is not None and "function" in lin.certificate.kernel.params:
+        c = copy.copy(lin.certificate)
+        c.kernel = copy.copy(c.kernel)
+        c.kernel.function = lambda A, B: 2.0 * (A @ B.T)
+        v = c.check(X, y)
+        assert not v and "shadow its parameters" in v.reason

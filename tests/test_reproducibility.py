@@ -713,3 +713,110 @@ def test_a_certificate_field_beyond_float64_names_its_place(tmp_path):
     with pytest.raises(ValueError, match=r"r\.certificate: KernelCertifiedPointsCertificate "
                                          r"refused its fields: int too large"):
         mk.load_result(path)
+
+
+def _separable(kernel, n=60, seed=1):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 3))
+    if kernel == "linear":
+        y = (X @ np.array([1.0, -2.0, 0.5]) > 0).astype(int)
+    else:
+        y = (np.linalg.norm(X, axis=1) > 1.4).astype(int)
+    return X, y
+
+
+_SEPARATOR_RUNS = {
+    "linear snkp": ("linear", {"solver": "snkp"}),
+    "linear perceptron": ("linear", {"solver": "perceptron"}),
+    "rbf nkp": ("rbf", {"solver": "nkp", "kernel": "rbf", "kernel_params": {"gamma": 1.0}}),
+    "rbf isnkpvn": ("rbf", {"solver": "isnkpvn", "kernel": "rbf",
+                            "kernel_params": {"gamma": 1.0}}),
+    "nystroem snkp": ("rbf", {"solver": "snkp", "kernel": "nystroem", "random_state": 0,
+                              "kernel_params": {"n_components": 40,
+                                                "base_params": {"gamma": 1.0}}}),
+    "precomputed snkp": ("precomputed", {"solver": "snkp", "kernel": "precomputed"}),
+}
+
+
+def _separator_run(name):
+    data, kw = _SEPARATOR_RUNS[name]
+    X, y = _separable("linear" if data == "linear" else "rbf")
+    if data == "precomputed":
+        X = np.exp(-np.sum((X[:, None] - X[None]) ** 2, axis=2))
+    res = mk.solve(X, y, **kw)
+    assert res.status == "separable", res.status
+    return X, y, res
+
+
+@pytest.mark.parametrize("name", sorted(_SEPARATOR_RUNS))
+def test_a_separator_certificate_holds_the_model_the_result_predicts_with(name, tmp_path):
+    """The perceptron family's "separable" claim is about the separator the result keeps:
+    the certificate stores it (coef_, or support_coef_ with the fingerprint of the rows),
+    the referee checks that it classifies every training point correctly beyond the
+    rounding of its recomputation, and load_result refuses a file whose model is not the
+    stored one. Before, an edited coef_ or support_coef_ loaded as "separable", its
+    certificate verified, and it predicted every training point wrongly (found by
+    review)."""
+    from marginkit.certificates import predictor_fingerprint
+
+    X, y, res = _separator_run(name)
+    cert = res.certificate
+    assert cert.verify(X, y)
+    if res.coef_ is not None:
+        np.testing.assert_array_equal(cert.coef, res.coef_)
+    else:
+        np.testing.assert_array_equal(cert.support_coef, res.support_coef_)
+        assert cert.predictor == predictor_fingerprint(res.support_, res.support_coef_)
+    res.save(tmp_path / "sep.npz")
+    assert (mk.load_result(tmp_path / "sep.npz").predict(X) == res.predict(X)).all()
+    with zipfile.ZipFile(tmp_path / "sep.npz") as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    header = _header(members)
+    field = "coef_" if res.coef_ is not None else "support_coef_"
+    node, values = _array_of(members, header["fields"][field])
+    # 1. the model alone edited: refused when loading
+    edited = dict(members)
+    _set_array(edited, node, -values)
+    _rewrite(tmp_path / "edit.npz", edited, header)
+    with pytest.raises(ValueError, match=rf"r\.{field} is not the \w+ its certificate checks"):
+        mk.load_result(tmp_path / "edit.npz")
+    # 2. the model and the certificate's copy edited together: loads, and the referee
+    # finds that the stored separator misclassifies the training points
+    cfields = header["fields"]["certificate"]["fields"]
+    key = "coef" if field == "coef_" else "support_coef"
+    cnode, _ = _array_of(edited, cfields[key])
+    _set_array(edited, cnode, -values)
+    if key == "support_coef":
+        cfields["predictor"] = predictor_fingerprint(res.support_, -res.support_coef_)
+    _rewrite(tmp_path / "edit2.npz", edited, header)
+    back = mk.load_result(tmp_path / "edit2.npz")
+    assert (back.predict(X) != res.predict(X)).all()
+    verdict = back.certificate.check(X, y)
+    assert not verdict and "the stored separator" in verdict.reason
+    # 3. the certificate's copy dropped: refused (no separator bound to the model)
+    header = _header(members)
+    dropped = dict(members)
+    cnode, _ = _array_of(dropped, header["fields"]["certificate"]["fields"].pop(key))
+    del dropped[cnode["__array__"] + ".npy"]  # no undeclared member left behind
+    if key == "support_coef":
+        del header["fields"]["certificate"]["fields"]["predictor"]
+    _rewrite(tmp_path / "edit3.npz", dropped, header)
+    with pytest.raises(ValueError, match=r"its certificate holds no (copy|fingerprint) of "
+                                         r"the separator"):
+        mk.load_result(tmp_path / "edit3.npz")
+
+
+def test_a_separator_model_of_other_rows_is_rejected():
+    # support_coef_ kept, its fingerprint made for rows that are not X's rows where
+    # alpha != 0: the referee refuses the stored separator before computing its margins
+    from marginkit.certificates import SeparatorCertificate, predictor_fingerprint
+
+    X, y, res = _separator_run("rbf nkp")
+    c = res.certificate
+    other = predictor_fingerprint(res.support_[::-1], res.support_coef_)
+    forged = SeparatorCertificate(c.alpha, c.value, c.kernel, c.classes, c.config,
+                                  support_coef=c.support_coef, predictor=other)
+    v = forged.check(X, y)
+    assert not v and "not a model of the rows of X where alpha != 0" in v.reason
+    with pytest.raises(ValueError, match="go together"):
+        SeparatorCertificate(c.alpha, c.value, c.kernel, support_coef=c.support_coef)

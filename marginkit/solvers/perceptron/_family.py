@@ -19,7 +19,8 @@ import scipy.sparse as sp
 
 from ..._executors import Executor
 from ..._validation import Param
-from ...certificates import InfeasibilityCertificate, SeparatorCertificate
+from ...certificates import (InfeasibilityCertificate, SeparatorCertificate,
+                             predictor_fingerprint)
 from ...linalg._operator import FeatureOperator, make_operator
 from ...plugins import Solver, SolverState
 from ...stopping import DualCertificate
@@ -75,9 +76,21 @@ class _FamilyState(SolverState):
         pb, core = self.problem, self.core
         if status == "separable":
             return SeparatorCertificate(v, core.min_margin, pb.kernel, pb.classes_,
-                                        config=pb.config)
+                                        config=pb.config, **self._separator(v))
         return InfeasibilityCertificate(v, float(core.dual_norm), float(core.dual_tol),
                                         pb.kernel, pb.classes_, config=pb.config)
+
+    def _separator(self, alpha):
+        """The model of alpha the result predicts with (``_model``; on dask chunks the
+        driver's ``primal()``), as the certificate stores it: ``coef``, or
+        ``support_coef`` with the fingerprint of the rows and coefficients."""
+        if self.op is None:
+            return {"coef": np.asarray(self.core.primal(), dtype=np.float64)}
+        model = _model(self.problem, self.op, alpha)
+        if model.get("coef_") is not None:
+            return {"coef": model["coef_"]}
+        return {"support_coef": model["support_coef_"],
+                "predictor": predictor_fingerprint(model["support_"], model["support_coef_"])}
 
     def refuted(self, status, verdict):
         core = self.core

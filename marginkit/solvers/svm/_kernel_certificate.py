@@ -350,10 +350,14 @@ class KernelCertifiedPointsCertificate(Certificate):
                                             "point (beyond rounding)", **numbers)
         return Verdict(True, kind, **numbers)
 
-    def predictor_mismatch(self, support, support_coef, support_indices=None):
+    def predictor_mismatch(self, fields):
         """None when a result's ``support_`` and ``support_coef_`` (and, when given, its
         ``extra["support_indices"]``) are the predictor this certificate checks, else
-        why not (``load_result``)."""
+        why not (``load_result``; ``fields``: the result's fields)."""
+        support, support_coef = fields.get("support_"), fields.get("support_coef_")
+        support_indices = (fields.get("extra") or {}).get("support_indices")
+        if support is None and support_coef is None:
+            return None  # no model predicts: a certificate kept on its own
         if self.predictor is None:
             return ("its certificate holds no fingerprint of the predictor it checks "
                     "(r.certificate.fields.predictor)")
