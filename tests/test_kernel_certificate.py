@@ -719,3 +719,52 @@ def test_a_kernel_attribute_shadowing_its_parameter_is_rejected():
         c.kernel.function = lambda A, B: 2.0 * (A @ B.T)
         v = c.check(X, y)
         assert not v and "shadow its parameters" in v.reason
+
+
+def _underflow_points():
+    # two clusters and one +1 point inside the -1 cluster (point 11), scaled so that every
+    # product of two coordinates underflows to a subnormal or to 0
+    zp = [[3, 3], [3.5, 2.5], [2.5, 3.5], [3, 4], [4, 3], [3.2, 3.1], [2.8, 2.9], [3.6, 3.4],
+          [2.4, 2.6], [3.9, 3.9], [3.3, 2.2], [-3, -3]]
+    zm = [[-3, -3.2], [-3.5, -2.5], [-2.5, -3.5], [-3, -2.4], [-2.2, -3], [-3.8, -3.1],
+          [-2.9, -3.6], [-3.4, -3.4]]
+    return np.array(zp + zm, dtype=np.float64), np.r_[np.ones(12), -np.ones(8)]
+
+
+@pytest.mark.parametrize("name", ["rbf", "poly"])
+@pytest.mark.parametrize("width", [2, 2000])
+def test_entry_bounds_hold_where_products_underflow(name, width):
+    # found by review: the entry bounds were relative only; with coordinates near 1e-160
+    # and gamma = 8e307 every product underflows, the computed K was exactly 1 (rbf) or 0
+    # (poly) with a bound of 0, against an exact 1 - K up to 5e-11 (rbf) and an exact K of
+    # -1.8e-16 (poly). The same kernel on X 2^600 with gamma 2^-1200 has no underflow: its
+    # entries, within their own bounds, are the exact ones
+    Z, _ = _underflow_points()
+    Z = np.repeat(Z[[0, 5, 11, 12, 16, 19]], width // 2, axis=1)
+    scale = 3.5e-163 if name == "poly" else 3.5e-162
+    g = 8e307
+    if name == "rbf":
+        tiny, twin = RBFKernel(gamma=g), RBFKernel(gamma=g * 2.0**-600 * 2.0**-600)
+    else:
+        tiny = PolynomialKernel(degree=1, gamma=g, coef0=0.0)
+        twin = PolynomialKernel(degree=1, gamma=g * 2.0**-600 * 2.0**-600, coef0=0.0)
+    X = Z * scale
+    K, E = tiny.careful_block(X, X)
+    Kt, Et = twin.careful_block(X * 2.0**600, X * 2.0**600)
+    assert np.all(np.abs(K - Kt) <= E + Et), np.max(np.abs(K - Kt) - E - Et)
+    assert np.max(np.abs(K - Kt)) > 0  # the underflow is there to be bounded
+    if name == "rbf":
+        u = np.linspace(-1.0, 1.0, X.shape[0])
+        f, a, b, _, _ = tiny.careful_products(X, X, u)
+        assert np.all(np.abs(f - Kt @ u) <= b + Et @ np.abs(u))
+
+
+def test_poly_kernel_certifies_no_false_point_where_products_underflow():
+    # the solver's run of the review's case: point 11 (a +1 inside the -1 cluster) is
+    # misclassified by the exact optimum (theta*_11 = -0.754); it was certified, verified
+    X, y = _underflow_points()
+    X = X * 3.5e-163
+    res = mk.solve(X, y, solver="fista_svm", kernel="poly",
+                   kernel_params={"gamma": 8e307, "coef0": 0.0, "degree": 1}, C=1e18, mu=1e-17)
+    if res.certificate is not None:
+        assert not (res.certificate.mask[11] and res.certificate.verify(X, y))

@@ -507,32 +507,34 @@ cdef double _TINY = ldexp(1.0, -1074)
 
 cdef inline double _careful_d2_e(double dot, double sa, double sb, double c,
                                  const double* d2x_row, Py_ssize_t j, double c_explicit,
-                                 double* e) noexcept nogil:
+                                 double e_abs, double* e) noexcept nogil:
     """D2 and its error bound e for entry j of a row of ``rbf_careful_*``: the norm formula
     on fl(<a, b>) = dot (``d2x_row`` NULL), or the squared distance ``d2x_row[j]`` summed
-    from explicit differences."""
+    from explicit differences; ``e_abs`` is the absolute part of the bound (products and
+    squares that underflow)."""
     cdef double s, d2
     if d2x_row != NULL:
         d2 = d2x_row[j]
-        e[0] = c_explicit * d2
+        e[0] = c_explicit * d2 + e_abs
         return d2
     s = sa + sb
     d2 = s - 2.0 * dot
-    e[0] = c * s
+    e[0] = c * s + e_abs
     return d2 if d2 > 0.0 else 0.0
 
 
 def rbf_careful_exponents(double[:, ::1] K, double[:, ::1] E, const double[::1] sq_a,
                           const double[::1] sq_b, double gamma, double c,
                           const double[:, ::1] d2x, const long long[::1] which,
-                          double c_explicit):
+                          double c_explicit, double e_abs=0.0):
     """The exponents of the referee's RBF entries and of their error bounds, in place.
 
     On entry ``K[i, j]`` holds fl(<a_i, b_j>) (the dot block of the centered rows). Per
     entry, with S = fl(sq_a[i] + sq_b[j]): D2 = max(S - 2 <a, b>, 0) and e = c S (``c`` =
     (k + 12) u, the norm formula's cancellation bound), or, on a row with ``which[i] >= 0``,
     D2 = ``d2x[which[i], j]`` (summed from explicit differences) and e = c_explicit D2
-    (``c_explicit`` = (k + 4) u: a sum of non-negative terms). Writes K <- -gamma D2 and
+    (``c_explicit`` = (k + 4) u: a sum of non-negative terms); ``e_abs`` is added to e (the
+    products and squares that underflow, ``RBFKernel.careful_block``). Writes K <- -gamma D2 and
     E <- -gamma max(D2 - e, 0); ``rbf_careful_bound`` finishes after numpy's exp of both
     (its SIMD exp is several times faster than libm's, so the exp is not fused here).
     """
@@ -548,7 +550,7 @@ def rbf_careful_exponents(double[:, ::1] K, double[:, ::1] E, const double[::1] 
             sa = sq_a[i]
             row = &d2x[which[i], 0] if which[i] >= 0 else NULL
             for j in range(n):
-                d2 = _careful_d2_e(K[i, j], sa, sq_b[j], c, row, j, c_explicit, &e)
+                d2 = _careful_d2_e(K[i, j], sa, sq_b[j], c, row, j, c_explicit, e_abs, &e)
                 K[i, j] = d2 * -gamma
                 d2 = d2 - e
                 E[i, j] = (d2 if d2 > 0.0 else 0.0) * -gamma
@@ -557,7 +559,7 @@ def rbf_careful_exponents(double[:, ::1] K, double[:, ::1] E, const double[::1] 
 def rbf_careful_bound(const double[:, ::1] K, double[:, ::1] E, const double[::1] sq_a,
                       const double[::1] sq_b, double gamma, double c,
                       const double[:, ::1] d2x, const long long[::1] which,
-                      double c_explicit):
+                      double c_explicit, double e_abs=0.0):
     """In place, after ``rbf_careful_exponents`` and the exp of both arrays (K = exp(-gamma
     D2), E = exp(-gamma max(D2 - e, 0))): E <- E (2 gamma e) + 8 u K + the smallest
     subnormal, e recomputed as there (the same operations on the same operands).
@@ -579,7 +581,7 @@ def rbf_careful_bound(const double[:, ::1] K, double[:, ::1] E, const double[::1
             sa = sq_a[i]
             row = &d2x[which[i], 0] if which[i] >= 0 else NULL
             for j in range(n):
-                _careful_d2_e(0.0, sa, sq_b[j], c, row, j, c_explicit, &e)
+                _careful_d2_e(0.0, sa, sq_b[j], c, row, j, c_explicit, e_abs, &e)
                 E[i, j] = E[i, j] * (e * g2) + K[i, j] * u8 + _TINY
 
 

@@ -241,13 +241,23 @@ def _cancellation_bound(k, u):
     return (k + 12) * u
 
 
-def _cancelled_rows(Ac, Bc, na, nb, g, dtype, tol):
-    """Rows i with g _cancellation_bound (|a_i|^2 + max_j |b_j|^2) > tol: those whose
-    entries the norm formula may have cancelled beyond ``tol``."""
+def _underflow_bound(k):
+    """The absolute part of the error of D2 = |a|^2 + |b|^2 - 2 <a, b> (and of a dot
+    product) over rows of at most k entries: a product or square that underflows is off
+    by up to half the smallest subnormal, not by a relative u, and the squared norms that
+    the relative bound multiplies may themselves have underflowed; (8k + 32) smallest
+    subnormals cover the three sums, the centering and the norms (found by review: rows
+    at 1e-163 with gamma 8e307 gave K = 1 with a bound of 0 where 1 - K was 5e-11)."""
+    return (8.0 * k + 32.0) * _TINY
+
+
+def _cancelled_rows(Ac, Bc, na, nb, g, dtype, tol, e_abs=0.0):
+    """Rows i with g (_cancellation_bound (|a_i|^2 + max_j |b_j|^2) + e_abs) > tol: those
+    whose entries the norm formula may have cancelled beyond ``tol``."""
     u = np.finfo(dtype).eps / 2
     k = max(_row_nnz_max(Ac), _row_nnz_max(Bc))
-    worst = g * _cancellation_bound(k, u) * (np.asarray(na, dtype=np.float64)
-                                             + float(np.max(nb, initial=0.0)))
+    worst = g * (_cancellation_bound(k, u) * (np.asarray(na, dtype=np.float64)
+                                              + float(np.max(nb, initial=0.0))) + e_abs)
     return np.flatnonzero(worst > tol)
 
 
@@ -386,7 +396,9 @@ class RBFKernel(Kernel):
         """K(A, B) in float64 and a bound on each entry's error.
 
         D2 = |a|^2 + |b|^2 - 2 <a, b> on rows centered by the mean of B's rows is off by at
-        most e = (k + 12) u (|a|^2 + |b|^2) (``_cancellation_bound``); the rows where that
+        most e = (k + 12) u (|a|^2 + |b|^2) (``_cancellation_bound``) plus (8k + 32)
+        smallest subnormals (``_underflow_bound``: products and squares that underflow,
+        added to e everywhere below); the rows where that
         bound is not small next to the entries are recomputed from explicit differences,
         whose terms are all non-negative (e = (k + 4) u D2). With D2 within e of the exact
         value, |K - fl(K)| <= exp(-g max(D2 - e, 0)) 2 g e + 8 u K (exp: 4 ulps) + the
@@ -405,18 +417,19 @@ class RBFKernel(Kernel):
         nb = na if Bc is Ac else row_sqnorms(Bc)
         k = max(_row_nnz_max(Ac), _row_nnz_max(Bc))
         c, c_explicit = _cancellation_bound(k, _U64), (k + 4) * _U64
+        e_abs = _underflow_bound(k)
         K = _dot_block(Ac, Bc)
-        rows = _cancelled_rows(Ac, Bc, na, nb, g, np.dtype(np.float64), 2.0**-40)
+        rows = _cancelled_rows(Ac, Bc, na, nb, g, np.dtype(np.float64), 2.0**-40, e_abs)
         d2x = _dist_block(A[rows], B, 2) if rows.size else np.empty((0, K.shape[1]))
         which = np.full(K.shape[0], -1, dtype=np.int64)
         which[rows] = np.arange(rows.size)
         # K <- exp(-g D2) and E <- exp(-g max(D2 - e, 0)) (2 g e) + 8 u K + tiny: one
         # compiled pass for the exponents, numpy's exp, one compiled pass for the bound
         E = np.empty_like(K)
-        _gram.rbf_careful_exponents(K, E, na, nb, g, c, d2x, which, c_explicit)
+        _gram.rbf_careful_exponents(K, E, na, nb, g, c, d2x, which, c_explicit, e_abs)
         np.exp(K, out=K)
         np.exp(E, out=E)
-        _gram.rbf_careful_bound(K, E, na, nb, g, c, d2x, which, c_explicit)
+        _gram.rbf_careful_bound(K, E, na, nb, g, c, d2x, which, c_explicit, e_abs)
         return K, E
 
     def careful_products(self, A, B, u, own=None):
@@ -453,7 +466,8 @@ class RBFKernel(Kernel):
         nb = na if Bc is Ac else row_sqnorms(Bc)
         k = max(_row_nnz_max(Ac), _row_nnz_max(Bc))
         c = _cancellation_bound(k, _U64)
-        rows = _cancelled_rows(Ac, Bc, na, nb, g, np.dtype(np.float64), 2.0**-40)
+        e_abs = _underflow_bound(k)
+        rows = _cancelled_rows(Ac, Bc, na, nb, g, np.dtype(np.float64), 2.0**-40, e_abs)
         # K~ <- exp(-g max(|a|^2 + |b|^2 - 2 <a, b>, 0)): careful_block's operations on its
         # norm-formula rows (the same entries, bit for bit)
         K = _dot_block(Ac, Bc)
@@ -472,12 +486,14 @@ class RBFKernel(Kernel):
         # terms), nb |u| within u; h covers them and the few roundings of this line
         h = 1.0 + _gamma(2 * n + 16)
         tiny = (5.0 * float(np.sum(absu)) * h + n + 10.0) * _TINY
-        b = (ce * (na * a + P[:, 2]) + u8 * a) * h + tiny
+        # e_ij's absolute part e_abs (underflow): 2 g (1 + 4 tau) e_abs K~_ij more per entry
+        cabs = 2.0 * g * e_abs * (1.0 + 2.0**-27)
+        b = (ce * (na * a + P[:, 2]) + (u8 + cabs) * a) * h + tiny
         d = ed = None
         if own is not None:
             own = np.asarray(own, dtype=np.intp)
             d = K[np.arange(m), own]
-            ed = (d * (ce * (na + nb[own]) + u8)) * (1.0 + 8 * _U64) + 6.0 * _TINY
+            ed = (d * (ce * (na + nb[own]) + u8 + cabs)) * (1.0 + 8 * _U64) + 6.0 * _TINY
         if rows.size:
             Kx, Ex = self.careful_block(A[rows], B)
             f[rows] = Kx @ u
@@ -522,20 +538,28 @@ class PolynomialKernel(Kernel):
     def careful_block(self, A, B):
         """K(A, B) in float64 and a bound on each entry's error.
 
-        fl(<a, b>) is off by at most gamma_k |a| |b| (Cauchy-Schwarz on sum |a_f b_f|), so the
-        base t = g <a, b> + c0 by D = g gamma_k |a| |b| + 2 u |t|, and t^p by
-        p (|t| + D)^(p - 1) D + 2 p u |t^p|.
+        fl(<a, b>) is off by at most gamma_k |a| |b| (Cauchy-Schwarz on sum |a_f b_f|) plus
+        (2k + 4) smallest subnormals (products and sums that underflow; |a|, |b| bounded
+        from squared norms that may have underflowed too), so the base t = g <a, b> + c0 by
+        D = g (gamma_k |a| |b| + that) + 2 u |t| + 2 tiny, and t^p by
+        p (|t| + D)^(p - 1) D + 2 p (u |t^p| + tiny).
         """
         A, B = _as64(A), _as64(B)
         g = _resolve_gamma(self.gamma, A.shape[1])
         p = int(self.degree)
         t = g * _dot_block(A, B) + float(self.coef0)
         k = max(_row_nnz_max(A), _row_nnz_max(B))
-        na = np.sqrt(row_sqnorms(A))
-        nb = np.sqrt(row_sqnorms(B))
-        dt = g * ((k + 2) * _U64) * np.outer(na, nb) + 2 * _U64 * np.abs(t)
+        # norms that bound the exact ones although squares may underflow (each square off
+        # by at most half the smallest subnormal, the sum by gamma_k relatively)
+        tiny = (2.0 * k + 4.0) * _TINY
+        na = np.sqrt(row_sqnorms(A) * (1.0 + (k + 4) * _U64) + tiny) * (1.0 + 2 * _U64)
+        nb = np.sqrt(row_sqnorms(B) * (1.0 + (k + 4) * _U64) + tiny) * (1.0 + 2 * _U64)
+        # fl(<a, b>): gamma_k |a| |b| plus the products and sums that underflow (found by
+        # review: rows at 1e-163 with gamma 8e307 gave K = 0 with a bound of 0 where the
+        # exact K was -1.8e-16); g <a, b> + c0: 2 u |t| plus a subnormal result's error
+        dt = g * ((k + 2) * _U64 * np.outer(na, nb) + tiny) + 2 * _U64 * np.abs(t) + 2 * _TINY
         K = t ** p
-        err = p * (np.abs(t) + dt) ** (p - 1) * dt + 2 * p * _U64 * np.abs(K)
+        err = p * (np.abs(t) + dt) ** (p - 1) * dt + 2 * p * (_U64 * np.abs(K) + _TINY)
         return K, err
 
     def diag(self, A):
