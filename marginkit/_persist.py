@@ -69,9 +69,11 @@ import scipy.sparse as sp
 __all__ = ["save_fields", "load_fields", "read_fields", "MAX_HEADER_BYTES", "MAX_BYTES",
            "MAX_DEPTH", "ARCHIVE_ERRORS", "open_archive"]
 
-VERSION = 3
-#: header versions read (2: plug-ins without their fit; 1: see the module docstring)
-_VERSIONS = (2, 3)
+VERSION = 4
+#: header versions read (2: plug-ins without their fit; 3: certificates that do not hold
+#: the model the result predicts with (a kernel expansion or a separator: loaded with a
+#: warning); 1: see the module docstring)
+_VERSIONS = (2, 3, 4)
 #: largest JSON header accepted (a saved result's header is a few KiB)
 MAX_HEADER_BYTES = 4 << 20
 #: default limit on the total size of the arrays of one file (``load_result(max_bytes=)``)
@@ -251,8 +253,9 @@ def load_fields(path, names, max_bytes=MAX_BYTES):
 
 
 def read_fields(path, names, max_bytes=MAX_BYTES):
-    """``load_fields``, and how much of ``max_bytes`` the file used: its arrays and what
-    its kernels' fits recompute (a model file of several results shares one limit)."""
+    """``load_fields``, how much of ``max_bytes`` the file used (its arrays and what its
+    kernels' fits recompute: a model file of several results shares one limit), and the
+    file's format version (1 for the first format)."""
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, numbers.Integral) or max_bytes < 0:
         raise TypeError(f"max_bytes={max_bytes!r} must be an int >= 0 (bytes)")
     if isinstance(path, os.PathLike):
@@ -271,7 +274,8 @@ def read_fields(path, names, max_bytes=MAX_BYTES):
     try:
         with zf:
             loader = _Loader(zf, path, int(max_bytes), tuple(names))
-            return loader.fields(), loader.max_bytes - loader.budget
+            fields = loader.fields()
+            return fields, loader.max_bytes - loader.budget, loader.version
     except _NotOurs as exc:
         raise ValueError(str(exc)) from None
     except _Refusal as exc:
@@ -894,7 +898,9 @@ _RESULT_FIELDS = {
 _CERTIFICATE_FIELDS = {
     "SeparatorCertificate": {
         "alpha": _vector(dim="n"), "value": _number, "kernel": _optional(_kernel),
-        "classes": _optional(_LABELS), "config": _optional(_config)},
+        "classes": _optional(_LABELS), "config": _optional(_config),
+        "coef": _optional(_vector(dim="d")), "support_coef": _optional(_vector()),
+        "predictor": _optional(_string), "intercept": _optional(_number)},
     "InfeasibilityCertificate": {
         "p": _vector(dim="n"), "value": _number, "eps": _number, "kernel": _optional(_kernel),
         "classes": _optional(_LABELS), "config": _optional(_config)},

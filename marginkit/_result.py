@@ -3,6 +3,7 @@
 The certificates a result may carry live in ``marginkit.certificates``.
 """
 import os
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -242,9 +243,9 @@ def load_result(path, max_bytes=_persist.MAX_BYTES):
 
 def read_result(path, max_bytes=_persist.MAX_BYTES):
     """``load_result``, and how much of ``max_bytes`` the file used (``read_fields``)."""
-    fields, used = _persist.read_fields(path, Result._FIELDS, max_bytes=max_bytes)
+    fields, used, version = _persist.read_fields(path, Result._FIELDS, max_bytes=max_bytes)
     _bind_status_to_certificate(fields, path)
-    _bind_model_to_certificate(fields, path)
+    _bind_model_to_certificate(fields, path, version)
     return Result(**fields), used
 
 
@@ -274,9 +275,25 @@ def _bind_status_to_certificate(fields, path):
 #: a certificate's attribute -> the result field that predicts with it (both kept by a run)
 _CERTIFIED_MODEL = {"kernel": "kernel", "intercept": "intercept_", "coef": "coef_",
                     "classes": "classes_", "support_coef": "support_coef_"}
+#: the first format version whose certificates hold the model the result predicts with
+_MODEL_BOUND_SINCE = 4
 
 
-def _bind_model_to_certificate(fields, path):
+def predicting_model(fields):
+    """The model ``Result.decision_function`` evaluates for these fields, in its order:
+    ``("coef", coef_)``, ``("coef", extra["feature_space_coef"])`` (a kernel with a feature
+    map), ``("support", (support_, support_coef_))``, or None (no model)."""
+    if fields.get("coef_") is not None:
+        return "coef", fields["coef_"]
+    fcoef = (fields.get("extra") or {}).get("feature_space_coef")
+    if fcoef is not None and getattr(fields.get("kernel"), "feature_map", None) is not None:
+        return "coef", fcoef
+    if fields.get("support_coef_") is not None:
+        return "support", (fields.get("support_"), fields["support_coef_"])
+    return None
+
+
+def _bind_model_to_certificate(fields, path, version=_persist.VERSION):
     """The loaded model is the one its certificate checks: the kernel (parameters and
     fit), the intercept, the feature-space coefficients and the labels a certificate holds
     are those the result predicts with, where both are stored. Without this, a file whose
@@ -284,7 +301,11 @@ def _bind_model_to_certificate(fields, path):
     ``support_`` or ``support_coef_``) was edited loaded with a certificate that verifies:
     the one of the model it certifies, not of the model that predicts. A certificate that
     binds a kernel model's rows and coefficients does so through ``predictor_mismatch``
-    (a fingerprint its referee recomputes from X, y and its variables)."""
+    (a fingerprint its referee recomputes from X, y and its variables), given the model
+    ``decision_function`` evaluates (``predicting_model``). A certificate that holds no
+    model (files of format ``version`` 3 and before, a plug-in's certificate built
+    without one, or one whose copy was removed) loads with a warning that it checks the
+    claim about the data, not the model the result predicts with."""
     cert = fields.get("certificate")
     if fields.get("coef_") is None and fields.get("support_coef_") is None and \
             (fields.get("extra") or {}).get("feature_space_coef") is None:
@@ -299,12 +320,21 @@ def _bind_model_to_certificate(fields, path):
             name = os.fspath(path) if isinstance(path, os.PathLike) else path
             raise ValueError(f"{name!r}: r.{field} is not the {attr} its certificate checks "
                              f"(r.certificate.fields.{attr}); the file was edited")
-    # a kernel model's rows and coefficients: the certificate's fingerprint of them
+    # the model decision_function evaluates is the one the certificate holds
     mismatch = getattr(cert, "predictor_mismatch", None)
     if callable(mismatch):
-        why = mismatch(fields)
+        name = os.fspath(path) if isinstance(path, os.PathLike) else path
+        if not cert.holds_model() and predicting_model(fields) is not None:
+            why = (f"was written by an earlier marginkit (format {version})"
+                   if version < _MODEL_BOUND_SINCE else
+                   "holds a certificate built without the model (a plug-in's, or edited)")
+            warnings.warn(
+                f"{name!r} {why}: its {type(cert).__name__} checks the run's variables "
+                "(its claim about the data), not the model the result predicts with; fit "
+                "again to have both checked", UserWarning, stacklevel=4)
+            return
+        why = mismatch(predicting_model(fields), fields)
         if why is not None:
-            name = os.fspath(path) if isinstance(path, os.PathLike) else path
             raise ValueError(f"{name!r}: {why}; the file was edited")
 
 

@@ -433,7 +433,7 @@ def _row_length(P):
     return P.shape[1]
 
 
-def _pass_stored(Xb, yb, kernel, w, ew):
+def _pass_stored(Xb, yb, kernel, w, ew, b=0.0):
     """Block share of min_i (y_i phi(x_i) . w - err_i): the margins of the separator w in
     the kernel's feature space (the linear kernel's: X's columns), err_i a bound on their
     rounding (any order of the k products of a row: gamma_{k+2} |phi(x_i)| . |w|) plus
@@ -443,17 +443,20 @@ def _pass_stored(Xb, yb, kernel, w, ew):
     absP = abs(P)
     m = np.asarray(P @ w).ravel()
     a = np.asarray(absP @ np.abs(w)).ravel()
-    b = np.asarray(absP @ ew).ravel()
-    err = SAFETY * (k * U / (1 - k * U) * a + b + k * ETA)
+    e = np.asarray(absP @ ew).ravel()
+    err = SAFETY * (k * U / (1 - k * U) * a + e + U * (np.abs(m) + abs(b)) + k * ETA)
     if m.size == 0:
         return np.inf
-    return float(np.min(yb * m - err))
+    return float(np.min(yb * (m + b) - err))
 
 
-def stored_separator_margin(X, ypm, kernel, coef=None, support=None, support_coef=None):
-    """The smallest margin y_i f(x_i) of a stored separator f, less a bound on the
-    rounding of its recomputation in float64 (positive: f classifies every point
-    correctly, as ``predict`` computes it, whatever the order of its sums).
+def stored_separator_margin(X, ypm, kernel, coef=None, support=None, support_coef=None,
+                            intercept=0.0):
+    """The smallest margin y_i f(x_i) of a stored separator f (plus ``intercept``), less a
+    bound on the rounding of its recomputation in float64 (positive: f classifies every
+    point correctly as a float64 evaluation computes it, whatever the order of its sums;
+    ``predict`` on float32 X evaluates a kernel in float32, whose own rounding is not
+    covered).
 
     f is ``coef`` in the kernel's feature space (the linear model's ``coef_``), or
     ``K(x, support) @ support_coef`` (a kernel model; ``support`` None for a precomputed
@@ -472,7 +475,7 @@ def stored_separator_margin(X, ypm, kernel, coef=None, support=None, support_coe
             ew = SAFETY * (k * U / (1 - k * U) * np.asarray(abs(Ps).T @ np.abs(c)).ravel()
                            + k * ETA)
         blocks = row_blocks(X)
-        parts = blocks.map(_pass_stored, per_block=(ypm,), common=(kernel, w, ew))
+        parts = blocks.map(_pass_stored, per_block=(ypm,), common=(kernel, w, ew, intercept))
         return min(parts, default=np.inf)
     import scipy.sparse as sp
 
@@ -493,9 +496,10 @@ def stored_separator_margin(X, ypm, kernel, coef=None, support=None, support_coe
             K, E = kernel.careful_block(X[lo:hi], support)
         f = K @ c
         err = SAFETY * (k * U / (1 - k * U) * (np.abs(K) @ np.abs(c))
-                        + (0.0 if E is None else E @ np.abs(c)) + k * ETA)
+                        + (0.0 if E is None else E @ np.abs(c))
+                        + U * (np.abs(f) + abs(intercept)) + k * ETA)
         if hi > lo:
-            low = min(low, float(np.min(ypm[lo:hi] * f - err)))
+            low = min(low, float(np.min(ypm[lo:hi] * (f + intercept) - err)))
     return low
 
 
@@ -662,6 +666,21 @@ def _params_of(obj):
     return params if isinstance(params, dict) else None
 
 
+def _shadowed(plugin, prefix="", depth=0):
+    """The parameters of ``plugin`` (and of the plug-ins among its parameters, such as a
+    Nystroem ``base`` kernel) that an attribute of another value set on the instance
+    shadows: the code that evaluates it reads the attribute, get_params() the parameter."""
+    params = getattr(plugin, "params", None)
+    if not isinstance(params, dict) or depth > 8:
+        return []
+    inst = getattr(plugin, "__dict__", {})
+    out = [prefix + k for k, v in params.items() if k in inst and not _same_value(inst[k], v)]
+    for k, v in params.items():
+        if hasattr(v, "params") and hasattr(v, "__dict__"):
+            out += _shadowed(v, f"{prefix}{k}.", depth + 1)
+    return sorted(out)
+
+
 def kernel_mismatch(kernel, config):
     """None when ``kernel`` is the run's kernel (the class and parameters of the kernel
     that the run's configuration ``config`` builds; nothing to compare without one), else
@@ -675,8 +694,7 @@ def kernel_mismatch(kernel, config):
     # a plug-in's parameters are read through ``params``; an attribute of the same name
     # set on the instance (``kernel.gamma = 50``, kept by pickle) would be read instead by
     # the code that evaluates the kernel, while get_params() still reports the run's
-    shadow = sorted(k for k in (getattr(kernel, "params", None) or {})
-                    if k in getattr(kernel, "__dict__", {}))
+    shadow = _shadowed(kernel)
     if shadow:
         return (f"the certificate's kernel has attribute(s) {shadow} set on it that shadow "
                 "its parameters (set_params changes a parameter); it is not the run's kernel")
@@ -795,7 +813,7 @@ class SeparatorCertificate(_PerceptronFamilyCertificate):
     kind = "separator"
 
     def __init__(self, alpha, value, kernel, classes=None, config=None, coef=None,
-                 support_coef=None, predictor=None):
+                 support_coef=None, predictor=None, intercept=None):
         self.alpha = np.asarray(alpha, dtype=np.float64)
         self.value = float(value)
         self.kernel = kernel
@@ -812,22 +830,38 @@ class SeparatorCertificate(_PerceptronFamilyCertificate):
                                                and len(predictor) == 64)):
             raise ValueError("support_coef and predictor (the 64-character hex string of "
                              "predictor_fingerprint) go together, or are both None")
+        if coef is not None and support_coef is not None:
+            raise ValueError("a separator is coef or support_coef (one model), not both")
         self.predictor = predictor
+        #: the intercept the result adds (0.0: the family's models have none; None in
+        #: files of format 3 and before)
+        self.intercept = None if intercept is None else float(intercept)
 
-    def predictor_mismatch(self, fields):
-        """None when a result's model (``coef_``, or ``support_`` with ``support_coef_``) is
-        the separator this certificate checks, else why not (``load_result``)."""
-        if fields.get("coef_") is not None and self.coef is None:
-            return ("its certificate holds no copy of the separator r.coef_ it checks "
-                    "(r.certificate.fields.coef)")
-        if fields.get("support_coef_") is not None:
-            if self.predictor is None:
-                return ("its certificate holds no fingerprint of the separator it checks "
-                        "(r.certificate.fields.predictor)")
-            if predictor_fingerprint(fields.get("support_"), fields["support_coef_"]) != \
-                    self.predictor:
-                return ("r.support_ and r.support_coef_ are not the separator its "
-                        "certificate checks")
+    def holds_model(self):
+        """Whether the certificate holds the separator the result predicts with (files of
+        format 3 and before do not)."""
+        return self.coef is not None or self.predictor is not None
+
+    def predictor_mismatch(self, model, fields):
+        """None when ``model`` (``_result.predicting_model``: what ``decision_function``
+        evaluates) is the separator this certificate checks, else why not
+        (``load_result``)."""
+        if model is None:
+            return None
+        kind, value = model
+        if kind == "coef":
+            if self.coef is None:
+                return ("its certificate holds no copy of the separator r.coef_ it checks "
+                        "(r.certificate.fields.coef)")
+            if not _same_value(self.coef, np.asarray(value, dtype=np.float64)):
+                return ("r.coef_ (or r.extra['feature_space_coef']) is not the separator its "
+                        "certificate checks (r.certificate.fields.coef)")
+            return None
+        if self.predictor is None:
+            return ("its certificate holds no fingerprint of the separator it checks "
+                    "(r.certificate.fields.predictor)")
+        if predictor_fingerprint(*value) != self.predictor:
+            return "r.support_ and r.support_coef_ are not the separator its certificate checks"
         return None
 
     def check(self, X, y):
@@ -868,6 +902,9 @@ class SeparatorCertificate(_PerceptronFamilyCertificate):
         correctly beyond the rounding of its recomputation."""
         if self.coef is None and self.support_coef is None:
             return None  # a certificate of alpha alone (user code): nothing predicts
+        if self.coef is not None and getattr(kernel, "feature_map", None) is None:
+            return ("the stored separator coef is a model in feature space, and the kernel "
+                    f"{kernel!r} has no feature map")
         support = None
         if self.coef is None:
             precomputed = getattr(kernel, "precomputed", False)
@@ -877,7 +914,8 @@ class SeparatorCertificate(_PerceptronFamilyCertificate):
                 return ("the stored separator (support_, support_coef_) is not a model of "
                         "the rows of X where alpha != 0")
         low = stored_separator_margin(X, ypm, kernel, coef=self.coef, support=support,
-                                      support_coef=self.support_coef)
+                                      support_coef=self.support_coef,
+                                      intercept=self.intercept or 0.0)
         if not low > 0:
             return ("the stored separator (coef_ or support_coef_) does not classify every "
                     "point correctly beyond the rounding of its recomputation")

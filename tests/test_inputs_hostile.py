@@ -306,6 +306,8 @@ def test_first_format_files_still_load(tmp_path):
                         **{"r.coef_": res.coef_, "r.classes_": res.classes_,
                            "r.certificate.c.alpha": res.certificate.alpha,
                            "r.certificate.c.classes": res.certificate.classes})
-    back = mk.load_result(tmp_path / "old.npz")
+    # its certificate holds no copy of the separator: loaded, with a warning saying so
+    with pytest.warns(UserWarning, match=r"written by an earlier marginkit \(format 1\)"):
+        back = mk.load_result(tmp_path / "old.npz")
     np.testing.assert_array_equal(back.predict(X), res.predict(X))
     assert back.certificate.verify(X, y) and isinstance(back.config, mk.Config)

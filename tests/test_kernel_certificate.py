@@ -768,3 +768,44 @@ def test_poly_kernel_certifies_no_false_point_where_products_underflow():
                    kernel_params={"gamma": 8e307, "coef0": 0.0, "degree": 1}, C=1e18, mu=1e-17)
     if res.certificate is not None:
         assert not (res.certificate.mask[11] and res.certificate.verify(X, y))
+
+
+def test_a_shadowed_parameter_of_a_nested_kernel_is_rejected_and_an_equal_one_is_not():
+    # found by review: a Nystroem base kernel given as an instance whose degree was set
+    # on it (2, its parameter 1) was evaluated with degree 2 while the configuration said
+    # 1; and a plug-in that stores its own parameter as an attribute of the same value
+    # lost every claim once shadowing was refused regardless of the value
+    import numbers
+
+    from marginkit.certificates import kernel_mismatch
+    from marginkit.plugins import Kernel
+    from marginkit._validation import Param
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((120, 2))
+    y = (np.linalg.norm(X, axis=1) > 1.2).astype(int)
+    base = PolynomialKernel(degree=1, gamma=1.0, coef0=0.0)
+    base.degree = 2
+    kp = {"base": base, "n_components": 60, "random_state": 0}
+    res = mk.solve(X, y, solver="snkp", kernel="nystroem", kernel_params=kp)
+    if res.certificate is not None:
+        why = kernel_mismatch(res.certificate.kernel, res.certificate.config)
+        assert why is not None and "base.degree" in why
+        assert not res.certificate.verify(X, y)
+
+    class Gauss(Kernel):
+        param_table = {"gamma": Param(1.0, types=numbers.Real, low=0, low_open=True,
+                                      doc="width")}
+
+        def __init__(self, **p):
+            super().__init__(**p)
+            self.gamma = float(self.gamma)  # the same value as the parameter
+
+        def __call__(self, A, B=None):
+            B = A if B is None else B
+            A, B = np.asarray(A, float), np.asarray(B, float)
+            return np.exp(-self.gamma * np.maximum(
+                (A * A).sum(1)[:, None] + (B * B).sum(1) - 2 * A @ B.T, 0))
+
+    r = mk.solve(X, y, solver="snkp", kernel=Gauss(gamma=2.0), max_iter=3000)
+    assert r.status == "separable" and r.certificate.verify(X, y)

@@ -3,6 +3,7 @@ results survive pickle and ``Result.save`` / ``mk.load_result`` (npz + JSON, no 
 
 Parametrized over every registered solver, on dense and CSR input.
 """
+import os
 import pickle
 import threading
 import zipfile
@@ -642,9 +643,19 @@ def _edit_support_indices(members, fields):
     return r"r\.extra\['support_indices'\] are not the points where its certificate's r > 0"
 
 
-def _drop_predictor(members, fields):
-    del fields["certificate"]["fields"]["predictor"]
-    return r"its certificate holds no fingerprint of the predictor it checks"
+def test_a_kernel_certificate_without_its_predictor_loads_with_a_warning(tmp_path):
+    """A certificate whose fingerprint of the predictor was removed (or one written
+    before certificates held it) checks r, the claim about the data, but not the model
+    the result predicts with: loaded, with a warning that says so."""
+    X, y = _data()
+    path, res, members = _saved_members(tmp_path, kernel="rbf")
+    header = _header(members)
+    del header["fields"]["certificate"]["fields"]["predictor"]
+    _rewrite(path, members, header)
+    with pytest.warns(UserWarning, match=r"built without the model .*not the model the "
+                                         r"result predicts with"):
+        back = mk.load_result(path)
+    assert back.certificate.verify(X, y)
 
 
 @pytest.mark.parametrize("edit,kw", [
@@ -653,7 +664,7 @@ def _drop_predictor(members, fields):
     (_edit_support_coef_sign, {"kernel": "poly", "solver": "fista_svm"}),
     (_edit_support_row_value, {"kernel": "rbf"}),
     (_edit_support_row_value, {"kernel": "rbf", "sparse": True}),
-    (_edit_support_indices, {"kernel": "rbf"}), (_drop_predictor, {"kernel": "rbf"}),
+    (_edit_support_indices, {"kernel": "rbf"}),
     (_edit_kernel_seed, {"kernel": "rff", "kernel_params": {"n_components": 8},
                          "random_state": np.random.default_rng(0)}),
     (_edit_kernel_centre, {"kernel": "nystroem", "kernel_params": {"n_components": 8},
@@ -801,8 +812,8 @@ def test_a_separator_certificate_holds_the_model_the_result_predicts_with(name, 
     if key == "support_coef":
         del header["fields"]["certificate"]["fields"]["predictor"]
     _rewrite(tmp_path / "edit3.npz", dropped, header)
-    with pytest.raises(ValueError, match=r"its certificate holds no (copy|fingerprint) of "
-                                         r"the separator"):
+    with pytest.warns(UserWarning, match=r"built without the model .*not the model the "
+                                         r"result predicts with"):
         mk.load_result(tmp_path / "edit3.npz")
 
 
@@ -820,3 +831,70 @@ def test_a_separator_model_of_other_rows_is_rejected():
     assert not v and "not a model of the rows of X where alpha != 0" in v.reason
     with pytest.raises(ValueError, match="go together"):
         SeparatorCertificate(c.alpha, c.value, c.kernel, support_coef=c.support_coef)
+
+
+def _edit_via_fields(res, path, change):
+    """Save ``res``, change its fields as read back (``change(fields)``), write them with
+    the library's own writer: a file that passes every structural check."""
+    from marginkit import _persist
+    from marginkit._result import Result
+
+    res.save(path)
+    fields = _persist.read_fields(path, Result._FIELDS)[0]
+    change(fields)
+    _persist.save_fields({k: fields.get(k) for k in Result._FIELDS}, path)
+
+
+def test_the_model_decision_function_uses_is_the_one_bound(tmp_path):
+    """Found by review: models decision_function prefers over the certified one loaded
+    with a certificate that verified: an intercept_ added to a perceptron-family result,
+    an extra['feature_space_coef'] added to an rff separator, a coef_ added to an
+    exact-kernel SVM result. Each is now refused."""
+    from marginkit.datasets import load_libsvm
+
+    X, y = _separable("rbf")
+    cases = [
+        (mk.solve(X, y, solver="snkp", kernel="rbf", kernel_params={"gamma": 1.0}),
+         lambda F: F.update(intercept_=10.0), r"r\.intercept_ is not the intercept"),
+        (mk.solve(*_separable("linear"), solver="snkp"),
+         lambda F: F.update(intercept_=100.0), r"r\.intercept_ is not the intercept"),
+        (mk.solve(X, y, solver="snkp", kernel="rff",
+                  kernel_params={"gamma": 1.0, "n_components": 200, "random_state": 0}),
+         lambda F: F.__setitem__("extra", dict(F["extra"] or {}, feature_space_coef=np.ones(200))),
+         r"holds no copy of the separator"),
+    ]
+    Xh, yh = load_libsvm("heart_scale") if os.environ.get("MARGINKIT_DATA") else (None, None)
+    if Xh is not None:
+        cases.append((mk.solve(Xh, yh, solver="fista_svm", kernel="rbf",
+                               kernel_params={"gamma": 0.5}),
+                      lambda F: F.update(coef_=np.ones(13)), r"predicts with r\.coef_"))
+    for k, (res, change, match) in enumerate(cases):
+        assert res.certificate is not None, k
+        _edit_via_fields(res, tmp_path / f"e{k}.npz", change)
+        with pytest.raises(ValueError, match=match):
+            mk.load_result(tmp_path / f"e{k}.npz")
+
+
+def test_a_separator_holds_one_model_and_its_intercept():
+    # found by review: a certificate holding coef and support_coef was checked on coef
+    # while the result predicted with the support model; a coef on a kernel without a
+    # feature map raised AttributeError in the referee
+    from marginkit.certificates import SeparatorCertificate, predictor_fingerprint
+
+    X, y, res = _separator_run("linear snkp")
+    c = res.certificate
+    assert c.intercept == 0.0
+    with pytest.raises(ValueError, match="one model"):
+        SeparatorCertificate(c.alpha, c.value, c.kernel, c.classes, c.config, coef=c.coef,
+                             support_coef=np.ones(3),
+                             predictor=predictor_fingerprint(X[:3], np.ones(3)))
+    shifted = SeparatorCertificate(c.alpha, c.value, c.kernel, c.classes, c.config,
+                                   coef=c.coef, intercept=1e6)
+    v = shifted.check(X, y)
+    assert not v and "the stored separator" in v.reason
+    Xr, yr, rres = _separator_run("rbf nkp")
+    r = rres.certificate
+    forged = SeparatorCertificate(r.alpha, r.value, r.kernel, r.classes, r.config,
+                                  coef=np.ones(3), intercept=0.0)
+    v = forged.check(Xr, yr)
+    assert not v and "has no feature map" in v.reason

@@ -85,11 +85,11 @@ class _FamilyState(SolverState):
         driver's ``primal()``), as the certificate stores it: ``coef``, or
         ``support_coef`` with the fingerprint of the rows and coefficients."""
         if self.op is None:
-            return {"coef": np.asarray(self.core.primal(), dtype=np.float64)}
+            return {"coef": np.asarray(self.core.primal(), dtype=np.float64), "intercept": 0.0}
         model = _model(self.problem, self.op, alpha)
         if model.get("coef_") is not None:
-            return {"coef": model["coef_"]}
-        return {"support_coef": model["support_coef_"],
+            return {"coef": model["coef_"], "intercept": float(model.get("intercept_") or 0.0)}
+        return {"support_coef": model["support_coef_"], "intercept": 0.0,
                 "predictor": predictor_fingerprint(model["support_"], model["support_coef_"])}
 
     def refuted(self, status, verdict):

@@ -131,6 +131,31 @@ class CertifiedPointsCertificate(Certificate):
         #: whether the run was weighted (its check then needs the sample weights)
         self.weighted = bool(weighted)
 
+
+    def holds_model(self):
+        """Whether the certificate holds the model the result predicts with (``coef``)."""
+        return self.coef is not None
+
+    def predictor_mismatch(self, model, fields):
+        """None when ``model`` (``_result.predicting_model``: what ``decision_function``
+        evaluates) is the linear model ``coef`` this certificate checks (``coef_``, or the
+        feature-space coefficients of a kernel approximation), else why not
+        (``load_result``)."""
+        from ...certificates import _same_value
+
+        if model is None:
+            return None
+        kind, value = model
+        if kind != "coef":
+            return ("the result predicts with a kernel expansion (r.support_coef_), its "
+                    "certificate checks a linear model (r.certificate.fields.coef)")
+        if self.coef is None:
+            return ("its certificate holds no copy of the model it checks "
+                    "(r.certificate.fields.coef)")
+        if not _same_value(np.asarray(self.coef), np.asarray(value)):
+            return ("r.coef_ (or r.extra['feature_space_coef']) is not the model its "
+                    "certificate checks (r.certificate.fields.coef)")
+        return None
     def _feature_map(self, X):
         kernel = getattr(self, "kernel", None)  # absent in certificates saved before
         if kernel is None or isinstance(kernel, LinearKernel):

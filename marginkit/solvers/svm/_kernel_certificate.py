@@ -350,19 +350,30 @@ class KernelCertifiedPointsCertificate(Certificate):
                                             "point (beyond rounding)", **numbers)
         return Verdict(True, kind, **numbers)
 
-    def predictor_mismatch(self, fields):
-        """None when a result's ``support_`` and ``support_coef_`` (and, when given, its
-        ``extra["support_indices"]``) are the predictor this certificate checks, else
-        why not (``load_result``; ``fields``: the result's fields)."""
-        support, support_coef = fields.get("support_"), fields.get("support_coef_")
-        support_indices = (fields.get("extra") or {}).get("support_indices")
-        if support is None and support_coef is None:
+    def holds_model(self):
+        """Whether the certificate holds the model the result predicts with (the
+        fingerprint of ``support_`` and ``support_coef_``; files of format 3 and before do
+        not)."""
+        return self.predictor is not None
+
+    def predictor_mismatch(self, model, fields):
+        """None when ``model`` (``_result.predicting_model``: what ``decision_function``
+        evaluates) is the kernel expansion this certificate checks, with
+        ``extra["support_indices"]`` the points where r > 0, else why not
+        (``load_result``)."""
+        if model is None:
             return None  # no model predicts: a certificate kept on its own
+        kind, value = model
+        if kind != "support":
+            return ("the result predicts with r.coef_ (or a feature-space model), its "
+                    "certificate checks the kernel expansion r.support_, r.support_coef_")
         if self.predictor is None:
             return ("its certificate holds no fingerprint of the predictor it checks "
                     "(r.certificate.fields.predictor)")
+        support, support_coef = value
         if predictor_fingerprint(support, support_coef) != self.predictor:
             return "r.support_ and r.support_coef_ are not the predictor its certificate checks"
+        support_indices = (fields.get("extra") or {}).get("support_indices")
         if support_indices is not None and not np.array_equal(
                 np.asarray(support_indices), np.flatnonzero(self.r > 0.0)):
             return "r.extra['support_indices'] are not the points where its certificate's r > 0"
