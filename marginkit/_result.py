@@ -310,21 +310,38 @@ def _bind_model_to_certificate(fields, path, version=_persist.VERSION):
     if fields.get("coef_") is None and fields.get("support_coef_") is None and \
             (fields.get("extra") or {}).get("feature_space_coef") is None:
         return  # no model predicts: a certificate kept on its own
+    from .certificates import _or_linear
+
+    name = os.fspath(path) if isinstance(path, os.PathLike) else path
+    # a certificate that holds the predicting model holds its kernel, labels and intercept
+    # too: one of them removed from it (None) would leave that part of the model unbound
+    holds = getattr(cert, "holds_model", None)
+    binding = callable(holds) and holds()
+    if binding and getattr(cert, "classes", None) is not None and \
+            fields.get("task") not in (None, "classification"):
+        raise ValueError(f"{name!r}: r.task is {fields.get('task')!r}, its certificate checks "
+                         "a classifier; the file was edited")
     for attr, field in _CERTIFIED_MODEL.items():
-        certified, used = getattr(cert, attr, None), fields.get(field)
+        bound = getattr(cert, "bound_value", None)
+        certified = bound(attr) if callable(bound) else getattr(cert, attr, None)
+        used = fields.get(field)
         if field == "intercept_" and used is None:
             used = 0.0  # what decision_function adds for a missing intercept_
+        if binding and attr in ("kernel", "classes", "intercept"):
+            if attr == "kernel":  # None is the linear kernel, on either side
+                certified, used = _or_linear(certified), _or_linear(used)
+            if (certified is None) != (used is None):
+                raise ValueError(f"{name!r}: r.{field} and its certificate's {attr} are not "
+                                 "both given; the file was edited")
         if certified is None or used is None:
             continue
         if not _same_model(certified, used):
-            name = os.fspath(path) if isinstance(path, os.PathLike) else path
             raise ValueError(f"{name!r}: r.{field} is not the {attr} its certificate checks "
                              f"(r.certificate.fields.{attr}); the file was edited")
     # the model decision_function evaluates is the one the certificate holds
     mismatch = getattr(cert, "predictor_mismatch", None)
-    if callable(mismatch):
-        name = os.fspath(path) if isinstance(path, os.PathLike) else path
-        if not cert.holds_model() and predicting_model(fields) is not None:
+    if callable(mismatch) and callable(holds):
+        if not holds() and predicting_model(fields) is not None:
             why = (f"was written by an earlier marginkit (format {version})"
                    if version < _MODEL_BOUND_SINCE else
                    "holds a certificate built without the model (a plug-in's, or edited)")

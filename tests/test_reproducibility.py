@@ -898,3 +898,61 @@ def test_a_separator_holds_one_model_and_its_intercept():
                                   coef=np.ones(3), intercept=0.0)
     v = forged.check(Xr, yr)
     assert not v and "has no feature map" in v.reason
+
+
+def test_a_certificates_copy_of_the_labels_kernel_or_intercept_cannot_be_removed(tmp_path):
+    """Found by review: a certificate field left None was skipped by the comparison, so
+    removing the certificate's classes (and swapping classes_), its intercept (and
+    setting intercept_) or its kernel (and predicting with another) loaded without a
+    warning and verified; a task changed to regression made predict return scores."""
+    from marginkit.kernels.approximation import RandomFourierKernel
+
+    X, y = _data()
+    Xs, ys = _separable("linear")
+    dcd = mk.solve(X, y, solver="dcd")
+    snkp = mk.solve(Xs, ys, solver="snkp")
+    tik = mk.solve(X, y, solver="iterated_tikhonov")
+
+    def no_classes(F):
+        F["certificate"].classes = None
+        F["classes_"] = F["classes_"][::-1].copy()
+
+    def no_intercept(F):
+        F["certificate"].intercept = None
+        F["intercept_"] = 1000.0
+
+    def other_kernel(F):
+        F["extra"] = dict(F["extra"] or {}, feature_space_coef=F["coef_"])
+        F["coef_"] = None
+        F["kernel"] = RandomFourierKernel(n_components=X.shape[1], gamma=0.5,
+                                          random_state=0).fit(X)
+        F["certificate"].kernel = None
+
+    cases = [(dcd, no_classes, r"r\.classes_ and its certificate's classes are not both"),
+             (snkp, no_classes, r"r\.classes_ and its certificate's classes are not both"),
+             (tik, no_classes, r"r\.classes_ and its certificate's classes are not both"),
+             (snkp, no_intercept, r"r\.intercept_ and its certificate's intercept are not"),
+             (tik, lambda F: F.update(intercept_=100.0), r"r\.intercept_ is not the intercept"),
+             (dcd, other_kernel, r"r\.kernel is not the kernel its certificate checks"),
+             (dcd, lambda F: F.update(task="regression"), r"r\.task is 'regression'")]
+    for k, (res, change, match) in enumerate(cases):
+        _edit_via_fields(res, tmp_path / f"n{k}.npz", change)
+        with pytest.raises(ValueError, match=match):
+            mk.load_result(tmp_path / f"n{k}.npz")
+
+
+@pytest.mark.parametrize("params", [{"fit_intercept": True},
+                                    {"fit_intercept": True, "loss": "squared"}])
+def test_a_linear_tikhonov_model_with_an_intercept_round_trips(params, tmp_path):
+    """Found by review: the certificate's iterate (coefficients and intercept, d + 1
+    entries) was compared with coef_ (d): every such genuine file was refused as edited."""
+    import warnings
+
+    X, y = _data()
+    res = mk.solve(X, y, solver="iterated_tikhonov", solver_params=params)
+    res.save(tmp_path / "t.npz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        back = mk.load_result(tmp_path / "t.npz")
+    np.testing.assert_array_equal(back.predict(X), res.predict(X))
+    assert back.certificate.verify(X, y)

@@ -175,6 +175,26 @@ class NewtonDecrementCertificate(Certificate):
         #: whether the run was weighted (its check then needs the sample weights)
         self.weighted = bool(weighted)
 
+    def bound_value(self, attr):
+        """What ``load_result`` compares with a result's field of the model (``coef`` with
+        ``coef_``, ``intercept`` with ``intercept_``): the returned iterate split into its
+        coefficients and, with ``fit_intercept``, its last entry, the intercept (found by
+        review: a genuine linear run with an intercept was refused, its d + 1 entries
+        compared with coef_'s d); other attributes as they are."""
+        if attr == "coef":
+            return self.chain[-1][:-1] if self.fit_intercept else self.chain[-1]
+        if attr == "intercept":  # a linear model's (identity map): coef_ and intercept_
+            if not self.identity_map:
+                return None
+            return float(self.chain[-1][-1]) if self.fit_intercept else 0.0
+        return getattr(self, attr, None)
+
+    def holds_model(self):
+        """Whether the certificate holds the model the result predicts with: a linear
+        model's coefficients and intercept (identity map). A kernel model's
+        representer weights are not bound to the result's ``support_coef_`` yet."""
+        return self.identity_map
+
     # views on the chain (settable: a new value replaces the stored array by a copy)
     @property
     def coef(self):
