@@ -888,7 +888,27 @@ are read (the header at most 4 MiB, the arrays together at most `max_bytes`, 1 G
 default), nesting is limited to 64 levels, and anything else is a `ValueError` naming the
 place in the file: a damaged member (its checksum, its deflate stream, its `.npy` header),
 bytes before the archive, a model `predict` cannot use (coefficients not finite, other than
-two labels) and a model other than the one its certificate checks. A one-vs-rest model of
+two labels) and a model other than the one its certificate checks. An exact-kernel SVM's
+certificate holds a fingerprint (SHA-256) of the predictor it checks: the rows
+`support_` (read as a float64 CSR matrix, so dense, CSR and float32 rows give the same
+one) and `support_coef_`; `load_result` compares it with the loaded predictor, and the
+referee recomputes it from X, y and the certificate's r, so a file whose predictor was
+edited is refused, and one whose fingerprint was edited with it fails `verify`. A
+"separable" certificate of the perceptron family holds the separator the result predicts
+with (`coef_`, or `support_coef_` with the fingerprint of its rows, the rows of X where
+alpha is not 0) and its intercept: `load_result` compares them with the model
+`decision_function` evaluates (`coef_`, else a kernel approximation's
+`extra["feature_space_coef"]`, else the kernel expansion), and the referee checks, besides
+G alpha > 0, that this separator classifies every training point correctly beyond the
+rounding of its recomputation in float64. A certificate that holds the model also holds
+its labels, kernel and intercept (none of them may be missing from it while the result
+has them), and its labels make the result a classifier. The Newton-decrement certificate
+of a linear iterated Tikhonov model binds `coef_` and `intercept_` (its iterate split by
+`fit_intercept`); a kernel model's representer weights are not bound yet. A certificate
+that binds a model but holds none (files of format 3 and before, or a plug-in's
+certificate built without one) loads with a `UserWarning`: it checks the claim about the
+data, not the model the result predicts with.
+A one-vs-rest model of
 `marginkit fit -m` reads all its members within one `max_bytes`.
 
 Rows marked "in a worker process" (inputs that crashed or exhausted the process before

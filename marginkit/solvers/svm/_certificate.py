@@ -131,7 +131,6 @@ class CertifiedPointsCertificate(Certificate):
         #: whether the run was weighted (its check then needs the sample weights)
         self.weighted = bool(weighted)
 
-
     def holds_model(self):
         """Whether the certificate holds the model the result predicts with (``coef``)."""
         return self.coef is not None
@@ -156,6 +155,7 @@ class CertifiedPointsCertificate(Certificate):
             return ("r.coef_ (or r.extra['feature_space_coef']) is not the model its "
                     "certificate checks (r.certificate.fields.coef)")
         return None
+
     def _feature_map(self, X):
         kernel = getattr(self, "kernel", None)  # absent in certificates saved before
         if kernel is None or isinstance(kernel, LinearKernel):
