@@ -131,23 +131,24 @@ class Result:
 
             return decision_function(self, Xd, self._n_features())
         X = check_X(X)
-        if self.coef_ is not None:
-            coef = np.asarray(self.coef_, dtype=np.float64)
+        # the model to evaluate, in the order load_result binds (``predicting_model``)
+        kind, value = predicting_model(self.__dict__) or (None, None)
+        if kind == "coef":
+            coef = np.asarray(value, dtype=np.float64)
             if X.shape[1] != coef.shape[0]:
                 raise ValueError(
                     f"X has {X.shape[1]} features, the model was fit with {coef.shape[0]}"
                 )
             out = X @ coef if not sp.issparse(X) else X.dot(coef)
             return np.asarray(out, dtype=np.float64).ravel() + float(self.intercept_ or 0.0)
-        fcoef = (self.extra or {}).get("feature_space_coef")
-        if fcoef is not None and getattr(self.kernel, "feature_map", None) is not None:
+        if kind == "feature_space":
             # linear model on the kernel's fitted feature map (SVM family with an approximation)
             if getattr(self.kernel, "fitted", True) is False:
                 raise ValueError(
                     "the kernel's feature map is not fitted (a loaded result keeps only its "
                     "parameters): call result.kernel.fit(X_train) first"
                 )
-            out = np.asarray(self.kernel.feature_map(X), dtype=np.float64) @ np.asarray(fcoef)
+            out = np.asarray(self.kernel.feature_map(X), dtype=np.float64) @ np.asarray(value)
             return out.ravel() + float(self.intercept_ or 0.0)
         if self.support_coef_ is None or self.kernel is None:
             raise ValueError("this result has no model to evaluate (no coef_ or kernel support)")
@@ -280,14 +281,15 @@ _MODEL_BOUND_SINCE = 4
 
 
 def predicting_model(fields):
-    """The model ``Result.decision_function`` evaluates for these fields, in its order:
-    ``("coef", coef_)``, ``("coef", extra["feature_space_coef"])`` (a kernel with a feature
-    map), ``("support", (support_, support_coef_))``, or None (no model)."""
+    """The model ``Result.decision_function`` evaluates for these fields (a result's
+    fields, or its ``__dict__``), the one definition of their order: ``("coef", coef_)``,
+    ``("feature_space", extra["feature_space_coef"])`` (a kernel with a feature map),
+    ``("support", (support_, support_coef_))``, or None (no model)."""
     if fields.get("coef_") is not None:
         return "coef", fields["coef_"]
     fcoef = (fields.get("extra") or {}).get("feature_space_coef")
     if fcoef is not None and getattr(fields.get("kernel"), "feature_map", None) is not None:
-        return "coef", fcoef
+        return "feature_space", fcoef
     if fields.get("support_coef_") is not None:
         return "support", (fields.get("support_"), fields["support_coef_"])
     return None

@@ -849,7 +849,7 @@ class SeparatorCertificate(_PerceptronFamilyCertificate):
         if model is None:
             return None
         kind, value = model
-        if kind == "coef":
+        if kind in ("coef", "feature_space"):
             if self.coef is None:
                 return ("its certificate holds no copy of the separator r.coef_ it checks "
                         "(r.certificate.fields.coef)")

@@ -145,7 +145,7 @@ class CertifiedPointsCertificate(Certificate):
         if model is None:
             return None
         kind, value = model
-        if kind != "coef":
+        if kind == "support":
             return ("the result predicts with a kernel expansion (r.support_coef_), its "
                     "certificate checks a linear model (r.certificate.fields.coef)")
         if self.coef is None:
