@@ -69,11 +69,12 @@ import scipy.sparse as sp
 __all__ = ["save_fields", "load_fields", "read_fields", "MAX_HEADER_BYTES", "MAX_BYTES",
            "MAX_DEPTH", "ARCHIVE_ERRORS", "open_archive"]
 
-VERSION = 4
+VERSION = 5
 #: header versions read (2: plug-ins without their fit; 3: certificates that do not hold
 #: the model the result predicts with (a kernel expansion or a separator: loaded with a
-#: warning); 1: see the module docstring)
-_VERSIONS = (2, 3, 4)
+#: warning); 4: iterated Tikhonov's certificates of kernel models do not either; 1: see
+#: the module docstring)
+_VERSIONS = (2, 3, 4, 5)
 #: largest JSON header accepted (a saved result's header is a few KiB)
 MAX_HEADER_BYTES = 4 << 20
 #: default limit on the total size of the arrays of one file (``load_result(max_bytes=)``)
@@ -919,7 +920,8 @@ _CERTIFICATE_FIELDS = {
         "train_index": _optional(_vector("iu")), "centres": _optional(_matrix),
         "projection": _optional(_matrix), "identity_map": _boolean,
         "config": _optional(_config), "prox_step": _optional(_integer),
-        "weighted": _boolean},
+        "weighted": _boolean, "predictor": _optional(_string),
+        "support_coef": _optional(_vector())},
 }
 
 

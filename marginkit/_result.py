@@ -277,6 +277,7 @@ def _bind_status_to_certificate(fields, path):
 _CERTIFIED_MODEL = {"kernel": "kernel", "intercept": "intercept_", "coef": "coef_",
                     "classes": "classes_", "support_coef": "support_coef_"}
 #: the first format version whose certificates hold the model the result predicts with
+#: (a certificate type's own ``model_bound_since`` when later)
 _MODEL_BOUND_SINCE = 4
 
 
@@ -345,7 +346,7 @@ def _bind_model_to_certificate(fields, path, version=_persist.VERSION):
     if callable(mismatch) and callable(holds):
         if not holds() and predicting_model(fields) is not None:
             why = (f"was written by an earlier marginkit (format {version})"
-                   if version < _MODEL_BOUND_SINCE else
+                   if version < getattr(cert, "model_bound_since", _MODEL_BOUND_SINCE) else
                    "holds a certificate built without the model (a plug-in's, or edited)")
             warnings.warn(
                 f"{name!r} {why}: its {type(cert).__name__} checks the run's variables "

@@ -409,6 +409,7 @@ def result_problems(res, X, y, spec, facts):
         if res.status == "converged" or cert is not None:
             fields = {k: getattr(res, k) for k in ("coef_", "intercept_", "dual_coef_",
                                                      "support_", "support_coef_")}
+            fields["feature_space_coef"] = (res.extra or {}).get("feature_space_coef")
             cfg = {"loss": params.get("loss", "logistic"), "t": params.get("t", 1),
                    "lam": params.get("lam"), "tol": params.get("tol", 1e-8),
                    "fit_intercept": params.get("fit_intercept", False),

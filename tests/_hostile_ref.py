@@ -782,7 +782,8 @@ def tikhonov_features(spec, X, fitted, result_fields, n_components=None):
     (the Newton decrement is affine invariant, so any parametrization gives the same
     number): the input space (linear), the eigenbasis of K (Gram kernels:
     Phi = U S^{1/2}, theta = S^{1/2} U^T beta), the approximation's Phi (nystroem / rff
-    kernels: theta = Phi^T beta), or for ``n_components`` the centres' span
+    kernels: theta, the result's ``feature_space_coef``), or for ``n_components`` the
+    centres' span
     (Phi = K(X, C) K_CC^{-1/2}, theta = K_CC^{1/2} beta). Returns None when the kernel is
     not positive semi-definite on the data."""
     name = spec[0]
@@ -801,8 +802,7 @@ def tikhonov_features(spec, X, fitted, result_fields, n_components=None):
         return Phi, theta, float(intercept)
     if name in ("nystroem", "rff"):
         Phi = feature_map(spec, X, fitted)
-        beta = np.asarray(result_fields["support_coef_"], dtype=np.float64).astype(LD)
-        theta = np.asarray(Phi.T @ beta, dtype=np.float64)
+        theta = np.asarray(result_fields["feature_space_coef"], dtype=np.float64)
         return Phi, theta, float(intercept)
     K = kernel_block(spec, X, X if name != "precomputed" else None) if name != "precomputed" \
         else dense_ld(X)

@@ -903,9 +903,13 @@ G alpha > 0, that this separator classifies every training point correctly beyon
 rounding of its recomputation in float64. A certificate that holds the model also holds
 its labels, kernel and intercept (none of them may be missing from it while the result
 has them), and its labels make the result a classifier. The Newton-decrement certificate
-of a linear iterated Tikhonov model binds `coef_` and `intercept_` (its iterate split by
-`fit_intercept`); a kernel model's representer weights are not bound yet. A certificate
-that binds a model but holds none (files of format 3 and before, or a plug-in's
+of an iterated Tikhonov model binds its last proximal iterate to the model: `coef_` and
+`intercept_` (the iterate split by `fit_intercept`), a feature map's
+`extra["feature_space_coef"]`, or the fingerprint of a kernel expansion (the training rows
+and representer weights of an exact kernel, or the Nystroem centres and their
+coefficients, which the referee checks against its own recomputation of the map, within
+1e-9 in the kernel's norm). A certificate that binds a model but holds none (files of
+format 3 and before, 4 and before for iterated Tikhonov kernel models, or a plug-in's
 certificate built without one) loads with a `UserWarning`: it checks the claim about the
 data, not the model the result predicts with.
 A one-vs-rest model of

@@ -956,3 +956,173 @@ def test_a_linear_tikhonov_model_with_an_intercept_round_trips(params, tmp_path)
         back = mk.load_result(tmp_path / "t.npz")
     np.testing.assert_array_equal(back.predict(X), res.predict(X))
     assert back.certificate.verify(X, y)
+
+
+_TIKHONOV_KERNEL_RUNS = {
+    "exact rbf": {"kernel": "rbf"},
+    "exact rbf CSR": {"kernel": "rbf", "sparse": True},
+    "exact rbf t=auto": {"kernel": "rbf", "random_state": 0,
+                         "solver_params": {"t": "auto", "t_max": 3}},
+    "precomputed": {"kernel": "precomputed"},
+    "Nystroem centres": {"kernel": "rbf", "random_state": 0,
+                         "solver_params": {"n_components": 20, "fit_intercept": True}},
+    "rff map": {"kernel": "rff", "kernel_params": {"n_components": 16}, "random_state": 0,
+                "solver_params": {"fit_intercept": True}},
+    "nystroem map": {"kernel": "nystroem", "kernel_params": {"n_components": 16},
+                     "random_state": 0},
+}
+
+
+def _tikhonov_run(name):
+    kw = dict(_TIKHONOV_KERNEL_RUNS[name])
+    X, y = _data(sparse=kw.pop("sparse", False))
+    if kw["kernel"] == "precomputed":
+        X = np.exp(-0.5 * np.sum((X[:, None] - X[None]) ** 2, axis=2))
+    res = mk.solve(X, y, solver="iterated_tikhonov", **kw)
+    assert res.status == "converged" and res.certificate.verify(X, y)
+    return X, y, res
+
+
+def _negated_model(res):
+    """A change of the fields that makes the result predict with the negated model, and
+    the fields' model after it (kind, value)."""
+    if res.support_coef_ is not None:
+        def change(F):
+            F["support_coef_"] = -F["support_coef_"]
+            F["dual_coef_"] = F["support_coef_"].copy()
+        return change, "support_coef_"
+
+    def change(F):
+        F["extra"] = dict(F["extra"], feature_space_coef=-F["extra"]["feature_space_coef"])
+    return change, "feature_space_coef"
+
+
+@pytest.mark.parametrize("name", sorted(_TIKHONOV_KERNEL_RUNS))
+def test_a_tikhonov_kernel_model_is_the_one_its_certificate_checks(name, tmp_path):
+    """Found by review: an iterated Tikhonov kernel model's representer weights (or a
+    Nystroem model's intercept) edited in a results file loaded as "converged", its
+    certificate verified, and it predicted with the edited model (every training point
+    wrong for a negated support_coef_). The certificate now holds the fingerprint of the
+    model the result predicts with (the kernel expansion, or theta on a feature map,
+    which the result now predicts with), its referee recomputes it from X and the chain,
+    and load_result compares it with the loaded model."""
+    import warnings
+
+    from marginkit._result import predicting_model
+    from marginkit.certificates import predictor_fingerprint
+
+    X, y, res = _tikhonov_run(name)
+    cert = res.certificate
+    kind, value = predicting_model(res.__dict__)
+    support, coef = value if kind == "support" else (None, value)
+    assert cert.predictor == predictor_fingerprint(support, coef)
+    if kind == "feature_space":  # theta on the map: the chain's last link
+        assert res.support_coef_ is None and res.support_ is None
+        Phi = np.asarray(res.kernel.feature_map(X), dtype=np.float64)
+        np.testing.assert_allclose(res.decision_function(X), Phi @ coef + res.intercept_,
+                                   rtol=1e-12, atol=1e-12)
+    # the genuine file: no warning, the same predictions, the certificate verifies
+    res.save(tmp_path / "t.npz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        back = mk.load_result(tmp_path / "t.npz")
+    np.testing.assert_array_equal(back.predict(X), res.predict(X))
+    assert back.certificate.verify(X, y)
+    # 1. the model edited: refused
+    change, field = _negated_model(res)
+    _edit_via_fields(res, tmp_path / "m.npz", change)
+    with pytest.raises(ValueError, match=r"(r\.support_ and r\.support_coef_ are not the "
+                                         r"predictor|r\.support_coef_ is not the support_coef"
+                                         r"|feature_space_coef'\]\) is not the last iterate)"):
+        mk.load_result(tmp_path / "m.npz")
+    # 2. the intercept edited: refused (exact kernels have none: 0)
+    _edit_via_fields(res, tmp_path / "b.npz", lambda F: F.update(intercept_=1000.0))
+    with pytest.raises(ValueError, match=r"r\.intercept_ is not the intercept"):
+        mk.load_result(tmp_path / "b.npz")
+    # 3. the model and the certificate's fingerprint (and copy) edited together: theta on
+    # a feature map is the chain's last link itself (refused); a kernel expansion loads,
+    # and the referee, recomputing the model from X and the chain, rejects it
+    def joint(F):
+        change(F)
+        kind_, value_ = predicting_model(F)
+        sup, c = value_ if kind_ == "support" else (None, value_)
+        F["certificate"].predictor = predictor_fingerprint(sup, c)
+        if F["certificate"].support_coef is not None:
+            F["certificate"].support_coef = np.asarray(c, dtype=np.float64).copy()
+    _edit_via_fields(res, tmp_path / "j.npz", joint)
+    if kind == "feature_space":
+        with pytest.raises(ValueError, match=r"is not the last iterate of its certificate"):
+            mk.load_result(tmp_path / "j.npz")
+        return
+    edited = mk.load_result(tmp_path / "j.npz")
+    assert not np.array_equal(edited.predict(X), res.predict(X))
+    verdict = edited.certificate.check(X, y)
+    assert not verdict and ("the stored predictor" in verdict.reason
+                            or "(support_coef) are not P theta^t" in verdict.reason)
+
+
+def test_a_tikhonov_kernel_model_cannot_be_replaced_by_another_kind(tmp_path):
+    """A model decision_function prefers, added to the fields (coef_ on a kernel model,
+    a dual_coef_ that is not the representer weights), is refused."""
+    _, _, exact = _tikhonov_run("exact rbf")
+    _, _, rff = _tikhonov_run("rff map")
+    cases = [
+        (exact, lambda F: F.update(coef_=np.ones(6)), r"predicts with r\.coef_ on the rows"),
+        (rff, lambda F: F.update(coef_=F["extra"]["feature_space_coef"][:6].copy()),
+         r"predicts with r\.coef_ on the rows"),
+        (exact, lambda F: F.update(dual_coef_=-F["dual_coef_"]),
+         r"r\.dual_coef_ is not r\.support_coef_"),
+    ]
+    for k, (res, change, match) in enumerate(cases):
+        _edit_via_fields(res, tmp_path / f"k{k}.npz", change)
+        with pytest.raises(ValueError, match=match):
+            mk.load_result(tmp_path / f"k{k}.npz")
+
+
+def test_a_nystroem_models_coefficients_are_checked_within_rounding():
+    """The referee recomputes P theta^t with its own eigendecomposition of K_CC and
+    accepts the stored coefficients of the centres c within 1e-9 of it in the norm of
+    K_CC (the RKHS norm of the difference of the two predictors): a change far below it
+    (rounding of another machine's LAPACK) verifies, one of 1e-6 is rejected."""
+    from marginkit.certificates import predictor_fingerprint
+    from marginkit.solvers.tikhonov import NewtonDecrementCertificate
+
+    X, y, res = _tikhonov_run("Nystroem centres")
+    cert = res.certificate
+    C = res.support_
+    K = np.asarray(res.kernel(C, C), dtype=np.float64)
+    c = cert.support_coef
+    norm = np.sqrt(c @ K @ c)
+    rng = np.random.default_rng(0)
+    direction = rng.standard_normal(c.shape[0])
+    direction /= np.sqrt(direction @ K @ direction)
+    for rel, holds in ((1e-13, True), (1e-6, False)):
+        forged = NewtonDecrementCertificate.__new__(NewtonDecrementCertificate)
+        forged.__dict__.update(cert.__dict__)
+        forged.support_coef = c + rel * norm * direction
+        forged.predictor = predictor_fingerprint(C, forged.support_coef)
+        verdict = forged.check(X, y)
+        assert bool(verdict) is holds, (rel, verdict.reason)
+        if not holds:
+            assert "(support_coef) are not P theta^t" in verdict.reason
+
+
+def test_a_tikhonov_kernel_file_of_format_4_loads_with_a_warning(tmp_path):
+    """Files written before certificates of iterated Tikhonov kernel models held their
+    model (format 4): loaded, with a warning that the certificate checks the claim about
+    the data, not the model the result predicts with."""
+    X, y, res = _tikhonov_run("exact rbf")
+    path = tmp_path / "v4.npz"
+    res.save(path)
+
+    def as_format_4(node):
+        if "__result__" in node:
+            node["__result__"] = 4
+        if node.get("__certificate__") == "NewtonDecrementCertificate":
+            for key in ("predictor", "support_coef"):
+                node["fields"].pop(key, None)
+
+    _rewrite_header(path, as_format_4)
+    with pytest.warns(UserWarning, match=r"written by an earlier marginkit \(format 4\)"):
+        back = mk.load_result(path)
+    assert back.certificate.predictor is None and back.certificate.verify(X, y)

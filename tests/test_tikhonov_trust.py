@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import marginkit as mk
-from marginkit.certificates import NotPositiveSemidefiniteError
+from marginkit.certificates import NotPositiveSemidefiniteError, predictor_fingerprint
 from marginkit.solvers.tikhonov import NewtonDecrementCertificate, decrement_schedule, run_targets
 
 L = np.longdouble
@@ -507,6 +507,8 @@ def test_forged_intermediate_link_is_rejected_naming_it():
     g = -y / (1.0 + np.exp(y * (X @ theta)))
     bad.coef = theta
     bad.coef_prev = theta + X.T @ g / (n * lam)
+    # the fingerprint of the model forged with it (else the referee stops there first)
+    bad.predictor = predictor_fingerprint(None, theta)
     assert bad.recompute(X, y) < 1e-12  # the last link solves its subproblem exactly
     verdict = bad.check(X, y)
     assert not verdict and not bad.verify(X, y)

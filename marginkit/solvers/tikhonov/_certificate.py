@@ -18,6 +18,10 @@ from ._decrement_bound import _link_bounds
 from ._representation import ExactKernelMap, check_gram_budget, gram_matrix
 from ._schedule import decrement_schedule, rule_schedule
 
+#: how far a Nystroem model's stored coefficients of the centres may be from the referee's
+#: P theta^t, relative, in the norm of K_CC (``_predictor_reason``)
+_NYSTROEM_RTOL = 1e-9
+
 
 def run_targets(config, n_rows, prox_step):
     """The claim's numbers from the run's configuration (a ``Config``, or its dict form
@@ -140,13 +144,27 @@ class NewtonDecrementCertificate(Certificate):
         derives the representation from it (with ``n_components``, Nystroem centres,
         whose normalization K_CC^{-1/2} it recomputes; the stored ``projection`` and
         ``identity_map`` are never read).
+    predictor : str or None
+        ``predictor_fingerprint`` of the model the result predicts with: (``support_``,
+        ``support_coef_``) of an exact kernel (the training rows and beta^t) or of Nystroem
+        centres, else (None, theta^t) (``coef_`` of the linear kernel,
+        ``extra["feature_space_coef"]`` of another feature map). The referee recomputes it
+        from X and the chain; ``load_result`` compares it (or theta^t itself) with the
+        loaded model. None: a certificate that holds no model (format 4 and before, for
+        kernel models), checked as a claim about the data only.
+    support_coef : array (m,) or None
+        A Nystroem model's coefficients of the centres, P theta^t as the solver computed
+        it; the referee checks them against its own P theta^t (``_NYSTROEM_RTOL``).
     """
 
     kind = "newton_decrement"
+    #: the first results-file format whose certificates of kernel models hold the model
+    model_bound_since = 5
 
     def __init__(self, value, targets, loss, lam, representation, chain, fit_intercept,
                  kernel, classes, train_index=None, centres=None, projection=None,
-                 identity_map=False, config=None, prox_step=None, weighted=False):
+                 identity_map=False, config=None, prox_step=None, weighted=False,
+                 predictor=None, support_coef=None):
         self.value = float(value)
         self.chain = np.array(chain, dtype=np.float64)
         if self.chain.ndim != 2 or self.chain.shape[0] < 1:
@@ -174,26 +192,98 @@ class NewtonDecrementCertificate(Certificate):
         self.prox_step = prox_step
         #: whether the run was weighted (its check then needs the sample weights)
         self.weighted = bool(weighted)
+        if predictor is not None and not isinstance(predictor, str):
+            raise TypeError(f"predictor must be a fingerprint (str) or None, got "
+                            f"{type(predictor).__name__}")
+        self.predictor = predictor
+        if support_coef is not None:
+            support_coef = np.array(support_coef, dtype=np.float64)
+            if support_coef.ndim != 1:
+                raise ValueError(f"support_coef must be a vector, got shape "
+                                 f"{support_coef.shape}")
+        self.support_coef = support_coef
 
     def bound_value(self, attr):
         """What ``load_result`` compares with a result's field of the model (``coef`` with
         ``coef_``, ``intercept`` with ``intercept_``): the returned iterate split into its
         coefficients and, with ``fit_intercept``, its last entry, the intercept (found by
         review: a genuine linear run with an intercept was refused, its d + 1 entries
-        compared with coef_'s d); other attributes as they are."""
-        if attr == "coef":
-            return self.chain[-1][:-1] if self.fit_intercept else self.chain[-1]
-        if attr == "intercept":  # a linear model's (identity map): coef_ and intercept_
-            if not self.identity_map:
-                return None
+        compared with coef_'s d; a kernel model's intercept was not bound); other
+        attributes as they are."""
+        if attr == "coef":  # a model linear in X (coef_); other models: predictor_mismatch
+            return self._last_theta() if self._maps_to_itself() else None
+        if attr == "intercept":
             return float(self.chain[-1][-1]) if self.fit_intercept else 0.0
         return getattr(self, attr, None)
 
+    def _last_theta(self):
+        """theta^t without its intercept (beta^t for an exact kernel)."""
+        return self.chain[-1][:-1] if self.fit_intercept else self.chain[-1]
+
+    def _maps_to_itself(self):
+        """Whether the run's model is linear in X (``coef_``): the linear kernel, or a
+        feature map that returns its rows (probed as the solver probes it), without
+        Nystroem centres. Derived from the kernel, as the referee derives the
+        representation, never from the stored ``identity_map``."""
+        from ...certificates import _or_linear
+        from ...kernels.builtin import LinearKernel
+
+        kernel = _or_linear(self.kernel)
+        if self.centres is not None:
+            return False
+        if isinstance(kernel, LinearKernel):
+            return True
+        if getattr(kernel, "precomputed", False) or getattr(kernel, "feature_map", None) is None \
+                or getattr(kernel, "fitted", True) is False:
+            return False
+        probe = np.zeros((1, self.chain.shape[1] - int(self.fit_intercept)))
+        try:
+            return kernel.feature_map(probe) is probe
+        except Exception:  # a map that cannot take the probe is not the identity
+            return False
+
     def holds_model(self):
-        """Whether the certificate holds the model the result predicts with: a linear
-        model's coefficients and intercept (identity map). A kernel model's
-        representer weights are not bound to the result's ``support_coef_`` yet."""
-        return self.identity_map
+        """Whether the certificate holds the model the result predicts with: a model linear
+        in X (its coefficients and intercept are the chain's last link), or the
+        fingerprint of a kernel model (``predictor``; format 4 and before hold none)."""
+        return self.predictor is not None or self._maps_to_itself()
+
+    def predictor_mismatch(self, model, fields):
+        """None when ``model`` (``_result.predicting_model``: what ``decision_function``
+        evaluates) is the chain's last link in the form the run's kernel predicts with,
+        else why not (``load_result``): ``coef_`` for a model linear in X, the
+        feature-space coefficients for another feature map (theta^t itself, compared
+        entry by entry), the kernel expansion (``support_``, ``support_coef_``) of an
+        exact kernel or Nystroem centres (by its fingerprint, ``predictor``, which the
+        referee recomputes from X and the chain)."""
+        from ...certificates import _or_linear, _same_value, predictor_fingerprint
+
+        if model is None:
+            return None
+        kind, value = model
+        if kind in ("coef", "feature_space"):
+            kernel = _or_linear(self.kernel)
+            if kind == "coef" and not self._maps_to_itself():
+                return ("the result predicts with r.coef_ on the rows of X, its certificate "
+                        "checks a kernel model")
+            if kind == "feature_space" and (self.centres is not None or getattr(
+                    kernel, "feature_map", None) is None or getattr(kernel, "precomputed", False)):
+                return ("the result predicts with r.extra['feature_space_coef'], its "
+                        "certificate checks a kernel expansion (r.support_, r.support_coef_)")
+            if not _same_value(self._last_theta(), np.asarray(value, dtype=np.float64)):
+                return ("r.coef_ (or r.extra['feature_space_coef']) is not the last iterate "
+                        "of its certificate's chain (r.certificate.fields.chain)")
+            return None
+        if self.predictor is None:
+            return ("its certificate holds no fingerprint of the predictor it checks "
+                    "(r.certificate.fields.predictor)")
+        if predictor_fingerprint(*value) != self.predictor:
+            return "r.support_ and r.support_coef_ are not the predictor its certificate checks"
+        dual = fields.get("dual_coef_")
+        if dual is not None and not _same_value(np.asarray(dual, dtype=np.float64),
+                                                np.asarray(value[1], dtype=np.float64)):
+            return "r.dual_coef_ is not r.support_coef_, the representer weights it checks"
+        return None
 
     # views on the chain (settable: a new value replaces the stored array by a copy)
     @property
@@ -258,12 +348,16 @@ class NewtonDecrementCertificate(Certificate):
     def bounds(self, X, y):
         """(recomputed decrement, proven upper bound) of the last link, theta^t on the
         subproblem centred at theta^{t-1}, with this certificate's lam and loss."""
-        blocks, yv, thetas, bs = self._problem(X, y)
+        blocks, yv, thetas, bs, _ = self._problem(X, y)
         return _link_bounds(blocks, yv, thetas, bs, thetas.shape[0], self.lam, self.loss,
                             self.fit_intercept)
 
     def _problem(self, X, y):
-        """(row blocks of Phi, labels, the chain in feature space (t, p), intercepts (t,)).
+        """(row blocks of Phi, labels, the chain in feature space (t, p), intercepts (t,),
+        the model's form): the form is how the run's model predicts, as the referee derives
+        it: ``("support", rows)`` (an exact kernel: the training rows, None for a
+        precomputed Gram matrix, with beta^t), ``("nystroem", C, P, K_CC)`` (the centres,
+        the referee's K_CC^{-1/2} and K_CC) or ``("map",)`` (theta^t on a feature map).
 
         The map from the chain to the data is the referee's own: the kernel is the run's
         (``kernel_mismatch`` with the configuration), the representation follows from it
@@ -326,7 +420,8 @@ class NewtonDecrementCertificate(Certificate):
             if chain.shape[1] != Phi.shape[0]:
                 raise ValueError("the representer weights must have one entry per training row")
             # theta^k = Phi^T beta^k for every link
-            return R.RowBlocks(Phi), yv, chain @ Phi, np.zeros(chain.shape[0])
+            form = ("support", None if precomputed else Xl)
+            return R.RowBlocks(Phi), yv, chain @ Phi, np.zeros(chain.shape[0]), form
         if self.centres is not None:
             C = R.float64_block(check_X(self.centres, name="the Nystroem centres"))
             d = X.shape[1]
@@ -337,20 +432,60 @@ class NewtonDecrementCertificate(Certificate):
                     f"features; the run's n_components={n_components!r} allows at most "
                     f"that many centres of X's {d} features")
             # P = K_CC^{-1/2}, as the run's map computed it from the same centres
-            P, _ = nystroem_projection(gram_matrix(kernel, C, C))
+            Kcc = gram_matrix(kernel, C, C)
+            P, _ = nystroem_projection(Kcc)
+            form = ("nystroem", C, P, Kcc)
 
             def fmap(B):
                 return gram_matrix(kernel, B, C) @ P
         elif isinstance(kernel, LinearKernel):
-            fmap = None
+            fmap, form = None, ("map",)
         else:
             # a kernel approximation's fit rebuilt from its parameters (and fitted on all
             # the training rows when a loaded result keeps its parameters only)
-            fmap = referee_kernel(kernel, X).feature_map
+            fmap, form = referee_kernel(kernel, X).feature_map, ("map",)
         blocks = R.RowBlocks(X, fmap)
         p = chain.shape[1] - int(self.fit_intercept)
         bs = chain[:, p] if self.fit_intercept else np.zeros(chain.shape[0])
-        return blocks, yv, np.ascontiguousarray(chain[:, :p]), bs
+        return blocks, yv, np.ascontiguousarray(chain[:, :p]), bs, form
+
+    def _predictor_reason(self, form, thetas):
+        """None when the stored fingerprint of the model (``predictor``) is the one of the
+        chain's last link in the run's form (``_problem``), else why not. A Nystroem
+        model's stored coefficients of the centres c must be the referee's P theta^t up to
+        ||c - P theta^t||_K <= ``_NYSTROEM_RTOL`` ||P theta^t||_K, the norm of K_CC (the
+        RKHS norm of the difference of the two functions on the centres' span), so that
+        for every x the two predictions differ by at most that much times
+        sqrt(k(x, x)) ||P theta^t||_K: P is recomputed by the referee's eigendecomposition,
+        equal to the solver's on one machine and within rounding on another."""
+        from ...certificates import predictor_fingerprint
+
+        if self.predictor is None:
+            return None  # a certificate that holds no model: the claim about the data only
+        beta = thetas[-1]
+        if form[0] == "support":
+            support, beta = form[1], self.chain[-1]
+        elif form[0] == "nystroem":
+            support, P, Kcc = form[1:]
+            c = self.support_coef
+            if c is None or c.shape != (support.shape[0],) or not np.all(np.isfinite(c)):
+                return ("the certificate holds no finite coefficients of its "
+                        f"{support.shape[0]} Nystroem centres (support_coef)")
+            ref = P @ beta
+            diff = c - ref
+            gap = math.sqrt(max(float(diff @ (Kcc @ diff)), 0.0))
+            size = math.sqrt(max(float(ref @ (Kcc @ ref)), 0.0))
+            if not gap <= _NYSTROEM_RTOL * size:
+                return (f"the stored coefficients of the Nystroem centres (support_coef) are "
+                        f"not P theta^t of the chain's last link: ||c - P theta||_K = {gap:.3g}"
+                        f" > {_NYSTROEM_RTOL:g} ||P theta||_K = {size:.3g}")
+            beta = c
+        else:
+            support = None
+        if predictor_fingerprint(support, beta) != self.predictor:
+            return ("the stored predictor (fingerprint) is not the model of the chain's last "
+                    "link on X")
+        return None
 
     def check(self, X, y, sample_weight=None):
         from ...certificates import NotPositiveSemidefiniteError
@@ -362,7 +497,7 @@ class NewtonDecrementCertificate(Certificate):
                                         "weights, check(X, y, sample_weight=w) (verify "
                                         "likewise)")
         try:
-            blocks, yv, thetas, bs = self._problem(X, y)
+            blocks, yv, thetas, bs, form = self._problem(X, y)
         except NotPositiveSemidefiniteError:
             raise  # a kernel that is not PSD on the data is an error, not a verdict
         except ValueError as exc:
@@ -396,6 +531,9 @@ class NewtonDecrementCertificate(Certificate):
                                             f"is not the run's {name}={th[name]!r}")
         if not np.all(np.isfinite(self.chain)):
             return Verdict.reject(kind, "the coefficients are not finite")
+        why = self._predictor_reason(form, thetas)
+        if why is not None:
+            return Verdict.reject(kind, why)
         margin, steer, last = math.inf, {}, None
         # the last link first: its verdict is the one reported (its recomputed decrement,
         # no shortcut), and its Hessian steers the directions of the earlier links

@@ -5,7 +5,6 @@ The paper's reference is in the package docstring (``marginkit.solvers.tikhonov`
 import numbers
 
 import numpy as np
-import scipy.linalg as sla
 
 from ..._registry import _register_builtin
 from ..._validation import Param
@@ -80,7 +79,8 @@ class IteratedTikhonov(Solver):
     keep_path : bool
         Keep the iterate of every proximal step k = 1..t in ``result.extra["path"]``
         (shape (t, len(coef)), in the form used for prediction: ``coef_`` for linear
-        models, ``support_coef_`` otherwise; intercepts in ``extra["path_intercept"]``).
+        models, ``extra["feature_space_coef"]`` for other feature maps, ``support_coef_``
+        otherwise; intercepts in ``extra["path_intercept"]``).
         IT(k) for k < t is exactly row k - 1 (Definition 1), solved to a tighter
         decrement than a run with t = k would ask for.
 
@@ -168,25 +168,13 @@ class IteratedTikhonov(Solver):
         w, w_prev = state.w, state.w_prev
         state._record_last_prox_step()
         fields = {"task": self.task}
-        support_X = problem.X if state.train_index is None else problem.X[state.train_index]
-        kernel = problem.kernel
-        coef = self._prediction_coef(state, w)
-        intercept = float(w[mdl.p]) if mdl.fit_intercept else 0.0
-        if state.identity_map:
-            fields["coef_"], fields["intercept_"] = coef, intercept
-        else:
-            # representer weights: beta of the eigen map (exact kernels), of the Nystroem
-            # centres, or the minimum-norm beta with theta = Phi^T beta (other feature maps)
-            fields["dual_coef_"] = coef
-            fields["support_coef_"] = coef.copy()
-            if state.exact is not None:
-                if not getattr(kernel, "precomputed", False):
-                    fields["support_"] = support_X.copy()
-                fields["coef_"] = None
-            else:
-                centres = state.nystroem.centres_ if state.nystroem is not None else support_X
-                fields["support_"] = centres.copy()
-                fields["intercept_"] = intercept
+        if state.failed:
+            # keep the last finite iterate (theta^0 = 0 at worst)
+            w = np.where(np.isfinite(w), w, 0.0)
+        model, extra = state.model_fields(w)
+        fields.update(model)
+        if fields.get("support_") is not None:
+            fields["support_"] = fields["support_"].copy()  # the result's own rows
         # the subproblem the returned iterate belongs to (the last one unless stopped early)
         target = state.decrement_target
         # a certificate is a claim that holds: only when the last target was met
@@ -199,37 +187,18 @@ class IteratedTikhonov(Solver):
         if state.auto:
             fields["history"]["validation_loss"] = np.asarray(state.validation_loss)
         if state.failed:
-            # keep the last finite iterate (theta^0 = 0 at worst)
-            w = np.where(np.isfinite(w), w, 0.0)
             for key in ("coef_", "dual_coef_", "support_coef_"):
                 if fields.get(key) is not None:
                     fields[key] = np.where(np.isfinite(fields[key]), fields[key], 0.0)
         fields["extra"] = {"t": int(t_used), "lam": state.lam, "loss": state.loss_name,
                            "failure": state.failed,
                            "decrement": state.decrement, "target": target,
-                           "newton_solver": state.newton_solver}
-        if not state.identity_map and state.exact is None:
-            fields["extra"]["theta"] = w[: mdl.p].copy()
+                           "newton_solver": state.newton_solver, **extra}
         if state.train_index is not None:
             fields["extra"]["train_index"] = state.train_index
         if self.params["keep_path"]:
             steps = list(state.prox_coef[: t_used - 1]) + [w]
-            fields["extra"]["path"] = np.array([self._prediction_coef(state, v) for v in steps])
+            fields["extra"]["path"] = np.array([state.prediction_coef(v) for v in steps])
             fields["extra"]["path_intercept"] = np.array(
                 [float(v[mdl.p]) if mdl.fit_intercept else 0.0 for v in steps])
         return fields
-
-    @staticmethod
-    def _prediction_coef(state, w):
-        """The coefficients of the iterate ``w`` in the form used for prediction:
-        ``coef_`` (identity map) or ``support_coef_`` (representer weights)."""
-        mdl = state.model
-        if state.exact is not None:
-            return state.exact.projection_ @ w[: mdl.p]
-        if state.nystroem is not None:
-            return state.nystroem.projection_ @ w[: mdl.p]
-        if state.identity_map:
-            return w[: mdl.p].copy()
-        Phi = mdl.Phi
-        G = np.asarray((Phi.T @ Phi).toarray() if mdl.sparse else Phi.T @ Phi)
-        return np.asarray(Phi @ (sla.pinvh(G) @ w[: mdl.p])).ravel()

@@ -310,20 +310,69 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
 
     def certificate(self, status):
         """The certificate of the claim "converged" at the current iterate (None for any
-        other status): the proximal chain up to it, each subproblem solved to its target."""
+        other status): the proximal chain up to it, each subproblem solved to its target,
+        and the model the result predicts with (``model_fields``, read as
+        ``decision_function`` reads it): its fingerprint, and a Nystroem model's
+        coefficients of the centres."""
         if status != "converged":
             return None
+        from ..._result import predicting_model
+        from ...certificates import predictor_fingerprint
+
         problem, mdl = self.problem, self.model
         chain = self._chain()
-        centres = projection = None
+        centres = projection = support_coef = None
         if self.exact is not None:
             rep, chain = "gram", [self.exact.projection_ @ w for w in chain]
         else:
             rep = "primal"
             if self.nystroem is not None:
                 centres, projection = self.nystroem.centres_, self.nystroem.projection_
+        model, extra = self.model_fields(self.w)
+        kind, value = predicting_model({**model, "kernel": problem.kernel, "extra": extra})
+        support, coef = value if kind == "support" else (None, value)
+        if centres is not None:
+            support_coef = coef
         return NewtonDecrementCertificate(
             self.decrement, self.decrement_targets[: self.prox_step], self.loss_name, self.lam,
             rep, np.array(chain), mdl.fit_intercept, problem.kernel, problem.classes_,
             self.train_index, centres, projection, self.identity_map, config=problem.config,
-            prox_step=self.prox_step, weighted=self.weighted)
+            prox_step=self.prox_step, weighted=self.weighted,
+            predictor=predictor_fingerprint(support, coef), support_coef=support_coef)
+
+    def model_fields(self, w):
+        """(the result's fields of the model of the iterate ``w``, its ``extra`` entries):
+        ``coef_`` and ``intercept_`` (a model linear in X); the representer weights
+        ``support_coef_`` (= ``dual_coef_``) on ``support_``: beta of the eigen map on the
+        training rows (exact kernels; no rows for a precomputed Gram matrix) or of the
+        Nystroem centres (``extra["theta"]``: theta); or, for another feature map, theta
+        itself on Phi(x), ``extra["feature_space_coef"]`` with ``intercept_`` (as the SVM
+        solvers keep a feature-map model). ``support_`` is the problem's matrix (or a view
+        of its rows), not a copy."""
+        mdl, X = self.model, self.problem.X
+        coef = self.prediction_coef(w)
+        intercept = float(w[mdl.p]) if mdl.fit_intercept else 0.0
+        if self.identity_map:
+            return {"coef_": coef, "intercept_": intercept}, {}
+        if self.exact is None and self.nystroem is None:
+            return {"coef_": None, "intercept_": intercept}, {"feature_space_coef": coef}
+        fields = {"coef_": None, "dual_coef_": coef, "support_coef_": coef.copy()}
+        if self.exact is not None:
+            if not getattr(self.problem.kernel, "precomputed", False):
+                fields["support_"] = X if self.train_index is None else X[self.train_index]
+            return fields, {}
+        fields["intercept_"] = intercept
+        fields["support_"] = self.nystroem.centres_
+        return fields, {"theta": w[: mdl.p].copy()}
+
+    def prediction_coef(self, w):
+        """The coefficients of the iterate ``w`` in the form used for prediction:
+        ``coef_`` (identity map), the representer weights (``support_coef_`` of an exact
+        kernel or Nystroem centres) or theta (``extra["feature_space_coef"]`` of another
+        feature map)."""
+        mdl = self.model
+        if self.exact is not None:
+            return self.exact.projection_ @ w[: mdl.p]
+        if self.nystroem is not None:
+            return self.nystroem.projection_ @ w[: mdl.p]
+        return w[: mdl.p].copy()
