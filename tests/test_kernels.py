@@ -392,6 +392,66 @@ def test_spline_params_validated():
         mk.get_plugin("kernel", "spline")(normalization="fourier")
 
 
+def _spline_exact(A, B, q, weight, mp):
+    """K(A, B) of the spline kernel at 30 digits (``mpmath.clcos``: sum cos(k x) / k^q)."""
+    w = mp.mpf(weight)
+    return np.array([[float(mp.fprod(
+        1 + w * mp.clcos(q, 2 * mp.pi * (mp.mpf(float(a)) - mp.mpf(float(b))))
+        for a, b in zip(ra, rb))) for rb in B] for ra in A])
+
+
+def _spline_near_zero_rows(k, q, mp):
+    """Coordinates t where the series factor 1 + w C_q(t) is within about 1e-12 of 0
+    (it changes sign between t = 0 and t = 1/2), or None when it does not."""
+    w = mp.mpf(k._weight())
+
+    def f(t):
+        return 1 + w * mp.clcos(q, 2 * mp.pi * t)
+    if f(mp.mpf(0.5)) > 0:
+        return None
+    root = float(mp.findroot(f, (mp.mpf(0), mp.mpf(0.5)), solver="bisect"))
+    return root + np.array([-2e-12, 0.0, 3e-12])
+
+
+@pytest.mark.parametrize("normalization", ["series", "bernoulli"])
+@pytest.mark.parametrize("q", [2.0, 3.0, 10.0, 45.0] + [
+    # the polylog route: mpmath's reference takes seconds a case
+    pytest.param(q, marks=pytest.mark.slow) for q in (1.001, 1.05, 1.5, 4.5)])
+def test_spline_careful_block_bounds_its_true_error(q, normalization, rng):
+    """Every entry of SplineKernel.careful_block is within its bound of the kernel computed
+    at 30 digits, at random points and where the series normalization's factor changes
+    sign (there a relative bound cannot hold: see the next test)."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 30
+    k = mk.get_plugin("kernel", "spline")(order=q, normalization=normalization)
+    A, B = rng.random((6, 3)), rng.random((5, 3))
+    near = _spline_near_zero_rows(k, q, mp)
+    if near is not None:
+        A = np.vstack([A, np.column_stack([near, rng.random((3, 2))])])
+        B[0, 0] = 0.0
+    K, E = k.careful_block(A, B)
+    assert_array_equal(K, k(A, B))
+    err = np.abs(K - _spline_exact(A, B, q, k._weight(), mp))
+    assert np.all(err <= E), (err / E).max()
+    assert np.all(E <= 1e-9 * (1 + k._weight() * float(mp.zeta(q))) ** 3)  # not vacuous
+
+
+def test_spline_careful_bound_is_absolute_near_a_zero_of_a_factor(rng):
+    """Found while reviewing the referee's bounds: the bound was d 1e-13 |K|, relative,
+    but the series factor 1 + 2 C_2(t) changes sign (1 - pi^2 / 6 at t = 1/2); near its
+    zero the computed kernel's error is about 1e-15 absolute, far above that relative
+    bound, which certificates then trusted."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 30
+    k = mk.get_plugin("kernel", "spline")(order=2.0)
+    A = np.column_stack([_spline_near_zero_rows(k, 2.0, mp), np.full(3, 0.3)])
+    B = np.zeros((1, 2))
+    K, E = k.careful_block(A, B)
+    err = np.abs(K - _spline_exact(A, B, 2.0, k._weight(), mp))
+    old = (A.shape[1] * 1e-13 + 8 * np.finfo(np.float64).eps / 2) * np.abs(K)
+    assert np.any(err > old) and np.all(err <= E)
+
+
 # ------------------------------------------------------------------------- pickling
 @pytest.mark.parametrize("name,kw", CASES + [("spline", {"order": 3}), ("precomputed", {})])
 def test_kernels_pickle(name, kw, rng):
