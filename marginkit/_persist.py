@@ -472,6 +472,12 @@ class _Loader:
         if coef is not None and fields.get("coef_") is None and fields.get("kernel") is None:
             raise _Refusal("r.kernel", "is missing: support_coef_ are the coefficients of "
                                        "kernel values, and no kernel is stored")
+        if coef is not None and support is None and fields.get("coef_") is None and \
+                not getattr(fields.get("kernel"), "precomputed", True) and \
+                (fields.get("extra") or {}).get("feature_space_coef") is None:
+            raise _Refusal("r.support_", "is missing: support_coef_ are the coefficients of "
+                                         "kernel values on rows the file does not hold (only "
+                                         "kernel='precomputed' takes K(X_new, X_train) instead)")
         classes = fields.get("classes_")
         if classes is not None and fields.get("task") != "regression" and (
                 classes.shape != (2,) or classes[0] == classes[1]

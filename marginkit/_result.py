@@ -245,9 +245,51 @@ def load_result(path, max_bytes=_persist.MAX_BYTES):
 def read_result(path, max_bytes=_persist.MAX_BYTES):
     """``load_result``, and how much of ``max_bytes`` the file used (``read_fields``)."""
     fields, used, version = _persist.read_fields(path, Result._FIELDS, max_bytes=max_bytes)
+    _bind_config_to_certificate(fields, path)
     _bind_status_to_certificate(fields, path)
     _bind_model_to_certificate(fields, path, version)
     return Result(**fields), used
+
+
+def _bind_config_to_certificate(fields, path):
+    """A certificate's thresholds are the run's: the configuration a certificate checks
+    its claim with (its ``config``) is the result's ``config``, one object after loading,
+    as ``solve`` returns them. Found by review: the file keeps both, and a certificate
+    whose own copy was edited (a Newton-decrement tol of 1e300) or removed (its stored
+    targets of 1e300 then read) verified any model. A certificate whose configuration is
+    not the result's is refused; one without a configuration takes the result's (files
+    of the first formats, plug-ins' certificates built without one); in a result without
+    one either, it checks its stored thresholds: loaded with a warning that says so."""
+    cert = fields.get("certificate")
+    if cert is None or not hasattr(cert, "config"):
+        return  # a plug-in's certificate type that reads no configuration
+    name = os.fspath(path) if isinstance(path, os.PathLike) else path
+    run, own = fields.get("config"), cert.config
+    if run is None:
+        if own is None:
+            warnings.warn(f"{name!r}: neither the result nor its {type(cert).__name__} "
+                          "holds a run's configuration: the certificate is checked against "
+                          "its own stored thresholds, not those of a run", UserWarning,
+                          stacklevel=4)
+        return
+    if own is not None and not _same_config(run, own):
+        raise ValueError(f"{name!r}: r.config is not the configuration its certificate "
+                         "checks its claim with (r.certificate.fields.config); the file was "
+                         "edited")
+    cert.config = run
+
+
+def _same_config(a, b):
+    """Two configurations (``Config``, or their dict form) with equal fields."""
+    import dataclasses
+
+    from ._config import Config
+    from .certificates import _same_value
+
+    if not (isinstance(a, Config) and isinstance(b, Config)):
+        return _same_value(a, b)
+    return all(_same_value(getattr(a, f.name), getattr(b, f.name))
+               for f in dataclasses.fields(Config))
 
 
 def _bind_status_to_certificate(fields, path):

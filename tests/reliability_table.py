@@ -906,12 +906,14 @@ has them), and its labels make the result a classifier. The Newton-decrement cer
 of an iterated Tikhonov model binds its last proximal iterate to the model: `coef_` and
 `intercept_` (the iterate split by `fit_intercept`), a feature map's
 `extra["feature_space_coef"]`, or the fingerprint of a kernel expansion (the training rows
-and representer weights of an exact kernel, or the Nystroem centres and their
-coefficients, which the referee checks against its own recomputation of the map, within
-1e-9 in the kernel's norm). A certificate that binds a model but holds none (files of
-format 3 and before, 4 and before for iterated Tikhonov kernel models, or a plug-in's
-certificate built without one) loads with a `UserWarning`: it checks the claim about the
-data, not the model the result predicts with.
+and representer weights of an exact kernel, which must lie in the span of the kernel's
+eigenvectors the referee keeps, or the Nystroem centres and their coefficients, which the
+referee checks against its own recomputation of the map, within 1e-9 relative). The
+thresholds of every certificate's claim are those of the result's configuration: a
+certificate whose `config` is not `r.config` is refused. A certificate that binds a model
+but holds none (files of format 3 and before, 4 and before for iterated Tikhonov kernel
+models, or a plug-in's certificate built without one) loads with a `UserWarning`: it
+checks the claim about the data, not the model the result predicts with.
 A one-vs-rest model of
 `marginkit fit -m` reads all its members within one `max_bytes`.
 

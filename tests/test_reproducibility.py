@@ -1081,30 +1081,153 @@ def test_a_tikhonov_kernel_model_cannot_be_replaced_by_another_kind(tmp_path):
 
 def test_a_nystroem_models_coefficients_are_checked_within_rounding():
     """The referee recomputes P theta^t with its own eigendecomposition of K_CC and
-    accepts the stored coefficients of the centres c within 1e-9 of it in the norm of
-    K_CC (the RKHS norm of the difference of the two predictors): a change far below it
-    (rounding of another machine's LAPACK) verifies, one of 1e-6 is rejected."""
+    accepts the stored coefficients of the centres c within 1e-9 of it, relative, in the
+    Euclidean norm: a change far below it (rounding of another machine's LAPACK)
+    verifies, one of 1e-6 is rejected."""
     from marginkit.certificates import predictor_fingerprint
     from marginkit.solvers.tikhonov import NewtonDecrementCertificate
 
     X, y, res = _tikhonov_run("Nystroem centres")
     cert = res.certificate
-    C = res.support_
-    K = np.asarray(res.kernel(C, C), dtype=np.float64)
-    c = cert.support_coef
-    norm = np.sqrt(c @ K @ c)
-    rng = np.random.default_rng(0)
-    direction = rng.standard_normal(c.shape[0])
-    direction /= np.sqrt(direction @ K @ direction)
+    C, c = res.support_, cert.support_coef
+    direction = np.random.default_rng(0).standard_normal(c.shape[0])
+    direction *= np.linalg.norm(c) / np.linalg.norm(direction)
     for rel, holds in ((1e-13, True), (1e-6, False)):
         forged = NewtonDecrementCertificate.__new__(NewtonDecrementCertificate)
         forged.__dict__.update(cert.__dict__)
-        forged.support_coef = c + rel * norm * direction
+        forged.support_coef = c + rel * direction
         forged.predictor = predictor_fingerprint(C, forged.support_coef)
         verdict = forged.check(X, y)
         assert bool(verdict) is holds, (rel, verdict.reason)
         if not holds:
             assert "(support_coef) are not P theta^t" in verdict.reason
+
+
+def _near_null_data():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 2))
+    return X, (np.sin(2 * X[:, 0]) + X[:, 1] > 0).astype(int), rng.standard_normal((500, 2))
+
+
+def test_a_kernel_expansion_plus_a_null_vector_of_the_kernel_is_rejected(tmp_path):
+    """Found by review: a vector of the numerical null space of K (exact kernel: an
+    eigenvector the referee's map drops) or of K_CC (Nystroem centres) added to the
+    coefficients, the chain and the fingerprint with them, left theta and a K-norm
+    computed in float64 unchanged: the file loaded silently and verified, and predicted
+    differently (decision function off by 6 at new points, exact kernel; 44% of the
+    training labels changed, Nystroem). The referee now requires beta^t in the span its
+    eigen map keeps, and the centres' coefficients equal to its P theta^t in the
+    Euclidean norm."""
+    import scipy.linalg as sla
+
+    from marginkit.certificates import predictor_fingerprint
+    from marginkit.solvers.tikhonov._representation import ExactKernelMap, gram_matrix
+
+    X, y, Xt = _near_null_data()
+    exact = mk.solve(X, y, solver="iterated_tikhonov", kernel="rbf",
+                     kernel_params={"gamma": 0.5})
+    nys = mk.solve(X, y, solver="iterated_tikhonov", kernel="rbf",
+                   kernel_params={"gamma": 0.05}, random_state=0,
+                   solver_params={"n_components": 80, "fit_intercept": True})
+    for res, scale in ((exact, 3e7), (nys, 1e16)):
+        assert res.status == "converged" and res.certificate.verify(X, y)
+        cert = res.certificate
+        if res is exact:
+            K = gram_matrix(cert.kernel, X)
+            s, V = sla.eigh(0.5 * (K + K.T))
+            v = V[:, np.flatnonzero(s <= ExactKernelMap(K).rounding_level)[-1]]
+        else:
+            C = res.support_
+            s, V = sla.eigh(gram_matrix(cert.kernel, C, C))
+            v = V[:, 0]  # the smallest eigenvalue of K_CC: numerically 0
+        new = res.support_coef_ + scale * v
+
+        def forge(F, new=new, exact_run=res is exact):
+            F["support_coef_"], F["dual_coef_"] = new.copy(), new.copy()
+            c = F["certificate"]
+            c.predictor = predictor_fingerprint(F["support_"], new)
+            if exact_run:
+                chain = c.chain.copy()
+                chain[-1] = new
+                c.chain = chain
+            else:
+                c.support_coef = new.copy()
+
+        _edit_via_fields(res, tmp_path / "null.npz", forge)
+        edited = mk.load_result(tmp_path / "null.npz")
+        # the edit is a different model at new points
+        assert np.max(np.abs(edited.decision_function(Xt) - res.decision_function(Xt))) > 1.0
+        verdict = edited.certificate.check(X, y)
+        assert not verdict
+        assert ("not in the span of the kernel's eigenvectors" in verdict.reason
+                or "(support_coef) are not P theta^t" in verdict.reason), verdict.reason
+
+
+def test_a_certificates_configuration_is_the_results(tmp_path):
+    """Found by review: the thresholds of a claim come from the run's configuration, and
+    a file keeps it twice (r.config, the certificate's config). The certificate's copy
+    edited (a Newton-decrement tol of 1e300), or removed (the certificate's stored
+    targets, edited to 1e300, were then read), verified a negated model. load_result now
+    refuses a certificate whose configuration is not the result's, gives one without a
+    configuration the result's (its referee then rejects the negated model), and loads
+    one without a configuration in a result without one with a warning."""
+    X, y = _data()
+    res = mk.solve(X, y, solver="iterated_tikhonov", solver_params={"fit_intercept": True})
+    res.save(tmp_path / "genuine.npz")
+    back = mk.load_result(tmp_path / "genuine.npz")
+    assert back.certificate.config is back.config and back.certificate.verify(X, y)
+
+    def negated(F):
+        c = F["certificate"]
+        c.chain = np.vstack([c.chain[:-1], -c.chain[-1]])
+        F["coef_"], F["intercept_"] = -F["coef_"], -F["intercept_"]
+        c.predictor = None
+
+    def no_config(F):
+        negated(F)
+        F["certificate"].config = None
+        F["certificate"].targets = np.full(F["certificate"].chain.shape[0], 1e300)
+
+    def loose_tol(F):
+        negated(F)
+        cfg = F["certificate"].config
+        F["certificate"].config = cfg.replace(solver_params={**cfg.solver_params,
+                                                             "tol": 1e300})
+
+    _edit_via_fields(res, tmp_path / "loose.npz", loose_tol)
+    with pytest.raises(ValueError, match=r"r\.config is not the configuration its "
+                                         r"certificate checks"):
+        mk.load_result(tmp_path / "loose.npz")
+    _edit_via_fields(res, tmp_path / "none.npz", no_config)
+    edited = mk.load_result(tmp_path / "none.npz")
+    assert edited.certificate.config is edited.config
+    verdict = edited.certificate.check(X, y)
+    assert not verdict and verdict.threshold < 1e-6  # the run's target, not 1e300
+
+    def neither(F):
+        F["config"] = None
+        F["certificate"].config = None
+    _edit_via_fields(res, tmp_path / "n.npz", neither)
+    with pytest.warns(UserWarning, match=r"checked against its own stored thresholds"):
+        mk.load_result(tmp_path / "n.npz")
+
+
+def test_a_malformed_tikhonov_chain_or_support_is_a_refusal_not_a_crash(tmp_path):
+    """Found by review: a Nystroem certificate's chain cut to one column made check raise
+    numpy's matmul error (now a rejection naming the sizes); a kernel model without its
+    rows (support_ None, the kernel not precomputed) loaded and then predict raised
+    AttributeError (now refused when loading)."""
+    X, y = _data()
+    res = mk.solve(X, y, solver="iterated_tikhonov", kernel="rbf", random_state=0,
+                   solver_params={"n_components": 20})
+    _edit_via_fields(res, tmp_path / "oc.npz", lambda F: setattr(
+        F["certificate"], "chain", F["certificate"].chain[:, :1].copy()))
+    verdict = mk.load_result(tmp_path / "oc.npz").certificate.check(X, y)
+    assert not verdict and "the chain has 1 coefficients" in verdict.reason
+    _, _, exact = _tikhonov_run("exact rbf")
+    _edit_via_fields(exact, tmp_path / "ns.npz", lambda F: F.update(support_=None))
+    with pytest.raises(ValueError, match=r"r\.support_: is missing"):
+        mk.load_result(tmp_path / "ns.npz")
 
 
 def test_a_tikhonov_kernel_file_of_format_4_loads_with_a_warning(tmp_path):

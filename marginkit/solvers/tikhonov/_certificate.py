@@ -18,9 +18,9 @@ from ._decrement_bound import _link_bounds
 from ._representation import ExactKernelMap, check_gram_budget, gram_matrix
 from ._schedule import decrement_schedule, rule_schedule
 
-#: how far a Nystroem model's stored coefficients of the centres may be from the referee's
-#: P theta^t, relative, in the norm of K_CC (``_predictor_reason``)
-_NYSTROEM_RTOL = 1e-9
+#: how far a kernel expansion's stored coefficients may be from the referee's model of the
+#: chain's last link, relative, in the Euclidean norm (``_predictor_reason``)
+_EXPANSION_RTOL = 1e-9
 
 
 def run_targets(config, n_rows, prox_step):
@@ -154,7 +154,7 @@ class NewtonDecrementCertificate(Certificate):
         kernel models), checked as a claim about the data only.
     support_coef : array (m,) or None
         A Nystroem model's coefficients of the centres, P theta^t as the solver computed
-        it; the referee checks them against its own P theta^t (``_NYSTROEM_RTOL``).
+        it; the referee checks them against its own P theta^t (``_EXPANSION_RTOL``).
     """
 
     kind = "newton_decrement"
@@ -355,9 +355,9 @@ class NewtonDecrementCertificate(Certificate):
     def _problem(self, X, y):
         """(row blocks of Phi, labels, the chain in feature space (t, p), intercepts (t,),
         the model's form): the form is how the run's model predicts, as the referee derives
-        it: ``("support", rows)`` (an exact kernel: the training rows, None for a
-        precomputed Gram matrix, with beta^t), ``("nystroem", C, P, K_CC)`` (the centres,
-        the referee's K_CC^{-1/2} and K_CC) or ``("map",)`` (theta^t on a feature map).
+        it: ``("support", rows, eigen map)`` (an exact kernel: the training rows, None for a
+        precomputed Gram matrix, with beta^t), ``("nystroem", C, P)`` (the centres and the
+        referee's K_CC^{-1/2}) or ``("map",)`` (theta^t on a feature map).
 
         The map from the chain to the data is the referee's own: the kernel is the run's
         (``kernel_mismatch`` with the configuration), the representation follows from it
@@ -420,7 +420,7 @@ class NewtonDecrementCertificate(Certificate):
             if chain.shape[1] != Phi.shape[0]:
                 raise ValueError("the representer weights must have one entry per training row")
             # theta^k = Phi^T beta^k for every link
-            form = ("support", None if precomputed else Xl)
+            form = ("support", None if precomputed else Xl, emap)
             return R.RowBlocks(Phi), yv, chain @ Phi, np.zeros(chain.shape[0]), form
         if self.centres is not None:
             C = R.float64_block(check_X(self.centres, name="the Nystroem centres"))
@@ -432,9 +432,8 @@ class NewtonDecrementCertificate(Certificate):
                     f"features; the run's n_components={n_components!r} allows at most "
                     f"that many centres of X's {d} features")
             # P = K_CC^{-1/2}, as the run's map computed it from the same centres
-            Kcc = gram_matrix(kernel, C, C)
-            P, _ = nystroem_projection(Kcc)
-            form = ("nystroem", C, P, Kcc)
+            P, _ = nystroem_projection(gram_matrix(kernel, C, C))
+            form = ("nystroem", C, P)
 
             def fmap(B):
                 return gram_matrix(kernel, B, C) @ P
@@ -451,37 +450,55 @@ class NewtonDecrementCertificate(Certificate):
 
     def _predictor_reason(self, form, thetas):
         """None when the stored fingerprint of the model (``predictor``) is the one of the
-        chain's last link in the run's form (``_problem``), else why not. A Nystroem
-        model's stored coefficients of the centres c must be the referee's P theta^t up to
-        ||c - P theta^t||_K <= ``_NYSTROEM_RTOL`` ||P theta^t||_K, the norm of K_CC (the
-        RKHS norm of the difference of the two functions on the centres' span), so that
-        for every x the two predictions differ by at most that much times
-        sqrt(k(x, x)) ||P theta^t||_K: P is recomputed by the referee's eigendecomposition,
-        equal to the solver's on one machine and within rounding on another."""
+        chain's last link in the run's form (``_problem``), else why not.
+
+        The fingerprint binds the coefficients of a kernel expansion entry by entry; the
+        chain binds them only through theta. Two checks close the gap (found by review:
+        a vector of the numerical null space of K, or K_CC, added to them changed the
+        predictions at new points while theta, the fingerprint's recomputation and a
+        K-norm computed in float64 all stayed the same):
+
+        * an exact kernel's beta^t must lie in the span the referee's eigen map keeps,
+          ||beta - V_+ V_+^T beta||_2 <= ``_EXPANSION_RTOL`` ||beta||_2 (the solver's
+          beta = V_+ S_+^{-1/2} theta is there to rounding, n u relative);
+        * Nystroem centres' stored coefficients c must be the referee's P theta^t,
+          ||c - P theta^t||_2 <= ``_EXPANSION_RTOL`` ||P theta^t||_2 (equal on one machine;
+          the margin is for another machine's LAPACK).
+
+        Either way the stored model's predictions differ from the certified one's by at
+        most 1e-9 ||k(x, S)||_2 ||coefficients||_2 at any x, the order of rounding."""
         from ...certificates import predictor_fingerprint
 
         if self.predictor is None:
             return None  # a certificate that holds no model: the claim about the data only
-        beta = thetas[-1]
         if form[0] == "support":
-            support, beta = form[1], self.chain[-1]
+            support, beta, emap = form[1], self.chain[-1], form[2]
+            V = emap.features / np.sqrt(emap.eigenvalues_)  # V_+, orthonormal columns
+            residual = beta - V @ (V.T @ beta)
+            gap, size = np.linalg.norm(residual), np.linalg.norm(beta)
+            if not gap <= _EXPANSION_RTOL * size:
+                return (f"the representer weights beta^t of the chain's last link are not in "
+                        f"the span of the kernel's eigenvectors the referee keeps: "
+                        f"||beta - V V^T beta|| = {gap:.3g} > {_EXPANSION_RTOL:g} ||beta|| = "
+                        f"{size:.3g}")
         elif form[0] == "nystroem":
-            support, P, Kcc = form[1:]
+            support, P = form[1], form[2]
             c = self.support_coef
             if c is None or c.shape != (support.shape[0],) or not np.all(np.isfinite(c)):
                 return ("the certificate holds no finite coefficients of its "
                         f"{support.shape[0]} Nystroem centres (support_coef)")
-            ref = P @ beta
-            diff = c - ref
-            gap = math.sqrt(max(float(diff @ (Kcc @ diff)), 0.0))
-            size = math.sqrt(max(float(ref @ (Kcc @ ref)), 0.0))
-            if not gap <= _NYSTROEM_RTOL * size:
+            if thetas.shape[1] != P.shape[1]:
+                return (f"the chain has {thetas.shape[1]} coefficients, the Nystroem map of "
+                        f"its centres {P.shape[1]}")
+            ref = P @ thetas[-1]
+            gap, size = np.linalg.norm(c - ref), np.linalg.norm(ref)
+            if not gap <= _EXPANSION_RTOL * size:
                 return (f"the stored coefficients of the Nystroem centres (support_coef) are "
-                        f"not P theta^t of the chain's last link: ||c - P theta||_K = {gap:.3g}"
-                        f" > {_NYSTROEM_RTOL:g} ||P theta||_K = {size:.3g}")
+                        f"not P theta^t of the chain's last link: ||c - P theta|| = {gap:.3g}"
+                        f" > {_EXPANSION_RTOL:g} ||P theta|| = {size:.3g}")
             beta = c
         else:
-            support = None
+            support, beta = None, thetas[-1]
         if predictor_fingerprint(support, beta) != self.predictor:
             return ("the stored predictor (fingerprint) is not the model of the chain's last "
                     "link on X")
@@ -531,7 +548,8 @@ class NewtonDecrementCertificate(Certificate):
                                             f"is not the run's {name}={th[name]!r}")
         if not np.all(np.isfinite(self.chain)):
             return Verdict.reject(kind, "the coefficients are not finite")
-        why = self._predictor_reason(form, thetas)
+        with np.errstate(over="ignore", invalid="ignore"):
+            why = self._predictor_reason(form, thetas)
         if why is not None:
             return Verdict.reject(kind, why)
         margin, steer, last = math.inf, {}, None
