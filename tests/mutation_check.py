@@ -57,7 +57,7 @@ TARGETS = (
     ("marginkit/solvers/svm/_thresholds.py", ("run_thresholds", "certify_level")),
     ("marginkit/solvers/tikhonov/_certificate.py", ("certificates", "run_targets")),
     ("marginkit/solvers/tikhonov/_decrement_bound.py", ("_decrement_referee",
-                                                        "_newton_direction",
+                                                        "_direction_solver",
                                                         "_decrement_pass2")),
     ("marginkit/solvers/tikhonov/_losses.py", ("_loss_derivatives_bounded",)),
     ("marginkit/_referee.py", None),  # the referees' shared row blocks and rounding

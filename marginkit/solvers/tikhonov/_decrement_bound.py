@@ -5,7 +5,7 @@ F_k(theta) = L_hat(theta) + lam/2 ||theta - theta^{k-1}||^2 at theta^k recompute
 float64 and long double, and a proven upper bound on it (docs/tikhonov.md, "The
 certificate"): sums over the rows run in long double (``svm._fast.ref_rmatvec`` /
 ``ref_matvec``) with the rounding bounds of ``marginkit._referee``, and any Newton
-direction zeta gives a valid bound (``_newton_direction`` only makes it tight).
+direction zeta gives a valid bound (``_direction_solver`` only makes it tight).
 
 The paper's reference is in the package docstring (``marginkit.solvers.tikhonov``).
 
@@ -151,13 +151,14 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
         if cheap <= enough:
             return cheap, cheap
     # -- a Newton direction zeta (float64; any zeta gives a valid bound)
-    if steer is None or "H" not in steer:
-        Hs = _weighted_gram(blocks, h, p, mS)
+    if steer is None or "direction" not in steer:
+        direction = _direction_solver(_weighted_gram(blocks, h, p, mS), blocks, h, n, lam, p,
+                                      fit_intercept, mS)
         if steer is not None:
-            steer["H"] = Hs
+            steer["direction"] = direction
     else:
-        Hs = steer["H"]
-    zeta = _newton_direction(Hs, blocks, h, n, lam, p, fit_intercept, _unshift(Gd, delta), mS)
+        direction = steer["direction"]
+    zeta = np.zeros(q) if direction is None else direction(_unshift(Gd, delta))
     best = None
     for _ in range(2):  # the direction, then one refinement step on the residual
         up, central, rho_hat, rest = _decrement_pass2(blocks, h, eh, n, lam, p,
@@ -165,10 +166,9 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
                                                        m, delta)
         if best is None or up < best[0]:
             best = (up, central)
-        if Hs is None or rest <= 1e-6 * up * up:
+        if direction is None or rest <= 1e-6 * up * up:
             break  # the residual's share of the bound is negligible: no refinement
-        zeta = zeta + _newton_direction(Hs, blocks, h, n, lam, p, fit_intercept,
-                                        _unshift(rho_hat.astype(np.float64), delta), mS)
+        zeta = zeta + direction(_unshift(rho_hat.astype(np.float64), delta))
     up, central = best
     nu_up = up * (1 + 2 * R.UNIT) + NEG * (1 + g_) / math.sqrt(lam_lb)
     return central, nu_up
@@ -377,16 +377,23 @@ def _weighted_gram(blocks, h, p, m=None):
     return Hs
 
 
-def _newton_direction(Hs, blocks, h, n, lam, p, fit_intercept, rhs, m=None):
-    """A Newton direction from the (p x p) Hessian of ``_weighted_gram`` (float64
-    Cholesky, a least-squares solve when it fails); zeros when the Hessian was too large
-    to form. With an intercept the system is that of the coordinates centred at ``m``,
+def _direction_solver(Hs, blocks, h, n, lam, p, fit_intercept, m=None):
+    """The solver rhs -> zeta of the Newton system of the (p x p) Hessian of
+    ``_weighted_gram`` with the weights ``h`` (float64 Cholesky, factored once; a
+    least-squares solve when it fails), or None when the Hessian was too large to form.
+    With an intercept the system is that of the coordinates centred at ``m``,
     H' zeta' = rhs (``rhs`` and H' are S^-T G and S^-T H S^-1, well conditioned when the
     rows are far from the origin, where H is not), and the direction is returned in the
-    coordinates (theta, b): zeta = S^-1 zeta' = (zeta'_x, zeta'_b - m . zeta'_x)."""
+    coordinates (theta, b): zeta = S^-1 zeta' = (zeta'_x, zeta'_b - m . zeta'_x).
+
+    The intercept's row and column take the same ``h`` as ``Hs``: the links of a chain
+    steered by the last link's Hessian (``steer``) reuse this solver whole. (Found
+    profiling: their intercept parts were the current link's, next to the last link's
+    Hs; the mixed matrix was indefinite, its Cholesky failed and every such direction
+    went through a least-squares solve, 0.15 s each on MNIST's 784 columns.)"""
     q = p + int(fit_intercept)
     if Hs is None:
-        return np.zeros(q)
+        return None
     H = np.empty((q, q))
     H[:p, :p] = Hs / n
     H[np.diag_indices(p)] += lam
@@ -397,13 +404,20 @@ def _newton_direction(Hs, blocks, h, n, lam, p, fit_intercept, rhs, m=None):
         H[p, p] = float(np.sum(h)) / n
         H[:p, p] = H[p, :p] = col / n - (0.0 if m is None else m * H[p, p])
     try:
-        z = sla.cho_solve(sla.cho_factor(H, lower=True, check_finite=False), rhs,
-                          check_finite=False)
+        factor = sla.cho_factor(H, lower=True, check_finite=False)
+
+        def solve(rhs):
+            return sla.cho_solve(factor, rhs, check_finite=False)
     except (np.linalg.LinAlgError, ValueError):
-        z = np.linalg.lstsq(H, rhs, rcond=None)[0]
-    if fit_intercept and m is not None:
-        z[p] = float(np.longdouble(z[p]) - np.sum(m.astype(np.longdouble) * z[:p]))
-    return z
+        def solve(rhs):
+            return np.linalg.lstsq(H, rhs, rcond=None)[0]
+
+    def direction(rhs):
+        z = solve(rhs)
+        if fit_intercept and m is not None:
+            z[p] = float(np.longdouble(z[p]) - np.sum(m.astype(np.longdouble) * z[:p]))
+        return z
+    return direction
 
 
 def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, gL, D, gB,
