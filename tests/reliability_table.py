@@ -906,9 +906,9 @@ has them), and its labels make the result a classifier. The Newton-decrement cer
 of an iterated Tikhonov model binds its last proximal iterate to the model: `coef_` and
 `intercept_` (the iterate split by `fit_intercept`), a feature map's
 `extra["feature_space_coef"]`, or the fingerprint of a kernel expansion (the training rows
-and representer weights of an exact kernel, which must lie in the span of the kernel's
-eigenvectors the referee keeps, or the Nystroem centres and their coefficients, which the
-referee checks against its own recomputation of the map, within 1e-9 relative). The
+and representer weights of an exact kernel, or the Nystroem centres and their
+coefficients; the referee bounds the RKHS norm of their difference from its own model of
+the iterate, which must be within 1e-9 of the iterate's norm). The
 thresholds of every certificate's claim are those of the result's configuration: a
 certificate whose `config` is not `r.config` is refused. A certificate that binds a model
 but holds none (files of format 3 and before, 4 and before for iterated Tikhonov kernel
