@@ -436,6 +436,25 @@ def test_spline_careful_block_bounds_its_true_error(q, normalization, rng):
     assert np.all(E <= 1e-9 * (1 + k._weight() * float(mp.zeta(q))) ** 3)  # not vacuous
 
 
+@pytest.mark.parametrize("q", [3.0101, 3.01, 2.98, 5.01, 5.011, 7.02, 1.0101])
+def test_spline_careful_bound_covers_the_cancellation_near_odd_orders(q):
+    """Found by review: near an odd order, outside the window of the analytic pair
+    (|q - n| < 0.01), the expansion's terms A x^(q-1) and zeta(q - 2 j0) x^(2 j0) / (2 j0)!
+    are each about 1 / |q - n| and cancel; the error at t = 1/2 was 16 times a bound
+    scaled by zeta(q) (q = 3.0101), and a forged "separable" certificate verified. The
+    bound now scales with the size of the terms (``_periodic.term_scale``). Exact values:
+    C_q(0) = zeta(q), C_q(1/2) = -(1 - 2^(1-q)) zeta(q)."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 30
+    for normalization in ("series", "bernoulli"):
+        k = mk.get_plugin("kernel", "spline")(order=q, normalization=normalization)
+        K, E = k.careful_block(np.array([[0.5], [0.0]]), np.zeros((1, 1)))
+        w, qq = mp.mpf(k._weight()), mp.mpf(q)
+        exact = [1 - w * (1 - mp.power(2, 1 - qq)) * mp.zeta(qq), 1 + w * mp.zeta(qq)]
+        err = np.abs(K[:, 0] - np.array([float(v) for v in exact]))
+        assert np.all(err <= E[:, 0]), (normalization, err / E[:, 0])
+
+
 def test_spline_careful_bound_is_absolute_near_a_zero_of_a_factor(rng):
     """Found while reviewing the referee's bounds: the bound was d 1e-13 |K|, relative,
     but the series factor 1 + 2 C_2(t) changes sign (1 - pi^2 / 6 at t = 1/2); near its

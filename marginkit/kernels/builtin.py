@@ -787,8 +787,9 @@ class SplineKernel(Kernel):
         return K.astype(dtype, copy=False)
 
     #: bound on the absolute error of one coordinate's computed factor 1 + w C_q(t),
-    #: relative to its largest value 1 + w zeta(q): measured against 40-digit evaluations,
-    #: at most 1.9e-15 over q in [1.0001, 60] and both normalizations (docs/kernels.md;
+    #: relative to 1 + w S_q, S_q the size of the terms its evaluation adds
+    #: (``_periodic.term_scale``, at least zeta(q) = C_q(0)): measured against 40-digit
+    #: evaluations over q in [1.0001, 60] and both normalizations (docs/svm.md, "Spline";
     #: ``tests/test_kernels.py`` measures it again)
     factor_error = 1e-14
 
@@ -796,8 +797,10 @@ class SplineKernel(Kernel):
         """K(A, B) in float64 and a bound on each entry's error.
 
         Each coordinate's factor f_j = 1 + w C_q(a_j - b_j) is computed to within
-        e = ``factor_error`` (1 + w zeta(q)) absolute, a fraction of its largest value (at
-        a_j = b_j). The bound is absolute, not relative: the series normalization's
+        e = ``factor_error`` (1 + w S_q) absolute, S_q the size of the terms its
+        evaluation adds (``_periodic.term_scale``: zeta(q), the factor's largest value, or
+        more where the terms of an expansion cancel, near odd orders). The bound is
+        absolute, not relative: the series normalization's
         factor changes sign (1 - pi^2 / 6 at q = 2, t = 1/2), and near its zeros the
         relative error is unbounded (a bound of d 1e-13 |K| was claimed before; 6e-12
         relative was measured there). With f~_j the computed factors, the exact product
@@ -805,15 +808,13 @@ class SplineKernel(Kernel):
         (expand prod (f~_j - delta_j), |delta_j| <= e), and the computed product and the
         bound's own products carry at most (d + 2) u relative rounding each: the bound is
         U - P + (2 d + 4) u U, computed with the same factors as K."""
-        from scipy.special import zeta
-
-        from ._periodic import series_plan
+        from ._periodic import series_plan, term_scale
 
         A, B, _ = prepare_pair(_as64(A), _as64(B))
         q = float(self.order)
         mode, coef, scalars = series_plan(q)
         w = self._weight()
-        e = self.factor_error * (1.0 + w * float(zeta(q)))
+        e = self.factor_error * (1.0 + w * term_scale(q))
         Ac = A.tocsc() if sp.issparse(A) else A
         Bc = B.tocsc() if sp.issparse(B) else B
         shape = (A.shape[0], B.shape[0])
