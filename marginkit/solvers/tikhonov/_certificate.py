@@ -8,6 +8,7 @@ decrement below its target with ``_decrement_bound._link_bounds``.
 The paper's reference is in the package docstring (``marginkit.solvers.tikhonov``).
 """
 import math
+import numbers
 
 import numpy as np
 import scipy.sparse as sp
@@ -53,6 +54,50 @@ def run_targets(config, n_rows, prox_step):
     targets = tuple(float(v) for v in decrement_schedule(tol, T, kappa)[:k])
     return {"loss": prm["loss"], "lam": lam, "fit_intercept": bool(prm["fit_intercept"]),
             "target": targets[-1], "targets": targets, "n_components": prm["n_components"]}
+
+
+def validation_size(n_all, fraction):
+    """The number of held-out rows of t="auto": round(fraction n_all)."""
+    return int(round(fraction * n_all))
+
+
+def validation_split(n_all, fraction, rng):
+    """(training rows, validation rows) of t="auto", both increasing: the first draw of
+    the run's generator ``rng``, a permutation of the n_all rows, split after
+    ``validation_size`` rows. The referee redraws it from an integer ``random_state``."""
+    perm = rng.permutation(n_all)
+    n_val = validation_size(n_all, fraction)
+    return np.sort(perm[n_val:]), np.sort(perm[:n_val])
+
+
+def _split_reason(config, idx, n_all):
+    """None when ``idx`` (the certificate's ``train_index``) is the run's training rows,
+    else why not: none for an integer t (the run trains on all the rows); for t="auto"
+    the rows of ``validation_split`` redrawn from the configuration's integer
+    ``random_state``, or, without one (a split that cannot be drawn again), as many
+    rows as it keeps. Found by review: a chain fit on 6 chosen rows of 270, with their
+    train_index, verified as the run's."""
+    from ..._validation import check_random_state
+
+    prm = run_solver_params(config)[1]
+    if prm["t"] != "auto":
+        return (None if idx is None else
+                f"the run (t={prm['t']!r}) trains on all the rows; the certificate names a "
+                "training split (train_index)")
+    if idx is None:
+        return "the run (t='auto') trains on a split of the rows; the certificate names none"
+    keep = n_all - validation_size(n_all, prm["validation_fraction"])
+    seed = config.get("random_state") if isinstance(config, dict) else config.random_state
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+        expected = validation_split(n_all, prm["validation_fraction"],
+                                    check_random_state(seed))[0]
+        if not np.array_equal(idx, expected):
+            return (f"train_index is not the training split that random_state={seed} draws "
+                    f"from the {n_all} rows")
+    elif idx.shape[0] != keep:
+        return (f"train_index has {idx.shape[0]} rows; the run's split keeps {keep} of "
+                f"{n_all} (validation_fraction={prm['validation_fraction']})")
+    return None
 
 
 def run_solver_params(config):
@@ -115,8 +160,9 @@ class NewtonDecrementCertificate(Certificate):
     configuration (user code) the stored numbers and ``targets`` are used.
 
     ``coef`` (theta^t), ``coef_prev`` (theta^{t-1}; zeros when t = 1) and ``target``
-    (eps_t) are views on ``chain`` and ``targets``. Not re-checked: which rows form the
-    training split of t="auto" (``train_index``, validated as increasing row indices).
+    (eps_t) are views on ``chain`` and ``targets``. The training split of t="auto"
+    (``train_index``) is drawn again from an integer ``random_state``; without one (a
+    split that cannot be drawn again) only its size is checked. An integer t has none.
 
     Weighted runs: ``check(X, y, sample_weight=w)`` takes the weights as data and
     recomputes every link on the weighted risk 1/n sum_i w_i loss_i; a certificate of a
@@ -403,6 +449,11 @@ class NewtonDecrementCertificate(Certificate):
             if idx.ndim != 1 or idx.dtype.kind not in "iu" or idx.size == 0 \
                     or np.any(np.diff(idx) <= 0) or idx[0] < 0 or idx[-1] >= yv.shape[0]:
                 raise ValueError("train_index must be increasing row indices of X")
+        if config is not None:
+            why = _split_reason(config, idx, yv.shape[0])
+            if why is not None:
+                raise ValueError(why)
+        if idx is not None:
             X = check_X(local_matrix(X))[idx]
             if precomputed:
                 X = X[:, idx]

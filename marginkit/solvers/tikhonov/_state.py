@@ -17,7 +17,7 @@ import scipy.linalg as sla
 
 from ..._executors import Executor
 from ...plugins import SolverState
-from ._certificate import NewtonDecrementCertificate
+from ._certificate import NewtonDecrementCertificate, validation_size, validation_split
 from ._filter import iterated_tikhonov_filter
 from ._losses import _LOSSES
 from ._newton import _GuardedNewton
@@ -71,16 +71,15 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
         n_all = X.shape[0]
         self.train_index = None
         if self.auto:
-            n_val = int(round(prm["validation_fraction"] * n_all))
+            n_val = validation_size(n_all, prm["validation_fraction"])
             if n_val < 1 or n_all - n_val < 2:
                 raise ValueError(
                     f"t='auto' needs a validation split: validation_fraction="
                     f"{prm['validation_fraction']} of {n_all} samples leaves none; raise it or "
                     "pass an integer t"
                 )
-            perm = problem.rng.permutation(n_all)
-            self.train_index = np.sort(perm[n_val:])
-            val_index = np.sort(perm[:n_val])
+            self.train_index, val_index = validation_split(
+                n_all, prm["validation_fraction"], problem.rng)
         lam = prm["lam"] if prm["lam"] is not None else 1.0 / n_all
         self.lam = float(lam)
 
