@@ -258,19 +258,23 @@ def _bind_config_to_certificate(fields, path):
     whose own copy was edited (a Newton-decrement tol of 1e300) or removed (its stored
     targets of 1e300 then read) verified any model. A certificate whose configuration is
     not the result's is refused; one without a configuration takes the result's (files
-    of the first formats, plug-ins' certificates built without one); in a result without
-    one either, it checks its stored thresholds: loaded with a warning that says so."""
+    of the first formats, plug-ins' certificates built without one). A result without a
+    configuration (never one of ``solve``'s) loads with a warning that its certificate's
+    thresholds are its own. Both copies edited alike cannot be told from the run's: the
+    thresholds a certificate is checked with are those ``r.config`` shows."""
     cert = fields.get("certificate")
     if cert is None or not hasattr(cert, "config"):
         return  # a plug-in's certificate type that reads no configuration
     name = os.fspath(path) if isinstance(path, os.PathLike) else path
     run, own = fields.get("config"), cert.config
     if run is None:
-        if own is None:
-            warnings.warn(f"{name!r}: neither the result nor its {type(cert).__name__} "
-                          "holds a run's configuration: the certificate is checked against "
-                          "its own stored thresholds, not those of a run", UserWarning,
-                          stacklevel=4)
+        # never so in a file of solve's: the thresholds are the certificate's alone
+        which = ("neither the result nor its certificate holds a run's configuration: the "
+                 "certificate is checked against its own stored thresholds"
+                 if own is None else "the result holds no configuration: its certificate is "
+                 "checked against its own copy, which nothing else in the file confirms")
+        warnings.warn(f"{name!r}: {which} ({type(cert).__name__})", UserWarning,
+                      stacklevel=4)
         return
     if own is not None and not _same_config(run, own):
         raise ValueError(f"{name!r}: r.config is not the configuration its certificate "

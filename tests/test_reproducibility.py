@@ -1235,6 +1235,75 @@ def test_a_certificates_configuration_is_the_results(tmp_path):
         mk.load_result(tmp_path / "n.npz")
 
 
+def test_a_tikhonov_training_split_is_the_runs(tmp_path):
+    """Found by review: a chain fit on the 6 worst rows of 270 (lam of all of them), with
+    those rows as its train_index, verified as a run on all the rows (integer t, which has
+    no split) and as a t="auto" run's split. The referee now refuses a split for an
+    integer t, draws the split of t="auto" again from an integer random_state, and
+    checks its size without one."""
+    from marginkit.solvers.tikhonov import NewtonDecrementCertificate
+
+    X, y = _data()
+    n = len(y)
+    fixed = mk.solve(X, y, solver="iterated_tikhonov")
+    idx = np.sort(np.argsort(fixed.decision_function(X) * np.where(y > 0, 1, -1))[:6])
+    sub = mk.solve(X[idx], y[idx], solver="iterated_tikhonov", lam=1.0 / n)
+    auto = mk.solve(X, y, solver="iterated_tikhonov", t="auto", t_max=3, random_state=0)
+    free = mk.solve(X, y, solver="iterated_tikhonov", t="auto", t_max=3)
+    assert auto.certificate.verify(X, y) and free.certificate.verify(X, y)
+
+    def forged(res, train_index, chain=None):
+        c = NewtonDecrementCertificate.__new__(NewtonDecrementCertificate)
+        c.__dict__.update(res.certificate.__dict__)
+        c.train_index = train_index
+        if chain is not None:
+            c.chain, c.targets, c.prox_step = chain, sub.certificate.targets, None
+        return c.check(X, y)
+
+    v = forged(fixed, idx, sub.certificate.chain)
+    assert not v and "trains on all the rows; the certificate names a training split" in \
+        v.reason
+    other = np.sort(np.random.default_rng(5).permutation(n)[:auto.certificate.train_index.size])
+    v = forged(auto, other)
+    assert not v and "is not the training split that random_state=0 draws" in v.reason
+    v = forged(free, free.certificate.train_index[:6])
+    assert not v and "train_index has 6 rows; the run's split keeps" in v.reason
+    v = forged(auto, None)
+    assert not v and "the certificate names none" in v.reason
+
+
+def test_stored_svm_thresholds_that_define_no_claim_are_rejected(tmp_path):
+    """Found by review: a certificate checked without a run's configuration (a file whose
+    two copies were removed: loaded with a warning) read its stored mu = 0 (a
+    ZeroDivisionError in the referee), mu = -1 (a negative margin passed) and
+    formulation "foo"; each is now a rejection naming the number."""
+    import copy
+
+    X, y = _data()
+    for kw in ({}, {"kernel": "rbf"}):
+        res = mk.solve(X, y, solver="dcd", **kw)
+        assert res.status == "certified"
+        for attr, value, match in (("mu", 0.0, "mu = 0.0 is not a positive"),
+                                   ("mu", -1.0, "mu = -1.0 is not a positive"),
+                                   ("formulation", "foo", "formulation='foo' is not")):
+            cert = copy.copy(res.certificate)
+            cert.config = None
+            setattr(cert, attr, value)
+            v = cert.check(X, y)
+            assert not v and match in v.reason, (kw, attr, v.reason)
+
+
+def test_a_result_without_configuration_warns_that_its_certificate_reads_its_own(tmp_path):
+    """Found by review: r.config removed, the certificate's own configuration (edited)
+    then set the thresholds, and the file loaded silently."""
+    X, y = _data()
+    res = mk.solve(X, y, solver="iterated_tikhonov")
+    _edit_via_fields(res, tmp_path / "r.npz", lambda F: F.update(config=None))
+    with pytest.warns(UserWarning, match=r"the result holds no configuration: its "
+                                         r"certificate is checked against its own copy"):
+        mk.load_result(tmp_path / "r.npz")
+
+
 def test_a_malformed_tikhonov_chain_or_support_is_a_refusal_not_a_crash(tmp_path):
     """Found by review: a Nystroem certificate's chain cut to one column made check raise
     numpy's matmul error (now a rejection naming the sizes); a kernel model without its

@@ -31,7 +31,7 @@ from . import _fast as _f
 from ...utils._rows import row_block
 from ._data import scaling_statistics
 from ._thresholds import certify_level, certify_levels, claim_shortfall, rows_mismatch, \
-    run_box, run_thresholds, stored_mismatch
+    run_box, run_thresholds, stored_mismatch, stored_thresholds
 
 
 #: relative tolerance of the consistency checks between the stored model (coef,
@@ -175,8 +175,9 @@ class CertifiedPointsCertificate(Certificate):
         config = getattr(self, "config", None)
         if config is not None:
             return run_thresholds(config, n, sample_weight)
-        return {"gamma": self.gamma, "mu": self.mu, "level": certify_level(self.gamma, self.mu),
-                "scale": self.scale, "formulation": self.formulation, "fraction": 0.0}
+        gamma, mu, form = stored_thresholds(self.gamma, self.mu, self.formulation)
+        return {"gamma": gamma, "mu": mu, "level": certify_level(gamma, mu),
+                "scale": self.scale, "formulation": form, "fraction": 0.0}
 
     def check(self, X, y, sample_weight=None):
         kind = self.kind

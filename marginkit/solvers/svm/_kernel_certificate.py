@@ -26,7 +26,7 @@ from ...certificates import (Certificate, Verdict, certificate_type, kernel_mism
                             predictor_fingerprint, stored_r_mask)
 from ..._validation import check_sample_weight
 from ._thresholds import certify_level, claim_shortfall, rows_mismatch, run_thresholds, \
-    stored_mismatch
+    stored_mismatch, stored_thresholds
 
 __all__ = ["KernelCertifiedPointsCertificate", "PSD_MAX_N"]
 
@@ -228,9 +228,9 @@ class KernelCertifiedPointsCertificate(Certificate):
         if self.config is not None:
             return run_thresholds(self.config, n, sample_weight)
         g = self.gamma if np.ndim(self.gamma) == 0 else None
-        return {"gamma": g, "mu": self.mu,
-                "level": None if g is None else certify_level(g, self.mu),
-                "scale": None, "formulation": self.formulation, "fraction": 0.0}
+        g, mu, form = stored_thresholds(g, self.mu, self.formulation)
+        return {"gamma": g, "mu": mu, "level": None if g is None else certify_level(g, mu),
+                "scale": None, "formulation": form, "fraction": 0.0}
 
     def verify(self, X, y, sample_weight=None):
         """True when the claim holds on (X, y) (and the run's weights):

@@ -11,6 +11,7 @@
   stores about itself.
 """
 import math
+import numbers
 
 import numpy as np
 
@@ -141,6 +142,22 @@ def stored_mismatch(stored, th, sample_weight=None):
                         "given: check with the run's weights)")
             return why
     return None
+
+
+def stored_thresholds(gamma, mu, formulation):
+    """(gamma, mu, formulation) a certificate stores, validated for a check without a
+    run's configuration (``ValueError`` naming the one that cannot define a claim):
+    gamma (a number, or None for a per-point box) and mu positive and finite, the
+    formulation "hsvm" or "svm". Found by review: mu = 0 divided by zero in the
+    referee, mu = -1 made a negative margin pass, formulation "foo" was read as one."""
+    if formulation not in ("hsvm", "svm"):
+        raise ValueError(f"formulation={formulation!r} is not 'hsvm' or 'svm'")
+    if not (isinstance(mu, numbers.Real) and math.isfinite(mu) and mu > 0.0):
+        raise ValueError(f"mu = {mu!r} is not a positive finite number")
+    if gamma is not None and not (isinstance(gamma, numbers.Real) and math.isfinite(gamma)
+                                  and gamma > 0.0):
+        raise ValueError(f"gamma = {gamma!r} is not a positive finite number")
+    return gamma, mu, formulation
 
 
 def certify_level(gamma, mu):
