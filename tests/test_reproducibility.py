@@ -1272,6 +1272,28 @@ def test_a_tikhonov_training_split_is_the_runs(tmp_path):
     assert not v and "the certificate names none" in v.reason
 
 
+def test_a_tikhonov_nystroem_certificate_holds_the_runs_centres():
+    """Found by review: one centre and a chain, coefficients and fingerprint on it, in
+    place of the run's 30 centres, verified (accuracy 0.56 instead of 0.85). With an
+    integer random_state the referee draws the centres again (after t="auto"'s split)
+    and requires the stored ones; genuine runs verify, dense, CSR and float32, with and
+    without t="auto"."""
+    from marginkit.solvers.tikhonov import NewtonDecrementCertificate
+
+    X, y = _data()
+    for Xk in (X, sp.csr_matrix(X), X.astype(np.float32)):
+        for extra in ({}, {"t": "auto", "t_max": 3}):
+            res = mk.solve(Xk, y, solver="iterated_tikhonov", kernel="rbf", random_state=0,
+                           solver_params={"n_components": 20, **extra})
+            assert res.status == "converged" and res.certificate.verify(Xk, y)
+    forged = NewtonDecrementCertificate.__new__(NewtonDecrementCertificate)
+    forged.__dict__.update(res.certificate.__dict__)
+    forged.centres = res.certificate.centres[:1].copy()
+    v = forged.check(Xk, y)
+    assert not v and "the Nystroem centres are not the 20 rows that random_state=0" in \
+        v.reason
+
+
 def test_stored_svm_thresholds_that_define_no_claim_are_rejected(tmp_path):
     """Found by review: a certificate checked without a run's configuration (a file whose
     two copies were removed: loaded with a warning) read its stored mu = 0 (a

@@ -100,6 +100,31 @@ def _split_reason(config, idx, n_all):
     return None
 
 
+def _centres_reason(config, C, X, n_all, n_components):
+    """None when the Nystroem centres ``C`` are the rows of the training rows ``X`` that
+    the run draws (the run's generator from an integer ``random_state``: t="auto"'s split
+    first, then ``draw_centre_index``), or when the draw cannot be repeated (no integer
+    ``random_state``); else why not. Found by review: one centre and a chain on it, in
+    place of the run's 30, verified."""
+    from ...certificates import predictor_fingerprint
+    from ...kernels.approximation import draw_centre_index
+    from ..._validation import check_random_state
+
+    seed = config.get("random_state") if isinstance(config, dict) else config.random_state
+    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
+        return None
+    prm = run_solver_params(config)[1]
+    rng = check_random_state(seed)
+    if prm["t"] == "auto":
+        validation_split(n_all, prm["validation_fraction"], rng)  # the run's first draw
+    idx = draw_centre_index(rng, X.shape[0], n_components)
+    drawn = check_X(local_matrix(X))[idx]
+    if predictor_fingerprint(drawn, ()) != predictor_fingerprint(C, ()):
+        return (f"the Nystroem centres are not the {idx.size} rows that random_state={seed} "
+                "draws from the training rows")
+    return None
+
+
 def run_solver_params(config):
     """(solver class, validated solver parameters, stop) of the run's configuration (a
     ``Config`` or its dict form); ``ValueError`` when its solver is not iterated
@@ -449,8 +474,9 @@ class NewtonDecrementCertificate(Certificate):
             if idx.ndim != 1 or idx.dtype.kind not in "iu" or idx.size == 0 \
                     or np.any(np.diff(idx) <= 0) or idx[0] < 0 or idx[-1] >= yv.shape[0]:
                 raise ValueError("train_index must be increasing row indices of X")
+        n_all = yv.shape[0]
         if config is not None:
-            why = _split_reason(config, idx, yv.shape[0])
+            why = _split_reason(config, idx, n_all)
             if why is not None:
                 raise ValueError(why)
         if idx is not None:
@@ -484,6 +510,10 @@ class NewtonDecrementCertificate(Certificate):
                     f"the certificate holds {C.shape[0]} Nystroem centres of {C.shape[1]} "
                     f"features; the run's n_components={n_components!r} allows at most "
                     f"that many centres of X's {d} features")
+            if config is not None:
+                why = _centres_reason(config, C, X, n_all, n_components)
+                if why is not None:
+                    raise ValueError(why)
             # P = K_CC^{-1/2}, as the run's map computed it from the same centres
             Kcc = gram_matrix(kernel, C, C)
             P, _ = nystroem_projection(Kcc)
