@@ -910,7 +910,10 @@ and representer weights of an exact kernel, or the Nystroem centres and their
 coefficients; the referee bounds the RKHS norm of their difference from its own model of
 the iterate, which must be within 1e-9 of the iterate's norm). The
 thresholds of every certificate's claim are those of the result's configuration: a
-certificate whose `config` is not `r.config` is refused. A certificate that binds a model
+certificate whose `config` is not `r.config` is refused (both copies edited alike cannot
+be told from the run's: the thresholds are those `r.config` shows). An "infeasible"
+certificate is a claim about the data alone: the model of an infeasible result (its last
+iterate) and its labels are not bound to it. A certificate that binds a model
 but holds none (files of format 3 and before, 4 and before for iterated Tikhonov kernel
 models, or a plug-in's certificate built without one) loads with a `UserWarning`: it
 checks the claim about the data, not the model the result predicts with.
