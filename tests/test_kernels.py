@@ -455,6 +455,26 @@ def test_spline_careful_bound_covers_the_cancellation_near_odd_orders(q):
         assert np.all(err <= E[:, 0]), (normalization, err / E[:, 0])
 
 
+@pytest.mark.parametrize("q", [1.5, 2.0, 4.0])
+def test_spline_bound_holds_for_coordinates_far_from_the_unit_cube(q):
+    """Found by review: the difference of raw coordinates of 1e8 was rounded to 1e-8
+    before the reduction modulo 1, and the factor's error was 4e5 times the bound. The
+    coordinates are now reduced modulo 1 first (exactly), in the kernel and in its
+    careful block alike, dense or CSR."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 40
+    k = mk.get_plugin("kernel", "spline")(order=q)
+    A = np.array([[1e8 + 0.3], [1e6 + 0.123456789], [12345.678], [-7.25], [0.999999999]])
+    B = np.array([[0.1], [-3e9 + 0.5]])
+    K, E = k.careful_block(A, B)
+    assert_array_equal(K, k(A, B))
+    assert_array_equal(K, k(sp.csr_matrix(A), sp.csr_matrix(B)))
+    w = mp.mpf(k._weight())
+    exact = np.array([[float(1 + w * mp.clcos(q, 2 * mp.pi * (mp.mpf(float(a)) - mp.mpf(float(b)))))
+                       for b in B[:, 0]] for a in A[:, 0]])
+    assert np.all(np.abs(K - exact) <= E)
+
+
 def test_spline_careful_bound_is_absolute_near_a_zero_of_a_factor(rng):
     """Found while reviewing the referee's bounds: the bound was d 1e-13 |K|, relative,
     but the series factor 1 + 2 C_2(t) changes sign (1 - pi^2 / 6 at t = 1/2); near its
@@ -708,8 +728,11 @@ def test_spline_cython_matches_numpy_series(q, rng):
     # the Cython Gram (truncated expansion, per-entry routes) against the numpy reference
     A, B = rng.random((30, 2)) * 3 - 1, rng.random((20, 2))
     ref = np.ones((30, 20))
+    # the kernel reduces coordinates modulo 1 (exactly) before their differences, which
+    # are then rounded to u (a difference of raw coordinates in [-1, 2) to 2u)
+    Au = A - np.floor(A)
     for j in range(2):
-        ref *= 1 + 2 * periodic_cosine_series(A[:, j][:, None] - B[:, j][None, :], q)
+        ref *= 1 + 2 * periodic_cosine_series(Au[:, j][:, None] - B[:, j][None, :], q)
     k = mk.get_plugin("kernel", "spline")(order=q)
     assert_allclose(k(A, B), ref, rtol=0, atol=2e-15 * np.abs(ref).max())
     S = k(A)
