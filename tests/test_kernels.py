@@ -475,6 +475,17 @@ def test_spline_bound_holds_for_coordinates_far_from_the_unit_cube(q):
     assert np.all(np.abs(K - exact) <= E)
 
 
+def test_spline_claims_no_bound_for_subnormal_differences():
+    """Found by review: a coordinate difference of 5e-324 put 2 pi t in the subnormal
+    range (relative error up to 5%), and at q = 1.0001 the error was 4e8 times the bound.
+    Such entries get an infinite bound (no claim); a difference of 0 keeps its bound."""
+    k = mk.get_plugin("kernel", "spline")(order=1.0001)
+    A = np.array([[0.25], [0.25 + 2.0 ** -40], [5e-324], [0.0]])
+    K, E = k.careful_block(A, np.array([[0.25], [0.0]]))
+    assert np.all(np.isfinite(E[:2, 0])) and np.isfinite(E[3, 1]) and E[3, 1] > 0
+    assert np.isinf(E[2, 1]) and np.isfinite(E[2, 0])
+
+
 def test_spline_careful_bound_is_absolute_near_a_zero_of_a_factor(rng):
     """Found while reviewing the referee's bounds: the bound was d 1e-13 |K|, relative,
     but the series factor 1 + 2 C_2(t) changes sign (1 - pi^2 / 6 at t = 1/2); near its
