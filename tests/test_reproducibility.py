@@ -1307,7 +1307,9 @@ def test_stored_svm_thresholds_that_define_no_claim_are_rejected(tmp_path):
         assert res.status == "certified"
         for attr, value, match in (("mu", 0.0, "mu = 0.0 is not a positive"),
                                    ("mu", -1.0, "mu = -1.0 is not a positive"),
-                                   ("formulation", "foo", "formulation='foo' is not")):
+                                   ("formulation", "foo", "formulation='foo' is not"),
+                                   ("formulation", np.array(["svm", "svm"]),
+                                    "is not 'hsvm' or 'svm'")):
             cert = copy.copy(res.certificate)
             cert.config = None
             setattr(cert, attr, value)

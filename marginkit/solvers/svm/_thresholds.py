@@ -150,8 +150,8 @@ def stored_thresholds(gamma, mu, formulation):
     gamma (a number, or None for a per-point box) and mu positive and finite, the
     formulation "hsvm" or "svm". Found by review: mu = 0 divided by zero in the
     referee, mu = -1 made a negative margin pass, formulation "foo" was read as one."""
-    if formulation not in ("hsvm", "svm"):
-        raise ValueError(f"formulation={formulation!r} is not 'hsvm' or 'svm'")
+    if not isinstance(formulation, str) or formulation not in ("hsvm", "svm"):
+        raise ValueError(f"formulation={formulation!r:.40} is not 'hsvm' or 'svm'")
     if not (isinstance(mu, numbers.Real) and math.isfinite(mu) and mu > 0.0):
         raise ValueError(f"mu = {mu!r} is not a positive finite number")
     if gamma is not None and not (isinstance(gamma, numbers.Real) and math.isfinite(gamma)
