@@ -1186,6 +1186,64 @@ def test_a_genuine_kernel_certificate_verifies_with_other_blas_threads():
             assert verdict, (threads, verdict.reason)
 
 
+def test_an_eigenvalue_at_the_cut_off_kept_by_the_solver_and_dropped_by_the_referee():
+    """Found by review: with gamma = 0.5000337435630088 an eigenvalue of K is within
+    1e-6 relative of ExactKernelMap's rounding level; one BLAS thread keeps it, two drop
+    it, and the run's certificate (made with one thread) was refused with two: the
+    representer weights had a component of RKHS norm 4e-7 out of the referee's span. The
+    referee now also tries the cuts of its spectrum within _CUT_BAND of the level."""
+    from threadpoolctl import threadpool_limits
+
+    X, y, _ = _near_null_data()
+    with threadpool_limits(1, "blas"):
+        res = mk.solve(X, y, solver="iterated_tikhonov", kernel="rbf",
+                       kernel_params={"gamma": 0.5000337435630088})
+    assert res.status == "converged"
+    for threads in (1, 2):
+        with threadpool_limits(threads, "blas"):
+            verdict = res.certificate.check(X, y)
+        assert verdict, (threads, verdict.reason)
+
+
+def test_the_referee_tries_the_cuts_near_the_rounding_level_and_no_others(monkeypatch):
+    """The mechanism of the test above without depending on a BLAS: the solver's map keeps
+    one eigenvalue more than the referee's cut (as another decomposition of K may). On the
+    referee's own cut the model is refused; the certificate verifies on the cut that keeps
+    that eigenvalue, inside the band (widened here to reach it) and only there; a chain
+    whose link is off still fails on every cut, and a rank outside the band is refused."""
+    from marginkit.solvers.tikhonov import _representation as rep
+
+    X, y, _ = _near_null_data()
+    monkeypatch.setattr(rep, "_CUT_BAND", 0.9)
+
+    class OneMore(rep.ExactKernelMap):
+        def __init__(self, K, centres=None, keep_basis=False):
+            super().__init__(K, centres, keep_basis=True)
+            self._keep(self._basis, self.eigenvalues_.size + 1)
+
+    with monkeypatch.context() as m:
+        m.setattr(rep, "ExactKernelMap", OneMore)
+        res = mk.solve(X, y, solver="iterated_tikhonov", kernel="rbf",
+                       kernel_params={"gamma": 0.5})
+    assert res.status == "converged"
+    cert = res.certificate
+    cut, own = cert._check_at(X, y, None, None)
+    assert not own and "not the model of theta^t" in own.reason
+    emap = cut[2]
+    p = emap.eigenvalues_.size
+    assert p + 1 in emap.nearby_ranks()
+    assert emap.spectrum_[-(p + 1)] > emap.rounding_level * (1 - rep._CUT_BAND)
+    assert cert.check(X, y)
+    with pytest.raises(ValueError, match="does not cut the spectrum"):
+        emap.with_rank(p + 50)
+    monkeypatch.setattr(rep, "_CUT_BAND", 0.0)
+    assert not cert.check(X, y)  # no other cut in an empty band
+    monkeypatch.setattr(rep, "_CUT_BAND", 0.9)
+    cert.chain = cert.chain.copy()
+    cert.chain[0] *= 1.01
+    assert not cert.check(X, y)
+
+
 def test_a_certificates_configuration_is_the_results(tmp_path):
     """Found by review: the thresholds of a claim come from the run's configuration, and
     a file keeps it twice (r.config, the certificate's config). The certificate's copy

@@ -425,7 +425,7 @@ class NewtonDecrementCertificate(Certificate):
         return _link_bounds(blocks, yv, thetas, bs, thetas.shape[0], self.lam, self.loss,
                             self.fit_intercept)
 
-    def _problem(self, X, y):
+    def _problem(self, X, y, eigen=None):
         """(row blocks of Phi, labels, the chain in feature space (t, p), intercepts (t,),
         the model's form): the form is how the run's model predicts, as the referee derives
         it: ``("support", rows, eigen map, K)`` (an exact kernel: the training rows, None for
@@ -438,7 +438,8 @@ class NewtonDecrementCertificate(Certificate):
         weights; a feature map's coefficients, the identity for the linear kernel), and a
         Nystroem normalization is recomputed from the stored centres, never read: the
         stored ``representation``, ``identity_map`` and ``projection`` are the solver's,
-        for information."""
+        for information. ``eigen``: an exact kernel's (K, eigen map) to use, another cut
+        of the referee's own decomposition (``ExactKernelMap.with_rank``)."""
         from ... import _referee as R
         from ...certificates import _or_linear, kernel_mismatch, referee_kernel
         from ...kernels.approximation import nystroem_projection
@@ -486,15 +487,18 @@ class NewtonDecrementCertificate(Certificate):
             yv = yv[idx]
         if representation == "gram":
             Xl = check_X(local_matrix(X))
-            if precomputed:
-                K = Xl.toarray() if sp.issparse(Xl) else Xl
+            if eigen is not None:
+                K, emap = eigen
             else:
-                K = gram_matrix(kernel, Xl)
-            budget = getattr(self.config, "memory_budget", None) if self.config is not None \
-                and not isinstance(self.config, dict) else None
-            check_gram_budget(K.shape[0], budget or 2.0 * 2**30,
-                              "the Newton-decrement check of an exact kernel")
-            emap = ExactKernelMap(K)
+                if precomputed:
+                    K = Xl.toarray() if sp.issparse(Xl) else Xl
+                else:
+                    K = gram_matrix(kernel, Xl)
+                budget = getattr(self.config, "memory_budget", None) \
+                    if self.config is not None and not isinstance(self.config, dict) else None
+                check_gram_budget(K.shape[0], budget or 2.0 * 2**30,
+                                  "the Newton-decrement check of an exact kernel")
+                emap = ExactKernelMap(K, keep_basis=True)
             Phi = np.ascontiguousarray(emap.features)
             if chain.shape[1] != Phi.shape[0]:
                 raise ValueError("the representer weights must have one entry per training row")
@@ -595,23 +599,45 @@ class NewtonDecrementCertificate(Certificate):
         return None
 
     def check(self, X, y, sample_weight=None):
+        """The verdict on the chain from (X, y) (and the run's weights, which a weighted
+        run needs). An exact kernel's claim is about K truncated at the rounding level of
+        its eigendecomposition, and an eigenvalue within rounding of that level is kept by
+        one decomposition and dropped by another (other BLAS threads, another machine;
+        found by review: a genuine run refused with two threads): when the chain or its
+        model fails on the referee's cut, the other cuts within ``_CUT_BAND`` of the level
+        are tried (``ExactKernelMap.nearby_ranks``), each a truncation within
+        (1 + _CUT_BAND) times the level of K."""
+        form, verdict = self._check_at(X, y, sample_weight, None)
+        if verdict or form is None:
+            return verdict
+        emap, K = form[2], form[3]
+        for rank in emap.nearby_ranks():
+            _, other = self._check_at(X, y, sample_weight, (K, emap.with_rank(rank)))
+            if other:
+                return other
+        return verdict
+
+    def _check_at(self, X, y, sample_weight, eigen):
+        """(the exact kernel's form, ``_problem``, when the chain or its model fails on it,
+        else None; the verdict) with the (K, eigen map) ``eigen`` (None: the referee's
+        decomposition and cut)."""
         from ...certificates import NotPositiveSemidefiniteError
         from ..._validation import check_sample_weight
 
         kind = self.kind
         if sample_weight is None and getattr(self, "weighted", False):
-            return Verdict.reject(kind, "the certificate is of a weighted run: pass its "
+            return None, Verdict.reject(kind, "the certificate is of a weighted run: pass its "
                                         "weights, check(X, y, sample_weight=w) (verify "
                                         "likewise)")
         try:
-            blocks, yv, thetas, bs, form = self._problem(X, y)
+            blocks, yv, thetas, bs, form = self._problem(X, y, eigen)
         except NotPositiveSemidefiniteError:
             raise  # a kernel that is not PSD on the data is an error, not a verdict
         except ValueError as exc:
-            return Verdict.reject(kind, f"the data do not define the claim: {exc}")
+            return None, Verdict.reject(kind, f"the data do not define the claim: {exc}")
         n = blocks.n
         if yv.shape != (n,):
-            return Verdict.reject(kind, f"y has {yv.shape[0]} entries, X {n} rows")
+            return None, Verdict.reject(kind, f"y has {yv.shape[0]} entries, X {n} rows")
         weight = None
         if sample_weight is not None:
             try:
@@ -621,27 +647,29 @@ class NewtonDecrementCertificate(Certificate):
                 if self.train_index is not None:
                     weight = weight[np.asarray(self.train_index)]
             except (TypeError, ValueError) as exc:
-                return Verdict.reject(kind, str(exc))
+                return None, Verdict.reject(kind, str(exc))
         t = thetas.shape[0]
         step = getattr(self, "prox_step", None)
         if step is not None and step != t:
-            return Verdict.reject(kind, f"the chain has {t} links but prox_step is {step!r}")
+            return None, Verdict.reject(kind, f"the chain has {t} links but prox_step is {step!r}")
         try:
             # lam=None is 1/n of all the run's rows (t="auto" trains on a split of them)
             n_rows = n if self.train_index is None else np.asarray(y).ravel().shape[0]
             th = self._targets(n_rows, t)
         except (TypeError, ValueError) as exc:
-            return Verdict.reject(kind, f"the run's configuration does not define the claim: {exc}")
+            return None, Verdict.reject(kind, f"the run's configuration does not define the claim: {exc}")
         for name in ("loss", "lam", "fit_intercept"):
             if getattr(self, name) != th[name]:
-                return Verdict.reject(kind, f"the certificate's {name}={getattr(self, name)!r} "
+                return None, Verdict.reject(kind, f"the certificate's {name}={getattr(self, name)!r} "
                                             f"is not the run's {name}={th[name]!r}")
         if not np.all(np.isfinite(self.chain)):
-            return Verdict.reject(kind, "the coefficients are not finite")
+            return None, Verdict.reject(kind, "the coefficients are not finite")
         with np.errstate(over="ignore", invalid="ignore"):
             why = self._predictor_reason(form, thetas)
+        # an exact kernel's eigen map, whose cut a numerical failure may depend on
+        cut = form if form[0] == "support" else None
         if why is not None:
-            return Verdict.reject(kind, why)
+            return cut, Verdict.reject(kind, why)
         margin, steer, last = math.inf, {}, None
         # the last link first: its verdict is the one reported (its recomputed decrement,
         # no shortcut), and its Hessian steers the directions of the earlier links
@@ -659,23 +687,24 @@ class NewtonDecrementCertificate(Certificate):
                                                   th["loss"], th["fit_intercept"],
                                                   weight=weight)
             except ValueError as exc:
-                return Verdict.reject(kind, f"the data do not define the claim: {exc}")
+                return None, Verdict.reject(kind, f"the data do not define the claim: {exc}")
             except OverflowError:
-                return Verdict.reject(kind, f"link {k} of {t}: the bound of the recomputed "
-                                            "Newton decrement overflows float64 (sample "
-                                            "weights or entries of X too large); rescale them",
-                                      value=math.inf, threshold=target, rounding=math.inf)
+                return None, Verdict.reject(
+                    kind, f"link {k} of {t}: the bound of the recomputed Newton decrement "
+                    "overflows float64 (sample weights or entries of X too large); rescale them",
+                    value=math.inf, threshold=target, rounding=math.inf)
             rounding = nu_up - central if math.isfinite(nu_up) else math.inf
             margin = min(margin, target - nu_up)
             if not nu_up <= target:
-                return Verdict(False, kind, value=central, threshold=target, rounding=rounding,
-                               margin=target - nu_up,
-                               reason=f"link {k} of {t} (theta^{k} on the subproblem centred at "
-                                      f"theta^{k - 1}): Newton decrement above its target (with "
-                                      "the rounding bound)")
+                return cut, Verdict(
+                    False, kind, value=central, threshold=target, rounding=rounding,
+                    margin=target - nu_up,
+                    reason=f"link {k} of {t} (theta^{k} on the subproblem centred at "
+                           f"theta^{k - 1}): Newton decrement above its target (with the "
+                           "rounding bound)")
             if k == t:
                 last = (central, target, rounding)
         central, target, rounding = last
-        return Verdict(True, kind, value=central, threshold=target, rounding=rounding,
-                       margin=margin)
+        return None, Verdict(True, kind, value=central, threshold=target, rounding=rounding,
+                             margin=margin)
 

@@ -34,6 +34,10 @@ from ...kernels.approximation import NystroemFeatures, NystroemMap, draw_centre_
 #: bytes per Gram entry of the exact-kernel path: K, its eigenvectors and the feature
 #: map Phi = V S^{1/2} (n x n each, float64)
 _GRAM_COPIES = 3
+#: the referee's band around ExactKernelMap's rounding level (relative) and the number
+#: of other cuts of the spectrum it tries in it (``ExactKernelMap.nearby_ranks``)
+_CUT_BAND = 0.125
+_CUT_ALTERNATIVES = 4
 
 
 def check_gram_budget(n, budget, what="iterated_tikhonov with an exact kernel"):
@@ -66,9 +70,14 @@ class ExactKernelMap:
     the Woodbury identity) subtracts two nearly equal terms and divides by lam: with an
     ill-conditioned K (poly kernel, large inputs) its decrement was off by orders of
     magnitude (1.2e-9 reported for 0.136).
+
+    ``with_rank`` keeps another number of eigenvalues, one of ``nearby_ranks()`` (the
+    referee's alternatives: an eigenvalue within rounding of the level is kept by one
+    decomposition of K and dropped by another, with other BLAS threads or on another
+    machine); it needs the eigenvectors, kept with ``keep_basis=True``.
     """
 
-    def __init__(self, K, centres=None):
+    def __init__(self, K, centres=None, keep_basis=False):
         from ...certificates import NotPositiveSemidefiniteError
 
         K = np.asarray(K, dtype=np.float64)
@@ -85,16 +94,52 @@ class ExactKernelMap:
                 f"the kernel is not positive semi-definite on the data: its Gram matrix has "
                 f"the eigenvalue {s[0]:.3g} (largest {s[-1]:.3g}, rounding level {tol:.3g}); "
                 "iterated_tikhonov needs a positive semi-definite kernel")
-        keep = s > tol
-        if not np.any(keep):
+        if not np.any(s > tol):
             raise ValueError("the Gram matrix is zero on the data; check the kernel and its "
                              "parameters")
-        root = np.sqrt(s[keep])
-        self.eigenvalues_ = s[keep]
-        self.features = V[:, keep] * root
-        self.projection_ = V[:, keep] / root
-        self.centres_ = centres
+        self.spectrum_ = s
         self.rounding_level = tol
+        self.centres_ = centres
+        self._basis = V if keep_basis else None
+        self._keep(V, int(np.count_nonzero(s > tol)))
+
+    def _keep(self, V, rank):
+        """Phi and the projection of the ``rank`` largest eigenvalues."""
+        s = self.spectrum_[s_index(self.spectrum_.size, rank)]
+        root = np.sqrt(s)
+        self.eigenvalues_ = s
+        self.features = V[:, s_index(V.shape[1], rank)] * root
+        self.projection_ = V[:, s_index(V.shape[1], rank)] / root
+
+    def with_rank(self, rank):
+        """The map of the same decomposition (``keep_basis=True``) keeping the ``rank``
+        largest eigenvalues, one of ``nearby_ranks()``."""
+        if self._basis is None:
+            raise ValueError("with_rank needs the map built with keep_basis=True")
+        if rank not in self.nearby_ranks():
+            raise ValueError(f"rank={rank!r} does not cut the spectrum within {_CUT_BAND:g} "
+                             "of the rounding level")
+        other = object.__new__(type(self))
+        other.spectrum_, other.rounding_level = self.spectrum_, self.rounding_level
+        other.centres_, other._basis = self.centres_, self._basis
+        other._keep(self._basis, rank)
+        return other
+
+    def nearby_ranks(self):
+        """The other ranks whose cut of the spectrum lies within ``_CUT_BAND`` of the
+        rounding level (nearest first, at most ``_CUT_ALTERNATIVES``): all the eigenvalues
+        between the default cut and theirs are within (1 -+ _CUT_BAND) of the level.
+        Two backward-stable decompositions of K differ by a few n u ||K||, the level is 64
+        times that: an eigenvalue kept by the solver's decomposition and dropped by the
+        referee's (or the reverse) is in the band, and any such truncation is within
+        (1 + _CUT_BAND) times the level of K."""
+        s, tol = self.spectrum_, self.rounding_level
+        n, p = s.size, int(np.count_nonzero(s > tol))
+        more = int(np.count_nonzero(s > tol * (1.0 - _CUT_BAND)))
+        fewer = max(int(np.count_nonzero(s > tol * (1.0 + _CUT_BAND))), 1)
+        ranks = sorted([*range(p + 1, min(more, n) + 1), *range(fewer, p)],
+                       key=lambda r: (abs(r - p), r))
+        return ranks[:_CUT_ALTERNATIVES]
 
 
 def gram_matrix(kernel, A, B=None):
@@ -108,6 +153,11 @@ def gram_matrix(kernel, A, B=None):
     A = up(A)
     B = A if B is None else up(B)
     return np.asarray(kernel(A, B), dtype=np.float64)
+
+
+def s_index(n, rank):
+    """The positions of the ``rank`` largest of n eigenvalues in ascending order."""
+    return slice(n - rank, n)
 
 
 class TrainingFeatures:
