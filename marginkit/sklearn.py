@@ -88,6 +88,7 @@ from .plugins import Plugin
 from .stopping import AUTO_DUAL_TOL
 from ._validation import (Param, _float_dtype_for, check_params, check_sample_weight,
                           check_sparse_structure, dask_array_of)
+from .linalg._shared import shared_decompositions
 from .utils._sparse import sparse_copy
 
 __all__ = ["PerceptronClassifier", "SVMClassifier", "IteratedTikhonovClassifier",
@@ -495,29 +496,38 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
             # what the one-vs-rest runs share (they differ by y only)
             kw.update(self._shared_inputs(cfg, X))
         results = []
-        for c in pairs:
-            if len(results) == 1 and len(pairs) > 1:
-                # what the first one-vs-rest run learned about X alone
-                cfg = self._follow_config(cfg, results[0])
-            if cfg.verbose and len(pairs) > 1:
-                # the progress lines of each one-vs-rest run under the class it separates
-                label = c.item() if hasattr(c, "item") else c
-                print(f"{type(self).__name__}: class {label!r} against the rest "
-                      f"({len(results) + 1} of {len(pairs)})", flush=True)
-            if self._task == "regression":
-                # a regression loss (squared) fit to +-1 targets: least-squares classification
-                results.append(_solve(X, np.where(y == c, 1.0, -1.0), config=cfg, **kw))
-            elif len(pairs) == 1:
-                # two classes: solve maps classes_[1] to +1, and the result (its
-                # certificate) keeps the estimator's own labels
-                results.append(_solve(X, y, config=cfg, **kw))
-            else:
-                # one-vs-rest labels 0/1: solve maps 1 (class c) to +1
-                results.append(_solve(X, (y == c).astype(np.int8), config=cfg, **kw))
+        # one-vs-rest runs decompose an exact kernel's Gram matrix once, not once per class
+        shared = shared_decompositions(cfg.memory_budget) if len(pairs) > 1 \
+            else contextlib.nullcontext()
+        with shared:
+            for c in pairs:
+                self._fit_one(X, y, c, pairs, cfg, kw, results)
+                if len(results) == 1 and len(pairs) > 1:
+                    # what the first one-vs-rest run learned about X alone
+                    cfg = self._follow_config(cfg, results[0])
         _warn_unfinished(self, results, pairs if len(pairs) > 1 else None)
         self._set_fit_info(results)
         self.result_ = results[0] if len(results) == 1 else results
         return self
+
+    def _fit_one(self, X, y, c, pairs, cfg, kw, results):
+        """The run of class c against the rest (of classes_[1] for two classes), appended
+        to ``results``."""
+        if cfg.verbose and len(pairs) > 1:
+            # the progress lines of each one-vs-rest run under the class it separates
+            label = c.item() if hasattr(c, "item") else c
+            print(f"{type(self).__name__}: class {label!r} against the rest "
+                  f"({len(results) + 1} of {len(pairs)})", flush=True)
+        if self._task == "regression":
+            # a regression loss (squared) fit to +-1 targets: least-squares classification
+            results.append(_solve(X, np.where(y == c, 1.0, -1.0), config=cfg, **kw))
+        elif len(pairs) == 1:
+            # two classes: solve maps classes_[1] to +1, and the result (its
+            # certificate) keeps the estimator's own labels
+            results.append(_solve(X, y, config=cfg, **kw))
+        else:
+            # one-vs-rest labels 0/1: solve maps 1 (class c) to +1
+            results.append(_solve(X, (y == c).astype(np.int8), config=cfg, **kw))
 
     def _run_weights(self, w):
         """The weights given to ``solve`` (all positive here)."""

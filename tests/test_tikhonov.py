@@ -427,6 +427,90 @@ def test_features_give_each_run_the_result_of_its_own_solve(newton_solver):
         assert got.certificate.verify(X, y) and own.certificate.verify(X, y)
 
 
+def _counting(monkeypatch, module, name):
+    """Count the calls of ``module.name`` (patched for the test)."""
+    calls = []
+    original = getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("budget, expected", [(2.0 * 2**30, 2), (2.5e6, 6)])
+def test_one_vs_rest_runs_decompose_the_exact_gram_matrix_once(monkeypatch, budget, expected):
+    """The one-vs-rest runs of an estimator differ by y only: K and its eigendecomposition
+    are the same in every run. The solver decomposes it once per fit and the referee
+    once (its own decomposition, never the solver's), not once per class each (on the
+    digits, 20 decompositions of 0.41 s each in a 25 s fit); the runs' results are those
+    of their own solves. A decomposition larger than a quarter of memory_budget is not
+    kept (300 rows: 0.72 MB, above 2.5e6 / 4)."""
+    import scipy.linalg
+
+    from marginkit.sklearn import IteratedTikhonovClassifier
+
+    X, ys, kw, _, _ = _shared(n=300)
+    y = np.argmax(np.column_stack(ys), axis=1)
+    calls = _counting(monkeypatch, scipy.linalg, "eigh")
+    est = IteratedTikhonovClassifier(kernel_params={"gamma": 0.3}, n_components=None, t=3,
+                                     lam=1e-3, memory_budget=budget).fit(X, y)
+    assert len(calls) == expected
+    monkeypatch.undo()
+    for k, res in enumerate(est.results_):
+        own = mk.solve(X, (y == k).astype(np.int8), solver="iterated_tikhonov", kernel="rbf",
+                       kernel_params={"gamma": 0.3}, t=3, lam=1e-3, memory_budget=budget)
+        assert res.status == own.status == "converged"
+        assert_allclose(res.support_coef_, own.support_coef_, rtol=1e-10, atol=1e-12)
+        assert res.certificate.verify(X, (y == k).astype(np.int8))
+
+
+def test_decompositions_are_shared_within_the_block_only():
+    """``reuse`` outside ``shared_decompositions`` computes every time; inside, the same
+    bytes under the same role give the arrays of the first call, read-only, another role
+    or other bytes compute again, and nothing is kept after the block."""
+    from marginkit.linalg._shared import reuse, shared_decompositions
+
+    calls = []
+
+    def compute(K):
+        calls.append(1)
+        return np.linalg.eigh(K)
+
+    K = np.eye(4) + 0.1
+    reuse(K, "solver", compute)
+    reuse(K, "solver", compute)
+    assert len(calls) == 2
+    with shared_decompositions(2**20):
+        s1, V1 = reuse(K, "solver", compute)
+        s2, V2 = reuse(K.copy(), "solver", compute)
+        assert len(calls) == 3 and s2 is s1 and V2 is V1 and not V1.flags.writeable
+        reuse(K, "referee", compute)
+        K2 = K.copy()
+        K2[0, 0] = np.nextafter(K2[0, 0], 2.0)
+        reuse(K2, "solver", compute)
+        assert len(calls) == 5
+    reuse(K2, "solver", compute)
+    assert len(calls) == 6
+
+
+def test_one_vs_rest_referee_normalizes_the_nystroem_centres_once(monkeypatch):
+    """The Nystroem centres of an estimator's runs are the same (one NystroemFeatures
+    per fit): the referee computes K_CC^{-1/2} once per fit, not once per class."""
+    from marginkit.kernels import approximation
+    from marginkit.sklearn import IteratedTikhonovClassifier
+
+    X, ys, kw, _, _ = _shared(n=300)
+    y = np.argmax(np.column_stack(ys), axis=1)
+    calls = _counting(monkeypatch, approximation, "nystroem_projection")
+    est = IteratedTikhonovClassifier(kernel_params={"gamma": 0.3}, n_components=30, t=3,
+                                     lam=1e-3, random_state=0).fit(X, y)
+    assert all(r.status == "converged" for r in est.results_)
+    assert len(calls) == 2  # the solver's map, the referee's
+
+
 def _other_problem(X, kw, kernel, NystroemFeatures):
     """(name, features, the run's X, the run's keywords): features fitted on another
     problem than the run's."""

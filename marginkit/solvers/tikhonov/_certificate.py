@@ -15,6 +15,7 @@ import scipy.sparse as sp
 
 from ..._validation import check_X
 from ...certificates import Certificate, Verdict, certificate_type, local_matrix
+from ...linalg._shared import reuse
 from ._decrement_bound import _link_bounds
 from ._representation import ExactKernelMap, check_gram_budget, gram_matrix
 from ._schedule import decrement_schedule, rule_schedule
@@ -498,7 +499,7 @@ class NewtonDecrementCertificate(Certificate):
                     if self.config is not None and not isinstance(self.config, dict) else None
                 check_gram_budget(K.shape[0], budget or 2.0 * 2**30,
                                   "the Newton-decrement check of an exact kernel")
-                emap = ExactKernelMap(K, keep_basis=True)
+                emap = ExactKernelMap(K, keep_basis=True, role="referee")
             Phi = np.ascontiguousarray(emap.features)
             if chain.shape[1] != Phi.shape[0]:
                 raise ValueError("the representer weights must have one entry per training row")
@@ -520,7 +521,7 @@ class NewtonDecrementCertificate(Certificate):
                     raise ValueError(why)
             # P = K_CC^{-1/2}, as the run's map computed it from the same centres
             Kcc = gram_matrix(kernel, C, C)
-            P, _ = nystroem_projection(Kcc)
+            P, _ = reuse(Kcc, "referee nystroem", nystroem_projection)
             form = ("nystroem", C, P, Kcc)
 
             def fmap(B):

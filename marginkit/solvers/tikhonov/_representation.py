@@ -30,6 +30,7 @@ from ..._executors import local_executor
 from ..._referee import feature_rows, float64_block
 from ..._validation import check_X
 from ...kernels.approximation import NystroemFeatures, NystroemMap, draw_centre_index
+from ...linalg._shared import reuse
 
 #: bytes per Gram entry of the exact-kernel path: K, its eigenvectors and the feature
 #: map Phi = V S^{1/2} (n x n each, float64)
@@ -49,6 +50,36 @@ def check_gram_budget(n, budget, what="iterated_tikhonov with an exact kernel"):
             f"{need / 2**30:.3g} GiB, memory_budget is {budget / 2**30:.3g} GiB; use "
             "n_components (Nystroem), a kernel approximation (nystroem/rff) or raise "
             "memory_budget")
+
+
+def _decompose(K, role):
+    """(eigenvalues ascending, eigenvectors, rounding level) of the symmetric part of K,
+    with ExactKernelMap's checks; one decomposition of the same K per ``role`` within
+    ``linalg._shared.shared_decompositions`` (then read-only arrays)."""
+    return reuse(np.asarray(K, dtype=np.float64), role, _eigen)
+
+
+def _eigen(K):
+    from ...certificates import NotPositiveSemidefiniteError
+
+    n = K.shape[0]
+    K = 0.5 * (K + K.T)
+    if not np.all(np.isfinite(K)):
+        raise ValueError("the Gram matrix has non-finite entries (kernel values overflow "
+                         "float64); rescale X or the kernel parameters")
+    s, V = sla.eigh(K)
+    del K
+    top = float(np.max(np.abs(s))) if s.size else 0.0
+    tol = 64.0 * n * np.finfo(np.float64).eps / 2 * top
+    if s.size and s[0] < -tol:
+        raise NotPositiveSemidefiniteError(
+            f"the kernel is not positive semi-definite on the data: its Gram matrix has "
+            f"the eigenvalue {s[0]:.3g} (largest {s[-1]:.3g}, rounding level {tol:.3g}); "
+            "iterated_tikhonov needs a positive semi-definite kernel")
+    if not np.any(s > tol):
+        raise ValueError("the Gram matrix is zero on the data; check the kernel and its "
+                         "parameters")
+    return s, V, tol
 
 
 class ExactKernelMap:
@@ -74,29 +105,14 @@ class ExactKernelMap:
     ``with_rank`` keeps another number of eigenvalues, one of ``nearby_ranks()`` (the
     referee's alternatives: an eigenvalue within rounding of the level is kept by one
     decomposition of K and dropped by another, with other BLAS threads or on another
-    machine); it needs the eigenvectors, kept with ``keep_basis=True``.
+    machine); it needs the eigenvectors, kept with ``keep_basis=True``. ``role``: whose
+    decomposition it is (``"solver"``, ``"referee"``), which
+    ``linalg._shared.shared_decompositions`` keeps apart.
     """
 
-    def __init__(self, K, centres=None, keep_basis=False):
-        from ...certificates import NotPositiveSemidefiniteError
-
+    def __init__(self, K, centres=None, keep_basis=False, role="solver"):
         K = np.asarray(K, dtype=np.float64)
-        n = K.shape[0]
-        K = 0.5 * (K + K.T)
-        if not np.all(np.isfinite(K)):
-            raise ValueError("the Gram matrix has non-finite entries (kernel values overflow "
-                             "float64); rescale X or the kernel parameters")
-        s, V = sla.eigh(K)
-        top = float(np.max(np.abs(s))) if s.size else 0.0
-        tol = 64.0 * n * np.finfo(np.float64).eps / 2 * top
-        if s.size and s[0] < -tol:
-            raise NotPositiveSemidefiniteError(
-                f"the kernel is not positive semi-definite on the data: its Gram matrix has "
-                f"the eigenvalue {s[0]:.3g} (largest {s[-1]:.3g}, rounding level {tol:.3g}); "
-                "iterated_tikhonov needs a positive semi-definite kernel")
-        if not np.any(s > tol):
-            raise ValueError("the Gram matrix is zero on the data; check the kernel and its "
-                             "parameters")
+        s, V, tol = _decompose(K, role)
         self.spectrum_ = s
         self.rounding_level = tol
         self.centres_ = centres
