@@ -178,7 +178,12 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
         self._polish = (not self.done and self.method == "newton"
                         and math.isclose(target, self.decrement_target, rel_tol=1e-12)
                         and verdict.rounding < target and self._refutations < 3)
-        if not self._polish:
+        if not self._polish and not math.isfinite(target):
+            # a refusal that is not a decrement above its target (the model, the data)
+            self.failed = f"the referee refused the claim: {verdict.reason}"
+            warnings.warn(f"iterated_tikhonov: {self.failed}", RuntimeWarning, stacklevel=2)
+            self.done = True
+        elif not self._polish:
             self.failed = (
                 f"the Newton decrement cannot be certified below its target {target:.3g}: "
                 f"recomputed from the data it is {verdict.value:.3g}" + (
