@@ -572,7 +572,7 @@ class NewtonDecrementCertificate(Certificate):
             if form[0] == "support":
                 support, emap, K = form[1], form[2], form[3]
                 c = self.chain[-1]
-                V = emap.features / np.sqrt(emap.eigenvalues_)  # V_+, orthonormal columns
+                V = emap.eigenvectors()  # V_+, orthonormal columns
                 ref = V @ (V.T @ c)
                 what = "the representer weights beta^t of the chain's last link"
             else:
@@ -617,6 +617,8 @@ class NewtonDecrementCertificate(Certificate):
         if verdict or form is None:
             return verdict
         emap, K = form[2], form[3]
+        del form
+        emap.features = None  # each retry forms its own Phi from the kept basis
         for rank in emap.nearby_ranks():
             _, other = self._check_at(X, y, sample_weight, (K, emap.with_rank(rank)))
             if other:

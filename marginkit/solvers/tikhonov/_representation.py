@@ -120,12 +120,28 @@ class ExactKernelMap:
         self._keep(V, int(np.count_nonzero(s > tol)))
 
     def _keep(self, V, rank):
-        """Phi and the projection of the ``rank`` largest eigenvalues."""
-        s = self.spectrum_[s_index(self.spectrum_.size, rank)]
-        root = np.sqrt(s)
+        """Phi (and, without the kept basis, the projection) of the ``rank`` largest
+        eigenvalues."""
+        self._kept = s_index(self.spectrum_.size, rank)
+        s = self.spectrum_[self._kept]
         self.eigenvalues_ = s
-        self.features = V[:, s_index(V.shape[1], rank)] * root
-        self.projection_ = V[:, s_index(V.shape[1], rank)] / root
+        self.features = V[:, self._kept] * np.sqrt(s)
+        self._projection = None if self._basis is not None else self._project(V)
+
+    def _project(self, V):
+        return V[:, self._kept] / np.sqrt(self.eigenvalues_)
+
+    @property
+    def projection_(self):
+        """V_+ S_+^{-1/2} (n, p): formed when read for a map that keeps its basis (the
+        referee's, which does not read it: one n x p matrix less)."""
+        return self._projection if self._projection is not None else self._project(self._basis)
+
+    def eigenvectors(self):
+        """V_+ (n, p), orthonormal columns: a view of the kept basis, or Phi S_+^{-1/2}."""
+        if self._basis is not None:
+            return self._basis[:, self._kept]
+        return self.features / np.sqrt(self.eigenvalues_)
 
     def with_rank(self, rank):
         """The map of the same decomposition (``keep_basis=True``) keeping the ``rank``
