@@ -1313,6 +1313,21 @@ def test_a_refusal_of_the_model_ends_the_run_with_its_reason(monkeypatch):
     assert res.extra["failure"] == "the referee refused the claim: the model is not the chain's"
 
 
+@pytest.mark.parametrize("lam", [0.0, -1.0, np.inf])
+def test_a_certificate_without_configuration_and_a_lam_that_is_not_positive(lam):
+    """A certificate built by user code (no configuration) is checked with its stored
+    lam: 0 or -1 made the check divide by zero or take a negative square root (review of
+    the model check's share of the target). It is a rejection naming lam."""
+    import copy
+
+    X, y, _ = _near_null_data()
+    res = mk.solve(X[:60], y[:60], solver="iterated_tikhonov", kernel="rbf")
+    cert = copy.deepcopy(res.certificate)
+    cert.config, cert.lam = None, lam
+    verdict = cert.check(X[:60], y[:60])
+    assert not verdict and f"lam={lam!r} must be positive and finite" in verdict.reason
+
+
 def test_a_certificates_configuration_is_the_results(tmp_path):
     """Found by review: the thresholds of a claim come from the run's configuration, and
     a file keeps it twice (r.config, the certificate's config). The certificate's copy

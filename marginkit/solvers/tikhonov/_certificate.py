@@ -634,9 +634,9 @@ class NewtonDecrementCertificate(Certificate):
 
         kind = self.kind
         if sample_weight is None and getattr(self, "weighted", False):
-            return None, Verdict.reject(kind, "the certificate is of a weighted run: pass its "
-                                        "weights, check(X, y, sample_weight=w) (verify "
-                                        "likewise)")
+            return None, Verdict.reject(
+                kind, "the certificate is of a weighted run: pass its weights, check(X, y, "
+                "sample_weight=w) (verify likewise)")
         try:
             blocks, yv, thetas, bs, form = self._problem(X, y, eigen)
         except NotPositiveSemidefiniteError:
@@ -659,19 +659,24 @@ class NewtonDecrementCertificate(Certificate):
         t = thetas.shape[0]
         step = getattr(self, "prox_step", None)
         if step is not None and step != t:
-            return None, Verdict.reject(kind, f"the chain has {t} links but prox_step is {step!r}")
+            return None, Verdict.reject(
+                kind, f"the chain has {t} links but prox_step is {step!r}")
         try:
             # lam=None is 1/n of all the run's rows (t="auto" trains on a split of them)
             n_rows = n if self.train_index is None else np.asarray(y).ravel().shape[0]
             th = self._targets(n_rows, t)
         except (TypeError, ValueError) as exc:
-            return None, Verdict.reject(kind, f"the run's configuration does not define the claim: {exc}")
+            return None, Verdict.reject(
+                kind, f"the run's configuration does not define the claim: {exc}")
         for name in ("loss", "lam", "fit_intercept"):
             if getattr(self, name) != th[name]:
-                return None, Verdict.reject(kind, f"the certificate's {name}={getattr(self, name)!r} "
-                                            f"is not the run's {name}={th[name]!r}")
+                return None, Verdict.reject(
+                    kind, f"the certificate's {name}={getattr(self, name)!r} is not the run's "
+                    f"{name}={th[name]!r}")
         if not np.all(np.isfinite(self.chain)):
             return None, Verdict.reject(kind, "the coefficients are not finite")
+        if not 0.0 < th["lam"] < math.inf:
+            return None, Verdict.reject(kind, f"lam={th['lam']!r} must be positive and finite")
         with np.errstate(over="ignore", invalid="ignore"):
             why = self._predictor_reason(form, thetas,
                                          th["targets"][-1] / math.sqrt(th["lam"]))
