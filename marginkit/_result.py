@@ -248,6 +248,7 @@ def read_result(path, max_bytes=_persist.MAX_BYTES):
     _bind_config_to_certificate(fields, path)
     _bind_status_to_certificate(fields, path)
     _bind_model_to_certificate(fields, path, version)
+    _bind_variables_to_certificate(fields, path)
     return Result(**fields), used
 
 
@@ -402,6 +403,32 @@ def _bind_model_to_certificate(fields, path, version=_persist.VERSION):
         why = mismatch(predicting_model(fields), fields)
         if why is not None:
             raise ValueError(f"{name!r}: {why}; the file was edited")
+
+
+#: a certificate's variables -> the result field that reports them (both kept by a run)
+_CERTIFIED_VARIABLES = {"mask": "certified_mask", "r": "dual_coef_", "alpha": "dual_coef_",
+                        "p": "dual_vector"}
+
+
+def _bind_variables_to_certificate(fields, path):
+    """The run's variables a result reports are the ones its certificate checks: the
+    points it certifies (``certified_mask``, the certificate's ``mask``), the dual vector
+    of an SVM (``dual_coef_``, its ``r``) or of a separator (its ``alpha``), and an
+    infeasibility proof (``dual_vector``, its ``p``), where both are stored. Found by
+    review: a file whose ``certified_mask`` was set to all True (12 of the points it then
+    listed misclassified) or whose ``dual_coef_`` was negated loaded silently with a
+    certificate that verifies."""
+    cert = fields.get("certificate")
+    if cert is None:
+        return
+    name = os.fspath(path) if isinstance(path, os.PathLike) else path
+    for attr, field in _CERTIFIED_VARIABLES.items():
+        held, shown = getattr(cert, attr, None), fields.get(field)
+        if held is None or shown is None:
+            continue
+        if not np.array_equal(np.asarray(held), np.asarray(shown)):
+            raise ValueError(f"{name!r}: r.{field} is not the {attr} its certificate checks "
+                             f"(r.certificate.fields.{attr}); the file was edited")
 
 
 def _same_model(a, b):

@@ -475,6 +475,39 @@ def test_spline_bound_holds_for_coordinates_far_from_the_unit_cube(q):
     assert np.all(np.abs(K - exact) <= E)
 
 
+@pytest.mark.parametrize("q, column", [
+    (1.01, [-1e-20, 0.0, 1e-20]),              # x - floor(x) made -1e-20 into 1.0
+    (1.2, [-0.3, 0.7, 0.3]),                   # -0.3 and 0.7: one double apart, not 1
+    (1.01, [1 - 2.0 ** -53, 3e-17, 0.0]),      # across the wrap-around, near t = 0
+    (1.5, [0.5 - 1e-17, -0.5 + 3e-17, 0.25]),
+    (2.0, [-1e-20, 0.7, -0.3, 0.1])])
+def test_spline_bound_holds_for_negative_and_wrapping_coordinates(q, column):
+    """Found by review: the reduction x - floor(x) rounds for negative x (-1e-20 became
+    1.0, the distance 0 instead of 1e-20: K(-1e-20, 0) = 202.16 computed, 72.88 exact at
+    q = 1.01, and a false "certified" claim verified), and a rounded difference near
+    t = 0, where the kernel is as steep as |t|^(q-1), erred by 9e-3 against a bound of
+    3e-13 (q = 1.2). Coordinates are now reduced by x - rint(x), exactly, and the
+    rounding of each difference (computed exactly) is in the bound."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 40
+    k = mk.get_plugin("kernel", "spline")(order=q)
+    A = np.array(column)[:, None]
+    K, E = k.careful_block(A, A)
+    assert_array_equal(K, k(A, A))
+    err = np.abs(K - _spline_exact(A, A, q, k._weight(), mp))
+    assert np.all(err <= E), (err / E).max()
+
+
+@pytest.mark.parametrize("order", [700.0, 1000.0])
+def test_spline_orders_up_to_the_documented_limit_solve(order, rng):
+    """Found by review: orders from about 646 on overflowed k^q (an OverflowError out of
+    ``diag``); the terms beyond k = 2 are now 0, as they are in float64."""
+    X = rng.random((30, 2))
+    y = (X[:, 0] > 0.5).astype(int)
+    res = mk.solve(X, y, solver="dcd", kernel="spline", kernel_params={"order": order})
+    assert res.status == "certified" and res.certificate.verify(X, y)
+
+
 def test_spline_claims_no_bound_for_subnormal_differences():
     """Found by review: a coordinate difference of 5e-324 put 2 pi t in the subnormal
     range (relative error up to 5%), and at q = 1.0001 the error was 4e8 times the bound.

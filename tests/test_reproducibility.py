@@ -845,6 +845,33 @@ def _edit_via_fields(res, path, change):
     _persist.save_fields({k: fields.get(k) for k in Result._FIELDS}, path)
 
 
+def test_the_variables_a_result_reports_are_its_certificates(tmp_path):
+    """Found by review: an SVM result's certified_mask set to all True (then 12 of the
+    points it listed were misclassified) or its dual_coef_ negated (NaN, inf) loaded
+    silently with a certificate that verifies; the same holds of a separator's
+    dual_coef_ (alpha) and an infeasibility proof's dual_vector (p). Each is refused; the
+    genuine files load."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 4))
+    y = (X[:, 0] + 0.3 * rng.standard_normal(200) > 0).astype(int)
+    runs = [(mk.solve(X, y, solver="dcd"), "certified_mask", lambda v: np.ones_like(v)),
+            (mk.solve(X, y, solver="dcd", kernel="rbf"), "certified_mask",
+             lambda v: np.ones_like(v)),
+            (mk.solve(X, y, solver="fista"), "dual_coef_", lambda v: -3 * v),
+            (mk.solve(X, y, solver="dcd", kernel="rbf"), "dual_coef_",
+             lambda v: np.full_like(v, np.nan)),
+            (mk.solve(X, y, solver="snkp", kernel="rbf"), "dual_coef_", lambda v: v[::-1]),
+            (mk.solve(X, y, solver="snkpvn"), "dual_vector", lambda v: 2 * v)]
+    for k, (res, field, edit) in enumerate(runs):
+        assert res.certificate is not None, res.status
+        res.save(tmp_path / f"genuine{k}.npz")
+        assert mk.load_result(tmp_path / f"genuine{k}.npz").certificate.verify(X, y)
+        _edit_via_fields(res, tmp_path / f"edited{k}.npz",
+                         lambda F: F.update({field: edit(np.asarray(F[field]))}))
+        with pytest.raises(ValueError, match=rf"r\.{field} is not the \w+ its certificate"):
+            mk.load_result(tmp_path / f"edited{k}.npz")
+
+
 def test_the_model_decision_function_uses_is_the_one_bound(tmp_path):
     """Found by review: models decision_function prefers over the certified one loaded
     with a certificate that verified: an intercept_ added to a perceptron-family result,

@@ -133,8 +133,9 @@ def periodic_cosine_series(t, q):
     if q >= _DIRECT_FROM:
         n_terms = int(np.ceil(10.0 ** (17.0 / (q - 1.0)))) + 1
         out = np.zeros_like(u)
-        for k in range(n_terms, 0, -1):       # smallest terms first
-            out += np.cos(2.0 * np.pi * k * u) / float(k) ** q
+        with np.errstate(over="ignore"):      # k^q = inf (q >= 646 at k = 3): term 0
+            for k in range(n_terms, 0, -1):   # smallest terms first
+                out += np.cos(2.0 * np.pi * k * u) / np.float64(k) ** q
         return out
     if q == np.round(q) and int(q) % 2 == 0:
         return np.polyval(_even_coefficients(int(q)), u)
