@@ -181,7 +181,11 @@ def _k_check_y(chunk, task):
     if y.dtype.kind == "f" and not np.isfinite(y).all():
         raise ValueError("y contains NaN or infinity; every sample needs a label")
     if y.dtype.kind == "O" and has_nan_label(y):
-        raise ValueError("y contains NaN; every sample needs a label")
+        raise ValueError("y contains NaN or another missing label (NaT, None, pandas NA); "
+                         "every sample needs a label")
+    if y.dtype.kind in "Mm" and np.isnat(y).any():
+        raise ValueError("y contains NaT (a missing date or duration); every sample needs a "
+                         "label")
     chunk.y_raw = y
     return np.unique(y)
 

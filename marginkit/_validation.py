@@ -718,8 +718,7 @@ def check_y(y, n_samples, task="classification", name="y"):
         lohi = two_labels(arr, ypm)
         if lohi is not None:
             return ypm, np.array(lohi, dtype=arr.dtype)
-    if arr.dtype.kind == "O" and has_nan_label(arr):
-        raise ValueError(f"{name} contains NaN; every sample needs a label")
+    check_missing_labels(arr, name)
     classes = is_hi = None
     if arr.dtype.kind in "biuf" and arr.size:
         # two labels (the usual case) without sorting: min, max and one comparison pass,
@@ -753,10 +752,34 @@ def check_y(y, n_samples, task="classification", name="y"):
     return ypm, classes
 
 
+def check_missing_labels(arr, name="y"):
+    """ValueError when the labels ``arr`` (an ndarray) hold a missing value: NaN, NaT,
+    None or pandas' NA in an object array, NaT in a datetime or timedelta array (taken
+    as a class, NaT split the run from its referee: found by review)."""
+    if arr.dtype.kind == "O" and has_nan_label(arr):
+        raise ValueError(f"{name} contains NaN or another missing label (NaT, None, pandas "
+                         "NA); every sample needs a label")
+    if arr.dtype.kind in "Mm" and np.isnat(arr).any():
+        raise ValueError(f"{name} contains NaT (a missing date or duration); every sample "
+                         "needs a label")
+
+
 def has_nan_label(arr):
-    """An object-dtype label vector holds a NaN (a number that differs from itself): NaN
-    would otherwise become a class of its own, or several, as NaN != NaN."""
-    return any(isinstance(v, numbers.Number) and v != v for v in arr.ravel())
+    """An object-dtype label vector holds a missing value: a NaN or NaT (a value that
+    differs from itself: it would otherwise become a class of its own, or several), None,
+    or pandas' NA (whose comparisons are neither true nor false)."""
+    return any(_missing_label(v) for v in arr.ravel())
+
+
+def _missing_label(v):
+    if v is None:
+        return True
+    if isinstance(v, (str, bytes)):
+        return False
+    try:
+        return bool(v != v)
+    except (TypeError, ValueError):
+        return type(v).__name__ == "NAType"
 
 
 def check_random_state(random_state, name="random_state"):

@@ -86,8 +86,8 @@ from ._api import solve as _solve
 from ._config import Config
 from .plugins import Plugin
 from .stopping import AUTO_DUAL_TOL
-from ._validation import (Param, _float_dtype_for, check_params, check_sample_weight,
-                          check_sparse_structure, dask_array_of)
+from ._validation import (Param, _float_dtype_for, check_missing_labels, check_params,
+                          check_sample_weight, check_sparse_structure, dask_array_of)
 from .linalg._shared import shared_decompositions
 from .utils._sparse import sparse_copy
 
@@ -124,6 +124,11 @@ def _validate(estimator, X, y="no_validation", reset=True, y_numeric=False):
         # before scikit-learn's validation: its conversions run scipy's C++ code, which
         # trusts the index arrays
         check_sparse_structure(X, "X")
+    if not y_numeric and not (isinstance(y, str) and y == "no_validation") \
+            and y is not None and not sp.issparse(y) and dask_array_of(y) is None:
+        # before scikit-learn's label checks, which read NaT as a date and pandas' NA as
+        # "ambiguous"
+        check_missing_labels(np.asarray(y), "y")
     kw = dict(accept_sparse="csr", dtype=_dtypes_for(X))
     if not sp.issparse(X) and not isinstance(X, np.ndarray):
         # a DataFrame or a list is converted anyway: into rows, the layout an ndarray of

@@ -580,6 +580,16 @@ CASES = [
          _Xy(lambda X: X, lambda y: np.array([1.0 if v else np.nan for v in y], dtype=object)),
          "ValueError", "every sample needs a label (NaN is not a class)", r"y contains NaN",
          solvers="classifiers"),
+    Case("y_nat", R, "solve", "datetime labels with a NaT (a missing date)",
+         _Xy(lambda X: X, lambda y: np.where(y > 0, np.datetime64("2020-01-01"),
+                                             np.datetime64("NaT"))),
+         "ValueError", "every sample needs a label (NaT was a class, and the referee then "
+         "refused the run's own claim: found by review)", r"y contains NaT",
+         solvers="classifiers"),
+    Case("y_object_none", R, "solve", "object labels {1, None}",
+         _Xy(lambda X: X, lambda y: np.array([1 if v > 0 else None for v in y], dtype=object)),
+         "ValueError", "every sample needs a label (None is not a class)",
+         r"y contains NaN or another missing label", solvers="classifiers"),
     # --- corrupt sparse structure: checked in O(nnz) before any compiled code reads it
     Case("csr_col_out_of_range", T, "solve", "CSR column index >= n_features (scipy's "
          "constructor does not check it)", _corrupt_csr("col"), "ValueError",

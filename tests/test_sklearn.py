@@ -1341,3 +1341,22 @@ def test_pegasos_given_mu_names_its_own_parameters():
     with pytest.raises(TypeError, match=r"solver 'pegasos' takes no mu \(its parameters: "
                                         r"\['epochs', 'lam', 'scale'\]\); leave mu at None"):
         SVMClassifier(solver="pegasos", mu=0.1).fit(X, y)
+
+
+def test_estimators_refuse_missing_labels_by_name():
+    """Found by review: a NaT label was a class (and the run's own claim then failed its
+    referee), datetime labels with a NaT gave "y has a single class [0]", and pandas' NA
+    gave "boolean value of NA is ambiguous". Every missing label is refused as one."""
+    pd = pytest.importorskip("pandas")
+    from marginkit.sklearn import IteratedTikhonovClassifier, PerceptronClassifier, SVMClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 3))
+    day = [np.datetime64("2020-01-01"), np.datetime64("NaT"), np.datetime64("2021-01-01")]
+    labels = [(np.array((day * 7)[:20]), "contains NaT"),
+              (np.array([1, pd.NA] * 10, dtype=object), "another missing label"),
+              (pd.Series(["a", None] * 10), "another missing label")]
+    for est in (SVMClassifier(), PerceptronClassifier(), IteratedTikhonovClassifier()):
+        for y, message in labels:
+            with pytest.raises(ValueError, match=message):
+                est.fit(X, y)
