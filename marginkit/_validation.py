@@ -262,6 +262,23 @@ def without_empty_row_chunks(X):
     return X
 
 
+def _sparse_frame_as_coo(X, name):
+    """A pandas DataFrame whose columns are all sparse as the COO matrix of its stored
+    entries (``DataFrame.sparse.to_coo``, as scikit-learn reads it), X itself otherwise.
+    Found by review: ``np.asarray`` densified a 20,000 x 20,000 frame of 20,000 entries
+    (0.23 MiB) into 2.98 GiB. A frame that mixes sparse and dense columns is refused."""
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is None or getattr(X, "ndim", 0) != 2 or not hasattr(X, "sparse"):
+        return X
+    sparse = [type(dt).__name__ == "SparseDtype" for dt in dtypes]
+    if not any(sparse):
+        return X
+    if not all(sparse):
+        raise TypeError(f"{name} is a DataFrame with sparse and dense columns; make every "
+                        f"column sparse or pass {name}.sparse.to_coo() / a dense copy")
+    return X.sparse.to_coo()
+
+
 def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32"), row_offset=0):
     """Validate a feature matrix; return a float32/float64 ndarray or canonical CSR matrix.
 
@@ -275,6 +292,7 @@ def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32"), row_o
         return _checked_dense(X, name, allow_empty)  # kept as it is: no conversion to check
     if X is None:
         raise TypeError(f"{name} is None; pass an array of shape (n_samples, n_features)")
+    X = _sparse_frame_as_coo(X, name)
     if sp.issparse(X):
         if X.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got {X.ndim}-D")
