@@ -268,7 +268,7 @@ def _sparse_frame_as_coo(X, name):
     Found by review: ``np.asarray`` densified a 20,000 x 20,000 frame of 20,000 entries
     (0.23 MiB) into 2.98 GiB. A frame that mixes sparse and dense columns is refused."""
     dtypes = getattr(X, "dtypes", None)
-    if dtypes is None or getattr(X, "ndim", 0) != 2 or not hasattr(X, "sparse"):
+    if dtypes is None or getattr(X, "ndim", 0) != 2 or not hasattr(dtypes, "__iter__"):
         return X
     sparse = [type(dt).__name__ == "SparseDtype" for dt in dtypes]
     if not any(sparse):
