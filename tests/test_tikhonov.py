@@ -904,3 +904,27 @@ def test_hessian_matvec_without_features_sums_the_intercept_curvature():
     out = np.zeros(0)
     total = _tikhonov_fast.hessian_matvec(row_block(np.zeros((300, 0))), out, 2.0, h, out)
     assert total == pytest.approx(2.0 * h.sum(), rel=1e-12)
+
+
+def test_newton_systems_and_chains_beyond_the_memory_budget_are_refused():
+    """Found by review: kernel="linear" on 8,000 sparse features ran with memory_budget
+    1 MiB to a peak of 1.5 GB (its 8000 x 8000 Newton systems; 200,000 features asked for
+    298 GiB), and t=10**8 took 2.4 GB (10**9: a raw MemoryError). Both are refused by
+    name before they allocate, in the run and in the referee."""
+    import copy
+
+    rng = np.random.default_rng(0)
+    X = sp.random(60, 8000, density=0.002, random_state=0, format="csr")
+    y = (rng.random(60) > 0.5).astype(int)
+    with pytest.raises(ValueError, match=r"forms 8001 x 8001 Newton systems .* memory_budget"):
+        mk.solve(X, y, solver="iterated_tikhonov", memory_budget=2**20,
+                 solver_params={"fit_intercept": True})
+    for key in ("t", "t_max"):
+        params = {"t": 10**9} if key == "t" else {"t": "auto", "t_max": 10**9}
+        with pytest.raises(ValueError, match=r"t=1000000000 proximal steps: needs at least"):
+            mk.solve(X[:, :5], y, solver="iterated_tikhonov", solver_params=params)
+    res = mk.solve(X[:, :50], y, solver="iterated_tikhonov")
+    cert = copy.deepcopy(res.certificate)
+    cert.chain = np.zeros((1, 30000))
+    verdict = cert.check(X[:, :50], y)
+    assert not verdict and "Newton systems" in verdict.reason

@@ -17,7 +17,8 @@ from ..._validation import check_X
 from ...certificates import Certificate, Verdict, certificate_type, local_matrix
 from ...linalg._shared import reuse
 from ._decrement_bound import _link_bounds
-from ._representation import ExactKernelMap, check_gram_budget, gram_matrix
+from ._representation import (ExactKernelMap, check_gram_budget, check_newton_budget,
+                              gram_matrix)
 from ._schedule import decrement_schedule, rule_schedule
 
 #: how far a kernel expansion's stored coefficients may be from the referee's model of the
@@ -449,6 +450,11 @@ class NewtonDecrementCertificate(Certificate):
         chain = np.asarray(self.chain)
         if chain.ndim != 2 or chain.shape[0] < 1 or chain.dtype.kind != "f":
             raise ValueError("the chain must be a (t, d) float array with t >= 1")
+        budget = getattr(self.config, "memory_budget", None) if self.config is not None \
+            and not isinstance(self.config, dict) else None
+        budget = budget or 2.0 * 2**30
+        check_newton_budget(chain.shape[1], chain.shape[0], budget,
+                            "the Newton-decrement check")
         yv = self._labels(y)
         config = getattr(self, "config", None)
         kernel = _or_linear(self.kernel)
@@ -495,9 +501,7 @@ class NewtonDecrementCertificate(Certificate):
                     K = Xl.toarray() if sp.issparse(Xl) else Xl
                 else:
                     K = gram_matrix(kernel, Xl)
-                budget = getattr(self.config, "memory_budget", None) \
-                    if self.config is not None and not isinstance(self.config, dict) else None
-                check_gram_budget(K.shape[0], budget or 2.0 * 2**30,
+                check_gram_budget(K.shape[0], budget,
                                   "the Newton-decrement check of an exact kernel")
                 emap = ExactKernelMap(K, keep_basis=True, role="referee")
             Phi = np.ascontiguousarray(emap.features)

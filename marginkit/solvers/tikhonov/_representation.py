@@ -52,6 +52,33 @@ def check_gram_budget(n, budget, what="iterated_tikhonov with an exact kernel"):
             "memory_budget")
 
 
+#: (q, q) float64 matrices of one Newton system: the Hessian (or the preconditioner's),
+#: its Cholesky factor, and the referee's (its Hessian and factor)
+_NEWTON_COPIES = 3
+
+
+def check_newton_budget(q, t, budget, what="iterated_tikhonov"):
+    """Refuse a run whose (q, q) Newton systems or whose chain of t links of q
+    coefficients exceed ``budget`` bytes (found by review: kernel="linear" on 200,000
+    sparse features asked for a 298 GiB Hessian, t=10**9 for 7.45 GiB of targets).
+    ``q`` None: before the coefficients are known, the chain at one per link."""
+    need = _NEWTON_COPIES * 8.0 * float(q) * float(q) if q is not None else 0.0
+    if need > budget:
+        raise ValueError(
+            f"{what} forms {q} x {q} Newton systems (the Hessian, its Cholesky factor, the "
+            f"referee's): needs {need / 2**30:.3g} GiB, memory_budget is "
+            f"{budget / 2**30:.3g} GiB; for data with many features use solver='dcd' or "
+            "'fista' (linear SVMs, memory O(nnz)), a kernel with n_components (Nystroem), or "
+            "raise memory_budget")
+    chain = 8.0 * float(t) * (float(q if q is not None else 1) + 4.0)
+    if chain > budget:
+        each = f" of {q} coefficients" if q is not None else ""
+        raise ValueError(
+            f"{what} keeps a chain of t={t} proximal steps{each}: needs "
+            f"{'at least ' if q is None else ''}{chain / 2**30:.3g} GiB, memory_budget is "
+            f"{budget / 2**30:.3g} GiB; take a smaller t (or t_max) or raise memory_budget")
+
+
 def _decompose(K, role):
     """(eigenvalues ascending, eigenvectors, rounding level) of the symmetric part of K,
     with ExactKernelMap's checks; one decomposition of the same K per ``role`` within

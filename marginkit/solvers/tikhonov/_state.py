@@ -22,7 +22,8 @@ from ._filter import iterated_tikhonov_filter
 from ._losses import _LOSSES
 from ._newton import _GuardedNewton
 from ._precond import _PreconditionedCG
-from ._representation import blocked_limits, training_features, validation_features
+from ._representation import (blocked_limits, check_newton_budget, training_features,
+                              validation_features)
 from ._rows import _Model, _block_sum, _k_row_length_sums, _k_tikhonov_setup
 from ._schedule import decrement_schedule, rule_schedule
 
@@ -44,6 +45,8 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
         self.t_sched = prm["t_max"] if self.auto else prm["t"]
         self.n_prox = self.t_sched
         self.tol, self.kappa = rule_schedule(problem.stop, prm["tol"])
+        budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
+        check_newton_budget(None, self.t_sched, budget)  # before the targets' t floats
         # t="auto" solves every step to the t_max schedule (the tightest it may need)
         self.decrement_targets = decrement_schedule(self.tol, self.t_sched, self.kappa)
         self.method = prm["method"]
@@ -90,6 +93,7 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
         fit_intercept = prm["fit_intercept"] and self.exact is None
         self.model = _Model(rows.n_samples, rows.n_features, fit_intercept, self.lam,
                             rows.sparse, features.Phi)
+        check_newton_budget(self.model.q, self.t_sched, budget)
         self.weighted = weights is not None
         if weights is None:
             rows.map(_k_tikhonov_setup, self.loss_name, self.model.p, self.model.fit_intercept)
