@@ -516,6 +516,9 @@ class NystroemFeatures:
                   fitted.centres_.data if sp.issparse(fitted.centres_) else fitted.centres_):
             a.flags.writeable = False
         self.map_, self.features_, self.X_ = fitted, features, X
+        # X is the caller's array (no copy): its digest now, so that rows edited in place
+        # after fit are not taken for the ones Phi was computed from (found by review)
+        self.X_digest_ = _rows_digest(X)
         return self
 
     def mismatch(self, kernel, n_components, X, centre_index=None):
@@ -536,14 +539,27 @@ class NystroemFeatures:
         if A.shape != X.shape or sp.issparse(A) != sp.issparse(X) or A.dtype != X.dtype:
             return (f"they were fitted on rows of shape {A.shape} ({A.dtype}), the run's X "
                     f"is {X.shape} ({X.dtype})")
-        same = (A != X).nnz == 0 if sp.issparse(A) else np.array_equal(A, X)
-        if not same:
-            return "they were fitted on other rows than the run's X"
+        if _rows_digest(X) != self.X_digest_:
+            return ("they were fitted on other rows than the run's X (or X was changed "
+                    "in place after fit: fit them again)")
         if centre_index is not None and not np.array_equal(centre_index,
                                                            self.map_.centre_index_):
             return (f"their centres are not those the run's random_state draws (they were "
                     f"drawn with random_state={self.random_state!r})")
         return None
+
+
+def _rows_digest(X):
+    """BLAKE2b of a checked matrix's shape, dtype and entries (a CSR matrix's index
+    arrays and stored values, in its canonical form)."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=32)
+    h.update(repr((X.shape, X.dtype.str, sp.issparse(X))).encode())
+    parts = (X.indptr, X.indices, X.data) if sp.issparse(X) else (X,)
+    for part in parts:
+        h.update(memoryview(np.ascontiguousarray(part)).cast("B"))
+    return h.hexdigest()
 
 
 def _check_base(value, name, owner):
