@@ -35,6 +35,7 @@ traceback). No traceback is printed otherwise.
 import argparse
 import ast
 import importlib.metadata
+import os
 import re
 import sys
 import time
@@ -215,8 +216,36 @@ def _key_values(pairs, option):
         key, sep, value = item.partition("=")
         if not sep or not key.isidentifier():
             raise UsageError(f"argument {option}: {item!r} must be NAME=VALUE (e.g. {option} eps=1e-6)")
+        if key in out:
+            raise UsageError(f"argument {option}: {key} is given twice ({key}={out[key]!r} and "
+                             f"{item!r}); give it once")
         out[key] = _literal(value)
     return out
+
+
+def _check_output(path, inputs):
+    """Refuse, before any work, a model path that is not a file to write (a directory, a
+    device such as /dev/null, a FIFO: found by review, a traceback and a write that
+    blocked) or that is one of the input files (the training data would be overwritten)."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UsageError(f"argument --output (-m): {_os_message(exc, path)}") from None
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"argument --output (-m): {path} is not a regular file (a directory, a "
+                         "device or a FIFO); name a file to write the model to")
+    for name, other in inputs:
+        try:
+            same = other is not None and os.path.samefile(path, other)
+        except OSError:
+            same = False
+        if same:
+            raise UsageError(f"argument --output (-m): {path} is the data file {name}; writing "
+                             "the model there would overwrite it")
 
 
 def _fmt(v, digits=4):
@@ -665,6 +694,8 @@ def _unfinished_notes(results, classes=None):
 def cmd_fit(args):
     from ._model_file import Model
 
+    if args.model:
+        _check_output(args.model, (("TRAIN", args.train), ("--test", args.test)))
     solver_params = _key_values(args.param, "--param")
     kernel_params = _key_values(args.kernel_param, "--kernel-param")
     _check_param_names(args, solver_params)

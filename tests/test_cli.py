@@ -919,3 +919,27 @@ def test_command_line_names_keep_rule_names_and_quoted_statuses():
         "raise n of the max_iter stopping rule (now 5)"
     assert f("status 'max_iter' after") == "status 'max_iter' after"
     assert f("raise memory_budget to 8 GB; solver='dcd'") == "raise --memory-budget to 8 GB; --solver dcd"
+
+
+def test_fit_refuses_model_paths_it_cannot_or_must_not_write(tmp_path):
+    """Found by review: ``-m /dev/null`` ended in a traceback (exit 1), ``-m FIFO``
+    blocked, ``-m TRAIN`` overwrote the training data, and ``--param C=1 --param C=2``
+    kept the last value silently. Each is a usage error (exit 2, one line) before the
+    solve."""
+    train = _three_classes(tmp_path / "train.txt", 40, 0)
+    before = train.read_bytes()
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    cases = [(["-m", os.devnull], "is not a regular file"),
+             (["-m", fifo], "is not a regular file"),
+             (["-m", tmp_path], "is not a regular file"),
+             (["-m", train], "is the data file TRAIN"),
+             (["--param", "eps=1e-3", "--param", "eps=1e-4"], "eps is given twice")]
+    for argv, message in cases:
+        proc = subprocess.run([sys.executable, "-m", "marginkit", "fit", str(train), "-q",
+                               *map(str, argv)], capture_output=True, text=True, timeout=120,
+                              env=dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep
+                                       + os.environ.get("PYTHONPATH", "")), cwd=tmp_path)
+        assert proc.returncode == 2 and message in proc.stderr, (argv, proc.stderr)
+        assert "Traceback" not in proc.stderr
+    assert train.read_bytes() == before
