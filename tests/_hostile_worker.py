@@ -509,7 +509,7 @@ def _small_cases():
         Case("small:time_limit_10e400", _huge_int("time_limit", "snkp"), "ValueError",
              r"time_limit=~1e400 \(an int\) is out of range"),
         Case("small:object_labels_nan", _nan_object_labels, "ValueError",
-             r"y contains NaN; every sample needs a label"),
+             r"y contains NaN or another missing label"),
     ]
 
 

@@ -713,3 +713,20 @@ def test_min_norm_point_wolfe(separable, duplicated):
             assert p @ G @ p <= 1e-20 * (1 + 1e-6) + 1e-24
     with pytest.raises(IndexError):
         mnp.run(len(y), 1, 0.0)
+
+
+@pytest.mark.parametrize("solver", ["snkp", "perceptron", "isnkpvn", "nvn"])
+def test_a_callable_kernel_that_is_not_symmetric_is_refused(solver):
+    """Found by review: dcd and kernel="precomputed" refused a non-symmetric Gram matrix,
+    the perceptron family certified "separable" claims about K(a, b) = a.b + g(a) - g(b),
+    which is not a kernel. The callable's K(A, A) blocks are checked for every solver."""
+    rng = np.random.default_rng(0)
+    X = np.array([[1, 1], [-1, -1], [1, -1], [-1, 1]], float) + 0.01 * rng.normal(size=(4, 2))
+    y = np.array([1, 1, -1, -1])
+
+    def asym(A, B):
+        g = lambda Z: 5.0 * Z[:, 0] * Z[:, 1]  # noqa: E731
+        return np.asarray(A) @ np.asarray(B).T + g(A)[:, None] - g(B)[None, :]
+
+    with pytest.raises(ValueError, match="callable kernel asym: K is not symmetric"):
+        mk.solve(X, y, solver=solver, kernel=asym, max_iter=200)

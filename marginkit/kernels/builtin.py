@@ -707,6 +707,20 @@ class CallableKernel(Kernel):
                 f"callable kernel {self._fname()} returned NaN or infinity in its "
                 f"{want} block; the kernel must be finite"
             )
+        if same:
+            # K(A, A) must be symmetric, as dcd and a precomputed Gram require (found by
+            # review: the perceptron family certified claims about a "kernel" a.b + g(a) -
+            # g(b)); to 1e-9 of sqrt(K_ii K_jj) (1e-5 for a float32 block), a kernel's
+            # rounding passes
+            scale = np.sqrt(np.abs(np.diagonal(K)).astype(np.float64))
+            rel = 1e-5 if K.dtype == np.float32 else 1e-9
+            bad = np.abs(K - K.T) > rel * np.outer(scale, scale) + 1e-300
+            if bad.any():
+                i, j = np.argwhere(bad)[0]
+                raise ValueError(
+                    f"callable kernel {self._fname()}: K is not symmetric (K(A, A)[{i}, {j}] "
+                    f"= {K[i, j]:.17g} but [{j}, {i}] = {K[j, i]:.17g}); a kernel must give a "
+                    "symmetric Gram matrix")
         return K.astype(dtype, copy=False) if K.dtype != dtype else K
 
     def _fname(self):
