@@ -1244,8 +1244,8 @@ def test_the_referee_tries_the_cuts_near_the_rounding_level_and_no_others(monkey
     monkeypatch.setattr(rep, "_CUT_BAND", 0.9)
 
     class OneMore(rep.ExactKernelMap):
-        def __init__(self, K, centres=None, keep_basis=False):
-            super().__init__(K, centres, keep_basis=True)
+        def __init__(self, K, centres=None, keep_basis=False, **kw):
+            super().__init__(K, centres, keep_basis=True, **kw)
             self._keep(self._basis, self.eigenvalues_.size + 1)
 
     with monkeypatch.context() as m:
@@ -1290,13 +1290,13 @@ def test_a_genuine_run_verifies_when_the_solver_decomposed_a_perturbed_gram_matr
     own = rep._decompose
     seed = [0]
 
-    def perturbed(K, role):
+    def perturbed(K, role, unit):
         if role != "solver":
-            return own(K, role)
+            return own(K, role, unit)
         E = np.random.default_rng(seed[0]).standard_normal(K.shape)
         E = (E + E.T) / 2
         E *= 0.5 * K.shape[0] * u * np.linalg.norm(K, 2) / np.linalg.norm(E, 2)
-        return own(K + E, role)
+        return own(K + E, role, unit)
 
     monkeypatch.setattr(rep, "_decompose", perturbed)
     results = []

@@ -941,3 +941,21 @@ def test_features_of_rows_edited_in_place_after_fit_are_refused():
     X[:, 0] *= -1.0
     with pytest.raises(ValueError, match="X was changed in place after fit"):
         mk.solve(X, ys[0], features=F, **kw)
+
+
+def test_a_float32_precomputed_gram_is_cut_at_float32_rounding():
+    """Found by review: a linear Gram of rank 3 given in float32 has eigenvalues down to
+    -4e-7 (its float32 rounding); iterated_tikhonov refused it as not positive
+    semi-definite at float64's rounding level (8.8e-12), where the SVM and perceptron
+    solvers accept it. A float32 Gram matrix is cut at 64 n u_32 max|s|; its certificate
+    verifies."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(24, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    K32 = (X @ X.T).astype(np.float32)
+    assert np.linalg.eigvalsh(K32.astype(np.float64))[0] < -1e-8
+    res = mk.solve(K32, y, solver="iterated_tikhonov", kernel="precomputed")
+    assert res.status == "converged" and res.certificate.verify(K32, y)
+    with pytest.raises(ValueError, match="not positive semi-definite"):
+        mk.solve(K32.astype(np.float64) - 1e-3 * np.eye(24), y, solver="iterated_tikhonov",
+                 kernel="precomputed")

@@ -18,7 +18,7 @@ from ...certificates import Certificate, Verdict, certificate_type, local_matrix
 from ...linalg._shared import reuse
 from ._decrement_bound import _link_bounds
 from ._representation import (ExactKernelMap, check_gram_budget, check_newton_budget,
-                              gram_matrix)
+                              exact_gram, gram_matrix)
 from ._schedule import decrement_schedule, rule_schedule
 
 #: how far a kernel expansion's stored coefficients may be from the referee's model of the
@@ -497,13 +497,10 @@ class NewtonDecrementCertificate(Certificate):
             if eigen is not None:
                 K, emap = eigen
             else:
-                if precomputed:
-                    K = Xl.toarray() if sp.issparse(Xl) else Xl
-                else:
-                    K = gram_matrix(kernel, Xl)
+                K, unit = exact_gram(kernel, Xl, precomputed)
                 check_gram_budget(K.shape[0], budget,
                                   "the Newton-decrement check of an exact kernel")
-                emap = ExactKernelMap(K, keep_basis=True, role="referee")
+                emap = ExactKernelMap(K, keep_basis=True, role="referee", unit=unit)
             Phi = np.ascontiguousarray(emap.features)
             if chain.shape[1] != Phi.shape[0]:
                 raise ValueError("the representer weights must have one entry per training row")

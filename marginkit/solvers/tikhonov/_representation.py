@@ -52,6 +52,9 @@ def check_gram_budget(n, budget, what="iterated_tikhonov with an exact kernel"):
             "memory_budget")
 
 
+_UNIT64 = np.finfo(np.float64).eps / 2
+_UNIT32 = float(np.finfo(np.float32).eps) / 2
+
 #: (q, q) float64 matrices of one Newton system: the Hessian (or the preconditioner's),
 #: its Cholesky factor, and the referee's (its Hessian and factor)
 _NEWTON_COPIES = 3
@@ -79,14 +82,14 @@ def check_newton_budget(q, t, budget, what="iterated_tikhonov"):
             f"{budget / 2**30:.3g} GiB; take a smaller t (or t_max) or raise memory_budget")
 
 
-def _decompose(K, role):
+def _decompose(K, role, unit):
     """(eigenvalues ascending, eigenvectors, rounding level) of the symmetric part of K,
     with ExactKernelMap's checks; one decomposition of the same K per ``role`` within
     ``linalg._shared.shared_decompositions`` (then read-only arrays)."""
-    return reuse(np.asarray(K, dtype=np.float64), role, _eigen)
+    return reuse(np.asarray(K, dtype=np.float64), (role, unit), lambda K: _eigen(K, unit))
 
 
-def _eigen(K):
+def _eigen(K, unit):
     from ...certificates import NotPositiveSemidefiniteError
 
     n = K.shape[0]
@@ -97,7 +100,7 @@ def _eigen(K):
     s, V = sla.eigh(K)
     del K
     top = float(np.max(np.abs(s))) if s.size else 0.0
-    tol = 64.0 * n * np.finfo(np.float64).eps / 2 * top
+    tol = 64.0 * n * unit * top
     if s.size and s[0] < -tol:
         raise NotPositiveSemidefiniteError(
             f"the kernel is not positive semi-definite on the data: its Gram matrix has "
@@ -137,9 +140,9 @@ class ExactKernelMap:
     ``linalg._shared.shared_decompositions`` keeps apart.
     """
 
-    def __init__(self, K, centres=None, keep_basis=False, role="solver"):
+    def __init__(self, K, centres=None, keep_basis=False, role="solver", unit=_UNIT64):
         K = np.asarray(K, dtype=np.float64)
-        s, V, tol = _decompose(K, role)
+        s, V, tol = _decompose(K, role, unit)
         self.spectrum_ = s
         self.rounding_level = tol
         self.centres_ = centres
@@ -199,6 +202,24 @@ class ExactKernelMap:
         ranks = sorted([*range(p + 1, min(more, n) + 1), *range(fewer, p)],
                        key=lambda r: (abs(r - p), r))
         return ranks[:_CUT_ALTERNATIVES]
+
+
+def exact_gram(kernel, X, precomputed):
+    """(K of the training rows X in float64, the unit roundoff of its entries as given):
+    a precomputed Gram matrix (X itself) or the kernel's block, float32 when the matrix
+    or the callable's block is float32 (found by review: a float32 Gram of rank 3 was
+    refused as not positive semi-definite at float64's rounding level)."""
+    if precomputed:
+        K = X.toarray() if sp.issparse(X) else X
+        given = np.asarray(K).dtype
+    else:
+        given = None
+        A = X.astype(np.float64) if sp.issparse(X) and X.dtype != np.float64 \
+            else (X if sp.issparse(X) else np.asarray(X, dtype=np.float64))
+        K = kernel(A, A)
+        given = getattr(K, "dtype", None)
+    unit = _UNIT32 if given == np.float32 else _UNIT64
+    return np.asarray(K, dtype=np.float64), unit
 
 
 def gram_matrix(kernel, A, B=None):
@@ -281,13 +302,9 @@ def training_features(problem, params, train_index, blocked):
                 "kernel instead")
         budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
         check_gram_budget(Xtr.shape[0], budget)
-        if precomputed:
-            K = Xtr.toarray() if sp.issparse(Xtr) else Xtr
-            centres = None
-        else:
-            K = gram_matrix(kernel, Xtr)
-            centres = Xtr
-        exact = ExactKernelMap(K, centres)
+        K, unit = exact_gram(kernel, Xtr, precomputed)
+        centres = None if precomputed else Xtr
+        exact = ExactKernelMap(K, centres, unit=unit)
         del K
         Phi = np.ascontiguousarray(exact.features)
     # the training rows as given (linear kernel, no split): the problem's own blocks; any
