@@ -251,6 +251,16 @@ def referee(problem, solver, state, status):
     return False, None
 
 
+def _stop_requested(value):
+    """A callback's answer: None or a bool (True ends the run, status "callback"); any
+    other value is refused by name (an array gave numpy's "truth value ... is ambiguous";
+    found by review)."""
+    if value is None or isinstance(value, (bool, np.bool_, numbers.Integral)):
+        return bool(value)
+    raise TypeError(f"callback returned a {type(value).__name__}; return None or a bool "
+                    "(True ends the run)")
+
+
 def run(problem, solver, rules, max_iter, config, blas=None):
     """The iteration loop shared by every solver.
 
@@ -338,7 +348,7 @@ def _loop(problem, solver, rules, max_iter, config, blas):
                 if k >= max_iter:
                     status = "max_iter"
                     break
-                if callback is not None and callback(state):
+                if callback is not None and _stop_requested(callback(state)):
                     status = "callback"
                     break
                 if state.elapsed >= blas.due:

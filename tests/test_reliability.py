@@ -1072,3 +1072,23 @@ def test_a_sparse_dataframe_is_read_as_its_stored_entries():
     mixed[0] = mixed[0].sparse.to_dense()
     with pytest.raises(TypeError, match="X is a DataFrame with sparse and dense columns"):
         mk.solve(mixed, y, solver="dcd")
+
+
+def test_small_refusals_name_their_argument(tmp_path):
+    """Found by review: a callback returning an array gave numpy's "truth value ... is
+    ambiguous", load_result(None) an AttributeError about 'seek', and a separator's
+    verify on X of another width a matmul error. Each names its cause now (a callback's
+    None, bool or integer still decides as before)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((20, 4))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    with pytest.raises(TypeError, match="callback returned a ndarray; return None or a bool"):
+        mk.solve(X, y, solver="dcd", callback=lambda s: np.array([1, 2]))
+    assert mk.solve(X, y, solver="dcd", callback=lambda s: 1).status == "callback"
+    with pytest.raises(TypeError, match="path must be a file name"):
+        mk.load_result(None)
+    res = mk.solve(X, y, solver="snkp")
+    res.save(tmp_path / "r.npz")
+    assert mk.load_result(os.fsencode(tmp_path / "r.npz")).status == res.status
+    verdict = res.certificate.check(np.hstack([X, X]), y)
+    assert not verdict and "coef has 4 entries, the feature map of X 8" in verdict.reason
