@@ -89,6 +89,13 @@ def compose(config):
             raise ValueError(f"solver {sname!r} needs a smoother; pass smoother=... "
                              f"(registered: {REGISTRIES['smoother'].names()})")
         smoother = _instantiate("smoother", spec)
+        if "smoother" not in need and getattr(solver, "default_smoother", None) is None:
+            # a smoother the solver never reads (found by review: taken silently)
+            takers = [n for n in REGISTRIES["solver"].names()
+                      if "smoother" in (getattr(REGISTRIES["solver"].get(n), "requires", None)
+                                        or {})]
+            raise ValueError(f"solver {sname!r} takes no smoother (smoother={spec!r}); pass "
+                             f"smoother=None, or a solver that smooths: {takers}")
         missing = [a for a in need.get("smoother", ()) if not hasattr(smoother, a)]
         if missing:
             raise ValueError(

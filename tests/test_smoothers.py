@@ -386,3 +386,16 @@ def test_vectorized_exp_error_in_ulps_against_long_double():
     # exponents at or beyond -700 (and NaN) give 0
     assert vexp_neg(np.array([700.0, 1e300, np.inf, np.nan])).tolist() == [0.0] * 4
     assert vexp_neg(np.empty(0)).shape == (0,)
+
+
+def test_a_smoother_given_to_a_solver_that_takes_none_is_refused():
+    """Found by review: smoother= was ignored silently by dcd, fista, pegasos and
+    iterated_tikhonov (and the perceptron solvers without smoothing). It is refused by
+    name, with the solvers that smooth; an unknown smoother name is still reported as
+    such."""
+    X, y = _separable()
+    for solver in ("dcd", "fista", "iterated_tikhonov", "perceptron"):
+        with pytest.raises(ValueError, match=rf"solver '{solver}' takes no smoother.*'snkp'"):
+            mk.solve(X, y, solver=solver, smoother="entropy")
+    with pytest.raises(ValueError, match="unknown smoother 'nope'"):
+        mk.solve(X, y, solver="dcd", smoother="nope")
