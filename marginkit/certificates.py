@@ -905,13 +905,15 @@ class SeparatorCertificate(_PerceptronFamilyCertificate):
         if self.coef is not None and getattr(kernel, "feature_map", None) is None:
             return ("the stored separator coef is a model in feature space, and the kernel "
                     f"{kernel!r} has no feature map")
-        if self.coef is not None:
+        from .kernels.builtin import LinearKernel
+
+        if self.coef is not None and isinstance(_or_linear(kernel), LinearKernel):
             width = np.shape(self.coef)[-1] if np.ndim(self.coef) else 1
-            mapped = kernel.feature_map(local_matrix(X)[:1]).shape[1] \
-                if n_rows(X) else width
-            if width != mapped:
-                return (f"the stored separator coef has {width} entries, the feature map "
-                        f"of X {mapped} (X of another width than the run's?)")
+            shape = getattr(X, "shape", None)
+            cols = shape[1] if shape is not None else getattr(X, "n_features", width)
+            if width != cols:
+                return (f"the stored separator coef has {width} entries, X {cols} features "
+                        "(X of another width than the run's?)")
         support = None
         if self.coef is None:
             precomputed = getattr(kernel, "precomputed", False)

@@ -1091,4 +1091,4 @@ def test_small_refusals_name_their_argument(tmp_path):
     res.save(tmp_path / "r.npz")
     assert mk.load_result(os.fsencode(tmp_path / "r.npz")).status == res.status
     verdict = res.certificate.check(np.hstack([X, X]), y)
-    assert not verdict and "coef has 4 entries, the feature map of X 8" in verdict.reason
+    assert not verdict and "coef has 4 entries, X 8 features" in verdict.reason
