@@ -892,7 +892,9 @@ def _spline_input_error(a, b, q, w):
     computed difference a_i - b_j (rounded) and t the exact one, entrywise (m, n).
 
     The error of fl(a - b) is computed exactly (TwoSum: e = (a - b) - fl(a - b)), and the
-    periodic distance u in [0, 1/2], 1-Lipschitz in t, errs by at most |e|. Two bounds,
+    periodic distance u in [0, 1/2], 1-Lipschitz in t, errs by at most |e|; across the
+    wrap-around the kernel takes u = (1/2 - |a|) + (1/2 - |b|) (``_gram.spline_distance``),
+    within 3 u (1 + 4 u) of itself. Two bounds,
     the smaller taken (C_q(u) = sum_k k^-q cos(2 pi k u), q > 1):
 
     * everywhere, sum_k k^-q min(2, 2 pi k |e|) <= 2 pi |e| S1(N) + 2 S2(N) for any N >= 1,
@@ -913,14 +915,18 @@ def _spline_input_error(a, b, q, w):
     t = A + c
     z = t - A
     err = np.abs((A - (t - z)) + (c - z))
+    dist = np.empty(t.shape)
+    _gram.spline_distances(a, b, dist)  # the distance the kernel is evaluated at
+    # across the wrap-around (|t| > 1/2) the distance is (1/2 - |a|) + (1/2 - |b|): three
+    # roundings of non-negative terms, at most 3 u (1 + 4 u) of it
+    wrap = np.abs(t) > 0.5
+    err = np.where(wrap, 3.0 * _U64 * (1.0 + 4.0 * _U64) * dist, err)
     out = np.zeros(t.shape)
     rounded = err > 0.0
     if not rounded.any():
         return out
     e = err[rounded]
-    u = np.abs(t[rounded])
-    u = u - np.floor(u)
-    u = np.where(u > 0.5, 1.0 - u, u)
+    u = dist[rounded]
 
     def s1(logN):
         x = (2.0 - q) * logN
