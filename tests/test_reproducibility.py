@@ -1290,13 +1290,13 @@ def test_a_genuine_run_verifies_when_the_solver_decomposed_a_perturbed_gram_matr
     own = rep._decompose
     seed = [0]
 
-    def perturbed(K, role, unit):
+    def perturbed(K, role, error):
         if role != "solver":
-            return own(K, role, unit)
+            return own(K, role, error)
         E = np.random.default_rng(seed[0]).standard_normal(K.shape)
         E = (E + E.T) / 2
         E *= 0.5 * K.shape[0] * u * np.linalg.norm(K, 2) / np.linalg.norm(E, 2)
-        return own(K + E, role, unit)
+        return own(K + E, role, error)
 
     monkeypatch.setattr(rep, "_decompose", perturbed)
     results = []

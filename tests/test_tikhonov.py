@@ -947,8 +947,9 @@ def test_a_float32_precomputed_gram_is_cut_at_float32_rounding():
     """Found by review: a linear Gram of rank 3 given in float32 has eigenvalues down to
     -4e-7 (its float32 rounding); iterated_tikhonov refused it as not positive
     semi-definite at float64's rounding level (8.8e-12), where the SVM and perceptron
-    solvers accept it. A float32 Gram matrix is cut at 64 n u_32 max|s|; its certificate
-    verifies."""
+    solvers accept it. A float32 Gram matrix is cut at float64's level plus u_32 ||K||_F
+    (a bound on its entries' rounding); its certificate verifies. (A first fix, the level
+    64 n u_32 max|s|, let eigenvalues of -3 pass at n = 1000: review.)"""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(24, 3))
     y = np.where(X[:, 0] > 0, 1, -1)
@@ -956,6 +957,7 @@ def test_a_float32_precomputed_gram_is_cut_at_float32_rounding():
     assert np.linalg.eigvalsh(K32.astype(np.float64))[0] < -1e-8
     res = mk.solve(K32, y, solver="iterated_tikhonov", kernel="precomputed")
     assert res.status == "converged" and res.certificate.verify(K32, y)
-    with pytest.raises(ValueError, match="not positive semi-definite"):
-        mk.solve(K32.astype(np.float64) - 1e-3 * np.eye(24), y, solver="iterated_tikhonov",
-                 kernel="precomputed")
+    for shift in (K32.astype(np.float64), K32):  # indefinite by 1e-3, in either precision
+        with pytest.raises(ValueError, match="not positive semi-definite"):
+            mk.solve(shift - np.float32(1e-3) * np.eye(24, dtype=shift.dtype), y,
+                     solver="iterated_tikhonov", kernel="precomputed")

@@ -497,10 +497,10 @@ class NewtonDecrementCertificate(Certificate):
             if eigen is not None:
                 K, emap = eigen
             else:
-                K, unit = exact_gram(kernel, Xl, precomputed)
+                K, error = exact_gram(kernel, Xl, precomputed)
                 check_gram_budget(K.shape[0], budget,
                                   "the Newton-decrement check of an exact kernel")
-                emap = ExactKernelMap(K, keep_basis=True, role="referee", unit=unit)
+                emap = ExactKernelMap(K, keep_basis=True, role="referee", entry_error=error)
             Phi = np.ascontiguousarray(emap.features)
             if chain.shape[1] != Phi.shape[0]:
                 raise ValueError("the representer weights must have one entry per training row")

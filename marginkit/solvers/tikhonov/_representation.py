@@ -82,14 +82,15 @@ def check_newton_budget(q, t, budget, what="iterated_tikhonov"):
             f"{budget / 2**30:.3g} GiB; take a smaller t (or t_max) or raise memory_budget")
 
 
-def _decompose(K, role, unit):
+def _decompose(K, role, entry_error):
     """(eigenvalues ascending, eigenvectors, rounding level) of the symmetric part of K,
     with ExactKernelMap's checks; one decomposition of the same K per ``role`` within
     ``linalg._shared.shared_decompositions`` (then read-only arrays)."""
-    return reuse(np.asarray(K, dtype=np.float64), (role, unit), lambda K: _eigen(K, unit))
+    return reuse(np.asarray(K, dtype=np.float64), (role, entry_error),
+                 lambda K: _eigen(K, entry_error))
 
 
-def _eigen(K, unit):
+def _eigen(K, entry_error):
     from ...certificates import NotPositiveSemidefiniteError
 
     n = K.shape[0]
@@ -100,7 +101,7 @@ def _eigen(K, unit):
     s, V = sla.eigh(K)
     del K
     top = float(np.max(np.abs(s))) if s.size else 0.0
-    tol = 64.0 * n * unit * top
+    tol = 64.0 * n * _UNIT64 * top + entry_error
     if s.size and s[0] < -tol:
         raise NotPositiveSemidefiniteError(
             f"the kernel is not positive semi-definite on the data: its Gram matrix has "
@@ -140,9 +141,9 @@ class ExactKernelMap:
     ``linalg._shared.shared_decompositions`` keeps apart.
     """
 
-    def __init__(self, K, centres=None, keep_basis=False, role="solver", unit=_UNIT64):
+    def __init__(self, K, centres=None, keep_basis=False, role="solver", entry_error=0.0):
         K = np.asarray(K, dtype=np.float64)
-        s, V, tol = _decompose(K, role, unit)
+        s, V, tol = _decompose(K, role, entry_error)
         self.spectrum_ = s
         self.rounding_level = tol
         self.centres_ = centres
@@ -205,10 +206,12 @@ class ExactKernelMap:
 
 
 def exact_gram(kernel, X, precomputed):
-    """(K of the training rows X in float64, the unit roundoff of its entries as given):
-    a precomputed Gram matrix (X itself) or the kernel's block, float32 when the matrix
-    or the callable's block is float32 (found by review: a float32 Gram of rank 3 was
-    refused as not positive semi-definite at float64's rounding level)."""
+    """(K of the training rows X in float64, a bound on the spectral norm of the rounding
+    of its entries as given): 0 for float64 entries, u_32 ||K||_F (>= ||E||_2 for
+    |E_ij| <= u_32 |K_ij|) for a precomputed Gram matrix (X itself) or a callable's block
+    in float32 (found by review: a float32 Gram of rank 3, its eigenvalues down to -4e-7
+    by its own rounding, was refused as not positive semi-definite at float64's level;
+    a first fix, the level 64 n u_32 max|s|, let eigenvalues of -3 pass at n = 1000)."""
     if precomputed:
         K = X.toarray() if sp.issparse(X) else X
         given = np.asarray(K).dtype
@@ -218,8 +221,9 @@ def exact_gram(kernel, X, precomputed):
             else (X if sp.issparse(X) else np.asarray(X, dtype=np.float64))
         K = kernel(A, A)
         given = getattr(K, "dtype", None)
-    unit = _UNIT32 if given == np.float32 else _UNIT64
-    return np.asarray(K, dtype=np.float64), unit
+    K = np.asarray(K, dtype=np.float64)
+    error = _UNIT32 * float(np.linalg.norm(K)) * (1.0 + 1e-6) if given == np.float32 else 0.0
+    return K, error
 
 
 def gram_matrix(kernel, A, B=None):
@@ -302,9 +306,9 @@ def training_features(problem, params, train_index, blocked):
                 "kernel instead")
         budget = getattr(getattr(problem, "config", None), "memory_budget", 2.0 * 2**30)
         check_gram_budget(Xtr.shape[0], budget)
-        K, unit = exact_gram(kernel, Xtr, precomputed)
+        K, error = exact_gram(kernel, Xtr, precomputed)
         centres = None if precomputed else Xtr
-        exact = ExactKernelMap(K, centres, unit=unit)
+        exact = ExactKernelMap(K, centres, entry_error=error)
         del K
         Phi = np.ascontiguousarray(exact.features)
     # the training rows as given (linear kernel, no split): the problem's own blocks; any
