@@ -238,10 +238,15 @@ def _check_output(path, inputs):
     if not stat.S_ISREG(mode):
         raise UsageError(f"argument --output (-m): {path} is not a regular file (a directory, a "
                          "device or a FIFO); name a file to write the model to")
+    from .datasets import find_data_file
+
     for name, other in inputs:
         try:
-            same = other is not None and os.path.samefile(path, other)
-        except OSError:
+            # the file the loader reads: a data set name is looked up in $MARGINKIT_DATA
+            # (found by review: "fit heart_scale -m $MARGINKIT_DATA/heart_scale.xz"
+            # replaced the data set with the model)
+            same = other is not None and os.path.samefile(path, find_data_file(other))
+        except (OSError, ValueError, TypeError):
             same = False
         if same:
             raise UsageError(f"argument --output (-m): {path} is the data file {name}; writing "

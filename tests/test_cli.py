@@ -943,3 +943,24 @@ def test_fit_refuses_model_paths_it_cannot_or_must_not_write(tmp_path):
         assert proc.returncode == 2 and message in proc.stderr, (argv, proc.stderr)
         assert "Traceback" not in proc.stderr
     assert train.read_bytes() == before
+
+
+def test_fit_refuses_to_overwrite_a_data_set_given_by_name(data_dir, tmp_path):
+    """Found by review: TRAIN (or --test) given as a data-set name was compared with the
+    model path as typed, and ``fit heart_scale -m $MARGINKIT_DATA/heart_scale.xz``
+    replaced the data set with the model. The name is resolved as the loader does."""
+    import shutil
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("heart_scale.xz", "australian_scale.xz"):
+        shutil.copy(Path(data_dir) / name, data / name)
+    before = (data / "heart_scale.xz").read_bytes()
+    env = dict(os.environ, MARGINKIT_DATA=str(data),
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for argv in (["heart_scale"], ["australian_scale", "--test", "heart_scale"]):
+        proc = subprocess.run([sys.executable, "-m", "marginkit", "fit", *argv, "-q", "-m",
+                               str(data / "heart_scale.xz")], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=120)
+        assert proc.returncode == 2 and "is the data file" in proc.stderr, proc.stderr
+    assert (data / "heart_scale.xz").read_bytes() == before
