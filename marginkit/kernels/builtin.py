@@ -687,6 +687,7 @@ class CallableKernel(Kernel):
                 f"callable kernel {self._fname()} returned a complex block; a kernel is "
                 "real: return a float array (e.g. K.real when the imaginary part is 0)"
             )
+        returned = getattr(K, "dtype", None)  # the callable's own precision (symmetry below)
         try:
             K = np.asarray(K, dtype=np.float64 if dtype == np.float64 else None)
         except (TypeError, ValueError) as exc:
@@ -713,7 +714,7 @@ class CallableKernel(Kernel):
             # g(b)); to 1e-9 of sqrt(K_ii K_jj) (1e-5 for a float32 block), a kernel's
             # rounding passes
             scale = np.sqrt(np.abs(np.diagonal(K)).astype(np.float64))
-            rel = 1e-5 if K.dtype == np.float32 else 1e-9
+            rel = 1e-5 if np.float32 in (K.dtype, returned) else 1e-9
             bad = np.abs(K - K.T) > rel * np.outer(scale, scale) + 1e-300
             if bad.any():
                 i, j = np.argwhere(bad)[0]
