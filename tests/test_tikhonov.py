@@ -938,6 +938,22 @@ def test_features_of_rows_edited_in_place_after_fit_are_refused():
     X, ys, kw, kernel, NystroemFeatures = _shared(n=300)
     F = NystroemFeatures(kernel, kw["n_components"], kw["random_state"]).fit(X)
     assert mk.solve(X, ys[0], features=F, **kw).status == "converged"
+    # the same matrix stored otherwise is the same X (review of the first digest: int64
+    # indices, an explicit zero and -0.0 were refused)
+    X0 = X.copy()
+    X0[0, 0] = 0.0
+    S = sp.csr_matrix(X0)
+    F2 = NystroemFeatures(kernel, kw["n_components"], kw["random_state"]).fit(S)
+    S64 = S.copy()
+    S64.indices, S64.indptr = S64.indices.astype(np.int64), S64.indptr.astype(np.int64)
+    Z = sp.csr_matrix(X)
+    Z.data[0] = 0.0  # X0 with its zero stored explicitly
+    assert Z.nnz == S.nnz + 1
+    for same in (S64, Z):
+        assert mk.solve(same, ys[0], features=F2, **kw).status == "converged"
+    Xm = X.copy()
+    Xm[Xm == 0.0] = -0.0
+    assert mk.solve(Xm, ys[0], features=F, **kw).status == "converged"
     X[:, 0] *= -1.0
     with pytest.raises(ValueError, match="X was changed in place after fit"):
         mk.solve(X, ys[0], features=F, **kw)

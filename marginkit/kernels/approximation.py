@@ -550,13 +550,21 @@ class NystroemFeatures:
 
 
 def _rows_digest(X):
-    """BLAKE2b of a checked matrix's shape, dtype and entries (a CSR matrix's index
-    arrays and stored values, in its canonical form)."""
+    """BLAKE2b of a checked matrix's shape, dtype and values, the same for the same
+    matrix however it is stored: a CSR matrix by its non-zero entries (explicit zeros
+    dropped, int64 indices), -0.0 as 0.0 (found by review: the same X with int64 indices,
+    an explicit zero or -0.0 was refused)."""
     import hashlib
 
     h = hashlib.blake2b(digest_size=32)
     h.update(repr((X.shape, X.dtype.str, sp.issparse(X))).encode())
-    parts = (X.indptr, X.indices, X.data) if sp.issparse(X) else (X,)
+    zero = X.dtype.type(0)  # -0.0 + 0.0 is 0.0
+    if sp.issparse(X):
+        keep = X.data != 0
+        kept = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
+        parts = (kept[X.indptr], X.indices[keep].astype(np.int64), X.data[keep] + zero)
+    else:
+        parts = (X[i:i + 4096] + zero for i in range(0, X.shape[0], 4096))  # row blocks
     for part in parts:
         h.update(memoryview(np.ascontiguousarray(part)).cast("B"))
     return h.hexdigest()
