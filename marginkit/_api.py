@@ -252,13 +252,14 @@ def referee(problem, solver, state, status):
 
 
 def _stop_requested(value):
-    """A callback's answer: None or a bool (True ends the run, status "callback"); any
-    other value is refused by name (an array gave numpy's "truth value ... is ambiguous";
-    found by review)."""
-    if value is None or isinstance(value, (bool, np.bool_, numbers.Integral)):
+    """A callback's answer, by its truth value (True ends the run, status "callback"); one
+    without a truth value, an array of several entries, is refused by name (it gave numpy's
+    "truth value ... is ambiguous"; found by review)."""
+    try:
         return bool(value)
-    raise TypeError(f"callback returned a {type(value).__name__}; return None or a bool "
-                    "(True ends the run)")
+    except (TypeError, ValueError):
+        raise TypeError(f"callback returned a {type(value).__name__} without a truth value; "
+                        "return None or a bool (True ends the run)") from None
 
 
 def run(problem, solver, rules, max_iter, config, blas=None):

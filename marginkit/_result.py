@@ -246,9 +246,9 @@ def read_result(path, max_bytes=_persist.MAX_BYTES):
     """``load_result``, and how much of ``max_bytes`` the file used (``read_fields``)."""
     if isinstance(path, bytes):
         path = os.fsdecode(path)
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"path must be a file name (str or os.PathLike), got "
-                        f"{type(path).__name__}")
+    if not isinstance(path, (str, os.PathLike)) and not hasattr(path, "read"):
+        raise TypeError(f"path must be a file name (str or os.PathLike) or a binary file "
+                        f"object, got {type(path).__name__}")
     fields, used, version = _persist.read_fields(path, Result._FIELDS, max_bytes=max_bytes)
     _bind_config_to_certificate(fields, path)
     _bind_status_to_certificate(fields, path)

@@ -276,6 +276,11 @@ def _sparse_frame_as_coo(X, name):
     if not all(sparse):
         raise TypeError(f"{name} is a DataFrame with sparse and dense columns; make every "
                         f"column sparse or pass {name}.sparse.to_coo() / a dense copy")
+    fills = {dt.fill_value for dt in dtypes if not (dt.fill_value == 0)}
+    if fills:
+        raise TypeError(f"{name} is a sparse DataFrame with fill value {fills.pop()!r}; a "
+                        "sparse matrix leaves out zeros only: pass a frame filled with 0 or "
+                        f"a dense copy ({name}.sparse.to_dense())")
     return X.sparse.to_coo()
 
 

@@ -706,6 +706,9 @@ def cmd_fit(args):
     _check_param_names(args, solver_params)
     stop = _liblinear_options(args, solver_params)
     if args.gamma is not None:
+        if "gamma" in kernel_params:
+            raise UsageError(f"argument --gamma: gamma is also given by --kernel-param "
+                             f"(gamma={kernel_params['gamma']!r}); give it once")
         kernel_params["gamma"] = args.gamma
     verbose = 0 if args.quiet else args.verbose
     budget = {} if args.memory_budget is None else {"memory_budget": args.memory_budget}

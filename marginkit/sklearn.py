@@ -127,8 +127,13 @@ def _validate(estimator, X, y="no_validation", reset=True, y_numeric=False):
     if not y_numeric and not (isinstance(y, str) and y == "no_validation") \
             and y is not None and not sp.issparse(y) and dask_array_of(y) is None:
         # before scikit-learn's label checks, which read NaT as a date and pandas' NA as
-        # "ambiguous"
-        check_missing_labels(np.asarray(y), "y")
+        # "ambiguous" (labels numpy cannot hold in one array are left to them)
+        try:
+            labels = np.asarray(y)
+        except (TypeError, ValueError):
+            labels = None
+        if labels is not None:
+            check_missing_labels(labels, "y")
     kw = dict(accept_sparse="csr", dtype=_dtypes_for(X))
     if not sp.issparse(X) and not isinstance(X, np.ndarray):
         # a DataFrame or a list is converted anyway: into rows, the layout an ndarray of

@@ -964,3 +964,12 @@ def test_fit_refuses_to_overwrite_a_data_set_given_by_name(data_dir, tmp_path):
                               env=env, cwd=tmp_path, timeout=120)
         assert proc.returncode == 2 and "is the data file" in proc.stderr, proc.stderr
     assert (data / "heart_scale.xz").read_bytes() == before
+
+
+def test_fit_refuses_gamma_given_twice(tmp_path):
+    """Found by review: --gamma 1 with --kernel-param gamma=2 used 1 silently (the -c /
+    --param C pair was refused already)."""
+    train = _three_classes(tmp_path / "train.txt", 40, 0)
+    proc = _cli("fit", train, "-q", "--kernel", "rbf", "--gamma", "1", "--kernel-param",
+                "gamma=2", cwd=tmp_path)
+    assert proc.returncode == 2 and "gamma is also given by --kernel-param" in proc.stderr

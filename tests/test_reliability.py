@@ -1072,6 +1072,10 @@ def test_a_sparse_dataframe_is_read_as_its_stored_entries():
     mixed[0] = mixed[0].sparse.to_dense()
     with pytest.raises(TypeError, match="X is a DataFrame with sparse and dense columns"):
         mk.solve(mixed, y, solver="dcd")
+    ones = pd.DataFrame({c: pd.arrays.SparseArray(np.ones(200), fill_value=1.0)
+                         for c in range(3)})
+    with pytest.raises(TypeError, match="X is a sparse DataFrame with fill value 1.0"):
+        mk.solve(ones, y, solver="dcd")
 
 
 def test_small_refusals_name_their_argument(tmp_path):
@@ -1082,13 +1086,16 @@ def test_small_refusals_name_their_argument(tmp_path):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((20, 4))
     y = np.where(X[:, 0] > 0, 1, -1)
-    with pytest.raises(TypeError, match="callback returned a ndarray; return None or a bool"):
+    with pytest.raises(TypeError, match="callback returned a ndarray without a truth value"):
         mk.solve(X, y, solver="dcd", callback=lambda s: np.array([1, 2]))
     assert mk.solve(X, y, solver="dcd", callback=lambda s: 1).status == "callback"
+    assert mk.solve(X, y, solver="dcd", callback=lambda s: np.float64(0.0)).status != "callback"
     with pytest.raises(TypeError, match="path must be a file name"):
         mk.load_result(None)
     res = mk.solve(X, y, solver="snkp")
     res.save(tmp_path / "r.npz")
     assert mk.load_result(os.fsencode(tmp_path / "r.npz")).status == res.status
+    with open(tmp_path / "r.npz", "rb") as fh:  # a file object, as before
+        assert mk.load_result(fh).status == res.status
     verdict = res.certificate.check(np.hstack([X, X]), y)
     assert not verdict and "coef has 4 entries, X 8 features" in verdict.reason
