@@ -900,13 +900,14 @@ def _spline_input_error(a, b, q, w):
 
     * everywhere, sum_k k^-q min(2, 2 pi k |e|) <= 2 pi |e| S1(N) + 2 S2(N) for any N >= 1,
       S1(N) = sum_{k <= N} k^(1-q) <= 1 + int_1^N x^(1-q) dx and
-      S2(N) = sum_{k > N} k^-q <= N^(1-q) / (q - 1), at N = 1 / (pi |e|) (capped): of
+      S2(N) = sum_{k > N} k^-q <= N^(1-q) / (q - 1), at the integer N = max(1,
+      floor(1 / (pi |e|))) (capped): of
       order |e|^(q-1), the steepness of the kernel at u = 0;
     * where the interval [u~ - |e|, u~ + |e|] keeps off 0 (xi >= xi_lo = 2 pi (u~ - |e|)),
       the mean value theorem with |sum_k k^(1-q) sin(k xi)| <= S1(N) + (N + 1)^(1-q) pi /
       xi_lo (the tail by Abel summation: partial sums of sin(k xi) are at most
-      1 / sin(xi / 2) <= pi / xi for xi <= pi, and k^(1-q) decreases), N = 1 / xi_lo:
-      2 pi |e| times that.
+      1 / sin(xi / 2) <= pi / xi for xi <= pi, and k^(1-q) decreases), N = max(1,
+      floor(1 / xi_lo)): 2 pi |e| times that.
 
     Exact differences (the common case: Sterbenz's lemma, equal exponents) add nothing.
     Found by review: q = 1.2, -0.3 against 0.7 (reduced to one double apart), an error of
@@ -935,13 +936,18 @@ def _spline_input_error(a, b, q, w):
             ratio = np.where(x != 0.0, np.expm1(x) / np.where(x != 0.0, x, 1.0), 1.0)
         return 1.0 + logN * ratio
 
+    def split(x):
+        # log of the integer split point max(1, floor(x)) (the sums' bounds need one)
+        with np.errstate(over="ignore", divide="ignore"):
+            return np.log(np.maximum(np.floor(np.minimum(x, 1e300)), 1.0))
+
     with np.errstate(over="ignore", divide="ignore"):  # 1 / (pi e) for a subnormal e
-        logN = np.maximum(np.log(np.minimum(1.0 / (np.pi * e), 1e300)), 0.0)
+        logN = split(1.0 / (np.pi * e))
     everywhere = 2.0 * np.pi * e * s1(logN) + 2.0 * np.exp((1.0 - q) * logN) / (q - 1.0)
     xi = 2.0 * np.pi * (u - e) * (1.0 - 1e-12)
     off = xi > 0.0
     xi = np.where(off, xi, 1.0)
-    logM = np.maximum(np.log(np.minimum(1.0 / xi, 1e300)), 0.0)
+    logM = split(1.0 / xi)
     slope = s1(logM) + np.exp((1.0 - q) * np.log1p(np.exp(logM))) * np.pi / xi
     local = np.where(off, 2.0 * np.pi * e * slope, np.inf)
     out[rounded] = abs(w) * np.minimum(everywhere, local) * (1.0 + 1e-6)
