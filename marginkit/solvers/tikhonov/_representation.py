@@ -208,8 +208,8 @@ class ExactKernelMap:
 def exact_gram(kernel, X, precomputed):
     """(K of the training rows X in float64, a bound on the spectral norm of the rounding
     of its entries as given): 0 for float64 entries, u_32 ||K||_F (>= ||E||_2 for
-    |E_ij| <= u_32 |K_ij|) for a precomputed Gram matrix (X itself) or a callable's block
-    in float32 (found by review: a float32 Gram of rank 3, its eigenvalues down to -4e-7
+    |E_ij| <= u_32 |K_ij|) for a precomputed Gram matrix (X itself) in float32 (a kernel's
+    block comes in the precision of the float64 rows it is given) (found by review: a float32 Gram of rank 3, its eigenvalues down to -4e-7
     by its own rounding, was refused as not positive semi-definite at float64's level;
     a first fix, the level 64 n u_32 max|s|, let eigenvalues of -3 pass at n = 1000)."""
     if precomputed:
