@@ -252,14 +252,16 @@ def referee(problem, solver, state, status):
 
 
 def _stop_requested(value):
-    """A callback's answer, by its truth value (True ends the run, status "callback"); one
-    without a truth value, an array of several entries, is refused by name (it gave numpy's
-    "truth value ... is ambiguous"; found by review)."""
-    try:
+    """A callback's answer: None, a bool or a number, by its truth value (True ends the run,
+    status "callback"); anything else (an array, a string, the state) is refused by name
+    (an array gave numpy's "truth value ... is ambiguous", a string "False" ended the run;
+    found by review)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if value is None or isinstance(value, (bool, np.bool_, numbers.Real)):
         return bool(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"callback returned a {type(value).__name__} without a truth value; "
-                        "return None or a bool (True ends the run)") from None
+    raise TypeError(f"callback returned a {type(value).__name__}; return None or a bool "
+                    "(True ends the run)")
 
 
 def run(problem, solver, rules, max_iter, config, blas=None):

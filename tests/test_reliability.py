@@ -1086,8 +1086,9 @@ def test_small_refusals_name_their_argument(tmp_path):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((20, 4))
     y = np.where(X[:, 0] > 0, 1, -1)
-    with pytest.raises(TypeError, match="callback returned a ndarray without a truth value"):
-        mk.solve(X, y, solver="dcd", callback=lambda s: np.array([1, 2]))
+    for answer in (np.array([1, 2]), "False", {"loss": 1.0}):
+        with pytest.raises(TypeError, match="callback returned a \\w+; return None or a bool"):
+            mk.solve(X, y, solver="dcd", callback=lambda s, a=answer: a)
     assert mk.solve(X, y, solver="dcd", callback=lambda s: 1).status == "callback"
     assert mk.solve(X, y, solver="dcd", callback=lambda s: np.float64(0.0)).status != "callback"
     with pytest.raises(TypeError, match="path must be a file name"):

@@ -977,3 +977,11 @@ def test_a_float32_precomputed_gram_is_cut_at_float32_rounding():
         with pytest.raises(ValueError, match="not positive semi-definite"):
             mk.solve(shift - np.float32(1e-3) * np.eye(24, dtype=shift.dtype), y,
                      solver="iterated_tikhonov", kernel="precomputed")
+    # one large entry inflates ||K||_F: a negative 2 x 2 minor (eigenvalue -4.7) passed
+    # the level u_32 ||K||_F (review); the test on the unit-diagonal scaling refuses it
+    big = K32.copy()
+    big[0, 0] += np.float32(1e8)
+    big[1, 2] += np.float32(5.0) + 2 * np.sqrt(big[1, 1] * big[2, 2])
+    big[2, 1] = big[1, 2]
+    with pytest.raises(ValueError, match="scaled to a unit diagonal"):
+        mk.solve(big, y, solver="iterated_tikhonov", kernel="precomputed")

@@ -222,8 +222,43 @@ def exact_gram(kernel, X, precomputed):
         K = kernel(A, A)
         given = getattr(K, "dtype", None)
     K = np.asarray(K, dtype=np.float64)
-    error = _UNIT32 * float(np.linalg.norm(K)) * (1.0 + 1e-6) if given == np.float32 else 0.0
-    return K, error
+    if given != np.float32:
+        return K, 0.0
+    _check_float32_psd(K)
+    return K, _UNIT32 * float(np.linalg.norm(K)) * (1.0 + 1e-6)
+
+
+def _check_float32_psd(K):
+    """NotPositiveSemidefiniteError unless K (float32 entries) is within its own rounding
+    of a positive semi-definite matrix. u_32 ||K||_F alone is loose where K's entries differ
+    in size (found by review: 1e8 added to K[0, 0] let a negative 2 x 2 minor, eigenvalue
+    -4.7, pass). The rounding of a PSD K* (|E_ij| <= u_32 |K*_ij| <= u_32 sqrt(K*_ii K*_jj))
+    moves S = D^-1/2 K D^-1/2, D = diag(K), by at most n u_32 (1 + 2 u_32) in norm, and
+    S* is congruent to a PSD matrix: S + c I must be positive definite for
+    c = n u_32 (1 + 1e-3) + 64 n^2 u (Cholesky's own rounding); a zero diagonal entry
+    needs a zero row."""
+    from ...certificates import NotPositiveSemidefiniteError
+
+    n = K.shape[0]
+    d = np.diagonal(K).copy()
+    zero = d <= 0.0
+    if np.any(K[zero] != 0.0):
+        i = int(np.flatnonzero(zero & np.any(K != 0.0, axis=1))[0])
+        raise NotPositiveSemidefiniteError(
+            f"the kernel is not positive semi-definite on the data: K[{i}, {i}] = 0 and row "
+            f"{i} is not zero; iterated_tikhonov needs a positive semi-definite kernel")
+    inv = np.where(zero, 0.0, 1.0 / np.sqrt(np.where(zero, 1.0, d)))
+    S = K * inv[:, None] * inv[None, :]
+    S[np.diag_indices(n)] = np.where(zero, 1.0, np.diagonal(S))
+    S[np.diag_indices(n)] += n * _UNIT32 * (1.0 + 1e-3) + 64.0 * n * n * _UNIT64
+    try:
+        sla.cholesky(S, lower=True, check_finite=False, overwrite_a=True)
+    except np.linalg.LinAlgError:
+        raise NotPositiveSemidefiniteError(
+            "the kernel is not positive semi-definite on the data: its float32 Gram matrix, "
+            "scaled to a unit diagonal, has an eigenvalue below -n u_32, beyond the "
+            "rounding of float32 entries; iterated_tikhonov needs a positive semi-definite "
+            "kernel") from None
 
 
 def gram_matrix(kernel, A, B=None):
