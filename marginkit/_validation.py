@@ -276,12 +276,24 @@ def _sparse_frame_as_coo(X, name):
     if not all(sparse):
         raise TypeError(f"{name} is a DataFrame with sparse and dense columns; make every "
                         f"column sparse or pass {name}.sparse.to_coo() / a dense copy")
-    fills = {dt.fill_value for dt in dtypes if not (dt.fill_value == 0)}
+    fills = [dt.fill_value for dt in dtypes if not _is_zero(dt.fill_value)]
     if fills:
-        raise TypeError(f"{name} is a sparse DataFrame with fill value {fills.pop()!r}; a "
+        raise TypeError(f"{name} is a sparse DataFrame with fill value {fills[0]!r}; a "
                         "sparse matrix leaves out zeros only: pass a frame filled with 0 or "
                         f"a dense copy ({name}.sparse.to_dense())")
-    return X.sparse.to_coo()
+    try:
+        return X.sparse.to_coo()
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} is a sparse DataFrame whose columns do not make one sparse "
+                        f"matrix ({exc}); give its columns one numeric dtype") from None
+
+
+def _is_zero(value):
+    """A fill value that is the number 0 (pandas' NA compares to neither)."""
+    try:
+        return bool(value == 0)
+    except (TypeError, ValueError):
+        return False
 
 
 def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32"), row_offset=0):
