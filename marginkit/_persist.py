@@ -269,6 +269,10 @@ def read_fields(path, names, max_bytes=MAX_BYTES):
         zf = open_archive(path)
     except (FileNotFoundError, IsADirectoryError, PermissionError):
         raise
+    except (TypeError, AttributeError) as exc:
+        # a file object that cannot be read as bytes (text mode, closed, no seek)
+        raise ValueError(f"{path!r} is not a file written by Result.save: a binary file "
+                         f"object open for reading is needed ({_one_line(exc)})") from None
     except (ValueError,) + ARCHIVE_ERRORS as exc:
         kind = "a single array, not an npz archive" if _is_npy(path) else _one_line(exc)
         raise ValueError(f"{path!r} is not a file written by Result.save ({kind})") from None
@@ -289,10 +293,15 @@ def read_fields(path, names, max_bytes=MAX_BYTES):
 
 
 def _is_npy(path):
+    """Whether ``path`` (a file name, or a binary file object read from its start) begins
+    as a .npy file."""
     try:
+        if hasattr(path, "read"):  # a file object (found by review: open() of it raised)
+            path.seek(0)
+            return path.read(6) == b"\x93NUMPY"
         with open(path, "rb") as fh:
             return fh.read(6) == b"\x93NUMPY"
-    except OSError:
+    except (OSError, TypeError, ValueError, AttributeError):
         return False
 
 

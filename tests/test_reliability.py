@@ -1098,5 +1098,13 @@ def test_small_refusals_name_their_argument(tmp_path):
     assert mk.load_result(os.fsencode(tmp_path / "r.npz")).status == res.status
     with open(tmp_path / "r.npz", "rb") as fh:  # a file object, as before
         assert mk.load_result(fh).status == res.status
+    import io
+
+    with open(tmp_path / "r.npz", "r", encoding="latin-1") as fh:  # text mode
+        with pytest.raises(ValueError, match="is not a file written by Result.save"):
+            mk.load_result(fh)
+    for junk in (io.BytesIO(b""), io.BytesIO(b"\x93NUMPY garbage")):
+        with pytest.raises(ValueError, match="is not a file written by Result.save"):
+            mk.load_result(junk)
     verdict = res.certificate.check(np.hstack([X, X]), y)
     assert not verdict and "coef has 4 entries, X 8 features" in verdict.reason
