@@ -537,8 +537,9 @@ class NystroemFeatures:
             return f"they map the kernel {self.kernel!r}, the run's kernel is {kernel!r}"
         A = self.X_
         if A.shape != X.shape or sp.issparse(A) != sp.issparse(X) or A.dtype != X.dtype:
-            return (f"they were fitted on rows of shape {A.shape} ({A.dtype}), the run's X "
-                    f"is {X.shape} ({X.dtype})")
+            def form(M):
+                return f"{M.shape} ({M.dtype}, {'CSR' if sp.issparse(M) else 'dense'})"
+            return f"they were fitted on rows of shape {form(A)}, the run's X is {form(X)}"
         if _rows_digest(X) != self.X_digest_:
             return ("they were fitted on other rows than the run's X (or X was changed "
                     "in place after fit: fit them again)")
