@@ -40,8 +40,9 @@ binary fit (LIBLINEAR's own one-vs-rest weights only the positive class instead)
 * ``SVMClassifier``: point i gets the dual box [0, C w_i], as LIBSVM's ``-wi`` and
   ``SVC(sample_weight=...)`` (mu=None is 1/(2 C w_max), w_max the largest weight, so that
   the weights act as there: ``SVMClassifier``'s ``mu``); the certificate of a
-  weighted fit is checked with its weights,
-  ``result_.certificate.verify(X, y, sample_weight=w)``.
+  weighted fit is checked with its weights on the rows solved: with
+  ``w = clf.sample_weight_`` and ``keep = w > 0``,
+  ``result_.certificate.verify(X[keep], y[keep], sample_weight=w[keep])``.
 * ``PerceptronClassifier``: positive weights do not change whether the point set is
   separable, nor its certificates (Gordan's alternative holds for ``p`` and for any
   positive rescaling of it): the weighted fit drops the rows of weight 0 and solves the
