@@ -399,6 +399,13 @@ class Kernel(Plugin):
         """K(x_i, x_i) for each row of A (default: through 1 x 1 blocks)."""
         return np.array([self(A[i : i + 1], A[i : i + 1])[0, 0] for i in range(A.shape[0])])
 
+    def returned_gram(self, A):
+        """The square block K(A, A) of float64 rows A with the precision the kernel
+        computed it in: float64 here; a kernel whose values are float32 (a callable that
+        returns float32) returns them as float32, whose own rounding a positive
+        semi-definite check then allows for (``iterated_tikhonov``'s exact Gram)."""
+        return np.asarray(self(A), dtype=np.float64)
+
     #: entries of a kernel without its own error bound are trusted to this many units in
     #: the last place by the referee (``careful_block``)
     trusted_ulps = 4

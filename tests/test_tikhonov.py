@@ -985,3 +985,30 @@ def test_a_float32_precomputed_gram_is_cut_at_float32_rounding():
     big[2, 1] = big[1, 2]
     with pytest.raises(ValueError, match="scaled to a unit diagonal"):
         mk.solve(big, y, solver="iterated_tikhonov", kernel="precomputed")
+
+
+def _linear_in_float32(A, B):
+    return (A @ B.T).astype(np.float32)
+
+
+def _indefinite_in_float32(A, B):
+    K = (A @ B.T).astype(np.float32)
+    if B is A:
+        K -= np.float32(1e-3) * np.eye(A.shape[0], dtype=np.float32)
+    return K
+
+
+def test_a_callable_kernel_returning_float32_is_cut_at_float32_rounding():
+    """Found by review: a callable kernel that returns float32 values had its Gram matrix
+    cast to float64 and checked at float64's rounding level, so its own float32 rounding
+    (eigenvalues to -4.8e-6 of 660 on 2,500 rbf rows) was refused as not positive
+    semi-definite. Its values are float32 numbers, treated as a float32 precomputed Gram
+    is; a kernel indefinite beyond that rounding is still refused."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(24, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    assert np.linalg.eigvalsh(_linear_in_float32(X, X).astype(np.float64))[0] < -1e-8
+    res = mk.solve(X, y, solver="iterated_tikhonov", kernel=_linear_in_float32)
+    assert res.status == "converged" and res.certificate.verify(X, y)
+    with pytest.raises(ValueError, match="not positive semi-definite"):
+        mk.solve(X, y, solver="iterated_tikhonov", kernel=_indefinite_in_float32)

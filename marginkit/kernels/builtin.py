@@ -677,6 +677,21 @@ class CallableKernel(Kernel):
 
     def __call__(self, A, B=None):
         A, B, dtype = prepare_pair(A, B)
+        K = self._block(A, B, dtype)
+        return K.astype(dtype, copy=False) if K.dtype != dtype else K
+
+    def returned_gram(self, A):
+        """K(A, A) on float64 rows A as the function gave it: float32 when it returned
+        float32 (its values are float32 numbers; a float64 cast would hide that their
+        rounding may leave K slightly indefinite), float64 otherwise."""
+        A, _, dtype = prepare_pair(A)
+        K = self._block(A, A, dtype)
+        return K if K.dtype == np.float32 else K.astype(np.float64, copy=False)
+
+    def _block(self, A, B, dtype):
+        """The validated block K(A, B) of prepared operands: float64 for float64
+        operands unless the function returned float32 (then float32), ``dtype`` or the
+        function's float32 otherwise."""
         same = B is A
         A = _read_only(_sparse_array(A))
         K = self.function(A, A if same else _read_only(_sparse_array(B)))
@@ -688,8 +703,9 @@ class CallableKernel(Kernel):
                 "real: return a float array (e.g. K.real when the imaginary part is 0)"
             )
         returned = getattr(K, "dtype", None)  # the callable's own precision (symmetry below)
+        keep32 = dtype == np.float32 or returned == np.float32
         try:
-            K = np.asarray(K, dtype=np.float64 if dtype == np.float64 else None)
+            K = np.asarray(K, dtype=None if keep32 else np.float64)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"callable kernel {self._fname()} returned a non-numeric block ({exc})") from None
         if K.dtype.kind not in "fiu":
@@ -722,7 +738,7 @@ class CallableKernel(Kernel):
                     f"callable kernel {self._fname()}: K is not symmetric (K(A, A)[{i}, {j}] "
                     f"= {K[i, j]:.17g} but [{j}, {i}] = {K[j, i]:.17g}); a kernel must give a "
                     "symmetric Gram matrix")
-        return K.astype(dtype, copy=False) if K.dtype != dtype else K
+        return K
 
     def _fname(self):
         return getattr(self.function, "__name__", repr(self.function))

@@ -208,13 +208,18 @@ class ExactKernelMap:
 def exact_gram(kernel, X, precomputed):
     """(K of the training rows X in float64, a bound on the spectral norm of the rounding
     of its entries as given): 0 for float64 entries, u_32 ||K||_F (>= ||E||_2 for
-    |E_ij| <= u_32 |K_ij|) for a precomputed Gram matrix (X itself) in float32; a kernel's
-    block is ``gram_matrix``'s, on float64 rows, in float64 (found by review: a float32 Gram of rank 3, its eigenvalues down to -4e-7
-    by its own rounding, was refused as not positive semi-definite at float64's level;
-    a first fix, the level 64 n u_32 max|s|, let eigenvalues of -3 pass at n = 1000)."""
-    if not precomputed:
-        return gram_matrix(kernel, X), 0.0
-    K = X.toarray() if sp.issparse(X) else X
+    |E_ij| <= u_32 |K_ij|) for float32 entries, those of a precomputed Gram matrix (X
+    itself) in float32 or of a kernel whose values are float32
+    (``Kernel.returned_gram``: a callable that returns float32; found by review: such a
+    kernel's Gram matrix, eigenvalues down to -4.8e-6 of 660 by its own rounding, was
+    refused at float64's level). A kernel's rows are given in float64. Found by review
+    too: a float32 Gram of rank 3, its eigenvalues down to -4e-7 by its own rounding, was
+    refused as not positive semi-definite at float64's level; a first fix, the level
+    64 n u_32 max|s|, let eigenvalues of -3 pass at n = 1000."""
+    if precomputed:
+        K = X.toarray() if sp.issparse(X) else X
+    else:
+        K = kernel.returned_gram(X.astype(np.float64) if X.dtype != np.float64 else X)
     given = np.asarray(K).dtype
     K = np.asarray(K, dtype=np.float64)
     if given != np.float32:
