@@ -423,6 +423,144 @@ def _gram_products(X, ypm, kernel, v):
     return g.reshape(v.shape), err.reshape(v.shape), False
 
 
+#: the Cholesky shifts ``gram_psd_shift`` tries, in units of c0 = 4 (n + 2)^2 u
+_PSD_SHIFTS = (1.0, 32.0, 1024.0, 32768.0)
+
+
+class PSDUnprovenError(ValueError):
+    """The referee cannot establish that a kernel is positive semi-definite on the data
+    (a Gram matrix larger than it factors); not a proof that it is not."""
+
+
+def _psd_kernel(kernel):
+    """(a kernel to evaluate, True) when ``kernel`` is positive semi-definite by
+    construction: a fresh instance of exactly one of the built-in classes of
+    ``solvers.svm._kernel_certificate._psd_kernel_types`` built from parameters its table
+    accepts (as the kernel SVM referee does); ``(kernel, False)`` for any other kernel (a
+    precomputed Gram matrix, a callable, a plug-in, a subclass, parameters changed behind
+    the constructor)."""
+    from .solvers.svm._kernel_certificate import _psd_by_construction, _Reject
+
+    try:
+        fresh = _psd_by_construction(kernel)
+    except _Reject:
+        fresh = None
+    return (kernel, False) if fresh is None else (fresh, True)
+
+
+def gram_psd_shift(X, kernel):
+    """delta >= 0 with lambda_min(G) >= -delta for the exact normalized Gram matrix G
+    (G_ij = K_ij / sqrt(K_ii K_jj), signs aside) of X under a kernel that is not positive
+    semi-definite by construction (``_psd_kernel``): found by review, an indefinite
+    precomputed Gram matrix gave an "infeasible" claim with p^T G p = 0 that verified, and
+    Gordan's alternative in the RKHS needs one (p^T G p = 0 gives G p = 0 only for PSD G).
+
+    From the kernel's careful Gram rows (entry bounds E; none for a precomputed matrix),
+    the symmetrized normalized S~ = T (K + K^T)/2 T, T = diag(1/sqrt(K_ii)), within EG of
+    G (the asymmetric part, E, the diagonal's error through T, the roundings), and float64
+    Cholesky factorizations of S~ + c I for c = c0, 32 c0, ..., and ||EG||_F, 4 ||EG||_F
+    (c0 = 4 (n + 2)^2 u; a float32 precomputed Gram matrix adds its entries' rounding
+    2^-24 |K| to EG, as ``iterated_tikhonov`` reads one), in increasing order: the
+    first that completes gives R^T R = fl(S~ + c I) + dA with |dA| <= gamma_{n+1} |R^T| |R|
+    (Higham, Theorem 10.3), so lambda_min(G) >= -(c + u max|S~_ii + c| + gamma_{n+1}
+    ||R||_F^2 + ||EG||_F) (doubled for the bound's own evaluation), as ``_psd_gap`` of the
+    kernel SVM referee. The claim is then checked with p^T (G + delta I) p, a PSD form: it
+    holds for K itself when K is PSD, and otherwise for the PSD kernel K + delta diag(K)
+    on the data, within delta of K.
+
+    ``NotPositiveSemidefiniteError`` when every shift fails (an eigenvalue of G below about
+    -max(32768 c0, 4 ||EG||_F)); ``PSDUnprovenError`` when n exceeds ``PSD_MAX_N`` (the referee does not
+    factor larger Gram matrices)."""
+    import scipy.sparse as sp
+
+    from . import _referee as R
+    from ._validation import check_X
+    from .solvers.svm._kernel_certificate import PSD_MAX_N
+
+    X = check_X(local_matrix(X))
+    n = X.shape[0]
+    if n > PSD_MAX_N:
+        raise PSDUnprovenError(
+            f"cannot establish that the kernel is positive semi-definite on this data: the "
+            f"referee checks a precomputed, callable or plug-in kernel by a Cholesky "
+            f"factorization of the whole Gram matrix, for n <= {PSD_MAX_N} points (here "
+            f"n = {n}); use a built-in kernel (linear, rbf, poly, laplacian, spline)")
+    if n == 0:
+        return 0.0
+    S = np.empty((n, n))
+    E = None
+    step = max(1, (1 << 21) // n)
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        Kb, Eb = _gram_rows(X, kernel, lo, hi)
+        S[lo:hi] = Kb
+        if Eb is not None:
+            if E is None:
+                E = np.zeros((n, n))
+            E[lo:hi] = Eb
+    if not (np.all(np.isfinite(S)) and (E is None or np.all(np.isfinite(E)))):
+        raise NotPositiveSemidefiniteError(
+            "the kernel's Gram entries (or their error bounds) are not finite on this data")
+    with np.errstate(over="ignore", invalid="ignore"):
+        # EG: |K - K^T| / 2 + (E + E^T) / 2, before S is symmetrized in place
+        EG = np.abs(S - S.T)
+        if E is not None:
+            EG += E
+            EG += E.T
+            del E
+        EG *= 0.5 * (1.0 + 4 * U)
+        if getattr(kernel, "precomputed", False) and X.dtype == np.float32:
+            # a float32 Gram matrix: the claim is for a PSD matrix within its entries'
+            # rounding (as ``iterated_tikhonov`` reads one)
+            EG += (2.0 ** -24) * np.abs(S)
+        S += S.T
+        S *= 0.5
+        d = np.diagonal(S).copy()
+        ed = np.diagonal(EG).copy()
+        if np.any(d - ed <= 0.0):
+            raise NotPositiveSemidefiniteError(
+                "the kernel has a diagonal entry K(x, x) <= 0 within its rounding: the "
+                "normalized Gram matrix is undefined on this data")
+        t = 1.0 / np.sqrt(d)
+        # t_i within rel of 1/sqrt(K_ii exact): the diagonal's error and two roundings
+        rel = float(np.max(ed / (d - ed))) * 0.5 * (1.0 + 4 * U) + 3 * U
+        S *= t[:, None]
+        S *= t[None, :]
+        EG *= t[:, None]
+        EG *= t[None, :]
+        EG *= (1.0 + rel) ** 2 * (1.0 + 4 * U)
+        EG += ((1.0 + rel) ** 2 - 1.0 + 4 * U) * np.abs(S) + ETA
+    if not (np.all(np.isfinite(S)) and np.all(np.isfinite(EG))):
+        raise NotPositiveSemidefiniteError(
+            "the kernel's normalized Gram matrix is not finite in float64 on this data")
+    eF, eerr = R.scaled_norm(EG, overwrite=True)
+    del EG
+    eF = (eF + eerr) * (1.0 + 4 * U)
+    dmax = float(np.max(np.abs(np.diagonal(S)), initial=0.0))
+    c0 = 4.0 * (n + 2.0) ** 2 * U
+    # shifts at the factorization's own rounding and at the entries' (a shift below eF
+    # gains nothing: delta includes eF)
+    for c in sorted({c0 * k for k in _PSD_SHIFTS} | {eF, 4.0 * eF} - {0.0}):
+        A = S.copy()
+        A[np.diag_indices(n)] += c
+        try:
+            L = np.linalg.cholesky(A)
+        except np.linalg.LinAlgError:
+            continue
+        del A
+        if not np.all(np.isfinite(L)):
+            continue
+        rF, erF = R.scaled_norm(L, overwrite=True)
+        rF2 = (rF + erF) ** 2 * (1.0 + 4 * U)
+        return c * (1.0 + U) + SAFETY * (U * (dmax + c) + R.gamma(n + 1) * rF2 + eF)
+    raise NotPositiveSemidefiniteError(
+        f"the kernel is not positive semi-definite on this data: its normalized Gram "
+        f"matrix plus {max(c0 * _PSD_SHIFTS[-1], 4.0 * eF):.2g} I has no Cholesky "
+        "factorization (an "
+        "eigenvalue below that), so no infeasibility certificate or margin bound exists; "
+        "use a PSD kernel (a precomputed Gram matrix must be K(X, X) of one)")
+
+
 # ------------------------------------------------------------------ a stored separator
 def _row_length(P):
     """The largest number of entries of a row of P (its columns when dense)."""
@@ -529,13 +667,19 @@ def separator_margin(X, ypm, kernel, alpha):
     return low / l1, value / l1, (value - low) / l1
 
 
-def dual_norm_bound(X, ypm, kernel, p):
+def dual_norm_bound(X, ypm, kernel, p, eps=None):
     """The referee's view of ||p||_G for p >= 0: ``(upper, value)``, an upper bound on the
     true ||p / sum(p)||_G that covers the rounding of its recomputation, and the computed
     value; None when G is undefined (a point of zero norm).
 
-    Raises ``NotPositiveSemidefiniteError`` when p^T G p is negative beyond its rounding
-    bound (no RKHS: Gordan's theorem does not apply).
+    A kernel that is not positive semi-definite by construction (a precomputed Gram
+    matrix, a callable, a plug-in) has the bound of p^T (G + delta I) p, delta from
+    ``gram_psd_shift``. Raises ``NotPositiveSemidefiniteError`` when p^T G p is negative
+    beyond its rounding bound or such a kernel is not PSD on the data (no RKHS: Gordan's
+    theorem does not apply), and, given the claim's ``eps``, when delta is so large that
+    no p in the simplex can be certified (delta > n eps^2: a float32 Gram matrix at a
+    small eps); ``PSDUnprovenError`` when its Gram matrix is too large for the referee to
+    establish that it is.
     """
     v, top = _pow2_scale(np.asarray(p, dtype=np.float64))
     if top == 0.0:
@@ -548,20 +692,35 @@ def dual_norm_bound(X, ypm, kernel, p):
         value = float(np.linalg.norm(w))
         upper = value * (1 + (dq + 8) * U) + float(np.linalg.norm(ew))
         return upper / total, value / total
+    kernel, proven = _psd_kernel(kernel)
     g, err, zero = _gram_products(X, ypm, kernel, v)
     if zero:
         return None
-    sq, sq_err = _quadratic(v, g, err, total)
+    shift = 0.0 if proven else gram_psd_shift(X, kernel)
+    if eps is not None and shift > v.size * eps * eps:
+        # ||v||_2^2 >= total^2 / n: no p in the simplex has a bound below sqrt(shift / n)
+        floor = math.sqrt(shift / v.size)
+        raise NotPositiveSemidefiniteError(
+            f"the kernel's normalized Gram matrix is positive semi-definite only to within "
+            f"{shift:.2g} as the referee can prove it (a float64 Cholesky factorization; "
+            f"a float32 precomputed Gram matrix to within its entries' rounding), so no "
+            f"||p||_G is certified below sqrt({shift:.2g} / n) = {floor:.2g} > eps = "
+            f"{eps:.2g}: give the Gram matrix in float64, use a built-in kernel (PSD by "
+            f"construction), or ask for eps >= {floor:.2g}")
+    sq, sq_err = _quadratic(v, g, err, total, shift)
     return math.sqrt(max(sq + sq_err, 0.0)) / total, math.sqrt(max(sq, 0.0)) / total
 
 
-def _quadratic(v, g, err, total):
-    """(v^T G v, a bound on its rounding) from g = G v and its bound ``err``; raises
-    ``NotPositiveSemidefiniteError`` when it is negative beyond that bound (``total``:
-    the scale of v reported in the message)."""
+def _quadratic(v, g, err, total, shift=0.0):
+    """(v^T G v, a bound on its rounding) from g = G v and its bound ``err``, the bound
+    with ``shift`` ||v||^2 added (``gram_psd_shift``: the form of G + shift I, PSD);
+    raises ``NotPositiveSemidefiniteError`` when it is negative beyond that bound
+    (``total``: the scale of v reported in the message)."""
     av = np.abs(v)
     sq = float(v @ g)
     sq_err = float(av @ err) * (1 + (v.size + 2) * U) + 2 * (v.size + 2) * U * float(av @ np.abs(g))
+    if shift:
+        sq_err += shift * float(av @ av) * (1 + (v.size + 4) * U)
     if sq + sq_err < 0:
         raise NotPositiveSemidefiniteError(
             f"p^T G p = {sq / total**2:.3g} < 0 beyond its rounding bound "
@@ -578,7 +737,9 @@ def margin_bounds(X, ypm, kernel, alpha, p):
     ||alpha||_G (-inf unless G alpha > 0 holds beyond its rounding bound) and upper =
     ||p / sum(p)||_G for p >= 0, both recomputed in float64 from X, y and the kernel and
     rounded outwards (one pass over the Gram rows, or two over the feature map's row
-    blocks). ``(-inf, inf)`` when G is undefined (a point with K(x, x) = 0) or p is 0;
+    blocks). ``(-inf, inf)`` when G is undefined (a point with K(x, x) = 0) or p is 0,
+    and for a kernel not PSD by construction whose Gram matrix is too large for the
+    referee to establish that it is PSD (``gram_psd_shift``; norms in G need it);
     ``NotPositiveSemidefiniteError`` as ``dual_norm_bound``.
 
     References
@@ -607,12 +768,17 @@ def margin_bounds(X, ypm, kernel, alpha, p):
                                        np.ascontiguousarray(ew[:, 0]), dq))
             low = min(part[0] for part in parts)
     else:
+        kernel, proven = _psd_kernel(kernel)
         g, err, zero = _gram_products(X, ypm, kernel, V)
         if zero:
             return -math.inf, math.inf
-        sq_p, e_p = _quadratic(vp, g[:, 1], err[:, 1], total)
+        try:
+            shift = 0.0 if proven else gram_psd_shift(X, kernel)
+        except PSDUnprovenError:
+            return -math.inf, math.inf  # a norm in G needs G PSD, not established here
+        sq_p, e_p = _quadratic(vp, g[:, 1], err[:, 1], total, shift)
         norm_p = math.sqrt(max(sq_p + e_p, 0.0))
-        sq_a, e_a = _quadratic(va, g[:, 0], err[:, 0], 1.0)
+        sq_a, e_a = _quadratic(va, g[:, 0], err[:, 0], 1.0, shift)
         norm_a = math.sqrt(max(sq_a + e_a, 0.0))
         low = float(np.min(g[:, 0] - err[:, 0])) if top_a > 0 else -math.inf
     upper = norm_p / total * (1 + 4 * U)
@@ -941,7 +1107,10 @@ class InfeasibilityCertificate(_PerceptronFamilyCertificate):
     ``dual_certificate`` rules, or the solver's own tolerance) when the certificate has one,
     else the ``eps`` it was built with. ``check`` recomputes an upper bound on ||p||_G in
     float64 from X, y and the kernel (rounding included) and holds when it is <= eps;
-    a p^T G p negative beyond rounding raises ``NotPositiveSemidefiniteError``.
+    a p^T G p negative beyond rounding, or a kernel that is not PSD on the data
+    (precomputed, callable and plug-in kernels are checked by ``gram_psd_shift``; the
+    built-in ones are PSD by construction), raises ``NotPositiveSemidefiniteError``; a
+    Gram matrix of such a kernel too large to check is a rejection.
 
     References
     ----------
@@ -989,7 +1158,10 @@ class InfeasibilityCertificate(_PerceptronFamilyCertificate):
             kernel = referee_kernel(_or_linear(self.kernel), X)
         except ValueError as exc:
             return Verdict.reject(self.kind, str(exc), threshold=eps)
-        res = dual_norm_bound(X, ypm, kernel, p)
+        try:
+            res = dual_norm_bound(X, ypm, kernel, p, eps)
+        except PSDUnprovenError as exc:
+            return Verdict.reject(self.kind, str(exc), threshold=eps)
         if res is None:
             return Verdict.reject(self.kind, "a point has K(x, x) = 0 (the normalized Gram "
                                              "is undefined)", threshold=eps)

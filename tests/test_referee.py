@@ -135,6 +135,52 @@ def test_non_psd_certificate_never_verifies():
         cert.verify(NON_PSD, [1, -1])
 
 
+# found by review: a copositive but indefinite Gram matrix has a p in the simplex with
+# p^T G p = 0 exactly and G p != 0 (no Gordan witness); the data are separable
+COPOSITIVE = np.array([[1.0, 1.0, 0.5], [1.0, 1.0, 0.375], [0.5, 0.375, 1.0]])
+COPOSITIVE_Y = np.array([1, -1, 1])
+
+
+def test_an_indefinite_gram_with_a_zero_quadratic_form_is_no_infeasibility_proof():
+    """Found by review: with K = COPOSITIVE (one negative eigenvalue) isnkpvn claimed
+    "infeasible" with ||p||_G = 0 and verify() held, while snkp's separator of the same
+    data also verified. The referee only checked p^T G p >= 0 along p; a kernel that is
+    not PSD by construction (precomputed, callable) is now proven PSD on the data by a
+    Cholesky factorization before a norm in G is trusted."""
+    K, y = COPOSITIVE, COPOSITIVE_Y
+    assert np.linalg.eigvalsh(K)[0] < -1e-3
+    G = np.outer(y, y) * K
+    p = np.array([0.5, 0.5, 0.0])  # p^T G p = 0, G p = (0, 0, 0.0625) != 0
+    assert p @ G @ p == 0.0 and (G @ p)[2] > 0
+    kernel = mk.get_plugin("kernel", "precomputed")()
+    cert = InfeasibilityCertificate(p, 0.0, 1e-6, kernel, np.array([-1, 1]))
+    with pytest.raises(NotPositiveSemidefiniteError, match="not positive semi-definite"):
+        cert.verify(K, y)
+    for kw in ({"kernel": "precomputed"}, {"kernel": _indexed_kernel(K)}):
+        X = K if kw["kernel"] == "precomputed" else np.arange(3.0)[:, None]
+        with pytest.raises(NotPositiveSemidefiniteError, match="not positive semi-definite"):
+            mk.solve(X, y, solver="isnkpvn", **kw)
+        res = mk.solve(X, y, solver="snkp", **kw)  # a separator needs no PSD kernel
+        assert res.status == "separable" and res.certificate.verify(X, y)
+        assert np.all(res.predict(X) == y)
+
+
+def test_a_low_rank_float64_gram_still_proves_infeasibility():
+    """A precomputed linear Gram matrix of rank 5 (singular, PSD) keeps its infeasibility
+    claim under the PSD proof (the shift is at float64's rounding); float32 entries can
+    only be proven PSD to within their rounding, and a claim at eps = 1e-6 is refused by
+    name before the run iterates on."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(200, 5))
+    y = np.where(rng.random(200) < 0.5, 1, -1)
+    K = X @ X.T
+    res = mk.solve(K, y, solver="isnkpvn", kernel="precomputed")
+    assert res.status == "infeasible" and res.certificate.verify(K, y)
+    assert res.margin_bounds[1] <= 1e-6
+    with pytest.raises(NotPositiveSemidefiniteError, match="ask for eps >="):
+        mk.solve(K.astype(np.float32), y, solver="isnkpvn", kernel="precomputed")
+
+
 # ------------------------------------------------------------------ item: float64 re-checks
 def test_perceptron_refuses_norms_its_raw_gram_cannot_hold():
     X, y = make_xor(40, random_state=0)[:2]
