@@ -338,8 +338,10 @@ def _pass_dual(Xb, sb, kernel, w, ew, dq):
     """Block share of min_i (G v)_i - err_i and min_i (G v)_i, with G v = s (Q w)."""
     Q, absQ, _, k = unit_rows(_features(kernel, Xb))
     g = sb * np.asarray(Q @ w).ravel()
+    # products that underflow have an absolute error (eta each, k per row: found by
+    # review, a forged separator of rows with subnormal entries verified)
     err = SAFETY * ((k + dq + 8) * U * np.asarray(absQ @ np.abs(w)).ravel()
-                    + np.asarray(absQ @ ew).ravel())
+                    + np.asarray(absQ @ ew).ravel() + (k + 2) * ETA)
     if g.size == 0:
         return np.inf, np.inf
     return float(np.min(g - err)), float(np.min(g))
@@ -358,7 +360,9 @@ def _feature_products(blocks, ypm, kernel, v):
     zero = any(p[2] for p in parts)
     dq = max((p[3] for p in parts), default=0)
     n = blocks.n_samples
-    ew = SAFETY * (n + dq + 8) * U * a
+    # the relative rounding of the sums, and an absolute eta per product that underflows
+    # (n per column; v's own scaling by a power of two loses at most eta per entry too)
+    ew = SAFETY * ((n + dq + 8) * U * a + (2 * n + 2) * ETA)
     return w, ew, dq, zero
 
 
@@ -412,14 +416,22 @@ def _gram_products(X, ypm, kernel, v):
     V = v.reshape(n, -1)
     tv = t * V
     g, A, B = np.empty(V.shape), np.empty(V.shape), np.zeros(V.shape)
+    # absolute errors of products that underflow (eta each; found by review: t up to
+    # 2^530 amplified them into a forged separator's "margin" of 9e-165): t_j v_j (n),
+    # then K_ij (t v)_j (n per row), both scaled by t_i, the first through |K_ij| too
+    # (v's own scaling by a power of two loses at most eta per entry, as t v's products)
+    under = np.empty(n)
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         K, E = _gram_rows(X, kernel, lo, hi)
         g[lo:hi] = t[lo:hi] * (K @ tv)
-        A[lo:hi] = np.abs(t[lo:hi]) * (np.abs(K) @ np.abs(tv))
+        aK = np.abs(K)
+        A[lo:hi] = np.abs(t[lo:hi]) * (aK @ np.abs(tv))
+        under[lo:hi] = np.abs(t[lo:hi, 0]) * (2.0 * aK.sum(axis=1) * (1 + (n + 2) * U)
+                                              + n + 2) * ETA
         if E is not None:
             B[lo:hi] = np.abs(t[lo:hi]) * (E @ np.abs(tv))
-    err = SAFETY * (((n + 4) * U + 2 * delta) * A + B)
+    err = SAFETY * (((n + 4) * U + 2 * delta) * A + B + under[:, None])
     return g.reshape(v.shape), err.reshape(v.shape), False
 
 

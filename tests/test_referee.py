@@ -6,6 +6,8 @@ the run's configuration; hostile but legal inputs (cancelling distances, non-PSD
 magnitudes near overflow, tampered certificates) never yield a claim that an independent
 numpy recomputation rejects.
 """
+from fractions import Fraction
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -179,6 +181,33 @@ def test_a_low_rank_float64_gram_still_proves_infeasibility():
     assert res.margin_bounds[1] <= 1e-6
     with pytest.raises(NotPositiveSemidefiniteError, match="ask for eps >="):
         mk.solve(K.astype(np.float32), y, solver="isnkpvn", kernel="precomputed")
+
+
+def test_products_that_underflow_are_in_the_separator_bound():
+    """Found by review: the referee's rounding bounds of G alpha were relative only, and
+    products that underflow to subnormals have an absolute error (eta each). Rows
+    x_k = m_k 2^-1074 e_0 + e_k made a forged alpha with (G alpha)_0 = -0.375 2^-1074
+    verify (rounding bound 0); on a PSD precomputed Gram with K_00 = 2^-1060 the
+    normalization 1/sqrt(K_00) = 2^530 amplified the same error to a "margin" of 9e-165
+    where the exact value is -6.5e-165."""
+    from marginkit.kernels.builtin import LinearKernel, PrecomputedKernel
+
+    T = 2.0 ** -1074
+    m = [5, 2, 7, 4, 6]
+    y = np.array([1, 1, 1, 1, -1, -1])
+    alpha = np.array([0.0, 0.0625, 0.1875, 0.1875, 0.3125, 0.1875])
+    X = np.eye(6)
+    X[1:, 0] = np.array(m) * T
+    exact = sum(Fraction(float(alpha[k])) * int(y[k]) * Fraction(float(X[k, 0]))
+                for k in range(1, 6))
+    assert exact < 0  # alpha misclassifies x_0
+    cert = SeparatorCertificate(alpha, 0.0, LinearKernel(), classes=np.array([-1, 1]))
+    assert not cert.verify(X, y)
+    K = np.eye(6)
+    K[0, 0] = 2.0 ** -1060
+    K[0, 1:] = K[1:, 0] = np.array(m) * T
+    cert = SeparatorCertificate(alpha, 0.0, PrecomputedKernel(), classes=np.array([-1, 1]))
+    assert not cert.verify(K, y)
 
 
 # ------------------------------------------------------------------ item: float64 re-checks
