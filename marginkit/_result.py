@@ -141,6 +141,12 @@ class Result:
                 )
             out = X @ coef if not sp.issparse(X) else X.dot(coef)
             return np.asarray(out, dtype=np.float64).ravel() + float(self.intercept_ or 0.0)
+        if kind != "coef" and X.dtype != np.float64:
+            # a kernel (or feature map) evaluated on float32 rows computes in float32, and
+            # its rounding could change the sign of a margin the certificate established
+            # in float64 (found by review: a poly-kernel separator verified and predict
+            # misclassified a training point); float64 rows give the referee's accuracy
+            X = X.astype(np.float64)
         if kind == "feature_space":
             # linear model on the kernel's fitted feature map (SVM family with an approximation)
             if getattr(self.kernel, "fitted", True) is False:

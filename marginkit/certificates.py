@@ -447,15 +447,15 @@ class PSDUnprovenError(ValueError):
 def _psd_kernel(kernel):
     """(a kernel to evaluate, True) when ``kernel`` is positive semi-definite by
     construction: a fresh instance of exactly one of the built-in classes of
-    ``solvers.svm._kernel_certificate._psd_kernel_types`` built from parameters its table
+    ``kernels._psd.psd_kernel_types`` built from parameters its table
     accepts (as the kernel SVM referee does); ``(kernel, False)`` for any other kernel (a
     precomputed Gram matrix, a callable, a plug-in, a subclass, parameters changed behind
     the constructor)."""
-    from .solvers.svm._kernel_certificate import _psd_by_construction, _Reject
+    from .kernels._psd import fresh_psd_kernel
 
     try:
-        fresh = _psd_by_construction(kernel)
-    except _Reject:
+        fresh = fresh_psd_kernel(kernel)
+    except ValueError:
         fresh = None
     return (kernel, False) if fresh is None else (fresh, True)
 
@@ -487,7 +487,7 @@ def gram_psd_shift(X, kernel):
 
     from . import _referee as R
     from ._validation import check_X
-    from .solvers.svm._kernel_certificate import PSD_MAX_N
+    from .kernels._psd import PSD_MAX_N
 
     X = check_X(local_matrix(X))
     n = X.shape[0]
@@ -605,8 +605,7 @@ def stored_separator_margin(X, ypm, kernel, coef=None, support=None, support_coe
     """The smallest margin y_i f(x_i) of a stored separator f (plus ``intercept``), less a
     bound on the rounding of its recomputation in float64 (positive: f classifies every
     point correctly as a float64 evaluation computes it, whatever the order of its sums;
-    ``predict`` on float32 X evaluates a kernel in float32, whose own rounding is not
-    covered).
+    ``Result.predict`` evaluates kernel models on float32 X in float64 for that reason).
 
     f is ``coef`` in the kernel's feature space (the linear model's ``coef_``), or
     ``K(x, support) @ support_coef`` (a kernel model; ``support`` None for a precomputed

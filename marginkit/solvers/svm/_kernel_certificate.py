@@ -25,16 +25,12 @@ from ... import _referee as R
 from ...certificates import (Certificate, Verdict, certificate_type, kernel_mismatch, labels_pm,
                             predictor_fingerprint, stored_r_mask)
 from ..._validation import check_sample_weight
+from ...kernels._psd import PSD_MAX_N, fresh_psd_kernel
 from ._thresholds import certify_level, claim_shortfall, rows_mismatch, run_thresholds, \
     stored_mismatch, stored_thresholds
 
 __all__ = ["KernelCertifiedPointsCertificate", "PSD_MAX_N"]
 
-#: the largest n for which the referee establishes that a kernel without a PSD
-#: construction (a precomputed Gram matrix, a callable, a plug-in) is positive
-#: semi-definite on the data: a float64 Cholesky factorization of the whole n x n Gram
-#: matrix (three n x n float64 arrays, 400 MB at this size)
-PSD_MAX_N = 4096
 #: Gram row blocks of at most this many entries (the temporaries of ``careful_block`` are
 #: a few arrays of this size)
 BLOCK_ENTRIES = 1 << 22
@@ -48,44 +44,14 @@ U = R.UNIT
 ETA = R.ETA
 
 
-def _psd_kernel_types():
-    """The kernel classes that are positive semi-definite by construction on any data, with
-    a ``careful_block`` whose entry bounds are proven (``kernels/builtin.py``):
-
-    * ``rbf`` exp(-g ||a - b||^2) and ``laplacian`` exp(-g ||a - b||_1): Fourier transforms
-      of positive measures (Bochner; Schoenberg for the l1 distance);
-    * ``poly`` (g <a, b> + c0)^p with c0 >= 0 and an integer p >= 1 (its parameter table
-      enforces both): a polynomial with non-negative coefficients of the PSD linear kernel
-      (Schur product theorem);
-    * ``spline``: a product over the coordinates of cosine series with non-negative weights.
-
-    Exactly these classes (a subclass may override the kernel), so the referee needs no
-    PSD check for them; a diagonal entry K(x, x) < 0 beyond its rounding still rejects.
-    """
-    from ...kernels.builtin import LaplacianKernel, PolynomialKernel, RBFKernel, SplineKernel
-
-    return (RBFKernel, PolynomialKernel, LaplacianKernel, SplineKernel)
-
-
 def _psd_by_construction(kernel):
-    """A fresh instance of the kernel's class, built from the parameters the kernel uses
-    and validated by the class's parameter table, when that class is one of
-    ``_psd_kernel_types``; None for any other kernel.
-
-    The classes are PSD by construction only within their tables (gamma > 0, coef0 >= 0,
-    an integer degree >= 1, ...): an instance whose parameters were changed behind the
-    constructor (a doctored pickle, an attribute set on it) is a rejection, and the
-    recomputation runs on the fresh instance, never on the state the certificate carries.
-    """
-    cls = type(kernel)
-    if cls not in _psd_kernel_types():
-        return None
+    """``kernels._psd.fresh_psd_kernel``: a fresh instance of a kernel PSD by construction
+    (the recomputation runs on it), None for any other kernel; parameters out of the
+    class's table are a rejection."""
     try:
-        values = {name: getattr(kernel, name) for name in cls.param_table}
-        return cls(**values)
-    except (AttributeError, TypeError, ValueError) as exc:
-        raise _Reject(f"the kernel's parameters are not ones {cls.__name__} accepts ({exc}): "
-                      "it is not positive semi-definite by construction") from None
+        return fresh_psd_kernel(kernel)
+    except ValueError as exc:
+        raise _Reject(str(exc)) from None
 
 
 def predictor_of(X, ypm, r, precomputed):
