@@ -1139,3 +1139,28 @@ def test_spline_values_at_subnormal_distances_are_accurate():
         K = k(A, A)
         exact = _spline_exact(A, A, q, k._weight(), mp)
         assert np.all(np.abs(K - exact) <= 1e-12 * np.abs(exact)), (q, np.abs(K - exact).max())
+
+
+@pytest.mark.parametrize("name", ["rbf", "laplacian", "poly", "spline"])
+def test_careful_block_validates_its_operands_as_the_kernel_does(name):
+    """Found by review: ``careful_block`` (the referee's kernel path, a public method)
+    handed a COO or CSC operand with a row index out of range to scipy's compiled
+    routines (the process crashed), and took NaN rows (rbf gave K = 1 with a NaN bound);
+    its operands are now validated as the kernel's own blocks are."""
+    kernel = mk.get_plugin("kernel", name)()
+    X = np.random.default_rng(0).uniform(size=(4, 3))
+    coo = sp.coo_matrix(X)
+    coo.row[0] = 99
+    csc = sp.csc_matrix(X)
+    csc.indices[0] = 99
+    for bad in (coo, csc):
+        with pytest.raises(ValueError, match="out of range"):
+            kernel.careful_block(bad, X)
+    nan = X.copy()
+    nan[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        kernel.careful_block(nan, X)
+    with pytest.raises(ValueError, match="2-D"):
+        kernel.careful_block(X[0], X)
+    K, E = kernel.careful_block(sp.coo_matrix(X), X)  # a valid COO operand is read
+    assert np.allclose(K, kernel(X, X)) and np.all(E >= 0)

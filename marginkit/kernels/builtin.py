@@ -213,6 +213,16 @@ def _as64(X):
     return np.ascontiguousarray(X, dtype=np.float64)
 
 
+def _careful_pair(A, B):
+    """The operands of a ``careful_block``: validated as the kernel's own blocks
+    (``prepare_pair``: dense or canonical CSR with checked indices, finite), then float64
+    (exact). Found by review: a COO or CSC operand with a row index out of range reached
+    scipy's compiled routines unchecked and crashed the process."""
+    A, B, _ = prepare_pair(A, B)
+    A64 = _as64(A)
+    return A64, (A64 if B is A else _as64(B))
+
+
 def _row_nnz_max(X):
     """The most entries a row of X can have in a dot product (d for dense)."""
     if sp.issparse(X):
@@ -410,7 +420,7 @@ class RBFKernel(Kernel):
         Two n_A x n_B float64 arrays, formed by compiled passes over the dot block around
         numpy's exp (``_gram.rbf_careful_exponents``, ``_gram.rbf_careful_bound``).
         """
-        A, B = _as64(A), _as64(B)
+        A, B = _careful_pair(A, B)
         g = _resolve_gamma(self.gamma, A.shape[1])
         Ac, Bc = _centered(A, B)
         na = row_sqnorms(Ac)
@@ -455,7 +465,7 @@ class RBFKernel(Kernel):
         recomputed from explicit differences take ``careful_block``'s path (E formed).
         b dominates the E |u| of ``careful_block``'s own E (tests).
         """
-        A, B = _as64(A), _as64(B)
+        A, B = _careful_pair(A, B)
         u = np.ascontiguousarray(u, dtype=np.float64)
         m, n = A.shape[0], B.shape[0]
         if u.shape != (n,):
@@ -544,7 +554,7 @@ class PolynomialKernel(Kernel):
         D = g (gamma_k |a| |b| + that) + 2 u |t| + 2 tiny, and t^p by
         p (|t| + D)^(p - 1) D + 2 p (u |t^p| + tiny).
         """
-        A, B = _as64(A), _as64(B)
+        A, B = _careful_pair(A, B)
         g = _resolve_gamma(self.gamma, A.shape[1])
         p = int(self.degree)
         t = g * _dot_block(A, B) + float(self.coef0)
@@ -593,7 +603,7 @@ class LaplacianKernel(Kernel):
         """K(A, B) in float64 and a bound on each entry's error: the L1 distance from
         explicit differences has relative error <= (k + 2) u, so
         |K - fl(K)| <= K (g D1 (k + 3) u + 8 u)."""
-        A, B = _as64(A), _as64(B)
+        A, B = _careful_pair(A, B)
         g = _resolve_gamma(self.gamma, A.shape[1])
         D1 = _dist_block(A, B, 1)
         K = np.exp(-g * D1)
@@ -841,7 +851,7 @@ class SplineKernel(Kernel):
         U - P + (2 d + 4) u U, computed with the same factors as K."""
         from ._periodic import series_plan, term_scale
 
-        A, B, _ = prepare_pair(_as64(A), _as64(B))
+        A, B = _careful_pair(A, B)
         q = float(self.order)
         mode, coef, scalars = series_plan(q)
         w = self._weight()
