@@ -223,10 +223,11 @@ def _key_values(pairs, option):
     return out
 
 
-def _check_output(path, inputs):
-    """Refuse, before any work, a model path that is not a file to write (a directory, a
-    device such as /dev/null, a FIFO: found by review, a traceback and a write that
-    blocked) or that is one of the input files (the training data would be overwritten)."""
+def _check_output(path, inputs, option="--output (-m)", what="the model"):
+    """Refuse, before any work, an output path (``option``: fit's model, predict's labels)
+    that is not a file to write (a directory, a device such as /dev/null, a FIFO: found by
+    review, a traceback and a write that blocked) or that is one of the input files (the
+    training data, the test data or the model would be overwritten)."""
     import stat
 
     try:
@@ -234,23 +235,27 @@ def _check_output(path, inputs):
     except FileNotFoundError:
         return
     except OSError as exc:
-        raise UsageError(f"argument --output (-m): {_os_message(exc, path)}") from None
+        raise UsageError(f"argument {option}: {_os_message(exc, path)}") from None
     if not stat.S_ISREG(mode):
-        raise UsageError(f"argument --output (-m): {path} is not a regular file (a directory, a "
-                         "device or a FIFO); name a file to write the model to")
+        raise UsageError(f"argument {option}: {path} is not a regular file (a directory, a "
+                         f"device or a FIFO); name a file to write {what} to")
     from .datasets import find_data_file
 
     for name, other in inputs:
-        try:
-            # the file the loader reads: a data set name is looked up in $MARGINKIT_DATA
-            # (found by review: "fit heart_scale -m $MARGINKIT_DATA/heart_scale.xz"
-            # replaced the data set with the model)
-            same = other is not None and os.path.samefile(path, find_data_file(other))
-        except (OSError, ValueError, TypeError):
-            same = False
+        if other is None:
+            continue
+        same = False
+        # the file as named, and the file the loader reads: a data set name is looked up
+        # in $MARGINKIT_DATA (found by review: "fit heart_scale -m
+        # $MARGINKIT_DATA/heart_scale.xz" replaced the data set with the model)
+        for candidate in (lambda: other, lambda: find_data_file(other)):
+            try:
+                same = same or os.path.samefile(path, candidate())
+            except (OSError, ValueError, TypeError):
+                pass
         if same:
-            raise UsageError(f"argument --output (-m): {path} is the data file {name}; writing "
-                             "the model there would overwrite it")
+            raise UsageError(f"argument {option}: {path} is the input file {name}; writing {what} "
+                             "there would overwrite it")
 
 
 def _fmt(v, digits=4):
@@ -849,6 +854,11 @@ def cmd_predict(args):
     reason = model.unpredictable_reason()
     if reason is not None:
         raise UsageError(f"argument MODEL: {args.model}: cannot predict a data file: {reason}")
+    if args.output:
+        # found by review: "-o TEST" replaced the test data with the labels, "-o MODEL"
+        # the model, and "-o FIFO" blocked
+        _check_output(args.output, (("MODEL", args.model), ("TEST", args.test)),
+                      "-o/--output", "the predicted labels")
     n = model.n_features
     X, y = _load(args.test, "TEST")
     if X.shape[1] > n:

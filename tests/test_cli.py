@@ -933,7 +933,7 @@ def test_fit_refuses_model_paths_it_cannot_or_must_not_write(tmp_path):
     cases = [(["-m", os.devnull], "is not a regular file"),
              (["-m", fifo], "is not a regular file"),
              (["-m", tmp_path], "is not a regular file"),
-             (["-m", train], "is the data file TRAIN"),
+             (["-m", train], "is the input file TRAIN"),
              (["--param", "eps=1e-3", "--param", "eps=1e-4"], "eps is given twice")]
     for argv, message in cases:
         proc = subprocess.run([sys.executable, "-m", "marginkit", "fit", str(train), "-q",
@@ -943,6 +943,29 @@ def test_fit_refuses_model_paths_it_cannot_or_must_not_write(tmp_path):
         assert proc.returncode == 2 and message in proc.stderr, (argv, proc.stderr)
         assert "Traceback" not in proc.stderr
     assert train.read_bytes() == before
+
+
+def test_predict_refuses_output_paths_it_cannot_or_must_not_write(tmp_path):
+    """Found by review: ``predict MODEL TEST -o TEST`` replaced the test data with the
+    labels and ``-o MODEL`` the model (exit 0), and ``-o FIFO`` blocked. Each is a usage
+    error before the prediction, as fit's ``-m``."""
+    train = _three_classes(tmp_path / "train.txt", 40, 0)
+    test = _three_classes(tmp_path / "test.txt", 20, 1)
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    model = tmp_path / "model.mk"
+    subprocess.run([sys.executable, "-m", "marginkit", "fit", str(train), "-q", "-m",
+                    str(model)], check=True, env=env, cwd=tmp_path, timeout=120)
+    before = {p: p.read_bytes() for p in (test, model)}
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    for out, message in ((test, "is the input file TEST"), (model, "is the input file MODEL"),
+                         (fifo, "is not a regular file"), (tmp_path, "is not a regular file")):
+        proc = subprocess.run([sys.executable, "-m", "marginkit", "predict", str(model),
+                               str(test), "-o", str(out)], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=120)
+        assert proc.returncode == 2 and message in proc.stderr, (out, proc.stderr)
+        assert "Traceback" not in proc.stderr
+    assert all(p.read_bytes() == b for p, b in before.items())
 
 
 def test_fit_refuses_to_overwrite_a_data_set_given_by_name(data_dir, tmp_path):
@@ -962,7 +985,7 @@ def test_fit_refuses_to_overwrite_a_data_set_given_by_name(data_dir, tmp_path):
         proc = subprocess.run([sys.executable, "-m", "marginkit", "fit", *argv, "-q", "-m",
                                str(data / "heart_scale.xz")], capture_output=True, text=True,
                               env=env, cwd=tmp_path, timeout=120)
-        assert proc.returncode == 2 and "is the data file" in proc.stderr, proc.stderr
+        assert proc.returncode == 2 and "is the input file" in proc.stderr, proc.stderr
     assert (data / "heart_scale.xz").read_bytes() == before
 
 

@@ -272,3 +272,11 @@ def test_float32_overflow_is_refused(tmp_path):
     assert X.data.max() == 1e39
     with pytest.raises(ValueError, match=r"feature 3 in sample 1 \(0-based\) overflows float32"):
         mk.datasets.load_libsvm(path, dtype=np.float32)
+
+
+def test_load_libsvm_refuses_n_features_beyond_int64(tmp_path):
+    """Found by review: n_features=2**70 raised OverflowError inside the compiled parser."""
+    path = tmp_path / "t.txt"
+    path.write_text("1 1:2\n-1 2:1\n")
+    with pytest.raises(ValueError, match="n_features=.* is beyond"):
+        mk.datasets.load_libsvm(path, n_features=2**70)

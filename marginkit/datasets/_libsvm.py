@@ -435,6 +435,11 @@ def load_libsvm(name_or_path, n_features=None, dtype=np.float64):
             raise TypeError(f"n_features={n_features!r} must be None or a positive int")
         if n_features < 1:
             raise ValueError(f"n_features={n_features} must be >= 1")
+        if n_features > np.iinfo(np.int64).max:
+            # found by review: 2**70 raised OverflowError inside the compiled parser
+            raise ValueError(f"n_features={n_features} is beyond the largest column index a "
+                             f"sparse matrix can hold ({np.iinfo(np.int64).max}); pass the "
+                             "number of columns of the training data")
         n_features = int(n_features)
     try:
         as_float32 = np.dtype(dtype) == np.float32
