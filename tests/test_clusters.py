@@ -89,3 +89,13 @@ def test_memory_is_the_output_plus_one_block():
 def test_bad_arguments(kw, match):
     with pytest.raises(ValueError, match=match):
         make_clusters(**kw)
+
+
+def test_shapes_beyond_memory_are_refused_by_name():
+    """Found by review: n_features=2**40 (CSR output) and a dense 10^12 x 10^6 X died in
+    numpy's allocator (MemoryError from inside the generator)."""
+    # beyond any address space (8 PiB), whatever the machine's overcommit policy
+    with pytest.raises(ValueError, match="n_features=1125899906842624"):
+        make_clusters(10, 2**50, nnz_per_row=2)
+    with pytest.raises(ValueError, match="the dense X takes"):
+        make_clusters(10**12, 10**6)

@@ -137,15 +137,33 @@ def make_clusters(n_samples=None, n_features=None, *, like=None, nnz_per_row=Non
         if k > d:
             raise ValueError(f"nnz_per_row={k} must be at most n_features={d}")
     rng = check_random_state(random_state)
-    u = rng.standard_normal(d)
+    try:
+        # the clusters' direction is a dense d-vector, also for CSR output (found by
+        # review: n_features=2**40 died in numpy's allocator)
+        u = rng.standard_normal(d)
+    except MemoryError:
+        raise ValueError(f"n_features={d}: the clusters' direction is a dense vector of "
+                         f"{8.0 * d / 2**30:.3g} GiB, more than this machine can allocate; "
+                         "ask for fewer features") from None
     u /= np.linalg.norm(u)
-    y = np.empty(n)
     if nnz_per_row is None:
-        X = np.empty((n, d), dtype=dt)
+        try:
+            y = np.empty(n)
+            X = np.empty((n, d), dtype=dt)
+        except MemoryError:
+            raise ValueError(f"n_samples={n}, n_features={d}: the dense X takes "
+                             f"{float(n) * d * dt.itemsize / 2**30:.3g} GiB, more than this "
+                             "machine can allocate; ask for fewer rows or features, or CSR "
+                             "output (nnz_per_row)") from None
         for lo in range(0, n, BLOCK_ROWS):
             hi = min(n, lo + BLOCK_ROWS)
             X[lo:hi] = _dense_block(rng, hi - lo, u, separation, radius, noise, offset, y[lo:hi])
         return X, y
+    try:
+        y = np.empty(n)
+    except MemoryError:
+        raise ValueError(f"n_samples={n}: the labels alone take {8.0 * n / 2**30:.3g} GiB, "
+                         "more than this machine can allocate; ask for fewer rows") from None
     return _sparse(rng, n, d, k, u, separation, radius, noise, dt, y), y
 
 
