@@ -730,3 +730,15 @@ def test_a_callable_kernel_that_is_not_symmetric_is_refused(solver):
 
     with pytest.raises(ValueError, match="callable kernel asym: K is not symmetric"):
         mk.solve(X, y, solver=solver, kernel=asym, max_iter=200)
+
+
+def test_snkpvn_takes_a_float32_centre_in_the_simplex():
+    """Found by review: the uniform centre q = 1/n given in float32 sums to 1 - 1.5e-8 and
+    was refused (tolerance 1e-8, the sum printed as '1'); entries are read in their own
+    precision and scaled onto the simplex."""
+    X, y = make_xor(40, noise=0.1, random_state=0)[:2]
+    q32 = np.full(len(y), 1.0 / len(y), dtype=np.float32)
+    res = mk.solve(X, y, solver="snkpvn", q=q32)
+    assert res.status == "infeasible" and res.certificate.verify(X, y)
+    with pytest.raises(ValueError, match="sum 0.9"):
+        mk.solve(X, y, solver="snkpvn", q=q32 * np.float32(0.99))
