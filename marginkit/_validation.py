@@ -611,7 +611,16 @@ def checked_csr(X, name="X", row_offset=0):
     if not canonical:
         Xc = Xc.copy()  # private arrays: sum_duplicates works in place
         Xc.has_sorted_indices = False
-        Xc.sum_duplicates()  # sorts the indices too; the structure is valid by now
+        with np.errstate(over="ignore"):
+            Xc.sum_duplicates()  # sorts the indices too; the structure is valid by now
+        if Xc.nnz and not np.isfinite(Xc.data).all() and np.isfinite(data).all():
+            # finite entries whose duplicates sum past float64's range (found by review:
+            # the message said "contains NaN or infinity")
+            row = int(np.searchsorted(Xc.indptr, np.flatnonzero(~np.isfinite(Xc.data))[0],
+                                      side="right") - 1) + row_offset
+            raise ValueError(f"{name} ({label}): the duplicate entries of row {row} sum "
+                             f"beyond {Xc.data.dtype}'s range (scipy adds duplicates); "
+                             "rescale X or remove the duplicates")
     return Xc
 
 

@@ -311,3 +311,12 @@ def test_first_format_files_still_load(tmp_path):
         back = mk.load_result(tmp_path / "old.npz")
     np.testing.assert_array_equal(back.predict(X), res.predict(X))
     assert back.certificate.verify(X, y) and isinstance(back.config, mk.Config)
+
+
+def test_csr_duplicates_that_sum_past_the_range_are_named():
+    """Found by review: finite duplicate entries whose sum overflows were refused as
+    "contains NaN or infinity ... remove or impute them"."""
+    X = sp.csr_matrix((np.array([1e308, 1e308, 1.0]), np.array([0, 0, 1]),
+                       np.array([0, 2, 3])), shape=(2, 2))
+    with pytest.raises(ValueError, match="duplicate entries of row 0 sum beyond float64"):
+        mk.solve(X, np.array([1, -1]), solver="dcd")
