@@ -108,8 +108,17 @@ def predict(result, X, n_features=None):
                              meta=np.empty((0,), dtype=classes.dtype))
 
 
-def _block_scores(block, result):
-    return result.decision_function(block)
+def _block_scores(block, result, block_info=None):
+    """The scores of one row chunk; NaN/inf rows are named by their row in X (found by
+    review: the chunk's own row numbers were given)."""
+    try:
+        return result.decision_function(block)
+    except ValueError as exc:
+        if "NaN or infinity" not in str(exc) or not block_info:
+            raise
+        rows = _nonfinite_rows(block) + block_info[0]["array-location"][0][0]
+        raise ValueError(f"X contains NaN or infinity in row(s) {rows[:10].tolist()}"
+                         f"{' ...' if rows.size > 10 else ''}; remove or impute them") from None
 
 
 def _block_labels(scores, classes):

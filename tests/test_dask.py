@@ -920,3 +920,17 @@ def test_estimator_fits_a_dask_array_in_memory_sparse_chunks_kept_sparse(sparse)
     own = SVMClassifier().fit(X, y)
     assert got.status_ == own.status_ == "certified"
     np.testing.assert_array_equal(got.result_.dual_coef_, own.result_.dual_coef_)
+
+
+def test_predict_names_a_nan_row_by_its_row_in_x():
+    """Found by review: predict on a dask array named a NaN row by its row in the chunk
+    (5) rather than in X (35), as solve does."""
+    da = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    res = mk.solve(X, y, solver="fista")
+    Z = X.copy()
+    Z[35, 1] = np.nan
+    with pytest.raises(ValueError, match=r"row\(s\) \[35\]"):
+        res.predict(da.from_array(Z, chunks=(10, 3))).compute()
