@@ -720,3 +720,13 @@ def test_nystroem_map_of_the_chain_is_the_referees_own():
     primal.representation = "primal"
     verdict = primal.check(X, y)
     assert not verdict and "representation 'primal' is not the run's" in verdict.reason
+
+
+def test_a_squared_loss_target_beyond_float64_is_named():
+    """Found by review: y = 1e200 x_0 on well-scaled X ended the run with a warning that
+    blamed X only; the squared loss reads y's magnitude too."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    with pytest.warns(RuntimeWarning, match="entries of X or y too large"):
+        res = mk.solve(X, 1e200 * X[:, 0], solver="iterated_tikhonov", loss="squared")
+    assert res.status != "converged"

@@ -43,9 +43,12 @@ class _GuardedNewton:
         except (np.linalg.LinAlgError, ValueError):
             ok = False
         if not ok:
+            # the squared loss reads y's magnitude too (found by review: y = 1e200 x_0
+            # on well-scaled X was blamed on X)
+            which = "X or y" if getattr(self, "loss_name", None) == "squared" else "X"
             self.failed = ("the Newton system is not numerically positive definite or not "
-                           "finite (entries of X too large or too small for float64?); "
-                           "rescale X")
+                           f"finite (entries of {which} too large or too small for "
+                           f"float64?); rescale {which}")
             warnings.warn(f"iterated_tikhonov: {self.failed}", RuntimeWarning, stacklevel=2)
             self.decrement = np.inf
             self.done = True
