@@ -963,7 +963,13 @@ same one `verify` runs:
   and by every solver, so the problem a solver certifies is the one the referee checks,
   whatever $X$'s dtype;
 * a kernel that is not positive semi-definite on the data ($p^\top G p < 0$ beyond rounding) ends
-  the run with `NotPositiveSemidefiniteError` (a `ValueError`), not a certificate.
+  the run with `NotPositiveSemidefiniteError` (a `ValueError`), not a certificate; a norm in
+  $G$ (the infeasibility claim, the margin bounds) is trusted for a precomputed, callable or
+  plug-in kernel only after a Cholesky factorization of its normalized Gram matrix proves
+  $\lambda_{\min}(G) \ge -\delta$ ($n \le 4096$; the claim is checked on $G + \delta I$, and a
+  float32 Gram matrix counts its entries' rounding in $\delta$): found by review, a
+  copositive but indefinite Gram matrix had $p^\top G p = 0$ with $G p \ne 0$ and a verified
+  "infeasible" claim.
 
 The solvers' own fast paths were fixed where they gave false claims: the RBF Gram is computed
 on centered rows, and rows whose cancellation bound exceeds the kernel's tolerance are
