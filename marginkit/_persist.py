@@ -138,6 +138,24 @@ class _NotOurs(ValueError):
 
 
 # ============================================================================ saving
+def _check_writable(path):
+    """``ValueError`` for a path that exists and is not a regular file (a FIFO, where the
+    write would block until a reader comes; a directory; a device), as ``load_result`` and
+    the CLI refuse them (found by review: ``save`` to a FIFO blocked)."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except (OSError, TypeError, ValueError):
+        return  # open() reports it
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{path} is not a regular file (a directory, a device or a FIFO); "
+                         "save the result to a file")
+
+
 def save_fields(fields, path):
     """Write a result's ``fields`` (field name -> value, every field of ``Result``) to
     ``path`` (``Result.save``)."""
@@ -147,6 +165,7 @@ def save_fields(fields, path):
     header = json.dumps({"__result__": VERSION, "fields": fields}, allow_nan=False).encode()
     buf = io.BytesIO()
     np.savez_compressed(buf, __meta__=np.frombuffer(header, dtype=np.uint8), **arrays)
+    _check_writable(path)
     with open(path, "wb") as fh:
         fh.write(buf.getvalue())
 
@@ -156,6 +175,10 @@ class _Encoder:
         self.arrays = arrays
 
     def array(self, arr, where):
+        if arr.dtype.kind == "O" and arr.size and all(isinstance(v, str) for v in arr.flat):
+            # strings in an object array (pandas' labels; found by review: such a fit
+            # could not be saved) are stored as a unicode array, read back as one
+            arr = arr.astype(str)
         if arr.dtype.kind not in _ARRAY_KINDS:
             raise TypeError(f"cannot save {where}: arrays of dtype {arr.dtype} need pickle "
                             "(object arrays or custom objects); use pickle for this result")

@@ -803,6 +803,13 @@ def check_missing_labels(arr, name="y"):
     if arr.dtype.kind == "O" and has_nan_label(arr):
         raise ValueError(f"{name} contains NaN or another missing label (NaT, None, pandas "
                          "NA); every sample needs a label")
+    if arr.dtype.kind == "O":
+        odd = next((v for v in arr.ravel() if isinstance(v, (tuple, list, dict, set,
+                                                            np.ndarray))), None)
+        if odd is not None:
+            # found by review: tuple labels gave numpy's "operands could not be broadcast"
+            raise TypeError(f"{name} holds a label of type {type(odd).__name__} ({odd!r:.40}); "
+                            "a label is a number or a string")
     if arr.dtype.kind in "Mm" and np.isnat(arr).any():
         raise ValueError(f"{name} contains NaT (a missing date or duration); every sample "
                          "needs a label")

@@ -320,3 +320,27 @@ def test_csr_duplicates_that_sum_past_the_range_are_named():
                        np.array([0, 2, 3])), shape=(2, 2))
     with pytest.raises(ValueError, match="duplicate entries of row 0 sum beyond float64"):
         mk.solve(X, np.array([1, -1]), solver="dcd")
+
+
+def test_save_refuses_a_fifo_and_stores_object_string_labels(tmp_path):
+    """Found by review: Result.save to a FIFO blocked (load_result and the CLI refuse
+    one), and a fit on object-dtype string labels (pandas' labels) could not be saved
+    ("arrays of dtype object need pickle"); tuple labels gave numpy's broadcasting error."""
+    from marginkit.sklearn import SVMClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = np.where(X[:, 0] > 0, "x", "y").astype(object)
+    res = SVMClassifier().fit(X, y).result_
+    fifo = tmp_path / "r.npz"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        res.save(fifo)
+    res.save(tmp_path / "s.npz")
+    back = mk.load_result(tmp_path / "s.npz")
+    assert back.classes_.tolist() == ["x", "y"] and back.certificate.verify(X, y)
+    assert np.array_equal(back.predict(X), res.predict(X))
+    tuples = np.empty(40, dtype=object)
+    tuples[:] = [(1, 2) if v == "x" else (3, 4) for v in y]
+    with pytest.raises(TypeError, match="label of type tuple"):
+        mk.solve(X, tuples)
