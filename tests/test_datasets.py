@@ -177,6 +177,15 @@ def test_mnist_idx_errors(tmp_path):
         mk.datasets.load_mnist_idx(_write(tmp_path, "cut", full[:-3]), ip)
     with pytest.raises(ValueError, match="labels file"):
         mk.datasets.load_mnist_idx(ip, ip)
+    # found by review: float labels were cast silently (0.5 -> 0, NaN -> -2^63), and an
+    # images file without pixels gave numpy's reshape error
+    header = bytes([0, 0, 0x0E, 1]) + struct.pack(">I", 5)
+    floats = _write(tmp_path, "labf", header + struct.pack(">5d", 0, 1, 0.5, 2, np.nan), None)
+    with pytest.raises(ValueError, match="label 2 is 0.5, not an integer"):
+        mk.datasets.load_mnist_idx(ip, floats)
+    with pytest.raises(ValueError, match="holds no pixels"):
+        mk.datasets.load_mnist_idx(_idx(tmp_path, "img0", np.zeros((0, 0))),
+                                   _idx(tmp_path, "lab0", np.zeros(0)))
 
 
 def test_mnist_t10k(data_dir):

@@ -96,6 +96,15 @@ def load_mnist_idx(images, labels, scale=True, dtype=np.float64):
             f"{ipath} has {imgs.shape[0]} images but {lpath} has {labs.shape[0]} labels; "
             "pass matching files"
         )
+    if labs.dtype.kind == "f":
+        # found by review: float labels were cast silently (0.5 -> 0, NaN -> -2^63)
+        whole = np.isfinite(labs) & (labs == np.round(labs))
+        if not whole.all():
+            i = int(np.flatnonzero(~whole)[0])
+            raise ValueError(f"{lpath}: label {i} is {float(labs[i])!r}, not an integer; an IDX "
+                             "labels file holds integer classes")
+    if imgs.size == 0:
+        raise ValueError(f"{ipath}: the images file holds no pixels (shape {imgs.shape})")
     X = imgs.reshape(imgs.shape[0], -1).astype(dtype)
     if scale:
         X /= 255.0
