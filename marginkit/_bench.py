@@ -34,6 +34,7 @@ a solver that is not (yet) registered is skipped with a note.
 import argparse
 import contextlib
 import json
+import math
 import os
 import platform
 import statistics
@@ -779,6 +780,30 @@ def main(argv=None):
     if args.repeat is not None and args.repeat < 1:
         print("marginkit bench: --repeat must be >= 1", file=sys.stderr)
         return 2
+    # found by review: --seed -1 gave an empty table (every data set "skipped"), --budget
+    # nan was taken, and --json naming a FIFO blocked (a directory: a traceback after the
+    # whole run); each is a usage error before any work
+    if args.seed < 0:
+        print("marginkit bench: --seed must be >= 0", file=sys.stderr)
+        return 2
+    if not (math.isfinite(args.budget) and args.budget > 0):
+        print(f"marginkit bench: --budget must be a positive number of seconds, got "
+              f"{args.budget}", file=sys.stderr)
+        return 2
+    if args.json is not None:
+        import stat
+
+        try:
+            mode = os.stat(args.json).st_mode
+        except FileNotFoundError:
+            mode = None
+        except OSError as exc:
+            print(f"marginkit bench: --json {args.json}: {exc.strerror}", file=sys.stderr)
+            return 2
+        if mode is not None and not stat.S_ISREG(mode):
+            print(f"marginkit bench: --json {args.json} is not a regular file (a directory, "
+                  "a device or a FIFO); name a file to write the report to", file=sys.stderr)
+            return 2
     repeat = args.repeat or (2 if args.quick else 5)
     if args.data:
         names = [s.strip() for s in args.data.split(",") if s.strip()]

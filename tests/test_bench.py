@@ -319,3 +319,15 @@ def test_liblinear_scores_agree_with_liblinear_predict():
     assert fit.status == "converged" and fit.n_iter >= 1
     # C = 64 / n_train, as in paper 001, sec. 5.1
     assert model.param.C == pytest.approx(64.0 / ds.n_train)
+
+
+def test_bench_refuses_bad_arguments_before_any_work(tmp_path):
+    """Found by review: --seed -1 gave an empty table (exit 0), --budget nan was taken,
+    --json naming a FIFO blocked and a directory gave a traceback after the whole run."""
+    from marginkit import _bench
+
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    for argv in (["--seed", "-1"], ["--budget", "nan"], ["--budget", "0"],
+                 ["--json", str(fifo)], ["--json", str(tmp_path)]):
+        assert _bench.main(["--quick", *argv]) == 2, argv
