@@ -363,6 +363,25 @@ def decision_boundary(result, X, y, ax=None, resolution=200, margin_frac=0.1):
     X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=float)
     if X.ndim != 2 or X.shape[1] != 2:
         raise ValueError(f"decision_boundary() needs 2-D data, X has shape {X.shape}")
+    # the grid is built from X, resolution and margin_frac: each checked first (found by
+    # review: a NaN in X was reported in the grid's rows, resolution=10**6 asked numpy for
+    # 7 TiB, an overflowing span was called a NaN in X)
+    bad = np.flatnonzero(~np.isfinite(X).all(axis=1))
+    if bad.size:
+        raise ValueError(f"X contains NaN or infinity in row(s) {bad[:10].tolist()}; "
+                         "remove or impute them")
+    if isinstance(resolution, bool) or not isinstance(resolution, (int, np.integer)) \
+            or not 2 <= resolution <= 4096:
+        raise ValueError(f"resolution={resolution!r} must be an int in [2, 4096] (the grid "
+                         "has resolution^2 points)")
+    if not (np.isfinite(margin_frac) and margin_frac >= 0):
+        raise ValueError(f"margin_frac={margin_frac!r} must be a finite number >= 0")
+    with np.errstate(over="ignore", invalid="ignore"):
+        span = X.max(axis=0) - X.min(axis=0)
+        edges = np.abs(X).max(axis=0) + (1.0 + margin_frac) * span
+    if not np.all(np.isfinite(edges)):
+        raise ValueError("X's range overflows float64 once padded by margin_frac; rescale X "
+                         "for the plot")
     y = np.asarray(y).ravel()
     if y.shape[0] != X.shape[0]:
         raise ValueError(f"y has {y.shape[0]} labels, X has {X.shape[0]} rows")

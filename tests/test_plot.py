@@ -194,3 +194,21 @@ def test_decision_boundary_of_fitted_estimators():
         mkplot.decision_boundary(per, X, y)
     with pytest.raises(TypeError, match="marginkit.Result or a fitted marginkit.sklearn"):
         mkplot.decision_boundary(object(), X, y)
+
+
+def test_decision_boundary_checks_x_and_the_grid_first():
+    """Found by review: a NaN in X was reported in the grid's rows, a finite X whose padded
+    range overflows was called NaN, resolution=10**6 asked numpy for 7 TiB and
+    resolution=0 said "X is empty"."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    res = mk.solve(X, y, solver="fista")
+    Z = X.copy()
+    Z[3, 0] = np.nan
+    for kw, message in ((dict(X=Z), r"row\(s\) \[3\]"), (dict(X=X * 6e307), "overflows"),
+                        (dict(X=X, resolution=10**6), "resolution=1000000"),
+                        (dict(X=X, resolution=0), "resolution=0")):
+        with pytest.raises(ValueError, match=message):
+            mkplot.decision_boundary(res, y=y, **kw)
+    plt.close("all")
