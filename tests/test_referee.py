@@ -699,3 +699,32 @@ def test_predict_on_float32_rows_agrees_with_the_certified_separator():
     assert np.all(y * f > 0)
     assert np.array_equal(res.predict(X), y)
     assert np.array_equal(res.decision_function(X), res.decision_function(X.astype(np.float64)))
+
+
+def test_a_claim_only_the_psd_allowance_refuses_is_said_at_once(monkeypatch):
+    """Found by review: on a 4,096-point linear Gram matrix the allowance delta of the PSD
+    proof (about 2e-9 there) pushed a spread p's bound above eps = 1e-6, and the run retried
+    the claim as its p improved, factoring the matrix each time, until its time limit. The
+    proof's answer is kept for the same matrix, and a claim that holds for the matrix as
+    computed but not with the allowance is refused by name with the eps that would pass."""
+    import marginkit.certificates as C
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(200, 5))
+    y = np.where(rng.random(200) < 0.5, 1, -1)
+    K = X @ X.T
+    res = mk.solve(K, y, solver="isnkpvn", kernel="precomputed")
+    assert res.status == "infeasible"
+    calls = []
+    real = C._psd_shift_of
+    monkeypatch.setattr(C, "_psd_shift_of", lambda *a: calls.append(1) or real(*a))
+    C._PSD_MEMO.clear()
+    assert res.certificate.verify(K, y) and res.certificate.verify(K, y)
+    assert len(calls) == 1  # the second check reads the first one's answer
+    C._PSD_MEMO.clear()
+    # an allowance below n eps^2 (some p could absorb it) that this p cannot absorb
+    monkeypatch.setattr(C, "_psd_shift_of", lambda *a: 1.9e-10)
+    with pytest.raises(NotPositiveSemidefiniteError, match="holds for the Gram matrix as "
+                                                           "computed.*ask for eps >="):
+        res.certificate.verify(K, y)
+    C._PSD_MEMO.clear()
