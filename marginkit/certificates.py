@@ -475,8 +475,8 @@ def gram_psd_shift(X, kernel):
     2^-24 |K| to EG, as ``iterated_tikhonov`` reads one), in increasing order: the
     first that completes gives R^T R = fl(S~ + c I) + dA with |dA| <= gamma_{n+1} |R^T| |R|
     (Higham, Theorem 10.3), so lambda_min(G) >= -(c + u max|S~_ii + c| + gamma_{n+1}
-    ||R||_F^2 + ||EG||_F) (doubled for the bound's own evaluation), as ``_psd_gap`` of the
-    kernel SVM referee. The claim is then checked with p^T (G + delta I) p, a PSD form: it
+    ||R||_F^2 + ||EG||_F) (``kernels._psd.cholesky_psd_gap``, as for the kernel SVM
+    referee). The claim is then checked with p^T (G + delta I) p, a PSD form: it
     holds for K itself when K is PSD, and otherwise for the PSD kernel K + delta diag(K)
     on the data, within delta of K.
 
@@ -542,6 +542,7 @@ def _gram_digest(X):
 def _psd_shift_of(X, kernel, n):
     """``gram_psd_shift`` of validated rows X (n >= 1 of them): the factorizations."""
     from . import _referee as R
+    from .kernels._psd import cholesky_psd_gap
 
     S = np.empty((n, n))
     E = None
@@ -592,24 +593,13 @@ def _psd_shift_of(X, kernel, n):
     eF, eerr = R.scaled_norm(EG, overwrite=True)
     del EG
     eF = (eF + eerr) * (1.0 + 4 * U)
-    dmax = float(np.max(np.abs(np.diagonal(S)), initial=0.0))
     c0 = 4.0 * (n + 2.0) ** 2 * U
     # shifts at the factorization's own rounding and at the entries' (a shift below eF
     # gains nothing: delta includes eF)
-    for c in sorted({c0 * k for k in _PSD_SHIFTS} | {eF, 4.0 * eF} - {0.0}):
-        A = S.copy()
-        A[np.diag_indices(n)] += c
-        try:
-            L = np.linalg.cholesky(A)
-        except np.linalg.LinAlgError:
-            continue
-        del A
-        if not np.all(np.isfinite(L)):
-            continue
-        rF, erF = R.scaled_norm(L, overwrite=True)
-        rF2 = (rF + erF) ** 2 * (1.0 + 4 * U)
-        # (1 + 1e-6): the few roundings of this sum (rF2 and eF carry their own)
-        return (c * (1.0 + U) + U * (dmax + c) + R.gamma(n + 1) * rF2 + eF) * (1.0 + 1e-6)
+    delta = cholesky_psd_gap(S, eF, sorted({c0 * k for k in _PSD_SHIFTS} | {eF, 4.0 * eF}
+                                           - {0.0}))
+    if delta is not None:
+        return delta
     raise NotPositiveSemidefiniteError(
         f"the kernel is not positive semi-definite on this data: its normalized Gram "
         f"matrix plus {max(c0 * _PSD_SHIFTS[-1], 4.0 * eF):.2g} I has no Cholesky "

@@ -52,3 +52,46 @@ def fresh_psd_kernel(kernel):
     except (AttributeError, TypeError, ValueError) as exc:
         raise ValueError(f"the kernel's parameters are not ones {cls.__name__} accepts "
                          f"({exc}): it is not positive semi-definite by construction") from None
+
+
+def cholesky_psd_gap(S, eF, shifts, below=float("inf"), safety=1.0 + 1e-6):
+    """The first delta, over the shifts c of ``shifts`` in turn, with lambda_min(S*) >=
+    -delta for every symmetric S* within ``eF`` of the float64 matrix S in Frobenius norm
+    (``eF`` bounds ||S* - S||_F, the entries' own errors), that is below ``below``; None
+    when none is.
+
+    When the float64 Cholesky factorization of fl(S + c I) runs to completion, R^T R =
+    fl(S + c I) + dA with |dA| <= gamma_{n+1} |R^T| |R| (Higham, "Accuracy and Stability
+    of Numerical Algorithms", Theorem 10.3), so ||dA||_2 <= gamma_{n+1} ||R||_F^2, the
+    diagonal's shift is within u max|S_ii + c|, and
+
+        lambda_min(S*) >= -(c + u max|S_ii + c| + gamma_{n+1} ||R||_F^2 + eF),
+
+    the terms after c times ``safety`` (1 + 1e-6 covers the roundings of this sum; ||R||_F
+    carries its own bound; the kernel SVM's referee keeps a factor 2). The
+    perceptron family's referee (``certificates.gram_psd_shift``) and the kernel SVM's
+    (``_psd_gap``) both prove positive semi-definiteness this way.
+    """
+    import numpy as np
+
+    from .. import _referee as R
+
+    n = S.shape[0]
+    dmax = float(np.max(np.abs(np.diagonal(S)), initial=0.0))
+    for c in shifts:
+        A = S.copy()
+        A[np.diag_indices(n)] += c
+        try:
+            L = np.linalg.cholesky(A)
+        except np.linalg.LinAlgError:
+            continue
+        del A
+        if not np.all(np.isfinite(L)):
+            continue
+        rF, erF = R.scaled_norm(L, overwrite=True)
+        rF2 = (rF + erF) ** 2 * (1.0 + 4 * R.UNIT)
+        delta = c * (1.0 + R.UNIT) + safety * (R.UNIT * (dmax + c) + R.gamma(n + 1) * rF2
+                                               + eF)
+        if delta < below:
+            return delta
+    return None

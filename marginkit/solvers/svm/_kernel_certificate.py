@@ -25,7 +25,7 @@ from ... import _referee as R
 from ...certificates import (Certificate, Verdict, certificate_type, kernel_mismatch, labels_pm,
                             predictor_fingerprint, stored_r_mask)
 from ..._validation import check_sample_weight
-from ...kernels._psd import PSD_MAX_N, fresh_psd_kernel
+from ...kernels._psd import PSD_MAX_N, cholesky_psd_gap, fresh_psd_kernel
 from ._thresholds import certify_level, claim_shortfall, rows_mismatch, run_thresholds, \
     stored_mismatch, stored_thresholds
 
@@ -627,32 +627,16 @@ def _products_full(X, kernel, u, absu, mu):
 
 
 def _psd_gap(S, E, mu):
-    """The smallest delta the referee proves with lambda_min(S_exact) >= -delta, or inf.
-
-    For c = mu/1024, mu/32, mu/2 in turn: when the float64 Cholesky factorization of
-    fl(S + c I) runs to completion, R^T R = fl(S + c I) + dA with |dA| <= gamma_{n+1}
-    |R^T| |R| (Higham, Theorem 10.3), so ||dA||_2 <= gamma_{n+1} ||R||_F^2 and
-    lambda_min(S_exact) >= -(c + u max|S_ii + c| + gamma_{n+1} ||R||_F^2 + ||E||_F).
-    """
+    """The smallest delta the referee proves with lambda_min(S_exact) >= -delta below mu,
+    from the float64 Cholesky factorizations of fl(S + c I) for c = mu/1024, mu/32, mu/2 in
+    turn (``kernels._psd.cholesky_psd_gap``; E bounds the entries' errors)."""
     n = S.shape[0]
     eF, _ = R.scaled_norm(E)
     eF *= 1.0 + R.gamma(n * n + 2)
-    dmax = float(np.max(np.abs(np.diagonal(S)), initial=0.0))
-    for c in (mu / 1024.0, mu / 32.0, mu / 2.0):
-        A = S.copy()
-        A[np.diag_indices(n)] += c
-        try:
-            L = np.linalg.cholesky(A)
-        except np.linalg.LinAlgError:
-            continue
-        del A
-        if not np.all(np.isfinite(L)):
-            continue
-        rF, erF = R.scaled_norm(L)
-        rF2 = (rF + erF) ** 2 * (1.0 + 4 * U)
-        delta = c * (1.0 + U) + _SAFETY * (U * (dmax + c) + R.gamma(n + 1) * rF2 + eF)
-        if delta < mu:
-            return delta
+    delta = cholesky_psd_gap(S, eF, (mu / 1024.0, mu / 32.0, mu / 2.0), below=mu,
+                             safety=_SAFETY)
+    if delta is not None:
+        return delta
     raise _Reject("cannot establish that the kernel is PSD on this data: the Cholesky "
                   f"factorization of K + c I fails for c = mu/2 = {mu / 2:.3g} (K has an "
                   "eigenvalue below -mu/2 on this data, or is too close to one); a precomputed "
