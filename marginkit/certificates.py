@@ -416,32 +416,30 @@ def _gram_products(X, ypm, kernel, v):
     V = v.reshape(n, -1)
     tv = t * V
     g, A, B = np.empty(V.shape), np.empty(V.shape), np.zeros(V.shape)
-    # absolute errors of products that underflow (eta each; found by review: t up to
-    # 2^530 amplified them into a forged separator's "margin" of 9e-165): t_j v_j (n),
-    # then K_ij (t v)_j (n per row), both scaled by t_i, the first through |K_ij| too
-    # (v's own scaling by a power of two loses at most eta per entry, as t v's products)
+    # absolute errors of results that underflow, eta / 2 each (found by review: t up to
+    # 2^530 amplified them into a forged separator's "margin" of 9e-165): v_j's scaling by a
+    # power of two and t_j v_j, through K_ij (|K_ij| (|t_j| + 1) eta / 2; found by review
+    # too: t_j = 2^99.5 amplified the first), and the n products K_ij (t v)_j of a row, all
+    # scaled by t_i (counted as eta each)
     under = np.empty(n)
+    at1 = np.abs(t[:, 0]) + 1.0
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         K, E = _gram_rows(X, kernel, lo, hi)
         g[lo:hi] = t[lo:hi] * (K @ tv)
         aK = np.abs(K)
         A[lo:hi] = np.abs(t[lo:hi]) * (aK @ np.abs(tv))
-        under[lo:hi] = np.abs(t[lo:hi, 0]) * (2.0 * aK.sum(axis=1) * (1 + (n + 2) * U)
-                                              + n + 2) * ETA
+        under[lo:hi] = np.abs(t[lo:hi, 0]) * ((aK @ at1) * (1 + (n + 2) * U) + n + 2) * ETA
         if E is not None:
             B[lo:hi] = np.abs(t[lo:hi]) * (E @ np.abs(tv))
     err = SAFETY * (((n + 4) * U + 2 * delta) * A + B + under[:, None])
     return g.reshape(v.shape), err.reshape(v.shape), False
 
 
-#: the Cholesky shifts ``gram_psd_shift`` tries, in units of c0 = 4 (n + 2)^2 u
-_PSD_SHIFTS = (1.0, 32.0, 1024.0, 32768.0)
-
-
-class PSDUnprovenError(ValueError):
+class PSDUnprovenError(NotPositiveSemidefiniteError):
     """The referee cannot establish that a kernel is positive semi-definite on the data
-    (a Gram matrix larger than it factors); not a proof that it is not."""
+    (a Gram matrix larger than it factors); not a proof that it is not. A run meets it as
+    it meets ``NotPositiveSemidefiniteError``: at its first claim that needs it."""
 
 
 def _psd_kernel(kernel):
@@ -470,9 +468,14 @@ def gram_psd_shift(X, kernel):
     From the kernel's careful Gram rows (entry bounds E; none for a precomputed matrix),
     the symmetrized normalized S~ = T (K + K^T)/2 T, T = diag(1/sqrt(K_ii)), within EG of
     G (the asymmetric part, E, the diagonal's error through T, the roundings), and float64
-    Cholesky factorizations of S~ + c I for c = c0, 32 c0, ..., and ||EG||_F, 4 ||EG||_F
-    (c0 = 4 (n + 2)^2 u; a float32 precomputed Gram matrix adds its entries' rounding
-    2^-24 |K| to EG, as ``iterated_tikhonov`` reads one), in increasing order: the
+    Cholesky factorizations of S~ + c I for c = 2 ||EG||_F, then c0 + 2 ||EG||_F (c0 =
+    4 (n + 2)^2 u; float32 entries, a float32 precomputed Gram matrix or a callable that
+    returns float32, add their rounding 2^-24 |K| to EG, as ``iterated_tikhonov`` reads
+    them). The shifts stay at the rounding level: for a PSD G within EG of S~, S~ + (c0 +
+    2 ||EG||_F) I has lambda_min >= c0 + ||EG||_F, above what the factorization needs to
+    complete (Higham, Theorem 10.7: n gamma_{n+1} for a unit diagonal), so only a matrix
+    indefinite beyond its rounding fails both (found by review: shifts up to 32768 c0 let
+    eigenvalues of -3.5e-8 at n = 50 pass). The
     first that completes gives R^T R = fl(S~ + c I) + dA with |dA| <= gamma_{n+1} |R^T| |R|
     (Higham, Theorem 10.3), so lambda_min(G) >= -(c + u max|S~_ii + c| + gamma_{n+1}
     ||R||_F^2 + ||EG||_F) (``kernels._psd.cholesky_psd_gap``, as for the kernel SVM
@@ -480,9 +483,9 @@ def gram_psd_shift(X, kernel):
     holds for K itself when K is PSD, and otherwise for the PSD kernel K + delta diag(K)
     on the data, within delta of K.
 
-    ``NotPositiveSemidefiniteError`` when every shift fails (an eigenvalue of G below about
-    -max(32768 c0, 4 ||EG||_F)); ``PSDUnprovenError`` when n exceeds ``PSD_MAX_N`` (the referee does not
-    factor larger Gram matrices)."""
+    ``NotPositiveSemidefiniteError`` when both shifts fail (an eigenvalue of G below about
+    -(c0 + 2 ||EG||_F)); ``PSDUnprovenError`` (a ``NotPositiveSemidefiniteError``) when n
+    exceeds ``PSD_MAX_N`` (the referee does not factor larger Gram matrices)."""
     from ._validation import check_X
     from .kernels._psd import PSD_MAX_N
 
@@ -518,6 +521,19 @@ def gram_psd_shift(X, kernel):
     if isinstance(shift, str):
         raise NotPositiveSemidefiniteError(shift)
     return shift
+
+
+def _float32_entries(X, kernel):
+    """Whether the Gram entries are float32 numbers: a float32 precomputed Gram matrix, or
+    a kernel whose values come in float32 (``Kernel.returned_gram`` of two rows: a callable
+    that returns float32)."""
+    if getattr(kernel, "precomputed", False):
+        return X.dtype == np.float32
+    try:
+        probe = kernel.returned_gram(X[:2].astype(np.float64))
+    except (TypeError, ValueError):
+        return False
+    return getattr(probe, "dtype", None) == np.float32
 
 
 #: ``gram_psd_shift``'s answers for the last few precomputed Gram matrices, by digest
@@ -566,9 +582,10 @@ def _psd_shift_of(X, kernel, n):
             EG += E.T
             del E
         EG *= 0.5 * (1.0 + 4 * U)
-        if getattr(kernel, "precomputed", False) and X.dtype == np.float32:
-            # a float32 Gram matrix: the claim is for a PSD matrix within its entries'
-            # rounding (as ``iterated_tikhonov`` reads one)
+        if _float32_entries(X, kernel):
+            # a float32 Gram matrix, or a callable's float32 values: the claim is for a
+            # PSD matrix within its entries' rounding (as ``iterated_tikhonov`` reads them;
+            # found by review: a float32 RBF callable lost its margin bounds)
             EG += (2.0 ** -24) * np.abs(S)
         S += S.T
         S *= 0.5
@@ -594,18 +611,15 @@ def _psd_shift_of(X, kernel, n):
     del EG
     eF = (eF + eerr) * (1.0 + 4 * U)
     c0 = 4.0 * (n + 2.0) ** 2 * U
-    # shifts at the factorization's own rounding and at the entries' (a shift below eF
-    # gains nothing: delta includes eF)
-    delta = cholesky_psd_gap(S, eF, sorted({c0 * k for k in _PSD_SHIFTS} | {eF, 4.0 * eF}
-                                           - {0.0}))
+    # the entries' rounding first (the smaller delta), then what the factorization needs
+    delta = cholesky_psd_gap(S, eF, (2.0 * eF, c0 + 2.0 * eF))
     if delta is not None:
         return delta
     raise NotPositiveSemidefiniteError(
         f"the kernel is not positive semi-definite on this data: its normalized Gram "
-        f"matrix plus {max(c0 * _PSD_SHIFTS[-1], 4.0 * eF):.2g} I has no Cholesky "
-        "factorization (an "
-        "eigenvalue below that), so no infeasibility certificate or margin bound exists; "
-        "use a PSD kernel (a precomputed Gram matrix must be K(X, X) of one)")
+        f"matrix has an eigenvalue below -{c0 + 2.0 * eF:.2g}, beyond the rounding of its "
+        "entries and of a Cholesky factorization, so no infeasibility certificate or margin "
+        "bound exists; use a PSD kernel (a precomputed Gram matrix must be K(X, X) of one)")
 
 
 # ------------------------------------------------------------------ a stored separator
@@ -748,24 +762,28 @@ def dual_norm_bound(X, ypm, kernel, p, eps=None):
         floor = math.sqrt(shift / v.size)
         raise NotPositiveSemidefiniteError(
             f"the kernel's normalized Gram matrix is positive semi-definite only to within "
-            f"{shift:.2g} as the referee can prove it (a float64 Cholesky factorization; "
-            f"a float32 precomputed Gram matrix to within its entries' rounding), so no "
-            f"||p||_G is certified below sqrt({shift:.2g} / n) = {floor:.2g} > eps = "
-            f"{eps:.2g}: give the Gram matrix in float64, use a built-in kernel (PSD by "
-            f"construction), or ask for eps >= {floor:.2g}")
+            f"{shift:.2g} as the referee can prove it (the rounding of its entries as given, "
+            f"and of a float64 Cholesky factorization), so no ||p||_G is certified below "
+            f"sqrt({shift:.2g} / n) = {floor:.2g} > eps = {eps:.2g}: use a built-in kernel "
+            f"(PSD by construction), entries computed in float64 if they are float32, or "
+            f"ask for eps >= {floor:.2g}")
     sq, sq_err = _quadratic(v, g, err, total, shift)
     upper = math.sqrt(max(sq + sq_err, 0.0)) / total
-    if eps is not None and upper > eps and shift:
+    floor = math.sqrt(shift * float(v @ v)) / total  # the allowance's own share
+    if eps is not None and floor > eps:
         _, plain = _quadratic(v, g, err, total)
         if math.sqrt(max(sq + plain, 0.0)) / total <= eps:
-            # the claim holds for the matrix as computed, not with the allowance for a
-            # Gram matrix proven PSD only within delta: a run would retry it as its p
-            # improves, each retry failing the same way (measured: a 4,096-point
-            # linear Gram ran to its time limit); said now, with what would pass
+            # the claim holds for the matrix as computed, but the allowance for a Gram
+            # matrix proven PSD only within delta exceeds eps by itself for a p this
+            # concentrated: a run would retry it as ||p||_G improves, each retry failing
+            # the same way (measured: a 4,096-point linear Gram ran to its time limit);
+            # said now, with what would pass (a claim the allowance refuses with room
+            # left is a rejection: the run goes on)
             raise NotPositiveSemidefiniteError(
                 f"||p||_G <= eps = {eps:.2g} holds for the Gram matrix as computed, but the "
-                f"referee proves it positive semi-definite only to within {shift:.2g} (a "
-                f"float64 Cholesky factorization of {v.size} points), and with that "
+                f"referee proves it positive semi-definite only to within {shift:.2g} (the "
+                f"rounding of its entries and of a float64 Cholesky factorization of "
+                f"{v.size} points), and with that "
                 f"allowance this p is bounded by {upper:.3g}: use a built-in kernel (PSD by "
                 f"construction, no allowance), fewer points, or ask for eps >= {upper:.2g}")
     return upper, math.sqrt(max(sq, 0.0)) / total
@@ -1218,10 +1236,7 @@ class InfeasibilityCertificate(_PerceptronFamilyCertificate):
             kernel = referee_kernel(_or_linear(self.kernel), X)
         except ValueError as exc:
             return Verdict.reject(self.kind, str(exc), threshold=eps)
-        try:
-            res = dual_norm_bound(X, ypm, kernel, p, eps)
-        except PSDUnprovenError as exc:
-            return Verdict.reject(self.kind, str(exc), threshold=eps)
+        res = dual_norm_bound(X, ypm, kernel, p, eps)
         if res is None:
             return Verdict.reject(self.kind, "a point has K(x, x) = 0 (the normalized Gram "
                                              "is undefined)", threshold=eps)

@@ -404,7 +404,9 @@ class Kernel(Plugin):
         computed it in: float64 here; a kernel whose values are float32 (a callable that
         returns float32) returns them as float32, whose own rounding a positive
         semi-definite check then allows for (``iterated_tikhonov``'s exact Gram)."""
-        return np.asarray(self(A), dtype=np.float64)
+        # (A, A): not every plug-in gives B a default (found by review: self(A) failed
+        # for __call__(self, A, B))
+        return np.asarray(self(A, A), dtype=np.float64)
 
     #: entries of a kernel without its own error bound are trusted to this many units in
     #: the last place by the referee (``careful_block``)

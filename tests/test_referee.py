@@ -706,7 +706,8 @@ def test_a_claim_only_the_psd_allowance_refuses_is_said_at_once(monkeypatch):
     proof (about 2e-9 there) pushed a spread p's bound above eps = 1e-6, and the run retried
     the claim as its p improved, factoring the matrix each time, until its time limit. The
     proof's answer is kept for the same matrix, and a claim that holds for the matrix as
-    computed but not with the allowance is refused by name with the eps that would pass."""
+    computed but whose p cannot absorb the allowance at all is refused by name with the eps
+    that would pass (a run would retry it in vain)."""
     import marginkit.certificates as C
 
     rng = np.random.default_rng(1)
@@ -722,9 +723,76 @@ def test_a_claim_only_the_psd_allowance_refuses_is_said_at_once(monkeypatch):
     assert res.certificate.verify(K, y) and res.certificate.verify(K, y)
     assert len(calls) == 1  # the second check reads the first one's answer
     C._PSD_MEMO.clear()
-    # an allowance below n eps^2 (some p could absorb it) that this p cannot absorb
-    monkeypatch.setattr(C, "_psd_shift_of", lambda *a: 1.9e-10)
+    # an allowance below n eps^2 (a uniform p could absorb it) that this p cannot: a
+    # rejection by name; one it can absorb in part is an ordinary rejection
+    p = res.certificate.p / res.certificate.p.sum()
+    allowance = 1.01e-12 / float(p @ p)
+    assert allowance < len(y) * 1e-12
+    monkeypatch.setattr(C, "_psd_shift_of", lambda *a: allowance)
     with pytest.raises(NotPositiveSemidefiniteError, match="holds for the Gram matrix as "
                                                            "computed.*ask for eps >="):
         res.certificate.verify(K, y)
     C._PSD_MEMO.clear()
+    monkeypatch.setattr(C, "_psd_shift_of", lambda *a: allowance / 2)
+    assert isinstance(res.certificate.verify(K, y), bool)  # a verdict, no error
+    C._PSD_MEMO.clear()
+
+
+def test_a_gram_indefinite_beyond_its_rounding_proves_nothing():
+    """Found by review: the PSD proof tried shifts up to 32768 c0 (c0 = 4 (n + 2)^2 u) and
+    took a Gram matrix with an exactly negative quadratic form (lambda_min(G) = -3.5e-8 at
+    n = 50) as "PSD within delta": an "infeasible" claim verified at eps = 1e-4 while a
+    separator (alpha = -1) verified too. The shifts stay at the rounding level now."""
+    n = 50
+    rng = np.random.default_rng(1)
+    Xh = rng.standard_normal((n // 2, 3))
+    X = np.vstack([Xh, -Xh])
+    y = np.ones(n)
+    y[: n // 4] = -1
+    y[n // 2: n // 2 + n // 4] = -1
+    K = X @ X.T
+    d = np.sqrt(np.diag(K))
+    Kp = K - 7e-10 * np.outer(y, y) * np.outer(d, d)
+    Kp = (Kp + Kp.T) / 2
+    G = Kp / np.outer(np.sqrt(np.diag(Kp)), np.sqrt(np.diag(Kp))) * np.outer(y, y)
+    assert np.linalg.eigvalsh(G)[0] < -3e-8
+    kernel = mk.get_plugin("kernel", "precomputed")()
+    cert = InfeasibilityCertificate(np.full(n, 1.0 / n), 0.0, 1e-4, kernel)
+    with pytest.raises(NotPositiveSemidefiniteError, match="beyond the rounding"):
+        cert.check(Kp, y)
+
+
+def test_an_underflowing_scaled_alpha_is_in_the_gram_bound():
+    """Found by review: alpha_j = 3 eta for 600 points with t_j = 1/sqrt(K_jj) = 2^99.5:
+    the scaling of alpha loses eta / 2 per entry, amplified by t_j, and a forged separator
+    of an exactly PSD K = X X^T verified with (G alpha)_0 < 0 exactly."""
+    from marginkit.kernels.builtin import PrecomputedKernel
+
+    eta, s, m = 2.0 ** -1074, 2.0 ** -100, 600
+    X = [(17.0, 0.0), (0.0, 1.0)] + [(s, s)] * m + [(-s, s)]
+    alpha = np.array([0.0, 1.0] + [3 * eta] * m + [2 * (1.5 * m + 1) * eta])
+    X = np.array(X)
+    K = X @ X.T
+    row0 = sum(Fraction(float(K[0, k])) * Fraction(float(alpha[k])) for k in range(2, len(X)))
+    assert row0 < 0  # alpha misclassifies x_0
+    cert = SeparatorCertificate(alpha, 0.0, PrecomputedKernel(), classes=np.array([-1.0, 1.0]))
+    assert not cert.verify(K, np.ones(len(X)))
+
+
+def _rbf_in_float32(A, B):
+    A = np.asarray(A, dtype=np.float32)
+    B = np.asarray(B, dtype=np.float32)
+    d2 = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2 * A @ B.T
+    return np.exp(-2.0 * np.maximum(d2, 0)).astype(np.float32)
+
+
+def test_a_float32_callable_keeps_its_margin_bounds():
+    """Found by review: a callable RBF that returns float32 lost its margin bounds
+    ((0.474, 0.487) -> (-inf, inf), with a warning that the kernel is not PSD): its values
+    are float32 numbers, and the PSD proof counts their rounding as it does a float32
+    precomputed Gram matrix's."""
+    X, y = make_xor(300, noise=0.05, random_state=0)[:2]
+    res = mk.solve(X, y, solver="snkp", kernel=_rbf_in_float32)
+    assert res.status == "separable" and res.certificate.verify(X, y)
+    lower, upper = res.margin_bounds
+    assert 0 < lower <= upper < 1

@@ -1012,3 +1012,19 @@ def test_a_callable_kernel_returning_float32_is_cut_at_float32_rounding():
     assert res.status == "converged" and res.certificate.verify(X, y)
     with pytest.raises(ValueError, match="not positive semi-definite"):
         mk.solve(X, y, solver="iterated_tikhonov", kernel=_indefinite_in_float32)
+
+
+def test_a_plugin_kernel_without_a_default_b_runs():
+    """Found by review: ``Kernel.returned_gram`` called ``self(A)``, and a plug-in kernel
+    whose ``__call__(self, A, B)`` gives B no default failed in iterated_tikhonov."""
+    from marginkit.plugins import Kernel
+
+    class TwoArg(Kernel):
+        def __call__(self, A, B):
+            return np.asarray(A @ B.T, dtype=np.float64)
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    res = mk.solve(X, y, solver="iterated_tikhonov", kernel=TwoArg())
+    assert res.status == "converged" and res.certificate.verify(X, y)
