@@ -223,11 +223,15 @@ def _key_values(pairs, option):
     return out
 
 
-def _check_output(path, inputs, option="--output (-m)", what="the model"):
+def _check_output(path, inputs, option="--output (-m)", what="the model", streams=False):
     """Refuse, before any work, an output path (``option``: fit's model, predict's labels)
     that is not a file to write (a directory, a device such as /dev/null, a FIFO: found by
     review, a traceback and a write that blocked) or that is one of the input files (the
-    training data, the test data or the model would be overwritten)."""
+    training data, the test data or the model would be overwritten). ``streams``: a
+    character device (/dev/stdout) and a pipe with a reader (``-o >(cmd)``) are outputs
+    too (predict's lines; found by review: refusing them broke ``-o /dev/stdout``); a
+    FIFO nobody reads is refused (the write would block)."""
+    import errno
     import stat
 
     try:
@@ -236,6 +240,17 @@ def _check_output(path, inputs, option="--output (-m)", what="the model"):
         return
     except OSError as exc:
         raise UsageError(f"argument {option}: {_os_message(exc, path)}") from None
+    if streams and stat.S_ISCHR(mode):
+        return
+    if streams and stat.S_ISFIFO(mode):
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            return
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise UsageError(f"argument {option}: {_os_message(exc, path)}") from None
+        raise UsageError(f"argument {option}: {path} is a FIFO that nothing reads; writing "
+                         f"{what} there would block")
     if not stat.S_ISREG(mode):
         raise UsageError(f"argument {option}: {path} is not a regular file (a directory, a "
                          f"device or a FIFO); name a file to write {what} to")
@@ -858,7 +873,7 @@ def cmd_predict(args):
         # found by review: "-o TEST" replaced the test data with the labels, "-o MODEL"
         # the model, and "-o FIFO" blocked
         _check_output(args.output, (("MODEL", args.model), ("TEST", args.test)),
-                      "-o/--output", "the predicted labels")
+                      "-o/--output", "the predicted labels", streams=True)
     n = model.n_features
     X, y = _load(args.test, "TEST")
     if X.shape[1] > n:

@@ -959,13 +959,19 @@ def test_predict_refuses_output_paths_it_cannot_or_must_not_write(tmp_path):
     fifo = tmp_path / "out.fifo"
     os.mkfifo(fifo)
     for out, message in ((test, "is the input file TEST"), (model, "is the input file MODEL"),
-                         (fifo, "is not a regular file"), (tmp_path, "is not a regular file")):
+                         (fifo, "a FIFO that nothing reads"),
+                         (tmp_path, "is not a regular file")):
         proc = subprocess.run([sys.executable, "-m", "marginkit", "predict", str(model),
                                str(test), "-o", str(out)], capture_output=True, text=True,
                               env=env, cwd=tmp_path, timeout=120)
         assert proc.returncode == 2 and message in proc.stderr, (out, proc.stderr)
         assert "Traceback" not in proc.stderr
     assert all(p.read_bytes() == b for p, b in before.items())
+    # a stream is an output (found by review: -o /dev/stdout was refused)
+    proc = subprocess.run([sys.executable, "-m", "marginkit", "predict", str(model),
+                           str(test), "-q", "-o", "/dev/stdout"], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0 and len(proc.stdout.split()) == 20, proc.stderr
 
 
 def test_fit_refuses_to_overwrite_a_data_set_given_by_name(data_dir, tmp_path):

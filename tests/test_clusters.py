@@ -99,3 +99,6 @@ def test_shapes_beyond_memory_are_refused_by_name():
         make_clusters(10, 2**50, nnz_per_row=2)
     with pytest.raises(ValueError, match="the dense X takes"):
         make_clusters(10**12, 10**6)
+    # beyond numpy's largest array ("array is too big", a ValueError of its own)
+    with pytest.raises(ValueError, match="n_features=2305843009213693952: the clusters'"):
+        make_clusters(10, 2**61, nnz_per_row=2)

@@ -141,7 +141,7 @@ def make_clusters(n_samples=None, n_features=None, *, like=None, nnz_per_row=Non
         # the clusters' direction is a dense d-vector, also for CSR output (found by
         # review: n_features=2**40 died in numpy's allocator)
         u = rng.standard_normal(d)
-    except MemoryError:
+    except (MemoryError, ValueError):  # numpy: "array is too big" beyond the address space
         raise ValueError(f"n_features={d}: the clusters' direction is a dense vector of "
                          f"{8.0 * d / 2**30:.3g} GiB, more than this machine can allocate; "
                          "ask for fewer features") from None
@@ -150,7 +150,7 @@ def make_clusters(n_samples=None, n_features=None, *, like=None, nnz_per_row=Non
         try:
             y = np.empty(n)
             X = np.empty((n, d), dtype=dt)
-        except MemoryError:
+        except (MemoryError, ValueError):  # numpy: "array is too big" beyond the address space
             raise ValueError(f"n_samples={n}, n_features={d}: the dense X takes "
                              f"{float(n) * d * dt.itemsize / 2**30:.3g} GiB, more than this "
                              "machine can allocate; ask for fewer rows or features, or CSR "
@@ -161,7 +161,7 @@ def make_clusters(n_samples=None, n_features=None, *, like=None, nnz_per_row=Non
         return X, y
     try:
         y = np.empty(n)
-    except MemoryError:
+    except (MemoryError, ValueError):  # numpy: "array is too big" beyond the address space
         raise ValueError(f"n_samples={n}: the labels alone take {8.0 * n / 2**30:.3g} GiB, "
                          "more than this machine can allocate; ask for fewer rows") from None
     return _sparse(rng, n, d, k, u, separation, radius, noise, dt, y), y
