@@ -966,7 +966,7 @@ same one `verify` runs:
   the run with `NotPositiveSemidefiniteError` (a `ValueError`), not a certificate; a norm in
   $G$ (the infeasibility claim, the margin bounds) is trusted for a precomputed, callable or
   plug-in kernel only after a Cholesky factorization of its normalized Gram matrix proves
-  $\lambda_{\min}(G) \ge -\delta$ with $\delta$ at the rounding level ($n \le 4096$; the claim is
+  $\lambda_{{\min}}(G) \ge -\delta$ with $\delta$ at the rounding level ($n \le 4096$; the claim is
   checked on $G + \delta I$, and float32 entries count their rounding in $\delta$): found by review, a
   copositive but indefinite Gram matrix had $p^\top G p = 0$ with $G p \ne 0$ and a verified
   "infeasible" claim.
