@@ -804,6 +804,13 @@ def main(argv=None):
             print(f"marginkit bench: --json {args.json} is not a regular file (a directory, "
                   "a device or a FIFO); name a file to write the report to", file=sys.stderr)
             return 2
+        folder = os.path.dirname(os.path.abspath(args.json))
+        if not os.access(folder, os.W_OK | os.X_OK) or (mode is not None
+                                                        and not os.access(args.json, os.W_OK)):
+            # found by review: a missing folder failed after the whole run
+            print(f"marginkit bench: --json {args.json} cannot be written (no such folder, or "
+                  "no permission); name a file in a folder you can write to", file=sys.stderr)
+            return 2
     repeat = args.repeat or (2 if args.quick else 5)
     if args.data:
         names = [s.strip() for s in args.data.split(",") if s.strip()]

@@ -1175,8 +1175,9 @@ class InfeasibilityCertificate(_PerceptronFamilyCertificate):
     float64 from X, y and the kernel (rounding included) and holds when it is <= eps;
     a p^T G p negative beyond rounding, or a kernel that is not PSD on the data
     (precomputed, callable and plug-in kernels are checked by ``gram_psd_shift``; the
-    built-in ones are PSD by construction), raises ``NotPositiveSemidefiniteError``; a
-    Gram matrix of such a kernel too large to check is a rejection.
+    built-in ones are PSD by construction), raises ``NotPositiveSemidefiniteError``, and
+    so does a Gram matrix of such a kernel too large to check (``PSDUnprovenError``, its
+    subclass).
 
     References
     ----------

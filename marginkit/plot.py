@@ -16,6 +16,8 @@ legend entry, and an entry known at some iterations only says so in its label.
 Each function returns the matplotlib ``Figure`` (``convergence``) or ``Axes`` it drew
 on, so it can be saved (``fig.savefig("conv.png")``) or adjusted.
 """
+import math
+
 import numpy as np
 
 __all__ = ["convergence", "margin", "decision_boundary", "HISTORY_PANELS"]
@@ -374,7 +376,11 @@ def decision_boundary(result, X, y, ax=None, resolution=200, margin_frac=0.1):
             or not 2 <= resolution <= 4096:
         raise ValueError(f"resolution={resolution!r} must be an int in [2, 4096] (the grid "
                          "has resolution^2 points)")
-    if not (np.isfinite(margin_frac) and margin_frac >= 0):
+    if X.shape[0] == 0:
+        raise ValueError("X has no rows; pass the points to draw")
+    if isinstance(margin_frac, bool) or not isinstance(margin_frac, (int, float, np.integer,
+                                                                     np.floating)) \
+            or not (math.isfinite(margin_frac) and margin_frac >= 0):
         raise ValueError(f"margin_frac={margin_frac!r} must be a finite number >= 0")
     with np.errstate(over="ignore", invalid="ignore"):
         span = X.max(axis=0) - X.min(axis=0)

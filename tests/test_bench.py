@@ -329,5 +329,6 @@ def test_bench_refuses_bad_arguments_before_any_work(tmp_path):
     fifo = tmp_path / "out.json"
     os.mkfifo(fifo)
     for argv in (["--seed", "-1"], ["--budget", "nan"], ["--budget", "0"],
-                 ["--json", str(fifo)], ["--json", str(tmp_path)]):
+                 ["--json", str(fifo)], ["--json", str(tmp_path)],
+                 ["--json", str(tmp_path / "missing" / "out.json")]):
         assert _bench.main(["--quick", *argv]) == 2, argv

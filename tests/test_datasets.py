@@ -183,6 +183,9 @@ def test_mnist_idx_errors(tmp_path):
     floats = _write(tmp_path, "labf", header + struct.pack(">5d", 0, 1, 0.5, 2, np.nan), None)
     with pytest.raises(ValueError, match="label 2 is 0.5, not an integer"):
         mk.datasets.load_mnist_idx(ip, floats)
+    huge = _write(tmp_path, "labh", header + struct.pack(">5d", 0, 1, 1e19, 2, 3), None)
+    with pytest.raises(ValueError, match="label 2 is 1e\\+19, not an integer"):
+        mk.datasets.load_mnist_idx(ip, huge)
     with pytest.raises(ValueError, match="holds no pixels"):
         mk.datasets.load_mnist_idx(_idx(tmp_path, "img0", np.zeros((0, 0))),
                                    _idx(tmp_path, "lab0", np.zeros(0)))

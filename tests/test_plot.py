@@ -208,7 +208,9 @@ def test_decision_boundary_checks_x_and_the_grid_first():
     Z[3, 0] = np.nan
     for kw, message in ((dict(X=Z), r"row\(s\) \[3\]"), (dict(X=X * 6e307), "overflows"),
                         (dict(X=X, resolution=10**6), "resolution=1000000"),
-                        (dict(X=X, resolution=0), "resolution=0")):
+                        (dict(X=X, resolution=0), "resolution=0"),
+                        (dict(X=X[:0]), "no rows"), (dict(X=X, margin_frac="x"), "margin_frac"),
+                        (dict(X=X, margin_frac=np.ones(2)), "margin_frac")):
         with pytest.raises(ValueError, match=message):
             mkplot.decision_boundary(res, y=y, **kw)
     plt.close("all")

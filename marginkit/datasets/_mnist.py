@@ -98,11 +98,11 @@ def load_mnist_idx(images, labels, scale=True, dtype=np.float64):
         )
     if labs.dtype.kind == "f":
         # found by review: float labels were cast silently (0.5 -> 0, NaN -> -2^63)
-        whole = np.isfinite(labs) & (labs == np.round(labs))
+        whole = np.isfinite(labs) & (labs == np.round(labs)) & (np.abs(labs) < 2.0 ** 62)
         if not whole.all():
             i = int(np.flatnonzero(~whole)[0])
-            raise ValueError(f"{lpath}: label {i} is {float(labs[i])!r}, not an integer; an IDX "
-                             "labels file holds integer classes")
+            raise ValueError(f"{lpath}: label {i} is {float(labs[i])!r}, not an integer class "
+                             "(a whole number below 2^62); an IDX labels file holds classes")
     if imgs.size == 0:
         raise ValueError(f"{ipath}: the images file holds no pixels (shape {imgs.shape})")
     X = imgs.reshape(imgs.shape[0], -1).astype(dtype)
