@@ -761,6 +761,8 @@ def dual_norm_bound(X, ypm, kernel, p, eps=None):
     g, err, zero = _gram_products(X, ypm, kernel, v)
     if zero:
         return None
+    if not proven and _exact_gordan(X, ypm, kernel, v):
+        return 0.0, 0.0
     shift = 0.0 if proven else gram_psd_shift(X, kernel)
     if eps is not None and shift > v.size * eps * eps:
         # ||v||_2^2 >= total^2 / n: no p in the simplex has a bound below sqrt(shift / n)
@@ -775,6 +777,44 @@ def dual_norm_bound(X, ypm, kernel, p, eps=None):
     sq, sq_err = _quadratic(v, g, err, total, shift)
     upper = math.sqrt(max(sq + sq_err, 0.0)) / total
     return upper, math.sqrt(max(sq, 0.0)) / total
+
+
+def _exact_gordan(X, ypm, kernel, v):
+    """Whether G^T v = G v = 0 holds exactly, without any PSD assumption: the support of v
+    splits into groups of points with identical Gram rows and columns (the precomputed
+    matrix's, or the kernel's as the referee evaluates them), bit for bit, whose sums
+    y_j v_j are exactly 0. Within a group t_j = y_j / sqrt(K_jj) then cancels and G v = 0
+    (an exact duplicate of a point, with the opposite label). Then p^T G alpha = 0 for every alpha, and with p >= 0,
+    p != 0, no alpha has G alpha > 0: no separator exists (Gordan's alternative in the data
+    space). Found by review: with the PSD proof's allowance, a precomputed Gram matrix with
+    a duplicate point of the opposite label, whose certificate p = (1/2, 1/2) is exact,
+    could no longer be certified from a few hundred points."""
+    import scipy.sparse as sp
+
+    from ._validation import check_X
+
+    support = np.flatnonzero(v > 0)
+    if support.size < 2 or support.size > 256:
+        return False
+    X = check_X(local_matrix(X))
+    if getattr(kernel, "precomputed", False):
+        rows, cols = X[support], X[:, support]
+        rows = rows.toarray() if sp.issparse(rows) else np.asarray(rows)
+        cols = cols.toarray() if sp.issparse(cols) else np.asarray(cols)
+    else:
+        # the kernel's rows and columns as the referee computes them, not X's rows alone:
+        # a function that is not one of its arguments would break "identical points,
+        # identical rows"
+        rows = kernel.careful_block(X[support], X)[0]
+        cols = kernel.careful_block(X, X[support])[0]
+    rows = np.hstack([np.asarray(rows, dtype=np.float64), np.asarray(cols, dtype=np.float64).T])
+    groups = {}
+    for r, j in zip(np.ascontiguousarray(rows, dtype=np.float64), support):
+        groups.setdefault(r.tobytes(), []).append(j)
+    # an exact sum of doubles is a multiple of 2^-1074: fsum (correctly rounded) is 0 iff
+    # the sum is
+    return all(math.fsum(float(ypm[j]) * float(v[j]) for j in js) == 0.0
+               for js in groups.values())
 
 
 def _quadratic(v, g, err, total, shift=0.0):

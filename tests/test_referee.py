@@ -795,3 +795,35 @@ def test_a_float32_callable_keeps_its_margin_bounds():
     assert res.status == "separable" and res.certificate.verify(X, y)
     lower, upper = res.margin_bounds
     assert 0 < lower <= upper < 1
+
+
+def test_an_exact_opposite_duplicate_needs_no_psd_allowance():
+    """Found by review: with the PSD proof's allowance delta ||p||^2, the exact certificate
+    p = (1/2, 1/2) on a point duplicated with the opposite label could no longer be
+    certified on a precomputed Gram matrix of a few hundred points. Identical rows (and
+    columns) with y_j p_j summing to 0 exactly give G p = 0 exactly: no separator exists,
+    whatever the spectrum."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = np.where(X @ np.array([1.0, -2.0, 0.5]) > 0, 1, -1)
+    X[-1] = X[0]
+    y[-1] = -y[0]
+    K = X @ X.T
+    # BLAS rounds identical rows differently by their place: the Gram matrix of a kernel
+    # evaluated per pair has them identical, as here
+    K[-1], K[:, -1] = K[0], K[:, 0]
+    K[-1, -1] = K[0, 0]
+    p = np.zeros(300)
+    p[0] = p[-1] = 0.5
+    for data, kernel in ((K, "precomputed"), (X, _indexed_kernel(K))):
+        if kernel != "precomputed":
+            data = np.arange(300.0)[:, None]
+            data[-1] = data[0]  # the duplicate is the same row of the callable's input
+        kern = mk.get_plugin("kernel", "precomputed")() if kernel == "precomputed" else \
+            mk.get_plugin("kernel", "callable")(function=kernel)
+        assert InfeasibilityCertificate(p, 0.0, 1e-6, kern).verify(data, y)
+        q = p.copy()
+        q[0], q[-1] = 0.5 + 2.0 ** -40, 0.5 - 2.0 ** -40  # no longer exactly balanced
+        assert not InfeasibilityCertificate(q, 0.0, 1e-6, kern).verify(data, y)  # allowance
+    res = mk.solve(K, y, solver="isnkpvn", kernel="precomputed")
+    assert res.status == "infeasible" and res.certificate.verify(K, y)
