@@ -5,12 +5,12 @@ infeasibility certificate, the strong convexity of the kernel SVM dual) only for
 that is positive semi-definite on the data: by construction for the classes below, by a
 Cholesky factorization of the Gram matrix for any other kernel, up to ``PSD_MAX_N`` points.
 """
-__all__ = ["PSD_MAX_N", "psd_kernel_types", "fresh_psd_kernel"]
+__all__ = ["PSD_MAX_N", "psd_kernel_types", "fresh_psd_kernel", "cholesky_psd_gap"]
 
 #: the largest n for which a referee establishes that a kernel without a PSD construction
 #: (a precomputed Gram matrix, a callable, a plug-in) is positive semi-definite on the
-#: data: a float64 Cholesky factorization of the whole n x n Gram matrix (three n x n
-#: float64 arrays, 400 MB at this size)
+#: data: a float64 Cholesky factorization of the whole n x n Gram matrix (three to five
+#: n x n float64 arrays, 400-700 MB at this size)
 PSD_MAX_N = 4096
 
 
