@@ -22,6 +22,7 @@ from .kernels.builtin import LinearKernel
 from ._validation import check_gram, check_sample_weight, check_X, check_y, dask_array_of
 from .plugins import Problem
 from . import stopping
+from .utils._memory import in_small_pages
 from .utils._threads import BlasChoice
 
 __all__ = ["solve", "Problem", "resolve_kernel", "resolve_stop", "compose",
@@ -549,6 +550,7 @@ def _refuse_weights(solver, w):
             "'iterated_tikhonov' (weighted losses)")
 
 
+@in_small_pages
 def solve(X, y, config=None, sample_weight=None, features=None, **kwargs):
     """Solve a margin problem and return a ``Result`` with its certificate.
 
@@ -702,7 +704,7 @@ def _run_to_result(problem, runner, solver, rules, max_iter, config):
             warnings.warn(f"solver {res.solver!r} stopped with status {res.status!r} after "
                           f"{res.n_iter} iterations, {why}. The result is the last iterate, "
                           "with no certificate of its claim.", ConvergenceWarning,
-                          stacklevel=3)
+                          stacklevel=4)  # solve's caller: past solve and its decorator
     return res
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from ._compose import claim_thresholds, resolve_kernel
 from ._referee import ETA
 from ._referee import UNIT as U  # the unit round-off of float64
-from .utils import _memory
+from .utils._memory import in_small_pages
 
 __all__ = ["Certificate", "Verdict", "NotPositiveSemidefiniteError", "certificate_type",
            "CERTIFICATE_TYPES", "CLAIM_KINDS", "labels_pm"]
@@ -535,7 +535,7 @@ def _gram_digest(S, float32):
 def _psd_shift_of(X, kernel, n):
     """``gram_psd_shift`` of validated rows X (n >= 1 of them): the raw Gram matrix, then
     the memo or the factorizations (``_psd_shift_factored``)."""
-    S = _memory.zeros((n, n))
+    S = np.empty((n, n))
     E = None
     step = max(1, (1 << 21) // n)
     for lo in range(0, n, step):
@@ -544,7 +544,7 @@ def _psd_shift_of(X, kernel, n):
         S[lo:hi] = Kb
         if Eb is not None:
             if E is None:
-                E = _memory.zeros((n, n))
+                E = np.zeros((n, n))
             E[lo:hi] = Eb
     if not (np.all(np.isfinite(S)) and (E is None or np.all(np.isfinite(E)))):
         raise NotPositiveSemidefiniteError(
@@ -1137,6 +1137,7 @@ class SeparatorCertificate(_PerceptronFamilyCertificate):
             return "r.support_ and r.support_coef_ are not the separator its certificate checks"
         return None
 
+    @in_small_pages
     def check(self, X, y):
         X = as_data(X)
         ypm = labels_pm(y, self.classes)
@@ -1243,6 +1244,7 @@ class InfeasibilityCertificate(_PerceptronFamilyCertificate):
         eps = _thresholds(self.config, "dual_tol")
         return float(self._eps if eps is None else eps)
 
+    @in_small_pages
     def check(self, X, y):
         try:
             eps = self.eps

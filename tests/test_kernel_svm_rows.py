@@ -127,37 +127,3 @@ def test_float64_rows_when_they_are_held_and_float32_rows_are_not():
     assert res.extra["gram"] == "held" and res.extra["gram_rows"] == "float64"
     assert res.status == "certified" and res.certificate.verify(X, y)
 
-
-def test_large_stores_are_zeroed_private_maps():
-    """``utils._memory.zeros``: a plain ``np.zeros`` below numpy's huge-page threshold, an
-    anonymous map of its own above it; zero-filled, writable, C-ordered, of the asked
-    shape and dtype either way."""
-    from marginkit.utils import _memory
-
-    small = _memory.zeros((10, 10), np.float32)
-    big = _memory.zeros((_memory.ADVISED_BYTES // 4 + 1,), np.float32)
-    assert small.base is None and big.base is not None  # np.frombuffer of the map
-    for a, shape in ((small, (10, 10)), (big, (_memory.ADVISED_BYTES // 4 + 1,))):
-        assert a.shape == shape and a.dtype == np.float32
-        assert a.flags.c_contiguous and a.flags.writeable and not a.any()
-    big[-1] = 3.0
-    assert big[-1] == 3.0
-
-
-def test_held_gram_in_a_private_map_solves_as_before(monkeypatch):
-    """A held float32 Gram matrix above the threshold (1,100 rows: 4.8 MB) lives in an
-    anonymous map; the solve makes the same moves as on an ``np.zeros`` store and its
-    certificate verifies."""
-    from marginkit.utils import _memory
-
-    X, y = _data(n=1100, d=4, seed=3)
-    made, zeros = [], _memory.zeros
-    monkeypatch.setattr(_memory, "zeros", lambda *a, **k: made.append(zeros(*a, **k)) or made[-1])
-    res = _solve(X, y, "float32", monkeypatch)
-    assert any(a.shape == (1100, 1100) and a.base is not None for a in made)
-    monkeypatch.setattr(_memory, "zeros", lambda shape, dtype=np.float64:
-                        np.zeros(shape, dtype=dtype))
-    ref = _solve(X, y, "float32", monkeypatch)
-    assert res.extra["gram"] == "held" and res.status == ref.status
-    np.testing.assert_array_equal(res.dual_coef_, ref.dual_coef_)
-    assert res.certificate is not None and res.certificate.verify(X, y)

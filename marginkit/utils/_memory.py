@@ -1,36 +1,66 @@
-"""Large working arrays in memory of their own, without huge-page advice.
+"""Runs allocate their working arrays without numpy's huge-page advice.
 
 numpy advises the kernel to back every allocation of 4 MiB or more with transparent huge
 pages (``madvise(MADV_HUGEPAGE)``). Where the kernel's ``defrag`` setting is
 ``madvise`` (the usual default), the first touch of such memory then compacts physical
-memory synchronously to find 2 MiB pages: measured on a 24 GiB machine, writing a fresh
-400 MB float32 array took 1.0-1.1 s of system time in a new process (0.07 s on later
-allocations of the same size, once pages had been compacted), against 0.15 s with 4 KiB
-pages. For a kernel SVM's Gram store, filled once per solve, that stall was a third of a
-10,000-row solve. ``zeros`` maps such arrays anonymously (``mmap``), with no advice: the
-kernel's default pages, zero-filled on first touch, the way C programs' ``malloc`` gets
-them. The memory returns to the system when the array and its views are gone.
+memory synchronously to find 2 MiB pages. Measured on a 2-core, 24 GiB machine, in a
+new process: filling a fresh 400 MB float32 array took 1.0-1.1 s of system time (0.07 s
+for later arrays of the same size, once pages had been compacted), against 0.15 s with
+the kernel's default pages; a kernel SVM's held Gram matrix of 10,000 rows spent a third
+of its solve there, and ``dcd`` on 2 million rows of 28 features 0.56 of its 1.9 s (its
+n-vectors and temporaries).
+
+``small_pages()`` turns the advice off while a run, or a certificate's check, allocates,
+and restores the caller's setting when the last one active in the process ends
+(numpy's switch is process-wide; runs in several threads share one count). Without the
+switch (a numpy that does not have it) it does nothing.
 """
-import math
-import mmap
-
-import numpy as np
-
-#: numpy's own threshold for the huge-page advice; smaller arrays come from ``np.zeros``
-ADVISED_BYTES = 4 << 20
+import contextlib
+import functools
+import importlib
+import threading
 
 
-def zeros(shape, dtype=np.float64):
-    """A zero-filled C-ordered array of ``shape`` and ``dtype``: ``np.zeros`` below
-    ``ADVISED_BYTES``, else an anonymous memory map of its own (no huge-page advice)."""
-    shape = tuple(int(s) for s in np.atleast_1d(shape))
-    dtype = np.dtype(dtype)
-    nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < ADVISED_BYTES:
-        return np.zeros(shape, dtype=dtype)
+def _find_switch():
+    """numpy's ``_set_madvise_hugepage(enabled) -> previous`` (numpy >= 1.20), or None."""
+    for name in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        try:
+            return getattr(importlib.import_module(name), "_set_madvise_hugepage")
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
+_SWITCH = _find_switch()
+_LOCK = threading.Lock()
+_active = 0      # runs and checks inside ``small_pages`` now, in all threads
+_saved = None    # the setting they found, restored when the count returns to 0
+
+
+@contextlib.contextmanager
+def small_pages():
+    """No huge-page advice for numpy's allocations inside the block (see the module)."""
+    global _active, _saved
+    if _SWITCH is None:
+        yield
+        return
+    with _LOCK:
+        if _active == 0:
+            _saved = _SWITCH(False)
+        _active += 1
     try:
-        buf = mmap.mmap(-1, nbytes)
-    except OSError as exc:
-        raise MemoryError(f"cannot map {nbytes} bytes for an array of shape {shape}: "
-                          f"{exc}") from None
-    return np.frombuffer(buf, dtype=dtype).reshape(shape)
+        yield
+    finally:
+        with _LOCK:
+            _active -= 1
+            if _active == 0:
+                _SWITCH(_saved)
+
+
+def in_small_pages(fn):
+    """Decorator: ``fn`` runs inside ``small_pages()``."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with small_pages():
+            return fn(*args, **kwargs)
+    return wrapper

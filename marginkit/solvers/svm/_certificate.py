@@ -32,6 +32,7 @@ from ...utils._rows import row_block
 from ._data import scaling_statistics
 from ._thresholds import certify_level, certify_levels, claim_shortfall, rows_mismatch, \
     run_box, run_thresholds, stored_mismatch, stored_thresholds
+from ...utils._memory import in_small_pages
 
 
 #: relative tolerance of the consistency checks between the stored model (coef,
@@ -179,6 +180,7 @@ class CertifiedPointsCertificate(Certificate):
         return {"gamma": gamma, "mu": mu, "level": certify_level(gamma, mu),
                 "scale": self.scale, "formulation": form, "fraction": 0.0}
 
+    @in_small_pages
     def check(self, X, y, sample_weight=None):
         kind = self.kind
 

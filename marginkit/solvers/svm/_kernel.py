@@ -42,7 +42,6 @@ from ... import _referee as R
 from ...kernels.builtin import LinearKernel
 from ...plugins import SolverState
 from ...stopping import DeadlineReached, past
-from ...utils import _memory
 from . import _kernel_fast as _kf
 from ._base import _ClaimOffers
 from ...certificates import predictor_fingerprint
@@ -199,7 +198,7 @@ class _Gram:
         if self.K is not None:
             self.rows = n
         elif item * n * n + (0.0 if self.exact_rows else least) <= self.budget:
-            self.K = _memory.zeros((n, n), dtype=self.dtype)
+            self.K = np.empty((n, n), dtype=self.dtype)
             self.have = np.zeros(n, dtype=bool)
             self.slot = np.full(n, -1, dtype=np.int64)
             self.rows = min(n, max(_MIN_COLUMNS, int((self.budget - item * n * n)
@@ -405,7 +404,7 @@ class _RowCache:
     def __init__(self, gram, size):
         n = gram.n
         self.gram, self.size = gram, int(size)
-        self.store = _memory.zeros((self.size, n), dtype=gram.dtype)
+        self.store = np.empty((self.size, n), dtype=gram.dtype)
         self.slot = np.full(n, -1, dtype=np.int64)
         self.owner = np.full(self.size, -1, dtype=np.int64)
         self.stamp = np.zeros(self.size, dtype=np.int64)

@@ -26,9 +26,9 @@ from ...certificates import (Certificate, Verdict, certificate_type, kernel_mism
                             predictor_fingerprint, stored_r_mask)
 from ..._validation import check_sample_weight
 from ...kernels._psd import PSD_MAX_N, cholesky_psd_gap, fresh_psd_kernel
-from ...utils import _memory
 from ._thresholds import certify_level, claim_shortfall, rows_mismatch, run_thresholds, \
     stored_mismatch, stored_thresholds
+from ...utils._memory import in_small_pages
 
 __all__ = ["KernelCertifiedPointsCertificate", "PSD_MAX_N"]
 
@@ -204,6 +204,7 @@ class KernelCertifiedPointsCertificate(Certificate):
         ``bool(self.check(X, y, sample_weight))``."""
         return bool(self.check(X, y, sample_weight=sample_weight))
 
+    @in_small_pages
     def check(self, X, y, sample_weight=None):
         """Recompute the claim from X, y (and the run's ``sample_weight``) and the kernel;
         return a ``Verdict``."""
@@ -591,8 +592,8 @@ def _products_full(X, kernel, u, absu, mu):
                       f"checks a precomputed, callable or plug-in kernel by a Cholesky "
                       f"factorization of the whole Gram matrix, for n <= {PSD_MAX_N} points "
                       f"(here n = {n}); use a built-in kernel (rbf, poly, laplacian, spline)")
-    K = _memory.zeros((n, n))
-    E = _memory.zeros((n, n))
+    K = np.empty((n, n))
+    E = np.zeros((n, n))
     step = max(1, BLOCK_ENTRIES // max(n, 1))
     for lo in range(0, n, step):
         hi = min(n, lo + step)

@@ -20,6 +20,7 @@ from ._decrement_bound import _link_bounds
 from ._representation import (ExactKernelMap, check_gram_budget, check_newton_budget,
                               exact_gram, gram_matrix)
 from ._schedule import decrement_schedule, rule_schedule
+from ...utils._memory import in_small_pages
 
 #: how far a kernel expansion's stored coefficients may be from the referee's model of the
 #: chain's last link: the RKHS norm of the difference, relative to ||theta^t||, when the
@@ -605,6 +606,7 @@ class NewtonDecrementCertificate(Certificate):
                     "link on X")
         return None
 
+    @in_small_pages
     def check(self, X, y, sample_weight=None):
         """The verdict on the chain from (X, y) (and the run's weights, which a weighted
         run needs). An exact kernel's claim is about K truncated at the rounding level of

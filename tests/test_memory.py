@@ -1,0 +1,91 @@
+"""Runs and certificate checks allocate without numpy's huge-page advice
+(``marginkit.utils._memory``), and leave the caller's setting as they found it, also when
+several run at once in threads or one raises."""
+import threading
+
+import numpy as np
+import pytest
+
+import marginkit as mk
+from marginkit.utils import _memory
+
+pytestmark = pytest.mark.skipif(_memory._SWITCH is None,
+                                reason="this numpy has no huge-page switch")
+
+
+def _advice():
+    """The current setting (reading it means setting it: put it back)."""
+    now = _memory._SWITCH(True)
+    _memory._SWITCH(now)
+    return now
+
+
+@pytest.fixture
+def advice_on():
+    before = _memory._SWITCH(True)
+    yield
+    _memory._SWITCH(before)
+
+
+def _data(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 3))
+    return X, np.where(X[:, 0] > 0, 1, -1)
+
+
+def test_solve_and_check_run_without_the_advice(advice_on, monkeypatch):
+    X, y = _data()
+    seen = []
+    from marginkit.solvers.svm import _kernel
+
+    start = _kernel._KernelDCDState.__init__
+
+    def spy(self, *a, **k):
+        seen.append(_advice())
+        return start(self, *a, **k)
+
+    monkeypatch.setattr(_kernel._KernelDCDState, "__init__", spy)
+    res = mk.solve(X, y, solver="dcd", kernel="rbf", C=1.0)
+    assert seen == [False] and _advice() is True
+    check = type(res.certificate).check.__wrapped__
+    monkeypatch.setattr(type(res.certificate), "check", _memory.in_small_pages(
+        lambda self, *a, **k: seen.append(_advice()) or check(self, *a, **k)))
+    assert res.certificate.verify(X, y) and seen[-1] is False and _advice() is True
+
+
+def test_setting_restored_after_an_error_and_nested_use(advice_on):
+    with pytest.raises(ValueError):
+        mk.solve(np.full((3, 2), np.nan), [1, -1, 1], solver="snkp")
+    assert _advice() is True
+    with _memory.small_pages():
+        with _memory.small_pages():
+            assert _advice() is False
+        assert _advice() is False
+    assert _advice() is True
+    _memory._SWITCH(False)  # a caller's own choice is what comes back
+    with _memory.small_pages():
+        pass
+    assert _advice() is False
+
+
+def test_concurrent_runs_share_one_count(advice_on):
+    """Overlapping runs in two threads: the advice stays off until the last one ends,
+    then comes back on."""
+    inside, release = threading.Barrier(3), threading.Event()
+    states = []
+
+    def run():
+        with _memory.small_pages():
+            inside.wait()
+            release.wait()
+            states.append(_advice())
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    inside.wait()
+    assert _advice() is False
+    release.set()
+    for t in threads:
+        t.join()
+    assert states == [False, False] and _advice() is True
