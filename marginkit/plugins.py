@@ -51,6 +51,7 @@ the run's configuration. A certificate that does not verify is never reported: t
 goes on, and a certificate ``finalize`` returns is dropped when it does not verify.
 """
 import dataclasses
+import functools
 
 import numpy as np
 import scipy.sparse as sp
@@ -370,6 +371,59 @@ class Smoother(Plugin):
         raise NotImplementedError
 
 
+def _frozen(M):
+    """M on read-only views of its arrays (dense arrays, CSR/CSC/COO matrices and arrays,
+    of the same type as M; other sparse formats as a private copy), anything else as is."""
+    def view(a):
+        a = a.view()
+        a.flags.writeable = False
+        return a
+
+    if isinstance(M, np.ndarray):
+        return view(M)
+    if sp.issparse(M):
+        if M.format in ("csr", "csc"):
+            return type(M)((view(M.data), view(M.indices), view(M.indptr)), shape=M.shape,
+                           copy=False)
+        if M.format == "coo":
+            return type(M)((view(M.data), (view(M.row), view(M.col))), shape=M.shape,
+                           copy=False)
+        return M.copy()
+    return M
+
+
+def _guarded(fn, name, owner):
+    """``fn`` (the kernel plug-in ``owner``'s method ``name``) given read-only views of
+    its array arguments (the same object twice when it was given one object twice); for
+    ``__call__``, its block checked as a callable kernel's is (``checked_block``)."""
+    @functools.wraps(fn)
+    def method(self, *args, **kwargs):
+        seen = {}
+
+        def frozen(a):
+            if id(a) not in seen:
+                seen[id(a)] = (a, _frozen(a))
+            return seen[id(a)][1]
+
+        args = tuple(frozen(a) for a in args)
+        kwargs = {k: frozen(v) for k, v in kwargs.items()}
+        out = fn(self, *args, **kwargs)
+        if name != "__call__" or not args:
+            return out
+        from .kernels.builtin import checked_block
+
+        A = args[0]
+        B = args[1] if len(args) > 1 else kwargs.get("B")
+        same = B is None or B is A
+        B = A if same else B
+        dtype = np.float32 if all(getattr(M, "dtype", None) == np.float32 for M in (A, B)) \
+            else np.float64
+        return checked_block(out, A, B, same, dtype, f"kernel plug-in {owner}")
+
+    method._guarded = True
+    return method
+
+
 class Kernel(Plugin):
     """A positive semi-definite kernel.
 
@@ -377,9 +431,27 @@ class Kernel(Plugin):
     Kernels with an explicit finite feature map (``linear``, approximations) set
     ``feature_map`` so that K(A, B) = Phi(A) Phi(B)^T and solvers can work in
     feature space without forming the n x n Gram.
+
+    A subclass defined outside marginkit (a plug-in) gets read-only views of the arrays
+    it is given in ``__call__``, ``diag``, ``returned_gram`` and ``careful_block``
+    (writing into them raises ``ValueError``: the caller's data are never modified), and
+    the blocks its ``__call__`` returns are checked as a callable kernel's are: real
+    numbers of shape (len(A), len(B)), finite, symmetric for K(A, A) (a sparse block is
+    made dense; ``ValueError`` naming the plug-in otherwise).
     """
 
     kind = "kernel"
+    #: the methods whose array arguments a plug-in gets as read-only views
+    _GUARDED = ("__call__", "diag", "returned_gram", "careful_block")
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__module__.partition(".")[0] == "marginkit":
+            return  # the built-in kernels: they never write into their operands
+        for name in cls._GUARDED:
+            fn = cls.__dict__.get(name)
+            if callable(fn) and not getattr(fn, "_guarded", False):
+                setattr(cls, name, _guarded(fn, name, cls.__name__))
     #: the Gram matrix is given by the user (X is the (n, n) Gram)
     precomputed = False
 

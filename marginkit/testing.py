@@ -81,26 +81,35 @@ def _check_smoother(sm, owner, rng):
                              f"(found {vals.min():.6g} < {obj:.6g}, n={n}, mu={mu})")
 
 
+def _kernel_call(owner, what, fn, *args):
+    """``fn(*args)``; a ``ValueError`` (a plug-in's block refused by ``Kernel``'s checks,
+    or a write into its read-only operands) fails the check with its message."""
+    try:
+        return fn(*args)
+    except ValueError as exc:
+        _fail(owner, f"{what} raised ValueError: {exc}")
+
+
 def _check_kernel(k, owner, rng):
     if getattr(k, "precomputed", False):
         return
     A = rng.standard_normal((6, 3))
     B = rng.standard_normal((4, 3))
     A0, B0 = A.copy(), B.copy()
-    K = np.asarray(k(A, B))
+    K = np.asarray(_kernel_call(owner, "k(A, B)", k, A, B))
     if K.shape != (6, 4):
         _fail(owner, f"k(A, B) has shape {K.shape}, expected (6, 4)")
     if not np.all(np.isfinite(K)):
         _fail(owner, "k(A, B) is not finite")
     if not (np.array_equal(A, A0) and np.array_equal(B, B0)):
         _fail(owner, "k(A, B) modified its inputs")
-    KA = np.asarray(k(A, A), dtype=float)
+    KA = np.asarray(_kernel_call(owner, "k(A, A)", k, A, A), dtype=float)
     if not np.allclose(KA, KA.T, rtol=1e-10, atol=1e-12):
         _fail(owner, "k(A, A) is not symmetric")
     lam = np.linalg.eigvalsh((KA + KA.T) / 2)
     if lam.min() < -1e-8 * max(1.0, abs(lam).max()):
         _fail(owner, f"k(A, A) is not positive semi-definite (eigenvalue {lam.min():.3g})")
-    d = np.asarray(k.diag(A), dtype=float)
+    d = np.asarray(_kernel_call(owner, "diag(A)", k.diag, A), dtype=float)
     if not np.allclose(d, np.diag(KA), rtol=1e-10, atol=1e-12):
         _fail(owner, "diag(A) differs from the diagonal of k(A, A)")
     fmap = getattr(k, "feature_map", None)

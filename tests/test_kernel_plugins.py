@@ -1,0 +1,101 @@
+"""Kernel plug-ins (subclasses of ``marginkit.plugins.Kernel`` defined outside marginkit)
+get read-only views of their operands, so that they cannot modify the caller's data, and
+the blocks they return are checked as a callable kernel's are (found by review: a plug-in
+that normalized its operand in place rewrote the caller's X under every solver, and
+malformed blocks surfaced as numpy's internals, some only at predict time)."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import marginkit as mk
+from marginkit.kernels.builtin import RBFKernel
+from marginkit.plugins import Kernel
+
+SOLVERS = ["snkp", "fista", "dcd", "iterated_tikhonov"]
+
+
+def _data(n=20, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 3))
+    return X, np.where(X[:, 0] > 0, 1, -1)
+
+
+class InPlace(Kernel):
+    """Normalizes its operand in place (dense: the rows; CSR: the stored values)."""
+
+    def __call__(self, A, B=None):
+        B = A if B is None else B
+        if sp.issparse(A):
+            A.data *= 2.0
+        else:
+            A /= np.linalg.norm(A, axis=1, keepdims=True)
+        return np.asarray(A @ B.T)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_plugin_cannot_write_into_the_callers_data(solver, sparse):
+    X, y = _data()
+    X = sp.csr_matrix(X) if sparse else X
+    before = X.copy()
+    with pytest.raises(ValueError, match="read-only"):
+        mk.solve(X, y, solver=solver, kernel=InPlace(), max_iter=50)
+    if sparse:
+        assert (X != before).nnz == 0
+    else:
+        np.testing.assert_array_equal(X, before)
+
+
+def _lin(A, B):
+    return np.asarray(A @ B.T)
+
+
+@pytest.mark.parametrize("returned,match", [
+    (lambda A, B: _lin(A, B).ravel(), r"shape \(\d+,\)"),
+    (lambda A, B: 1.0, r"shape \(\)"),
+    (lambda A, B: None, r"shape \(\)"),
+    (lambda A, B: _lin(B, A), r"must return K\(A, B\) of shape"),
+    (lambda A, B: np.ones((A.shape[0], B.shape[0] + 1)), "must return K"),
+    (lambda A, B: _lin(A, B)[..., None], "must return K"),
+    (lambda A, B: _lin(A, B) * (1 + 5j), "complex"),
+    (lambda A, B: _lin(A, B).astype(str), "dtype <U"),
+    (lambda A, B: _lin(A, B) * np.nan, "NaN or infinity"),
+])
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_a_malformed_block_is_refused_naming_the_plugin(returned, match, solver):
+    X, y = _data()
+    K = type("Malformed", (Kernel,), {
+        "__call__": lambda self, A, B=None: returned(A, A if B is None else B)})
+    with pytest.raises(ValueError, match=f"kernel plug-in Malformed.*{match}"):
+        mk.solve(X, y, solver=solver, kernel=K(), max_iter=50).predict(X[:5])
+
+
+def test_a_sparse_block_is_made_dense_and_solves_as_the_dense_one():
+    X, y = _data()
+    dense = type("Dense", (Kernel,), {
+        "__call__": lambda self, A, B=None: _lin(A, A if B is None else B)})
+    sparse = type("Sparse", (Kernel,), {
+        "__call__": lambda self, A, B=None: sp.csr_matrix(_lin(A, A if B is None else B))})
+    a = mk.solve(X, y, solver="snkp", kernel=dense())
+    b = mk.solve(X, y, solver="snkp", kernel=sparse())
+    assert a.status == b.status == "separable"
+    np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)
+    assert b.certificate.verify(X, y)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+
+
+def test_plugin_operands_keep_their_type_and_the_builtins_are_not_wrapped():
+    got = []
+
+    class Spy(Kernel):
+        def __call__(self, A, B=None):
+            got.append((type(A), A is B, getattr(A, "flags", None)))
+            return A @ (A if B is None else B).T
+
+    X = sp.csr_matrix(np.eye(3))
+    Spy()(X, X)
+    assert got[-1][0] is sp.csr_matrix and got[-1][1]  # one object given twice stays one
+    Spy()(np.eye(3))
+    assert not got[-1][2].writeable
+    assert not getattr(RBFKernel.__call__, "_guarded", False)
+    assert getattr(Spy.__call__, "_guarded", False)
