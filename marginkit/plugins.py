@@ -57,7 +57,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._executors import local_executor
-from ._validation import Param, check_params, check_random_state
+from ._validation import Param, check_params, check_random_state, checked_block
 
 __all__ = ["Plugin", "Solver", "SolverState", "Smoother", "Kernel", "StoppingRule", "Param",
            "Problem", "Trigger", "PluginError", "triggers_on"]
@@ -410,8 +410,6 @@ def _guarded(fn, name, owner):
         out = fn(self, *args, **kwargs)
         if name != "__call__" or not args:
             return out
-        from .kernels.builtin import checked_block
-
         A = args[0]
         B = args[1] if len(args) > 1 else kwargs.get("B")
         same = B is None or B is A

@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._registry import _register_builtin
-from .._validation import Param, check_X
+from .._validation import Param, check_X, checked_block
 from ..plugins import Kernel
 from . import _gram
 from ..linalg._norms import row_sqnorms
@@ -653,51 +653,6 @@ def _check_function(value, name, owner):
     if not callable(value):
         raise TypeError(f"{owner}: {name}={value!r} must be a callable k(A, B) -> ndarray")
     return value
-
-
-def checked_block(K, A, B, same, dtype, who):
-    """The block ``K`` a user's function returned for K(A, B) (``same``: B is A), checked
-    and as an array: real numbers (a sparse block densified: it is len(A) x len(B) dense
-    anyway), of shape (len(A), len(B)), finite, and for K(A, A) symmetric; float64 unless
-    ``dtype`` or the function's own values are float32. ``who`` names the function in
-    the messages."""
-    if sp.issparse(K):
-        K = K.toarray()
-    if np.iscomplexobj(K):  # a cast to float would drop the imaginary part silently
-        raise ValueError(f"{who} returned a complex block; a kernel is real: return a "
-                         "float array (e.g. K.real when the imaginary part is 0)")
-    returned = getattr(K, "dtype", None)  # the function's own precision (symmetry below)
-    if returned is not None and returned.kind in "USV":  # numpy would parse '1.5'
-        raise ValueError(f"{who} returned dtype {returned}; return a float array")
-    keep32 = dtype == np.float32 or returned == np.float32
-    try:
-        K = np.asarray(K, dtype=None if keep32 else np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{who} returned a non-numeric block ({exc})") from None
-    if K.dtype.kind not in "fiu":
-        raise ValueError(f"{who} returned dtype {K.dtype}; return a float array")
-    want = (A.shape[0], B.shape[0])
-    if K.shape != want:
-        raise ValueError(
-            f"{who} returned a block of shape {K.shape} for A with {want[0]} rows and B "
-            f"with {want[1]} rows; it must return K(A, B) of shape {want}")
-    if not np.isfinite(K).all():
-        raise ValueError(f"{who} returned NaN or infinity in its {want} block; the kernel "
-                         "must be finite")
-    if same:
-        # K(A, A) must be symmetric, as dcd and a precomputed Gram require (found by
-        # review: the perceptron family certified claims about a "kernel" a.b + g(a) -
-        # g(b)); to 1e-9 of sqrt(K_ii K_jj) (1e-5 for a float32 block), a kernel's
-        # rounding passes
-        scale = np.sqrt(np.abs(np.diagonal(K)).astype(np.float64))
-        rel = 1e-5 if np.float32 in (K.dtype, returned) else 1e-9
-        bad = np.abs(K - K.T) > rel * np.outer(scale, scale) + 1e-300
-        if bad.any():
-            i, j = np.argwhere(bad)[0]
-            raise ValueError(
-                f"{who}: K is not symmetric (K(A, A)[{i}, {j}] = {K[i, j]:.17g} but "
-                f"[{j}, {i}] = {K[j, i]:.17g}); a kernel must give a symmetric Gram matrix")
-    return K
 
 
 @_register_builtin("kernel", "callable")
