@@ -231,9 +231,12 @@ def test_overflowing_data_ends_honestly():
     X, y = _classification(n=30)
     X = X * np.array([1e200] * 15 + [1.0] * 15)[:, None]
     with pytest.warns(RuntimeWarning, match="rescale X"):
-        res = _solve(X, y, lam=1e-2, t=2)
+        res = _solve(X, y, lam=1e-2, t=2, kernel="linear")
     assert res.status == "max_iter" and res.certificate is None
     assert np.all(np.isfinite(res.coef_)) and res.extra["failure"]
+    # a kernel plug-in's blocks are checked: its overflow is refused by name
+    with pytest.raises(ValueError, match="kernel plug-in _Linear returned NaN or infinity"):
+        _solve(X, y, lam=1e-2, t=2)
 
 
 # ----------------------------------------------------------------------------- certificate
