@@ -470,9 +470,10 @@ def gram_psd_shift(X, kernel):
     the symmetrized normalized S~ = T (K + K^T)/2 T, T = diag(1/sqrt(K_ii)), within EG of
     G (the asymmetric part, E, the diagonal's error through T, the roundings), and float64
     Cholesky factorizations of S~ + c I for c = 2 ||EG||_F, then c0 + 2 ||EG||_F (c0 =
-    4 (n + 2)^2 u; float32 entries, a float32 precomputed Gram matrix or a callable that
-    returns float32, add their rounding 2^-24 |K| to EG, as ``iterated_tikhonov`` reads
-    them). The shifts stay at the rounding level: for a PSD G within EG of S~, S~ + (c0 +
+    4 (n + 2)^2 u; float32 entries add their rounding 2^-24 |K| to EG, as
+    ``iterated_tikhonov`` reads them: a float32 precomputed Gram matrix here, and the
+    blocks a callable returns in float32 through their own E, ``Kernel.careful_block``).
+    The shifts stay at the rounding level: for a PSD G within EG of S~, S~ + (c0 +
     2 ||EG||_F) I has lambda_min >= c0 + ||EG||_F, above what the factorization needs to
     complete (Higham, Theorem 10.7: n gamma_{n+1} for a unit diagonal), so only a matrix
     indefinite beyond its rounding fails both (found by review: shifts up to 32768 c0 let
@@ -501,19 +502,6 @@ def gram_psd_shift(X, kernel):
     if n == 0:
         return 0.0
     return _psd_shift_of(X, kernel, n)
-
-
-def _float32_entries(X, kernel):
-    """Whether the Gram entries are float32 numbers: a float32 precomputed Gram matrix, or
-    a kernel whose values come in float32 (``Kernel.returned_gram`` of two rows: a callable
-    that returns float32)."""
-    if getattr(kernel, "precomputed", False):
-        return X.dtype == np.float32
-    try:
-        probe = kernel.returned_gram(X[:2].astype(np.float64))
-    except (TypeError, ValueError):
-        return False
-    return getattr(probe, "dtype", None) == np.float32
 
 
 #: ``gram_psd_shift``'s answers for the last few precomputed Gram matrices, by digest
@@ -549,7 +537,9 @@ def _psd_shift_of(X, kernel, n):
     if not (np.all(np.isfinite(S)) and (E is None or np.all(np.isfinite(E)))):
         raise NotPositiveSemidefiniteError(
             "the kernel's Gram entries (or their error bounds) are not finite on this data")
-    float32 = _float32_entries(X, kernel)
+    # a float32 precomputed Gram matrix: its entries are float32 numbers (a kernel's
+    # float32 blocks carry their rounding in E, ``Kernel.careful_block``)
+    float32 = bool(getattr(kernel, "precomputed", False)) and X.dtype == np.float32
     # a precomputed Gram matrix's answer is a function of its bytes alone: kept for the
     # next checks of the same matrix (a run re-checks a refused claim once its measure has
     # halved; measured: each re-check factored a 4,096-point Gram matrix again, 2 s). The

@@ -422,6 +422,17 @@ def _guarded(fn, name, owner):
     return method
 
 
+def trusted_block(K, ulps):
+    """(K in float64, the bound on each entry's error of a block trusted to ``ulps``
+    units in the last place of float64, and to one float32 rounding more, 2^-24 |K|,
+    when K is float32): ``Kernel.careful_block``'s default."""
+    rel = 2.0 * ulps * (np.finfo(np.float64).eps / 2)
+    if getattr(K, "dtype", None) == np.float32:
+        rel += 2.0 ** -24
+    K = np.asarray(K, dtype=np.float64)
+    return K, rel * np.abs(K)
+
+
 class Kernel(Plugin):
     """A positive semi-definite kernel.
 
@@ -489,15 +500,19 @@ class Kernel(Plugin):
         built-in kernels compute it by a path of its own (distance kernels from explicit
         differences) with a proven bound; this default evaluates the kernel on float64 input
         and trusts its values to ``trusted_ulps`` units in the last place, so the accuracy of
-        a kernel that does not override it is the kernel's own responsibility.
+        a kernel that does not override it is the kernel's own responsibility. A block the
+        kernel returns in float32 (a callable that computes in float32) is trusted to one
+        float32 rounding more, 2^-24 |K|: the bound is that of this very block, whatever
+        the kernel returns for other blocks (found by review: a callable returning float32
+        for 2 x 2 blocks only, the size a probe asked, won float32's allowance for its
+        float64 Gram matrix, and an indefinite one passed the PSD proof).
         """
         def as64(M):
             if sp.issparse(M):
                 return M.astype(np.float64)
             return np.ascontiguousarray(M, dtype=np.float64)
 
-        K = np.asarray(self(as64(A), as64(B)), dtype=np.float64)
-        return K, (2.0 * self.trusted_ulps * (np.finfo(np.float64).eps / 2)) * np.abs(K)
+        return trusted_block(self(as64(A), as64(B)), self.trusted_ulps)
 
 
 @dataclasses.dataclass(frozen=True)

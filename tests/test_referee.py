@@ -827,3 +827,38 @@ def test_an_exact_opposite_duplicate_needs_no_psd_allowance():
         assert not InfeasibilityCertificate(q, 0.0, 1e-6, kern).verify(data, y)  # allowance
     res = mk.solve(K, y, solver="isnkpvn", kernel="precomputed")
     assert res.status == "infeasible" and res.certificate.verify(K, y)
+
+
+def _values_c(A, B):
+    """1 on the diagonal, 1 + 2e-7 off it (6 distinct 1-D points): an indefinite Gram
+    matrix, lambda_min = -2e-7, far beyond float64's rounding."""
+    A, B = np.asarray(A), np.asarray(B)
+    return np.where(A[:, :1] == B[:, 0][None, :], 1.0, 1.0 + 2e-7)
+
+
+def _float32_for_small_blocks(A, B):
+    K = _values_c(A, B)
+    return K.astype(np.float32) if K.shape == (2, 2) else K
+
+
+def test_float32_allowance_comes_from_the_blocks_it_covers():
+    """Found by review: the PSD proof granted float32's rounding allowance when a 2-row
+    probe of the callable came back float32; a callable returning float32 for 2 x 2 blocks
+    only got an "infeasible" claim verified on its indefinite float64 Gram matrix, while
+    alpha = -1 separates (both claims verified). The allowance now rides on each block's
+    own error bound (``Kernel.careful_block``): the float64 Gram matrix is refused."""
+    X = np.arange(6, dtype=np.float64).reshape(-1, 1)
+    y = np.array([1, -1, 1, -1, 1, -1])
+    stop = ["separated", ("dual_certificate", {"eps": 1e-3})]
+    for kernel in (_values_c, _float32_for_small_blocks):
+        with pytest.raises(NotPositiveSemidefiniteError):
+            mk.solve(X, y, solver="snkp", kernel=kernel, stop=stop, max_iter=5000)
+    p = np.full(6, 1.0 / 6)
+    kern = mk.kernels.builtin.CallableKernel(function=_float32_for_small_blocks)
+    with pytest.raises(NotPositiveSemidefiniteError):
+        InfeasibilityCertificate(p, 0.0, 1e-3, kern, np.array([-1, 1])).check(X, y)
+    # a block the function does return in float32 carries float32's rounding
+    K32, E32 = kern.careful_block(X[:2], X[:2])
+    assert np.all(E32 >= 2.0 ** -24 * np.abs(K32)) and E32.max() > 0
+    K64, E64 = kern.careful_block(X[:3], X[:3])
+    assert np.all(E64 < 1e-14 * np.abs(K64) + 1e-300)

@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 from .._registry import _register_builtin
 from .._validation import Param, check_X, checked_block
-from ..plugins import Kernel
+from ..plugins import Kernel, trusted_block
 from . import _gram
 from ..linalg._norms import row_sqnorms
 from ..utils._rows import _from_arrays, row_block
@@ -697,6 +697,12 @@ class CallableKernel(Kernel):
         A, _, dtype = prepare_pair(A)
         K = self._block(A, A, dtype)
         return K if K.dtype == np.float32 else K.astype(np.float64, copy=False)
+
+    def careful_block(self, A, B):
+        """``Kernel.careful_block``'s trust in the function's values, on the block as the
+        function returned it: float32 values carry one float32 rounding more."""
+        A, B = _careful_pair(A, B)
+        return trusted_block(self._block(A, B, np.dtype(np.float64)), self.trusted_ulps)
 
     def _block(self, A, B, dtype):
         """The validated block K(A, B) of prepared operands: float64 for float64
