@@ -186,6 +186,21 @@ def synthetic(n=300, d=8, noise=0.05, seed=0):
     return X, y
 
 
+def _input_paths(name, folder):
+    """Every path ``load_dataset(name, folder)`` may read (each suffix ``_find`` tries,
+    whether or not the file exists yet: a report written to a missing ``heart_scale``
+    would be read in place of ``heart_scale.xz``)."""
+    if name == "synthetic" or name not in DATASETS:
+        return []
+    train_name, test_spec, _ = DATASETS[name]
+    if train_name == "mnist":
+        stems = ["mnist/t10k-images-idx3-ubyte", "mnist/t10k-labels-idx1-ubyte"]
+    else:
+        stems = [train_name] + ([test_spec] if test_spec is not None else [])
+    return [os.path.join(folder, stem + suffix) for stem in stems
+            for suffix in ("", ".xz", ".gz")]
+
+
 def load_dataset(name, folder=None, seed=0):
     """A ``Dataset`` by name (see ``DATASETS``; ``"synthetic"`` needs no data folder).
 
@@ -814,6 +829,12 @@ def main(argv=None):
     repeat = args.repeat or (2 if args.quick else 5)
     if args.data:
         names = [s.strip() for s in args.data.split(",") if s.strip()]
+        if not names:
+            # found by review: "--data ," gave an empty table and exit code 0
+            print(f"marginkit bench: --data {args.data!r} names no data set; give "
+                  f"comma-separated names (known: synthetic, {', '.join(DATASETS)})",
+                  file=sys.stderr)
+            return 2
         unknown = [n for n in names if n != "synthetic" and n not in DATASETS]
         if unknown:
             print(f"marginkit bench: unknown data set(s) {unknown}; known: synthetic, "
@@ -826,6 +847,10 @@ def main(argv=None):
     methods = default_methods()
     if args.methods:
         wanted = [s.strip() for s in args.methods.split(",") if s.strip()]
+        if not wanted:
+            print(f"marginkit bench: --methods {args.methods!r} names no method; give "
+                  f"comma-separated names (known: {', '.join(METHODS)})", file=sys.stderr)
+            return 2
         unknown = [m for m in wanted if m not in METHODS]
         if unknown:
             print(f"marginkit bench: unknown method(s) {unknown}; known: {', '.join(METHODS)}",
@@ -839,6 +864,23 @@ def main(argv=None):
         names = [n for n in names if n == "synthetic"] or ["synthetic"]
         print("marginkit bench: MARGINKIT_DATA is not set; running on synthetic data only",
               file=sys.stderr)
+    elif args.json is not None:
+        # found by review: --json $MARGINKIT_DATA/fourclass_scale.xz replaced the data set
+        # with the report's checkpoint (the set was then "skipped", exit code 0); fit -m
+        # and predict -o refuse their inputs the same way
+        out = os.path.realpath(args.json)
+        for name in names:
+            for path in _input_paths(name, _data_folder()):
+                same = os.path.realpath(path) == out
+                try:
+                    same = same or os.path.samefile(path, args.json)
+                except OSError:
+                    pass
+                if same:
+                    print(f"marginkit bench: --json {args.json} is an input file of data set "
+                          f"{name}; writing the report there would overwrite it; name another "
+                          "file", file=sys.stderr)
+                    return 2
 
     def progress(msg):
         print(msg, file=sys.stderr, flush=True)

@@ -332,3 +332,27 @@ def test_bench_refuses_bad_arguments_before_any_work(tmp_path):
                  ["--json", str(fifo)], ["--json", str(tmp_path)],
                  ["--json", str(tmp_path / "missing" / "out.json")]):
         assert _bench.main(["--quick", *argv]) == 2, argv
+
+
+def test_bench_refuses_a_report_path_that_is_an_input_or_an_empty_selection(
+        tmp_path, monkeypatch, capsys):
+    """Found by review: --json naming a data file of the run (here through a symbolic link,
+    or the suffix-less name the loader tries first) overwrote the data set with the
+    report's checkpoint, and "--data ," / "--methods ," gave an empty table; all exit 0."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "heart_scale.xz").write_bytes(b"not touched")
+    (tmp_path / "link.xz").symlink_to(data / "heart_scale.xz")
+    monkeypatch.setenv("MARGINKIT_DATA", str(data))
+    for out in (data / "heart_scale.xz", tmp_path / "link.xz", data / "heart_scale"):
+        argv = ["--data", "synthetic,heart_scale", "--methods", "mk:fista", "--repeat", "1",
+                "--json", str(out)]
+        assert _bench.main(argv) == 2, out
+        assert "is an input file of data set heart_scale" in capsys.readouterr().err
+    assert (data / "heart_scale.xz").read_bytes() == b"not touched"
+    assert not (data / "heart_scale").exists()
+    for argv, match in ((["--data", ","], "--data ',' names no data set"),
+                        (["--data", " "], "--data ' ' names no data set"),
+                        (["--data", "synthetic", "--methods", ","], "--methods ',' names no method")):
+        assert _bench.main(["--repeat", "1", *argv]) == 2, argv
+        assert match in capsys.readouterr().err
