@@ -195,6 +195,10 @@ def test_verbose_2_reports_the_thread_choice(capsys, monkeypatch):
     (True, TypeError, r"threads=True must be 'auto' or an integer >= 1"),
     (2.0, TypeError, r"threads=2.0 must be 'auto' or an integer >= 1"),
     (float("nan"), ValueError, r"threads=nan must be finite"),
+    # found by review: 2**31 passed and overflowed the passes' C int (a raw OverflowError)
+    (2 ** 31, ValueError, r"threads=2147483648 is out of range; use 'auto' or an integer "
+                          r"<= 32768"),
+    (2 ** 63, ValueError, r"threads=9223372036854775808 is out of range"),
 ])
 def test_threads_parameter_is_checked(value, exc, match):
     X, y = _problem(sparse=False)

@@ -362,8 +362,14 @@ class _FistaState(_ClaimOffers, SolverState):
                 "n_certified": float(self.n_certified)}
 
 
+#: the most threads ``threads`` may ask for (the passes take a C int, and no OpenMP team
+#: comes near this; found by review: 2**31 passed the check and overflowed in Cython)
+MAX_THREADS = 2 ** 15
+
+
 def _threads_param(value, name, owner):
-    """'auto', or the number of threads (an integer >= 1) as a Python int."""
+    """'auto', or the number of threads (an integer from 1 to ``MAX_THREADS``) as a
+    Python int."""
     if isinstance(value, str):
         if value != "auto":
             raise ValueError(f"{owner}: {name}={value!r} is not valid; use 'auto' or an "
@@ -374,6 +380,10 @@ def _threads_param(value, name, owner):
     if value < 1:
         raise ValueError(f"{owner}: {name}={value} is out of range; use 'auto' or an "
                          f"integer >= 1")
+    if value > MAX_THREADS:
+        raise ValueError(f"{owner}: {name}={value} is out of range; use 'auto' or an "
+                         f"integer <= {MAX_THREADS} (the threads run within the OpenMP limit "
+                         "anyway)")
     return int(value)
 
 
@@ -397,7 +407,8 @@ class _FistaBase(_CertifiedSVM):
     param_table = dict(_COMMON_PARAMS, threads=Param(
         "auto", validator=_threads_param,
         doc="OpenMP threads of the passes: 'auto' (one thread or the team, whichever the "
-            "run measures faster) or at most this many; always within the OpenMP limit"),
+            f"run measures faster) or at most this many (1 to {MAX_THREADS}); always within "
+            "the OpenMP limit"),
         gram_norm=Param(None, types=numbers.Real, low=0, allow_none=True,
                         doc="an upper bound of ||Z~||_2^2 (fista) or ||Z||_2^2 (fista_svm) "
                             "from an earlier run on the same rows: its "
@@ -532,8 +543,8 @@ class Fista(_FistaBase):
         OpenMP threads of the passes over X. "auto" (default): each run times its own
         iterations and uses one thread or the team, whichever is faster; the team is
         tried only while one thread gets its core (on busy cores a team that waits for
-        its slowest thread at every iteration is many times slower). An int: at most
-        that many, every iteration. Always within the OpenMP limit (OMP_NUM_THREADS,
+        its slowest thread at every iteration is many times slower). An int from 1 to
+        32768 (``MAX_THREADS``): at most that many, every iteration. Always within the OpenMP limit (OMP_NUM_THREADS,
         ``threadpoolctl.threadpool_limits``); the result does not depend on it. The
         choice is ``extra["threads"]`` (last iteration) and ``extra["thread_choice"]``;
         ``verbose=2`` prints its changes. ``fista_svm`` takes the same parameter.
