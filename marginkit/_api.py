@@ -265,6 +265,25 @@ def _stop_requested(value):
                     "(True ends the run)")
 
 
+#: what a stopping rule's ``check`` may return to end a run (None: go on)
+_RULE_STATUSES = (*CLAIM_KINDS, "converged", "max_iter", "time_limit")
+
+
+def _rule_status(rule, value):
+    """A stopping rule's answer: None or one of ``_RULE_STATUSES``; anything else (True,
+    1, an unknown string, an array) is refused by the rule's name (it became
+    ``Result.status`` as it was, or numpy's "unhashable type"; found by review)."""
+    if value is None or (isinstance(value, str) and value in _RULE_STATUSES):
+        return value
+    kind = type(value).__name__
+    what = (f"{value!r} ({kind})" if isinstance(value, (str, bool, np.bool_, numbers.Number))
+            else f"an object of type {kind}")
+    allowed = ", ".join(repr(s) for s in _RULE_STATUSES)
+    exc = ValueError if isinstance(value, str) else TypeError
+    raise exc(f"stopping rule {rule.name or type(rule).__name__!r}: check() returned {what}; "
+              f"return None to go on, or a status: {allowed}")
+
+
 def run(problem, solver, rules, max_iter, config, blas=None):
     """The iteration loop shared by every solver.
 
@@ -336,7 +355,7 @@ def _loop(problem, solver, rules, max_iter, config, blas):
                     last = (k, state.elapsed, snap)
                     verbose(*last)
                 for rule in rules:
-                    status = rule.check(state)
+                    status = _rule_status(rule, rule.check(state))
                     if status and status not in _LOOP_STATUSES:
                         with blas.phase("referee", k):
                             ok, accepted = referee(problem, solver, state, status)

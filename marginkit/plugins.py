@@ -539,6 +539,11 @@ class Trigger:
 class StoppingRule(Plugin):
     """A stopping rule. ``check(state)`` returns a status string to stop, or None.
 
+    The statuses a rule may return: the claims ``"separable"``, ``"infeasible"``,
+    ``"certified"`` (re-checked from the data before the run stops on them),
+    ``"converged"``, ``"max_iter"`` and ``"time_limit"``; any other answer (True, a
+    number, another string) is refused with an error naming the rule.
+
     A rule reads the state and never writes into it; it keeps nothing of a run on itself
     (one instance may serve concurrent runs). A rule whose test is a threshold on state
     fields declares it in ``triggers(problem)``, so that a solver can read it (a cheap

@@ -625,6 +625,27 @@ def test_a_third_party_rule_with_triggers_batches_dcd_epochs():
     assert len(calls) < res.n_iter  # epochs ran in batches between the rule's checks
 
 
+@pytest.mark.parametrize("answer, exc, what", [
+    (True, TypeError, r"True \(bool\)"),
+    (1, TypeError, r"1 \(int\)"),
+    ("foo", ValueError, r"'foo' \(str\)"),
+    ("", ValueError, r"'' \(str\)"),
+    (np.array(["converged"]), TypeError, r"an object of type ndarray"),
+])
+def test_a_rule_answer_that_is_not_a_status_is_refused_by_the_rules_name(answer, exc, what):
+    """Found by review: True, 1 or "foo" became ``Result.status`` as it was (the run
+    "stopped" at iteration 0), an array gave numpy's "unhashable type"."""
+
+    class Odd(mk.plugins.StoppingRule):
+        def check(self, state):
+            return answer
+
+    X, y = mk.datasets.make_xor(60, random_state=0)[:2]
+    with pytest.raises(exc, match=rf"stopping rule 'Odd': check\(\) returned {what}; return "
+                                  r"None to go on, or a status: 'separable', .*'converged'"):
+        mk.solve(X, y, solver="fista", stop=[Odd(), ("max_iter", {"n": 30})])
+
+
 def test_problem_builds_its_generator_from_the_seed():
     kw = dict(X=np.zeros((2, 1)), y=np.ones(2), classes_=None, kernel=None, smoother=None,
               params={})
