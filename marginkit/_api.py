@@ -319,6 +319,13 @@ def _loop(problem, solver, rules, max_iter, config, blas):
     problem.deadline = stopping.deadline(rules, t0)
     with blas.phase("start"):
         state = solver.start(problem)
+    if state is None or not callable(getattr(state, "step", None)):
+        # found by review: a start() returning None failed on "'NoneType' object has no
+        # attribute 'problem'"
+        raise TypeError(f"solver {solver.name or type(solver).__name__!r}: start() returned "
+                        f"{'None' if state is None else 'a ' + type(state).__name__}, which "
+                        "has no step(); return the run's state (a marginkit.plugins."
+                        "SolverState)")
     if getattr(state, "problem", None) is None:
         state.problem = problem
     history = {}

@@ -17,6 +17,11 @@ ENTRY_POINT_GROUPS = {
 }
 
 
+#: kind -> the name of its base class in ``marginkit.plugins``
+BASES = {"solver": "Solver", "smoother": "Smoother", "kernel": "Kernel",
+         "stopping": "StoppingRule"}
+
+
 class PluginLoadWarning(UserWarning):
     """A third-party plug-in could not be loaded; the rest of marginkit works."""
 
@@ -48,6 +53,28 @@ class Registry:
                 return True
         return any(v is obj for key, v in self._items.items() if key != name)
 
+    def check_plugin(self, name, obj):
+        """Refuse an ``obj`` that is neither a subclass of this kind's base class
+        (``marginkit.plugins.Solver``, ...) nor an instance of one: found by review, ``int``
+        or a Kernel registered as a solver failed later, inside ``solve``, with an
+        AttributeError."""
+        from . import plugins
+
+        base = getattr(plugins, BASES[self.kind])
+        if isinstance(obj, base) or (isinstance(obj, type) and issubclass(obj, base)):
+            return
+        if isinstance(obj, type):
+            module = "" if obj.__module__ == "builtins" else obj.__module__ + "."
+            what = f"the class {module}{obj.__qualname__}"
+        else:
+            what = f"a {type(obj).__name__} object"
+        other = getattr(obj, "kind", None)
+        if isinstance(obj, (plugins.Plugin, type)) and other in KINDS:
+            what += f" (a {other} plug-in)"
+        raise TypeError(f"cannot register {what} as the {self.kind} {name!r}: a {self.kind} "
+                        f"must be a subclass of marginkit.plugins.{base.__name__} (or an "
+                        "instance of one)")
+
     def add(self, name, obj, overwrite=False, _builtin=False):
         """Register ``obj`` under ``name``.
 
@@ -60,6 +87,7 @@ class Registry:
         """
         if not isinstance(name, str) or not name:
             raise TypeError(f"plug-in name must be a non-empty string, got {name!r}")
+        self.check_plugin(name, obj)
         with self._lock:
             if name in self._items and not overwrite and self._items[name] is not obj:
                 raise ValueError(
@@ -110,6 +138,7 @@ class Registry:
                     continue
                 try:
                     obj = ep.load()
+                    self.check_plugin(ep.name, obj)  # not a plug-in of this kind: a warning
                 except KeyboardInterrupt:
                     if scanning:  # the rest are read on the next lookup
                         self._entry_points_loaded = False
@@ -153,6 +182,10 @@ REGISTRIES = {kind: Registry(kind) for kind in KINDS}
 
 def register(kind, name, overwrite=False):
     """Class decorator registering a plug-in.
+
+    The object must be a subclass of the kind's base class in ``marginkit.plugins``
+    (``Solver``, ``Smoother``, ``Kernel``, ``StoppingRule``) or an instance of one; anything
+    else raises ``TypeError``.
 
     Examples
     --------

@@ -235,3 +235,46 @@ def test_keyboard_interrupt_in_entry_point_propagates(monkeypatch, tmp_path):
         mk.list_plugins()
     # not marked as read: the next lookup tries again
     assert not REGISTRIES["solver"]._entry_points_loaded
+
+
+def test_registering_what_is_not_a_plugin_of_the_kind_is_refused():
+    """Found by review: ``int`` or a Kernel registered as a solver was accepted and failed
+    later, inside solve(), with an AttributeError on internals."""
+    RBF = mk.get_plugin("kernel", "rbf")
+    for obj, what in ((int, "the class int"), (len, "a builtin_function_or_method object"),
+                      (RBF, r"the class marginkit\.kernels\.builtin\.RBFKernel \(a kernel "
+                            r"plug-in\)"),
+                      (RBF(), r"a RBFKernel object \(a kernel plug-in\)")):
+        with pytest.raises(TypeError, match=rf"cannot register {what} as the solver 'x': a "
+                                            r"solver must be a subclass of marginkit\.plugins"
+                                            r"\.Solver \(or an instance of one\)"):
+            mk.register("solver", "x")(obj)
+    assert "x" not in mk.list_plugins()["solver"]
+    assert RBF.name == "rbf" and RBF.kind == "kernel"
+    # an instance of the kind is registered as before
+    rule = mk.get_plugin("stopping", "max_iter")(n=3)
+    mk.register("stopping", "three")(rule)
+    assert mk.get_plugin("stopping", "three") is rule
+
+
+def test_an_entry_point_that_is_not_a_plugin_of_its_kind_warns(monkeypatch):
+    eps = [_ep("not_a_rule", "tests._plugin_fixtures:EntryPointSmoother", "marginkit.stopping"),
+           _ep("never_ep", "tests._plugin_fixtures:NeverStop", "marginkit.stopping")]
+    monkeypatch.setattr(importlib.metadata, "entry_points",
+                        lambda group=None: [e for e in eps if e.group == group])
+    mk.reset_registry()
+    with pytest.warns(PluginLoadWarning, match=r"'not_a_rule'.*TypeError: cannot register the "
+                                               r"class .*EntryPointSmoother \(a smoother"):
+        names = mk.list_plugins()["stopping"]
+    assert "never_ep" in names and "not_a_rule" not in names
+    with pytest.raises(ValueError, match="failed to load"):
+        mk.get_plugin("stopping", "not_a_rule")
+
+
+def test_a_solver_whose_start_returns_none_is_named():
+    mk.register("solver", "start_returns_none")(
+        type("S", (mk.plugins.Solver,), {"start": lambda self, problem: None}))
+    X, y = _tiny()
+    with pytest.raises(TypeError, match=r"solver 'start_returns_none': start\(\) returned None, "
+                                        r"which has no step\(\); return the run's state"):
+        mk.solve(X, y, solver="start_returns_none")
