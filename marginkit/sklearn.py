@@ -402,9 +402,14 @@ def _variance(X, w=None):
     """``(variance, largest magnitude)`` of all n * d entries of X (implicit zeros of a
     CSR matrix included, duplicates summed as scipy reads them), row i counted w_i times,
     in float64 by two passes over row blocks of a dense X (no float64 copy of it; a CSR
-    matrix's stored values are copied)."""
+    matrix's stored values are copied). The weights count relative to the largest: the
+    variance does not change, and the sum of huge finite weights (1e307 each) no longer
+    overflows (found by review: the refusal then blamed X)."""
     n, d = X.shape
     w = np.ones(n) if w is None else np.asarray(w, dtype=np.float64)
+    wmax = float(np.max(w, initial=0.0))
+    if wmax > 0.0:
+        w = w / wmax
     count = float(np.sum(w)) * d
     if sp.issparse(X):
         if not X.has_canonical_format:

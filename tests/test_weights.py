@@ -2,6 +2,8 @@
 weighted hinge loss, the referee of weighted certified-points claims, the estimators'
 ``class_weight`` / ``sample_weight`` and the refusals (docs/svm.md, section 6,
 "Weighted problems"; docs/tikhonov.md, section 1)."""
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -586,6 +588,43 @@ def test_weights_out_of_float64_range_end_honestly():
                        sample_weight=np.full(60, 1e300))
     assert res.status == "max_iter" and res.certificate is None
     assert "overflows float64 (sample weights" in res.extra["failure"]
+
+
+def test_huge_finite_weights_are_named_not_blamed_on_x_or_c():
+    """Found by review: weights of 1e307 each (finite, their sum overflows) gave
+    "1 / (3 * nan) ... rescale X" for the estimators' gamma='scale', "C = 2.13e+307 ...
+    reduce C" with the default C, and numpy overflow warnings."""
+    from marginkit.sklearn import IteratedTikhonovClassifier, SVMClassifier, _variance
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    w = np.full(30, 1e307)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        # gamma='scale' weighs the rows relative to each other only
+        var, _ = _variance(X, w)
+        assert var == pytest.approx(X.var(), rel=1e-12)
+        svm = r"largest box C w_i = 2.13e\+307 \(C = 2.13 times the largest sample weight " \
+              r"1e\+307\).*rescale the weights \(sample_weight, and class_weight"
+        with pytest.raises(ValueError, match=svm):
+            SVMClassifier().fit(X, y, sample_weight=w)
+        with pytest.raises(ValueError, match="fista: the " + svm):
+            mk.solve(X, y, solver="fista", sample_weight=w)
+        with pytest.raises(ValueError, match=r"dcd: the largest box C w_i = 2.13e\+306"):
+            mk.solve(X, y, solver="dcd", sample_weight=w / 10)
+        tik = r"iterated_tikhonov: the sample weights sum to more than float64 holds \(largest " \
+              r"1e\+307\).*divide the weights \(sample_weight, and class_weight"
+        with pytest.raises(ValueError, match=tik):
+            IteratedTikhonovClassifier().fit(X, y, sample_weight=w)
+        with pytest.raises(ValueError, match=tik):
+            IteratedTikhonovClassifier(class_weight={1: 1e307, -1: 1e307}).fit(X, y)
+    # weights whose sum is finite but which overflow the Newton system with X
+    with pytest.warns(RuntimeWarning, match=r"entries of X or sample weights too large .*"
+                                            r"divide the weights \(sample_weight"):
+        res = mk.solve(X * 1e150, y, solver="iterated_tikhonov", kernel="linear", t=1,
+                       sample_weight=np.full(30, 1e10))
+    assert res.status == "max_iter" and "sample weights" in res.extra["failure"]
 
 
 def test_pegasos_weighted_ball_holds_the_minimizer():

@@ -280,7 +280,8 @@ class DCD(_CertifiedSVM):
             raise ValueError(_DCD_SEQUENTIAL)
         box = run_box(gamma, weights, data.n)
         gmax, low = _box_scales(box, mu)
-        check_scales(self.name, data, gmax, mu, level=low)
+        check_scales(self.name, data, gmax, mu, level=low, C=gamma,
+                     weight_max=None if weights is None else float(np.max(weights)))
         # the epochs' SplitMix64 stream is seeded from 64 bits of the run's generator
         seed = problem.rng.bit_generator.random_raw()
         state = _DCDState(data, problem.y, gamma, mu, seed, self.params["shrinking"],

@@ -469,7 +469,8 @@ class _FistaBase(_CertifiedSVM):
             with single_threaded_blas():
                 lam, info = lipschitz_bound(data, self.augmented, budget,
                                             deadline=getattr(problem, "deadline", None))
-        check_scales(self.name, data, gmax, mu, mu + lam, level=low)
+        check_scales(self.name, data, gmax, mu, mu + lam, level=low, C=gamma,
+                     weight_max=None if weights is None else float(np.max(weights)))
         state = _FistaState(data, gamma, mu, mu + lam, self.augmented, info["passes"], box,
                             self.params["threads"],
                             getattr(getattr(problem, "config", None), "verbose", 0) or 0)

@@ -519,7 +519,8 @@ class _KernelRun(_ClaimOffers, SolverState):
         if not math.isfinite(gmax):
             raise ValueError(
                 f"{name}: the box C w_i overflows float64 (C = {C:.3g}, largest sample weight "
-                f"{float(np.max(weights)):.3g}): reduce C or rescale the weights")
+                f"{float(np.max(weights)):.3g}): reduce C or rescale the weights "
+                "(sample_weight, and class_weight in the estimators)")
         if self.weighted:
             check_scales(name, None, gmax, self.mu, level=low, box_only=True)
         else:

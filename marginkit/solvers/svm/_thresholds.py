@@ -27,14 +27,17 @@ RAISE_MU = ("(with mu=None and a given C, mu is 1/(2C), divided by the largest s
 _LEVEL_FLOOR = 2.0 ** -969
 
 
-def check_scales(name, data, gamma, mu, L=None, trace=None, level=None, box_only=False):
+def check_scales(name, data, gamma, mu, L=None, trace=None, level=None, box_only=False,
+                 C=None, weight_max=None):
     """Refuse parameters and data whose scale makes the error bound meaningless (ValueError
     naming the scale): dual variables below 2^-969 (their differences would be subnormal),
     coefficients s * w_bar that can overflow, a condition number L / mu that overflows.
     ``trace`` = sum_i ||z_i||^2 (default: from ``data.zsq``); ``gamma`` is the largest
     box bound, ``level`` (default min(gamma, 1/mu)) the smallest positive level of a
     weighted run; ``box_only``: the dual variables' scale only (exact kernels, whose
-    solvers check the data's own scales, ``data`` unused)."""
+    solvers check the data's own scales, ``data`` unused). ``C`` and ``weight_max`` (the
+    largest sample weight of a weighted run, whose largest box is ``gamma`` = C w_max):
+    a box that weights above 1 make too large is blamed on them."""
     weighted = level is not None
     if level is None:
         level = certify_level(gamma, mu)
@@ -58,6 +61,16 @@ def check_scales(name, data, gamma, mu, L=None, trace=None, level=None, box_only
     smax = float(data.s.max(initial=0.0))
     with np.errstate(over="ignore"):
         coef_bound = smax * gamma * math.sqrt(data.n) * math.sqrt(trace)
+    if not (math.isfinite(trace) and coef_bound < 2.0 ** 1020) and math.isfinite(trace) \
+            and weight_max is not None and weight_max > 1.0:
+        # found by review: weights of 1e307 were reported as "C = 2.13e+307 ... reduce C"
+        # with the default C
+        raise ValueError(
+            f"{name}: the largest box C w_i = {gamma:.3g} (C = {C:.3g} times the largest "
+            f"sample weight {weight_max:.3g}) with the scaled data (||Z~||_F^2 = {trace:.3g}, "
+            f"largest 1/sigma = {smax:.3g}) gives coefficients that can overflow float64; "
+            "rescale the weights (sample_weight, and class_weight in the estimators) or "
+            "reduce C")
     if not (math.isfinite(trace) and coef_bound < 2.0 ** 1020):
         raise ValueError(
             f"{name}: the scaled data (||Z~||_F^2 = {trace:.3g}, largest 1/sigma = {smax:.3g}) "

@@ -46,9 +46,17 @@ class _GuardedNewton:
             # the squared loss reads y's magnitude too (found by review: y = 1e200 x_0
             # on well-scaled X was blamed on X)
             which = "X or y" if getattr(self, "loss_name", None) == "squared" else "X"
-            self.failed = ("the Newton system is not numerically positive definite or not "
-                           f"finite (entries of {which} too large or too small for "
-                           f"float64?); rescale {which}")
+            if getattr(self, "weighted", False):
+                # large sample weights scale the risk's Hessian as large entries of X do
+                self.failed = ("the Newton system is not numerically positive definite or "
+                               f"not finite (entries of {which} or sample weights too large "
+                               f"or too small for float64?); rescale {which}, or divide the "
+                               "weights (sample_weight, and class_weight in the estimators) "
+                               "and lam by the same factor")
+            else:
+                self.failed = ("the Newton system is not numerically positive definite or "
+                               f"not finite (entries of {which} too large or too small for "
+                               f"float64?); rescale {which}")
             warnings.warn(f"iterated_tikhonov: {self.failed}", RuntimeWarning, stacklevel=2)
             self.decrement = np.inf
             self.done = True

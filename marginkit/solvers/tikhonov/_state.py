@@ -66,6 +66,17 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
                 "iterated_tikhonov with sample_weight: t='auto' (its validation split) and "
                 "method='spectral_filter' (the unweighted closed form) are not available; "
                 "pass an integer t and method='newton'")
+        if weights is not None:
+            with np.errstate(over="ignore"):
+                total = float(np.sum(weights))
+            if not math.isfinite(total):
+                # found by review: weights of 1e307 each were blamed on X ("rescale X")
+                raise ValueError(
+                    "iterated_tikhonov: the sample weights sum to more than float64 holds "
+                    f"(largest {float(np.max(weights)):.3g}), so the weighted risk "
+                    "1/n sum_i w_i l(z_i) overflows; divide the weights (sample_weight, and "
+                    "class_weight in the estimators) and lam by the same factor, which "
+                    "leaves the minimizer as it is")
         if blocked:
             why = blocked_limits(prm, problem.kernel)
             if why:
