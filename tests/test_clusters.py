@@ -1,5 +1,6 @@
 """The two-cluster generator of the SVM paper's data model (``datasets.make_clusters``)."""
 import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
@@ -102,3 +103,28 @@ def test_shapes_beyond_memory_are_refused_by_name():
     # beyond numpy's largest array ("array is too big", a ValueError of its own)
     with pytest.raises(ValueError, match="n_features=2305843009213693952: the clusters'"):
         make_clusters(10, 2**61, nnz_per_row=2)
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"dtype": np.float32, "separation": 1e300},
+     r"separation=1e\+300, radius=0.6, offset=1.0: the points reach beyond the largest "
+     r"float32, 3.4e\+38 \(\|offset\| \+ separation \+ radius = 1e\+300\).* or "
+     r"dtype=numpy.float64"),
+    ({"offset": -1e308, "separation": 1e308}, r"offset=-1e\+308: the points reach beyond the "
+                                              r"largest float64"),
+    ({"radius": 1e308, "n_features": 1}, r"radius=1e\+308.*X would not be finite"),
+    ({"dtype": np.float32, "separation": 1e300, "nnz_per_row": 2},
+     r"separation=1e\+300.*beyond the largest float32"),
+])
+def test_points_beyond_the_dtypes_range_are_refused_by_name(kw, match):
+    """Found by review: float32 with separation=1e300 gave rows of +-inf and offset=-1e308
+    with separation=1e308 non-finite entries, with only numpy's RuntimeWarning."""
+    kw = {"n_samples": 10, "n_features": 3, "random_state": 0, **kw}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=match):
+            make_clusters(**kw)
+    # at the edge of the range: finite
+    X, _ = make_clusters(10, 3, dtype=np.float32, separation=3e38, radius=0.0, offset=0.0,
+                         random_state=0)
+    assert np.isfinite(X).all()

@@ -94,7 +94,9 @@ def make_clusters(n_samples=None, n_features=None, *, like=None, nnz_per_row=Non
         ``separation + radius``, random label).
     offset : float
         Every coordinate of a dense X is shifted by ``offset`` (uncentred data); a sparse
-        X is not shifted (it would not stay sparse).
+        X is not shifted (it would not stay sparse). Parameters whose points would not be
+        finite in ``dtype`` (``abs(offset) + separation + radius`` above its largest value)
+        raise ``ValueError``.
     dtype : {numpy.float64, numpy.float32}
         The dtype of X, written block by block (a float32 X never has a float64 copy).
     random_state : None, int or numpy Generator
@@ -136,6 +138,12 @@ def make_clusters(n_samples=None, n_features=None, *, like=None, nnz_per_row=Non
         k = _check_count(nnz_per_row, "nnz_per_row", 1)
         if k > d:
             raise ValueError(f"nnz_per_row={k} must be at most n_features={d}")
+    with np.errstate(over="ignore"):
+        reach = abs(offset) + separation + radius if nnz_per_row is None else 0.0
+    if not reach <= float(np.finfo(dt).max):
+        # found by review: float32 with separation=1e300 gave rows of +-inf, offset=-1e308
+        # with separation=1e308 non-finite entries, with only numpy's RuntimeWarning
+        raise ValueError(_out_of_range(separation, radius, offset, dt, reach))
     rng = check_random_state(random_state)
     try:
         # the clusters' direction is a dense d-vector, also for CSR output (found by
@@ -157,14 +165,30 @@ def make_clusters(n_samples=None, n_features=None, *, like=None, nnz_per_row=Non
                              "output (nnz_per_row)") from None
         for lo in range(0, n, BLOCK_ROWS):
             hi = min(n, lo + BLOCK_ROWS)
-            X[lo:hi] = _dense_block(rng, hi - lo, u, separation, radius, noise, offset, y[lo:hi])
+            with np.errstate(over="ignore", invalid="ignore"):
+                X[lo:hi] = _dense_block(rng, hi - lo, u, separation, radius, noise, offset,
+                                        y[lo:hi])
+            if not np.isfinite(X[lo:hi]).all():  # a rounding at the edge of the range
+                raise ValueError(_out_of_range(separation, radius, offset, dt))
         return X, y
     try:
         y = np.empty(n)
     except (MemoryError, ValueError):  # numpy: "array is too big" beyond the address space
         raise ValueError(f"n_samples={n}: the labels alone take {8.0 * n / 2**30:.3g} GiB, "
                          "more than this machine can allocate; ask for fewer rows") from None
-    return _sparse(rng, n, d, k, u, separation, radius, noise, dt, y), y
+    X = _sparse(rng, n, d, k, u, separation, radius, noise, dt, y)
+    if X is None:
+        raise ValueError(_out_of_range(separation, radius, offset, dt))
+    return X, y
+
+
+def _out_of_range(separation, radius, offset, dt, reach=None):
+    """The refusal of parameters whose points are not finite in ``dt``."""
+    where = "" if reach is None else f" (|offset| + separation + radius = {reach:.3g})"
+    return (f"separation={separation!r}, radius={radius!r}, offset={offset!r}: the points "
+            f"reach beyond the largest {dt.name}, {np.finfo(dt).max:.3g}{where}, and X would "
+            "not be finite; choose smaller values"
+            + (" or dtype=numpy.float64" if dt == np.float32 else ""))
 
 
 def _labels(rng, m, noise, out):
@@ -213,7 +237,10 @@ def _sparse(rng, n, d, k, u, separation, radius, noise, dt, y):
         vals = sign[rows] * scale * u[cols] * np.sqrt(d / kk)
         vals += np.where(noisy, separation + radius, radius)[rows] * g / np.sqrt(kk)
         nnz = rows.size
-        data[pos:pos + nnz] = vals
+        with np.errstate(over="ignore"):
+            data[pos:pos + nnz] = vals
+        if not np.isfinite(data[pos:pos + nnz]).all():
+            return None  # the caller names the parameters
         indices[pos:pos + nnz] = cols
         indptr[lo + 1:hi + 1] = pos + np.cumsum(per_row)
         pos += nnz
