@@ -1,4 +1,5 @@
 """The two-cluster generator of the SVM paper's data model (``datasets.make_clusters``)."""
+import re
 import tracemalloc
 import warnings
 
@@ -128,3 +129,44 @@ def test_points_beyond_the_dtypes_range_are_refused_by_name(kw, match):
     X, _ = make_clusters(10, 3, dtype=np.float32, separation=3e38, radius=0.0, offset=0.0,
                          random_state=0)
     assert np.isfinite(X).all()
+
+
+def test_other_generators_refuse_impossible_shapes_by_name():
+    """Found by review: make_xor, make_separable, make_duplicated_opposite, make_four_point
+    and make_source_capacity gave numpy's raw MemoryError at sizes no machine holds, and
+    make_source_capacity(r=1e308) blamed "kernel 'spline': order=inf"."""
+    d = mk.datasets
+    # beyond numpy's largest array: refused before any work; beyond a 57-bit address space
+    # (2**55 float64 = 256 PiB): numpy's MemoryError, named
+    for big in (2**62, 2**55):
+        with pytest.raises(ValueError, match=rf"n_samples={big}, n_features=2: X \(float64\) "
+                                             r"takes .* GiB, more than this machine can "
+                                             r"allocate; ask for fewer samples or features"):
+            d.make_xor(n_samples=big)
+    for gen in (d.make_separable, d.make_duplicated_opposite):
+        for big in (2**62, 2**55):
+            with pytest.raises(ValueError, match=rf"n_samples=2, n_features={big}: X "
+                                                 r"\(float64, with .*ask for fewer samples or "
+                                                 r"features"):
+                gen(n_samples=2, n_features=big)
+    for big in (2**62, 2**55):
+        with pytest.raises(ValueError, match=rf"d={big}: the dense X \(4 x d float64\) takes "
+                                             r".*ask for a smaller d, or sparse=True"):
+            d.make_four_point(d=big)
+        with pytest.raises(ValueError, match=rf"n={big}: x \(float64, .*ask for fewer samples"):
+            d.make_source_capacity(n=big, r=0.5, alpha=2.0)
+    # a sparse X needs no dense 4 x d array, and is the one built from it at small d
+    X, y = d.make_four_point(d=2**40, sparse=True)
+    assert X.shape == (4, 2**40) and X.nnz == 8 and X.indices.dtype == np.int64
+    Xs, _ = d.make_four_point(d=1100, sparse=True, dtype=np.float32)
+    Xd, _ = d.make_four_point(d=1100, dtype=np.float32)
+    assert Xs.dtype == np.float32 and Xs.indices.dtype == np.int32
+    assert (Xs != sp.csr_matrix(Xd)).nnz == 0 and Xs.nnz == 8
+    for r, alpha, fix in ((1e308, 2.0, r"choose r <= 499.2 for this alpha"),
+                          (float("inf"), 2.0, r"choose r <= 499.2"),
+                          (0.5, 1e308, r"choose a smaller alpha")):
+        with pytest.raises(ValueError, match=rf"r={re.escape(repr(r))} with alpha="
+                                             rf"{re.escape(repr(alpha))} gives the "
+                                             r"target's order .* above the largest order of "
+                                             rf"the spline kernel, 1000; {fix}"):
+            d.make_source_capacity(n=10, r=r, alpha=alpha)

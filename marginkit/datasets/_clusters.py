@@ -14,6 +14,7 @@ exists, and the data depend only on ``random_state``, not on the memory availabl
 text collection (``SHAPES``), so that a benchmark can run at the real sizes when the files
 are not at hand.
 """
+import contextlib
 import numbers
 
 import numpy as np
@@ -37,6 +38,23 @@ SHAPES = {
     "rcv1": (20_242, 47_236, 74),
     "url": (2_396_130, 3_231_961, 116),
 }
+
+
+@contextlib.contextmanager
+def refuse_beyond_memory(args, what, nbytes, fix):
+    """Run a generator's allocations, turning a size no machine can allocate into a
+    ValueError that names the arguments (``args``, e.g. ``"n_samples=10, n_features=3"``),
+    the array (``what``, of ``nbytes`` bytes) and ``fix``: a size beyond numpy's largest
+    array is refused before any work, numpy's MemoryError inside the block after it (found
+    by review: the generators other than ``make_clusters`` gave numpy's raw MemoryError)."""
+    message = (f"{args}: {what} takes {float(nbytes) / 2**30:.3g} GiB, more than this machine "
+               f"can allocate; {fix}")
+    if nbytes > np.iinfo(np.intp).max:
+        raise ValueError(message)
+    try:
+        yield
+    except MemoryError:
+        raise ValueError(message) from None
 
 
 def _check_count(value, name, low):

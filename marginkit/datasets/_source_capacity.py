@@ -37,9 +37,14 @@ import warnings
 import numpy as np
 
 from .._validation import check_random_state
+from ._clusters import refuse_beyond_memory
 
 __all__ = ["make_source_capacity", "source_capacity_target", "source_capacity_excess_risk",
            "theoretical_rate"]
+
+
+#: the largest order the ``spline`` kernel takes (its parameter table)
+_MAX_ORDER = 1000.0
 
 
 def _target_order(r, alpha):
@@ -55,6 +60,15 @@ def _check(n, r, alpha, loss):
         raise ValueError(f"alpha={alpha!r} must be a real > 1 (capacity condition)")
     if loss not in ("logistic", "squared"):
         raise ValueError(f"loss={loss!r} is not valid; use 'logistic' or 'squared'")
+    q = _target_order(r, alpha)
+    if not q <= _MAX_ORDER:
+        # found by review: r=1e308 was reported as "kernel 'spline': order=inf"
+        r_max = (_MAX_ORDER - 0.5) / float(alpha) - 0.5
+        fix = (f"choose r <= {r_max:.4g} for this alpha" if r_max > 0.0
+               else "choose a smaller alpha")
+        raise ValueError(
+            f"r={r!r} with alpha={alpha!r} gives the target's order (r + 1/2) alpha + 1/2 = "
+            f"{q:.4g}, above the largest order of the spline kernel, {_MAX_ORDER:g}; {fix}")
 
 
 def source_capacity_target(x, r, alpha, normalization="series"):
@@ -124,13 +138,15 @@ def make_source_capacity(n, r, alpha, loss="logistic", noise=1.0, random_state=N
     _check(n, r, alpha, loss)
     _check_normalization(normalization, "make_source_capacity")
     rng = check_random_state(random_state)
-    x = rng.random(n)
-    theta = source_capacity_target(x, r, alpha)
-    if loss == "logistic":
-        p = 0.5 * (1.0 + np.tanh(0.5 * theta))  # sigmoid, stable
-        y = np.where(rng.random(n) < p, 1.0, -1.0)
-    else:
-        y = theta + float(noise) * rng.standard_normal(n)
+    with refuse_beyond_memory(f"n={n}", "x (float64, with temporaries of its size)", 8 * n,
+                              "ask for fewer samples"):
+        x = rng.random(n)
+        theta = source_capacity_target(x, r, alpha)
+        if loss == "logistic":
+            p = 0.5 * (1.0 + np.tanh(0.5 * theta))  # sigmoid, stable
+            y = np.where(rng.random(n) < p, 1.0, -1.0)
+        else:
+            y = theta + float(noise) * rng.standard_normal(n)
     return x.reshape(-1, 1), y
 
 

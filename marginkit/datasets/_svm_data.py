@@ -50,10 +50,20 @@ def make_four_point(d=1100, sparse=False, dtype=np.float64):
     dtype = np.dtype(dtype)
     if dtype not in (np.float32, np.float64):
         raise TypeError(f"dtype={dtype} must be float32 or float64")
-    X = np.zeros((4, int(d)), dtype=dtype)
-    X[0, 0] = np.sqrt(1.5 * d - 1.0)
-    X[1:, :3] = _D_POINTS
+    d = int(d)
     y = np.array([1, -1, -1, -1])
+    # the 4 x 3 block that holds every nonzero; a CSR X is built from it without a dense
+    # 4 x d array (found by review: d=10**12 gave numpy's MemoryError even for sparse=True)
+    head = np.zeros((4, 3), dtype=dtype)
+    head[0, 0] = np.sqrt(1.5 * d - 1.0)
+    head[1:] = _D_POINTS
     if sparse:
-        return sp.csr_matrix(X), y
+        S = sp.csr_matrix(head)
+        return sp.csr_matrix((S.data, S.indices, S.indptr), shape=(4, d)), y
+    from ._clusters import refuse_beyond_memory
+
+    with refuse_beyond_memory(f"d={d}", f"the dense X (4 x d {dtype.name})",
+                              4 * d * dtype.itemsize, "ask for a smaller d, or sparse=True"):
+        X = np.zeros((4, d), dtype=dtype)
+    X[:, :3] = head
     return X, y

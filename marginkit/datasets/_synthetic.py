@@ -16,6 +16,7 @@ import numbers
 import numpy as np
 
 from .._validation import check_random_state
+from ._clusters import refuse_beyond_memory
 
 __all__ = ["make_separable", "make_xor", "make_duplicated_opposite"]
 
@@ -74,18 +75,21 @@ def make_separable(n_samples=100, n_features=2, margin=0.1, random_state=None):
     if not isinstance(margin, numbers.Real) or not 0.0 < margin < 1.0:
         raise ValueError(f"margin={margin!r} must be in (0, 1)")
     rng = check_random_state(random_state)
-    u = rng.normal(size=d)
-    u /= np.linalg.norm(u)
-    # cosines with u in [margin, 1], random sides
-    t = rng.uniform(margin, 1.0, size=n)
-    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
-    v = _unit_orthogonal(rng, u, n)
-    # the support pair: y x/||x|| = margin u +- sqrt(1 - margin^2) v, which average to margin u
-    t[:2] = margin
-    y[:2] = (1.0, -1.0)
-    v[1] = v[0]
-    dirs = (y * t)[:, None] * u[None, :] + np.sqrt(1.0 - t**2)[:, None] * v
-    X = dirs * rng.uniform(0.5, 2.0, size=n)[:, None]
+    with refuse_beyond_memory(f"n_samples={n}, n_features={d}", "X (float64, with temporaries "
+                              "of its size)", 8 * n * d, "ask for fewer samples or features"):
+        u = rng.normal(size=d)
+        u /= np.linalg.norm(u)
+        # cosines with u in [margin, 1], random sides
+        t = rng.uniform(margin, 1.0, size=n)
+        y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+        v = _unit_orthogonal(rng, u, n)
+        # the support pair: y x/||x|| = margin u +- sqrt(1 - margin^2) v, which average to
+        # margin u
+        t[:2] = margin
+        y[:2] = (1.0, -1.0)
+        v[1] = v[0]
+        dirs = (y * t)[:, None] * u[None, :] + np.sqrt(1.0 - t**2)[:, None] * v
+        X = dirs * rng.uniform(0.5, 2.0, size=n)[:, None]
     return X, y, u
 
 
@@ -108,12 +112,14 @@ def make_xor(n_samples=100, noise=0.1, n_features=2, random_state=None):
         raise ValueError(f"noise={noise!r} must be in [0, 0.3) so that the clusters stay apart")
     rng = check_random_state(random_state)
     corners = np.array([[1.0, 1.0], [-1.0, -1.0], [1.0, -1.0], [-1.0, 1.0]])
-    which = np.arange(n) % 4
-    X = np.zeros((n, d))
-    X[:, :2] = corners[which] + noise * rng.uniform(-1.0, 1.0, size=(n, 2))
-    if d > 2:
-        X[:, 2:] = noise * rng.uniform(-1.0, 1.0, size=(n, d - 2))
-    y = np.where(X[:, 0] * X[:, 1] > 0, 1.0, -1.0)
+    with refuse_beyond_memory(f"n_samples={n}, n_features={d}", "X (float64)", 8 * n * d,
+                              "ask for fewer samples or features"):
+        which = np.arange(n) % 4
+        X = np.zeros((n, d))
+        X[:, :2] = corners[which] + noise * rng.uniform(-1.0, 1.0, size=(n, 2))
+        if d > 2:
+            X[:, 2:] = noise * rng.uniform(-1.0, 1.0, size=(n, d - 2))
+        y = np.where(X[:, 0] * X[:, 1] > 0, 1.0, -1.0)
     return X, y
 
 
@@ -145,11 +151,14 @@ def make_duplicated_opposite(n_samples=50, n_features=5, n_duplicates=1, random_
         raise ValueError(f"n_duplicates={k} must be at most n_samples // 2 = {n // 2}")
     rng = check_random_state(random_state)
     m = n - k
-    X0 = rng.normal(size=(m, d))
-    w = rng.normal(size=d)
-    y0 = np.where(X0 @ w >= 0, 1.0, -1.0)
-    src = rng.choice(m, size=k, replace=False)
-    X = np.vstack([X0, X0[src]])
-    y = np.concatenate([y0, -y0[src]])
+    with refuse_beyond_memory(f"n_samples={n}, n_features={d}", "X (float64, with a "
+                              "temporary of its size)", 8 * n * d,
+                              "ask for fewer samples or features"):
+        X0 = rng.normal(size=(m, d))
+        w = rng.normal(size=d)
+        y0 = np.where(X0 @ w >= 0, 1.0, -1.0)
+        src = rng.choice(m, size=k, replace=False)
+        X = np.vstack([X0, X0[src]])
+        y = np.concatenate([y0, -y0[src]])
     pairs = np.column_stack([src, np.arange(m, n)])
     return X, y, pairs
