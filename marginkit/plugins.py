@@ -124,6 +124,8 @@ class Problem:
 
     def __post_init__(self):
         self.rng = check_random_state(self.rng)
+        # read-only views: no solver, kernel or rule of the run can write into the data
+        self.X, self.y = _frozen(self.X), _frozen(self.y)
 
     @property
     def executor(self):

@@ -99,3 +99,26 @@ def test_plugin_operands_keep_their_type_and_the_builtins_are_not_wrapped():
     assert not got[-1][2].writeable
     assert not getattr(RBFKernel.__call__, "_guarded", False)
     assert getattr(Spy.__call__, "_guarded", False)
+
+
+def test_a_solver_plugin_reads_the_data_through_read_only_views():
+    """``Problem.X`` and ``Problem.y`` are read-only views: a solver plug-in that writes
+    into them raises instead of changing the caller's arrays (dense and CSR)."""
+    from marginkit.plugins import Solver
+
+    class Scribbler(Solver):
+        def start(self, problem):
+            X = problem.X
+            (X.data if sp.issparse(X) else X)[...] = 0.0
+            return None
+
+        def finalize(self, problem, state, status):
+            return {}
+
+    X, y = _data()
+    yc = y.copy()
+    for data in (X, sp.csr_matrix(X)):
+        before = data.copy()
+        with pytest.raises(ValueError, match="read-only"):
+            mk.solve(data, y, solver=Scribbler())
+        assert abs(data - before).max() == 0 and np.array_equal(y, yc)
