@@ -452,6 +452,8 @@ class Kernel(Plugin):
     """
 
     kind = "kernel"
+    #: the Gram matrix is given by the user (X is the (n, n) Gram)
+    precomputed = False
     #: the methods whose array arguments a plug-in gets as read-only views
     _GUARDED = ("__call__", "diag", "returned_gram", "careful_block")
 
@@ -463,8 +465,6 @@ class Kernel(Plugin):
             fn = cls.__dict__.get(name)
             if callable(fn) and not getattr(fn, "_guarded", False):
                 setattr(cls, name, _guarded(fn, name, cls.__name__))
-    #: the Gram matrix is given by the user (X is the (n, n) Gram)
-    precomputed = False
 
     def for_run(self, config=None):
         """The kernel one run (``marginkit.solve`` with ``config``) works on.
