@@ -1147,7 +1147,9 @@ def test_a_kernel_expansion_plus_a_null_vector_of_the_kernel_is_rejected(tmp_pat
     the rounding of the quadratic form included, and requires it within 1e-9
     ||theta^t||. (A first fix, the Euclidean residual out of the kept eigen-span, refused
     genuine runs checked with other BLAS threads: the eigenvectors near the cut-off move
-    by 1e-6.)"""
+    by 1e-6.) An exact kernel's eigen map now keeps every eigen-direction of K: the
+    null vector moves theta^t by its norm in V |S| V^T, and the last link's recomputed
+    decrement refuses the edit before the model check."""
     import scipy.linalg as sla
 
     from marginkit.certificates import predictor_fingerprint
@@ -1189,8 +1191,9 @@ def test_a_kernel_expansion_plus_a_null_vector_of_the_kernel_is_rejected(tmp_pat
         assert np.max(np.abs(edited.decision_function(Xt) - res.decision_function(Xt))) > 1.0
         verdict = edited.certificate.check(X, y)
         assert not verdict
-        assert "are not the model of theta^t the referee derives" in verdict.reason, \
-            verdict.reason
+        expected = ("Newton decrement above its target" if res is exact else
+                    "are not the model of theta^t the referee derives")
+        assert expected in verdict.reason, verdict.reason
 
 
 def test_a_genuine_kernel_certificate_verifies_with_other_blas_threads():
@@ -1217,8 +1220,10 @@ def test_an_eigenvalue_at_the_cut_off_kept_by_the_solver_and_dropped_by_the_refe
     """Found by review: with gamma = 0.5000337435630088 an eigenvalue of K is within
     1e-6 relative of ExactKernelMap's rounding level; one BLAS thread keeps it, two drop
     it, and the run's certificate (made with one thread) was refused with two: the
-    representer weights had a component of RKHS norm 4e-7 out of the referee's span. The
-    referee now also tries the cuts of its spectrum within _CUT_BAND of the level."""
+    representer weights had a component of RKHS norm 4e-7 out of the referee's span.
+    (The referee then tried the cuts of its spectrum near the level.) The eigen map now
+    keeps every eigen-direction of K (no cut-off; review: dropping them was not within
+    rounding of the decrement), and the run verifies with either thread count."""
     from threadpoolctl import threadpool_limits
 
     X, y, _ = _near_null_data()
@@ -1232,43 +1237,28 @@ def test_an_eigenvalue_at_the_cut_off_kept_by_the_solver_and_dropped_by_the_refe
         assert verdict, (threads, verdict.reason)
 
 
-def test_the_referee_tries_the_cuts_near_the_rounding_level_and_no_others(monkeypatch):
-    """The mechanism of the test above without depending on a BLAS: the solver's map keeps
-    one eigenvalue more than the referee's cut (as another decomposition of K may). On the
-    referee's own cut the model is refused; the certificate verifies on the cut that keeps
-    that eigenvalue, inside the band (widened here to reach it) and only there; a chain
-    whose link is off still fails on every cut, and a rank outside the band is refused."""
+def test_the_exact_kernel_map_keeps_every_eigen_direction():
+    """The eigen map of an exact kernel keeps every eigenvalue but an exact 0, with its
+    absolute value (a negative eigenvalue within the rounding level is rounding): Phi
+    Phi^T = V |S| V^T is within that level of K, whatever a cut-off would have dropped
+    (here more than 10 eigenvalues lie below the level), and theta = Phi^T beta
+    round-trips through beta' = projection_ theta."""
+    from marginkit.kernels.builtin import RBFKernel
     from marginkit.solvers.tikhonov import _representation as rep
 
-    X, y, _ = _near_null_data()
-    monkeypatch.setattr(rep, "_CUT_BAND", 0.9)
-
-    class OneMore(rep.ExactKernelMap):
-        def __init__(self, K, centres=None, keep_basis=False, **kw):
-            super().__init__(K, centres, keep_basis=True, **kw)
-            self._keep(self._basis, self.eigenvalues_.size + 1)
-
-    with monkeypatch.context() as m:
-        m.setattr(rep, "ExactKernelMap", OneMore)
-        res = mk.solve(X, y, solver="iterated_tikhonov", kernel="rbf",
-                       kernel_params={"gamma": 0.5})
-    assert res.status == "converged"
-    cert = res.certificate
-    cut, own = cert._check_at(X, y, None, None)
-    assert not own and "not the model of theta^t" in own.reason
-    emap = cut[2]
-    p = emap.eigenvalues_.size
-    assert p + 1 in emap.nearby_ranks()
-    assert emap.spectrum_[-(p + 1)] > emap.rounding_level * (1 - rep._CUT_BAND)
-    assert cert.check(X, y)
-    with pytest.raises(ValueError, match="does not cut the spectrum"):
-        emap.with_rank(p + 50)
-    monkeypatch.setattr(rep, "_CUT_BAND", 0.0)
-    assert not cert.check(X, y)  # no other cut in an empty band
-    monkeypatch.setattr(rep, "_CUT_BAND", 0.9)
-    cert.chain = cert.chain.copy()
-    cert.chain[0] *= 1.01
-    assert not cert.check(X, y)
+    X, _, _ = _near_null_data()
+    K = rep.gram_matrix(RBFKernel(gamma=0.5), X)
+    emap = rep.ExactKernelMap(K)
+    s, tol = emap.spectrum_, emap.rounding_level
+    assert np.count_nonzero(np.abs(s) <= tol) > 10
+    assert emap.features.shape == (300, np.count_nonzero(s))
+    assert np.all(emap.eigenvalues_ > 0)
+    Phi = emap.features
+    assert np.linalg.norm(Phi @ Phi.T - K, 2) <= 2 * tol
+    # theta of representer weights (its entries scale with sqrt(|s|), as the solver's do)
+    theta = Phi.T @ np.random.default_rng(0).standard_normal(300)
+    np.testing.assert_allclose(Phi.T @ (emap.projection_ @ theta), theta, rtol=0,
+                               atol=1e-12 * np.linalg.norm(theta))
 
 
 def test_a_genuine_run_verifies_when_the_solver_decomposed_a_perturbed_gram_matrix(
@@ -1313,8 +1303,9 @@ def test_a_genuine_run_verifies_when_the_solver_decomposed_a_perturbed_gram_matr
     cert = res.certificate
     th = cert._targets(X.shape[0], cert.chain.shape[0])
     slack = th["targets"][-1] / np.sqrt(th["lam"])
-    # an edit of RKHS norm 10 slack along an eigenvector the referee drops (eigenvalue
-    # below half its cut-off: theta and the decrements unchanged), fingerprint recomputed
+    # an edit of RKHS norm 10 slack along an eigenvector below half the rounding level
+    # (one the referee's map dropped before it kept every direction), fingerprint
+    # recomputed: theta^t moves by 10 slack, and the last link's decrement refuses it
     emap = rep.ExactKernelMap(rep.gram_matrix(cert.kernel, X), keep_basis=True)
     s = emap.spectrum_
     w = int(np.flatnonzero(s < 0.5 * emap.rounding_level)[-1])
@@ -1322,7 +1313,7 @@ def test_a_genuine_run_verifies_when_the_solver_decomposed_a_perturbed_gram_matr
     cert.chain = np.vstack([cert.chain[:-1], beta])
     cert.predictor = predictor_fingerprint(X, beta)
     verdict = cert.check(X, y)
-    assert not verdict and "not the model of theta^t" in verdict.reason
+    assert not verdict and "Newton decrement above its target" in verdict.reason
 
 
 def test_a_refusal_of_the_model_ends_the_run_with_its_reason(monkeypatch):

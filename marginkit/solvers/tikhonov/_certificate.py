@@ -428,7 +428,7 @@ class NewtonDecrementCertificate(Certificate):
         return _link_bounds(blocks, yv, thetas, bs, thetas.shape[0], self.lam, self.loss,
                             self.fit_intercept)
 
-    def _problem(self, X, y, eigen=None):
+    def _problem(self, X, y):
         """(row blocks of Phi, labels, the chain in feature space (t, p), intercepts (t,),
         the model's form): the form is how the run's model predicts, as the referee derives
         it: ``("support", rows, eigen map, K)`` (an exact kernel: the training rows, None for
@@ -441,8 +441,9 @@ class NewtonDecrementCertificate(Certificate):
         weights; a feature map's coefficients, the identity for the linear kernel), and a
         Nystroem normalization is recomputed from the stored centres, never read: the
         stored ``representation``, ``identity_map`` and ``projection`` are the solver's,
-        for information. ``eigen``: an exact kernel's (K, eigen map) to use, another cut
-        of the referee's own decomposition (``ExactKernelMap.with_rank``)."""
+        for information. An exact kernel's eigen map is the referee's own decomposition of
+        K with every eigen-direction (``ExactKernelMap``): theta^k = Phi^T beta^k has the
+        components of beta^k along the small eigenvalues too, and their gradient counts."""
         from ... import _referee as R
         from ...certificates import _or_linear, kernel_mismatch, referee_kernel
         from ...kernels.approximation import nystroem_projection
@@ -495,13 +496,10 @@ class NewtonDecrementCertificate(Certificate):
             yv = yv[idx]
         if representation == "gram":
             Xl = check_X(local_matrix(X))
-            if eigen is not None:
-                K, emap = eigen
-            else:
-                K, error = exact_gram(kernel, Xl, precomputed)
-                check_gram_budget(K.shape[0], budget,
-                                  "the Newton-decrement check of an exact kernel")
-                emap = ExactKernelMap(K, keep_basis=True, role="referee", entry_error=error)
+            K, error = exact_gram(kernel, Xl, precomputed)
+            check_gram_budget(K.shape[0], budget,
+                              "the Newton-decrement check of an exact kernel")
+            emap = ExactKernelMap(K, keep_basis=True, role="referee", entry_error=error)
             Phi = np.ascontiguousarray(emap.features)
             if chain.shape[1] != Phi.shape[0]:
                 raise ValueError("the representer weights must have one entry per training row")
@@ -545,13 +543,14 @@ class NewtonDecrementCertificate(Certificate):
 
         The fingerprint binds the coefficients c of a kernel expansion entry by entry, the
         chain only through theta: c differs from the referee's model of theta^t, c* =
-        V_+ V_+^T beta^t (an exact kernel's beta, in the span the referee's eigen map
-        keeps) or P theta^t (Nystroem centres, the referee's own P = K_CC^{-1/2}), by a
-        residual r that the referee's eigendecomposition does not see (found by review: a
-        vector of the numerical null space of K or K_CC added to c changed the
-        predictions at new points while theta stayed the same). What r changes at any x
-        is at most sqrt(k(x, x)) ||r||_K, ||r||_K^2 = r^T K r (Cauchy-Schwarz in the
-        RKHS), so the referee bounds ||r||_K from above in float64,
+        V V^T beta^t (an exact kernel's beta in the span of the eigen-directions the
+        referee's map keeps: all but an eigenvalue computed as exactly 0) or P theta^t
+        (Nystroem centres, the referee's own P = K_CC^{-1/2}), by a residual r that the
+        referee's eigendecomposition does not see (found by review: a vector of the
+        numerical null space of K_CC, or of K when its map dropped small eigenvalues,
+        added to c changed the predictions at new points while theta stayed the same).
+        What r changes at any x is at most sqrt(k(x, x)) ||r||_K, ||r||_K^2 = r^T K r
+        (Cauchy-Schwarz in the RKHS), so the referee bounds ||r||_K from above in float64,
 
             ||r||_K^2 <= fl(r^T K r) + (4 n + 1000) u ||K||_F ||r||^2
 
@@ -561,11 +560,15 @@ class NewtonDecrementCertificate(Certificate):
         leaves that much open: H >= lam I, so a decrement <= eps_t puts theta^t within
         about 2 eps_t / sqrt(lam) of the subproblem's optimum in RKHS norm, and the model
         predicts within sqrt(k(x, x)) times the sum at any x. c* depends on the
-        eigenvectors of K near the cut-off, which rotate with BLAS threads or machines
+        eigenvectors of K_CC near its cut-off, which rotate with BLAS threads or machines
         (found by review: genuine runs refused when the solver's decomposition was of K
         plus a perturbation of 0.25-0.5 n u ||K||; with the slack, none up to 2 n u ||K||
         in 25 problems each); a null vector large enough to matter is refused, however its
-        quadratic form rounds."""
+        quadratic form rounds. An exact kernel's map keeps every direction of a non-zero
+        eigenvalue, so there r is rounding, and a vector of K's numerical null space added
+        to beta^t moves theta^t by its norm in K_abs = V |S| V^T: the decrement of the last
+        link sees it (by at least sqrt(lam) times that norm; added to every link, link 1
+        sees it, theta^0 = 0 being fixed)."""
         from ...certificates import predictor_fingerprint
 
         if self.predictor is None:
@@ -574,7 +577,7 @@ class NewtonDecrementCertificate(Certificate):
             if form[0] == "support":
                 support, emap, K = form[1], form[2], form[3]
                 c = self.chain[-1]
-                V = emap.eigenvectors()  # V_+, orthonormal columns
+                V = emap.eigenvectors()  # orthonormal columns, every kept direction
                 ref = V @ (V.T @ c)
                 what = "the representer weights beta^t of the chain's last link"
             else:
@@ -609,46 +612,27 @@ class NewtonDecrementCertificate(Certificate):
     @in_small_pages
     def check(self, X, y, sample_weight=None):
         """The verdict on the chain from (X, y) (and the run's weights, which a weighted
-        run needs). An exact kernel's claim is about K truncated at the rounding level of
-        its eigendecomposition, and an eigenvalue within rounding of that level is kept by
-        one decomposition and dropped by another (other BLAS threads, another machine;
-        found by review: a genuine run refused with two threads): when the chain or its
-        model fails on the referee's cut, the other cuts within ``_CUT_BAND`` of the level
-        are tried (``ExactKernelMap.nearby_ranks``), each a truncation within
-        (1 + _CUT_BAND) times the level of K."""
-        form, verdict = self._check_at(X, y, sample_weight, None)
-        if verdict or form is None:
-            return verdict
-        emap, K = form[2], form[3]
-        del form
-        emap.features = None  # each retry forms its own Phi from the kept basis
-        for rank in emap.nearby_ranks():
-            _, other = self._check_at(X, y, sample_weight, (K, emap.with_rank(rank)))
-            if other:
-                return other
-        return verdict
-
-    def _check_at(self, X, y, sample_weight, eigen):
-        """(the exact kernel's form, ``_problem``, when the chain or its model fails on it,
-        else None; the verdict) with the (K, eigen map) ``eigen`` (None: the referee's
-        decomposition and cut)."""
+        run needs). An exact kernel's claim is about every eigen-direction of the
+        referee's own decomposition of K (``ExactKernelMap``): no cut-off of the spectrum,
+        so no other cut to try (two decompositions of K differ by rounding in every
+        direction, not by which directions they keep)."""
         from ...certificates import NotPositiveSemidefiniteError
         from ..._validation import check_sample_weight
 
         kind = self.kind
         if sample_weight is None and getattr(self, "weighted", False):
-            return None, Verdict.reject(
+            return Verdict.reject(
                 kind, "the certificate is of a weighted run: pass its weights, check(X, y, "
                 "sample_weight=w) (verify likewise)")
         try:
-            blocks, yv, thetas, bs, form = self._problem(X, y, eigen)
+            blocks, yv, thetas, bs, form = self._problem(X, y)
         except NotPositiveSemidefiniteError:
             raise  # a kernel that is not PSD on the data is an error, not a verdict
         except ValueError as exc:
-            return None, Verdict.reject(kind, f"the data do not define the claim: {exc}")
+            return Verdict.reject(kind, f"the data do not define the claim: {exc}")
         n = blocks.n
         if yv.shape != (n,):
-            return None, Verdict.reject(kind, f"y has {yv.shape[0]} entries, X {n} rows")
+            return Verdict.reject(kind, f"y has {yv.shape[0]} entries, X {n} rows")
         weight = None
         if sample_weight is not None:
             try:
@@ -658,35 +642,33 @@ class NewtonDecrementCertificate(Certificate):
                 if self.train_index is not None:
                     weight = weight[np.asarray(self.train_index)]
             except (TypeError, ValueError) as exc:
-                return None, Verdict.reject(kind, str(exc))
+                return Verdict.reject(kind, str(exc))
         t = thetas.shape[0]
         step = getattr(self, "prox_step", None)
         if step is not None and step != t:
-            return None, Verdict.reject(
+            return Verdict.reject(
                 kind, f"the chain has {t} links but prox_step is {step!r}")
         try:
             # lam=None is 1/n of all the run's rows (t="auto" trains on a split of them)
             n_rows = n if self.train_index is None else np.asarray(y).ravel().shape[0]
             th = self._targets(n_rows, t)
         except (TypeError, ValueError) as exc:
-            return None, Verdict.reject(
+            return Verdict.reject(
                 kind, f"the run's configuration does not define the claim: {exc}")
         for name in ("loss", "lam", "fit_intercept"):
             if getattr(self, name) != th[name]:
-                return None, Verdict.reject(
+                return Verdict.reject(
                     kind, f"the certificate's {name}={getattr(self, name)!r} is not the run's "
                     f"{name}={th[name]!r}")
         if not np.all(np.isfinite(self.chain)):
-            return None, Verdict.reject(kind, "the coefficients are not finite")
+            return Verdict.reject(kind, "the coefficients are not finite")
         if not 0.0 < th["lam"] < math.inf:
-            return None, Verdict.reject(kind, f"lam={th['lam']!r} must be positive and finite")
+            return Verdict.reject(kind, f"lam={th['lam']!r} must be positive and finite")
         with np.errstate(over="ignore", invalid="ignore"):
             why = self._predictor_reason(form, thetas,
                                          th["targets"][-1] / math.sqrt(th["lam"]))
-        # an exact kernel's eigen map, whose cut a numerical failure may depend on
-        cut = form if form[0] == "support" else None
         if why is not None:
-            return cut, Verdict.reject(kind, why)
+            return Verdict.reject(kind, why)
         margin, steer, last = math.inf, {}, None
         # the last link first: its verdict is the one reported (its recomputed decrement,
         # no shortcut), and its Hessian steers the directions of the earlier links
@@ -704,16 +686,16 @@ class NewtonDecrementCertificate(Certificate):
                                                   th["loss"], th["fit_intercept"],
                                                   weight=weight)
             except ValueError as exc:
-                return None, Verdict.reject(kind, f"the data do not define the claim: {exc}")
+                return Verdict.reject(kind, f"the data do not define the claim: {exc}")
             except OverflowError:
-                return None, Verdict.reject(
+                return Verdict.reject(
                     kind, f"link {k} of {t}: the bound of the recomputed Newton decrement "
                     "overflows float64 (sample weights or entries of X too large); rescale them",
                     value=math.inf, threshold=target, rounding=math.inf)
             rounding = nu_up - central if math.isfinite(nu_up) else math.inf
             margin = min(margin, target - nu_up)
             if not nu_up <= target:
-                return cut, Verdict(
+                return Verdict(
                     False, kind, value=central, threshold=target, rounding=rounding,
                     margin=target - nu_up,
                     reason=f"link {k} of {t} (theta^{k} on the subproblem centred at "
@@ -722,6 +704,6 @@ class NewtonDecrementCertificate(Certificate):
             if k == t:
                 last = (central, target, rounding)
         central, target, rounding = last
-        return None, Verdict(True, kind, value=central, threshold=target, rounding=rounding,
+        return Verdict(True, kind, value=central, threshold=target, rounding=rounding,
                              margin=margin)
 

@@ -4,7 +4,8 @@
   CSR, never densified; approximations such as Nystroem: an (n, m) array). Newton
   systems are (d, d).
 * exact kernels (and ``kernel="precomputed"``): the representer theorem in an
-  orthonormal basis, ``ExactKernelMap`` (Newton on theta = V_+ S_+^{1/2} coordinates,
+  orthonormal basis, ``ExactKernelMap`` (Newton on theta = |S|^{1/2} V^T beta coordinates,
+  every eigen-direction of K,
   memory O(n^2), refused beyond ``memory_budget`` by ``check_gram_budget``).
 * Nystroem (``n_components``): theta in the span of m sampled centres, memory O(n m);
   or the centres and rows of a ``NystroemFeatures`` fitted once and shared by several
@@ -35,10 +36,6 @@ from ...linalg._shared import reuse
 #: bytes per Gram entry of the exact-kernel path: K, its eigenvectors and the feature
 #: map Phi = V S^{1/2} (n x n each, float64)
 _GRAM_COPIES = 3
-#: the referee's band around ExactKernelMap's rounding level (relative) and the number
-#: of other cuts of the spectrum it tries in it (``ExactKernelMap.nearby_ranks``)
-_CUT_BAND = 0.125
-_CUT_ALTERNATIVES = 4
 
 
 def check_gram_budget(n, budget, what="iterated_tikhonov with an exact kernel"):
@@ -115,30 +112,37 @@ def _eigen(K, entry_error):
 
 class ExactKernelMap:
     """An exact kernel as a feature map on the training rows (the representer theorem
-    in an orthonormal basis): K = V S V^T (``scipy.linalg.eigh``), Phi = V_+ S_+^{1/2}
-    and ``projection_`` = V_+ S_+^{-1/2}, so that Phi(x) = k(x, X_train) projection_
-    reproduces Phi on the training rows and theta = Phi^T beta for beta =
-    projection_ theta.
+    in an orthonormal basis): K = V S V^T (``scipy.linalg.eigh``), Phi = V |S|^{1/2} and
+    ``projection_`` = V |S|^{-1/2}, so that Phi(x) = k(x, X_train) projection_ reproduces
+    Phi on the training rows and theta = Phi^T beta for beta = projection_ theta.
 
-    The eigenvalues kept are those above the rounding level of the decomposition,
-    64 n u max|s| (Higham section 10.2: eigh is backward stable to about n u ||K||):
-    the problem solved is the one of K_+ = V_+ S_+ V_+^T, within that level of K. An
-    eigenvalue below minus that level means the kernel is not positive semi-definite on
-    the data: ``NotPositiveSemidefiniteError``.
+    Every eigen-direction is kept (all but those whose computed eigenvalue is exactly 0,
+    where Phi's column is 0): the problem solved, and checked, is the one of the positive
+    semi-definite K_abs = V |S| V^T, within the rounding of the decomposition of the
+    computed K (eigh is backward stable to about n u ||K||, Higham section 10.2; an
+    eigenvalue |s| <= ``rounding_level`` is rounding, its sign included, and counts with
+    |s|). Dropping the small eigenvalues instead is not within rounding of the certified
+    quantity (found by review): the decrement moves by about sqrt(s) |v^T l'(z)| /
+    (n sqrt(lam)) when an eigenvalue s is dropped, not by s, and a decrement of 4.4e-9
+    was claimed where the kernel's own problem had 4.0e-6. The rounding level
+    64 n u max|s| (+ the rounding of K's entries) remains the test of positive
+    semi-definiteness: an eigenvalue below minus that level means the kernel is not
+    positive semi-definite on the data (``NotPositiveSemidefiniteError``).
 
-    Newton's method then runs on theta (p = rank K_+): the Hessian Phi^T D Phi / n + lam I
-    is at least lam I, and its decrement is computed by a Cholesky solve, accurate to
-    about cond(H) u relative. The n-dimensional form of the same Newton step (beta, with
-    the Woodbury identity) subtracts two nearly equal terms and divides by lam: with an
+    Newton's method then runs on theta (p = the number of non-zero eigenvalues, about n):
+    the Hessian Phi^T D Phi / n + lam I is at least lam I, and its decrement is computed
+    by a Cholesky solve, accurate to about cond(H) u relative. Each column of Phi carries
+    its factor sqrt(|s|), so the gradient, the Hessian's couplings and their rounding in a
+    small eigen-direction all scale with it, and beta = V |S|^{-1/2} theta does not
+    amplify rounding. The n-dimensional form of the same Newton step (beta, with the
+    Woodbury identity) subtracts two nearly equal terms and divides by lam: with an
     ill-conditioned K (poly kernel, large inputs) its decrement was off by orders of
     magnitude (1.2e-9 reported for 0.136).
 
-    ``with_rank`` keeps another number of eigenvalues, one of ``nearby_ranks()`` (the
-    referee's alternatives: an eigenvalue within rounding of the level is kept by one
-    decomposition of K and dropped by another, with other BLAS threads or on another
-    machine); it needs the eigenvectors, kept with ``keep_basis=True``. ``role``: whose
-    decomposition it is (``"solver"``, ``"referee"``), which
-    ``linalg._shared.shared_decompositions`` keeps apart.
+    ``keep_basis=True`` keeps the eigenvectors (``eigenvectors()`` is then a view of
+    them, and ``projection_`` is formed when read). ``role``: whose decomposition it is
+    (``"solver"``, ``"referee"``), which ``linalg._shared.shared_decompositions`` keeps
+    apart.
     """
 
     def __init__(self, K, centres=None, keep_basis=False, role="solver", entry_error=0.0):
@@ -147,62 +151,26 @@ class ExactKernelMap:
         self.spectrum_ = s
         self.rounding_level = tol
         self.centres_ = centres
+        self._kept = np.flatnonzero(s != 0.0)
+        self.eigenvalues_ = np.abs(s[self._kept])
         self._basis = V if keep_basis else None
-        self._keep(V, int(np.count_nonzero(s > tol)))
-
-    def _keep(self, V, rank):
-        """Phi (and, without the kept basis, the projection) of the ``rank`` largest
-        eigenvalues."""
-        self._kept = s_index(self.spectrum_.size, rank)
-        s = self.spectrum_[self._kept]
-        self.eigenvalues_ = s
-        self.features = V[:, self._kept] * np.sqrt(s)
-        self._projection = None if self._basis is not None else self._project(V)
+        self.features = V[:, self._kept] * np.sqrt(self.eigenvalues_)
+        self._projection = None if keep_basis else self._project(V)
 
     def _project(self, V):
         return V[:, self._kept] / np.sqrt(self.eigenvalues_)
 
     @property
     def projection_(self):
-        """V_+ S_+^{-1/2} (n, p): formed when read for a map that keeps its basis (the
+        """V |S|^{-1/2} (n, p): formed when read for a map that keeps its basis (the
         referee's, which does not read it: one n x p matrix less)."""
         return self._projection if self._projection is not None else self._project(self._basis)
 
     def eigenvectors(self):
-        """V_+ (n, p), orthonormal columns: a view of the kept basis, or Phi S_+^{-1/2}."""
+        """V (n, p), orthonormal columns: a view of the kept basis, or Phi |S|^{-1/2}."""
         if self._basis is not None:
             return self._basis[:, self._kept]
         return self.features / np.sqrt(self.eigenvalues_)
-
-    def with_rank(self, rank):
-        """The map of the same decomposition (``keep_basis=True``) keeping the ``rank``
-        largest eigenvalues, one of ``nearby_ranks()``."""
-        if self._basis is None:
-            raise ValueError("with_rank needs the map built with keep_basis=True")
-        if rank not in self.nearby_ranks():
-            raise ValueError(f"rank={rank!r} does not cut the spectrum within {_CUT_BAND:g} "
-                             "of the rounding level")
-        other = object.__new__(type(self))
-        other.spectrum_, other.rounding_level = self.spectrum_, self.rounding_level
-        other.centres_, other._basis = self.centres_, self._basis
-        other._keep(self._basis, rank)
-        return other
-
-    def nearby_ranks(self):
-        """The other ranks whose cut of the spectrum lies within ``_CUT_BAND`` of the
-        rounding level (nearest first, at most ``_CUT_ALTERNATIVES``): all the eigenvalues
-        between the default cut and theirs are within (1 -+ _CUT_BAND) of the level.
-        Two backward-stable decompositions of K differ by a few n u ||K||, the level is 64
-        times that: an eigenvalue kept by the solver's decomposition and dropped by the
-        referee's (or the reverse) is in the band, and any such truncation is within
-        (1 + _CUT_BAND) times the level of K."""
-        s, tol = self.spectrum_, self.rounding_level
-        n, p = s.size, int(np.count_nonzero(s > tol))
-        more = int(np.count_nonzero(s > tol * (1.0 - _CUT_BAND)))
-        fewer = max(int(np.count_nonzero(s > tol * (1.0 + _CUT_BAND))), 1)
-        ranks = sorted([*range(p + 1, min(more, n) + 1), *range(fewer, p)],
-                       key=lambda r: (abs(r - p), r))
-        return ranks[:_CUT_ALTERNATIVES]
 
 
 def exact_gram(kernel, X, precomputed):
@@ -272,11 +240,6 @@ def gram_matrix(kernel, A, B=None):
     A = up(A)
     B = A if B is None else up(B)
     return np.asarray(kernel(A, B), dtype=np.float64)
-
-
-def s_index(n, rank):
-    """The positions of the ``rank`` largest of n eigenvalues in ascending order."""
-    return slice(n - rank, n)
 
 
 class TrainingFeatures:
