@@ -781,3 +781,17 @@ def test_exact_kernel_claims_hold_in_every_eigen_direction(t):
         assert ref <= targets[k - 1], (k, ref, targets[k - 1])
     # the model the result predicts with is the chain's last link
     assert np.array_equal(res.support_coef_, cert.chain[-1])
+
+
+def test_exact_kernel_targets_float64_cannot_confirm_end_without_a_claim():
+    """The reviewer's case with a target below the referee's rounding bound (4e-13 here):
+    with every eigen-direction of K kept the run does not claim what float64 cannot
+    confirm; it ends "max_iter" with the reason (raise tol or lam), and no certificate."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(80, 2))
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=80) > 0, 1, -1)
+    with pytest.warns(RuntimeWarning, match="cannot be certified below its target 1e-15"):
+        res = mk.solve(X, y, solver="iterated_tikhonov", kernel="rbf", t=1, lam=1e-4,
+                       tol=1e-15, kernel_params={"gamma": 0.05}, max_iter=200)
+    assert res.status == "max_iter" and res.certificate is None
+    assert "raise tol or lam" in res.extra["failure"]
