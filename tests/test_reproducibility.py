@@ -1316,6 +1316,38 @@ def test_a_genuine_run_verifies_when_the_solver_decomposed_a_perturbed_gram_matr
     assert not verdict and "Newton decrement above its target" in verdict.reason
 
 
+def test_a_long_chain_verifies_when_the_solver_decomposed_a_perturbed_gram_matrix(
+        monkeypatch):
+    """Another machine's decomposition of K, emulated as above (the solver's of K + E,
+    ||E||_2 = 0.5 n u ||K||_2), under a chain of t = 17 links whose first target is
+    2.7e-12: with the eigen map truncated at the rounding level the run's model was
+    refused at t = 5 and t = 17 (its weights along the eigenvectors near the cut-off);
+    with every eigen-direction kept the run claims "converged" and the referee's own
+    decomposition verifies it."""
+    from marginkit.solvers.tikhonov import _representation as rep
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((400, 2))
+    y = (np.sin(2 * X[:, 0]) + X[:, 1] > 0).astype(int)
+    u = np.finfo(float).eps / 2
+    own = rep._decompose
+
+    def perturbed(K, role, error):
+        if role != "solver":
+            return own(K, role, error)
+        E = np.random.default_rng(3).standard_normal(K.shape)
+        E = (E + E.T) / 2
+        E *= 0.5 * K.shape[0] * u * np.linalg.norm(K, 2) / np.linalg.norm(E, 2)
+        return own(K + E, role, error)
+
+    monkeypatch.setattr(rep, "_decompose", perturbed)
+    res = mk.solve(X, y, solver="iterated_tikhonov", kernel="rbf", t=17,
+                   kernel_params={"gamma": 0.2})
+    monkeypatch.undo()
+    assert res.status == "converged"
+    assert res.certificate.check(X, y)
+
+
 def test_a_refusal_of_the_model_ends_the_run_with_its_reason(monkeypatch):
     """A refusal that is not a decrement above its target (the model check) has no
     number to compare: the run ended with "cannot be certified below its target nan:
