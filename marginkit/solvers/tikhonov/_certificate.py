@@ -560,10 +560,10 @@ class NewtonDecrementCertificate(Certificate):
         leaves that much open: H >= lam I, so a decrement <= eps_t puts theta^t within
         about 2 eps_t / sqrt(lam) of the subproblem's optimum in RKHS norm, and the model
         predicts within sqrt(k(x, x)) times the sum at any x. c* depends on the
-        eigenvectors of K_CC near its cut-off, which rotate with BLAS threads or machines
-        (found by review: genuine runs refused when the solver's decomposition was of K
-        plus a perturbation of 0.25-0.5 n u ||K||; with the slack, none up to 2 n u ||K||
-        in 25 problems each); a null vector large enough to matter is refused, however its
+        eigenvectors near a cut-off (K_CC's; K's, when its map was truncated), which rotate
+        with BLAS threads or machines (found by review: genuine runs refused when the
+        solver's decomposition was of K plus a perturbation of 0.25-0.5 n u ||K||; with the
+        slack, none up to 2 n u ||K|| in 25 problems each); a null vector large enough to matter is refused, however its
         quadratic form rounds. An exact kernel's map keeps every direction of a non-zero
         eigenvalue, so there r is rounding, and a vector of K's numerical null space added
         to beta^t moves theta^t by its norm in K_abs = V |S| V^T: the decrement of the last
