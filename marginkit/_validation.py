@@ -888,9 +888,10 @@ def check_sample_weight(sample_weight, n_samples, name="sample_weight"):
 def checked_block(K, A, B, same, dtype, who):
     """The block ``K`` a user's function returned for K(A, B) (``same``: B is A), checked
     and as an array: real numbers (a sparse block densified: it is len(A) x len(B) dense
-    anyway), of shape (len(A), len(B)), finite, and for K(A, A) symmetric; float64 unless
-    ``dtype`` or the function's own values are float32. ``who`` names the function in
-    the messages."""
+    anyway), of shape (len(A), len(B)), finite, and for K(A, A) symmetric; float32 when
+    the function's values are float32, or are not floats (bool, int, float16) and
+    ``dtype`` (the operands') is float32, float64 otherwise. ``who`` names the function
+    in the messages."""
     if sp.issparse(K):
         K = K.toarray()
     if np.iscomplexobj(K):  # a cast to float would drop the imaginary part silently
@@ -899,13 +900,19 @@ def checked_block(K, A, B, same, dtype, who):
     returned = getattr(K, "dtype", None)  # the function's own precision (symmetry below)
     if returned is not None and returned.kind in "USV":  # numpy would parse '1.5'
         raise ValueError(f"{who} returned dtype {returned}; return a float array")
-    keep32 = dtype == np.float32 or returned == np.float32
+    # float32 values stay float32, float64 ones float64; other numbers (bool, int,
+    # float16) become float32 on float32 operands, else float64 (found by review: a bool
+    # block on float32 operands was refused, an int one passed on unconverted)
+    if returned == np.float32 or (dtype == np.float32 and returned != np.float64):
+        target = np.float32
+    else:
+        target = np.float64
+    if returned is not None and returned.kind not in "biuf" and returned != object:
+        raise ValueError(f"{who} returned dtype {returned}; return a float array")
     try:
-        K = np.asarray(K, dtype=None if keep32 else np.float64)
+        K = np.asarray(K, dtype=target)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{who} returned a non-numeric block ({exc})") from None
-    if K.dtype.kind not in "fiu":
-        raise ValueError(f"{who} returned dtype {K.dtype}; return a float array")
     want = (A.shape[0], B.shape[0])
     if K.shape != want:
         raise ValueError(
@@ -921,9 +928,14 @@ def checked_block(K, A, B, same, dtype, who):
         # rounding passes
         scale = np.sqrt(np.abs(np.diagonal(K)).astype(np.float64))
         rel = 1e-5 if np.float32 in (K.dtype, returned) else 1e-9
-        bad = np.abs(K - K.T) > rel * np.outer(scale, scale) + 1e-300
-        if bad.any():
+        for lo in range(0, K.shape[0], 256):  # temporaries of 256 rows, not n x n
+            hi = lo + 256
+            bad = np.abs(K[lo:hi] - K[:, lo:hi].T) > \
+                rel * np.outer(scale[lo:hi], scale) + 1e-300
+            if not bad.any():
+                continue
             i, j = np.argwhere(bad)[0]
+            i += lo
             raise ValueError(
                 f"{who}: K is not symmetric (K(A, A)[{i}, {j}] = {K[i, j]:.17g} but "
                 f"[{j}, {i}] = {K[j, i]:.17g}); a kernel must give a symmetric Gram matrix")

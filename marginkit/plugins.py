@@ -52,6 +52,8 @@ goes on, and a certificate ``finalize`` returns is dropped when it does not veri
 """
 import dataclasses
 import functools
+import inspect
+import types
 
 import numpy as np
 import scipy.sparse as sp
@@ -394,12 +396,22 @@ def _frozen(M):
     return M
 
 
-def _guarded(fn, name, owner):
-    """``fn`` (the kernel plug-in ``owner``'s method ``name``) given read-only views of
-    its array arguments (the same object twice when it was given one object twice); for
-    ``__call__``, its block checked as a callable kernel's is (``checked_block``)."""
+def _guarded(fn, name, owner, bound=True):
+    """``fn`` (the kernel plug-in ``owner``'s method ``name``; ``bound``: it takes the
+    instance first, False for a staticmethod) given read-only views of its array
+    arguments (the same object twice when it was given one object twice); for
+    ``__call__``, its block checked as a callable kernel's is (``checked_block``), the
+    operands found by the function's own parameter names."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    sig = inspect.Signature(params) if params else None
+    operands = [p.name for p in params[int(bound):][:2]
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
     @functools.wraps(fn)
-    def method(self, *args, **kwargs):
+    def method(*args, **kwargs):
         seen = {}
 
         def frozen(a):
@@ -407,13 +419,17 @@ def _guarded(fn, name, owner):
                 seen[id(a)] = (a, _frozen(a))
             return seen[id(a)][1]
 
-        args = tuple(frozen(a) for a in args)
+        head = int(bound)  # the instance, passed as it is
+        args = args[:head] + tuple(frozen(a) for a in args[head:])
         kwargs = {k: frozen(v) for k, v in kwargs.items()}
-        out = fn(self, *args, **kwargs)
-        if name != "__call__" or not args:
+        out = fn(*args, **kwargs)
+        if name != "__call__" or sig is None or not operands:
             return out
-        A = args[0]
-        B = args[1] if len(args) > 1 else kwargs.get("B")
+        given = sig.bind(*args, **kwargs).arguments  # fn accepted them: they bind
+        A = given.get(operands[0])
+        B = given.get(operands[1]) if len(operands) > 1 else None
+        if A is None:
+            return out
         same = B is None or B is A
         B = A if same else B
         dtype = np.float32 if all(getattr(M, "dtype", None) == np.float32 for M in (A, B)) \
@@ -462,9 +478,17 @@ class Kernel(Plugin):
         if cls.__module__.partition(".")[0] == "marginkit":
             return  # the built-in kernels: they never write into their operands
         for name in cls._GUARDED:
-            fn = cls.__dict__.get(name)
-            if callable(fn) and not getattr(fn, "_guarded", False):
-                setattr(cls, name, _guarded(fn, name, cls.__name__))
+            # the method as the class resolves it: its own, a mixin's or a base's (found by
+            # review: a __call__ from a mixin went unguarded), unless it is marginkit's
+            raw = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
+            fn, bound = raw, True
+            if isinstance(raw, staticmethod):
+                fn, bound = raw.__func__, False
+            if not isinstance(fn, types.FunctionType) or getattr(fn, "_guarded", False) \
+                    or fn.__module__.partition(".")[0] == "marginkit":
+                continue
+            method = _guarded(fn, name, cls.__name__, bound)
+            setattr(cls, name, method if bound else staticmethod(method))
 
     def for_run(self, config=None):
         """The kernel one run (``marginkit.solve`` with ``config``) works on.
@@ -484,12 +508,15 @@ class Kernel(Plugin):
 
     def returned_gram(self, A):
         """The square block K(A, A) of float64 rows A with the precision the kernel
-        computed it in: float64 here; a kernel whose values are float32 (a callable that
-        returns float32) returns them as float32, whose own rounding a positive
-        semi-definite check then allows for (``iterated_tikhonov``'s exact Gram)."""
+        computed it in: float32 when the kernel returned float32 (a plug-in or callable
+        computing in float32), whose own rounding a positive semi-definite check then
+        allows for (``iterated_tikhonov``'s exact Gram), else float64."""
         # (A, A): not every plug-in gives B a default (found by review: self(A) failed
         # for __call__(self, A, B))
-        return np.asarray(self(A, A), dtype=np.float64)
+        K = self(A, A)
+        if getattr(K, "dtype", None) == np.float32:
+            return K
+        return np.asarray(K, dtype=np.float64)
 
     #: entries of a kernel without its own error bound are trusted to this many units in
     #: the last place by the referee (``careful_block``)

@@ -122,3 +122,82 @@ def test_a_solver_plugin_reads_the_data_through_read_only_views():
         with pytest.raises(ValueError, match="read-only"):
             mk.solve(data, y, solver=Scribbler())
         assert abs(data - before).max() == 0 and np.array_equal(y, yc)
+
+
+class _WriterMixin:
+    def __call__(self, A, B=None):
+        B = A if B is None else B
+        A[0, 0] = 123.0  # a write into the operand
+        return np.asarray(A @ B.T)
+
+
+class _MixedIn(_WriterMixin, Kernel):
+    pass
+
+
+def test_a_call_inherited_from_a_mixin_is_guarded_too():
+    """Found by review of the guard: a ``__call__`` from a class that is not a Kernel went
+    unguarded, and ``verify``/``decision_function`` handed it the caller's X."""
+    X, y = _data()
+    before = X.copy()
+    for call in (lambda: mk.solve(X, y, solver="snkp", kernel=_MixedIn()),
+                 lambda: _MixedIn()(X, X),
+                 lambda: _MixedIn().careful_block(X, X)):
+        with pytest.raises(ValueError, match="read-only"):
+            call()
+    np.testing.assert_array_equal(X, before)
+
+
+class _StaticDiag(Kernel):
+    def __call__(self, A, B=None):
+        B = A if B is None else B
+        return np.asarray(A @ B.T)
+
+    @staticmethod
+    def diag(A):
+        return np.einsum("ij,ij->i", A, A)
+
+
+class _SklearnNames(Kernel):
+    def __call__(self, X, Y=None):
+        Y = X if Y is None else Y
+        return np.asarray(X @ Y.T)
+
+
+def test_static_methods_and_keyword_operands_of_plugins():
+    """Found by review of the guard: a ``@staticmethod`` diag was passed the instance,
+    ``k(A, Y=B)`` (scikit-learn's parameter names) was checked against the wrong
+    operand, and ``k(A=A, B=B)`` went unchecked."""
+    from marginkit.testing import check_plugin
+
+    X, y = _data()
+    rng = np.random.default_rng(1)
+    A, B = rng.standard_normal((5, 3)), rng.standard_normal((7, 3))
+    np.testing.assert_allclose(_StaticDiag.diag(A), np.einsum("ij,ij->i", A, A))
+    assert check_plugin(_StaticDiag()) and check_plugin(_SklearnNames())
+    assert mk.solve(X, y, solver="dcd", kernel=_StaticDiag()).status == "certified"
+    assert _SklearnNames()(A, Y=B).shape == (5, 7) and _SklearnNames()(X=A, Y=B).shape == (5, 7)
+    bad = type("Bad", (Kernel,), {"__call__": lambda self, A, B=None: np.full(2, np.nan)})
+    with pytest.raises(ValueError, match="kernel plug-in Bad"):
+        bad()(A=A, B=B)
+
+
+def test_blocks_of_other_dtypes_take_the_operands_precision():
+    """Found by review of the guard: a bool block (a PSD delta kernel) on float32 operands
+    was refused, and int blocks passed on unconverted; a float32 plug-in's Gram matrix
+    keeps float32's allowance in iterated_tikhonov (it was refused as not PSD)."""
+    delta = type("Delta", (Kernel,), {"__call__": lambda self, A, B=None: (
+        A[:, None, :] == (A if B is None else B)[None, :, :]).all(axis=2)})
+    X, y = _data(30)
+    for Xd, want in ((X.astype(np.float32), np.float32), (X, np.float64)):
+        assert delta()(Xd).dtype == want
+        assert mk.solve(Xd, y, solver="snkp", kernel=delta()).status == "separable"
+
+    class RBF32(Kernel):
+        def __call__(self, A, B=None):
+            B = A if B is None else B
+            d = (A ** 2).sum(1)[:, None] + (B ** 2).sum(1)[None, :] - 2 * A @ B.T
+            return np.exp(-0.5 * np.maximum(d, 0)).astype(np.float32)
+
+    res = mk.solve(X, y, solver="iterated_tikhonov", kernel=RBF32(), lam=1e-2, t=2)
+    assert res.status == "converged" and res.certificate.verify(X, y)

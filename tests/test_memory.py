@@ -89,3 +89,34 @@ def test_concurrent_runs_share_one_count(advice_on):
     for t in threads:
         t.join()
     assert states == [False, False] and _advice() is True
+
+
+def test_interrupts_at_any_moment_leave_no_count_behind(advice_on):
+    """Found by review: KeyboardInterrupt at random moments of many short solves left the
+    count at 1 after a few hundred interrupts (the switch then stayed as it was for the
+    rest of the process)."""
+    import random
+    import signal
+
+    X, y = _data(20)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    rnd = random.Random(1)
+    hits = 0
+    try:
+        for _ in range(1500):
+            try:
+                try:
+                    signal.setitimer(signal.ITIMER_REAL, rnd.uniform(1e-5, 4e-4))
+                    mk.solve(X, y, solver="snkp")
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            except KeyboardInterrupt:
+                hits += 1
+            assert _memory._active == 0
+    finally:
+        signal.signal(signal.SIGALRM, old)
+    assert hits > 100 and _advice() is True

@@ -15,7 +15,6 @@ and restores the caller's setting when the last one active in the process ends
 (numpy's switch is process-wide; runs in several threads share one count). Without the
 switch (a numpy that does not have it) it does nothing.
 """
-import contextlib
 import functools
 import importlib
 import threading
@@ -34,27 +33,52 @@ def _find_switch():
 _SWITCH = _find_switch()
 _LOCK = threading.Lock()
 _active = 0      # runs and checks inside ``small_pages`` now, in all threads
-_saved = None    # the setting they found, restored when the count returns to 0
+#: the setting the runs found (at first numpy's at import), restored when the count
+#: returns to 0
+_saved = None
+if _SWITCH is not None:
+    _saved = _SWITCH(True)
+    _SWITCH(_saved)
 
 
-@contextlib.contextmanager
-def small_pages():
-    """No huge-page advice for numpy's allocations inside the block (see the module)."""
-    global _active, _saved
-    if _SWITCH is None:
-        yield
-        return
-    with _LOCK:
-        if _active == 0:
-            _saved = _SWITCH(False)
-        _active += 1
-    try:
-        yield
-    finally:
-        with _LOCK:
-            _active -= 1
-            if _active == 0:
-                _SWITCH(_saved)
+class small_pages:
+    """Context manager: no huge-page advice for numpy's allocations inside the block (see
+    the module). Entering undoes what it did when an exception (Ctrl-C) interrupts it,
+    so that neither the count nor the switch is left off for good (found by review: an
+    increment before a generator's ``try`` leaked the count after a few hundred
+    interrupts, and an interrupted switch left the advice off)."""
+
+    def __enter__(self):
+        global _active, _saved
+        if _SWITCH is None:
+            return self
+        counted = False
+        try:
+            with _LOCK:
+                if _active == 0:
+                    _saved = _SWITCH(False)
+                _active += 1
+                counted = True
+        except BaseException:
+            # interrupted (Ctrl-C) after switching or counting: undo what was done; the
+            # setting to restore is the one the last runs found when the interruption
+            # came before it was stored
+            with _LOCK:
+                if counted:
+                    _active -= 1
+                if _active == 0:
+                    _SWITCH(_saved)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        global _active
+        if _SWITCH is not None:
+            with _LOCK:
+                _active -= 1
+                if _active == 0:
+                    _SWITCH(_saved)
+        return False
 
 
 def in_small_pages(fn):
