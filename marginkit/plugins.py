@@ -464,7 +464,9 @@ class Kernel(Plugin):
     (writing into them raises ``ValueError``: the caller's data are never modified), and
     the blocks its ``__call__`` returns are checked as a callable kernel's are: real
     numbers of shape (len(A), len(B)), finite, symmetric for K(A, A) (a sparse block is
-    made dense; ``ValueError`` naming the plug-in otherwise).
+    made dense; ``ValueError`` naming the plug-in otherwise). This holds for those
+    methods as the class has them when it is created (its own, a mixin's or a base
+    class's; plain functions and staticmethods), not for methods assigned later.
     """
 
     kind = "kernel"

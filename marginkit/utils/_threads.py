@@ -52,24 +52,44 @@ class _SingleThreadedBLAS:
     """
 
     def __enter__(self):
-        with _LOCK:
-            if _STATE["depth"] == 0:
-                if _STATE["libs"] is None:
-                    _STATE["libs"] = _blas_libraries()  # after BLAS is loaded
-                libs = _STATE["libs"]
-                saved = [lib.get_num_threads() for lib in libs]
-                _set_counts([(lib, 1) for lib, n in zip(libs, saved) if n is not None])
-                _STATE["saved"] = saved
-            _STATE["depth"] += 1
+        counted = False
+        try:
+            with _LOCK:
+                if _STATE["depth"] == 0:
+                    if _STATE["libs"] is None:
+                        _STATE["libs"] = _blas_libraries()  # after BLAS is loaded
+                    libs = _STATE["libs"]
+                    _STATE["saved"] = [lib.get_num_threads() for lib in libs]
+                    _set_counts([(lib, 1) for lib, n in zip(libs, _STATE["saved"])
+                                 if n is not None])
+                _STATE["depth"] += 1
+                counted = True
+        except BaseException:
+            # interrupted (Ctrl-C) part-way: undo what was done, so that no count is left
+            # behind (found by review: interrupts at random moments of short runs left the
+            # depth at -1 and the later runs' limits wrong)
+            if counted:
+                self.__exit__(None, None, None)
+            else:
+                with _LOCK:
+                    if _STATE["depth"] == 0:
+                        self._restore()
+            raise
         return self
+
+    @staticmethod
+    def _restore():
+        """The saved counts back where they are still 1 (under the lock, at depth 0)."""
+        saved, _STATE["saved"] = _STATE["saved"], ()
+        if saved:
+            _set_counts([(lib, n) for lib, n in zip(_STATE["libs"], saved)
+                         if n is not None and n != 1 and lib.get_num_threads() == 1])
 
     def __exit__(self, *exc):
         with _LOCK:
             _STATE["depth"] -= 1
             if _STATE["depth"] == 0:
-                saved, _STATE["saved"] = _STATE["saved"], ()
-                _set_counts([(lib, n) for lib, n in zip(_STATE["libs"], saved)
-                             if n is not None and n != 1 and lib.get_num_threads() == 1])
+                self._restore()
         return False
 
 
@@ -437,8 +457,9 @@ class BlasChoice:
         nt = 1 if self._busy else self.default
         if nt != self.nt:
             if nt == 1:
-                self._ctx = single_threaded_blas()
-                self._ctx.__enter__()
+                ctx = single_threaded_blas()
+                ctx.__enter__()  # all or nothing: kept only once entered
+                self._ctx = ctx
             else:
                 ctx, self._ctx = self._ctx, None
                 ctx.__exit__(None, None, None)
