@@ -885,34 +885,33 @@ def check_sample_weight(sample_weight, n_samples, name="sample_weight"):
     return out
 
 
-def checked_block(K, A, B, same, dtype, who):
+def checked_block(K, A, B, same, who):
     """The block ``K`` a user's function returned for K(A, B) (``same``: B is A), checked
     and as an array: real numbers (a sparse block densified: it is len(A) x len(B) dense
     anyway), of shape (len(A), len(B)), finite, and for K(A, A) symmetric; float32 when
-    the function's values are float32, or are not floats (bool, int, float16) and
-    ``dtype`` (the operands') is float32, float64 otherwise. ``who`` names the function
-    in the messages."""
+    the function's values are float32, float64 otherwise. ``who`` names the function in
+    the messages."""
     if sp.issparse(K):
         K = K.toarray()
-    if np.iscomplexobj(K):  # a cast to float would drop the imaginary part silently
-        raise ValueError(f"{who} returned a complex block; a kernel is real: return a "
-                         "float array (e.g. K.real when the imaginary part is 0)")
-    returned = getattr(K, "dtype", None)  # the function's own precision (symmetry below)
-    if returned is not None and returned.kind in "USV":  # numpy would parse '1.5'
-        raise ValueError(f"{who} returned dtype {returned}; return a float array")
-    # float32 values stay float32, float64 ones float64; other numbers (bool, int,
-    # float16) become float32 on float32 operands, else float64 (found by review: a bool
-    # block on float32 operands was refused, an int one passed on unconverted)
-    if returned == np.float32 or (dtype == np.float32 and returned != np.float64):
-        target = np.float32
-    else:
-        target = np.float64
-    if returned is not None and returned.kind not in "biuf" and returned != object:
-        raise ValueError(f"{who} returned dtype {returned}; return a float array")
     try:
-        K = np.asarray(K, dtype=target)
+        # its own type first (a list of strings is not parsed as numbers); an object
+        # array as the array of its elements
+        K = np.asarray(K)
+        if K.dtype == object:
+            K = np.array(K.tolist())
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{who} returned a non-numeric block ({exc})") from None
+    if K.dtype.kind == "c":  # a cast to float would drop the imaginary part silently
+        raise ValueError(f"{who} returned a complex block; a kernel is real: return a "
+                         "float array (e.g. K.real when the imaginary part is 0)")
+    if K.dtype.kind not in "biuf":
+        raise ValueError(f"{who} returned dtype {K.dtype}; return a float array")
+    # float32 values stay float32 (the function's own precision, read by the symmetry
+    # check below and the referee's allowance); any other numbers become float64, which
+    # holds bool, int up to 2^53 and float16 exactly (found by review: a bool block on
+    # float32 operands was refused, an int one passed on unconverted)
+    returned = K.dtype
+    K = K.astype(np.float32 if returned == np.float32 else np.float64, copy=False)
     want = (A.shape[0], B.shape[0])
     if K.shape != want:
         raise ValueError(

@@ -52,8 +52,6 @@ goes on, and a certificate ``finalize`` returns is dropped when it does not veri
 """
 import dataclasses
 import functools
-import inspect
-import types
 
 import numpy as np
 import scipy.sparse as sp
@@ -396,21 +394,28 @@ def _frozen(M):
     return M
 
 
-def _guarded(fn, name, owner, bound=True):
-    """``fn`` (the kernel plug-in ``owner``'s method ``name``; ``bound``: it takes the
-    instance first, False for a staticmethod) given read-only views of its array
-    arguments (the same object twice when it was given one object twice); for
-    ``__call__``, its block checked as a callable kernel's is (``checked_block``), the
-    operands found by the function's own parameter names."""
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    sig = inspect.Signature(params) if params else None
-    operands = [p.name for p in params[int(bound):][:2]
-                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+#: the keywords a kernel's two operands may be passed by (marginkit's, scikit-learn's)
+_OPERAND_KEYWORDS = (("A", "X"), ("B", "Y"))
 
-    @functools.wraps(fn)
+
+def _guarded(raw, name, owner):
+    """The kernel plug-in ``owner``'s method ``name`` (``raw``: the class attribute, any
+    callable: a function, a staticmethod, a compiled or decorated method, bound as Python
+    binds it) given read-only views of its array arguments (the same object twice when
+    it was given one object twice); for ``__call__``, its block checked as a callable
+    kernel's is (``checked_block``). The operands are the first two positional
+    arguments, or the keywords ``A``/``X`` and ``B``/``Y``."""
+    static = isinstance(raw, staticmethod)
+
+    def target(args):
+        """(the callable to call, the arguments that are data)."""
+        if static:
+            return raw.__func__, args
+        this, rest = args[0], args[1:]
+        bind = getattr(type(raw), "__get__", None)
+        return (bind(raw, this, type(this)) if bind is not None else raw), rest
+
+    @functools.wraps(raw.__func__ if static else raw)
     def method(*args, **kwargs):
         seen = {}
 
@@ -419,25 +424,23 @@ def _guarded(fn, name, owner, bound=True):
                 seen[id(a)] = (a, _frozen(a))
             return seen[id(a)][1]
 
-        head = int(bound)  # the instance, passed as it is
-        args = args[:head] + tuple(frozen(a) for a in args[head:])
+        fn, data = target(args)
+        data = tuple(frozen(a) for a in data)
         kwargs = {k: frozen(v) for k, v in kwargs.items()}
-        out = fn(*args, **kwargs)
-        if name != "__call__" or sig is None or not operands:
+        out = fn(*data, **kwargs)
+        if name != "__call__":
             return out
-        given = sig.bind(*args, **kwargs).arguments  # fn accepted them: they bind
-        A = given.get(operands[0])
-        B = given.get(operands[1]) if len(operands) > 1 else None
+        ops = list(data[:2])
+        for i, keys in enumerate(_OPERAND_KEYWORDS[len(ops):], start=len(ops)):
+            ops.append(next((kwargs[k] for k in keys if k in kwargs), None))
+        A, B = ops
         if A is None:
             return out
         same = B is None or B is A
-        B = A if same else B
-        dtype = np.float32 if all(getattr(M, "dtype", None) == np.float32 for M in (A, B)) \
-            else np.float64
-        return checked_block(out, A, B, same, dtype, f"kernel plug-in {owner}")
+        return checked_block(out, A, A if same else B, same, f"kernel plug-in {owner}")
 
     method._guarded = True
-    return method
+    return staticmethod(method) if static else method
 
 
 def trusted_block(K, ulps):
@@ -483,14 +486,12 @@ class Kernel(Plugin):
             # the method as the class resolves it: its own, a mixin's or a base's (found by
             # review: a __call__ from a mixin went unguarded), unless it is marginkit's
             raw = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
-            fn, bound = raw, True
-            if isinstance(raw, staticmethod):
-                fn, bound = raw.__func__, False
-            if not isinstance(fn, types.FunctionType) or getattr(fn, "_guarded", False) \
-                    or fn.__module__.partition(".")[0] == "marginkit":
+            fn = raw.__func__ if isinstance(raw, staticmethod) else raw
+            module = getattr(fn, "__module__", None) or ""
+            if not (callable(fn) or hasattr(type(fn), "__get__")) \
+                    or getattr(fn, "_guarded", False) or module.partition(".")[0] == "marginkit":
                 continue
-            method = _guarded(fn, name, cls.__name__, bound)
-            setattr(cls, name, method if bound else staticmethod(method))
+            setattr(cls, name, _guarded(raw, name, cls.__name__))
 
     def for_run(self, config=None):
         """The kernel one run (``marginkit.solve`` with ``config``) works on.

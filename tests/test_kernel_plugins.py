@@ -53,7 +53,7 @@ def _lin(A, B):
 @pytest.mark.parametrize("returned,match", [
     (lambda A, B: _lin(A, B).ravel(), r"shape \(\d+,\)"),
     (lambda A, B: 1.0, r"shape \(\)"),
-    (lambda A, B: None, r"shape \(\)"),
+    (lambda A, B: None, "dtype object"),
     (lambda A, B: _lin(B, A), r"must return K\(A, B\) of shape"),
     (lambda A, B: np.ones((A.shape[0], B.shape[0] + 1)), "must return K"),
     (lambda A, B: _lin(A, B)[..., None], "must return K"),
@@ -182,15 +182,16 @@ def test_static_methods_and_keyword_operands_of_plugins():
         bad()(A=A, B=B)
 
 
-def test_blocks_of_other_dtypes_take_the_operands_precision():
+def test_blocks_of_other_dtypes_become_float64():
     """Found by review of the guard: a bool block (a PSD delta kernel) on float32 operands
-    was refused, and int blocks passed on unconverted; a float32 plug-in's Gram matrix
-    keeps float32's allowance in iterated_tikhonov (it was refused as not PSD)."""
+    was refused, and int blocks passed on unconverted (they are float64 now, exact); a
+    float32 plug-in's Gram matrix keeps float32's allowance in iterated_tikhonov (it was
+    refused as not PSD)."""
     delta = type("Delta", (Kernel,), {"__call__": lambda self, A, B=None: (
         A[:, None, :] == (A if B is None else B)[None, :, :]).all(axis=2)})
     X, y = _data(30)
-    for Xd, want in ((X.astype(np.float32), np.float32), (X, np.float64)):
-        assert delta()(Xd).dtype == want
+    for Xd in (X.astype(np.float32), X):
+        assert delta()(Xd).dtype == np.float64
         assert mk.solve(Xd, y, solver="snkp", kernel=delta()).status == "separable"
 
     class RBF32(Kernel):
@@ -201,3 +202,55 @@ def test_blocks_of_other_dtypes_take_the_operands_precision():
 
     res = mk.solve(X, y, solver="iterated_tikhonov", kernel=RBF32(), lam=1e-2, t=2)
     assert res.status == "converged" and res.certificate.verify(X, y)
+
+
+def test_any_callable_call_is_guarded_and_its_operands_found():
+    """Found by the second review of the guard: a ``__call__(self, *args)``, or one
+    wrapped by a decorator without ``functools.wraps``, went unchecked (an asymmetric
+    "kernel" a.b + g(a) - g(b) got "separable"); a partialmethod or a descriptor went
+    unguarded; an operand passed by keyword after other parameters was missed."""
+    import functools
+
+    X, y = _data()
+    g = np.arange(len(X), dtype=float)
+
+    def skew(A, B):
+        return np.asarray(A @ B.T) + A[:, :1] - B[:, 0][None, :]
+
+    star = type("Star", (Kernel,), {"__call__": lambda self, *args: skew(
+        args[0], args[0] if len(args) < 2 else args[1])})
+    with pytest.raises(ValueError, match="kernel plug-in Star: K is not symmetric"):
+        mk.solve(X, y, solver="snkp", kernel=star())
+
+    def writes(self, A, B=None):
+        A[0, 0] = 1.0
+        return np.asarray(A @ (A if B is None else B).T)
+
+    partial = type("Partial", (Kernel,), {
+        "__call__": functools.partialmethod(lambda self, A, B=None, k=1: writes(self, A, B))})
+    with pytest.raises(ValueError, match="read-only"):
+        partial()(X.copy())
+
+    class Gam(Kernel):
+        def __call__(self, A, gamma=1.0, B=None):
+            return gamma * np.asarray(A @ (A if B is None else B).T)
+
+    assert Gam()(X, B=X[:5]).shape == (len(X), 5)
+    del g
+
+
+def test_blocks_keep_their_values_exactly():
+    """Found by the second review: ints above 2^24 were rounded to float32 on float32
+    operands (an asymmetry of 1 could vanish before the check), Python floats lost their
+    last digits, and a list of strings was parsed as numbers."""
+    from marginkit._validation import checked_block
+
+    A = np.zeros((2, 1), dtype=np.float32)
+    K = checked_block(np.array([[2 ** 24 + 1, 0], [0, 1]]), A, A, True, "k")
+    assert K.dtype == np.float64 and K[0, 0] == 2 ** 24 + 1
+    assert checked_block([[1 + 1e-12, 0.0], [0.0, 1.0]], A, A, True, "k")[0, 0] == 1 + 1e-12
+    for strings in ([["1", "0"], ["0", "1"]], np.array([["1", "0"], ["0", "1"]], dtype=object)):
+        with pytest.raises(ValueError, match="dtype <U"):
+            checked_block(strings, A, A, True, "k")
+    with pytest.raises(ValueError, match="not symmetric"):
+        checked_block(np.array([[2 ** 24, 2 ** 24 + 1], [2 ** 24, 2 ** 24]]), A, A, True, "k")

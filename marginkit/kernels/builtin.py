@@ -687,31 +687,29 @@ class CallableKernel(Kernel):
 
     def __call__(self, A, B=None):
         A, B, dtype = prepare_pair(A, B)
-        K = self._block(A, B, dtype)
+        K = self._block(A, B)
         return K.astype(dtype, copy=False) if K.dtype != dtype else K
 
     def returned_gram(self, A):
         """K(A, A) on float64 rows A as the function gave it: float32 when it returned
         float32 (its values are float32 numbers; a float64 cast would hide that their
         rounding may leave K slightly indefinite), float64 otherwise."""
-        A, _, dtype = prepare_pair(A)
-        K = self._block(A, A, dtype)
-        return K if K.dtype == np.float32 else K.astype(np.float64, copy=False)
+        A = prepare_pair(A)[0]
+        return self._block(A, A)
 
     def careful_block(self, A, B):
         """``Kernel.careful_block``'s trust in the function's values, on the block as the
         function returned it: float32 values carry one float32 rounding more."""
         A, B = _careful_pair(A, B)
-        return trusted_block(self._block(A, B, np.dtype(np.float64)), self.trusted_ulps)
+        return trusted_block(self._block(A, B), self.trusted_ulps)
 
-    def _block(self, A, B, dtype):
-        """The validated block K(A, B) of prepared operands: float64 for float64
-        operands unless the function returned float32 (then float32), ``dtype`` or the
-        function's float32 otherwise."""
+    def _block(self, A, B):
+        """The validated block K(A, B) of prepared operands (``checked_block``): float32
+        when the function returned float32, else float64."""
         same = B is A
         A = _read_only(_sparse_array(A))
         K = self.function(A, A if same else _read_only(_sparse_array(B)))
-        return checked_block(K, A, B, same, dtype, f"callable kernel {self._fname()}")
+        return checked_block(K, A, B, same, f"callable kernel {self._fname()}")
 
     def _fname(self):
         return getattr(self.function, "__name__", repr(self.function))
