@@ -894,13 +894,17 @@ def checked_block(K, A, B, same, who):
     if sp.issparse(K):
         K = K.toarray()
     try:
-        # its own type first (a list of strings is not parsed as numbers); an object
-        # array as the array of its elements
-        K = np.asarray(K)
-        if K.dtype == object:
-            K = np.array(K.tolist())
+        K = np.asarray(K)  # its own type first: a list of strings is not parsed as numbers
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{who} returned a non-numeric block ({exc})") from None
+    if K.dtype == object:
+        # numbers of any kind (Fraction, Decimal, Python or numpy scalars), not strings
+        if any(isinstance(v, (str, bytes)) for v in K.flat):
+            raise ValueError(f"{who} returned strings; return a float array")
+        try:
+            K = K.astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{who} returned a non-numeric block ({exc})") from None
     if K.dtype.kind == "c":  # a cast to float would drop the imaginary part silently
         raise ValueError(f"{who} returned a complex block; a kernel is real: return a "
                          "float array (e.g. K.real when the imaginary part is 0)")

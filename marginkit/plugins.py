@@ -52,6 +52,7 @@ goes on, and a certificate ``finalize`` returns is dropped when it does not veri
 """
 import dataclasses
 import functools
+import weakref
 
 import numpy as np
 import scipy.sparse as sp
@@ -395,27 +396,57 @@ def _frozen(M):
 
 
 #: the keywords a kernel's two operands may be passed by (marginkit's, scikit-learn's)
-_OPERAND_KEYWORDS = (("A", "X"), ("B", "Y"))
+_OPERAND_KEYWORDS = (("A", "X", "a", "x"), ("B", "Y", "b", "y"))
+#: the wrappers ``_guarded`` made (a user's ``functools.wraps`` copy of one is not one)
+_WRAPPERS = weakref.WeakSet()
 
 
-def _guarded(raw, name, owner):
-    """The kernel plug-in ``owner``'s method ``name`` (``raw``: the class attribute, any
-    callable: a function, a staticmethod, a compiled or decorated method, bound as Python
-    binds it) given read-only views of its array arguments (the same object twice when
-    it was given one object twice); for ``__call__``, its block checked as a callable
-    kernel's is (``checked_block``). The operands are the first two positional
-    arguments, or the keywords ``A``/``X`` and ``B``/``Y``."""
-    static = isinstance(raw, staticmethod)
+def _guard_kind(raw):
+    """How ``_guarded`` wraps the class attribute ``raw``: ``"static"`` (a staticmethod, or
+    a callable object, which Python never binds), ``"class"`` (a classmethod),
+    ``"method"`` (a function or any other method-like descriptor: compiled, decorated, a
+    partialmethod), or None: not a method to guard (a property or other data descriptor,
+    marginkit's own, a wrapper already)."""
+    fn = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
+    module = getattr(fn, "__module__", None) or ""
+    try:
+        ours = fn in _WRAPPERS
+    except TypeError:  # an object without weak references is not a wrapper
+        ours = False
+    if ours or module.partition(".")[0] == "marginkit":
+        return None
+    kind = type(raw)
+    if isinstance(raw, staticmethod):
+        return "static"
+    if isinstance(raw, classmethod):
+        return "class"
+    if hasattr(kind, "__set__") or hasattr(kind, "__delete__"):
+        return None  # a property: left as Python has it
+    if hasattr(kind, "__get__"):
+        return "method"
+    return "static" if callable(raw) else None
+
+
+def _guarded(raw, name, owner, how):
+    """The kernel plug-in ``owner``'s method ``name`` (``raw``: the class attribute, of
+    kind ``how``: ``_guard_kind``) given read-only views of its array arguments (the same
+    object twice when it was given one object twice), bound as Python binds it; for
+    ``__call__``, its block checked as a callable kernel's is (``checked_block``). The
+    operands are the first two positional array arguments, or the keywords ``A``/``X``
+    and ``B``/``Y`` (lower case too); a call whose first operand is not an array is not
+    checked."""
+    inner = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
 
     def target(args):
         """(the callable to call, the arguments that are data)."""
-        if static:
-            return raw.__func__, args
+        if how == "static":
+            return inner, args
         this, rest = args[0], args[1:]
-        bind = getattr(type(raw), "__get__", None)
-        return (bind(raw, this, type(this)) if bind is not None else raw), rest
+        if how == "class":
+            return functools.partial(inner, this), rest
+        return type(raw).__get__(raw, this, type(this)), rest
 
-    @functools.wraps(raw.__func__ if static else raw)
+    @functools.wraps(inner)
     def method(*args, **kwargs):
         seen = {}
 
@@ -431,16 +462,23 @@ def _guarded(raw, name, owner):
         if name != "__call__":
             return out
         ops = list(data[:2])
-        for i, keys in enumerate(_OPERAND_KEYWORDS[len(ops):], start=len(ops)):
+        for keys in _OPERAND_KEYWORDS[len(ops):]:
             ops.append(next((kwargs[k] for k in keys if k in kwargs), None))
-        A, B = ops
+        A, B = (M if hasattr(M, "shape") else None for M in ops)
         if A is None:
             return out
         same = B is None or B is A
         return checked_block(out, A, A if same else B, same, f"kernel plug-in {owner}")
 
-    method._guarded = True
-    return staticmethod(method) if static else method
+    method.__name__ = name  # a partialmethod or an object has none: bound methods pickle
+    if not isinstance(getattr(inner, "__qualname__", None), str):
+        method.__qualname__ = f"{owner}.{name}"
+    _WRAPPERS.add(method)
+    if how == "static":
+        return staticmethod(method)
+    if how == "class":
+        return classmethod(method)
+    return method
 
 
 def trusted_block(K, ulps):
@@ -486,12 +524,9 @@ class Kernel(Plugin):
             # the method as the class resolves it: its own, a mixin's or a base's (found by
             # review: a __call__ from a mixin went unguarded), unless it is marginkit's
             raw = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
-            fn = raw.__func__ if isinstance(raw, staticmethod) else raw
-            module = getattr(fn, "__module__", None) or ""
-            if not (callable(fn) or hasattr(type(fn), "__get__")) \
-                    or getattr(fn, "_guarded", False) or module.partition(".")[0] == "marginkit":
-                continue
-            setattr(cls, name, _guarded(raw, name, cls.__name__))
+            how = None if raw is None else _guard_kind(raw)
+            if how is not None:
+                setattr(cls, name, _guarded(raw, name, cls.__name__, how))
 
     def for_run(self, config=None):
         """The kernel one run (``marginkit.solve`` with ``config``) works on.
