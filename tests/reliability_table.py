@@ -878,7 +878,10 @@ LIBSVM loader reports parse errors with the file and line number.
   check runs in `solve`, the kernels, `predict`, the certificates, the estimators (before
   scikit-learn's validation), on every Dask chunk and on the sparse matrices a Dask graph
   holds, and on sparse arrays in results files.
-* The caller's arrays are never modified (checked byte for byte by the tests).
+* The caller's arrays are never modified (checked byte for byte by the tests). A run's
+  solver, kernel and rules read `X` and `y` through read-only views, and a kernel plug-in
+  defined outside marginkit gets read-only views of its operands wherever it is called
+  (`predict`, `verify` included), its blocks checked as a callable kernel's are.
 * $n = 1$ is a single class, so classifiers reject it with the single-class error.
 * Long runs stop with `time_limit=seconds` (status `"time_limit"`). Ctrl-C during a solve
   raises `KeyboardInterrupt`, as in any Python code, with BLAS thread counts restored and
@@ -993,6 +996,7 @@ recomputed after the run and rounded outwards.
 | concurrent registry lookups, broken entry points isolated (whatever `load()` raises, `SystemExit` included), `overwrite=True` needed to replace, a second registration never renames a plug-in | `tests/test_registry.py`, `tests/test_reliability.py` |
 | one Solver, Kernel, Smoother or StoppingRule instance serves concurrent runs (per-run state lives in the run; `nystroem`/`rff` fit a private copy per run); the BLAS thread counts after concurrent solves, failing ones included, are those from before | `tests/test_concurrency.py` |
 | a Python smoother's exception ends the run with a `PluginError` naming it (the original chained); a result that is not $n$ finite reals in the simplex is a `ValueError` naming it, checked before use | `tests/test_smoothers.py` |
+| a kernel plug-in that writes into its operands raises (functions, staticmethods, classmethods, mixins, compiled methods, partialmethods); a malformed block (wrong shape, 1-D, None, complex, strings, NaN, K(A, A) not symmetric) is a `ValueError` naming the plug-in | `tests/test_kernel_plugins.py` |
 | `time_limit`; Ctrl-C raises `KeyboardInterrupt` with BLAS limits restored and plug-ins unchanged, or (`interrupt="return"`) ends the run between iterations without corrupting the state | `tests/test_api.py`, `tests/test_reliability.py` |
 | every claim re-checked by the referee before the run stops; no false "infeasible" under RBF at large offsets or in float32; non-PSD Grams refused; tampered certificates, labels and thresholds rejected; the rounding bounds cover a long-double recomputation | `tests/test_referee.py` |
 | the SVM family's certified points and iterated Tikhonov's Newton decrement: referees with rounding bounds, scale refusals, thresholds from the run's configuration | `tests/test_svm_trust.py`, `tests/test_tikhonov_trust.py` |

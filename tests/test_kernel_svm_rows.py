@@ -126,4 +126,3 @@ def test_float64_rows_when_they_are_held_and_float32_rows_are_not():
                    mu=MU, memory_budget=8 * n * n)
     assert res.extra["gram"] == "held" and res.extra["gram_rows"] == "float64"
     assert res.status == "certified" and res.certificate.verify(X, y)
-
