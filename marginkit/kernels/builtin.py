@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 from .._registry import _register_builtin
 from .._validation import Param, check_X, checked_block
-from ..plugins import Kernel, trusted_block
+from ..plugins import Kernel, _frozen, trusted_block
 from . import _gram
 from ..linalg._norms import row_sqnorms
 from ..utils._rows import _from_arrays, row_block
@@ -52,20 +52,6 @@ def _sparse_array(X):
     if sp.issparse(X) and not isinstance(X, sp.sparray):
         return sp.csr_array((X.data, X.indices, X.indptr), shape=X.shape, copy=False)
     return X
-
-
-def _read_only(X):
-    """X on read-only views of its arrays: a user function given the caller's data (a
-    dense X, or a CSR matrix's own arrays) cannot write into them."""
-    def frozen(a):
-        a = a.view()
-        a.flags.writeable = False
-        return a
-
-    if sp.issparse(X):
-        return sp.csr_array((frozen(X.data), frozen(X.indices), frozen(X.indptr)),
-                            shape=X.shape, copy=False)
-    return frozen(X)
 
 
 def _as(X, dtype):
@@ -707,8 +693,10 @@ class CallableKernel(Kernel):
         """The validated block K(A, B) of prepared operands (``checked_block``): float32
         when the function returned float32, else float64."""
         same = B is A
-        A = _read_only(_sparse_array(A))
-        K = self.function(A, A if same else _read_only(_sparse_array(B)))
+        # read-only views (the function must not modify the caller's data), as a
+        # kernel plug-in's operands are
+        A = _frozen(_sparse_array(A))
+        K = self.function(A, A if same else _frozen(_sparse_array(B)))
         return checked_block(K, A, B, same, f"callable kernel {self._fname()}")
 
     def _fname(self):
