@@ -163,24 +163,18 @@ def make_clusters(n_samples=None, n_features=None, *, like=None, nnz_per_row=Non
         # with separation=1e308 non-finite entries, with only numpy's RuntimeWarning
         raise ValueError(_out_of_range(separation, radius, offset, dt, reach))
     rng = check_random_state(random_state)
-    try:
-        # the clusters' direction is a dense d-vector, also for CSR output (found by
-        # review: n_features=2**40 died in numpy's allocator)
+    # the clusters' direction is a dense d-vector, also for CSR output (found by review:
+    # n_features=2**40 died in numpy's allocator)
+    with refuse_beyond_memory(f"n_features={d}", "the clusters' direction (a dense vector)",
+                              8 * d, "ask for fewer features"):
         u = rng.standard_normal(d)
-    except (MemoryError, ValueError):  # numpy: "array is too big" beyond the address space
-        raise ValueError(f"n_features={d}: the clusters' direction is a dense vector of "
-                         f"{8.0 * d / 2**30:.3g} GiB, more than this machine can allocate; "
-                         "ask for fewer features") from None
     u /= np.linalg.norm(u)
     if nnz_per_row is None:
-        try:
+        with refuse_beyond_memory(f"n_samples={n}, n_features={d}", "the dense X",
+                                  n * d * dt.itemsize, "ask for fewer rows or features, or "
+                                  "CSR output (nnz_per_row)"):
             y = np.empty(n)
             X = np.empty((n, d), dtype=dt)
-        except (MemoryError, ValueError):  # numpy: "array is too big" beyond the address space
-            raise ValueError(f"n_samples={n}, n_features={d}: the dense X takes "
-                             f"{float(n) * d * dt.itemsize / 2**30:.3g} GiB, more than this "
-                             "machine can allocate; ask for fewer rows or features, or CSR "
-                             "output (nnz_per_row)") from None
         for lo in range(0, n, BLOCK_ROWS):
             hi = min(n, lo + BLOCK_ROWS)
             with np.errstate(over="ignore", invalid="ignore"):
@@ -189,11 +183,9 @@ def make_clusters(n_samples=None, n_features=None, *, like=None, nnz_per_row=Non
             if not np.isfinite(X[lo:hi]).all():  # a rounding at the edge of the range
                 raise ValueError(_out_of_range(separation, radius, offset, dt))
         return X, y
-    try:
+    with refuse_beyond_memory(f"n_samples={n}", "the label vector", 8 * n,
+                              "ask for fewer rows"):
         y = np.empty(n)
-    except (MemoryError, ValueError):  # numpy: "array is too big" beyond the address space
-        raise ValueError(f"n_samples={n}: the labels alone take {8.0 * n / 2**30:.3g} GiB, "
-                         "more than this machine can allocate; ask for fewer rows") from None
     X = _sparse(rng, n, d, k, u, separation, radius, noise, dt, y)
     if X is None:
         raise ValueError(_out_of_range(separation, radius, offset, dt))
