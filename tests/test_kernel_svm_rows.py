@@ -1,6 +1,7 @@
-"""DCD's Gram rows stored in float32 (its moves only): the same status and verified
-certificates as float64 rows, dense and CSR input agree, and the products behind the
-fresh bound are float64 kernel blocks, not the stored rows."""
+"""DCD's Gram rows stored in float32: the same status and verified certificates as
+float64 rows, dense and CSR input agree, ``matvec`` computes float64 kernel blocks, and
+the fresh bound's product from the stored rows (``stored_product``) counts their
+rounding, falling back to float64 rows when that rounding costs the claim."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -126,3 +127,101 @@ def test_float64_rows_when_they_are_held_and_float32_rows_are_not():
                    mu=MU, memory_budget=8 * n * n)
     assert res.extra["gram"] == "held" and res.extra["gram_rows"] == "float64"
     assert res.status == "certified" and res.certificate.verify(X, y)
+
+
+def _gram_with_rows(X, budget, held_rows, dtype=np.float32, kernel=None):
+    """A DCD ``_Gram`` whose store holds the rows ``held_rows`` (brought in blocks)."""
+    gram = _kernel._Gram(X, kernel or RBFKernel(gamma=G), budget, "dcd", dtype)
+    for lo in range(0, len(held_rows), 8):
+        idx = np.asarray(held_rows[lo:lo + 8], dtype=np.int64)
+        if gram.held:
+            gram.ensure(idx)
+        else:
+            gram.cache.bring(idx)
+    return gram
+
+
+@pytest.mark.parametrize("budget", [1e9, 200_000])  # held; an LRU cache of rows
+def test_stored_product_bound_holds_on_held_and_missing_rows(budget):
+    """K v from the float32 rows where held (the others computed in float64): its error
+    against the float64 kernel stays within ``rounding`` plus the stored rows' term, and
+    that term is what float32 storage costs (neither 0 nor far above the actual error)."""
+    n = 200
+    X, y = _data(n=n, seed=5)
+    K = pairwise_kernels(X, metric="rbf", gamma=G)
+    rng = np.random.default_rng(2)
+    v = rng.standard_normal(n)
+    v[::3] = 0.0
+    gram = _gram_with_rows(X, budget, np.arange(0, n, 2))   # half of v's rows held
+    rows, slot, _ = gram.store()
+    held = np.flatnonzero(v)[slot[np.flatnonzero(v)] >= 0]
+    assert 0 < held.size < np.count_nonzero(v)
+    out, extra = gram.stored_product(v)
+    exact = np.array([np.sum(np.array([np.longdouble(K[i, j]) * np.longdouble(v[j])
+                                       for j in range(n)])) for i in range(n)],
+                     dtype=np.float64)
+    err = np.linalg.norm(out - exact)
+    a = float(gram.sd @ np.abs(v))
+    assert 0.0 < err <= gram.rounding(a) + extra
+    # the stored rows' rounding is the error's scale (1e-8 relative), not a loose bound
+    assert extra <= 2.0 ** -24 * 1.01 * np.linalg.norm(np.abs(K[:, held]) @ np.abs(v[held])) \
+        + 1e-300
+    assert err > 0.01 * extra
+    # float64 rows (and v's rows all missing) add nothing to the rounding
+    g64 = _gram_with_rows(X, 1e9, np.arange(n), dtype=np.float64)
+    out64, extra64 = g64.stored_product(v)
+    assert extra64 == 0.0
+    np.testing.assert_allclose(out64, K @ v, rtol=0, atol=1e-12)
+    g_none = _gram_with_rows(X, 1e9, [])
+    out_none, extra_none = g_none.stored_product(v)
+    assert extra_none == 0.0
+    np.testing.assert_allclose(out_none, K @ v, rtol=0, atol=1e-12)
+
+
+def test_stored_product_refuses_rows_that_are_not_held():
+    """The compiled loop reads only rows the caller says are held: a slot out of the
+    store, or an index out of range, is a ValueError, not a read out of bounds."""
+    from marginkit.solvers.svm import _kernel_fast as kf
+    rows = np.ones((2, 5), dtype=np.float32)
+    v = np.ones(5)
+    out, mag = np.zeros(5), np.zeros(5)
+    slot = np.array([0, 1, -1, 7, 1], dtype=np.int64)
+    for bad in ([2], [3], [5], [-1]):
+        with pytest.raises(ValueError):
+            kf.stored_product(np.array(bad, dtype=np.int64), rows, slot, v, out, mag)
+    with pytest.raises(ValueError):
+        kf.stored_product(np.array([0], dtype=np.int64), rows, slot, v, out, mag[:4])
+    kf.stored_product(np.array([0, 4], dtype=np.int64), rows, slot, v, out, mag)
+    np.testing.assert_array_equal(out, 2.0)
+
+
+def test_fresh_bound_reads_the_stored_rows_and_recomputes_when_they_block_the_claim(
+        monkeypatch):
+    """The fresh bound behind a claim comes from the stored float32 rows (no float64
+    kernel product) when it certifies with their rounding counted; with a mu so small
+    that the rounding term costs most of the certified points, the product is recomputed
+    from float64 kernel rows. Every claim verifies."""
+    X, y = _data(n=300, seed=1)
+    calls = []
+    real = _kernel._Gram.matvec
+
+    def counted(self, v, deadline=None):
+        calls.append(v.size)
+        return real(self, v, deadline)
+
+    monkeypatch.setattr(_kernel._Gram, "matvec", counted)
+    res = _solve(X, y, np.float32, monkeypatch)
+    assert res.status == "certified" and res.certificate.verify(X, y)
+    assert calls == []
+    small = mk.solve(X, y, solver="dcd", kernel="rbf", kernel_params={"gamma": G}, C=C,
+                     mu=1e-5)
+    assert small.status == "certified" and small.certificate.verify(X, y)
+    assert calls, "the float32 rows' rounding cost most certified points; float64 expected"
+    # the float64 product certifies the points the stored rows' rounding would have lost
+    # (about half of them at this mu)
+    calls.clear()
+    monkeypatch.setattr(_kernel, "_STORED_SHARE", 0.0)
+    cheap = mk.solve(X, y, solver="dcd", kernel="rbf", kernel_params={"gamma": G}, C=C,
+                     mu=1e-5)
+    assert cheap.status == "certified" and cheap.certificate.verify(X, y) and calls == []
+    assert np.count_nonzero(small.certified_mask) > 1.5 * np.count_nonzero(cheap.certified_mask)

@@ -5,7 +5,8 @@ and the labels y are float64 n-vectors; the kernel products K (y * r) are comput
 caller (BLAS on a held Gram, or blocks of the kernel) and passed in. The Gram matrix, when
 these loops read it, is the n x n matrix held by the caller (row i = column i: it is
 symmetric) or the caller's row cache, float32 or float64 (``dcd_pairs`` reads it to choose
-and make its moves only; the bounds are computed from float64 products).
+and make its moves; ``stored_product`` accumulates a product from it in float64 for a
+bound that counts the rows' rounding).
 
 Formulations (docs/svm.md, "Exact kernels"): ``augmented`` (H-SVM, intercept
 regularized) has Q = Y (K + 1 1^T) Y + mu I, i.e. the margin theta_i = y_i (f_i + t) with
@@ -361,6 +362,37 @@ cdef inline Py_ssize_t _keep_top(double* sc, long* ix, Py_ssize_t m, Py_ssize_t 
     sc[p] = v
     ix[p] = c
     return m + 1
+
+
+def stored_product(const long[::1] idx, const floating[:, ::1] rows, const long[::1] slot,
+                   const double[::1] v, double[::1] out, double[::1] mag):
+    """out += sum_j v_j K[j, :] and mag += sum_j |v_j| |K[j, :]| over j in ``idx`` (rows
+    held: K[j, :] is row slot[j] >= 0 of ``rows``), accumulated in float64 from the
+    stored values (exact in float64): one read of each row.
+
+    The caller (``_kernel._Gram.stored_product``) checks the lengths, and that every
+    slot[j] of idx is a row of ``rows``."""
+    cdef Py_ssize_t n = rows.shape[1], m = idx.shape[0], k, i
+    cdef long j, s
+    cdef double vj, aj
+    if out.shape[0] != n or mag.shape[0] != n or slot.shape[0] != v.shape[0]:
+        raise ValueError("stored_product: out, mag, slot and v have the wrong lengths")
+    for k in range(m):
+        j = idx[k]
+        if j < 0 or j >= slot.shape[0]:
+            raise ValueError(f"stored_product: index {j} out of range")
+        s = slot[j]
+        if s < 0 or s >= rows.shape[0]:
+            raise ValueError(f"stored_product: row {j} is not held")
+    with nogil:
+        for k in range(m):
+            j = idx[k]
+            s = slot[j]
+            vj = v[j]
+            aj = fabs(vj)
+            for i in range(n):
+                out[i] += vj * rows[s, i]
+                mag[i] += aj * fabs(rows[s, i])
 
 
 def fill_candidates(const long[::1] ws, const unsigned char[::1] held, const double[::1] y,
