@@ -156,7 +156,7 @@ def test_stored_product_bound_holds_on_held_and_missing_rows(budget):
     rows, slot, _ = gram.store()
     held = np.flatnonzero(v)[slot[np.flatnonzero(v)] >= 0]
     assert 0 < held.size < np.count_nonzero(v)
-    out, extra = gram.stored_product(v)
+    out, extra, again = gram.stored_product(v)
     exact = np.array([np.sum(np.array([np.longdouble(K[i, j]) * np.longdouble(v[j])
                                        for j in range(n)])) for i in range(n)],
                      dtype=np.float64)
@@ -167,13 +167,15 @@ def test_stored_product_bound_holds_on_held_and_missing_rows(budget):
     assert extra <= 2.0 ** -24 * 1.01 * np.linalg.norm(np.abs(K[:, held]) @ np.abs(v[held])) \
         + 1e-300
     assert err > 0.01 * extra
+    # again(): the held rows' part from float64 kernel rows, the rest reused
+    np.testing.assert_allclose(again(), K @ v, rtol=0, atol=1e-12)
     # float64 rows (and v's rows all missing) add nothing to the rounding
     g64 = _gram_with_rows(X, 1e9, np.arange(n), dtype=np.float64)
-    out64, extra64 = g64.stored_product(v)
+    out64, extra64, _ = g64.stored_product(v)
     assert extra64 == 0.0
     np.testing.assert_allclose(out64, K @ v, rtol=0, atol=1e-12)
     g_none = _gram_with_rows(X, 1e9, [])
-    out_none, extra_none = g_none.stored_product(v)
+    out_none, extra_none, _ = g_none.stored_product(v)
     assert extra_none == 0.0
     np.testing.assert_allclose(out_none, K @ v, rtol=0, atol=1e-12)
 
@@ -203,16 +205,17 @@ def test_fresh_bound_reads_the_stored_rows_and_recomputes_when_they_block_the_cl
     from float64 kernel rows. Every claim verifies."""
     X, y = _data(n=300, seed=1)
     calls = []
-    real = _kernel._Gram.matvec
+    real = _kernel._Gram._blocks_product
 
-    def counted(self, v, deadline=None):
-        calls.append(v.size)
-        return real(self, v, deadline)
+    def counted(self, v, S, deadline=None):
+        if S.size:
+            calls.append(S.size)
+        return real(self, v, S, deadline)
 
-    monkeypatch.setattr(_kernel._Gram, "matvec", counted)
+    monkeypatch.setattr(_kernel._Gram, "_blocks_product", counted)
     res = _solve(X, y, np.float32, monkeypatch)
     assert res.status == "certified" and res.certificate.verify(X, y)
-    assert calls == []
+    assert calls == []  # every row of the support is held: no kernel row computed for it
     small = mk.solve(X, y, solver="dcd", kernel="rbf", kernel_params={"gamma": G}, C=C,
                      mu=1e-5)
     assert small.status == "certified" and small.certificate.verify(X, y)

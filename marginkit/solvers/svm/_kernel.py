@@ -370,13 +370,7 @@ class _Gram:
         S = np.flatnonzero(v)
         out = np.zeros(n)
         if not self.exact_rows:
-            # blocks of at most 16 MiB (reused by the allocator, not first touched again)
-            step = max(1, min(self.rows, (1 << 21) // max(n, 1)))
-            for lo in range(0, S.size, step):
-                _in_time(deadline)
-                c = S[lo:lo + step]
-                out += v[c] @ self.block(c)
-            return out
+            return self._blocks_product(v, S, deadline)
         if self.K is not None:
             if S.size > n // 2:
                 S = np.arange(n)
@@ -394,38 +388,55 @@ class _Gram:
             out += v[c] @ self.cache.rows(c)
         return out
 
+    def _blocks_product(self, v, S, deadline=None):
+        """sum_j v_j K[j, :] over the rows j in S, from float64 kernel blocks computed for
+        the product (not stored), ``DeadlineReached`` past ``deadline`` between two."""
+        out = np.zeros(self.n)
+        # blocks of at most 16 MiB (reused by the allocator, not first touched again)
+        for c in _chunks(S, max(1, min(self.rows, (1 << 21) // max(self.n, 1)))):
+            _in_time(deadline)
+            out += v[c] @ self.block(c)
+        return out
+
     def stored_product(self, v):
         """K v (float64) from the rows DCD stores where they are held (float32 rows: the
         product accumulated in float64 from their exact float64 values), the rows of v's
-        nonzeros that are not held computed for it in float64 (``block``, not kept), and
-        ``extra``, a bound on the 2-norm of what the stored rows' rounding adds to the
-        error ``rounding`` bounds: a stored entry is fl32(K~_ij), within 2^-24 |K~_ij| +
-        2^-150 of the float64 entry K~_ij (round to nearest; 2^-150 below float32's
-        normal range), so entry i of the product is off by at most
+        nonzeros that are not held computed for it in float64 (``block``, not kept):
+        ``(out, extra, again)``.
+
+        ``extra`` bounds the 2-norm of what the stored rows' rounding adds to the error
+        ``rounding`` bounds: a stored entry is fl32(K~_ij), within 2^-24 |K~_ij| + 2^-150
+        of the float64 entry K~_ij (round to nearest; 2^-150 below float32's normal
+        range), so entry i of the product is off by at most
         2^-24 (|fl32(K~)| |v|)_i (1 + 2^-23) + 2^-150 sum_j |v_j| more, over the stored
         rows j. The sums |fl32(K~)| |v| are float64 sums of non-negative terms (relative
-        error gamma_n, far below the 2^-20 added to the factor for n < 2^30).
+        error gamma_n, far below the 2^-20 added to the factor for n < 2^30). 0 for
+        float64 rows.
 
-        A product from the stored rows reads each once (no kernel evaluation) where the
-        float64 one (``matvec``) recomputes them all: ``_KernelDCDState._fresh`` takes
-        it unless its bound is what keeps a claim from being made."""
+        ``again()`` is the same product with the stored rows' part from float64 kernel
+        blocks (the other rows' part reused): for a caller whose bound ``extra`` spoils.
+        The stored rows are read once, with no kernel evaluation, where the float64
+        product (``matvec``) recomputes every row of the support."""
         n = self.n
         S = np.flatnonzero(v)
-        out = np.zeros(n)
-        mag = np.zeros(n)
         rows, slot, _ = self.store()
-        held = S[slot[S] >= 0]
+        held, missing = S[slot[S] >= 0], S[slot[S] < 0]
+        rest = self._blocks_product(v, missing)
+        out, mag = np.zeros(n), np.zeros(n)
         _kf.stored_product(held, rows, slot, v, out, mag)
-        step = max(1, min(self.rows, (1 << 21) // max(n, 1)))
-        for c in _chunks(S[slot[S] < 0], step):
-            out += v[c] @ self.block(c)
+        out += rest
         self.products += 1
-        if self.exact_rows or held.size == 0:
-            return out, 0.0
-        vsum = float(np.sum(np.abs(v[held])))
-        extra = (2.0 ** -24 * (1.0 + 2.0 ** -20) * float(np.linalg.norm(mag))
-                 + math.sqrt(n) * 2.0 ** -150 * vsum) * (1.0 + 2.0 ** -20)
-        return out, extra
+        extra = 0.0
+        if not self.exact_rows and held.size:
+            vsum = float(np.sum(np.abs(v[held])))
+            extra = (2.0 ** -24 * (1.0 + 2.0 ** -20) * float(np.linalg.norm(mag))
+                     + math.sqrt(n) * 2.0 ** -150 * vsum) * (1.0 + 2.0 ** -20)
+
+        def again():
+            self.products += 1
+            return rest + self._blocks_product(v, held)
+
+        return out, extra, again
 
     def rounding(self, a):
         """A bound on the error of a computed (K v)_i, i = 1..n, in the 2-norm, given
@@ -770,19 +781,19 @@ class _KernelDCDState(_KernelRun):
         read of the support's rows, no kernel evaluation) with their float32 rounding in
         the bound; when that term costs the claim (the bound without it would certify more
         than ``certify_above`` points, with it not) or more than a ``1 - _STORED_SHARE``
-        share of the points it would certify (a small mu), or is not finite, the product
-        is computed again from float64 kernel rows (``_Gram.matvec``). Either is
+        share of the points it would certify (a small mu, a large n), or is not finite,
+        the stored rows' part is computed again from float64 kernel rows. Either is
         re-checked by the referee from X, y and the kernel before a claim is reported."""
         r, y, mu = self.r, self.y, self.mu
         u = y * r
-        f, extra = self.gram.stored_product(u)
+        f, extra, again = self.gram.stored_product(u)
         eps, G, t = self._bound(f)
         if extra != 0.0:  # NaN included
             wide = eps + extra / mu * (1.0 + 1e-12)
             n_wide, n_eps = self.count(r, wide), self.count(r, eps)
             if not math.isfinite(wide) or n_eps > self.certify_above and not (
                     n_wide > self.certify_above and n_wide >= _STORED_SHARE * n_eps):
-                f = self.gram.matvec(u)
+                f = again()
                 eps, G, t = self._bound(f)
             else:
                 eps = wide
