@@ -575,3 +575,31 @@ def test_an_asymmetric_kernel_is_refused_whatever_the_blocks_of_a_held_gram(solv
     for budget in (2 * 2**30, 8 * n * n + 8 * n * 150):
         with pytest.raises(ValueError, match="K is not symmetric"):
             mk.solve(X, y, solver=solver, kernel=k, C=1.0, memory_budget=budget)
+
+
+def test_dcd_bound_counts_the_rounding_of_the_intercept_sum():
+    """The fresh bound eps >= ||p(r)|| / mu, p computed exactly (long double) at the
+    returned r: with a small kernel diagonal and a large C the float64 sum t = y^T r is
+    off by more than the products' rounding term covers (before: eps 2639.267 against
+    2639.315, found by review)."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    LD = np.longdouble
+    rng = np.random.default_rng(0)
+    n = 300
+    X = rng.standard_normal((n, 5))
+    y = np.where(X[:, 0] ** 2 + X[:, 1] ** 2 > 1, 1, -1)
+    K = rbf_kernel(X, gamma=0.5) * 2.0 ** -90
+    C, mu = 1e6, 1e-6
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = mk.solve(K, y, solver="dcd", kernel="precomputed", C=C, mu=mu,
+                       bound_check="always")
+    assert res.status == "certified" and res.certificate.verify(K, y)
+    r = res.dual_coef_
+    u = y.astype(LD) * r.astype(LD)
+    G = y * (K.astype(LD) @ u + u.sum()) + LD(mu) * r - 1
+    p = np.where(r <= 0, np.minimum(G, 0), np.where(r >= C, np.maximum(G, 0), G))
+    exact = float(np.sqrt(np.sum(p * p))) / mu
+    assert res.certificate.value >= exact
+    assert res.certificate.value <= 1.1 * exact  # the sum's worst-case rounding

@@ -667,6 +667,7 @@ class _KernelFistaState(_KernelRun):
         self._lam = 0.0
         self._yk, self._v = np.zeros(n), np.zeros(n)
         self._a = (0.0, 0.0)            # sum_j sqrt(K_jj) r_j of r_k and r_{k-1}
+        self._rsum = (0.0, 0.0)         # bounds of sum_j r_j of r_k and r_{k-1}
 
     def step(self):
         gram, y, L, mu, beta = self.gram, self.y, self.L, self.mu, self.beta
@@ -695,7 +696,11 @@ class _KernelFistaState(_KernelRun):
         yk_norm = float(np.linalg.norm(self._yk))
         gnorm = math.sqrt(gram.n) * (1.0 + abs(self.t) + abs(self.t_bar)) + gram.sd_norm * a \
             + mu * yk_norm
-        dg = gram.rounding(a) + 4.0 * _U * gnorm
+        # t_k = y^T r_k (H-SVM) is a float64 sum, off by at most gamma_n sum r_k, and it
+        # enters every coordinate of the gradient at y_k
+        rk, rk1 = self._rsum
+        dt = R.gamma(gram.n) * ((1.0 + beta) * rk + beta * rk1) if self.augmented else 0.0
+        dg = gram.rounding(a) + 4.0 * _U * gnorm + math.sqrt(gram.n) * dt
         dv = 2.0 * _U * gnorm + _U * L * (yk_norm + math.sqrt(dsq))
         rho = (dg + dv) / mu * (1.0 + 1e-12)
         eps = self.kappa_bound * math.sqrt(dsq) * (1.0 + 1e-15) + rho
@@ -711,6 +716,7 @@ class _KernelFistaState(_KernelRun):
         self.f_prev, self.f = self.f, f_new
         self.t_prev, self.t = self.t, t_new
         self._a = (float(gram.sd @ r_new), ak)
+        self._rsum = (rsum * (1.0 + R.gamma(gram.n)), rk)
         self.rounding = rho
         self.error_bound = eps
         self.n_certified = self.count(r_new, eps) if math.isfinite(eps) else 0
@@ -810,8 +816,12 @@ class _KernelDCDState(_KernelRun):
         G = y * (f + t) + mu * r - 1.0
         pg = math.sqrt(_kf.projected_gradient_sq(G, r, self.gamma))
         a = float(self.gram.sd @ r)
-        dG = self.gram.rounding(a) + math.sqrt(self.gram.n) * R.gamma(4) * \
-            (1.0 + abs(t) + self.gram.sd_norm * a) + 4.0 * _U * mu * float(np.linalg.norm(r))
+        n = self.gram.n
+        # t = y^T r, a float64 sum off by at most gamma_n sum r, is in every G_i
+        rsum = float(np.sum(r)) * (1.0 + R.gamma(n))
+        dG = self.gram.rounding(a) + math.sqrt(n) * R.gamma(4) * \
+            (1.0 + abs(t) + self.gram.sd_norm * a) + 4.0 * _U * mu * float(np.linalg.norm(r)) \
+            + math.sqrt(n) * R.gamma(n) * rsum
         return (pg + dG) / mu * (1.0 + 1e-12), G, t
 
     def _would_certify(self, est):
