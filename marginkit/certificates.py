@@ -70,12 +70,19 @@ class Verdict:
         over the points for per-point claims).
     reason : str
         Why the claim failed ("" when it holds).
+    lasting : bool
+        The reason does not depend on the iterate: no claim of this kind can hold on
+        this data with this kernel and configuration (an exact kernel that is not
+        positive semi-definite on X, or cannot be shown to be; Gram entries that are not
+        finite). A solver ends its run on such a verdict instead of offering claims
+        until ``max_iter``. False when the claim holds.
     """
 
-    __slots__ = ("ok", "kind", "value", "threshold", "rounding", "margin", "reason")
+    __slots__ = ("ok", "kind", "value", "threshold", "rounding", "margin", "reason",
+                 "lasting")
 
     def __init__(self, ok, kind, value=math.nan, threshold=math.nan, rounding=0.0,
-                 margin=math.nan, reason=""):
+                 margin=math.nan, reason="", lasting=False):
         self.ok = bool(ok)
         self.kind = kind
         self.value = float(value)
@@ -83,6 +90,7 @@ class Verdict:
         self.rounding = float(rounding)
         self.margin = float(margin)
         self.reason = "" if self.ok else (reason or "the claim does not hold")
+        self.lasting = bool(lasting) and not self.ok
 
     @classmethod
     def reject(cls, kind, reason, **numbers):

@@ -531,6 +531,43 @@ def test_a_run_whose_claims_are_refuted_says_why(monkeypatch, solver):
     res = mk.solve(K, y, solver=solver, kernel="precomputed", max_iter=300)
     assert res.status == "max_iter"
     assert "cannot establish that the kernel is PSD on this data" in res.extra["refuted"]
+    # a refusal no iterate changes ends the run at once (it ran to max_iter, offering
+    # claims the referee refused alike), and the result says why
+    assert res.n_iter < ok.n_iter + 5
+    assert res.extra["failure"].startswith("the referee refuses every claim of this run")
+    assert res.extra["refuted"] in res.extra["failure"]
+    with pytest.warns(mk.ConvergenceWarning, match="without its claim: the referee refuses"):
+        mk.solve(K, y, solver=solver, kernel="precomputed", max_iter=300, warn=True)
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
+def test_an_indefinite_kernel_ends_the_run_at_the_first_refused_claim(solver):
+    """A callable kernel that is not PSD on the data (sigmoid): the referee's Cholesky
+    test refuses the first claim with a lasting verdict, and the run ends there with the
+    reason, not at max_iter after one refused claim per halving of the bound."""
+    from sklearn.metrics.pairwise import sigmoid_kernel
+
+    from marginkit.kernels.builtin import RBFKernel
+    from marginkit.solvers.svm import _kernel_certificate as KC
+
+    X, y = _data(n=120)
+    kernel = lambda A, B: sigmoid_kernel(A, B, gamma=0.5, coef0=1.0)  # noqa: E731
+    assert np.linalg.eigvalsh(kernel(X, X))[0] < -1.0
+    res = mk.solve(X, y, solver=solver, kernel=kernel, max_iter=5000)
+    assert res.status == "max_iter" and res.n_iter < 500
+    assert "kernel is PSD on this data" in res.extra["failure"]
+    assert res.certificate is None and res.kernel.name == "callable"
+    # the verdict itself: lasting for the kernel, not for a claim refused on its numbers
+    cert = KC.KernelCertifiedPointsCertificate(
+        value=0.1, mask=np.ones(120, bool), r=np.zeros(120), gamma=1.0, mu=0.5,
+        formulation="hsvm", intercept=0.0, kernel=res.kernel)
+    verdict = cert.check(X, y)
+    assert not verdict and verdict.lasting
+    rbf = KC.KernelCertifiedPointsCertificate(
+        value=0.1, mask=np.ones(120, bool), r=np.zeros(120), gamma=1.0, mu=0.5,
+        formulation="hsvm", intercept=0.0, kernel=RBFKernel(gamma=G))
+    verdict = rbf.check(X, y)
+    assert not verdict and not verdict.lasting
 
 
 @pytest.mark.parametrize("solver", ["fista", "fista_svm"])

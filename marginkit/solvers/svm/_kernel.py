@@ -565,6 +565,9 @@ class _KernelRun(_ClaimOffers, SolverState):
         self.n_certified = 0
         self.objective = 0.0
         self.last_refutation = None     # the referee's reason for the last refuted claim
+        # why no claim of the run can be accepted (a lasting refutation), or None: the
+        # certified-points rule then ends the run (status "max_iter", extra["failure"])
+        self.failed = None
 
     def _check_box(self, name, C, weights):
         """Refuse boxes whose scale no certificate can resolve (the referee would refute
@@ -590,6 +593,12 @@ class _KernelRun(_ClaimOffers, SolverState):
         # on the data, or too large for the referee's PSD test) ends with max_iter and
         # says why
         self.last_refutation = getattr(verdict, "reason", None)
+        if getattr(verdict, "lasting", False):
+            # the kernel on X, not the iterate: every later claim would be refuted alike
+            # (each at the cost of a referee's check: a Cholesky factorization of the
+            # Gram matrix for a callable kernel), so the run ends here and says why
+            self.failed = ("the referee refuses every claim of this run, whatever the "
+                           f"iterate: {self.last_refutation}")
         super().refuted(status, verdict)
 
     def fields(self, problem, status, r, t, formulation):
@@ -619,6 +628,8 @@ class _KernelRun(_ClaimOffers, SolverState):
                            else "blocked", "gram_rows": self.gram.dtype.name,
                            "kernel_products": self.gram.products,
                            "refuted": self.last_refutation}
+        if self.failed:
+            fields["extra"]["failure"] = self.failed
         return fields
 
     def snapshot(self):

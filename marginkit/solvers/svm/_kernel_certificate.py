@@ -70,6 +70,12 @@ class _Reject(Exception):
     """A rejection found deep in the recomputation (the reason is the message)."""
 
 
+class _Lasting(_Reject):
+    """A rejection that no iterate of the run changes: the kernel on X (not PSD, or not
+    shown to be; entries that are not finite; a kernel that cannot be evaluated), given
+    the run's mu. Its verdict is ``lasting`` (the solvers end the run on it)."""
+
+
 @certificate_type
 class KernelCertifiedPointsCertificate(Certificate):
     """Points certified correctly classified by the current and the optimal kernel SVM.
@@ -211,7 +217,7 @@ class KernelCertifiedPointsCertificate(Certificate):
         try:
             return self._check(X, y, sample_weight)
         except _Reject as exc:
-            return Verdict.reject(self.kind, str(exc))
+            return Verdict.reject(self.kind, str(exc), lasting=isinstance(exc, _Lasting))
 
     # ------------------------------------------------------------------ the referee
     def _check(self, X, y, sample_weight):
@@ -436,13 +442,13 @@ def _gram_rows(X, kernel, lo, hi, cols=None):
 def _check_diagonal(diag, ediag):
     if np.any(diag + ediag < 0.0):
         rows = np.flatnonzero(diag + ediag < 0.0)[:10].tolist()
-        raise _Reject(f"the kernel has negative diagonal entries K(x, x) < 0 at row(s) {rows}: "
+        raise _Lasting(f"the kernel has negative diagonal entries K(x, x) < 0 at row(s) {rows}: "
                       "it is not positive semi-definite on this data")
 
 
 def _finite_rows(K, E):
     if not np.all(np.isfinite(K)) or (E is not None and not np.all(np.isfinite(E))):
-        raise _Reject("the kernel's Gram entries (or their error bounds) are not finite in "
+        raise _Lasting("the kernel's Gram entries (or their error bounds) are not finite in "
                       "float64: X overflows the kernel (rescale X or the kernel's gamma) or "
                       "holds NaN/inf")
 
@@ -487,7 +493,7 @@ def margins_and_bound(X, ypm, r, box, mu, form, t_stored, kernel):
         raise _Reject("the projected gradient is not finite in float64: rescale X, C or mu")
     mu_eff = (mu - delta) * (1.0 - 2 * U)
     if not mu_eff > 0.0:
-        raise _Reject("cannot establish that the kernel is PSD on this data: lambda_min(K) "
+        raise _Lasting("cannot establish that the kernel is PSD on this data: lambda_min(K) "
                       f">= -{delta:.3g} is all the Cholesky test proves, and mu = {mu:.3g}")
     N, eN = R.scaled_norm(p)
     NE, eNE = R.scaled_norm(eg)
@@ -542,10 +548,10 @@ def _products_blocked(X, kernel, u, absu):
         try:
             K, E = _gram_rows(X, kernel, lo, hi, cols)
         except (TypeError, ValueError) as exc:
-            raise _Reject(f"the kernel cannot be evaluated on X: {exc}") from None
+            raise _Lasting(f"the kernel cannot be evaluated on X: {exc}") from None
         width = n if cols is None else cols.size
         if K.shape != (hi - lo, width):
-            raise _Reject(f"the kernel returned Gram rows of shape {K.shape} for "
+            raise _Lasting(f"the kernel returned Gram rows of shape {K.shape} for "
                           f"{hi - lo} x {width}")
         _finite_rows(K, E)
         uc, ac = (u, absu) if cols is None else (u[cols], absu[cols])
@@ -569,13 +575,13 @@ def _products_of_block(X, products, u, lo, hi, cols, own, f, A, B, diag, ediag):
             # non-finite results: rejected below
             out = products(X[lo:hi], X if cols is None else X[cols], uc, own)
     except (TypeError, ValueError) as exc:
-        raise _Reject(f"the kernel cannot be evaluated on X: {exc}") from None
+        raise _Lasting(f"the kernel cannot be evaluated on X: {exc}") from None
     out = [np.asarray(v, dtype=np.float64) for v in out]
     if any(v.shape != (hi - lo,) for v in out):
-        raise _Reject(f"the kernel's careful products have shapes {[v.shape for v in out]} "
+        raise _Lasting(f"the kernel's careful products have shapes {[v.shape for v in out]} "
                       f"for {hi - lo} rows")
     if not all(np.all(np.isfinite(v)) for v in out):
-        raise _Reject("the kernel's Gram entries (or their error bounds) are not finite in "
+        raise _Lasting("the kernel's Gram entries (or their error bounds) are not finite in "
                       "float64: X overflows the kernel (rescale X or the kernel's gamma) or "
                       "holds NaN/inf")
     f[lo:hi], A[lo:hi], B[lo:hi], diag[lo:hi], ediag[lo:hi] = out
@@ -588,7 +594,7 @@ def _products_full(X, kernel, u, absu, mu):
     lambda_min(S_exact) >= -delta from a float64 Cholesky factorization of S + c I."""
     n = X.shape[0]
     if n > PSD_MAX_N:
-        raise _Reject(f"cannot establish that the kernel is PSD on this data: the referee "
+        raise _Lasting(f"cannot establish that the kernel is PSD on this data: the referee "
                       f"checks a precomputed, callable or plug-in kernel by a Cholesky "
                       f"factorization of the whole Gram matrix, for n <= {PSD_MAX_N} points "
                       f"(here n = {n}); use a built-in kernel (rbf, poly, laplacian, spline)")
@@ -600,7 +606,7 @@ def _products_full(X, kernel, u, absu, mu):
         try:
             Kb, Eb = _gram_rows(X, kernel, lo, hi)
         except (TypeError, ValueError) as exc:
-            raise _Reject(f"the kernel cannot be evaluated on X: {exc}") from None
+            raise _Lasting(f"the kernel cannot be evaluated on X: {exc}") from None
         if Kb.shape != (hi - lo, n) or (Eb is not None and Eb.shape != Kb.shape):
             raise _Reject(f"the kernel returned Gram rows of shape {Kb.shape} for "
                           f"{hi - lo} x {n}")
@@ -639,7 +645,7 @@ def _psd_gap(S, E, mu):
                              safety=_SAFETY)
     if delta is not None:
         return delta
-    raise _Reject("cannot establish that the kernel is PSD on this data: the Cholesky "
+    raise _Lasting("cannot establish that the kernel is PSD on this data: the Cholesky "
                   f"factorization of K + c I fails for c = mu/2 = {mu / 2:.3g} (K has an "
                   "eigenvalue below -mu/2 on this data, or is too close to one); a precomputed "
                   "Gram matrix must be K(X, X) of a positive semi-definite kernel")
