@@ -228,3 +228,28 @@ def test_fresh_bound_reads_the_stored_rows_and_recomputes_when_they_block_the_cl
                      mu=1e-5)
     assert cheap.status == "certified" and cheap.certificate.verify(X, y) and calls == []
     assert np.count_nonzero(small.certified_mask) > 1.5 * np.count_nonzero(cheap.certified_mask)
+
+
+def test_entries_beyond_the_diagonal_are_refused_not_stored_as_inf():
+    """A plug-in whose diag() says 1 while its blocks are 1e39: float32 rows would hold
+    inf and the moves NaN (the run ended max_iter with NaN in dual_coef_, found by
+    review). |K_ij| <= sqrt(K_ii K_jj) for a PSD kernel, so the block is refused."""
+    from marginkit.plugins import Kernel
+
+    class Big(Kernel):
+        name = "test_big_entries"
+
+        def __call__(self, A, B=None):
+            return pairwise_kernels(A, A if B is None else B, metric="rbf", gamma=G) * 1e39
+
+        def diag(self, A):
+            return np.ones(A.shape[0])
+
+    X, y = _data(n=200)
+    with pytest.raises(ValueError, match=r"not positive semi-definite on X, or its diag\(\) "
+                                         r"disagrees with its Gram blocks: \|K\[0, 0\]\| = 1e\+39"):
+        mk.solve(X, y, solver="dcd", kernel=Big(), C=1.0, mu=0.05, max_iter=50)
+    # entries within the diagonal's bound are stored as before
+    res = mk.solve(X, y, solver="dcd", kernel="rbf", kernel_params={"gamma": G}, C=1.0,
+                   mu=0.05)
+    assert res.status == "certified" and np.all(np.isfinite(res.dual_coef_))

@@ -56,12 +56,17 @@ __all__ = ["is_exact", "start_fista", "start_dcd", "EXACT_KERNEL_SCALE"]
 #: relative accuracy assumed of a float64 Gram entry, in units of sqrt(K_ii K_jj) (the
 #: built-in kernels' float64 tolerance, ``kernels.builtin._RBF_TOLERANCE``)
 _KERNEL_TOL = 2.0 ** -36
+#: the largest |K_ij| DCD's float32 rows take: 2 * 2^100, beyond sqrt(K_ii K_jj) for the
+#: diagonals ``_rows_fit`` keeps float32 rows for (``_Gram._refuse_beyond_diagonal``)
+_ROWS_LIMIT = 2.0 ** 101
+_FLOAT64_MAX = float(np.finfo(np.float64).max)
 #: fewest kernel columns the DCD cache must hold for the blocked path to run
 _MIN_COLUMNS = 64
 _U = R.UNIT
 #: DCD moves between two looks at the certified-points estimate
 _CHUNK = 256
-#: the dtype of the Gram rows DCD stores (``_Gram``: its moves only, never its claims)
+#: the dtype of the Gram rows DCD stores (``_Gram``: its moves, and its fresh bound with
+#: their rounding counted; the referee recomputes from X, y and the kernel)
 DCD_ROWS = np.float32
 #: Gram rows computed in one block of the kernel when DCD needs a row it does not hold:
 #: into the held matrix (rows computed once and kept: larger blocks cost less per row), and
@@ -238,12 +243,30 @@ class _Gram:
             raise ValueError(f"the kernel returned a block of shape {Kb.shape} for "
                              f"{len(idx)} rows of X; it must return K(A, B) of shape "
                              f"({len(idx)}, {self.n})")
-        if not np.all(np.isfinite(Kb)):
-            raise ValueError("the Gram matrix K(X, X) has non-finite entries (NaN or "
-                             "infinity): rescale X or change the kernel's parameters")
+        # finite (NaN fails both comparisons), and within float32 rows' range
+        lim = _FLOAT64_MAX if self.exact_rows else _ROWS_LIMIT
+        if Kb.size and not (-lim <= Kb.min() and Kb.max() <= lim):
+            if not np.all(np.isfinite(Kb)):
+                raise ValueError("the Gram matrix K(X, X) has non-finite entries (NaN or "
+                                 "infinity): rescale X or change the kernel's parameters")
+            self._refuse_beyond_diagonal(idx, Kb)
         self._check_symmetric(idx, Kb)
         self.computed_rows += len(idx)
         return Kb
+
+    def _refuse_beyond_diagonal(self, idx, Kb):
+        """ValueError for a block with an entry |K_ij| > sqrt(K_ii K_jj): float32 rows are
+        kept for a diagonal within [2^-100, 2^100] (``_rows_fit``), where a PSD kernel's
+        entries stay below 2^100, so an entry beyond ``_ROWS_LIMIT`` shows a kernel that is
+        not PSD on X, or whose ``diag`` disagrees with its blocks (it would overflow the
+        float32 rows: moves on inf and NaN, found by review)."""
+        i, j = np.unravel_index(int(np.argmax(np.abs(Kb))), Kb.shape)
+        raise ValueError(
+            f"solver {self.name!r}: the kernel is not positive semi-definite on X, or its "
+            f"diag() disagrees with its Gram blocks: |K[{idx[i]}, {j}]| = "
+            f"{abs(Kb[i, j]):.6g} > sqrt(K[{idx[i]}, {idx[i]}] K[{j}, {j}]) = "
+            f"{self.sd[idx[i]] * self.sd[j]:.6g} (diag() gives the K(x_i, x_i) the solvers "
+            "use)")
 
     def _check_symmetric(self, idx, Kb):
         sub = Kb[:, idx] if Kb.shape[0] == len(idx) else Kb[idx][:, idx]
@@ -429,7 +452,8 @@ class _Gram:
         extra = 0.0
         if not self.exact_rows and held.size:
             vsum = float(np.sum(np.abs(v[held])))
-            extra = (2.0 ** -24 * (1.0 + 2.0 ** -20) * float(np.linalg.norm(mag))
+            norm, err = R.scaled_norm(mag, overwrite=True)  # no underflow to 0
+            extra = (2.0 ** -24 * (1.0 + 2.0 ** -20) * (norm + err)
                      + math.sqrt(n) * 2.0 ** -150 * vsum) * (1.0 + 2.0 ** -20)
 
         def again():
