@@ -862,3 +862,32 @@ def test_float32_allowance_comes_from_the_blocks_it_covers():
     assert np.all(E32 >= 2.0 ** -24 * np.abs(K32)) and E32.max() > 0
     K64, E64 = kern.careful_block(X[:3], X[:3])
     assert np.all(E64 < 1e-14 * np.abs(K64) + 1e-300)
+
+
+def test_every_certificate_kind_treats_unreadable_and_mismatched_data_alike():
+    """verify raised for the linear SVM and perceptron certificates but returned False
+    for the kernel SVM and Newton-decrement ones on an X it cannot read: now every kind
+    raises for X that is not a finite numeric matrix and rejects data that do not fit."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 4))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    runs = {
+        "dcd": dict(solver="dcd"),
+        "dcd rbf": dict(solver="dcd", kernel="rbf"),
+        "snkp": dict(solver="snkp", kernel="rbf"),
+        "tikhonov": dict(solver="iterated_tikhonov", kernel="linear"),
+        "tikhonov rbf": dict(solver="iterated_tikhonov", kernel="rbf"),
+    }
+    for name, kw in runs.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cert = mk.solve(X, y, **kw).certificate
+        assert cert is not None and cert.verify(X, y), name
+        for bad, exc in ((np.full((100, 4), "a"), TypeError), (None, TypeError),
+                         (np.where(X > 1, np.nan, X), ValueError), (X[:, :, None], ValueError)):
+            with pytest.raises(exc):
+                cert.verify(bad, y)
+        for other in (X[:, :3], X[:50]):
+            assert cert.verify(other, y) is False, name

@@ -394,13 +394,12 @@ def _config_weighted(config):
 
 
 def _as_matrix(X):
-    """X validated (dense or canonical CSR); invalid input is a rejection, not a crash."""
+    """X validated (dense or canonical CSR): input that is not a finite numeric matrix
+    raises ``check_X``'s TypeError or ValueError naming X, as the other certificates'
+    checks do (a verdict is about data that can be read; it was a rejection here)."""
     from ..._validation import check_X
 
-    try:
-        return check_X(X)
-    except (TypeError, ValueError) as exc:
-        raise _Reject(f"X cannot be checked: {exc}") from None
+    return check_X(X)
 
 
 # ------------------------------------------------------------------ the recomputation

@@ -616,7 +616,7 @@ class NewtonDecrementCertificate(Certificate):
         referee's own decomposition of K (``ExactKernelMap``): no cut-off of the spectrum,
         so no other cut to try (two decompositions of K differ by rounding in every
         direction, not by which directions they keep)."""
-        from ...certificates import NotPositiveSemidefiniteError
+        from ...certificates import NotPositiveSemidefiniteError, as_data
         from ..._validation import check_sample_weight
 
         kind = self.kind
@@ -624,6 +624,10 @@ class NewtonDecrementCertificate(Certificate):
             return Verdict.reject(
                 kind, "the certificate is of a weighted run: pass its weights, check(X, y, "
                 "sample_weight=w) (verify likewise)")
+        # X that is not a finite numeric matrix raises (check_X names it), as in the
+        # other certificates' checks; data that can be read but do not fit the claim are
+        # a rejection
+        as_data(X)
         try:
             blocks, yv, thetas, bs, form = self._problem(X, y)
         except NotPositiveSemidefiniteError:
