@@ -100,7 +100,8 @@ class Verdict:
         return self.ok
 
     def __repr__(self):
-        head = "holds" if self.ok else f"rejected: {self.reason}"
+        head = "holds" if self.ok else \
+            f"rejected{' (lasting)' if self.lasting else ''}: {self.reason}"
         return (f"Verdict({self.kind}: {head}; value={self.value:.6g}, "
                 f"threshold={self.threshold:.6g}, rounding={self.rounding:.3g}, "
                 f"margin={self.margin:.3g})")

@@ -640,3 +640,25 @@ def test_dcd_bound_counts_the_rounding_of_the_intercept_sum():
     exact = float(np.sqrt(np.sum(p * p))) / mu
     assert res.certificate.value >= exact
     assert res.certificate.value <= 1.1 * exact  # the sum's worst-case rounding
+
+
+def test_an_overflow_of_the_products_is_not_a_lasting_refusal():
+    """The RBF referee's bound sum_j E_ij |u_j| overflows for some iterates r of data at
+    the edge of float64 (|x| ~ 1e153) and not for others: such a refusal depends on r, so
+    the run goes on and certifies at a later claim (it ended at the first refusal as if
+    the kernel could never pass, found by review)."""
+    rng = np.random.default_rng(0)
+    n = 200
+    X = rng.standard_normal((n, 5))
+    y = np.where(X[:, 0] ** 2 + X[:, 1] ** 2 + 0.3 * rng.standard_normal(n) > 1.0, 1, -1)
+    s2 = np.finfo(float).max / 222.475
+    Xs = X * np.sqrt(s2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = mk.solve(Xs, y, solver="fista", kernel="rbf",
+                       kernel_params={"gamma": 0.5 / s2}, C=10.0, mu=1e-3)
+    assert "not finite in float64" in res.extra["refuted"]  # a claim was refused so
+    assert res.status == "certified" and "failure" not in res.extra
+    v = res.certificate.check(Xs, y)
+    assert v and not v.lasting
+    assert "(lasting)" not in repr(v)

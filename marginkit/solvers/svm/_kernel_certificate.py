@@ -442,12 +442,14 @@ def _check_diagonal(diag, ediag):
     if np.any(diag + ediag < 0.0):
         rows = np.flatnonzero(diag + ediag < 0.0)[:10].tolist()
         raise _Lasting(f"the kernel has negative diagonal entries K(x, x) < 0 at row(s) {rows}: "
-                      "it is not positive semi-definite on this data")
+                       "it is not positive semi-definite on this data")
 
 
-def _finite_rows(K, E):
+def _finite_rows(K, E, refusal=_Reject):
+    """``refusal`` (``_Lasting`` for the whole Gram matrix, which no iterate changes;
+    ``_Reject`` for the support's columns, which depend on r) when K or E is not finite."""
     if not np.all(np.isfinite(K)) or (E is not None and not np.all(np.isfinite(E))):
-        raise _Lasting("the kernel's Gram entries (or their error bounds) are not finite in "
+        raise refusal("the kernel's Gram entries (or their error bounds) are not finite in "
                       "float64: X overflows the kernel (rescale X or the kernel's gamma) or "
                       "holds NaN/inf")
 
@@ -493,7 +495,7 @@ def margins_and_bound(X, ypm, r, box, mu, form, t_stored, kernel):
     mu_eff = (mu - delta) * (1.0 - 2 * U)
     if not mu_eff > 0.0:
         raise _Lasting("cannot establish that the kernel is PSD on this data: lambda_min(K) "
-                      f">= -{delta:.3g} is all the Cholesky test proves, and mu = {mu:.3g}")
+                       f">= -{delta:.3g} is all the Cholesky test proves, and mu = {mu:.3g}")
     N, eN = R.scaled_norm(p)
     NE, eNE = R.scaled_norm(eg)
     eps_v = N / mu_eff
@@ -547,10 +549,10 @@ def _products_blocked(X, kernel, u, absu):
         try:
             K, E = _gram_rows(X, kernel, lo, hi, cols)
         except (TypeError, ValueError) as exc:
-            raise _Lasting(f"the kernel cannot be evaluated on X: {exc}") from None
+            raise _Reject(f"the kernel cannot be evaluated on X: {exc}") from None
         width = n if cols is None else cols.size
         if K.shape != (hi - lo, width):
-            raise _Lasting(f"the kernel returned Gram rows of shape {K.shape} for "
+            raise _Reject(f"the kernel returned Gram rows of shape {K.shape} for "
                           f"{hi - lo} x {width}")
         _finite_rows(K, E)
         uc, ac = (u, absu) if cols is None else (u[cols], absu[cols])
@@ -574,13 +576,16 @@ def _products_of_block(X, products, u, lo, hi, cols, own, f, A, B, diag, ediag):
             # non-finite results: rejected below
             out = products(X[lo:hi], X if cols is None else X[cols], uc, own)
     except (TypeError, ValueError) as exc:
-        raise _Lasting(f"the kernel cannot be evaluated on X: {exc}") from None
+        raise _Reject(f"the kernel cannot be evaluated on X: {exc}") from None
     out = [np.asarray(v, dtype=np.float64) for v in out]
     if any(v.shape != (hi - lo,) for v in out):
-        raise _Lasting(f"the kernel's careful products have shapes {[v.shape for v in out]} "
+        raise _Reject(f"the kernel's careful products have shapes {[v.shape for v in out]} "
                       f"for {hi - lo} rows")
-    if not all(np.all(np.isfinite(v)) for v in out):
-        raise _Lasting("the kernel's Gram entries (or their error bounds) are not finite in "
+    # the products f, a, b read u (an overflow there depends on r: found by review); the
+    # diagonal and its bound do not
+    refusal = _Reject if all(np.all(np.isfinite(v)) for v in out[3:]) else _Lasting
+    if refusal is _Lasting or not all(np.all(np.isfinite(v)) for v in out[:3]):
+        raise refusal("the kernel's Gram entries (or their error bounds) are not finite in "
                       "float64: X overflows the kernel (rescale X or the kernel's gamma) or "
                       "holds NaN/inf")
     f[lo:hi], A[lo:hi], B[lo:hi], diag[lo:hi], ediag[lo:hi] = out
@@ -594,9 +599,9 @@ def _products_full(X, kernel, u, absu, mu):
     n = X.shape[0]
     if n > PSD_MAX_N:
         raise _Lasting(f"cannot establish that the kernel is PSD on this data: the referee "
-                      f"checks a precomputed, callable or plug-in kernel by a Cholesky "
-                      f"factorization of the whole Gram matrix, for n <= {PSD_MAX_N} points "
-                      f"(here n = {n}); use a built-in kernel (rbf, poly, laplacian, spline)")
+                       f"checks a precomputed, callable or plug-in kernel by a Cholesky "
+                       f"factorization of the whole Gram matrix, for n <= {PSD_MAX_N} points "
+                       f"(here n = {n}); use a built-in kernel (rbf, poly, laplacian, spline)")
     K = np.empty((n, n))
     E = np.zeros((n, n))
     step = max(1, BLOCK_ENTRIES // max(n, 1))
@@ -607,9 +612,9 @@ def _products_full(X, kernel, u, absu, mu):
         except (TypeError, ValueError) as exc:
             raise _Lasting(f"the kernel cannot be evaluated on X: {exc}") from None
         if Kb.shape != (hi - lo, n) or (Eb is not None and Eb.shape != Kb.shape):
-            raise _Reject(f"the kernel returned Gram rows of shape {Kb.shape} for "
-                          f"{hi - lo} x {n}")
-        _finite_rows(Kb, Eb)
+            raise _Lasting(f"the kernel returned Gram rows of shape {Kb.shape} for "
+                           f"{hi - lo} x {n}")
+        _finite_rows(Kb, Eb, _Lasting)
         K[lo:hi] = Kb
         if Eb is not None:
             E[lo:hi] = Eb
@@ -623,7 +628,7 @@ def _products_full(X, kernel, u, absu, mu):
         E += asym
         E += U * np.abs(S) + ETA    # E bounds |S - S_exact| and |S - K_exact|
     del K, asym
-    _finite_rows(S, E)
+    _finite_rows(S, E, _Lasting)
     f = S @ u
     A = np.abs(S) @ absu
     B = E @ absu
@@ -645,6 +650,6 @@ def _psd_gap(S, E, mu):
     if delta is not None:
         return delta
     raise _Lasting("cannot establish that the kernel is PSD on this data: the Cholesky "
-                  f"factorization of K + c I fails for c = mu/2 = {mu / 2:.3g} (K has an "
-                  "eigenvalue below -mu/2 on this data, or is too close to one); a precomputed "
-                  "Gram matrix must be K(X, X) of a positive semi-definite kernel")
+                   f"factorization of K + c I fails for c = mu/2 = {mu / 2:.3g} (K has an "
+                   "eigenvalue below -mu/2 on this data, or is too close to one); a precomputed "
+                   "Gram matrix must be K(X, X) of a positive semi-definite kernel")
