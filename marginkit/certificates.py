@@ -73,7 +73,8 @@ class Verdict:
     lasting : bool
         The reason does not depend on the iterate: no claim of this kind can hold on
         this data with this kernel and configuration (an exact kernel that is not
-        positive semi-definite on X, or cannot be shown to be; Gram entries that are not
+        positive semi-definite on X, or cannot be shown to be; a diagonal, or the whole
+        Gram matrix the referee forms for a callable or precomputed kernel, that is not
         finite). A solver ends its run on such a verdict instead of offering claims
         until ``max_iter``. False when the claim holds.
     """
