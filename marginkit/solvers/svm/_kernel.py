@@ -820,24 +820,26 @@ class _KernelDCDState(_KernelRun):
 
         The product K u comes from the rows DCD stores (``_Gram.stored_product``: one
         read of the support's rows, no kernel evaluation) with their float32 rounding in
-        the bound; when that term costs the claim (the bound without it would certify more
-        than ``certify_above`` points, with it not) or more than a ``1 - _STORED_SHARE``
-        share of the points it would certify (a small mu, a large n), or is not finite,
-        the stored rows' part is computed again from float64 kernel rows. Either is
-        re-checked by the referee from X, y and the kernel before a claim is reported."""
+        the bound, for a claim only: when that bound certifies no more than
+        ``certify_above`` points, more than a ``1 - _STORED_SHARE`` share fewer than it
+        would without the rounding term (a small mu, a large n), or is not finite, the
+        stored rows' part is computed again from float64 kernel rows, and the run goes on
+        from the float64 G as it did before the stored rows' bound (the same moves). A
+        claim is re-checked by the referee from X, y and the kernel before it is
+        reported."""
         r, y, mu = self.r, self.y, self.mu
         u = y * r
         f, extra, again = self.gram.stored_product(u)
         eps, G, t = self._bound(f)
         if extra != 0.0:  # NaN included
             wide = eps + extra / mu * (1.0 + 1e-12)
-            n_wide, n_eps = self.count(r, wide), self.count(r, eps)
-            if not math.isfinite(wide) or n_eps > self.certify_above and not (
-                    n_wide > self.certify_above and n_wide >= _STORED_SHARE * n_eps):
+            n_wide = self.count(r, wide)
+            if math.isfinite(wide) and n_wide > self.certify_above and \
+                    n_wide >= _STORED_SHARE * self.count(r, eps):
+                eps = wide
+            else:
                 f = again()
                 eps, G, t = self._bound(f)
-            else:
-                eps = wide
         self.full_passes += 1
         self.G = G
         return eps, f, t
