@@ -662,3 +662,22 @@ def test_an_overflow_of_the_products_is_not_a_lasting_refusal():
     v = res.certificate.check(Xs, y)
     assert v and not v.lasting
     assert "(lasting)" not in repr(v)
+
+
+@pytest.mark.parametrize("solver", ["dcd", "fista"])
+def test_entry_bounds_that_are_not_finite_are_a_lasting_refusal(solver):
+    """Two points whose squared distance overflows: the RBF referee's entry bound for the
+    pair is inf whatever r (a block of every column, n <= 2048), so every claim is refused
+    and the run ends at the first refusal, saying why (the products' overflow that an
+    iterate may avoid stays an ordinary refusal: the test above; found by review)."""
+    rng = np.random.default_rng(0)
+    n = 300
+    X = rng.standard_normal((n, 1)) * 1e153
+    y = np.where(np.abs(X[:, 0]) > 1e153, 1, -1)
+    X[0, 0], X[1, 0] = 1.2e154, -1.2e154
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = mk.solve(X, y, solver=solver, kernel="rbf", kernel_params={"gamma": 1e-306},
+                       C=1.0)
+    assert res.status == "max_iter" and res.n_iter < 500
+    assert "not finite in float64" in res.extra["failure"]
