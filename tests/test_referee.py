@@ -891,3 +891,39 @@ def test_every_certificate_kind_treats_unreadable_and_mismatched_data_alike():
                 cert.verify(bad, y)
         for other in (X[:, :3], X[:50]):
             assert cert.verify(other, y) is False, name
+
+
+def test_unreadable_data_raise_before_any_verdict_and_non_square_grams_are_rejected():
+    """A weighted run's certificate checked without its weights on an X that is not a
+    finite numeric matrix raises for every kind (the linear SVM and Newton-decrement
+    checks answered "pass its weights" first); a Newton-decrement certificate of a
+    precomputed kernel on a non-square X is a rejection naming the square Gram matrix
+    (numpy's matmul error escaped, or a column was broadcast into a "not PSD" matrix;
+    both found by review)."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((80, 4))
+    y = np.where(X[:, 0] ** 2 + X[:, 1] ** 2 > 1, 1, -1)
+    w = rng.uniform(0.5, 2.0, 80)
+    Xnan = X.copy()
+    Xnan[3, 1] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for kw in (dict(solver="dcd"), dict(solver="dcd", kernel="rbf"),
+                   dict(solver="iterated_tikhonov", kernel="rbf")):
+            cert = mk.solve(X, y, sample_weight=w, **kw).certificate
+            with pytest.raises(ValueError, match=r"X contains NaN or infinity in row\(s\) \[3\]"):
+                cert.check(Xnan, y)
+            with pytest.raises(TypeError, match="X is None"):
+                cert.check(None, y)
+            v = cert.check(X, y)
+            assert not v and "pass its" in v.reason and "weight" in v.reason
+        K = np.exp(-0.5 * ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1))
+        tik = mk.solve(K, y, solver="iterated_tikhonov", kernel="precomputed").certificate
+        Kc = np.full((80, 80), 2.0)
+        tikc = mk.solve(Kc, y, solver="iterated_tikhonov", kernel="precomputed").certificate
+    for cert, bad in ((tik, K[:, :1]), (tik, K[:, :5]), (tikc, Kc[:, :1]), (tikc, Kc[:1])):
+        v = cert.check(bad, y)
+        assert not v and "needs the square Gram matrix" in v.reason
+    assert tik.check(K, y)

@@ -187,17 +187,18 @@ class CertifiedPointsCertificate(Certificate):
         def reject(reason, **numbers):
             return Verdict.reject(kind, reason, **numbers)
 
-        if sample_weight is None and getattr(self, "weighted", False):
-            return reject("the certificate is of a weighted run: pass its weights, "
-                          "check(X, y, sample_weight=w) (verify likewise)")
         try:
             fmap = self._feature_map(X)
         except ValueError as exc:
             return reject(str(exc))
         # float32 blocks as stored: the referee's kernels read each entry as its float64
-        # value (exact), so a float64 copy of each block would only cost its writing
+        # value (exact), so a float64 copy of each block would only cost its writing; an X
+        # that is not a finite numeric matrix raises here, before any verdict
         blocks = R.RowBlocks(X, fmap, native=True)
         n = blocks.n
+        if sample_weight is None and getattr(self, "weighted", False):
+            return reject("the certificate is of a weighted run: pass its weights, "
+                          "check(X, y, sample_weight=w) (verify likewise)")
         if sample_weight is not None:
             try:
                 sample_weight = check_sample_weight(sample_weight, n)

@@ -485,6 +485,12 @@ class NewtonDecrementCertificate(Certificate):
                     or np.any(np.diff(idx) <= 0) or idx[0] < 0 or idx[-1] >= yv.shape[0]:
                 raise ValueError("train_index must be increasing row indices of X")
         n_all = yv.shape[0]
+        shape = tuple(getattr(X, "shape", np.shape(X)))
+        if precomputed and (len(shape) != 2 or shape[0] != shape[1]):
+            # a column of K was broadcast into a square matrix, or numpy's matmul error
+            # escaped (found by review)
+            raise ValueError(f"kernel='precomputed' needs the square Gram matrix "
+                             f"K(X_train, X_train) as X, got shape {shape}")
         if config is not None:
             why = _split_reason(config, idx, n_all)
             if why is not None:
@@ -620,14 +626,14 @@ class NewtonDecrementCertificate(Certificate):
         from ..._validation import check_sample_weight
 
         kind = self.kind
+        # X that is not a finite numeric matrix raises (check_X names it), as in the
+        # other certificates' checks, before any verdict; data that can be read but do
+        # not fit the claim are a rejection
+        as_data(X)
         if sample_weight is None and getattr(self, "weighted", False):
             return Verdict.reject(
                 kind, "the certificate is of a weighted run: pass its weights, check(X, y, "
                 "sample_weight=w) (verify likewise)")
-        # X that is not a finite numeric matrix raises (check_X names it), as in the
-        # other certificates' checks; data that can be read but do not fit the claim are
-        # a rejection
-        as_data(X)
         try:
             blocks, yv, thetas, bs, form = self._problem(X, y)
         except NotPositiveSemidefiniteError:
