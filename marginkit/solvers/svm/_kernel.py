@@ -135,9 +135,9 @@ class _Gram:
     the stored rows and enter its error bound; float32 for DCD (LIBSVM's kernel cache is
     float too), which reads stored rows to choose and make its moves, whose numbers are
     never trusted: the fresh bound behind a claim accumulates K (y r) in float64 from the
-    stored rows with their rounding counted (``stored_product``; float64 kernel blocks,
-    ``matvec``, when that term would cost the claim), and the referee recomputes from X, y
-    and the kernel. A float32 row is each entry rounded
+    stored rows with their rounding counted (``stored_product``; from float64 kernel
+    blocks when that term would cost the claim, or the bound makes none), and the referee
+    recomputes from X, y and the kernel. A float32 row is each entry rounded
     once, |fl32(K_ij) - K_ij| <= 2^-24 |K_ij|: the moves then descend on a Q off by at
     most 2^-24 sqrt(Q_ii Q_jj) per entry, which may change the path but not what a claim
     needs (a fresh bound small enough at the point reached). On a9a (10,000 rows, RBF
