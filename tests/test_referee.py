@@ -927,3 +927,28 @@ def test_unreadable_data_raise_before_any_verdict_and_non_square_grams_are_rejec
         v = cert.check(bad, y)
         assert not v and "needs the square Gram matrix" in v.reason
     assert tik.check(K, y)
+
+
+def test_a_map_fitted_again_reads_x_before_any_verdict():
+    """A certificate whose Nystroem map must be fitted again on the training rows (a
+    result loaded without the fit) raises for an X it cannot read, as every check does
+    (the refit's ValueError became a rejected verdict), and verifies on the rows."""
+    import copy
+    import warnings
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 3))
+    y = np.where(X[:, 0] ** 2 + X[:, 1] ** 2 > 1, 1, -1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = mk.solve(X, y, solver="dcd", kernel="nystroem",
+                       kernel_params={"n_components": 50, "random_state": 0})
+    cert = copy.copy(res.certificate)
+    cert.kernel = type(cert.kernel)(**cert.kernel.params)
+    assert cert.kernel.fitted is False
+    Xn = X.copy()
+    Xn[2, 1] = np.nan
+    with pytest.raises(ValueError, match=r"X contains NaN or infinity in row\(s\) \[2\]"):
+        cert.check(Xn, y)  # first: a check on the rows fits the map
+    assert cert.kernel.fitted is False
+    assert cert.check(X, y)

@@ -157,15 +157,27 @@ class CertifiedPointsCertificate(Certificate):
                     "certificate checks (r.certificate.fields.coef)")
         return None
 
-    def _feature_map(self, X):
+    def _rows_to_refit(self, X):
+        """X validated (``check_X``: raises for an X that is not a finite numeric matrix,
+        before any verdict) when the kernel's map must be fitted again on it (a result
+        loaded without the fit), else None."""
+        kernel = getattr(self, "kernel", None)
+        if kernel is None or isinstance(kernel, LinearKernel) or \
+                getattr(kernel, "fitted", True) is not False:
+            return None
+        return check_X(local_matrix(X))
+
+    def _feature_map(self, rows):
+        """The run's feature map (None: the identity), fitted again on ``rows``
+        (``_rows_to_refit``) for a result loaded without the fit."""
         kernel = getattr(self, "kernel", None)  # absent in certificates saved before
         if kernel is None or isinstance(kernel, LinearKernel):
             return None  # the identity map: X itself
-        if getattr(kernel, "fitted", True) is False:
+        if rows is not None:
             # a result loaded without the kernel's fit: fit the map on the training rows
             # (an integer random_state reproduces it; a random draw is refused)
             check_refittable(kernel)
-            kernel.fit(check_X(local_matrix(X)))
+            kernel.fit(rows)
         # the fit rebuilt from its free choices: a map edited after the run is not the run's
         return referee_kernel(kernel).feature_map
 
@@ -187,8 +199,9 @@ class CertifiedPointsCertificate(Certificate):
         def reject(reason, **numbers):
             return Verdict.reject(kind, reason, **numbers)
 
+        rows = self._rows_to_refit(X)
         try:
-            fmap = self._feature_map(X)
+            fmap = self._feature_map(rows)
         except ValueError as exc:
             return reject(str(exc))
         # float32 blocks as stored: the referee's kernels read each entry as its float64
