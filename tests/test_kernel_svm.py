@@ -664,20 +664,22 @@ def test_an_overflow_of_the_products_is_not_a_lasting_refusal():
     assert "(lasting)" not in repr(v)
 
 
-@pytest.mark.parametrize("solver", ["dcd", "fista"])
-def test_entry_bounds_that_are_not_finite_are_a_lasting_refusal(solver):
-    """Two points whose squared distance overflows: the RBF referee's entry bound for the
-    pair is inf whatever r (a block of every column, n <= 2048), so every claim is refused
-    and the run ends at the first refusal, saying why (the products' overflow that an
-    iterate may avoid stays an ordinary refusal: the test above; found by review)."""
+def test_a_refusal_on_columns_that_some_supports_do_not_read_is_not_lasting():
+    """One pair of rows whose L1 distance overflows, both of weight 0 (r = 0 there at every
+    iterate): a claim whose blocks span every column reads the pair's inf entry, one with a
+    larger support (two blocks) does not. The refusal depends on r, so the run goes on and
+    certifies (it ended at the first refusal as lasting, found by review)."""
+    n, s = 1450, 1e308
     rng = np.random.default_rng(0)
-    n = 300
-    X = rng.standard_normal((n, 1)) * 1e153
-    y = np.where(np.abs(X[:, 0]) > 1e153, 1, -1)
-    X[0, 0], X[1, 0] = 1.2e154, -1.2e154
+    t = rng.uniform(-0.5, 0.5, n)
+    y = np.where(t + 0.1 * rng.standard_normal(n) > 0, 1, -1)
+    t[0], t[-1] = -0.95, 0.95
+    w = np.ones(n)
+    w[0] = w[-1] = 0.0
+    X = (t * s)[:, None]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = mk.solve(X, y, solver=solver, kernel="rbf", kernel_params={"gamma": 1e-306},
-                       C=1.0)
-    assert res.status == "max_iter" and res.n_iter < 500
-    assert "not finite in float64" in res.extra["failure"]
+        res = mk.solve(X, y, solver="dcd", kernel="laplacian", kernel_params={"gamma": 4.0 / s},
+                       C=1.0, sample_weight=w)
+    assert res.status == "certified" and "failure" not in res.extra
+    assert res.certificate.check(X, y, sample_weight=w)

@@ -546,18 +546,19 @@ def _products_blocked(X, kernel, u, absu):
         if products is not None:
             _products_of_block(X, products, u, lo, hi, cols, own, f, A, B, diag, ediag)
             continue
-        # a block of every column does not depend on r: its refusals are lasting; a block
-        # of the support's columns does
-        refusal = _Lasting if cols is None else _Reject
+        # the columns read (the support's and the block's own) and the blocks themselves
+        # (their size follows the support's) depend on r: these refusals are not lasting
+        # (a block of every column at one support is a block of some columns at another:
+        # found by review)
         try:
             K, E = _gram_rows(X, kernel, lo, hi, cols)
         except (TypeError, ValueError, NotImplementedError) as exc:
-            raise refusal(f"the kernel cannot be evaluated on X: {exc}") from None
+            raise _Reject(f"the kernel cannot be evaluated on X: {exc}") from None
         width = n if cols is None else cols.size
         if K.shape != (hi - lo, width):
-            raise refusal(f"the kernel returned Gram rows of shape {K.shape} for "
+            raise _Reject(f"the kernel returned Gram rows of shape {K.shape} for "
                           f"{hi - lo} x {width}")
-        _finite_rows(K, E, refusal)
+        _finite_rows(K, E)
         uc, ac = (u, absu) if cols is None else (u[cols], absu[cols])
         f[lo:hi] = K @ uc
         diag[lo:hi] = K[np.arange(hi - lo), own]
@@ -584,32 +585,15 @@ def _products_of_block(X, products, u, lo, hi, cols, own, f, A, B, diag, ediag):
     if any(v.shape != (hi - lo,) for v in out):
         raise _Reject(f"the kernel's careful products have shapes {[v.shape for v in out]} "
                       f"for {hi - lo} rows")
-    # the products f, a, b read u: an overflow there may depend on r (found by review),
-    # entries or bounds that are not finite do not (the diagonal's, or a block of every
-    # column whose products are not finite even for a tiny u: an inf entry or bound
-    # makes every product with it inf or NaN, found by review too)
+    # the products f, a, b read u and the columns of r's support (and of blocks whose
+    # size follows it): their overflow, or an entry that is not finite among the columns
+    # read, may depend on r (both found by review); the diagonal and its bound do not
     if not all(np.all(np.isfinite(v)) for v in out):
-        lasting = not all(np.all(np.isfinite(v)) for v in out[3:]) or (
-            cols is None and not _finite_for_any_u(X, products, lo, hi, own))
+        lasting = not all(np.all(np.isfinite(v)) for v in out[3:])
         raise (_Lasting if lasting else _Reject)(
             "the kernel's Gram entries (or their error bounds) are not finite in float64: X "
             "overflows the kernel (rescale X or the kernel's gamma) or holds NaN/inf")
     f[lo:hi], A[lo:hi], B[lo:hi], diag[lo:hi], ediag[lo:hi] = out
-
-
-def _finite_for_any_u(X, products, lo, hi, own):
-    """Whether the careful products of rows lo:hi against every row of X are finite for
-    u = 2^-60 (each entry): the products of finite entries and bounds with so small a u
-    cannot overflow, so a non-finite one shows an entry or bound that is not finite,
-    which makes the products non-finite for every u (inf times a positive u_j, or NaN
-    for u_j = 0)."""
-    tiny = np.full(X.shape[0], 2.0 ** -60)
-    try:
-        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-            out = products(X[lo:hi], X, tiny, own)
-    except (TypeError, ValueError):
-        return True  # not shown to be lasting
-    return all(np.all(np.isfinite(np.asarray(v, dtype=np.float64))) for v in out[:3])
 
 
 def _products_full(X, kernel, u, absu, mu):
