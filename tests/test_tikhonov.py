@@ -450,14 +450,15 @@ def test_one_vs_rest_runs_decompose_the_exact_gram_matrix_once(monkeypatch, budg
     once (its own decomposition, never the solver's), not once per class each (on the
     digits, 20 decompositions of 0.41 s each in a 25 s fit); the runs' results are those
     of their own solves. A decomposition larger than a quarter of memory_budget is not
-    kept (300 rows: 0.72 MB, above 2.5e6 / 4; the run's own check, which counts 13 such
-    matrices for the whole run, is set to the Gram path's 3 here to reach that case)."""
+    kept (300 rows: 0.72 MB, above 2.5e6 / 4; the run's and the referee's own checks, which
+    count 13 and 8 such matrices, are set to the Gram path's 3 here to reach that case)."""
     import scipy.linalg
 
     from marginkit.sklearn import IteratedTikhonovClassifier
     from marginkit.solvers.tikhonov import _representation
 
     monkeypatch.setattr(_representation, "_GRAM_COPIES", 3)
+    monkeypatch.setattr(_representation, "_REFEREE_COPIES", 3)
     X, ys, kw, _, _ = _shared(n=300)
     y = np.argmax(np.column_stack(ys), axis=1)
     with monkeypatch.context() as m:

@@ -811,3 +811,30 @@ def test_exact_kernel_targets_float64_cannot_confirm_end_without_a_claim():
                        tol=1e-15, kernel_params={"gamma": 0.05}, max_iter=200)
     assert res.status == "max_iter" and res.certificate is None
     assert "raise tol or lam" in res.extra["failure"]
+
+
+def test_the_referee_counts_its_own_matrices_and_reads_unknown_dask_shapes():
+    """The Newton-decrement check of an exact kernel holds fewer n x n matrices than the
+    run (8 counted, a peak of 7.0-7.1 measured): a budget between the two checks a result
+    the run's count would refuse to check. A dask Gram matrix of unknown chunk sizes
+    (shape (nan, n)) is read, not refused as non-square (both found by review)."""
+    import copy
+
+    rng = np.random.default_rng(0)
+    n = 100
+    X = rng.standard_normal((n, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    res = mk.solve(X, y, solver="iterated_tikhonov", kernel="rbf")
+    cert = copy.copy(res.certificate)
+    cert.config = cert.config.replace(memory_budget=9 * 8.0 * n * n)
+    assert cert.check(X, y)
+    cert.config = cert.config.replace(memory_budget=7 * 8.0 * n * n)
+    v = cert.check(X, y)
+    assert not v and "memory_budget" in v.reason
+    da = pytest.importorskip("dask.array")
+    K = np.exp(-0.5 * ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1))
+    pre = mk.solve(K, y, solver="iterated_tikhonov", kernel="precomputed").certificate
+    dk = da.from_array(K, chunks=50)
+    Kd = dk[dk[:, 0] > -1]  # the same rows, chunk sizes unknown
+    assert np.isnan(Kd.shape[0])
+    assert pre.check(Kd, y)

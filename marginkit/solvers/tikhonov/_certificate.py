@@ -486,7 +486,8 @@ class NewtonDecrementCertificate(Certificate):
                 raise ValueError("train_index must be increasing row indices of X")
         n_all = yv.shape[0]
         shape = tuple(getattr(X, "shape", np.shape(X)))
-        if precomputed and (len(shape) != 2 or shape[0] != shape[1]):
+        known = all(isinstance(d, (int, np.integer)) for d in shape)  # dask: nan unknown
+        if precomputed and known and (len(shape) != 2 or shape[0] != shape[1]):
             # a column of K was broadcast into a square matrix, or numpy's matmul error
             # escaped (found by review)
             raise ValueError(f"kernel='precomputed' needs the square Gram matrix "
@@ -504,7 +505,8 @@ class NewtonDecrementCertificate(Certificate):
             Xl = check_X(local_matrix(X))
             K, error = exact_gram(kernel, Xl, precomputed)
             check_gram_budget(K.shape[0], budget,
-                              "the Newton-decrement check of an exact kernel")
+                              "the Newton-decrement check of an exact kernel",
+                              role="referee")
             emap = ExactKernelMap(K, keep_basis=True, role="referee", entry_error=error)
             Phi = np.ascontiguousarray(emap.features)
             if chain.shape[1] != Phi.shape[0]:

@@ -42,12 +42,19 @@ from ...linalg._shared import reuse
 #: the check counted 3 (the Gram path alone), so a run within the budget could take
 #: 3.4-4 times it
 _GRAM_COPIES = 13
+#: the same for the referee's check alone (``NewtonDecrementCertificate``: K, its
+#: decomposition and feature map, the Newton systems of its links): a peak of 7.0-7.1
+#: such matrices measured at n = 400, 1,000 and 2,000 (a run's 13 would refuse to check
+#: a result that a run within the budget made before the whole run was counted)
+_REFEREE_COPIES = 8
 
 
-def check_gram_budget(n, budget, what="iterated_tikhonov with an exact kernel"):
-    """Refuse an exact-kernel run whose n x n matrices exceed ``budget`` bytes (the whole
-    run: ``_GRAM_COPIES``)."""
-    need = _GRAM_COPIES * 8.0 * float(n) * float(n)
+def check_gram_budget(n, budget, what="iterated_tikhonov with an exact kernel",
+                      role="run"):
+    """Refuse an exact-kernel run whose n x n matrices exceed ``budget`` bytes: the whole
+    run's ``_GRAM_COPIES`` of them, or the referee's ``_REFEREE_COPIES`` (``role``)."""
+    copies = _REFEREE_COPIES if role == "referee" else _GRAM_COPIES
+    need = copies * 8.0 * float(n) * float(n)
     if need > budget:
         raise ValueError(
             f"{what} forms the {n} x {n} Gram matrix, its eigendecomposition and Newton "
