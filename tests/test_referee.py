@@ -952,3 +952,19 @@ def test_a_map_fitted_again_reads_x_before_any_verdict():
         cert.check(Xn, y)  # first: a check on the rows fits the map
     assert cert.kernel.fitted is False
     assert cert.check(X, y)
+
+
+def test_a_nystroem_newton_certificate_reads_a_list_as_x():
+    """The Newton-decrement check of a Nystroem run read X.shape of the caller's X: a list
+    raised AttributeError (found by review); every check reads X validated."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = mk.solve(X, y, solver="iterated_tikhonov", kernel="rbf", n_components=30,
+                       random_state=0)
+    assert res.certificate.check(X.tolist(), y)
+    assert res.certificate.verify(X.tolist(), list(y))

@@ -630,8 +630,9 @@ class NewtonDecrementCertificate(Certificate):
         kind = self.kind
         # X that is not a finite numeric matrix raises (check_X names it), as in the
         # other certificates' checks, before any verdict; data that can be read but do
-        # not fit the claim are a rejection
-        as_data(X)
+        # not fit the claim are a rejection. The validated X is read from here on (a list
+        # reached X.shape as a list: AttributeError, found by review)
+        X = as_data(X)
         if sample_weight is None and getattr(self, "weighted", False):
             return Verdict.reject(
                 kind, "the certificate is of a weighted run: pass its weights, check(X, y, "
