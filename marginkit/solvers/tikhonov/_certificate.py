@@ -633,6 +633,10 @@ class NewtonDecrementCertificate(Certificate):
         # not fit the claim are a rejection. The validated X is read from here on (a list
         # reached X.shape as a list: AttributeError, found by review)
         X = as_data(X)
+        if self.loss == "logistic":
+            # labels outside the run's classes raise (labels_pm's ValueError), as in every
+            # certificate's check (a strict verify)
+            self._labels(y)
         if sample_weight is None and getattr(self, "weighted", False):
             return Verdict.reject(
                 kind, "the certificate is of a weighted run: pass its weights, check(X, y, "
