@@ -112,7 +112,8 @@ class RowBlocks:
 
     Attributes
     ----------
-    n : number of rows; ``chain`` : the longest summation chain of a column sum over the
+    n : number of rows; ``width`` : X's number of columns (None when a dask array does
+    not know it); ``chain`` : the longest summation chain of a column sum over the
     blocks (rows of the largest block plus the number of blocks), the k of the gamma_k
     bounds of sums over rows.
     """
@@ -136,11 +137,14 @@ class RowBlocks:
             self._dask = X
             self._bounds = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
             self.X = None
+            d = X.shape[1]
+            self.width = int(d) if d == d else None  # NaN: unknown column chunk sizes
         else:
             self._dask = None
             X = check_X(X)
             self.X = X
             n, d = X.shape
+            self.width = int(d)
             per_row = max(1.0, (X.nnz / max(n, 1)) if sp.issparse(X) else float(d))
             rows = max(1, int(max_entries // per_row))
             if sp.issparse(X) and X.nnz > max_entries:

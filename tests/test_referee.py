@@ -876,6 +876,11 @@ def test_every_certificate_kind_treats_unreadable_and_mismatched_data_alike():
     runs = {
         "dcd": dict(solver="dcd"),
         "dcd rbf": dict(solver="dcd", kernel="rbf"),
+        # a feature map's other widths were its ValueError (found by review)
+        "dcd nystroem": dict(solver="dcd", kernel="nystroem",
+                             kernel_params={"n_components": 30, "random_state": 0}),
+        "dcd rff": dict(solver="dcd", kernel="rff",
+                        kernel_params={"n_components": 30, "random_state": 0}),
         "snkp": dict(solver="snkp", kernel="rbf"),
         "tikhonov": dict(solver="iterated_tikhonov", kernel="linear"),
         "tikhonov rbf": dict(solver="iterated_tikhonov", kernel="rbf"),
@@ -889,7 +894,7 @@ def test_every_certificate_kind_treats_unreadable_and_mismatched_data_alike():
                          (np.where(X > 1, np.nan, X), ValueError), (X[:, :, None], ValueError)):
             with pytest.raises(exc):
                 cert.verify(bad, y)
-        for other in (X[:, :3], X[:50]):
+        for other in (X[:, :3], np.hstack([X, X[:, :1]]), X[:50]):
             assert cert.verify(other, y) is False, name
 
 

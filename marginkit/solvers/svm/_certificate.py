@@ -167,9 +167,9 @@ class CertifiedPointsCertificate(Certificate):
             return None
         return check_X(local_matrix(X))
 
-    def _feature_map(self, rows):
-        """The run's feature map (None: the identity), fitted again on ``rows``
-        (``_rows_to_refit``) for a result loaded without the fit."""
+    def _map_kernel(self, rows):
+        """The kernel whose ``feature_map`` is the run's (None: the identity), fitted
+        again on ``rows`` (``_rows_to_refit``) for a result loaded without the fit."""
         kernel = getattr(self, "kernel", None)  # absent in certificates saved before
         if kernel is None or isinstance(kernel, LinearKernel):
             return None  # the identity map: X itself
@@ -179,7 +179,7 @@ class CertifiedPointsCertificate(Certificate):
             check_refittable(kernel)
             kernel.fit(rows)
         # the fit rebuilt from its free choices: a map edited after the run is not the run's
-        return referee_kernel(kernel).feature_map
+        return referee_kernel(kernel)
 
     def thresholds(self, n, sample_weight=None):
         """The claim's thresholds for n training points and the run's validated
@@ -201,14 +201,19 @@ class CertifiedPointsCertificate(Certificate):
 
         rows = self._rows_to_refit(X)
         try:
-            fmap = self._feature_map(rows)
+            mapk = self._map_kernel(rows)
         except ValueError as exc:
             return reject(str(exc))
         # float32 blocks as stored: the referee's kernels read each entry as its float64
         # value (exact), so a float64 copy of each block would only cost its writing; an X
         # that is not a finite numeric matrix raises here, before any verdict
-        blocks = R.RowBlocks(X, fmap, native=True)
+        blocks = R.RowBlocks(X, None if mapk is None else mapk.feature_map, native=True)
         n = blocks.n
+        fitted_on = getattr(mapk, "n_features_in_", None)
+        if fitted_on is not None and blocks.width is not None and blocks.width != fitted_on:
+            # X can be read but is not the run's (its map raises on other columns)
+            return reject(f"X has {blocks.width} features, the run's feature map was "
+                          f"fitted on {fitted_on}")
         if sample_weight is None and getattr(self, "weighted", False):
             return reject("the certificate is of a weighted run: pass its weights, "
                           "check(X, y, sample_weight=w) (verify likewise)")
