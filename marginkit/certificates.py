@@ -120,8 +120,8 @@ class Certificate:
     def check(self, X, y):  # pragma: no cover - abstract
         """Recompute the claim from X, y and the kernel; return a ``Verdict``.
 
-        Certificates of problems that take per-sample weights accept them as data,
-        ``check(X, y, sample_weight=None)``."""
+        The built-in kinds take per-sample weights as data,
+        ``check(X, y, sample_weight=None)`` (the weights of a weighted run)."""
         raise NotImplementedError
 
     def verify(self, X, y, sample_weight=None):
@@ -1049,19 +1049,28 @@ class _PerceptronFamilyCertificate(Certificate):
     def blocked(self):
         return getattr(_or_linear(self.kernel), "feature_map", None) is not None
 
-    def verify(self, X, y, sample_weight=None):
-        """``bool(self.check(X, y))``. Positive weights do not change whether data are
-        separable, so ``sample_weight`` (validated) with every weight > 0 checks the
-        same claim; weights with zeros are refused (False): the claim is then about the
-        rows of positive weight, to be checked on ``X[w > 0]``, as
-        ``PerceptronClassifier.fit`` solves it."""
+    def check(self, X, y, sample_weight=None):
+        """Recompute the claim from X, y and the kernel: a ``Verdict``.
+
+        Positive weights do not change whether data are separable, so ``sample_weight``
+        with every weight > 0 checks the same claim; weights that are not valid, or that
+        have zeros, are a rejected verdict: the claim is then about the rows of positive
+        weight, to be checked on ``X[w > 0]``, as ``PerceptronClassifier.fit`` solves it.
+        An X that cannot be read raises first, as without weights."""
         if sample_weight is not None:
             from ._validation import check_sample_weight
 
-            w = check_sample_weight(sample_weight, n_rows(as_data(X)))
+            X = as_data(X)
+            try:
+                w = check_sample_weight(sample_weight, n_rows(X))
+            except (TypeError, ValueError) as exc:
+                return Verdict.reject(self.kind, str(exc))
             if not (w > 0).all():
-                return False
-        return bool(self.check(X, y))
+                return Verdict.reject(
+                    self.kind, "sample_weight has zeros: the claim is about the rows of "
+                    "positive weight; check it on X[w > 0], y[w > 0], as "
+                    "PerceptronClassifier.fit solves it")
+        return self._check(X, y)
 
 
 @certificate_type
@@ -1138,7 +1147,7 @@ class SeparatorCertificate(_PerceptronFamilyCertificate):
         return None
 
     @in_small_pages
-    def check(self, X, y):
+    def _check(self, X, y):
         X = as_data(X)
         ypm = labels_pm(y, self.classes)
         alpha, why = claim_vector(self.alpha, "alpha", n_rows(X), ypm.shape[0])
@@ -1245,7 +1254,7 @@ class InfeasibilityCertificate(_PerceptronFamilyCertificate):
         return float(self._eps if eps is None else eps)
 
     @in_small_pages
-    def check(self, X, y):
+    def _check(self, X, y):
         try:
             eps = self.eps
         except ValueError as exc:

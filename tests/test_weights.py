@@ -472,6 +472,17 @@ def test_perceptron_weights_only_select_rows():
     cert = b.result_.certificate
     assert cert.verify(Xa, y, sample_weight=np.full(len(y), 2.0))
     assert not cert.verify(Xa, y, sample_weight=w)
+    # check takes the weights as every kind's does (it had no sample_weight: TypeError)
+    assert cert.check(Xa, y, sample_weight=np.full(len(y), 2.0))
+    v = cert.check(Xa, y, sample_weight=w)
+    assert not v and "X[w > 0]" in v.reason
+    v = cert.check(Xa, y, sample_weight=np.full(len(y), np.nan))
+    assert not v and "sample_weight" in v.reason
+    assert not cert.check(Xa, y, sample_weight=np.ones(len(y) - 1))
+    Xn = Xa.copy()
+    Xn[1, 0] = np.nan
+    with pytest.raises(ValueError, match="X contains NaN"):
+        cert.check(Xn, y, sample_weight=np.full(len(y), np.nan))  # X first
 
 
 # --------------------------------------------------------------------- iterated Tikhonov
