@@ -93,6 +93,25 @@ def _is_dask(X):
     return type(X) is not np.ndarray and hasattr(X, "__dask_graph__")
 
 
+class UnreadableX(ValueError):
+    """check_X's ``ValueError`` on X read by a check (a dask array's chunk that is not
+    finite, say): a check raises it, where other ``ValueError`` of data that can be read
+    but do not fit the claim are a rejected verdict."""
+
+
+def read_X(X, row_offset=0):
+    """``check_X(X)``, its ``ValueError`` as ``UnreadableX`` (``row_offset``: X is a row
+    block of a larger matrix, the rows its errors name are counted from there)."""
+    from ._validation import check_X
+
+    try:
+        return check_X(X, row_offset=row_offset)
+    except UnreadableX:
+        raise
+    except ValueError as exc:
+        raise UnreadableX(str(exc)) from None
+
+
 class RowBlocks:
     """X as a sequence of row blocks (float64 C-ordered arrays, or CSR matrices as stored).
 
@@ -164,7 +183,7 @@ class RowBlocks:
 
         lo, hi = int(self._bounds[k]), int(self._bounds[k + 1])
         if self._dask is not None:
-            B = check_X(self._dask.blocks[k, 0].compute())
+            B = read_X(self._dask.blocks[k, 0].compute(), lo)  # a chunk is read here only
         elif self.n_blocks == 1:
             B = self.X
         else:

@@ -303,10 +303,11 @@ def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32"), row_o
     order is accepted as is. Sparse input of any format has its structure checked
     (``checked_csr``) and becomes CSR (a private copy only when the format, dtype or
     canonical form must change); it is never densified. ``row_offset`` is added to the
-    row numbers of structure errors (X is a row block of a larger matrix).
+    row numbers of structure errors and of rows that are not finite (X is a row block of
+    a larger matrix).
     """
     if type(X) is np.ndarray and X.ndim == 2 and X.dtype in _FLOAT_DTYPES:
-        return _checked_dense(X, name, allow_empty)  # kept as it is: no conversion to check
+        return _checked_dense(X, name, allow_empty, row_offset)  # kept as it is: no conversion to check
     if X is None:
         raise TypeError(f"{name} is None; pass an array of shape (n_samples, n_features)")
     X = _sparse_frame_as_coo(X, name)
@@ -324,6 +325,7 @@ def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32"), row_o
                       or np.all(np.isfinite(Xc.data)))
         if not finite:
             bad = np.unique(np.repeat(np.arange(Xc.shape[0]), np.diff(Xc.indptr))[~np.isfinite(Xc.data)])
+            bad += row_offset
             raise ValueError(
                 f"{name} contains NaN or infinity in row(s) {bad[:10].tolist()}"
                 f"{' ...' if bad.size > 10 else ''}; remove or impute them"
@@ -348,7 +350,7 @@ def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32"), row_o
         )
     if arr.dtype != dtype:  # a copy either way: made in row order, the layout rows are read in
         arr = arr.astype(dtype, order="C")
-    return _checked_dense(arr, name, allow_empty)
+    return _checked_dense(arr, name, allow_empty, row_offset)
 
 
 # --------------------------------------------------------------------------- sparse structure
@@ -624,12 +626,13 @@ def checked_csr(X, name="X", row_offset=0):
     return Xc
 
 
-def _checked_dense(arr, name, allow_empty):
+def _checked_dense(arr, name, allow_empty, row_offset=0):
     """The checks of a 2-D float32/float64 ndarray (``check_X``): not empty, finite,
-    C or Fortran contiguous (a contiguous copy otherwise)."""
+    C or Fortran contiguous (a contiguous copy otherwise); ``row_offset`` is added to
+    the row numbers of the rows that are not finite."""
     if not allow_empty and (arr.shape[0] == 0 or arr.shape[1] == 0):
         raise ValueError(f"{name} is empty (shape {arr.shape}); pass at least one sample and one feature")
-    bad = _nonfinite_rows(arr)
+    bad = _nonfinite_rows(arr) + row_offset
     if bad.size:
         raise ValueError(
             f"{name} contains NaN or infinity in row(s) {bad[:10].tolist()}"

@@ -13,6 +13,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
+from ... import _referee as R
 from ..._validation import check_X
 from ...certificates import Certificate, Verdict, certificate_type, local_matrix
 from ...linalg._shared import reuse
@@ -121,7 +122,7 @@ def _centres_reason(config, C, X, n_all, n_components):
     if prm["t"] == "auto":
         validation_split(n_all, prm["validation_fraction"], rng)  # the run's first draw
     idx = draw_centre_index(rng, X.shape[0], n_components)
-    drawn = check_X(local_matrix(X))[idx]
+    drawn = R.read_X(local_matrix(X))[idx]
     if predictor_fingerprint(drawn, ()) != predictor_fingerprint(C, ()):
         return (f"the Nystroem centres are not the {idx.size} rows that random_state={seed} "
                 "draws from the training rows")
@@ -444,7 +445,6 @@ class NewtonDecrementCertificate(Certificate):
         for information. An exact kernel's eigen map is the referee's own decomposition of
         K with every eigen-direction (``ExactKernelMap``): theta^k = Phi^T beta^k has the
         components of beta^k along the small eigenvalues too, and their gradient counts."""
-        from ... import _referee as R
         from ...certificates import _or_linear, kernel_mismatch, referee_kernel
         from ...kernels.approximation import nystroem_projection
         from ...kernels.builtin import LinearKernel
@@ -497,12 +497,12 @@ class NewtonDecrementCertificate(Certificate):
             if why is not None:
                 raise ValueError(why)
         if idx is not None:
-            X = check_X(local_matrix(X))[idx]
+            X = R.read_X(local_matrix(X))[idx]
             if precomputed:
                 X = X[:, idx]
             yv = yv[idx]
         if representation == "gram":
-            Xl = check_X(local_matrix(X))
+            Xl = R.read_X(local_matrix(X))
             K, error = exact_gram(kernel, Xl, precomputed)
             check_gram_budget(K.shape[0], budget,
                               "the Newton-decrement check of an exact kernel",
@@ -643,8 +643,10 @@ class NewtonDecrementCertificate(Certificate):
                 "sample_weight=w) (verify likewise)")
         try:
             blocks, yv, thetas, bs, form = self._problem(X, y)
-        except NotPositiveSemidefiniteError:
-            raise  # a kernel that is not PSD on the data is an error, not a verdict
+        except (NotPositiveSemidefiniteError, R.UnreadableX):
+            # a kernel that is not PSD on the data, or an X that cannot be read (a dask
+            # array's chunk with NaN), is an error, not a verdict
+            raise
         except ValueError as exc:
             return Verdict.reject(kind, f"the data do not define the claim: {exc}")
         n = blocks.n
@@ -702,6 +704,8 @@ class NewtonDecrementCertificate(Certificate):
                     central, nu_up = _link_bounds(blocks, yv, thetas, bs, k, th["lam"],
                                                   th["loss"], th["fit_intercept"],
                                                   weight=weight)
+            except R.UnreadableX:
+                raise
             except ValueError as exc:
                 return Verdict.reject(kind, f"the data do not define the claim: {exc}")
             except OverflowError:
