@@ -224,6 +224,15 @@ class RowBlocks:
         return B
 
 
+def map_rows(kernel, X):
+    """``kernel.feature_map(X)``, 2-D with one row per row of X (``ValueError`` naming the
+    kernel otherwise: a map assigned to an instance is not guarded as a plug-in's methods
+    are, and a matrix of other rows would be read with X's labels)."""
+    from .plugins import checked_features
+
+    return checked_features(kernel.feature_map(X), X, f"kernel {type(kernel).__name__}")
+
+
 def feature_rows(kernel, X, max_entries=1 << 18):
     """Phi(X) as the solvers and the referees compute it: the linear kernel's map is X as
     given (float32 data stay float32, the solvers' fast path); any other feature map is
@@ -234,7 +243,7 @@ def feature_rows(kernel, X, max_entries=1 << 18):
     from .kernels.builtin import LinearKernel
 
     if isinstance(kernel, LinearKernel):
-        return kernel.feature_map(X)
+        return map_rows(kernel, X)
     if getattr(kernel, "fitted", True) is False:
         kernel.fit(X)  # on every row (fitted lazily, a map would fit on the first block)
     n = X.shape[0]
@@ -242,16 +251,16 @@ def feature_rows(kernel, X, max_entries=1 << 18):
     rows = max(1, int(max_entries // max(1.0, per_row)))
     as_is = X.dtype == np.float64 and (sp.issparse(X) or X.flags.c_contiguous)
     if n <= rows or as_is:
-        return kernel.feature_map(float64_block(X))
-    first = kernel.feature_map(float64_block(X[:rows]))
+        return map_rows(kernel, float64_block(X))
+    first = map_rows(kernel, float64_block(X[:rows]))
     if sp.issparse(first):
-        return sp.vstack([first] + [kernel.feature_map(float64_block(X[lo:lo + rows]))
+        return sp.vstack([first] + [map_rows(kernel, float64_block(X[lo:lo + rows]))
                                     for lo in range(rows, n, rows)], format="csr")
     out = np.empty((n,) + first.shape[1:], dtype=first.dtype)
     out[:rows] = first
     del first
     for lo in range(rows, n, rows):
-        out[lo:lo + rows] = kernel.feature_map(float64_block(X[lo:lo + rows]))
+        out[lo:lo + rows] = map_rows(kernel, float64_block(X[lo:lo + rows]))
     return out
 
 

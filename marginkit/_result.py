@@ -154,7 +154,9 @@ class Result:
                     "the kernel's feature map is not fitted (a loaded result keeps only its "
                     "parameters): call result.kernel.fit(X_train) first"
                 )
-            out = np.asarray(self.kernel.feature_map(X), dtype=np.float64) @ np.asarray(value)
+            from ._referee import map_rows
+
+            out = np.asarray(map_rows(self.kernel, X), dtype=np.float64) @ np.asarray(value)
             return out.ravel() + float(self.intercept_ or 0.0)
         if self.support_coef_ is None or self.kernel is None:
             raise ValueError("this result has no model to evaluate (no coef_ or kernel support)")

@@ -326,11 +326,11 @@ def unit_rows(P):
 # ------------------------------------------------------------------ feature-map passes
 def _features(kernel, Xb):
     """The block's features Phi(X_b) in float64 (validated: dense or canonical CSR)."""
-    from ._referee import float64_block
+    from ._referee import float64_block, map_rows
     from ._validation import check_X
 
     Xb = float64_block(check_X(Xb, allow_empty=True))
-    return float64_block(check_X(kernel.feature_map(Xb), name="feature_map(X)",
+    return float64_block(check_X(map_rows(kernel, Xb), name="feature_map(X)",
                                  allow_empty=True))
 
 

@@ -459,7 +459,7 @@ def _guarded(raw, name, owner, how):
         data = tuple(frozen(a) for a in data)
         kwargs = {k: frozen(v) for k, v in kwargs.items()}
         out = fn(*data, **kwargs)
-        if name != "__call__":
+        if name not in ("__call__", "feature_map"):
             return out
         ops = list(data[:2])
         for keys in _OPERAND_KEYWORDS[len(ops):]:
@@ -467,6 +467,12 @@ def _guarded(raw, name, owner, how):
         A, B = (M if hasattr(M, "shape") else None for M in ops)
         if A is None:
             return out
+        if name == "feature_map":
+            for orig, view in seen.values():
+                if out is view:
+                    out = orig  # an identity map returns what it was given, as unguarded
+                    break
+            return checked_features(out, A, f"kernel plug-in {owner}")
         same = B is None or B is A
         return checked_block(out, A, A if same else B, same, f"kernel plug-in {owner}")
 
@@ -479,6 +485,21 @@ def _guarded(raw, name, owner, how):
     if how == "class":
         return classmethod(method)
     return method
+
+
+def checked_features(out, A, owner):
+    """A feature matrix Phi(A) as returned, when it is 2-D with one row per row of A (the
+    solvers' compiled loops read it with A's labels: found by review, a plug-in's map one
+    row short was read and written out of bounds); ``ValueError`` naming ``owner`` (the
+    kernel) otherwise."""
+    shape = getattr(out, "shape", None)
+    if shape is None or len(shape) != 2 or shape[0] != A.shape[0]:
+        got = f"shape {tuple(shape)}" if shape is not None else f"a {type(out).__name__}"
+        raise ValueError(
+            f"{owner}: feature_map returned {got} for {A.shape[0]} rows; it "
+            f"must return one row of features per row it is given (an array or sparse "
+            f"matrix of shape ({A.shape[0]}, n_features))")
+    return out
 
 
 def trusted_block(K, ulps):
@@ -501,11 +522,12 @@ class Kernel(Plugin):
     feature space without forming the n x n Gram.
 
     A subclass defined outside marginkit (a plug-in) gets read-only views of the arrays
-    it is given in ``__call__``, ``diag``, ``returned_gram`` and ``careful_block``
-    (writing into them raises ``ValueError``: the caller's data are never modified), and
-    the blocks its ``__call__`` returns are checked as a callable kernel's are: real
-    numbers of shape (len(A), len(B)), finite, symmetric for K(A, A) (a sparse block is
-    made dense; ``ValueError`` naming the plug-in otherwise). This holds for those
+    it is given in ``__call__``, ``diag``, ``returned_gram``, ``careful_block`` and
+    ``feature_map`` (writing into them raises ``ValueError``: the caller's data are never
+    modified), the blocks its ``__call__`` returns are checked as a callable kernel's
+    are: real numbers of shape (len(A), len(B)), finite, symmetric for K(A, A) (a sparse
+    block is made dense; ``ValueError`` naming the plug-in otherwise), and its
+    ``feature_map(A)`` must return a 2-D matrix with one row per row of A. This holds for those
     methods as the class has them when it is created (its own, a mixin's or a base
     class's; plain functions and staticmethods), not for methods assigned later.
     """
@@ -514,7 +536,7 @@ class Kernel(Plugin):
     #: the Gram matrix is given by the user (X is the (n, n) Gram)
     precomputed = False
     #: the methods whose array arguments a plug-in gets as read-only views
-    _GUARDED = ("__call__", "diag", "returned_gram", "careful_block")
+    _GUARDED = ("__call__", "diag", "returned_gram", "careful_block", "feature_map")
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

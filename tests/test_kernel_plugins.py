@@ -314,3 +314,78 @@ def _scaled_linear(self, A, B=None, k=1.0):
 class _Partial(Kernel):
     """A partialmethod ``__call__`` (its bound method pickles by name)."""
     __call__ = __import__("functools").partialmethod(_scaled_linear, k=2.0)
+
+
+class _ShortMap(Kernel):
+    """A plug-in whose feature map is one row short (a bug of the plug-in)."""
+
+    name = "short_map_test"
+    param_table = {}
+
+    def __call__(self, A, B=None):
+        B = A if B is None else B
+        return np.asarray(A) @ np.asarray(B).T
+
+    def feature_map(self, A):
+        return np.asarray(A)[:-1]
+
+
+class _LinearPlugin(Kernel):
+    """A plug-in with no feature map of its own."""
+
+    name = "linear_plugin_test"
+    param_table = {}
+
+    def __call__(self, A, B=None):
+        B = A if B is None else B
+        return np.asarray(A) @ np.asarray(B).T
+
+
+class _NormalizingMap(Kernel):
+    """A plug-in whose feature map writes into its operand when it can."""
+
+    name = "normalizing_map_test"
+    param_table = {}
+
+    def __call__(self, A, B=None):
+        B = A if B is None else B
+        return np.asarray(A) @ np.asarray(B).T
+
+    def feature_map(self, A):
+        A /= np.linalg.norm(A, axis=1, keepdims=True)
+        return A
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "pegasos", "dcd",
+                                    "iterated_tikhonov", "snkp"])
+def test_a_feature_map_of_other_rows_is_refused_naming_it(solver):
+    """Found by review: a plug-in's feature map one row short reached the compiled loops
+    of fista, fista_svm and pegasos, which read and wrote out of bounds (segfaults, heap
+    corruption, hangs), and pegasos and iterated_tikhonov trained on rows paired with
+    other labels (299 predictions for 300 rows). The map's rows are now checked where
+    it is called (a plug-in's method, and a map assigned to an instance), and the
+    compiled loops check X's rows against their vectors."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 4))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    with pytest.raises(ValueError, match=r"feature_map returned shape \(299, 4\) for 300 rows"):
+        mk.solve(X, y, solver=solver, kernel=_ShortMap(), max_iter=20)
+    late = _LinearPlugin()
+    late.feature_map = lambda A: np.asarray(A)[:-1]  # an instance's map: not guarded
+    with pytest.raises(ValueError, match=r"feature_map returned shape \(299, 4\)"):
+        mk.solve(X, y, solver=solver, kernel=late, max_iter=20)
+
+
+def test_a_feature_map_gets_read_only_views_outside_solve_too():
+    """Found by review: feature_map was given the caller's own array by verify, predict
+    and decision_function (solve passed read-only views), so a plug-in's map could
+    normalize the caller's X in place; it is now guarded as __call__ is."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((80, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    X0 = X.copy()
+    with pytest.raises(ValueError, match="read-only"):
+        mk.solve(X, y, solver="dcd", kernel=_NormalizingMap(), max_iter=20)
+    with pytest.raises(ValueError, match="read-only"):
+        _NormalizingMap().feature_map(X)
+    np.testing.assert_array_equal(X, X0)

@@ -325,6 +325,15 @@ def _same_lengths(str what, Py_ssize_t n, **arrays):
                              f"{'no' if a is None else a.shape[0]} entries, {n} expected")
 
 
+
+def _check_blocks(str what, Py_ssize_t d, bufs, parts, Py_ssize_t ns, Py_ssize_t width):
+    # the row blocks' scratch a FISTA call writes: ns >= 1 blocks of d-vectors (``bufs``)
+    # and ns rows of ``width`` partial sums (``parts``)
+    if ns < 1 or (bufs is not None and (bufs.shape[0] < ns or bufs.shape[1] < d)) or \
+            parts.shape[0] < ns or parts.shape[1] < width:
+        raise ValueError(f"{what}: bufs must be (ns >= 1, >= {d}) and parts (ns, >= {width})")
+
+
 def _box_of(str what, Py_ssize_t n, box):
     # a per-point bound read at 0..n-1 (``_at``): n entries, contiguous or a one-value
     # view of stride 0 (np.broadcast_to(gamma, n))
@@ -956,6 +965,12 @@ def fista_iteration(rows_t X, const double[::1] y, const double[::1] r_prev,
     cdef double invL = 1.0 / L
     cdef double inv_unit = 1.0 / unit
     cdef double* out
+    # X's rows and columns against every vector the loops read (found by review: a
+    # feature map's matrix of other rows than y was read and written out of bounds)
+    _same_lengths("fista_iteration", X.n, y=y, r_prev=r_prev, r=r, c=c, box=box,
+                  level=level, r_new=r_new, active=active)
+    _same_lengths("fista_iteration", X.d, a_prev=a_prev, a=a, sc=sc, m=m, v=v, a_new=a_new)
+    _check_blocks("fista_iteration", d, bufs, parts, ns, 4)
     with nogil:
         mv = _extrapolate_v(&a[0], &a_prev[0], &sc[0], &m[0], beta, &v[0], d)
         by = (1.0 + beta) * b - beta * b_prev
@@ -1023,10 +1038,10 @@ def fista_svm_gradient(rows_t X, const double[::1] y, const double[::1] r_prev,
     cdef int nt = _threads(stored(X), ns, threads)
     cdef double by, offset, mv, ph = 0.0, nf = 0.0
     cdef double invL = 1.0 / L
-    if box.shape[0] != n:
-        raise ValueError(f"box has {box.shape[0]} entries for {n} points")
-    if parts.shape[1] < 2:
-        raise ValueError(f"parts needs at least 2 columns, got {parts.shape[1]}")
+    _same_lengths("fista_svm_gradient", X.n, y=y, r_prev=r_prev, r=r, c=c, box=box,
+                  yk_out=yk_out, vproj=vproj)
+    _same_lengths("fista_svm_gradient", X.d, a_prev=a_prev, a=a, sc=sc, m=m, v=v)
+    _check_blocks("fista_svm_gradient", d, None, parts, ns, 2)
     with nogil:
         mv = _extrapolate_v(&a[0], &a_prev[0], &sc[0], &m[0], beta, &v[0], d)
         by = (1.0 + beta) * b - beta * b_prev
@@ -1088,6 +1103,10 @@ def fista_svm_finish(rows_t X, const double[::1] y, const double[::1] yk,
     cdef double b_new = 0.0, eps, dsq = 0.0, rsum = 0.0, rsq = 0.0, wsq, sums[4]
     cdef double inv_unit = 1.0 / unit
     cdef double* out
+    _same_lengths("fista_svm_finish", X.n, y=y, yk=yk, vproj=vproj, box=box, level=level,
+                  r_new=r_new, active=active)
+    _same_lengths("fista_svm_finish", X.d, sc=sc, m=m, a_new=a_new)
+    _check_blocks("fista_svm_finish", d, bufs, parts, ns, 4)
     with nogil:
         for k in prange(ns, schedule="static", num_threads=nt):
             lo = k * n // ns
@@ -1966,8 +1985,17 @@ def pegasos_epoch(rows_t X, const double[::1] y, const int64_t[::1] order, doubl
     cdef Py_ssize_t d = sa.shape[0]
     cdef Py_ssize_t n_ord = order.shape[0]
     cdef Py_ssize_t s, i, j
-    cdef double alpha = st[0], beta = st[1], P = st[2], A2 = st[3], bias = st[4], k = st[5]
+    cdef double alpha, beta, P, A2, bias, k
     cdef double eta, dot, marg, delta, xa, wn2
+    _same_lengths("pegasos_epoch", X.n, y=y, c=c, xsq=xsq, weight=weight)
+    _same_lengths("pegasos_epoch", X.d, sa=sa, sc=sc)
+    if st.shape[0] < 6:
+        raise ValueError(f"pegasos_epoch: st needs 6 entries, got {st.shape[0]}")
+    for s in range(n_ord):
+        if not 0 <= order[s] < X.n:
+            raise ValueError(f"pegasos_epoch: order[{s}] = {order[s]} is not a row of X "
+                             f"({X.n} rows)")
+    alpha, beta, P, A2, bias, k = st[0], st[1], st[2], st[3], st[4], st[5]
     with nogil:
         for s in range(n_ord):
             i = order[s]

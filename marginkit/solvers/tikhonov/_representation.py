@@ -28,7 +28,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from ..._executors import local_executor
-from ..._referee import feature_rows, float64_block
+from ..._referee import feature_rows, float64_block, map_rows
 from ..._validation import check_X
 from ...kernels.approximation import NystroemFeatures, NystroemMap, draw_centre_index
 from ...linalg._shared import reuse
@@ -305,7 +305,7 @@ def training_features(problem, params, train_index, blocked):
         linear = getattr(kernel, "name", None) == "linear"
         identity_map = linear or _returns_its_rows(kernel, Xtr)
         if linear:
-            Phi = kernel.feature_map(Xtr)
+            Phi = map_rows(kernel, Xtr)
         else:  # by row blocks: no float64 copy of a float32 X
             Phi = Xtr if identity_map else feature_rows(kernel, Xtr)
         Phi = check_X(Phi, name="feature_map(X)")
@@ -383,7 +383,7 @@ def validation_features(kernel, X, val_index, train_index, features):
             Kv = gram_matrix(kernel, Xv, X[train_index])
         return Kv @ features.exact.projection_
     if features.identity_map:
-        return check_X(kernel.feature_map(Xv), name="feature_map(X)")
+        return check_X(map_rows(kernel, Xv), name="feature_map(X)")
     return check_X(feature_rows(kernel, Xv), name="feature_map(X)")
 
 
