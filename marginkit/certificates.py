@@ -660,7 +660,9 @@ def stored_separator_margin(X, ypm, kernel, coef=None, support=None, support_coe
     """The smallest margin y_i f(x_i) of a stored separator f (plus ``intercept``), less a
     bound on the rounding of its recomputation in float64 (positive: f classifies every
     point correctly as a float64 evaluation computes it, whatever the order of its sums;
-    ``Result.predict`` evaluates kernel models on float32 X in float64 for that reason).
+    ``Result.predict`` evaluates kernel models on float32 X in float64 for that reason),
+    a kernel's entries counted with the error of its own evaluation, the one predict
+    makes (``Kernel.evaluation_bound``).
 
     f is ``coef`` in the kernel's feature space (the linear model's ``coef_``), or
     ``K(x, support) @ support_coef`` (a kernel model; ``support`` None for a precomputed
@@ -698,6 +700,10 @@ def stored_separator_margin(X, ypm, kernel, coef=None, support=None, support_coe
             K, E = np.asarray(K.toarray() if sp.issparse(K) else K, dtype=np.float64), None
         else:
             K, E = kernel.careful_block(X[lo:hi], support)
+            # the error of the kernel's own evaluation, the one predict makes
+            bound = getattr(kernel, "evaluation_bound", None)
+            if bound is not None:
+                E = bound(X[lo:hi], support, K, E)
         f = K @ c
         err = SAFETY * (k * U / (1 - k * U) * (np.abs(K) @ np.abs(c))
                         + (0.0 if E is None else E @ np.abs(c))

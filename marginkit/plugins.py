@@ -603,6 +603,16 @@ class Kernel(Plugin):
 
         return trusted_block(self(as64(A), as64(B)), self.trusted_ulps)
 
+    def evaluation_bound(self, A, B, K, E):
+        """A bound on each entry's error of the kernel's own evaluation ``self(A, B)`` on
+        float64 rows (the one ``Result.predict`` and ``decision_function`` use) against
+        the exact K(a_i, b_j), given ``(K, E) = careful_block(A, B)``. A certificate
+        that stores a predictor checks it with this bound, so that the predictor it
+        certifies is the one predict evaluates. The default, E, holds when the
+        evaluation is ``careful_block``'s own (this class's default) or within its bound;
+        a kernel whose ``__call__`` takes a faster, less accurate path returns more."""
+        return E
+
 
 @dataclasses.dataclass(frozen=True)
 class Trigger:

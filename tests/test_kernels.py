@@ -1164,3 +1164,37 @@ def test_careful_block_validates_its_operands_as_the_kernel_does(name):
         kernel.careful_block(X[0], X)
     K, E = kernel.careful_block(sp.coo_matrix(X), X)  # a valid COO operand is read
     assert np.allclose(K, kernel(X, X)) and np.all(E >= 0)
+
+
+@pytest.mark.parametrize("case", _PRODUCT_CASES + ["close_pair"])
+@pytest.mark.parametrize("layout", ["dense", "csr"])
+@pytest.mark.parametrize("same", [False, True])
+def test_rbf_evaluation_bound_covers_its_own_evaluation(case, layout, same):
+    """``RBFKernel.evaluation_bound`` bounds the error of ``kernel(A, B)``, the evaluation
+    predict makes (the norm formula up to the 2^-36 row test), against long-double
+    explicit differences. ``close_pair`` is the review's: two points 5e-7 apart at 70,
+    where the norm formula gives exactly 1 for an entry of 1 - 1.25e-13, beyond
+    careful_block's E: a separator checked with E alone verified while predict scored
+    both points 0."""
+    rng = np.random.default_rng(10)
+    if case == "close_pair":
+        x = np.concatenate([-70.0 + 0.1 * rng.normal(size=10), [70.0, 70.0 + 5e-7]])[:, None]
+        A = B = x
+        gamma = 0.5
+        if layout == "csr":
+            A = B = sp.csr_matrix(x)
+        Ad, Bd = x, x
+    else:
+        A, B, Ad, Bd, gamma = _careful_products_inputs(case, layout, np.float64, same, rng)
+    kernel = mk.get_plugin("kernel", "rbf")(gamma=gamma)
+    K, E = kernel.careful_block(A, B)
+    bound = kernel.evaluation_bound(A, B, K, E)
+    assert np.all(bound >= E)
+    fast = kernel(A, B)
+    a, b = Ad.astype(np.longdouble), Bd.astype(np.longdouble)
+    exact = np.exp(-np.longdouble(gamma) * ((a[:, None] - b[None]) ** 2).sum(axis=2))
+    err = np.abs(fast - exact)
+    assert np.all(err <= bound)
+    assert np.all(bound <= 2e-11 * K + E + 1e-300)  # 2^-36 and roundings, no blanket
+    if case == "close_pair":
+        assert np.any(err > E)  # what the bound adds is needed

@@ -996,3 +996,25 @@ def test_labels_outside_the_classes_raise_for_every_kind():
         assert cert is not None and cert.verify(X, y), kw
         with pytest.raises(ValueError, match="not among the run's classes"):
             cert.verify(X, bad)
+
+
+def test_a_separator_is_certified_only_as_predict_evaluates_it():
+    """Found by review: on a close pair at 70 (5e-7 apart, opposite labels) the RBF
+    perceptron's separator of normalized margin 4e-14 verified ("separable"), while
+    ``predict`` misclassified a training point: its kernel evaluation (the norm formula,
+    accurate to 2^-36) gave K(x_10, x_11) = 1 where careful_block's explicit differences
+    give 1 - 1.25e-13, and both points scored 0. The stored separator is now checked
+    with the error of the kernel's own evaluation (``Kernel.evaluation_bound``): no
+    claim here, and a claim elsewhere is one predict honours."""
+    rng = np.random.default_rng(0)
+    x = np.concatenate([-70.0 + 0.1 * rng.normal(size=10), [70.0, 70.0 + 5e-7]])[:, None]
+    y = np.concatenate([-np.ones(10), [1, -1]])
+    res = mk.solve(x, y, solver="perceptron", kernel="rbf", kernel_params={"gamma": 0.5},
+                   max_iter=20000)
+    assert res.status != "separable" and res.certificate is None
+    # a pair the evaluation resolves (5e-3 apart): separable, and predict agrees
+    x[-1, 0] = 70.0 + 5e-3
+    res = mk.solve(x, y, solver="perceptron", kernel="rbf", kernel_params={"gamma": 0.5},
+                   max_iter=20000)
+    assert res.status == "separable" and res.certificate.verify(x, y)
+    np.testing.assert_array_equal(res.predict(x), y)

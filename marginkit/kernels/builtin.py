@@ -7,6 +7,7 @@ returns K(a_i, a_i). A and B may be dense arrays or CSR matrices; sparse input i
 densified. ``linear`` has a ``feature_map`` (X itself) so feature-space solvers never form
 the n x n Gram. See ``docs/kernels.md`` for the formulas and the choice of defaults.
 """
+import math
 import numbers
 
 import numpy as np
@@ -387,6 +388,27 @@ class RBFKernel(Kernel):
             K[idx] = Ki
             if same:
                 K[:, idx] = Ki.T
+
+    def evaluation_bound(self, A, B, K, E):
+        """``__call__`` on float64 rows keeps the norm formula on the rows whose
+        exponent's rounding bound g c (|a|^2 + |b|^2) is at most ``_RBF_TOLERANCE``
+        (2^-36; ``_recompute_cancelled_rows``) and computes the others from explicit
+        differences (``careful_block``'s own operations there, within E). On a row it
+        keeps, the exponent g D2 is off by at most 2^-36 + g e_abs (the products that
+        underflow, ``_underflow_bound``, which that row test leaves out) plus the
+        rounding of g times it (u g D2 <= 746 u for an entry that does not underflow),
+        and exp adds at most 8 u: the entry is within a factor exp(tau') of the exact
+        one, so within tau K* of it, tau = expm1(tau') (1 + 2^-20) + 8 u, K* <= K + E.
+        The bound is E + tau (K + E) + 2 tiny (an entry that underflows). Found by
+        review: a separator of normalized margin 4e-14 verified while predict, through
+        the norm formula (K(x_10, x_11) = 1 instead of 1 - 1.25e-13), scored both
+        points of a close pair 0."""
+        A, B = _careful_pair(A, B)
+        g = _resolve_gamma(self.gamma, A.shape[1])
+        k = max(_row_nnz_max(A), _row_nnz_max(B))
+        t = _RBF_TOLERANCE[np.dtype(np.float64)] + g * _underflow_bound(k) + 750.0 * _U64
+        tau = math.expm1(t) * (1.0 + 2.0**-20) + 8.0 * _U64
+        return E + tau * (K + E) + 2.0 * _TINY
 
     def careful_block(self, A, B):
         """K(A, B) in float64 and a bound on each entry's error.
