@@ -33,7 +33,8 @@ class Result:
     status : str
         Why the run ended. A claim, re-checked from the training data before it is
         reported: ``"separable"`` (a separator, ``certificate.kind == "separator"``),
-        ``"infeasible"`` (no separator exists, ``"infeasibility"``), ``"certified"``
+        ``"infeasible"`` (no separator has a normalized margin above the run's eps,
+        ``"infeasibility"``), ``"certified"``
         (SVM family: points certified correctly classified, ``"certified_points"``);
         ``"converged"`` (a tolerance met, re-checked when it carries a certificate:
         iterated Tikhonov's a ``"newton_decrement"`` one, the SVM solvers' a

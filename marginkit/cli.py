@@ -399,7 +399,8 @@ def run_job(X, y, config, X_test=None, y_test=None, verify=True):
 #: what the demo's columns mean, printed under its table
 DEMO_LEGEND = (
     "status is what a run found: separable, infeasible, certified and converged are claims, each "
-    "with a certificate (a separator, a proof that none exists, certified points, a bounded "
+    "with a certificate (a separator, a proof that none has a margin above eps, certified "
+    "points, a bounded "
     "Newton decrement) that verify(X, y) re-checks from the data alone; margin bounds bracket "
     "the best normalized margin rho_K (positive: separable).\n"
     "With the linear kernel neither data set is separable: nvn, snkpvn and isnkpvn prove it "
