@@ -163,8 +163,8 @@ def test_verdict_reports_the_recomputed_numbers(certified_run):
 
 
 @pytest.mark.parametrize("change", [
-    "mask", "r", "gamma", "mu", "means", "inv_std", "coef", "coef_and_intercept",
-    "intercept", "t_bar", "classes", "scale", "formulation", "labels"])
+    "mask", "r", "gamma", "mu", "means", "inv_std", "nan_means", "nan_inv_std", "coef",
+    "coef_and_intercept", "intercept", "t_bar", "classes", "scale", "formulation", "labels"])
 def test_tampered_certificate_is_rejected(certified_run, change):
     X, y, res = certified_run
     cert = res.certificate
@@ -189,6 +189,10 @@ def test_tampered_certificate_is_rejected(certified_run, change):
         bad = tampered(cert, means=cert.means + 1e-5 / np.where(cert.inv_std > 0, cert.inv_std, 1))
     elif change == "inv_std":
         bad = tampered(cert, inv_std=cert.inv_std * (1 + 1e-5))
+    elif change == "nan_means":  # NaN compared within every tolerance (found by review)
+        bad = tampered(cert, means=np.full_like(cert.means, np.nan))
+    elif change == "nan_inv_std":
+        bad = tampered(cert, inv_std=np.where(cert.inv_std > 0, np.nan, 0.0))
     elif change == "coef":
         coef = cert.coef.copy()
         coef[0] *= 1 + 1e-4

@@ -309,6 +309,9 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
         return reject("1/sigma overflows float64 for a column of X (standard deviation below "
                       "1e-308): the standardized problem cannot be represented")
     zero = s == 0.0
+    if not (np.all(np.isfinite(cert.inv_std)) and np.all(np.isfinite(cert.means))):
+        # (NaN compared within every tolerance below: found by review)
+        return reject("the stored scaling statistics are not finite")
     if not np.array_equal(zero, cert.inv_std == 0.0):
         return reject("the stored inverse standard deviations drop other columns than X's")
     with np.errstate(over="ignore", invalid="ignore"):
