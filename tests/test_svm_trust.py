@@ -933,3 +933,39 @@ def test_fista_error_bound_covers_the_exact_distance_at_a_large_mu(mu):
     assert all(v >= 0 for v in rs) and all(grad[i] >= 0 for i in range(n) if i not in F)
     dist = float(sum((Fr(float(cert.r[i])) - rs[i]) ** 2 for i in range(n))) ** 0.5
     assert cert.value >= dist and res.history["error_bound"][-1] >= dist
+
+
+def test_a_column_of_tiny_spread_is_kept_as_scikit_learn_keeps_it():
+    """Found by review: scale='std' dropped a column whose spread was 1.1e-13 of its mean
+    (500 ulps, exactly representable: the rule was sd <= 1e-12 |mean|), and fista, fista_svm
+    and dcd certified points 0 and 1, which the exact optimum of the standardized problem
+    misclassifies (theta = -0.30, from exact rational statistics). A column is now
+    constant by scikit-learn's StandardScaler rule (var <= n eps var + (n eps mean)^2):
+    this one is kept, with a warning that its implicit centring leaves nothing to
+    certify, and the two points are not certified."""
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(0)
+    n = 40
+    y = np.where(np.arange(n) < 20, 1, -1)
+    d = 2.0 ** -43
+    xA = 1.0 + d * y
+    xA[[0, 1]] = 1.0 - d
+    xB = y * 1.0 + 2.5 * rng.normal(size=n)
+    xB[[0, 1]] = 4.0
+    X = np.column_stack([xA, xB])
+    for solver in ("fista", "fista_svm", "dcd"):
+        with pytest.warns(UserWarning, match="column 0 of X has a mean .* times its standard"):
+            res = mk.solve(X, y, solver=solver)
+        cert = res.certificate
+        assert cert is None or not (cert.mask[0] or cert.mask[1]), solver
+    # constant columns as StandardScaler finds them: 1 ulp of spread is, 500 ulps is not
+    one_ulp = 1.0 + np.where(np.arange(n) % 2, np.spacing(1.0), 0.0)
+    Xc = np.column_stack([np.full(n, 3.0), one_ulp, xA, 1.0 + 2.0 ** -30 * y, xB])
+    from marginkit.solvers.svm._certificate import scaling_statistics
+
+    _, s = scaling_statistics(Xc, "std")
+    ours = s == 0.0
+    theirs = StandardScaler().fit(Xc).scale_ == 1.0
+    np.testing.assert_array_equal(ours, [True, True, False, False, False])
+    np.testing.assert_array_equal(ours, theirs)

@@ -24,6 +24,7 @@ products with X accumulate in float64.
 """
 import numpy as np
 from cython.parallel cimport prange
+from libc.float cimport DBL_EPSILON
 from libc.math cimport sqrt, fabs, frexp, ldexp, INFINITY
 
 cdef extern from "math.h" nogil:
@@ -307,8 +308,12 @@ cdef void _scaling_tail(Py_ssize_t d, double dn, const double* colmax, const dou
         sd = sqrt(var if var > 0.0 else 0.0)
         if var != var:
             sd = var
-        # constant: zero spread, or spread at round-off level of the (normalized) mean
-        ok = (colmax[j] > 0) and (sd > 1e-12 * fabs(mean)) and (sd > 0)
+        # constant: a variance within the error bound of its two-pass computation,
+        # var <= n eps var + (n eps mean)^2 (Chan, Golub and LeVeque; scikit-learn's
+        # StandardScaler rule), on the normalized column (the rule is scale-free). A fixed
+        # 1e-12 |mean| dropped columns of spread 500 ulps of their mean (found by review)
+        ok = (colmax[j] > 0) and (sd > 0) and \
+            (var > dn * DBL_EPSILON * var + (dn * DBL_EPSILON * mean) ** 2)
         sigma = sd * safe[j]
         mean = mean * safe[j]
         ok = ok and (sigma - sigma == 0.0) and (sigma > 0)  # finite and positive
