@@ -60,9 +60,16 @@ def _compatible(kind, attrs):
 
 
 def _rule_fits(cls, provides):
+    """Whether the rule ``cls`` fits a solver that provides ``provides``: True, False, or
+    "params" when what it requires depends on its parameters (``tolerance``'s
+    ``attribute``) and its defaults do not fit."""
     req = getattr(cls, "requires", ())
     if isinstance(req, property):  # depends on the rule's parameters (e.g. tolerance)
-        return True
+        try:
+            req = cls().requires
+        except (TypeError, ValueError):  # a required parameter: no defaults to try
+            return "params"
+        return True if set(req) <= provides else "params"
     return set(req) <= provides
 
 
@@ -123,11 +130,15 @@ def compose(config):
             )
         missing = [a for a in rule.requires if a not in provides]
         if missing:
-            ok = [n for n in REGISTRIES["stopping"].names()
-                  if _rule_fits(REGISTRIES["stopping"].get(n), provides)]
+            fits = {n: _rule_fits(REGISTRIES["stopping"].get(n), provides)
+                    for n in REGISTRIES["stopping"].names()}
+            ok = [n for n, f in fits.items() if f is True]
+            other = [n for n, f in fits.items() if f == "params"]
+            also = (f"; with a state attribute it provides ({sorted(provides)}) as their "
+                    f"parameter: {other}") if other else ""
             raise ValueError(
                 f"stopping rule {rule.name or type(rule).__name__!r} needs {missing}, which solver "
-                f"{sname!r} does not provide; compatible rules for {sname!r}: {ok}"
+                f"{sname!r} does not provide; compatible rules for {sname!r}: {ok}{also}"
             )
     return solver, kernel, smoother, rules, max_iter
 

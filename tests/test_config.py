@@ -82,3 +82,22 @@ def test_solver_params_default_is_a_fresh_empty_dict():
     assert [p for p in inspect.signature(mk.Config).parameters] == \
         [f.name for f in dataclasses.fields(mk.Config)]
     assert mk.Config().solver_params == {} and mk.Config().solver_params is not mk.Config().solver_params
+
+
+def test_rules_by_name_and_the_compatible_list():
+    """Found by review: ``stop="max_iter"`` by name failed ("missing required parameter
+    'n'") although n=None (the run's max_iter) is its documented meaning; and the list of
+    rules compatible with ``snkp`` named ``tolerance``, whose default attribute it does not
+    provide, among the ones that fit."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((50, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    res = mk.solve(X, y, solver="dcd", stop="max_iter", max_iter=7)
+    assert res.status == "max_iter" and res.n_iter == 7
+    with pytest.raises(ValueError, match=r"compatible rules for 'snkp': \[[^\]]*\]; with a "
+                                         r"state attribute it provides .* \['tolerance'\]") as e:
+        mk.solve(X, y, solver="snkp", stop=["tolerance"])
+    assert "'tolerance'" not in str(e.value).split("; with")[0].split("compatible rules")[1]
+    res = mk.solve(X, y, solver="snkp", stop=[("tolerance", {"attribute": "dual_norm",
+                                                             "tol": 1e-3})])
+    assert res.status in ("converged", "max_iter")

@@ -110,7 +110,7 @@ class MaxIter(StoppingRule):
     default rule of ``pegasos``, whose epochs are a fixed budget)."""
 
     status = "max_iter"
-    param_table = {"n": Param(Param.REQUIRED, types=numbers.Integral, low=1, allow_none=True,
+    param_table = {"n": Param(None, types=numbers.Integral, low=1, allow_none=True,
                               doc="iterations (None: the run's max_iter)")}
 
     def triggers(self, problem):
