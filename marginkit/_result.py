@@ -163,11 +163,19 @@ class Result:
             raise ValueError("this result has no model to evaluate (no coef_ or kernel support)")
         kernel = self.kernel
         if getattr(kernel, "precomputed", False):
+            extra = self.extra or {}
+            train, rows = extra.get("train_index"), extra.get("split_rows")
+            if train is not None and rows is not None and X.shape[1] == rows and \
+                    rows != self.support_coef_.shape[0]:
+                # K(X_new, X_train) of all the run's rows: the model's are train_index
+                X = X[:, np.asarray(train)]
             if X.shape[1] != self.support_coef_.shape[0]:
                 raise ValueError(
                     f"with kernel='precomputed', X must be K(X_new, X_train) with "
-                    f"{self.support_coef_.shape[0]} columns, got {X.shape[1]}"
-                )
+                    f"{self.support_coef_.shape[0] if rows is None else rows} columns, got "
+                    f"{X.shape[1]}"
+                    + ("" if train is None else " (the model reads the columns of "
+                       "extra['train_index'], the rows t='auto' trained on)"))
             K = X.toarray() if sp.issparse(X) else X
         else:
             if X.shape[1] != self.support_.shape[1]:
@@ -182,6 +190,9 @@ class Result:
         if self.coef_ is not None:
             return int(np.shape(self.coef_)[0])
         if getattr(self.kernel, "precomputed", False):
+            rows = (self.extra or {}).get("split_rows")
+            if rows is not None:
+                return int(rows)  # K(X_new, X_train) of all the run's rows (t="auto")
             return None if self.support_coef_ is None else int(np.shape(self.support_coef_)[0])
         if self.support_ is not None and getattr(self.kernel, "feature_map", None) is None:
             return int(self.support_.shape[1])

@@ -1035,3 +1035,35 @@ def test_a_plugin_kernel_without_a_default_b_runs():
     y = np.where(X[:, 0] > 0, 1, -1)
     res = mk.solve(X, y, solver="iterated_tikhonov", kernel=TwoArg())
     assert res.status == "converged" and res.certificate.verify(X, y)
+
+
+def test_a_precomputed_auto_model_predicts_from_the_gram_of_all_its_rows():
+    """Found by review: with kernel="precomputed" and t="auto" the model trains on the
+    rows of a validation split (extra["train_index"]), and predict refused the documented
+    K(X_new, X_train) of all the training rows ("must be ... with 32 columns, got 40"),
+    in the estimators too. The result now reads the columns of its training rows."""
+    import warnings
+
+    from marginkit.sklearn import IteratedTikhonovClassifier, IteratedTikhonovRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    K = X @ X.T
+    Kt = rng.standard_normal((7, 3)) @ X.T
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = mk.solve(K, y, solver="iterated_tikhonov", kernel="precomputed", t="auto",
+                       random_state=0)
+        train = res.extra["train_index"]
+        assert res.extra["split_rows"] == 60 and len(train) < 60
+        np.testing.assert_array_equal(res.decision_function(Kt),
+                                      res.decision_function(Kt[:, train]))
+        with pytest.raises(ValueError, match="60 columns, got 50 .*train_index"):
+            res.predict(K[:, :50])
+        y3 = np.digitize(X[:, 1], [-0.5, 0.5])
+        for est, target in ((IteratedTikhonovClassifier, y), (IteratedTikhonovClassifier, y3),
+                            (IteratedTikhonovRegressor, X[:, 0])):
+            model = est(kernel="precomputed", t="auto", random_state=0).fit(K, target)
+            assert model.predict(Kt).shape == (7,)
+            assert model.score(K, target) > 0.7

@@ -195,7 +195,10 @@ class IteratedTikhonov(Solver):
                            "decrement": state.decrement, "target": target,
                            "newton_solver": state.newton_solver, **extra}
         if state.train_index is not None:
+            # the rows of X the last model trained on (t="auto" holds the others out), and
+            # their number: a precomputed model reads those columns of K(X_new, X_train)
             fields["extra"]["train_index"] = state.train_index
+            fields["extra"]["split_rows"] = state.split_rows
         if self.params["keep_path"]:
             steps = list(state.prox_coef[: t_used - 1]) + [w]
             fields["extra"]["path"] = np.array([state.prediction_coef(v) for v in steps])

@@ -84,6 +84,7 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
         X = problem.X
         n_all = X.shape[0]
         self.train_index = None
+        self.split_rows = None
         if self.auto:
             n_val = validation_size(n_all, prm["validation_fraction"])
             if n_val < 1 or n_all - n_val < 2:
@@ -94,6 +95,7 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
                 )
             self.train_index, val_index = validation_split(
                 n_all, prm["validation_fraction"], problem.rng)
+            self.split_rows = int(n_all)
         lam = prm["lam"] if prm["lam"] is not None else 1.0 / n_all
         self.lam = float(lam)
 
