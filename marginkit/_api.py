@@ -654,6 +654,12 @@ def solve(X, y, config=None, sample_weight=None, features=None, **kwargs):
             res = _run_to_result(problem, driver, solver, rules, max_iter, config)
             res.extra.setdefault("dask", problem.summary())
         return res
+    task = getattr(solver, "task", "classification")
+    if sp.issparse(X) and X.format != "csr" and len(X.shape) == 2:
+        # y against the declared rows before X's conversion, whose row pointers cost 8
+        # bytes a declared row (found by review: a COO of 40 entries declared with 1.5e8
+        # rows took 1.7 GiB, then failed on y's length)
+        check_y(y, X.shape[0], task=task)
     Xv = check_X(X)
     if isinstance(kernel, LinearKernel):  # the solvers' vectors live in the input space
         _check_feature_budget(Xv, config.memory_budget)
@@ -661,7 +667,6 @@ def solve(X, y, config=None, sample_weight=None, features=None, **kwargs):
         _check_kernel_column_budget(Xv, config.memory_budget, kernel)
     if getattr(kernel, "precomputed", False):
         check_gram(Xv)  # square, symmetric, K_ii >= 0; blockwise, never densifies sparse K
-    task = getattr(solver, "task", "classification")
     yv, classes = check_y(y, Xv.shape[0], task=task)
     weights = None
     if sample_weight is not None:

@@ -576,7 +576,11 @@ def check_sparse_structure(X, name="X", row_offset=0):
 
 def _csr_from(template, data, indices, indptr, shape, canonical):
     """A CSR matrix (the class of ``template``: matrix or array) on the given arrays,
-    without scipy's constructor re-reading or down-casting them."""
+    without scipy's constructor re-reading or down-casting them (non-native byte order
+    made native: scipy refuses such dtypes; found by review)."""
+    arrays = [a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+              for a in (data, indices, indptr)]
+    data, indices, indptr = arrays
     M = (sp.csr_array if isinstance(template, sp.sparray) else sp.csr_matrix)(shape, dtype=data.dtype)
     M.data, M.indices, M.indptr = data, indices, indptr
     M.has_sorted_indices = canonical
@@ -604,7 +608,13 @@ def checked_csr(X, name="X", row_offset=0):
         Xc, label = X, "CSR"
     else:
         check_sparse_structure(X, name, row_offset)
-        Xc, label = X.tocsr(), f"CSR converted from {fmt.upper()}"
+        try:
+            Xc, label = X.tocsr(), f"CSR converted from {fmt.upper()}"
+        except MemoryError:
+            raise ValueError(
+                f"{name} ({fmt.upper()}, shape {X.shape}, {X.nnz} stored entries): its CSR "
+                f"form needs {8.0 * (X.shape[0] + 1):.3g} bytes of row pointers alone, more "
+                "than this machine gives; check the declared shape") from None
     data, indices, indptr, canonical = _checked_compressed(Xc, name, label, row_offset=row_offset)
     same = data is Xc.data and indices is Xc.indices and indptr is Xc.indptr
     if same and canonical and Xc is X:

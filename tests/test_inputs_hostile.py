@@ -344,3 +344,46 @@ def test_save_refuses_a_fifo_and_stores_object_string_labels(tmp_path):
     tuples[:] = [(1, 2) if v == "x" else (3, 4) for v in y]
     with pytest.raises(TypeError, match="label of type tuple"):
         mk.solve(X, tuples)
+
+
+def test_a_huge_declared_sparse_shape_is_refused_before_its_conversion():
+    """Found by review: a COO matrix of 40 entries declared with 1.5e8 rows took 1.7 GiB
+    (its CSR row pointers) before y's length was compared, and one declared with 2^40
+    rows raised numpy's MemoryError instead of an error naming X."""
+    import resource
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 4))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    C = sp.coo_matrix(X)
+    tall = sp.coo_matrix((C.data, (C.row, C.col)), shape=(150_000_000, 4))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ValueError, match="y has 40 entries but X has 150000000 rows"):
+        mk.solve(tall, y, solver="fista")
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before  # KiB on Linux
+    assert grown < 256 * 1024
+    huge = sp.coo_matrix((C.data, (C.row, C.col)), shape=(2 ** 40, 4))
+    res = mk.solve(X, y, solver="dcd")
+    for call in (res.predict, lambda Z: res.certificate.check(Z, np.ones(40))):
+        with pytest.raises(ValueError, match=r"X \(COO, shape \(1099511627776, 4\).*row pointers"):
+            call(huge)
+
+
+def test_csr_arrays_of_non_native_byte_order_together():
+    """Found by review: CSR arrays all of non-native byte order (data and indices set
+    after construction) reached scipy's constructor, which refuses such a dtype; either
+    order alone was handled."""
+    from marginkit._validation import check_X
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 4))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    S = sp.csr_matrix(X)
+    M = sp.csr_matrix(S.shape)
+    M.data, M.indices, M.indptr = (S.data.astype(">f8"), S.indices.astype(">i4"),
+                                   S.indptr.astype(">i4"))
+    Z = check_X(M)
+    assert Z.data.dtype.isnative and (Z != S).nnz == 0 and M.data.dtype == np.dtype(">f8")
+    a = mk.solve(M, y, solver="dcd", random_state=0)
+    b = mk.solve(S, y, solver="dcd", random_state=0)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
