@@ -603,15 +603,24 @@ class Kernel(Plugin):
 
         return trusted_block(self(as64(A), as64(B)), self.trusted_ulps)
 
+    def evaluation_slack(self, A, B):
+        """``(tau, floor)``: the kernel's own evaluation ``self(A, B)`` on float64 rows (the
+        one ``Result.predict`` and ``decision_function`` use) is within
+        E + tau (K + E) + floor of the exact K(a_i, b_j), entry by entry, given
+        ``(K, E) = careful_block(A, B)``. (0, 0) by default: the evaluation is
+        ``careful_block``'s own (this class's default) or within its bound; a kernel
+        whose ``__call__`` takes a faster, less accurate path returns more."""
+        return 0.0, 0.0
+
     def evaluation_bound(self, A, B, K, E):
-        """A bound on each entry's error of the kernel's own evaluation ``self(A, B)`` on
-        float64 rows (the one ``Result.predict`` and ``decision_function`` use) against
-        the exact K(a_i, b_j), given ``(K, E) = careful_block(A, B)``. A certificate
-        that stores a predictor checks it with this bound, so that the predictor it
-        certifies is the one predict evaluates. The default, E, holds when the
-        evaluation is ``careful_block``'s own (this class's default) or within its bound;
-        a kernel whose ``__call__`` takes a faster, less accurate path returns more."""
-        return E
+        """The bound of ``evaluation_slack`` on each entry's error of ``self(A, B)``, given
+        ``(K, E) = careful_block(A, B)``. A certificate that stores a predictor checks it
+        with this bound, so that the predictor it certifies is the one predict
+        evaluates."""
+        tau, floor = self.evaluation_slack(A, B)
+        if tau == 0.0 and floor == 0.0:
+            return E
+        return E + tau * (K + E) + floor
 
 
 @dataclasses.dataclass(frozen=True)

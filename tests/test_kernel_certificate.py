@@ -813,3 +813,29 @@ def test_a_shadowed_parameter_of_a_nested_kernel_is_rejected_and_an_equal_one_is
 
     r = mk.solve(X, y, solver="snkp", kernel=Gauss(gamma=2.0), max_iter=3000)
     assert r.status == "separable" and r.certificate.verify(X, y)
+
+
+def test_the_stored_classifier_is_checked_as_predict_evaluates_it():
+    """The kernel SVM check of the stored classifier's margins on the certified points
+    counts the error of the kernel's own evaluation, the one predict makes (``ev``,
+    from ``Kernel.evaluation_slack``): on points 5e-7 apart at 70 the RBF norm formula
+    (accurate to 2^-36) is farther from the exact K u than careful_block's bound ef, and
+    ef + ev covers it. Before, a margin between ef and that error could pass while
+    predict flipped the point (a separator did, found by review)."""
+    from marginkit.solvers.svm._kernel_certificate import margins_and_bound
+
+    rng = np.random.default_rng(0)
+    x = np.concatenate([-70.0 + 0.1 * rng.normal(size=10), [70.0, 70.0 + 5e-7],
+                        70.0 + 1e-6 * rng.normal(size=6)])[:, None]
+    y = np.where(x[:, 0] > 0, 1.0, -1.0)
+    y[11] = -1.0
+    r = rng.uniform(0.0, 1.0, x.shape[0])
+    kernel = mk.get_plugin("kernel", "rbf")(gamma=0.5)
+    res = margins_and_bound(x, y, r, np.ones(x.shape[0]), 0.5, "hsvm", float(y @ r), kernel)
+    u = y * r
+    fast = kernel(x, x) @ u  # what predict computes (support_ = every row here)
+    a = x.astype(np.longdouble)
+    exact = np.exp(-np.longdouble(0.5) * (a[:, None, 0] - a[None, :, 0]) ** 2) @ u
+    err = np.abs(fast - exact).astype(np.float64)
+    assert np.all(err <= res.ef + res.ev)
+    assert np.any(err > res.ef)

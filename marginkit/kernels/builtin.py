@@ -389,7 +389,7 @@ class RBFKernel(Kernel):
             if same:
                 K[:, idx] = Ki.T
 
-    def evaluation_bound(self, A, B, K, E):
+    def evaluation_slack(self, A, B):
         """``__call__`` on float64 rows keeps the norm formula on the rows whose
         exponent's rounding bound g c (|a|^2 + |b|^2) is at most ``_RBF_TOLERANCE``
         (2^-36; ``_recompute_cancelled_rows``) and computes the others from explicit
@@ -399,16 +399,15 @@ class RBFKernel(Kernel):
         rounding of g times it (u g D2 <= 746 u for an entry that does not underflow),
         and exp adds at most 8 u: the entry is within a factor exp(tau') of the exact
         one, so within tau K* of it, tau = expm1(tau') (1 + 2^-20) + 8 u, K* <= K + E.
-        The bound is E + tau (K + E) + 2 tiny (an entry that underflows). Found by
+        The slack is (tau, 2 tiny) (an entry that underflows). Found by
         review: a separator of normalized margin 4e-14 verified while predict, through
         the norm formula (K(x_10, x_11) = 1 instead of 1 - 1.25e-13), scored both
         points of a close pair 0."""
-        A, B = _careful_pair(A, B)
         g = _resolve_gamma(self.gamma, A.shape[1])
-        k = max(_row_nnz_max(A), _row_nnz_max(B))
+        k = max(_row_nnz_max(A), _row_nnz_max(B))  # (the shapes only: no float64 copies)
         t = _RBF_TOLERANCE[np.dtype(np.float64)] + g * _underflow_bound(k) + 750.0 * _U64
         tau = math.expm1(t) * (1.0 + 2.0**-20) + 8.0 * _U64
-        return E + tau * (K + E) + 2.0 * _TINY
+        return tau, 2.0 * _TINY
 
     def careful_block(self, A, B):
         """K(A, B) in float64 and a bound on each entry's error.

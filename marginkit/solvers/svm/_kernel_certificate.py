@@ -315,9 +315,10 @@ class KernelCertifiedPointsCertificate(Certificate):
             return Verdict.reject(kind, "a certified point has theta_i <= 1 - mu level beyond "
                                         "rounding", **numbers)
         if form == "hsvm":
-            # the stored classifier (K u + intercept): its margins on the certified points
+            # the stored classifier (K u + intercept): its margins on the certified points,
+            # as predict evaluates it (the kernel's own evaluation's error, ``ev``)
             ydec = ypm[mask] * (res.f[mask] + t_stored)
-            ed = res.ef[mask] + 2 * U * (np.abs(ydec) + abs(t_stored)) + ETA
+            ed = res.ef[mask] + res.ev[mask] + 2 * U * (np.abs(ydec) + abs(t_stored)) + ETA
             if not np.all(ydec * (1.0 - U) > ed):
                 return Verdict.reject(kind, "the stored classifier misclassifies a certified "
                                             "point (beyond rounding)", **numbers)
@@ -414,10 +415,12 @@ class Recomputed:
     eps_v, rho : ||p|| / mu' and a bound on (the exact ||p(r)|| / mu') - eps_v, the
         residual term of y^T r = 0 included for the classical SVM
     delta : the proven lower bound -delta on lambda_min(K) (0 for PSD kernels); mu' = mu - delta
+    ev : a bound on how much further the kernel's own evaluation of K u (the one predict
+        makes: ``Kernel.evaluation_slack``) may be from the exact K u than ef
     """
 
     __slots__ = ("f", "ef", "t", "et", "r1", "theta", "eth", "p", "ep", "eps_v", "rho",
-                 "delta")
+                 "delta", "ev")
 
     def __init__(self, **kw):
         for k, v in kw.items():
@@ -472,6 +475,10 @@ def margins_and_bound(X, ypm, r, box, mu, form, t_stored, kernel):
     # |f~_i - (K u)_i| <= gamma_n sum_j |K~_ij| |u_j| + sum_j E_ij |u_j| + 2n eta; A and B
     # are themselves float64 sums of non-negative terms (relative error gamma_n)
     ef = _SAFETY * (g_n * A + B) * (1.0 + g_n) + 4 * n * ETA
+    # predict's evaluation: within E + tau (K + E) + floor per entry (evaluation_slack)
+    tau, floor = (0.0, 0.0) if getattr(kernel, "precomputed", False) else \
+        getattr(kernel, "evaluation_slack", lambda A_, B_: (0.0, 0.0))(X, X)
+    ev = _SAFETY * (tau * (A + B) + floor * float(np.sum(absu))) * (1.0 + g_n)
     r1 = float(np.sum(r)) * (1.0 + g_n)
     if form == "hsvm":
         t = math.fsum(u.tolist())   # correctly rounded
@@ -518,7 +525,7 @@ def margins_and_bound(X, ypm, r, box, mu, form, t_stored, kernel):
     if not (math.isfinite(eps_v) and math.isfinite(rho)):
         raise _Reject("the error bound is not finite in float64: rescale X, C or mu")
     return Recomputed(f=f, ef=ef, t=t, et=et, r1=r1, theta=theta, eth=eth, p=p, ep=eg,
-                      eps_v=eps_v, rho=rho, delta=delta)
+                      eps_v=eps_v, rho=rho, delta=delta, ev=ev)
 
 
 def _products_blocked(X, kernel, u, absu):
