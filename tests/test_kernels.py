@@ -1198,3 +1198,27 @@ def test_rbf_evaluation_bound_covers_its_own_evaluation(case, layout, same):
     assert np.all(bound <= 2e-11 * K + E + 1e-300)  # 2^-36 and roundings, no blanket
     if case == "close_pair":
         assert np.any(err > E)  # what the bound adds is needed
+
+
+@pytest.mark.parametrize("layout", ["dense", "csr"])
+def test_float32_blocks_whose_intermediates_overflow_are_computed_again(layout):
+    """Found by review: finite float32 rows gave inf (poly with gamma 1e-40: <a, b> = 4e38
+    overflows float32 before gamma brings it to about 1.1) or NaN (rbf: squared norms
+    inf - inf) with no error. The block is computed again in float64 and rounded to
+    float32; an entry beyond float32's range stays inf (linear), as numpy's products."""
+    import warnings
+
+    Xf = np.array([[2e19, 1.0], [1.0, 3e19], [-2e19, 5.0]], np.float32)
+    X = sp.csr_matrix(Xf) if layout == "csr" else Xf
+    X64 = Xf.astype(np.float64)
+    G64 = X64 @ X64.T
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        poly = mk.get_plugin("kernel", "poly")(gamma=1e-40)(X)
+        rbf = mk.get_plugin("kernel", "rbf")(gamma=1e-40)(X)
+        lin = mk.get_plugin("kernel", "linear")()(X)
+    assert poly.dtype == rbf.dtype == lin.dtype == np.float32
+    assert_allclose(poly, (1e-40 * G64 + 1.0) ** 3, rtol=1e-6)
+    sq = np.sum(X64 ** 2, axis=1)
+    assert_allclose(rbf, np.exp(-1e-40 * (sq[:, None] + sq[None] - 2 * G64)), rtol=1e-6)
+    assert np.isinf(lin[0, 0]) and lin[0, 1] == np.float32(G64[0, 1])

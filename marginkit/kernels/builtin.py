@@ -7,6 +7,7 @@ returns K(a_i, a_i). A and B may be dense arrays or CSR matrices; sparse input i
 densified. ``linear`` has a ``feature_map`` (X itself) so feature-space solvers never form
 the n x n Gram. See ``docs/kernels.md`` for the formulas and the choice of defaults.
 """
+import contextlib
 import math
 import numbers
 
@@ -200,6 +201,30 @@ def _as64(X):
     return np.ascontiguousarray(X, dtype=np.float64)
 
 
+def _float32_quiet(dtype):
+    """numpy's overflow warnings silenced for a float32 block (``_float32_finite``
+    computes it again in float64 when one of its entries overflowed on the way)."""
+    if dtype == np.float32:
+        return np.errstate(over="ignore", invalid="ignore")
+    return contextlib.nullcontext()
+
+
+def _float32_finite(kernel, A, B, K):
+    """K = kernel(A, B) computed in float32 (A and B float32 and finite, validated), or,
+    when some entry of it is not finite, the block computed in float64 and rounded to
+    float32: an intermediate overflowed (poly's <a, b> before a tiny gamma, RBF's squared
+    norms: NaN from inf - inf) where the entry itself is representable; an entry beyond
+    float32's range stays inf, as numpy's float32 products give (found by review: poly
+    with gamma 1e-40 returned inf for entries of about 1.1)."""
+    with np.errstate(invalid="ignore"):
+        if K.dtype != np.float32 or math.isfinite(float(np.sum(K, dtype=np.float64))):
+            return K
+    with np.errstate(over="ignore"):
+        A64 = _as64(A)
+        return np.asarray(kernel(A64, A64 if B is A else _as64(B)), dtype=np.float64) \
+            .astype(np.float32)
+
+
 def _careful_pair(A, B):
     """The operands of a ``careful_block``: validated as the kernel's own blocks
     (``prepare_pair``: dense or canonical CSR with checked indices, finite), then float64
@@ -296,8 +321,10 @@ class LinearKernel(Kernel):
         return check_X(X, name="X")
 
     def __call__(self, A, B=None):
-        A, B, _ = prepare_pair(A, B)
-        return _dot_block(A, B)
+        A, B, dtype = prepare_pair(A, B)
+        with _float32_quiet(dtype):
+            K = _dot_block(A, B)
+        return _float32_finite(self, A, B, K)
 
     def diag(self, A):
         A, _, _ = prepare_pair(A)
@@ -318,17 +345,18 @@ class RBFKernel(Kernel):
 
     def __call__(self, A, B=None):
         A, B, dtype = prepare_pair(A, B)
-        g = _resolve_gamma(self.gamma, A.shape[1])
-        same = B is A
-        Ac, Bc = _centered(A, B)
-        K = _dot_block(Ac, Bc, upper_only=True)  # rbf_exponent mirrors the upper triangle
-        na = row_sqnorms(Ac, dtype=K.dtype)
-        nb = na if same else row_sqnorms(Bc, dtype=K.dtype)
-        # ||a - b||^2 = ||a||^2 + ||b||^2 - 2 <a, b>, clipped at 0 (round-off), then exp
-        _gram.rbf_exponent(K, na, nb, g, same)
-        np.exp(K, out=K)
-        self._recompute_cancelled_rows(A, B, Ac, Bc, na, nb, g, K)
-        return K
+        with _float32_quiet(dtype):
+            g = _resolve_gamma(self.gamma, A.shape[1])
+            same = B is A
+            Ac, Bc = _centered(A, B)
+            K = _dot_block(Ac, Bc, upper_only=True)  # rbf_exponent mirrors the upper triangle
+            na = row_sqnorms(Ac, dtype=K.dtype)
+            nb = na if same else row_sqnorms(Bc, dtype=K.dtype)
+            # ||a - b||^2 = ||a||^2 + ||b||^2 - 2 <a, b>, clipped at 0 (round-off), then exp
+            _gram.rbf_exponent(K, na, nb, g, same)
+            np.exp(K, out=K)
+            self._recompute_cancelled_rows(A, B, Ac, Bc, na, nb, g, K)
+        return _float32_finite(self, A, B, K)
 
     def columns(self, B):
         """B prepared once for many blocks ``rows(A, cols)`` = K(A, B): validated, its
@@ -547,10 +575,11 @@ class PolynomialKernel(Kernel):
 
     def __call__(self, A, B=None):
         A, B, dtype = prepare_pair(A, B)
-        g = _resolve_gamma(self.gamma, A.shape[1])
-        K = _dot_block(A, B, upper_only=True)  # finish_poly mirrors the upper triangle
-        _gram.finish_poly(K, g, float(self.coef0), int(self.degree), B is A)
-        return K
+        with _float32_quiet(dtype):
+            g = _resolve_gamma(self.gamma, A.shape[1])
+            K = _dot_block(A, B, upper_only=True)  # finish_poly mirrors the upper triangle
+            _gram.finish_poly(K, g, float(self.coef0), int(self.degree), B is A)
+        return _float32_finite(self, A, B, K)
 
     def careful_block(self, A, B):
         """K(A, B) in float64 and a bound on each entry's error.
