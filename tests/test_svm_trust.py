@@ -6,6 +6,7 @@ bound meaningless refused (docs/svm.md, sections 2 and 6)."""
 import copy
 import math
 import os
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -935,37 +936,61 @@ def test_fista_error_bound_covers_the_exact_distance_at_a_large_mu(mu):
     assert cert.value >= dist and res.history["error_bound"][-1] >= dist
 
 
-def test_a_column_of_tiny_spread_is_kept_as_scikit_learn_keeps_it():
+def test_a_column_is_dropped_as_constant_only_when_all_its_values_are_equal():
     """Found by review: scale='std' dropped a column whose spread was 1.1e-13 of its mean
-    (500 ulps, exactly representable: the rule was sd <= 1e-12 |mean|), and fista, fista_svm
-    and dcd certified points 0 and 1, which the exact optimum of the standardized problem
-    misclassifies (theta = -0.30, from exact rational statistics). A column is now
-    constant by scikit-learn's StandardScaler rule (var <= n eps var + (n eps mean)^2):
-    this one is kept, with a warning that its implicit centring leaves nothing to
-    certify, and the two points are not certified."""
-    from sklearn.preprocessing import StandardScaler
+    (500 ulps, exactly representable: the rule was sd <= 1e-12 |mean|), and fista,
+    fista_svm and dcd certified points 0 and 1, which the exact optimum of the
+    standardized problem misclassifies (theta = -0.30, from exact rational statistics).
+    scikit-learn's rule (var <= n eps var + (n eps mean)^2) dropped it again from
+    n = 520 (review of the fix: at n = 20,000 a spread of 2^-39 was dropped and the two
+    points certified, where the parent kept the column), and decided by the order of the
+    sums: dask chunks of 7 rows dropped a column of 2.2e-13 relative spread that
+    in-memory X kept, and the certificate verified on one and not the other. A column
+    is now dropped only when all its values are equal (tested exactly); this one is
+    kept, with a warning that its implicit centring may leave little to certify."""
+    import dask.array as da
 
-    rng = np.random.default_rng(0)
-    n = 40
-    y = np.where(np.arange(n) < 20, 1, -1)
-    d = 2.0 ** -43
-    xA = 1.0 + d * y
-    xA[[0, 1]] = 1.0 - d
-    xB = y * 1.0 + 2.5 * rng.normal(size=n)
-    xB[[0, 1]] = 4.0
-    X = np.column_stack([xA, xB])
-    for solver in ("fista", "fista_svm", "dcd"):
-        with pytest.warns(UserWarning, match="column 0 of X has a mean .* times its standard"):
-            res = mk.solve(X, y, solver=solver)
-        cert = res.certificate
-        assert cert is None or not (cert.mask[0] or cert.mask[1]), solver
-    # constant columns as StandardScaler finds them: 1 ulp of spread is, 500 ulps is not
-    one_ulp = 1.0 + np.where(np.arange(n) % 2, np.spacing(1.0), 0.0)
-    Xc = np.column_stack([np.full(n, 3.0), one_ulp, xA, 1.0 + 2.0 ** -30 * y, xB])
     from marginkit.solvers.svm._certificate import scaling_statistics
 
-    _, s = scaling_statistics(Xc, "std")
-    ours = s == 0.0
-    theirs = StandardScaler().fit(Xc).scale_ == 1.0
-    np.testing.assert_array_equal(ours, [True, True, False, False, False])
-    np.testing.assert_array_equal(ours, theirs)
+    for n, k in ((40, 43), (1000, 43), (20000, 39)):
+        rng = np.random.default_rng(0)
+        y = np.where(np.arange(n) < n // 2, 1, -1)
+        d = 2.0 ** -k
+        xA = 1.0 + d * y
+        xA[[0, 1]] = 1.0 - d
+        xB = y * 1.0 + 2.5 * rng.normal(size=n)
+        xB[[0, 1]] = 4.0
+        X = np.column_stack([xA, xB])
+        for solver in ("fista", "fista_svm", "dcd"):
+            with pytest.warns(UserWarning, match="column 0 of X has a mean .* times its"):
+                res = mk.solve(X, y, solver=solver, max_iter=300)
+            cert = res.certificate
+            assert cert is None or not (cert.mask[0] or cert.mask[1]), (n, k, solver)
+    # constant means equal values: 1 ulp of spread is not, whatever n and the layout
+    n = 40
+    one_ulp = 1.0 + np.where(np.arange(n) % 2, np.spacing(1.0), 0.0)
+    tiny = 1.0 + 2.0 ** -43 * np.where(np.arange(n) < 20, 1.0, -1.0)
+    Xc = np.column_stack([np.full(n, 3.0), one_ulp, tiny, np.zeros(n),
+                          np.random.default_rng(1).normal(size=n)])
+    expected = [True, False, False, True, False]
+    for layout in (Xc, sp.csr_matrix(Xc), da.from_array(Xc, chunks=(7, 5))):
+        if isinstance(layout, da.Array):
+            from marginkit._referee import RowBlocks
+            from marginkit.solvers.svm._certificate import _StreamedBlocks
+
+            s = scaling_statistics(_StreamedBlocks(RowBlocks(layout), 5), "std")[1]
+        else:
+            s = scaling_statistics(layout, "std")[1]
+        np.testing.assert_array_equal(s == 0.0, expected)
+    # the review's layouts: the run and its check agree on numpy and dask X
+    n = 1000
+    rng = np.random.default_rng(5)
+    y = np.where(np.arange(n) % 2, 1, -1)
+    X = np.column_stack([1.0 + 2.23416e-13 * rng.standard_normal(n),
+                         y + rng.standard_normal(n)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for Z in (X, da.from_array(X, chunks=(7, 2))):
+            cert = mk.solve(Z, y, solver="fista", max_iter=300).certificate
+            if cert is not None:
+                assert cert.verify(X, y) == cert.verify(da.from_array(X, chunks=(7, 2)), y)

@@ -54,6 +54,31 @@ def _k_sqdev(block, inv, means, threads=0):
     return ss
 
 
+def _k_column_range(block, cols):
+    """(min, max) over the block's rows of its columns ``cols``, the implicit zeros of
+    CSR rows included (``scaling_statistics``' exact test of constant columns)."""
+    data = _block_data(block)
+    k = cols.size
+    lo, hi = np.full(k, np.inf), np.full(k, -np.inf)
+    if data.n == 0 or k == 0:
+        return lo, hi
+    if data.Xd is not None:
+        sub = data.Xd[:, cols]
+        return sub.min(axis=0).astype(np.float64), sub.max(axis=0).astype(np.float64)
+    end = int(data.indptr[-1])
+    pos = np.full(data.d, -1, dtype=np.int64)
+    pos[cols] = np.arange(k)
+    which = pos[data.indices[:end]]
+    keep = which >= 0
+    which, vals = which[keep], data.data[:end][keep].astype(np.float64)
+    np.minimum.at(lo, which, vals)
+    np.maximum.at(hi, which, vals)
+    gaps = np.bincount(which, minlength=k) < data.n  # a row without an entry: a 0
+    lo[gaps] = np.minimum(lo[gaps], 0.0)
+    hi[gaps] = np.maximum(hi[gaps], 0.0)
+    return lo, hi
+
+
 def _in_order(parts):
     """The sum of the blocks' arrays, added in block order (the first one itself when
     there is one block)."""
@@ -73,9 +98,11 @@ def scaling_statistics(X, scale, threads=0):
     (the paper's input to LIBLINEAR, LIBSVM and Pegasos: X Diag(sigma)^-1, no centering).
     ``scale=None``: m = 0, s = 1. Zero-variance columns get s = 0 (their centered values
     are all zero; with ``scale="scale"`` they are dropped): nothing is divided by zero.
-    A column counts as constant when its variance is within the error bound of its
+    A column counts as constant when all its values are equal: tested exactly (a pass
+    over their entries) for the columns whose variance is within the error bound of its
     two-pass computation, var <= n eps var + (n eps mean)^2 (scikit-learn's
-    StandardScaler rule, ``_fast.scaling_tail``); the
+    StandardScaler rule, ``_fast.scaling_tail``), which the order of the sums may
+    decide either way; the
     statistics are computed on the column divided by the power of two at or above its
     largest magnitude (exact), so they neither overflow nor underflow.
 
@@ -108,6 +135,24 @@ def scaling_statistics(X, scale, threads=0):
     ss = _in_order(ex.map(_k_sqdev, inv, means, threads))
     m, s = np.zeros(cm.shape[0]), np.zeros(cm.shape[0])
     _f.scaling_tail(n, cm, safe, sums, ss, cnt, scale == "std", m, s)
+    # the tail's rule is a rounding-level test, which depends on n and on the blocks'
+    # order of summation: the columns it drops are dropped only when all their values
+    # are equal (found by review: a column of 500-ulp spread was dropped at n > 520, and
+    # points certified on the problem without it; at 2.2e-13 relative spread dask chunks
+    # of 7 rows dropped a column that in-memory X kept)
+    cand = np.flatnonzero((s == 0.0) & (cm > 0.0))
+    if cand.size:
+        parts = ex.map(_k_column_range, cand)
+        lo = np.min([q[0] for q in parts], axis=0)
+        hi = np.max([q[1] for q in parts], axis=0)
+        varies = cand[lo < hi]
+        if varies.size:
+            with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+                sigma = np.sqrt(ss[varies] / n) * safe[varies]  # as the tail computes it
+                inv_sigma = 1.0 / sigma
+            # 1/sigma that overflows is refused by the solvers (check_inverse_spread)
+            ok = sigma > 0.0
+            s[varies[ok]] = inv_sigma[ok]
     return m, s
 
 
@@ -261,7 +306,7 @@ def warn_heavy_centring(m, s, scale):
         warnings.warn(
             f"scale='std': column {j} of X has a mean {ratio[j]:.3g} times its standard "
             "deviation; the solvers centre it implicitly, with a rounding that grows as the "
-            "square of that ratio, so no point is likely to be certified: centre X first "
+            "square of that ratio, so few points or none may be certified: centre X first "
             "(X - X.mean(axis=0)) or pass scale=None", UserWarning, stacklevel=2)
 
 
