@@ -99,6 +99,11 @@ class UnreadableX(ValueError):
     but do not fit the claim are a rejected verdict."""
 
 
+class MapRefused(ValueError):
+    """A feature map's ``ValueError`` on rows of X that were read (X of another width
+    than the map's, say): data that do not fit a claim, which a check rejects."""
+
+
 def read_X(X, row_offset=0):
     """``check_X(X)``, its ``ValueError`` as ``UnreadableX`` (``row_offset``: X is a row
     block of a larger matrix, the rows its errors name are counted from there)."""
@@ -220,7 +225,11 @@ class RowBlocks:
             return np.ascontiguousarray(B)
         B = float64_block(B)
         if self.fmap is not None:
-            B = float64_block(check_X(self.fmap(B), name="feature_map(X)"))
+            try:
+                Phi = self.fmap(B)
+            except ValueError as exc:  # X was read: the map refuses these data
+                raise MapRefused(f"the feature map refuses X: {exc}") from None
+            B = float64_block(check_X(Phi, name="feature_map(X)"))
         return B
 
 

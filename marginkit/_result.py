@@ -190,9 +190,10 @@ class Result:
         if self.coef_ is not None:
             return int(np.shape(self.coef_)[0])
         if getattr(self.kernel, "precomputed", False):
-            rows = (self.extra or {}).get("split_rows")
-            if rows is not None:
-                return int(rows)  # K(X_new, X_train) of all the run's rows (t="auto")
+            if (self.extra or {}).get("split_rows") is not None:
+                # K(X_new, X_train) of all the run's rows or of the rows t="auto" trained
+                # on: both are read (decision_function), so no one width (found by review)
+                return None
             return None if self.support_coef_ is None else int(np.shape(self.support_coef_)[0])
         if self.support_ is not None and getattr(self.kernel, "feature_map", None) is None:
             return int(self.support_.shape[1])

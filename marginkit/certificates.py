@@ -682,7 +682,7 @@ def stored_separator_margin(X, ypm, kernel, coef=None, support=None, support_coe
                            + k * ETA)
         blocks = row_blocks(X)
         parts = blocks.map(_pass_stored, per_block=(ypm,), common=(kernel, w, ew, intercept))
-        return min(parts, default=np.inf)
+        return float(np.min(parts)) if parts else np.inf  # NaN propagates
     import scipy.sparse as sp
 
     from ._validation import check_X
@@ -709,7 +709,8 @@ def stored_separator_margin(X, ypm, kernel, coef=None, support=None, support_coe
                         + (0.0 if E is None else E @ np.abs(c))
                         + U * (np.abs(f) + abs(intercept)) + k * ETA)
         if hi > lo:
-            low = min(low, float(np.min(ypm[lo:hi] * (f + intercept) - err)))
+            # np.min propagates NaN, as Python's min(low, nan) does not (found by review)
+            low = float(np.min([low, np.min(ypm[lo:hi] * (f + intercept) - err)]))
     return low
 
 
@@ -729,8 +730,8 @@ def separator_margin(X, ypm, kernel, alpha):
         if zero:
             return None
         parts = blocks.map(_pass_dual, per_block=(ypm,), common=(kernel, w, ew, dq))
-        low = min(p[0] for p in parts)
-        value = min(p[1] for p in parts)
+        low = float(np.min([p[0] for p in parts]))  # NaN propagates (not Python's min)
+        value = float(np.min([p[1] for p in parts]))
     else:
         g, err, zero = _gram_products(X, ypm, kernel, v)
         if zero:
@@ -1067,6 +1068,7 @@ class _PerceptronFamilyCertificate(Certificate):
             from ._validation import check_sample_weight
 
             X = as_data(X)
+            labels_pm(y, self.classes)  # labels outside the classes raise first, as unweighted
             try:
                 w = check_sample_weight(sample_weight, n_rows(X))
             except (TypeError, ValueError) as exc:

@@ -375,3 +375,58 @@ def test_a_feature_map_gets_read_only_views_outside_solve_too():
     with pytest.raises(ValueError, match="read-only"):
         _NormalizingMap().feature_map(X)
     np.testing.assert_array_equal(X, X0)
+
+
+class _SquareMap(Kernel):
+    """A plug-in map defined on three columns only (no n_features_in_)."""
+
+    name = "square_map_test"
+    param_table = {}
+
+    def __call__(self, A, B=None):
+        B = A if B is None else B
+        return self.feature_map(A) @ self.feature_map(B).T
+
+    def feature_map(self, A):
+        A = np.asarray(A.toarray() if sp.issparse(A) else A, dtype=np.float64)
+        if A.shape[1] != 3:
+            raise ValueError(f"square_map needs 3 columns, got {A.shape[1]}")
+        return np.hstack([A, A ** 2])
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
+def test_a_map_refusing_another_width_is_a_rejected_verdict(solver):
+    """Found by review: a plug-in map without n_features_in_ that raises on another width
+    of X let its ValueError out of a linear SVM certificate's verify, where the Nystroem,
+    rff and Tikhonov checks reject."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 3))
+    y = np.where(X[:, 0] + X[:, 1] ** 2 > 1, 1, -1)
+    cert = mk.solve(X, y, solver=solver, kernel=_SquareMap()).certificate
+    assert cert.verify(X, y)
+    for other in (X[:, :2], np.hstack([X, X]), sp.csr_matrix(X[:, :2])):
+        v = cert.check(other, y)
+        assert not v and "the feature map refuses X: square_map needs 3 columns" in v.reason
+
+
+def test_a_nan_evaluation_slack_is_not_a_pass():
+    """Found by review: the stored separator's check combined its blocks with Python's
+    min, which skips a NaN against inf: a kernel whose evaluation bound is NaN passed
+    (a model misclassifying every point scored +inf)."""
+    from marginkit.certificates import stored_separator_margin
+    from marginkit.kernels.builtin import RBFKernel
+
+    class _NaNSlack(RBFKernel):
+        def evaluation_slack(self, A, B):
+            return np.nan, 0.0
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 2))
+    y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    sup, coef = X, y.copy()
+    kern = RBFKernel(gamma=0.5)
+    assert stored_separator_margin(X, y, kern, support=sup, support_coef=coef) > -np.inf
+    low = stored_separator_margin(X, y, _NaNSlack(gamma=0.5), support=sup, support_coef=coef)
+    assert not low > 0
+    low = stored_separator_margin(X, -y, _NaNSlack(gamma=0.5), support=sup, support_coef=coef)
+    assert not low > 0

@@ -1061,6 +1061,12 @@ def test_a_precomputed_auto_model_predicts_from_the_gram_of_all_its_rows():
                                       res.decision_function(Kt[:, train]))
         with pytest.raises(ValueError, match="60 columns, got 50 .*train_index"):
             res.predict(K[:, :50])
+        # dask rows of either width, as numpy's (review: the trained width was refused)
+        da = pytest.importorskip("dask.array")
+        for Z in (Kt, Kt[:, train]):
+            np.testing.assert_allclose(
+                res.decision_function(da.from_array(Z, chunks=(3, -1))).compute(),
+                res.decision_function(Kt), rtol=1e-12)
         y3 = np.digitize(X[:, 1], [-0.5, 0.5])
         for est, target in ((IteratedTikhonovClassifier, y), (IteratedTikhonovClassifier, y3),
                             (IteratedTikhonovRegressor, X[:, 0])):

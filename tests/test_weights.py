@@ -483,6 +483,9 @@ def test_perceptron_weights_only_select_rows():
     Xn[1, 0] = np.nan
     with pytest.raises(ValueError, match="X contains NaN"):
         cert.check(Xn, y, sample_weight=np.full(len(y), np.nan))  # X first
+    # then labels outside the classes, before the weights (found by review)
+    with pytest.raises(ValueError, match="not among the run's classes"):
+        cert.verify(Xa, np.where(y > 0, 7, y), sample_weight=w)
 
 
 # --------------------------------------------------------------------- iterated Tikhonov

@@ -256,8 +256,13 @@ class CertifiedPointsCertificate(Certificate):
             other = claim_shortfall(n_cert, th["fraction"], n, sample_weight)
             if other is not None:
                 return reject(other)
-        return _referee_certified_points(self, blocks, ypm, box, mu, certify_levels(box, mu),
-                                         scale, form, reject)
+        try:
+            return _referee_certified_points(self, blocks, ypm, box, mu,
+                                             certify_levels(box, mu), scale, form, reject)
+        except R.MapRefused as exc:
+            # a plug-in map with no n_features_in_ that refuses another width of X
+            # (found by review: its ValueError escaped verify)
+            return reject(str(exc))
 
 
 def run_certificate(problem, state, status, data, mask, r, formulation, t_bar, fields):
