@@ -655,10 +655,12 @@ def solve(X, y, config=None, sample_weight=None, features=None, **kwargs):
             res.extra.setdefault("dask", problem.summary())
         return res
     task = getattr(solver, "task", "classification")
-    if sp.issparse(X) and X.format != "csr" and len(X.shape) == 2:
-        # y against the declared rows before X's conversion, whose row pointers cost 8
-        # bytes a declared row (found by review: a COO of 40 entries declared with 1.5e8
-        # rows took 1.7 GiB, then failed on y's length)
+    if sp.issparse(X) and X.format != "csr" and len(X.shape) == 2 and \
+            np.ndim(y) == 1 and np.shape(y)[0] != X.shape[0]:
+        # y's length against the declared rows before X's conversion, whose row pointers
+        # cost 8 bytes a declared row (found by review: a COO of 40 entries declared with
+        # 1.5e8 rows took 1.7 GiB, then failed on y's length); X's own errors still come
+        # first for data of the right length
         check_y(y, X.shape[0], task=task)
     Xv = check_X(X)
     if isinstance(kernel, LinearKernel):  # the solvers' vectors live in the input space
