@@ -607,7 +607,8 @@ class Kernel(Plugin):
         """``(tau, floor)``: the kernel's own evaluation ``self(A, B)`` on float64 rows (the
         one ``Result.predict`` and ``decision_function`` use) is within
         E + tau (K + E) + floor of the exact K(a_i, b_j), entry by entry, given
-        ``(K, E) = careful_block(A, B)``. (0, 0) by default: the evaluation is
+        ``(K, E) = careful_block(A, B)``; tau and floor are numbers or arrays that
+        broadcast against K (a column: one per row of A). (0, 0) by default: the evaluation is
         ``careful_block``'s own (this class's default) or within its bound; a kernel
         whose ``__call__`` takes a faster, less accurate path returns more."""
         return 0.0, 0.0
@@ -618,7 +619,7 @@ class Kernel(Plugin):
         with this bound, so that the predictor it certifies is the one predict
         evaluates."""
         tau, floor = self.evaluation_slack(A, B)
-        if tau == 0.0 and floor == 0.0:
+        if not np.any(tau) and not np.any(floor):  # (NaN is not 0: it propagates)
             return E
         return E + tau * (K + E) + floor
 

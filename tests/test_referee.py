@@ -1018,3 +1018,13 @@ def test_a_separator_is_certified_only_as_predict_evaluates_it():
                    max_iter=20000)
     assert res.status == "separable" and res.certificate.verify(x, y)
     np.testing.assert_array_equal(res.predict(x), y)
+    # margins of 1e-12 where the norm formula is as accurate as careful_block (no
+    # cancellation to speak of): still certified (review of the fix: a slack of 2^-36 on
+    # every row refused this claim, which predict honours)
+    x = np.array([[0.0], [1e-6], [5.0], [5.0 + 1e-6]])
+    y = np.array([1, -1, 1, -1])
+    res = mk.solve(x, y, solver="perceptron", kernel="rbf", kernel_params={"gamma": 1.0},
+                   max_iter=100)
+    assert res.status == "separable" and res.certificate.verify(x, y)
+    np.testing.assert_array_equal(res.predict(x), y)
+    assert np.max(np.abs(res.decision_function(x))) < 1e-11
