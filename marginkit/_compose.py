@@ -65,6 +65,8 @@ def _rule_fits(cls, provides):
     ``attribute``) and its defaults do not fit."""
     req = getattr(cls, "requires", ())
     if isinstance(req, property):  # depends on the rule's parameters (e.g. tolerance)
+        if cls.__module__.partition(".")[0] != "marginkit":
+            return True  # a plug-in's rule is not built to word a message (review)
         try:
             req = cls().requires
         except (TypeError, ValueError):  # a required parameter: no defaults to try

@@ -99,6 +99,18 @@ class UnreadableX(ValueError):
     but do not fit the claim are a rejected verdict."""
 
 
+def known_row_chunks(X):
+    """A dask array X with known row chunk sizes: X itself, or, for unknown sizes (what
+    indexing by a dask mask leaves), a new array over the same chunks whose sizes are
+    measured (a pass over them); the caller's array is left as it is. Every check reads
+    such an X (the SVM kinds refused it and the Newton-decrement checks rejected or read
+    it: found by review)."""
+    if hasattr(X, "__dask_graph__") and any(np.isnan(c) for c in X.chunks[0]):
+        X = X.map_blocks(lambda b: b, dtype=X.dtype)
+        X.compute_chunk_sizes()
+    return X
+
+
 class MapRefused(ValueError):
     """A feature map's ``ValueError`` on rows of X that were read (X of another width
     than the map's, say): data that do not fit a claim, which a check rejects."""
@@ -151,9 +163,9 @@ class RowBlocks:
         if _is_dask(X):
             if X.ndim != 2:
                 raise ValueError(f"X must be 2-D, got a {X.ndim}-D dask array")
-            from ._validation import check_known_row_chunks, without_empty_row_chunks
+            from ._validation import without_empty_row_chunks
 
-            check_known_row_chunks(X, "X")
+            X = known_row_chunks(X)
             if len(X.chunks[1]) > 1:
                 X = X.rechunk({1: -1})
 
@@ -225,10 +237,14 @@ class RowBlocks:
             return np.ascontiguousarray(B)
         B = float64_block(B)
         if self.fmap is not None:
+            from .plugins import _frozen, checked_features
+
+            view = _frozen(B)
             try:
-                Phi = self.fmap(B)
+                Phi = self.fmap(view)
             except ValueError as exc:  # X was read: the map refuses these data
                 raise MapRefused(f"the feature map refuses X: {exc}") from None
+            Phi = checked_features(B if Phi is view else Phi, B, "the feature map")
             B = float64_block(check_X(Phi, name="feature_map(X)"))
         return B
 
@@ -237,9 +253,16 @@ def map_rows(kernel, X):
     """``kernel.feature_map(X)``, 2-D with one row per row of X (``ValueError`` naming the
     kernel otherwise: a map assigned to an instance is not guarded as a plug-in's methods
     are, and a matrix of other rows would be read with X's labels)."""
-    from .plugins import checked_features
+    from .plugins import _frozen, checked_features
 
-    return checked_features(kernel.feature_map(X), X, f"kernel {type(kernel).__name__}")
+    if type(kernel).__module__.partition(".")[0] == "marginkit":
+        return checked_features(kernel.feature_map(X), X, f"kernel {type(kernel).__name__}")
+    # a plug-in's map however it is reached (a property, an instance's attribute: not
+    # guarded as its class's methods are) reads X through a read-only view; an identity
+    # map gets X back (found by review: predict and verify let such a map write into X)
+    view = _frozen(X)
+    out = kernel.feature_map(view)
+    return checked_features(X if out is view else out, X, f"kernel {type(kernel).__name__}")
 
 
 def feature_rows(kernel, X, max_entries=1 << 18):
@@ -269,7 +292,12 @@ def feature_rows(kernel, X, max_entries=1 << 18):
     out[:rows] = first
     del first
     for lo in range(rows, n, rows):
-        out[lo:lo + rows] = map_rows(kernel, float64_block(X[lo:lo + rows]))
+        part = map_rows(kernel, float64_block(X[lo:lo + rows]))
+        if np.shape(part)[1:] != out.shape[1:]:  # (broadcast silently: found by review)
+            raise ValueError(f"kernel {type(kernel).__name__}: feature_map returned "
+                             f"{np.shape(part)[1]} features for rows {lo}.., "
+                             f"{out.shape[1]} for the first rows")
+        out[lo:lo + rows] = part
     return out
 
 

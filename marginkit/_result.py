@@ -157,7 +157,11 @@ class Result:
                 )
             from ._referee import map_rows
 
-            out = np.asarray(map_rows(self.kernel, X), dtype=np.float64) @ np.asarray(value)
+            Phi = map_rows(self.kernel, X)
+            # a sparse map's features as they are (np.asarray made an object array of a
+            # sparse matrix: found by review)
+            Phi = Phi.astype(np.float64) if sp.issparse(Phi) else np.asarray(Phi, np.float64)
+            out = np.asarray(Phi @ np.asarray(value, dtype=np.float64), dtype=np.float64)
             return out.ravel() + float(self.intercept_ or 0.0)
         if self.support_coef_ is None or self.kernel is None:
             raise ValueError("this result has no model to evaluate (no coef_ or kernel support)")
@@ -166,7 +170,8 @@ class Result:
             extra = self.extra or {}
             train, rows = extra.get("train_index"), extra.get("split_rows")
             if train is not None and rows is not None and X.shape[1] == rows and \
-                    rows != self.support_coef_.shape[0]:
+                    rows != self.support_coef_.shape[0] and \
+                    int(np.max(train, initial=-1)) < rows:
                 # K(X_new, X_train) of all the run's rows: the model's are train_index
                 X = X[:, np.asarray(train)]
             if X.shape[1] != self.support_coef_.shape[0]:

@@ -613,8 +613,8 @@ def checked_csr(X, name="X", row_offset=0):
         except MemoryError:
             raise ValueError(
                 f"{name} ({fmt.upper()}, shape {X.shape}, {X.nnz} stored entries): its CSR "
-                f"form needs {8.0 * (X.shape[0] + 1):.3g} bytes of row pointers alone, more "
-                "than this machine gives; check the declared shape") from None
+                f"form needs {X.shape[0] + 1:.3g} row pointers (4 or 8 bytes each) alone, "
+                "more than this machine gives; check the declared shape") from None
     data, indices, indptr, canonical = _checked_compressed(Xc, name, label, row_offset=row_offset)
     same = data is Xc.data and indices is Xc.indices and indptr is Xc.indptr
     if same and canonical and Xc is X:

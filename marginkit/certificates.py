@@ -248,12 +248,15 @@ def n_rows(X):
 
 
 def as_data(X):
-    """What a check reads: an in-memory X validated (``check_X``), a dask array or a
-    ``RowBlocks``-like object as it is."""
+    """What a check reads: an in-memory X validated (``check_X``), a dask array (of known
+    row chunk sizes: ``_referee.known_row_chunks``) or a ``RowBlocks``-like object as
+    it is."""
     if hasattr(X, "map") and hasattr(X, "n_samples"):
         return X
     if _dask(X) is not None:
-        return _dask(X)
+        from ._referee import known_row_chunks
+
+        return known_row_chunks(_dask(X))  # unknown chunk sizes measured (a new array)
     from ._validation import check_X
 
     return check_X(X)

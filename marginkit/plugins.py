@@ -492,6 +492,8 @@ def checked_features(out, A, owner):
     solvers' compiled loops read it with A's labels: found by review, a plug-in's map one
     row short was read and written out of bounds); ``ValueError`` naming ``owner`` (the
     kernel) otherwise."""
+    if out is not None and not hasattr(out, "shape"):
+        out = np.asarray(out)  # a list of rows, as check_X would read it
     shape = getattr(out, "shape", None)
     if shape is None or len(shape) != 2 or shape[0] != A.shape[0]:
         got = f"shape {tuple(shape)}" if shape is not None else f"a {type(out).__name__}"

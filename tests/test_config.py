@@ -101,3 +101,31 @@ def test_rules_by_name_and_the_compatible_list():
     res = mk.solve(X, y, solver="snkp", stop=[("tolerance", {"attribute": "dual_norm",
                                                              "tol": 1e-3})])
     assert res.status in ("converged", "max_iter")
+
+
+def test_a_plugin_rule_is_not_built_to_word_an_incompatibility():
+    """Review of 360c41e: the compatible-rules message built every registered rule with
+    its defaults; a plug-in rule whose constructor raises KeyError replaced the message
+    with its KeyError."""
+    from marginkit.plugins import StoppingRule
+
+    class _Picky(StoppingRule):
+        param_table = {}
+
+        def __init__(self, **kw):
+            raise KeyError("needs a config")
+
+        requires = property(lambda self: ("x",))
+
+        def check(self, state):
+            return None
+
+    mk.register("stopping", "picky_test")(_Picky)
+    try:
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal((30, 3))
+        y = np.where(X[:, 0] > 0, 1, -1)
+        with pytest.raises(ValueError, match="compatible rules for 'snkp'"):
+            mk.solve(X, y, solver="snkp", stop="certified_points")
+    finally:
+        mk.reset_registry()

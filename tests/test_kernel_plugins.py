@@ -430,3 +430,50 @@ def test_a_nan_evaluation_slack_is_not_a_pass():
     assert not low > 0
     low = stored_separator_margin(X, -y, _NaNSlack(gamma=0.5), support=sup, support_coef=coef)
     assert not low > 0
+
+
+def _normalize_if_writable(A):
+    if isinstance(A, np.ndarray) and A.flags.writeable:
+        A /= np.linalg.norm(A, axis=1, keepdims=True)
+        return A
+    return A / np.linalg.norm(A, axis=1, keepdims=True)
+
+
+class _PropertyMap(_LinearPlugin):
+    """A map reached through a property (not guarded as a class's methods are)."""
+
+    @property
+    def feature_map(self):
+        return _normalize_if_writable
+
+
+class _SparseMap(_LinearPlugin):
+    def feature_map(self, A):
+        return sp.csr_matrix(A.toarray() if sp.issparse(A) else np.asarray(A))
+
+
+class _ListMap(_LinearPlugin):
+    def feature_map(self, A):
+        return np.asarray(A.toarray() if sp.issparse(A) else A).tolist()
+
+
+def test_maps_of_every_form_predict_and_never_write_into_x():
+    """Review of the map guard: a map reached through a property wrote into the caller's
+    X in predict and verify (only a class's methods were guarded); a sparse map's model
+    certified but predict failed (np.asarray of a sparse matrix); a map returning a list
+    of rows, which worked before, was refused. Every map call now reads X through a
+    read-only view, sparse features predict, and a list of rows is read as check_X
+    would."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    res = mk.solve(X, y, solver="dcd", kernel=_PropertyMap())
+    Z = X.copy()
+    res.predict(Z)
+    assert res.certificate.verify(Z, y)
+    np.testing.assert_array_equal(Z, X)
+    for kernel in (_SparseMap(), _ListMap()):
+        for solver in ("dcd", "fista", "iterated_tikhonov"):
+            res = mk.solve(X, y, solver=solver, kernel=kernel)
+            assert res.predict(X).shape == (200,)
+            assert np.mean(res.predict(X) == y) > 0.9, (type(kernel).__name__, solver)

@@ -1073,3 +1073,39 @@ def test_a_precomputed_auto_model_predicts_from_the_gram_of_all_its_rows():
             model = est(kernel="precomputed", t="auto", random_state=0).fit(K, target)
             assert model.predict(Kt).shape == (7,)
             assert model.score(K, target) > 0.7
+
+
+def test_a_file_whose_split_columns_were_edited_is_refused(tmp_path):
+    """Review of 1e77037: a precomputed t="auto" model reads the columns of
+    extra["train_index"]; a file whose copy of them was reversed loaded, verified, and
+    predicted from other columns (test accuracy 0.93 -> 0.69). load_result now compares
+    them with the certificate's train_index, which its check recomputes."""
+    import io
+    import json
+    import warnings
+    import zipfile
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 3))
+    y = np.where(X[:, 0] + 0.2 * rng.standard_normal(200) > 0, 1, -1)
+    K = np.exp(-0.5 * ((X[:, None] - X[None]) ** 2).sum(-1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = mk.solve(K, y, solver="iterated_tikhonov", kernel="precomputed", t="auto",
+                       random_state=0)
+    path = tmp_path / "m.npz"
+    res.save(path)
+    np.testing.assert_array_equal(mk.load_result(path).predict(K), res.predict(K))
+    with zipfile.ZipFile(path) as z:
+        files = {name: z.read(name) for name in z.namelist()}
+    meta = json.loads(np.load(io.BytesIO(files["__meta__.npy"])).tobytes())
+    name = meta["fields"]["extra"]["__dict__"]["train_index"]["__array__"] + ".npy"
+    buf = io.BytesIO()
+    np.save(buf, np.load(io.BytesIO(files[name]))[::-1].copy())
+    files[name] = buf.getvalue()
+    edited = tmp_path / "edited.npz"
+    with zipfile.ZipFile(edited, "w") as z:
+        for key, value in files.items():
+            z.writestr(key, value)
+    with pytest.raises(ValueError, match=r"extra\['train_index'\].*is not its certificate's"):
+        mk.load_result(edited)

@@ -325,6 +325,26 @@ class NewtonDecrementCertificate(Certificate):
         fingerprint of a kernel model (``predictor``; format 4 and before hold none)."""
         return self.predictor is not None or self._maps_to_itself()
 
+    def _split_mismatch(self, extra):
+        """Why r.extra's ``train_index`` / ``split_rows`` (the columns of K(X_new,
+        X_train) a precomputed t="auto" model reads) are not the run's, or None: the
+        certificate's train_index, which its check recomputes from the configuration,
+        and more rows than the highest index (found by review: a file whose
+        extra['train_index'] was reversed verified and predicted from other columns)."""
+        ti = extra.get("train_index")
+        mine = getattr(self, "train_index", None)
+        if ti is None and mine is None:
+            return None
+        if ti is None or mine is None or not np.array_equal(np.asarray(ti), np.asarray(mine)):
+            return ("r.extra['train_index'] (the rows t='auto' trained on) is not its "
+                    "certificate's (r.certificate.fields.train_index)")
+        rows = extra.get("split_rows")
+        if rows is not None and not (isinstance(rows, numbers.Integral)
+                                     and int(rows) > int(np.max(mine, initial=-1))
+                                     and int(rows) > len(mine)):
+            return "r.extra['split_rows'] is not a number of rows the training split fits"
+        return None
+
     def predictor_mismatch(self, model, fields):
         """None when ``model`` (``_result.predicting_model``: what ``decision_function``
         evaluates) is the chain's last link in the form the run's kernel predicts with,
@@ -337,6 +357,9 @@ class NewtonDecrementCertificate(Certificate):
 
         if model is None:
             return None
+        why = self._split_mismatch((fields or {}).get("extra") or {})
+        if why is not None:
+            return why
         kind, value = model
         if kind in ("coef", "feature_space"):
             kernel = _or_linear(self.kernel)
