@@ -883,7 +883,7 @@ def margin_bounds(X, ypm, kernel, alpha, p):
             parts = blocks.map(_pass_dual, per_block=(ypm,),
                                common=(kernel, np.ascontiguousarray(w[:, 0]),
                                        np.ascontiguousarray(ew[:, 0]), dq))
-            low = min(part[0] for part in parts)
+            low = float(np.min([part[0] for part in parts]))  # NaN propagates
     else:
         kernel, proven = _psd_kernel(kernel)
         g, err, zero = _gram_products(X, ypm, kernel, V)

@@ -609,8 +609,10 @@ class Kernel(Plugin):
         """``(tau, floor)``: the kernel's own evaluation ``self(A, B)`` on float64 rows (the
         one ``Result.predict`` and ``decision_function`` use) is within
         E + tau (K + E) + floor of the exact K(a_i, b_j), entry by entry, given
-        ``(K, E) = careful_block(A, B)``; tau and floor are numbers or arrays that
-        broadcast against K (a column: one per row of A). (0, 0) by default: the evaluation is
+        ``(K, E) = careful_block(A, B)``, for any rows and layout ``self`` may be
+        evaluated on (predict evaluates any rows of X against the support); tau and
+        floor are numbers (arrays that broadcast against K are taken entry by entry by
+        ``evaluation_bound`` and by their largest entry elsewhere). (0, 0) by default: the evaluation is
         ``careful_block``'s own (this class's default) or within its bound; a kernel
         whose ``__call__`` takes a faster, less accurate path returns more."""
         return 0.0, 0.0

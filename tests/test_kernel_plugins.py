@@ -477,3 +477,21 @@ def test_maps_of_every_form_predict_and_never_write_into_x():
             res = mk.solve(X, y, solver=solver, kernel=kernel)
             assert res.predict(X).shape == (200,)
             assert np.mean(res.predict(X) == y) > 0.9, (type(kernel).__name__, solver)
+
+
+def test_a_slack_given_per_column_counts_with_its_largest_entry():
+    """Review: a plug-in's evaluation_slack of one entry per column (shape (1, m), which
+    broadcasts against K as its docstring allowed) crashed the kernel SVM check, which
+    read it as one entry per row."""
+    from marginkit.kernels.builtin import RBFKernel
+
+    class _ColumnSlack(RBFKernel):
+        def evaluation_slack(self, A, B):
+            return np.full((1, B.shape[0]), 1e-3), 0.0
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 2))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    for solver in ("dcd", "fista"):
+        res = mk.solve(X, y, solver=solver, kernel=_ColumnSlack(gamma=0.5))
+        assert res.status == "certified" and res.certificate.verify(X, y)

@@ -418,44 +418,30 @@ class RBFKernel(Kernel):
                 K[:, idx] = Ki.T
 
     def evaluation_slack(self, A, B):
-        """Per row of A: ``__call__`` on float64 rows keeps the norm formula on the rows
-        whose exponent's rounding bound g c (|a|^2 + max |b|^2) is at most
-        ``_RBF_TOLERANCE`` (2^-36; ``_recompute_cancelled_rows``) and computes the others
-        from explicit differences, as ``careful_block`` does beyond 2^-40 (its bound adding
-        the underflow term g e_abs). Where both take the same path, E bounds the
-        evaluation's error too (the same formula, whose error analysis does not depend on
-        the order of the sums; E's factor 2 g e covers g e exp(g e) and the rounding of
-        -g D2). On the rows in between, kept by ``__call__`` and recomputed by
-        ``careful_block``, the exponent is within b = g (c (|a|^2 + max |b|^2) + e_abs) of
-        the exact one and its product with -g within b / 6 more (``careful_block``'s
-        analysis: u g D2 <= g e / 6), so the entry is within a factor exp(1.25 b) of the
-        exact one: tau = expm1(1.25 b) + 8 u (exp's rounding), K* <= K + E. The row tests are recomputed here (the centering on B's mean, the
-        norms) with their thresholds widened by 2^-20, so a row near one of them counts
-        as in between. Returns (tau as a column, 2 tiny: an entry that underflows).
-        Found by review: a separator of normalized margin 4e-14 verified while predict,
-        through the norm formula (K(x_10, x_11) = 1 instead of 1 - 1.25e-13), scored both
-        points of a close pair 0."""
+        """``__call__`` on float64 rows keeps the norm formula on the rows whose
+        exponent's rounding bound g c (|a|^2 + max |b|^2) is at most ``_RBF_TOLERANCE``
+        (2^-36; ``_recompute_cancelled_rows``) and computes the others from explicit
+        differences (within E: ``careful_block``'s bound on a row it serves either way
+        is at least the explicit differences' one, (k + 4) u g D2 K, which does not
+        depend on the layout). On a row it keeps, the exponent g D2 is off by at most
+        2^-36 + g e_abs (the products that underflow, ``_underflow_bound``, which that
+        row test leaves out) plus the rounding of g times it (u g D2 <= 746 u for an
+        entry that does not underflow), and exp adds at most 8 u: the entry is within a
+        factor exp(tau') of the exact one, so within tau K* of it,
+        tau = expm1(tau') (1 + 2^-20) + 8 u, K* <= K + E. The slack is (tau, 2 tiny)
+        (an entry that underflows), the same for every row: which rows ``__call__``
+        keeps depends on the rows it is given (k, the centring of a dense B, CSR or
+        dense), and predict may be given any of them, in any layout (found by review:
+        a per-row slack taken from the check's rows certified a separator that predict
+        on a subset of the same CSR rows, or on their dense form, misclassified). Found
+        by review first: a separator of normalized margin 4e-14 verified while predict,
+        through the norm formula (K(x_10, x_11) = 1 instead of 1 - 1.25e-13), scored
+        both points of a close pair 0."""
         g = _resolve_gamma(self.gamma, A.shape[1])
-        k = max(_row_nnz_max(A), _row_nnz_max(B))  # (shapes only: no float64 copies)
-        c = _cancellation_bound(k, _U64)
-        e_abs = _underflow_bound(k)
-        B64 = _as64(B)
-        center = None if sp.issparse(A) or sp.issparse(B) else \
-            np.mean(B64, axis=0, dtype=np.float64)
-        nb = row_sqnorms(B64 if center is None else B64 - center)
-        big = float(np.max(nb, initial=0.0))
-        na = np.empty(A.shape[0])
-        step = max(1, (1 << 20) // max(A.shape[1], 1))  # blocks of at most 8 MiB
-        for lo in range(0, A.shape[0], step):
-            Ab = _as64(A[lo:lo + step])
-            na[lo:lo + step] = row_sqnorms(Ab if center is None else Ab - center)
-        widen = 1.0 + 2.0**-20
-        kept = g * (c * (na + big)) <= _RBF_TOLERANCE[np.dtype(np.float64)] * widen
-        b = g * (c * (na + big) + e_abs)
-        between = kept & (b * widen > 2.0**-40)
-        tau = np.zeros(A.shape[0])
-        tau[between] = np.expm1(1.25 * b[between] * widen) * widen + 8.0 * _U64 * widen
-        return tau[:, None], 2.0 * _TINY
+        k = max(_row_nnz_max(A), _row_nnz_max(B))  # (the shapes only: no float64 copies)
+        t = _RBF_TOLERANCE[np.dtype(np.float64)] + g * _underflow_bound(k) + 750.0 * _U64
+        tau = math.expm1(t) * (1.0 + 2.0**-20) + 8.0 * _U64
+        return tau, 2.0 * _TINY
 
     def careful_block(self, A, B):
         """K(A, B) in float64 and a bound on each entry's error.
