@@ -23,6 +23,8 @@ from . import _fast as _f
 from ...utils._rows import row_block
 from ._rounding import _RoundingConstants
 
+_U = np.finfo(np.float64).eps / 2
+
 _FLOAT_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
 
@@ -54,26 +56,42 @@ def _k_sqdev(block, inv, means, threads=0):
     return ss
 
 
+#: a column is constant for scale="std"/"scale" when all its values lie within this
+#: fraction of its largest magnitude (max - min <= 2^-45 max |x|: about 128 units in
+#: the last place), tested exactly (``scaling_statistics``)
+_CONSTANT_RANGE = 2.0 ** -45
+
+
 def _k_column_range(block, cols):
     """(min, max) over the block's rows of its columns ``cols``, the implicit zeros of
-    CSR rows included (``scaling_statistics``' exact test of constant columns)."""
+    CSR rows included (``scaling_statistics``' exact test of constant columns): by
+    slices of the block of at most 2^16 entries (bounded temporaries, as the other
+    statistics' passes)."""
     data = _block_data(block)
     k = cols.size
     lo, hi = np.full(k, np.inf), np.full(k, -np.inf)
     if data.n == 0 or k == 0:
         return lo, hi
     if data.Xd is not None:
-        sub = data.Xd[:, cols]
-        return sub.min(axis=0).astype(np.float64), sub.max(axis=0).astype(np.float64)
+        step = max(1, (1 << 16) // k)
+        for r0 in range(0, data.n, step):
+            sub = data.Xd[r0:r0 + step, cols]
+            np.minimum(lo, sub.min(axis=0), out=lo)
+            np.maximum(hi, sub.max(axis=0), out=hi)
+        return lo, hi
     end = int(data.indptr[-1])
     pos = np.full(data.d, -1, dtype=np.int64)
     pos[cols] = np.arange(k)
-    which = pos[data.indices[:end]]
-    keep = which >= 0
-    which, vals = which[keep], data.data[:end][keep].astype(np.float64)
-    np.minimum.at(lo, which, vals)
-    np.maximum.at(hi, which, vals)
-    gaps = np.bincount(which, minlength=k) < data.n  # a row without an entry: a 0
+    count = np.zeros(k, dtype=np.int64)
+    for e0 in range(0, end, 1 << 16):
+        which = pos[data.indices[e0:min(end, e0 + (1 << 16))]]
+        keep = which >= 0
+        which = which[keep]
+        vals = data.data[e0:min(end, e0 + (1 << 16))][keep].astype(np.float64)
+        np.minimum.at(lo, which, vals)
+        np.maximum.at(hi, which, vals)
+        count += np.bincount(which, minlength=k)
+    gaps = count < data.n  # a row without an entry: a 0 (canonical CSR: no duplicates)
     lo[gaps] = np.minimum(lo[gaps], 0.0)
     hi[gaps] = np.maximum(hi[gaps], 0.0)
     return lo, hi
@@ -98,11 +116,10 @@ def scaling_statistics(X, scale, threads=0):
     (the paper's input to LIBLINEAR, LIBSVM and Pegasos: X Diag(sigma)^-1, no centering).
     ``scale=None``: m = 0, s = 1. Zero-variance columns get s = 0 (their centered values
     are all zero; with ``scale="scale"`` they are dropped): nothing is divided by zero.
-    A column counts as constant when all its values are equal: tested exactly (a pass
-    over their entries) for the columns whose variance is within the error bound of its
-    two-pass computation, var <= n eps var + (n eps mean)^2 (scikit-learn's
-    StandardScaler rule, ``_fast.scaling_tail``), which the order of the sums may
-    decide either way; the
+    A column counts as constant when all its values lie within 2^-45 of its largest
+    magnitude (``_CONSTANT_RANGE``, about 128 units in the last place), tested exactly
+    by a min/max pass over the columns whose computed spread could allow it: the same
+    answer for every layout and every order of the sums; the
     statistics are computed on the column divided by the power of two at or above its
     largest magnitude (exact), so they neither overflow nor underflow.
 
@@ -136,23 +153,28 @@ def scaling_statistics(X, scale, threads=0):
     m, s = np.zeros(cm.shape[0]), np.zeros(cm.shape[0])
     _f.scaling_tail(n, cm, safe, sums, ss, cnt, scale == "std", m, s)
     # the tail's rule is a rounding-level test, which depends on n and on the blocks'
-    # order of summation: the columns it drops are dropped only when all their values
-    # are equal (found by review: a column of 500-ulp spread was dropped at n > 520, and
-    # points certified on the problem without it; at 2.2e-13 relative spread dask chunks
-    # of 7 rows dropped a column that in-memory X kept)
-    cand = np.flatnonzero((s == 0.0) & (cm > 0.0))
+    # order of summation (found by review: it dropped a column of 500-ulp spread at
+    # n > 520, and dask chunks of 7 rows dropped a column that in-memory X kept). A
+    # column is constant when its exact range is within _CONSTANT_RANGE of its largest
+    # magnitude: a min/max pass over the columns whose computed spread could allow it
+    # (in units of x / safe_j, |x| <= 1: sd <= range / 2, and the two-pass sd within
+    # about 2 n u of the exact one), whatever the layout and the blocks
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        sd = np.sqrt(ss / n)
+    cand = np.flatnonzero((cm > 0.0) & ((s == 0.0) | ~(sd > _CONSTANT_RANGE + 4.0 * n * _U)))
     if cand.size:
         parts = ex.map(_k_column_range, cand)
         lo = np.min([q[0] for q in parts], axis=0)
         hi = np.max([q[1] for q in parts], axis=0)
-        varies = cand[lo < hi]
-        if varies.size:
-            with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-                sigma = np.sqrt(ss[varies] / n) * safe[varies]  # as the tail computes it
-                inv_sigma = 1.0 / sigma
-            # 1/sigma that overflows is refused by the solvers (check_inverse_spread)
-            ok = sigma > 0.0
-            s[varies[ok]] = inv_sigma[ok]
+        constant = (hi - lo) <= _CONSTANT_RANGE * np.maximum(np.abs(lo), np.abs(hi))
+        s[cand[constant]] = 0.0
+        varies = cand[~constant]
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            sigma = sd[varies] * safe[varies]  # as the tail computes it
+            # a spread that underflows to 0 gives inf, which the solvers refuse by name
+            # (check_inverse_spread: found by review, a column of 0 and 5e-324 was
+            # dropped while one of 0 and 1e-322 was refused)
+            s[varies] = np.where(sigma > 0.0, 1.0 / sigma, np.inf)
     return m, s
 
 
