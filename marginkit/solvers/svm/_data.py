@@ -314,9 +314,10 @@ _HEAVY_CENTRING = 2.0 ** 22
 def warn_heavy_centring(m, s, scale):
     """Warn when scale='std' keeps a column whose mean is so large against its spread
     that the solvers' implicit centring (x^T S^2 x - 2 c + M, no centred copy of X) loses
-    the standardized values to rounding: the run then certifies nothing (found by review:
-    such a column was dropped as constant, and points certified on the problem without
-    it; it is now kept, as scikit-learn's StandardScaler keeps it)."""
+    the standardized values to rounding: the run then certifies little or nothing (found
+    by review: a column of 500-ulp spread was dropped as constant, and points certified on
+    the problem without it; a column is now constant only within 2^-45 of its magnitude,
+    ``_CONSTANT_RANGE``, and one kept above that may draw this warning)."""
     if scale != "std":
         return
     with np.errstate(over="ignore", invalid="ignore"):
