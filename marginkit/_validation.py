@@ -307,7 +307,8 @@ def check_X(X, name="X", allow_empty=False, dtypes=("float64", "float32"), row_o
     a larger matrix).
     """
     if type(X) is np.ndarray and X.ndim == 2 and X.dtype in _FLOAT_DTYPES:
-        return _checked_dense(X, name, allow_empty, row_offset)  # kept as it is: no conversion to check
+        # kept as it is: no conversion to check
+        return _checked_dense(X, name, allow_empty, row_offset)
     if X is None:
         raise TypeError(f"{name} is None; pass an array of shape (n_samples, n_features)")
     X = _sparse_frame_as_coo(X, name)

@@ -529,9 +529,10 @@ class Kernel(Plugin):
     modified), the blocks its ``__call__`` returns are checked as a callable kernel's
     are: real numbers of shape (len(A), len(B)), finite, symmetric for K(A, A) (a sparse
     block is made dense; ``ValueError`` naming the plug-in otherwise), and its
-    ``feature_map(A)`` must return a 2-D matrix with one row per row of A. This holds for those
-    methods as the class has them when it is created (its own, a mixin's or a base
-    class's; plain functions and staticmethods), not for methods assigned later.
+    ``feature_map(A)`` must return a 2-D matrix with one row per row of A. This holds
+    for those methods as the class has them when it is created (its own, a mixin's or a
+    base class's; plain functions and staticmethods); every call of a map, however it
+    is reached, gives it a read-only view of X (``_referee.map_rows``).
     """
 
     kind = "kernel"
@@ -612,9 +613,10 @@ class Kernel(Plugin):
         ``(K, E) = careful_block(A, B)``, for any rows and layout ``self`` may be
         evaluated on (predict evaluates any rows of X against the support); tau and
         floor are numbers (arrays that broadcast against K are taken entry by entry by
-        ``evaluation_bound`` and by their largest entry elsewhere). (0, 0) by default: the evaluation is
-        ``careful_block``'s own (this class's default) or within its bound; a kernel
-        whose ``__call__`` takes a faster, less accurate path returns more."""
+        ``evaluation_bound`` and by their largest entry elsewhere). (0, 0) by default:
+        the evaluation is ``careful_block``'s own (this class's default) or within its
+        bound; a kernel whose ``__call__`` takes a faster, less accurate path returns
+        more."""
         return 0.0, 0.0
 
     def evaluation_bound(self, A, B, K, E):
