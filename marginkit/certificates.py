@@ -329,12 +329,17 @@ def unit_rows(P):
 # ------------------------------------------------------------------ feature-map passes
 def _features(kernel, Xb):
     """The block's features Phi(X_b) in float64 (validated: dense or canonical CSR)."""
-    from ._referee import float64_block, map_rows
+    from ._referee import MapRefused, float64_block, map_rows
     from ._validation import check_X
 
     Xb = float64_block(check_X(Xb, allow_empty=True))
-    return float64_block(check_X(map_rows(kernel, Xb), name="feature_map(X)",
-                                 allow_empty=True))
+    try:
+        Phi = map_rows(kernel, Xb)
+    except MapRefused:
+        raise
+    except ValueError as exc:  # X was read: the map refuses these data (another width)
+        raise MapRefused(f"the feature map refuses X: {exc}") from None
+    return float64_block(check_X(Phi, name="feature_map(X)", allow_empty=True))
 
 
 def _pass_primal(Xb, sb, vb, kernel):
@@ -1081,7 +1086,14 @@ class _PerceptronFamilyCertificate(Certificate):
                     self.kind, "sample_weight has zeros: the claim is about the rows of "
                     "positive weight; check it on X[w > 0], y[w > 0], as "
                     "PerceptronClassifier.fit solves it")
-        return self._check(X, y)
+        from ._referee import MapRefused
+
+        try:
+            return self._check(X, y)
+        except MapRefused as exc:
+            # a map refusing X of another width: data that do not fit the claim, as in
+            # the linear SVM check (found by review: its ValueError escaped here)
+            return Verdict.reject(self.kind, str(exc))
 
 
 @certificate_type

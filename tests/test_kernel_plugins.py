@@ -495,3 +495,21 @@ def test_a_slack_given_per_column_counts_with_its_largest_entry():
     for solver in ("dcd", "fista"):
         res = mk.solve(X, y, solver=solver, kernel=_ColumnSlack(gamma=0.5))
         assert res.status == "certified" and res.certificate.verify(X, y)
+
+
+@pytest.mark.parametrize("solver,separable", [("perceptron", True), ("isnkpvn", False),
+                                               ("nvn", False)])
+def test_a_map_refusing_another_width_is_rejected_by_the_perceptron_checks(solver,
+                                                                           separable):
+    """Review: the perceptron family's checks let a plug-in map's ValueError on X of
+    another width escape verify, where the linear SVM check rejects (a separator and
+    an infeasibility certificate here)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 3))
+    y = np.where(X[:, 0] > 0, 1, -1) if separable else \
+        np.where(X[:, 0] + X[:, 1] ** 2 > 1, 1, -1)
+    cert = mk.solve(X, y, solver=solver, kernel=_SquareMap(), max_iter=20000).certificate
+    assert cert is not None and cert.verify(X, y)
+    for other in (X[:, :2], np.hstack([X, X])):
+        v = cert.check(other, y)
+        assert not v and "the feature map refuses X: square_map needs 3 columns" in v.reason
