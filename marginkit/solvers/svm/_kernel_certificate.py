@@ -476,11 +476,10 @@ def margins_and_bound(X, ypm, r, box, mu, form, t_stored, kernel):
     # are themselves float64 sums of non-negative terms (relative error gamma_n)
     ef = _SAFETY * (g_n * A + B) * (1.0 + g_n) + 4 * n * ETA
     # predict's evaluation: within E + tau (K + E) + floor per entry (evaluation_slack)
-    # (on the support's rows, as predict evaluates K(x, support_); a slack given per row
-    # or column counts with its largest entry: predict may be given any rows)
-    sup = np.flatnonzero(r)
-    tau, floor = (0.0, 0.0) if getattr(kernel, "precomputed", False) or not sup.size else \
-        getattr(kernel, "evaluation_slack", lambda A_, B_: (0.0, 0.0))(X, X[sup])
+    # (on X itself: predict may be given any rows, and a slack given per row or column
+    # counts with its largest entry; no copy of the support's rows for it)
+    tau, floor = (0.0, 0.0) if getattr(kernel, "precomputed", False) or not np.any(r) else \
+        getattr(kernel, "evaluation_slack", lambda A_, B_: (0.0, 0.0))(X, X)
     tau, floor = float(np.max(tau)), float(np.max(floor))  # (NaN propagates)
     ev = _SAFETY * (tau * (A + B) + floor * float(np.sum(absu))) * (1.0 + g_n)
     r1 = float(np.sum(r)) * (1.0 + g_n)
