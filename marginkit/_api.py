@@ -19,7 +19,8 @@ from ._registry import get_plugin
 from ._result import Result
 from .certificates import CLAIM_KINDS
 from .kernels.builtin import LinearKernel
-from ._validation import check_gram, check_sample_weight, check_X, check_y, dask_array_of
+from ._validation import (check_gram, check_sample_weight, check_X, check_y, dask_array_of,
+                          label_count)
 from .plugins import Problem
 from . import stopping
 from .utils._memory import in_small_pages
@@ -656,7 +657,7 @@ def solve(X, y, config=None, sample_weight=None, features=None, **kwargs):
         return res
     task = getattr(solver, "task", "classification")
     if sp.issparse(X) and X.format != "csr" and len(X.shape) == 2 and \
-            np.ndim(y) == 1 and np.shape(y)[0] != X.shape[0]:
+            label_count(y) not in (None, X.shape[0]):
         # y's length against the declared rows before X's conversion, whose row pointers
         # cost 8 bytes a declared row (found by review: a COO of 40 entries declared with
         # 1.5e8 rows took 1.7 GiB, then failed on y's length); X's own errors still come

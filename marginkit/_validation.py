@@ -738,6 +738,19 @@ def check_positive_diag(kdiag, name="X", kernel=None):
     return d
 
 
+def label_count(y):
+    """The number of labels in ``y`` when its shape tells it without a conversion (a 1-D
+    sequence, or a column), else None: compared with a sparse X's declared rows before
+    that X is converted, as a conversion to CSR costs 8 bytes a declared row."""
+    try:
+        shape = np.shape(y)
+    except (TypeError, ValueError):  # ragged: check_y says what is wrong with it
+        return None
+    if len(shape) == 1 or (len(shape) == 2 and shape[1] == 1):
+        return shape[0]
+    return None
+
+
 def check_y(y, n_samples, task="classification", name="y"):
     """Validate labels. Classification: two distinct labels -> (y in {-1, +1} float64, classes_).
 

@@ -387,3 +387,36 @@ def test_csr_arrays_of_non_native_byte_order_together():
     a = mk.solve(M, y, solver="dcd", random_state=0)
     b = mk.solve(S, y, solver="dcd", random_state=0)
     np.testing.assert_array_equal(a.coef_, b.coef_)
+
+
+@pytest.mark.parametrize("make", ["SVMClassifier", "PerceptronClassifier",
+                                  "IteratedTikhonovClassifier"])
+def test_the_estimators_compare_y_with_a_huge_declared_shape_before_converting(make):
+    """Found by review: the estimators' fit converted a COO matrix declared with 1.5e8
+    rows to CSR (1.2 GiB of row pointers) before scikit-learn compared y's length, which
+    ``solve`` compares first."""
+    import tracemalloc
+
+    import marginkit.sklearn as mks
+
+    rng = np.random.default_rng(0)
+    C = sp.coo_matrix(rng.standard_normal((40, 4)))
+    tall = sp.coo_matrix((C.data, (C.row, C.col)), shape=(150_000_000, 4))
+    y = np.r_[np.ones(20), -np.ones(20)]
+    for labels in (y, y[:, None], list(y)):
+        tracemalloc.start()  # numpy's buffers are traced
+        try:
+            with pytest.raises(ValueError,
+                               match=r"inconsistent numbers of samples: \[150000000, 40\]"):
+                getattr(mks, make)().fit(tall, labels)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 64 << 20
+
+
+def test_ragged_labels_beside_a_non_csr_matrix_get_the_labels_error():
+    rng = np.random.default_rng(0)
+    X = sp.coo_matrix(rng.standard_normal((3, 4)))
+    with pytest.raises(ValueError, match="y"):
+        mk.solve(X, [[1], [1, -1], [-1]], solver="dcd")
