@@ -557,6 +557,16 @@ def _check_lil(X, name):
                              "different lengths")
 
 
+def with_native_byte_order(X):
+    """A DIA matrix whose data or offsets are of non-native byte order, as a new matrix
+    on native copies (scipy's conversions refuse such dtypes where the other formats'
+    take them; found by review); any other X as it is."""
+    if X.format != "dia" or (X.data.dtype.isnative and X.offsets.dtype.isnative):
+        return X
+    native = [a.astype(a.dtype.newbyteorder("=")) for a in (X.data, X.offsets)]
+    return type(X)((native[0], native[1]), shape=X.shape)
+
+
 _FORMAT_CHECKS = {"coo": _check_coo, "bsr": _check_bsr, "dia": _check_dia, "lil": _check_lil}
 
 
@@ -610,7 +620,7 @@ def checked_csr(X, name="X", row_offset=0):
     else:
         check_sparse_structure(X, name, row_offset)
         try:
-            Xc, label = X.tocsr(), f"CSR converted from {fmt.upper()}"
+            Xc, label = with_native_byte_order(X).tocsr(), f"CSR converted from {fmt.upper()}"
         except MemoryError:
             raise ValueError(
                 f"{name} ({fmt.upper()}, shape {X.shape}, {X.nnz} stored entries): its CSR "

@@ -89,7 +89,7 @@ from .plugins import Plugin
 from .stopping import AUTO_DUAL_TOL
 from ._validation import (Param, _float_dtype_for, check_missing_labels, check_params,
                           check_sample_weight, check_sparse_structure, dask_array_of,
-                          label_count)
+                          label_count, with_native_byte_order)
 from .linalg._shared import shared_decompositions
 from .utils._sparse import sparse_copy
 
@@ -126,6 +126,7 @@ def _validate(estimator, X, y="no_validation", reset=True, y_numeric=False):
         # before scikit-learn's validation: its conversions run scipy's C++ code, which
         # trusts the index arrays
         check_sparse_structure(X, "X")
+        X = with_native_byte_order(X)
         n_labels = None if isinstance(y, str) else label_count(y)
         if X.format != "csr" and n_labels not in (None, X.shape[0]):
             # y's length against the declared rows before the conversion to CSR, whose

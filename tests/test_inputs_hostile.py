@@ -420,3 +420,23 @@ def test_ragged_labels_beside_a_non_csr_matrix_get_the_labels_error():
     X = sp.coo_matrix(rng.standard_normal((3, 4)))
     with pytest.raises(ValueError, match="y"):
         mk.solve(X, [[1], [1, -1], [-1]], solver="dcd")
+
+
+def test_a_dia_matrix_of_non_native_byte_order():
+    """Found by review: DIA data or offsets of non-native byte order reached scipy's
+    conversion, which refuses such dtypes ("scipy.sparse does not support dtype >f8")."""
+    from marginkit.sklearn import SVMClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 4))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    M = sp.dia_matrix(X)
+    M.data, M.offsets = M.data.astype(">f8"), M.offsets.astype(">i4")
+    a = mk.solve(M, y, solver="dcd", random_state=0)
+    b = mk.solve(X, y, solver="dcd", random_state=0)
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(a.predict(M), b.predict(X))
+    assert a.certificate.check(M, y).ok
+    clf = SVMClassifier(random_state=0).fit(M, y)
+    np.testing.assert_array_equal(clf.predict(M), clf.predict(X))
+    assert M.data.dtype == np.dtype(">f8") and M.offsets.dtype == np.dtype(">i4")
