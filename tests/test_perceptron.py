@@ -352,6 +352,12 @@ def test_parameter_errors(separable):
         mk.solve(X, y, solver="snkpvn", q=[0.5, 0.7])
     with pytest.raises(ValueError, match="q has length 2"):
         mk.solve(X, y, solver="snkpvn", q=[0.5, 0.5])
+    # found by review: numpy's "setting an array element with a sequence"
+    n = X.shape[0]
+    with pytest.raises(TypeError, match=r"q must be a dense vector .* q.toarray\(\).ravel\(\)"):
+        mk.solve(X, y, solver="snkpvn", q=sp.csr_matrix(np.full((1, n), 1.0 / n)))
+    with pytest.raises(TypeError, match="q must be a vector of real numbers"):
+        mk.solve(X, y, solver="snkpvn", q=["a"] * n)
     with pytest.raises(ValueError, match="GiB for the Gram matrix"):
         mk.solve(X, y, solver="snkp", kernel="rbf", memory_budget=1000.0)
 

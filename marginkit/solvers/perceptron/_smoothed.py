@@ -16,6 +16,7 @@ import math
 import numbers
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..._registry import _register_builtin
 from ..._validation import Param
@@ -30,8 +31,15 @@ from ._gram_bound import bound_from_cross, normalized_feature_cross
 
 def _check_q(value, name, owner):
     """SNKPVN's centre ``q`` as a float64 vector, checked to be finite and in the simplex."""
-    given = np.asarray(value)
-    q = np.array(given, dtype=np.float64).ravel()
+    if sp.issparse(value):
+        raise TypeError(f"{owner}: {name} must be a dense vector in the simplex, got a "
+                        f"sparse {type(value).__name__}; pass {name}.toarray().ravel()")
+    try:
+        given = np.asarray(value)
+        q = np.array(given, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise TypeError(f"{owner}: {name} must be a vector of real numbers in the simplex, "
+                        f"got {type(value).__name__}") from None
     if q.size == 0 or not np.all(np.isfinite(q)):
         raise ValueError(f"{owner}: {name} must be a finite vector in the simplex")
     # entries rounded in their own precision (found by review: the uniform q in float32
