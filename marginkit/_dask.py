@@ -37,8 +37,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._executors import Block, Executor
-from ._validation import (check_known_row_chunks, check_sparse_structure, check_X, check_y,
-                          dask_array_of, has_nan_label, without_empty_row_chunks)
+from ._validation import (check_chunk_shape, check_known_row_chunks, check_sparse_structure,
+                          check_X, check_y, dask_array_of, has_nan_label,
+                          without_empty_row_chunks)
 
 __all__ = ["dask_problem", "decision_function", "predict", "SUPPORTED_SOLVERS", "ChunkPool"]
 
@@ -111,6 +112,8 @@ def predict(result, X, n_features=None):
 def _block_scores(block, result, block_info=None):
     """The scores of one row chunk; NaN/inf rows are named by their row in X (found by
     review: the chunk's own row numbers were given)."""
+    if block_info:
+        _check_declared_block(block, block_info)
     try:
         return result.decision_function(block)
     except ValueError as exc:
@@ -119,6 +122,13 @@ def _block_scores(block, result, block_info=None):
         rows = _nonfinite_rows(block) + block_info[0]["array-location"][0][0]
         raise ValueError(f"X contains NaN or infinity in row(s) {rows[:10].tolist()}"
                          f"{' ...' if rows.size > 10 else ''}; remove or impute them") from None
+
+
+def _check_declared_block(block, block_info):
+    """``check_chunk_shape`` of a block given to a ``map_blocks`` function."""
+    info = block_info[0]
+    check_chunk_shape(np.shape(block), tuple(hi - lo for lo, hi in info["array-location"]),
+                      info["chunk-location"][0])
 
 
 def _block_labels(scores, classes):
@@ -307,11 +317,7 @@ def make_pool(X, y, task="classification"):
     for i, (shape, _, _) in enumerate(shapes):
         # a chunk computed by the graph must be the block the array declares: the
         # drivers size every d-vector and row offset from the declaration
-        if tuple(shape) != (sizes[i], X.shape[1]):
-            raise ValueError(
-                f"X chunk {i} has shape {tuple(shape)} but the dask array declares "
-                f"{(sizes[i], X.shape[1])} for it; build the array with the shape and chunks "
-                "its blocks really have")
+        check_chunk_shape(shape, (sizes[i], X.shape[1]), i)
     dtypes = {s[1] for s in shapes}
     dtype = np.float64 if len(dtypes) > 1 else np.dtype(dtypes.pop())
     sparse = any(s[2] for s in shapes)

@@ -196,11 +196,17 @@ class RowBlocks:
         self.chain = int(sizes.max(initial=0)) + self.n_blocks
 
     def _raw(self, k):
-        from ._validation import check_X
+        from ._validation import check_chunk_shape
 
         lo, hi = int(self._bounds[k]), int(self._bounds[k + 1])
         if self._dask is not None:
-            B = read_X(self._dask.blocks[k, 0].compute(), lo)  # a chunk is read here only
+            B = self._dask.blocks[k, 0].compute()  # a chunk is read here only
+            try:
+                width = np.shape(B)[1:2] if self.width is None else (self.width,)
+                check_chunk_shape(np.shape(B), (hi - lo, *width), k)
+            except ValueError as exc:
+                raise UnreadableX(str(exc)) from None
+            B = read_X(B, lo)
         elif self.n_blocks == 1:
             B = self.X
         else:

@@ -262,6 +262,17 @@ def without_empty_row_chunks(X):
     return X
 
 
+def check_chunk_shape(shape, declared, index, name="X"):
+    """A dask chunk as computed must be the block its array declares (found by review: a
+    chunk of other rows than declared gave numpy's broadcast errors in checks, and
+    predictions of other length than X's declared rows)."""
+    if tuple(shape) != tuple(declared):
+        raise ValueError(
+            f"{name} chunk {index} has shape {tuple(shape)} but the dask array declares "
+            f"{tuple(declared)} for it; build the array with the shape and chunks its "
+            "blocks really have")
+
+
 def _sparse_frame_as_coo(X, name):
     """A pandas DataFrame whose columns are all sparse as the COO matrix of its stored
     entries (``DataFrame.sparse.to_coo``, as scikit-learn reads it), X itself otherwise.

@@ -192,9 +192,19 @@ def _lazy_rows(estimator, method, X, n_outputs, dtype):
     if len(X.chunks[1]) > 1:
         X = X.rechunk({1: -1})  # row chunks only: each block holds whole rows
     if n_outputs == 1:
-        return X.map_blocks(method, drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype))
-    return X.map_blocks(method, chunks=(X.chunks[0], (n_outputs,)), dtype=dtype,
-                        meta=np.empty((0, 0), dtype))
+        return X.map_blocks(_declared_block_method, method, drop_axis=1, dtype=dtype,
+                            meta=np.empty((0,), dtype))
+    return X.map_blocks(_declared_block_method, method, chunks=(X.chunks[0], (n_outputs,)),
+                        dtype=dtype, meta=np.empty((0, 0), dtype))
+
+
+def _declared_block_method(block, method, block_info=None):
+    """``method(block)`` of a block that is the one its dask array declares."""
+    from ._dask import _check_declared_block
+
+    if block_info:
+        _check_declared_block(block, block_info)
+    return method(block)
 
 
 def _warn_unfinished(estimator, results, classes=None, stacklevel=4):

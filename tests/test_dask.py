@@ -988,3 +988,41 @@ def test_every_check_reads_a_dask_x_of_unknown_chunk_sizes():
         assert np.isnan(Xu.shape[0])  # the caller's array keeps its unknown sizes
         with pytest.raises(ValueError, match="NaN or infinity"):
             cert.check(Xun, y)
+
+
+def _same_block(block):
+    return block
+
+
+@pytest.mark.parametrize("bad", ["narrow", "wide", "short", "long"])
+def test_a_chunk_of_another_shape_than_declared_is_refused_by_name(bad):
+    """Found by review: a chunk computed with other rows or columns than its dask array
+    declares gave numpy's broadcast errors in ``verify``, and ``predict`` returned 35
+    labels for the 40 rows X declares; ``solve`` named the chunk. Every path names it."""
+    import dask
+
+    from marginkit.sklearn import PerceptronClassifier, SVMClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 4))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    second = {"narrow": X[20:, :3], "wide": np.c_[X[20:], X[20:, :1]], "short": X[20:35],
+              "long": np.r_[X[20:], X[20:23]]}[bad]
+    D = da.concatenate([da.from_delayed(dask.delayed(_same_block)(b), shape=(20, 4),
+                                        dtype=np.float64) for b in (X[:20], second)])
+    shape = {"narrow": (20, 3), "wide": (20, 5), "short": (15, 4), "long": (23, 4)}[bad]
+    message = rf"X chunk 1 has shape \({shape[0]}, {shape[1]}\) but the dask array declares"
+    calls = []
+    for solver in ("fista", "snkpvn", "iterated_tikhonov"):
+        res = mk.solve(X, y, solver=solver)
+        calls += [lambda r=res: r.certificate.check(D, y), lambda r=res: r.certificate.verify(D, y),
+                  lambda r=res: r.predict(D).compute(),
+                  lambda r=res: r.decision_function(D).compute()]
+    clf = SVMClassifier().fit(X, y)
+    calls += [lambda: clf.predict(D).compute(), lambda: SVMClassifier().fit(D, y),
+              lambda: PerceptronClassifier().fit(D, y)]
+
+    with dask.config.set(scheduler="synchronous"):
+        for call in calls:
+            with pytest.raises(ValueError, match=message):
+                call()
