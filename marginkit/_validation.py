@@ -768,7 +768,8 @@ def label_count(y):
     except (TypeError, ValueError):  # ragged: check_y says what is wrong with it
         return None
     if len(shape) == 1 or (len(shape) == 2 and shape[1] == 1):
-        return shape[0]
+        # an int; not a dask array's unknown (NaN) length
+        return shape[0] if isinstance(shape[0], numbers.Integral) else None
     return None
 
 
