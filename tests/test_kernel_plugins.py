@@ -442,6 +442,11 @@ def _normalize_if_writable(A):
 class _PropertyMap(_LinearPlugin):
     """A map reached through a property (not guarded as a class's methods are)."""
 
+    def __call__(self, A, B=None):  # the kernel of the normalized rows, the map's
+        a = np.asarray(A) / np.linalg.norm(A, axis=1, keepdims=True)
+        b = a if B is None else np.asarray(B) / np.linalg.norm(B, axis=1, keepdims=True)
+        return a @ b.T
+
     @property
     def feature_map(self):
         return _normalize_if_writable
@@ -513,3 +518,35 @@ def test_a_map_refusing_another_width_is_rejected_by_the_perceptron_checks(solve
     for other in (X[:, :2], np.hstack([X, X])):
         v = cert.check(other, y)
         assert not v and "the feature map refuses X: square_map needs 3 columns" in v.reason
+
+
+class _DroppingMap(_LinearPlugin):
+    """A plug-in whose map drops a column its kernel function reads (a bug)."""
+
+    def feature_map(self, A):
+        A = np.asarray(A)
+        return np.c_[np.zeros((A.shape[0], 1)), A[:, 1:]]
+
+
+class _NegatedMap(_LinearPlugin):
+    """Another map of the same kernel: -x gives the same products."""
+
+    def feature_map(self, A):
+        return -np.asarray(A)
+
+
+@pytest.mark.parametrize("solver", ["snkp", "nvn", "isnkpvn", "dcd", "fista",
+                                    "iterated_tikhonov"])
+def test_a_map_that_disagrees_with_its_kernel_function_is_refused(solver):
+    """Found by review: a plug-in whose map dropped a column that its kernel function
+    read got an "infeasible" certificate on separable data (the proof checked through the
+    map, predict through the function), and SVM and Tikhonov models whose predict missed
+    40% of the training points. The solvers compare the two on rows spread over X."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    with pytest.raises(ValueError, match=r"kernel _DroppingMap: feature_map disagrees with "
+                                         r"the kernel function on X: K\(x_0, x_0\)"):
+        mk.solve(X, y, solver=solver, kernel=_DroppingMap())
+    res = mk.solve(X, y, solver=solver, kernel=_NegatedMap())
+    assert res.certificate is not None and res.certificate.verify(X, y)
