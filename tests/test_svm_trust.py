@@ -1008,3 +1008,58 @@ def test_a_column_is_constant_by_an_exact_rule_that_every_layout_shares():
     Xs = np.column_stack([rng.normal(size=10), np.where(np.arange(10) % 2, 5e-324, 0.0)])
     with pytest.raises(ValueError, match="standard deviation below"):
         mk.solve(Xs, np.where(Xs[:, 0] > 0, 1, -1), solver="dcd")
+
+
+@pytest.mark.parametrize("what", ["coef", "intercept"])
+def test_the_stored_linear_model_is_w_of_r_to_float64_rounding(what):
+    """Found by review: the stored coefficients and intercept were checked against
+    w_bar(r) to a relative 1e-6 of their magnitudes. At C = 1e3 on overlapping classes
+    (sum r = 7.9e5) the coefficients could move by 0.3 and change up to 195 of 1,000
+    training predictions; on a column of mean 1e6 times its spread the intercept could
+    move by 0.94 and change 112 of 400; both with certificates that verified. The
+    tolerance is now the rounding of a float64 evaluation from r."""
+    rng = np.random.default_rng(0)
+    if what == "coef":
+        n = 1000
+        X = rng.normal(size=(n, 2))
+        y = np.where(X[:, 0] + 2.0 * rng.normal(size=n) > 0, 1, -1)
+        kw = dict(C=1e3, scale=None, max_iter=200000)
+    else:
+        n = 400
+        z = rng.normal(size=(n, 2))
+        y = np.where(z[:, 0] + 0.5 * z[:, 1] + 0.7 * rng.normal(size=n) > 0, 1, -1)
+        X = z.copy()
+        X[:, 0] += 1e6
+        kw = dict(C=10.0, mu=1.0)
+    res = mk.solve(X, y, solver="fista", random_state=0, **kw)
+    cert = res.certificate
+    assert res.status == "certified" and cert.verify(X, y)
+    pred = res.predict(X)
+    for shift in (0.3, 1e-3):
+        if what == "coef":
+            cert.coef = res.coef_ + np.array([-shift, -shift])
+        else:
+            cert.intercept = res.intercept_ + shift
+        assert not cert.verify(X, y), shift
+        cert.coef, cert.intercept = res.coef_, res.intercept_
+    assert cert.verify(X, y) and np.array_equal(res.predict(X), pred)
+
+
+def test_the_stored_kernel_svm_intercept_is_y_r_to_float64_rounding():
+    """Found by review: the kernel H-SVM's stored intercept was checked against y^T r to
+    1e-6 sum(r): at C = 1e4 (sum r = 3.8e6) it could move by 0.95 and change 194 of 600
+    training predictions with a certificate that verified."""
+    rng = np.random.default_rng(1)
+    n = 600
+    X = rng.normal(size=(n, 2))
+    y = np.where(X[:, 0] + 1.5 * rng.normal(size=n) > 0, 1, -1)
+    res = mk.solve(X, y, solver="dcd", kernel="rbf", kernel_params={"gamma": 0.5}, C=1e4,
+                   random_state=0, max_iter=20000)
+    cert = res.certificate
+    assert res.status == "certified" and cert.r.sum() > 1e6 and cert.verify(X, y)
+    t = cert.intercept
+    for shift in (0.95, -0.95, 1e-6):
+        cert.intercept = t + shift
+        assert not cert.verify(X, y), shift
+    cert.intercept = t
+    assert cert.verify(X, y)
