@@ -1063,3 +1063,103 @@ def test_the_stored_kernel_svm_intercept_is_y_r_to_float64_rounding():
         assert not cert.verify(X, y), shift
     cert.intercept = t
     assert cert.verify(X, y)
+
+
+def _exact_hsvm(Z, y, gam, mu):
+    """The exact optimum (r, theta) of max -1/2 r^T Q r + e^T r on [0, gam]^n, Q = H H^T
+    + mu I, H_i = y_i (z_i, 1), in rationals, by trying every active set (n small)."""
+    import itertools
+
+    n = len(Z)
+    H = [[y[i] * v for v in Z[i]] + [y[i]] for i in range(n)]
+    Q = [[sum(a * b for a, b in zip(H[i], H[j])) + (mu if i == j else 0) for j in range(n)]
+         for i in range(n)]
+    for st in itertools.product((0, 1, 2), repeat=n):
+        free = [i for i in range(n) if st[i] == 1]
+        r = [gam if st[i] == 2 else Fraction(0) for i in range(n)]
+        # Gauss-Jordan on the free coordinates
+        M = [[Q[i][j] for j in free] + [1 - sum(Q[i][j] * r[j] for j in range(n) if st[j] == 2)]
+             for i in free]
+        ok = True
+        for c in range(len(free)):
+            piv = next((i for i in range(c, len(free)) if M[i][c] != 0), None)
+            if piv is None:
+                ok = False
+                break
+            M[c], M[piv] = M[piv], M[c]
+            for i in range(len(free)):
+                if i != c and M[i][c] != 0:
+                    f = M[i][c] / M[c][c]
+                    M[i] = [a - f * b for a, b in zip(M[i], M[c])]
+        if not ok:
+            continue
+        for k, i in enumerate(free):
+            r[i] = M[k][-1] / M[k][k]
+        if any(not (0 < r[i] < gam) for i in free):
+            continue
+        Qr = [sum(Q[i][j] * r[j] for j in range(n)) for i in range(n)]
+        G = [q - 1 for q in Qr]
+        if any((st[i] == 0 and G[i] < 0) or (st[i] == 2 and G[i] > 0) or
+               (st[i] == 1 and G[i] != 0) for i in range(n)):
+            continue
+        return r, [Qr[i] - mu * r[i] for i in range(n)]
+    raise AssertionError("no active set is optimal")
+
+
+def test_a_certified_point_is_classified_as_predict_evaluates_the_stored_model():
+    """Found by review: the referee checked the stored linear model's margins in centred
+    form, while predict computes X @ coef_ + intercept_ on X uncentred. On a column of mean
+    1e11 and spread about 1, a certificate of the exact optimum with a certified margin
+    of 4e-7 verified, and predict misclassified that point (its rounding is about
+    u |m| |coef|). Along a bisection towards a zero margin, every certificate that
+    verifies must now leave its certified point correctly classified by predict, and
+    the one predict misclassifies is rejected."""
+    from marginkit.solvers.svm._data import scaling_statistics
+
+    base = np.array([[1e11 - 2.0, 0.3], [1e11 - 1.0, -0.4], [1e11 + 1.0, 0.5],
+                     [1e11 + 2.0, -0.2], [1e11 + 1.0, 0.0]])
+    y = np.array([1, 1, -1, -1, 1])
+    C, mu, k = 10.0, 1.0, 4
+    template = mk.solve(base, y, solver="dcd", C=C, mu=mu, max_iter=1, random_state=0)
+    F = Fraction
+
+    def certificate_at(b):
+        X = base.copy()
+        X[k, 1] = b
+        m, s = scaling_statistics(X, "std")
+        Z = [[F(float(s[j])) * (F(float(X[i, j])) - F(float(m[j]))) for j in range(2)]
+             for i in range(5)]
+        rs, theta = _exact_hsvm(Z, [F(int(v)) for v in y], F(C), F(mu))
+        r = np.array([float(v) for v in rs])
+        u = y * r
+        wbar = np.array([float(sum(F(float(u[i])) * Z[i][j] for i in range(5)))
+                         for j in range(2)])
+        tbar = float(sum(F(float(v)) for v in u))
+        coef = s * wbar
+        intercept = float(F(tbar) - sum(F(float(m[j])) * F(float(coef[j])) for j in range(2)))
+        mask = np.zeros(5, bool)
+        mask[k] = True
+        cert = CertifiedPointsCertificate(0.0, mask, r, C, mu, "std", m, s, "hsvm", tbar, coef,
+                                          intercept, template.classes_, kernel=template.kernel,
+                                          config=template.config, claim=None)
+        res = copy.copy(template)
+        res.coef_, res.intercept_, res.certificate = coef, intercept, cert
+        return X, theta[k], res
+
+    lo, hi = -1.0, 0.0
+    th_hi = certificate_at(hi)[1]
+    wrong = 0
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        X, th, res = certificate_at(mid)
+        if (th > 0) == (th_hi > 0):
+            hi, th_hi = mid, th
+        else:
+            lo = mid
+        if not 0 < th < 1e-4:
+            continue
+        right = res.predict(X)[k] == y[k]
+        wrong += not right
+        if res.certificate.verify(X, y):
+            assert right, mid
+    assert wrong > 0  # the case of the review is reached

@@ -417,6 +417,14 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
     p, EG = np.empty(n), np.empty(n)
     k1, gamma4 = 1.0 + 2 * g, R.gamma(4)
     c1_, Ec1_ = (c1, Ec1) if check_model else (0.0, 0.0)
+    # the stored model's margins as ``predict`` computes them, x_i . coef + intercept in
+    # float64 on x_i uncentred: off by gamma_{d+2} (|x_i| . |coef| + |intercept|), and
+    # |x_i| . |coef| <= Md_i + |m| . |coef| (found by review: a certified point of a
+    # column of mean 1e11 and spread 1 that predict misclassified, the centred margin
+    # 4e-7 being proved)
+    gP = R.gamma(d + 2)
+    if check_model:
+        Ec1_ += gP * (abs(cert.intercept) + float(absm @ acoef)) * (1.0 + 4 * g)
     threshold, k_room, floor_ok, model_ok = math.inf, 0, True, True
     top_p = top_EG = 0.0
     zf2 = 0.0
@@ -441,8 +449,8 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
         # coordinate: p_i = 0); the levels min(gamma_i, 1/mu) rounded down
         tb, kb, fb, mb, tp, te = _f.ref_points(
             ypm[lo:hi], r[lo:hi], box[lo:hi], level[lo:hi], mask8[lo:hi], th, Mth, dec, Md,
-            p[lo:hi], EG[lo:hi], t, Et, mu, k1, gamma4, delta, check_model, c1_, Ec1_, gC,
-            R.UNIT, eta)
+            p[lo:hi], EG[lo:hi], t, Et, mu, k1, gamma4, delta, check_model, c1_, Ec1_,
+            gC + gP, R.UNIT, eta)
         threshold = min(threshold, tb)
         k_room += kb
         floor_ok = floor_ok and fb
