@@ -839,3 +839,22 @@ def test_the_stored_classifier_is_checked_as_predict_evaluates_it():
     err = np.abs(fast - exact).astype(np.float64)
     assert np.all(err <= res.ef + res.ev)
     assert np.any(err > res.ef)
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_svm", "dcd"])
+def test_the_evaluation_slack_counts_for_both_formulations(solver, monkeypatch):
+    """Found by review: the classical SVM's (fista_svm's) stored classifier was checked
+    on the certified points without the error of the kernel's own evaluation, the one
+    predict makes (only H-SVM's was). A kernel stating a large evaluation error now
+    rejects the claim in both formulations."""
+    from marginkit.kernels.builtin import RBFKernel
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((80, 2))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    res = mk.solve(X, y, solver=solver, kernel="rbf", kernel_params={"gamma": 0.5})
+    cert = res.certificate
+    assert res.status == "certified" and cert.verify(X, y)
+    monkeypatch.setattr(RBFKernel, "evaluation_slack", lambda self, A, B: (10.0, 0.0))
+    verdict = cert.check(X, y)
+    assert not verdict and "stored classifier" in verdict.reason

@@ -314,14 +314,15 @@ class KernelCertifiedPointsCertificate(Certificate):
         if not np.all(theta - eth * (1.0 + 2 * U) - U * np.abs(theta) > floor):
             return Verdict.reject(kind, "a certified point has theta_i <= 1 - mu level beyond "
                                         "rounding", **numbers)
-        if form == "hsvm":
-            # the stored classifier (K u + intercept): its margins on the certified points,
-            # as predict evaluates it (the kernel's own evaluation's error, ``ev``)
-            ydec = ypm[mask] * (res.f[mask] + t_stored)
-            ed = res.ef[mask] + res.ev[mask] + 2 * U * (np.abs(ydec) + abs(t_stored)) + ETA
-            if not np.all(ydec * (1.0 - U) > ed):
-                return Verdict.reject(kind, "the stored classifier misclassifies a certified "
-                                            "point (beyond rounding)", **numbers)
+        # the stored classifier (K u + intercept, both formulations): its margins on the
+        # certified points as predict evaluates it (the kernel's own evaluation's error,
+        # ``ev``; the classical SVM's theta is this classifier's margin, whose floor test
+        # above counts only the referee's rounding: found by review)
+        ydec = ypm[mask] * (res.f[mask] + t_stored)
+        ed = res.ef[mask] + res.ev[mask] + 2 * U * (np.abs(ydec) + abs(t_stored)) + ETA
+        if not np.all(ydec * (1.0 - U) > ed):
+            return Verdict.reject(kind, "the stored classifier misclassifies a certified "
+                                        "point (beyond rounding)", **numbers)
         return Verdict(True, kind, **numbers)
 
     def holds_model(self):
