@@ -264,6 +264,16 @@ def load_result(path, max_bytes=_persist.MAX_BYTES):
         size disagrees with its header or exceeds the limits, an unknown plug-in or
         certificate type (import the package that registers it first). The message
         names the file and the place in the header.
+
+    Notes
+    -----
+    What a loaded result claims is what its certificate's ``verify(X, y)`` recomputes
+    from the data. The fields bound to the certificate (``certified_mask``, ``dual_coef_``,
+    ``dual_vector``, the model ``predict`` uses) are compared with it on load; the other
+    numbers (``margin_bounds``, ``certificate.value``, ``history``, ``time_s``) are the
+    file's, for information. The margin bounds of the loaded variables are recomputed
+    from the data by ``marginkit.certificates.margin_bounds(X, labels_pm(y, r.classes_),
+    r.kernel, r.dual_coef_, r.dual_vector)``.
     """
     return read_result(path, max_bytes)[0]
 
