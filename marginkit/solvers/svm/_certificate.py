@@ -35,9 +35,10 @@ from ._thresholds import certify_level, certify_levels, claim_shortfall, rows_mi
 from ...utils._memory import in_small_pages
 
 
-#: relative tolerance of the consistency checks between the stored scaling statistics (relative, means in units of the spread
-#: and of their own size): loose enough for a certificate of float32 data checked on its
-#: float64 values (the claims themselves use the statistics recomputed from X)
+#: tolerance between the stored scaling statistics and X's (relative, means in units of
+#: the spread and of their own size): loose enough for a certificate of float32 data
+#: checked on its float64 values (the claims themselves use the statistics recomputed
+#: from X)
 _STATS_RTOL = 1e-6
 
 
