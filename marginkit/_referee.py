@@ -286,6 +286,11 @@ def feature_rows(kernel, X, max_entries=1 << 18):
         kernel.fit(X)  # on every row (fitted lazily, a map would fit on the first block)
     Phi = _all_feature_rows(kernel, X, max_entries)
     if type(kernel).__module__.partition(".")[0] != "marginkit":
+        if sp.issparse(Phi):
+            from ._validation import checked_csr
+
+            # its structure checked before scipy's indexing reads it (C++ that trusts it)
+            Phi = checked_csr(Phi, "feature_map(X)")
         check_map_agrees(kernel, X, Phi)
     return Phi
 
@@ -296,7 +301,7 @@ MAP_CHECK_ROWS = 32
 
 def check_map_agrees(kernel, X, Phi):
     """``ValueError`` naming the plug-in ``kernel`` when its feature map ``Phi`` (of X's
-    rows) disagrees with its kernel function on up to ``MAP_CHECK_ROWS`` rows of X spread
+    rows: a dense matrix, or CSR whose structure has been checked) disagrees with its kernel function on up to ``MAP_CHECK_ROWS`` rows of X spread
     evenly over it: |K(x_i, x_j) - <Phi_i, Phi_j>| above 1e-6 sqrt(s_i s_j), s_i the
     larger of K(x_i, x_i) and ||Phi_i||^2. The solvers work on Phi, the referee and
     ``predict`` read one or the other (found by review: a map that dropped a column
@@ -313,8 +318,7 @@ def check_map_agrees(kernel, X, Phi):
         K = np.asarray(kernel(float64_block(X[rows]), float64_block(X[rows])), dtype=np.float64)
     except (NotImplementedError, TypeError, ValueError):
         return
-    P = (Phi if Phi.format in ("csr", "csc") else Phi.tocsr())[rows] if sp.issparse(Phi) \
-        else np.asarray(Phi, dtype=np.float64)[rows]
+    P = Phi[rows] if sp.issparse(Phi) else np.asarray(Phi, dtype=np.float64)[rows]
     G = P @ P.T
     G = np.asarray(G.toarray() if sp.issparse(G) else G, dtype=np.float64)
     s = np.maximum(np.abs(np.diagonal(K)), np.abs(np.diagonal(G)))
