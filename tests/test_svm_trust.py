@@ -1163,3 +1163,35 @@ def test_a_certified_point_is_classified_as_predict_evaluates_the_stored_model()
         if res.certificate.verify(X, y):
             assert right, mid
     assert wrong > 0  # the case of the review is reached
+
+
+@pytest.mark.parametrize("solver,run_on", [("fista", "numpy"), ("fista", "dask"),
+                                           ("dcd", "numpy")])
+def test_a_certificate_verifies_in_every_row_layout_of_the_same_numbers(solver, run_on):
+    """Found by review: with the model checked to float64 rounding, a certificate made on
+    a numpy X was rejected on a dask array of the same numbers (and the other way round):
+    the column means, summed in another block order, differed by 3.6e-11 on a column whose
+    mean cancels (entries of +-1e8 on rows far from the boundary), and the coefficients
+    were compared with w(r) under the referee's means. They are now compared under the
+    stored statistics (the run's, themselves checked against X's)."""
+    da = pytest.importorskip("dask.array")
+    import dask
+
+    from marginkit.datasets import make_clusters
+
+    n = 20000
+    X, y = make_clusters(n, 4, offset=0.0, noise=0.0, radius=0.5, random_state=0)
+    rng = np.random.default_rng(0)
+    first = mk.solve(X, y, solver="fista", scale=None, C=1.0)
+    easy = np.argsort(-np.abs(first.decision_function(X)))[: n // 5]
+    col = rng.normal(0, 1e-3, n)
+    col[easy] = np.where(np.arange(easy.size) % 2 == 0, 1.0, -1.0) * 1e8 \
+        + rng.normal(0, 1, easy.size)
+    X = np.column_stack([X, col])
+    Xd = da.from_array(X, chunks=(997, -1))
+    with dask.config.set(scheduler="synchronous"):
+        res = mk.solve(X if run_on == "numpy" else Xd, y, solver=solver)
+        assert res.status == "certified"
+        for Z in (X, Xd):
+            verdict = res.certificate.check(Z, y)
+            assert verdict, verdict.reason

@@ -381,20 +381,30 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
     check_model = coef is not None
     absm = np.abs(m)
     if check_model:
-        # the stored model is w_bar(r) as any float64 evaluation from r computes it: sums
-        # of n terms in any order, on X uncentred (|X|^T r <= |X - e m^T|^T r + |m| sum r)
-        # and centred by m t_bar after (found by review: a relative 1e-6 of the
-        # magnitudes let coefficients and intercepts be moved by about 1 in decision
-        # units on problems of large C, and 112 of 400 predictions change)
-        gM = R.gamma(n + d + 32)
-        tol = gM * (s * (s * (mag + absm * R1))) + 2 * Ev + 4 * eta
-        if not np.all(np.abs(coef - v) <= tol):
+        # the stored model is w_bar(r) under the stored statistics (those of the run, X's
+        # to _STATS_RTOL: their rounding depends on the layout X was summed in; found by
+        # review), as any float64 evaluation from r computes it: sums of n terms in any
+        # order, on X uncentred (|X|^T r <= |X - e m^T|^T r + |m| sum r) and centred by
+        # m (y^T r) after. X^T u - mS (y^T r) = a + (m - mS) (y^T r). (A relative 1e-6 of
+        # the magnitudes let coefficients and intercepts move by about 1 in decision
+        # units at large C, 112 of 400 predictions changing: found by review.)
+        sS, mS = cert.inv_std, cert.means
+        absmS = np.abs(mS)
+        with np.errstate(over="ignore", invalid="ignore"):
+            dm = m - mS                      # float64: within u |dm| of the exact difference
+            vS = (sS.astype(LD) * (sS.astype(LD) * (a + dm.astype(LD) * bL))).astype(np.float64)
+            EvS = sS * (sS * (gB * mag + 4 * R.UNIT * np.abs(dm) * (abs(b) + EbL))) \
+                + (4 * uL + R.UNIT) * np.abs(vS) + eta
+            gM = R.gamma(n + d + 32)
+            tol = gM * (sS * (sS * (mag + (absm + np.abs(dm)) * R1))) + 2 * EvS + 4 * eta
+        if not np.all(np.abs(coef - vS) <= tol):
             return reject("the stored coefficients are not s * w_bar(r)")
-        mcL = m.astype(LD) @ coef.astype(LD)
+        mcL = mS.astype(LD) @ coef.astype(LD)
         want = float(tL - mcL)
-        scale_i = abs(t) + float(absm @ np.abs(coef))
+        scale_i = abs(t) + float(absmS @ np.abs(coef))
         if not abs(cert.intercept - want) <= Et + g * scale_i + (d + 2) * eta:
             return reject("the stored intercept is not t_bar - m . coef")
+        mcL = m.astype(LD) @ coef.astype(LD)
         c1L = LD(cert.intercept) + mcL       # dec_i = (x_i - m) . coef + c1
         c1 = float(c1L)
         Ec1 = gl * (abs(cert.intercept) + float(absm @ np.abs(coef))) + R.UNIT * abs(c1) + eta
