@@ -296,40 +296,71 @@ def feature_rows(kernel, X, max_entries=1 << 18):
 
 
 #: rows of X on which a plug-in's map is compared with its kernel function
-MAP_CHECK_ROWS = 32
+MAP_CHECK_ROWS = 256
 
 
-def check_map_agrees(kernel, X, Phi):
+def _map_disagreement(kernel, K, G, scale, where):
+    """``ValueError`` naming ``kernel`` at the first entry where K and G = <Phi, Phi>
+    differ by more than 1e-6 ``scale`` (``where(index)``: the two rows of X it is), if
+    any."""
+    bad = np.abs(K - G) > 1e-6 * scale + 1e-300
+    if np.any(bad):
+        idx = np.unravel_index(int(np.argmax(bad)), np.shape(bad))
+        a, b = where(idx)
+        raise ValueError(
+            f"kernel {type(kernel).__name__}: feature_map disagrees with the kernel function "
+            f"on X: K(x_{a}, x_{b}) = {K[idx]:.9g} but <Phi(x_{a}), Phi(x_{b})> = "
+            f"{G[idx]:.9g}; a kernel's map must satisfy K(A, B) = feature_map(A) @ "
+            "feature_map(B).T")
+
+
+def check_map_agrees(kernel, X, Phi, max_entries=1 << 18):
     """``ValueError`` naming the plug-in ``kernel`` when its feature map ``Phi`` (of X's
-    rows: a dense matrix, or CSR whose structure has been checked) disagrees with its kernel function on up to ``MAP_CHECK_ROWS`` rows of X spread
-    evenly over it: |K(x_i, x_j) - <Phi_i, Phi_j>| above 1e-6 sqrt(s_i s_j), s_i the
-    larger of K(x_i, x_i) and ||Phi_i||^2. The solvers work on Phi, the referee and
-    ``predict`` read one or the other (found by review: a map that dropped a column
-    the kernel function read gave an "infeasible" certificate for separable data, and
-    models whose ``predict`` missed 40% of the training points). A kernel function that
-    does not evaluate these rows (not implemented, or not for X's layout: a plug-in
-    whose function reads dense rows only, on CSR X) is not compared: the run reads only
-    the map."""
+    rows: a dense matrix, or CSR whose structure has been checked) disagrees with its
+    kernel function: |K(x_i, x_j) - <Phi_i, Phi_j>| above 1e-6 sqrt(s_i s_j), s_i the
+    larger of K(x_i, x_i) and ||Phi_i||^2, on every pair of up to ``MAP_CHECK_ROWS``
+    rows spread evenly over X and, when the plug-in has a ``diag`` of its own, on the
+    diagonal of every row (evaluated on float64 row blocks of at most ``max_entries``
+    stored entries). The solvers work on Phi, the referee and ``predict`` read one or
+    the other (found by review: a map that dropped a column the kernel function read
+    gave an "infeasible" certificate for separable data, and models whose ``predict``
+    missed 40% of the training points). A kernel function (or ``diag``) that raises on
+    these rows (not implemented, written for another layout or for state the map does
+    not need) is not compared: the run reads only the map. Only the rows compared are
+    converted to float64."""
+    from .linalg._norms import row_sqnorms
+    from .plugins import Kernel
+
     n = X.shape[0]
     if n == 0:
         return
     rows = np.unique(np.linspace(0, n - 1, min(n, MAP_CHECK_ROWS)).astype(np.int64))
-    try:
-        K = np.asarray(kernel(float64_block(X[rows]), float64_block(X[rows])), dtype=np.float64)
-    except (NotImplementedError, TypeError, ValueError):
-        return
-    P = Phi[rows] if sp.issparse(Phi) else np.asarray(Phi, dtype=np.float64)[rows]
+    P = Phi[rows] if sp.issparse(Phi) else np.asarray(np.asarray(Phi)[rows], dtype=np.float64)
     G = P @ P.T
     G = np.asarray(G.toarray() if sp.issparse(G) else G, dtype=np.float64)
-    s = np.maximum(np.abs(np.diagonal(K)), np.abs(np.diagonal(G)))
-    bad = np.abs(K - G) > 1e-6 * np.sqrt(np.outer(s, s)) + 1e-300
-    if bad.any():
-        i, j = np.unravel_index(int(np.argmax(bad)), bad.shape)
-        raise ValueError(
-            f"kernel {type(kernel).__name__}: feature_map disagrees with the kernel function "
-            f"on X: K(x_{rows[i]}, x_{rows[j]}) = {K[i, j]:.9g} but <Phi(x_{rows[i]}), "
-            f"Phi(x_{rows[j]})> = {G[i, j]:.9g}; a kernel's map must satisfy K(A, B) = "
-            "feature_map(A) @ feature_map(B).T")
+    try:
+        A = float64_block(X[rows])
+        K = np.asarray(kernel(A, A), dtype=np.float64)
+    except Exception:  # a function that cannot evaluate these rows: nothing to compare
+        K = None
+    if K is not None and K.shape == G.shape:
+        sd = np.sqrt(np.maximum(np.abs(np.diagonal(K)), np.abs(np.diagonal(G))))
+        _map_disagreement(kernel, K, G, np.outer(sd, sd),
+                          lambda idx: (rows[idx[0]], rows[idx[1]]))
+    if getattr(type(kernel), "diag", None) is Kernel.diag:
+        return  # the default diag evaluates the function row by row: not on every row
+    per_row = (X.nnz / n) if sp.issparse(X) else float(X.shape[1])
+    step = max(1, int(max_entries // max(1.0, per_row)))
+    try:
+        kd = np.concatenate([np.asarray(kernel.diag(float64_block(X[lo:lo + step])),
+                                        dtype=np.float64).ravel() for lo in range(0, n, step)])
+    except Exception:
+        return
+    if kd.shape != (n,):
+        return  # the solvers' own checks of diag name it
+    gd = row_sqnorms(Phi if sp.issparse(Phi) else np.asarray(Phi))
+    _map_disagreement(kernel, kd, gd, np.maximum(np.abs(kd), np.abs(gd)),
+                      lambda idx: (idx[0], idx[0]))
 
 
 def _all_feature_rows(kernel, X, max_entries):

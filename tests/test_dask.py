@@ -1026,3 +1026,27 @@ def test_a_chunk_of_another_shape_than_declared_is_refused_by_name(bad):
         for call in calls:
             with pytest.raises(ValueError, match=message):
                 call()
+
+
+def test_predict_on_unknown_chunk_sizes_after_the_chunk_check():
+    """Review of the chunk check: predict and decision_function (Result and estimator) on
+    a dask array of unknown row chunk sizes, what X[dask_mask] gives, raised that the
+    array declared (nan, 5) for a chunk of 100 rows; sizes that are unknown are not
+    compared."""
+    import dask
+
+    from marginkit.sklearn import SVMClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((400, 5))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    D = da.from_array(X, chunks=(100, 5))
+    D = D[D[:, 0] < np.inf]  # every row, in chunks of unknown size
+    assert np.isnan(D.chunks[0][0])
+    res = mk.solve(X, y, solver="fista")
+    clf = SVMClassifier().fit(X, y)
+    with dask.config.set(scheduler="synchronous"):
+        np.testing.assert_array_equal(res.predict(D).compute(), res.predict(X))
+        np.testing.assert_array_equal(res.decision_function(D).compute(),
+                                      res.decision_function(X))
+        np.testing.assert_array_equal(clf.predict(D).compute(), clf.predict(X))

@@ -550,3 +550,63 @@ def test_a_map_that_disagrees_with_its_kernel_function_is_refused(solver):
         mk.solve(X, y, solver=solver, kernel=_DroppingMap())
     res = mk.solve(X, y, solver=solver, kernel=_NegatedMap())
     assert res.certificate is not None and res.certificate.verify(X, y)
+
+
+class _DenseOnlyCall(_NegatedMap):
+    """A kernel function written for sparse input only (``.multiply``): it raises on the
+    dense rows the map check gives it, and the runs read only the map."""
+
+    def __call__(self, A, B=None):
+        B = A if B is None else B
+        return np.asarray(A.multiply(A).sum(axis=1)) @ np.ones((1, B.shape[0]))
+
+
+class _RareDrop(_LinearPlugin):
+    """Drops the last column, which few rows use, but has a diag of its own."""
+
+    def feature_map(self, A):
+        return np.asarray(A)[:, :-1]
+
+    def diag(self, A):
+        return (np.asarray(A) ** 2).sum(axis=1)
+
+
+def test_the_map_check_skips_a_function_that_cannot_evaluate_and_reads_diag_on_every_row():
+    """Review of the map check: a plug-in whose kernel function raised AttributeError on
+    dense rows was refused (only three exception types were caught), though the runs
+    read only its map; a map that disagreed on 3% of the rows, off the sampled grid,
+    passed. A function that raises is not compared; a plug-in's own diag is compared on
+    every row."""
+    from marginkit import _referee as R
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((1000, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    res = mk.solve(X, y, solver="dcd", kernel=_DenseOnlyCall())
+    assert res.status == "certified" and res.certificate.verify(X, y)
+    grid = set(np.linspace(0, 999, R.MAP_CHECK_ROWS).astype(np.int64).tolist())
+    rare = np.array([i for i in range(3, 1000, 33) if i not in grid])
+    Xr = np.column_stack([X, np.zeros(1000)])
+    Xr[rare, -1] = 5.0
+    with pytest.raises(ValueError, match=rf"_RareDrop: feature_map disagrees .* K\(x_{rare[0]}, "
+                                         rf"x_{rare[0]}\)"):
+        mk.solve(Xr, y, solver="dcd", kernel=_RareDrop())
+
+
+def test_the_map_check_converts_only_the_rows_it_compares():
+    """Review of the map check: a float32 map's whole feature matrix was converted to
+    float64 to read 256 of its rows (765 MB for a 381 MB Phi)."""
+    import tracemalloc
+
+    from marginkit import _referee as R
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100000, 50)).astype(np.float32)
+    Phi = -X
+    tracemalloc.start()
+    try:
+        R.check_map_agrees(_NegatedMap(), X, Phi)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < Phi.nbytes // 4  # the 256 x 256 blocks of the comparison, not n x 50
