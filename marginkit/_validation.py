@@ -19,6 +19,7 @@ Policy
 * The full table of bad inputs and what marginkit does is ``docs/reliability.md``,
   generated from the test cases in ``tests/reliability_table.py``.
 """
+import itertools
 import math
 import numbers
 
@@ -566,6 +567,24 @@ def _check_lil(X, name):
         if not isinstance(r, list) or not isinstance(v, list) or len(r) != len(v):
             raise ValueError(f"{name} ({label}): row {i} has column and value lists of "
                              "different lengths")
+    # the column entries: integers in [0, d) (found by review: scipy's conversion cut a
+    # column 2.7 to 2, moving the value to another feature, and a column beyond int32
+    # gave a bare OverflowError)
+    d = X.shape[1]
+    flat = list(itertools.chain.from_iterable(rows))
+    if not flat:
+        return
+    cols = np.asarray(flat)
+    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=n)
+    if cols.dtype.kind not in "iu":
+        bad = np.array([type(c) is bool or not isinstance(c, numbers.Integral) for c in flat])
+    else:
+        bad = (cols < 0) | (cols >= d)
+    if bad.any():
+        k = int(np.argmax(bad))
+        row = int(np.searchsorted(np.cumsum(lengths), k, side="right"))
+        raise ValueError(f"{name} ({label}): row {row} has the column {flat[k]!r}; columns "
+                         f"must be integers in [0, {d}): fix X.rows or the shape")
 
 
 def with_native_byte_order(X):
@@ -578,7 +597,30 @@ def with_native_byte_order(X):
     return type(X)((native[0], native[1]), shape=X.shape)
 
 
-_FORMAT_CHECKS = {"coo": _check_coo, "bsr": _check_bsr, "dia": _check_dia, "lil": _check_lil}
+def _check_dok(X, name):
+    """Every key an integer pair within the shape (found by review: a key (1.5, 2) put in
+    through scipy's private dict was cut to row 1, and one beyond int32 gave a bare
+    OverflowError)."""
+    keys = list(X.keys())
+    if not keys:
+        return
+    try:
+        arr = np.array(keys)
+    except (TypeError, ValueError):  # ragged keys: the loop below names one
+        arr = None
+    if arr is not None and arr.dtype.kind in "iu" and arr.shape == (len(keys), 2) and \
+            np.all((arr >= 0) & (arr < np.array(X.shape))):
+        return
+    for k in keys:
+        if not (isinstance(k, tuple) and len(k) == 2 and all(
+                isinstance(i, numbers.Integral) and type(i) is not bool and
+                0 <= i < n for i, n in zip(k, X.shape))):
+            raise ValueError(f"{name} (DOK): the key {k!r} is not a pair of integer indices "
+                             f"within the shape {X.shape}; fix the matrix's keys")
+
+
+_FORMAT_CHECKS = {"coo": _check_coo, "bsr": _check_bsr, "dia": _check_dia, "lil": _check_lil,
+                  "dok": _check_dok}
 
 
 def check_sparse_structure(X, name="X", row_offset=0):
@@ -637,6 +679,10 @@ def checked_csr(X, name="X", row_offset=0):
                 f"{name} ({fmt.upper()}, shape {X.shape}, {X.nnz} stored entries): its CSR "
                 f"form needs {X.shape[0] + 1:.3g} row pointers (4 or 8 bytes each) alone, "
                 "more than this machine gives; check the declared shape") from None
+        except OverflowError as exc:  # scipy's index arrays (a DOK key beyond int32, say)
+            raise ValueError(f"{name} ({fmt.upper()}, shape {X.shape}): scipy cannot convert "
+                             f"its indices to CSR ({exc}); check the indices and the "
+                             "shape") from None
     data, indices, indptr, canonical = _checked_compressed(Xc, name, label, row_offset=row_offset)
     same = data is Xc.data and indices is Xc.indices and indptr is Xc.indptr
     if same and canonical and Xc is X:

@@ -440,3 +440,36 @@ def test_a_dia_matrix_of_non_native_byte_order():
     clf = SVMClassifier(random_state=0).fit(M, y)
     np.testing.assert_array_equal(clf.predict(M), clf.predict(X))
     assert M.data.dtype == np.dtype(">f8") and M.offsets.dtype == np.dtype(">i4")
+
+
+@pytest.mark.parametrize("column", [2.7, 2.0, 2 ** 40, -1, 5])
+def test_lil_columns_are_checked(column):
+    """Found by review: a LIL row's column 2.7 (set through X.rows) was cut to 2 by scipy's
+    conversion, moving its value to another feature, silently; 2**40 gave a bare
+    OverflowError."""
+    from marginkit.sklearn import SVMClassifier
+
+    rng = np.random.default_rng(0)
+    Xd = rng.standard_normal((40, 5))
+    y = np.where(Xd[:, 0] > 0, 1, -1)
+    L = sp.lil_matrix(Xd)
+    L.rows[3] = list(L.rows[3])
+    L.rows[3][1] = column
+    for call in (lambda: mk.solve(L, y, solver="dcd"), lambda: SVMClassifier().fit(L, y)):
+        with pytest.raises(ValueError, match=rf"X \(LIL\): row 3 has the column {column!r}"):
+            call()
+
+
+@pytest.mark.parametrize("key", [(1.5, 2), (1, 2 ** 40), (1, 7), (-1, 0)])
+def test_dok_keys_are_checked(key):
+    """Found by review: a DOK key (1.5, 2) put in through scipy's private dict was cut to
+    row 1, and one beyond int32 gave a bare OverflowError."""
+    rng = np.random.default_rng(0)
+    Xd = rng.standard_normal((40, 3))
+    y = np.where(Xd[:, 0] > 0, 1, -1)
+    D = sp.dok_matrix(Xd)
+    if not hasattr(D, "_dict"):
+        pytest.skip("this scipy keeps DOK entries elsewhere")
+    D._dict[key] = 3.0
+    with pytest.raises(ValueError, match=r"X \(DOK\): the key .* is not a pair of integer"):
+        mk.solve(D, y, solver="dcd")
