@@ -52,6 +52,7 @@ binary fit (LIBLINEAR's own one-vs-rest weights only the positive class instead)
   the Newton decrement certificate recomputed with the weights.
 """
 import contextlib
+import functools
 import inspect
 import math
 import numbers
@@ -458,19 +459,37 @@ def _precomputed(estimator):
     return bool(getattr(kernel, "precomputed", False))
 
 
+def _snapshot(estimator):
+    """A shallow copy of ``estimator`` made by one copy of its attribute dictionary: the
+    fitted state of one fit, whatever another thread publishes meanwhile."""
+    view = object.__new__(type(estimator))
+    view.__dict__ = dict(estimator.__dict__)
+    return view
+
+
+def _on_one_fit(method):
+    """A prediction method run on a ``_snapshot`` of the estimator, so that it reads the
+    classes, width and results of one fit (found by review: a predict of one thread
+    during a refit in another paired the new classes_ with the old results and inverted
+    every label)."""
+    @functools.wraps(method)
+    def read(self, *args, **kwargs):
+        return method(_snapshot(self), *args, **kwargs)
+    return read
+
+
 @contextlib.contextmanager
-def _as_before_on_failure(estimator):
-    """Run a fit that leaves ``estimator`` as it was before the call when it raises or is
-    interrupted (``KeyboardInterrupt``): its attributes are set along the way (classes_,
-    n_features_in_, then the results), and a refit that stopped half-way would pair the
-    new data's classes and width with the old results."""
-    saved = dict(estimator.__dict__)
-    try:
-        yield
-    except BaseException:
-        estimator.__dict__.clear()
-        estimator.__dict__.update(saved)
-        raise
+def _fitted_at_once(estimator):
+    """A private copy of ``estimator`` (``_snapshot``) for a fit to set its attributes on
+    (classes_, n_features_in_, then the results, along the way; a refit may also remove
+    some, as feature_names_in_), whose attribute dictionary becomes ``estimator``'s in one
+    assignment when the fit returns; nothing is published when it raises or is
+    interrupted (``KeyboardInterrupt``). A refit that stopped half-way would pair the new
+    data's classes and width with the old results, and so would a ``predict`` of another
+    thread during a refit (found by review: every label of a two-class model inverted)."""
+    work = _snapshot(estimator)
+    yield work
+    estimator.__dict__ = work.__dict__
 
 
 def _drop_rows(estimator, X, keep):
@@ -580,6 +599,7 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
         ``first`` (they differ from it by y only)."""
         return cfg
 
+    @_on_one_fit
     def decision_function(self, X):
         """Signed scores: shape (n_samples,) for two classes (positive means
         ``classes_[1]``), else (n_samples, n_classes) one-vs-rest scores."""
@@ -619,6 +639,7 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
         """Offsets of the linear model(s), shape (1,) or (n_classes,)."""
         return self._linear_parts()[1]
 
+    @_on_one_fit
     def predict(self, X):
         """Class labels (from ``classes_``); for a dask array X, a lazy dask array."""
         Xd = dask_array_of(X, "X")
@@ -889,8 +910,9 @@ class PerceptronClassifier(_MarginClassifier):
         -------
         self
         """
-        with _as_before_on_failure(self):
-            return self._fit(X, y, sample_weight)
+        with _fitted_at_once(self) as work:
+            work._fit(X, y, sample_weight)
+        return self
 
     def _run_weights(self, w):
         return None  # positive weights: the same feasibility problem
@@ -1150,9 +1172,9 @@ class SVMClassifier(_MarginClassifier):
         -------
         self
         """
-        with _as_before_on_failure(self):
-            self._fit(X, y, sample_weight)
-            self._set_support()
+        with _fitted_at_once(self) as work:
+            work._fit(X, y, sample_weight)
+            work._set_support()
         return self
 
     def _set_support(self):
@@ -1418,9 +1440,9 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
     def fit(self, X, y, sample_weight=None):
         """Fit (one-vs-rest for more than two classes); returns self. ``sample_weight``
         (times ``class_weight``) weights the empirical risk (see Notes)."""
-        with _as_before_on_failure(self):
-            self._fit(X, y, sample_weight)
-            self._fitted_loss = self.results_[0].config.solver_params.get("loss", "logistic")
+        with _fitted_at_once(self) as work:
+            work._fit(X, y, sample_weight)
+            work._fitted_loss = work.results_[0].config.solver_params.get("loss", "logistic")
         return self
 
     def _check_proba(self):
@@ -1439,6 +1461,7 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
         return True
 
     @available_if(_check_proba)
+    @_on_one_fit
     def predict_proba(self, X):
         """Class probabilities, shape (n_samples, n_classes), columns in ``classes_`` order.
 
@@ -1459,6 +1482,7 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
         return P / P.sum(axis=1, keepdims=True)
 
     @available_if(_check_proba)
+    @_on_one_fit
     def predict_log_proba(self, X):
         """Logarithm of ``predict_proba``, computed in log space (log-sigmoid and
         log-sum-exp), so that confident predictions keep their small log-probabilities
@@ -1538,8 +1562,9 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
     def fit(self, X, y, sample_weight=None):
         """Fit the regression function; returns self. ``sample_weight`` weights the
         empirical risk (see Notes)."""
-        with _as_before_on_failure(self):
-            return self._fit_regression(X, y, sample_weight)
+        with _fitted_at_once(self) as work:
+            work._fit_regression(X, y, sample_weight)
+        return self
 
     def _fit_regression(self, X, y, sample_weight):
         cfg = self._config()
@@ -1565,6 +1590,7 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
         self.result_ = res
         return self
 
+    @_on_one_fit
     def predict(self, X):
         """Predicted values, shape (n_samples,); for a dask array X, a lazy dask array."""
         Xd = dask_array_of(X, "X")

@@ -3,6 +3,7 @@ instance of a solver, kernel, smoother or stopping rule serves several runs at o
 (per-run state lives in the run)."""
 import os
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -274,3 +275,46 @@ def test_sklearn_estimators_from_threads():
         _run_threads([lambda i=i: predict(i) for i in range(4)])
         for a, b in zip(out, one_by_one):
             assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("make", ["SVMClassifier", "PerceptronClassifier",
+                                  "IteratedTikhonovClassifier"])
+def test_predict_during_a_refit_in_another_thread_reads_one_fit(make):
+    """Found by review: fit set classes_ at its start and the results at its end, so a
+    predict of another thread during a refit paired the new classes_ with the old
+    results and inverted every label, silently. A fit now publishes its attributes in one
+    assignment, and the prediction methods read one copy of them."""
+    import threading
+
+    import marginkit.sklearn as mks
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((600, 5))
+    s = X[:, 0] + 0.3 * rng.standard_normal(600)
+    yA, yB = np.where(s > 0, 1, 2), np.where(s > 0, 20, 10)  # the same split, other order
+    kw = {"kernel": "linear"} if make == "IteratedTikhonovClassifier" else {}
+    new = lambda: getattr(mks, make)(random_state=0, **kw)  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        refA, refB = new().fit(X, yA).predict(X), new().fit(X, yB).predict(X)
+        est = new().fit(X, yA)
+        done, torn, seen = threading.Event(), [], [0]
+
+        def refit():
+            for k in range(8):
+                est.fit(X, yB if k % 2 == 0 else yA)
+            done.set()
+
+        def read():
+            while not done.is_set():
+                p = est.predict(X)
+                seen[0] += 1
+                if not (np.array_equal(p, refA) or np.array_equal(p, refB)):
+                    torn.append(p)
+
+        threads = [threading.Thread(target=refit), threading.Thread(target=read)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert seen[0] > 0 and not torn
