@@ -749,6 +749,14 @@ def cmd_fit(args):
 
     task = getattr(compose(cfg)[0], "task", "classification")
     classes = np.unique(y) if task == "classification" else None
+    if classes is not None and classes.size > 2 and classes.dtype.kind == "f" and \
+            np.any(classes != np.round(classes)):
+        # (found by review: a regression file ran one problem per distinct value)
+        frac = classes[classes != np.round(classes)]
+        raise UsageError(
+            f"argument TRAIN: the labels of {args.train} are continuous ({classes.size} "
+            f"distinct values, {frac[0]!r} among them), not classes; regression is "
+            "--solver iterated_tikhonov --param loss=squared")
     one_vs_rest = classes is not None and classes.size > 2
     if not one_vs_rest:
         try:  # the labels are the user's: a problem with them is a usage error
@@ -847,8 +855,9 @@ def cmd_fit(args):
         if reason is not None:
             print(f"note: marginkit predict cannot use this model: {reason}", file=sys.stderr)
     if not args.quiet:
+        width = max(12, max(len(key) + 1 for key, _ in lines))  # long class labels
         for key, val in lines:
-            print(f"{key:<12}{val}")
+            print(f"{key:<{width}}{val}")
     return 0
 
 
