@@ -222,7 +222,13 @@ class Result:
     def score(self, X, y):
         """Accuracy for classifiers, R^2 for regression."""
         pred = self.predict(X)
-        y = np.asarray(y).ravel()
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y.ravel()
+        if y.shape != pred.shape:
+            # (found by review: one label broadcast against every prediction)
+            raise ValueError(f"y has shape {y.shape}; score needs one label per row of X "
+                             f"({pred.shape[0]} rows)")
         if self.task == "regression" or self.classes_ is None:
             ss = ((y - y.mean()) ** 2).sum()
             return 1.0 - ((y - pred) ** 2).sum() / ss if ss > 0 else 0.0

@@ -127,6 +127,10 @@ class Param:
                 raise ValueError(f"{_where(owner)}{name}={_show(value)} is out of range; use {self.describe()}")
             if self.high is not None and (v > self.high or (self.high_open and v == self.high)):
                 raise ValueError(f"{_where(owner)}{name}={_show(value)} is out of range; use {self.describe()}")
+            if not isinstance(value, numbers.Integral):
+                # a float (Fraction, numpy's floats: found by review, a Fraction broke the
+                # formatting of a later message)
+                value = v
         elif self.options is not None and not isinstance(value, str) and \
                 not any(value is o for o in self.options):  # True/False may be options
             raise TypeError(f"{_where(owner)}{name}={_show(value)}: use one of {list(self.options)}")

@@ -473,3 +473,31 @@ def test_dok_keys_are_checked(key):
     D._dict[key] = 3.0
     with pytest.raises(ValueError, match=r"X \(DOK\): the key .* is not a pair of integer"):
         mk.solve(D, y, solver="dcd")
+
+
+def test_result_score_checks_the_length_of_y():
+    """Found by review: Result.score broadcast a single label against every prediction
+    (0.43 for y[:1]) and raveled a y of shape (n, 2) into 2n labels."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    res = mk.solve(X, y, solver="dcd")
+    assert res.score(X, y) == res.score(X, y[:, None])
+    for bad in (y[:1], 1, np.column_stack([y, y])):
+        with pytest.raises(ValueError, match="score needs one label per row of X"):
+            res.score(X, bad)
+
+
+def test_a_fraction_is_a_number_for_every_real_parameter():
+    """Found by review: memory_budget=Fraction(1, 3) passed validation and then broke the
+    formatting of a later message (TypeError from Fraction.__format__); real parameters
+    are now floats once checked."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    with pytest.raises(ValueError, match="memory_budget"):
+        mk.solve(X, y, solver="dcd", memory_budget=Fraction(1, 3))
+    res = mk.solve(X, y, solver="dcd", C=Fraction(1, 2))
+    assert res.status == "certified" and res.certificate.verify(X, y)
