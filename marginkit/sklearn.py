@@ -88,7 +88,7 @@ from ._api import solve as _solve
 from ._config import Config
 from .plugins import Plugin
 from .stopping import AUTO_DUAL_TOL
-from ._validation import (Param, _float_dtype_for, check_missing_labels, check_params,
+from ._validation import (Param, _float_dtype_for, _show, check_missing_labels, check_params,
                           check_sample_weight, check_sparse_structure, dask_array_of,
                           label_count, with_native_byte_order)
 from .linalg._shared import shared_decompositions
@@ -376,9 +376,22 @@ def _fit_weights(estimator, X, y, sample_weight):
         w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True,
                                  copy=True)
     if class_weight is not None:
-        if not (class_weight == "balanced" or isinstance(class_weight, dict)):
-            raise ValueError(f"class_weight={class_weight!r} must be None, 'balanced' or a "
-                             "dict {class label: weight}")
+        if not (isinstance(class_weight, str) and class_weight == "balanced"
+                or isinstance(class_weight, dict)):
+            raise ValueError(f"class_weight={_show(class_weight)} must be None, 'balanced' or "
+                             "a dict {class label: weight}")
+        if isinstance(class_weight, dict):
+            # each weight on its own (found by review: NaN, -1 and all-zero weights were
+            # reported as sample_weight's, a string '2' and True were taken as numbers)
+            for label, cw in class_weight.items():
+                if isinstance(cw, (bool, np.bool_)) or not isinstance(cw, numbers.Real) or \
+                        not (math.isfinite(float(cw)) and float(cw) >= 0):
+                    raise ValueError(f"class_weight[{label!r}]={_show(cw)}: class weights must "
+                                     "be finite numbers >= 0")
+            if all(float(cw) == 0 for cw in class_weight.values()) and \
+                    set(class_weight) >= set(np.unique(y).tolist()):
+                raise ValueError("class_weight gives every class the weight 0; give some "
+                                 "class a positive weight")
         w = w * compute_sample_weight(class_weight, y)
     return check_sample_weight(w, X.shape[0])
 

@@ -692,3 +692,21 @@ def test_a_hostile_stored_r_is_rejected_not_raised(r):
         cert.r = r
         verdict = cert.check(X, y)
         assert not verdict and not cert.verify(X, y)
+
+
+@pytest.mark.parametrize("class_weight,match", [
+    ({1: float("nan")}, r"class_weight\[1\]=nan"), ({1: -1.0}, r"class_weight\[1\]=-1.0"),
+    ({1: "2"}, r"class_weight\[1\]='2'"), ({1: True}, r"class_weight\[1\]=True"),
+    ({1: 0, -1: 0}, "every class the weight 0"), (10 ** 400, "must be None, 'balanced'")])
+def test_class_weight_values_are_checked_by_name(class_weight, match):
+    """Found by review: NaN, negative and all-zero class weights were reported as
+    sample_weight's (never passed), a string '2' and True were taken as numbers, and
+    class_weight=10**400 was printed in full."""
+    from marginkit.sklearn import SVMClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    with pytest.raises(ValueError, match=match) as info:
+        SVMClassifier(class_weight=class_weight).fit(X, y)
+    assert len(str(info.value)) < 300
