@@ -89,8 +89,8 @@ from ._config import Config
 from .plugins import Plugin
 from .stopping import AUTO_DUAL_TOL
 from ._validation import (Param, _float_dtype_for, _show, check_missing_labels, check_params,
-                          check_sample_weight, check_sparse_structure, dask_array_of,
-                          label_count, with_native_byte_order)
+                          check_sample_weight, check_sparse_structure, checked_csr,
+                          dask_array_of, label_count)
 from .linalg._shared import shared_decompositions
 from .utils._sparse import sparse_copy
 
@@ -127,13 +127,16 @@ def _validate(estimator, X, y="no_validation", reset=True, y_numeric=False):
         # before scikit-learn's validation: its conversions run scipy's C++ code, which
         # trusts the index arrays
         check_sparse_structure(X, "X")
-        X = with_native_byte_order(X)
         n_labels = None if isinstance(y, str) else label_count(y)
-        if X.format != "csr" and n_labels not in (None, X.shape[0]):
-            # y's length against the declared rows before the conversion to CSR, whose
-            # row pointers cost 8 bytes a declared row (as marginkit.solve does)
-            raise ValueError("Found input variables with inconsistent numbers of samples: "
-                             f"[{X.shape[0]}, {n_labels}]")
+        if X.format != "csr":
+            if n_labels not in (None, X.shape[0]):
+                # y's length against the declared rows before the conversion to CSR, whose
+                # row pointers cost 8 bytes a declared row (as marginkit.solve does)
+                raise ValueError("Found input variables with inconsistent numbers of "
+                                 f"samples: [{X.shape[0]}, {n_labels}]")
+            # converted here: a conversion beyond memory is a ValueError naming X (found
+            # by review: numpy's MemoryError for 8 TiB of row pointers in predict)
+            X = checked_csr(X, "X")
     if not y_numeric and not (isinstance(y, str) and y == "no_validation") \
             and y is not None and not sp.issparse(y) and dask_array_of(y) is None:
         # before scikit-learn's label checks, which read NaT as a date and pandas' NA as

@@ -501,3 +501,20 @@ def test_a_fraction_is_a_number_for_every_real_parameter():
         mk.solve(X, y, solver="dcd", memory_budget=Fraction(1, 3))
     res = mk.solve(X, y, solver="dcd", C=Fraction(1, 2))
     assert res.status == "certified" and res.certificate.verify(X, y)
+
+
+def test_the_estimators_predict_on_a_huge_declared_shape_names_x():
+    """Found by review: predict, decision_function and score of a fitted estimator on a
+    COO matrix declared with 2^40 rows raised numpy's MemoryError (8 TiB of row
+    pointers), naming neither X nor the shape."""
+    from marginkit.sklearn import SVMClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 4))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    clf = SVMClassifier().fit(X, y)
+    C = sp.coo_matrix(X)
+    huge = sp.coo_matrix((C.data, (C.row, C.col)), shape=(2 ** 40, 4))
+    for call in (clf.predict, clf.decision_function):
+        with pytest.raises(ValueError, match=r"X \(COO, shape \(1099511627776, 4\).*row pointers"):
+            call(huge)
