@@ -1222,3 +1222,15 @@ def test_float32_blocks_whose_intermediates_overflow_are_computed_again(layout):
     sq = np.sum(X64 ** 2, axis=1)
     assert_allclose(rbf, np.exp(-1e-40 * (sq[:, None] + sq[None] - 2 * G64)), rtol=1e-6)
     assert np.isinf(lin[0, 0]) and lin[0, 1] == np.float32(G64[0, 1])
+
+
+def test_rbf_with_no_rows_in_b_warns_nothing():
+    """Found by review: K(A, B) of a B with no rows (the support of a model that stopped
+    before its first step) warned "Mean of empty slice" from numpy."""
+    import warnings
+
+    k = mk.get_plugin("kernel", "rbf")(gamma=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert k(np.ones((3, 2)), np.ones((0, 2))).shape == (3, 0)
+        assert k.careful_block(np.ones((3, 2)), np.ones((0, 2)))[0].shape == (3, 0)

@@ -287,8 +287,8 @@ def _centered(A, B):
     """Dense A, B translated by the mean of B's rows (distances are unchanged; the norms
     that |a|^2 + |b|^2 - 2<a, b> cancels become the data's spread, not its offset).
     Sparse operands are returned as they are (translating them would densify)."""
-    if sp.issparse(A) or sp.issparse(B):
-        return A, B
+    if sp.issparse(A) or sp.issparse(B) or B.shape[0] == 0:
+        return A, B  # (no rows in B: nothing to centre on, and no numpy warning)
     c = np.mean(B, axis=0, dtype=np.float64).astype(A.dtype)
     Ac = A - c
     return Ac, (Ac if B is A else B - c)
