@@ -402,7 +402,11 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
         mcL = mS.astype(LD) @ coef.astype(LD)
         want = float(tL - mcL)
         scale_i = abs(t) + float(absmS @ np.abs(coef))
-        if not abs(cert.intercept - want) <= Et + g * scale_i + (d + 2) * eta:
+        # the solver's t_bar is a float64 sum of y^T r (H-SVM), within gamma_{n+8} sum r
+        # of tL, as its own check below allows (found by review: this tolerance had
+        # only the long double's bound)
+        Et_run = R.gamma(n + 8) * R1 if form == "hsvm" else 0.0
+        if not abs(cert.intercept - want) <= Et + Et_run + g * scale_i + (d + 2) * eta:
             return reject("the stored intercept is not t_bar - m . coef")
         mcL = m.astype(LD) @ coef.astype(LD)
         c1L = LD(cert.intercept) + mcL       # dec_i = (x_i - m) . coef + c1
