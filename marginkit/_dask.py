@@ -127,10 +127,8 @@ def _block_scores(block, result, block_info=None):
 def _check_declared_block(block, block_info):
     """``check_chunk_shape`` of a block given to a ``map_blocks`` function."""
     info = block_info[0]
-    # sizes that are unknown (NaN bounds: rows selected by a dask mask) are not compared
-    declared = tuple(got if hi - lo != hi - lo else hi - lo
-                     for (lo, hi), got in zip(info["array-location"], np.shape(block)))
-    check_chunk_shape(np.shape(block), declared, info["chunk-location"][0])
+    check_chunk_shape(np.shape(block), tuple(hi - lo for lo, hi in info["array-location"]),
+                      info["chunk-location"][0])
 
 
 def _block_labels(scores, classes):

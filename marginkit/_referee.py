@@ -202,8 +202,7 @@ class RowBlocks:
         if self._dask is not None:
             B = self._dask.blocks[k, 0].compute()  # a chunk is read here only
             try:
-                width = np.shape(B)[1:2] if self.width is None else (self.width,)
-                check_chunk_shape(np.shape(B), (hi - lo, *width), k)
+                check_chunk_shape(np.shape(B), (hi - lo, self._dask.shape[1]), k)
             except ValueError as exc:
                 raise UnreadableX(str(exc)) from None
             B = read_X(B, lo)

@@ -249,9 +249,10 @@ def dask_array_of(obj, name="X"):
 
 
 def check_known_row_chunks(a, name="X"):
-    """Refuse a dask array whose row chunk sizes are unknown (``nan``: what indexing by a
-    dask mask, ``X[mask]``, leaves), before any row count is derived from them."""
-    if any(np.isnan(c) for c in a.chunks[0]):
+    """Refuse a dask array whose row (or column) chunk sizes are unknown (``nan``: what
+    indexing by a dask mask, ``X[mask]``, leaves), before any count is derived from
+    them."""
+    if any(np.isnan(c) for axis in a.chunks[:2] for c in axis):  # rows, or columns
         raise ValueError(f"{name} is a dask array of unknown chunk sizes (what indexing it by "
                          f"a dask mask leaves); call {name} = {name}.compute_chunk_sizes() "
                          f"first")
@@ -270,8 +271,11 @@ def without_empty_row_chunks(X):
 def check_chunk_shape(shape, declared, index, name="X"):
     """A dask chunk as computed must be the block its array declares (found by review: a
     chunk of other rows than declared gave numpy's broadcast errors in checks, and
-    predictions of other length than X's declared rows)."""
-    if tuple(shape) != tuple(declared):
+    predictions of other length than X's declared rows); sizes the array does not know
+    (NaN: rows selected by a dask mask) are not compared."""
+    shape, declared = tuple(shape), tuple(declared)
+    if len(shape) != len(declared) or any(
+            size == size and got != size for got, size in zip(shape, declared)):
         raise ValueError(
             f"{name} chunk {index} has shape {tuple(shape)} but the dask array declares "
             f"{tuple(declared)} for it; build the array with the shape and chunks its "

@@ -188,10 +188,8 @@ def local_matrix(X):
     blocks = []
     for i, rows in enumerate(X.chunks[0]):  # one row of chunks in flight at a time
         b = X.blocks[i].compute()
-        if X.ndim == 2 and np.ndim(b) == 2:  # sizes that are unknown (NaN) are not compared
-            declared = [got if size != size else size
-                        for size, got in zip((rows, X.shape[1]), np.shape(b))]
-            check_chunk_shape(np.shape(b), declared, i)
+        if X.ndim == 2:
+            check_chunk_shape(np.shape(b), (rows, X.shape[1]), i)
         blocks.append(b)
     if any(sp.issparse(b) for b in blocks):
         return sp.vstack([sp.csr_matrix(b) for b in blocks], format="csr")

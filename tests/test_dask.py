@@ -1050,3 +1050,19 @@ def test_predict_on_unknown_chunk_sizes_after_the_chunk_check():
         np.testing.assert_array_equal(res.decision_function(D).compute(),
                                       res.decision_function(X))
         np.testing.assert_array_equal(clf.predict(D).compute(), clf.predict(X))
+
+
+def test_solve_names_unknown_column_chunk_sizes():
+    """Review of the chunk check: a dask array of unknown column count (columns selected
+    by a dask mask) got "cannot convert float NaN to integer" from solve."""
+    import dask
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 5))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    D = da.from_array(X, chunks=(100, 5))
+    D = D[:, D[0] > -np.inf]
+    assert np.isnan(D.shape[1])
+    with dask.config.set(scheduler="synchronous"):
+        with pytest.raises(ValueError, match="unknown chunk sizes.*compute_chunk_sizes"):
+            mk.solve(D, y, solver="fista")
