@@ -126,9 +126,10 @@ def _validate(estimator, X, y="no_validation", reset=True, y_numeric=False):
     if sp.issparse(X):
         # before scikit-learn's validation: its conversions run scipy's C++ code, which
         # trusts the index arrays
-        check_sparse_structure(X, "X")
         n_labels = None if isinstance(y, str) else label_count(y)
-        if X.format != "csr":
+        if X.format == "csr":
+            check_sparse_structure(X, "X")
+        else:  # checked_csr checks the structure (once: found by review)
             if n_labels not in (None, X.shape[0]):
                 # y's length against the declared rows before the conversion to CSR, whose
                 # row pointers cost 8 bytes a declared row (as marginkit.solve does)
@@ -391,9 +392,8 @@ def _fit_weights(estimator, X, y, sample_weight):
                         not (math.isfinite(float(cw)) and float(cw) >= 0):
                     raise ValueError(f"class_weight[{label!r}]={_show(cw)}: class weights must "
                                      "be finite numbers >= 0")
-            if all(float(cw) == 0 for cw in class_weight.values()) and \
-                    set(class_weight) >= set(np.unique(y).tolist()):
-                raise ValueError("class_weight gives every class the weight 0; give some "
+            if all(float(class_weight.get(c, 1.0)) == 0 for c in np.unique(y).tolist()):
+                raise ValueError("class_weight gives every class of y the weight 0; give some "
                                  "class a positive weight")
         w = w * compute_sample_weight(class_weight, y)
     return check_sample_weight(w, X.shape[0])
@@ -475,11 +475,24 @@ def _precomputed(estimator):
     return bool(getattr(kernel, "precomputed", False))
 
 
+def _slots(estimator):
+    """The ``__slots__`` names of ``estimator``'s class and its bases."""
+    names = []
+    for cls in type(estimator).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        names += [slots] if isinstance(slots, str) else [n for n in slots if n != "__dict__"]
+    return names
+
+
 def _snapshot(estimator):
-    """A shallow copy of ``estimator`` made by one copy of its attribute dictionary: the
-    fitted state of one fit, whatever another thread publishes meanwhile."""
+    """A shallow copy of ``estimator`` made by one copy of its attribute dictionary (and
+    of its slots, for a subclass that has them): the fitted state of one fit, whatever
+    another thread publishes meanwhile."""
     view = object.__new__(type(estimator))
     view.__dict__ = dict(estimator.__dict__)
+    for name in _slots(estimator):
+        if hasattr(estimator, name):
+            setattr(view, name, getattr(estimator, name))
     return view
 
 
@@ -498,14 +511,25 @@ def _on_one_fit(method):
 def _fitted_at_once(estimator):
     """A private copy of ``estimator`` (``_snapshot``) for a fit to set its attributes on
     (classes_, n_features_in_, then the results, along the way; a refit may also remove
-    some, as feature_names_in_), whose attribute dictionary becomes ``estimator``'s in one
-    assignment when the fit returns; nothing is published when it raises or is
+    some, as feature_names_in_), whose changes become ``estimator``'s in one assignment of
+    its attribute dictionary when the fit returns; nothing is published when it raises or is
     interrupted (``KeyboardInterrupt``). A refit that stopped half-way would pair the new
     data's classes and width with the old results, and so would a ``predict`` of another
     thread during a refit (found by review: every label of a two-class model inverted)."""
+    before = dict(estimator.__dict__)
     work = _snapshot(estimator)
     yield work
-    estimator.__dict__ = work.__dict__
+    # only what the fit changed, added or removed, onto the estimator's attributes as they
+    # are now (found by review: a parameter set by a callback or another thread during
+    # the fit was reverted when it returned)
+    now = dict(estimator.__dict__)
+    now.update({k: v for k, v in work.__dict__.items() if k not in before or before[k] is not v})
+    for k in set(before) - set(work.__dict__):
+        now.pop(k, None)
+    estimator.__dict__ = now
+    for name in _slots(work):
+        if hasattr(work, name):
+            setattr(estimator, name, getattr(work, name))
 
 
 def _drop_rows(estimator, X, keep):
@@ -629,6 +653,7 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
         scores = [r.decision_function(X) for r in self.results_]
         return scores[0] if len(scores) == 1 else np.column_stack(scores)
 
+    @_on_one_fit
     def _linear_parts(self):
         check_is_fitted(self)
         coefs = [r.coef_ for r in self.results_]
@@ -1240,6 +1265,10 @@ class SVMClassifier(_MarginClassifier):
     @property
     def intercept_(self):
         """Offsets: shape (1,) for two classes, else (n_classes,) (one-vs-rest)."""
+        return self._intercepts()
+
+    @_on_one_fit
+    def _intercepts(self):
         check_is_fitted(self)
         if all(r.coef_ is not None for r in self.results_):
             return self._linear_parts()[1]

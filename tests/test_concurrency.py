@@ -318,3 +318,54 @@ def test_predict_during_a_refit_in_another_thread_reads_one_fit(make):
         for t in threads:
             t.join()
     assert seen[0] > 0 and not torn
+
+
+def test_a_fit_publishes_only_what_it_changed():
+    """Review of the one-assignment publication: a fit's end reverted what a callback or
+    another thread set on the estimator during the fit (set_params, an attribute)."""
+    from marginkit.sklearn import SVMClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 4))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    est = SVMClassifier(solver="fista", max_iter=None)
+
+    def callback(state):
+        est.history_ = getattr(est, "history_", 0) + 1
+        est.set_params(max_iter=123)
+
+    est.set_params(callback=callback)
+    est.fit(X, y)
+    assert est.history_ > 0 and est.max_iter == 123 and hasattr(est, "result_")
+
+
+def test_coef_and_intercept_read_one_fit():
+    """Review: coef_ and intercept_ read results_ more than once each, so a refit in
+    another thread could give W of one fit with b of another (shapes (1, 4) and (3,))
+    within one call."""
+    from marginkit.sklearn import SVMClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 4))
+    y2 = np.where(X[:, 0] > 0, 1, 2)
+    y3 = np.digitize(X[:, 0], [-0.5, 0.5])
+    est = SVMClassifier(solver="dcd").fit(X, y2)
+    done, bad = threading.Event(), []
+
+    def refit():
+        for k in range(10):
+            est.fit(X, y3 if k % 2 == 0 else y2)
+        done.set()
+
+    def read():
+        while not done.is_set():
+            W, b = est._linear_parts()  # what coef_ and intercept_ each read
+            if W.shape[0] != b.shape[0]:
+                bad.append((W.shape, b.shape))
+
+    threads = [threading.Thread(target=refit), threading.Thread(target=read)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad

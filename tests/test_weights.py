@@ -697,7 +697,9 @@ def test_a_hostile_stored_r_is_rejected_not_raised(r):
 @pytest.mark.parametrize("class_weight,match", [
     ({1: float("nan")}, r"class_weight\[1\]=nan"), ({1: -1.0}, r"class_weight\[1\]=-1.0"),
     ({1: "2"}, r"class_weight\[1\]='2'"), ({1: True}, r"class_weight\[1\]=True"),
-    ({1: 0, -1: 0}, "every class the weight 0"), (10 ** 400, "must be None, 'balanced'")])
+    ({1: 0, -1: 0}, "every class of y the weight 0"),
+    ({1: 0, -1: 0, 7: 1.0}, "every class of y the weight 0"),
+    (10 ** 400, "must be None, .balanced.")])
 def test_class_weight_values_are_checked_by_name(class_weight, match):
     """Found by review: NaN, negative and all-zero class weights were reported as
     sample_weight's (never passed), a string '2' and True were taken as numbers, and
