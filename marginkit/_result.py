@@ -222,6 +222,8 @@ class Result:
     def score(self, X, y):
         """Accuracy for classifiers, R^2 for regression."""
         pred = self.predict(X)
+        if hasattr(pred, "compute"):  # a dask array X: lazy labels, maybe of unknown length
+            pred = np.asarray(pred.compute())
         y = np.asarray(y)
         if y.ndim == 2 and y.shape[1] == 1:
             y = y.ravel()

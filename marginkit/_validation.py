@@ -584,9 +584,10 @@ def _check_lil(X, name):
         return
     cols = np.asarray(flat)
     lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=n)
-    if cols.dtype.kind not in "iu":
-        bad = np.array([type(c) is bool or not isinstance(c, numbers.Integral) for c in flat])
+    if cols.dtype.kind not in "biu":  # (a bool is an integer, as Python reads it)
+        bad = np.array([not isinstance(c, numbers.Integral) or not 0 <= c < d for c in flat])
     else:
+        cols = cols.astype(np.int64) if cols.dtype.kind == "b" else cols
         bad = (cols < 0) | (cols >= d)
     if bad.any():
         k = int(np.argmax(bad))
@@ -616,13 +617,12 @@ def _check_dok(X, name):
         arr = np.array(keys)
     except (TypeError, ValueError):  # ragged keys: the loop below names one
         arr = None
-    if arr is not None and arr.dtype.kind in "iu" and arr.shape == (len(keys), 2) and \
-            np.all((arr >= 0) & (arr < np.array(X.shape))):
-        return
+    if arr is not None and arr.dtype.kind in "biu" and arr.shape == (len(keys), 2) and \
+            np.all((arr.astype(np.int64) >= 0) & (arr.astype(np.int64) < np.array(X.shape))):
+        return  # (a bool is an integer, as Python reads it)
     for k in keys:
         if not (isinstance(k, tuple) and len(k) == 2 and all(
-                isinstance(i, numbers.Integral) and type(i) is not bool and
-                0 <= i < n for i, n in zip(k, X.shape))):
+                isinstance(i, numbers.Integral) and 0 <= i < n for i, n in zip(k, X.shape))):
             raise ValueError(f"{name} (DOK): the key {k!r} is not a pair of integer indices "
                              f"within the shape {X.shape}; fix the matrix's keys")
 
@@ -680,6 +680,11 @@ def checked_csr(X, name="X", row_offset=0):
         Xc, label = X, "CSR"
     else:
         check_sparse_structure(X, name, row_offset)
+        if X.dtype.kind in "biu":
+            # duplicates are summed by the conversion, in X's own dtype: integers wrap and
+            # bools are or-ed (found by review: int8 100 + 100 gave -56); summed as the
+            # floats they become
+            X = X.astype(_float_dtype_for(X.dtype, name))
         try:
             Xc, label = with_native_byte_order(X).tocsr(), f"CSR converted from {fmt.upper()}"
         except MemoryError:
@@ -697,7 +702,10 @@ def checked_csr(X, name="X", row_offset=0):
         return X
     Xc = _csr_from(X, data, indices, indptr, X.shape, canonical)
     if not canonical:
-        Xc = Xc.copy()  # private arrays: sum_duplicates works in place
+        # private arrays (sum_duplicates works in place), of floats for integer data (the
+        # duplicates' sum would wrap in their own dtype)
+        Xc = Xc.astype(_float_dtype_for(Xc.dtype, name)) if Xc.dtype.kind in "biu" \
+            else Xc.copy()
         Xc.has_sorted_indices = False
         with np.errstate(over="ignore"):
             Xc.sum_duplicates()  # sorts the indices too; the structure is valid by now

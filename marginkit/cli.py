@@ -755,8 +755,9 @@ def cmd_fit(args):
         frac = classes[classes != np.round(classes)]
         raise UsageError(
             f"argument TRAIN: the labels of {args.train} are continuous ({classes.size} "
-            f"distinct values, {frac[0]!r} among them), not classes; regression is "
-            "--solver iterated_tikhonov --param loss=squared")
+            f"distinct values, {float(frac[0])!r} among them), not classes (the estimators "
+            "refuse them too, as scikit-learn's do); regression is --solver "
+            "iterated_tikhonov --param loss=squared")
     one_vs_rest = classes is not None and classes.size > 2
     if not one_vs_rest:
         try:  # the labels are the user's: a problem with them is a usage error

@@ -518,3 +518,47 @@ def test_the_estimators_predict_on_a_huge_declared_shape_names_x():
     for call in (clf.predict, clf.decision_function):
         with pytest.raises(ValueError, match=r"X \(COO, shape \(1099511627776, 4\).*row pointers"):
             call(huge)
+
+
+@pytest.mark.parametrize("dtype,a,b", [(np.int8, 100, 100), (np.uint8, 200, 100),
+                                       (np.int16, 30000, 30000), (np.bool_, True, True)])
+def test_integer_duplicates_are_summed_as_floats(dtype, a, b):
+    """Review: duplicate entries of an integer or bool COO matrix were summed in their
+    own dtype by the conversion to CSR (int8 100 + 100 = -56; True + True = True), so a
+    COO X and the same entries as dense floats disagreed."""
+    from marginkit._validation import checked_csr
+
+    C = sp.coo_matrix((np.array([a, b], dtype=dtype), ([0, 0], [0, 0])), shape=(2, 2))
+    assert checked_csr(C).toarray()[0, 0] == float(a) + float(b)
+    R = sp.csr_matrix((2, 2), dtype=dtype)
+    R.data, R.indices, R.indptr = (np.array([a, b], dtype=dtype), np.array([0, 0], np.int32),
+                                   np.array([0, 2, 2], np.int32))
+    assert checked_csr(R).toarray()[0, 0] == float(a) + float(b)
+
+
+def test_bools_are_integer_indices_in_lil_and_dok_alike():
+    """Review: a LIL column [True] alone was refused while [True, 2] was accepted (read as
+    column 1); DOK keys likewise. A bool is an integer, as Python reads it."""
+    L = sp.lil_matrix((1, 4))
+    L.rows[0], L.data[0] = [True], [5.0]
+    from marginkit._validation import checked_csr
+
+    assert checked_csr(L).toarray().tolist() == [[0.0, 5.0, 0.0, 0.0]]
+    L.rows[0], L.data[0] = [True, 2], [5.0, 5.0]
+    assert checked_csr(L).toarray().tolist() == [[0.0, 5.0, 5.0, 0.0]]
+
+
+def test_score_on_a_dask_array_of_unknown_chunk_sizes():
+    """Review: Result.score on X[dask_mask] compared y with predictions of unknown length."""
+    da = pytest.importorskip("dask.array")
+    import dask
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((80, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    res = mk.solve(X, y, solver="dcd")
+    D = da.from_array(X, chunks=(20, 3))
+    keep = D[:, 1] > 0
+    with dask.config.set(scheduler="synchronous"):
+        got = res.score(D[keep], y[X[:, 1] > 0])
+    assert got == res.score(X[X[:, 1] > 0], y[X[:, 1] > 0])
