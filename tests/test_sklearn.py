@@ -1360,3 +1360,34 @@ def test_estimators_refuse_missing_labels_by_name():
         for y, message in labels:
             with pytest.raises(ValueError, match=message):
                 est.fit(X, y)
+
+
+def test_a_subclass_with_slots_keeps_its_fitted_state():
+    """Review of the one-assignment publication: a subclass keeping fitted state in
+    __slots__ lost it (the private copy of a fit and the prediction methods' copy read
+    the attribute dictionary only)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = (X[:, 0] > 0).astype(int)
+
+    class Scaled(SVMClassifier):
+        __slots__ = ("scale_",)
+
+        def fit(self, X, y, sample_weight=None):
+            super().fit(X, y, sample_weight)
+            self.scale_ = 2.0
+            return self
+
+        def decision_function(self, X):
+            return super().decision_function(X) * self.scale_
+
+    class SetInFit(SVMClassifier):
+        __slots__ = ("n_calls_",)
+
+        def _fit(self, X, y, sample_weight=None):
+            self.n_calls_ = 1
+            return super()._fit(X, y, sample_weight)
+
+    est = Scaled().fit(X, y)
+    assert est.predict(X).shape == (60,) and est.score(X, y) > 0.9
+    assert SetInFit().fit(X, y).n_calls_ == 1
