@@ -1015,13 +1015,13 @@ def test_a_chunk_of_another_shape_than_declared_is_refused_by_name(bad):
     calls = []
     for solver in ("fista", "snkpvn", "iterated_tikhonov"):
         res = mk.solve(X, y, solver=solver)
-        calls += [lambda r=res: r.certificate.check(D, y), lambda r=res: r.certificate.verify(D, y),
+        calls += [lambda r=res: r.certificate.check(D, y),
+                  lambda r=res: r.certificate.verify(D, y),
                   lambda r=res: r.predict(D).compute(),
                   lambda r=res: r.decision_function(D).compute()]
     clf = SVMClassifier().fit(X, y)
     calls += [lambda: clf.predict(D).compute(), lambda: SVMClassifier().fit(D, y),
               lambda: PerceptronClassifier().fit(D, y)]
-
     with dask.config.set(scheduler="synchronous"):
         for call in calls:
             with pytest.raises(ValueError, match=message):
