@@ -680,18 +680,23 @@ def checked_csr(X, name="X", row_offset=0):
         Xc, label = X, "CSR"
     else:
         check_sparse_structure(X, name, row_offset)
-        if X.dtype.kind in "biu":
-            # duplicates are summed by the conversion, in X's own dtype: integers wrap and
-            # bools are or-ed (found by review: int8 100 + 100 gave -56); summed as the
-            # floats they become
-            X = X.astype(_float_dtype_for(X.dtype, name))
         try:
-            Xc, label = with_native_byte_order(X).tocsr(), f"CSR converted from {fmt.upper()}"
+            if X.dtype.kind in "iu":
+                # duplicates are summed by the conversion, in X's own dtype, where integers
+                # wrap (found by review: int8 100 + 100 gave -56): summed in float64 (exact
+                # below 2^53), then rounded once to the float dtype they become (bools are
+                # or-ed, as scipy reads them)
+                target = _float_dtype_for(X.dtype, name)
+                Xc = with_native_byte_order(X).astype(np.float64).tocsr().astype(target)
+            else:
+                Xc = with_native_byte_order(X).tocsr()
+            label = f"CSR converted from {fmt.upper()}"
         except MemoryError:
             raise ValueError(
                 f"{name} ({fmt.upper()}, shape {X.shape}, {X.nnz} stored entries): its CSR "
-                f"form needs {X.shape[0] + 1:.3g} row pointers (4 or 8 bytes each) alone, "
-                "more than this machine gives; check the declared shape") from None
+                f"form, {X.shape[0] + 1:.3g} row pointers (4 or 8 bytes each) and a copy of "
+                "its entries (as floats for integer data), needs more memory than this "
+                "machine gives; check the declared shape") from None
         except OverflowError as exc:  # scipy's index arrays (a DOK key beyond int32, say)
             raise ValueError(f"{name} ({fmt.upper()}, shape {X.shape}): scipy cannot convert "
                              f"its indices to CSR ({exc}); check the indices and the "
@@ -702,13 +707,15 @@ def checked_csr(X, name="X", row_offset=0):
         return X
     Xc = _csr_from(X, data, indices, indptr, X.shape, canonical)
     if not canonical:
-        # private arrays (sum_duplicates works in place), of floats for integer data (the
-        # duplicates' sum would wrap in their own dtype)
-        Xc = Xc.astype(_float_dtype_for(Xc.dtype, name)) if Xc.dtype.kind in "biu" \
-            else Xc.copy()
+        # private arrays (sum_duplicates works in place); integer data summed in float64
+        # (in their own dtype the sum would wrap), then rounded once to their float dtype
+        target = _float_dtype_for(Xc.dtype, name) if Xc.dtype.kind in "iu" else None
+        Xc = Xc.astype(np.float64) if target is not None else Xc.copy()
         Xc.has_sorted_indices = False
         with np.errstate(over="ignore"):
             Xc.sum_duplicates()  # sorts the indices too; the structure is valid by now
+        if target is not None:
+            Xc = Xc.astype(target)
         if Xc.nnz and not np.isfinite(Xc.data).all() and np.isfinite(data).all():
             # finite entries whose duplicates sum past float64's range (found by review:
             # the message said "contains NaN or infinity")

@@ -749,7 +749,7 @@ def cmd_fit(args):
 
     task = getattr(compose(cfg)[0], "task", "classification")
     classes = np.unique(y) if task == "classification" else None
-    if classes is not None and classes.size > 2 and classes.dtype.kind == "f" and \
+    if classes is not None and classes.dtype.kind == "f" and \
             np.any(classes != np.round(classes)):
         # (found by review: a regression file ran one problem per distinct value)
         frac = classes[classes != np.round(classes)]

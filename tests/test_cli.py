@@ -1016,6 +1016,9 @@ def test_fit_refuses_continuous_labels_and_aligns_long_class_labels(capsys, tmp_
     path.write_text("".join(f"{float(v)!r} {r}\n" for v, r in zip(t, rows)))
     code, out, err = run(capsys, "fit", str(path))
     assert code == 2 and "continuous" in err and "loss=squared" in err
+    path.write_text("".join(f"{0.5 + float(v > 0)!r} {r}\n" for v, r in zip(t, rows)))
+    code, out, err = run(capsys, "fit", str(path))  # two classes coded 0.5 and 1.5 (review)
+    assert code == 2 and "continuous" in err and "0.5" in err
     labels = np.repeat([1234567890123, 2, 3], 30)
     path.write_text("".join(f"{c} " + " ".join(f"{j + 1}:{x:.6g}" for j, x in enumerate(r))
                             + "\n" for c, r in zip(labels, X + labels[:, None] % 7)))
