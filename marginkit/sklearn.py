@@ -56,7 +56,9 @@ import functools
 import inspect
 import math
 import numbers
+import threading
 import warnings
+import weakref
 
 import numpy as np
 import scipy.sparse as sp
@@ -507,6 +509,27 @@ def _on_one_fit(method):
     return read
 
 
+#: one re-entrant lock per estimator instance, serializing its fits (weak keys: a lock
+#: lives as long as its estimator); instances that cannot be weakly referenced share one
+_FIT_LOCKS = weakref.WeakKeyDictionary()
+_FIT_LOCKS_GUARD = threading.Lock()
+_SHARED_FIT_LOCK = threading.RLock()
+
+
+def _fit_lock(estimator):
+    with _FIT_LOCKS_GUARD:
+        try:
+            lock = _FIT_LOCKS.get(estimator)
+            if lock is None:
+                lock = _FIT_LOCKS[estimator] = threading.RLock()
+        except TypeError:  # no weak reference (a subclass with __slots__ and no __weakref__)
+            lock = _SHARED_FIT_LOCK
+    return lock
+
+
+_UNSET = object()
+
+
 @contextlib.contextmanager
 def _fitted_at_once(estimator):
     """A private copy of ``estimator`` (``_snapshot``) for a fit to set its attributes on
@@ -515,21 +538,53 @@ def _fitted_at_once(estimator):
     its attribute dictionary when the fit returns; nothing is published when it raises or is
     interrupted (``KeyboardInterrupt``). A refit that stopped half-way would pair the new
     data's classes and width with the old results, and so would a ``predict`` of another
-    thread during a refit (found by review: every label of a two-class model inverted)."""
+    thread during a refit (found by review: every label of a two-class model inverted).
+
+    Fits of one estimator are serialized (``_fit_lock``: two threads refitting it mixed
+    the attributes of both fits, found by review); what else is set on it during a fit
+    (a callback's attribute, ``set_params`` from another thread) is kept unless the fit
+    itself changed that attribute."""
+    lock = _fit_lock(estimator)
+    if getattr(_FITTING, "ids", None) and id(estimator) in _FITTING.ids:
+        # a fit of this estimator from within its own fit (a callback): the two would
+        # publish over each other (found by review: a model of 3 features with
+        # n_features_in_ 5 that predicted on neither)
+        raise RuntimeError(f"{type(estimator).__name__}.fit was called during a fit of the "
+                           "same estimator (from its callback?); fit a clone instead "
+                           "(sklearn.base.clone)")
+    with lock:
+        _FITTING.ids = getattr(_FITTING, "ids", set()) | {id(estimator)}
+        try:
+            yield from _fit_and_publish(estimator)
+        finally:
+            _FITTING.ids = _FITTING.ids - {id(estimator)}
+
+
+#: the estimators this thread is fitting (``_fitted_at_once``)
+_FITTING = threading.local()
+
+
+def _fit_and_publish(estimator):
+    """``_fitted_at_once``'s body, under the estimator's fit lock: yields the private
+    copy, then publishes what the fit changed."""
     before = dict(estimator.__dict__)
+    slots_before = {n: getattr(estimator, n, _UNSET) for n in _slots(estimator)}
     work = _snapshot(estimator)
     yield work
-    # only what the fit changed, added or removed, onto the estimator's attributes as they
-    # are now (found by review: a parameter set by a callback or another thread during
-    # the fit was reverted when it returned)
     now = dict(estimator.__dict__)
-    now.update({k: v for k, v in work.__dict__.items() if k not in before or before[k] is not v})
+    now.update({k: v for k, v in work.__dict__.items() if before.get(k, _UNSET) is not v})
     for k in set(before) - set(work.__dict__):
         now.pop(k, None)
     estimator.__dict__ = now
-    for name in _slots(work):
-        if hasattr(work, name):
-            setattr(estimator, name, getattr(work, name))
+    for name, old in slots_before.items():
+        new = getattr(work, name, _UNSET)
+        if new is old:
+            continue
+        if new is _UNSET:
+            if hasattr(estimator, name):
+                delattr(estimator, name)
+        else:
+            setattr(estimator, name, new)
 
 
 def _drop_rows(estimator, X, keep):

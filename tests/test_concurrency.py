@@ -369,3 +369,40 @@ def test_coef_and_intercept_read_one_fit():
     for t in threads:
         t.join()
     assert not bad
+
+
+def test_fits_of_one_estimator_are_serialized_and_a_nested_fit_is_refused():
+    """Review: two threads refitting one estimator on 3 and 5 features mixed the two fits
+    (n_features_in_ of one, coef_ of the other, in 5 of 30 pairs), and a fit called from
+    the estimator's own callback published a model that predicted on neither width."""
+    from marginkit.sklearn import PerceptronClassifier, SVMClassifier
+
+    rng = np.random.default_rng(0)
+    X5 = rng.standard_normal((200, 5))
+    y = np.where(X5[:, 0] > 0, 1, -1)
+    X3 = X5[:, :3]
+    est = PerceptronClassifier()
+    mixed = []
+
+    def refit(X):
+        for _ in range(6):
+            est.fit(X, y)
+            snap = dict(est.__dict__)
+            if snap["n_features_in_"] != snap["results_"][0].coef_.shape[0] - 1:
+                mixed.append(snap["n_features_in_"])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        threads = [threading.Thread(target=refit, args=(X,)) for X in (X3, X5)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not mixed
+    assert est.predict(X5 if est.n_features_in_ == 5 else X3).shape == (200,)
+
+    outer = SVMClassifier().fit(X3, y)
+    outer.set_params(callback=lambda state: outer.fit(X5, y))
+    with pytest.raises(RuntimeError, match="fit was called during a fit of the same estimator"):
+        outer.fit(X3, y)
+    assert outer.n_features_in_ == 3 and outer.predict(X3).shape == (200,)
