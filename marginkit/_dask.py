@@ -37,9 +37,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._executors import Block, Executor
-from ._validation import (check_chunk_shape, check_known_row_chunks, check_sparse_structure,
-                          check_X, check_y, dask_array_of, has_nan_label,
-                          without_empty_row_chunks)
+from ._validation import (check_chunk_shape, check_known_columns, check_known_row_chunks,
+                          check_sparse_structure, check_X, check_y, dask_array_of,
+                          has_nan_label, without_empty_row_chunks)
 
 __all__ = ["dask_problem", "decision_function", "predict", "SUPPORTED_SOLVERS", "ChunkPool"]
 
@@ -88,6 +88,7 @@ def decision_function(result, X, n_features=None):
     _import_dask()
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (n_samples, n_features), got a {X.ndim}-D dask array")
+    check_known_columns(X)
     if n_features is not None and X.shape[1] != n_features:
         raise ValueError(f"X has {X.shape[1]} features, the model was fit with {n_features}")
     _check_sparse_sources(X)

@@ -105,7 +105,8 @@ def known_row_chunks(X):
     measured (a pass over them); the caller's array is left as it is. Every check reads
     such an X (the SVM kinds refused it and the Newton-decrement checks rejected or read
     it: found by review)."""
-    if hasattr(X, "__dask_graph__") and any(np.isnan(c) for c in X.chunks[0]):
+    if hasattr(X, "__dask_graph__") and any(np.isnan(c) for axis in X.chunks[:2]
+                                            for c in axis):  # rows, or columns
         X = X.map_blocks(lambda b: b, dtype=X.dtype)
         X.compute_chunk_sizes()
     return X

@@ -258,6 +258,16 @@ def check_known_row_chunks(a, name="X"):
                          f"first")
 
 
+def check_known_columns(X, name="X"):
+    """Refuse a dask array whose number of columns is unknown (``nan``: columns selected
+    by a dask mask) where a lazy result is built on it (found by review: "X has nan
+    features, the model was fit with 4")."""
+    if X.ndim == 2 and any(np.isnan(c) for c in X.chunks[1]):
+        raise ValueError(f"{name} is a dask array of an unknown number of columns (what "
+                         f"indexing its columns by a dask mask leaves); call {name} = "
+                         f"{name}.compute_chunk_sizes() first")
+
+
 def without_empty_row_chunks(X):
     """A dask array ``X`` with its empty row chunks merged away (the same rows: what
     filtering rows, ``X[mask]``, often leaves), so that every row block marginkit reads

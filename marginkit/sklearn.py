@@ -91,8 +91,8 @@ from ._config import Config
 from .plugins import Plugin
 from .stopping import AUTO_DUAL_TOL
 from ._validation import (Param, _float_dtype_for, _show, check_missing_labels, check_params,
-                          check_sample_weight, check_sparse_structure, checked_csr,
-                          dask_array_of, label_count)
+                          check_known_columns, check_sample_weight, check_sparse_structure,
+                          checked_csr, dask_array_of, label_count)
 from .linalg._shared import shared_decompositions
 from .utils._sparse import sparse_copy
 
@@ -191,6 +191,7 @@ def _lazy_rows(estimator, method, X, n_outputs, dtype):
     check_is_fitted(estimator)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (n_samples, n_features), got a {X.ndim}-D dask array")
+    check_known_columns(X)
     n_in = getattr(estimator, "n_features_in_", None)
     if n_in is not None and X.shape[1] != n_in:
         raise ValueError(f"X has {X.shape[1]} features, but {type(estimator).__name__} is "
@@ -734,6 +735,16 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
     def intercept_(self):
         """Offsets of the linear model(s), shape (1,) or (n_classes,)."""
         return self._linear_parts()[1]
+
+    def score(self, X, y, sample_weight=None):
+        """Mean accuracy on (X, y), as scikit-learn's; a dask array X is predicted first
+        (its rows may be of unknown number: found by review)."""
+        if dask_array_of(X, "X") is None:
+            return super().score(X, y, sample_weight=sample_weight)
+        from sklearn.metrics import accuracy_score
+
+        return float(accuracy_score(y, np.asarray(self.predict(X).compute()),
+                                    sample_weight=sample_weight))
 
     @_on_one_fit
     def predict(self, X):
@@ -1689,6 +1700,16 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
         self._set_fit_info([res])
         self.result_ = res
         return self
+
+    def score(self, X, y, sample_weight=None):
+        """R^2 on (X, y), as scikit-learn's; a dask array X is predicted first (its rows
+        may be of unknown number: found by review)."""
+        if dask_array_of(X, "X") is None:
+            return super().score(X, y, sample_weight=sample_weight)
+        from sklearn.metrics import r2_score
+
+        return float(r2_score(y, np.asarray(self.predict(X).compute()),
+                              sample_weight=sample_weight))
 
     @_on_one_fit
     def predict(self, X):

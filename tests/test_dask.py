@@ -1066,3 +1066,32 @@ def test_solve_names_unknown_column_chunk_sizes():
     with dask.config.set(scheduler="synchronous"):
         with pytest.raises(ValueError, match="unknown chunk sizes.*compute_chunk_sizes"):
             mk.solve(D, y, solver="fista")
+
+
+def test_unknown_column_counts_in_checks_and_predict_and_unknown_rows_in_score():
+    """Review round 3: a certificate check on X[:, dask_mask] rejected an honest separator
+    ("coef has 4 entries, X nan features"), predict said "X has nan features", and the
+    estimators' score on X[dask_mask] raised dask's "Cannot call len()"."""
+    import dask
+
+    from marginkit.sklearn import IteratedTikhonovRegressor, SVMClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 4))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    D = da.from_array(X, chunks=(20, 4))
+    Dc = D[:, D[0] > -np.inf]  # the same numbers, an unknown number of columns
+    keep = np.arange(60) % 3 != 0
+    Dr = D[da.from_array(keep, chunks=20)]  # rows of unknown number
+    with dask.config.set(scheduler="synchronous"):
+        for solver in ("fista", "perceptron"):
+            res = mk.solve(X, y, solver=solver)
+            verdict = res.certificate.check(Dc, y)
+            assert verdict, verdict.reason
+        with pytest.raises(ValueError, match="unknown number of columns.*compute_chunk_sizes"):
+            res.predict(Dc)
+        clf = SVMClassifier().fit(X, y)
+        assert clf.score(Dr, y[keep]) == clf.score(X[keep], y[keep])
+        reg = IteratedTikhonovRegressor().fit(X, X[:, 0])
+        assert reg.score(Dr, X[keep, 0]) == pytest.approx(reg.score(X[keep], X[keep, 0]),
+                                                          rel=1e-12)
