@@ -888,7 +888,13 @@ LIBSVM loader reports parse errors with the file and line number.
   the plug-in instances unchanged; with `interrupt="return"` it ends the run at the next
   iteration boundary with status `"interrupted"` and a consistent `Result` (a second
   Ctrl-C aborts at once). An estimator's `fit` that raises or is interrupted leaves the
-  estimator as it was before the call (a refit keeps the previous fit, whole).
+  estimator as it was before the call (a refit keeps the previous fit, whole): a fit
+  works on a private copy and publishes what it changed in one assignment, fits of one
+  estimator are serialized, and `predict`, `decision_function` and `predict_proba` read
+  one copy of the fitted attributes, so a prediction in another thread during a refit
+  reads one fit, the old or the new. A Ctrl-C during the eigendecomposition of an exact
+  kernel's Gram matrix (`iterated_tikhonov`, seconds at n = 4,000) is handled when the
+  decomposition returns: LAPACK holds the interpreter meanwhile.
 
 Loading: `load_libsvm` parses the text as a stream (memory ~1.1x the returned matrix with
 scikit-learn's parser, ~1.7x with the pure-Python one; lines of more than 64 MiB and NUL
@@ -994,7 +1000,7 @@ recomputed after the run and rounded outwards.
 | the BLAS threads the run loop chooses (one thread on busy cores) change no iteration count or status and the coefficients by BLAS rounding only; a caller's `threadpool_limits` wins; the default threads come back after a run, a failing one included | `tests/test_threads.py` |
 | results survive pickle, and `Result.save` / `mk.load_result` (npz + JSON, no pickle) | `tests/test_reproducibility.py` |
 | concurrent registry lookups, broken entry points isolated (whatever `load()` raises, `SystemExit` included), `overwrite=True` needed to replace, a second registration never renames a plug-in | `tests/test_registry.py`, `tests/test_reliability.py` |
-| one Solver, Kernel, Smoother or StoppingRule instance serves concurrent runs (per-run state lives in the run; `nystroem`/`rff` fit a private copy per run); the BLAS thread counts after concurrent solves, failing ones included, are those from before | `tests/test_concurrency.py` |
+| one Solver, Kernel, Smoother or StoppingRule instance serves concurrent runs (per-run state lives in the run; `nystroem`/`rff` fit a private copy per run); the BLAS thread counts after concurrent solves, failing ones included, are those from before; an estimator's predict during a refit in another thread reads one fit, and two threads' fits of one estimator do not mix | `tests/test_concurrency.py` |
 | a Python smoother's exception ends the run with a `PluginError` naming it (the original chained); a result that is not $n$ finite reals in the simplex is a `ValueError` naming it, checked before use | `tests/test_smoothers.py` |
 | a kernel plug-in that writes into its operands raises (functions, staticmethods, classmethods, mixins, compiled methods, partialmethods); a malformed block (wrong shape, 1-D, None, complex, strings, NaN, K(A, A) not symmetric) is a `ValueError` naming the plug-in | `tests/test_kernel_plugins.py` |
 | `time_limit`; Ctrl-C raises `KeyboardInterrupt` with BLAS limits restored and plug-ins unchanged, or (`interrupt="return"`) ends the run between iterations without corrupting the state | `tests/test_api.py`, `tests/test_reliability.py` |
