@@ -691,11 +691,12 @@ def checked_csr(X, name="X", row_offset=0):
     else:
         check_sparse_structure(X, name, row_offset)
         try:
-            if X.dtype.kind in "iu":
-                # duplicates are summed by the conversion, in X's own dtype, where integers
-                # wrap (found by review: int8 100 + 100 gave -56): summed in float64 (exact
-                # below 2^53), then rounded once to the float dtype they become (bools are
-                # or-ed, as scipy reads them)
+            if X.dtype.kind in "iu" and fmt in ("coo", "csc", "bsr") and \
+                    not getattr(X, "has_canonical_format", False):
+                # duplicates (possible in these formats) are summed by the conversion, in
+                # X's own dtype, where integers wrap (found by review: int8 100 + 100 gave
+                # -56): summed in float64 (exact below 2^53), then rounded once to the float
+                # dtype they become (bools are or-ed, as scipy reads them)
                 target = _float_dtype_for(X.dtype, name)
                 Xc = with_native_byte_order(X).astype(np.float64).tocsr().astype(target)
             else:

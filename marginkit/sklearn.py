@@ -478,6 +478,12 @@ def _precomputed(estimator):
     return bool(getattr(kernel, "precomputed", False))
 
 
+def _computed(a):
+    """A dask array computed (labels or weights of unknown length, for a score), anything
+    else as it is."""
+    return np.asarray(a.compute()) if dask_array_of(a) is not None else a
+
+
 def _slots(estimator):
     """The ``__slots__`` names of ``estimator``'s class and its bases."""
     names = []
@@ -510,21 +516,23 @@ def _on_one_fit(method):
     return read
 
 
-#: one re-entrant lock per estimator instance, serializing its fits (weak keys: a lock
-#: lives as long as its estimator); instances that cannot be weakly referenced share one
-_FIT_LOCKS = weakref.WeakKeyDictionary()
+#: one re-entrant lock per estimator instance, serializing its fits, keyed by identity
+#: (not equality: estimators whose __eq__ compares parameters, clones among them, shared
+#: one lock and deadlocked; found by review) and dropped when the estimator is
+_FIT_LOCKS = {}
 _FIT_LOCKS_GUARD = threading.Lock()
-_SHARED_FIT_LOCK = threading.RLock()
 
 
 def _fit_lock(estimator):
+    key = id(estimator)
     with _FIT_LOCKS_GUARD:
-        try:
-            lock = _FIT_LOCKS.get(estimator)
-            if lock is None:
-                lock = _FIT_LOCKS[estimator] = threading.RLock()
-        except TypeError:  # no weak reference (a subclass with __slots__ and no __weakref__)
-            lock = _SHARED_FIT_LOCK
+        lock = _FIT_LOCKS.get(key)
+        if lock is None:
+            lock = _FIT_LOCKS[key] = threading.RLock()
+            try:
+                weakref.finalize(estimator, _FIT_LOCKS.pop, key, None)
+            except TypeError:  # not weakly referenceable: the entry stays (a lock)
+                pass
     return lock
 
 
@@ -743,7 +751,10 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
             return super().score(X, y, sample_weight=sample_weight)
         from sklearn.metrics import accuracy_score
 
-        return float(accuracy_score(y, np.asarray(self.predict(X).compute()),
+        from ._referee import known_row_chunks
+
+        y, sample_weight = _computed(y), _computed(sample_weight)
+        return float(accuracy_score(y, np.asarray(self.predict(known_row_chunks(X)).compute()),
                                     sample_weight=sample_weight))
 
     @_on_one_fit
@@ -1708,7 +1719,10 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
             return super().score(X, y, sample_weight=sample_weight)
         from sklearn.metrics import r2_score
 
-        return float(r2_score(y, np.asarray(self.predict(X).compute()),
+        from ._referee import known_row_chunks
+
+        y, sample_weight = _computed(y), _computed(sample_weight)
+        return float(r2_score(y, np.asarray(self.predict(known_row_chunks(X)).compute()),
                               sample_weight=sample_weight))
 
     @_on_one_fit

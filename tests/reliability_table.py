@@ -890,7 +890,9 @@ LIBSVM loader reports parse errors with the file and line number.
   Ctrl-C aborts at once). An estimator's `fit` that raises or is interrupted leaves the
   estimator as it was before the call (a refit keeps the previous fit, whole): a fit
   works on a private copy and publishes what it changed in one assignment, fits of one
-  estimator are serialized, and `predict`, `decision_function` and `predict_proba` read
+  estimator are serialized (a fit of it from its own callback is a `RuntimeError`; a
+  callback that waits on another thread fitting the same instance waits forever: fit a
+  clone there), and `predict`, `decision_function` and `predict_proba` read
   one copy of the fitted attributes, so a prediction in another thread during a refit
   reads one fit, the old or the new. A Ctrl-C during the eigendecomposition of an exact
   kernel's Gram matrix (`iterated_tikhonov`, seconds at n = 4,000) is handled when the

@@ -406,3 +406,35 @@ def test_fits_of_one_estimator_are_serialized_and_a_nested_fit_is_refused():
     with pytest.raises(RuntimeError, match="fit was called during a fit of the same estimator"):
         outer.fit(X3, y)
     assert outer.n_features_in_ == 3 and outer.predict(X3).shape == (200,)
+
+
+def test_the_fit_lock_is_per_instance_even_for_equal_estimators():
+    """Review round 4: the lock table was keyed by equality, so estimators whose __eq__
+    compares parameters (clones among them) shared one lock, and a callback fitting a
+    clone in another thread deadlocked."""
+    from marginkit.sklearn import SVMClassifier, _fit_lock
+
+    class Equal(SVMClassifier):
+        def __eq__(self, other):
+            return type(other) is type(self) and self.get_params() == other.get_params()
+
+        def __hash__(self):
+            return 0
+
+    a, b = Equal(), Equal()
+    assert a == b and _fit_lock(a) is not _fit_lock(b) and _fit_lock(a) is _fit_lock(a)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    done = []
+
+    def callback(state):
+        if not done:
+            t = threading.Thread(target=lambda: done.append(b.fit(X, y)))
+            t.start()
+            t.join(timeout=60)
+            assert not t.is_alive()
+
+    a.set_params(callback=callback)
+    a.fit(X, y)
+    assert done and hasattr(a, "result_")

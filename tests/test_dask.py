@@ -1095,3 +1095,22 @@ def test_unknown_column_counts_in_checks_and_predict_and_unknown_rows_in_score()
         reg = IteratedTikhonovRegressor().fit(X, X[:, 0])
         assert reg.score(Dr, X[keep, 0]) == pytest.approx(reg.score(X[keep], X[keep, 0]),
                                                           rel=1e-12)
+
+
+def test_estimator_score_with_labels_and_weights_of_unknown_length():
+    """Review round 4: score(X[m], y[m]) with a dask mask raised dask's "Cannot call
+    len()" on y; score on X[:, column mask] refused what fit accepted."""
+    import dask
+
+    from marginkit.sklearn import SVMClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 4))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    clf = SVMClassifier().fit(X, y)
+    D, Y = da.from_array(X, chunks=(20, 4)), da.from_array(y, chunks=20)
+    m = D[:, 1] > 0
+    keep = X[:, 1] > 0
+    with dask.config.set(scheduler="synchronous"):
+        assert clf.score(D[m], Y[m]) == clf.score(X[keep], y[keep])
+        assert clf.score(D[:, D[0] > -np.inf], y) == clf.score(X, y)
