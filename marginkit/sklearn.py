@@ -484,6 +484,16 @@ def _computed(a):
     return np.asarray(a.compute()) if dask_array_of(a) is not None else a
 
 
+def _dask_score(estimator, metric, X, y, sample_weight):
+    """``metric(y, estimator.predict(X))`` of a dask array X, predicted first (its sizes
+    measured when unknown), y and the weights computed when they are dask arrays (found
+    by review: dask's "Cannot call len()" on X[mask], y[mask])."""
+    from ._referee import known_row_chunks
+
+    pred = np.asarray(estimator.predict(known_row_chunks(X)).compute())
+    return float(metric(_computed(y), pred, sample_weight=_computed(sample_weight)))
+
+
 def _slots(estimator):
     """The ``__slots__`` names of ``estimator``'s class and its bases."""
     names = []
@@ -751,11 +761,7 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
             return super().score(X, y, sample_weight=sample_weight)
         from sklearn.metrics import accuracy_score
 
-        from ._referee import known_row_chunks
-
-        y, sample_weight = _computed(y), _computed(sample_weight)
-        return float(accuracy_score(y, np.asarray(self.predict(known_row_chunks(X)).compute()),
-                                    sample_weight=sample_weight))
+        return _dask_score(self, accuracy_score, X, y, sample_weight)
 
     @_on_one_fit
     def predict(self, X):
@@ -1719,11 +1725,7 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
             return super().score(X, y, sample_weight=sample_weight)
         from sklearn.metrics import r2_score
 
-        from ._referee import known_row_chunks
-
-        y, sample_weight = _computed(y), _computed(sample_weight)
-        return float(r2_score(y, np.asarray(self.predict(known_row_chunks(X)).compute()),
-                              sample_weight=sample_weight))
+        return _dask_score(self, r2_score, X, y, sample_weight)
 
     @_on_one_fit
     def predict(self, X):
