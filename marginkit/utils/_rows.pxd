@@ -254,6 +254,33 @@ cdef inline void _axpy_sparse_sc(double alpha, const floating* val, const index_
         out[ind[k]] += alpha * (sc[ind[k]] * val[k])
 
 
+cdef inline double _dot_sparse4_pairs(const floating* val, const index_t* ind,
+                                      Py_ssize_t nnz, const double* vs) noexcept nogil:
+    # ``_dot_sparse4`` with v_j = vs[2 j]: the same products and sums in the same order
+    cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
+    cdef Py_ssize_t k = 0
+    while k + 4 <= nnz:
+        a0 += val[k] * vs[2 * <Py_ssize_t>ind[k]]
+        a1 += val[k + 1] * vs[2 * <Py_ssize_t>ind[k + 1]]
+        a2 += val[k + 2] * vs[2 * <Py_ssize_t>ind[k + 2]]
+        a3 += val[k + 3] * vs[2 * <Py_ssize_t>ind[k + 3]]
+        k += 4
+    while k < nnz:
+        a0 += val[k] * vs[2 * <Py_ssize_t>ind[k]]
+        k += 1
+    return (a0 + a1) + (a2 + a3)
+
+
+cdef inline void _axpy_sparse_scaled_pairs(double alpha, const floating* val,
+                                           const index_t* ind, Py_ssize_t nnz,
+                                           double* vs) noexcept nogil:
+    # ``_axpy_sparse_scaled`` with out_j = vs[2 j] and sc_j = vs[2 j + 1]
+    cdef Py_ssize_t k, j
+    for k in range(nnz):
+        j = 2 * <Py_ssize_t>ind[k]
+        vs[j] += alpha * (vs[j + 1] * (vs[j + 1] * val[k]))
+
+
 cdef inline double row_dot(rows_t X, Py_ssize_t i, const double* v) noexcept nogil:
     """x_i . v (one running sum, in entry order)."""
     cdef Py_ssize_t s
@@ -296,6 +323,24 @@ cdef inline void row_axpy_scaled(rows_t X, Py_ssize_t i, double alpha, const dou
     else:
         s = X.indptr[i]
         _axpy_sparse_scaled(alpha, X.data + s, X.indices + s, X.indptr[i + 1] - s, sc, out)
+
+
+cdef inline double row_dot4_pairs(csr_rows_t X, Py_ssize_t i, const double* vs) noexcept nogil:
+    """``row_dot4`` of a CSR row with v interleaved with a second vector: v_j = vs[2 j]
+    (the same value bit for bit). A pass that reads two d-vectors at the columns of each
+    stored entry (``row_axpy_scaled_pairs``) finds both in one cache line: on wide sparse
+    data (millions of columns) the vectors are far outside the caches and each entry's
+    column is a cache miss per vector read."""
+    cdef Py_ssize_t s = X.indptr[i]
+    return _dot_sparse4_pairs(X.data + s, X.indices + s, X.indptr[i + 1] - s, vs)
+
+
+cdef inline void row_axpy_scaled_pairs(csr_rows_t X, Py_ssize_t i, double alpha,
+                                       double* vs) noexcept nogil:
+    """``row_axpy_scaled`` of a CSR row with out and sc interleaved: out_j = vs[2 j],
+    sc_j = vs[2 j + 1] (see ``row_dot4_pairs``)."""
+    cdef Py_ssize_t s = X.indptr[i]
+    _axpy_sparse_scaled_pairs(alpha, X.data + s, X.indices + s, X.indptr[i + 1] - s, vs)
 
 
 cdef inline double row_scaled_dot(rows_t X, Py_ssize_t i, const double* sc,
