@@ -1,5 +1,6 @@
 """``solve``: validate, compose the plug-ins, run the iteration loop, wrap the ``Result``."""
 import contextlib
+import copy
 import dataclasses
 import numbers
 import signal
@@ -16,7 +17,7 @@ from ._compose import (_instantiate, _rules_and_cap, claim_thresholds, compose,
 from ._config import FIELD_NAMES as _CONFIG_FIELDS, Config
 from .exceptions import ConvergenceWarning
 from ._registry import get_plugin
-from ._result import Result
+from ._result import Result, bind_run_fields
 from .certificates import CLAIM_KINDS
 from .kernels.builtin import LinearKernel
 from ._validation import (check_gram, check_sample_weight, check_X, check_y, dask_array_of,
@@ -238,6 +239,7 @@ def referee(problem, solver, state, status):
         cert = (solver.finalize(problem, state, status) or {}).get("certificate")
     if cert is None:
         return claim_kind is None, None
+    cert = run_certificate(problem, cert)
     if claim_kind is not None and getattr(cert, "kind", None) != claim_kind:
         raise TypeError(
             f"solver {solver.name or type(solver).__name__!r} offered a "
@@ -251,6 +253,21 @@ def referee(problem, solver, state, status):
     if hook is not None:
         hook(status, verdict)
     return False, None
+
+
+def run_certificate(problem, cert):
+    """``cert`` as a certificate of this run: checked, reported and saved with the run's
+    configuration (``problem.config``: its thresholds and its kernel), whatever
+    configuration it was built with. A copy when it held another one or none (a
+    plug-in's certificate built with ``config=None`` was checked against a kernel and a
+    threshold of its own: an RBF kernel's separator of XOR data verified as the linear
+    run's, found by review); ``load_result`` binds a stored certificate the same way."""
+    run = getattr(problem, "config", None)
+    if run is None or not hasattr(cert, "config") or cert.config is run:
+        return cert
+    cert = copy.copy(cert)
+    cert.config = run
+    return cert
 
 
 def _stop_requested(value):
@@ -504,11 +521,49 @@ def finish_fields(problem, fields, accepted):
             fields["certified_mask"] = np.array(mask, dtype=bool)
         return fields
     cert = fields.get("certificate")
+    if cert is not None:
+        cert = fields["certificate"] = run_certificate(problem, cert)
     if cert is not None and not problem.check_certificate(cert):
         fields["certificate"] = None
         if fields.get("certified_mask") is not None:
             fields["certified_mask"] = np.zeros(problem.n_samples, dtype=bool)
     return fields
+
+
+def _referee_margin_bounds(problem, solver, fields):
+    """A plug-in solver's ``margin_bounds`` are the referee's (found by review: a
+    plug-in's (0.9, 0.95) was reported where the referee's upper bound for its own p was
+    0.67): ``certificates.margin_bounds`` recomputed from the data for its ``dual_coef_``
+    (alpha: any direction bounds the margin from below; none, or not n finite numbers:
+    the lower bound is -inf) and its ``dual_vector`` (p: any p >= 0 bounds it from above;
+    none, or not n finite numbers >= 0: the uniform p), as the built-in family's are.
+    marginkit's solvers report the referee's already."""
+    if fields.get("margin_bounds") is None or \
+            type(solver).__module__.partition(".")[0] == "marginkit":
+        return
+    from .certificates import NotPositiveSemidefiniteError, labels_pm, margin_bounds
+
+    n = problem.n_samples
+
+    def vector(name):
+        try:
+            v = np.asarray(fields.get(name), dtype=np.float64)
+        except (TypeError, ValueError):
+            return None
+        return v if v.shape == (n,) and np.all(np.isfinite(v)) else None
+
+    alpha, p = vector("dual_coef_"), vector("dual_vector")
+    if alpha is None:
+        alpha = np.zeros(n)
+    if p is None or np.any(p < 0):
+        p = np.full(n, 1.0 / max(n, 1))
+    kernel = problem.kernel
+    X, y = problem.referee_data(blocked=getattr(kernel, "feature_map", None) is not None)
+    try:
+        lower, upper = margin_bounds(X, labels_pm(y, problem.classes_), kernel, alpha, p)
+    except NotPositiveSemidefiniteError:
+        lower, upper = -np.inf, np.inf
+    fields["margin_bounds"] = (float(lower), float(upper))
 
 
 #: float64 vectors of n_features entries a solver may keep (iterates, gradients, per-block
@@ -723,6 +778,8 @@ def _run_to_result(problem, runner, solver, rules, max_iter, config):
             if getattr(problem, "features", None) is not None:
                 fields["extra"] = {**(fields.get("extra") or {}), "features_given": True}
             finish_fields(problem, fields, accepted)
+            bind_run_fields(fields, fields["solver"])
+            _referee_margin_bounds(problem, solver, fields)
     finally:
         blas.close()
     # the BLAS threads the run chose (``BlasChoice``), beside a solver's own extra fields

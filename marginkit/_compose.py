@@ -158,9 +158,10 @@ def _rules_and_cap(config, solver):
 def claim_thresholds(config):
     """The thresholds the claims of a run with ``config`` are checked against.
 
-    Returns the dict of the solver's ``claim_thresholds(rules)`` (``{}`` for a solver
-    without that method), with the run's stopping rules resolved as ``compose`` resolves
-    them. Raises ``ValueError`` when the configuration cannot be read (a certificate then
+    Returns the dict of the solver's ``claim_thresholds(rules)`` (for a solver without
+    that method: ``dual_tol``, the largest eps of the run's ``dual_certificate`` rules
+    that give one, or ``{}``), with the run's stopping rules resolved as ``compose``
+    resolves them. Raises ``ValueError`` when the configuration cannot be read (a certificate then
     cannot be checked against it).
     """
     if not isinstance(config, Config):
@@ -175,4 +176,13 @@ def claim_thresholds(config):
         raise ValueError("the run's configuration does not give the claim's threshold: its "
                          "stopping rules cannot be read")
     fn = getattr(solver, "claim_thresholds", None)
-    return {} if fn is None else dict(fn(rules))
+    if fn is not None:
+        return dict(fn(rules))
+    # a solver that defines none (a plug-in): the eps the run's dual_certificate rules
+    # give, the threshold its user configured (a certificate's own eps is never read: a
+    # plug-in's 0.9999999 passed for separable data, found by review)
+    from .stopping import DualCertificate
+
+    eps = [float(r.params["eps"]) for r in rules
+           if isinstance(r, DualCertificate) and r.params.get("eps") is not None]
+    return {"dual_tol": max(eps)} if eps else {}

@@ -281,6 +281,11 @@ def feature_rows(kernel, X, max_entries=1 << 18):
     from .kernels.builtin import LinearKernel
 
     if isinstance(kernel, LinearKernel):
+        own = [name for name in LinearKernel._DEFINING if name in getattr(kernel, "__dict__", ())]
+        if own:
+            raise TypeError(f"this LinearKernel has {', '.join(own)} set on the instance: the "
+                            "linear kernel is the identity map wherever marginkit meets one; "
+                            "register a marginkit.plugins.Kernel for another kernel")
         return map_rows(kernel, X)
     if getattr(kernel, "fitted", True) is False:
         kernel.fit(X)  # on every row (fitted lazily, a map would fit on the first block)
@@ -299,11 +304,24 @@ def feature_rows(kernel, X, max_entries=1 << 18):
 MAP_CHECK_ROWS = 256
 
 
+#: how far a plug-in's kernel function may be from its map's inner products, relative to
+#: sqrt(s_i s_j) (``check_map_agrees``); a model of such a plug-in is established as
+#: ``predict`` evaluates it, by its function, beyond this much (``stored_separator_margin``)
+MAP_RTOL = 1e-6
+
+
+def plugin_map(kernel):
+    """Whether ``kernel`` is a plug-in (not one of marginkit's) with a feature map: the
+    runs read its map, ``predict`` of a kernel model its function."""
+    return getattr(kernel, "feature_map", None) is not None and \
+        type(kernel).__module__.partition(".")[0] != "marginkit"
+
+
 def _map_disagreement(kernel, K, G, scale, where):
     """``ValueError`` naming ``kernel`` at the first entry where K and G = <Phi, Phi>
-    differ by more than 1e-6 ``scale`` (``where(index)``: the two rows of X it is), if
-    any."""
-    bad = np.abs(K - G) > 1e-6 * scale + 1e-300
+    differ by more than ``MAP_RTOL`` ``scale`` (``where(index)``: the two rows of X it
+    is), if any."""
+    bad = np.abs(K - G) > MAP_RTOL * scale + 1e-300
     if np.any(bad):
         idx = np.unravel_index(int(np.argmax(bad)), np.shape(bad))
         a, b = where(idx)
@@ -317,7 +335,7 @@ def _map_disagreement(kernel, K, G, scale, where):
 def check_map_agrees(kernel, X, Phi, max_entries=1 << 18):
     """``ValueError`` naming the plug-in ``kernel`` when its feature map ``Phi`` (of X's
     rows: a dense matrix, or CSR whose structure has been checked) disagrees with its
-    kernel function: |K(x_i, x_j) - <Phi_i, Phi_j>| above 1e-6 sqrt(s_i s_j), s_i the
+    kernel function: |K(x_i, x_j) - <Phi_i, Phi_j>| above ``MAP_RTOL`` sqrt(s_i s_j), s_i the
     larger of K(x_i, x_i) and ||Phi_i||^2, on every pair of up to ``MAP_CHECK_ROWS``
     rows spread evenly over X and, when the plug-in has a ``diag`` of its own, on the
     diagonal of every row (evaluated on float64 row blocks of at most ``max_entries``

@@ -301,6 +301,39 @@ def read_result(path, max_bytes=_persist.MAX_BYTES):
     return Result(**fields), used
 
 
+class _RunOrigin:
+    """The fields of a run (``solve``) where the binding functions below take a file's
+    path: a run's result is held to what ``load_result`` requires of a file, and a
+    mismatch is its solver's."""
+
+    def __init__(self, solver):
+        self.solver = solver
+
+
+def _refusal(origin, what):
+    """The error for fields that do not hold what their certificate checks (``what``): a
+    file's (``ValueError``: it was edited), or a run's (``TypeError`` naming the solver
+    whose ``finalize`` returned them)."""
+    if isinstance(origin, _RunOrigin):
+        return TypeError(f"solver {origin.solver!r} returned a result whose {what}: a "
+                         "solver's finalize() must return the model and variables its "
+                         "certificate checks")
+    name = os.fspath(origin) if isinstance(origin, os.PathLike) else origin
+    return ValueError(f"{name!r}: {what}; the file was edited")
+
+
+def bind_run_fields(fields, solver):
+    """A run's fields held to what ``load_result`` requires of a file's: the model the
+    result predicts with and the variables it reports are those its certificate checks
+    (found by review: a plug-in whose finalize returned another coef_ than its
+    certificate's had its "separable" claim reported, predict right on half the training
+    points, and the saved result refused on load). ``TypeError`` naming ``solver``
+    otherwise."""
+    origin = _RunOrigin(solver)
+    _bind_model_to_certificate(fields, origin)
+    _bind_variables_to_certificate(fields, origin)
+
+
 def _bind_config_to_certificate(fields, path):
     """A certificate's thresholds are the run's: the configuration a certificate checks
     its claim with (its ``config``) is the result's ``config``, one object after loading,
@@ -411,15 +444,14 @@ def _bind_model_to_certificate(fields, path, version=_persist.VERSION):
         return  # no model predicts: a certificate kept on its own
     from .certificates import _or_linear
 
-    name = os.fspath(path) if isinstance(path, os.PathLike) else path
     # a certificate that holds the predicting model holds its kernel, labels and intercept
     # too: one of them removed from it (None) would leave that part of the model unbound
     holds = getattr(cert, "holds_model", None)
     binding = callable(holds) and holds()
     if binding and getattr(cert, "classes", None) is not None and \
             fields.get("task") not in (None, "classification"):
-        raise ValueError(f"{name!r}: r.task is {fields.get('task')!r}, its certificate checks "
-                         "a classifier; the file was edited")
+        raise _refusal(path, f"r.task is {fields.get('task')!r}, its certificate checks a "
+                             "classifier")
     for attr, field in _CERTIFIED_MODEL.items():
         bound = getattr(cert, "bound_value", None)
         certified = bound(attr) if callable(bound) else getattr(cert, attr, None)
@@ -430,17 +462,20 @@ def _bind_model_to_certificate(fields, path, version=_persist.VERSION):
             if attr == "kernel":  # None is the linear kernel, on either side
                 certified, used = _or_linear(certified), _or_linear(used)
             if (certified is None) != (used is None):
-                raise ValueError(f"{name!r}: r.{field} and its certificate's {attr} are not "
-                                 "both given; the file was edited")
+                raise _refusal(path, f"r.{field} and its certificate's {attr} are not both "
+                                     "given")
         if certified is None or used is None:
             continue
         if not _same_model(certified, used):
-            raise ValueError(f"{name!r}: r.{field} is not the {attr} its certificate checks "
-                             f"(r.certificate.fields.{attr}); the file was edited")
+            raise _refusal(path, f"r.{field} is not the {attr} its certificate checks "
+                                 f"(r.certificate.fields.{attr})")
     # the model decision_function evaluates is the one the certificate holds
     mismatch = getattr(cert, "predictor_mismatch", None)
     if callable(mismatch) and callable(holds):
         if not holds() and predicting_model(fields) is not None:
+            if isinstance(path, _RunOrigin):
+                return  # a plug-in's certificate of the claim alone (documented)
+            name = os.fspath(path) if isinstance(path, os.PathLike) else path
             why = (f"was written by an earlier marginkit (format {version})"
                    if version < getattr(cert, "model_bound_since", _MODEL_BOUND_SINCE) else
                    "holds a certificate built without the model (a plug-in's, or edited)")
@@ -451,7 +486,7 @@ def _bind_model_to_certificate(fields, path, version=_persist.VERSION):
             return
         why = mismatch(predicting_model(fields), fields)
         if why is not None:
-            raise ValueError(f"{name!r}: {why}; the file was edited")
+            raise _refusal(path, why)
 
 
 #: a certificate's variables -> the result field that reports them (both kept by a run)
@@ -470,14 +505,13 @@ def _bind_variables_to_certificate(fields, path):
     cert = fields.get("certificate")
     if cert is None:
         return
-    name = os.fspath(path) if isinstance(path, os.PathLike) else path
     for attr, field in _CERTIFIED_VARIABLES.items():
         held, shown = getattr(cert, attr, None), fields.get(field)
         if held is None or shown is None:
             continue
         if not np.array_equal(np.asarray(held), np.asarray(shown)):
-            raise ValueError(f"{name!r}: r.{field} is not the {attr} its certificate checks "
-                             f"(r.certificate.fields.{attr}); the file was edited")
+            raise _refusal(path, f"r.{field} is not the {attr} its certificate checks "
+                                 f"(r.certificate.fields.{attr})")
 
 
 def _same_model(a, b):

@@ -459,6 +459,11 @@ def _guarded(raw, name, owner, how):
         data = tuple(frozen(a) for a in data)
         kwargs = {k: frozen(v) for k, v in kwargs.items()}
         out = fn(*data, **kwargs)
+        if name == "diag":
+            A = data[0] if data else next((kwargs[k] for k in _OPERAND_KEYWORDS[0]
+                                           if k in kwargs), None)
+            return out if not hasattr(A, "shape") else \
+                checked_diag(out, A, f"kernel plug-in {owner}")
         if name not in ("__call__", "feature_map"):
             return out
         ops = list(data[:2])
@@ -485,6 +490,31 @@ def _guarded(raw, name, owner, how):
     if how == "class":
         return classmethod(method)
     return method
+
+
+def checked_diag(out, A, owner):
+    """A kernel's diagonal K(a_i, a_i) of the rows of A as returned, when it is one finite
+    real number per row (a vector, or a column): as a vector, float32 when the values are
+    float32 (the kernel's own precision, as ``checked_block`` keeps), float64 otherwise. ``ValueError``
+    naming ``owner`` otherwise (found by review: a diag of the wrong length or 2-D was
+    read as it was, and a NaN one collapsed a solver's tolerance to 1e-20 with a warning
+    that blamed the data)."""
+    n = A.shape[0]
+    try:
+        d = np.asarray(out)
+        if d.dtype.kind == "c":
+            raise TypeError("complex values")
+        d = d.astype(np.float32 if d.dtype == np.float32 else np.float64, copy=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{owner}: diag() returned a non-numeric result ({exc})") from None
+    if d.shape not in ((n,), (n, 1)):
+        raise ValueError(f"{owner}: diag() returned shape {d.shape} for {n} rows; it must "
+                         f"return K(a_i, a_i) for each row, shape ({n},)")
+    d = d.reshape(n)
+    if not np.isfinite(d).all():
+        raise ValueError(f"{owner}: diag() returned NaN or infinity; K(a_i, a_i) must be "
+                         "finite")
+    return d
 
 
 def checked_features(out, A, owner):
@@ -644,7 +674,13 @@ class Trigger:
     def __post_init__(self):
         if self.op not in ("<", "<=", ">", ">="):
             raise ValueError(f"Trigger op={self.op!r}: use one of '<', '<=', '>', '>='")
-        object.__setattr__(self, "value", float(self.value))
+        value = float(self.value)
+        if value != value:
+            # every comparison with NaN is False: a trigger that can never hold (found by
+            # review: the solvers that read triggers failed on it with numpy's message)
+            raise ValueError(f"Trigger({self.field!r}, {self.op!r}, nan): the value is NaN, "
+                             "so the trigger never holds; give a number (or +-inf)")
+        object.__setattr__(self, "value", value)
 
     def holds(self, state):
         """Whether the threshold is met on ``state``."""

@@ -1020,17 +1020,27 @@ def test_entry_point_raising_at_import_is_isolated(monkeypatch, tmp_path):
 def test_overwrite_required_to_replace_a_kernel():
     original = mk.get_plugin("kernel", "linear")
 
-    class Twice(original):
+    class Twice(mk.plugins.Kernel):
+        """The linear kernel of 2x (a subclass of LinearKernel may not redefine it)."""
+
+        param_table = {}
+
         def feature_map(self, X):
             return 2.0 * V.check_X(X)
+
+        def __call__(self, A, B=None):
+            return 4.0 * np.asarray(A @ (A if B is None else B).T, dtype=np.float64)
 
     with pytest.raises(ValueError, match="already registered.*overwrite=True"):
         mk.register("kernel", "linear")(Twice)
     assert mk.get_plugin("kernel", "linear") is original
-    mk.register("kernel", "linear", overwrite=True)(Twice)
     X, y = RT.separable()
+    before = mk.solve(X, y, solver=REFERENCE)
+    mk.register("kernel", "linear", overwrite=True)(Twice)
     res = mk.solve(X, y, solver=REFERENCE)
-    np.testing.assert_allclose(res.coef_, 2.0 * (X.T @ np.where(y == 1, 1.0, -1.0)) / 6)
+    assert type(res.kernel) is Twice and res.status == before.status
+    # alpha_i y_i K(x_i, x) / sqrt(K(x_i, x_i)): the scores double
+    np.testing.assert_allclose(res.decision_function(X), 2.0 * before.decision_function(X))
     mk.reset_registry()
     assert mk.get_plugin("kernel", "linear") is original
 

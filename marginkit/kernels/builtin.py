@@ -316,6 +316,23 @@ class LinearKernel(Kernel):
 
     param_table = {}
 
+    #: the methods that define the kernel: marginkit reads the linear kernel as the
+    #: identity map wherever it meets one (solvers' fast paths, referees, ``predict`` by
+    #: ``coef_``), so a subclass may not redefine them
+    _DEFINING = ("feature_map", "__call__", "diag")
+
+    def __init_subclass__(cls, **kwargs):
+        # before Kernel's guards, which set the methods on every plug-in class
+        own = [name for name in cls._DEFINING if name in vars(cls)]
+        if own:
+            raise TypeError(
+                f"{cls.__name__} subclasses LinearKernel and redefines {', '.join(own)}: "
+                "marginkit reads the linear kernel as the identity map wherever it meets "
+                "one (a redefined map was solved and checked as given and predicted as X "
+                "@ coef_: found by review); subclass marginkit.plugins.Kernel for another "
+                "kernel")
+        super().__init_subclass__(**kwargs)
+
     def feature_map(self, X):
         """Phi(X) = X (K = X X^T)."""
         return check_X(X, name="X")

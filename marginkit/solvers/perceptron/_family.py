@@ -144,9 +144,13 @@ class _PerceptronFamily(Solver):
         the problem's operator), else coef_ = the driver's ``primal()``."""
         core, op = state.core, state.op
         alpha = np.array(core.alpha_arr, dtype=np.float64)
+        # an "infeasible" result reports its witness, the p its certificate holds (the
+        # best p; the plain perceptron's last p stays uniform: the saved result was
+        # refused on load, found by the run's own binding check)
+        best = lambda: np.array(core.best_p_arr, dtype=np.float64)  # noqa: E731
         fields = family_fields(problem, status, core, alpha,
-                               np.array(core.p_arr, dtype=np.float64),
-                               lambda: np.array(core.best_p_arr, dtype=np.float64))
+                               best() if status == "infeasible" else
+                               np.array(core.p_arr, dtype=np.float64), best)
         if op is not None:
             fields.update(_model(problem, op, alpha))
         else:  # coef_ = sum_c X_c^T S_c alpha_c (normalized rows), no intercept

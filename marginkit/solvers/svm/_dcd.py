@@ -194,7 +194,10 @@ class _DCDState(_ClaimOffers, SolverState):
             elif t.field == "projected_gradient_gap" and t.op == "<=":
                 gap_at_most = max(gap_at_most, t.value)
             elif t.field == "n_iter" and t.op == ">=":
-                limit = min(limit, math.ceil(t.value) - self.n_iter)
+                if math.isfinite(t.value):
+                    limit = min(limit, math.ceil(t.value) - self.n_iter)
+                elif t.value < 0.0:  # n_iter >= -inf holds after any iteration
+                    limit = 0       # (>= +inf never: found by review, math.ceil failed)
             else:
                 return None
         # at most a stall watch's window per call: a stalled run ends within two windows

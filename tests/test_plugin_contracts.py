@@ -1,0 +1,335 @@
+"""A run's certificate and model are the run's, whatever a plug-in hands back (found by
+review, 2026-12-07): a solver plug-in's certificate built without the run's
+configuration was checked against a kernel and a threshold of its own; a finalize that
+returned another model than its certificate's had its claim reported; a kernel plug-in's
+model was established through its map and predicted by its function; a subclass of the
+linear kernel with another map skipped the map check; a plug-in's diag() and a stopping
+rule's trigger values were read unchecked."""
+import numpy as np
+import pytest
+
+import marginkit as mk
+from marginkit.certificates import InfeasibilityCertificate, SeparatorCertificate
+from marginkit.datasets import make_xor
+from marginkit.kernels.builtin import LinearKernel, RBFKernel
+from marginkit.plugins import Kernel, Solver, SolverState, StoppingRule, Trigger
+from marginkit._validation import Param
+
+
+class _Claims(StoppingRule):
+    """Claims the status ``what`` at the first iteration."""
+
+    param_table = {"what": Param("separable", str)}
+
+    def check(self, state):
+        return self.what
+
+
+class _OwnConfigState(SolverState):
+    """Offers certificates built with config=None: an RBF kernel's separator, and an
+    infeasibility proof with a threshold of its own."""
+
+    dual_norm = 1.0  # a dual_certificate rule of eps < 1 does not fire on it
+
+    def __init__(self, pb):
+        self.problem = pb
+
+    def step(self):
+        pass
+
+    def certificate(self, status):
+        pb = self.problem
+        n = pb.n_samples
+        if status == "separable":
+            return SeparatorCertificate(np.full(n, 1.0 / n), 0.0, RBFKernel(gamma=50.0),
+                                        pb.classes_, config=None)
+        if status == "infeasible":
+            return InfeasibilityCertificate(np.full(n, 1.0 / n), 0.0, 0.9999999, pb.kernel,
+                                            pb.classes_, config=None)
+        return None
+
+
+class _OwnConfigSolver(Solver):
+    provides = ("dual_norm",)
+
+    def start(self, problem):
+        return _OwnConfigState(problem)
+
+    def finalize(self, problem, state, status):
+        return {}
+
+
+
+
+@pytest.fixture(autouse=True)
+def _plugins():
+    """This module's plug-ins (the registry is reset around every test)."""
+    mk.register("solver", "contracts_own_config", overwrite=True)(_OwnConfigSolver)
+    mk.register("stopping", "contracts_claims", overwrite=True)(_Claims)
+    mk.register("solver", "contracts_other_model", overwrite=True)(_OtherModelSolver)
+    mk.register("kernel", "contracts_almost_linear", overwrite=True)(_AlmostLinear)
+    mk.register("kernel", "contracts_square_raises", overwrite=True)(_SquareRaises)
+    mk.register("kernel", "contracts_affine", overwrite=True)(_AffineMap)
+    mk.register("kernel", "contracts_diag", overwrite=True)(_Diag)
+
+
+def test_a_plugin_certificate_is_checked_with_the_runs_kernel():
+    """XOR is not linearly separable; the certificate's own RBF kernel separates it. The
+    run's kernel (linear) is the one the claim is checked with: refused."""
+    X, y = make_xor(200, random_state=0)
+    r = mk.solve(X, y, solver="contracts_own_config", kernel="linear",
+                 stop=("contracts_claims", {"what": "separable"}), max_iter=3)
+    assert r.status != "separable"
+    assert r.certificate is None
+
+
+def test_a_plugin_certificate_is_checked_with_the_runs_threshold():
+    """Two clusters far apart (normalized margin close to 1): an infeasibility proof of
+    its own threshold 0.9999999 is refused against the run's tolerance."""
+    rng = np.random.default_rng(0)
+    y = np.where(rng.random(200) < 0.5, 1, -1)
+    X = np.c_[np.full(200, 1.0) * y, 0.01 * rng.standard_normal(200)]
+    claim = ("contracts_claims", {"what": "infeasible"})
+    for rules in ([claim], [claim, ("dual_certificate", {"eps": 0.5})]):
+        # no threshold configured (refused), or the rule's 0.5 (||p||_G is about 1)
+        r = mk.solve(X, y, solver="contracts_own_config", stop=rules, max_iter=3)
+        assert r.status != "infeasible"
+        assert r.certificate is None
+
+
+class _OtherModelState(SolverState):
+    min_margin = 1.0  # the separated rule fires at once
+
+    def __init__(self, pb):
+        self.problem = pb
+
+    def step(self):
+        pass
+
+    def certificate(self, status):
+        pb = self.problem
+        if status != "separable":
+            return None
+        Xn = pb.X / np.linalg.norm(pb.X, axis=1, keepdims=True)
+        alpha = np.full(pb.n_samples, 1.0 / pb.n_samples)
+        return SeparatorCertificate(alpha, 0.0, pb.kernel, pb.classes_, config=pb.config,
+                                    coef=(alpha * pb.y) @ Xn, intercept=0.0)
+
+
+class _OtherModelSolver(Solver):
+    default_stop = ("separated",)
+    provides = ("min_margin",)
+
+    def start(self, problem):
+        return _OtherModelState(problem)
+
+    def finalize(self, problem, state, status):
+        return {"coef_": np.array([0.0, 1.0]), "intercept_": 0.0}
+
+
+
+
+def test_a_plugin_finalize_must_return_the_model_its_certificate_checks():
+    """The certificate proves a separator; finalize returns another coef_ (right on half
+    the points). The run refuses, naming the solver, as load_result refuses such a file."""
+    rng = np.random.default_rng(1)
+    y = np.where(rng.random(100) < 0.5, 1, -1)
+    X = np.c_[2.0 * y + 0.1 * rng.standard_normal(100), rng.standard_normal(100)]
+    with pytest.raises(TypeError, match="contracts_other_model.*coef_ is not the coef its "
+                                        "certificate checks"):
+        mk.solve(X, y, solver="contracts_other_model")
+
+
+C_SHIFT = 9e-4  # |K - <Phi, Phi>| = 8.1e-7: within the map check's tolerance
+
+
+class _AlmostLinear(Kernel):
+    """Its map adds a constant feature its function does not have (8.1e-7 apart)."""
+
+    param_table = {}
+
+    def __call__(self, A, B=None):
+        B = A if B is None else B
+        return np.asarray(A @ B.T, dtype=np.float64)
+
+    def feature_map(self, X):
+        X = np.asarray(X, dtype=np.float64)
+        return np.hstack([X, np.full((X.shape[0], 1), C_SHIFT)])
+
+
+class _SquareRaises(Kernel):
+    """Its function refuses square blocks (so the map check cannot compare it) and is
+    the plain linear kernel on others; its map adds a feature of 1."""
+
+    param_table = {}
+
+    def __call__(self, A, B=None):
+        if B is None or B is A:
+            raise NotImplementedError("square blocks not supported")
+        return np.asarray(A @ B.T, dtype=np.float64)
+
+    def feature_map(self, X):
+        X = np.asarray(X, dtype=np.float64)
+        return np.hstack([X, np.ones((X.shape[0], 1))])
+
+
+class _AffineMap(Kernel):
+    """K(a, b) = a . b + 1 with the matching map: a correct plug-in."""
+
+    param_table = {}
+
+    def __call__(self, A, B=None):
+        B = A if B is None else B
+        return np.asarray(A @ B.T, dtype=np.float64) + 1.0
+
+    def feature_map(self, X):
+        X = np.asarray(X, dtype=np.float64)
+        return np.hstack([X, np.ones((X.shape[0], 1))])
+
+
+
+
+@pytest.mark.parametrize("kernel", ["contracts_almost_linear", "contracts_square_raises"])
+@pytest.mark.parametrize("solver", ["snkp", "nkp", "nvn", "isnkpvn"])
+def test_a_plugin_kernel_model_is_established_as_predict_evaluates_it(kernel, solver):
+    """Under the kernel functions the three points are not separable (p = (1/2, 1/2, 0)
+    has p^T G p = 0); through the maps they are. A separator claim is reported only
+    when predict, which evaluates the function, classifies every training point."""
+    X = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0]])
+    y = np.array([1, 1, -1])
+    r = mk.solve(X, y, solver=solver, kernel=kernel, max_iter=200)
+    if r.status == "separable":
+        assert np.array_equal(r.predict(X), y)
+    else:
+        assert r.status != "separable"
+        assert not np.array_equal(r.predict(X), y)
+
+
+@pytest.mark.parametrize("solver", ["snkp", "nkp", "isnkpvn"])
+def test_a_plugin_whose_map_matches_its_function_still_certifies(solver):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 3))
+    y = np.where(X[:, 0] > 0.3, 1, -1)
+    X[:, 0] += 0.5 * y
+    r = mk.solve(X, y, solver=solver, kernel="contracts_affine")
+    assert r.status == "separable"
+    assert r.certificate.verify(X, y)
+    assert np.array_equal(r.predict(X), y)
+
+
+def test_a_subclass_of_the_linear_kernel_may_not_redefine_it():
+    """The linear kernel is the identity map wherever marginkit meets one; a subclass
+    whose map appended a feature was solved and checked through that map and predicted
+    as X @ coef_ (2 of 3 training points wrong)."""
+    with pytest.raises(TypeError, match="redefines feature_map"):
+        class _LinPlusOne(LinearKernel):
+            def feature_map(self, X):
+                X = np.asarray(X, dtype=np.float64)
+                return np.hstack([X, np.ones((X.shape[0], 1))])
+    with pytest.raises(TypeError, match="redefines __call__, diag"):
+        class _LinOther(LinearKernel):
+            def __call__(self, A, B=None):
+                return A @ (A if B is None else B).T
+
+            def diag(self, A):
+                return np.ones(A.shape[0])
+
+    class _Named(LinearKernel):
+        """A subclass that keeps the kernel (a name, a docstring) is fine."""
+
+    X, y = make_xor(40, random_state=0)
+    X = X + np.array([3.0, 0.0]) * np.where(y > 0, 1, -1)[:, None]
+    assert mk.solve(X, y, solver="snkp", kernel=_Named()).status == "separable"
+
+
+def test_a_linear_kernel_instance_with_its_own_map_is_refused():
+    k = LinearKernel()
+    k.feature_map = lambda X: np.asarray(X)[:, :1]
+    X, y = make_xor(40, random_state=0)
+    with pytest.raises(TypeError, match="feature_map set on the instance"):
+        mk.solve(X, y, solver="snkp", kernel=k)
+
+
+class _Diag(Kernel):
+    """The linear kernel with a diag() given by ``how``."""
+
+    param_table = {"how": Param("ok", str)}
+
+    def __call__(self, A, B=None):
+        B = A if B is None else B
+        return np.asarray(A @ B.T, dtype=np.float64)
+
+    def diag(self, A):
+        d = np.einsum("ij,ij->i", A, A)
+        return {"ok": d, "nan": np.full_like(d, np.nan), "short": d[:3],
+                "2d": np.c_[d, d], "column": d[:, None]}[self.how]
+
+
+
+
+@pytest.mark.parametrize("how, match", [("nan", "diag\\(\\) returned NaN"),
+                                        ("short", "diag\\(\\) returned shape \\(3,\\)"),
+                                        ("2d", "diag\\(\\) returned shape \\(40, 2\\)")])
+@pytest.mark.parametrize("solver", ["iterated_tikhonov", "dcd"])
+def test_a_plugin_diag_is_checked(how, match, solver):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    with pytest.raises(ValueError, match=match):
+        mk.solve(X, y, solver=solver, kernel="contracts_diag", kernel_params={"how": how})
+    assert mk.get_plugin("kernel", "contracts_diag")(how="column").diag(X).shape == (40,)
+
+
+def test_a_trigger_value_is_a_number_and_infinite_n_iter_triggers_run():
+    with pytest.raises(ValueError, match="the value is NaN"):
+        Trigger("n_iter", ">=", float("nan"))
+
+    class _AtInf(StoppingRule):
+        def triggers(self, problem):
+            return (Trigger("n_iter", ">=", self.at),)
+
+        def check(self, state):
+            return "max_iter" if state.n_iter >= self.at else None
+
+    for at in (np.inf, -np.inf):
+        _AtInf.at = at
+        mk.register("stopping", "contracts_at_inf", overwrite=True)(_AtInf)
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal((200, 3))
+        y = np.where(X[:, 0] > 0, 1, -1)
+        r = mk.solve(X, y, solver="dcd", stop=("contracts_at_inf", "certified_points"))
+        assert r.status == ("certified" if at > 0 else "max_iter")
+
+
+class _BoundsSolver(Solver):
+    """Returns margin bounds of its own choosing, with or without its vectors."""
+
+    param_table = {"vectors": Param(True, bool)}
+
+    def start(self, problem):
+        return _OwnConfigState(problem)
+
+    def finalize(self, problem, state, status):
+        n = problem.n_samples
+        out = {"margin_bounds": (0.9, 0.95)}
+        if self.vectors:
+            out.update(dual_coef_=np.full(n, 1.0 / n), dual_vector=np.full(n, 1.0 / n))
+        return out
+
+
+def test_a_plugin_solver_margin_bounds_are_the_referees():
+    """A plug-in's margin bounds were reported as it gave them (0.9 where the referee's
+    upper bound for its own p is lower); they are recomputed from its dual_coef_ and
+    dual_vector (without them: no lower bound, the uniform p's upper bound)."""
+    from marginkit.certificates import labels_pm, margin_bounds
+
+    mk.register("solver", "contracts_bounds", overwrite=True)(_BoundsSolver)
+    X, y = make_xor(100, random_state=0)
+    r = mk.solve(X, y, solver="contracts_bounds", max_iter=2)
+    n = len(y)
+    want = margin_bounds(X, labels_pm(y, r.classes_), LinearKernel(), np.full(n, 1.0 / n),
+                         np.full(n, 1.0 / n))
+    assert r.margin_bounds == tuple(float(v) for v in want)
+    assert r.margin_bounds[1] < 0.9
+    r = mk.solve(X, y, solver="contracts_bounds", vectors=False, max_iter=2)
+    assert r.margin_bounds == (-np.inf, float(want[1]))
