@@ -1021,7 +1021,15 @@ def checked_block(K, A, B, same, who):
     the function's values are float32, float64 otherwise. ``who`` names the function in
     the messages."""
     if sp.issparse(K):
-        K = K.toarray()
+        # its shape and structure before scipy's toarray reads the index arrays (C++ that
+        # trusts them: a column index out of range crashed the process, an empty block of
+        # the wrong shape asked for terabytes; found by review)
+        want = (A.shape[0], B.shape[0])
+        if K.shape != want:
+            raise ValueError(
+                f"{who} returned a sparse block of shape {K.shape} for A with {want[0]} rows "
+                f"and B with {want[1]} rows; it must return K(A, B) of shape {want}")
+        K = checked_csr(K, f"the block {who} returned").toarray()
     try:
         K = np.asarray(K)  # its own type first: a list of strings is not parsed as numbers
     except (TypeError, ValueError) as exc:

@@ -362,7 +362,16 @@ def decision_boundary(result, X, y, ax=None, resolution=200, margin_frac=0.1):
     plt = _pyplot()
     import scipy.sparse as sp
 
-    X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=float)
+    if sp.issparse(X):
+        # its structure and width before anything reads or densifies it (found by
+        # review: a column index out of range crashed scipy's toarray, a 3 x 2e9 matrix
+        # asked for 45 GiB before the shape was checked)
+        from ._validation import checked_csr
+
+        if X.ndim != 2 or X.shape[1] != 2:
+            raise ValueError(f"decision_boundary() needs 2-D data, X has shape {X.shape}")
+        X = checked_csr(X).toarray()
+    X = np.asarray(X, dtype=float)
     if X.ndim != 2 or X.shape[1] != 2:
         raise ValueError(f"decision_boundary() needs 2-D data, X has shape {X.shape}")
     # the grid is built from X, resolution and margin_frac: each checked first (found by

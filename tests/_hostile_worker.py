@@ -310,6 +310,61 @@ def _corrupt_feature_map(solver):
     return run
 
 
+def _corrupt_kernel_block(kind, where):
+    """A kernel function whose Gram blocks are CSR matrices with the defect ``kind``
+    (before its check, scipy's toarray read them: a segfault; found by review): a
+    callable to a solver or an estimator, a plug-in's ``__call__``, or a callable that
+    turns corrupt after the fit, at predict."""
+    def run(_):
+        import marginkit as mk
+        from marginkit.plugins import Kernel
+
+        broken = [where != "predict"]
+
+        def kernel(A, B):
+            A, B = (M.toarray() if sp.issparse(M) else np.asarray(M) for M in (A, B))
+            M = sp.csr_matrix(A @ B.T)
+            return _csr_defect(kind, M, 1, in_place=True) if broken[0] else M
+
+        X, y = _data()
+        if where == "plugin":
+            class CorruptBlocks(Kernel):
+                param_table = {}
+
+                def __call__(self, A, B=None):
+                    return kernel(A, A if B is None else B)
+
+            return mk.solve(X, y, solver="snkp", kernel=CorruptBlocks(), max_iter=20).status
+        if where == "SVMClassifier":
+            from marginkit.sklearn import SVMClassifier
+
+            return SVMClassifier(kernel=kernel, max_iter=20).fit(X, y).result_.status
+        if where == "predict":
+            res = mk.solve(X, y, solver="snkp", kernel=kernel, max_iter=200)
+            broken[0] = True
+            return res.predict(X).shape
+        return mk.solve(X, y, solver=where, kernel=kernel, max_iter=20).status
+    return run
+
+
+def _plot_boundary(kind):
+    """``plot.decision_boundary`` on a two-column CSR X with the defect ``kind`` (scipy's
+    toarray read it before any check: a segfault; found by review)."""
+    def run(_):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import marginkit as mk
+        from marginkit.plot import decision_boundary
+
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal((40, 2))
+        res = mk.solve(X, np.where(X[:, 0] > 0, 1, -1), solver="snkp")
+        M = _csr_defect(kind, sp.csr_matrix(X), 1)
+        return type(decision_boundary(res, M, np.where(X[:, 0] > 0, 1, -1))).__name__
+    return run
+
+
 def _registered(kind):
     import marginkit as mk
 
@@ -355,6 +410,15 @@ def _structure_cases():
         cases.append(Case(f"plugin:feature_map_corrupt:{s}", _corrupt_feature_map(s), "ValueError",
                           r"feature_map\(X\) \(CSR\): column index 1000000 of row "
                           rf"{ROW} is out of range \[0, {D}\)"))
+    block_defects = {"col_too_large": r"\(CSR\): column index 1000000 of row 1 is out of range",
+                     "indptr_decreasing": r"\(CSR\): indptr decreases at row 1 "}
+    for kind, pattern in block_defects.items():
+        for where in ("snkp", "fista", "dcd", "iterated_tikhonov", "plugin", "SVMClassifier",
+                      "predict"):
+            cases.append(Case(f"kernel_block:{kind}:{where}", _corrupt_kernel_block(kind, where),
+                              "ValueError", "returned " + pattern))
+        cases.append(Case(f"plot:{kind}:decision_boundary", _plot_boundary(kind), "ValueError",
+                          "^X " + pattern))
     for s in dask_solvers:
         cases.append(Case(f"dask:chunk_shape:{s}", _dask_wrong_shape(s), "ValueError",
                           rf"X chunk 0 has shape \({N // 2}, {D + 2}\) but the dask array "

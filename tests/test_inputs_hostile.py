@@ -568,3 +568,71 @@ def test_score_on_a_dask_array_of_unknown_chunk_sizes():
     with dask.config.set(scheduler="synchronous"):
         got = res.score(D[keep], y[X[:, 1] > 0])
     assert got == res.score(X[X[:, 1] > 0], y[X[:, 1] > 0])
+
+
+def test_a_sparse_precomputed_test_gram_is_not_densified():
+    """predict of a kernel='precomputed' model multiplies a sparse K(X_new, X_train) as it
+    is (found by review: toarray made a 3 GiB copy of a 0.5 MB CSR); the scores are those
+    of the dense matrix."""
+    import tracemalloc
+
+    from marginkit.sklearn import PerceptronClassifier, SVMClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 5))
+    y = np.where(X @ rng.standard_normal(5) > 0, 1, -1)
+    res = mk.solve(sp.csr_matrix(X @ X.T), y, solver="snkp", kernel="precomputed")
+    K = sp.random(300_000, 200, density=1e-4, format="csr", random_state=0)
+    small = K[:500]
+    assert np.allclose(res.decision_function(small), res.decision_function(small.toarray()))
+    estimators = [SVMClassifier(kernel="precomputed").fit(X @ X.T, y),
+                  PerceptronClassifier(kernel="precomputed", fit_intercept=False).fit(X @ X.T, y)]
+    for f in [res.decision_function] + [e.predict for e in estimators]:
+        tracemalloc.start()
+        try:
+            f(K)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 64 * 2**20  # a dense K would be 458 MiB
+
+
+@pytest.mark.parametrize("solver", ["snkp", "fista", "iterated_tikhonov"])
+def test_scores_that_overflow_are_an_error_not_a_class(solver):
+    """A polynomial model at rows of 1e120..1e300: its scores overflow to NaN, which
+    predict turned into classes_[0] (found by review); now a ValueError naming the rows,
+    and finite rows still predict."""
+    from marginkit.sklearn import IteratedTikhonovClassifier, SVMClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 3))
+    y = np.where(X[:, 0] * X[:, 1] > 0, "pos", "neg")
+    far = np.array([[1.0, 0.5, 0.0], [1e200, -1e200, 1.0], [1e300, 1e300, 1e300]])
+    res = mk.solve(X, y, solver=solver, kernel="poly", kernel_params={"degree": 3})
+    with pytest.raises(ValueError, match=r"not finite on 2 row\(s\) of X \(first: \[1, 2\]\)"):
+        res.predict(far)
+    assert res.predict(far[:1]).shape == (1,)
+    est = SVMClassifier if solver == "fista" else IteratedTikhonovClassifier
+    if solver != "snkp":
+        fitted = est(kernel="poly", kernel_params={"degree": 3}).fit(X, y)
+        for method in ("predict", "decision_function") + \
+                (("predict_proba",) if solver == "iterated_tikhonov" else ()):
+            with pytest.raises(ValueError, match="not finite"):
+                getattr(fitted, method)(far)
+
+
+@pytest.mark.parametrize("noise", [float("nan"), float("inf"), -1.0, True])
+def test_make_source_capacity_checks_noise(noise):
+    with pytest.raises(ValueError, match="noise=.* must be a finite number >= 0"):
+        mk.datasets.make_source_capacity(20, 0.25, 2.0, loss="squared", noise=noise)
+
+
+@pytest.mark.parametrize("solver", ["fista", "dcd", "iterated_tikhonov"])
+def test_a_spline_diagonal_that_overflows_is_named(solver):
+    """order 1 + 1e-7 on 200 features: K(x, x) = (1 + w zeta(order))^200 overflows, and
+    Python's power raised a bare OverflowError (found by review)."""
+    rng = np.random.default_rng(0)
+    X = rng.random((20, 200))
+    y = np.where(X[:, 0] > 0.5, 1, -1)
+    with pytest.raises(ValueError, match=r"kernel 'spline': K\(x, x\) = .* overflows float64"):
+        mk.solve(X, y, solver=solver, kernel="spline", kernel_params={"order": 1.0000001})

@@ -31,6 +31,7 @@ G. Beugnot, J. Mairal and A. Rudi, "Beyond Tikhonov: Faster Learning with
 Self-Concordant Losses via Iterative Regularization", Advances in Neural Information
 Processing Systems 34 (NeurIPS 2021).
 """
+import math
 import numbers
 import warnings
 
@@ -137,6 +138,11 @@ def make_source_capacity(n, r, alpha, loss="logistic", noise=1.0, random_state=N
     """
     _check(n, r, alpha, loss)
     _check_normalization(normalization, "make_source_capacity")
+    if isinstance(noise, bool) or not isinstance(noise, numbers.Real) or \
+            not (math.isfinite(noise) and noise >= 0):
+        # found by review: NaN and inf gave non-finite targets, -1 and True passed
+        raise ValueError(f"noise={noise!r} must be a finite number >= 0 (the standard "
+                         "deviation of the targets' Gaussian noise)")
     rng = check_random_state(random_state)
     with refuse_beyond_memory(f"n={n}", "x (float64, with temporaries of its size)", 8 * n,
                               "ask for fewer samples"):

@@ -915,8 +915,15 @@ class SplineKernel(Kernel):
 
         A, _, dtype = prepare_pair(A)
         c0 = float(periodic_cosine_series(0.0, float(self.order)))
-        val = (1.0 + self._weight() * c0) ** A.shape[1]
-        return np.full(A.shape[0], val, dtype=dtype)
+        base, d = 1.0 + self._weight() * c0, A.shape[1]
+        if d * math.log(base) > math.log(np.finfo(np.float64).max):
+            # (Python's power raised a bare OverflowError: found by review)
+            raise ValueError(
+                f"kernel 'spline': K(x, x) = {base:.6g}^{d} overflows float64 (order="
+                f"{self.order!r}, {d} features): the product over the features grows as "
+                "(1 + w zeta(order))^d whatever the scale of X; raise the order or use fewer "
+                "features")
+        return np.full(A.shape[0], base ** d, dtype=dtype)
 
 
 #: coordinate differences below which the spline's evaluation runs into the subnormal range
