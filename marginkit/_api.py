@@ -183,6 +183,43 @@ class _ProgressBar:
         self.bar.close()
 
 
+class _BestEffort:
+    """Progress output (``_Verbose``, ``_ProgressBar``, made by ``make``) as best effort,
+    as the logging module's handlers do: a stream that cannot be written (None under
+    pythonw or a service, a closed file, a broken pipe) ends the output with one
+    ``RuntimeWarning``, not the run (found by review: the run ended with "I/O operation
+    on closed file" and no Result). Same calls as ``_Verbose``."""
+
+    def __init__(self, make):
+        self.out = None
+        self.out = self._do(make)
+
+    def _do(self, fn, *args):
+        try:
+            return fn(*args)
+        except (OSError, ValueError, AttributeError) as exc:
+            self.out = None
+            try:
+                warnings.warn(f"progress output stopped: {type(exc).__name__}: {exc} "
+                              "(verbose writes to sys.stdout, progress_bar to sys.stderr); "
+                              "the run goes on", RuntimeWarning, stacklevel=4)
+            except (OSError, ValueError):
+                pass  # the warning's stream (stderr) cannot be written either
+            return None
+
+    def __call__(self, *args):
+        if self.out is not None:
+            self._do(self.out, *args)
+
+    def close(self, *args, **kwargs):
+        if self.out is not None:
+            self._do(lambda: self.out.close(*args, **kwargs))
+
+    def abandon(self):
+        if self.out is not None:
+            self._do(self.out.abandon)
+
+
 class _DeferredInterrupt:
     """Context manager of ``interrupt="return"`` runs: a Ctrl-C (SIGINT) during the loop
     only sets a flag, checked between iterations, so ``state.step()`` is never cut in the
@@ -349,8 +386,9 @@ def _loop(problem, solver, rules, max_iter, config, blas):
     history = {}
     callback = config.callback
     name = solver.name or type(solver).__name__
-    verbose = (_ProgressBar(name, max_iter) if config.progress_bar
-               else _Verbose(config.verbose, name) if config.verbose else None)
+    verbose = (_BestEffort(lambda: _ProgressBar(name, max_iter)) if config.progress_bar
+               else _BestEffort(lambda: _Verbose(config.verbose, name)) if config.verbose
+               else None)
     status = None
     accepted = None
     last = None  # (iteration, elapsed, snapshot) of the state's last snapshot

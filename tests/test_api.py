@@ -2,7 +2,9 @@
 import pickle
 import re
 import signal
+import sys
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -802,3 +804,33 @@ def test_an_integer_random_state_seeds_the_kernels_draw(kernel):
     assert own.config.kernel_params == {"random_state": 5}
     free = mk.solve(X, y, solver="fista", kernel=kernel)  # no seed: a fresh draw
     assert (free.config.kernel_params or {}).get("random_state") is None
+
+
+@pytest.mark.parametrize("kw", [{"verbose": 1}, {"verbose": 2}, {"progress_bar": True}])
+@pytest.mark.parametrize("stream", ["none", "closed", "broken"])
+def test_progress_output_that_cannot_be_written_does_not_end_the_run(kw, stream, monkeypatch):
+    """stdout/stderr None (pythonw, services), closed, or a broken pipe: the run
+    returns its result, the output stops with a RuntimeWarning where it can be shown
+    (found by review: "I/O operation on closed file" and no Result)."""
+    import io
+    import os
+
+    class Broken(io.TextIOBase):
+        def write(self, s):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    if stream == "closed":
+        out = open(os.devnull, "w")
+        out.close()
+    else:
+        out = None if stream == "none" else Broken()
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 4))
+    y = np.where(X @ rng.standard_normal(4) > 0, 1, -1)
+    expected = mk.solve(X, y, solver="snkp")
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", out)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = mk.solve(X, y, solver="snkp", **kw)
+    assert res.status == expected.status and res.n_iter == expected.n_iter
