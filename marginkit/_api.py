@@ -277,6 +277,15 @@ def referee(problem, solver, state, status):
     if cert is None:
         return claim_kind is None, None
     cert = run_certificate(problem, cert)
+    if claim_kind is not None and type(cert).__module__.partition(".")[0] != "marginkit":
+        # the referee is the certificate's own check: a class of the solver's (a subclass
+        # that overrides check, or ignores the run's configuration) would referee itself
+        # (found by review)
+        raise TypeError(
+            f"solver {solver.name or type(solver).__name__!r} offered a "
+            f"{type(cert).__name__} for the claim {status!r}: a claim is re-checked by one "
+            "of marginkit's certificate types (marginkit.certificates: SeparatorCertificate, "
+            "InfeasibilityCertificate; the SVM and Tikhonov solvers' own), built as they are")
     if claim_kind is not None and getattr(cert, "kind", None) != claim_kind:
         raise TypeError(
             f"solver {solver.name or type(solver).__name__!r} offered a "
@@ -303,7 +312,14 @@ def run_certificate(problem, cert):
     if run is None or not hasattr(cert, "config") or cert.config is run:
         return cert
     cert = copy.copy(cert)
-    cert.config = run
+    try:
+        cert.config = run
+    except AttributeError:  # a read-only property (found by review: a bare error)
+        pass
+    if cert.config is not run:
+        raise TypeError(f"a {type(cert).__name__} offered for this run does not take the "
+                        "run's configuration (its config cannot be set): a certificate's "
+                        "config must be a plain attribute")
     return cert
 
 

@@ -160,9 +160,9 @@ def claim_thresholds(config):
 
     Returns the dict of the solver's ``claim_thresholds(rules)`` (for a solver without
     that method: ``dual_tol``, the largest eps of the run's ``dual_certificate`` rules
-    that give one, or ``{}``), with the run's stopping rules resolved as ``compose``
-    resolves them. Raises ``ValueError`` when the configuration cannot be read (a certificate then
-    cannot be checked against it).
+    that give one, or ``{}``; a plug-in's ``dual_tol`` at most that eps), with the run's
+    stopping rules resolved as ``compose`` resolves them. Raises ``ValueError`` when the
+    configuration cannot be read (a certificate then cannot be checked against it).
     """
     if not isinstance(config, Config):
         raise ValueError(f"the run's configuration is a {type(config).__name__}, not a Config")
@@ -175,14 +175,19 @@ def claim_thresholds(config):
     if rules is None:
         raise ValueError("the run's configuration does not give the claim's threshold: its "
                          "stopping rules cannot be read")
-    fn = getattr(solver, "claim_thresholds", None)
-    if fn is not None:
-        return dict(fn(rules))
-    # a solver that defines none (a plug-in): the eps the run's dual_certificate rules
-    # give, the threshold its user configured (a certificate's own eps is never read: a
-    # plug-in's 0.9999999 passed for separable data, found by review)
+    # the eps the run's dual_certificate rules give: the threshold its user configured
     from .stopping import DualCertificate
 
     eps = [float(r.params["eps"]) for r in rules
            if isinstance(r, DualCertificate) and r.params.get("eps") is not None]
-    return {"dual_tol": max(eps)} if eps else {}
+    fn = getattr(solver, "claim_thresholds", None)
+    if fn is None:
+        # a solver that defines none (a plug-in): the rules' eps (a certificate's own eps
+        # is never read: a plug-in's 0.9999999 passed for separable data, found by review)
+        return {"dual_tol": max(eps)} if eps else {}
+    out = dict(fn(rules))
+    if eps and "dual_tol" in out and type(solver).__module__.partition(".")[0] != "marginkit":
+        # a plug-in's own threshold, at most what the user's rules allow (found by
+        # review: claim_thresholds() of 0.9999999 beside a configured eps of 0.5)
+        out["dual_tol"] = min(float(out["dual_tol"]), max(eps))
+    return out

@@ -111,18 +111,24 @@ def predict(result, X, n_features=None):
 
 
 def _block_scores(block, result, block_info=None):
-    """The scores of one row chunk; NaN/inf rows are named by their row in X (found by
-    review: the chunk's own row numbers were given)."""
+    """The scores of one row chunk; rows of NaN/inf, and rows whose scores are not
+    finite, are named by their row in X (found by review: the chunk's own row numbers
+    were given)."""
+    from ._validation import check_X
+
+    first = 0
     if block_info:
         _check_declared_block(block, block_info)
+        first = block_info[0]["array-location"][0][0]
     try:
-        return result.decision_function(block)
+        X = check_X(block)
     except ValueError as exc:
         if "NaN or infinity" not in str(exc) or not block_info:
             raise
-        rows = _nonfinite_rows(block) + block_info[0]["array-location"][0][0]
+        rows = _nonfinite_rows(block) + first
         raise ValueError(f"X contains NaN or infinity in row(s) {rows[:10].tolist()}"
                          f"{' ...' if rows.size > 10 else ''}; remove or impute them") from None
+    return result._checked_scores(X, first)
 
 
 def _check_declared_block(block, block_info):

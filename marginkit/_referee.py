@@ -281,7 +281,9 @@ def feature_rows(kernel, X, max_entries=1 << 18):
     from .kernels.builtin import LinearKernel
 
     if isinstance(kernel, LinearKernel):
-        own = [name for name in LinearKernel._DEFINING if name in getattr(kernel, "__dict__", ())]
+        from .kernels.builtin import _LINEAR_DEFINING
+
+        own = [name for name in _LINEAR_DEFINING if name in getattr(kernel, "__dict__", ())]
         if own:
             raise TypeError(f"this LinearKernel has {', '.join(own)} set on the instance: the "
                             "linear kernel is the identity map wherever marginkit meets one; "

@@ -131,10 +131,14 @@ class Result:
             from ._dask import decision_function
 
             return decision_function(self, Xd, self._n_features())
-        X = check_X(X)
+        return self._checked_scores(check_X(X))
+
+    def _checked_scores(self, X, first_row=0):
+        """The scores of a checked in-memory X, non-finite ones refused by row
+        (``first_row``: X's first row in the matrix it is a block of)."""
         with np.errstate(over="ignore", invalid="ignore"):  # reported below, by row
             scores = self._scores(X)
-        return _finite_scores(scores)
+        return _finite_scores(scores, first_row)
 
     def _scores(self, X):
         """``decision_function`` of a checked in-memory X."""
@@ -163,6 +167,11 @@ class Result:
                 )
             from ._referee import map_rows
 
+            support = self.support_
+            if support is not None and X.shape[1] != support.shape[1]:
+                # (a map of fixed width read any X: found by review)
+                raise ValueError(
+                    f"X has {X.shape[1]} features, the model was fit with {support.shape[1]}")
             Phi = map_rows(self.kernel, X)
             # a sparse map's features as they are (np.asarray made an object array of a
             # sparse matrix: found by review)
@@ -195,6 +204,18 @@ class Result:
                 raise ValueError(
                     f"X has {X.shape[1]} features, the model was fit with {self.support_.shape[1]}"
                 )
+            if getattr(kernel, "feature_map", None) is not None:
+                # through the map, as the referee checks the model (w = Phi(support)^T c,
+                # ``certificates.stored_separator_margin``): a map and a function that
+                # differ (a plug-in's within its map check's tolerance, a map set on an
+                # instance) gave a verified separator that predict got wrong (found by
+                # review)
+                from .certificates import _features
+
+                w = np.asarray(_features(kernel, self.support_).T @ np.asarray(
+                    self.support_coef_, dtype=np.float64)).ravel()
+                out = np.asarray(_features(kernel, X) @ w, dtype=np.float64)
+                return out.ravel() + float(self.intercept_ or 0.0)
             K = np.asarray(kernel(X, self.support_), dtype=np.float64)
         out = np.asarray(K @ np.asarray(self.support_coef_, dtype=np.float64), dtype=np.float64)
         return out.ravel() + float(self.intercept_ or 0.0)
@@ -419,17 +440,19 @@ _CERTIFIED_MODEL = {"kernel": "kernel", "intercept": "intercept_", "coef": "coef
 _MODEL_BOUND_SINCE = 4
 
 
-def _finite_scores(scores):
-    """``scores`` when finite, else ``ValueError`` naming the rows: a kernel's values on
-    rows far from the training data can overflow float64 (a polynomial kernel at rows of
-    1e120), and a NaN score became the first class in ``predict`` (found by review)."""
-    bad = np.flatnonzero(~np.isfinite(scores))
+def _finite_scores(scores, first_row=0):
+    """``scores`` when finite, else ``ValueError`` naming the rows (``first_row``: the
+    first row's number in X): a polynomial model's scores on rows of 1e120 overflowed to
+    NaN, which ``predict`` turned into the first class (found by review). An infinite
+    score is refused too: a sum with one overflowing term has that term's sign, not
+    always the exact sum's, and a regression's value is no number."""
+    bad = np.flatnonzero(~np.isfinite(scores)) + first_row
     if bad.size:
         raise ValueError(
             f"the decision function is not finite on {bad.size} row(s) of X (first: "
-            f"{bad[:10].tolist()}): the kernel's values overflow float64 there; rescale "
-            "these rows as the training data were scaled, or choose kernel parameters "
-            "whose values stay finite on them")
+            f"{bad[:10].tolist()}): the model's values overflow float64 there (a kernel's "
+            "entries, or the products with the coefficients); rescale these rows as the "
+            "training data were scaled, or choose parameters whose values stay finite")
     return scores
 
 

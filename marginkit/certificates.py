@@ -19,7 +19,7 @@ import numbers
 import numpy as np
 
 from ._compose import claim_thresholds, resolve_kernel
-from ._referee import ETA, plugin_map
+from ._referee import ETA
 from ._referee import UNIT as U  # the unit round-off of float64
 from .utils._memory import in_small_pages
 
@@ -670,33 +670,6 @@ def _pass_stored(Xb, yb, kernel, w, ew, b=0.0):
     return float(np.min(yb * (m + b) - err))
 
 
-def _pass_function(Xb, yb, kernel, support, c, cs, b=0.0):
-    """Block share of min_i (y_i f(x_i) - MAP_RTOL |Phi(x_i)| cs): the margins of the
-    kernel model f = K(x, support) @ c of a plug-in with a map as ``predict`` computes them
-    (its kernel function on float64 rows), less the disagreement its function may have
-    with its map (``cs`` = sum_j |c_j| |Phi(s_j)|); +inf when the function cannot
-    evaluate these rows (``predict`` then raises too)."""
-    import scipy.sparse as sp
-
-    from ._referee import MAP_RTOL, float64_block
-    from ._validation import check_X
-
-    A = float64_block(check_X(Xb, allow_empty=True))
-    if A.shape[0] == 0:
-        return np.inf
-    try:
-        K = np.asarray(kernel(A, support), dtype=np.float64)
-    except Exception:  # the function cannot evaluate these rows: neither can predict
-        return np.inf
-    if K.shape != (A.shape[0], c.shape[0]):
-        return -np.inf
-    P = _features(kernel, A)
-    pn = np.sqrt(np.asarray(abs(P).multiply(abs(P)).sum(axis=1) if sp.issparse(P)
-                            else np.einsum("ij,ij->i", P, P)).ravel())
-    f = K @ c + b
-    return float(np.min(yb * f - MAP_RTOL * pn * cs))
-
-
 def stored_separator_margin(X, ypm, kernel, coef=None, support=None, support_coef=None,
                             intercept=0.0):
     """The smallest margin y_i f(x_i) of a stored separator f (plus ``intercept``), less a
@@ -711,8 +684,6 @@ def stored_separator_margin(X, ypm, kernel, coef=None, support=None, support_coe
     Gram matrix X, whose columns are then the model's rows). Feature maps are evaluated
     on float64 rows (``_features``) with w = Phi(support)^T support_coef and its error
     bound; other kernels through ``careful_block`` (entry bounds included)."""
-    import scipy.sparse as sp
-
     feature = getattr(kernel, "feature_map", None) is not None
     if coef is not None or feature:
         if coef is not None:
@@ -726,15 +697,9 @@ def stored_separator_margin(X, ypm, kernel, coef=None, support=None, support_coe
                            + k * ETA)
         blocks = row_blocks(X)
         parts = blocks.map(_pass_stored, per_block=(ypm,), common=(kernel, w, ew, intercept))
-        if coef is None and plugin_map(kernel):
-            # predict evaluates this model by the plug-in's function, which may differ
-            # from its map by MAP_RTOL (found by review: margins of 8e-7 established
-            # through the map, predict wrong on 2 of 3 training points)
-            sn = np.sqrt(np.asarray(abs(Ps).multiply(abs(Ps)).sum(axis=1) if sp.issparse(Ps)
-                                    else np.einsum("ij,ij->i", Ps, Ps)).ravel())
-            parts += blocks.map(_pass_function, per_block=(ypm,),
-                                common=(kernel, support, c, float(np.abs(c) @ sn), intercept))
         return float(np.min(parts)) if parts else np.inf  # NaN propagates
+    import scipy.sparse as sp
+
     from ._validation import check_X
 
     X = check_X(local_matrix(X))

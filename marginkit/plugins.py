@@ -494,7 +494,7 @@ def _guarded(raw, name, owner, how):
 
 def checked_diag(out, A, owner):
     """A kernel's diagonal K(a_i, a_i) of the rows of A as returned, when it is one finite
-    real number per row (a vector, or a column): as a vector, float32 when the values are
+    real number per row (a vector, or a column; one number for all rows): as a vector, float32 when the values are
     float32 (the kernel's own precision, as ``checked_block`` keeps), float64 otherwise. ``ValueError``
     naming ``owner`` otherwise (found by review: a diag of the wrong length or 2-D was
     read as it was, and a NaN one collapsed a solver's tolerance to 1e-20 with a warning
@@ -507,6 +507,8 @@ def checked_diag(out, A, owner):
         d = d.astype(np.float32 if d.dtype == np.float32 else np.float64, copy=False)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{owner}: diag() returned a non-numeric result ({exc})") from None
+    if d.ndim == 0:
+        d = np.full(n, d[()], dtype=d.dtype)  # one value for every row (an RBF-like kernel)
     if d.shape not in ((n,), (n, 1)):
         raise ValueError(f"{owner}: diag() returned shape {d.shape} for {n} rows; it must "
                          f"return K(a_i, a_i) for each row, shape ({n},)")

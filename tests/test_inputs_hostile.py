@@ -636,3 +636,32 @@ def test_a_spline_diagonal_that_overflows_is_named(solver):
     y = np.where(X[:, 0] > 0.5, 1, -1)
     with pytest.raises(ValueError, match=r"kernel 'spline': K\(x, x\) = .* overflows float64"):
         mk.solve(X, y, solver=solver, kernel="spline", kernel_params={"order": 1.0000001})
+
+
+def test_infinite_scores_are_refused():
+    """One overflowing term makes a sum infinite with that term's sign, not the exact
+    sum's (found by review: +inf where the exact poly-3 score was negative); a linear
+    model's infinite scores are refused alike."""
+    rng = np.random.default_rng(0)
+    X = 1e-3 * rng.standard_normal((200, 2))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    res = mk.solve(X, y, solver="dcd")
+    far = np.array([[1e306, 0.0], [-1e306, 0.0], [1e-3, 0.0]])
+    assert abs(res.coef_[0]) > 1e3  # so that the first two rows' scores overflow
+    with pytest.raises(ValueError, match=r"not finite on 2 row\(s\) of X \(first: \[0, 1\]\)"):
+        res.predict(far)
+    assert res.predict(far[2:]).shape == (1,)
+
+
+def test_nan_scores_of_a_dask_chunk_are_named_by_their_row_in_x():
+    da = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 3))
+    y = np.where(X[:, 0] * X[:, 1] > 0, 1, -1)
+    res = mk.solve(X, y, solver="snkp", kernel="poly", kernel_params={"degree": 3})
+    T = rng.standard_normal((40, 3))
+    T[35] = [1e200, -1e200, 1.0]
+    with pytest.raises(ValueError, match=r"first: \[35\]"):
+        res.predict(T)
+    with pytest.raises(ValueError, match=r"first: \[35\]"):
+        res.predict(da.from_array(T, chunks=(10, 3))).compute(scheduler="synchronous")

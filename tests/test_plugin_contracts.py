@@ -333,3 +333,192 @@ def test_a_plugin_solver_margin_bounds_are_the_referees():
     assert r.margin_bounds[1] < 0.9
     r = mk.solve(X, y, solver="contracts_bounds", vectors=False, max_iter=2)
     assert r.margin_bounds == (-np.inf, float(want[1]))
+
+
+class _RaisesOnBlocks(Kernel):
+    """An exact plug-in (K = a . b + 1, map [a, 1]) whose function refuses blocks of more
+    than one row: the map check cannot compare it, and predict used to call it."""
+
+    param_table = {}
+
+    def __call__(self, A, B=None):
+        B = A if B is None else B
+        if A.shape[0] > 1:
+            raise NotImplementedError("one row at a time")
+        return np.asarray(A @ B.T, dtype=np.float64) + 1.0
+
+    def feature_map(self, X):
+        X = np.asarray(X, dtype=np.float64)
+        return np.hstack([X, np.ones((X.shape[0], 1))])
+
+
+@pytest.mark.parametrize("kernel", ["contracts_affine", "contracts_raises_on_blocks"])
+@pytest.mark.parametrize("solver", ["snkp", "nkp", "isnkpvn"])
+def test_a_plugin_map_model_predicts_through_the_map(kernel, solver):
+    """A separator proved through a plug-in's map predicts through that map
+    (extra["feature_space_coef"]): small honest margins certify (5e-4 here: an extra
+    check through the function refused them, found by review), predict never calls the
+    function, and the saved result loads with the same model."""
+    import os
+    import tempfile
+
+    mk.register("kernel", "contracts_raises_on_blocks", overwrite=True)(_RaisesOnBlocks)
+    x = np.linspace(-1.0, 1.0, 200)
+    y = np.where(x > 0, 1, -1)
+    X = (x + 5e-4 * y)[:, None]
+    r = mk.solve(X, y, solver=solver, kernel=kernel, max_iter=100_000)
+    assert r.status == "separable" and r.certificate.verify(X, y)
+    w = r.extra["feature_space_coef"]
+    assert np.array_equal(r.certificate.coef, w)
+    assert np.array_equal(r.predict(X), y)
+    np.testing.assert_allclose(r.decision_function(X), np.c_[X, np.ones(200)] @ w)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "r.npz")
+        r.save(path)
+        back = mk.load_result(path)
+    assert np.array_equal(back.predict(X), y)
+
+
+def test_a_plugin_claim_threshold_is_at_most_the_users_rule():
+    """A plug-in's claim_thresholds() of 0.9999999 beside a configured
+    dual_certificate(eps=0.5): the claim is checked against 0.5 (found by review)."""
+
+    class _Own(_OwnConfigSolver):
+        def claim_thresholds(self, rules):
+            return {"dual_tol": 0.9999999}
+
+    mk.register("solver", "contracts_own_threshold", overwrite=True)(_Own)
+    rng = np.random.default_rng(0)
+    y = np.where(rng.random(200) < 0.5, 1, -1)
+    X = np.c_[np.full(200, 1.0) * y, 0.01 * rng.standard_normal(200)]
+    r = mk.solve(X, y, solver="contracts_own_threshold", max_iter=3,
+                 stop=[("contracts_claims", {"what": "infeasible"}),
+                       ("dual_certificate", {"eps": 0.5})])
+    assert r.status != "infeasible" and r.certificate is None
+
+
+def test_a_certificate_whose_config_cannot_be_set_is_named():
+    from marginkit.certificates import Certificate, Verdict
+
+    class _Fixed(Certificate):
+        kind = "infeasibility"
+
+        @property
+        def config(self):  # read only
+            return None
+
+        def check(self, X, y, sample_weight=None):
+            return Verdict.reject(self.kind, "never")
+
+    class _State(_OwnConfigState):
+        def certificate(self, status):
+            return _Fixed()
+
+    class _Solver(_OwnConfigSolver):
+        def start(self, problem):
+            return _State(problem)
+
+    mk.register("solver", "contracts_fixed_config", overwrite=True)(_Solver)
+    X, y = make_xor(40, random_state=0)
+    with pytest.raises(TypeError, match="_Fixed offered for this run does not take the run's "
+                                        "configuration"):
+        mk.solve(X, y, solver="contracts_fixed_config", max_iter=2,
+                 stop=("contracts_claims", {"what": "infeasible"}))
+
+
+def test_a_linear_kernel_redefined_through_a_mixin_is_refused():
+    class _MapMixin:
+        def feature_map(self, X):
+            return np.asarray(X)[:, :1]
+
+    with pytest.raises(TypeError, match="redefines feature_map"):
+        class _L(_MapMixin, LinearKernel):
+            pass
+
+
+def test_a_plugin_diag_may_give_one_value_for_all_rows():
+    class _Flat(Kernel):
+        param_table = {}
+
+        def __call__(self, A, B=None):
+            B = A if B is None else B
+            sq = (np.einsum("ij,ij->i", A, A)[:, None] + np.einsum("ij,ij->i", B, B)[None]
+                  - 2 * A @ B.T)
+            return np.exp(-np.maximum(sq, 0.0))
+
+        def diag(self, A):
+            return 1.0
+
+    assert np.array_equal(_Flat().diag(np.zeros((4, 2))), np.ones(4))
+    X, y = make_xor(60, random_state=0)
+    assert mk.solve(X, y, solver="iterated_tikhonov", kernel=_Flat()).status == "converged"
+
+
+def test_a_claim_needs_one_of_marginkits_certificate_types():
+    """A subclass whose check accepts anything would referee itself (found by review:
+    XOR "separable" under the linear kernel)."""
+    from marginkit.certificates import Verdict
+
+    class _Accepting(SeparatorCertificate):
+        def check(self, X, y, sample_weight=None):
+            return Verdict(True, self.kind)
+
+    class _State(_OwnConfigState):
+        def certificate(self, status):
+            n = self.problem.n_samples
+            return _Accepting(np.full(n, 1.0 / n), 0.0, self.problem.kernel,
+                              self.problem.classes_, config=self.problem.config)
+
+    class _Solver(_OwnConfigSolver):
+        def start(self, problem):
+            return _State(problem)
+
+    mk.register("solver", "contracts_accepting", overwrite=True)(_Solver)
+    X, y = make_xor(40, random_state=0)
+    with pytest.raises(TypeError, match="offered a _Accepting for the claim 'separable': a "
+                                        "claim is re-checked by one of marginkit's"):
+        mk.solve(X, y, solver="contracts_accepting", max_iter=2,
+                 stop=("contracts_claims", {"what": "separable"}))
+
+
+def test_a_kernel_model_on_a_map_predicts_through_the_map():
+    """A plug-in solver's support-model certificate on a map kernel (map [x, 9e-4],
+    function x . y): the referee checks the model through the map, and predict reads the
+    map too (it read the function: 2 of 3 training points wrong, found by review)."""
+    from marginkit.certificates import predictor_fingerprint
+
+    class _State(_OwnConfigState):
+        min_margin = 1.0
+
+        def certificate(self, status):
+            pb = self.problem
+            Phi = np.hstack([pb.X, np.full((pb.n_samples, 1), C_SHIFT)])
+            Phi /= np.linalg.norm(Phi, axis=1, keepdims=True)
+            G = (pb.y[:, None] * Phi) @ (pb.y[:, None] * Phi).T
+            alpha = np.linalg.lstsq(G, np.ones(pb.n_samples), rcond=None)[0]
+            if status != "separable" or not np.all(G @ alpha > 0):
+                return None
+            sd = np.linalg.norm(np.hstack([pb.X, np.full((pb.n_samples, 1), C_SHIFT)]), axis=1)
+            coef = alpha * pb.y / sd
+            return SeparatorCertificate(alpha, 0.0, pb.kernel, pb.classes_, config=pb.config,
+                                        support_coef=coef, intercept=0.0,
+                                        predictor=predictor_fingerprint(pb.X.copy(), coef))
+
+    class _Solver(_OwnConfigSolver):
+        default_stop = ("separated",)
+        provides = ("min_margin",)
+
+        def start(self, problem):
+            return _State(problem)
+
+        def finalize(self, problem, state, status):
+            cert = state.certificate("separable")
+            return {"support_": problem.X.copy(), "support_coef_": cert.support_coef,
+                    "dual_coef_": cert.alpha, "intercept_": 0.0}
+
+    mk.register("solver", "contracts_support_model", overwrite=True)(_Solver)
+    X = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0]])
+    y = np.array([1, 1, -1])
+    r = mk.solve(X, y, solver="contracts_support_model", kernel="contracts_almost_linear")
+    assert r.status == "separable" and r.certificate.verify(X, y)
+    assert np.array_equal(r.predict(X), y)

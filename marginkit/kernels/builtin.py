@@ -305,6 +305,12 @@ _GAMMA = Param(None, numbers.Real, low=0.0, low_open=True, allow_none=True,
 
 
 # ---------------------------------------------------------------------------------- kernels
+#: the methods that define the linear kernel: marginkit reads it as the identity map
+#: wherever it meets one (solvers' fast paths, referees, ``predict`` by ``coef_``), so a
+#: subclass may not redefine them
+_LINEAR_DEFINING = ("feature_map", "__call__", "diag")
+
+
 @_register_builtin("kernel", "linear")
 class LinearKernel(Kernel):
     """K(a, b) = <a, b>.
@@ -316,14 +322,11 @@ class LinearKernel(Kernel):
 
     param_table = {}
 
-    #: the methods that define the kernel: marginkit reads the linear kernel as the
-    #: identity map wherever it meets one (solvers' fast paths, referees, ``predict`` by
-    #: ``coef_``), so a subclass may not redefine them
-    _DEFINING = ("feature_map", "__call__", "diag")
-
     def __init_subclass__(cls, **kwargs):
-        # before Kernel's guards, which set the methods on every plug-in class
-        own = [name for name in cls._DEFINING if name in vars(cls)]
+        # before Kernel's guards, which set the methods on every plug-in class; the
+        # methods as the class resolves them, a mixin's too (found by review)
+        own = [name for name in _LINEAR_DEFINING
+               if getattr(cls, name, None) is not getattr(LinearKernel, name)]
         if own:
             raise TypeError(
                 f"{cls.__name__} subclasses LinearKernel and redefines {', '.join(own)}: "

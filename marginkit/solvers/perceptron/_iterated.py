@@ -151,7 +151,8 @@ class ISNKPVN(_SmoothedFamily):
     def finalize(self, problem, state, status):
         fields = super().finalize(problem, state, status)
         core = state.core
-        fields["extra"] = {"outer_iterations": int(core.outer), "delta": float(core.delta),
+        fields["extra"] = {**(fields.get("extra") or {}),
+                           "outer_iterations": int(core.outer), "delta": float(core.delta),
                            "finish": core.finish_outcome(),
                            "finish_steps": int(core.finish_steps)}
         return fields

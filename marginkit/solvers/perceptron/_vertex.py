@@ -244,7 +244,8 @@ class Perceptron(_VertexFamily):
 
     def finalize(self, problem, state, status):
         fields = super().finalize(problem, state, status)
-        fields["extra"] = {"mistake_counts": np.array(state.core.counts_arr)}
+        fields["extra"] = {**(fields.get("extra") or {}),
+                           "mistake_counts": np.array(state.core.counts_arr)}
         return fields
 
 
