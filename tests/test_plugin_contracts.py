@@ -59,6 +59,18 @@ class _OwnConfigSolver(Solver):
         return {}
 
 
+def _offering(name, make):
+    """Register solver ``name``: its state offers ``make(problem)`` for every claim."""
+
+    class _State(_OwnConfigState):
+        def certificate(self, status):
+            return make(self.problem)
+
+    class _Solver(_OwnConfigSolver):
+        def start(self, problem):
+            return _State(problem)
+
+    mk.register("solver", name, overwrite=True)(_Solver)
 
 
 @pytest.fixture(autouse=True)
@@ -97,14 +109,8 @@ def test_a_plugin_certificate_is_checked_with_the_runs_threshold():
         assert r.certificate is None
 
 
-class _OtherModelState(SolverState):
+class _OtherModelState(_OwnConfigState):
     min_margin = 1.0  # the separated rule fires at once
-
-    def __init__(self, pb):
-        self.problem = pb
-
-    def step(self):
-        pass
 
     def certificate(self, status):
         pb = self.problem
@@ -125,8 +131,6 @@ class _OtherModelSolver(Solver):
 
     def finalize(self, problem, state, status):
         return {"coef_": np.array([0.0, 1.0]), "intercept_": 0.0}
-
-
 
 
 def test_a_plugin_finalize_must_return_the_model_its_certificate_checks():
@@ -185,8 +189,6 @@ class _AffineMap(Kernel):
     def feature_map(self, X):
         X = np.asarray(X, dtype=np.float64)
         return np.hstack([X, np.ones((X.shape[0], 1))])
-
-
 
 
 @pytest.mark.parametrize("kernel", ["contracts_almost_linear", "contracts_square_raises"])
@@ -263,8 +265,6 @@ class _Diag(Kernel):
         d = np.einsum("ij,ij->i", A, A)
         return {"ok": d, "nan": np.full_like(d, np.nan), "short": d[:3],
                 "2d": np.c_[d, d], "column": d[:, None]}[self.how]
-
-
 
 
 @pytest.mark.parametrize("how, match", [("nan", "diag\\(\\) returned NaN"),
@@ -410,15 +410,7 @@ def test_a_certificate_whose_config_cannot_be_set_is_named():
         def check(self, X, y, sample_weight=None):
             return Verdict.reject(self.kind, "never")
 
-    class _State(_OwnConfigState):
-        def certificate(self, status):
-            return _Fixed()
-
-    class _Solver(_OwnConfigSolver):
-        def start(self, problem):
-            return _State(problem)
-
-    mk.register("solver", "contracts_fixed_config", overwrite=True)(_Solver)
+    _offering("contracts_fixed_config", lambda pb: _Fixed())
     X, y = make_xor(40, random_state=0)
     with pytest.raises(TypeError, match="_Fixed offered for this run does not take the run's "
                                         "configuration"):
@@ -463,17 +455,9 @@ def test_a_claim_needs_one_of_marginkits_certificate_types():
         def check(self, X, y, sample_weight=None):
             return Verdict(True, self.kind)
 
-    class _State(_OwnConfigState):
-        def certificate(self, status):
-            n = self.problem.n_samples
-            return _Accepting(np.full(n, 1.0 / n), 0.0, self.problem.kernel,
-                              self.problem.classes_, config=self.problem.config)
-
-    class _Solver(_OwnConfigSolver):
-        def start(self, problem):
-            return _State(problem)
-
-    mk.register("solver", "contracts_accepting", overwrite=True)(_Solver)
+    _offering("contracts_accepting", lambda pb: _Accepting(
+        np.full(pb.n_samples, 1.0 / pb.n_samples), 0.0, pb.kernel, pb.classes_,
+        config=pb.config))
     X, y = make_xor(40, random_state=0)
     with pytest.raises(TypeError, match="offered a _Accepting for the claim 'separable': a "
                                         "claim is re-checked by one of marginkit's"):
