@@ -528,10 +528,15 @@ class _Loader:
                 raise _Refusal("r.extra.feature_space_coef",
                                f"expected a 1-D float array, got {got}")
             kernel = fields.get("kernel")
-            if getattr(kernel, "fitted", False) and fcoef.shape[0] != kernel._n_outputs():
+            # the width of a fitted approximation's map (nystroem, rff and their
+            # subclasses); a plug-in's map, fitted or not, has no declared width (found by
+            # review: a plug-in declaring fitted = True failed on its missing _n_outputs)
+            outputs = getattr(kernel, "_n_outputs", None)
+            if getattr(kernel, "fitted", False) and callable(outputs) and \
+                    fcoef.shape[0] != outputs():
                 raise _Refusal("r.extra.feature_space_coef",
                                f"has {fcoef.shape[0]} entries but the kernel's fitted feature "
-                               f"map has {kernel._n_outputs()} features")
+                               f"map has {outputs()} features")
         for where, value in params.items():
             values = value.data if sp.issparse(value) else value
             if values is not None and not np.isfinite(values).all():

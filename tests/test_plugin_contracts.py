@@ -506,3 +506,23 @@ def test_a_kernel_model_on_a_map_predicts_through_the_map():
     r = mk.solve(X, y, solver="contracts_support_model", kernel="contracts_almost_linear")
     assert r.status == "separable" and r.certificate.verify(X, y)
     assert np.array_equal(r.predict(X), y)
+
+
+@pytest.mark.parametrize("solver", ["snkp", "fista"])
+def test_a_plugin_map_declaring_fitted_saves_and_loads(solver, tmp_path):
+    """load_result compared a feature-space model's width with the map's through the
+    approximations' private _n_outputs(), which a plug-in declaring fitted = True does
+    not have (an AttributeError; found by review)."""
+
+    class _FittedAffine(_AffineMap):
+        fitted = True
+
+    mk.register("kernel", "contracts_fitted_affine", overwrite=True)(_FittedAffine)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 2))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    X[:, 0] += 0.2 * y
+    r = mk.solve(X, y, solver=solver, kernel="contracts_fitted_affine")
+    r.save(tmp_path / "r.npz")
+    back = mk.load_result(tmp_path / "r.npz")
+    assert np.array_equal(back.predict(X), r.predict(X))
