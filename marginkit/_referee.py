@@ -307,14 +307,14 @@ MAP_CHECK_ROWS = 256
 
 
 #: how far a plug-in's kernel function may be from its map's inner products, relative to
-#: sqrt(s_i s_j) (``check_map_agrees``); a model of such a plug-in is established as
-#: ``predict`` evaluates it, by its function, beyond this much (``stored_separator_margin``)
+#: sqrt(s_i s_j) (``check_map_agrees``); the runs, the referees and ``predict`` of its
+#: models read the map, so the function is held to the map within this much only
 MAP_RTOL = 1e-6
 
 
 def plugin_map(kernel):
     """Whether ``kernel`` is a plug-in (not one of marginkit's) with a feature map: the
-    runs read its map, ``predict`` of a kernel model its function."""
+    runs read its map, and so do ``predict`` of its models and the referee."""
     return getattr(kernel, "feature_map", None) is not None and \
         type(kernel).__module__.partition(".")[0] != "marginkit"
 

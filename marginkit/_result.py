@@ -159,24 +159,15 @@ class Result:
             # misclassified a training point); float64 rows give the referee's accuracy
             X = X.astype(np.float64)
         if kind == "feature_space":
-            # linear model on the kernel's fitted feature map (SVM family with an approximation)
-            if getattr(self.kernel, "fitted", True) is False:
-                raise ValueError(
-                    "the kernel's feature map is not fitted (a loaded result keeps only its "
-                    "parameters): call result.kernel.fit(X_train) first"
-                )
-            from ._referee import map_rows
-
+            # linear model on the kernel's fitted feature map (an approximation's, a
+            # plug-in's)
             support = self.support_
             if support is not None and X.shape[1] != support.shape[1]:
                 # (a map of fixed width read any X: found by review)
                 raise ValueError(
                     f"X has {X.shape[1]} features, the model was fit with {support.shape[1]}")
-            Phi = map_rows(self.kernel, X)
-            # a sparse map's features as they are (np.asarray made an object array of a
-            # sparse matrix: found by review)
-            Phi = Phi.astype(np.float64) if sp.issparse(Phi) else np.asarray(Phi, np.float64)
-            out = np.asarray(Phi @ np.asarray(value, dtype=np.float64), dtype=np.float64)
+            out = np.asarray(self._features(X) @ np.asarray(value, dtype=np.float64),
+                             dtype=np.float64)
             return out.ravel() + float(self.intercept_ or 0.0)
         if self.support_coef_ is None or self.kernel is None:
             raise ValueError("this result has no model to evaluate (no coef_ or kernel support)")
@@ -210,15 +201,24 @@ class Result:
                 # differ (a plug-in's within its map check's tolerance, a map set on an
                 # instance) gave a verified separator that predict got wrong (found by
                 # review)
-                from .certificates import _features
-
-                w = np.asarray(_features(kernel, self.support_).T @ np.asarray(
+                w = np.asarray(self._features(self.support_).T @ np.asarray(
                     self.support_coef_, dtype=np.float64)).ravel()
-                out = np.asarray(_features(kernel, X) @ w, dtype=np.float64)
+                out = np.asarray(self._features(X) @ w, dtype=np.float64)
                 return out.ravel() + float(self.intercept_ or 0.0)
             K = np.asarray(kernel(X, self.support_), dtype=np.float64)
         out = np.asarray(K @ np.asarray(self.support_coef_, dtype=np.float64), dtype=np.float64)
         return out.ravel() + float(self.intercept_ or 0.0)
+
+    def _features(self, X):
+        """Phi(X) of the result's kernel map in float64 (dense, or CSR as a sparse map
+        gives it), computed as the referee computes it (``certificates._features``)."""
+        if getattr(self.kernel, "fitted", True) is False:
+            raise ValueError(
+                "the kernel's feature map is not fitted (a loaded result keeps only its "
+                "parameters): call result.kernel.fit(X_train) first")
+        from .certificates import _features
+
+        return _features(self.kernel, X)
 
     def _n_features(self):
         """The number of columns the model reads, when it says so without computing."""

@@ -488,10 +488,7 @@ def test_a_kernel_model_on_a_map_predicts_through_the_map():
                                         support_coef=coef, intercept=0.0,
                                         predictor=predictor_fingerprint(pb.X.copy(), coef))
 
-    class _Solver(_OwnConfigSolver):
-        default_stop = ("separated",)
-        provides = ("min_margin",)
-
+    class _Solver(_OtherModelSolver):  # its rules: separated at once
         def start(self, problem):
             return _State(problem)
 

@@ -196,10 +196,14 @@ def _model(problem, op, alpha):
     sd = np.asarray(op.sqrt_diag)
     # f(x) = sum_i alpha_i y_i K(x_i, x) / sqrt(K(x_i, x_i))
     coef = alpha * problem.y / sd
-    feature = isinstance(op, FeatureOperator)
-    if feature and op.phi is X:
-        w = op.primal(alpha) if op.normalize else op.primal(alpha / sd)
-        return {"coef_": np.asarray(w, dtype=np.float64), "intercept_": 0.0}
+    w = None
+    if isinstance(op, FeatureOperator) and (op.phi is X or plugin_map(kernel)):
+        # the model in the map's space: X's columns (the linear kernel), or a plug-in's
+        # map, which the run solved and the certificate checks (predict reads it too)
+        w = np.asarray(op.primal(alpha) if op.normalize else op.primal(alpha / sd),
+                       dtype=np.float64)
+        if op.phi is X:
+            return {"coef_": w, "intercept_": 0.0}
     if getattr(kernel, "precomputed", False):
         return {"support_": None, "support_coef_": coef}
     idx = np.flatnonzero(alpha != 0)
@@ -209,11 +213,9 @@ def _model(problem, op, alpha):
     else:
         sup = np.array(sup, copy=True)
     out = {"support_": sup, "support_coef_": coef[idx]}
-    if feature and plugin_map(kernel):
-        # the run solved, and the certificate checks, the plug-in's map: predict reads
-        # the same map, not the kernel function, which may differ from it within the
-        # map check's tolerance or not be comparable at all (found by review: margins
-        # of 8e-7 proved through the map while predict missed 2 of 3 training points)
-        w = op.primal(alpha) if op.normalize else op.primal(alpha / sd)
-        out.update(intercept_=0.0, extra={"feature_space_coef": np.asarray(w, np.float64)})
+    if w is not None:
+        # a plug-in's map, not its kernel function, which may differ from it within the
+        # map check's tolerance or not be comparable at all (found by review: margins of
+        # 8e-7 proved through the map while predict missed 2 of 3 training points)
+        out.update(intercept_=0.0, extra={"feature_space_coef": w})
     return out
