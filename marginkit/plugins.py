@@ -494,11 +494,11 @@ def _guarded(raw, name, owner, how):
 
 def checked_diag(out, A, owner):
     """A kernel's diagonal K(a_i, a_i) of the rows of A as returned, when it is one finite
-    real number per row (a vector, or a column; one number for all rows): as a vector, float32 when the values are
-    float32 (the kernel's own precision, as ``checked_block`` keeps), float64 otherwise. ``ValueError``
-    naming ``owner`` otherwise (found by review: a diag of the wrong length or 2-D was
-    read as it was, and a NaN one collapsed a solver's tolerance to 1e-20 with a warning
-    that blamed the data)."""
+    real number per row (a vector, or a column; one number for all rows): as a vector,
+    float32 when the values are float32 (the kernel's own precision, as ``checked_block``
+    keeps), float64 otherwise. ``ValueError`` naming ``owner`` otherwise (found by
+    review: a diag of the wrong length or 2-D was read as it was, and a NaN one collapsed
+    a solver's tolerance to 1e-20 with a warning that blamed the data)."""
     n = A.shape[0]
     try:
         d = np.asarray(out)
