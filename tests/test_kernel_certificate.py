@@ -858,3 +858,55 @@ def test_the_evaluation_slack_counts_for_both_formulations(solver, monkeypatch):
     monkeypatch.setattr(RBFKernel, "evaluation_slack", lambda self, A, B: (10.0, 0.0))
     verdict = cert.check(X, y)
     assert not verdict and "stored classifier" in verdict.reason
+
+
+@pytest.mark.parametrize("gamma", [1e308, float(np.finfo(np.float64).max)])
+@pytest.mark.parametrize("name", ["rbf", "laplacian"])
+def test_distance_kernels_bound_their_entries_at_the_largest_gamma(name, gamma):
+    # found by review: at gamma = 1e308, gamma D overflowed and the bounds became 0 * inf
+    # = NaN where the Gram matrix is the identity: the referee refused every claim (the
+    # perceptrons ran their whole budget, fista and dcd blamed non-finite Gram entries)
+    X, _ = _data(30)
+    kernel = (RBFKernel if name == "rbf" else LaplacianKernel)(gamma=gamma)
+    with np.errstate(over="raise", invalid="raise"):
+        K, E = kernel.careful_block(X, X)
+        Kf = kernel(X, X)
+    assert np.all(np.isfinite(E)) and np.all(E <= 1.0)
+    assert np.array_equal(K, np.eye(len(X)))            # distinct rows: the exact Gram
+    assert np.array_equal(Kf, K)
+    off = ~np.eye(len(X), dtype=bool)                    # and the bound says so
+    assert np.all(E[off] <= 1e-300) and np.all(np.diag(E) <= 1e-12)
+    if name == "rbf":
+        u = np.linspace(-1.0, 1.0, len(X))
+        with np.errstate(over="raise", invalid="raise"):
+            f, a, b, _, _ = kernel.careful_products(X, X, u)
+        assert np.array_equal(f, u) and np.all(np.isfinite(b)) and np.all(b <= 1e-12)
+
+
+@pytest.mark.parametrize("solver", ["perceptron", "isnkpvn", "fista", "dcd"])
+@pytest.mark.parametrize("name", ["rbf", "laplacian"])
+def test_every_solver_certifies_the_identity_gram_of_the_largest_gamma(name, solver):
+    X, y = _data(30)
+    res = mk.solve(X, y, solver=solver, kernel=name, kernel_params={"gamma": 1e308},
+                   max_iter=2000)
+    assert res.status in ("separable", "certified"), (res.status, res.extra.get("failure"))
+    assert res.certificate.verify(X, y)
+    assert np.array_equal(res.predict(X), y)
+
+
+def test_laplacian_bound_holds_where_the_exponent_error_is_not_first_order():
+    # d = (k + 3) u with k = 10^9 columns: g D1 d > 2^-20 for g D1 beyond ~9, where the
+    # first-order bound K g D1 d would need the factor exp(g D1 d) it leaves out
+    cols = np.array([3, 5, 999_999_999])
+    rows = [[0.0, 0.0, 0.0], [1.0, 2.0, 7.0], [-3.0, 5.0, 40.0], [100.0, -20.0, 300.0]]
+    A = sp.csr_matrix((np.concatenate([np.asarray(r) for r in rows]),
+                       np.tile(cols, len(rows)), np.arange(0, 3 * len(rows) + 1, 3)),
+                      shape=(len(rows), 10**9))
+    A.eliminate_zeros()
+    kernel = LaplacianKernel(gamma=1.0)
+    K, E = kernel.careful_block(A, A)
+    R = np.asarray(rows, dtype=np.longdouble)
+    exact = np.exp(-np.abs(R[:, None] - R[None]).sum(axis=2))
+    assert np.all(np.abs(K - exact) <= E)
+    far = np.abs(R[:, None] - R[None]).sum(axis=2) * (10**9 + 3) * 2.0**-53 > 2.0**-20
+    assert far.any() and np.all(E[~far] <= 1e-6 * K[~far] + 1e-300)

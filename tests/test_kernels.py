@@ -902,7 +902,14 @@ def _careful_rbf_numpy(kernel, A, B):
         D2[rows] = b._dist_block(A[rows], B, 2)
         e[rows] = (k + 4) * b._U64 * D2[rows]
     K = np.exp(np.multiply(D2, -g))
-    E = np.exp(np.maximum(D2 - e, 0.0) * -g) * (e * (2.0 * g)) + K * (8 * b._U64) + b._TINY
+    Z = np.exp(np.maximum(D2 - e, 0.0) * -g)
+    with np.errstate(over="ignore", invalid="ignore"):
+        T = Z * ((g * e) * 2.0)
+    # where Z underflowed on a row of explicit differences: 2^-1050 (2 e <= D2), else 1
+    explicit = np.zeros(D2.shape, dtype=bool)
+    explicit[rows] = True
+    T = np.where((Z != 0.0) | ~explicit, T, np.where(2.0 * e <= D2, 2.0**-1050, 1.0))
+    E = np.minimum(T + K * (8 * b._U64) + b._TINY, 1.0)
     return K, E, rows
 
 

@@ -503,6 +503,8 @@ def rbf_exponent(floating[:, ::1] out, const floating[::1] sq_a, const floating[
 #: an exp that underflows to 0)
 cdef double _U64 = ldexp(1.0, -53)
 cdef double _TINY = ldexp(1.0, -1074)
+#: a bound on 2 gamma e exp(-z) where exp(-z) underflowed (``rbf_careful_bound``)
+cdef double _UNDERFLOWED = ldexp(1.0, -1050)
 
 
 cdef inline double _careful_d2_e(double dot, double sa, double sb, double c,
@@ -561,8 +563,17 @@ def rbf_careful_bound(const double[:, ::1] K, double[:, ::1] E, const double[::1
                       const double[:, ::1] d2x, const long long[::1] which,
                       double c_explicit, double e_abs=0.0):
     """In place, after ``rbf_careful_exponents`` and the exp of both arrays (K = exp(-gamma
-    D2), E = exp(-gamma max(D2 - e, 0))): E <- E (2 gamma e) + 8 u K + the smallest
-    subnormal, e recomputed as there (the same operations on the same operands).
+    D2), E = exp(-gamma max(D2 - e, 0))): E <- min(E ((gamma e) 2) + 8 u K + the smallest
+    subnormal, 1), e recomputed as there (the same operations on the same operands).
+
+    On a row of the norm formula gamma e <= 2^-40 (the row test of ``careful_block``), so
+    the product is finite. On a row of explicit differences gamma e may overflow (gamma
+    near the largest double; found by review: 0 * inf gave a NaN bound at gamma = 1e308
+    on a Gram matrix that is the identity), so where the exp of E underflowed to 0
+    (exp(-z) <= 4 tiny for z = gamma max(D2 - e, 0), so z >= 743) the product is not
+    formed: with 2 e <= D2, gamma e <= z and the term 2 gamma e exp(-z) is at most
+    2 z exp(-z) <= 2^-1061 < ``_UNDERFLOWED``; otherwise it is bounded by 1. The cap at 1
+    holds for every entry: K and its float64 value both lie in [0, 1].
 
     The three steps give the operations of the numpy form of ``RBFKernel.careful_block``
     in the same order, so K and E are bit for bit that form's, and E the bound it proves.
@@ -570,8 +581,7 @@ def rbf_careful_bound(const double[:, ::1] K, double[:, ::1] E, const double[::1
     cdef Py_ssize_t m = K.shape[0]
     cdef Py_ssize_t n = K.shape[1]
     cdef Py_ssize_t i, j
-    cdef double e, sa
-    cdef double g2 = 2.0 * gamma
+    cdef double e, sa, d2, t
     cdef double u8 = 8.0 * _U64
     cdef const double* row
     cdef int nt = _n_threads(<double>m * n * 8.0)
@@ -581,8 +591,15 @@ def rbf_careful_bound(const double[:, ::1] K, double[:, ::1] E, const double[::1
             sa = sq_a[i]
             row = &d2x[which[i], 0] if which[i] >= 0 else NULL
             for j in range(n):
-                _careful_d2_e(0.0, sa, sq_b[j], c, row, j, c_explicit, e_abs, &e)
-                E[i, j] = E[i, j] * (e * g2) + K[i, j] * u8 + _TINY
+                d2 = _careful_d2_e(0.0, sa, sq_b[j], c, row, j, c_explicit, e_abs, &e)
+                if row == NULL or E[i, j] != 0.0:
+                    t = E[i, j] * ((gamma * e) * 2.0)
+                elif 2.0 * e <= d2:
+                    t = _UNDERFLOWED
+                else:
+                    t = 1.0
+                t = t + K[i, j] * u8 + _TINY
+                E[i, j] = t if t < 1.0 else 1.0
 
 
 cdef _check_careful(const double[:, ::1] K, const double[:, ::1] E, const double[::1] sq_a,

@@ -432,7 +432,8 @@ class RBFKernel(Kernel):
         for r0 in range(0, rows.size, step):
             idx = rows[r0:r0 + step]
             D2 = _dist_block(_as64(A[idx]), B64, 2)
-            Ki = np.exp(-g * D2)
+            with np.errstate(over="ignore"):    # g D2 beyond the largest double: exp -> 0
+                Ki = np.exp(D2 * -g)
             K[idx] = Ki
             if same:
                 K[:, idx] = Ki.T
@@ -551,14 +552,15 @@ class RBFKernel(Kernel):
         # P = K~ @ [u, |u|, nb |u|]: K~ read once
         P = K @ V
         f, a = P[:, 0].copy(), P[:, 1].copy()
-        ce = 2.0 * g * c * (1.0 + 2.0**-27)          # >= 2 g c' (the rounding included)
+        # (g times the small factor first: 2 g overflows for g near the largest double)
+        ce = (g * c) * 2.0 * (1.0 + 2.0**-27)        # >= 2 g c' (the rounding included)
         u8 = 8.0 * _U64 * (1.0 + 2.0**-40)           # >= 8 u (1 + 9 u)
         # the exact sums are within gamma_n (+ n eta) of the float64 ones (non-negative
         # terms), nb |u| within u; h covers them and the few roundings of this line
         h = 1.0 + _gamma(2 * n + 16)
         tiny = (5.0 * float(np.sum(absu)) * h + n + 10.0) * _TINY
         # e_ij's absolute part e_abs (underflow): 2 g (1 + 4 tau) e_abs K~_ij more per entry
-        cabs = 2.0 * g * e_abs * (1.0 + 2.0**-27)
+        cabs = (g * e_abs) * 2.0 * (1.0 + 2.0**-27)
         b = (ce * (na * a + P[:, 2]) + (u8 + cabs) * a) * h + tiny
         d = ed = None
         if own is not None:
@@ -657,20 +659,41 @@ class LaplacianKernel(Kernel):
         A, B, dtype = prepare_pair(A, B)
         g = _resolve_gamma(self.gamma, A.shape[1])
         K = _dist_block(A, B, 1)
-        np.multiply(K, -g, out=K)
+        with np.errstate(over="ignore"):    # g D1 beyond the largest double: exp(-inf) = 0
+            np.multiply(K, -g, out=K)
         np.exp(K, out=K)
         return K
 
     def careful_block(self, A, B):
-        """K(A, B) in float64 and a bound on each entry's error: the L1 distance from
-        explicit differences has relative error <= (k + 2) u, so
-        |K - fl(K)| <= K (g D1 (k + 3) u + 8 u)."""
+        """K(A, B) in float64 and a bound on each entry's error.
+
+        The L1 distance from explicit differences has relative error <= (k + 2) u, so the
+        exponent x~ = fl(g D1) is within x~ d of the exact x, d = (k + 3) u, and
+        |exp(-x) - exp(-x~)| <= exp(-x~ (1 - d)) x~ d (mean value theorem), plus 8 u K + the
+        smallest subnormal for the exp's own rounding. Where r = x~ d <= 2^-20,
+        exp(-x~ (1 - d)) = exp(-x~) exp(r) and the term is at most K r (1 + 2^-18) (+ a
+        subnormal); elsewhere exp(-x~ (1 - d)) is formed itself, and where t = x~ (1 - d)
+        >= 746 (exp(-t) underflows; x~ may be inf for g near the largest double) the term
+        is at most t exp(-t) <= 2^-1050. Every bound is capped at 1: K and its float64
+        value both lie in [0, 1] (found by review: at gamma = 1e308, 0 * inf made the
+        bound NaN where the Gram matrix is the identity)."""
         A, B = _careful_pair(A, B)
         g = _resolve_gamma(self.gamma, A.shape[1])
-        D1 = _dist_block(A, B, 1)
-        K = np.exp(-g * D1)
-        k = A.shape[1]
-        err = K * (g * D1 * ((k + 3) * _U64) + 8 * _U64) + _TINY
+        d = (A.shape[1] + 3) * _U64
+        with np.errstate(over="ignore", invalid="ignore"):
+            x = _dist_block(A, B, 1)
+            np.multiply(x, g, out=x)              # x~ (inf where g D1 overflows)
+            K = np.exp(-x)
+            r = x * d
+            err = K * r * (1.0 + 2.0**-18) + 2.0 * _TINY
+            far = ~(r <= 2.0**-20)
+            if far.any():
+                t = x[far] * (1.0 - d)
+                term = np.exp(-t) * r[far] * (1.0 + 16 * _U64) + 16 * _TINY
+                term[~(t < 746.0)] = 2.0**-1050
+                err[far] = term
+        err += K * (8 * _U64) + _TINY
+        np.minimum(err, 1.0, out=err)
         return K, err
 
     def diag(self, A):
