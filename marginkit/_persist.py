@@ -280,8 +280,10 @@ def read_fields(path, names, max_bytes=MAX_BYTES):
     """``load_fields``, how much of ``max_bytes`` the file used (its arrays and what its
     kernels' fits recompute: a model file of several results shares one limit), and the
     file's format version (1 for the first format)."""
-    if isinstance(max_bytes, bool) or not isinstance(max_bytes, numbers.Integral) or max_bytes < 0:
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, numbers.Integral):
         raise TypeError(f"max_bytes={max_bytes!r} must be an int >= 0 (bytes)")
+    if max_bytes < 0:  # the right type, a value out of range: ValueError, as numpy's
+        raise ValueError(f"max_bytes={max_bytes!r} must be >= 0 (bytes)")
     if isinstance(path, os.PathLike):
         path = os.fspath(path)  # named as the string it is in messages
     if isinstance(path, (str, bytes)) and os.path.exists(path) and not os.path.isdir(path) \

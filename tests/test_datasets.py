@@ -93,6 +93,10 @@ def test_lookup_in_data_folder(tmp_path, monkeypatch, reader):
     (b"1_0 1:1\n", "line 1: bad label '1_0'"),
     (b"+1 1_0:1\n", "line 1: bad feature index '1_0'"),
     (b"+1 2:1_000\n", "line 1: bad value '1_000'"),
+    # a query id is an integer (found by review: qid:abc was skipped silently)
+    (b"+1 qid:3 1:1\n-1 qid:abc 1:1\n", "line 2: bad query id 'qid:abc'"),
+    (b"+1 qid: 1:1\n", "line 1: bad query id 'qid:'"),
+    (b"+1 qid:1.5 1:1\n", "line 1: bad query id 'qid:1.5'"),
 ])
 def test_malformed_input_names_the_line(tmp_path, reader, content, match):
     path = _write(tmp_path, "bad.txt", content)

@@ -277,6 +277,8 @@ def test_load_result_limits(tmp_path):
         mk.load_result(tmp_path / "r.npz", max_bytes=1000)
     with pytest.raises(TypeError, match="max_bytes"):
         mk.load_result(tmp_path / "r.npz", max_bytes=1.5)
+    with pytest.raises(ValueError, match=r"max_bytes=-1 must be >= 0"):
+        mk.load_result(tmp_path / "r.npz", max_bytes=-1)
     assert mk.load_result(tmp_path / "r.npz", max_bytes=10**6).status == res.status
 
 

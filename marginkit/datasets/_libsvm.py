@@ -224,7 +224,12 @@ def _parse_lines(lines, path, n_features=None, keep=True):
         for tok in toks[1:]:
             idx_s, sep, val_s = tok.partition(b":")
             if idx_s == b"qid" and sep:
-                continue  # svmlight query id: not a feature
+                if not val_s.isdigit():  # svmlight query id: a non-negative integer
+                    raise _Refused(
+                        f"{path}, line {lineno}: bad query id {_text(tok)!r} (expected "
+                        "qid:<non-negative integer>)"
+                    )
+                continue  # not a feature
             if not sep or not val_s or not idx_s:
                 raise _Refused(
                     f"{path}, line {lineno}: truncated or malformed entry {_text(tok)!r} "

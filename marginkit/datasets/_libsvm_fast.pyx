@@ -103,7 +103,18 @@ def parse_block(bytes buf, int64_t n_features, bint as_float32):
                     break
                 if colon - start == 3 and s[start] == b"q" and s[start + 1] == b"i" \
                         and s[start + 2] == b"d":
-                    continue  # svmlight query id: not a feature
+                    # svmlight query id: not a feature; its value an integer (else the
+                    # line-by-line reader names the line)
+                    if colon + 1 == pos:
+                        ok = False
+                        break
+                    for j in range(colon + 1, pos):
+                        c = <unsigned char>s[j]
+                        if not (48 <= c <= 57):
+                            ok = False
+                    if not ok:
+                        break
+                    continue
                 if colon == start:
                     ok = False
                     break
