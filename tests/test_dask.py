@@ -583,6 +583,16 @@ def test_zero_rows_are_reported_with_global_indices(client):
         mk.solve(_as_dask(X, 30), y, solver="snkp")
 
 
+def test_rows_whose_square_underflows_are_not_called_zero(client):
+    # found by review: a row of 1e-170 has a norm though its square underflows; in memory
+    # it solves, on the chunks it was refused as an all-zero row
+    X, y = _synthetic(n=100)
+    X[[5, 77]] *= 1e-170
+    mem = mk.solve(X, y, solver="snkp", max_iter=300)
+    dsk = mk.solve(_as_dask(X, 30), y, solver="snkp", max_iter=300)
+    assert_same_run(mem, dsk, X, y)
+
+
 def test_unsupported_kernel_and_smoother(client):
     X, y = _synthetic(n=60)
     with pytest.raises(ValueError, match="not supported on dask arrays.*isnkpvn"):

@@ -22,10 +22,12 @@ def _gnorm(sq):
 
 def _block_operator(block, normalize):
     """The ``FeatureOperator`` of a chunk's rows (linear kernel), or the global indices of
-    the chunk's all-zero rows when it has some (they cannot be normalized)."""
-    from ...linalg._norms import row_sqnorms
+    the chunk's all-zero rows when it has some (they cannot be normalized). The norms
+    are the operator's own (``row_norms``: a row of 1e-170 has a norm, though its square
+    underflows; found by review: Dask called such rows all-zero, in memory they solve)."""
+    from ...linalg._norms import row_norms
 
-    bad = np.flatnonzero(~(row_sqnorms(block.X) > 0)) + block.offset
+    bad = np.flatnonzero(~(row_norms(block.X) > 0)) + block.offset
     return bad if bad.size else FeatureOperator(block.X, block.y, normalize)
 
 
