@@ -830,6 +830,27 @@ def test_source_capacity_bernoulli_normalization():
     assert np.array_equal(X, X2)
 
 
+@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+def test_squared_loss_fits_scale_with_y(kernel):
+    # found by review: the default target did not scale with y, so targets of about 1e6
+    # ended max_iter (an absolute 1e-8 float64 could not certify) and y * 1e-100 ended
+    # "converged" 8% away from the unit fit scaled down; the solution is linear in y
+    from marginkit.sklearn import IteratedTikhonovRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 6))
+    y = X @ rng.normal(size=6) + 0.1 * rng.normal(size=400)
+    unit = IteratedTikhonovRegressor(kernel=kernel, random_state=0).fit(X, y)
+    ref = unit.predict(X)
+    for s in (1e-100, 1e-3, 1e6, 1e12, 1e100):
+        fit = IteratedTikhonovRegressor(kernel=kernel, random_state=0).fit(X, y * s)
+        assert fit.status_ == "converged", (s, fit.result_.extra.get("failure"))
+        assert fit.result_.certificate.verify(X, y * s)
+        assert_allclose(fit.predict(X) / s, ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max())
+    zero = IteratedTikhonovRegressor(kernel=kernel, random_state=0).fit(X, 0.0 * y)
+    assert zero.status_ == "converged" and not np.any(zero.predict(X))
+
+
 def test_default_tol_scales_with_the_data_and_is_recorded_in_the_config():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 5))

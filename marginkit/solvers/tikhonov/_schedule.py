@@ -24,8 +24,13 @@ KAPPA = 1.4
 
 #: the target Newton decrement of ``tol=None`` on data of unit scale (``default_tol``)
 DEFAULT_TOL = 1e-8
-#: the smallest factor ``default_tol`` applies to DEFAULT_TOL (data scaled below ~1e-12)
-_MIN_TOL_FACTOR = 1e-12
+#: the smallest factor ``default_tol`` applies to DEFAULT_TOL: a target of 1e-138, far
+#: above the absolute part of the referee's rounding bound (about 1e-160 on unit data,
+#: from the subnormal floor of the squared terms), so that an exactly zero model (y = 0,
+#: X = 0) is still certified. Found by review: a floor of 1e-12 let a squared-loss fit of
+#: y * 1e-100 end "converged" 8% away from the unit-scale fit scaled down (its target met
+#: at 1e-20 absolute); it now matches it. Below ~1e-130 the target stays absolute.
+_MIN_TOL_FACTOR = 1e-130
 
 
 def decrement_schedule(tol, t, kappa=KAPPA):
@@ -53,16 +58,20 @@ def rule_schedule(rules, tol):
 
 
 def default_tol(kernel, X, y, loss, lam, fit_intercept):
-    """The tolerance of ``tol=None``: DEFAULT_TOL * min(1, max(s, 1e-12)) with
-    s = R Y / sqrt(lam), R = max_i sqrt(k(x_i, x_i)) over the rows of X (at least 1 with
-    an intercept, whose feature is the constant 1), Y = 1 for the logistic loss and
+    """The tolerance of ``tol=None``: DEFAULT_TOL * max(s, 1e-130) with
+    s = Y min(1, R / sqrt(lam)), R = max_i sqrt(k(x_i, x_i)) over the rows of X (at least 1
+    with an intercept, whose feature is the constant 1), Y = 1 for the logistic loss and
     max_i |y_i| for the squared loss.
 
-    s bounds the Newton decrement at the start, theta = 0 (the gradient there is at most
-    R Y, the Hessian at least lam I). An absolute target is met by theta = 0 itself on
+    s follows the Newton decrement at the start, theta = 0 (the gradient there is at most
+    R Y, the Hessian at least lam I): an absolute target is met by theta = 0 itself on
     data scaled down far enough (X * 1e-10: decrement 5e-10 at the zero model, below
-    1e-8); the target scales down with s there. Scaled up, the decrement is scale-free (the
-    data term of the Hessian dominates lam) and the target stays DEFAULT_TOL.
+    1e-8), so the target scales down with R / sqrt(lam) there; scaled up, the data term of
+    the Hessian dominates lam and the decrement no longer depends on X's scale. The
+    squared loss's decrement is proportional to y at every scale (its solution is linear
+    in y), so the target is too: found by review, targets of about 1e6 (prices) ended
+    ``max_iter`` against an absolute 1e-8 that float64 could not certify, and y * 1e-100
+    ended "converged" 8% away from the unit-scale fit scaled down.
     """
     if getattr(kernel, "precomputed", False):
         d = X.diagonal() if sp.issparse(X) else np.diagonal(np.asarray(X))
@@ -76,10 +85,10 @@ def default_tol(kernel, X, y, loss, lam, fit_intercept):
     if fit_intercept:
         R = max(R, 1.0)
     Y = 1.0 if loss == "logistic" else float(np.max(np.abs(np.asarray(y, dtype=np.float64))))
-    scale = R * Y / math.sqrt(float(lam))
+    scale = Y * min(1.0, R / math.sqrt(float(lam)))
     if not math.isfinite(scale):
         return DEFAULT_TOL
-    return DEFAULT_TOL * min(1.0, max(scale, _MIN_TOL_FACTOR))
+    return DEFAULT_TOL * max(scale, _MIN_TOL_FACTOR)
 
 
 @_register_builtin("stopping", "newton_decrement")
