@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from ._compose import (_instantiate, _rules_and_cap, claim_thresholds, compose,
                        resolve_kernel, resolve_stop)
 from ._config import FIELD_NAMES as _CONFIG_FIELDS, Config
+from ._executors import local_executor
 from .exceptions import ConvergenceWarning
 from ._registry import get_plugin
 from ._result import Result, bind_run_fields
@@ -760,7 +761,9 @@ def solve(X, y, config=None, sample_weight=None, features=None, **kwargs):
         # there; the same run loop drives the solver's blocks
         from ._dask import dask_problem
 
-        with dask_problem(Xd, y, config, solver, kernel, smoother) as (problem, driver):
+        composed = (solver, kernel, smoother, rules, max_iter)
+        with dask_problem(Xd, y, config, composed) as (problem, driver, config, composed):
+            solver, _, _, rules, max_iter = composed
             res = _run_to_result(problem, driver, solver, rules, max_iter, config)
             res.extra.setdefault("dask", problem.summary())
         return res
@@ -793,17 +796,27 @@ def solve(X, y, config=None, sample_weight=None, features=None, **kwargs):
             f"solver {solver.name or type(solver).__name__!r} does not take features (feature "
             "rows computed before the run); leave features=None, or use 'iterated_tikhonov' "
             "with n_components, which runs on a fitted NystroemFeatures")
-    resolve = getattr(solver, "resolve_config", None)
-    if resolve is not None:
-        # defaults that depend on the data, set before the run and recorded in its config
-        resolved = resolve(config, Xv, yv, kernel, rules)
-        if resolved is not config:
-            config = resolved
-            solver, kernel, smoother, rules, max_iter = compose(config)
+    config, (solver, kernel, smoother, rules, max_iter) = resolve_defaults(
+        config, (solver, kernel, smoother, rules, max_iter), local_executor(Xv, yv))
     problem = Problem(X=Xv, y=yv, classes_=classes, kernel=kernel, smoother=smoother,
                       params=dict(solver.params), rng=config.random_state, config=config,
                       sample_weight=weights, features=features)
     return _run_to_result(problem, solver, solver, rules, max_iter, config)
+
+
+def resolve_defaults(config, composed, executor):
+    """``(config, composed)`` with the solver's defaults that depend on the data set before
+    the run and recorded in its config (``resolve_config``, given the rows of
+    ``executor``: in memory, or the chunks of a dask array where they are held), the
+    plug-ins composed again when it changed."""
+    solver, kernel, _, rules, _ = composed
+    resolve = getattr(solver, "resolve_config", None)
+    if resolve is None:
+        return config, composed
+    resolved = resolve(config, executor, kernel, rules)
+    if resolved is config:
+        return config, composed
+    return resolved, compose(resolved)
 
 
 def _run_to_result(problem, runner, solver, rules, max_iter, config):

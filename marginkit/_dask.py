@@ -452,11 +452,13 @@ def _unsupported(solver_name, kernel):
 
 
 @contextlib.contextmanager
-def dask_problem(X, y, config, solver, kernel, smoother):
+def dask_problem(X, y, config, composed):
     """The problem and the runner of ``marginkit.solve`` for a dask array ``X``: a context
-    yielding ``(problem, driver)``; ``marginkit.solve`` runs the driver as it runs an
-    in-memory solver. The chunks are persisted on the workers on entry and released on
-    exit.
+    yielding ``(problem, driver, config, composed)``; ``marginkit.solve`` runs the driver
+    as it runs an in-memory solver. The chunks are persisted on the workers on entry and
+    released on exit; the solver's defaults that depend on the data are set from them
+    there (``_api.resolve_defaults``, as in memory), so the config and the composed
+    plug-ins yielded are the run's.
 
     Parameters
     ----------
@@ -465,7 +467,7 @@ def dask_problem(X, y, config, solver, kernel, smoother):
         matrices, float32 or float64. Persisted once on the workers, never gathered.
     y : numpy array or dask.array.Array, shape (n_samples,)
     config : marginkit.Config
-    solver, kernel, smoother : the composed plug-ins of ``config``
+    composed : ``(solver, kernel, smoother, rules, max_iter)``, ``compose(config)``
 
     Raises
     ------
@@ -473,8 +475,10 @@ def dask_problem(X, y, config, solver, kernel, smoother):
         A solver that does not run on row chunks (it names the alternatives), or a
         parameter combination its driver does not reproduce.
     """
+    from ._api import resolve_defaults
     from ._validation import check_random_state
 
+    solver, kernel, _, _, _ = composed
     sname = solver.name or type(solver).__name__
     reason = getattr(type(solver), "not_blocked", None)
     if getattr(type(solver), "blocked", None) is False and reason:
@@ -490,13 +494,15 @@ def dask_problem(X, y, config, solver, kernel, smoother):
     t0 = time.perf_counter()
     pool, classes = make_pool(X, y, task=getattr(solver, "task", "classification"))
     try:
+        config, composed = resolve_defaults(config, composed, pool)
+        solver, kernel, smoother, _, _ = composed
         problem = DaskProblem(pool=pool, classes_=classes, kernel=kernel, smoother=smoother,
                               params=dict(solver.params),
                               rng=check_random_state(config.random_state), config=config,
                               source=(X, y), setup_s=time.perf_counter() - t0)
         driver = driver_cls(solver)
         driver.check(problem)
-        yield problem, driver
+        yield problem, driver, config, composed
     finally:
         pool.close()
 

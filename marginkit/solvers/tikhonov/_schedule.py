@@ -57,11 +57,31 @@ def rule_schedule(rules, tol):
     return float(DEFAULT_TOL if tol is None else tol), float(kappa)
 
 
-def default_tol(kernel, X, y, loss, lam, fit_intercept):
+def _k_scale(block, kernel, loss):
+    """(the largest k(x, x), max |y|) over the rows of a block (max |y| = 1 for the
+    logistic loss)."""
+    X = block.X
+    if getattr(kernel, "precomputed", False):
+        d = X.diagonal() if sp.issparse(X) else np.diagonal(np.asarray(X))
+        d = np.asarray(d, dtype=np.float64)
+    else:
+        d = np.concatenate([np.asarray(kernel.diag(float64_block(X[i:i + 4096])),
+                                       dtype=np.float64).ravel()
+                            for i in range(0, X.shape[0], 4096)] or [np.zeros(0)])
+    top = float(np.max(d)) if d.size else 0.0
+    y = np.asarray(block.y, dtype=np.float64)
+    Y = 1.0 if loss == "logistic" else float(np.max(np.abs(y), initial=0.0))
+    return top, Y
+
+
+def default_tol(executor, kernel, loss, lam, fit_intercept):
     """The tolerance of ``tol=None``: DEFAULT_TOL * max(s, 1e-130) with
     s = Y min(1, R / sqrt(lam)), R = max_i sqrt(k(x_i, x_i)) over the rows of X (at least 1
     with an intercept, whose feature is the constant 1), Y = 1 for the logistic loss and
-    max_i |y_i| for the squared loss.
+    max_i |y_i| for the squared loss, over the blocks of ``executor`` (its rows: in
+    memory one block, on a dask array the chunks where they are held, so that both runs
+    take the same target; found by review: on the chunks None was an absolute 1e-8, and
+    y * 1e-10 ended "converged" with the zero model).
 
     s follows the Newton decrement at the start, theta = 0 (the gradient there is at most
     R Y, the Hessian at least lam I): an absolute target is met by theta = 0 itself on
@@ -73,18 +93,12 @@ def default_tol(kernel, X, y, loss, lam, fit_intercept):
     ``max_iter`` against an absolute 1e-8 that float64 could not certify, and y * 1e-100
     ended "converged" 8% away from the unit-scale fit scaled down.
     """
-    if getattr(kernel, "precomputed", False):
-        d = X.diagonal() if sp.issparse(X) else np.diagonal(np.asarray(X))
-        d = np.asarray(d, dtype=np.float64)
-    else:
-        d = np.concatenate([np.asarray(kernel.diag(float64_block(X[i:i + 4096])),
-                                       dtype=np.float64).ravel()
-                            for i in range(0, X.shape[0], 4096)])
-    top = float(np.max(d)) if d.size else 0.0
+    parts = executor.map(_k_scale, kernel, loss)
+    top = max(p[0] for p in parts)
+    Y = max(p[1] for p in parts)
     R = math.sqrt(top) if math.isfinite(top) and top > 0 else 0.0
     if fit_intercept:
         R = max(R, 1.0)
-    Y = 1.0 if loss == "logistic" else float(np.max(np.abs(np.asarray(y, dtype=np.float64))))
     scale = Y * min(1.0, R / math.sqrt(float(lam)))
     if not math.isfinite(scale):
         return DEFAULT_TOL

@@ -50,8 +50,8 @@ class IteratedTikhonov(Solver):
         unit or larger scale, smaller on X scaled down, so that the zero model does not
         meet it by scale alone, and proportional to y for the squared loss, whose solution
         is linear in y; the value used is in
-        ``result.config.solver_params["tol"]`` and is the claim's. (Where it is not set
-        before the run, on dask arrays, None is 1e-8.)
+        ``result.config.solver_params["tol"]`` and is the claim's (on a dask array too:
+        computed from the chunks where they are held).
     t_max : int
         Largest t tried by ``t="auto"``. Its steps are solved to the schedule of t = t_max
         (the tightest it may need); the chosen t is claimed and certified on its own
@@ -146,16 +146,18 @@ class IteratedTikhonov(Solver):
     def start(self, problem):
         return _TikhonovState(self, problem)
 
-    def resolve_config(self, config, X, y, kernel, rules):
+    def resolve_config(self, config, executor, kernel, rules):
         """The run's configuration with ``tol=None`` replaced by ``default_tol`` of the
-        data (X, y as validated), so that the run, its certificate and ``Result.config``
-        carry the number; unchanged when tol is given (here or in a ``newton_decrement``
-        rule)."""
+        data (the rows of ``executor``, validated: in memory or on the chunks), so that
+        the run, its certificate and ``Result.config`` carry the number; unchanged when
+        tol is given (here or in a ``newton_decrement`` rule)."""
         if self.params["tol"] is not None or any(
                 isinstance(r, NewtonDecrement) and r.params["tol"] is not None for r in rules):
             return config
-        lam = self.params["lam"] if self.params["lam"] is not None else 1.0 / X.shape[0]
-        tol = default_tol(kernel, X, y, self.params["loss"], lam, self.params["fit_intercept"])
+        lam = self.params["lam"] if self.params["lam"] is not None \
+            else 1.0 / executor.n_samples
+        tol = default_tol(executor, kernel, self.params["loss"], lam,
+                          self.params["fit_intercept"])
         return config.replace(solver_params={**config.solver_params, "tol": tol})
 
     def blocked_refusal(self, kernel):
