@@ -910,3 +910,18 @@ def test_laplacian_bound_holds_where_the_exponent_error_is_not_first_order():
     assert np.all(np.abs(K - exact) <= E)
     far = np.abs(R[:, None] - R[None]).sum(axis=2) * (10**9 + 3) * 2.0**-53 > 2.0**-20
     assert far.any() and np.all(E[~far] <= 1e-6 * K[~far] + 1e-300)
+
+
+@pytest.mark.parametrize("name", ["rbf", "laplacian"])
+def test_an_entry_whose_distance_overflows_is_not_bounded_by_a_subnormal(name):
+    # found by review of the bounds at the largest gamma: rows 2e308 apart have an
+    # infinite computed distance, so K~ = 0, while g D1 = 0.02 at g = 1e-310 (K = 0.98);
+    # the underflow bound 2^-1050 is for an exponent that overflowed, not a distance
+    A = np.array([[1e308, 0.0], [-1e308, 0.0], [0.0, 1.0]])
+    if name == "rbf":
+        kernel, exact01 = RBFKernel(gamma=1e-320), 0.0       # g D2 = 4e296: K = 0
+    else:
+        kernel, exact01 = LaplacianKernel(gamma=1e-310), np.exp(-(1e-310 * 1e308) * 2.0)
+    K, E = kernel.careful_block(A, A)
+    assert abs(K[0, 1] - exact01) <= E[0, 1] and abs(K[1, 0] - exact01) <= E[1, 0]
+    assert E[0, 1] == 1.0

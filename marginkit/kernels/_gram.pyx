@@ -30,7 +30,7 @@ deterministic too.
 """
 from cython cimport floating
 from cython.parallel cimport prange, threadid
-from libc.math cimport cos, exp, expm1, fabs, floor, ldexp, log, pow
+from libc.math cimport INFINITY, cos, exp, expm1, fabs, floor, ldexp, log, pow
 from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 from marginkit.utils._rows cimport (
@@ -572,8 +572,9 @@ def rbf_careful_bound(const double[:, ::1] K, double[:, ::1] E, const double[::1
     on a Gram matrix that is the identity), so where the exp of E underflowed to 0
     (exp(-z) <= 4 tiny for z = gamma max(D2 - e, 0), so z >= 743) the product is not
     formed: with 2 e <= D2, gamma e <= z and the term 2 gamma e exp(-z) is at most
-    2 z exp(-z) <= 2^-1061 < ``_UNDERFLOWED``; otherwise it is bounded by 1. The cap at 1
-    holds for every entry: K and its float64 value both lie in [0, 1].
+    2 z exp(-z) <= 2^-1061 < ``_UNDERFLOWED``; otherwise (or where D2 itself overflowed)
+    it is bounded by 1. The cap at 1 holds for every entry: K and its float64 value both
+    lie in [0, 1].
 
     The three steps give the operations of the numpy form of ``RBFKernel.careful_block``
     in the same order, so K and E are bit for bit that form's, and E the bound it proves.
@@ -594,7 +595,7 @@ def rbf_careful_bound(const double[:, ::1] K, double[:, ::1] E, const double[::1
                 d2 = _careful_d2_e(0.0, sa, sq_b[j], c, row, j, c_explicit, e_abs, &e)
                 if row == NULL or E[i, j] != 0.0:
                     t = E[i, j] * ((gamma * e) * 2.0)
-                elif 2.0 * e <= d2:
+                elif 2.0 * e <= d2 and d2 < INFINITY:
                     t = _UNDERFLOWED
                 else:
                     t = 1.0

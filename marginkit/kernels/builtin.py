@@ -676,12 +676,16 @@ class LaplacianKernel(Kernel):
         >= 746 (exp(-t) underflows; x~ may be inf for g near the largest double) the term
         is at most t exp(-t) <= 2^-1050. Every bound is capped at 1: K and its float64
         value both lie in [0, 1] (found by review: at gamma = 1e308, 0 * inf made the
-        bound NaN where the Gram matrix is the identity)."""
+        bound NaN where the Gram matrix is the identity); an entry whose distance D1
+        itself overflowed gets 1."""
         A, B = _careful_pair(A, B)
         g = _resolve_gamma(self.gamma, A.shape[1])
         d = (A.shape[1] + 3) * _U64
         with np.errstate(over="ignore", invalid="ignore"):
             x = _dist_block(A, B, 1)
+            # where the distance itself overflowed, K~ = 0 says nothing about K (g 2e308 is
+            # 0.02 at g = 1e-310): those entries get the bound 1 below
+            lost = np.isinf(x)
             np.multiply(x, g, out=x)              # x~ (inf where g D1 overflows)
             K = np.exp(-x)
             r = x * d
@@ -694,6 +698,7 @@ class LaplacianKernel(Kernel):
                 err[far] = term
         err += K * (8 * _U64) + _TINY
         np.minimum(err, 1.0, out=err)
+        err[lost] = 1.0
         return K, err
 
     def diag(self, A):
