@@ -2,6 +2,7 @@
 
 The certificates a result may carry live in ``marginkit.certificates``.
 """
+import contextvars
 import os
 import warnings
 
@@ -440,13 +441,18 @@ _CERTIFIED_MODEL = {"kernel": "kernel", "intercept": "intercept_", "coef": "coef
 _MODEL_BOUND_SINCE = 4
 
 
+#: the first row, in the caller's X, of the rows an estimator's method is scoring: set
+#: around the method on each chunk of a dask array (``sklearn._declared_block_method``)
+CHUNK_FIRST_ROW = contextvars.ContextVar("marginkit_chunk_first_row", default=0)
+
+
 def _finite_scores(scores, first_row=0):
     """``scores`` when finite, else ``ValueError`` naming the rows (``first_row``: the
-    first row's number in X): a polynomial model's scores on rows of 1e120 overflowed to
-    NaN, which ``predict`` turned into the first class (found by review). An infinite
-    score is refused too: a sum with one overflowing term has that term's sign, not
-    always the exact sum's, and a regression's value is no number."""
-    bad = np.flatnonzero(~np.isfinite(scores)) + first_row
+    first row's number in X, plus ``CHUNK_FIRST_ROW``): a polynomial model's scores on
+    rows of 1e120 overflowed to NaN, which ``predict`` turned into the first class (found
+    by review). An infinite score is refused too: a sum with one overflowing term has
+    that term's sign, not always the exact sum's, and a regression's value is no number."""
+    bad = np.flatnonzero(~np.isfinite(scores)) + first_row + CHUNK_FIRST_ROW.get()
     if bad.size:
         raise ValueError(
             f"the decision function is not finite on {bad.size} row(s) of X (first: "

@@ -207,12 +207,20 @@ def _lazy_rows(estimator, method, X, n_outputs, dtype):
 
 
 def _declared_block_method(block, method, block_info=None):
-    """``method(block)`` of a block that is the one its dask array declares."""
+    """``method(block)`` of a block that is the one its dask array declares; rows whose
+    scores are not finite are named by their row in X (found by review: the chunk's own
+    row numbers were given)."""
     from ._dask import _check_declared_block
+    from ._result import CHUNK_FIRST_ROW
 
-    if block_info:
-        _check_declared_block(block, block_info)
-    return method(block)
+    if not block_info:
+        return method(block)
+    _check_declared_block(block, block_info)
+    token = CHUNK_FIRST_ROW.set(int(block_info[0]["array-location"][0][0]))
+    try:
+        return method(block)
+    finally:
+        CHUNK_FIRST_ROW.reset(token)
 
 
 def _warn_unfinished(estimator, results, classes=None, stacklevel=4):

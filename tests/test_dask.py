@@ -962,6 +962,23 @@ def test_predict_names_a_nan_row_by_its_row_in_x():
         res.predict(da.from_array(Z, chunks=(10, 3))).compute()
 
 
+def test_estimator_predict_names_an_overflowing_row_by_its_row_in_x():
+    """Found by review: an estimator's predict on a dask array named a row whose scores
+    overflow by its row in the chunk (5) rather than in X (35), as Result.predict does."""
+    da = pytest.importorskip("dask.array")
+    from marginkit.sklearn import PerceptronClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    est = PerceptronClassifier(kernel="poly", kernel_params={"degree": 3}).fit(X, y)
+    Z = X.copy()
+    Z[35] = 1e120
+    for method in (est.predict, est.decision_function):
+        with pytest.raises(ValueError, match=r"not finite on 1 row\(s\) of X \(first: \[35\]\)"):
+            method(da.from_array(Z, chunks=(10, 3))).compute()
+
+
 def test_every_check_raises_for_a_dask_x_with_nan_naming_its_row():
     """The Newton-decrement check of a dask X with NaN returned a rejected verdict where a
     numpy X raises (the check reads a dask X chunk by chunk, inside its handling of data
