@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._compose import (_instantiate, _rules_and_cap, claim_thresholds, compose,
-                       resolve_kernel, resolve_stop)
+                       resolve_defaults, resolve_kernel, resolve_stop)
 from ._config import FIELD_NAMES as _CONFIG_FIELDS, Config
 from ._executors import local_executor
 from .exceptions import ConvergenceWarning
@@ -802,21 +802,6 @@ def solve(X, y, config=None, sample_weight=None, features=None, **kwargs):
                       params=dict(solver.params), rng=config.random_state, config=config,
                       sample_weight=weights, features=features)
     return _run_to_result(problem, solver, solver, rules, max_iter, config)
-
-
-def resolve_defaults(config, composed, executor):
-    """``(config, composed)`` with the solver's defaults that depend on the data set before
-    the run and recorded in its config (``resolve_config``, given the rows of
-    ``executor``: in memory, or the chunks of a dask array where they are held), the
-    plug-ins composed again when it changed."""
-    solver, kernel, _, rules, _ = composed
-    resolve = getattr(solver, "resolve_config", None)
-    if resolve is None:
-        return config, composed
-    resolved = resolve(config, executor, kernel, rules)
-    if resolved is config:
-        return config, composed
-    return resolved, compose(resolved)
 
 
 def _run_to_result(problem, runner, solver, rules, max_iter, config):

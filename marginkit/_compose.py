@@ -155,6 +155,21 @@ def _rules_and_cap(config, solver):
     return rules, int(max_iter)
 
 
+def resolve_defaults(config, composed, executor):
+    """``(config, composed)`` with the solver's defaults that depend on the data set before
+    the run and recorded in its config (``resolve_config``, given the rows of
+    ``executor``: in memory, or the chunks of a dask array where they are held), the
+    plug-ins composed again when it changed."""
+    solver, kernel, _, rules, _ = composed
+    resolve = getattr(solver, "resolve_config", None)
+    if resolve is None:
+        return config, composed
+    resolved = resolve(config, executor, kernel, rules)
+    if resolved is config:
+        return config, composed
+    return resolved, compose(resolved)
+
+
 def claim_thresholds(config):
     """The thresholds the claims of a run with ``config`` are checked against.
 

@@ -457,7 +457,7 @@ def dask_problem(X, y, config, composed):
     yielding ``(problem, driver, config, composed)``; ``marginkit.solve`` runs the driver
     as it runs an in-memory solver. The chunks are persisted on the workers on entry and
     released on exit; the solver's defaults that depend on the data are set from them
-    there (``_api.resolve_defaults``, as in memory), so the config and the composed
+    there (``_compose.resolve_defaults``, as in memory), so the config and the composed
     plug-ins yielded are the run's.
 
     Parameters
@@ -475,7 +475,7 @@ def dask_problem(X, y, config, composed):
         A solver that does not run on row chunks (it names the alternatives), or a
         parameter combination its driver does not reproduce.
     """
-    from ._api import resolve_defaults
+    from ._compose import resolve_defaults
     from ._validation import check_random_state
 
     solver, kernel, _, _, _ = composed
