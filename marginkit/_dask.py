@@ -31,6 +31,7 @@ rows it draws, gathered from the chunks, and evaluated on each chunk where it is
 """
 import contextlib
 import dataclasses
+import numbers
 import time
 
 import numpy as np
@@ -119,7 +120,7 @@ def _block_scores(block, result, block_info=None):
     first = 0
     if block_info:
         _check_declared_block(block, block_info)
-        first = block_info[0]["array-location"][0][0]
+        first = chunk_first_row(block_info)
     try:
         X = check_X(block)
     except ValueError as exc:
@@ -129,6 +130,14 @@ def _block_scores(block, result, block_info=None):
         raise ValueError(f"X contains NaN or infinity in row(s) {rows[:10].tolist()}"
                          f"{' ...' if rows.size > 10 else ''}; remove or impute them") from None
     return result._checked_scores(X, first)
+
+
+def chunk_first_row(block_info):
+    """The first row of a ``map_blocks`` block in its array, or 0 where the chunk sizes
+    are unknown (dask gives NaN there: the chunk's own row numbers are named then)."""
+    first = block_info[0]["array-location"][0][0]
+    return int(first) if isinstance(first, numbers.Integral) or float(first).is_integer() \
+        else 0
 
 
 def _check_declared_block(block, block_info):

@@ -210,13 +210,13 @@ def _declared_block_method(block, method, block_info=None):
     """``method(block)`` of a block that is the one its dask array declares; rows whose
     scores are not finite are named by their row in X (found by review: the chunk's own
     row numbers were given)."""
-    from ._dask import _check_declared_block
+    from ._dask import _check_declared_block, chunk_first_row
     from ._result import CHUNK_FIRST_ROW
 
     if not block_info:
         return method(block)
     _check_declared_block(block, block_info)
-    token = CHUNK_FIRST_ROW.set(int(block_info[0]["array-location"][0][0]))
+    token = CHUNK_FIRST_ROW.set(chunk_first_row(block_info))
     try:
         return method(block)
     finally:

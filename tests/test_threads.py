@@ -530,3 +530,23 @@ def test_a_request_of_one_thread_starts_no_openmp_team():
     before, after, default = map(int, out)
     assert after == before
     assert default > before  # the test can see a team: the default run starts one
+
+
+def test_the_intercept_from_the_model_does_not_depend_on_the_blas_threads():
+    # found by a test run on a busy machine: the intercept t_bar - m . coef was a BLAS dot,
+    # split among a number of threads that BlasChoice may change between the claim's
+    # check and the result's finalize; the two intercepts differed in the last bit and
+    # the result was refused ("r.intercept_ is not the intercept its certificate checks")
+    from threadpoolctl import threadpool_limits
+
+    from marginkit.solvers.svm._data import _Original
+
+    rng = np.random.default_rng(0)
+    orig = _Original.__new__(_Original)
+    orig.m = rng.normal(size=3_200_000)
+    coef = rng.normal(size=3_200_000)
+    with threadpool_limits(1):
+        one = orig.original(None, 0.25, coef)[1]
+    with threadpool_limits(2):
+        two = orig.original(None, 0.25, coef)[1]
+    assert one == two

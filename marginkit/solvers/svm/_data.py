@@ -199,10 +199,16 @@ class _Original:
 
     def original(self, w_bar, t_bar, coef=None):
         """(coef, intercept) in the original feature space: w = s w_bar (or the given
-        ``coef``, already that product), t = t_bar - m^T w."""
+        ``coef``, already that product), t = t_bar - m^T w.
+
+        m^T w is numpy's pairwise sum, not BLAS's dot: the BLAS splits a long dot among
+        its threads, whose number ``BlasChoice`` may change between two calls, so the
+        intercept of the claim's check and of the result differed in the last bit (found
+        by a test run on a busy machine: "r.intercept_ is not the intercept its
+        certificate checks", on 3.2 million columns)."""
         if coef is None:
             coef = self.s * w_bar
-        return coef, float(t_bar - self.m.dot(coef))
+        return coef, float(t_bar - np.sum(self.m * coef))
 
 
 class _Data(_Original):
