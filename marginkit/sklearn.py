@@ -1498,10 +1498,9 @@ class IteratedTikhonovClassifier(_TikhonovParams, _MarginClassifier):
         size used.
     tol : float, optional
         Target Newton decrement of the final subproblem (the claim "converged"); None:
-        set from the data before each fit, 1e-8 on X of unit or larger scale,
-        proportionally smaller on X scaled down, and proportional to y for the squared
-        loss (the solver's ``tol``), the value used in
-        ``result_.config.solver_params["tol"]``.
+        set from the data before each fit, 1e-8 on data of unit or larger scale and
+        proportionally smaller on data scaled down (the solver's ``tol``), the value used
+        in ``result_.config.solver_params["tol"]``.
     max_iter, random_state, verbose, callback, solver_params
         As in ``PerceptronClassifier``.
     class_weight : None, "balanced" or dict, default None

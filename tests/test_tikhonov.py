@@ -831,10 +831,9 @@ def test_source_capacity_bernoulli_normalization():
 
 
 @pytest.mark.parametrize("kernel", ["linear", "rbf"])
-def test_squared_loss_fits_scale_with_y(kernel):
-    # found by review: the default target did not scale with y, so targets of about 1e6
-    # ended max_iter (an absolute 1e-8 float64 could not certify) and y * 1e-100 ended
-    # "converged" 8% away from the unit fit scaled down; the solution is linear in y
+def test_squared_loss_fits_scale_down_with_y(kernel):
+    # found by review: the default target's floor (1e-20) let y * 1e-100 end "converged"
+    # 8% away from the unit fit scaled down; the solution is linear in y
     from marginkit.sklearn import IteratedTikhonovRegressor
 
     rng = np.random.default_rng(0)
@@ -842,13 +841,51 @@ def test_squared_loss_fits_scale_with_y(kernel):
     y = X @ rng.normal(size=6) + 0.1 * rng.normal(size=400)
     unit = IteratedTikhonovRegressor(kernel=kernel, random_state=0).fit(X, y)
     ref = unit.predict(X)
-    for s in (1e-100, 1e-3, 1e6, 1e12, 1e100):
+    for s in (1e-120, 1e-100, 1e-30, 1e-3):
         fit = IteratedTikhonovRegressor(kernel=kernel, random_state=0).fit(X, y * s)
         assert fit.status_ == "converged", (s, fit.result_.extra.get("failure"))
         assert fit.result_.certificate.verify(X, y * s)
         assert_allclose(fit.predict(X) / s, ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max())
     zero = IteratedTikhonovRegressor(kernel=kernel, random_state=0).fit(X, 0.0 * y)
     assert zero.status_ == "converged" and not np.any(zero.predict(X))
+
+
+@pytest.mark.parametrize("case", ["offset", "weightless_outlier", "featureless_outlier"])
+def test_a_large_y_never_loosens_the_default_target(case):
+    # found by review: a target that grew with max |y| was met far from the solution:
+    # y = 1e9 plus an O(1) signal, with an intercept, by CG, "converged" 52% off Ridge;
+    # an outlier of 1e12 on a row of weight 0 (or of zero features) certified the zero
+    # model. The target stays 1e-8 above unit scale: exact, or an honest max_iter
+    rng = np.random.default_rng(1)
+    w = None
+    if case == "offset":
+        X = rng.standard_normal((2100, 512))
+        y = 1e9 + X @ (0.05 * rng.standard_normal(512))
+        kw = {"fit_intercept": True}
+    else:
+        X = rng.standard_normal((200, 5))
+        y = X @ rng.standard_normal(5)
+        y[0] = 1e12
+        kw = {}
+        if case == "weightless_outlier":
+            w = np.ones(200)
+            w[0] = 0.0
+        else:
+            X[0] = 0.0
+    res = mk.solve(X, y, solver="iterated_tikhonov", loss="squared", t=1, sample_weight=w,
+                   **kw)
+    assert res.config.solver_params["tol"] <= 1e-8
+    if res.status == "converged":
+        lam = 1.0 / X.shape[0]
+        sw = np.ones(X.shape[0]) if w is None else w
+        Z = np.hstack([X, np.ones((X.shape[0], 1))]) if kw else X
+        reg = lam * sw.sum() * np.eye(Z.shape[1])
+        if kw:
+            reg[-1, -1] = 0.0  # the intercept is not regularized
+        exact = np.linalg.solve(Z.T @ (sw[:, None] * Z) + reg, Z.T @ (sw * y))[:X.shape[1]]
+        assert np.linalg.norm(res.coef_ - exact) <= 1e-4 * np.linalg.norm(exact)
+    else:
+        assert res.status == "max_iter" and res.certificate is None
 
 
 def test_default_tol_scales_with_the_data_and_is_recorded_in_the_config():

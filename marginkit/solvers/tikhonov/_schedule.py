@@ -29,7 +29,7 @@ DEFAULT_TOL = 1e-8
 #: from the subnormal floor of the squared terms), so that an exactly zero model (y = 0,
 #: X = 0) is still certified. Found by review: a floor of 1e-12 let a squared-loss fit of
 #: y * 1e-100 end "converged" 8% away from the unit-scale fit scaled down (its target met
-#: at 1e-20 absolute); it now matches it. Below ~1e-130 the target stays absolute.
+#: at 1e-20 absolute); it now matches it. Below s ~ 1e-130 the target stays 1e-138.
 _MIN_TOL_FACTOR = 1e-130
 
 
@@ -75,23 +75,25 @@ def _k_scale(block, kernel, loss):
 
 
 def default_tol(executor, kernel, loss, lam, fit_intercept):
-    """The tolerance of ``tol=None``: DEFAULT_TOL * max(s, 1e-130) with
-    s = Y min(1, R / sqrt(lam)), R = max_i sqrt(k(x_i, x_i)) over the rows of X (at least 1
-    with an intercept, whose feature is the constant 1), Y = 1 for the logistic loss and
-    max_i |y_i| for the squared loss, over the blocks of ``executor`` (its rows: in
-    memory one block, on a dask array the chunks where they are held, so that both runs
-    take the same target; found by review: on the chunks None was an absolute 1e-8, and
+    """The tolerance of ``tol=None``: DEFAULT_TOL * min(1, max(s, 1e-130)) with
+    s = R Y / sqrt(lam), R = max_i sqrt(k(x_i, x_i)) over the rows of X (at least 1 with
+    an intercept, whose feature is the constant 1), Y = 1 for the logistic loss and
+    max_i |y_i| for the squared loss, over the blocks of ``executor`` (its rows: in memory
+    one block, on a dask array the chunks where they are held, so that both runs take the
+    same target; found by review: on the chunks None was an absolute 1e-8, and
     y * 1e-10 ended "converged" with the zero model).
 
-    s follows the Newton decrement at the start, theta = 0 (the gradient there is at most
-    R Y, the Hessian at least lam I): an absolute target is met by theta = 0 itself on
+    s bounds the Newton decrement at the start, theta = 0 (the gradient there is at most
+    R Y, the Hessian at least lam I). An absolute target is met by theta = 0 itself on
     data scaled down far enough (X * 1e-10: decrement 5e-10 at the zero model, below
-    1e-8), so the target scales down with R / sqrt(lam) there; scaled up, the data term of
-    the Hessian dominates lam and the decrement no longer depends on X's scale. The
-    squared loss's decrement is proportional to y at every scale (its solution is linear
-    in y), so the target is too: found by review, targets of about 1e6 (prices) ended
-    ``max_iter`` against an absolute 1e-8 that float64 could not certify, and y * 1e-100
-    ended "converged" 8% away from the unit-scale fit scaled down.
+    1e-8; y * 1e-100 with the squared loss), so the target scales down with s there, to
+    1e-138 (found by review: a floor at 1e-20 let y * 1e-100 end "converged" 8% away
+    from the unit fit scaled down). Scaled up it stays DEFAULT_TOL: a target that grew
+    with max |y| was met by models far from the solution (found by review: y = 1e9 plus
+    an O(1) signal, fitted with an intercept by conjugate gradients, ended "converged"
+    52% away from it against a target of 10; an outlier of 1e12 on a row of weight 0
+    certified the zero model). There float64 may not certify 1e-8, and the run ends
+    ``max_iter`` saying so; a ``tol`` given is the claim asked for.
     """
     parts = executor.map(_k_scale, kernel, loss)
     top = max(p[0] for p in parts)
@@ -99,10 +101,10 @@ def default_tol(executor, kernel, loss, lam, fit_intercept):
     R = math.sqrt(top) if math.isfinite(top) and top > 0 else 0.0
     if fit_intercept:
         R = max(R, 1.0)
-    scale = Y * min(1.0, R / math.sqrt(float(lam)))
+    scale = R * Y / math.sqrt(float(lam))
     if not math.isfinite(scale):
         return DEFAULT_TOL
-    return DEFAULT_TOL * max(scale, _MIN_TOL_FACTOR)
+    return DEFAULT_TOL * min(1.0, max(scale, _MIN_TOL_FACTOR))
 
 
 @_register_builtin("stopping", "newton_decrement")
