@@ -925,3 +925,26 @@ def test_an_entry_whose_distance_overflows_is_not_bounded_by_a_subnormal(name):
     K, E = kernel.careful_block(A, A)
     assert abs(K[0, 1] - exact01) <= E[0, 1] and abs(K[1, 0] - exact01) <= E[1, 0]
     assert E[0, 1] == 1.0
+
+
+@pytest.mark.parametrize("layout", ["dense", "csr"])
+def test_rbf_rows_whose_squared_distance_overflows_leave_the_norm_formula(layout):
+    # found by review: |a|^2 + |b|^2 finite, |a|^2 + |b|^2 - 2 <a, b> = inf (opposite
+    # rows); at gamma 2.3e-308 the row test kept the norm formula, K~ = 0 with a bound of
+    # one subnormal where K = 0.0016, and perceptrons certified false separators
+    L = np.sqrt(0.7e308)
+    A = np.array([[L], [-L]])
+    A = sp.csr_matrix(A) if layout == "csr" else A
+    g = 2.3e-308
+    K, E = RBFKernel(gamma=g).careful_block(A, A)
+    exact = np.exp(-(g * 0.7e308) * 4.0)             # g (2L)^2, formed without overflow
+    assert abs(K[0, 1] - exact) <= E[0, 1] and abs(K[1, 0] - exact) <= E[1, 0]
+    f, a, b, _, _ = RBFKernel(gamma=g).careful_products(A, A, np.array([0.0, 1.0]))
+    assert abs(f[0] - exact) <= b[0]
+    R = np.sqrt(0.8e308)
+    X = np.array([[R, 0.0], [-R / 2, R * np.sqrt(3) / 2], [-R / 2, -R * np.sqrt(3) / 2]])
+    y = np.array([1, -1, -1])
+    for solver in ("perceptron", "snkp"):
+        res = mk.solve(X, y, solver=solver, kernel="rbf", kernel_params={"gamma": 1e-309},
+                       max_iter=300)
+        assert res.certificate is None or not res.certificate.verify(X, y)
