@@ -1305,3 +1305,35 @@ def test_pegasos_given_c_says_lam_is_one_over_c_n():
     with pytest.raises(TypeError, match=r"unknown parameter\(s\) \['C'\].*pegasos takes lam, "
                                         r"not C.*lam = 1/\(C n\)"):
         mk.solve(X, y, solver="pegasos", C=1.0)
+
+
+def test_fista_on_one_hot_rows_does_not_crash_in_lapack(monkeypatch):
+    # found by review: LAPACK's subset driver raised "Internal Error" on the scaled Gram
+    # matrix of 20 one-hot rows (top eigenvalue of multiplicity 19) and fista crashed
+    import scipy.linalg
+
+    from marginkit.linalg._norms import top_eigenvalue
+
+    X = np.eye(20)
+    y = np.where(np.arange(20) % 2 == 0, 1, -1)
+    res = mk.solve(X, y, solver="fista", kernel="linear", max_iter=100)
+    assert res.status == "certified" and res.certificate.verify(X, y)
+    # the fallbacks, whatever this machine's LAPACK does: the whole spectrum, then None
+    S = np.diag([1.0, 3.0, 2.0])
+    real = scipy.linalg.eigvalsh
+    calls = []
+
+    def flaky(a, *args, **kw):
+        calls.append(kw)
+        if "subset_by_index" in kw or fail_all:
+            raise np.linalg.LinAlgError("Internal Error.")
+        return real(a, *args, **kw)
+
+    monkeypatch.setattr(scipy.linalg, "eigvalsh", flaky)
+    fail_all = False
+    assert top_eigenvalue(S) == 3.0 and len(calls) == 2
+    fail_all = True
+    assert top_eigenvalue(S) is None
+    # and fista's Lipschitz bound then takes the trace (>= the top eigenvalue)
+    res = mk.solve(X, y, solver="fista", kernel="linear", max_iter=100)
+    assert res.status == "certified" and res.certificate.verify(X, y)

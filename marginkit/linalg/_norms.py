@@ -59,3 +59,21 @@ def row_norms(X):
         m = float(np.max(np.abs(row), initial=0.0))
         nrm[i] = 0.0 if m == 0.0 else m * float(np.sqrt(np.dot(row / m, row / m)))
     return nrm
+
+
+def top_eigenvalue(S):
+    """The largest eigenvalue of the symmetric matrix S: LAPACK's subset driver (the top
+    one only), else the whole spectrum by divide and conquer, else None. Found by review:
+    the subset driver raised "LinAlgError: Internal Error" on the scaled Gram matrix of
+    20 one-hot rows (a top eigenvalue of multiplicity 19), and fista crashed."""
+    import scipy.linalg
+
+    p = S.shape[0]
+    try:
+        return float(scipy.linalg.eigvalsh(S, subset_by_index=[p - 1, p - 1])[0])
+    except np.linalg.LinAlgError:
+        pass
+    try:
+        return float(scipy.linalg.eigvalsh(S, driver="evd")[-1])
+    except np.linalg.LinAlgError:
+        return None

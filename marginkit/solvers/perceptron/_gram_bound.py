@@ -69,13 +69,12 @@ def bound_from_cross(C, n):
     if C.size and not np.all(np.isfinite(C)):
         return float(n)  # a cross product that overflowed bounds nothing: the paper's n
     if C.size:
-        import scipy.linalg
+        from ...linalg._norms import top_eigenvalue
 
-        d = C.shape[0]  # the top eigenvalue only (LAPACK's subset driver)
-        lam = float(scipy.linalg.eigvalsh(C, subset_by_index=[d - 1, d - 1])[0])
+        lam = top_eigenvalue(C)  # the top eigenvalue only (LAPACK's subset driver)
     else:
         lam = float(n)
-    if not np.isfinite(lam):
+    if lam is None or not np.isfinite(lam):
         return float(n)
     # entries of C carry a float64 round-off far below 1e-6 n (trace(C) = n)
     return float(min(n, max(1.0, lam * (1.0 + 1e-6) + 1e-6 * n)))

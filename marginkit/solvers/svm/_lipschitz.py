@@ -118,12 +118,15 @@ def gram_is_cheap(p, nnz, cost, memory_budget):
 
 
 def top_eigenvalue_bound(G, n, F, M, trace, augmented, n_blocks=1):
-    """Largest eigenvalue of the Gram matrix G (LAPACK, top one only) plus the rounding
+    """Largest eigenvalue of the Gram matrix G (``top_eigenvalue``: LAPACK, top one only;
+    the trace of G, also at least that eigenvalue, where LAPACK fails) plus the rounding
     margin of ``_gram_rounding_bound``: an upper bound of ||Z~||_2^2."""
-    import scipy.linalg
+    from ...linalg._norms import top_eigenvalue
 
     p = G.shape[0]
-    lam = float(scipy.linalg.eigvalsh(G, subset_by_index=[p - 1, p - 1])[0])
+    lam = top_eigenvalue(G)
+    if lam is None:
+        lam = float(np.trace(G))
     return max(lam, 0.0) + _gram_rounding_bound(n, F, M, trace, augmented, p, n_blocks)
 
 
