@@ -1241,3 +1241,19 @@ def test_rbf_with_no_rows_in_b_warns_nothing():
         warnings.simplefilter("error")
         assert k(np.ones((3, 2)), np.ones((0, 2))).shape == (3, 0)
         assert k.careful_block(np.ones((3, 2)), np.ones((0, 2)))[0].shape == (3, 0)
+
+
+def test_rbf_rows_whose_mean_overflows_are_not_centred_into_nan():
+    # found by review: a column of +-1e308 has a NaN mean (inf - inf in the pairwise sum);
+    # centring by it made every norm NaN, no row was recomputed and every entry was 1
+    x = np.arange(16, dtype=float)
+    x[0] = x[8] = 1e308
+    x[1] = x[9] = -1e308
+    X = x[:, None]
+    kernel = mk.get_plugin("kernel", "rbf")(gamma=1.0)
+    K = kernel(X)
+    assert K[2, 3] == pytest.approx(np.exp(-1.0)) and K[0, 1] == 0.0 and K[0, 8] == 1.0
+    Kc, E = kernel.careful_block(X, X)
+    exact = np.exp(-np.minimum((x[:, None] - x[None, :]) ** 2, 1e300))
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert np.all(np.abs(Kc - exact) <= E)

@@ -293,7 +293,13 @@ def _centered(A, B):
     Sparse operands are returned as they are (translating them would densify)."""
     if sp.issparse(A) or sp.issparse(B) or B.shape[0] == 0:
         return A, B  # (no rows in B: nothing to centre on, and no numpy warning)
-    c = np.mean(B, axis=0, dtype=np.float64).astype(A.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        c = np.mean(B, axis=0, dtype=np.float64).astype(A.dtype)
+    if not np.all(np.isfinite(c)):
+        # a column sum overflowed (rows near +-1e308: inf - inf = NaN, which made every
+        # centred norm NaN, no row recomputed and every entry 1; found by review): no
+        # centring, the norms then overflow and those rows take explicit differences
+        return A, B
     Ac = A - c
     return Ac, (Ac if B is A else B - c)
 
