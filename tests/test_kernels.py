@@ -1257,3 +1257,17 @@ def test_rbf_rows_whose_mean_overflows_are_not_centred_into_nan():
     exact = np.exp(-np.minimum((x[:, None] - x[None, :]) ** 2, 1e300))
     with np.errstate(over="ignore", invalid="ignore"):
         assert np.all(np.abs(Kc - exact) <= E)
+
+
+def test_laplacian_float32_falls_back_to_float64_where_float32_overflows():
+    # found by review: rows 3e38 apart had an infinite float32 L1 distance (K = 0 instead
+    # of 0.94 at gamma 1e-40), and gamma 1e39 (inf in float32) made the diagonal NaN
+    kernel = mk.get_plugin("kernel", "laplacian")
+    A = np.array([[3e38], [-3e38]], dtype=np.float32)
+    K = kernel(gamma=1e-40)(A)
+    assert K.dtype == np.float32
+    assert K[0, 1] == pytest.approx(np.exp(-1e-40 * 6e38), rel=1e-6)
+    X = np.random.default_rng(0).normal(size=(4, 2)).astype(np.float32)
+    assert_array_equal(kernel(gamma=1e39)(X), np.eye(4, dtype=np.float32))
+    np.testing.assert_allclose(kernel(gamma=0.5)(X), kernel(gamma=0.5)(X.astype(np.float64)),
+                               rtol=1e-6)

@@ -209,15 +209,17 @@ def _float32_quiet(dtype):
     return contextlib.nullcontext()
 
 
-def _float32_finite(kernel, A, B, K):
+def _float32_finite(kernel, A, B, K, overflowed=False):
     """K = kernel(A, B) computed in float32 (A and B float32 and finite, validated), or,
-    when some entry of it is not finite, the block computed in float64 and rounded to
+    when some entry of it is not finite (or ``overflowed``: the caller saw an intermediate
+    overflow that left the entries finite), the block computed in float64 and rounded to
     float32: an intermediate overflowed (poly's <a, b> before a tiny gamma, RBF's squared
-    norms: NaN from inf - inf) where the entry itself is representable; an entry beyond
-    float32's range stays inf, as numpy's float32 products give (found by review: poly
-    with gamma 1e-40 returned inf for entries of about 1.1)."""
+    norms: NaN from inf - inf, laplacian's L1 distance) where the entry itself is
+    representable; an entry beyond float32's range stays inf, as numpy's float32 products
+    give (found by review: poly with gamma 1e-40 returned inf for entries of about 1.1)."""
     with np.errstate(invalid="ignore"):
-        if K.dtype != np.float32 or math.isfinite(float(np.sum(K, dtype=np.float64))):
+        if K.dtype != np.float32 or (not overflowed and
+                                     math.isfinite(float(np.sum(K, dtype=np.float64)))):
             return K
     with np.errstate(over="ignore"):
         A64 = _as64(A)
@@ -668,11 +670,18 @@ class LaplacianKernel(Kernel):
     def __call__(self, A, B=None):
         A, B, dtype = prepare_pair(A, B)
         g = _resolve_gamma(self.gamma, A.shape[1])
-        K = _dist_block(A, B, 1)
-        with np.errstate(over="ignore"):    # g D1 beyond the largest double: exp(-inf) = 0
-            np.multiply(K, -g, out=K)
-        np.exp(K, out=K)
-        return K
+        with _float32_quiet(dtype):
+            K = _dist_block(A, B, 1)
+            # float32: a distance or a gamma beyond float32's range is computed in float64
+            # (found by review: 3e38 apart, 0 instead of 0.94 at gamma 1e-40; gamma 1e39
+            # gave NaN on the diagonal)
+            overflowed = K.dtype == np.float32 and (
+                g > float(np.finfo(np.float32).max) or bool(np.isinf(K).any()))
+            if not overflowed:
+                with np.errstate(over="ignore"):  # g D1 beyond the largest value: exp(-inf) = 0
+                    np.multiply(K, -g, out=K)
+                np.exp(K, out=K)
+        return _float32_finite(self, A, B, K, overflowed)
 
     def careful_block(self, A, B):
         """K(A, B) in float64 and a bound on each entry's error.
