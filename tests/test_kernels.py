@@ -1271,3 +1271,30 @@ def test_laplacian_float32_falls_back_to_float64_where_float32_overflows():
     assert_array_equal(kernel(gamma=1e39)(X), np.eye(4, dtype=np.float32))
     np.testing.assert_allclose(kernel(gamma=0.5)(X), kernel(gamma=0.5)(X.astype(np.float64)),
                                rtol=1e-6)
+
+
+@pytest.mark.parametrize("normalization", ["series", "bernoulli"])
+def test_spline_on_csr_reads_the_stored_columns_only(normalization):
+    # found by review: the spline looped over every column, 8.6 s a block on 4 rows of
+    # 10^5 columns (hours at 10^9) whatever the number of entries; the empty columns are
+    # one factor K_1(0, 0) each, applied at once
+    rng = np.random.default_rng(0)
+    X = np.zeros((5, 40))
+    X[:, [3, 17, 30]] = rng.random((5, 3))
+    X[rng.random(X.shape) < 0.3] = 0.0
+    Y = np.zeros((4, 40))
+    Y[:, [3, 21]] = rng.random((4, 2))
+    kernel = mk.get_plugin("kernel", "spline")(order=3.0, normalization=normalization)
+    for A, B in ((X, X), (X, Y)):
+        dense = kernel(A, B)
+        np.testing.assert_allclose(kernel(sp.csr_matrix(A), sp.csr_matrix(B)), dense,
+                                   rtol=1e-13)
+        K, E = kernel.careful_block(sp.csr_matrix(A), sp.csr_matrix(B))
+        Kd, Ed = kernel.careful_block(A, B)
+        assert np.all(np.abs(K - Kd) <= E) and np.all(E <= 2 * Ed + 1e-300)
+    wide = sp.csr_matrix((np.array([0.25, 0.5, 0.75]), np.array([7, 999_999_990, 5]),
+                          np.array([0, 2, 2, 3])), shape=(3, 10**9))
+    high = mk.get_plugin("kernel", "spline")(order=60.0, normalization="bernoulli")
+    K, E = high.careful_block(wide, wide)               # milliseconds, not hours
+    assert K.shape == (3, 3) and np.all(np.isfinite(E))
+    np.testing.assert_allclose(np.diag(K), high.diag(wide), rtol=1e-12)

@@ -885,6 +885,7 @@ class SplineKernel(Kernel):
         from ._periodic import series_plan
 
         A, B, dtype = prepare_pair(A, B)
+        A, B, zeros = _stored_columns(A, B)
         same = B is A
         mode, coef, scalars = series_plan(float(self.order))
         w = self._weight()
@@ -897,6 +898,9 @@ class SplineKernel(Kernel):
             _gram.spline_factor(a, b, K, mode, coef, scalars, w, same)
         if same:
             _gram.mirror_upper(K)
+        if zeros:
+            with np.errstate(over="ignore"):
+                K *= np.float64(_spline_zero_factor(mode, coef, scalars, w)) ** zeros
         return K.astype(dtype, copy=False)
 
     #: bound on the absolute error of one coordinate's computed factor 1 + w C_q(t),
@@ -924,6 +928,8 @@ class SplineKernel(Kernel):
         from ._periodic import series_plan, term_scale
 
         A, B = _careful_pair(A, B)
+        d = A.shape[1]
+        A, B, zeros = _stored_columns(A, B)
         q = float(self.order)
         mode, coef, scalars = series_plan(q)
         w = self._weight()
@@ -952,7 +958,14 @@ class SplineKernel(Kernel):
                 gap = np.abs(a[:, None] - b[None, :])
                 tiny = (gap > 0.0) & (gap < _SPLINE_TINY)
                 subnormal = tiny if subnormal is None else subnormal | tiny
-        d = A.shape[1]
+        if zeros:
+            # the columns where neither block stores an entry: the same factor f0 (an
+            # exact difference 0) for every entry, ``zeros`` times, as the loop would
+            f0 = np.float64(_spline_zero_factor(mode, coef, scalars, w))
+            with np.errstate(over="ignore", invalid="ignore"):
+                K *= f0 ** zeros
+                P *= abs(f0) ** zeros
+                U *= (abs(f0) + e) ** zeros
         with np.errstate(over="ignore", invalid="ignore"):
             bound = (U - P) + (2 * d + 4) * _U64 * U
         bound[~np.isfinite(bound)] = np.inf
@@ -978,6 +991,34 @@ class SplineKernel(Kernel):
 
 #: coordinate differences below which the spline's evaluation runs into the subnormal range
 _SPLINE_TINY = 2.0 ** -1020
+
+
+def _stored_columns(A, B):
+    """For CSR blocks A and B: both restricted to the columns where either stores an
+    entry (renumbered in order), and the number of the others, zero in both rows of every
+    pair (each a factor K_1(0, 0) of every entry); ``(A, B, 0)`` otherwise. Found by
+    review: the spline's loop over all columns took 8.6 s a block on 4 rows of 10^5
+    columns and hours on 10^9, whatever the number of entries."""
+    if not (sp.issparse(A) and sp.issparse(B)):
+        return A, B, 0
+    same = B is A
+    cols = np.unique(A.indices) if same else np.union1d(A.indices, B.indices)
+
+    def restrict(X):
+        return sp.csr_matrix((X.data, np.searchsorted(cols, X.indices), X.indptr),
+                             shape=(X.shape[0], cols.size))
+
+    Ar = restrict(A)
+    return Ar, (Ar if same else restrict(B)), A.shape[1] - cols.size
+
+
+def _spline_zero_factor(mode, coef, scalars, w):
+    """The factor 1 + w C_q(0) of a coordinate where both rows are 0, as the kernel's
+    compiled pass computes it."""
+    F = np.ones((1, 1))
+    z = np.zeros(1)
+    _gram.spline_factor(z, z, F, mode, coef, scalars, w, False)
+    return float(F[0, 0])
 
 
 def _unit_column(X, j):
