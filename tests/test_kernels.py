@@ -1298,3 +1298,20 @@ def test_spline_on_csr_reads_the_stored_columns_only(normalization):
     K, E = high.careful_block(wide, wide)               # milliseconds, not hours
     assert K.shape == (3, 3) and np.all(np.isfinite(E))
     np.testing.assert_allclose(np.diag(K), high.diag(wide), rtol=1e-12)
+
+
+def test_degree_and_rff_gamma_at_their_extremes_get_clear_answers():
+    # found by review: degree 2**31 reached a C int (OverflowError); rff at gamma 1.7e308
+    # drew infinite frequencies (sqrt(2 gamma)), its features were NaN and the
+    # perceptrons called every row all-zero
+    X = np.array([[0.5, 0.1], [0.2, 0.3], [-0.4, 0.2], [0.1, -0.6]])
+    y = np.array([1, 1, -1, -1])
+    with pytest.raises(ValueError, match=r"degree=2147483648 is out of range"):
+        mk.solve(X, y, solver="perceptron", kernel="poly", kernel_params={"degree": 2**31})
+    rff = mk.get_plugin("kernel", "rff")(base="rbf", gamma=1.7e308, n_components=50,
+                                         random_state=0)
+    rff.fit(X)
+    assert np.all(np.isfinite(rff.feature_map(X)))
+    with pytest.raises(ValueError, match=r"random features of row\(s\) \[0, 1, 2, 3\] are "
+                                         r"not finite.*smaller gamma or rescale X"):
+        rff.feature_map(X * 1e200)

@@ -31,6 +31,7 @@ enforces the run's ``memory_budget`` on the matrices it builds (the n x m featur
 Nystroem's m x m matrices, the d x m random frequencies).
 """
 import copy
+import math
 import numbers
 import threading
 
@@ -665,7 +666,8 @@ class RandomFourierKernel(_FittedFeatureMap):
         gamma = 1.0 / d if self.gamma is None else float(self.gamma)
         rng = check_random_state(seed)
         if self.base == "rbf":
-            W = rng.normal(scale=np.sqrt(2.0 * gamma), size=(d, m))
+            # (sqrt(2) sqrt(gamma): 2 gamma overflows for gamma near the largest double)
+            W = rng.normal(scale=np.sqrt(2.0) * np.sqrt(gamma), size=(d, m))
         else:
             W = gamma * rng.standard_cauchy(size=(d, m))
         return {"gamma_": gamma, "frequencies_": W,
@@ -704,9 +706,19 @@ class RandomFourierKernel(_FittedFeatureMap):
 
     def _transform(self, X):
         dtype = X.dtype
-        Z = X @ self.frequencies_.astype(dtype, copy=False)
-        Z = np.asarray(Z, dtype=dtype)
-        Z += self.offsets_.astype(dtype, copy=False)
-        np.cos(Z, out=Z)
-        Z *= dtype.type(np.sqrt(2.0 / self.frequencies_.shape[1]))
+        with np.errstate(over="ignore", invalid="ignore"):  # refused below, by row
+            Z = X @ self.frequencies_.astype(dtype, copy=False)
+            Z = np.asarray(Z, dtype=dtype)
+            Z += self.offsets_.astype(dtype, copy=False)
+            np.cos(Z, out=Z)
+            Z *= dtype.type(np.sqrt(2.0 / self.frequencies_.shape[1]))
+        if not math.isfinite(float(np.sum(Z, dtype=np.float64))):
+            # cos of an overflowed x . w (found by review: at gamma = 1.7e308 every
+            # feature was NaN, and the perceptrons called the rows all-zero)
+            bad = np.flatnonzero(~np.all(np.isfinite(Z), axis=1))
+            raise ValueError(
+                f"{self._owner()}: the random features of row(s) {bad[:10].tolist()}"
+                f"{' ...' if bad.size > 10 else ''} are not finite: x . w overflows "
+                f"{dtype} for frequencies drawn at gamma={self.gamma_!r}; choose a smaller "
+                "gamma or rescale X")
         return np.ascontiguousarray(Z)

@@ -608,7 +608,8 @@ class PolynomialKernel(Kernel):
     """
 
     param_table = {
-        "degree": Param(3, numbers.Integral, low=1, doc="polynomial degree"),
+        "degree": Param(3, numbers.Integral, low=1, high=2**31 - 1,
+                        doc="polynomial degree (a C int in the compiled passes)"),
         "gamma": _GAMMA,
         "coef0": Param(1.0, numbers.Real, low=0.0, doc="additive constant (>= 0 for a PSD kernel)"),
     }
