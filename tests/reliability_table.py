@@ -688,6 +688,12 @@ CASES = [
          "float32, rbf kernel, opposite labels on points 4e-6 apart (Gram rounds to all ones)",
          _near_duplicates_f32, "honest", "never a false 'infeasible' (rbf separates distinct "
          "points); an honest 'max_iter' is fine", truth="separable"),
+    Case("rbf_gamma_max", H, "solve", "rbf at gamma = 1e308 (gamma D2 overflows; "
+         "the Gram matrix is the identity)",
+         _sep(kernel="rbf", kernel_params={"gamma": 1e308}), "honest",
+         "correct answer: the entry bounds stay finite (2^-1050 where exp(-gamma D2) "
+         "underflows, 1 where the distance itself overflows), so the identity Gram "
+         "certifies", truth="separable"),
     Case("constant_feature", H, "solve", "a constant feature", _constant_feature, "honest",
          "correct answer", truth="separable"),
     Case("dup_same", H, "solve", "duplicate points with the same label", _dup_same, "honest",
