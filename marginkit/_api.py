@@ -797,7 +797,8 @@ def solve(X, y, config=None, sample_weight=None, features=None, **kwargs):
             "rows computed before the run); leave features=None, or use 'iterated_tikhonov' "
             "with n_components, which runs on a fitted NystroemFeatures")
     config, (solver, kernel, smoother, rules, max_iter) = resolve_defaults(
-        config, (solver, kernel, smoother, rules, max_iter), local_executor(Xv, yv))
+        config, (solver, kernel, smoother, rules, max_iter), local_executor(Xv, yv),
+        weights)
     problem = Problem(X=Xv, y=yv, classes_=classes, kernel=kernel, smoother=smoother,
                       params=dict(solver.params), rng=config.random_state, config=config,
                       sample_weight=weights, features=features)

@@ -155,16 +155,17 @@ def _rules_and_cap(config, solver):
     return rules, int(max_iter)
 
 
-def resolve_defaults(config, composed, executor):
+def resolve_defaults(config, composed, executor, weights=None):
     """``(config, composed)`` with the solver's defaults that depend on the data set before
     the run and recorded in its config (``resolve_config``, given the rows of
-    ``executor``: in memory, or the chunks of a dask array where they are held), the
-    plug-ins composed again when it changed."""
+    ``executor``: in memory, or the chunks of a dask array where they are held, and the
+    sample weights, None for an unweighted run), the plug-ins composed again when it
+    changed."""
     solver, kernel, _, rules, _ = composed
     resolve = getattr(solver, "resolve_config", None)
     if resolve is None:
         return config, composed
-    resolved = resolve(config, executor, kernel, rules)
+    resolved = resolve(config, executor, kernel, rules, weights)
     if resolved is config:
         return config, composed
     return resolved, compose(resolved)

@@ -852,6 +852,21 @@ def test_squared_loss_fits_scale_down_with_y(kernel):
     assert zero.status_ == "converged" and not np.any(zero.predict(X))
 
 
+def test_small_weights_scale_the_default_target_down():
+    # found by review: weights all 1e-12 (the weighted risk 1e-12 times the unweighted)
+    # let the zero model meet the target 1e-8 at iteration 0, 100% from the weighted ridge
+    rng = np.random.default_rng(0)
+    n = 200
+    X = rng.normal(size=(n, 5))
+    y = X @ rng.normal(size=5)
+    w = np.full(n, 1e-12)
+    res = mk.solve(X, y, solver="iterated_tikhonov", loss="squared", t=1, sample_weight=w)
+    lam = 1.0 / n
+    exact = np.linalg.solve(X.T @ (w[:, None] * X) / n + lam * np.eye(5), X.T @ (w * y) / n)
+    assert res.status == "converged" and res.n_iter >= 1
+    assert np.linalg.norm(res.coef_ - exact) <= 1e-9 * np.linalg.norm(exact)
+
+
 @pytest.mark.parametrize("case", ["offset", "weightless_outlier", "featureless_outlier"])
 def test_a_large_y_never_loosens_the_default_target(case):
     # found by review: a target that grew with max |y| was met far from the solution:

@@ -74,11 +74,13 @@ def _k_scale(block, kernel, loss):
     return top, Y
 
 
-def default_tol(executor, kernel, loss, lam, fit_intercept):
+def default_tol(executor, kernel, loss, lam, fit_intercept, weights=None):
     """The tolerance of ``tol=None``: DEFAULT_TOL * min(1, max(s, 1e-130)) with
-    s = R Y / sqrt(lam), R = max_i sqrt(k(x_i, x_i)) over the rows of X (at least 1 with
+    s = W R Y / sqrt(lam), R = max_i sqrt(k(x_i, x_i)) over the rows of X (at least 1 with
     an intercept, whose feature is the constant 1), Y = 1 for the logistic loss and
-    max_i |y_i| for the squared loss, over the blocks of ``executor`` (its rows: in memory
+    max_i |y_i| for the squared loss, W the largest sample weight (1 unweighted; the
+    weighted risk's gradient at 0 is at most W R Y: found by review, weights all 1e-12
+    let the zero model meet 1e-8), over the blocks of ``executor`` (its rows: in memory
     one block, on a dask array the chunks where they are held, so that both runs take the
     same target; found by review: on the chunks None was an absolute 1e-8, and
     y * 1e-10 ended "converged" with the zero model).
@@ -101,7 +103,8 @@ def default_tol(executor, kernel, loss, lam, fit_intercept):
     R = math.sqrt(top) if math.isfinite(top) and top > 0 else 0.0
     if fit_intercept:
         R = max(R, 1.0)
-    scale = R * Y / math.sqrt(float(lam))
+    W = 1.0 if weights is None else float(np.max(weights, initial=0.0))
+    scale = W * R * Y / math.sqrt(float(lam))
     if not math.isfinite(scale):
         return DEFAULT_TOL
     return DEFAULT_TOL * min(1.0, max(scale, _MIN_TOL_FACTOR))

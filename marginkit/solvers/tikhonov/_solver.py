@@ -145,18 +145,19 @@ class IteratedTikhonov(Solver):
     def start(self, problem):
         return _TikhonovState(self, problem)
 
-    def resolve_config(self, config, executor, kernel, rules):
+    def resolve_config(self, config, executor, kernel, rules, weights=None):
         """The run's configuration with ``tol=None`` replaced by ``default_tol`` of the
-        data (the rows of ``executor``, validated: in memory or on the chunks), so that
-        the run, its certificate and ``Result.config`` carry the number; unchanged when
-        tol is given (here or in a ``newton_decrement`` rule)."""
+        data (the rows of ``executor``, validated: in memory or on the chunks; the sample
+        weights, None when unweighted), so that the run, its certificate and
+        ``Result.config`` carry the number; unchanged when tol is given (here or in a
+        ``newton_decrement`` rule)."""
         if self.params["tol"] is not None or any(
                 isinstance(r, NewtonDecrement) and r.params["tol"] is not None for r in rules):
             return config
         lam = self.params["lam"] if self.params["lam"] is not None \
             else 1.0 / executor.n_samples
         tol = default_tol(executor, kernel, self.params["loss"], lam,
-                          self.params["fit_intercept"])
+                          self.params["fit_intercept"], weights)
         return config.replace(solver_params={**config.solver_params, "tol": tol})
 
     def blocked_refusal(self, kernel):
