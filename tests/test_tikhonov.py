@@ -867,6 +867,29 @@ def test_small_weights_scale_the_default_target_down():
     assert np.linalg.norm(res.coef_ - exact) <= 1e-9 * np.linalg.norm(exact)
 
 
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_a_row_of_weight_zero_does_not_set_the_default_target(loss):
+    # found by review: R and Y were taken over every row; one weight-0 row of unit scale
+    # beside data scaled by 1e-12 raised the target to 1e-8, met by the zero model
+    rng = np.random.default_rng(0)
+    n = 200
+    X = rng.standard_normal((n, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 0.1 * rng.standard_normal(n)
+    kw = dict(solver="iterated_tikhonov", kernel="linear", lam=1e-3, fit_intercept=False,
+              loss=loss)
+    if loss == "squared":
+        Xs, ys, extra = X, y * 1e-12, (np.zeros(3), 1.0)
+    else:
+        Xs, ys, extra = X * 1e-12, np.where(y > 0, 1.0, -1.0), (np.ones(3), 1.0)
+    alone = mk.solve(Xs, ys, **kw)
+    X2, y2 = np.vstack([Xs, extra[0]]), np.append(ys, extra[1])
+    res = mk.solve(X2, y2, sample_weight=np.append(np.ones(n), 0.0), **kw)
+    assert res.config.solver_params["tol"] == alone.config.solver_params["tol"] < 1e-15
+    assert res.status == alone.status == "converged"
+    # the same model up to the risk's 1/n (n + 1 rows with the weight-0 one): not zero
+    assert np.linalg.norm(res.coef_ - alone.coef_) <= 2e-2 * np.linalg.norm(alone.coef_)
+
+
 @pytest.mark.parametrize("case", ["offset", "weightless_outlier", "featureless_outlier"])
 def test_a_large_y_never_loosens_the_default_target(case):
     # found by review: a target that grew with max |y| was met far from the solution:

@@ -57,9 +57,11 @@ def rule_schedule(rules, tol):
     return float(DEFAULT_TOL if tol is None else tol), float(kappa)
 
 
-def _k_scale(block, kernel, loss):
-    """(the largest k(x, x), max |y|) over the rows of a block (max |y| = 1 for the
-    logistic loss)."""
+def _k_scale(block, kernel, loss, weights=None):
+    """(the largest k(x, x), max |y|) over the rows of a block that count, those of a
+    positive weight (``weights``: the block's, None for all rows; max |y| = 1 for the
+    logistic loss). Found by review: a row of weight 0 set R or Y, and the zero model met
+    the target it raised."""
     X = block.X
     if getattr(kernel, "precomputed", False):
         d = X.diagonal() if sp.issparse(X) else np.diagonal(np.asarray(X))
@@ -68,8 +70,11 @@ def _k_scale(block, kernel, loss):
         d = np.concatenate([np.asarray(kernel.diag(float64_block(X[i:i + 4096])),
                                        dtype=np.float64).ravel()
                             for i in range(0, X.shape[0], 4096)] or [np.zeros(0)])
-    top = float(np.max(d)) if d.size else 0.0
     y = np.asarray(block.y, dtype=np.float64)
+    if weights is not None:
+        counts = np.asarray(weights) > 0
+        d, y = d[counts], y[counts]
+    top = float(np.max(d)) if d.size else 0.0
     Y = 1.0 if loss == "logistic" else float(np.max(np.abs(y), initial=0.0))
     return top, Y
 
@@ -80,7 +85,8 @@ def default_tol(executor, kernel, loss, lam, fit_intercept, weights=None):
     an intercept, whose feature is the constant 1), Y = 1 for the logistic loss and
     max_i |y_i| for the squared loss, W the largest sample weight (1 unweighted; the
     weighted risk's gradient at 0 is at most W R Y: found by review, weights all 1e-12
-    let the zero model meet 1e-8), over the blocks of ``executor`` (its rows: in memory
+    let the zero model meet 1e-8), R and Y over the rows of positive weight, over the
+    blocks of ``executor`` (its rows: in memory
     one block, on a dask array the chunks where they are held, so that both runs take the
     same target; found by review: on the chunks None was an absolute 1e-8, and
     y * 1e-10 ended "converged" with the zero model).
@@ -97,7 +103,12 @@ def default_tol(executor, kernel, loss, lam, fit_intercept, weights=None):
     certified the zero model). There float64 may not certify 1e-8, and the run ends
     ``max_iter`` saying so; a ``tol`` given is the claim asked for.
     """
-    parts = executor.map(_k_scale, kernel, loss)
+    if weights is None:
+        parts = executor.map(_k_scale, kernel, loss)
+    else:
+        off = executor.offsets
+        parts = executor.map_each(_k_scale, [(kernel, loss, weights[off[i]:off[i + 1]])
+                                             for i in range(executor.n_chunks)])
     top = max(p[0] for p in parts)
     Y = max(p[1] for p in parts)
     R = math.sqrt(top) if math.isfinite(top) and top > 0 else 0.0
