@@ -1315,3 +1315,23 @@ def test_degree_and_rff_gamma_at_their_extremes_get_clear_answers():
     with pytest.raises(ValueError, match=r"random features of row\(s\) \[0, 1, 2, 3\] are "
                                          r"not finite.*smaller gamma or rescale X"):
         rff.feature_map(X * 1e200)
+
+
+def test_spline_bound_refuses_products_that_left_the_normal_range():
+    # found by review: on CSR the stored columns' factors (about 1e-12 each) were
+    # multiplied before the 390 empty columns' 4.29^390, and K and its bound underflowed
+    # to 0 where K = 4.47e-114; the empty columns now come first, and an entry whose
+    # running product went subnormal gets no finite bound
+    kernel = mk.get_plugin("kernel", "spline")(order=2.0)
+    A = np.zeros((1, 420))
+    A[0, np.arange(30) * 14] = 0.3192439724041959
+    B = np.zeros((1, 420))
+    Kd, Ed = kernel.careful_block(A, B)
+    Ks, Es = kernel.careful_block(sp.csr_matrix(A), sp.csr_matrix(B))
+    exact = 4.4732e-114                                # mpmath, 40 digits (review)
+    for K, E in ((Kd, Ed), (Ks, Es)):
+        assert abs(K[0, 0] - exact) <= E[0, 0] and E[0, 0] < 1e-110
+    # all stored: the running product itself goes below the normal range
+    Z = np.full((1, 40), 0.3192439724041959)
+    K, E = kernel.careful_block(Z, np.zeros((1, 40)))
+    assert K[0, 0] < 1e-300 and E[0, 0] == np.inf

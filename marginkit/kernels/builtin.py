@@ -893,15 +893,15 @@ class SplineKernel(Kernel):
         Ac = A.tocsc() if sp.issparse(A) else A
         Bc = Ac if same else (B.tocsc() if sp.issparse(B) else B)
         K = np.ones((A.shape[0], B.shape[0]), dtype=np.float64)
+        if zeros:  # first, as ``careful_block`` applies it
+            with np.errstate(over="ignore"):
+                K *= np.float64(_spline_zero_factor(mode, coef, scalars, w)) ** zeros
         for j in range(A.shape[1]):
             a = _unit_column(Ac, j)
             b = a if same else _unit_column(Bc, j)
             _gram.spline_factor(a, b, K, mode, coef, scalars, w, same)
         if same:
             _gram.mirror_upper(K)
-        if zeros:
-            with np.errstate(over="ignore"):
-                K *= np.float64(_spline_zero_factor(mode, coef, scalars, w)) ** zeros
         return K.astype(dtype, copy=False)
 
     #: bound on the absolute error of one coordinate's computed factor 1 + w C_q(t),
@@ -924,8 +924,10 @@ class SplineKernel(Kernel):
         relative was measured there). With f~_j the computed factors, the exact product
         differs from prod f~_j by at most U - P, U = prod (|f~_j| + e), P = prod |f~_j|
         (expand prod (f~_j - delta_j), |delta_j| <= e), and the computed product and the
-        bound's own products carry at most (d + 2) u relative rounding each: the bound is
-        U - P + (2 d + 4) u U, computed with the same factors as K."""
+        bound's own products carry at most (d + 2) u relative rounding each, and a partial
+        product of K or P that underflows at most u U more a column while U's stay normal:
+        the bound is U - P + (4 d + 4) u U, computed with the same factors as K, and
+        infinite where a partial product of U left the normal range."""
         from ._periodic import series_plan, term_scale
 
         A, B = _careful_pair(A, B)
@@ -939,6 +941,21 @@ class SplineKernel(Kernel):
         Bc = B.tocsc() if sp.issparse(B) else B
         shape = (A.shape[0], B.shape[0])
         K, U, P = np.ones(shape), np.ones(shape), np.ones(shape)
+        if zeros:
+            # the columns where neither block stores an entry: the same factor f0 (an
+            # exact difference 0) for every entry, ``zeros`` times, applied first
+            f0 = np.float64(_spline_zero_factor(mode, coef, scalars, w))
+            with np.errstate(over="ignore", invalid="ignore"):
+                K *= f0 ** zeros
+                P *= abs(f0) ** zeros
+                U *= (abs(f0) + e) ** zeros
+        # the smallest partial product of U: while every one is a normal number, a
+        # partial product of K or P that underflows (rounded by up to tiny / 2, not a
+        # relative u) errs by at most (tiny / 2) U_final / U_j <= u U_final a column, so
+        # d u U more covers K and P each; otherwise no bound is claimed (found by review:
+        # the stored columns' factors first underflowed K and U to 0, a bound of 0 for
+        # an entry of 4.5e-114 that the empty columns' 4.29^390 would have raised)
+        lowest = U.copy()
         F = np.empty(shape)
         subnormal = None
         for j in range(A.shape[1]):
@@ -951,6 +968,7 @@ class SplineKernel(Kernel):
             F += e
             F += _spline_input_error(a, b, q, w)
             U *= F
+            np.minimum(lowest, U, out=lowest)
             # a difference below 2^-1020 puts 2 pi t in the subnormal range, where its
             # relative error is not u: no bound is claimed for those entries (found by
             # review: at q = 1.0001, t = 5e-324, the error was 4e8 times the bound)
@@ -959,17 +977,10 @@ class SplineKernel(Kernel):
                 gap = np.abs(a[:, None] - b[None, :])
                 tiny = (gap > 0.0) & (gap < _SPLINE_TINY)
                 subnormal = tiny if subnormal is None else subnormal | tiny
-        if zeros:
-            # the columns where neither block stores an entry: the same factor f0 (an
-            # exact difference 0) for every entry, ``zeros`` times, as the loop would
-            f0 = np.float64(_spline_zero_factor(mode, coef, scalars, w))
-            with np.errstate(over="ignore", invalid="ignore"):
-                K *= f0 ** zeros
-                P *= abs(f0) ** zeros
-                U *= (abs(f0) + e) ** zeros
         with np.errstate(over="ignore", invalid="ignore"):
-            bound = (U - P) + (2 * d + 4) * _U64 * U
+            bound = (U - P) + (4 * d + 4) * _U64 * U
         bound[~np.isfinite(bound)] = np.inf
+        bound[lowest < np.finfo(np.float64).tiny] = np.inf
         if subnormal is not None:
             bound[subnormal] = np.inf
         return K, bound
