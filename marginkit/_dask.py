@@ -115,29 +115,31 @@ def _block_scores(block, result, block_info=None):
     """The scores of one row chunk; rows of NaN/inf, and rows whose scores are not
     finite, are named by their row in X (found by review: the chunk's own row numbers
     were given)."""
-    from ._validation import check_X
+    from ._validation import check_X, in_chunk, rows_of_X
 
     first = 0
     if block_info:
         _check_declared_block(block, block_info)
         first = chunk_first_row(block_info)
-    try:
-        X = check_X(block)
-    except ValueError as exc:
-        if "NaN or infinity" not in str(exc) or not block_info:
-            raise
-        rows = _nonfinite_rows(block) + first
-        raise ValueError(f"X contains NaN or infinity in row(s) {rows[:10].tolist()}"
-                         f"{' ...' if rows.size > 10 else ''}; remove or impute them") from None
-    return result._checked_scores(X, first)
+    with in_chunk(first):
+        try:
+            X = check_X(block)
+        except ValueError as exc:
+            if "NaN or infinity" not in str(exc) or not block_info:
+                raise
+            rows, where = rows_of_X(_nonfinite_rows(block))
+            raise ValueError(f"X contains NaN or infinity in row(s) {rows[:10].tolist()}"
+                             f"{' ...' if rows.size > 10 else ''} {where}; remove or impute "
+                             "them") from None
+        return result._checked_scores(X)
 
 
 def chunk_first_row(block_info):
-    """The first row of a ``map_blocks`` block in its array, or 0 where the chunk sizes
-    are unknown (dask gives NaN there: the chunk's own row numbers are named then)."""
+    """The first row of a ``map_blocks`` block in its array, or None where the chunk
+    sizes are unknown (dask gives NaN there)."""
     first = block_info[0]["array-location"][0][0]
     return int(first) if isinstance(first, numbers.Integral) or float(first).is_integer() \
-        else 0
+        else None
 
 
 def _check_declared_block(block, block_info):

@@ -49,7 +49,10 @@ def _k_get(block, name):
 def _k_derive(block, name, fn, args):
     """Build the derived block ``name`` (rows ``fn(block, *args)``) beside ``block``; its
     shape, dtype and sparsity, or None when ``fn`` returns None (no derived rows)."""
-    X = fn(block, *args)
+    from ._validation import in_chunk
+
+    with in_chunk(block.offset):  # a map's messages name rows of X, not of the block
+        X = fn(block, *args)
     if X is None:
         return None
     view = Block(X, block.y, block.index, block.offset)

@@ -2,7 +2,6 @@
 
 The certificates a result may carry live in ``marginkit.certificates``.
 """
-import contextvars
 import os
 import warnings
 
@@ -134,12 +133,12 @@ class Result:
             return decision_function(self, Xd, self._n_features())
         return self._checked_scores(check_X(X))
 
-    def _checked_scores(self, X, first_row=0):
-        """The scores of a checked in-memory X, non-finite ones refused by row
-        (``first_row``: X's first row in the matrix it is a block of)."""
+    def _checked_scores(self, X):
+        """The scores of a checked in-memory X, non-finite ones refused by row (rows of
+        the caller's X where X is a chunk of it: ``_validation.in_chunk``)."""
         with np.errstate(over="ignore", invalid="ignore"):  # reported below, by row
             scores = self._scores(X)
-        return _finite_scores(scores, first_row)
+        return _finite_scores(scores)
 
     def _scores(self, X):
         """``decision_function`` of a checked in-memory X."""
@@ -441,21 +440,18 @@ _CERTIFIED_MODEL = {"kernel": "kernel", "intercept": "intercept_", "coef": "coef
 _MODEL_BOUND_SINCE = 4
 
 
-#: the first row, in the caller's X, of the rows an estimator's method is scoring: set
-#: around the method on each chunk of a dask array (``sklearn._declared_block_method``)
-CHUNK_FIRST_ROW = contextvars.ContextVar("marginkit_chunk_first_row", default=0)
+def _finite_scores(scores):
+    """``scores`` when finite, else ``ValueError`` naming the rows (as rows of the
+    caller's X: ``_validation.rows_of_X``): a polynomial model's scores on rows of 1e120
+    overflowed to NaN, which ``predict`` turned into the first class (found by review).
+    An infinite score is refused too: a sum with one overflowing term has that term's
+    sign, not always the exact sum's, and a regression's value is no number."""
+    from ._validation import rows_of_X
 
-
-def _finite_scores(scores, first_row=0):
-    """``scores`` when finite, else ``ValueError`` naming the rows (``first_row``: the
-    first row's number in X, plus ``CHUNK_FIRST_ROW``): a polynomial model's scores on
-    rows of 1e120 overflowed to NaN, which ``predict`` turned into the first class (found
-    by review). An infinite score is refused too: a sum with one overflowing term has
-    that term's sign, not always the exact sum's, and a regression's value is no number."""
-    bad = np.flatnonzero(~np.isfinite(scores)) + first_row + CHUNK_FIRST_ROW.get()
+    bad, where = rows_of_X(np.flatnonzero(~np.isfinite(scores)))
     if bad.size:
         raise ValueError(
-            f"the decision function is not finite on {bad.size} row(s) of X (first: "
+            f"the decision function is not finite on {bad.size} row(s) {where} (first: "
             f"{bad[:10].tolist()}): the model's values overflow float64 there (a kernel's "
             "entries, or the products with the coefficients); rescale these rows as the "
             "training data were scaled, or choose parameters whose values stay finite")

@@ -19,6 +19,8 @@ Policy
 * The full table of bad inputs and what marginkit does is ``docs/reliability.md``,
   generated from the test cases in ``tests/reliability_table.py``.
 """
+import contextlib
+import contextvars
 import itertools
 import math
 import numbers
@@ -27,6 +29,32 @@ import numpy as np
 import scipy.sparse as sp
 
 from .utils._checks import two_labels
+
+#: the first row, in the caller's X, of the rows at hand: set around the work on one dask
+#: chunk (``in_chunk``), None where dask does not know the chunk's place (unknown chunk
+#: sizes); 0 outside, where the rows at hand are X's
+CHUNK_FIRST_ROW = contextvars.ContextVar("marginkit_chunk_first_row", default=0)
+
+
+@contextlib.contextmanager
+def in_chunk(first):
+    """Rows named by messages within are rows of a chunk whose first row in X is
+    ``first`` (None: unknown)."""
+    token = CHUNK_FIRST_ROW.set(first)
+    try:
+        yield
+    finally:
+        CHUNK_FIRST_ROW.reset(token)
+
+
+def rows_of_X(rows):
+    """``rows`` of the block at hand as rows of the caller's X, and the words that name
+    them: "of X", or, where the chunk's place is unknown, words that say so (found by
+    review: a chunk's own row numbers were named as rows of X)."""
+    first = CHUNK_FIRST_ROW.get()
+    if first is None:
+        return rows, "of a chunk of X (its place in X unknown: dask's chunk sizes are unknown)"
+    return rows + first, "of X"
 
 _MISSING = object()
 _FLOAT_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))

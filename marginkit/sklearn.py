@@ -211,16 +211,13 @@ def _declared_block_method(block, method, block_info=None):
     scores are not finite are named by their row in X (found by review: the chunk's own
     row numbers were given)."""
     from ._dask import _check_declared_block, chunk_first_row
-    from ._result import CHUNK_FIRST_ROW
+    from ._validation import in_chunk
 
     if not block_info:
         return method(block)
     _check_declared_block(block, block_info)
-    token = CHUNK_FIRST_ROW.set(chunk_first_row(block_info))
-    try:
+    with in_chunk(chunk_first_row(block_info)):
         return method(block)
-    finally:
-        CHUNK_FIRST_ROW.reset(token)
 
 
 def _warn_unfinished(estimator, results, classes=None, stacklevel=4):

@@ -1157,3 +1157,29 @@ def test_estimator_score_with_labels_and_weights_of_unknown_length():
     with dask.config.set(scheduler="synchronous"):
         assert clf.score(D[m], Y[m]) == clf.score(X[keep], y[keep])
         assert clf.score(D[:, D[0] > -np.inf], y) == clf.score(X, y)
+
+
+def test_a_chunk_names_rows_of_x_in_its_messages(client):
+    # found by review: rff's refusal of features that are not finite named the row in its
+    # chunk (500 for row 2500 of X) on a cluster, and with unknown chunk sizes a chunk's
+    # own row was called a row of X
+    X, y = _synthetic(n=300)
+    X = np.vstack([X, X])
+    y = np.concatenate([y, y])
+    X[250] = 1e308                                   # x . w overflows
+    kp = {"base": "rbf", "gamma": 100.0, "n_components": 20, "random_state": 0}
+    with pytest.raises(ValueError, match=r"row\(s\) \[250\] of X are not finite"):
+        mk.solve(X, y, solver="fista", kernel="rff", kernel_params=kp)
+    with pytest.raises(ValueError, match=r"row\(s\) \[250\] of X are not finite"):
+        mk.solve(_as_dask(X, 100), y, solver="fista", kernel="rff", kernel_params=kp)
+    from marginkit.sklearn import PerceptronClassifier
+
+    Z = np.random.default_rng(0).normal(size=(40, 3))
+    est = PerceptronClassifier(kernel="poly", kernel_params={"degree": 3}).fit(
+        Z, np.where(Z[:, 0] > 0, 1, -1))
+    Z[25] = 1e120
+    Zd = da.from_array(Z, chunks=(10, 3))
+    unknown = Zd[da.from_array(np.ones(40, dtype=bool), chunks=10)]
+    with pytest.raises(ValueError, match=r"row\(s\) of a chunk of X \(its place in X "
+                                         r"unknown.*\(first: \[5\]\)"):
+        est.predict(unknown).compute()

@@ -1312,8 +1312,8 @@ def test_degree_and_rff_gamma_at_their_extremes_get_clear_answers():
                                          random_state=0)
     rff.fit(X)
     assert np.all(np.isfinite(rff.feature_map(X)))
-    with pytest.raises(ValueError, match=r"random features of row\(s\) \[0, 1, 2, 3\] are "
-                                         r"not finite.*smaller gamma or rescale X"):
+    with pytest.raises(ValueError, match=r"random features of row\(s\) \[0, 1, 2, 3\] of X "
+                                         r"are not finite.*smaller gamma or rescale X"):
         rff.feature_map(X * 1e200)
 
 

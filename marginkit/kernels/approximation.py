@@ -666,8 +666,11 @@ class RandomFourierKernel(_FittedFeatureMap):
         gamma = 1.0 / d if self.gamma is None else float(self.gamma)
         rng = check_random_state(seed)
         if self.base == "rbf":
-            # (sqrt(2) sqrt(gamma): 2 gamma overflows for gamma near the largest double)
-            W = rng.normal(scale=np.sqrt(2.0) * np.sqrt(gamma), size=(d, m))
+            # sqrt(2 gamma), the draw of every fit before; sqrt(2) sqrt(gamma) where 2 gamma
+            # overflows (gamma near the largest double: the frequencies were inf)
+            two = 2.0 * gamma
+            scale = np.sqrt(two) if math.isfinite(two) else np.sqrt(2.0) * np.sqrt(gamma)
+            W = rng.normal(scale=scale, size=(d, m))
         else:
             W = gamma * rng.standard_cauchy(size=(d, m))
         return {"gamma_": gamma, "frequencies_": W,
@@ -715,10 +718,12 @@ class RandomFourierKernel(_FittedFeatureMap):
         if not math.isfinite(float(np.sum(Z, dtype=np.float64))):
             # cos of an overflowed x . w (found by review: at gamma = 1.7e308 every
             # feature was NaN, and the perceptrons called the rows all-zero)
-            bad = np.flatnonzero(~np.all(np.isfinite(Z), axis=1))
+            from .._validation import rows_of_X
+
+            bad, where = rows_of_X(np.flatnonzero(~np.all(np.isfinite(Z), axis=1)))
             raise ValueError(
                 f"{self._owner()}: the random features of row(s) {bad[:10].tolist()}"
-                f"{' ...' if bad.size > 10 else ''} are not finite: x . w overflows "
+                f"{' ...' if bad.size > 10 else ''} {where} are not finite: x . w overflows "
                 f"{dtype} for frequencies drawn at gamma={self.gamma_!r}; choose a smaller "
                 "gamma or rescale X")
         return np.ascontiguousarray(Z)

@@ -284,8 +284,9 @@ def _cancelled_rows(Ac, Bc, na, nb, g, dtype, tol, e_abs=0.0):
     was 0.0016, and the referee certified separators false in exact arithmetic)."""
     u = np.finfo(dtype).eps / 2
     k = max(_row_nnz_max(Ac), _row_nnz_max(Bc))
-    s = np.asarray(na, dtype=np.float64) + float(np.max(nb, initial=0.0))
-    worst = g * (_cancellation_bound(k, u) * s + e_abs)
+    with np.errstate(over="ignore", invalid="ignore"):  # inf or NaN: such rows are sent
+        s = np.asarray(na, dtype=np.float64) + float(np.max(nb, initial=0.0))
+        worst = g * (_cancellation_bound(k, u) * s + e_abs)
     return np.flatnonzero((worst > tol) | ~(s < float(np.finfo(dtype).max) / 4))
 
 
@@ -302,8 +303,10 @@ def _centered(A, B):
         # centred norm NaN, no row recomputed and every entry 1; found by review): no
         # centring, the norms then overflow and those rows take explicit differences
         return A, B
-    Ac = A - c
-    return Ac, (Ac if B is A else B - c)
+    with np.errstate(over="ignore"):  # rows far from the mean: their norms overflow,
+        Ac = A - c                    # and ``_cancelled_rows`` sends them to explicit rows
+        Bc = Ac if B is A else B - c
+    return Ac, Bc
 
 
 def _resolve_gamma(gamma, n_features):
