@@ -890,6 +890,39 @@ def test_a_row_of_weight_zero_does_not_set_the_default_target(loss):
     assert np.linalg.norm(res.coef_ - alone.coef_) <= 2e-2 * np.linalg.norm(alone.coef_)
 
 
+def test_an_intercept_does_not_keep_the_target_at_unit_scale():
+    # found by review: R was lifted to 1 with an intercept, so X * 1e-10 with balanced
+    # labels (the intercept's gradient 0 at the zero model) kept the target 1e-8 and the
+    # default estimator ended "converged" at the zero model; now the features are fitted
+    # and certified, or the run says float64 cannot confirm the claim
+    from marginkit.sklearn import IteratedTikhonovClassifier
+
+    rng = np.random.default_rng(0)
+    n = 40
+    X = rng.standard_normal((n, 3))
+    score = X @ np.array([1.0, -2.0, 0.5])
+    y = np.where(score > np.median(score), 1.0, -1.0)
+    for s in (1e-5, 1e-10):
+        Xs = X * s
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = IteratedTikhonovClassifier(kernel="linear", t=1).fit(Xs, y).result_
+        # the exact regularized optimum (intercept unpenalized), by Newton in float64
+        Z, w = np.hstack([Xs, np.ones((n, 1))]), np.zeros(4)
+        for _ in range(60):
+            sig = 1.0 / (1.0 + np.exp(y * (Z @ w)))
+            g = -(Z.T @ (y * sig)) / n
+            g[:3] += w[:3] / n
+            H = (Z.T * (sig * (1.0 - sig))) @ Z / n
+            H[:3, :3] += np.eye(3) / n
+            w -= np.linalg.solve(H, g)
+        if res.status == "converged":
+            assert np.linalg.norm(res.coef_ - w[:3]) <= 1e-6 * np.linalg.norm(w[:3]), s
+        else:
+            assert res.status == "max_iter" and res.certificate is None
+    assert res.config.solver_params["tol"] < 1e-15
+
+
 @pytest.mark.parametrize("case", ["offset", "weightless_outlier", "featureless_outlier"])
 def test_a_large_y_never_loosens_the_default_target(case):
     # found by review: a target that grew with max |y| was met far from the solution:

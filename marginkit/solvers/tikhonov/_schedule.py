@@ -79,10 +79,13 @@ def _k_scale(block, kernel, loss, weights=None):
     return top, Y
 
 
-def default_tol(executor, kernel, loss, lam, fit_intercept, weights=None):
+def default_tol(executor, kernel, loss, lam, weights=None):
     """The tolerance of ``tol=None``: DEFAULT_TOL * min(1, max(s, 1e-130)) with
-    s = W R Y / sqrt(lam), R = max_i sqrt(k(x_i, x_i)) over the rows of X (at least 1 with
-    an intercept, whose feature is the constant 1), Y = 1 for the logistic loss and
+    s = W R Y / sqrt(lam), R = max_i sqrt(k(x_i, x_i)) over the rows of X (not lifted to 1
+    with an intercept: found by review, with that lift X * 1e-10 and balanced labels
+    ended "converged" at the zero model, the intercept's gradient 0 there; the run now
+    certifies the features' fit or ends max_iter saying float64 cannot), Y = 1 for the
+    logistic loss and
     max_i |y_i| for the squared loss, W the largest sample weight (1 unweighted; the
     weighted risk's gradient at 0 is at most W R Y: found by review, weights all 1e-12
     let the zero model meet 1e-8), R and Y over the rows of positive weight, over the
@@ -112,8 +115,6 @@ def default_tol(executor, kernel, loss, lam, fit_intercept, weights=None):
     top = max(p[0] for p in parts)
     Y = max(p[1] for p in parts)
     R = math.sqrt(top) if math.isfinite(top) and top > 0 else 0.0
-    if fit_intercept:
-        R = max(R, 1.0)
     W = 1.0 if weights is None else float(np.max(weights, initial=0.0))
     scale = W * R * Y / math.sqrt(float(lam))
     if not math.isfinite(scale):
