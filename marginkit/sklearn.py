@@ -629,6 +629,12 @@ def _kept_columns(estimator, X):
 
 
 class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
+    #: whether ``fit_intercept`` appends a column ``intercept_scaling`` to X, whose
+    #: weight ``coef_`` then reports in ``intercept_`` (the perceptrons); the other
+    #: estimators' intercept is the solver's own (found by review: the iterated Tikhonov
+    #: classifier's coef_ raised AttributeError for a missing intercept_scaling)
+    _intercept_column = False
+
     def _fit(self, X, y, sample_weight=None):
         cfg = self._config()
         X, y = _validate(self, X, y)
@@ -743,7 +749,7 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
             )
         W = np.vstack([np.asarray(c, dtype=np.float64).ravel() for c in coefs])
         b = np.array([float(r.intercept_ or 0.0) for r in self.results_])
-        if getattr(self, "fit_intercept", False):
+        if self._intercept_column and getattr(self, "fit_intercept", False):
             b = b + W[:, -1] * float(self.intercept_scaling)
             W = W[:, :-1]
         return W, b
@@ -987,6 +993,8 @@ class PerceptronClassifier(_MarginClassifier):
                 "'auto' for the solver's own stopping rules, or give the solver's state a "
                 f"{missing[0]} attribute and list it in provides")
         return added
+
+    _intercept_column = True  # fit_intercept appends the column intercept_scaling
 
     def __init__(self, solver="snkp", kernel="linear", kernel_params=None, fit_intercept=True,
                  intercept_scaling=1.0, tol="auto", smoother=None, stop=None, max_iter=None,
@@ -1655,6 +1663,10 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
     ----------
     n_features_in_ : int
     result_ : marginkit.Result
+    coef_ : ndarray of shape (n_features,)
+        The linear model's weights, for ``kernel="linear"`` only (as ``Ridge``).
+    intercept_ : float
+        Its offset (0.0 without an intercept).
     n_iter_ : int
     sample_weight_ : ndarray or None
         The ``sample_weight`` of the fit.
@@ -1742,6 +1754,25 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
         check_is_fitted(self)
         X = _kept_columns(self, _validate(self, X, reset=False))
         return self.result_.decision_function(X)
+
+    def _linear_result(self):
+        check_is_fitted(self)
+        if self.result_.coef_ is None:
+            raise AttributeError(
+                "coef_ and intercept_ exist for models linear in X (kernel='linear'); this "
+                "model is a kernel expansion: see result_.support_ and result_.support_coef_")
+        return self.result_
+
+    @property
+    def coef_(self):
+        """Weights of the linear model, shape (n_features,) as ``Ridge``'s; only for
+        ``kernel="linear"`` (found by review: the attribute did not exist)."""
+        return np.asarray(self._linear_result().coef_, dtype=np.float64).ravel()
+
+    @property
+    def intercept_(self):
+        """Offset of the linear model (0.0 without an intercept)."""
+        return float(self._linear_result().intercept_ or 0.0)
 
 
 def expected_failed_checks(estimator):

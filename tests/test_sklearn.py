@@ -1391,3 +1391,24 @@ def test_a_subclass_with_slots_keeps_its_fitted_state():
     est = Scaled().fit(X, y)
     assert est.predict(X).shape == (60,) and est.score(X, y) > 0.9
     assert SetInFit().fit(X, y).n_calls_ == 1
+
+
+def test_tikhonov_estimators_report_their_linear_model():
+    # found by review: IteratedTikhonovClassifier(kernel="linear").coef_ raised
+    # AttributeError (it looked for the perceptrons' intercept_scaling column) and the
+    # regressor had no coef_ at all, so scikit-learn tools saw no linear model
+    from sklearn.linear_model import Ridge
+
+    from marginkit.sklearn import IteratedTikhonovClassifier, IteratedTikhonovRegressor
+
+    X = np.random.default_rng(1).standard_normal((30, 3))
+    y = np.sign(X[:, 0] + 0.1)
+    clf = IteratedTikhonovClassifier(kernel="linear").fit(X, y)
+    assert clf.coef_.shape == (1, 3) and clf.intercept_.shape == (1,)
+    np.testing.assert_allclose(X @ clf.coef_.ravel() + clf.intercept_, clf.decision_function(X))
+    reg = IteratedTikhonovRegressor(kernel="linear", t=1).fit(X, X[:, 0] + 2.0)
+    assert reg.coef_.shape == (3,) and isinstance(reg.intercept_, float)
+    np.testing.assert_allclose(X @ reg.coef_ + reg.intercept_, reg.predict(X))
+    np.testing.assert_allclose(reg.coef_, Ridge(alpha=1.0).fit(X, X[:, 0] + 2.0).coef_,
+                               rtol=1e-6)
+    assert not hasattr(IteratedTikhonovRegressor(kernel="rbf").fit(X, X[:, 0]), "coef_")
