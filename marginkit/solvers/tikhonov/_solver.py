@@ -46,7 +46,7 @@ class IteratedTikhonov(Solver):
         Target eps of Proposition 1 on the Newton decrement of the final subproblem;
         subproblem k is solved to eps 1.4^(k - t) / t. None (the default): ``solve``
         sets it from the data before the run (``default_tol``: 1e-8 min(1, G / sqrt(lam)),
-        G the norm of the risk's gradient at the zero model): 1e-8 on data of unit or
+        G a bound on the risk's gradient at the zero model): 1e-8 on data of unit or
         larger scale, proportionally smaller on data scaled down, so that the zero model
         does not meet it by scale alone; the value used is in
         ``result.config.solver_params["tol"]`` and is the claim's (on a dask array too:
