@@ -621,6 +621,15 @@ def _drop_rows(estimator, X, keep):
     return X[keep]
 
 
+#: why an estimator has no ``coef_``: its model is not linear in X (both kinds of
+#: estimator say it the same way; found by review: the regressor's linear kernel with
+#: ``n_components`` was told to use kernel='linear')
+_NOT_LINEAR_IN_X = (
+    "coef_ and intercept_ exist for models linear in X (kernel='linear' without a kernel "
+    "approximation); this model is not: see result_.support_ and result_.support_coef_ (a "
+    "kernel expansion), or result_.extra['feature_space_coef'] (linear in a feature map)")
+
+
 def _kept_columns(estimator, X):
     """K(X_new, X_train) restricted to the columns of the rows the fit solved (X itself
     unless a precomputed fit dropped rows of weight 0)."""
@@ -743,10 +752,7 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
         check_is_fitted(self)
         coefs = [r.coef_ for r in self.results_]
         if any(c is None for c in coefs):
-            raise AttributeError(
-                "coef_ and intercept_ exist for models linear in X (kernel='linear'); this "
-                "model is a kernel expansion: see result_.support_ and result_.support_coef_"
-            )
+            raise AttributeError(_NOT_LINEAR_IN_X)
         W = np.vstack([np.asarray(c, dtype=np.float64).ravel() for c in coefs])
         b = np.array([float(r.intercept_ or 0.0) for r in self.results_])
         if self._intercept_column and getattr(self, "fit_intercept", False):
@@ -1758,9 +1764,7 @@ class IteratedTikhonovRegressor(_TikhonovParams, RegressorMixin, _MarginKitEstim
     def _linear_result(self):
         check_is_fitted(self)
         if self.result_.coef_ is None:
-            raise AttributeError(
-                "coef_ and intercept_ exist for models linear in X (kernel='linear'); this "
-                "model is a kernel expansion: see result_.support_ and result_.support_coef_")
+            raise AttributeError(_NOT_LINEAR_IN_X)
         return self.result_
 
     @property
