@@ -2095,17 +2095,28 @@ def dot(const double[::1] x, const double[::1] z):
 # double (x87 80-bit on x86-64; where long double is float64 the caller's bound uses
 # float64's unit), so that its rounding bound is gamma_{REF_ROWS + 1} + (long double)
 # gamma_{blocks} times the magnitudes instead of gamma_n; the row products X v (at most
-# d terms each) in float64 (docs/svm.md section 6).
+# d terms each) in float64 (docs/svm.md section 6). ``ref_rmatvec`` on a long double u
+# runs its partial sums in long double too (the Newton-decrement referee's gradient,
+# docs/tikhonov.md).
 
 #: rows per float64 partial sum of the referee's X^T u
 cdef Py_ssize_t _REF_ROWS = 1024
 REF_ROWS = _REF_ROWS
 
+# the type of the referee's X^T u: float64 (the partial sums of REF_ROWS rows in float64),
+# or long double (every product and sum in long double: the Newton-decrement referee's
+# gradient where float64's rounding of sums that cancel hides a claim that holds)
+ctypedef fused ref_real:
+    double
+    long double
 
-def ref_rmatvec(rows_t X, const unsigned char[::1] skip, const double[::1] m, const double[::1] u,
-                const double[::1] r, long double[::1] a, double[::1] mag):
-    """a += (X_B - e m^T)^T u and mag += |X_B - e m^T|^T r for a row block: float64 sums
-    over REF_ROWS rows at a time, added to ``a`` in long double.
+
+def ref_rmatvec(rows_t X, const unsigned char[::1] skip, const double[::1] m,
+                const ref_real[::1] u, const double[::1] r, long double[::1] a,
+                double[::1] mag):
+    """a += (X_B - e m^T)^T u and mag += |X_B - e m^T|^T r for a row block: sums over
+    REF_ROWS rows at a time in u's type (float64 or long double: the centred entries and
+    their products too), added to ``a`` in long double.
 
     Dense: every column is centred explicitly, c = x - m_j (``skip`` unused). CSR: the
     stored entries of the columns not marked in ``skip``; their mean term -m_j e^T u is
@@ -2121,9 +2132,10 @@ def ref_rmatvec(rows_t X, const unsigned char[::1] skip, const double[::1] m, co
         raise ValueError(f"ref_rmatvec: skip has {skip.shape[0]} entries for {X.d} columns")
     cdef Py_ssize_t d = a.shape[0]
     cdef Py_ssize_t i, j, k, t, ln, i0, i1, nt, longest = 0
-    cdef double c, ui, ri, bsum = 0.0, rsum = 0.0
+    cdef ref_real c, ui, bsum = 0.0
+    cdef double ri, rsum = 0.0
     cdef long double btot = 0.0
-    cdef double* part = <double*>calloc(d + 1, sizeof(double))
+    cdef ref_real* part = <ref_real*>calloc(d + 1, sizeof(ref_real))
     # CSR: the columns touched by the current REF_ROWS rows (``seen`` marks them)
     cdef Py_ssize_t* touched = NULL
     cdef unsigned char* seen = NULL
@@ -2154,17 +2166,17 @@ def ref_rmatvec(rows_t X, const unsigned char[::1] skip, const double[::1] m, co
                 for k in range(row_start(X, i), row_stop(X, i)):
                     j = col(X, i, k)
                     if rows_t in dense_rows_t:
-                        c = <double>X.data[k] - m[j]
+                        c = <ref_real>X.data[k] - m[j]
                     elif skip[j]:
                         continue
                     else:
-                        c = <double>X.data[k]
+                        c = <ref_real>X.data[k]
                         if not seen[j]:
                             seen[j] = 1
                             touched[nt] = j
                             nt += 1
                     part[j] += c * ui
-                    mag[j] += fabs(c) * ri
+                    mag[j] += fabs(<double>c) * ri
             # the block's float64 sums into a (long double), and part back to zero
             if rows_t in dense_rows_t:
                 for j in range(d):

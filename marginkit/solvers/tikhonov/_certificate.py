@@ -450,7 +450,7 @@ class NewtonDecrementCertificate(Certificate):
         subproblem centred at theta^{t-1}, with this certificate's lam and loss."""
         blocks, yv, thetas, bs, _ = self._problem(X, y)
         return _link_bounds(blocks, yv, thetas, bs, thetas.shape[0], self.lam, self.loss,
-                            self.fit_intercept)
+                            self.fit_intercept, precise=True)
 
     def _problem(self, X, y):
         """(row blocks of Phi, labels, the chain in feature space (t, p), intercepts (t,),
@@ -727,6 +727,14 @@ class NewtonDecrementCertificate(Certificate):
                     central, nu_up = _link_bounds(blocks, yv, thetas, bs, k, th["lam"],
                                                   th["loss"], th["fit_intercept"],
                                                   weight=weight)
+                if not nu_up <= target and central < target:
+                    # recomputed within the target, not proven: the float64 sums' rounding
+                    # may be the bound's floor (large residuals that cancel), the gradient
+                    # in long double before any verdict
+                    central, nu_up = _link_bounds(blocks, yv, thetas, bs, k, th["lam"],
+                                                  th["loss"], th["fit_intercept"],
+                                                  steer=steer if k == t else None,
+                                                  weight=weight, precise=True)
             except R.UnreadableX:
                 raise
             except ValueError as exc:

@@ -25,7 +25,7 @@ from ._losses import _loss_derivatives_bounded
 
 
 def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept,
-                       enough=None, steer=None, weight=None):
+                       enough=None, steer=None, weight=None, precise=False):
     """An upper bound nu_up of the Newton decrement of L_hat(theta, b) + lam/2
     ||theta - theta_prev||^2 at (theta, b), and the recomputed central value, from the
     rows of Phi (``blocks``, a ``_referee.RowBlocks``). Sums over the rows run in long
@@ -50,7 +50,16 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
 
     ``weight``: the sample weights of a weighted run (the risk 1/n sum_i w_i l(z_i)): the
     derivatives become w_i l'(z_i) and w_i l''(z_i), their bounds w_i e_g + 2 u |w_i g_i|
-    (+ eta) for the rounded product, and everything downstream is the same."""
+    (+ eta) for the rounded product, and everything downstream is the same.
+
+    ``precise``: the gradient's sums over the rows in long double throughout (centred
+    entries, products and partial sums; ``ref_rmatvec`` on a long double ``g``), and the
+    squared loss's residual z - y (weighted) in long double before any rounding to
+    float64. The float64 partial sums' rounding, gamma_{REF_ROWS} times the magnitudes
+    sum_i |phi_ij| |g_i|, is the bound's floor where the residuals are large and their
+    sum cancels (a regression at its optimum, targets y of size 1e3); here that floor
+    falls to long double's unit. Slower (no vectorized float64 sums): the checks use it
+    only when the float64 pass cannot confirm a decrement it recomputes below target."""
     from ..svm import _fast as f
     from ... import _referee as R
 
@@ -65,10 +74,13 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     q = p + int(fit_intercept)
     # sums over the rows: float64 over REF_ROWS rows, the partial sums in long double
     gB = R.gamma(f.REF_ROWS + 4) + gL(n // f.REF_ROWS + blocks.n_blocks + 8)
+    # the gradient's sums: in long double throughout when precise (partial sums of at
+    # most min(REF_ROWS, n) rows)
+    gBg = gL(min(f.REF_ROWS, n) + n // f.REF_ROWS + blocks.n_blocks + 12) if precise else gB
     # -- pass 1: z, l'(z), l''(z) and their bounds; G = Phi^T g / n (+ lam (theta - prev))
     z = np.empty(n)
     ez = np.empty(n)
-    g = np.empty(n)
+    g = np.empty(n, dtype=LD if precise else np.float64)
     h = np.empty(n)
     eg = np.empty(n)
     eh = np.empty(n)
@@ -92,22 +104,34 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
         f.ref_matvec_ld(rows, theta, np.abs(theta), zt, Mz)
         rl = int(R.row_lengths(B).max(initial=0))
         D = max(D, rl)
-        zb = (zt + LD(b)).astype(np.float64)
+        zL = zt + LD(b)
+        zb = zL.astype(np.float64)
         z[lo:hi] = zb
-        # the row product in long double (rl terms), b added, rounded to float64
-        ez[lo:hi] = gL(rl + 3) * (Mz * (1 + R.gamma(rl + 2)) + abs(b)) + R.UNIT * np.abs(zb) \
-            + R.ETA
+        # the row product in long double (rl terms), b added (within ezL), rounded to
+        # float64
+        ezL = gL(rl + 3) * (Mz * (1 + R.gamma(rl + 2)) + abs(b))
+        ez[lo:hi] = ezL + R.UNIT * np.abs(zb) + R.ETA
         gb, hb, egb, ehb = _loss_derivatives_bounded(loss, zb, ez[lo:hi], y[lo:hi])
+        if precise:
+            gb = gb.astype(LD)
+            if loss == "squared":  # z - y from the long double z: within ezL + its rounding
+                gb = zL - y[lo:hi].astype(LD)
+                egb = ezL + gL(2) * np.abs(gb.astype(np.float64)) + R.ETA
         if weight is not None:
             wb = weight[lo:hi]
-            gb, hb = wb * gb, wb * hb
-            egb = wb * egb + 2 * R.UNIT * np.abs(gb) + R.ETA
+            hb = wb * hb
             ehb = wb * ehb + 2 * R.UNIT * hb + R.ETA
+            if precise:
+                gb = wb.astype(LD) * gb
+                egb = wb * egb + gL(2) * np.abs(gb.astype(np.float64)) + R.ETA
+            else:
+                gb = wb * gb
+                egb = wb * egb + 2 * R.UNIT * np.abs(gb) + R.ETA
         g[lo:hi], h[lo:hi], eg[lo:hi], eh[lo:hi] = gb, hb, egb, ehb
         for a, part in _centred_parts(B):  # (Phi - e m^T)^T g (and h)
             ga, ea = gb[a:a + part.n], egb[a:a + part.n]
-            f.ref_rmatvec(part, np.zeros(p, dtype=np.uint8), m, ga, ea + gB * np.abs(ga),
-                          aG, magG)
+            f.ref_rmatvec(part, np.zeros(p, dtype=np.uint8), m, ga,
+                          ea + gBg * np.abs(ga.astype(np.float64)), aG, magG)
             if fit_intercept:
                 ha, eha = hb[a:a + part.n], ehb[a:a + part.n]
                 f.ref_rmatvec(part, np.zeros(p, dtype=np.uint8), m, ha, eha + gB * ha,
@@ -116,7 +140,8 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     dth = theta.astype(LD) - theta_prev[:p].astype(LD)
     # e^T g / n, within Eg1
     g1 = np.sum(g.astype(LD)) / n
-    Eg1 = (np.sum(eg) + gL(n + 2) * np.sum(np.abs(g))) * (1 + 2 * g_) / n + R.ETA
+    Eg1 = (np.sum(eg) + gL(n + 2) * np.sum(np.abs(g.astype(np.float64)))) * (1 + 2 * g_) / n \
+        + R.ETA
     G = np.empty(q, dtype=LD)
     EG = np.empty(q)
     G[:p] = aG / n + LD(lam) * dth
@@ -505,13 +530,13 @@ def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, g
 
 
 def _link_bounds(blocks, y, thetas, bs, k, lam, loss, fit_intercept, enough=None,
-                 steer=None, weight=None):
+                 steer=None, weight=None, precise=False):
     """(recomputed decrement, proven upper bound) of link k (1-based) of a chain in feature
     space: theta^k = ``thetas[k - 1]`` (intercept ``bs[k - 1]``) on the subproblem centred
     at theta^{k-1}, theta^0 = 0 (the solver's start, never read from a certificate);
-    ``enough`` and ``steer`` as in ``_decrement_referee``."""
+    ``enough``, ``steer`` and ``precise`` as in ``_decrement_referee``."""
     prev = thetas[k - 2] if k >= 2 else np.zeros(thetas.shape[1])
     return _decrement_referee(blocks, y, np.ascontiguousarray(thetas[k - 1]), float(bs[k - 1]),
                               prev, lam, loss, fit_intercept, enough=enough, steer=steer,
-                              weight=weight)
+                              weight=weight, precise=precise)
 
