@@ -263,6 +263,28 @@ def test_large_regression_targets_are_certified(scale, weighted):
     assert nu <= res.config.solver_params["tol"], nu
 
 
+@pytest.mark.parametrize("layout", ["dense", "csr"])
+def test_newton_iterations_that_stall_end_with_the_referees_reason(layout):
+    """Found by review: X scaled by 1e-10 under the default target (three proximal
+    steps) spun 1,000 Newton iterations at a decrement of 7.7e-15 against a first target
+    of 1.7e-15, the objective unchanged, and ended max_iter without a reason (the warning
+    advised raising max_iter). A link whose Newton steps stop making progress is handed
+    over, the last one claimed, and the referee refuses the claim from the data: the
+    run ends within a few steps of each link, with the reason and a warning."""
+    import scipy.sparse as sp
+
+    X, y, _ = _large_target_problem(442, 1.0, False)
+    X = X * 1e-10
+    if layout == "csr":
+        X = sp.csr_matrix(X)
+    with pytest.warns(RuntimeWarning, match="stalled"):
+        res = mk.solve(X, y, solver="iterated_tikhonov", loss="squared", t=3,
+                       fit_intercept=True)
+    assert res.status == "max_iter" and res.certificate is None
+    assert res.n_iter <= 3 * 8, res.n_iter
+    assert "stalled" in res.extra["failure"] and "float64" in res.extra["failure"]
+
+
 @pytest.mark.parametrize("weighted", [False, True])
 def test_long_double_gradient_bound_brackets_the_exact_decrement(weighted):
     """The referee's long-double gradient (``bounds``, and the checks' second pass)

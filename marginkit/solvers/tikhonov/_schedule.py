@@ -127,7 +127,9 @@ class NewtonDecrement(StoppingRule):
     The solver's state reads the schedule from the rule's parameters (``rule_schedule``;
     it hands a subproblem over to the next one when it meets its target); the rule stops with
     ``"converged"`` once the last proximal step meets its target: the decrement of the
-    exact final subproblem is then <= tol (Proposition 7, c = 1/2). ``tol=None`` uses the
+    exact final subproblem is then <= tol (Proposition 7, c = 1/2). A last step whose
+    Newton iterations have stalled (``state.stalled``: float64's floor) is claimed too,
+    and the referee confirms or refuses the claim from the data. ``tol=None`` uses the
     solver's ``tol``; ``kappa`` = -log(1 - c)/c (1.4 for c = 1/2).
     """
 
@@ -143,7 +145,10 @@ class NewtonDecrement(StoppingRule):
     def check(self, state):
         if getattr(state, "failed", None):
             return "max_iter"  # the numbers broke down: no target can be met (see extra)
-        if state.prox_step >= state.n_prox and \
-                state.decrement <= state.decrement_targets[state.n_prox - 1]:
+        if state.prox_step >= state.n_prox and (
+                state.decrement <= state.decrement_targets[state.n_prox - 1]
+                or getattr(state, "stalled", False)):
+            # a stalled last link is claimed too: the referee confirms it from the data
+            # or refuses it, and the run ends with the reason
             return self.status
         return None
