@@ -867,6 +867,26 @@ def test_small_weights_scale_the_default_target_down():
     assert np.linalg.norm(res.coef_ - exact) <= 1e-9 * np.linalg.norm(exact)
 
 
+@pytest.mark.parametrize("intercept", [False, True])
+def test_a_row_of_weight_zero_is_absent_whatever_its_label(intercept):
+    # found by review: y = 1e160 on a row of weight 0 made the weighted loss sum
+    # 0 * inf = NaN, and the run ended "Newton system not finite" at iteration 0; the
+    # row is absent, as in scikit-learn: the fit is that of the other rows (same lam)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((50, 3))
+    y = X @ np.array([1.0, 2.0, 3.0]) + 0.1 * rng.standard_normal(50)
+    y[0] = 1e160
+    w = np.ones(50)
+    w[0] = 0.0
+    kw = dict(solver="iterated_tikhonov", loss="squared", lam=0.02, fit_intercept=intercept)
+    res = mk.solve(X, y, sample_weight=w, **kw)
+    # the same risk (1/50) sum over the other rows: weights 49/50 on 49 rows
+    rest = mk.solve(X[1:], y[1:], sample_weight=np.full(49, 49 / 50), **kw)
+    assert res.status == rest.status == "converged"
+    assert res.certificate.verify(X, y, sample_weight=w)
+    assert np.allclose(res.coef_, rest.coef_, rtol=1e-9, atol=0)
+
+
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
 def test_a_row_of_weight_zero_does_not_set_the_default_target(loss):
     # found by review: R and Y were taken over every row; one weight-0 row of unit scale

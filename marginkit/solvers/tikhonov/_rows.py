@@ -71,7 +71,7 @@ class _BlockRows:
         total = self.loss.derivatives(self.z, self.y, self.g, self.h)
         if self.weight is not None:
             w = self.weight
-            total = float(w @ _loss_numpy(self.loss.name, self.z, self.y)[0])
+            total = self._weighted_loss(self.z)
             self.g *= w
             self.h *= w
         rg = self.rmatvec(self.g)
@@ -111,8 +111,15 @@ class _BlockRows:
         """Loss sum at the trial step w - s direction (its predictions kept for ``accept``)."""
         self.zt = self.z - s * self.dz
         if self.weight is not None:
-            return float(self.weight @ _loss_numpy(self.loss.name, self.zt, self.y)[0])
+            return self._weighted_loss(self.zt)
         return self.loss.loss_sum(self.zt, self.y)
+
+    def _weighted_loss(self, z):
+        """sum_i w_i l(z_i, y_i) over the rows of positive weight: a row of weight 0 is
+        absent, whatever its loss (found by review: y = 1e160 on a row of weight 0 made
+        0 * inf = NaN of the loss sum, and the run ended "Newton system not finite")."""
+        pos = self.weight > 0
+        return float(self.weight[pos] @ _loss_numpy(self.loss.name, z[pos], self.y[pos])[0])
 
     def accept(self):
         self.z = np.ascontiguousarray(self.zt)
