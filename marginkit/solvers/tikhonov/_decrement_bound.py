@@ -18,6 +18,7 @@ import math
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
+from scipy.special import expit
 
 from ...linalg._norms import row_sqnorms
 from ...utils._rows import row_block
@@ -54,8 +55,8 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
 
     ``precise``: the gradient's sums over the rows in long double throughout (centred
     entries, products and partial sums; ``ref_rmatvec`` on a long double ``g``), and the
-    squared loss's residual z - y (weighted) in long double before any rounding to
-    float64. The float64 partial sums' rounding, gamma_{REF_ROWS} times the magnitudes
+    loss's derivative l'(z) (weighted) in long double from the long double z, before any
+    rounding to float64 (the logistic loss's expit in long double). The float64 partial sums' rounding, gamma_{REF_ROWS} times the magnitudes
     sum_i |phi_ij| |g_i|, is the bound's floor where the residuals are large and their
     sum cancels (a regression at its optimum, targets y of size 1e3); here that floor
     falls to long double's unit. Slower (no vectorized float64 sums): the checks use it
@@ -112,11 +113,15 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
         ezL = gL(rl + 3) * (Mz * (1 + R.gamma(rl + 2)) + abs(b))
         ez[lo:hi] = ezL + R.UNIT * np.abs(zb) + R.ETA
         gb, hb, egb, ehb = _loss_derivatives_bounded(loss, zb, ez[lo:hi], y[lo:hi])
-        if precise:
-            gb = gb.astype(LD)
-            if loss == "squared":  # z - y from the long double z: within ezL + its rounding
-                gb = zL - y[lo:hi].astype(LD)
+        if precise:  # l'(z) from the long double z, in long double
+            yL = y[lo:hi].astype(LD)
+            if loss == "squared":  # z - y: within ezL + its rounding
+                gb = zL - yL
                 egb = ezL + gL(2) * np.abs(gb.astype(np.float64)) + R.ETA
+            else:  # -y expit(-y z), expit in long double (within 4 long double units,
+                # as scipy's is in practice: 2 found against 200-bit values); |l''| <= 1/4
+                gb = -yL * expit(-(yL * zL))
+                egb = 0.25 * ezL + gL(6) * np.abs(gb.astype(np.float64)) + R.ETA
         if weight is not None:
             wb = weight[lo:hi]
             hb = wb * hb
