@@ -25,8 +25,12 @@ UNIT = 2.0 ** -53
 ETA = 2.0 ** -1074
 #: row blocks of at most this many stored entries (bounded temporaries)
 BLOCK_ENTRIES = 1 << 21
-#: unit roundoff of long double (2^-64 on x87, 2^-53 where long double is float64)
-LONG_UNIT = float(np.finfo(np.longdouble).epsneg)
+#: unit roundoff of long double (2^-64 on x87, 2^-113 for binary128, 2^-53 where long
+#: double is float64): the IEEE formats round correctly. IBM's double-double (ppc64le,
+#: 106 bits) does not: its sums err by a few 2^-106 of |a| + |b| (found by review), so
+#: its unit is taken as 2^-100 there
+_LONG = np.finfo(np.longdouble)
+LONG_UNIT = float(_LONG.epsneg) if int(_LONG.nmant) in (52, 63, 112) else 2.0 ** -100
 
 
 def gamma(k):

@@ -3,6 +3,7 @@ stably (exact kernels in an eigenbasis of K), the certificate's referee recomput
 from the data with a proven upper bound against the target of the run's configuration,
 a refuted claim ends the run honestly, non-PSD kernels and oversized Gram matrices are
 refused (docs/tikhonov.md)."""
+import math
 import warnings
 
 import numpy as np
@@ -233,6 +234,40 @@ def test_long_double_logistic_gradient_brackets_an_extended_precision_reference(
     central, upper = _link_bounds(*args, weight=w, precise=True)
     assert central == pytest.approx(ref, abs=1e-12)
     assert ref <= upper <= 1e-10 < fast, (ref, upper, fast)
+
+
+def test_bounds_of_a_weighted_run_take_its_weights():
+    """Found by review: ``bounds``/``recompute`` took no weights and, on a weighted run's
+    certificate, bounded the unweighted problem (0.376 where the check, given the
+    weights, found 2.4e-15). They take the run's weights now, and refuse without them."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 3))
+    y = X @ np.array([1.0, 2.0, 3.0]) + 0.1 * rng.standard_normal(60)
+    w = rng.uniform(0.1, 10.0, 60)
+    cert = mk.solve(X, y, solver="iterated_tikhonov", loss="squared",
+                    sample_weight=w).certificate
+    verdict = cert.check(X, y, sample_weight=w)
+    central, upper = cert.bounds(X, y, sample_weight=w)
+    assert verdict and upper <= verdict.threshold
+    assert abs(central - verdict.value) <= verdict.rounding
+    assert cert.recompute(X, y, sample_weight=w) == central
+    with pytest.raises(ValueError, match="weighted run: pass its weights"):
+        cert.bounds(X, y)
+
+
+def test_a_bound_that_overflows_is_a_number_when_warnings_are_errors():
+    """Found by review: with warnings as errors, y = 1.7e308 against a prediction of
+    -1.7e308 made the referee raise RuntimeWarning (overflow) instead of giving its
+    infinite bound."""
+    X = np.array([[1.0], [1.0], [-1.0]])
+    y = np.array([1.7e308, -1.7e308, 1.0])
+    cert = NewtonDecrementCertificate(0.0, 1.0, "squared", 1.0, "primal",
+                                      np.array([[-1.7e308]]), False, None, None,
+                                      identity_map=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        central, upper = cert.bounds(X, y)
+    assert not upper < math.inf
 
 
 def _exact_squared_decrement(X, y, theta, b, theta_prev, lam, intercept=True, weight=None):

@@ -440,17 +440,35 @@ class NewtonDecrementCertificate(Certificate):
             return labels_pm(y, self.classes)
         return y.astype(np.float64)
 
-    def recompute(self, X, y):
-        """The Newton decrement of the last link recomputed from (X, y), with this
-        certificate's lam and loss (``bounds`` gives it with its proven upper bound)."""
-        return self.bounds(X, y)[0]
+    def recompute(self, X, y, sample_weight=None):
+        """The Newton decrement of the last link recomputed from (X, y) (and the run's
+        weights, which a weighted run needs), with this certificate's lam and loss
+        (``bounds`` gives it with its proven upper bound)."""
+        return self.bounds(X, y, sample_weight)[0]
 
-    def bounds(self, X, y):
+    def bounds(self, X, y, sample_weight=None):
         """(recomputed decrement, proven upper bound) of the last link, theta^t on the
-        subproblem centred at theta^{t-1}, with this certificate's lam and loss."""
+        subproblem centred at theta^{t-1}, with this certificate's lam and loss, and the
+        run's weights (``ValueError`` without them for a weighted run: the numbers would
+        be those of another problem). The bound is the tightest the referee has (the
+        gradient in long double)."""
+        if sample_weight is None and getattr(self, "weighted", False):
+            raise ValueError("the certificate is of a weighted run: pass its weights, "
+                             "bounds(X, y, sample_weight=w)")
         blocks, yv, thetas, bs, _ = self._problem(X, y)
+        weight = None if sample_weight is None else self._run_weights(y, sample_weight)
         return _link_bounds(blocks, yv, thetas, bs, thetas.shape[0], self.lam, self.loss,
-                            self.fit_intercept, precise=True)
+                            self.fit_intercept, weight=weight, precise=True)
+
+    def _run_weights(self, y, sample_weight):
+        """The validated weights of the run's training rows (``t="auto"`` trained on
+        ``train_index`` of all the rows y labels)."""
+        from ..._validation import check_sample_weight
+
+        weight = check_sample_weight(sample_weight, np.asarray(y).ravel().shape[0])
+        if self.train_index is not None:
+            weight = weight[np.asarray(self.train_index)]
+        return weight
 
     def _problem(self, X, y):
         """(row blocks of Phi, labels, the chain in feature space (t, p), intercepts (t,),
@@ -648,7 +666,6 @@ class NewtonDecrementCertificate(Certificate):
         so no other cut to try (two decompositions of K differ by rounding in every
         direction, not by which directions they keep)."""
         from ...certificates import NotPositiveSemidefiniteError, as_data
-        from ..._validation import check_sample_weight
 
         kind = self.kind
         # X that is not a finite numeric matrix raises (check_X names it), as in the
@@ -678,11 +695,7 @@ class NewtonDecrementCertificate(Certificate):
         weight = None
         if sample_weight is not None:
             try:
-                weight = check_sample_weight(sample_weight, yv.shape[0]
-                                             if self.train_index is None else
-                                             np.asarray(y).ravel().shape[0])
-                if self.train_index is not None:
-                    weight = weight[np.asarray(self.train_index)]
+                weight = self._run_weights(y, sample_weight)
             except (TypeError, ValueError) as exc:
                 return Verdict.reject(kind, str(exc))
         t = thetas.shape[0]
@@ -727,10 +740,10 @@ class NewtonDecrementCertificate(Certificate):
                     central, nu_up = _link_bounds(blocks, yv, thetas, bs, k, th["lam"],
                                                   th["loss"], th["fit_intercept"],
                                                   weight=weight)
-                if not nu_up <= target and central < target:
+                if not nu_up <= target and central < target and R.LONG_UNIT < R.UNIT:
                     # recomputed within the target, not proven: the float64 sums' rounding
                     # may be the bound's floor (large residuals that cancel), the gradient
-                    # in long double before any verdict
+                    # in long double before any verdict (where long double is wider)
                     central, nu_up = _link_bounds(blocks, yv, thetas, bs, k, th["lam"],
                                                   th["loss"], th["fit_intercept"],
                                                   steer=steer if k == t else None,

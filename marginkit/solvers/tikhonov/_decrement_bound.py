@@ -65,7 +65,7 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     from ... import _referee as R
 
     LD = np.longdouble
-    uL = float(np.finfo(LD).epsneg)
+    uL = R.LONG_UNIT
 
     def gL(k):
         return k * uL / (1.0 - k * uL)
@@ -541,7 +541,10 @@ def _link_bounds(blocks, y, thetas, bs, k, lam, loss, fit_intercept, enough=None
     at theta^{k-1}, theta^0 = 0 (the solver's start, never read from a certificate);
     ``enough``, ``steer`` and ``precise`` as in ``_decrement_referee``."""
     prev = thetas[k - 2] if k >= 2 else np.zeros(thetas.shape[1])
-    return _decrement_referee(blocks, y, np.ascontiguousarray(thetas[k - 1]), float(bs[k - 1]),
-                              prev, lam, loss, fit_intercept, enough=enough, steer=steer,
-                              weight=weight, precise=precise)
+    # a number that overflows makes the bound infinite (a refusal), not a warning: a
+    # caller whose warnings are errors still gets the verdict (found by review)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _decrement_referee(blocks, y, np.ascontiguousarray(thetas[k - 1]), float(bs[k - 1]),
+                                  prev, lam, loss, fit_intercept, enough=enough,
+                                  steer=steer, weight=weight, precise=precise)
 
