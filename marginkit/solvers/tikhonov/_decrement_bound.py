@@ -56,10 +56,10 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     ``precise``: the gradient's sums over the rows in long double throughout (centred
     entries, products and partial sums; ``ref_rmatvec`` on a long double ``g``), and the
     loss's derivative l'(z) (weighted) in long double from the long double z, before any
-    rounding to float64 (the logistic loss's expit in long double). The float64 partial sums' rounding, gamma_{REF_ROWS} times the magnitudes
-    sum_i |phi_ij| |g_i|, is the bound's floor where the residuals are large and their
-    sum cancels (a regression at its optimum, targets y of size 1e3); here that floor
-    falls to long double's unit. Slower (no vectorized float64 sums): the checks use it
+    rounding to float64 (the logistic loss's expit in long double). The float64 partial
+    sums' rounding, gamma_{REF_ROWS} times the magnitudes sum_i |phi_ij| |g_i|, is the
+    bound's floor where the residuals are large and their sum cancels (a regression at
+    its optimum, targets y of size 1e3); here that floor falls to long double's unit. Slower (no vectorized float64 sums): the checks use it
     only when the float64 pass cannot confirm a decrement it recomputes below target."""
     from ..svm import _fast as f
     from ... import _referee as R
@@ -544,7 +544,7 @@ def _link_bounds(blocks, y, thetas, bs, k, lam, loss, fit_intercept, enough=None
     # a number that overflows makes the bound infinite (a refusal), not a warning: a
     # caller whose warnings are errors still gets the verdict (found by review)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        return _decrement_referee(blocks, y, np.ascontiguousarray(thetas[k - 1]), float(bs[k - 1]),
-                                  prev, lam, loss, fit_intercept, enough=enough,
+        return _decrement_referee(blocks, y, np.ascontiguousarray(thetas[k - 1]),
+                                  float(bs[k - 1]), prev, lam, loss, fit_intercept, enough=enough,
                                   steer=steer, weight=weight, precise=precise)
 

@@ -61,6 +61,7 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
         self._polish = False    # the next step is a Newton step after a refuted claim
         self._flat = 0          # consecutive Newton steps without progress (``stalled``)
         self._least = math.inf  # the link's smallest decrement so far (``stalled``)
+        self._stalls = []       # (link, decrement) of the links that stalled
 
         # rows held by the blocks of a distributed executor (a dask array's chunks): the
         # data passes run there; the in-memory constructions below need all rows at hand
@@ -207,9 +208,10 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
             self.done = True
         elif not self._polish:
             self.failed = (
-                (f"the Newton iterations stalled ({STALL_STEPS} steps without progress, at a "
-                 f"decrement of {self.decrement:.3g} by the solver's float64 sums); "
-                 if self.stalled else "") +
+                (f"the Newton iterations stalled ({STALL_STEPS} steps without progress) on "
+                 + ", ".join(f"link {k} at a decrement of {d:.3g}"
+                             for k, d in self._stalled_links())
+                 + " (the solver's float64 sums); " if self._stalled_links() else "") +
                 f"the Newton decrement cannot be certified below its target {target:.3g}: "
                 f"recomputed from the data it is {verdict.value:.3g}" + (
                     f", within the target, but its rounding bound {verdict.rounding:.3g} is "
@@ -305,6 +307,8 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
         elif self.decrement <= self.decrement_target or self.stalled:
             # a stalled link is handed over (the last one claimed by the rule) as if it
             # met its target: the referee decides, from the data, whether it did
+            if self.stalled:
+                self._stalls.append((self.prox_step, self.decrement))
             self._finish_prox_step()
             if self.done:
                 return
@@ -318,6 +322,12 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
         flat = not (self.objective < f0 - 64 * np.finfo(float).eps * abs(f0)) \
             and not (self.decrement < 0.5 * self._least)
         self._flat = self._flat + 1 if flat else 0
+
+    def _stalled_links(self):
+        """(link, decrement) of the links that stalled, the current one included."""
+        now = [(self.prox_step, self.decrement)] if self.stalled and not any(
+            k == self.prox_step for k, _ in self._stalls) else []
+        return self._stalls + now
 
     @property
     def stalled(self):
