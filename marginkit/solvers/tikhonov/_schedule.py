@@ -131,7 +131,8 @@ def _distances(B, c):
     CSR rows over their stored entries, sum (b_ij - c_j)^2, plus the centre's other
     columns, ||c||^2 - sum_{stored j} c_j^2 (0 for a row that stores every column)."""
     if not sp.issparse(B):
-        return np.sqrt(np.einsum("ij,ij->i", B - c, B - c))
+        D = B - c
+        return np.sqrt(np.einsum("ij,ij->i", D, D))
     B = sp.csr_matrix(B)
     rows = np.repeat(np.arange(B.shape[0]), np.diff(B.indptr))
     cj = c[B.indices]
