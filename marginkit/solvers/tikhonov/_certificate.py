@@ -450,15 +450,16 @@ class NewtonDecrementCertificate(Certificate):
         """(recomputed decrement, proven upper bound) of the last link, theta^t on the
         subproblem centred at theta^{t-1}, with this certificate's lam and loss, and the
         run's weights (``ValueError`` without them for a weighted run: the numbers would
-        be those of another problem). The bound is the tightest the referee has (the
-        gradient in long double)."""
+        be those of another problem). These are the numbers of the check's first pass
+        (float64 partial sums of the gradient); the check sums the gradient in long double
+        too when that pass cannot confirm a decrement it recomputes below target."""
         if sample_weight is None and getattr(self, "weighted", False):
             raise ValueError("the certificate is of a weighted run: pass its weights, "
                              "bounds(X, y, sample_weight=w)")
         blocks, yv, thetas, bs, _ = self._problem(X, y)
         weight = None if sample_weight is None else self._run_weights(y, sample_weight)
         return _link_bounds(blocks, yv, thetas, bs, thetas.shape[0], self.lam, self.loss,
-                            self.fit_intercept, weight=weight, precise=True)
+                            self.fit_intercept, weight=weight)
 
     def _run_weights(self, y, sample_weight):
         """The validated weights of the run's training rows (``t="auto"`` trained on

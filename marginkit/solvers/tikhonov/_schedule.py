@@ -57,34 +57,12 @@ def rule_schedule(rules, tol):
     return float(DEFAULT_TOL if tol is None else tol), float(kappa)
 
 
-#: rows of the centre c of ``default_tol``'s intercept bound: the data's first rows
-_CENTRE_ROWS = 64
-
-
-def _k_head(block):
-    """The block's first ``_CENTRE_ROWS`` rows (the centre's rows, from the first blocks)."""
-    return block.X[:_CENTRE_ROWS]
-
-
-def _k_label_sums(block, weights=None):
-    """(sum_i w_i y_i, sum_i w_i) over the block (the weighted mean of y)."""
-    y = np.asarray(block.y, dtype=np.float64)
-    w = np.ones(y.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.array([np.sum(w * y), np.sum(w)])
-
-
-def _k_scale(block, kernel, loss, weights=None, ybar=None, head=None):
-    """(sum_i v_i sqrt(k(x_i, x_i)), sum_i v_i ||phi(x_i) - c||) over the block,
-    v_i = w_i |l'_i|: |y_i| for the squared loss at the zero model, |y_i - ybar| with an
-    intercept (``ybar``: at the fitted intercept), 1 for the logistic loss (its bound
-    everywhere); ``weights``: the block's, None for all 1. ``head``: the rows of the
-    centre c, the mean of their features, ||phi(x_i) - c||^2 = k(x_i, x_i) - 2 mean_s
-    k(x_i, x_s) + mean_{s, s'} k(x_s, x_s') (a precomputed Gram's columns are the
-    training rows: k(x_i, x_s) is column s); None: no second sum (inf)."""
+def _k_scale(block, kernel, loss, weights=None):
+    """The block's sum of w_i |l'_i| sqrt(k(x_i, x_i)), |l'_i| = |y_i| for the squared
+    loss at the zero model and 1 for the logistic loss (its bound everywhere);
+    ``weights``: the block's, None for all 1."""
     X = block.X
-    pre = getattr(kernel, "precomputed", False)
-    if pre:
+    if getattr(kernel, "precomputed", False):
         d = X.diagonal() if sp.issparse(X) else np.diagonal(np.asarray(X))
         d = np.asarray(d, dtype=np.float64)
     else:
@@ -94,55 +72,14 @@ def _k_scale(block, kernel, loss, weights=None, ybar=None, head=None):
     if loss == "logistic":
         v = np.ones(d.shape[0])
     else:
-        y = np.asarray(block.y, dtype=np.float64)
-        with np.errstate(over="ignore", invalid="ignore"):
-            v = np.abs(y if ybar is None else y - ybar)
+        v = np.abs(np.asarray(block.y, dtype=np.float64))
     if weights is not None:
         v = v * np.asarray(weights, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):  # not finite: DEFAULT_TOL
-        whole = float(np.sum(v * np.sqrt(np.maximum(d, 0.0))))
-        if head is None or head.shape[0] == 0:
-            return np.array([whole, math.inf])
-        r = head.shape[0]
-        if getattr(kernel, "name", None) == "linear" and not pre:
-            # the features are the rows: ||x_i - c|| from explicit differences (the
-            # kernel form below cancels at u ||x_i||^2 where the rows share an offset)
-            c = np.asarray(float64_block(head).mean(axis=0), dtype=np.float64).ravel()
-            centred = float(np.sum(v * np.concatenate(
-                [_distances(float64_block(X[i:i + 4096]), c)
-                 for i in range(0, X.shape[0], 4096)] or [np.zeros(0)])))
-            return np.array([whole, centred])
-        if pre:
-            m = np.asarray(X[:, :r].mean(axis=1), dtype=np.float64).ravel()
-            q = float(np.mean(np.asarray(head[:, :r].toarray() if sp.issparse(head)
-                                         else head[:, :r], dtype=np.float64)))
-        else:
-            H = float64_block(head)
-            m = np.concatenate([np.asarray(kernel(float64_block(X[i:i + 4096]), H),
-                                           dtype=np.float64).mean(axis=1)
-                                for i in range(0, X.shape[0], 4096)] or [np.zeros(0)])
-            q = float(np.mean(np.asarray(kernel(H, H), dtype=np.float64)))
-        centred = float(np.sum(v * np.sqrt(np.maximum(d - 2 * m + q, 0.0))))
-    return np.array([whole, centred])
+        return float(np.sum(v * np.sqrt(np.maximum(d, 0.0))))
 
 
-def _distances(B, c):
-    """||b_i - c|| for the rows of a float64 block: dense rows by explicit differences;
-    CSR rows over their stored entries, sum (b_ij - c_j)^2, plus the centre's other
-    columns, ||c||^2 - sum_{stored j} c_j^2 (0 for a row that stores every column)."""
-    if not sp.issparse(B):
-        D = B - c
-        return np.sqrt(np.einsum("ij,ij->i", D, D))
-    B = sp.csr_matrix(B)
-    rows = np.repeat(np.arange(B.shape[0]), np.diff(B.indptr))
-    cj = c[B.indices]
-    stored = np.bincount(rows, weights=(B.data - cj) ** 2, minlength=B.shape[0])
-    other = float(c @ c) - np.bincount(rows, weights=cj * cj, minlength=B.shape[0])
-    other[np.diff(B.indptr) == B.shape[1]] = 0.0
-    return np.sqrt(stored + np.maximum(other, 0.0))
-
-
-def default_tol(executor, kernel, loss, lam, weights=None, fit_intercept=False):
+def default_tol(executor, kernel, loss, lam, weights=None):
     """The tolerance of ``tol=None``: DEFAULT_TOL * min(1, max(s, 1e-130)), s = G /
     sqrt(lam), G = (1/n) sum_i w_i |l'_i| sqrt(k(x_i, x_i)) (|l'_i| = |y_i| for the squared
     loss at the zero model, 1 for the logistic loss) over the blocks of ``executor`` (in
@@ -164,51 +101,23 @@ def default_tol(executor, kernel, loss, lam, weights=None, fit_intercept=False):
     took the target to 1e-138, below what float64 certifies: runs whose optimum is the
     zero model ended max_iter after 1000 iterations (found by review). The intercept is
     not penalized, so s does not cover its direction: the run fits it in its first
-    steps, and G is taken there: at the fitted intercept b* the weighted derivatives sum
-    to zero, sum_i w_i l'_i(b*) = 0, so the features' gradient is sum_i w_i l'_i (phi_i -
-    c) / n for any centre c, at most (1/n) sum_i w_i |l'_i| ||phi_i - c||; G is the
-    smaller of the sums at c = 0 and at c the mean of the features of the data's first 64
-    rows, with |l'_i| = |y_i - ybar| (ybar the weighted mean of y) for the squared loss
-    (the linear kernel's ||x_i - c|| from explicit differences, other kernels' from
-    k(x_i, x_i) - 2 mean_s k(x_i, x_s) + mean k(x_s, x_s'), which cancels at u k(x_i, x_i)).
-    Found by review: rows 1e6 + 1e-10 z kept the target at 1e-8 through their offset,
-    which the intercept absorbs, and the run ended "converged" with coefficients of the
-    wrong sign. Scaled up, the target stays DEFAULT_TOL: one that grew with y was met far
-    from the solution (y = 1e9 plus an O(1) signal, fitted with an intercept by conjugate
+    steps. Scaled up, the target stays DEFAULT_TOL: one that grew with y was met far from
+    the solution (y = 1e9 plus an O(1) signal, fitted with an intercept by conjugate
     gradients, ended "converged" 52% away against a target of 10). There float64 may
     not certify 1e-8, and the run ends ``max_iter`` saying so; a ``tol`` given is the
     claim asked for.
     """
-    if fit_intercept:
-        sums = _per_chunk(executor, _k_label_sums, (), weights)
-        with np.errstate(over="ignore", invalid="ignore"):
-            tot = np.sum(sums, axis=0)
-            ybar = float(tot[0] / tot[1]) if tot[1] > 0 else 0.0
-        heads = [h for h in executor.map(_k_head) if h.shape[0]]
-        head = heads[0] if heads else None
-        if head is not None and head.shape[0] < _CENTRE_ROWS and len(heads) > 1:
-            head = (sp.vstack if sp.issparse(head) else np.vstack)(heads)[:_CENTRE_ROWS]
-        args = (kernel, loss, None if not math.isfinite(ybar) else ybar, head)
+    if weights is None:
+        parts = executor.map(_k_scale, kernel, loss)
     else:
-        args = (kernel, loss, None, None)
-    parts = _per_chunk(executor, _k_scale, args, weights, weights_at=2)
+        off = executor.offsets
+        parts = executor.map_each(_k_scale, [(kernel, loss, weights[off[i]:off[i + 1]])
+                                             for i in range(executor.n_chunks)])
     with np.errstate(over="ignore", invalid="ignore"):
-        # the smaller sum (a centred sum that is NaN, inf - inf, is left out)
-        scale = float(np.fmin.reduce(np.sum(parts, axis=0))) / executor.n_samples \
-            / math.sqrt(float(lam))
+        scale = sum(parts) / executor.n_samples / math.sqrt(float(lam))
     if not math.isfinite(scale):
         return DEFAULT_TOL
     return DEFAULT_TOL * min(1.0, max(scale, _MIN_TOL_FACTOR))
-
-
-def _per_chunk(executor, fn, args, weights, weights_at=0):
-    """``fn(block, *args)`` on every block, the block's weights (None when the run is
-    unweighted) inserted into ``args`` at ``weights_at``."""
-    if weights is None:
-        return executor.map(fn, *args[:weights_at], None, *args[weights_at:])
-    off = executor.offsets
-    return executor.map_each(fn, [args[:weights_at] + (weights[off[i]:off[i + 1]],)
-                                  + args[weights_at:] for i in range(executor.n_chunks)])
 
 
 @_register_builtin("stopping", "newton_decrement")

@@ -156,8 +156,7 @@ class IteratedTikhonov(Solver):
             return config
         lam = self.params["lam"] if self.params["lam"] is not None \
             else 1.0 / executor.n_samples
-        tol = default_tol(executor, kernel, self.params["loss"], lam, weights,
-                          self.params["fit_intercept"])
+        tol = default_tol(executor, kernel, self.params["loss"], lam, weights)
         return config.replace(solver_params={**config.solver_params, "tol": tol})
 
     def blocked_refusal(self, kernel):
