@@ -354,6 +354,25 @@ def test_newton_iterations_that_stall_end_with_the_referees_reason(layout):
     assert "stalled" in res.extra["failure"] and "float64" in res.extra["failure"]
 
 
+def test_a_decrement_that_creeps_at_the_floor_is_a_stall():
+    """Found by review: y = 1e8 + X beta + e with an intercept took uphill steps of
+    1/2048 that passed the line search's slack, the decrement falling by 1e-8 of itself
+    a step (a new smallest every time), and spun 1,000 iterations without a reason. A
+    step that lowers the decrement by less than 0.1% is no progress."""
+    n, p = 1000, 20
+    rng = np.random.default_rng(n + 7)
+    X = rng.standard_normal((n, p))
+    y = 1e8 + X @ rng.standard_normal(p) + rng.standard_normal(n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = mk.solve(X, y, solver="iterated_tikhonov", loss="squared", fit_intercept=True,
+                       newton_solver="cholesky", t=3, random_state=0)
+    assert res.n_iter <= 40, res.n_iter
+    if res.status != "converged":
+        assert res.status == "max_iter" and "stalled" in res.extra["failure"]
+        assert "or y, for the squared loss" in res.extra["failure"]
+
+
 @pytest.mark.parametrize("weighted", [False, True])
 def test_long_double_gradient_bound_brackets_the_exact_decrement(weighted):
     """The referee's long-double gradient (``bounds``, and the checks' second pass)
