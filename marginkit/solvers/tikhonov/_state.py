@@ -312,7 +312,7 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
         elif self.decrement <= self.decrement_target or self.stalled:
             # a stalled link is handed over (the last one claimed by the rule) as if it
             # met its target: the referee decides, from the data, whether it did
-            if self.stalled:
+            if not self.decrement <= self.decrement_target:
                 self._stalls.append((self.prox_step, self.decrement))
             self._finish_prox_step()
             if self.done:
@@ -345,13 +345,12 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
         """Whether the Newton iterations of the current link stopped making progress
         (``STALL_STEPS`` steps in a row that neither lower the objective beyond its
         rounding nor the decrement below its smallest so far, or ``CREEP_STEPS`` that
-        lower it by less than 0.1%, ``step``): float64's floor
-        for this subproblem, where further steps change nothing. Found by review: X
-        scaled by 1e-10 with the
-        default target spun 1,000 Newton iterations at a decrement of 7.7e-15 against a
-        target of 1.7e-15 and ended max_iter without a reason. A stalled link is handed
-        over and the stalled last link claimed (``NewtonDecrement``), so that the referee
-        confirms the claim from the data, or refuses it and the run ends with its reason
+        lower it by less than 0.1%, ``step``): float64's floor for this subproblem, where
+        further steps change nothing. Found by review: X scaled by 1e-10 with the default
+        target spun 1,000 Newton iterations at a decrement of 7.7e-15 against a target of
+        1.7e-15 and ended max_iter without a reason. A stalled link is handed over and the
+        stalled last link claimed (``NewtonDecrement``), so that the referee confirms the
+        claim from the data, or refuses it and the run ends with its reason
         (``refuted``)."""
         return self._flat >= STALL_STEPS or self._creep >= CREEP_STEPS
 
