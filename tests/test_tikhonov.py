@@ -1318,3 +1318,23 @@ def test_a_file_whose_split_columns_were_edited_is_refused(tmp_path):
             z.writestr(key, value)
     with pytest.raises(ValueError, match=r"extra\['train_index'\].*is not its certificate's"):
         mk.load_result(edited)
+
+
+def test_the_scan_script_records_each_problems_end(tmp_path, monkeypatch, capsys):
+    # benchmarks/tikhonov_scan.py (docs/benchmarks.md): one problem at least, its status
+    # and iterations recorded, the comparison with a file of another commit read back
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "tikhonov_scan.py"
+    spec = importlib.util.spec_from_file_location("tikhonov_scan", path)
+    scan = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(scan)
+    out = tmp_path / "scan.json"
+    with warnings.catch_warnings():
+        scan.main([str(out), "--seconds", "0.5"])
+    runs = json.loads(out.read_text())
+    assert runs and all(r["status"] in ("converged", "max_iter") for r in runs.values())
+    scan.main([str(tmp_path / "again.json"), "--seconds", "0.5", "--compare", str(out)])
+    assert "in common; changes:" in capsys.readouterr().out
