@@ -71,7 +71,7 @@ def bound_from_cross(C, n):
     if C.size:
         from ...linalg._norms import top_eigenvalue
 
-        lam = top_eigenvalue(C)  # the top eigenvalue only (LAPACK's subset driver)
+        lam = top_eigenvalue(C)  # LAPACK's subset driver, else the whole spectrum
     else:
         lam = float(n)
     if lam is None or not np.isfinite(lam):

@@ -65,10 +65,7 @@ def _decrement_referee(blocks, y, theta, b, theta_prev, lam, loss, fit_intercept
     from ... import _referee as R
 
     LD = np.longdouble
-    uL = R.LONG_UNIT
-
-    def gL(k):
-        return k * uL / (1.0 - k * uL)
+    gL = R.gamma_long  # gamma_k in long double's unit
 
     n = blocks.n
     p = theta.shape[0]

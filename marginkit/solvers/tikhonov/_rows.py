@@ -38,6 +38,9 @@ class _BlockRows:
         #: the block's sample weights (None: unweighted); g and h are then w_i l'(z_i)
         #: and w_i l''(z_i), the loss sums sum_i w_i l(z_i)
         self.weight = None if weight is None else np.ascontiguousarray(weight, dtype=np.float64)
+        #: the rows of positive weight where some weight is 0 (``_weighted_loss``), once
+        self._positive = None if self.weight is None or np.all(self.weight > 0) \
+            else np.flatnonzero(self.weight > 0)
         self.p = p
         self.fit_intercept = fit_intercept
         n = Phi.shape[0]
@@ -118,7 +121,9 @@ class _BlockRows:
         """sum_i w_i l(z_i, y_i) over the rows of positive weight: a row of weight 0 is
         absent, whatever its loss (found by review: y = 1e160 on a row of weight 0 made
         0 * inf = NaN of the loss sum, and the run ended "Newton system not finite")."""
-        pos = self.weight > 0
+        pos = self._positive
+        if pos is None:
+            return float(self.weight @ _loss_numpy(self.loss.name, z, self.y)[0])
         return float(self.weight[pos] @ _loss_numpy(self.loss.name, z[pos], self.y[pos])[0])
 
     def accept(self):
