@@ -697,17 +697,20 @@ def test_iterated_tikhonov_one_implementation_without_client(monkeypatch, loss,
     _assert_same_tikhonov(mem, dsk, X, y)
 
 
-@pytest.mark.parametrize("sparse, params", [
-    (False, {"newton_solver": "cg", "t": 2}),
-    (True, {"newton_solver": "cg", "fit_intercept": True}),
-    (False, {"method": "spectral_filter", "loss": "squared", "t": 3}),
+@pytest.mark.parametrize("sparse, params, n, rows", [
+    (False, {"newton_solver": "cg", "t": 2}, 240, 70),
+    (True, {"newton_solver": "cg", "fit_intercept": True}, 240, 70),
+    # more rows than the preconditioner's sample (2,000): the chunks draw the rows the
+    # in-memory run draws
+    (False, {"newton_solver": "cg", "fit_intercept": True}, 2600, 100),
+    (False, {"method": "spectral_filter", "loss": "squared", "t": 3}, 240, 70),
 ])
-def test_iterated_tikhonov_cg_and_spectral_filter_on_chunks(client, sparse, params):
-    # the conjugate gradients (Hessian-vector products and the subsample preconditioner)
+def test_iterated_tikhonov_cg_and_spectral_filter_on_chunks(client, sparse, params, n, rows):
+    # the conjugate gradients (Hessian-vector products and the sampled preconditioner)
     # and the closed form (Phi^T Phi, Phi^T y) are block passes too
-    X, y = _tikhonov_data(params.get("loss", "logistic"), sparse, np.float64)
+    X, y = _tikhonov_data(params.get("loss", "logistic"), sparse, np.float64, n=n)
     mem = mk.solve(X, y, solver="iterated_tikhonov", random_state=3, **params)
-    dsk = mk.solve(_as_dask(X, 70), y, solver="iterated_tikhonov", random_state=3, **params)
+    dsk = mk.solve(_as_dask(X, rows), y, solver="iterated_tikhonov", random_state=3, **params)
     assert dsk.extra["newton_solver"] == mem.extra["newton_solver"]
     _assert_same_tikhonov(mem, dsk, X, y)
 

@@ -289,6 +289,118 @@ def test_weighted_gram_of_csr_rows_is_the_dense_one(density, index_dtype):
     assert np.array_equal(H, H.T)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_rmatvec_of_no_rows_is_zero(dtype):
+    # a block's sample of no rows (the preconditioner's, on small chunks): BLAS returns at
+    # once on an empty product, and out kept what it held (found by a test: a garbage
+    # intercept column in the preconditioner)
+    from marginkit.solvers.tikhonov import _fast
+    from marginkit.utils._rows import row_block
+
+    for X in (np.empty((0, 5), dtype=dtype), sp.csr_matrix((0, 5), dtype=dtype)):
+        out = np.full(5, np.nan)
+        _fast.rmatvec(row_block(X), np.empty(0), out)
+        assert np.array_equal(out, np.zeros(5))
+
+
+def _precond_run(X, y, theta, cuts, weight=None, seed=0):
+    """The conjugate gradients' side of a run (``_PreconditionedCG``) on the rows of X
+    split at ``cuts`` into in-memory blocks, its derivatives at ``theta`` (an intercept
+    last); the exact Hessian of the logistic loss there."""
+    from marginkit._executors import Block, Executor
+    from marginkit.solvers.tikhonov._newton import _GuardedNewton
+    from marginkit.solvers.tikhonov._precond import _PreconditionedCG
+    from marginkit.solvers.tikhonov._rows import _k_tikhonov, _k_tikhonov_setup, _Model
+
+    n, p = X.shape
+    edges = [0, *cuts, n]
+    blocks = [Block(X[a:b], y[a:b], i, a) for i, (a, b) in enumerate(zip(edges, edges[1:]))]
+    ex = Executor(blocks, np.diff(edges), p, X.dtype, sp.issparse(X))
+    if weight is None:
+        ex.map(_k_tikhonov_setup, "logistic", p, True)
+    else:
+        ex.map_each(_k_tikhonov_setup, [("logistic", p, True, weight[a:b])
+                                        for a, b in zip(edges, edges[1:])])
+    ex.map(_k_tikhonov, [("set_iterate", (theta,)), ("derivatives", (False,))])
+
+    class Run(_PreconditionedCG, _GuardedNewton):
+        pass
+
+    run = Run()
+    run.rows, run.lam, run._pending = ex, 1.0 / n, []
+    run.model = _Model(n, p, True, run.lam, sp.issparse(X))
+    run._init_precond(np.random.default_rng(seed))
+    Xa = np.hstack([X.toarray() if sp.issparse(X) else X, np.ones((n, 1))])
+    z = Xa @ theta
+    h = 0.25 / np.cosh(z / 2) ** 2 * (1.0 if weight is None else weight)
+    H = Xa.T @ (h[:, None] * Xa) / n
+    H[np.diag_indices(p)] += run.lam
+    return run, H
+
+
+def _near_optimum(n=8000, d=12, seed=4):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    y = np.where(X @ rng.standard_normal(d) + 0.3 * rng.standard_normal(n) > 0, 1.0, -1.0)
+    res = mk.solve(X, y, solver="iterated_tikhonov", t=1, fit_intercept=True, tol=1e-6)
+    return X, y, np.r_[res.coef_, res.intercept_]
+
+
+def _spread(P, H):
+    """The largest over the smallest eigenvalue of P^-1 H: CG's convergence on H
+    preconditioned by P."""
+    import scipy.linalg as sla
+    ev = sla.eigh(H, P, eigvals_only=True)
+    return ev[-1] / ev[0]
+
+
+def test_cg_preconditioner_samples_the_rows_the_hessian_is_made_of():
+    """At a logistic optimum most rows have h_i near 0: the preconditioner's sample, drawn
+    in proportion to h_i ||(x_i, 1)||^2 and weighted by h_i / pi_i, preconditions the
+    Hessian far better than a uniform sample of the same size; it is unbiased."""
+    X, y, theta = _near_optimum()
+    n = X.shape[0]
+    run, H = _precond_run(X, y, theta, cuts=[])
+    assert run._precond_size == 2000
+    P = run._sampled_hessian()
+    # a uniform sample of 2,000 rows, as the preconditioner was before
+    rng = np.random.default_rng(0)
+    Xa = np.hstack([X, np.ones((n, 1))])
+    h = 0.25 / np.cosh(Xa @ theta / 2) ** 2
+    spreads = []
+    for _ in range(5):
+        S = rng.choice(n, 2000, replace=False)
+        U = Xa[S].T @ (h[S, None] * Xa[S]) / 2000
+        U[np.diag_indices(X.shape[1])] += run.lam
+        spreads.append(_spread(U, H))
+    assert _spread(P, H) < 1.5 < min(spreads)
+    # unbiased: the mean of many samples' Hessians is the Hessian
+    mean = sum(run._sampled_hessian() for _ in range(200)) / 200
+    assert_allclose(mean, H, rtol=0, atol=0.02 * np.abs(H).max())
+
+
+def test_cg_preconditioner_sample_does_not_depend_on_the_blocks():
+    # the same rows are drawn whatever the blocking (a counter-based generator read at
+    # each block's first row): the Hessians agree to rounding, in memory and on chunks
+    X, y, theta = _near_optimum(n=5000)
+    one, H = _precond_run(X, y, theta, cuts=[])
+    three, _ = _precond_run(X, y, theta, cuts=[1, 2001, 4999])
+    for _ in range(3):
+        assert_allclose(three._sampled_hessian(), one._sampled_hessian(), rtol=1e-12,
+                        atol=1e-15)
+
+
+def test_cg_preconditioner_takes_every_row_when_few_weigh():
+    # fewer rows of positive weight than the sample's size: all of them, whole (h_i /
+    # pi_i = h_i), so the preconditioner is the Hessian itself; rows of weight 0 are never
+    # drawn
+    X, y, theta = _near_optimum(n=6000)
+    w = np.zeros(6000)
+    w[::5] = np.random.default_rng(1).uniform(0.5, 2.0, 1200)
+    run, H = _precond_run(X, y, theta, cuts=[2500], weight=w)
+    assert_allclose(run._sampled_hessian(), H, rtol=1e-12, atol=1e-15)
+
+
 def test_dense_csr_float32_agree():
     X, y = _classification()
     ref = _solve(X, y, lam=1e-2, t=3, tol=1e-10)

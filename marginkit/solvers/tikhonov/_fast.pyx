@@ -100,12 +100,13 @@ def matvec(rows_t X, const double[::1] w, double[::1] out):
 
 def rmatvec(rows_t X, const double[::1] g, double[::1] out):
     """out = X.T @ g, accumulated in float64 (out is overwritten; BLAS ``dgemv`` for dense
-    float64 rows)."""
+    float64 rows; no rows give zeros: BLAS returns at once on an empty product, leaving
+    out as it was)."""
     cdef Py_ssize_t i, j
     cdef int one = 1, ni = <int> X.n, di = <int> X.d
     cdef double alpha = 1.0, beta = 0.0
     with nogil:
-        if rows_t is DenseRows64:
+        if rows_t is DenseRows64 and ni > 0 and di > 0:
             # out = X.T @ g  (the Fortran d x n matrix X^T times g: 'N')
             dgemv(b"N", &di, &ni, &alpha, <double*> X.data, &di, <double*> &g[0], &one,
                   &beta, &out[0], &one)

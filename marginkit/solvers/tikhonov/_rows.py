@@ -11,6 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _fast
+from ...linalg._norms import row_sqnorms
 from ...utils._rows import row_block
 from ._losses import _LOSSES, _loss_numpy
 
@@ -49,6 +50,9 @@ class _BlockRows:
         self.h = np.empty(n)
         self.dz = np.zeros(n)
         self.zt = None
+        #: ||phi_i||^2 (+ 1 for the intercept's column), once, and the rows' shares of
+        #: the Hessian's trace: the preconditioner's sample (``precond_weights``)
+        self._sqnorms = self._q = None
 
     def predict(self, w):
         """Phi w[:p] (+ w[p]) on the block's rows."""
@@ -86,10 +90,57 @@ class _BlockRows:
             return total, rg, gs, Hp, None, None
         return total, rg, gs, Hp, self.rmatvec(self.h), float(self.h.sum())
 
-    def sub_hessian(self, rows):
-        """The Hessian sums of the rows ``rows`` (block-local indices) only: the
-        preconditioner of the conjugate gradients."""
-        h = np.ascontiguousarray(self.h[rows])
+    def precond_weights(self):
+        """Keep q_i = h_i ||(phi_i, 1)||^2, the rows' shares of the Hessian's trace, for
+        the preconditioner's sample (``sampled_hessian``); return (the sum of its finite
+        entries, the number of positive ones, the number of non-finite ones)."""
+        if self._sqnorms is None:
+            self._sqnorms = row_sqnorms(self.Phi) + float(self.fit_intercept)
+        with np.errstate(over="ignore", invalid="ignore"):
+            q = self.h * self._sqnorms
+        finite = np.isfinite(q)
+        self._q = np.where(finite, q, np.inf)
+        pos = finite & (q > 0)
+        return float(q[pos].sum()), int(np.count_nonzero(pos)), int(q.shape[0] - finite.sum())
+
+    def _inclusion(self, c):
+        """pi_i = min(1, c q_i) (1 where q_i is not finite, 0 where it is 0)."""
+        q = self._q
+        pi = np.zeros(q.shape[0])
+        pos = q > 0
+        with np.errstate(over="ignore", invalid="ignore"):
+            pi[pos] = np.minimum(1.0, c * q[pos])
+        pi[np.isinf(q)] = 1.0
+        return pi
+
+    def inclusion_sums(self, c):
+        """(sum_i pi_i, sum of q_i over the rows not taken whole) over the finite q_i: the
+        expected sample size at scale c and its slope in c."""
+        finite = np.isfinite(self._q)
+        pi = self._inclusion(c)[finite]
+        q = self._q[finite]
+        return float(pi.sum()), float(q[pi < 1.0].sum())
+
+    def sampled_hessian(self, c, seed, offset):
+        """The Hessian sums of a sample of the block's rows, the preconditioner of the
+        conjugate gradients: row i kept with probability pi_i = min(1, c q_i)
+        (``precond_weights``) and weighted by h_i / pi_i, an unbiased estimate of the
+        block's sums that keeps the rows the Hessian is made of (Poisson sampling in
+        proportion to the rows' shares of its trace). Row i's uniform draw is the i-th of
+        the stream of ``seed`` (a counter-based generator, advanced to the block's first
+        row ``offset``), so the sample does not depend on how the rows are split into
+        blocks."""
+        pi = self._inclusion(c)
+        bits = np.random.Philox(key=seed)
+        bits.advance(offset // 4)  # Philox draws four 64-bit words per step
+        gen = np.random.Generator(bits)
+        gen.random(offset % 4)
+        rows = np.flatnonzero(gen.random(pi.shape[0]) < pi)
+        return self._sub_hessian(rows, self.h[rows] / pi[rows])
+
+    def _sub_hessian(self, rows, h):
+        """The Hessian sums of the rows ``rows`` (block-local indices) with weights h."""
+        h = np.ascontiguousarray(h, dtype=np.float64)
         sub = row_block(self.Phi[rows])
         Hp = self._weighted_gram(sub, h)
         if not self.fit_intercept:
