@@ -303,6 +303,47 @@ def test_rmatvec_of_no_rows_is_zero(dtype):
         assert np.array_equal(out, np.zeros(5))
 
 
+def test_loss_sums_are_compensated():
+    """The solver's loss sums are within about a unit of the exact sum of their terms
+    whatever n (a running sum's rounding grows with n): one term of 1e8 and 100,000 of
+    order 1, where a running sum loses about 1e-3."""
+    import math
+    from marginkit.solvers.tikhonov import _fast
+
+    rng = np.random.default_rng(0)
+    n = 100_001
+    y = np.zeros(n)
+    z = rng.uniform(-1.0, 1.0, n)
+    z[0] = math.sqrt(2e8)
+    terms = 0.5 * z * z
+    exact = math.fsum(terms)
+    g, h = np.empty(n), np.empty(n)
+    for got in (_fast.squared_loss_sum(z, y), _fast.squared_derivatives(z, y, g, h)):
+        assert abs(got - exact) <= 2 * np.finfo(float).eps * exact
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    z[0] = -1e8 * y[0]  # a term of 1e8
+    m = y * z
+    terms = np.where(m > 0, np.log1p(np.exp(-np.abs(m))), -m + np.log1p(np.exp(-np.abs(m))))
+    exact = math.fsum(terms)
+    for got in (_fast.logistic_loss_sum(z, y), _fast.logistic_derivatives(z, y, g, h)):
+        assert abs(got - exact) <= 2 * np.finfo(float).eps * exact
+
+
+def test_line_search_takes_full_newton_steps_on_many_rows():
+    # a squared loss (Newton's step exact up to CG's residual) on 40,000 rows whose
+    # objective is about 9e4: with a running sum the trial objectives' rounding exceeded
+    # the line search's slack of 16 units and steps of 1/2 to 1/64 passed or failed at
+    # random (18 Newton iterations; found by review); compensated sums take 5-7 (24
+    # such problems, 5-8 with a running sum but for this one)
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((40000, 20)) + 5.0
+    y = 300.0 * ((X - 5.0) @ rng.standard_normal(20) + rng.standard_normal(40000))
+    res = mk.solve(X, y, solver="iterated_tikhonov", loss="squared", newton_solver="cg",
+                   fit_intercept=True)
+    assert res.status == "converged" and res.certificate.verify(X, y)
+    assert res.n_iter <= 8
+
+
 def _precond_run(X, y, theta, cuts, weight=None, seed=0):
     """The conjugate gradients' side of a run (``_PreconditionedCG``) on the rows of X
     split at ``cuts`` into in-memory blocks, its derivatives at ``theta`` (an intercept

@@ -171,11 +171,14 @@ class _BlockRows:
     def _weighted_loss(self, z):
         """sum_i w_i l(z_i, y_i) over the rows of positive weight: a row of weight 0 is
         absent, whatever its loss (found by review: y = 1e160 on a row of weight 0 made
-        0 * inf = NaN of the loss sum, and the run ended "Newton system not finite")."""
+        0 * inf = NaN of the loss sum, and the run ended "Newton system not finite").
+        Summed pairwise (numpy's sum): its rounding grows as log n, as the unweighted
+        sums' compensated one does not at all (``_fast``; the line search's slack)."""
         pos = self._positive
         if pos is None:
-            return float(self.weight @ _loss_numpy(self.loss.name, z, self.y)[0])
-        return float(self.weight[pos] @ _loss_numpy(self.loss.name, z[pos], self.y[pos])[0])
+            return float(np.sum(self.weight * _loss_numpy(self.loss.name, z, self.y)[0]))
+        return float(np.sum(self.weight[pos]
+                            * _loss_numpy(self.loss.name, z[pos], self.y[pos])[0]))
 
     def accept(self):
         self.z = np.ascontiguousarray(self.zt)
