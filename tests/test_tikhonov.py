@@ -327,6 +327,10 @@ def test_loss_sums_are_compensated():
     exact = math.fsum(terms)
     for got in (_fast.logistic_loss_sum(z, y), _fast.logistic_derivatives(z, y, g, h)):
         assert abs(got - exact) <= 2 * np.finfo(float).eps * exact
+    # an overflowing sum is inf, not the NaN of inf - inf in the compensation (review)
+    big, one = np.array([-1e308, -1e308]), np.ones(2)
+    assert _fast.logistic_loss_sum(big, one) == np.inf
+    assert _fast.squared_loss_sum(np.array([1e200, 1e200]), np.zeros(2)) == np.inf
 
 
 def test_line_search_takes_full_newton_steps_on_many_rows():
@@ -361,6 +365,63 @@ def test_earlier_links_are_handed_over_below_half_their_target():
     assert res.status == "converged" and res.certificate.verify(X, y)
     targets = decrement_schedule(res.extra["target"] * 3, 3)  # tol = t * the last target
     assert np.all(res.history["prox_decrement"][:-1] <= 0.5 * targets[:-1])
+
+
+def test_cg_preconditioner_keeps_a_uniform_share(monkeypatch):
+    # found by review: half the rows large in 10 columns, the other half small in 90
+    # others; drawn only in proportion to the Hessian's trace, the sample held almost none
+    # of the small rows and CG took 2,882 products (a uniform sample: 25); half of the
+    # sample is uniform now
+    from marginkit.solvers.tikhonov import _newton
+
+    rng = np.random.default_rng(0)
+    n, p = 10000, 100
+    X = np.zeros((n, p))
+    X[:5000, :10] = 30 * rng.standard_normal((5000, 10))
+    X[5000:, 10:] = rng.standard_normal((5000, 90)) * np.logspace(0, -2, 90)
+    y = X @ rng.standard_normal(p) + 0.1 * rng.standard_normal(n)
+    count = [0]
+    hess_vec = _newton._GuardedNewton._hess_vec
+
+    def counted(self, v):
+        count[0] += 1
+        return hess_vec(self, v)
+
+    monkeypatch.setattr(_newton._GuardedNewton, "_hess_vec", counted)
+    res = mk.solve(X, y, solver="iterated_tikhonov", loss="squared", lam=1e-6,
+                   newton_solver="cg", t=1, random_state=0)
+    assert res.status == "converged" and count[0] <= 100
+
+
+def test_a_link_whose_floor_is_above_half_its_target_is_handed_over():
+    # found by review: y offsets of 1e7 (rounding noise lowers the objective at every
+    # step, so no stall is seen) and link 1's floor between half its target and the
+    # target: it spun 1,000 iterations without a reason; handed over at its target after
+    # three steps below it, the referee decides, with its reason
+    r = np.random.default_rng(754017)
+    X = r.standard_normal((1000, 3))
+    y = 1e7 + (X @ r.standard_normal(3) / np.sqrt(3) + 1e-6 * r.standard_normal(1000))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = mk.solve(X, y, solver="iterated_tikhonov", loss="squared", fit_intercept=True,
+                       newton_solver="cg", t=5, random_state=0)
+    assert res.n_iter < 50
+    assert res.status == "converged" or "cannot be certified" in res.extra["failure"]
+
+
+def test_auto_t_takes_no_improvement_within_rounding():
+    # found by review: validation losses equal to the last bits picked t = 2 over t = 1
+    # as the order of the sums changed, and t = 2's first target was below float64's
+    # reach (max_iter); an improvement within 64 units of the loss is none
+    r = np.random.default_rng(450357)
+    X = r.standard_normal((5000, 3))
+    s = X @ r.standard_normal(3) / np.sqrt(3)
+    y = np.where(s + r.standard_normal(5000) > 0, 1.0, -1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = mk.solve(X + 2.0, y, solver="iterated_tikhonov", lam=1e-14, t="auto",
+                       newton_solver="cholesky", random_state=0)
+    assert res.status == "converged" and res.extra["t"] == 1
 
 
 def _precond_run(X, y, theta, cuts, weight=None, seed=0):

@@ -33,6 +33,14 @@ cdef inline void _add(double x, double* s, double* c) noexcept nogil:
     s[0] = t
 
 
+cdef inline double _total(double s, double c) noexcept nogil:
+    """The compensated sum s + c; s itself when it is not finite (an overflow: inf - inf
+    in c would make the sum NaN, found by review)."""
+    if s - s != 0.0:  # inf or NaN
+        return s
+    return s + c
+
+
 def logistic_derivatives(const double[::1] z, const double[::1] y,
                          double[::1] grad, double[::1] hess):
     """Sum of log(1 + exp(-y z)) and, per sample, its first and second derivative in z.
@@ -55,7 +63,7 @@ def logistic_derivatives(const double[::1] z, const double[::1] y,
                 s = 1.0 / (1.0 + e)          # sigma(-m)
             grad[i] = -y[i] * s
             hess[i] = s * (1.0 - s)
-    return total + comp
+    return _total(total, comp)
 
 
 def logistic_loss_sum(const double[::1] z, const double[::1] y):
@@ -69,7 +77,7 @@ def logistic_loss_sum(const double[::1] z, const double[::1] y):
                 _add(log1p(exp(-m)), &total, &comp)
             else:
                 _add(-m + log1p(exp(m)), &total, &comp)
-    return total + comp
+    return _total(total, comp)
 
 
 def squared_derivatives(const double[::1] z, const double[::1] y,
@@ -83,7 +91,7 @@ def squared_derivatives(const double[::1] z, const double[::1] y,
             _add(0.5 * r * r, &total, &comp)
             grad[i] = r
             hess[i] = 1.0
-    return total + comp
+    return _total(total, comp)
 
 
 def squared_loss_sum(const double[::1] z, const double[::1] y):
@@ -94,7 +102,7 @@ def squared_loss_sum(const double[::1] z, const double[::1] y):
         for i in range(n):
             r = z[i] - y[i]
             _add(0.5 * r * r, &total, &comp)
-    return total + comp
+    return _total(total, comp)
 
 
 # ---------------------------------------------------------------- data passes

@@ -38,32 +38,38 @@ class _PreconditionedCG:
         self._precond_rng = rng
 
     def _sampled_hessian(self):
-        """The Hessian of the preconditioner's sample (``_BlockRows.sampled_hessian``):
-        the scale c of the inclusion probabilities min(1, c q_i) that makes the expected
-        sample size s, by Newton's method on the concave, piecewise linear f(c) =
-        sum_i min(1, c q_i) from c = s / sum q (below the root, where it stays), to within
-        0.1% of s; every row of q_i > 0 when there are at most s. Two floats per block
-        and step: the sample does not depend on how the rows are split into blocks."""
+        """The Hessian of the preconditioner's sample (``_BlockRows.sampled_hessian``),
+        rows kept with probabilities min(1, c q_i + base): half the sample s uniform over
+        the rows of q_i > 0 (base = s / (2 n_+)), half in proportion to q_i. The share in
+        proportion alone missed whole groups of rows (found by review: half the rows large
+        in 10 columns, the other half small in 90 others, drew almost none of the small
+        ones, and CG took 2,882 products where a uniform sample took 25). c makes the
+        expected size s, by Newton's method on the concave, piecewise linear f(c) =
+        sum_i min(1, c q_i + base) from below (where it stays), to within 0.1% of s or 30
+        steps (the uniform half is there whatever c is); every row of q_i > 0 when there
+        are at most s. Two floats per block and step: the sample does not depend on how
+        the rows are split into blocks."""
         rows = self.rows
         parts = rows.map(_k_tikhonov, self._pending + [("precond_weights", ())])
         self._pending = []
         total = sum(part[0] for part in parts)
+        n_pos = sum(part[1] for part in parts)
         budget = self._precond_size - sum(part[2] for part in parts)
-        if sum(part[1] for part in parts) <= budget:
+        base = c = 0.0
+        if n_pos <= budget:
             c = np.inf
-        elif budget <= 0:
-            c = 0.0
-        else:
-            c = budget / total
-            for _ in range(30):
-                sums = rows.map(_k_tikhonov, [("inclusion_sums", (c,))])
+        elif budget > 0:
+            base = 0.5 * budget / n_pos
+            c = 0.5 * budget / total if 0.0 < total < np.inf else 0.0
+            for _ in range(30 if c > 0.0 else 0):
+                sums = rows.map(_k_tikhonov, [("inclusion_sums", (c, base))])
                 size = sum(part[0] for part in sums)
                 slope = sum(part[1] for part in sums)
                 if size >= 0.999 * budget or not slope > 0:
                     break
                 c += (budget - size) / slope
         seed = int(self._precond_rng.integers(2**63))
-        calls = [([("sampled_hessian", (c, seed, int(rows.offsets[i])))],)
+        calls = [([("sampled_hessian", (c, base, seed, int(rows.offsets[i])))],)
                  for i in range(rows.n_chunks)]
         return self._hessian(rows.map_each(_k_tikhonov, calls), self.model.n)
 

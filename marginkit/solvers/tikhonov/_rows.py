@@ -103,34 +103,36 @@ class _BlockRows:
         pos = finite & (q > 0)
         return float(q[pos].sum()), int(np.count_nonzero(pos)), int(q.shape[0] - finite.sum())
 
-    def _inclusion(self, c):
-        """pi_i = min(1, c q_i) (1 where q_i is not finite, 0 where it is 0)."""
+    def _inclusion(self, c, base):
+        """pi_i = min(1, c q_i + base) where q_i > 0 (1 where q_i is not finite, 0 where it
+        is 0)."""
         q = self._q
         pi = np.zeros(q.shape[0])
         pos = q > 0
         with np.errstate(over="ignore", invalid="ignore"):
-            pi[pos] = np.minimum(1.0, c * q[pos])
+            pi[pos] = np.minimum(1.0, c * q[pos] + base)
         pi[np.isinf(q)] = 1.0
         return pi
 
-    def inclusion_sums(self, c):
+    def inclusion_sums(self, c, base):
         """(sum_i pi_i, sum of q_i over the rows not taken whole) over the finite q_i: the
         expected sample size at scale c and its slope in c."""
         finite = np.isfinite(self._q)
-        pi = self._inclusion(c)[finite]
+        pi = self._inclusion(c, base)[finite]
         q = self._q[finite]
         return float(pi.sum()), float(q[pi < 1.0].sum())
 
-    def sampled_hessian(self, c, seed, offset):
+    def sampled_hessian(self, c, base, seed, offset):
         """The Hessian sums of a sample of the block's rows, the preconditioner of the
-        conjugate gradients: row i kept with probability pi_i = min(1, c q_i)
-        (``precond_weights``) and weighted by h_i / pi_i, an unbiased estimate of the
-        block's sums that keeps the rows the Hessian is made of (Poisson sampling in
-        proportion to the rows' shares of its trace). Row i's uniform draw is the i-th of
+        conjugate gradients: row i kept with probability pi_i = min(1, c q_i + base)
+        (``precond_weights``; ``base``, the uniform share, keeps rows of every kind in
+        the sample) and weighted by h_i / pi_i, an unbiased estimate of the block's sums
+        that keeps the rows the Hessian is made of (Poisson sampling in proportion to the
+        rows' shares of its trace). Row i's uniform draw is the i-th of
         the stream of ``seed`` (a counter-based generator, advanced to the block's first
         row ``offset``), so the sample does not depend on how the rows are split into
         blocks."""
-        pi = self._inclusion(c)
+        pi = self._inclusion(c, base)
         bits = np.random.Philox(key=seed)
         bits.advance(offset // 4)  # Philox draws four 64-bit words per step
         gen = np.random.Generator(bits)
