@@ -966,7 +966,8 @@ _CERTIFICATE_FIELDS = {
         "projection": _optional(_matrix), "identity_map": _boolean,
         "config": _optional(_config), "prox_step": _optional(_integer),
         "weighted": _boolean, "predictor": _optional(_string),
-        "support_coef": _optional(_vector())},
+        "support_coef": _optional(_vector()),
+        "directions": _optional(_dense_matrix())},
 }
 
 

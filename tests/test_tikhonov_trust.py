@@ -195,7 +195,72 @@ def test_referee_bound_brackets_an_extended_precision_reference():
     assert central == pytest.approx(ref, rel=1e-6)
     assert ref <= upper <= max(2 * ref, ref + 1e-10)
     verdict = cert.check(X, y)
-    assert verdict and verdict.value == central and verdict.threshold == decrement_schedule(1e-10, 2)[-1]
+    assert verdict and verdict.threshold == decrement_schedule(1e-10, 2)[-1]
+    # the check's claim may come along the run's own direction (the certificate's
+    # witness) rather than the referee's: its bound holds too
+    assert ref <= verdict.value + verdict.rounding <= verdict.threshold
+    cert.directions = None
+    verdict = cert.check(X, y)
+    assert verdict and verdict.value == central
+
+
+def test_witness_direction_proves_only_what_holds(monkeypatch):
+    """The certificate's witnesses (the run's Newton directions) are tried as the
+    referee's zeta: any zeta gives a valid bound, so no witness, however chosen, proves a
+    decrement target below the true decrement; the exact direction proves a true claim
+    without the referee's own Hessian, where the gradient alone does not."""
+    from marginkit._referee import RowBlocks
+    from marginkit.solvers.tikhonov import _decrement_bound as D
+
+    rng = np.random.default_rng(6)
+    n, p, lam = 400, 6, 1e-3
+    X = rng.standard_normal((n, p)) * np.array([1.0, 5.0, 0.2, 20.0, 1.0, 3.0])
+    y = np.where(X[:, 0] + X[:, 1] / 5 + rng.standard_normal(n) > 0, 1.0, -1.0)
+    opt = mk.solve(X, y, solver="iterated_tikhonov", t=1, lam=lam, tol=1e-12).coef_
+
+    def reference(theta):
+        # the decrement and the Newton direction at theta, in long double
+        Xl, yl, th = X.astype(L), y.astype(L), theta.astype(L)
+        s = 1 / (1 + np.exp(yl * (Xl @ th)))
+        G = Xl.T @ (-yl * s) / n + L(lam) * th
+        H = (Xl * (s * (1 - s))[:, None]).T @ Xl / n + L(lam) * np.eye(p, dtype=L)
+        d = _solve_small(H, G)
+        return float(np.sqrt(G @ d)), d.astype(np.float64)
+
+    def bound(theta, witness, target):
+        return D._link_bounds(RowBlocks(X), y, theta[None, :], np.zeros(1), 1, lam,
+                              "logistic", False, witness=witness, target=target)
+
+    for size in (1e-6, 1e-3):
+        theta = opt + size * rng.standard_normal(p)
+        nu, d = reference(theta)
+        hostile = [d, -d, np.zeros(p), 1e6 * d, rng.standard_normal(p), 1e300 * d,
+                   np.full(p, np.nan)]
+        for w in hostile:
+            for target in (0.5 * nu, 2 * nu):
+                central, upper = bound(theta, w, target)
+                assert upper >= nu * (1 - 1e-9)
+        # without the referee's Hessian (as beyond 256 MiB): the exact direction proves
+        # the true claim, the gradient alone (zeta = 0) does not
+        monkeypatch.setattr(D, "_weighted_gram", lambda *a, **k: None)
+        assert bound(theta, d, 2 * nu)[1] <= 2 * nu
+        assert bound(theta, None, 2 * nu)[1] > 2 * nu
+        assert bound(theta, d, 0.5 * nu)[1] > 0.5 * nu
+        monkeypatch.undo()
+
+
+def test_unreadable_witnesses_are_not_tried():
+    # directions that are not a (t, d) float array (edited, or of another chain) are
+    # ignored: the check is the referee's own, and a true claim still holds
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((500, 5))
+    y = np.where(X[:, 0] + rng.standard_normal(500) > 0, 1, -1)
+    cert = mk.solve(X, y, solver="iterated_tikhonov", t=3).certificate
+    assert cert.directions.shape == cert.chain.shape
+    for bad in ("abc", [[1.0, 2.0]], np.zeros((3, 5), dtype=object), {"a": 1},
+                np.full((3, 5), np.inf), np.ones((2, 5))):
+        cert.directions = bad
+        assert cert.check(X, y)
 
 
 def test_long_double_logistic_gradient_brackets_an_extended_precision_reference():

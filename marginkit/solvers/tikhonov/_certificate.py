@@ -232,6 +232,12 @@ class NewtonDecrementCertificate(Certificate):
     support_coef : array (m,) or None
         A Nystroem model's coefficients of the centres, P theta^t as the solver computed
         it; the referee checks them against its own P theta^t (``_EXPANSION_RTOL``).
+    directions : array (t, d) or None
+        The run's Newton directions H^-1 grad F_k at theta^1..theta^t, in the chain's
+        coordinates (None for exact kernels; NaN rows where the run has none): witnesses
+        the check tries as its direction zeta before solving with a Hessian of its own.
+        Any zeta gives a valid bound (docs/tikhonov.md, "The certificate"), so a wrong
+        or hostile direction only loosens it; it is never a number of the claim.
     """
 
     kind = "newton_decrement"
@@ -241,7 +247,7 @@ class NewtonDecrementCertificate(Certificate):
     def __init__(self, value, targets, loss, lam, representation, chain, fit_intercept,
                  kernel, classes, train_index=None, centres=None, projection=None,
                  identity_map=False, config=None, prox_step=None, weighted=False,
-                 predictor=None, support_coef=None):
+                 predictor=None, support_coef=None, directions=None):
         self.value = float(value)
         self.chain = np.array(chain, dtype=np.float64)
         if self.chain.ndim != 2 or self.chain.shape[0] < 1:
@@ -279,6 +285,26 @@ class NewtonDecrementCertificate(Certificate):
                 raise ValueError(f"support_coef must be a vector, got shape "
                                  f"{support_coef.shape}")
         self.support_coef = support_coef
+        #: the run's Newton directions at the chain's iterates, (t, q) or None: witnesses
+        #: the check tries as its directions zeta (any zeta gives a valid bound; one the
+        #: run solved to its residual tolerance gives a tight one without the referee's
+        #: own Hessian), never numbers of the claim
+        self.directions = None if directions is None else np.array(directions,
+                                                                   dtype=np.float64)
+
+    def _witness(self, k):
+        """The run's Newton direction at link k (1-based), or None (none stored, or not a
+        (t, d) float array: a witness that cannot be read is not tried)."""
+        d = getattr(self, "directions", None)
+        if d is None:
+            return None
+        try:
+            d = np.asarray(d, dtype=np.float64)
+        except (TypeError, ValueError):
+            return None
+        if d.shape != self.chain.shape:
+            return None
+        return d[k - 1]
 
     def bound_value(self, attr):
         """What ``load_result`` compares with a result's field of the model (``coef`` with
@@ -734,7 +760,8 @@ class NewtonDecrementCertificate(Certificate):
                 central, nu_up = _link_bounds(blocks, yv, thetas, bs, k, th["lam"], th["loss"],
                                               th["fit_intercept"],
                                               enough=target if k < t else None, steer=steer,
-                                              weight=weight)
+                                              weight=weight, witness=self._witness(k),
+                                              target=target)
                 if k < t and not nu_up <= target:
                     # steered by the last link's Hessian the bound may be too loose: the
                     # link's own Hessian before any verdict
@@ -748,7 +775,8 @@ class NewtonDecrementCertificate(Certificate):
                     central, nu_up = _link_bounds(blocks, yv, thetas, bs, k, th["lam"],
                                                   th["loss"], th["fit_intercept"],
                                                   steer=steer if k == t else None,
-                                                  weight=weight, precise=True)
+                                                  weight=weight, precise=True,
+                                                  witness=self._witness(k), target=target)
             except R.UnreadableX:
                 raise
             except ValueError as exc:

@@ -167,6 +167,9 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
         self.prox_newton_iter = []
         self.prox_risk = []
         self.prox_coef = []
+        #: the Newton direction at each handed-over link's iterate (the certificate's
+        #: witnesses, ``_directions``)
+        self.prox_direction = []
         self.validation_loss = []
         if self.method == "newton":
             self._evaluate()
@@ -241,6 +244,18 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
             warnings.warn(f"iterated_tikhonov: {self.failed}", RuntimeWarning, stacklevel=2)
             self.done = True
 
+    def _directions(self):
+        """The Newton directions H^-1 grad at the chain's iterates (NaN rows where the run
+        has none: the spectral filter's earlier links), in the chain's coordinates: the
+        certificate's witnesses. The referee tries each as its zeta before solving with
+        a Hessian of its own (``_decrement_bound._decrement_referee``); any zeta gives a
+        valid bound, and a poor one only a loose bound."""
+        q = self.model.q
+        rows = [d if d.shape == (q,) else np.full(q, np.nan)
+                for d in self.prox_direction[: self.prox_step - 1]]
+        rows += [np.full(q, np.nan)] * (self.prox_step - 1 - len(rows))
+        return np.array(rows + [self.direction], dtype=np.float64).reshape(-1, q)
+
     def _chain(self):
         """The proximal iterates theta^1..theta^k of the current step k, the current iterate
         last (what the certificate stores; theta^0 = 0 is not part of it)."""
@@ -288,6 +303,7 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
         self.prox_newton_iter.append(self.newton_iter)
         self.prox_risk.append(self.empirical_risk)
         self.prox_coef.append(self.w.copy())
+        self.prox_direction.append(self.direction.copy())
         if self.auto:
             v = self._val_loss(self.w)
             self.validation_loss.append(v)
@@ -440,7 +456,8 @@ class _TikhonovState(_PreconditionedCG, _GuardedNewton, SolverState):
             rep, np.array(chain), mdl.fit_intercept, problem.kernel, problem.classes_,
             self.train_index, centres, projection, self.identity_map, config=problem.config,
             prox_step=self.prox_step, weighted=self.weighted,
-            predictor=predictor_fingerprint(support, coef), support_coef=support_coef)
+            predictor=predictor_fingerprint(support, coef), support_coef=support_coef,
+            directions=None if self.exact is not None else self._directions())
 
     def model_fields(self, w):
         """(the result's fields of the model of the iterate ``w``, its ``extra`` entries):
