@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import marginkit as mk
 from marginkit.certificates import NotPositiveSemidefiniteError, predictor_fingerprint
@@ -249,6 +250,31 @@ def test_witness_direction_proves_only_what_holds(monkeypatch):
         monkeypatch.undo()
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_witness_near_float64s_range_proves_nothing(sparse):
+    """Found by review: a forged chain (link 1 moved by 10: exact decrements 22.7 and
+    20.7 against targets near 2e-9) with directions -sqrt(0.7 max) along a column of
+    zeros (H v = lam v there, lam = 1): 2 zeta . rho overflowed to -inf, the squared bound
+    to -inf, max(., 0) made it 0, and the check held. An overflowing term is no bound."""
+    import math
+
+    rng = np.random.default_rng(0)
+    n, p = 300, 5
+    X = rng.standard_normal((n, p))
+    X[:, 4] = 0.0
+    y = np.where(X[:, 0] + rng.standard_normal(n) > 0, 1.0, -1.0)
+    Xf = sp.csr_matrix(X) if sparse else X
+    cert = mk.solve(Xf, y, solver="iterated_tikhonov", t=3, lam=1.0).certificate
+    assert cert.check(Xf, y)
+    cert.chain[0] += 10.0
+    forged = np.zeros_like(cert.directions)
+    forged[:2, 4] = -math.sqrt(0.7 * np.finfo(float).max)
+    cert.directions = forged
+    verdict = cert.check(Xf, y)
+    assert not verdict and "link 1 of 3" in verdict.reason and verdict.value > 20
+    assert not cert.verify(Xf, y)
+
+
 def test_unreadable_witnesses_are_not_tried():
     # directions that are not a (t, d) float array (edited, or of another chain) are
     # ignored: the check is the referee's own, and a true claim still holds
@@ -257,8 +283,12 @@ def test_unreadable_witnesses_are_not_tried():
     y = np.where(X[:, 0] + rng.standard_normal(500) > 0, 1, -1)
     cert = mk.solve(X, y, solver="iterated_tikhonov", t=3).certificate
     assert cert.directions.shape == cert.chain.shape
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a complex array is not converted (no warning)
+        cert.directions = np.ones((3, 5), dtype=complex)
+        assert cert.check(X, y)
     for bad in ("abc", [[1.0, 2.0]], np.zeros((3, 5), dtype=object), {"a": 1},
-                np.full((3, 5), np.inf), np.ones((2, 5))):
+                np.full((3, 5), np.inf), np.ones((2, 5)), np.full((3, 5), 10**400)):
         cert.directions = bad
         assert cert.check(X, y)
 

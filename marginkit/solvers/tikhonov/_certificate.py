@@ -293,18 +293,16 @@ class NewtonDecrementCertificate(Certificate):
                                                                    dtype=np.float64)
 
     def _witness(self, k):
-        """The run's Newton direction at link k (1-based), or None (none stored, or not a
-        (t, d) float array: a witness that cannot be read is not tried)."""
+        """The run's Newton direction at link k (1-based), or None: none stored, an exact
+        kernel's certificate (its chain is in representer weights, the referee's
+        coordinates are its own eigen map's), or not a (t, d) array of reals (a witness
+        that cannot be read is not tried; no conversion is attempted, found by review:
+        a complex array warned and an object array of 10**400 raised)."""
         d = getattr(self, "directions", None)
-        if d is None:
+        if d is None or self.representation == "gram" or not isinstance(d, np.ndarray) \
+                or d.dtype.kind != "f" or d.shape != self.chain.shape:
             return None
-        try:
-            d = np.asarray(d, dtype=np.float64)
-        except (TypeError, ValueError):
-            return None
-        if d.shape != self.chain.shape:
-            return None
-        return d[k - 1]
+        return np.asarray(d[k - 1], dtype=np.float64)
 
     def bound_value(self, attr):
         """What ``load_result`` compares with a result's field of the model (``coef`` with

@@ -549,8 +549,14 @@ def _decrement_pass2(blocks, h, eh, n, lam, p, fit_intercept, G, zeta, lam_lb, g
         + (nr * (1 + 4 * R.UNIT) + nE) ** 2 / lam_lb
     B2 = B2 * (1 + 8 * R.UNIT) + 4 * R.UNIT * abs(zr)
     central = math.sqrt(max(float(np.sum(zc * G)), 0.0))
+    if not (math.isfinite(zHz) and math.isfinite(zr) and math.isfinite(B2) and B2 >= 0.0):
+        # no bound: B2 bounds nu^2 >= 0 with every rounding counted, so a term that
+        # overflowed (or a negative total) means the sum is not the bound. Found by review:
+        # a forged direction near float64's range made 2 zeta . rho overflow to -inf, B2
+        # -inf, and max(B2, 0) proved any chain
+        return math.inf, central, rho, math.inf
     rest = 2 * (nz * (nE + gL(q + 2) * nr) + ezc) + (nr * (1 + 4 * R.UNIT) + nE) ** 2 / lam_lb
-    return math.sqrt(max(B2, 0.0)), central, rho, rest
+    return math.sqrt(B2), central, rho, rest
 
 
 def _link_bounds(blocks, y, thetas, bs, k, lam, loss, fit_intercept, enough=None,
