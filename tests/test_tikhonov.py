@@ -424,6 +424,37 @@ def test_auto_t_takes_no_improvement_within_rounding():
     assert res.status == "converged" and res.extra["t"] == 1
 
 
+def test_small_newton_systems_run_blas_on_one_thread(monkeypatch):
+    # BLAS's threads wake up at every call between the passes: a Cholesky factor of 153
+    # columns took 1.8 ms on two threads and 0.1 ms on one (the digits' Nystroem fit,
+    # 1.0-1.2 s -> 0.4-0.6 s); systems of fewer than SMALL_SYSTEM unknowns run on one,
+    # and the caller's thread counts are back after the run
+    from marginkit.solvers.tikhonov import _newton
+    from marginkit.solvers.tikhonov._state import SMALL_SYSTEM
+    from marginkit.utils._threads import _blas_libraries
+
+    libs = _blas_libraries()
+    before = [lib.get_num_threads() for lib in libs]
+    if not libs or max(before) < 2:
+        pytest.skip("no BLAS library running more than one thread here")
+    seen = []
+    finite = _newton._finite  # the solver's Newton system, right before its Cholesky
+
+    def spy(M):
+        seen.append((M.shape[0], max(lib.get_num_threads() for lib in libs)))
+        return finite(M)
+
+    monkeypatch.setattr(_newton, "_finite", spy)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((400, 20))
+    y = np.where(X[:, 0] + rng.standard_normal(400) > 0, 1, -1)
+    res = mk.solve(X, y, solver="iterated_tikhonov", t=2, newton_solver="cholesky")
+    assert res.status == "converged" and 20 < SMALL_SYSTEM
+    solver_calls = [threads for q, threads in seen if q == 20]
+    assert solver_calls and set(solver_calls) == {1}
+    assert [lib.get_num_threads() for lib in libs] == before
+
+
 def _precond_run(X, y, theta, cuts, weight=None, seed=0):
     """The conjugate gradients' side of a run (``_PreconditionedCG``) on the rows of X
     split at ``cuts`` into in-memory blocks, its derivatives at ``theta`` (an intercept
