@@ -275,6 +275,20 @@ def test_a_witness_near_float64s_range_proves_nothing(sparse):
     assert not cert.verify(Xf, y)
 
 
+def test_certificate_refuses_directions_that_are_not_a_float_matrix():
+    # the constructor names the argument (it converted anything numpy would, a complex
+    # array with a warning and its imaginary part dropped)
+    cert = mk.solve(np.eye(4), [1, -1, 1, -1], solver="iterated_tikhonov").certificate
+    kw = dict(value=cert.value, targets=cert.targets, loss=cert.loss, lam=cert.lam,
+              representation=cert.representation, chain=cert.chain,
+              fit_intercept=cert.fit_intercept, kernel=cert.kernel, classes=cert.classes)
+    for bad in ("abc", np.ones(3), np.ones((1, 4), dtype=complex), [[object()]]):
+        with pytest.raises(ValueError, match=r"directions must be None or a 2-D float array"):
+            NewtonDecrementCertificate(directions=bad, **kw)
+    ok = NewtonDecrementCertificate(directions=np.zeros((1, 4), dtype=np.float32), **kw)
+    assert ok.directions.dtype == np.float64
+
+
 def test_unreadable_witnesses_are_not_tried():
     # directions that are not a (t, d) float array (edited, or of another chain) are
     # ignored: the check is the referee's own, and a true claim still holds

@@ -289,8 +289,14 @@ class NewtonDecrementCertificate(Certificate):
         #: the check tries as its directions zeta (any zeta gives a valid bound; one the
         #: run solved to its residual tolerance gives a tight one without the referee's
         #: own Hessian), never numbers of the claim
-        self.directions = None if directions is None else np.array(directions,
-                                                                   dtype=np.float64)
+        if directions is not None:
+            d = np.asarray(directions)
+            if d.dtype.kind not in "fiu" or d.ndim != 2:
+                raise ValueError(
+                    f"directions must be None or a 2-D float array (one Newton direction "
+                    f"per link), got {d.dtype} of shape {d.shape}")
+            directions = np.array(d, dtype=np.float64)
+        self.directions = directions
 
     def _witness(self, k):
         """The run's Newton direction at link k (1-based), or None: none stored, an exact
