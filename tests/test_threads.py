@@ -522,14 +522,16 @@ def test_a_request_of_one_thread_starts_no_openmp_team():
         "for s in ('fista', 'fista_svm'):\n"
         "    mk.solve(X, y, solver=s, max_iter=3, solver_params={'threads': 1})\n"
         "print(n, len(os.listdir('/proc/self/task')))\n"
-        "mk.solve(X, y, solver='fista', max_iter=3)\n"
+        "mk.solve(X, y, solver='fista', max_iter=3, solver_params={'threads': 2})\n"
         "print(len(os.listdir('/proc/self/task')))\n")
     env = dict(os.environ, OMP_NUM_THREADS="2")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, timeout=300, check=True).stdout.split()
     before, after, default = map(int, out)
     assert after == before
-    assert default > before  # the test can see a team: the default run starts one
+    # the test can see a team: a request of two threads starts one (the default
+    # threads may stay on one on a busy machine, BlasChoice and ThreadChoice)
+    assert default > before
 
 
 def test_the_intercept_from_the_model_does_not_depend_on_the_blas_threads():
