@@ -814,8 +814,11 @@ def _run_to_result(problem, runner, solver, rules, max_iter, config):
     try:
         state, status, history, elapsed, accepted = run(problem, runner, rules, max_iter,
                                                         config, blas)
-        # finalize and the check of the certificate it returns (``finish_fields``)
-        with blas.phase("finalize", state.n_iter):
+        # finalize and the check of the certificate it returns (``finish_fields``); after
+        # an accepted claim on the referee's threads (the model finalize reports is the
+        # one the accepted certificate holds, rounding included: ``BlasChoice.phase``)
+        with blas.phase("finalize", state.n_iter,
+                        like="referee" if accepted is not None else None):
             fields = {"status": status, "n_iter": int(state.n_iter), "time_s": elapsed,
                       "classes_": problem.classes_,
                       "solver": solver.name or type(solver).__name__,

@@ -446,15 +446,18 @@ class BlasChoice:
         self.tests = 0
         self.changes = 0
 
-    def _decide(self):
+    def _decide(self, nt=None):
+        """Set the BLAS threads (``nt``, or 1 when the cores are busy and the default
+        threads when they are not) and return them."""
         if self.policy == "limited":
             return self.nt
-        now = self.clock()
-        if now - self._tested >= self.reuse:
-            self.tests += 1
-            self._busy = self.busy(self.default)
-            self._tested = now
-        nt = 1 if self._busy else self.default
+        if nt is None:
+            now = self.clock()
+            if now - self._tested >= self.reuse:
+                self.tests += 1
+                self._busy = self.busy(self.default)
+                self._tested = now
+            nt = 1 if self._busy else self.default
         if nt != self.nt:
             if nt == 1:
                 ctx = single_threaded_blas()
@@ -473,13 +476,21 @@ class BlasChoice:
         self.steps[self.nt] += k - self._k
         self._k = k
 
-    def phase(self, where, k=0):
+    def phase(self, where, k=0, like=None):
         """Context of a one-shot phase (``"start"``, ``"referee"``, ``"finalize"``) that
         begins now, after ``k`` steps: decides the BLAS threads (they stay as decided
         after it), and on one thread also limits the OpenMP loops this thread starts
-        meanwhile (marginkit's kernel blocks, an OpenMP build of OpenBLAS) to one."""
+        meanwhile (marginkit's kernel blocks, an OpenMP build of OpenBLAS) to one.
+
+        ``like``: an earlier phase whose threads this one takes instead of deciding anew.
+        ``finalize`` after an accepted claim takes the threads of the ``referee`` that
+        accepted it: the model it reports (a kernel expansion's coefficients, a
+        product with a projection) is then computed as the certificate's copy of it was,
+        with the same rounding (a BLAS sum split among another number of threads may
+        differ in the last bits, and the result was refused as a model that is not the
+        certified one: found on the digits with the cores busy at finalize only)."""
         self.count(k)
-        self.calls[where] = self._decide()
+        self.calls[where] = self._decide(self.calls.get(like))
         return _OneThreadOpenMP() if self.nt == 1 and self.policy == "auto" \
             else contextlib.nullcontext()
 
