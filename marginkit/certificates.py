@@ -804,14 +804,22 @@ def dual_norm_bound(X, ypm, kernel, p, eps=None):
 
 def _exact_gordan(X, ypm, kernel, v):
     """Whether G^T v = G v = 0 holds exactly, without any PSD assumption: the support of v
-    splits into groups of points with identical Gram rows and columns (the precomputed
-    matrix's, or the kernel's as the referee evaluates them), bit for bit, whose sums
+    splits into groups of points with identical Gram rows and columns, whose sums
     y_j v_j are exactly 0. Within a group t_j = y_j / sqrt(K_jj) then cancels and G v = 0
-    (an exact duplicate of a point, with the opposite label). Then p^T G alpha = 0 for every alpha, and with p >= 0,
-    p != 0, no alpha has G alpha > 0: no separator exists (Gordan's alternative in the data
-    space). Found by review: with the PSD proof's allowance, a precomputed Gram matrix with
-    a duplicate point of the opposite label, whose certificate p = (1/2, 1/2) is exact,
-    could no longer be certified from a few hundred points."""
+    (an exact duplicate of a point, with the opposite label). Then p^T G alpha = 0 for
+    every alpha, and with p >= 0, p != 0, no alpha has G alpha > 0: no separator exists
+    (Gordan's alternative in the data space). Found by review: with the PSD proof's
+    allowance, a precomputed Gram matrix with a duplicate point of the opposite label,
+    whose certificate p = (1/2, 1/2) is exact, could no longer be certified from a few
+    hundred points.
+
+    Identical rows: a precomputed matrix's entries are the Gram matrix itself, compared bit
+    for bit. A kernel's computed entries are only within its error bound of the true ones
+    (4 ulps for a callable's, more for float32 ones), and two different points can have
+    bit-identical computed rows (found by review: points 2e-4 apart under an RBF callable
+    computed in float32, a separable pair whose "infeasible" claim verified): their rows
+    are identical only when the points are, the same stored row of X bit for bit (the
+    kernel is a function of its arguments); their computed rows are compared too."""
     import scipy.sparse as sp
 
     from ._validation import check_X
@@ -824,20 +832,36 @@ def _exact_gordan(X, ypm, kernel, v):
         rows, cols = X[support], X[:, support]
         rows = rows.toarray() if sp.issparse(rows) else np.asarray(rows)
         cols = cols.toarray() if sp.issparse(cols) else np.asarray(cols)
+        points = [b""] * support.size
     else:
-        # the kernel's rows and columns as the referee computes them, not X's rows alone:
-        # a function that is not one of its arguments would break "identical points,
+        # the points as stored (values and, for CSR rows, which entries are stored) and the
+        # kernel's rows and columns as the referee computes them, not X's rows alone: a
+        # "kernel" that is not a function of its arguments would break "identical points,
         # identical rows"
+        points = [_stored_row(X, j) for j in support]
         rows = kernel.careful_block(X[support], X)[0]
         cols = kernel.careful_block(X, X[support])[0]
     rows = np.hstack([np.asarray(rows, dtype=np.float64), np.asarray(cols, dtype=np.float64).T])
     groups = {}
-    for r, j in zip(np.ascontiguousarray(rows, dtype=np.float64), support):
-        groups.setdefault(r.tobytes(), []).append(j)
+    for r, point, j in zip(np.ascontiguousarray(rows, dtype=np.float64), points, support):
+        groups.setdefault((point, r.tobytes()), []).append(j)
     # an exact sum of doubles is a multiple of 2^-1074: fsum (correctly rounded) is 0 iff
     # the sum is
     return all(math.fsum(float(ypm[j]) * float(v[j]) for j in js) == 0.0
                for js in groups.values())
+
+
+def _stored_row(X, j):
+    """Row j of X as stored, as bytes: its dtype and values (a dense row), or its column
+    indices and values (a CSR row)."""
+    import scipy.sparse as sp
+
+    if sp.issparse(X):
+        lo, hi = int(X.indptr[j]), int(X.indptr[j + 1])
+        return b"csr " + X.dtype.str.encode() + b";" + \
+            np.ascontiguousarray(X.indices[lo:hi], dtype=np.int64).tobytes() + b";" + \
+            np.ascontiguousarray(X.data[lo:hi]).tobytes()
+    return X.dtype.str.encode() + b";" + np.ascontiguousarray(X[j]).tobytes()
 
 
 def _quadratic(v, g, err, total, shift=0.0):

@@ -16,6 +16,7 @@ import marginkit as mk
 from marginkit.certificates import (InfeasibilityCertificate, NotPositiveSemidefiniteError,
                                     SeparatorCertificate, Verdict)
 from marginkit.datasets import make_xor
+from marginkit.kernels.builtin import RBFKernel
 
 FAMILY = ["perceptron", "normalized_perceptron", "nkp", "snkp", "nvn", "snkpvn", "isnkpvn"]
 DUAL = ["nvn", "snkpvn", "isnkpvn"]
@@ -827,6 +828,50 @@ def test_an_exact_opposite_duplicate_needs_no_psd_allowance():
         assert not InfeasibilityCertificate(q, 0.0, 1e-6, kern).verify(data, y)  # allowance
     res = mk.solve(K, y, solver="isnkpvn", kernel="precomputed")
     assert res.status == "infeasible" and res.certificate.verify(K, y)
+
+
+def _rbf_float32(A, B):
+    """The RBF kernel (gamma 1) computed in float32: points 2e-4 apart get identical rows."""
+    A = np.asarray(A.toarray() if sp.issparse(A) else A, dtype=np.float32)
+    B = np.asarray(B.toarray() if sp.issparse(B) else B, dtype=np.float32)
+    return np.exp(-((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)).astype(np.float32)
+
+
+class _RBFSubclass(RBFKernel):
+    """marginkit's RBF kernel under another class: not PSD by construction to the referee."""
+
+
+@pytest.mark.parametrize("case", ["float32_callable", "rbf_subclass", "csr_rows"])
+def test_bit_identical_computed_rows_of_different_points_prove_nothing(case):
+    """Found by review: the exact Gordan shortcut took bit-identical computed Gram rows for
+    identical points. Two points 2e-4 apart with opposite labels under an RBF callable
+    computed in float32 (Gram all ones) got "infeasible" from nvn, snkpvn and isnkpvn at
+    eps = 1e-6, and p = (1/2, 1/2) verified, where the pair is separable with normalized
+    margin sqrt((1 - exp(-4e-8)) / 2) = 1.4e-4; under a subclass of the RBF kernel, points
+    1e-17 apart verified at eps = 1e-20 (margin 7.1e-18). Rows are now grouped only when the
+    points are the same stored row of X; an exact duplicate still proves G p = 0."""
+    if case == "float32_callable":
+        kern = mk.get_plugin("kernel", "callable")(function=_rbf_float32)
+        # the third point far from both (its float32 entries with them are 0)
+        X, copy, eps = np.array([[0.0], [2e-4], [30.0]]), np.array([[0.0], [0.0], [30.0]]), 1e-6
+    elif case == "rbf_subclass":
+        kern = _RBFSubclass(gamma=1.0)
+        X, copy, eps = np.array([[0.0], [1e-17], [3.0]]), np.array([[0.0], [0.0], [3.0]]), 1e-20
+    else:  # the same values, one CSR row storing an explicit zero: not the same stored row
+        kern = mk.get_plugin("kernel", "callable")(function=_rbf_float32)
+        X = sp.csr_matrix((np.array([1.0, 1.0, 0.0, 3.0]), np.array([0, 0, 1, 0]),
+                           np.array([0, 1, 3, 4])), shape=(3, 2))
+        copy, eps = sp.csr_matrix(np.array([[1.0, 0.0], [1.0, 0.0], [3.0, 0.0]])), 1e-6
+    y = np.array([1, -1, 1])
+    p = np.array([0.5, 0.5, 0.0])
+    cert = InfeasibilityCertificate(p, 0.0, eps, kern)
+    try:
+        verified = bool(cert.verify(X, y))
+    except NotPositiveSemidefiniteError as e:  # the honest answer: eps is out of reach
+        assert "ask for eps >=" in str(e)
+        verified = False
+    assert not verified
+    assert InfeasibilityCertificate(p, 0.0, eps, kern).verify(copy, y)  # an exact duplicate
 
 
 def _values_c(A, B):
