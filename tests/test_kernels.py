@@ -960,7 +960,12 @@ def test_rbf_careful_block_is_its_numpy_form(case, layout, dtype, same):
     before = (Al.copy(), Bl.copy())
     K, E = kernel.careful_block(Al, Bl)
     K_ref, E_ref, rows = _careful_rbf_numpy(kernel, Al, Bl)
-    assert (rows.size > 0) == (case in ("offset", "underflow_far"))
+    if case == "underflow":
+        # the norm formula serves most rows (those of the largest norms, g D2 from about
+        # 720 on, are recomputed from explicit differences)
+        assert 0 < K.shape[0] - rows.size and rows.size <= 20
+    else:
+        assert (rows.size > 0) == (case in ("offset", "underflow_far"))
     assert K.dtype == E.dtype == np.float64 and K.shape == E.shape == K_ref.shape
     # the same operations in the same order (and numpy's exp in both): bit for bit
     assert_array_equal(K, K_ref)

@@ -533,7 +533,7 @@ def rbf_careful_exponents(double[:, ::1] K, double[:, ::1] E, const double[::1] 
 
     On entry ``K[i, j]`` holds fl(<a_i, b_j>) (the dot block of the centered rows). Per
     entry, with S = fl(sq_a[i] + sq_b[j]): D2 = max(S - 2 <a, b>, 0) and e = c S (``c`` =
-    (k + 12) u, the norm formula's cancellation bound), or, on a row with ``which[i] >= 0``,
+    (2k + 12) u, the norm formula's cancellation bound), or, on a row with ``which[i] >= 0``,
     D2 = ``d2x[which[i], j]`` (summed from explicit differences) and e = c_explicit D2
     (``c_explicit`` = (k + 4) u: a sum of non-negative terms); ``e_abs`` is added to e (the
     products and squares that underflow, ``RBFKernel.careful_block``). Writes K <- -gamma D2 and

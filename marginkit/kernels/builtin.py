@@ -259,10 +259,15 @@ def _gamma(k):
 
 def _cancellation_bound(k, u):
     """The factor c with |fl(D2) - D2| <= c (|a|^2 + |b|^2) for D2 = |a|^2 + |b|^2 - 2 <a, b>
-    on centered rows: the dot product's gamma_k |a| |b| <= (k + 2) u (|a|^2 + |b|^2) / 2,
-    the norms' and the sum's roundings, and the centering subtraction (each centered entry
-    within u of its exact value: 3 u (|a|^2 + |b|^2) more); k terms per dot product."""
-    return (k + 12) * u
+    on centered rows, k terms per sum: the dot product is off by gamma_k |a| |b| <=
+    (k + 2) u (|a|^2 + |b|^2) / 2, so 2 <a, b> by (k + 2) u (|a|^2 + |b|^2); the squared
+    norms, sums of k squares, by gamma_k |a|^2 and gamma_k |b|^2, (k + 2) u (|a|^2 + |b|^2)
+    together (found by review: the norms' part was counted as a constant, half the bound
+    for wide rows; the factor 2 of the entries' bounds E covered it); the sum and the
+    difference 3 u (|a|^2 + |b|^2) (|D2| <= 2 (|a|^2 + |b|^2)); the centering
+    subtraction (each centered entry within u of its exact value) 3 u (|a|^2 + |b|^2)
+    more; and 2 u of room."""
+    return (2 * k + 12) * u
 
 
 def _underflow_bound(k):
@@ -433,8 +438,8 @@ class RBFKernel(Kernel):
         tolerance, recomputed from explicit differences (float64).
 
         The rounding of |a|^2 + |b|^2 - 2 <a, b> on the centered rows is at most
-        (k + 12) u (|a|^2 + |b|^2) (``_cancellation_bound``), so an entry exp(-g D2) is off
-        by at most g (k + 12) u (|a|^2 + |b|^2). Row i is recomputed when that exceeds the
+        (2k + 12) u (|a|^2 + |b|^2) (``_cancellation_bound``), so an entry exp(-g D2) is off
+        by at most g (2k + 12) u (|a|^2 + |b|^2). Row i is recomputed when that exceeds the
         tolerance for some column (rows with norms far above the data's spread: sparse
         data with an offset, far outliers); on centered dense data no row is.
         """
@@ -483,7 +488,7 @@ class RBFKernel(Kernel):
         """K(A, B) in float64 and a bound on each entry's error.
 
         D2 = |a|^2 + |b|^2 - 2 <a, b> on rows centered by the mean of B's rows is off by at
-        most e = (k + 12) u (|a|^2 + |b|^2) (``_cancellation_bound``) plus (8k + 32)
+        most e = (2k + 12) u (|a|^2 + |b|^2) (``_cancellation_bound``) plus (8k + 32)
         smallest subnormals (``_underflow_bound``: products and squares that underflow,
         added to e everywhere below); the rows where that
         bound is not small next to the entries are recomputed from explicit differences,
@@ -528,7 +533,7 @@ class RBFKernel(Kernel):
 
         On the rows that the norm formula serves (``careful_block``: all but the rows it
         recomputes from explicit differences), g e_ij <= 2^-40 (1 + 5u) <= tau = 2^-30 for
-        e_ij = c (|a_i|^2 + |b_j|^2) (1 + u)^2, c = (k + 12) u, and the error of K~_ij is at
+        e_ij = c (|a_i|^2 + |b_j|^2) (1 + u)^2, c = (2k + 12) u, and the error of K~_ij is at
         most E^_ij = K~_ij (2 g (1 + 4 tau) e_ij + 8 u (1 + 9 u)) + 5 tiny (docs/svm.md,
         section 6, "Exact kernels": the bound of ``careful_block`` with
         exp(-g max(D2 - e, 0)) <= exp(-g D2) exp(g e) and exp(-g D2) within 8 u of K~).
