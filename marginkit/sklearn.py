@@ -673,6 +673,10 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
                     "problem per class of y: give them a positive weight or remove their "
                     "samples from y")
         cfg = _with_scale_gamma(cfg, X, w)
+        # the constant column of this fit, which predict appends (not the hyper-parameters
+        # of a later set_params: found by review, intercept_scaling changed after fit gave
+        # predict another model than the certified one)
+        self._column = self._fit_column()
         X = self._solver_rows(cfg, self._prepare(X))
         # the weights of the run (solve refuses them where its solver does not take them)
         w = None if w is None else self._run_weights(w)
@@ -755,10 +759,22 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
             raise AttributeError(_NOT_LINEAR_IN_X)
         W = np.vstack([np.asarray(c, dtype=np.float64).ravel() for c in coefs])
         b = np.array([float(r.intercept_ or 0.0) for r in self.results_])
-        if self._intercept_column and getattr(self, "fit_intercept", False):
-            b = b + W[:, -1] * float(self.intercept_scaling)
+        column = self._fitted_column()
+        if column is not None:
+            b = b + W[:, -1] * column
             W = W[:, :-1]
         return W, b
+
+    def _fit_column(self):
+        """The value of the constant column ``fit_intercept`` appends to X (the
+        perceptrons), or None."""
+        if self._intercept_column and getattr(self, "fit_intercept", False):
+            return float(self.intercept_scaling)
+        return None
+
+    def _fitted_column(self):
+        """``_fit_column`` as the fit saw it (its hyper-parameters then)."""
+        return self.__dict__["_column"] if "_column" in self.__dict__ else self._fit_column()
 
     @property
     def coef_(self):
@@ -1025,7 +1041,8 @@ class PerceptronClassifier(_MarginClassifier):
         self.solver_params = solver_params
 
     def _prepare(self, X):
-        if not self.fit_intercept:
+        column = self._fitted_column()
+        if column is None:
             return X
         if _precomputed(self):
             raise ValueError(
@@ -1033,7 +1050,7 @@ class PerceptronClassifier(_MarginClassifier):
                 "constant feature to X, which is the Gram matrix here; pass "
                 "fit_intercept=False (for an intercept in the feature space, add "
                 "intercept_scaling**2 to every entry of K(X, X) and of K(X_new, X_train))")
-        col = np.full((X.shape[0], 1), float(self.intercept_scaling), dtype=X.dtype)
+        col = np.full((X.shape[0], 1), column, dtype=X.dtype)
         if sp.issparse(X):
             return sp.hstack([X, sp.csr_matrix(col)], format="csr")
         return np.hstack([X, col])

@@ -506,6 +506,28 @@ def test_set_params_after_fit_leaves_the_fitted_result_alone():
     assert res.certificate.verify(X, y)  # checked with the C it was solved with
 
 
+@pytest.mark.parametrize("change", [{"intercept_scaling": 10.0}, {"fit_intercept": False}])
+def test_the_intercept_column_is_the_fitted_one_after_set_params(change):
+    # found by review: predict, coef_ and intercept_ appended the constant column from the
+    # current hyper-parameters, so set_params(intercept_scaling=10) after fit gave 41 of 73
+    # training points the wrong class while status_ said "separable" (and
+    # fit_intercept=False made predict raise a width error)
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 4, size=(80, 2))
+    X = X[np.abs(X[:, 0] - 2) > 0.2]
+    y = np.where(X[:, 0] > 2, 1, -1)
+    clf = PerceptronClassifier(fit_intercept=True, intercept_scaling=1.0).fit(X, y)
+    assert clf.status_ == "separable"
+    d, coef, b = clf.decision_function(X), clf.coef_.copy(), clf.intercept_.copy()
+    clf.set_params(**change)
+    np.testing.assert_array_equal(clf.decision_function(X), d)
+    np.testing.assert_array_equal(clf.coef_, coef)
+    np.testing.assert_array_equal(clf.intercept_, b)
+    assert (clf.predict(X) == y).all()
+    clf.fit(X, y)  # a new fit takes the new parameters
+    assert clf.coef_.shape == (1, 2)
+
+
 def test_plugin_set_params_rebuilds_what_the_constructor_derives():
     ny = mk.get_plugin("kernel", "nystroem")(n_components=5, base="rbf",
                                              base_params={"gamma": 0.5})
