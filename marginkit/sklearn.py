@@ -130,7 +130,13 @@ def _validate(estimator, X, y="no_validation", reset=True, y_numeric=False):
         # trusts the index arrays
         n_labels = None if isinstance(y, str) else label_count(y)
         if X.format == "csr":
-            check_sparse_structure(X, "X")
+            # canonical (duplicates summed, indices sorted, no entries past indptr[-1]),
+            # checked rather than read from scipy's cached flags: what the estimator's own
+            # passes read (the appended intercept column, gamma="scale") is the matrix
+            # solve reads (found by review: sp.hstack read stale entries past indptr[-1]
+            # as the intercept column, and a stale has_canonical_format flag left
+            # duplicates out of gamma's variance: other models, silently)
+            X = checked_csr(X, "X")
         else:  # checked_csr checks the structure (once: found by review)
             if n_labels not in (None, X.shape[0]):
                 # y's length against the declared rows before the conversion to CSR, whose
@@ -1050,7 +1056,18 @@ class PerceptronClassifier(_MarginClassifier):
                 "constant feature to X, which is the Gram matrix here; pass "
                 "fit_intercept=False (for an intercept in the feature space, add "
                 "intercept_scaling**2 to every entry of K(X, X) and of K(X_new, X_train))")
-        col = np.full((X.shape[0], 1), column, dtype=X.dtype)
+        with np.errstate(over="ignore"):
+            value = X.dtype.type(column)
+        if not (np.isfinite(value) and value != 0):
+            # found by review: 1e39 overflowed a float32 column (the refusal then blamed X
+            # for infinities it does not hold) and 1e-46 became 0 (no intercept, silently)
+            raise ValueError(
+                f"{type(self).__name__}: intercept_scaling={column!r} is "
+                f"{'0' if np.isfinite(value) else 'infinite'} as an entry of X's dtype "
+                f"{X.dtype}, the constant column fit_intercept appends; pass a value within "
+                f"its range ({np.finfo(X.dtype).tiny:.3g} to {np.finfo(X.dtype).max:.3g}), "
+                "or X in float64")
+        col = np.full((X.shape[0], 1), value, dtype=X.dtype)
         if sp.issparse(X):
             return sp.hstack([X, sp.csr_matrix(col)], format="csr")
         return np.hstack([X, col])

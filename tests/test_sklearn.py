@@ -6,6 +6,7 @@ import re
 import sys
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 
 pytest.importorskip("sklearn")
@@ -526,6 +527,52 @@ def test_the_intercept_column_is_the_fitted_one_after_set_params(change):
     assert (clf.predict(X) == y).all()
     clf.fit(X, y)  # a new fit takes the new parameters
     assert clf.coef_.shape == (1, 2)
+
+
+def _stale_csr(kind, rng):
+    """(M, canonical): a CSR matrix scipy reads as ``canonical`` whose arrays would mislead a
+    pass that reads them directly: ``tail``, entries past indptr[-1]; ``flag``, duplicate
+    columns in row 0 under a stale has_canonical_format flag."""
+    Xd = rng.normal(size=(30, 6))
+    Xd[rng.random(Xd.shape) < 0.3] = 0.0
+    M = sp.csr_matrix(Xd)
+    if kind == "tail":
+        M.data = np.concatenate([M.data, [-50.0, -50.0, -50.0]])
+        M.indices = np.concatenate([M.indices, [0, 0, 0]]).astype(M.indices.dtype)
+    else:
+        assert M.has_canonical_format
+        M.indices[:3] = 0  # row 0's first three entries all in column 0
+        M.data[:3] = 1e3
+        assert M.has_canonical_format  # stale
+    return M, sp.csr_matrix(M.toarray())
+
+
+@pytest.mark.parametrize("kind", ["tail", "flag"])
+@pytest.mark.parametrize("make", [lambda: PerceptronClassifier(),
+                                  lambda: SVMClassifier(kernel="rbf"),
+                                  lambda: IteratedTikhonovClassifier()],
+                         ids=["perceptron", "svm_rbf", "tikhonov"])
+def test_estimators_read_a_csr_matrix_as_scipy_does(kind, make):
+    # found by review: PerceptronClassifier's intercept column (sp.hstack) read entries past
+    # indptr[-1] as its values, and gamma="scale" skipped the duplicates under a stale
+    # canonical flag: other models than on the same matrix in canonical form, silently
+    rng = np.random.default_rng(0)
+    M, canonical = _stale_csr(kind, rng)
+    before = (M.data.copy(), M.indices.copy())
+    y = np.where(canonical.toarray()[:, 1] > 0, 1, -1)
+    a, b = make().fit(canonical, y), make().fit(M, y)
+    np.testing.assert_array_equal(a.decision_function(canonical), b.decision_function(M))
+    np.testing.assert_array_equal(M.data, before[0])  # the caller's arrays untouched
+    np.testing.assert_array_equal(M.indices, before[1])
+
+
+@pytest.mark.parametrize("scaling", [1e39, 1e-46])
+def test_an_intercept_scaling_beyond_float32_is_refused_by_name(scaling):
+    X = np.random.default_rng(0).normal(size=(20, 3)).astype(np.float32)
+    y = np.where(X[:, 0] > 0, 1, -1)
+    with pytest.raises(ValueError, match="intercept_scaling=.*float32"):
+        PerceptronClassifier(intercept_scaling=scaling).fit(X, y)
+    PerceptronClassifier(intercept_scaling=scaling).fit(X.astype(np.float64), y)
 
 
 def test_plugin_set_params_rebuilds_what_the_constructor_derives():
