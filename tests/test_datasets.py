@@ -193,6 +193,20 @@ def test_mnist_idx_errors(tmp_path):
     with pytest.raises(ValueError, match="holds no pixels"):
         mk.datasets.load_mnist_idx(_idx(tmp_path, "img0", np.zeros((0, 0))),
                                    _idx(tmp_path, "lab0", np.zeros(0)))
+    # found by review: non-finite pixels of a float images file loaded silently, and a
+    # pixel beyond float32's range became inf with dtype=np.float32
+    lab3 = _idx(tmp_path, "lab3", np.array([0, 1, 0]))
+    head = bytes([0, 0, 0x0E, 3]) + struct.pack(">3I", 3, 1, 2)
+    for name, pixels in (("nan", [np.nan, 1, 2, 2, 3, 4]), ("inf", [1, 1, 2, -np.inf, 3, 4])):
+        img = _write(tmp_path, "img" + name, head + np.array(pixels, ">f8").tobytes(), None)
+        with pytest.raises(ValueError, match=r"pixel \d is .*must be finite"):
+            mk.datasets.load_mnist_idx(img, lab3)
+    big = _write(tmp_path, "imgbig", head + np.array([1e300, 1, 2, 2, 3, 4], ">f8").tobytes(),
+                 None)
+    with pytest.raises(ValueError, match="overflows float32; load with dtype=np.float64"):
+        mk.datasets.load_mnist_idx(big, lab3, dtype=np.float32, scale=False)
+    X, _ = mk.datasets.load_mnist_idx(big, lab3, scale=False)
+    assert X[0, 0] == 1e300
 
 
 def test_mnist_t10k(data_dir):

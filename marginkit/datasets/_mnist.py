@@ -105,6 +105,18 @@ def load_mnist_idx(images, labels, scale=True, dtype=np.float64):
                              "(a whole number below 2^62); an IDX labels file holds classes")
     if imgs.size == 0:
         raise ValueError(f"{ipath}: the images file holds no pixels (shape {imgs.shape})")
+    if imgs.dtype.kind == "f":
+        # found by review: NaN and infinite pixels of a float IDX file loaded as they were,
+        # and a float64 pixel beyond float32's range became inf with dtype=np.float32
+        finite = np.isfinite(imgs)
+        if not finite.all():
+            i = int(np.flatnonzero(~finite.ravel())[0])
+            raise ValueError(f"{ipath}: pixel {i} is {float(imgs.ravel()[i])!r}; the images "
+                             "must be finite numbers")
+        top = float(np.max(np.abs(imgs)))
+        if top > float(np.finfo(dtype).max):
+            raise ValueError(f"{ipath}: a pixel of magnitude {top:.6g} overflows {dtype}; "
+                             "load with dtype=np.float64")
     X = imgs.reshape(imgs.shape[0], -1).astype(dtype)
     if scale:
         X /= 255.0
