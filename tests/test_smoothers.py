@@ -399,3 +399,20 @@ def test_a_smoother_given_to_a_solver_that_takes_none_is_refused():
             mk.solve(X, y, solver=solver, smoother="entropy")
     with pytest.raises(ValueError, match="unknown smoother 'nope'"):
         mk.solve(X, y, solver="dcd", smoother="nope")
+
+
+@pytest.mark.parametrize("name", ["entropy", "l2"])
+@pytest.mark.parametrize("g, mu, match", [
+    ([1.0, 2.0, 3.0], 1e-320, "g / mu is finite"),
+    ([1e300, 2.0, 3.0], 1e-10, "g / mu is finite"),
+    ([1.0, 2.0, 3.0], 0.0, "must be positive"),
+    ([-np.inf, 1.0, 2.0], 1.0, "g must be finite"),
+    ([np.nan, 1.0, 2.0], 1.0, "g must be finite"),
+])
+def test_argmin_simplex_refuses_what_has_no_point_of_the_simplex(name, g, mu, match):
+    # found by review: these gave NaN (entropy) or a point of sum 0 or a vertex (l2)
+    smoother = mk.get_plugin("smoother", name)()
+    with pytest.raises(ValueError, match=match):
+        smoother.argmin_simplex(np.array(g), mu)
+    p = smoother.argmin_simplex(np.array([1.0, 2.0, 3.0]), 1e-300)  # g / mu finite: fine
+    assert np.all(p >= 0) and abs(p.sum() - 1.0) < 1e-12

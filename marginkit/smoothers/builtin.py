@@ -19,6 +19,25 @@ from ._smoothers import EntropySmoother, L2Smoother, PythonSmoother
 __all__ = ["Entropy", "L2", "cython_smoother"]
 
 
+def _check_g_mu(g, mu):
+    """g as a float64 vector and mu as a float, refused by name unless g / mu is finite
+    (found by review: a NaN or infinite g, or a positive mu of 1e-320 whose inverse
+    overflows, gave NaN or a point of sum 0, not of the simplex)."""
+    g = np.asarray(g, dtype=np.float64).ravel()
+    if not np.all(np.isfinite(g)):
+        raise ValueError("g must be finite (no NaN or infinity)")
+    try:
+        mu = float(mu)
+    except (TypeError, ValueError):
+        raise TypeError(f"mu must be a positive number, got {type(mu).__name__}") from None
+    with np.errstate(over="ignore"):
+        finite = mu > 0.0 and np.isfinite(np.float64(np.max(np.abs(g), initial=1.0)) / mu)
+    if not finite:
+        raise ValueError(f"mu={mu!r} must be positive and large enough that g / mu is "
+                         "finite (for a smaller mu, scale g down by the same factor)")
+    return g, mu
+
+
 def _check_q(q, n):
     if q is None:
         return None
@@ -55,7 +74,7 @@ class Entropy(Smoother):
         return EntropySmoother()
 
     def argmin_simplex(self, g, mu, q=None):
-        g = np.asarray(g, dtype=np.float64).ravel()
+        g, mu = _check_g_mu(g, mu)
         return EntropySmoother().argmin_simplex(g, mu, None)
 
     def value(self, p, q=None):
@@ -89,7 +108,7 @@ class L2(Smoother):
         return L2Smoother()
 
     def argmin_simplex(self, g, mu, q=None):
-        g = np.asarray(g, dtype=np.float64).ravel()
+        g, mu = _check_g_mu(g, mu)
         return L2Smoother().argmin_simplex(g, mu, _check_q(q, g.shape[0]))
 
     def value(self, p, q=None):
