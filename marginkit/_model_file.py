@@ -128,7 +128,7 @@ def _label_node(c):
     return str(c)
 
 
-def load_model(path):
+def load_model(path, allow_unbound=False):
     """Read a model file of ``marginkit fit -m MODEL``.
 
     Two classes: any file written by ``Result.save`` (``load_result`` reads it too); more
@@ -137,7 +137,7 @@ def load_model(path):
     ``classes_`` and ``predict(X)`` (for one-vs-rest the class of the largest decision
     value, as ``marginkit predict`` does). Raises ``ValueError`` naming the file and the
     problem (the ``OSError`` of ``open`` for a missing or unreadable file); loading is as
-    strict as ``load_result``'s.
+    strict as ``load_result``'s (``allow_unbound`` as there).
 
     Example::
 
@@ -162,7 +162,7 @@ def load_model(path):
         names = [info.filename for info in zf.infolist()]
         if INDEX not in names:
             zf.close()
-            res = load_result(path)
+            res = load_result(path, allow_unbound=allow_unbound)
             _check_classifier(res, repr(path))
             return Model.binary(res)
         index = _read_index(zf, path)
@@ -188,7 +188,8 @@ def load_model(path):
                 local = os.path.join(tmp, f"class_{k}.npz")
                 _copy_member(zf, info, local, budget, where)
                 try:
-                    res, used = read_result(local, max_bytes=budget)
+                    res, used = read_result(local, max_bytes=budget,
+                                            allow_unbound=allow_unbound)
                 except ValueError as exc:
                     raise ValueError(str(exc).replace(repr(local), where)) from None
                 finally:

@@ -283,7 +283,7 @@ _RESULT_FIELDS = frozenset(Result._FIELDS)
 _NO_FIELDS = dict.fromkeys(Result._FIELDS)
 
 
-def load_result(path, max_bytes=_persist.MAX_BYTES):
+def load_result(path, max_bytes=_persist.MAX_BYTES, allow_unbound=False):
     """Load a ``Result`` stored by ``Result.save``; safe on untrusted files.
 
     Parameters
@@ -292,6 +292,15 @@ def load_result(path, max_bytes=_persist.MAX_BYTES):
     max_bytes : int
         Limit on the total size of the file's arrays (1 GiB by default), checked before
         any of them is read; raise it for results with larger supports.
+    allow_unbound : bool, default False
+        Load a result whose certificate does not hold the model the result predicts with
+        (files of format 3 and before, 4 and before for iterated Tikhonov kernel models,
+        a plug-in's certificate built without its model, or a file edited so): its
+        ``verify(X, y)`` then checks the claim about the data, not the model, and the
+        load warns. By default such a file is refused: nothing in a file tells an old
+        format or a plug-in's certificate from an edit that removed the model's copy (found
+        by review: a certificate's copy removed and the model negated loaded with a
+        warning, ``verify`` True, training accuracy 0).
 
     Raises
     ------
@@ -313,11 +322,13 @@ def load_result(path, max_bytes=_persist.MAX_BYTES):
     from the data by ``marginkit.certificates.margin_bounds(X, labels_pm(y, r.classes_),
     r.kernel, r.dual_coef_, r.dual_vector)``.
     """
-    return read_result(path, max_bytes)[0]
+    return read_result(path, max_bytes, allow_unbound)[0]
 
 
-def read_result(path, max_bytes=_persist.MAX_BYTES):
+def read_result(path, max_bytes=_persist.MAX_BYTES, allow_unbound=False):
     """``load_result``, and how much of ``max_bytes`` the file used (``read_fields``)."""
+    if not isinstance(allow_unbound, bool):
+        raise TypeError(f"allow_unbound must be True or False, got {allow_unbound!r}")
     if isinstance(path, bytes):
         path = os.fsdecode(path)
     if not isinstance(path, (str, os.PathLike)) and not hasattr(path, "read"):
@@ -326,7 +337,7 @@ def read_result(path, max_bytes=_persist.MAX_BYTES):
     fields, used, version = _persist.read_fields(path, Result._FIELDS, max_bytes=max_bytes)
     _bind_config_to_certificate(fields, path)
     _bind_status_to_certificate(fields, path)
-    _bind_model_to_certificate(fields, path, version)
+    _bind_model_to_certificate(fields, path, version, allow_unbound)
     _bind_variables_to_certificate(fields, path)
     return Result(**fields), used
 
@@ -473,7 +484,7 @@ def predicting_model(fields):
     return None
 
 
-def _bind_model_to_certificate(fields, path, version=_persist.VERSION):
+def _bind_model_to_certificate(fields, path, version=_persist.VERSION, allow_unbound=False):
     """The loaded model is the one its certificate checks: the kernel (parameters and
     fit), the intercept, the feature-space coefficients and the labels a certificate holds
     are those the result predicts with, where both are stored. Without this, a file whose
@@ -527,6 +538,13 @@ def _bind_model_to_certificate(fields, path, version=_persist.VERSION):
             why = (f"was written by an earlier marginkit (format {version})"
                    if version < getattr(cert, "model_bound_since", _MODEL_BOUND_SINCE) else
                    "holds a certificate built without the model (a plug-in's, or edited)")
+            if not allow_unbound:
+                raise ValueError(
+                    f"{name!r} {why}: its {type(cert).__name__} does not hold the model the "
+                    "result predicts with, so its claim is not about that model; refused "
+                    "(the file may have been edited to remove the model's copy). "
+                    "load_result(path, allow_unbound=True) loads it, its certificate "
+                    "checking the claim about the data only; or fit again")
             warnings.warn(
                 f"{name!r} {why}: its {type(cert).__name__} checks the run's variables "
                 "(its claim about the data), not the model the result predicts with; fit "

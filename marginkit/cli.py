@@ -852,7 +852,11 @@ def cmd_fit(args):
         # what predict will find: the model read back as predict reads it
         from ._model_file import load_model
 
-        reason = load_model(args.model).unpredictable_reason()
+        try:
+            reason = load_model(args.model).unpredictable_reason()
+        except ValueError as exc:  # a plug-in's certificate that does not hold its model
+            load_model(args.model, allow_unbound=True)  # (any other fault is raised)
+            reason = f"{exc} (marginkit predict --allow-unbound reads it)"
         if reason is not None:
             print(f"note: marginkit predict cannot use this model: {reason}", file=sys.stderr)
     if not args.quiet:
@@ -867,7 +871,7 @@ def cmd_predict(args):
     from ._model_file import load_model
 
     try:
-        model = load_model(args.model)
+        model = load_model(args.model, allow_unbound=args.allow_unbound)
     except (OSError, ValueError) as exc:
         hint = ""
         try:
@@ -1054,6 +1058,10 @@ def build_parser():
                                                 "the accuracy)")
     r.add_argument("-o", "--output", metavar="OUT", help="write the predicted labels, one a line")
     r.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    r.add_argument("--allow-unbound", action="store_true",
+                   help="read a model whose certificate does not hold the model it predicts "
+                        "with (an earlier format, or a plug-in's certificate; refused by "
+                        "default: see marginkit.load_result)")
     r.add_argument("--traceback", action="store_true", help="show tracebacks of errors")
     r.set_defaults(func=cmd_predict)
 

@@ -64,8 +64,17 @@ def test_fit_reports_and_saves(capsys, toy, files, tmp_path):
     assert "status      separable" in out
     assert "separator" in out and "verified from the data" in out
     assert "train acc   1.0000" in out and "test acc    1.0000 (20 samples)" in out
-    res = mk.load_result(model)
+    # the toy plug-in's certificate does not hold its model: read only on request
+    assert "marginkit predict --allow-unbound reads it" in err
+    with pytest.raises(ValueError, match="allow_unbound=True"):
+        mk.load_result(model)
+    with pytest.warns(UserWarning, match="built without the model"):
+        res = mk.load_result(model, allow_unbound=True)
     assert res.status == "separable" and res.solver == TOY
+    code, out, err = run(capsys, "predict", str(model), str(test))
+    assert code != 0 and "allow_unbound" in err
+    code, out, err = run(capsys, "predict", str(model), str(test), "--allow-unbound")
+    assert code == 0 and "Accuracy = 100" in out
 
 
 def test_fit_kernel_and_verbose(capsys, toy, files):

@@ -309,8 +309,10 @@ def test_first_format_files_still_load(tmp_path):
                            "r.certificate.c.alpha": res.certificate.alpha,
                            "r.certificate.c.classes": res.certificate.classes})
     # its certificate holds no copy of the separator: loaded, with a warning saying so
+    with pytest.raises(ValueError, match=r"earlier marginkit \(format 1\).*allow_unbound"):
+        mk.load_result(tmp_path / "old.npz")
     with pytest.warns(UserWarning, match=r"written by an earlier marginkit \(format 1\)"):
-        back = mk.load_result(tmp_path / "old.npz")
+        back = mk.load_result(tmp_path / "old.npz", allow_unbound=True)
     np.testing.assert_array_equal(back.predict(X), res.predict(X))
     assert back.certificate.verify(X, y) and isinstance(back.config, mk.Config)
 

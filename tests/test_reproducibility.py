@@ -652,9 +652,12 @@ def test_a_kernel_certificate_without_its_predictor_loads_with_a_warning(tmp_pat
     header = _header(members)
     del header["fields"]["certificate"]["fields"]["predictor"]
     _rewrite(path, members, header)
+    # refused by default: nothing tells a plug-in's certificate from an edited file
+    with pytest.raises(ValueError, match=r"built without the model .*allow_unbound=True"):
+        mk.load_result(path)
     with pytest.warns(UserWarning, match=r"built without the model .*not the model the "
                                          r"result predicts with"):
-        back = mk.load_result(path)
+        back = mk.load_result(path, allow_unbound=True)
     assert back.certificate.verify(X, y)
 
 
@@ -812,9 +815,11 @@ def test_a_separator_certificate_holds_the_model_the_result_predicts_with(name, 
     if key == "support_coef":
         del header["fields"]["certificate"]["fields"]["predictor"]
     _rewrite(tmp_path / "edit3.npz", dropped, header)
+    with pytest.raises(ValueError, match=r"built without the model .*allow_unbound=True"):
+        mk.load_result(tmp_path / "edit3.npz")
     with pytest.warns(UserWarning, match=r"built without the model .*not the model the "
                                          r"result predicts with"):
-        mk.load_result(tmp_path / "edit3.npz")
+        mk.load_result(tmp_path / "edit3.npz", allow_unbound=True)
 
 
 def test_a_separator_model_of_other_rows_is_rejected():
@@ -1554,6 +1559,8 @@ def test_a_tikhonov_kernel_file_of_format_4_loads_with_a_warning(tmp_path):
                 node["fields"].pop(key, None)
 
     _rewrite_header(path, as_format_4)
+    with pytest.raises(ValueError, match=r"earlier marginkit \(format 4\).*allow_unbound"):
+        mk.load_result(path)
     with pytest.warns(UserWarning, match=r"written by an earlier marginkit \(format 4\)"):
-        back = mk.load_result(path)
+        back = mk.load_result(path, allow_unbound=True)
     assert back.certificate.predictor is None and back.certificate.verify(X, y)
