@@ -942,8 +942,11 @@ be told from the run's: the thresholds are those `r.config` shows). An "infeasib
 certificate is a claim about the data alone: the model of an infeasible result (its last
 iterate) and its labels are not bound to it. A certificate that binds a model
 but holds none (files of format 3 and before, 4 and before for iterated Tikhonov kernel
-models, or a plug-in's certificate built without one) loads with a `UserWarning`: it
-checks the claim about the data, not the model the result predicts with.
+models, or a plug-in's certificate built without one) checks the claim about the data, not
+the model the result predicts with, and nothing in a file tells those cases from a file
+edited to remove the model's copy: `load_result` refuses it, naming
+`load_result(path, allow_unbound=True)`, which loads it with a `UserWarning` (and
+`marginkit predict --allow-unbound`).
 A one-vs-rest model of
 `marginkit fit -m` reads all its members within one `max_bytes`.
 
