@@ -1128,3 +1128,19 @@ def test_the_referee_counts_its_own_matrices_and_reads_unknown_dask_shapes():
     Kd = dk[dk[:, 0] > -1]  # the same rows, chunk sizes unknown
     assert np.isnan(Kd.shape[0])
     assert pre.check(Kd, y)
+
+
+def test_a_scale_below_the_default_targets_floor_is_warned():
+    # found by review: y * 1e-200 (squared loss) ended "converged" at the zero model before
+    # the first step, its default target (1e-138, the floor) met by theta = 0; y * 1e-100
+    # fits the unit problem scaled down and is not warned, nor is y = 0
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    t = X[:, 0] + 0.1 * rng.normal(size=30)
+    with pytest.warns(RuntimeWarning, match="below 1e-130.*rescale y"):
+        mk.solve(X, t * 1e-200, solver="iterated_tikhonov", loss="squared")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for y in (t * 1e-100, np.zeros(30)):
+            res = mk.solve(X, y, solver="iterated_tikhonov", loss="squared")
+            assert res.status == "converged"

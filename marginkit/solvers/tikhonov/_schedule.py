@@ -10,6 +10,7 @@ The paper's reference is in the package docstring (``marginkit.solvers.tikhonov`
 """
 import math
 import numbers
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -117,6 +118,16 @@ def default_tol(executor, kernel, loss, lam, weights=None):
         scale = sum(parts) / executor.n_samples / math.sqrt(float(lam))
     if not math.isfinite(scale):
         return DEFAULT_TOL
+    if 0.0 < scale < _MIN_TOL_FACTOR:
+        # found by review: y * 1e-200 (squared loss) ended "converged" at the zero model,
+        # the target of 1e-138 met before the first step (an absolute claim, true, but
+        # not the fit of y scaled down); an exactly zero y or X (scale 0) is not warned
+        warnings.warn(
+            f"iterated_tikhonov: the data's scale (the gradient at the zero model over "
+            f"sqrt(lam), {scale:.3g}) is below {_MIN_TOL_FACTOR:g}, so the default target "
+            f"{DEFAULT_TOL * _MIN_TOL_FACTOR:g} (the smallest float64 certifies) may be met "
+            "by the zero model, not the fit of this data scaled down; rescale y (or X), or "
+            "pass tol", RuntimeWarning, stacklevel=2)
     return DEFAULT_TOL * min(1.0, max(scale, _MIN_TOL_FACTOR))
 
 
