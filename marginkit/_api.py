@@ -658,11 +658,24 @@ def _check_kernel_column_budget(X, budget, kernel):
             "columns (e.g. X[:, X.getnnz(axis=0) > 0]) or raise memory_budget")
 
 
+def check_width_budget(X, kernel, budget):
+    """ValueError naming memory_budget when X's number of columns alone exceeds
+    ``budget``: in the vectors of the input space (the linear kernel, None) or the
+    column pointers of a kernel's sparse products (CSR X). Before a solve, and before a
+    referee reads X (``certificates.as_data``: found by review, verify on a CSR X of
+    2^31 declared columns allocated 16 GiB arrays)."""
+    if kernel is None or isinstance(kernel, LinearKernel):
+        _check_feature_budget(X, budget)
+    elif sp.issparse(X) and _transposes_columns(kernel):
+        _check_kernel_column_budget(X, budget, kernel)
+
+
 def _check_feature_budget(X, budget):
     need = _FEATURE_VECTORS * 8.0 * X.shape[1]
     if need > budget:
         raise ValueError(
-            f"X has {X.shape[1]} columns: the solvers keep vectors of one float64 per column "
+            f"X has {X.shape[1]} columns: the solvers and their referees keep vectors of one "
+            "float64 per column "
             f"(~{need / 2**30:.3g} GiB for {_FEATURE_VECTORS} of them), above memory_budget = "
             f"{budget / 2**30:.3g} GiB; drop the empty columns (e.g. X[:, X.getnnz(axis=0) > 0] "
             "for CSR input) or raise memory_budget"
@@ -776,10 +789,7 @@ def solve(X, y, config=None, sample_weight=None, features=None, **kwargs):
         # first for data of the right length
         check_y(y, X.shape[0], task=task)
     Xv = check_X(X)
-    if isinstance(kernel, LinearKernel):  # the solvers' vectors live in the input space
-        _check_feature_budget(Xv, config.memory_budget)
-    elif sp.issparse(Xv) and _transposes_columns(kernel):
-        _check_kernel_column_budget(Xv, config.memory_budget, kernel)
+    check_width_budget(Xv, kernel, config.memory_budget)
     if getattr(kernel, "precomputed", False):
         check_gram(Xv)  # square, symmetric, K_ii >= 0; blockwise, never densifies sparse K
     yv, classes = check_y(y, Xv.shape[0], task=task)

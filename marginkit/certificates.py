@@ -254,10 +254,14 @@ def n_rows(X):
     return X.n_samples if hasattr(X, "n_samples") else X.shape[0]
 
 
-def as_data(X):
+def as_data(X, cert=None):
     """What a check reads: an in-memory X validated (``check_X``), a dask array (of known
     row chunk sizes: ``_referee.known_row_chunks``) or a ``RowBlocks``-like object as
-    it is."""
+    it is. With ``cert`` (the certificate whose referee reads X), X's width is first
+    checked against its run's ``memory_budget`` as ``solve`` checks it
+    (``check_referee_width``)."""
+    if cert is not None:
+        check_referee_width(X, cert)
     if hasattr(X, "map") and hasattr(X, "n_samples"):
         return X
     if _dask(X) is not None:
@@ -267,6 +271,25 @@ def as_data(X):
     from ._validation import check_X
 
     return check_X(X)
+
+
+def check_referee_width(X, cert):
+    """``solve``'s check of X's number of columns against ``memory_budget`` (the
+    certificate's run's, else the default) for the referee of ``cert``, which keeps
+    vectors of the input space (linear) or column pointers (a kernel's sparse products)
+    as the solvers do: a ValueError naming the budget and the fix instead of arrays of
+    16 GiB for a CSR X of 2^31 declared columns (found by review). X's shape only."""
+    shape = getattr(X, "shape", None)
+    if shape is None or len(shape) != 2:
+        return  # not a matrix: the check's own validation names it
+    from ._api import check_width_budget
+    from ._config import Config
+
+    budget = getattr(getattr(cert, "config", None), "memory_budget", None)
+    kernel = getattr(cert, "kernel", None)
+    if getattr(kernel, "precomputed", False):
+        return
+    check_width_budget(X, kernel, Config().memory_budget if budget is None else budget)
 
 
 def row_blocks(X):
@@ -1202,7 +1225,7 @@ class SeparatorCertificate(_PerceptronFamilyCertificate):
 
     @in_small_pages
     def _check(self, X, y):
-        X = as_data(X)
+        X = as_data(X, self)
         ypm = labels_pm(y, self.classes)
         alpha, why = claim_vector(self.alpha, "alpha", n_rows(X), ypm.shape[0])
         if alpha is None:
@@ -1316,7 +1339,7 @@ class InfeasibilityCertificate(_PerceptronFamilyCertificate):
         if not (0.0 < eps < 1.0):
             return Verdict.reject(self.kind, f"eps = {eps!r} is not in (0, 1): every p in the "
                                              "simplex has ||p||_G <= 1, such a claim says nothing")
-        X = as_data(X)
+        X = as_data(X, self)
         ypm = labels_pm(y, self.classes)
         p, why = claim_vector(self.p, "p", n_rows(X), ypm.shape[0])
         if p is None:

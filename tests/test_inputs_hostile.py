@@ -669,3 +669,25 @@ def test_nan_scores_of_a_dask_chunk_are_named_by_their_row_in_x():
         res.predict(T)
     with pytest.raises(ValueError, match=r"first: \[35\]"):
         res.predict(da.from_array(T, chunks=(10, 3))).compute(scheduler="synchronous")
+
+
+@pytest.mark.parametrize("solver, kernel", [("snkp", "linear"), ("fista", "linear"),
+                                            ("nvn", "linear"), ("dcd", "rbf"),
+                                            ("iterated_tikhonov", "linear")])
+def test_a_referee_checks_the_width_of_x_against_the_memory_budget(solver, kernel):
+    # found by review: verify on a valid CSR X of 30 rows and 2^31 declared columns (solve
+    # refuses it at once) allocated arrays of one float64 per column, 16 GiB each, and
+    # grew until the machine ran out of memory
+    rng = np.random.default_rng(0)
+    Xd = rng.normal(size=(30, 6))
+    y = np.where(Xd[:, 0] > 0, 1, -1)
+    Xd[:, 0] += 0.5 * y
+    res = mk.solve(Xd, y, solver=solver, kernel=kernel, max_iter=2000)
+    if res.certificate is None:
+        pytest.skip(f"{solver} ended {res.status} without a certificate")
+    C = sp.csr_matrix(Xd)
+    wide = sp.csr_matrix((C.data, C.indices.astype(np.int64), C.indptr.astype(np.int64)),
+                         shape=(30, 2**31))
+    with pytest.raises(ValueError, match=r"X has 2147483648 columns.*memory_budget"):
+        res.certificate.verify(wide, y)
+    assert res.certificate.verify(Xd, y)

@@ -24,8 +24,8 @@ import scipy.sparse as sp
 from ... import _referee as R
 from ..._validation import check_sample_weight, check_X
 from ..._executors import Block, Executor
-from ...certificates import Certificate, Verdict, certificate_type, kernel_mismatch, \
-    check_refittable, labels_pm as _labels_pm, local_matrix, referee_kernel, stored_r_mask
+from ...certificates import Certificate, Verdict, certificate_type, check_referee_width, \
+    kernel_mismatch, check_refittable, labels_pm as _labels_pm, local_matrix, referee_kernel, stored_r_mask
 from ...kernels.builtin import LinearKernel
 from . import _fast as _f
 from ...utils._rows import row_block
@@ -193,6 +193,7 @@ class CertifiedPointsCertificate(Certificate):
         def reject(reason, **numbers):
             return Verdict.reject(kind, reason, **numbers)
 
+        check_referee_width(X, self)  # X's width against the run's memory_budget
         rows = self._rows_to_refit(X)
         try:
             mapk = self._map_kernel(rows)

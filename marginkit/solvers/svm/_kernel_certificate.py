@@ -218,8 +218,9 @@ class KernelCertifiedPointsCertificate(Certificate):
 
     # ------------------------------------------------------------------ the referee
     def _check(self, X, y, sample_weight):
-        from ...certificates import _dask
+        from ...certificates import _dask, check_referee_width
 
+        check_referee_width(X, self)  # X's width against the run's memory_budget
         kind = self.kind
         if _dask(X) is not None:
             raise _Reject("exact-kernel certificates do not read dask arrays yet: check on "

@@ -703,7 +703,7 @@ class NewtonDecrementCertificate(Certificate):
         # other certificates' checks, before any verdict; data that can be read but do
         # not fit the claim are a rejection. The validated X is read from here on (a list
         # reached X.shape as a list: AttributeError, found by review)
-        X = as_data(X)
+        X = as_data(X, self)
         if self.loss == "logistic":
             # labels outside the run's classes raise (labels_pm's ValueError), as in every
             # certificate's check (a strict verify)
