@@ -432,6 +432,11 @@ def _bind_status_to_certificate(fields, path):
     status = fields.get("status")
     kind = CLAIM_KINDS.get(status)
     if kind is None:
+        # a status that is a claim of its solver only ("converged" of iterated Tikhonov,
+        # always with its Newton-decrement certificate: found by review, a file with the
+        # certificate removed and the model negated loaded as "converged")
+        kind = _solver_claims(fields.get("solver")).get(status)
+    if kind is None:
         return
     cert = fields.get("certificate")
     if getattr(cert, "kind", None) != kind:
@@ -441,6 +446,20 @@ def _bind_status_to_certificate(fields, path):
                          f"certificate, the file holds {have}")
     if status == "certified" and hasattr(cert, "claim"):
         cert.claim = "certified"
+
+
+def _solver_claims(name):
+    """``certified_statuses`` of the registered solver ``name`` ({} for another)."""
+    from ._registry import get_plugin
+
+    if not isinstance(name, str):
+        return {}
+    try:
+        cls = get_plugin("solver", name)
+    except (KeyError, ValueError, TypeError):
+        return {}
+    claims = getattr(cls, "certified_statuses", None)
+    return dict(claims) if isinstance(claims, dict) else {}
 
 
 #: a certificate's attribute -> the result field that predicts with it (both kept by a run)

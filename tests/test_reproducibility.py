@@ -1564,3 +1564,29 @@ def test_a_tikhonov_kernel_file_of_format_4_loads_with_a_warning(tmp_path):
     with pytest.warns(UserWarning, match=r"written by an earlier marginkit \(format 4\)"):
         back = mk.load_result(path, allow_unbound=True)
     assert back.certificate.predictor is None and back.certificate.verify(X, y)
+
+
+@pytest.mark.parametrize("name", ["exact rbf", "Nystroem centres"])
+def test_a_tikhonov_converged_file_without_its_certificate_is_refused(tmp_path, name):
+    """Found by review: with the certificate of an iterated Tikhonov "converged" result set
+    to null (and the model negated) the file loaded without error or warning, "converged"
+    with no certificate and training accuracy 0: "converged" is that solver's claim
+    (``certified_statuses``), which needs its Newton-decrement certificate."""
+    X, y, res = _tikhonov_run(name)
+    path = tmp_path / "r.npz"
+    res.save(path)
+
+    def drop(node):
+        if "certificate" in node.get("fields", {}):
+            node["fields"]["certificate"] = None
+
+    _rewrite_header(path, drop)
+    with pytest.raises(ValueError, match="'converged' needs a 'newton_decrement' "
+                                         "certificate, the file holds none"):
+        mk.load_result(path)
+    # a status that is not a claim needs none
+    res2 = mk.solve(X, y, solver="iterated_tikhonov", max_iter=1,
+                    **{k: v for k, v in _TIKHONOV_KERNEL_RUNS[name].items() if k != "sparse"})
+    assert res2.status == "max_iter"
+    res2.save(tmp_path / "m.npz")
+    assert mk.load_result(tmp_path / "m.npz").status == "max_iter"

@@ -99,6 +99,9 @@ class IteratedTikhonov(Solver):
 
     provides = ("decrement", "decrement_targets", "prox_step", "n_prox", "tol", "objective",
                 "empirical_risk")
+    #: statuses of this solver that are claims, and the kind of certificate each needs (a
+    #: saved result reporting one without it is refused: ``_result`` binds them)
+    certified_statuses = {"converged": "newton_decrement"}
     default_stop = ("newton_decrement",)
     default_max_iter = 1000
     param_table = {
