@@ -403,9 +403,9 @@ def test_a_smoother_given_to_a_solver_that_takes_none_is_refused():
 
 @pytest.mark.parametrize("name", ["entropy", "l2"])
 @pytest.mark.parametrize("g, mu, match", [
-    ([1.0, 2.0, 3.0], 1e-320, "g / mu is finite"),
-    ([1e300, 2.0, 3.0], 1e-10, "g / mu is finite"),
+    ([1.0, 2.0, 3.0], 1e-320, "finite 1 / mu"),
     ([1.0, 2.0, 3.0], 0.0, "must be positive"),
+    ([1.0, 2.0, 3.0], np.nan, "must be positive"),
     ([-np.inf, 1.0, 2.0], 1.0, "g must be finite"),
     ([np.nan, 1.0, 2.0], 1.0, "g must be finite"),
 ])
@@ -414,5 +414,9 @@ def test_argmin_simplex_refuses_what_has_no_point_of_the_simplex(name, g, mu, ma
     smoother = mk.get_plugin("smoother", name)()
     with pytest.raises(ValueError, match=match):
         smoother.argmin_simplex(np.array(g), mu)
-    p = smoother.argmin_simplex(np.array([1.0, 2.0, 3.0]), 1e-300)  # g / mu finite: fine
+    p = smoother.argmin_simplex(np.array([1.0, 2.0, 3.0]), 1e-300)
     assert np.all(p >= 0) and abs(p.sum() - 1.0) < 1e-12
+    # g / mu beyond float64 (review of the first fix, which refused them): the vertex
+    for g2, mu2, vertex in (([1e308, 0.0], 0.5, [0, 1]), ([1e300, 0.0, 1.0], 1e-10, [0, 1, 0]),
+                            ([1e308, -1e308], 1.0, [0, 1])):
+        np.testing.assert_array_equal(smoother.argmin_simplex(np.array(g2), mu2), vertex)

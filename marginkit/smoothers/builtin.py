@@ -20,9 +20,10 @@ __all__ = ["Entropy", "L2", "cython_smoother"]
 
 
 def _check_g_mu(g, mu):
-    """g as a float64 vector and mu as a float, refused by name unless g / mu is finite
-    (found by review: a NaN or infinite g, or a positive mu of 1e-320 whose inverse
-    overflows, gave NaN or a point of sum 0, not of the simplex)."""
+    """g as a float64 vector and mu as a float, refused by name unless g is finite and mu
+    positive with a finite inverse (found by review: a NaN or infinite g, or a positive mu
+    of 1e-320, gave NaN or a point of sum 0, not of the simplex; a finite g / mu that
+    overflows is fine: its vertex)."""
     g = np.asarray(g, dtype=np.float64).ravel()
     if not np.all(np.isfinite(g)):
         raise ValueError("g must be finite (no NaN or infinity)")
@@ -30,11 +31,11 @@ def _check_g_mu(g, mu):
         mu = float(mu)
     except (TypeError, ValueError):
         raise TypeError(f"mu must be a positive number, got {type(mu).__name__}") from None
-    with np.errstate(over="ignore"):
-        finite = mu > 0.0 and np.isfinite(np.float64(np.max(np.abs(g), initial=1.0)) / mu)
+    with np.errstate(over="ignore", divide="ignore"):
+        finite = mu > 0.0 and np.isfinite(np.float64(1.0) / mu)
     if not finite:
-        raise ValueError(f"mu={mu!r} must be positive and large enough that g / mu is "
-                         "finite (for a smaller mu, scale g down by the same factor)")
+        raise ValueError(f"mu={mu!r} must be positive with a finite 1 / mu (for a smaller mu, "
+                         "scale g up by the same factor)")
     return g, mu
 
 
