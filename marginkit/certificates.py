@@ -876,15 +876,18 @@ def _exact_gordan(X, ypm, kernel, v):
 
 def _stored_row(X, j):
     """Row j of X as stored, as bytes: its dtype and values (a dense row), or its column
-    indices and values (a CSR row)."""
+    indices and values (a CSR row), signed zeros as 0."""
     import scipy.sparse as sp
 
     if sp.issparse(X):
         lo, hi = int(X.indptr[j]), int(X.indptr[j + 1])
         return b"csr " + X.dtype.str.encode() + b";" + \
             np.ascontiguousarray(X.indices[lo:hi], dtype=np.int64).tobytes() + b";" + \
-            np.ascontiguousarray(X.data[lo:hi]).tobytes()
-    return X.dtype.str.encode() + b";" + np.ascontiguousarray(X[j]).tobytes()
+            (np.ascontiguousarray(X.data[lo:hi]) + 0.0).astype(X.dtype).tobytes()
+    # + 0.0 makes -0.0 into 0.0: the same real point (found by review: [-0.0, x] beside
+    # [0.0, x] with the opposite label was no longer a duplicate)
+    return X.dtype.str.encode() + b";" + (np.ascontiguousarray(X[j]) + 0.0).astype(
+        X.dtype).tobytes()
 
 
 def _quadratic(v, g, err, total, shift=0.0):

@@ -874,6 +874,29 @@ def test_bit_identical_computed_rows_of_different_points_prove_nothing(case):
     assert InfeasibilityCertificate(p, 0.0, eps, kern).verify(copy, y)  # an exact duplicate
 
 
+def test_a_duplicate_with_a_signed_zero_is_a_duplicate():
+    """Review of the stored-row rule: [-0.0, x] beside [0.0, x] (the same real point) with
+    the opposite label must still prove G p = 0 exactly (not only within the PSD
+    allowance, which fails at eps = 1e-6 on 300 points)."""
+    def rbf(A, B):
+        A, B = (np.asarray(M.toarray() if sp.issparse(M) else M, dtype=np.float64)
+                for M in (A, B))
+        return np.exp(-((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    X[0, 0] = 0.0
+    X[-1] = X[0]
+    X[-1, 0] = -0.0
+    y[-1] = -y[0]
+    p = np.zeros(300)
+    p[0] = p[-1] = 0.5
+    kern = mk.get_plugin("kernel", "callable")(function=rbf)
+    assert InfeasibilityCertificate(p, 0.0, 1e-6, kern).verify(X, y)
+    assert InfeasibilityCertificate(p, 0.0, 1e-6, kern).verify(sp.csr_matrix(X), y)
+
+
 def _values_c(A, B):
     """1 on the diagonal, 1 + 2e-7 off it (6 distinct 1-D points): an indefinite Gram
     matrix, lambda_min = -2e-7, far beyond float64's rounding."""
