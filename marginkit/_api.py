@@ -20,7 +20,7 @@ from .exceptions import ConvergenceWarning
 from ._registry import get_plugin
 from ._result import Result, bind_run_fields
 from .certificates import CLAIM_KINDS
-from .kernels.builtin import LinearKernel
+from ._width import check_width_budget
 from ._validation import (check_gram, check_sample_weight, check_X, check_y, dask_array_of,
                           label_count)
 from .plugins import Problem
@@ -615,71 +615,13 @@ def _referee_margin_bounds(problem, solver, fields):
     kernel = problem.kernel
     X, y = problem.referee_data(blocked=getattr(kernel, "feature_map", None) is not None)
     try:
-        lower, upper = margin_bounds(X, labels_pm(y, problem.classes_), kernel, alpha, p)
+        lower, upper = margin_bounds(X, labels_pm(y, problem.classes_), kernel, alpha, p,
+                                     memory_budget=getattr(
+                                         getattr(problem, "config", None), "memory_budget",
+                                         None))
     except NotPositiveSemidefiniteError:
         lower, upper = -np.inf, np.inf
     fields["margin_bounds"] = (float(lower), float(upper))
-
-
-#: float64 vectors of n_features entries a solver may keep (iterates, gradients, per-block
-#: partial sums): what ``memory_budget`` is checked against before a solve starts
-_FEATURE_VECTORS = 8
-
-
-#: int64 arrays of n_features + 1 entries an exact kernel or a kernel approximation keeps
-#: for CSR input: the column pointers of the transposed (CSC) operand of its sparse
-#: products, one held for a whole solve and one per block of rows being computed
-_KERNEL_COLUMN_ARRAYS = 2
-
-
-def _transposes_columns(kernel):
-    """Whether a built-in kernel's products of CSR operands go through a CSC copy
-    (O(n_features) column pointers): rbf, poly and spline, and a Nystroem map of one of
-    them (laplacian merges rows; rff multiplies by its frequencies, budgeted at its fit)."""
-    from .kernels.approximation import NystroemKernel
-    from .kernels.builtin import PolynomialKernel, RBFKernel, SplineKernel
-
-    if isinstance(kernel, NystroemKernel):
-        return _transposes_columns(kernel.base_kernel)
-    return isinstance(kernel, (RBFKernel, PolynomialKernel, SplineKernel))
-
-
-def _check_kernel_column_budget(X, budget, kernel):
-    """A CSR X whose number of columns alone exceeds ``budget`` in the sparse products of
-    a kernel that transposes its operands (O(n_features) memory each, however few the
-    stored entries)."""
-    need = _KERNEL_COLUMN_ARRAYS * 8.0 * (X.shape[1] + 1)
-    if need > budget:
-        name = getattr(kernel, "name", None) or type(kernel).__name__
-        raise ValueError(
-            f"X has {X.shape[1]} columns: the sparse products of kernel {name!r} keep arrays "
-            f"of one int64 per column (~{need / 2**30:.3g} GiB for {_KERNEL_COLUMN_ARRAYS} "
-            f"of them), above memory_budget = {budget / 2**30:.3g} GiB; drop the empty "
-            "columns (e.g. X[:, X.getnnz(axis=0) > 0]) or raise memory_budget")
-
-
-def check_width_budget(X, kernel, budget):
-    """ValueError naming memory_budget when X's number of columns alone exceeds
-    ``budget``: in the vectors of the input space (the linear kernel, None) or the
-    column pointers of a kernel's sparse products (CSR X). Before a solve, and before a
-    referee reads X (``certificates.as_data``: found by review, verify on a CSR X of
-    2^31 declared columns allocated 16 GiB arrays)."""
-    if kernel is None or isinstance(kernel, LinearKernel):
-        _check_feature_budget(X, budget)
-    elif sp.issparse(X) and _transposes_columns(kernel):
-        _check_kernel_column_budget(X, budget, kernel)
-
-
-def _check_feature_budget(X, budget):
-    need = _FEATURE_VECTORS * 8.0 * X.shape[1]
-    if need > budget:
-        raise ValueError(
-            f"X has {X.shape[1]} columns: the solvers and their referees keep vectors of one "
-            "float64 per column "
-            f"(~{need / 2**30:.3g} GiB for {_FEATURE_VECTORS} of them), above memory_budget = "
-            f"{budget / 2**30:.3g} GiB; drop the empty columns (e.g. X[:, X.getnnz(axis=0) > 0] "
-            "for CSR input) or raise memory_budget"
-        )
 
 
 def _refuse_weights(solver, w):
@@ -774,6 +716,9 @@ def solve(X, y, config=None, sample_weight=None, features=None, **kwargs):
         # there; the same run loop drives the solver's blocks
         from ._dask import dask_problem
 
+        # X's width against memory_budget as in memory (the referee checks it so too:
+        # found by review, a dask run accepted a width whose verify was then refused)
+        check_width_budget(Xd, kernel, config.memory_budget)
         composed = (solver, kernel, smoother, rules, max_iter)
         with dask_problem(Xd, y, config, composed) as (problem, driver, config, composed):
             solver, _, _, rules, max_iter = composed

@@ -282,7 +282,7 @@ def check_referee_width(X, cert):
     shape = getattr(X, "shape", None)
     if shape is None or len(shape) != 2:
         return  # not a matrix: the check's own validation names it
-    from ._api import check_width_budget
+    from ._width import check_width_budget
     from ._config import Config
 
     budget = getattr(getattr(cert, "config", None), "memory_budget", None)
@@ -910,7 +910,7 @@ def _quadratic(v, g, err, total, shift=0.0):
     return sq, sq_err
 
 
-def margin_bounds(X, ypm, kernel, alpha, p):
+def margin_bounds(X, ypm, kernel, alpha, p, memory_budget=None):
     """The referee's bounds on the normalized margin rho_K (Ramdas & Pena 2014, Lemma 3), what
     ``Result.margin_bounds`` reports: ``(lower, upper)`` with lower = min_i (G alpha)_i /
     ||alpha||_G (-inf unless G alpha > 0 holds beyond its rounding bound) and upper =
@@ -919,7 +919,9 @@ def margin_bounds(X, ypm, kernel, alpha, p):
     blocks). ``(-inf, inf)`` when G is undefined (a point with K(x, x) = 0) or p is 0,
     and for a kernel not PSD by construction whose Gram matrix is too large for the
     referee to establish that it is PSD (``gram_psd_shift``; norms in G need it);
-    ``NotPositiveSemidefiniteError`` as ``dual_norm_bound``.
+    ``NotPositiveSemidefiniteError`` as ``dual_norm_bound``. X's width is first checked
+    against ``memory_budget`` (the default ``Config``'s when None) as ``solve`` checks it
+    (found by review: 32 GiB asked for a CSR X of 2^31 declared columns).
 
     References
     ----------
@@ -927,6 +929,13 @@ def margin_bounds(X, ypm, kernel, alpha, p):
     Proceedings of the 31st International Conference on Machine Learning (ICML 2014);
     arXiv:1505.04123.
     """
+    shape = getattr(X, "shape", None)
+    if shape is not None and len(shape) == 2 and not getattr(kernel, "precomputed", False):
+        from ._width import check_width_budget
+        from ._config import Config
+
+        check_width_budget(X, kernel, Config().memory_budget if memory_budget is None
+                           else memory_budget)
     va, top_a = _pow2_scale(np.asarray(alpha, dtype=np.float64))
     vp, top_p = _pow2_scale(np.asarray(p, dtype=np.float64))
     if not (math.isfinite(top_a) and math.isfinite(top_p)) or top_p == 0.0:

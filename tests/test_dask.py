@@ -1186,3 +1186,18 @@ def test_a_chunk_names_rows_of_x_in_its_messages(client):
     with pytest.raises(ValueError, match=r"row\(s\) of a chunk of X \(its place in X "
                                          r"unknown.*\(first: \[5\]\)"):
         est.predict(unknown).compute()
+
+
+@pytest.mark.parametrize("solver", ["snkp", "fista"])
+def test_a_dask_run_checks_the_width_of_x_as_in_memory(solver):
+    # found by review: solve's dask path did not check X's width against memory_budget
+    # while the referee does, so a run accepted a width whose verify was then refused
+    # (snkp 'separable' with an unusable certificate; fista raised after its run)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 50))
+    y = (X[:, 0] > 0).astype(int)
+    budget = 64 * 50 - 1
+    with pytest.raises(ValueError, match="X has 50 columns.*memory_budget"):
+        mk.solve(X, y, solver=solver, memory_budget=budget)
+    with pytest.raises(ValueError, match="X has 50 columns.*memory_budget"):
+        mk.solve(da.from_array(X, chunks=(50, 50)), y, solver=solver, memory_budget=budget)

@@ -691,3 +691,27 @@ def test_a_referee_checks_the_width_of_x_against_the_memory_budget(solver, kerne
     with pytest.raises(ValueError, match=r"X has 2147483648 columns.*memory_budget"):
         res.certificate.verify(wide, y)
     assert res.certificate.verify(Xd, y)
+
+
+def test_the_width_check_covers_rff_refits_and_margin_bounds():
+    # review of the referees' width check: an unfitted rff map refitted by the referee on
+    # 6 million columns took 4.6 GB past the 2 GiB budget, and margin_bounds asked for
+    # 32 GiB on 2^31 columns
+    from marginkit.certificates import InfeasibilityCertificate, margin_bounds
+
+    X = sp.csr_matrix((np.array([1.0, 1.0]), np.array([0, 0]), np.array([0, 1, 2])),
+                      shape=(2, 6_000_000))
+    y = np.array([1, 0])
+    kern = mk.get_plugin("kernel", "rff")(random_state=0)
+    cert = InfeasibilityCertificate(np.array([0.5, 0.5]), 0.0, 1e-3, kern,
+                                    classes=np.array([0, 1]))
+    with pytest.raises(ValueError, match=r"6000000 x 100 random frequencies.*memory_budget"):
+        cert.verify(X, y)
+    wide = sp.csr_matrix(X, shape=(2, 2**31))
+    linear = mk.get_plugin("kernel", "linear")()
+    with pytest.raises(ValueError, match=r"X has 2147483648 columns.*memory_budget"):
+        margin_bounds(wide, np.array([1.0, -1.0]), linear, np.ones(2), np.ones(2))
+    narrow = sp.csr_matrix((np.array([1.0, 2.0]), np.array([0, 0]), np.array([0, 1, 2])),
+                           shape=(2, 3))
+    low, up = margin_bounds(narrow, np.array([1.0, -1.0]), linear, np.ones(2), np.ones(2))
+    assert low <= up

@@ -120,8 +120,9 @@ class _FittedFeatureMap(Kernel):
         run._memory_budget = getattr(config, "memory_budget", None)
         return run
 
-    def _check_budget(self, need, what):
-        budget = self.__dict__.get("_memory_budget")
+    def _check_budget(self, need, what, budget=None):
+        if budget is None:
+            budget = self.__dict__.get("_memory_budget")
         if budget is not None and need > budget:
             raise ValueError(
                 f"{self._owner()}: {what} needs {need / 2**30:.3g} GiB; memory_budget is "
@@ -648,10 +649,15 @@ class RandomFourierKernel(_FittedFeatureMap):
         m = int(self.n_components)
         return 8.0 * (stored["n_features_in_"] + 1) * m
 
+    def check_frequencies_budget(self, d, budget=None):
+        """ValueError naming memory_budget when the d x n_components random frequencies of
+        a fit on d features exceed ``budget`` (the run's, when None: its fit's check)."""
+        self._check_budget(float(d) * int(self.n_components) * 8,
+                           f"the {d} x {self.n_components} random frequencies", budget)
+
     def _fit_state(self, X):
         d = X.shape[1]
-        self._check_budget(float(d) * int(self.n_components) * 8,
-                           f"the {d} x {self.n_components} random frequencies")
+        self.check_frequencies_budget(d)
         if isinstance(self.random_state, int):
             seed = self.random_state
         else:  # None or a Generator: the draw's own seed, kept so a referee can replay it

@@ -265,8 +265,10 @@ def _cancellation_bound(k, u):
     together (found by review: the norms' part was counted as a constant, half the bound
     for wide rows; the factor 2 of the entries' bounds E covered it); the sum and the
     difference 3 u (|a|^2 + |b|^2) (|D2| <= 2 (|a|^2 + |b|^2)); the centering
-    subtraction (each centered entry within u of its exact value) 3 u (|a|^2 + |b|^2)
-    more; and 2 u of room."""
+    subtraction (each centered entry within u of its exact value: |a - b|^2 moves by at
+    most 2 u |a - b| (|a| + |b|) <= 4 u (|a|^2 + |b|^2) to first order) 4 u
+    (|a|^2 + |b|^2) more; and u of room for the second-order terms. gamma_k <= (k + 2) u
+    holds for k u <= 2 / (k + 2), k below 10^7 terms by far."""
     return (2 * k + 12) * u
 
 

@@ -173,7 +173,10 @@ def family_fields(problem, status, core, alpha, dual_vector, best_p):
     kernel = problem.kernel
     X, y = problem.referee_data(blocked=getattr(kernel, "feature_map", None) is not None)
     try:
-        lower, upper = margin_bounds(X, labels_pm(y, problem.classes_), kernel, alpha, best_p())
+        lower, upper = margin_bounds(X, labels_pm(y, problem.classes_), kernel, alpha, best_p(),
+                                     memory_budget=getattr(
+                                         getattr(problem, "config", None), "memory_budget",
+                                         None))
     except NotPositiveSemidefiniteError as exc:
         # no claim was made (a claim's check would have raised): the run's result stands,
         # but a kernel that is not PSD on the data defines no margin
