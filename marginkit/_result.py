@@ -561,9 +561,10 @@ def _bind_model_to_certificate(fields, path, version=_persist.VERSION, allow_unb
                 raise ValueError(
                     f"{name!r} {why}: its {type(cert).__name__} does not hold the model the "
                     "result predicts with, so its claim is not about that model; refused "
-                    "(the file may have been edited to remove the model's copy). "
-                    "load_result(path, allow_unbound=True) loads it, its certificate "
-                    "checking the claim about the data only; or fit again")
+                    "(the file may have been edited to remove the model's copy). Loaded "
+                    "with allow_unbound=True (marginkit.load_result, marginkit.load_model; "
+                    "'marginkit predict --allow-unbound'), its certificate checks the claim "
+                    "about the data only; or fit again")
             warnings.warn(
                 f"{name!r} {why}: its {type(cert).__name__} checks the run's variables "
                 "(its claim about the data), not the model the result predicts with; fit "

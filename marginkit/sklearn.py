@@ -683,6 +683,14 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
         # of a later set_params: found by review, intercept_scaling changed after fit gave
         # predict another model than the certified one)
         self._column = self._fit_column()
+        if self._column is not None:
+            # the value the fit's dtype holds (float32 X: 1e30 is 1.0000000150474662e30),
+            # which predict then appends exactly whatever X's dtype (review: a float64 fit
+            # predicting float32 X appended float32(1e30), scores off by 2.6e20)
+            with np.errstate(over="ignore"):
+                held = float(X.dtype.type(self._column))
+            if np.isfinite(held) and held != 0.0:
+                self._column = held
         X = self._solver_rows(cfg, self._prepare(X))
         # the weights of the run (solve refuses them where its solver does not take them)
         w = None if w is None else self._run_weights(w)
@@ -1067,7 +1075,9 @@ class PerceptronClassifier(_MarginClassifier):
                 f"{X.dtype}, the constant column fit_intercept appends; pass a value within "
                 f"its range ({np.finfo(X.dtype).tiny:.3g} to {np.finfo(X.dtype).max:.3g}), "
                 "or X in float64")
-        col = np.full((X.shape[0], 1), value, dtype=X.dtype)
+        # the fitted value exactly: in X's dtype when it holds it, else in float64
+        col = np.full((X.shape[0], 1), column,
+                      dtype=X.dtype if float(value) == column else np.float64)
         if sp.issparse(X):
             return sp.hstack([X, sp.csr_matrix(col)], format="csr")
         return np.hstack([X, col])

@@ -575,6 +575,20 @@ def test_an_intercept_scaling_beyond_float32_is_refused_by_name(scaling):
     PerceptronClassifier(intercept_scaling=scaling).fit(X.astype(np.float64), y)
 
 
+@pytest.mark.parametrize("scaling", [0.1, 1e30])
+def test_the_intercept_column_is_the_fitted_value_in_any_dtype(scaling):
+    # review: a float64 fit predicting float32 X appended float32(intercept_scaling), not
+    # the value of the fit (scores off by 2.6e20 at 1e30); a float32 fit records the value
+    # float32 holds
+    rng = np.random.default_rng(0)
+    X = (rng.standard_normal((120, 3)) + 2.0).astype(np.float32).astype(np.float64)
+    y = (X[:, 0] + X[:, 1] > 4.0).astype(int)
+    for fit_dtype in (np.float64, np.float32):
+        est = PerceptronClassifier(intercept_scaling=scaling).fit(X.astype(fit_dtype), y)
+        d64 = est.decision_function(X)
+        np.testing.assert_array_equal(est.decision_function(X.astype(np.float32)), d64)
+
+
 def test_plugin_set_params_rebuilds_what_the_constructor_derives():
     ny = mk.get_plugin("kernel", "nystroem")(n_components=5, base="rbf",
                                              base_params={"gamma": 0.5})
