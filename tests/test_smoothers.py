@@ -420,3 +420,22 @@ def test_argmin_simplex_refuses_what_has_no_point_of_the_simplex(name, g, mu, ma
     for g2, mu2, vertex in (([1e308, 0.0], 0.5, [0, 1]), ([1e300, 0.0, 1.0], 1e-10, [0, 1, 0]),
                             ([1e308, -1e308], 1.0, [0, 1])):
         np.testing.assert_array_equal(smoother.argmin_simplex(np.array(g2), mu2), vertex)
+
+
+@pytest.mark.parametrize("name", ["entropy", "l2"])
+def test_argmin_simplex_stays_on_the_simplex_when_g_over_mu_overflows(name):
+    # review: l2 returned all zeros when an entry of q - g / mu overflowed ([1e308] at
+    # mu 0.5, [2, -1e300] at mu 1e-10); it now shifts g by its minimum first
+    smoother = mk.get_plugin("smoother", name)()
+    rng = np.random.default_rng(0)
+    cases = [([1e308], 0.5, [1.0]), ([1e300, -1e300], 1e-10, [0, 1]),
+             ([2.0, -1e300], 1e-10, [0, 1]), ([1e308, 1e308], 0.5, [0.5, 0.5]),
+             ([-1e308, 1e308, 0.0], 1 / 3, [1, 0, 0])]
+    for g, mu, want in cases:
+        np.testing.assert_array_equal(smoother.argmin_simplex(np.array(g), mu), want)
+    for _ in range(300):
+        n = int(rng.integers(1, 6))
+        g = rng.choice([-1e308, -1e300, -1.0, 0.0, 2.0, 1e300, 1e308], size=n)
+        mu = float(rng.choice([1e-300, 1e-10, 0.5, 1.0, 1e10]))
+        p = smoother.argmin_simplex(g, mu)
+        assert np.all(p >= 0) and abs(p.sum() - 1.0) < 1e-12, (g, mu, p)

@@ -110,6 +110,14 @@ class L2(Smoother):
 
     def argmin_simplex(self, g, mu, q=None):
         g, mu = _check_g_mu(g, mu)
+        with np.errstate(over="ignore"):
+            scaled_finite = np.isfinite(np.max(np.abs(g), initial=0.0) / mu)
+        if not scaled_finite:
+            # proj(q - g / mu) does not change when g moves by a constant: from min(g) the
+            # argmin's entry of q - g / mu is finite (review: an infinite entry gave a point
+            # of sum 0, off the simplex)
+            with np.errstate(over="ignore"):
+                g = g - np.min(g)
         return L2Smoother().argmin_simplex(g, mu, _check_q(q, g.shape[0]))
 
     def value(self, p, q=None):
