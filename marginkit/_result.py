@@ -320,7 +320,7 @@ def load_result(path, max_bytes=_persist.MAX_BYTES, allow_unbound=False):
     numbers (``margin_bounds``, ``certificate.value``, ``history``, ``time_s``) are the
     file's, for information. The margin bounds of the loaded variables are recomputed
     from the data by ``marginkit.certificates.margin_bounds(X, labels_pm(y, r.classes_),
-    r.kernel, r.dual_coef_, r.dual_vector)``.
+    r.kernel, r.dual_coef_, r.dual_vector, memory_budget=r.config.memory_budget)``.
     """
     return read_result(path, max_bytes, allow_unbound)[0]
 
@@ -435,7 +435,11 @@ def _bind_status_to_certificate(fields, path):
         # a status that is a claim of its solver only ("converged" of iterated Tikhonov,
         # always with its Newton-decrement certificate: found by review, a file with the
         # certificate removed and the model negated loaded as "converged")
-        kind = _solver_claims(fields.get("solver")).get(status)
+        # (the solver named by the result or by its configuration: review, a file whose
+        # solver field was renamed skipped the check)
+        config = fields.get("config")
+        kind = _solver_claims(fields.get("solver")).get(status) or \
+            _solver_claims(getattr(config, "solver", None)).get(status)
     if kind is None:
         return
     cert = fields.get("certificate")
@@ -448,16 +452,21 @@ def _bind_status_to_certificate(fields, path):
         cert.claim = "certified"
 
 
-def _solver_claims(name):
-    """``certified_statuses`` of the registered solver ``name`` ({} for another)."""
+def _solver_claims(solver):
+    """``certified_statuses`` of a solver: a registered name or a plug-in instance ({} for
+    anything else)."""
     from ._registry import get_plugin
+    from .plugins import Solver
 
-    if not isinstance(name, str):
+    if isinstance(solver, Solver):
+        cls = type(solver)
+    elif not isinstance(solver, str):
         return {}
-    try:
-        cls = get_plugin("solver", name)
-    except (KeyError, ValueError, TypeError):
-        return {}
+    else:
+        try:
+            cls = get_plugin("solver", solver)
+        except (KeyError, ValueError, TypeError):
+            return {}
     claims = getattr(cls, "certified_statuses", None)
     return dict(claims) if isinstance(claims, dict) else {}
 

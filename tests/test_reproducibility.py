@@ -1584,6 +1584,16 @@ def test_a_tikhonov_converged_file_without_its_certificate_is_refused(tmp_path, 
     with pytest.raises(ValueError, match="'converged' needs a 'newton_decrement' "
                                          "certificate, the file holds none"):
         mk.load_result(path)
+    # review: the solver field renamed (to a name of no solver, or of another one) skipped
+    # the check; the configuration's solver is read too
+
+    def rename(node):
+        if node.get("fields", {}).get("solver") == "iterated_tikhonov":
+            node["fields"]["solver"] = "IteratedTikhonov"
+
+    _rewrite_header(path, rename)
+    with pytest.raises(ValueError, match="'converged' needs a 'newton_decrement'"):
+        mk.load_result(path)
     # a status that is not a claim needs none
     res2 = mk.solve(X, y, solver="iterated_tikhonov", max_iter=1,
                     **{k: v for k, v in _TIKHONOV_KERNEL_RUNS[name].items() if k != "sparse"})
