@@ -689,8 +689,17 @@ class _MarginClassifier(ClassifierMixin, _MarginKitEstimator):
             # predicting float32 X appended float32(1e30), scores off by 2.6e20)
             with np.errstate(over="ignore"):
                 held = float(X.dtype.type(self._column))
-            if np.isfinite(held) and held != 0.0:
-                self._column = held
+            if not (np.isfinite(held) and held != 0.0):
+                # found by review: 1e39 overflowed a float32 column (the refusal then
+                # blamed X for infinities it does not hold) and 1e-46 became 0 (no
+                # intercept, silently)
+                raise ValueError(
+                    f"{type(self).__name__}: intercept_scaling={self._column!r} is "
+                    f"{'0' if np.isfinite(held) else 'infinite'} as an entry of X's dtype "
+                    f"{X.dtype}, the constant column fit_intercept appends; pass a value "
+                    f"within its range ({np.finfo(X.dtype).tiny:.3g} to "
+                    f"{np.finfo(X.dtype).max:.3g}), or X in float64")
+            self._column = held
         X = self._solver_rows(cfg, self._prepare(X))
         # the weights of the run (solve refuses them where its solver does not take them)
         w = None if w is None else self._run_weights(w)
@@ -1064,20 +1073,15 @@ class PerceptronClassifier(_MarginClassifier):
                 "constant feature to X, which is the Gram matrix here; pass "
                 "fit_intercept=False (for an intercept in the feature space, add "
                 "intercept_scaling**2 to every entry of K(X, X) and of K(X_new, X_train))")
-        with np.errstate(over="ignore"):
-            value = X.dtype.type(column)
-        if not (np.isfinite(value) and value != 0):
-            # found by review: 1e39 overflowed a float32 column (the refusal then blamed X
-            # for infinities it does not hold) and 1e-46 became 0 (no intercept, silently)
-            raise ValueError(
-                f"{type(self).__name__}: intercept_scaling={column!r} is "
-                f"{'0' if np.isfinite(value) else 'infinite'} as an entry of X's dtype "
-                f"{X.dtype}, the constant column fit_intercept appends; pass a value within "
-                f"its range ({np.finfo(X.dtype).tiny:.3g} to {np.finfo(X.dtype).max:.3g}), "
-                "or X in float64")
-        # the fitted value exactly: in X's dtype when it holds it, else in float64
-        col = np.full((X.shape[0], 1), column,
-                      dtype=X.dtype if float(value) == column else np.float64)
+        # the fitted value exactly: in X's dtype when it holds it, else in float64; an
+        # estimator fitted before the value was recorded (a pickle without ``_column``)
+        # appends it in X's dtype, as its fit did
+        dtype = X.dtype
+        if "_column" in self.__dict__:
+            with np.errstate(over="ignore"):
+                if float(X.dtype.type(column)) != column:
+                    dtype = np.dtype(np.float64)
+        col = np.full((X.shape[0], 1), column, dtype=dtype)
         if sp.issparse(X):
             return sp.hstack([X, sp.csr_matrix(col)], format="csr")
         return np.hstack([X, col])

@@ -1201,3 +1201,17 @@ def test_a_dask_run_checks_the_width_of_x_as_in_memory(solver):
         mk.solve(X, y, solver=solver, memory_budget=budget)
     with pytest.raises(ValueError, match="X has 50 columns.*memory_budget"):
         mk.solve(da.from_array(X, chunks=(50, 50)), y, solver=solver, memory_budget=budget)
+
+
+def test_a_dask_array_of_csr_chunks_is_width_checked_as_csr():
+    # review: check_width_budget asked sp.issparse of the dask array (always False), so a
+    # Nystroem fit on CSR chunks of 2^28 columns ran unchecked past the budget
+    rng = np.random.default_rng(0)
+    X = sp.csr_matrix((np.ones(40), rng.integers(0, 5, 40), np.arange(41)), shape=(40, 2**28))
+    y = np.arange(40) % 2
+    kw = dict(solver="fista", kernel="nystroem", kernel_params={"n_components": 5})
+    with pytest.raises(ValueError, match=r"268435456 columns: the sparse products"):
+        mk.solve(X, y, **kw)
+    Xd = da.from_array(X, chunks=(20, 2**28), asarray=False)
+    with pytest.raises(ValueError, match=r"268435456 columns: the sparse products"):
+        mk.solve(Xd, y, **kw)

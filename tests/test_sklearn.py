@@ -589,6 +589,19 @@ def test_the_intercept_column_is_the_fitted_value_in_any_dtype(scaling):
         np.testing.assert_array_equal(est.decision_function(X.astype(np.float32)), d64)
 
 
+def test_an_estimator_fitted_before_the_column_was_recorded_predicts_as_it_did():
+    # review: a pickle without _column (fitted before it was recorded) appended the value
+    # in float64 on float32 X, not in X's dtype as its fit had
+    rng = np.random.default_rng(0)
+    X = (rng.standard_normal((120, 3)) + 2.0).astype(np.float32)
+    y = (X[:, 0] + X[:, 1] > 4.0).astype(int)
+    est = PerceptronClassifier(intercept_scaling=1e30).fit(X, y)
+    d = est.decision_function(X)
+    old = pickle.loads(pickle.dumps(est))
+    del old.__dict__["_column"]  # as an estimator pickled before
+    np.testing.assert_array_equal(old.decision_function(X), d)
+
+
 def test_plugin_set_params_rebuilds_what_the_constructor_derives():
     ny = mk.get_plugin("kernel", "nystroem")(n_components=5, base="rbf",
                                              base_params={"gamma": 0.5})
@@ -1310,7 +1323,7 @@ def test_svm_solves_mostly_zero_dense_rows_as_their_csr_copy(solver, capsys):
     np.testing.assert_array_equal(dense.decision_function(X), csr.decision_function(X))
     # rows denser than a quarter, another kernel, or no room for the copy: X as given
     for est, Xf in ((SVMClassifier(solver=solver, random_state=0), X + 1.0),
-                    (SVMClassifier(solver=solver, random_state=0, memory_budget=5e3), X)):
+                    (SVMClassifier(solver=solver, random_state=0, memory_budget=1.2e4), X)):
         fit = est.fit(Xf, y)
         own = mk.solve(Xf, (y == "a").astype(np.int8), solver=solver, random_state=0,
                        memory_budget=est.memory_budget or 2.0 * 2**30)
