@@ -1396,7 +1396,12 @@ def test_newton_systems_and_chains_beyond_the_memory_budget_are_refused():
     rng = np.random.default_rng(0)
     X = sp.random(60, 8000, density=0.002, random_state=0, format="csr")
     y = (rng.random(60) > 0.5).astype(int)
+    # (4 MiB: X's width alone, 40 vectors of 8000 entries, fits it; 1 MiB is refused by
+    # the width check before the Newton systems are looked at)
     with pytest.raises(ValueError, match=r"forms 8001 x 8001 Newton systems .* memory_budget"):
+        mk.solve(X, y, solver="iterated_tikhonov", memory_budget=2**22,
+                 solver_params={"fit_intercept": True})
+    with pytest.raises(ValueError, match=r"X has 8000 columns.*memory_budget"):
         mk.solve(X, y, solver="iterated_tikhonov", memory_budget=2**20,
                  solver_params={"fit_intercept": True})
     for key in ("t", "t_max"):
