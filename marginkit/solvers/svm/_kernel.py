@@ -291,7 +291,10 @@ class _Gram:
             return np.asarray(self.X.diagonal(), dtype=np.float64).ravel()
         d = np.asarray(self.kernel.diag(self.X), dtype=np.float64).ravel()
         if d.shape != (self.n,) or not np.all(np.isfinite(d)):
-            raise ValueError("the kernel's diagonal K(x_i, x_i) is not a finite n-vector")
+            raise ValueError(
+                "the kernel's diagonal K(x_i, x_i) is not a finite n-vector (NaN or an "
+                "overflow: entries of X too large for the kernel's parameters); rescale X or "
+                "change the kernel's parameters")
         return d
 
     def _check_psd_diag(self):
