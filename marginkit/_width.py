@@ -48,14 +48,21 @@ def _check_kernel_column_budget(X, budget, kernel):
             "columns (e.g. X[:, X.getnnz(axis=0) > 0]) or raise memory_budget")
 
 
-def check_width_budget(X, kernel, budget):
+def check_width_budget(X, kernel, budget=None):
     """ValueError naming memory_budget when X's number of columns alone exceeds
-    ``budget``: in the vectors of the input space (the linear kernel, None) or the
-    column pointers of a kernel's sparse products (CSR X). Before a solve, and before a
-    referee reads X (``certificates.as_data``: found by review, verify on a CSR X of
-    2^31 declared columns allocated 16 GiB arrays)."""
-    if len(getattr(X, "shape", ())) != 2:
-        return  # not a matrix: its validation names it
+    ``budget`` (None: the default ``Config``'s): in the vectors of the input space (the
+    linear kernel, None), an rff map's frequencies or the column pointers of a kernel's
+    sparse products (CSR X). Before a solve, and before a referee reads X
+    (``certificates.as_data``, ``certificates.margin_bounds``: found by review, verify on
+    a CSR X of 2^31 declared columns allocated 16 GiB arrays). Nothing for a precomputed
+    Gram matrix (its columns are rows) or an object that is not a matrix (its
+    validation names it)."""
+    if len(getattr(X, "shape", ())) != 2 or getattr(kernel, "precomputed", False):
+        return
+    if budget is None:
+        from ._config import Config
+
+        budget = Config().memory_budget
     frequencies = getattr(kernel, "check_frequencies_budget", None)
     if kernel is None or isinstance(kernel, LinearKernel):
         _check_feature_budget(X, budget)

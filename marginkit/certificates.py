@@ -279,17 +279,10 @@ def check_referee_width(X, cert):
     vectors of the input space (linear) or column pointers (a kernel's sparse products)
     as the solvers do: a ValueError naming the budget and the fix instead of arrays of
     16 GiB for a CSR X of 2^31 declared columns (found by review). X's shape only."""
-    shape = getattr(X, "shape", None)
-    if shape is None or len(shape) != 2:
-        return  # not a matrix: the check's own validation names it
     from ._width import check_width_budget
-    from ._config import Config
 
-    budget = getattr(getattr(cert, "config", None), "memory_budget", None)
-    kernel = getattr(cert, "kernel", None)
-    if getattr(kernel, "precomputed", False):
-        return
-    check_width_budget(X, kernel, Config().memory_budget if budget is None else budget)
+    check_width_budget(X, getattr(cert, "kernel", None),
+                       getattr(getattr(cert, "config", None), "memory_budget", None))
 
 
 def row_blocks(X):
@@ -929,13 +922,9 @@ def margin_bounds(X, ypm, kernel, alpha, p, memory_budget=None):
     Proceedings of the 31st International Conference on Machine Learning (ICML 2014);
     arXiv:1505.04123.
     """
-    shape = getattr(X, "shape", None)
-    if shape is not None and len(shape) == 2 and not getattr(kernel, "precomputed", False):
-        from ._width import check_width_budget
-        from ._config import Config
+    from ._width import check_width_budget
 
-        check_width_budget(X, kernel, Config().memory_budget if memory_budget is None
-                           else memory_budget)
+    check_width_budget(X, kernel, memory_budget)
     va, top_a = _pow2_scale(np.asarray(alpha, dtype=np.float64))
     vp, top_p = _pow2_scale(np.asarray(p, dtype=np.float64))
     if not (math.isfinite(top_a) and math.isfinite(top_p)) or top_p == 0.0:

@@ -34,8 +34,9 @@ def _check_g_mu(g, mu):
     with np.errstate(over="ignore", divide="ignore"):
         finite = mu > 0.0 and np.isfinite(np.float64(1.0) / mu)
     if not finite:
-        raise ValueError(f"mu={mu!r} must be positive with a finite 1 / mu (for a smaller mu, "
-                         "scale g up by the same factor)")
+        raise ValueError(f"mu={mu!r} must be positive with a finite 1 / mu (the minimizer "
+                         "does not change when g and mu are scaled by the same factor: scale "
+                         "both up)")
     return g, mu
 
 
