@@ -382,7 +382,12 @@ def result_problems(res, X, y, spec, facts):
     elif fam == "svm":
         n = X.shape[0]
         gamma = float(params["C"]) if params.get("C") is not None else 64.0 / n
-        mu = float(params["mu"]) if params.get("mu") is not None else n / 128.0
+        # the library's default perturbation: the paper's n/128 with the default box,
+        # 1/(2 C) with a user's C (mu C = 1/2 either way)
+        if params.get("mu") is not None:
+            mu = float(params["mu"])
+        else:
+            mu = n / 128.0 if params.get("C") is None else 0.5 / gamma
         stop = spec.get("stop")
         fraction = 0.0
         if isinstance(stop, (list, tuple)) and len(stop) == 2 and stop[0] == "certified_points":

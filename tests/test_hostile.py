@@ -316,6 +316,63 @@ def test_reference_certified_points_rejects_a_misclassified_point():
         X, y, [0, 1], ("linear", {}), None, cfg, far, good, coef, intercept, bound=1e-9))
 
 
+@pytest.mark.parametrize("form", ["hsvm", "svm"])
+@pytest.mark.parametrize("gamma,mu", [(64 / 30, 30 / 128), (0.05, 2.0), (10.0, 0.05),
+                                      (1e-4, 1.0), (0.1, 1e3)])
+def test_reference_gap_bound(gamma, mu, form):
+    """The duality-gap bound at r is >= ||r - r*|| (r* the active-set optimum) for points
+    of the box at distances 1e-8..1 of it, tight at the optimum, infinite outside the box."""
+    X, y = HC.overlapping(30, 3, seed=2)
+    Z = np.asarray(R.standardize(X, "std")[0], float)
+    ypm = np.where(y == 1, 1.0, -1.0)
+    opt = R.SVMOptimum(Z, ypm, gamma, mu, form)
+    level = min(gamma, 1 / mu)
+    # (a square root of the optimum's own accuracy: 1e-10 for the classical SVM)
+    assert R.gap_bound(opt.H, ypm, opt.r, gamma, mu, form) < 1e-4 * level
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        step = rng.normal(size=30) * gamma * 10.0 ** rng.uniform(-8, 0)
+        r = np.clip(opt.r + step, 0, gamma)
+        dist = float(np.linalg.norm(r - opt.r))
+        assert R.gap_bound(opt.H, ypm, r, gamma, mu, form) >= dist - opt.accuracy * opt.sigma
+    out = opt.r.copy()
+    out[0] = gamma * (1 + 1e-9)
+    assert R.gap_bound(opt.H, ypm, out, gamma, mu, form) == math.inf
+
+
+def test_reference_gap_bound_decides_where_the_optimum_cannot():
+    """A polynomial kernel on float32 data at 1e19: margins near 1e114, the active-set
+    optimum's rounding bound near 1e229, so only the gap at r decides. dcd's certified
+    points and its error bound hold (the gap at r reaches below it); a certified point
+    moved to the box does not."""
+    import marginkit as mk
+
+    X, y = HC.build_data(BY_ID["scale-1e+19-f32-dense-dcd-poly"].spec["data"])
+    kp = HC.kernel_params("poly")
+    res = mk.solve(X, y, solver="dcd", kernel="poly", kernel_params=kp, random_state=0)
+    assert res.status == "certified"
+    n = len(y)
+    cfg = {"gamma": 64 / n, "mu": n / 128, "scale": None, "formulation": "hsvm",
+           "fraction": 0.0}
+    classes = np.unique(y)
+    ypm = R.signs(y, classes)
+    opt = R.SVMOptimum(R.feature_map(("poly", kp), X, None), ypm, cfg["gamma"], cfg["mu"],
+                       "hsvm")
+    assert opt.margin_rounding().max() > 1e100
+    r, mask = np.asarray(res.dual_coef_, float), np.asarray(res.certified_mask, bool)
+    bound = res.certificate.value
+
+    def problems(r, bound):
+        return R.certified_problems(X, y, classes, ("poly", kp), None, cfg, r, mask,
+                                    res.coef_, res.intercept_ or 0.0, bound=bound)
+
+    assert problems(r, bound) == []
+    assert R.gap_bound(opt.H, ypm, r, cfg["gamma"], cfg["mu"], "hsvm") <= bound
+    moved = r.copy()
+    moved[np.flatnonzero(mask)[0]] = cfg["gamma"]
+    assert any("level - r_i" in p for p in problems(moved, None))
+
+
 def test_reference_newton_decrement():
     X, y = HC.overlapping(30, 2, seed=1)
     ypm = np.where(y == 1, 1.0, -1.0)
