@@ -665,8 +665,29 @@ def _check_dok(X, name):
                              f"within the shape {X.shape}; fix the matrix's keys")
 
 
+def _check_dok_values(X, name):
+    """Every value a number of the matrix's dtype (found by review: a string put in through
+    scipy's private dict gave numpy's "could not convert string to float" naming neither
+    X nor the entry)."""
+    _check_dok(X, name)
+    try:
+        np.fromiter(X.values(), dtype=X.dtype, count=len(X))
+        return
+    except (TypeError, ValueError, OverflowError):
+        pass
+    for k, v in X.items():
+        try:
+            np.asarray(v, dtype=X.dtype).item()
+            if np.ndim(v) == 0:
+                continue
+        except (TypeError, ValueError, OverflowError):
+            pass
+        raise ValueError(f"{name} (DOK): the entry at {tuple(map(int, k))} is {v!r}, not a "
+                         f"number of the matrix's dtype {X.dtype}; fix the matrix's values")
+
+
 _FORMAT_CHECKS = {"coo": _check_coo, "bsr": _check_bsr, "dia": _check_dia, "lil": _check_lil,
-                  "dok": _check_dok}
+                  "dok": _check_dok_values}
 
 
 def check_sparse_structure(X, name="X", row_offset=0):

@@ -112,6 +112,23 @@ def _dtypes_for(X):
     return _DTYPES
 
 
+def _refuse_non_numbers(X):
+    """Dates, durations and structured records are refused as ``solve`` refuses them:
+    numpy's conversion reads them as numbers (seconds since 1970, a record's bytes),
+    which scikit-learn's validation accepts (found by review: a model fitted on
+    datetime64 X without a word). A DataFrame's columns are checked one by one."""
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is not None and not isinstance(dtypes, np.dtype):
+        for col, dt in getattr(dtypes, "items", lambda: ())():
+            if isinstance(dt, np.dtype) and dt.kind in "mMV":
+                raise TypeError(f"X's column {col!r} has non-numeric dtype {dt}; pass "
+                                "numbers (for example the dates' ordinals or differences "
+                                "in seconds)")
+    dtype = getattr(X, "dtype", None)
+    if isinstance(dtype, np.dtype) and dtype.kind in "mMV":
+        _float_dtype_for(dtype, "X")
+
+
 def _validate(estimator, X, y="no_validation", reset=True, y_numeric=False):
     """X (and y) through scikit-learn's public validation: CSR kept, float32/64 kept.
 
@@ -125,6 +142,7 @@ def _validate(estimator, X, y="no_validation", reset=True, y_numeric=False):
         from .certificates import local_matrix
 
         X = local_matrix(X)
+    _refuse_non_numbers(X)
     if sp.issparse(X):
         # before scikit-learn's validation: its conversions run scipy's C++ code, which
         # trusts the index arrays

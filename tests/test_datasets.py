@@ -190,6 +190,13 @@ def test_mnist_idx_errors(tmp_path):
     huge = _write(tmp_path, "labh", header + struct.pack(">5d", 0, 1, 1e19, 2, 3), None)
     with pytest.raises(ValueError, match="label 2 is 1e\\+19, not an integer"):
         mk.datasets.load_mnist_idx(ip, huge)
+    # found by review: a header of 70 dimensions gave numpy's "maximum supported
+    # dimension" without the file's name; 0 dimensions, a scalar
+    for nd in (0, 9, 70):
+        deep = _write(tmp_path, f"deep{nd}", bytes([0, 0, 0x08, nd]) + struct.pack(
+            f">{nd}I", *([1] * nd)) + b"\0", None)
+        with pytest.raises(ValueError, match=f"deep{nd}: an IDX header of {nd} dimensions"):
+            mk.datasets.load_mnist_idx(deep, ip)
     with pytest.raises(ValueError, match="holds no pixels"):
         mk.datasets.load_mnist_idx(_idx(tmp_path, "img0", np.zeros((0, 0))),
                                    _idx(tmp_path, "lab0", np.zeros(0)))

@@ -479,6 +479,24 @@ def test_dok_keys_are_checked(key):
         mk.solve(D, y, solver="dcd")
 
 
+@pytest.mark.parametrize("value", ["abc", [1.0, 2.0]])
+def test_dok_values_are_checked(value):
+    """Found by review: a string value put in through scipy's private dict gave numpy's
+    "could not convert string to float", naming neither X nor the entry."""
+    from marginkit.sklearn import SVMClassifier
+
+    Xd = np.random.default_rng(0).standard_normal((40, 3))
+    y = np.where(Xd[:, 0] > 0, 1, -1)
+    D = sp.dok_matrix(Xd)
+    if not hasattr(D, "_dict"):
+        pytest.skip("this scipy keeps DOK entries elsewhere")
+    D._dict[(2, 1)] = value
+    for call in (lambda: mk.solve(D, y, solver="dcd"), lambda: SVMClassifier().fit(D, y)):
+        with pytest.raises(ValueError, match=r"X \(DOK\): the entry at \(2, 1\) is .*not a "
+                                             "number"):
+            call()
+
+
 def test_result_score_checks_the_length_of_y():
     """Found by review: Result.score broadcast a single label against every prediction
     (0.43 for y[:1]) and raveled a y of shape (n, 2) into 2n labels."""
@@ -715,3 +733,25 @@ def test_the_width_check_covers_rff_refits_and_margin_bounds():
                            shape=(2, 3))
     low, up = margin_bounds(narrow, np.array([1.0, -1.0]), linear, np.ones(2), np.ones(2))
     assert low <= up
+
+
+@pytest.mark.parametrize("kind", ["datetime", "timedelta", "record", "frame"])
+def test_the_estimators_refuse_dates_durations_and_records(kind):
+    """numpy reads dates as seconds since 1970 and scikit-learn's validation accepts
+    them: the estimators refuse what solve refuses, naming X (and a DataFrame's column)."""
+    from marginkit.sklearn import PerceptronClassifier, SVMClassifier
+
+    y = np.array([0, 1] * 10)
+    dates = np.arange(40).reshape(20, 2).astype("datetime64[s]")
+    X = {"datetime": dates, "timedelta": dates - dates[0, 0],
+         "record": np.zeros(20, dtype=[("a", float), ("b", float)])}.get(kind)
+    if kind == "frame":
+        pd = pytest.importorskip("pandas")
+        X = pd.DataFrame({"a": np.arange(20.0), "when": pd.date_range("2020", periods=20)})
+    for est in (SVMClassifier(), PerceptronClassifier()):
+        with pytest.raises(TypeError, match=r"X('s column 'when')? has non-numeric dtype"):
+            est.fit(X, y)
+    fitted = SVMClassifier().fit(np.arange(40.0).reshape(20, 2), y)
+    if kind != "frame":
+        with pytest.raises(TypeError, match="X has non-numeric dtype"):
+            fitted.predict(X)

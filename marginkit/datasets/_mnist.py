@@ -28,6 +28,11 @@ def _read_idx(name_or_path, what):
                     f"t10k-{what}-idx{3 if what == 'images' else 1}-ubyte.gz"
                 )
             ndim = head[3]
+            if not 1 <= ndim <= 8:
+                # (numpy's own refusal beyond 64 dimensions named neither file nor fix)
+                raise ValueError(
+                    f"{path}: an IDX header of {ndim} dimensions; {what} files have "
+                    f"{3 if what == 'images' else 1} (pass the {what} file)")
             dims = fh.read(4 * ndim)
             if len(dims) < 4 * ndim:
                 raise ValueError(f"{path}: truncated IDX header")
