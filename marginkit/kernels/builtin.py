@@ -136,6 +136,13 @@ def _dot_dense_rows(A, B, out):
         _gram.dot_dense_t_csr(At, rows_B, out[lo:lo + step], tiles)
 
 
+def _wide(d, nnz):
+    """Whether d columns are so many against ``nnz`` stored entries that the sparse products
+    are cheaper on the stored columns alone (``_stored_columns``) than through column
+    pointers of all d."""
+    return d > 4 * nnz + 4096
+
+
 def _dot_block(A, B, upper_only=False, Bt=None):
     """A @ B.T as a new dense C-ordered array (exactly symmetric when B is A).
 
@@ -157,6 +164,14 @@ def _dot_block(A, B, upper_only=False, Bt=None):
     elif not sp.issparse(A):
         _gram.dot_dense_csr(A, row_block(B), out)
     else:
+        if Bt is None and _wide(A.shape[1], A.nnz + (0 if same else B.nnz)):
+            # columns far more than stored entries (hashed features): the products of the
+            # columns either stores an entry in, renumbered in order (each row's entries,
+            # and each column's, are then met in the same order: the same entries, bit for
+            # bit), not O(n_features) column pointers (found by review: 16 GiB of them
+            # for a block of 2 rows of 2^31 columns)
+            A, B, _ = _stored_columns(A, B)
+            return _dot_block(A, B, upper_only)
         if Bt is None:
             Bt = _csc_sorted(B)
         if not same and _dense_rows_pay(A, Bt, B.nnz):
@@ -405,7 +420,8 @@ class RBFKernel(Kernel):
         centering, squared norms and (sparse B) CSC form computed once, not per block."""
         B = prepare_pair(B)[0]
         if sp.issparse(B):
-            c, Bc, Bt = None, B, _csc_sorted(B)
+            # (B's columns far more than its entries: each block's product compacts them)
+            c, Bc, Bt = None, B, None if _wide(B.shape[1], B.nnz) else _csc_sorted(B)
         else:
             c = np.mean(B, axis=0, dtype=np.float64).astype(B.dtype)
             Bc, Bt = B - c, None
