@@ -464,7 +464,7 @@ def _guarded(raw, name, owner, how):
                                            if k in kwargs), None)
             return out if not hasattr(A, "shape") else \
                 checked_diag(out, A, f"kernel plug-in {owner}")
-        if name not in ("__call__", "feature_map"):
+        if name not in ("__call__", "feature_map", "careful_block"):
             return out
         ops = list(data[:2])
         for keys in _OPERAND_KEYWORDS[len(ops):]:
@@ -479,6 +479,9 @@ def _guarded(raw, name, owner, how):
                     break
             return checked_features(out, A, f"kernel plug-in {owner}")
         same = B is None or B is A
+        if name == "careful_block":
+            return checked_careful_block(out, A, A if same else B,
+                                         args[0] if how == "method" else None, owner)
         return checked_block(out, A, A if same else B, same, f"kernel plug-in {owner}")
 
     method.__name__ = name  # a partialmethod or an object has none: bound methods pickle
@@ -534,6 +537,51 @@ def checked_features(out, A, owner):
             f"must return one row of features per row it is given (an array or sparse "
             f"matrix of shape ({A.shape[0]}, n_features))")
     return out
+
+
+def checked_careful_block(out, A, B, kernel, owner):
+    """A kernel plug-in's own ``careful_block(A, B)``, checked before any referee reads it:
+    a pair (K, E) of real blocks of shape (len(A), len(B)), K finite and E a bound
+    (non-negative, no NaN; None: none), and K within both error bounds of the kernel's
+    own ``self(A, B)``, the kernel that predicts (E + ``evaluation_bound`` + the trusted
+    rounding of ``__call__``'s block). Found by review: a negative E, or a careful block
+    of another kernel than ``__call__``'s (K + 10 I), made the referee confirm a false
+    "separable" claim. Returns (K in float64, E)."""
+    where = f"kernel plug-in {owner}: careful_block(A, B)"
+    try:
+        K, E = out
+    except (TypeError, ValueError):
+        raise ValueError(f"{where} must return a pair (K, E): the block and a bound on each "
+                         "entry's error") from None
+    shape = (A.shape[0], B.shape[0])
+    try:
+        K = np.asarray(K.toarray() if sp.issparse(K) else K, dtype=np.float64)
+        E = None if E is None else np.asarray(E.toarray() if sp.issparse(E) else E,
+                                              dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where} must return real arrays") from None
+    if K.shape != shape or (E is not None and E.shape != shape):
+        raise ValueError(f"{where} returned K of shape {K.shape} and E of shape "
+                         f"{None if E is None else E.shape}; both must be {shape}")
+    if not np.all(np.isfinite(K)):
+        raise ValueError(f"{where} returned a K that is not finite")
+    if E is not None and not np.all(E >= 0.0):
+        raise ValueError(f"{where} returned an error bound E with negative or NaN entries; "
+                         "E bounds |K - K_exact| entry by entry (inf where unknown)")
+    if kernel is not None:
+        K_call, E_call = trusted_block(kernel(A, B), kernel.trusted_ulps)
+        E0 = np.zeros(shape) if E is None else E
+        with np.errstate(over="ignore", invalid="ignore"):
+            allowed = E0 + kernel.evaluation_bound(A, B, K, E0) + E_call
+            apart = np.abs(K - K_call)
+        if np.any(apart > allowed):
+            worst = float(np.max(np.where(apart > allowed, apart, 0.0)))
+            raise ValueError(
+                f"{where} differs from the kernel's own K(A, B) (__call__, which predicts) "
+                f"by up to {worst:.3g}, more than both error bounds allow: the referee "
+                "checks claims on the kernel that predicts; make careful_block compute "
+                "that kernel (or declare __call__'s extra error with evaluation_slack)")
+    return K, E
 
 
 def trusted_block(K, ulps):

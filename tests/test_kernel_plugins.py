@@ -610,3 +610,57 @@ def test_the_map_check_converts_only_the_rows_it_compares():
     finally:
         tracemalloc.stop()
     assert peak < Phi.nbytes // 4  # the 256 x 256 blocks of the comparison, not n x 50
+
+
+def _lin(A, B):
+    return np.asarray(A, float) @ np.asarray(B, float).T
+
+
+class _NegativeBound(Kernel):
+    def __call__(self, A, B=None):
+        return _lin(A, A if B is None else B)
+
+    def careful_block(self, A, B):
+        K = _lin(A, B)
+        return K, -0.5 * np.abs(K)
+
+
+class _OtherKernel(Kernel):
+    def __call__(self, A, B=None):
+        return _lin(A, A if B is None else B)
+
+    def careful_block(self, A, B):
+        K = _lin(A, B)
+        if A.shape == B.shape and np.array_equal(np.asarray(A), np.asarray(B)):
+            K = K + 10 * np.eye(len(K))
+        return K, np.zeros_like(K)
+
+
+class _HonestCareful(Kernel):
+    def __call__(self, A, B=None):
+        return _lin(A, A if B is None else B)
+
+    def careful_block(self, A, B):
+        K = _lin(A, B)
+        return K, 1e-15 * np.abs(K)
+
+
+@pytest.mark.parametrize("kernel", [_NegativeBound(), _OtherKernel()])
+def test_a_plugins_careful_block_is_checked_before_the_referee_reads_it(kernel):
+    """Found by review: a negative error bound, or a careful block of another kernel than
+    __call__'s (K + 10 I), made the referee confirm alpha = 1 as a separator of points that
+    no linear separator through the origin separates. Both are refused by name; an honest
+    careful_block still serves the referee."""
+    from marginkit.certificates import SeparatorCertificate
+
+    X = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
+    y = np.array([1, 1, -1, -1])
+    cert = SeparatorCertificate(np.ones(4), 1.0, kernel, np.array([-1, 1]))
+    with pytest.raises(ValueError, match=r"kernel plug-in _\w+: careful_block\(A, B\) "
+                                         r"(returned an error bound E with negative|differs)"):
+        cert.verify(X, y)
+    honest = SeparatorCertificate(np.ones(4), 1.0, _HonestCareful(), np.array([-1, 1]))
+    assert honest.verify(X, y) is False
+    Xs = np.array([[1.0, 0.2], [2.0, -0.1], [-1.0, 0.3], [-2.0, 0.1]])
+    r = mk.solve(Xs, y, solver="perceptron", kernel=_HonestCareful(), max_iter=100)
+    assert r.status == "separable" and r.certificate.verify(Xs, y)
