@@ -579,9 +579,16 @@ def finish_fields(problem, fields, accepted):
     if cert is not None:
         cert = fields["certificate"] = run_certificate(problem, cert)
     if cert is not None and not problem.check_certificate(cert):
-        fields["certificate"] = None
-        if fields.get("certified_mask") is not None:
-            fields["certified_mask"] = np.zeros(problem.n_samples, dtype=bool)
+        cert = fields["certificate"] = None
+    if fields.get("certified_mask") is not None:
+        # the points of the verified certificate, none without one (found by review: a
+        # plug-in's finalize reported every point certified with no certificate at all,
+        # and save / load_result kept the mask)
+        mask = getattr(cert, "mask", None)
+        mask = None if mask is None else np.asarray(mask)
+        fields["certified_mask"] = np.array(mask, dtype=bool) \
+            if mask is not None and mask.shape == (problem.n_samples,) and \
+            mask.dtype == np.bool_ else np.zeros(problem.n_samples, dtype=bool)
     return fields
 
 

@@ -523,3 +523,34 @@ def test_a_plugin_map_declaring_fitted_saves_and_loads(solver, tmp_path):
     r.save(tmp_path / "r.npz")
     back = mk.load_result(tmp_path / "r.npz")
     assert np.array_equal(back.predict(X), r.predict(X))
+
+
+def test_a_certified_mask_without_a_verified_certificate_is_empty():
+    """Found by review: a plug-in's finalize reported every point certified with no
+    certificate at all (the model misclassified half of them); solve kept the mask, and
+    save / load_result too. The mask is the verified certificate's, none without one."""
+    from marginkit.plugins import Solver, SolverState
+
+    X, y = mk.datasets.make_xor(100, random_state=0)[:2]
+
+    class Still(SolverState):
+        def step(self):
+            pass
+
+    class Masker(Solver):
+        default_stop = ()
+        default_max_iter = 2
+
+        def start(self, problem):
+            return Still()
+
+        def finalize(self, problem, state, status):
+            return {"coef_": np.zeros(problem.n_features), "intercept_": 0.0,
+                    "certified_mask": np.ones(problem.n_samples, bool)}
+
+    r = mk.solve(X, y, solver=Masker())
+    assert r.certificate is None and not r.certified_mask.any()
+    # the built-in solvers' masks are their verified certificates'
+    r = mk.solve(X, y, solver="dcd", kernel="rbf", kernel_params={"gamma": 1.0}, C=1.0)
+    assert r.certified_mask.any()
+    assert np.array_equal(r.certified_mask, r.certificate.mask) and r.certificate.verify(X, y)
