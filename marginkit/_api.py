@@ -356,6 +356,41 @@ def _rule_status(rule, value):
               f"return None to go on, or a status: {allowed}")
 
 
+def _checked_batch(solver, done, limit, history):
+    """A state's ``step_batch`` answer ``(steps, snapshots)``: between 1 and ``limit``
+    steps (an integer), and for each field the history records, the snapshots of all the
+    steps but the last (found by review: a count of 0 made the run spin forever, its
+    history growing; more than ``limit`` steps ran past max_iter; snapshots of the wrong
+    length or of unknown fields gave a history of other length than n_iter, or a bare
+    KeyError)."""
+    who = f"solver {solver.name or type(solver).__name__!r}: step_batch(triggers, limit={limit})"
+    try:
+        steps, snaps = done
+    except (TypeError, ValueError):
+        raise TypeError(f"{who} must return (steps, snapshots) or None") from None
+    if isinstance(steps, (bool, np.bool_)) or not isinstance(steps, numbers.Integral) \
+            or not 1 <= steps <= limit:
+        raise ValueError(f"{who} returned {steps!r} steps; it must take between 1 and "
+                         f"{limit} steps (an integer), or return None to take none")
+    if not isinstance(snaps, dict):
+        raise TypeError(f"{who} returned snapshots of type {type(snaps).__name__}; give a "
+                        "dict of one list per snapshot field")
+    unknown = sorted(map(str, set(snaps) - set(history)))
+    if unknown:
+        raise ValueError(f"{who} returned snapshots of field(s) {unknown[:5]} that the "
+                         f"state's snapshot() does not report ({sorted(history)[:8]})")
+    for key in history:
+        try:
+            count = len(snaps.get(key, ()))
+        except TypeError:
+            count = "no list of"
+        if count != steps - 1:
+            raise ValueError(f"{who} took {steps} steps but returned {count} snapshots "
+                             f"of {key!r}; give those of every step but the last "
+                             f"({steps - 1})")
+    return int(steps), snaps
+
+
 def run(problem, solver, rules, max_iter, config, blas=None):
     """The iteration loop shared by every solver.
 
@@ -459,7 +494,7 @@ def _loop(problem, solver, rules, max_iter, config, blas):
                 if batch is not None:
                     done = batch(triggers, max_iter - k)
                     if done is not None:
-                        steps, snaps = done
+                        steps, snaps = _checked_batch(solver, done, max_iter - k, history)
                         for key, vals in snaps.items():
                             history[key].extend(vals)
                         k += steps

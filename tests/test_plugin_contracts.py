@@ -554,3 +554,70 @@ def test_a_certified_mask_without_a_verified_certificate_is_empty():
     r = mk.solve(X, y, solver="dcd", kernel="rbf", kernel_params={"gamma": 1.0}, C=1.0)
     assert r.certified_mask.any()
     assert np.array_equal(r.certified_mask, r.certificate.mask) and r.certificate.verify(X, y)
+
+
+@pytest.mark.parametrize("answer,match", [
+    (lambda limit: (0, {}), "returned 0 steps"),
+    (lambda limit: (-3, {}), "returned -3 steps"),
+    (lambda limit: (2.0, {"x": [1.0]}), "returned 2.0 steps"),
+    (lambda limit: (limit + 1000, {"x": [1.0] * (limit + 999)}), "returned 1050 steps"),
+    (lambda limit: (limit, {"x": [1.0]}), "took 50 steps but returned 1 snapshots"),
+    (lambda limit: (2, {"x": [1.0], "y": [2.0]}), r"field\(s\) \['y'\]"),
+    (lambda limit: (2, [1.0]), "snapshots of type list"),
+    (lambda limit: 3, "must return"),
+])
+def test_a_step_batch_answer_is_checked(answer, match):
+    """Found by review: a step_batch count of 0 made solve spin forever (its history
+    growing), more than limit steps ran past max_iter, and snapshots of the wrong length or
+    of unknown fields gave a history of other length than n_iter or a bare KeyError."""
+    X, y = make_xor(60, random_state=0)[:2]
+
+    class Batched(SolverState):
+        def step(self):
+            pass
+
+        def snapshot(self):
+            return {"x": 1.0}
+
+        def step_batch(self, triggers, limit):
+            return answer(limit)
+
+    class Batcher(Solver):
+        default_max_iter = 50
+        default_stop = (("max_iter", {"n": 50}),)
+
+        def start(self, problem):
+            return Batched()
+
+        def finalize(self, problem, state, status):
+            return {"coef_": np.ones(problem.n_features)}
+
+    with pytest.raises((ValueError, TypeError), match=match):
+        mk.solve(X, y, solver=Batcher(), max_iter=50)
+
+
+def test_an_honest_step_batch_gives_the_single_steps_history():
+    X, y = make_xor(60, random_state=0)[:2]
+
+    class Batched(SolverState):
+        def step(self):
+            pass
+
+        def snapshot(self):
+            return {"x": 1.0}
+
+        def step_batch(self, triggers, limit):
+            return limit, {"x": [1.0] * (limit - 1)}
+
+    class Batcher(Solver):
+        default_max_iter = 50
+        default_stop = (("max_iter", {"n": 50}),)
+
+        def start(self, problem):
+            return Batched()
+
+        def finalize(self, problem, state, status):
+            return {"coef_": np.ones(problem.n_features)}
+
+    r = mk.solve(X, y, solver=Batcher(), max_iter=50)
+    assert r.n_iter == 50 and len(r.history["x"]) == 51
