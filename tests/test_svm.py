@@ -1337,3 +1337,21 @@ def test_fista_on_one_hot_rows_does_not_crash_in_lapack(monkeypatch):
     # and fista's Lipschitz bound then takes the trace (>= the top eigenvalue)
     res = mk.solve(X, y, solver="fista", kernel="linear", max_iter=100)
     assert res.status == "certified" and res.certificate.verify(X, y)
+
+
+def test_pegasos_runs_its_epochs_beyond_the_default_cap():
+    """Found by review: epochs=500 ran 200 epochs (the default cap's) with status
+    "max_iter" and no word; a user's max_iter below the epochs still caps them."""
+    import warnings
+
+    from marginkit.sklearn import SVMClassifier
+
+    X, y = mk.datasets.make_xor(60, random_state=1)[:2]
+    assert mk.solve(X, y, solver="pegasos", kernel="rff", epochs=250, random_state=0).n_iter == 250
+    assert mk.solve(X, y, solver="pegasos", kernel="rff", epochs=250, max_iter=120,
+                    random_state=0).n_iter == 120
+    assert mk.solve(X, y, solver="pegasos", kernel="rff", random_state=0).n_iter == 200
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = SVMClassifier(solver="pegasos", kernel="rff", solver_params={"epochs": 250}).fit(X, y)
+    assert est.result_.n_iter == 250

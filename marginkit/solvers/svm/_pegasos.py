@@ -149,7 +149,13 @@ class Pegasos(Solver):
 
     requires = {"kernel": ("feature_map",)}
     provides = ()
-    default_max_iter = DEFAULT_EPOCHS
+    @property
+    def default_max_iter(self):
+        """The run's cap without a max_iter: ``epochs`` when given (found by review:
+        epochs=500 ran 200 epochs, the cap's, with no word), else ``DEFAULT_EPOCHS``."""
+        epochs = self.params["epochs"]
+        return DEFAULT_EPOCHS if epochs is None else int(epochs)
+
     #: what the unknown-parameter refusal says of a C (``_validation.check_params``)
     param_hints = {"C": "pegasos takes lam, not C: lam/2 ||w||^2 + (1/n) sum hinge is the "
                         "SVM of C = 1/(lam n), so pass lam = 1/(C n) for n training rows "
