@@ -356,6 +356,22 @@ def _rule_status(rule, value):
               f"return None to go on, or a status: {allowed}")
 
 
+def _check_stated(rule, declared, state, status):
+    """A rule that fired (a claim or ``"converged"``; a run's end such as a solver's
+    stall, ``"max_iter"``, is the state's own) while the run took batches of steps must
+    have declared a threshold that holds (``triggers``: the batches stop only where one
+    holds). Found by
+    review: a rule declaring none, or another one than its check tests, was consulted at
+    the ends of batches only, and the run went on to its budget past where the rule fired,
+    with the rule's status. Checked wherever the rule fires, at the end of every batch."""
+    if not any(t.holds(state) for t in declared):
+        raise ValueError(
+            f"stopping rule {rule.name or type(rule).__name__!r}: check() returned "
+            f"{status!r} at iteration {state.n_iter} where none of the thresholds it declares "
+            f"holds (triggers: {list(declared)}); triggers(problem) must state when check "
+            "fires (or return None: the run then checks the rule after every step)")
+
+
 def _checked_batch(solver, done, limit, history):
     """A state's ``step_batch`` answer ``(steps, snapshots)``: between 1 and ``limit``
     steps (an integer), and for each field the history records, the snapshots of all the
@@ -458,6 +474,7 @@ def _loop(problem, solver, rules, max_iter, config, blas):
                 triggers = [t for ts in declared for t in ts]
             else:
                 batch = None
+    stated = dict(zip(map(id, rules), declared)) if batch is not None else None
     try:
         with guard:
             while True:
@@ -471,6 +488,8 @@ def _loop(problem, solver, rules, max_iter, config, blas):
                     verbose(*last)
                 for rule in rules:
                     status = _rule_status(rule, rule.check(state))
+                    if status and stated is not None and status not in _LOOP_STATUSES:
+                        _check_stated(rule, stated[id(rule)], state, status)
                     if status and status not in _LOOP_STATUSES:
                         with blas.phase("referee", k):
                             ok, accepted = referee(problem, solver, state, status)

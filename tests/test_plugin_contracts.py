@@ -621,3 +621,33 @@ def test_an_honest_step_batch_gives_the_single_steps_history():
 
     r = mk.solve(X, y, solver=Batcher(), max_iter=50)
     assert r.n_iter == 50 and len(r.history["x"]) == 51
+
+
+@pytest.mark.parametrize("declared", [(), (Trigger("n_iter", ">=", 1e18),)])
+def test_a_rule_that_fires_where_its_triggers_do_not_hold_is_named(declared):
+    """Found by review: under dcd's batches of steps, a rule declaring no threshold (or
+    another one than its check tests) was consulted at the ends of batches only; the run
+    went on to its budget past where the rule fired, and reported the rule's status. A
+    rule that states its thresholds truly stops the batched run where single steps stop."""
+    X, y = mk.datasets.make_separable(300, margin=0.01, random_state=0)[:2]
+
+    class AtThree(StoppingRule):
+        def triggers(self, problem):
+            return declared
+
+        def check(self, state):
+            return "converged" if state.n_iter >= 3 else None
+
+    with pytest.raises(ValueError, match="'AtThree': check\\(\\) returned 'converged' at "
+                                         "iteration 50 where none of the thresholds"):
+        mk.solve(X, y, solver="dcd", stop=[AtThree()], max_iter=50)
+
+    class Honest(AtThree):
+        def triggers(self, problem):
+            return (Trigger("n_iter", ">=", 3),)
+
+    a = mk.solve(X, y, solver="dcd", stop=[Honest()], max_iter=50, random_state=0)
+    b = mk.solve(X, y, solver="dcd", stop=[Honest()], max_iter=50, random_state=0,
+                 callback=lambda s: None)
+    assert a.status == b.status == "converged" and a.n_iter == b.n_iter == 3
+    assert np.array_equal(a.dual_coef_, b.dual_coef_)
