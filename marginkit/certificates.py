@@ -365,25 +365,65 @@ def _features(kernel, Xb):
     return float64_block(check_X(Phi, name="feature_map(X)", allow_empty=True))
 
 
+def _referee_features(kernel, Xb):
+    """The block's features as the referee reads them, and per row a bound tau_i on the
+    distance between its unit row and the exact map's (None for a map without rounding
+    of its own: the identity of the linear kernel). An approximation gives its rows with
+    a bound e_i on ||Phi~_i - Phi(x_i)||_2 (``careful_features``: Nystroem's K(x, C) by the
+    base kernel's careful path times the normalization P, or ``feature_rounding`` of the
+    map's rows: random Fourier features' phases x . w + b), and tau_i = 2 e_i / ||Phi~_i||.
+    Found by review: the referee took the rows of a Nystroem map as exact data, and a
+    "separable" claim with min G alpha = 2e-12 verified where the exact map's was -8e-12
+    (|K_CC^{-1/2}| of 2.5e6 amplifying the rounding of K(X, C))."""
+    careful = getattr(kernel, "careful_features", None)
+    if careful is not None:
+        from ._referee import float64_block
+        from ._validation import check_X
+
+        P, e = careful(float64_block(check_X(Xb, allow_empty=True)))
+    else:
+        P = _features(kernel, Xb)
+        rounding = getattr(kernel, "feature_rounding", None)
+        if rounding is None:
+            return P, None
+        e = rounding(Xb, P)
+    e = np.asarray(e, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        nrm = np.sqrt(np.einsum("ij,ij->i", P, P)) * (1 - 4 * U)
+        tau = 2 * e / nrm * (1 + 8 * U)
+    return P, np.where(nrm > 0, tau, np.inf)
+
+
 def _pass_primal(Xb, sb, vb, kernel):
     """Block share of w = Q^T (s v) and a = |Q|^T |v| (v an n-vector, or n x k for k
-    vectors at once), its zero rows and row length."""
-    Q, absQ, zero, k = unit_rows(_features(kernel, Xb))
+    vectors at once), its zero rows, row length and |v|^T tau (``_referee_features``)."""
+    P, tau = _referee_features(kernel, Xb)
+    Q, absQ, zero, k = unit_rows(P)
     shape = (Q.shape[1],) + vb.shape[1:]
     u = vb * (sb if vb.ndim == 1 else sb[:, None])
     w = np.asarray(Q.T @ u).reshape(shape)
     a = np.asarray(absQ.T @ np.abs(vb)).reshape(shape)
-    return w, a, bool(zero.any()), k
+    t = np.zeros(vb.shape[1:]) if tau is None else np.abs(vb).T @ tau
+    return w, a, bool(zero.any()), k, t
 
 
-def _pass_dual(Xb, sb, kernel, w, ew, dq):
-    """Block share of min_i (G v)_i - err_i and min_i (G v)_i, with G v = s (Q w)."""
-    Q, absQ, _, k = unit_rows(_features(kernel, Xb))
+def _pass_dual(Xb, sb, kernel, w, ew, dq, T=0.0):
+    """Block share of min_i (G v)_i - err_i and min_i (G v)_i, with G v = s (Q w); T =
+    sum_j |v_j| tau_j (``_feature_products``) bounds ||w - w_exact||, the map's rounding,
+    and the rows' own tau_i their distance to the exact unit rows."""
+    P, tau = _referee_features(kernel, Xb)
+    Q, absQ, _, k = unit_rows(P)
     g = sb * np.asarray(Q @ w).ravel()
     # products that underflow have an absolute error (eta each, k per row: found by
     # review, a forged separator of rows with subnormal entries verified)
     err = SAFETY * ((k + dq + 8) * U * np.asarray(absQ @ np.abs(w)).ravel()
                     + np.asarray(absQ @ ew).ravel() + (k + 2) * ETA)
+    if tau is not None:
+        # |q_i . w_ex - q~_i . w~| <= tau_i ||w_ex|| + ||w_ex - w~||, ||w_ex|| <= ||w|| +
+        # ||ew|| + T (the exact unit rows' sum against the computed rows')
+        reach = (float(np.linalg.norm(w)) + float(np.linalg.norm(ew)) + T) * (1 + 8 * U)
+        with np.errstate(over="ignore", invalid="ignore"):
+            err = err + SAFETY * (tau * reach + T)
     if g.size == 0:
         return np.inf, np.inf
     return float(np.min(g - err)), float(np.min(g))
@@ -396,16 +436,20 @@ def _feature_products(blocks, ypm, kernel, v):
     parts = blocks.map(_pass_primal, per_block=(ypm, v), common=(kernel,))
     w = np.zeros_like(parts[0][0]) if parts else np.zeros(0)
     a = np.zeros_like(w)
-    for wb, ab, _, _ in parts:  # fixed block order
+    T = np.zeros(v.shape[1:])
+    for wb, ab, _, _, tb in parts:  # fixed block order
         w += wb
         a += ab
+        T = T + tb
     zero = any(p[2] for p in parts)
     dq = max((p[3] for p in parts), default=0)
     n = blocks.n_samples
     # the relative rounding of the sums, and an absolute eta per product that underflows
     # (n per column; v's own scaling by a power of two loses at most eta per entry too)
     ew = SAFETY * ((n + dq + 8) * U * a + (2 * n + 2) * ETA)
-    return w, ew, dq, zero
+    # ||w_ex - w|| beyond ew: the exact map's unit rows against the computed ones
+    T = SAFETY * T * (1 + (n + 4) * U)
+    return w, ew, dq, zero, (float(T) if np.ndim(T) == 0 else T)
 
 
 # ------------------------------------------------------------------ Gram-matrix path
@@ -757,10 +801,10 @@ def separator_margin(X, ypm, kernel, alpha):
     l1 = float(np.sum(np.abs(v))) * (1 + (v.size + 2) * U)  # an upper bound on sum |v|
     if getattr(kernel, "feature_map", None) is not None:
         blocks = row_blocks(X)
-        w, ew, dq, zero = _feature_products(blocks, ypm, kernel, v)
+        w, ew, dq, zero, T = _feature_products(blocks, ypm, kernel, v)
         if zero:
             return None
-        parts = blocks.map(_pass_dual, per_block=(ypm,), common=(kernel, w, ew, dq))
+        parts = blocks.map(_pass_dual, per_block=(ypm,), common=(kernel, w, ew, dq, T))
         low = float(np.min([p[0] for p in parts]))  # NaN propagates (not Python's min)
         value = float(np.min([p[1] for p in parts]))
     else:
@@ -790,11 +834,11 @@ def dual_norm_bound(X, ypm, kernel, p, eps=None):
         return None
     total = float(np.sum(v)) * (1 - (v.size + 2) * U)  # a lower bound on sum(v) (v >= 0)
     if getattr(kernel, "feature_map", None) is not None:
-        w, ew, dq, zero = _feature_products(row_blocks(X), ypm, kernel, v)
+        w, ew, dq, zero, T = _feature_products(row_blocks(X), ypm, kernel, v)
         if zero:
             return None
         value = float(np.linalg.norm(w))
-        upper = value * (1 + (dq + 8) * U) + float(np.linalg.norm(ew))
+        upper = (value * (1 + (dq + 8) * U) + float(np.linalg.norm(ew)) + T) * (1 + 4 * U)
         return upper / total, value / total
     kernel, proven = _psd_kernel(kernel)
     g, err, zero = _gram_products(X, ypm, kernel, v)
@@ -933,16 +977,17 @@ def margin_bounds(X, ypm, kernel, alpha, p, memory_budget=None):
     V = np.column_stack([va, vp])
     if getattr(kernel, "feature_map", None) is not None:
         blocks = row_blocks(X)
-        w, ew, dq, zero = _feature_products(blocks, ypm, kernel, V)
+        w, ew, dq, zero, T = _feature_products(blocks, ypm, kernel, V)
         if zero:
             return -math.inf, math.inf
-        norm_a, norm_p = (float(np.linalg.norm(w[:, j])) * (1 + (dq + 8) * U)
-                          + float(np.linalg.norm(ew[:, j])) for j in (0, 1))
+        norm_a, norm_p = ((float(np.linalg.norm(w[:, j])) * (1 + (dq + 8) * U)
+                           + float(np.linalg.norm(ew[:, j])) + float(T[j])) * (1 + 4 * U)
+                          for j in (0, 1))
         low = -math.inf
         if top_a > 0:
             parts = blocks.map(_pass_dual, per_block=(ypm,),
                                common=(kernel, np.ascontiguousarray(w[:, 0]),
-                                       np.ascontiguousarray(ew[:, 0]), dq))
+                                       np.ascontiguousarray(ew[:, 0]), dq, float(T[0])))
             low = float(np.min([part[0] for part in parts]))  # NaN propagates
     else:
         kernel, proven = _psd_kernel(kernel)
