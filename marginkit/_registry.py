@@ -8,6 +8,8 @@ import importlib.metadata
 import threading
 import warnings
 
+from .utils._text import exception_text
+
 KINDS = ("solver", "smoother", "kernel", "stopping")
 ENTRY_POINT_GROUPS = {
     "solver": "marginkit.solvers",
@@ -145,10 +147,11 @@ class Registry:
                     raise
                 except BaseException as exc:  # noqa: BLE001 - SystemExit too: a broken
                     # third-party plug-in warns, it never ends the process
-                    self.failed[ep.name] = f"{type(exc).__name__}: {exc}"
+                    text = exception_text(exc)
+                    self.failed[ep.name] = f"{type(exc).__name__}: {text}"
                     warnings.warn(
                         f"could not load {self.kind} plug-in {ep.name!r} from entry point "
-                        f"{ep.value!r}: {type(exc).__name__}: {exc}",
+                        f"{ep.value!r}: {type(exc).__name__}: {text}",
                         PluginLoadWarning,
                         stacklevel=3,
                     )

@@ -205,10 +205,15 @@ def test_second_name_of_a_third_party_plugin_is_an_alias():
     assert Sub.name == "sub_separated" and Separated.name == "separated"
 
 
-@pytest.mark.parametrize("raised", ["SystemExit(3)", "GeneratorExit()", "Custom()"])
+@pytest.mark.parametrize("raised", ["SystemExit(3)", "GeneratorExit()", "Custom()",
+                                    "Unprintable()"])
 def test_entry_point_raising_base_exception_warns(raised, monkeypatch, tmp_path):
+    """Found by review: an exception whose __str__ raised escaped from the scan (and the
+    entry points after it were never loaded)."""
     (tmp_path / "mk_exiting_plugin.py").write_text(
         "class Custom(BaseException):\n    pass\n"
+        "class Unprintable(Exception):\n"
+        "    def __str__(self):\n        raise RuntimeError('no text')\n"
         f"raise {raised}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     eps = [_ep("exits", "mk_exiting_plugin:Solver", "marginkit.solvers"),

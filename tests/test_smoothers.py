@@ -283,6 +283,28 @@ def test_python_smoother_exception_propagates_from_solve(solver, fail_at, capfd)
     assert "Exception ignored" not in capfd.readouterr().err
 
 
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no text")
+
+
+class _Custom(BaseException):
+    pass
+
+
+@pytest.mark.parametrize("exc", [_Unprintable(), SystemExit(3), _Custom("boom")])
+def test_python_smoother_any_exception_but_ctrl_c_is_a_plugin_error(exc):
+    """Found by review: an exception whose __str__ raised escaped as that RuntimeError (no
+    PluginError, no cause), and SystemExit or a user's BaseException escaped unwrapped,
+    where the docs promise a PluginError for all but KeyboardInterrupt."""
+    X, y = _separable()
+    sm = _Softmax(fail_at=2, exc=exc)
+    with pytest.raises(mk.plugins.PluginError,
+                       match=rf"smoother '_Softmax' raised {type(exc).__name__}") as info:
+        mk.solve(X, y, solver="snkp", smoother=sm, stop=[("max_iter", {"n": 50})])
+    assert info.value.__cause__ is exc
+
+
 def test_python_smoother_keyboard_interrupt_is_not_wrapped():
     """A KeyboardInterrupt inside the smoother reaches the run loop as one (which raises it,
     or with interrupt="return" ends the run "interrupted", as for Ctrl-C), not as a

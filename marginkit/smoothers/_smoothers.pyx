@@ -341,7 +341,9 @@ cdef class PythonSmoother(SimplexSmoother):
             qv = np.array(<double[:n]>(<double*>q))
         try:
             raw = self._obj.argmin_simplex(gv, mu, qv)
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit too: only Ctrl-C stays itself
             raise _plugin_error(self._obj, "argmin_simplex", exc) from exc
         cdef double[::1] rm = _checked_point(self._obj, raw, n)
         for i in range(n):
@@ -362,7 +364,9 @@ cdef class PythonSmoother(SimplexSmoother):
         qv = None if q == NULL else np.array(<double[:n]>(<double*>q))
         try:
             raw = self._obj.value(pv, qv)
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit too: only Ctrl-C stays itself
             raise _plugin_error(self._obj, "value", exc) from exc
         arr = np.asarray(raw)
         if arr.shape != () or arr.dtype.kind not in "fiu" or not np.isfinite(arr):
@@ -378,9 +382,10 @@ cdef class PythonSmoother(SimplexSmoother):
 
 def _plugin_error(obj, method, exc):
     from marginkit.plugins import PluginError
+    from marginkit.utils._text import exception_text
 
     return PluginError(f"smoother {_plugin_name(obj)!r} raised {type(exc).__name__} in "
-                       f"{method}: {exc}")
+                       f"{method}: {exception_text(exc)}")
 
 
 def vexp_neg(const double[::1] z):
