@@ -835,13 +835,20 @@ def _run_to_result(problem, runner, solver, rules, max_iter, config):
         # one the accepted certificate holds, rounding included: ``BlasChoice.phase``)
         with blas.phase("finalize", state.n_iter,
                         like="referee" if accepted is not None else None):
-            fields = {"status": status, "n_iter": int(state.n_iter), "time_s": elapsed,
-                      "classes_": problem.classes_,
-                      "solver": solver.name or type(solver).__name__,
-                      "config": config, "kernel": problem.kernel,
-                      "task": getattr(solver, "task", "classification"),
-                      **(runner.finalize(problem, state, status) or {})}
-            fields["status"] = status  # a claim is the run's, after its re-check
+            run_fields = {"status": status, "n_iter": int(state.n_iter), "time_s": elapsed,
+                          "solver": solver.name or type(solver).__name__, "config": config}
+            reported = runner.finalize(problem, state, status) or {}
+            taken = sorted(set(reported) & set(run_fields))
+            if taken:
+                # what describes the run is the loop's (found by review: a plug-in's
+                # finalize set config to rbf on a linear run, n_iter to -5, solver to a
+                # built-in that never ran; save then failed as on an edited file)
+                raise ValueError(
+                    f"solver {run_fields['solver']!r}: finalize returned {taken}, which the "
+                    "run loop sets (the status, iterations, time, solver and "
+                    "configuration of the run); return the model's fields only")
+            fields = {**run_fields, "classes_": problem.classes_, "kernel": problem.kernel,
+                      "task": getattr(solver, "task", "classification"), **reported}
             weights = getattr(problem, "sample_weight", None)
             if weights is not None:
                 # the run was weighted: its certificate is checked with the weights

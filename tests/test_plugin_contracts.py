@@ -651,3 +651,29 @@ def test_a_rule_that_fires_where_its_triggers_do_not_hold_is_named(declared):
                  callback=lambda s: None)
     assert a.status == b.status == "converged" and a.n_iter == b.n_iter == 3
     assert np.array_equal(a.dual_coef_, b.dual_coef_)
+
+
+@pytest.mark.parametrize("field,value", [("config", None), ("n_iter", -5), ("solver", "snkp"),
+                                         ("status", "separable"), ("time_s", 0.0)])
+def test_finalize_cannot_rewrite_what_describes_the_run(field, value):
+    """Found by review: a plug-in's finalize set config to another run's, n_iter to -5, or
+    solver to a built-in that never ran; save then failed as on an edited file."""
+    X, y = make_xor(60, random_state=0)[:2]
+
+    class Still(SolverState):
+        def step(self):
+            pass
+
+    class Rewrites(Solver):
+        default_max_iter = 3
+        default_stop = ()
+
+        def start(self, problem):
+            return Still()
+
+        def finalize(self, problem, state, status):
+            return {"coef_": np.ones(problem.n_features), field: value}
+
+    with pytest.raises(ValueError, match=rf"finalize returned \['{field}'\], which the run "
+                                         "loop sets"):
+        mk.solve(X, y, solver=Rewrites())

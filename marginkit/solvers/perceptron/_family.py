@@ -183,7 +183,6 @@ def family_fields(problem, status, core, alpha, dual_vector, best_p):
         warnings.warn(f"margin_bounds are (-inf, inf): {exc}", RuntimeWarning, stacklevel=2)
         lower, upper = -math.inf, math.inf
     return {
-        "status": status,
         "dual_coef_": alpha,
         "dual_vector": dual_vector,
         "margin_bounds": (float(lower), float(upper)),
