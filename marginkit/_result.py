@@ -19,6 +19,10 @@ _labels_pm = labels_pm
 
 
 # ---------------------------------------------------------------------------------
+#: entries of the kernel blocks K(X, support) a kernel model's scores form at a time
+#: (64 MiB of float64)
+_SCORE_BLOCK = 1 << 23
+
 class Result:
     """The outcome of ``marginkit.solve`` (same type for every solver).
 
@@ -205,7 +209,16 @@ class Result:
                     self.support_coef_, dtype=np.float64)).ravel()
                 out = np.asarray(self._features(X) @ w, dtype=np.float64)
                 return out.ravel() + float(self.intercept_ or 0.0)
-            K = np.asarray(kernel(X, self.support_), dtype=np.float64)
+            # K(X, support) by row blocks of at most _SCORE_BLOCK entries (found by review:
+            # 150,000 test rows against 3,000 support rows asked for one 3.35 GiB block);
+            # a row's entries do not depend on the other rows of its block
+            coef = np.asarray(self.support_coef_, dtype=np.float64)
+            rows = max(1, _SCORE_BLOCK // max(1, self.support_.shape[0]))
+            out = np.empty(X.shape[0])
+            for lo in range(0, X.shape[0], rows):
+                K = np.asarray(kernel(X[lo:lo + rows], self.support_), dtype=np.float64)
+                out[lo:lo + rows] = np.asarray(K @ coef, dtype=np.float64).ravel()
+            return out + float(self.intercept_ or 0.0)
         out = np.asarray(K @ np.asarray(self.support_coef_, dtype=np.float64), dtype=np.float64)
         return out.ravel() + float(self.intercept_ or 0.0)
 
