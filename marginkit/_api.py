@@ -356,6 +356,24 @@ def _rule_status(rule, value):
               f"return None to go on, or a status: {allowed}")
 
 
+def _snapshot_shapes(solver, snap, shapes, k):
+    """The fields of a state's snapshot and their shapes, checked against the first
+    snapshot's (``shapes``): a dict with the same fields, each of one shape, at every
+    iteration. Found by review: a snapshot that was not a dict, or whose vector grew, was
+    noticed only when the history was converted after the whole run, by an error naming
+    neither the solver nor snapshot()."""
+    who = f"solver {solver.name or type(solver).__name__!r}: snapshot()"
+    if not isinstance(snap, dict):
+        raise TypeError(f"{who} returned {type(snap).__name__}; return a dict of field -> "
+                        "number (or array of one shape)")
+    got = {key: np.shape(val) for key, val in snap.items()}
+    if shapes is not None and got != shapes:
+        raise ValueError(f"{who} at iteration {k} returned the fields and shapes {got}, at "
+                         f"the first iteration {shapes}: a snapshot reports the same fields, "
+                         "each of one shape, at every iteration")
+    return got
+
+
 def _check_stated(rule, declared, state, status):
     """A rule that fired (a claim or ``"converged"``; a run's end such as a solver's
     stall, ``"max_iter"``, is the state's own) while the run took batches of steps must
@@ -475,12 +493,14 @@ def _loop(problem, solver, rules, max_iter, config, blas):
             else:
                 batch = None
     stated = dict(zip(map(id, rules), declared)) if batch is not None else None
+    shapes = None  # the fields of the first snapshot and their shapes
     try:
         with guard:
             while True:
                 state.n_iter = k
                 state.elapsed = clock() - t0
                 snap = state.snapshot()
+                shapes = _snapshot_shapes(solver, snap, shapes, k)
                 for key, val in snap.items():
                     history.setdefault(key, []).append(val)
                 if verbose is not None:

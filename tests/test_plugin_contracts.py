@@ -677,3 +677,35 @@ def test_finalize_cannot_rewrite_what_describes_the_run(field, value):
     with pytest.raises(ValueError, match=rf"finalize returned \['{field}'\], which the run "
                                          "loop sets"):
         mk.solve(X, y, solver=Rewrites())
+
+
+@pytest.mark.parametrize("snapshot,error", [
+    (lambda state: {"v": np.ones(state.n_iter + 1)}, ValueError),
+    (lambda state: [("v", 1.0)], TypeError),
+    (lambda state: {"v": 1.0} if state.n_iter < 2 else {"w": 1.0}, ValueError),
+])
+def test_a_snapshot_is_checked_when_it_is_taken(snapshot, error):
+    """Found by review: a snapshot that was not a dict, or whose vector grew, failed only
+    after the whole run, by numpy's or Python's error naming neither the solver nor
+    snapshot()."""
+    X, y = make_xor(60, random_state=0)[:2]
+
+    class Snapping(SolverState):
+        def step(self):
+            pass
+
+        def snapshot(self):
+            return snapshot(self)
+
+    class Snapper(Solver):
+        default_max_iter = 10
+        default_stop = ()
+
+        def start(self, problem):
+            return Snapping()
+
+        def finalize(self, problem, state, status):
+            return {"coef_": np.ones(problem.n_features)}
+
+    with pytest.raises(error, match=r"solver 'Snapper': snapshot\(\)"):
+        mk.solve(X, y, solver=Snapper(), warn=False)
