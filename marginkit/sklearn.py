@@ -949,6 +949,10 @@ class PerceptronClassifier(_MarginClassifier):
         columns differ and warn on an array, as scikit-learn's estimators do.
     result_ : marginkit.Result or list of Result
         The solve of the last fit (a list, one per class, for more than two classes).
+        With ``fit_intercept=True`` (the default) it was solved on X with the intercept
+        column ``intercept_scaling`` appended, so its ``predict`` and its certificate's
+        ``verify`` read that X, ``np.hstack([X, np.full((n, 1), intercept_scaling)])``;
+        the estimator's own ``predict`` and ``decision_function`` take X as given.
     sample_weight_ : ndarray of shape (n_samples,) or None
         ``sample_weight`` times ``class_weight`` (None when neither was given).
     results_ : list of Result

@@ -1508,3 +1508,16 @@ def test_tikhonov_estimators_report_their_linear_model():
     np.testing.assert_allclose(reg.coef_, Ridge(alpha=1.0).fit(X, X[:, 0] + 2.0).coef_,
                                rtol=1e-6)
     assert not hasattr(IteratedTikhonovRegressor(kernel="rbf").fit(X, X[:, 0]), "coef_")
+
+
+def test_perceptron_result_reads_x_with_the_intercept_column():
+    """What the result_ attribute's doc says (found by review: result_.predict(X) on the
+    fit's X refused 2 features for 3, and its certificate did not verify on X): the
+    result was solved on X with the intercept column appended."""
+    from marginkit.sklearn import PerceptronClassifier
+
+    X, y = mk.datasets.make_separable(100, margin=0.1, random_state=0)[:2]
+    est = PerceptronClassifier(intercept_scaling=2.0).fit(X, y)
+    Xa = np.hstack([X, np.full((len(X), 1), 2.0)])
+    assert est.status_ == "separable" and est.result_.certificate.verify(Xa, y)
+    np.testing.assert_array_equal(est.result_.predict(Xa), est.predict(X))
