@@ -981,7 +981,15 @@ same one `verify` runs:
   result refits it on the training rows, reproducibly with an integer `random_state`);
 * feature maps other than the linear kernel's are evaluated on float64 rows, by the referee
   and by every solver, so the problem a solver certifies is the one the referee checks,
-  whatever $X$'s dtype;
+  whatever $X$'s dtype; the perceptron family's claims on `nystroem` and `rff` hold for the
+  map of the fit's stored numbers in exact arithmetic: the referee reads the rows with a
+  bound on their own rounding (Nystroem's $K(X, C)$ by the base kernel's careful path times
+  $|P|$, the random features' phases) and every recomputed $(G\alpha)_i$ and $\|p\|_G$
+  carries it (found by review: a false `"separable"` claim verified under
+  $|K_{{CC}}^{{-1/2}}| = 2.5 \cdot 10^6$); the SVM and iterated Tikhonov referees take those rows
+  as computed (docs/kernels.md, section 4);
+* a kernel plug-in's own `careful_block` is checked before a referee reads it (a pair of real
+  blocks of the right shape, $E \ge 0$, $K$ within both error bounds of its `__call__`);
 * a kernel that is not positive semi-definite on the data ($p^\top G p < 0$ beyond rounding) ends
   the run with `NotPositiveSemidefiniteError` (a `ValueError`), not a certificate; a norm in
   $G$ (the infeasibility claim, the margin bounds) is trusted for a precomputed, callable or
