@@ -712,3 +712,17 @@ def test_class_weight_values_are_checked_by_name(class_weight, match):
     with pytest.raises(ValueError, match=match) as info:
         SVMClassifier(class_weight=class_weight).fit(X, y)
     assert len(str(info.value)) < 300
+
+
+@pytest.mark.parametrize("solver,kernel", [("dcd", "linear"), ("fista", "linear"),
+                                           ("dcd", "rbf")])
+def test_a_box_too_small_names_the_users_c(solver, kernel):
+    """Found by review: C = 1 with weights from 1e-300 to 1e300 was refused as
+    "C = 1e+300" (the largest box C w_max)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = np.sign(X[:, 0] + 0.3 * rng.normal(size=40))
+    w = np.ones(40)
+    w[:5], w[5:10] = 1e-300, 1e300
+    with pytest.raises(ValueError, match=r"smallest positive box C w_i \(C = 1, times"):
+        mk.solve(X, y, solver=solver, kernel=kernel, sample_weight=w, C=1.0)

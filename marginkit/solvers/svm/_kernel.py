@@ -607,7 +607,7 @@ class _KernelRun(_ClaimOffers, SolverState):
                 f"{float(np.max(weights)):.3g}): reduce C or rescale the weights "
                 "(sample_weight, and class_weight in the estimators)")
         if self.weighted:
-            check_scales(name, None, gmax, self.mu, level=low, box_only=True)
+            check_scales(name, None, gmax, self.mu, level=low, box_only=True, C=C)
         else:
             check_scales(name, None, gmax, self.mu, box_only=True)
 

@@ -42,8 +42,11 @@ def check_scales(name, data, gamma, mu, L=None, trace=None, level=None, box_only
     if level is None:
         level = certify_level(gamma, mu)
     if not level >= _LEVEL_FLOOR and weighted:
+        # (C itself when the caller gives it: gamma is the largest box C w_max; found by
+        # review, "C = 1e+300" was printed for C = 1 and weights up to 1e300)
+        which = f"C = {C:.3g}" if C is not None else f"the largest box C w_max = {gamma:.3g}"
         raise ValueError(
-            f"{name}: the smallest positive box C w_i (C = {gamma:.3g}, times the point's "
+            f"{name}: the smallest positive box C w_i ({which}, times the point's "
             f"sample weight w_i when weights are given) with mu = {mu:.3g} puts dual "
             f"variables in [0, {level:.3g}], below 2^-969 = {_LEVEL_FLOOR:.2g}, where float64 "
             "cannot resolve their differences and the error bound would be meaningless; "
