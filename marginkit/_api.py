@@ -356,6 +356,16 @@ def _rule_status(rule, value):
               f"return None to go on, or a status: {allowed}")
 
 
+def _same_field(a, b):
+    """Whether a finalize field equals the run's own value of it."""
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
+
+
 def _snapshot_shapes(solver, snap, shapes, k):
     """The fields of a state's snapshot and their shapes, checked against the first
     snapshot's (``shapes``): a dict with the same fields, each of one shape, at every
@@ -487,7 +497,10 @@ def _loop(problem, solver, rules, max_iter, config, blas):
     if callback is None and verbose is None:
         batch = getattr(state, "step_batch", None)
         if batch is not None:
-            declared = [rule.triggers(problem) for rule in rules]
+            # (a generator of triggers is read once: found by review, the batch's list
+            # took it and the rule's own check then saw none)
+            declared = [None if t is None else tuple(t)
+                        for t in (rule.triggers(problem) for rule in rules)]
             if all(t is not None for t in declared):
                 triggers = [t for ts in declared for t in ts]
             else:
@@ -858,7 +871,10 @@ def _run_to_result(problem, runner, solver, rules, max_iter, config):
             run_fields = {"status": status, "n_iter": int(state.n_iter), "time_s": elapsed,
                           "solver": solver.name or type(solver).__name__, "config": config}
             reported = runner.finalize(problem, state, status) or {}
-            taken = sorted(set(reported) & set(run_fields))
+            # (the same value is no conflict: found by review, a finalize returning the
+            # run's own status was refused)
+            taken = sorted(k for k in set(reported) & set(run_fields)
+                           if not _same_field(reported[k], run_fields[k]))
             if taken:
                 # what describes the run is the loop's (found by review: a plug-in's
                 # finalize set config to rbf on a linear run, n_iter to -5, solver to a

@@ -19,6 +19,7 @@ import numbers
 import numpy as np
 
 from ._compose import claim_thresholds, resolve_kernel
+from .plugins import referee_block
 from ._referee import ETA
 from ._referee import UNIT as U  # the unit round-off of float64
 from .utils._memory import in_small_pages
@@ -375,7 +376,11 @@ def _referee_features(kernel, Xb):
     Found by review: the referee took the rows of a Nystroem map as exact data, and a
     "separable" claim with min G alpha = 2e-12 verified where the exact map's was -8e-12
     (|K_CC^{-1/2}| of 2.5e6 amplifying the rounding of K(X, C))."""
-    careful = getattr(kernel, "careful_features", None)
+    # marginkit's own maps only: a subclass's or a plug-in's map is its own (found by
+    # review: a subclass of the Nystroem kernel with another map was refereed on its
+    # parent's, and a plug-in's careful_features was taken without a check)
+    own = type(kernel).__module__.partition(".")[0] == "marginkit"
+    careful = getattr(kernel, "careful_features", None) if own else None
     if careful is not None:
         from ._referee import float64_block
         from ._validation import check_X
@@ -383,15 +388,20 @@ def _referee_features(kernel, Xb):
         P, e = careful(float64_block(check_X(Xb, allow_empty=True)))
     else:
         P = _features(kernel, Xb)
-        rounding = getattr(kernel, "feature_rounding", None)
+        rounding = getattr(kernel, "feature_rounding", None) if own else None
         if rounding is None:
             return P, None
         e = rounding(Xb, P)
     e = np.asarray(e, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        nrm = np.sqrt(np.einsum("ij,ij->i", P, P)) * (1 - 4 * U)
+        # row norms scaled by the row's largest entry (a squared norm that overflows
+        # made tau 0: found by review)
+        top = np.max(np.abs(P), axis=1, initial=0.0)
+        safe = np.where(top > 0, top, 1.0)
+        nrm = top * np.sqrt(np.einsum("ij,ij->i", P / safe[:, None], P / safe[:, None])) \
+            * (1 - 4 * U)
         tau = 2 * e / nrm * (1 + 8 * U)
-    return P, np.where(nrm > 0, tau, np.inf)
+    return P, np.where((nrm > 0) & np.isfinite(tau), tau, np.inf)
 
 
 def _pass_primal(Xb, sb, vb, kernel):
@@ -403,7 +413,12 @@ def _pass_primal(Xb, sb, vb, kernel):
     u = vb * (sb if vb.ndim == 1 else sb[:, None])
     w = np.asarray(Q.T @ u).reshape(shape)
     a = np.asarray(absQ.T @ np.abs(vb)).reshape(shape)
-    t = np.zeros(vb.shape[1:]) if tau is None else np.abs(vb).T @ tau
+    if tau is None:
+        t = np.zeros(vb.shape[1:])
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):  # 0 * inf: an unbounded row
+            t = np.abs(vb).T @ np.where(np.isfinite(tau), tau, np.inf)
+        t = np.where(np.isnan(t), np.inf, t)
     return w, a, bool(zero.any()), k, t
 
 
@@ -424,6 +439,7 @@ def _pass_dual(Xb, sb, kernel, w, ew, dq, T=0.0):
         reach = (float(np.linalg.norm(w)) + float(np.linalg.norm(ew)) + T) * (1 + 8 * U)
         with np.errstate(over="ignore", invalid="ignore"):
             err = err + SAFETY * (tau * reach + T)
+        err = np.where(np.isnan(err), np.inf, err)
     if g.size == 0:
         return np.inf, np.inf
     return float(np.min(g - err)), float(np.min(g))
@@ -461,7 +477,7 @@ def _gram_rows(X, kernel, lo, hi):
         K = X[lo:hi]
         K = np.asarray(K.toarray() if sp.issparse(K) else K, dtype=np.float64)
         return K, None
-    return kernel.careful_block(X[lo:hi], X)
+    return referee_block(kernel, X[lo:hi], X)
 
 
 def _gram_products(X, ypm, kernel, v):
@@ -484,7 +500,7 @@ def _gram_products(X, ypm, kernel, v):
             K, E = np.asarray(X[lo:hi, lo:hi].toarray() if sp.issparse(X) else X[lo:hi, lo:hi],
                               dtype=np.float64), None
         else:
-            K, E = kernel.careful_block(X[lo:hi], X[lo:hi])
+            K, E = referee_block(kernel, X[lo:hi], X[lo:hi])
         diag[lo:hi] = np.diagonal(K)
         if E is not None:
             ediag[lo:hi] = np.diagonal(E)
@@ -774,7 +790,7 @@ def stored_separator_margin(X, ypm, kernel, coef=None, support=None, support_coe
             K = X[lo:hi]
             K, E = np.asarray(K.toarray() if sp.issparse(K) else K, dtype=np.float64), None
         else:
-            K, E = kernel.careful_block(X[lo:hi], support)
+            K, E = referee_block(kernel, X[lo:hi], support)
             # the error of the kernel's own evaluation, the one predict makes
             bound = getattr(kernel, "evaluation_bound", None)
             if bound is not None:
@@ -899,8 +915,8 @@ def _exact_gordan(X, ypm, kernel, v):
         # "kernel" that is not a function of its arguments would break "identical points,
         # identical rows"
         points = [_stored_row(X, j) for j in support]
-        rows = kernel.careful_block(X[support], X)[0]
-        cols = kernel.careful_block(X, X[support])[0]
+        rows = referee_block(kernel, X[support], X)[0]
+        cols = referee_block(kernel, X, X[support])[0]
     rows = np.hstack([np.asarray(rows, dtype=np.float64), np.asarray(cols, dtype=np.float64).T])
     groups = {}
     for r, point, j in zip(np.ascontiguousarray(rows, dtype=np.float64), points, support):

@@ -120,11 +120,17 @@ def _refuse_non_numbers(X):
     dtypes = getattr(X, "dtypes", None)
     if dtypes is not None and not isinstance(dtypes, np.dtype):
         for col, dt in getattr(dtypes, "items", lambda: ())():
-            if isinstance(dt, np.dtype) and dt.kind in "mMV":
+            # (pandas' timezone-aware dates are not a numpy dtype, but of kind "M")
+            if getattr(dt, "kind", None) in ("m", "M", "V"):
                 raise TypeError(f"X's column {col!r} has non-numeric dtype {dt}; pass "
                                 "numbers (for example the dates' ordinals or differences "
                                 "in seconds)")
     dtype = getattr(X, "dtype", None)
+    if dtype is None and isinstance(X, (list, tuple)) and X:
+        # rows of numpy dates in a list (found by review): their kind, from the first row
+        first = X[0]
+        first = first[0] if isinstance(first, (list, tuple)) and first else first
+        dtype = getattr(first, "dtype", None)
     if isinstance(dtype, np.dtype) and dtype.kind in "mMV":
         _float_dtype_for(dtype, "X")
 

@@ -735,7 +735,8 @@ def test_the_width_check_covers_rff_refits_and_margin_bounds():
     assert low <= up
 
 
-@pytest.mark.parametrize("kind", ["datetime", "timedelta", "record", "frame"])
+@pytest.mark.parametrize("kind", ["datetime", "timedelta", "record", "frame", "list",
+                                  "frame_tz"])
 def test_the_estimators_refuse_dates_durations_and_records(kind):
     """numpy reads dates as seconds since 1970 and scikit-learn's validation accepts
     them: the estimators refuse what solve refuses, naming X (and a DataFrame's column)."""
@@ -745,13 +746,16 @@ def test_the_estimators_refuse_dates_durations_and_records(kind):
     dates = np.arange(40).reshape(20, 2).astype("datetime64[s]")
     X = {"datetime": dates, "timedelta": dates - dates[0, 0],
          "record": np.zeros(20, dtype=[("a", float), ("b", float)])}.get(kind)
-    if kind == "frame":
+    if kind == "list":  # rows of numpy dates (found by review)
+        X = [list(row) for row in dates]
+    if kind in ("frame", "frame_tz"):
         pd = pytest.importorskip("pandas")
-        X = pd.DataFrame({"a": np.arange(20.0), "when": pd.date_range("2020", periods=20)})
+        X = pd.DataFrame({"a": np.arange(20.0), "when": pd.date_range(
+            "2020", periods=20, tz="UTC" if kind == "frame_tz" else None)})
     for est in (SVMClassifier(), PerceptronClassifier()):
         with pytest.raises(TypeError, match=r"X('s column 'when')? has non-numeric dtype"):
             est.fit(X, y)
     fitted = SVMClassifier().fit(np.arange(40.0).reshape(20, 2), y)
-    if kind != "frame":
+    if kind not in ("frame", "frame_tz"):
         with pytest.raises(TypeError, match="X has non-numeric dtype"):
             fitted.predict(X)

@@ -664,3 +664,58 @@ def test_a_plugins_careful_block_is_checked_before_the_referee_reads_it(kernel):
     Xs = np.array([[1.0, 0.2], [2.0, -0.1], [-1.0, 0.3], [-2.0, 0.1]])
     r = mk.solve(Xs, y, solver="perceptron", kernel=_HonestCareful(), max_iter=100)
     assert r.status == "separable" and r.certificate.verify(Xs, y)
+
+
+class _StaticOther(Kernel):
+    def __call__(self, A, B=None):
+        return _lin(A, A if B is None else B)
+
+    @staticmethod
+    def careful_block(A, B):
+        K = _lin(A, B)
+        if A.shape == B.shape and np.array_equal(np.asarray(A), np.asarray(B)):
+            K = K + 10 * np.eye(len(K))
+        return K, np.zeros_like(K)
+
+
+class _LinearCallingItRBF(RBFKernel):
+    def __call__(self, A, B=None):
+        return _lin(A, A if B is None else B)
+
+
+class _OneImplementation(Kernel):
+    def careful_block(self, A, B):
+        K = _lin(A, B)
+        return K, 4e-16 * np.abs(K)
+
+    def __call__(self, A, B=None):
+        return self.careful_block(A, A if B is None else B)[0]
+
+
+def _instance_override():
+    k = _HonestCareful()
+    k.careful_block = _OtherKernel().careful_block
+    return k
+
+
+@pytest.mark.parametrize("make", [_StaticOther, _LinearCallingItRBF, _instance_override])
+def test_the_careful_block_check_has_no_way_around(make):
+    """Found by review of the check: a careful_block declared as a staticmethod, set on
+    the instance, or inherited from a built-in class by a subclass with its own __call__
+    went unchecked, and the false separator verified."""
+    from marginkit.certificates import SeparatorCertificate
+
+    X = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
+    y = np.array([1, 1, -1, -1])
+    cert = SeparatorCertificate(np.ones(4), 1.0, make(), np.array([-1, 1]))
+    with pytest.raises(ValueError, match=r"careful_block\(A, B\) differs"):
+        cert.verify(X, y)
+
+
+def test_a_call_written_through_careful_block_serves_the_referee():
+    """Found by review of the check: a __call__ written as careful_block(A, B)[0] recursed
+    without end once the check called __call__ from inside careful_block."""
+    Xs = np.array([[1.0, 0.2], [2.0, -0.1], [-1.0, 0.3], [-2.0, 0.1]])
+    y = np.array([1, 1, -1, -1])
+    r = mk.solve(Xs, y, solver="perceptron", kernel=_OneImplementation(), max_iter=100)
+    assert r.status == "separable" and r.certificate.verify(Xs, y)

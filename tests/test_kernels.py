@@ -1358,6 +1358,14 @@ def test_sparse_products_compact_columns_far_beyond_the_entries(monkeypatch):
         np.testing.assert_allclose(K(A[:1], A), K(dense[:1], dense), rtol=1e-15)
     rbf = mk.get_plugin("kernel", "rbf")(gamma=0.1)
     np.testing.assert_array_equal(rbf.rows(A[1:], rbf.columns(A)), rbf(A[1:], A))
+    # B prepared once on its own columns (found by review: compacting B again for each
+    # block of rows cost 100x); rows with entries B has none in, and empty rows
+    B = sp.random(30, 200_000, density=2e-4, random_state=1, format="csr")
+    R = sp.vstack([sp.random(17, 200_000, density=2e-4, random_state=2, format="csr"), B[:3],
+                   sp.csr_matrix((2, 200_000))]).tocsr()
+    cols = rbf.columns(B)
+    assert cols.keep is not None
+    np.testing.assert_array_equal(rbf.rows(R, cols), rbf(R, B))
     # the same entries as through every column, on blocks narrow enough for both ways
     rng = np.random.default_rng(0)
     for trial in range(10):
@@ -1441,3 +1449,26 @@ def test_a_nystroem_separator_holds_for_the_exact_map(solver):
     alpha = np.asarray(res.dual_coef_, dtype=np.float64).astype(LD)
     G_alpha = s * (Q @ (Q.T @ (s * alpha)))
     assert np.min(G_alpha) > 0
+
+
+def test_the_referee_reads_only_marginkits_own_maps_with_their_bounds():
+    """Found by review: a Nystroem map over an rff base took the base's default careful
+    block (a few ulps) where its phases carry 1e-10, and a false separator verified; a
+    subclass of the Nystroem kernel with a map of its own was refereed on its parent's
+    map. The first bounds nothing (no claim), the second is read through its own map."""
+    from marginkit.certificates import _referee_features
+    from marginkit.kernels.approximation import NystroemKernel
+
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    over = mk.get_plugin("kernel", "nystroem")(
+        base=mk.get_plugin("kernel", "rff")(gamma=1.0, n_components=10, random_state=1),
+        n_components=5, random_state=0).fit(X)
+    assert np.all(np.isinf(over.careful_features(X)[1]))
+
+    class Ones(NystroemKernel):
+        def _transform(self, A):
+            return np.ones((A.shape[0], self.components_.shape[0]))
+
+    sub = Ones(n_components=5, random_state=0).fit(X)
+    P, tau = _referee_features(sub, X)
+    assert tau is None and np.all(P == 1.0)

@@ -709,3 +709,37 @@ def test_a_snapshot_is_checked_when_it_is_taken(snapshot, error):
 
     with pytest.raises(error, match=r"solver 'Snapper': snapshot\(\)"):
         mk.solve(X, y, solver=Snapper(), warn=False)
+
+
+def test_triggers_given_as_a_generator_and_finalize_repeating_the_status():
+    """Found by review of the run-loop checks: a rule whose triggers() is a generator was
+    refused (the batch read it, the check then saw none), and a finalize returning the
+    run's own status was refused."""
+    X, y = mk.datasets.make_separable(300, margin=0.01, random_state=0)[:2]
+
+    class AtThree(StoppingRule):
+        def triggers(self, problem):
+            return (t for t in (Trigger("n_iter", ">=", 3),))
+
+        def check(self, state):
+            return "converged" if state.n_iter >= 3 else None
+
+    r = mk.solve(X, y, solver="dcd", stop=[AtThree()], max_iter=50, random_state=0)
+    assert r.status == "converged" and r.n_iter == 3
+
+    class Still(SolverState):
+        def step(self):
+            pass
+
+    class Repeats(Solver):
+        default_max_iter = 3
+        default_stop = ()
+
+        def start(self, problem):
+            return Still()
+
+        def finalize(self, problem, state, status):
+            return {"coef_": np.ones(problem.n_features), "status": status,
+                    "n_iter": np.int64(state.n_iter)}
+
+    assert mk.solve(X, y, solver=Repeats()).status == "max_iter"

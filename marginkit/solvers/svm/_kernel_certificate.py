@@ -25,6 +25,7 @@ from ... import _referee as R
 from ...certificates import (Certificate, Verdict, certificate_type, kernel_mismatch, labels_pm,
                             predictor_fingerprint, stored_r_mask)
 from ..._validation import check_sample_weight
+from ...plugins import referee_block
 from ...kernels._psd import PSD_MAX_N, cholesky_psd_gap, fresh_psd_kernel
 from ._thresholds import certify_level, claim_shortfall, rows_mismatch, run_thresholds, \
     stored_mismatch, stored_thresholds
@@ -438,7 +439,7 @@ def _gram_rows(X, kernel, lo, hi, cols=None):
         return np.asarray(K.toarray() if sp.issparse(K) else K, dtype=np.float64), None
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         # non-finite entries: rejected by the caller
-        K, E = kernel.careful_block(X[lo:hi], X if cols is None else X[cols])
+        K, E = referee_block(kernel, X[lo:hi], X if cols is None else X[cols])
     return np.asarray(K, dtype=np.float64), np.asarray(E, dtype=np.float64)
 
 
