@@ -388,10 +388,10 @@ def _check_stated(rule, declared, state, status):
     """A rule that fired (a claim or ``"converged"``; a run's end such as a solver's
     stall, ``"max_iter"``, is the state's own) while the run took batches of steps must
     have declared a threshold that holds (``triggers``: the batches stop only where one
-    holds). Found by
-    review: a rule declaring none, or another one than its check tests, was consulted at
-    the ends of batches only, and the run went on to its budget past where the rule fired,
-    with the rule's status. Checked wherever the rule fires, at the end of every batch."""
+    holds). Found by review: a rule declaring none, or another one than its check tests,
+    was consulted at the ends of batches only, and the run went on to its budget past
+    where the rule fired, with the rule's status. Checked wherever the rule fires, at the
+    end of every batch."""
     if not any(t.holds(state) for t in declared):
         raise ValueError(
             f"stopping rule {rule.name or type(rule).__name__!r}: check() returned "
