@@ -220,7 +220,7 @@ class _Encoder:
             fit = obj.saved_fit() if callable(getattr(obj, "saved_fit", None)) else None
             if isinstance(params.get("random_state"), _GENERATORS):
                 params["random_state"] = None  # a Generator's state is not data
-            node = {"__plugin__": [obj.kind, obj.name],
+            node = {"__plugin__": [obj.kind, _class_name(obj)],
                     "params": self.node(params, f"{where}.params")}
             if fit is not None:
                 node["fit"] = self.node(dict(fit), f"{where}.fit")
@@ -251,12 +251,56 @@ class _Encoder:
             elif name == "kernel_params" and isinstance(v, dict) \
                     and isinstance(v.get("random_state"), _GENERATORS):
                 v = {**v, "random_state": None}  # as a kernel's own (see the plug-ins)
-            elif name in ("solver", "kernel", "smoother") and not (v is None or isinstance(v, str)):
+            elif name in ("solver", "kernel", "smoother") and isinstance(v, str):
+                # a name registered for an instance is stored as that instance (its class
+                # and parameters): the name alone meant another plug-in in a process where
+                # it is registered otherwise (found by review: an rbf instance of gamma=100
+                # registered over "rbf" loaded as the built-in rbf, and verify was False)
+                v = _registered_instance(name, v)
+            if name in ("solver", "kernel", "smoother") and not (v is None or isinstance(v, str)):
                 if getattr(v, "name", None) is None:
                     raise TypeError(f"cannot save {where}.{name}: {v!r} is not a registered "
                                     "plug-in (register it, or use pickle for this result)")
             out[name] = self.node(v, f"{where}.{name}")
         return out
+
+
+def _class_name(obj):
+    """The name a plug-in instance is saved under: its class's registered name when the
+    registry resolves that name to the class itself (an instance registered under a name
+    of its own is then rebuilt from the class and its parameters, in any process: found by
+    review, a file with an instance's name and parameters was refused where the name is
+    the instance), else the instance's own name."""
+    from ._registry import get_plugin
+
+    cls_name = getattr(type(obj), "name", None)
+    if isinstance(cls_name, str) and cls_name != obj.name:
+        try:
+            if get_plugin(obj.kind, cls_name) is type(obj):
+                return cls_name
+        except ValueError:
+            pass
+    return obj.name
+
+
+def _same_param(a, b):
+    """Two parameter values equal (plug-ins by class and parameters)."""
+    from .certificates import _same_value
+
+    return _same_value(a, b)
+
+
+def _registered_instance(kind, name):
+    """The plug-in instance registered under ``name``, or ``name`` itself (a class, an
+    unknown name, a callable)."""
+    from ._registry import get_plugin
+    from .plugins import Plugin
+
+    try:
+        obj = get_plugin(kind, name)
+    except ValueError:
+        return name
+    return obj if isinstance(obj, Plugin) else name
 
 
 def _config_fields():
@@ -659,8 +703,13 @@ class _Loader:
             raise _Refusal(f"{where}.params", "malformed parameters node")
         values = {k: self.param(v, f"{where}.params.{k}") for k, v in params["__dict__"].items()}
         if not isinstance(cls, type):
-            if values:
-                raise _Refusal(where, f"{kind} {name!r} takes no parameters")
+            # a name registered for an instance: that instance, when the stored
+            # parameters are its own
+            own = dict(getattr(cls, "params", {}) or {})
+            if values and not (set(values) == set(own) and all(
+                    _same_param(values[k], own[k]) for k in values)):
+                raise _Refusal(where, f"{kind} {name!r} is an instance registered with "
+                                      f"other parameters than the file's")
             return cls
         try:
             obj = cls(**values)  # the plug-in's parameter table validates every value

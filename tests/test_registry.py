@@ -283,3 +283,34 @@ def test_a_solver_whose_start_returns_none_is_named():
     with pytest.raises(TypeError, match=r"solver 'start_returns_none': start\(\) returned None, "
                                         r"which has no step\(\); return the run's state"):
         mk.solve(X, y, solver="start_returns_none")
+
+
+def test_a_result_of_a_registered_kernel_instance_saves_and_loads(tmp_path):
+    """Found by review: a kernel registered as an instance under a name of its own gave
+    a file load_result refused ("takes no parameters"); one registered over "rbf" loaded
+    as the built-in rbf with default parameters, and verify was False. The instance is
+    saved as its class with its parameters, in the result and in its configuration."""
+    import os
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    X, y = mk.datasets.make_xor(100, random_state=1)[:2]
+    RBF = mk.get_plugin("kernel", "rbf")
+    mk.register("kernel", "rbf5_instance")(RBF(gamma=5.0))
+    r = mk.solve(X, y, solver="snkp", kernel="rbf5_instance")
+    path = tmp_path / "r.mk"
+    r.save(path)
+    back = mk.load_result(path)
+    assert back.status == r.status and back.certificate.verify(X, y)
+    np.testing.assert_array_equal(back.decision_function(X), r.decision_function(X))
+    # in a fresh process, where the name is not registered at all
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", y)
+    code = ("import numpy as np, marginkit as mk; "
+            f"X = np.load({str(tmp_path / 'X.npy')!r}); y = np.load({str(tmp_path / 'y.npy')!r}); "
+            f"r = mk.load_result({str(path)!r}); print(r.kernel, r.certificate.verify(X, y))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=os.environ, check=True).stdout.strip()
+    assert out == "RBFKernel(gamma=5.0) True"
