@@ -726,3 +726,18 @@ def test_a_box_too_small_names_the_users_c(solver, kernel):
     w[:5], w[5:10] = 1e-300, 1e300
     with pytest.raises(ValueError, match=r"smallest positive box C w_i \(C = 1, times"):
         mk.solve(X, y, solver=solver, kernel=kernel, sample_weight=w, C=1.0)
+
+
+def test_a_class_at_weight_zero_is_certified_by_fista_svm():
+    """Found by review: with every point of one class at weight 0 the classical SVM's
+    dual has r* = 0; fista_svm's bound asked for a free coordinate to absorb the residual
+    of y^T r = 0, which is 0 there, so the bound stayed infinite and the run went to
+    max_iter (fista and dcd certify at once)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 5))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    w = np.where(y > 0, 0.0, 1.0)
+    r = mk.solve(X, y, solver="fista_svm", sample_weight=w, C=1.0)
+    assert r.status == "certified" and r.n_iter < 100
+    assert r.certificate.verify(X, y, sample_weight=w)
+    assert not r.certified_mask[y > 0].any()

@@ -297,8 +297,11 @@ class _FistaState(_ClaimOffers, SolverState):
             if ncert:
                 # the residual of y^T r = 0 is spread over a free coordinate with room
                 # (docs/svm.md section 3): without one the bound does not hold
+                # (none is needed where r is on it exactly, delta = 0, as the referee
+                # reads it: found by review, a class all at weight 0 has r* = 0, and the
+                # run went to max_iter with an infinite bound)
                 delta = abs(b_new) + self.rc.gK * rsum
-                if sum(ex.map(_k_free_with_room, delta)) == 0:
+                if delta > 0.0 and sum(ex.map(_k_free_with_room, delta)) == 0:
                     eps, ncert = np.inf, 0
         self.a_prev, self.a = self.a, a_new
         if eps < math.inf and rho > 0.0 and self._rounding_decides(eps, rho, ncert):
