@@ -625,15 +625,21 @@ class _NegativeBound(Kernel):
         return K, -0.5 * np.abs(K)
 
 
+def _lin_plus_ten(A, B):
+    """A careful block of another kernel than the linear one: K + 10 I on square blocks
+    of the same rows, with a bound of 0."""
+    K = _lin(A, B)
+    if A.shape == B.shape and np.array_equal(np.asarray(A), np.asarray(B)):
+        K = K + 10 * np.eye(len(K))
+    return K, np.zeros_like(K)
+
+
 class _OtherKernel(Kernel):
     def __call__(self, A, B=None):
         return _lin(A, A if B is None else B)
 
     def careful_block(self, A, B):
-        K = _lin(A, B)
-        if A.shape == B.shape and np.array_equal(np.asarray(A), np.asarray(B)):
-            K = K + 10 * np.eye(len(K))
-        return K, np.zeros_like(K)
+        return _lin_plus_ten(A, B)
 
 
 class _HonestCareful(Kernel):
@@ -670,12 +676,7 @@ class _StaticOther(Kernel):
     def __call__(self, A, B=None):
         return _lin(A, A if B is None else B)
 
-    @staticmethod
-    def careful_block(A, B):
-        K = _lin(A, B)
-        if A.shape == B.shape and np.array_equal(np.asarray(A), np.asarray(B)):
-            K = K + 10 * np.eye(len(K))
-        return K, np.zeros_like(K)
+    careful_block = staticmethod(_lin_plus_ten)
 
 
 class _LinearCallingItRBF(RBFKernel):

@@ -122,6 +122,30 @@ class _OtherModelState(_OwnConfigState):
                                     coef=(alpha * pb.y) @ Xn, intercept=0.0)
 
 
+def _plugin_solver(finalize=None, state=None, max_iter=3, stop=()):
+    """A plug-in solver whose state does nothing (``state``: another SolverState class)
+    and whose ``finalize(problem, state, status)`` returns ``finalize``'s dict (default: a
+    coefficient of ones), for the run loop's checks of what plug-ins answer."""
+
+    class Still(SolverState):
+        def step(self):
+            pass
+
+    class PlugIn(Solver):
+        default_max_iter = max_iter
+        default_stop = stop
+
+        def start(self, problem):
+            return (state or Still)()
+
+        def finalize(self, problem, st, status):
+            if finalize is not None:
+                return finalize(problem, st, status)
+            return {"coef_": np.ones(problem.n_features)}
+
+    return PlugIn()
+
+
 class _OtherModelSolver(Solver):
     default_stop = ("separated",)
     provides = ("min_margin",)
@@ -533,22 +557,10 @@ def test_a_certified_mask_without_a_verified_certificate_is_empty():
 
     X, y = mk.datasets.make_xor(100, random_state=0)[:2]
 
-    class Still(SolverState):
-        def step(self):
-            pass
-
-    class Masker(Solver):
-        default_stop = ()
-        default_max_iter = 2
-
-        def start(self, problem):
-            return Still()
-
-        def finalize(self, problem, state, status):
-            return {"coef_": np.zeros(problem.n_features), "intercept_": 0.0,
-                    "certified_mask": np.ones(problem.n_samples, bool)}
-
-    r = mk.solve(X, y, solver=Masker())
+    masker = _plugin_solver(lambda problem, state, status: {
+        "coef_": np.zeros(problem.n_features), "intercept_": 0.0,
+        "certified_mask": np.ones(problem.n_samples, bool)}, max_iter=2)
+    r = mk.solve(X, y, solver=masker)
     assert r.certificate is None and not r.certified_mask.any()
     # the built-in solvers' masks are their verified certificates'
     r = mk.solve(X, y, solver="dcd", kernel="rbf", kernel_params={"gamma": 1.0}, C=1.0)
@@ -582,18 +594,10 @@ def test_a_step_batch_answer_is_checked(answer, match):
         def step_batch(self, triggers, limit):
             return answer(limit)
 
-    class Batcher(Solver):
-        default_max_iter = 50
-        default_stop = (("max_iter", {"n": 50}),)
-
-        def start(self, problem):
-            return Batched()
-
-        def finalize(self, problem, state, status):
-            return {"coef_": np.ones(problem.n_features)}
+    batcher = _plugin_solver(state=Batched, max_iter=50, stop=(("max_iter", {"n": 50}),))
 
     with pytest.raises((ValueError, TypeError), match=match):
-        mk.solve(X, y, solver=Batcher(), max_iter=50)
+        mk.solve(X, y, solver=batcher, max_iter=50)
 
 
 def test_an_honest_step_batch_gives_the_single_steps_history():
@@ -609,17 +613,9 @@ def test_an_honest_step_batch_gives_the_single_steps_history():
         def step_batch(self, triggers, limit):
             return limit, {"x": [1.0] * (limit - 1)}
 
-    class Batcher(Solver):
-        default_max_iter = 50
-        default_stop = (("max_iter", {"n": 50}),)
+    batcher = _plugin_solver(state=Batched, max_iter=50, stop=(("max_iter", {"n": 50}),))
 
-        def start(self, problem):
-            return Batched()
-
-        def finalize(self, problem, state, status):
-            return {"coef_": np.ones(problem.n_features)}
-
-    r = mk.solve(X, y, solver=Batcher(), max_iter=50)
+    r = mk.solve(X, y, solver=batcher, max_iter=50)
     assert r.n_iter == 50 and len(r.history["x"]) == 51
 
 
@@ -659,24 +655,11 @@ def test_finalize_cannot_rewrite_what_describes_the_run(field, value):
     """Found by review: a plug-in's finalize set config to another run's, n_iter to -5, or
     solver to a built-in that never ran; save then failed as on an edited file."""
     X, y = make_xor(60, random_state=0)[:2]
-
-    class Still(SolverState):
-        def step(self):
-            pass
-
-    class Rewrites(Solver):
-        default_max_iter = 3
-        default_stop = ()
-
-        def start(self, problem):
-            return Still()
-
-        def finalize(self, problem, state, status):
-            return {"coef_": np.ones(problem.n_features), field: value}
-
+    rewrites = _plugin_solver(
+        lambda problem, state, status: {"coef_": np.ones(problem.n_features), field: value})
     with pytest.raises(ValueError, match=rf"finalize returned \['{field}'\], which the run "
                                          "loop sets"):
-        mk.solve(X, y, solver=Rewrites())
+        mk.solve(X, y, solver=rewrites)
 
 
 @pytest.mark.parametrize("snapshot,error", [
@@ -697,18 +680,8 @@ def test_a_snapshot_is_checked_when_it_is_taken(snapshot, error):
         def snapshot(self):
             return snapshot(self)
 
-    class Snapper(Solver):
-        default_max_iter = 10
-        default_stop = ()
-
-        def start(self, problem):
-            return Snapping()
-
-        def finalize(self, problem, state, status):
-            return {"coef_": np.ones(problem.n_features)}
-
-    with pytest.raises(error, match=r"solver 'Snapper': snapshot\(\)"):
-        mk.solve(X, y, solver=Snapper(), warn=False)
+    with pytest.raises(error, match=r"solver 'PlugIn': snapshot\(\)"):
+        mk.solve(X, y, solver=_plugin_solver(state=Snapping, max_iter=10), warn=False)
 
 
 def test_triggers_given_as_a_generator_and_finalize_repeating_the_status():
@@ -727,19 +700,7 @@ def test_triggers_given_as_a_generator_and_finalize_repeating_the_status():
     r = mk.solve(X, y, solver="dcd", stop=[AtThree()], max_iter=50, random_state=0)
     assert r.status == "converged" and r.n_iter == 3
 
-    class Still(SolverState):
-        def step(self):
-            pass
-
-    class Repeats(Solver):
-        default_max_iter = 3
-        default_stop = ()
-
-        def start(self, problem):
-            return Still()
-
-        def finalize(self, problem, state, status):
-            return {"coef_": np.ones(problem.n_features), "status": status,
-                    "n_iter": np.int64(state.n_iter)}
-
-    assert mk.solve(X, y, solver=Repeats()).status == "max_iter"
+    repeats = _plugin_solver(lambda problem, state, status: {
+        "coef_": np.ones(problem.n_features), "status": status,
+        "n_iter": np.int64(state.n_iter)})
+    assert mk.solve(X, y, solver=repeats).status == "max_iter"
