@@ -670,15 +670,18 @@ def _check_dok_values(X, name):
     scipy's private dict gave numpy's "could not convert string to float" naming neither
     X nor the entry)."""
     _check_dok(X, name)
-    try:
-        np.fromiter(X.values(), dtype=X.dtype, count=len(X))
-        return
-    except (TypeError, ValueError, OverflowError):
-        pass
+    # numbers only: numpy reads the string '1.5' as 1.5 (found by review)
+    numeric = all(isinstance(v, (numbers.Number, np.number, np.bool_)) for v in X.values())
+    if numeric:
+        try:
+            np.fromiter(X.values(), dtype=X.dtype, count=len(X))
+            return
+        except (TypeError, ValueError, OverflowError):
+            pass
     for k, v in X.items():
         try:
             np.asarray(v, dtype=X.dtype).item()
-            if np.ndim(v) == 0:
+            if np.ndim(v) == 0 and isinstance(v, (numbers.Number, np.number, np.bool_)):
                 continue
         except (TypeError, ValueError, OverflowError):
             pass

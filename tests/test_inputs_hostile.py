@@ -479,10 +479,11 @@ def test_dok_keys_are_checked(key):
         mk.solve(D, y, solver="dcd")
 
 
-@pytest.mark.parametrize("value", ["abc", [1.0, 2.0]])
+@pytest.mark.parametrize("value", ["abc", [1.0, 2.0], "1.5", b"2"])
 def test_dok_values_are_checked(value):
     """Found by review: a string value put in through scipy's private dict gave numpy's
-    "could not convert string to float", naming neither X nor the entry."""
+    "could not convert string to float", naming neither X nor the entry; a string numpy
+    reads as a number ('1.5') was taken as that number."""
     from marginkit.sklearn import SVMClassifier
 
     Xd = np.random.default_rng(0).standard_normal((40, 3))
