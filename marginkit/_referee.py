@@ -25,6 +25,9 @@ UNIT = 2.0 ** -53
 ETA = 2.0 ** -1074
 #: row blocks of at most this many stored entries (bounded temporaries)
 BLOCK_ENTRIES = 1 << 21
+#: row blocks of a feature map (``RowBlocks``' ``row_width``) of at most this many
+#: entries of the map (the referee holds a few such blocks: its rows and their bounds)
+MAP_BLOCK_ENTRIES = 1 << 24
 #: unit roundoff of long double (2^-64 on x87, 2^-113 for binary128, 2^-53 where long
 #: double is float64): the IEEE formats round correctly. IBM's double-double (ppc64le,
 #: 106 bits) does not: its sums err by a few 2^-106 of |a| + |b| (found by review), so
@@ -150,21 +153,36 @@ class RowBlocks:
         Without a feature map, yield float32 blocks as stored (dense in C order, CSR as
         is) instead of float64 copies: for kernels that read each entry as its float64
         value (exact), so the numbers are those of the copies without writing them.
+    kernel : Kernel or None
+        Instead of ``fmap``: a kernel whose rows are read as a referee reads them
+        (``certificates.referee_rows``), with a bound e_i >= ||w * (Phi~_i - Phi(x_i))||
+        on each row's distance to the exact map, kept in ``row_error`` (w: the column
+        weights ``error_weights``, 1 while they are None; set them between passes).
+    row_width : int or None
+        The width of the blocks yielded (a map's number of features): the blocks are
+        cut to hold at most ``MAP_BLOCK_ENTRIES`` of them too.
 
     Attributes
     ----------
     n : number of rows; ``width`` : X's number of columns (None when a dask array does
     not know it); ``chain`` : the longest summation chain of a column sum over the
     blocks (rows of the largest block plus the number of blocks), the k of the gamma_k
-    bounds of sums over rows.
+    bounds of sums over rows; ``row_error`` : with a ``kernel`` whose rows carry a
+    rounding bound, the n-vector of the bounds e_i of the rows read so far (None
+    otherwise: rows as computed).
     """
 
-    def __init__(self, X, fmap=None, max_entries=BLOCK_ENTRIES, native=False):
+    def __init__(self, X, fmap=None, max_entries=BLOCK_ENTRIES, native=False, kernel=None,
+                 row_width=None):
         from ._validation import check_X
 
         self.fmap = fmap
-        self.native = bool(native) and fmap is None
+        self.kernel = kernel
+        self.native = bool(native) and fmap is None and kernel is None
         self._cache = None
+        self._cache_err = None
+        self.row_error = None
+        self.error_weights = None
         if _is_dask(X):
             if X.ndim != 2:
                 raise ValueError(f"X must be 2-D, got a {X.ndim}-D dask array")
@@ -186,7 +204,8 @@ class RowBlocks:
             self.X = X
             n, d = X.shape
             self.width = int(d)
-            per_row = max(1.0, (X.nnz / max(n, 1)) if sp.issparse(X) else float(d))
+            per_row = max(1.0, (X.nnz / max(n, 1)) if sp.issparse(X) else float(d),
+                          float(row_width or 0) * (max_entries / MAP_BLOCK_ENTRIES))
             rows = max(1, int(max_entries // per_row))
             if sp.issparse(X) and X.nnz > max_entries:
                 # blocks of about max_entries stored entries each, from row 0 (the cut at
@@ -219,14 +238,23 @@ class RowBlocks:
 
     def __iter__(self):
         if self._cache is not None:
+            if self._cache_err is not None:
+                self._note_error(self._cache_err, *self._cache[:2])
             yield self._cache
             return
         for k in range(self.n_blocks):
             lo, hi, B = self._raw(k)
-            B = self._prepare(B)
-            if self.n_blocks == 1 and self._dask is None and self.fmap is not None:
-                self._cache = (lo, hi, B)  # one block: Phi(X) once for every pass
+            B, err = self._prepare(B, lo, hi)
+            if self.n_blocks == 1 and self._dask is None and \
+                    (self.fmap is not None or self.kernel is not None):
+                # one block: Phi(X) (and its entry bounds) once for every pass
+                self._cache, self._cache_err = (lo, hi, B), err
             yield lo, hi, B
+
+    def _note_error(self, err, lo, hi):
+        if self.row_error is None:
+            self.row_error = np.zeros(self.n)
+        self.row_error[lo:hi] = row_bounds(err, self.error_weights)
 
     def map(self, fn, per_block=(), common=()):
         """``[fn(B, *v_b, *common) for each block B]`` in block order, ``v_b`` the block's
@@ -238,14 +266,26 @@ class RowBlocks:
     def n_samples(self):
         return self.n
 
-    def _prepare(self, B):
+    def _prepare(self, B, lo, hi):
+        """(the block as yielded, its entry bounds or None)."""
         from ._validation import check_X
 
         if self.native and B.dtype in (np.float32, np.float64):
             if sp.issparse(B) or B.flags.c_contiguous:
-                return B
-            return np.ascontiguousarray(B)
+                return B, None
+            return np.ascontiguousarray(B), None
         B = float64_block(B)
+        if self.kernel is not None:
+            try:
+                Phi, err = referee_rows(self.kernel, B)
+            except ValueError as exc:  # X was read: the map refuses these data
+                if isinstance(exc, (MapRefused, UnreadableX)):
+                    raise
+                raise MapRefused(f"the feature map refuses X: {exc}") from None
+            Phi = float64_block(check_X(Phi, name="feature_map(X)"))
+            if err is not None:
+                self._note_error(err, lo, hi)
+            return Phi, err
         if self.fmap is not None:
             from .plugins import _frozen, checked_features
 
@@ -256,7 +296,7 @@ class RowBlocks:
                 raise MapRefused(f"the feature map refuses X: {exc}") from None
             Phi = checked_features(B if Phi is view else Phi, B, "the feature map")
             B = float64_block(check_X(Phi, name="feature_map(X)"))
-        return B
+        return B, None
 
 
 def map_rows(kernel, X):
@@ -460,3 +500,71 @@ def stopping_rules(stop, default_stop):
             return None
         rules.append(REGISTRIES["stopping"].get(name)(**params))
     return rules
+
+
+# ---------------------------------------------------------------- a map's rows, with bounds
+def _features(kernel, Xb):
+    """The block's features Phi(X_b) in float64 (validated: dense or canonical CSR)."""
+    from ._validation import check_X
+
+    Xb = float64_block(check_X(Xb, allow_empty=True))
+    try:
+        Phi = map_rows(kernel, Xb)
+    except MapRefused:
+        raise
+    except ValueError as exc:  # X was read: the map refuses these data (another width)
+        raise MapRefused(f"the feature map refuses X: {exc}") from None
+    return float64_block(check_X(Phi, name="feature_map(X)", allow_empty=True))
+
+
+def row_bounds(err, weights=None):
+    """Per row of an entry bound ``err`` (``referee_rows``), a bound e_i >= ||w * (Phi~_i
+    - Phi(x_i))||_2 for non-negative column ``weights`` w (1 when None): the row norm of
+    w * err with its own rounding. Entries 0 * inf count as inf."""
+    k = err.shape[1]
+    e = np.empty(err.shape[0])
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        for a in range(0, err.shape[0], 4096):  # (bounded temporaries)
+            W = err[a:a + 4096] if weights is None else err[a:a + 4096] * weights
+            e[a:a + 4096] = np.sqrt(np.einsum("ij,ij->i", W, W))
+        # rows whose sum of squares may have underflowed, overflowed or is NaN: again,
+        # scaled by their largest entry (NaN: 0 * inf, counted as inf)
+        redo = np.flatnonzero(~((e > 1e-140) & (e < 1e140)))
+        if redo.size:
+            V = err[redo] if weights is None else err[redo] * weights
+            V = np.where(np.isnan(V), np.inf, V)
+            top = np.max(V, axis=1, initial=0.0)
+            safe = np.where((top > 0) & np.isfinite(top), top, 1.0)
+            Q = V / safe[:, None]
+            e[redo] = top * np.sqrt(np.einsum("ij,ij->i", Q, Q))
+        e = e * (1 + gamma(k + 8)) + 8 * ETA
+    return np.where(np.isnan(e), np.inf, e)
+
+
+def referee_rows(kernel, Xb):
+    """The block's features as a referee reads them, and per entry a bound on
+    |Phi~_ij - Phi(x_i)_j|, the distance to the exact map of the fit's stored numbers
+    (None for a map without rounding of its own: the identity of the linear kernel, a
+    plug-in's map; ``row_bounds`` turns it into row norms). An approximation gives its
+    rows with that bound (``careful_features``:
+    Nystroem's K(x, C) by the base kernel's careful path times the normalization P, or
+    ``feature_rounding`` of the map's rows: random Fourier features' phases x . w + b).
+    Found by review: the referees took the rows of a Nystroem map as exact data, and a
+    "separable" claim with min G alpha = 2e-12 verified where the exact map's was -8e-12
+    (|K_CC^{-1/2}| of 2.5e6 amplifying the rounding of K(X, C))."""
+    # marginkit's own maps only: a subclass's or a plug-in's map is its own (found by
+    # review: a subclass of the Nystroem kernel with another map was refereed on its
+    # parent's, and a plug-in's careful_features was taken without a check)
+    own = type(kernel).__module__.partition(".")[0] == "marginkit"
+    careful = getattr(kernel, "careful_features", None) if own else None
+    if careful is not None:
+        from ._validation import check_X
+
+        P, err = careful(float64_block(check_X(Xb, allow_empty=True)))
+    else:
+        P = _features(kernel, Xb)
+        rounding = getattr(kernel, "feature_rounding", None) if own else None
+        if rounding is None:
+            return P, None
+        err = rounding(Xb, P)
+    return P, np.asarray(err, dtype=np.float64)

@@ -20,7 +20,7 @@ import numpy as np
 
 from ._compose import claim_thresholds, resolve_kernel
 from .plugins import referee_block
-from ._referee import ETA
+from ._referee import ETA, _features, referee_rows, row_bounds
 from ._referee import UNIT as U  # the unit round-off of float64
 from .utils._memory import in_small_pages
 
@@ -351,48 +351,13 @@ def unit_rows(P):
 
 
 # ------------------------------------------------------------------ feature-map passes
-def _features(kernel, Xb):
-    """The block's features Phi(X_b) in float64 (validated: dense or canonical CSR)."""
-    from ._referee import MapRefused, float64_block, map_rows
-    from ._validation import check_X
-
-    Xb = float64_block(check_X(Xb, allow_empty=True))
-    try:
-        Phi = map_rows(kernel, Xb)
-    except MapRefused:
-        raise
-    except ValueError as exc:  # X was read: the map refuses these data (another width)
-        raise MapRefused(f"the feature map refuses X: {exc}") from None
-    return float64_block(check_X(Phi, name="feature_map(X)", allow_empty=True))
-
-
 def _referee_features(kernel, Xb):
-    """The block's features as the referee reads them, and per row a bound tau_i on the
-    distance between its unit row and the exact map's (None for a map without rounding
-    of its own: the identity of the linear kernel). An approximation gives its rows with
-    a bound e_i on ||Phi~_i - Phi(x_i)||_2 (``careful_features``: Nystroem's K(x, C) by the
-    base kernel's careful path times the normalization P, or ``feature_rounding`` of the
-    map's rows: random Fourier features' phases x . w + b), and tau_i = 2 e_i / ||Phi~_i||.
-    Found by review: the referee took the rows of a Nystroem map as exact data, and a
-    "separable" claim with min G alpha = 2e-12 verified where the exact map's was -8e-12
-    (|K_CC^{-1/2}| of 2.5e6 amplifying the rounding of K(X, C))."""
-    # marginkit's own maps only: a subclass's or a plug-in's map is its own (found by
-    # review: a subclass of the Nystroem kernel with another map was refereed on its
-    # parent's, and a plug-in's careful_features was taken without a check)
-    own = type(kernel).__module__.partition(".")[0] == "marginkit"
-    careful = getattr(kernel, "careful_features", None) if own else None
-    if careful is not None:
-        from ._referee import float64_block
-        from ._validation import check_X
-
-        P, e = careful(float64_block(check_X(Xb, allow_empty=True)))
-    else:
-        P = _features(kernel, Xb)
-        rounding = getattr(kernel, "feature_rounding", None) if own else None
-        if rounding is None:
-            return P, None
-        e = rounding(Xb, P)
-    e = np.asarray(e, dtype=np.float64)
+    """``referee_rows``' features, and per row a bound tau_i = 2 e_i / ||Phi~_i|| on the
+    distance between its unit row and the exact map's (None without a rounding bound)."""
+    P, err = referee_rows(kernel, Xb)
+    if err is None:
+        return P, None
+    e = row_bounds(err)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         # row norms scaled by the row's largest entry (a squared norm that overflows
         # made tau 0: found by review)

@@ -1397,6 +1397,8 @@ def test_feature_rounding_bounds_the_maps_own_rounding():
     offsets (random features) evaluated in extended precision, on an ill-conditioned K_CC
     (|P| ~ 1e5) and on phases near 1e7 (found by review: the referees took those rows as
     exact)."""
+    from marginkit._referee import row_bounds
+
     LD = np.longdouble
     X = np.array([-5.785810332073745, 0.30916440540321305, -0.16110734287144327,
                   0.06821348370442785, -0.3891348141092512, 0.3104629683301154,
@@ -1407,10 +1409,16 @@ def test_feature_rounding_bounds_the_maps_own_rounding():
     nys.fit(X)
     P = np.asarray(nys.normalization_, dtype=np.float64)
     assert np.abs(P).max() > 1e4
-    Phi, e = nys.careful_features(X)
+    Phi, err = nys.careful_features(X)
     exact = _rbf_ld(X, nys.components_, g) @ P.astype(LD)
+    assert np.all(np.abs(Phi.astype(LD) - exact) <= err)  # entry by entry
+    e = row_bounds(err)
     gap = np.sqrt(np.sum((Phi.astype(LD) - exact) ** 2, axis=1)).astype(np.float64)
     assert np.all(gap <= e) and np.all(e < 1e-8 * np.linalg.norm(Phi, axis=1))
+    # weighted rows (the SVM referee's standardized coordinates)
+    w = np.linspace(0.5, 3e3, Phi.shape[1])
+    gap = np.sqrt(np.sum(((Phi.astype(LD) - exact) * w) ** 2, axis=1)).astype(np.float64)
+    assert np.all(gap <= row_bounds(err, w))
     np.testing.assert_allclose(Phi, nys.feature_map(X), rtol=0, atol=1e-6)
     rng = np.random.default_rng(0)
     Xr = rng.normal(size=(30, 3)) * 10
@@ -1418,7 +1426,9 @@ def test_feature_rounding_bounds_the_maps_own_rounding():
     Phi = rff.feature_map(Xr)
     W, b = (np.asarray(a, dtype=np.float64).astype(LD) for a in (rff.frequencies_, rff.offsets_))
     exact = np.sqrt(LD(2) / W.shape[1]) * np.cos(Xr.astype(LD) @ W + b)
-    e = rff.feature_rounding(Xr, Phi)
+    err = rff.feature_rounding(Xr, Phi)
+    assert np.all(np.abs(Phi.astype(LD) - exact) <= err)
+    e = row_bounds(err)
     gap = np.sqrt(np.sum((Phi.astype(LD) - exact) ** 2, axis=1)).astype(np.float64)
     assert np.all(gap <= e) and np.all(gap > 0)
 

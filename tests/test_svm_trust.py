@@ -4,6 +4,7 @@ thresholds of the run's configuration, every layout and dask arrays), error boun
 neither underflow nor lose their rounding margin, and inputs whose scale makes the
 bound meaningless refused (docs/svm.md, sections 2 and 6)."""
 import copy
+import itertools
 import math
 import os
 import warnings
@@ -626,7 +627,7 @@ def test_classical_svm_referee_numbers_do_not_depend_on_the_chunks(monkeypatch):
 
 
 def _per_point_reference(ypm, r, box, level, mask, th, Mth, dec, Md, t, Et, mu, g, gC,
-                         delta, check_model, c1, Ec1):
+                         delta, check_model, c1, Ec1, xth=None, xdec=None):
     """The per-point step of the referee in numpy vector form (docs/svm.md section 6)."""
     u = 2.0 ** -53
     eta = 2.0 ** -1074
@@ -634,6 +635,8 @@ def _per_point_reference(ypm, r, box, level, mask, th, Mth, dec, Md, t, Et, mu, 
     off = ~mask
     theta = ypm * (th + t)
     Eth = Mth * (1.0 + 2 * g) + Et + u * abs(t) + 2 * u * (np.abs(theta) + 2 * abs(t)) + eta
+    if xth is not None:
+        Eth = (Eth + xth) * (1.0 + 2 * u)
     G = theta + mu * r - 1.0
     EG = Eth + g4 * (np.abs(theta) + mu * r + 1.0) + eta
     p = np.where(r <= 0.0, np.where(box > 0.0, np.minimum(G, 0.0), 0.0),
@@ -647,6 +650,8 @@ def _per_point_reference(ypm, r, box, level, mask, th, Mth, dec, Md, t, Et, mu, 
     if check_model:
         ydec = ypm * (dec + c1)
         Ed = Md * (1.0 + 2 * g) * gC + Ec1 + 2 * u * np.abs(ydec) + eta
+        if xdec is not None:
+            Ed = (Ed + xdec) * (1.0 + 2 * u)
         model_ok = bool(np.all((ydec * (1.0 - u) > Ed) | off))
     return p, EG, threshold, k_room, floor_ok, model_ok
 
@@ -679,21 +684,26 @@ def test_per_point_kernel_is_the_vector_form_bit_for_bit(seed, n):
     dec[60:70] = 0.0
     t = 0.0 if seed < 2 else float(rng.standard_normal())
     g, gC = 1e-13, 1e-15
-    for check_model in (False, True):
-        for delta in (0.0, 1e-3, 0.3):
-            Et, c1, Ec1 = 1e-14, float(rng.standard_normal()), 1e-15
-            want = _per_point_reference(ypm, r, box, level, mask, th, Mth, dec, Md, t, Et,
-                                        mu, g, gC, delta, check_model, c1, Ec1)
-            p, EG = np.full(n, np.nan), np.full(n, np.nan)
-            with threadpoolctl.threadpool_limits(2, user_api="openmp"):
-                got = _fast.ref_points(ypm, r, box, level, mask.view(np.uint8), th, Mth, dec,
-                                       Md, p, EG, t, Et, mu, 1.0 + 2 * g,
-                                       4 * 2.0 ** -53 / (1 - 4 * 2.0 ** -53), delta,
-                                       check_model, c1, Ec1, gC, 2.0 ** -53, 2.0 ** -1074)
-            assert np.array_equal(p, want[0]) and np.array_equal(EG, want[1])
-            assert got[0] == want[2] and got[1] == want[3]
-            assert got[2] is want[4] and got[3] is want[5]
-            assert got[4] == np.max(np.abs(want[0])) and got[5] == np.max(np.abs(want[1]))
+    # the rows' own error (a kernel approximation's), added to the bounds
+    xth = np.abs(rng.standard_normal(n)) * 1e-9 * scale
+    xdec = np.abs(rng.standard_normal(n)) * 1e-9 * scale
+    for check_model, delta, extra in itertools.product((False, True), (0.0, 1e-3, 0.3),
+                                                       (False, True)):
+        Et, c1, Ec1 = 1e-14, float(rng.standard_normal()), 1e-15
+        xs = (xth, xdec) if extra else (None, None)
+        want = _per_point_reference(ypm, r, box, level, mask, th, Mth, dec, Md, t, Et,
+                                    mu, g, gC, delta, check_model, c1, Ec1, *xs)
+        p, EG = np.full(n, np.nan), np.full(n, np.nan)
+        with threadpoolctl.threadpool_limits(2, user_api="openmp"):
+            got = _fast.ref_points(ypm, r, box, level, mask.view(np.uint8), th, Mth, dec,
+                                   Md, p, EG, t, Et, mu, 1.0 + 2 * g,
+                                   4 * 2.0 ** -53 / (1 - 4 * 2.0 ** -53), delta,
+                                   check_model, c1, Ec1, gC, 2.0 ** -53, 2.0 ** -1074,
+                                   *xs)
+        assert np.array_equal(p, want[0]) and np.array_equal(EG, want[1])
+        assert got[0] == want[2] and got[1] == want[3]
+        assert got[2] is want[4] and got[3] is want[5]
+        assert got[4] == np.max(np.abs(want[0])) and got[5] == np.max(np.abs(want[1]))
     # NaN reaches the largest entries (scaled_norm then reports a non-finite norm)
     th[n - 7], box[n - 7], r[n - 7] = np.nan, 1.0, 0.5
     p, EG = np.empty(n), np.empty(n)
@@ -704,6 +714,10 @@ def test_per_point_kernel_is_the_vector_form_bit_for_bit(seed, n):
     with pytest.raises(ValueError, match=f"Mth has {n - 1} entries"):
         _fast.ref_points(ypm, r, box, level, mask.view(np.uint8), th, Mth[1:], dec, Md, p,
                          EG, t, 0.0, mu, 1.0, 0.0, 0.0, False, 0.0, 0.0, 0.0, 2.0 ** -53, 0.0)
+    with pytest.raises(ValueError, match=f"xdec has {n - 1} entries"):
+        _fast.ref_points(ypm, r, box, level, mask.view(np.uint8), th, Mth, dec, Md, p,
+                         EG, t, 0.0, mu, 1.0, 0.0, 0.0, False, 0.0, 0.0, 0.0, 2.0 ** -53, 0.0,
+                         xth, xdec[1:])
     # r, box and level are read by their strides: a broadcast bound and a strided r are
     # the contiguous ones; a stride that is not a whole number of entries is refused
     ones = np.broadcast_to(1.0, n)
@@ -1195,3 +1209,119 @@ def test_a_certificate_verifies_in_every_row_layout_of_the_same_numbers(solver, 
         for Z in (X, Xd):
             verdict = res.certificate.check(Z, y)
             assert verdict, verdict.reason
+
+
+def _rbf_ld(A, C, g):
+    LD = np.longdouble
+    A, C = np.asarray(A, dtype=np.float64).astype(LD), np.asarray(C, dtype=np.float64).astype(LD)
+    return np.exp(-LD(g) * ((A[:, None, :] - C[None, :, :]) ** 2).sum(-1))
+
+
+#: 8 points under a Nystroem map whose K_CC is ill-conditioned (|K_CC^{-1/2}| ~ 1e5)
+_ILL_X = np.array([-5.785810332073745, 0.30916440540321305, -0.16110734287144327,
+                   0.06821348370442785, -0.3891348141092512, 0.3104629683301154,
+                   0.07706536299234616, 0.38471175558517695]).reshape(-1, 1)
+_ILL_Y = np.array([1, -1, -1, 1, -1, 1, -1, -1])
+_ILL_G = 1.805733285190211
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18, reason="needs extended precision")
+@pytest.mark.parametrize("solver", ["dcd", "fista_svm", "fista"])
+def test_the_bound_holds_for_the_exact_map_of_an_ill_conditioned_nystroem(solver):
+    """Under a Nystroem map with |K_CC^{-1/2}| ~ 1e5 the rows' rounding moves the
+    projected gradient by ~1e-10 / mu. The referee's bound on ||r - r*|| (its eps_v plus
+    its rounding term) holds for the exact map of the run's centres and normalization,
+    evaluated in extended precision (found by review: the SVM referee took the rows as
+    exact, its bound 3e-12 where the exact map's projected gradient gave 2.6e-10)."""
+    LD = np.longdouble
+    res = mk.solve(_ILL_X, _ILL_Y, solver=solver, kernel="nystroem", max_iter=200_000,
+                   stop=("certified_points", {"fraction": 0.9}), C=1.0,
+                   kernel_params={"n_components": 7, "random_state": 196,
+                                  "base_params": {"gamma": _ILL_G}})
+    c = res.certificate
+    assert c is not None and c.kind == "certified_points"
+    km = c.kernel
+    assert np.abs(km.normalization_).max() > 1e4
+    v = c.check(_ILL_X, _ILL_Y)
+    assert v.ok, v.reason
+    Phi = _rbf_ld(_ILL_X, km.components_, _ILL_G) @ np.asarray(km.normalization_).astype(LD)
+    r, mu = c.r.astype(LD), LD(c.mu)
+    ypm = np.where(_ILL_Y == res.classes_[1], 1, -1).astype(LD)
+    Z = (Phi - c.means.astype(LD)) * c.inv_std.astype(LD)
+    t = np.sum(ypm * r) if c.formulation == "hsvm" else LD(c.t_bar)
+    G = ypm * (Z @ (Z.T @ (ypm * r)) + t) + mu * r - 1
+    box = LD(c.gamma)
+    p = np.where(r <= 0, np.minimum(G, 0), np.where(r >= box, np.maximum(G, 0), G))
+    exact = float(np.sqrt(np.sum(p * p)) / mu)
+    assert exact > 10 * v.value  # the map's rounding dominates the computed gradient
+    assert exact <= v.value + v.rounding
+
+
+def test_no_claim_on_a_nystroem_map_over_an_approximation():
+    """A Nystroem map whose base kernel is itself an approximation has no bound on its
+    rows: its SVM certificate is rejected, saying so."""
+    X, y = make_problem(n=60, d=3)
+    base = mk.get_plugin("kernel", "rff")(gamma=0.1, n_components=20, random_state=1)
+    nys = mk.get_plugin("kernel", "nystroem")(base=base, n_components=10, random_state=0)
+    res = mk.solve(X, y, solver="dcd", kernel=nys, max_iter=50)
+    assert res.certificate is None or not res.certificate.verify(X, y)
+    assert res.status != "certified"
+
+
+def test_a_claim_refuted_by_the_referees_rounding_is_offered_again_with_that_slack():
+    """After a refutation whose rounding term is new, the state offers its claim again at
+    the next iterate, keeping only the points that clear the bound by twice that term;
+    a refutation within the slack waits for the bound to halve."""
+    from types import SimpleNamespace
+
+    from marginkit.certificates import Verdict
+    from marginkit.solvers.svm._base import _ClaimOffers
+    from marginkit.solvers.svm._certificate import run_certificate
+
+    plain = _ClaimOffers()  # a state whose certificates do not keep to the slack
+    plain.error_bound = 1e-3
+    plain.refuted("certified", Verdict(False, "certified_points", rounding=2e-6, reason="x"))
+    assert plain.claim_slack == 0.0 and plain._offer_below == 5e-4
+    state = _ClaimOffers()
+    state.slack_masks = True
+    state.error_bound = 1e-3
+    state.refuted("certified", Verdict(False, "certified_points", rounding=2e-6, reason="x"))
+    assert state.claim_slack == 4e-6 and state._offer_below == 1e-3
+    state.error_bound = 9e-4
+    state.refuted("certified", Verdict(False, "certified_points", rounding=3e-6, reason="x"))
+    assert state.claim_slack == 4e-6 and state._offer_below == 4.5e-4
+    # the certificate keeps the points with level - r_i > error bound + slack
+    r = np.array([0.0, 0.5, 1.0 - 9e-4 - 1e-6, 1.0 - 9e-4 - 1e-5])
+    state.level, state.r = np.ones(4), r
+    state.gamma, state.mu, state.weighted = 1.0, 1.0, False
+    data = SimpleNamespace(scale="none", m=np.zeros(1), s=np.ones(1))
+    problem = SimpleNamespace(classes_=np.array([-1, 1]), kernel=None, config=None)
+    cert = run_certificate(problem, state, "certified", data, np.ones(4, dtype=bool), r,
+                           "hsvm", 0.0, {"coef_": np.zeros(1), "intercept_": 0.0})
+    assert cert.mask.tolist() == [True, True, False, True]
+
+
+def test_a_linear_run_on_wide_csr_rows_is_read_in_blocks_of_its_entries(monkeypatch):
+    """Found by review: the referee cut every X into blocks as if it were a map's rows of
+    X's width, so a linear run on CSR rows of 600,000 columns was read in 750 blocks (each
+    touching every column: 6 s instead of 0.2 s). Only a map's rows count their width."""
+    import marginkit._referee as R
+
+    rng = np.random.default_rng(0)
+    n, d = 2000, 600_000
+    idx = np.sort(rng.integers(0, d, size=(n, 10)), axis=1)
+    X = sp.csr_matrix((np.ones(n * 10), idx.ravel(), np.arange(0, n * 10 + 1, 10)),
+                      shape=(n, d))
+    X.sum_duplicates()
+    y = np.where(X @ rng.standard_normal(d) > 0, 1, -1)
+    res = mk.solve(X, y, solver="dcd", max_iter=30, C=1.0)
+    made = []
+    init = R.RowBlocks.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self.n_blocks)
+
+    monkeypatch.setattr(R.RowBlocks, "__init__", spy)
+    assert res.certificate.check(X, y)
+    assert made == [1]

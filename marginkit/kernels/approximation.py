@@ -277,14 +277,12 @@ class NystroemKernel(_FittedFeatureMap):
     _transform_copies = 2
 
     def careful_features(self, X):
-        """(Phi, e): the rows K(x_i, C) P of float64 rows X for a referee, K(X, C) by the
-        base kernel's careful path (``careful_block``), and per row a bound e_i on their
+        """(Phi, Err): the rows K(x_i, C) P of float64 rows X for a referee, K(X, C) by the
+        base kernel's careful path (``careful_block``), and per entry a bound on its
         distance to the map of the centres C and the normalization P as stored: the entry
         bounds E |P| and the product's rounding gamma_{m+2} |K| |P|. Found by review: the
         rows of a Nystroem map were taken as exact, and |P| = 2.5e6 of an ill-conditioned
         K_CC made a false "separable" claim verify."""
-        from .._referee import gamma
-
         X = float64_block(X)
         self._check_features(X)
         P = np.asarray(self.normalization_, dtype=np.float64)
@@ -294,17 +292,8 @@ class NystroemKernel(_FittedFeatureMap):
             # rounding of 1e-10 against a bound of 1e-15, and a false "separable"
             # confirmed): its rows bound nothing, so no claim on them is certified
             Phi = self._transform(X)
-            return Phi, np.full(X.shape[0], np.inf)
-        K, E = referee_block(self.base_kernel, X, self.components_)
-        K = np.asarray(K, dtype=np.float64)
-        absP = np.abs(P)
-        with np.errstate(over="ignore", invalid="ignore"):
-            Phi = K @ P
-            err = gamma(P.shape[0] + 2) * (np.abs(K) @ absP)
-            if E is not None:
-                err += np.asarray(E, dtype=np.float64) @ absP
-            e = np.sqrt(np.einsum("ij,ij->i", err, err)) * (1 + 8 * _U) + 8 * _ETA
-        return Phi, e
+            return Phi, np.full(Phi.shape, np.inf)
+        return careful_nystroem_rows(self.base_kernel, X, self.components_, P)
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -425,6 +414,36 @@ def nystroem_transform(kernel, X, centres, projection, dtype=np.float64, block=4
         Kb = np.asarray(kernel(float64_block(X[start:stop]), centres), dtype=np.float64)
         out[start:stop] = Kb @ projection
     return out
+
+
+def careful_nystroem_rows(kernel, X, centres, projection):
+    """(Phi, Err) for a referee: the rows K(x_i, C) P of float64 rows X, K(X, C) by the
+    kernel's careful path (``careful_block``, checked for a plug-in), and per entry a bound
+    on the distance to the map of the centres and the normalization as given (exact
+    numbers): the entry bounds E |P| and the product's rounding gamma_{m+2} |K| |P|."""
+    from .._referee import gamma
+
+    P = np.asarray(projection, dtype=np.float64)
+    X = float64_block(X)
+    absP = np.abs(P)
+    n = X.shape[0]
+    Phi = np.empty((n, P.shape[1]))
+    err = np.empty((n, P.shape[1]))
+    g = gamma(P.shape[0] + 2)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for r0 in range(0, n, 4096):  # K and its bounds a block of rows at a time
+            K, E = referee_block(kernel, X[r0:r0 + 4096], centres)
+            K = np.asarray(K, dtype=np.float64)
+            # the product as the run's map computes it (``nystroem_transform``, by the
+            # same blocks of rows), within gamma_{m+2} |K| |P| of the exact product of K
+            np.matmul(K, P, out=Phi[r0:r0 + 4096])
+            # (g |K| + E) |P|: non-negative terms, within gamma_{m+2} of their sum
+            A = g * np.abs(K)
+            if E is not None:
+                A += np.asarray(E, dtype=np.float64)
+            np.matmul(A, absP, out=err[r0:r0 + 4096])
+        err *= (1 + g) * (1 + 4 * _U)  # the bound's own rounding
+    return Phi, err
 
 
 def draw_centre_index(rng, n, n_components):
@@ -748,8 +767,8 @@ class RandomFourierKernel(_FittedFeatureMap):
         return state
 
     def feature_rounding(self, X, Phi):
-        """Per row of ``Phi = self.feature_map(X)`` (float64 rows X), a bound on
-        ||Phi_i - sqrt(2 / m) cos(x_i W + b)||_2 for the stored frequencies W and offsets
+        """Per entry of ``Phi = self.feature_map(X)`` (float64 rows X), a bound on its
+        distance to sqrt(2 / m) cos(x_i W + b) for the stored frequencies W and offsets
         b: the phases' rounding gamma_{k+2} (|x_i| |W| + |b|) (k entries a row), passed
         through cos (1-Lipschitz) with cos's own rounding, and the scaling's. Found by
         review: at phases near 3e7 (gamma 1e6) the rows' rounding, 1e-9 relative, moved a
@@ -761,10 +780,20 @@ class RandomFourierKernel(_FittedFeatureMap):
         b = np.asarray(self.offsets_, dtype=np.float64)
         k = int(np.diff(X.indptr).max(initial=0)) if sp.issparse(X) else X.shape[1]
         with np.errstate(over="ignore", invalid="ignore"):
-            A = np.asarray(abs(X) @ np.abs(W)) + np.abs(b)
-            err = math.sqrt(2.0 / W.shape[1]) * (gamma(k + 2) * A + 4 * _U) * (1 + 4 * _U) \
-                + 2 * _U * np.abs(np.asarray(Phi, dtype=np.float64))
-            return np.sqrt(np.einsum("ij,ij->i", err, err)) * (1 + 8 * _U) + 8 * _ETA
+            # in place on one n x m array: sqrt(2/m) (gamma_{k+2} A + 4u)(1 + 4u) + 2u |Phi|,
+            # with its own rounding (1 + 4u) + 8 eta
+            err = np.asarray(abs(X) @ np.abs(W), dtype=np.float64)
+            c = math.sqrt(2.0 / W.shape[1]) * (1 + 4 * _U)
+            Phi = np.asarray(Phi, dtype=np.float64)
+            for a in range(0, err.shape[0], 4096):  # (bounded temporaries)
+                part = err[a:a + 4096]
+                part += np.abs(b)
+                part *= c * gamma(k + 2)
+                part += c * 4 * _U
+                part += 2 * _U * np.abs(Phi[a:a + 4096])
+                part *= 1 + 4 * _U
+                part += 8 * _ETA
+            return err
 
     def _transform(self, X):
         dtype = X.dtype

@@ -202,7 +202,10 @@ class CertifiedPointsCertificate(Certificate):
         # float32 blocks as stored: the referee's kernels read each entry as its float64
         # value (exact), so a float64 copy of each block would only cost its writing; an X
         # that is not a finite numeric matrix raises here, before any verdict
-        blocks = R.RowBlocks(X, None if mapk is None else mapk.feature_map, native=True)
+        # a kernel approximation's rows as the referee reads them, each with a bound on
+        # its distance to the exact map (``certificates.referee_rows``)
+        blocks = R.RowBlocks(X, native=True, kernel=mapk,
+                             row_width=None if mapk is None else self.means.shape[0])
         n = blocks.n
         fitted_on = getattr(mapk, "n_features_in_", None)
         if fitted_on is not None and blocks.width is not None and blocks.width != fitted_on:
@@ -268,6 +271,10 @@ def run_certificate(problem, state, status, data, mask, r, formulation, t_bar, f
     coef = fields.get("coef_")
     if coef is None:
         coef = fields.get("extra", {}).get("feature_space_coef")
+    slack = getattr(state, "claim_slack", 0.0)
+    if slack > 0.0:
+        # after a refuted claim: only the points that clear the referee's rounding too
+        mask = mask & (state.level - r > state.error_bound + slack)
     return CertifiedPointsCertificate(
         state.error_bound, mask, r, state.gamma, state.mu, data.scale, data.m, data.s,
         formulation, t_bar, coef, fields["intercept_"], problem.classes_,
@@ -299,7 +306,7 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
         return reject("the stored statistics and coefficients must have one entry per feature")
     # -- statistics (the solver's own function on in-memory data; as sums over row
     # blocks otherwise, the same operations)
-    if blocks.fmap is None and blocks.X is not None:
+    if blocks.kernel is None and blocks.X is not None:
         m, s = scaling_statistics(blocks.X, scale)
     else:
         m, s = scaling_statistics(_StreamedBlocks(blocks, d), scale)
@@ -325,6 +332,8 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
     # a mean large against the spread, whose implicit zeros the sparse form cannot centre
     # accurately) are centred densely, block by block
     heavy = (s * np.abs(m) > _HEAVY) if scale == "std" else np.zeros(d, dtype=bool)
+    # a kernel approximation's rows: their error bounds in the standardized coordinates
+    blocks.error_weights = s
     LD = np.longdouble
     uL, gL = R.LONG_UNIT, R.gamma_long  # long double's unit roundoff and gamma_k
 
@@ -427,6 +436,31 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
     # bound; the verdict follows in the order of the tests below
     Mv = Ev + gC * np.abs(v)
     acoef = np.abs(coef)
+    # -- the rows' own error (a kernel approximation's rows against its exact map;
+    # docs/svm.md section 6): under the run's statistics z_i = s (phi_i - m) moves by
+    # ez_i >= ||s (phi~_i - phi_i)|| (``row_error`` with the weights s, read in pass B), w_bar
+    # by T = sum_j r_j ez_j, so theta_i moves by at most ez_i (||w_bar|| + T) + ||z_i|| T,
+    # and the stored model's margin (phi_i - m) . coef by ez_i ||coef / s|| (coef = s w_bar
+    # vanishes on the constant columns); both join the rounding bounds of theta_i and of
+    # the margin (the projected gradient is 1-Lipschitz in theta: its norm's bound follows)
+    e_rows = blocks.row_error
+    if e_rows is not None:
+        if not np.all(np.isfinite(e_rows)):
+            return reject("the kernel approximation's rows carry no bound on their distance "
+                          "to its exact map (a Nystroem map over an approximation): no claim "
+                          "on them is certified")
+        if check_model and np.any(coef[zero] != 0.0):
+            return reject("the stored coefficients are not zero on the constant columns")
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            ez = e_rows * (1.0 + 4 * R.UNIT)
+            T = float(np.sum(r * ez)) * (1.0 + g)
+            reach = (R.scaled_norm(s * mag)[0] + T) * (1.0 + g)
+            cnorm = R.scaled_norm(coef[~zero] / s[~zero])[0] * (1.0 + g) if check_model \
+                else 0.0
+            sm_norm = R.scaled_norm(s * m)[0] * (1.0 + g)
+        if not (math.isfinite(T) and math.isfinite(reach) and math.isfinite(cnorm)):
+            return reject("the bound on the kernel approximation's rows is not finite in "
+                          "float64: rescale X, C or mu")
     delta = abs(b) + EbL + R.UNIT * abs(b) if form == "svm" else 0.0
     ypm = np.ascontiguousarray(ypm, dtype=np.float64)
     mask8 = np.ascontiguousarray(mask).view(np.uint8)
@@ -460,13 +494,19 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
                               coef[cols], acoef[cols], th, Mth, dec, Md)
         if form == "svm":
             zf2 += _scaled_frobenius2(B, m, s, n)
+        xth = xdec = None
+        if e_rows is not None:
+            with np.errstate(over="ignore", invalid="ignore"):
+                zn = _scaled_row_norms(B, m, s, sm_norm) * (1.0 + 2 * g)
+                xth = (ez[lo:hi] * reach + zn * T) * (1.0 + 8 * R.UNIT)
+                xdec = ez[lo:hi] * cnorm * (1.0 + 4 * R.UNIT)
         # theta_i and the bound Eth_i on its rounding (|th_i| <= |theta_i| + |t|: the
         # rounding of th + t, and of t itself); G, EG and p (a box [0, 0] fixes its
         # coordinate: p_i = 0); the levels min(gamma_i, 1/mu) rounded down
         tb, kb, fb, mb, tp, te = _f.ref_points(
             ypm[lo:hi], r[lo:hi], box[lo:hi], level[lo:hi], mask8[lo:hi], th, Mth, dec, Md,
             p[lo:hi], EG[lo:hi], t, Et, mu, k1, gamma4, delta, check_model, c1_, Ec1_,
-            gC + gP, R.UNIT, eta)
+            gC + gP, R.UNIT, eta, xth, xdec)
         threshold = min(threshold, tb)
         k_room += kb
         floor_ok = floor_ok and fb
@@ -487,6 +527,9 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
         if k_room == 0:
             return reject(f"r is not on y^T r = 0 (|y^T r| <= {delta:.3g}) and no free "
                           "coordinate can absorb the residual")
+        if e_rows is not None:
+            # ||Q||_2 <= mu + ||Z||_F^2 for the exact rows: ||Z||_F grows by ||ez|| at most
+            zf2 = (math.sqrt(zf2) + R.scaled_norm(ez)[0]) ** 2 * (1.0 + 4 * R.UNIT)
         qnorm = mu + zf2 * (1.0 + g)
         rho += (1.0 + qnorm / mu) * delta / math.sqrt(k_room) * (1.0 + 4 * R.UNIT)
     if not (math.isfinite(eps_v) and math.isfinite(rho)):
@@ -540,6 +583,20 @@ def _referee_parts(B, heavy, cache=None):
     if sparse and any_heavy:
         cols = np.flatnonzero(heavy)
         yield row_block(np.ascontiguousarray(B[:, cols].toarray(), dtype=np.float64)), cols
+
+
+def _scaled_row_norms(B, m, s, sm_norm):
+    """Per row of the block, ||z_i|| = ||s * (x_i - m)|| (to float64 rounding; the caller
+    allows for it): dense rows directly, CSR rows by ||s * x_i|| + ||s * m|| (the
+    triangle inequality, with ``sm_norm`` >= ||s * m||), so no implicit zero is formed."""
+    if sp.issparse(B):
+        sx = sp.csr_matrix((s[B.indices] * B.data, B.indices, B.indptr), shape=B.shape)
+        return np.sqrt(np.asarray(sx.multiply(sx).sum(axis=1)).ravel()) + sm_norm
+    out = np.empty(B.shape[0])
+    for a in range(0, B.shape[0], 4096):  # (bounded temporaries)
+        Z = (B[a:a + 4096] - m) * s
+        out[a:a + 4096] = np.sqrt(np.einsum("ij,ij->i", Z, Z))
+    return out
 
 
 def _scaled_frobenius2(B, m, s, n_total):

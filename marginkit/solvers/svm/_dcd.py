@@ -37,6 +37,8 @@ _NO_HISTORY = np.empty((0, 4))
 
 
 class _DCDState(_ClaimOffers, SolverState):
+    slack_masks = True  # its certificates come from ``run_certificate``
+
     def __init__(self, data, y, gamma, mu, seed, shrinking, bound_check, certify_above=None,
                  shrink_tol=None, box=None):
         n, d = data.n, data.d

@@ -2328,13 +2328,15 @@ cdef void _ref_points_rows(Py_ssize_t lo, Py_ssize_t hi, const double* ypm, cons
                            Py_ssize_t rs, const double* box, Py_ssize_t bs,
                            const double* level, Py_ssize_t ls, const unsigned char* mask,
                            const double* th, const double* Mth, const double* dec,
-                           const double* Md, double* p, double* EG, double t, double Et,
+                           const double* Md, const double* xth, const double* xdec,
+                           double* p, double* EG, double t, double Et,
                            double mu, double k1, double gamma4, double delta,
                            bint check_model, double c1, double Ec1, double gC, double unit,
                            double eta, _RefAcc* acc) noexcept nogil:
     # points lo..hi of ref_points (r, box, level by their strides, in entries), into acc;
     # the accumulators are locals written to acc once (through the pointer, the stores
-    # to p and EG might alias them and keep them out of registers)
+    # to p and EG might alias them and keep them out of registers); xth and xdec (NULL:
+    # none) are the rows' own error, added to the bounds of theta_i and of the margins
     cdef Py_ssize_t i, k_room = 0
     cdef double rc, bc, theta, ath, Eth, mr, G, e, pv, lev, floor, ydec, Ed, q
     cdef double ut = unit * fabs(t), u2 = 2 * unit, t2 = 2 * fabs(t)
@@ -2347,6 +2349,8 @@ cdef void _ref_points_rows(Py_ssize_t lo, Py_ssize_t hi, const double* ypm, cons
         theta = ypm[i] * (th[i] + t)
         ath = fabs(theta)
         Eth = Mth[i] * k1 + Et + ut + u2 * (ath + t2) + eta
+        if xth != NULL:
+            Eth = (Eth + xth[i]) * fk
         mr = mu * rc
         G = theta + mr - 1.0
         e = Eth + gamma4 * (ath + mr + 1.0) + eta
@@ -2386,6 +2390,8 @@ cdef void _ref_points_rows(Py_ssize_t lo, Py_ssize_t hi, const double* ypm, cons
         if check_model:
             ydec = ypm[i] * (dec[i] + c1)
             Ed = Md[i] * k1 * gC + Ec1 + u2 * fabs(ydec) + eta
+            if xdec != NULL:
+                Ed = (Ed + xdec[i]) * fk
             if not (ydec * uk > Ed):
                 model_ok = False
     acc.threshold = threshold
@@ -2409,14 +2415,17 @@ def ref_points(const double[::1] ypm, const double[:] r, const double[:] box,
                const double[::1] Mth, const double[::1] dec, const double[::1] Md,
                double[::1] p, double[::1] EG, double t, double Et, double mu, double k1,
                double gamma4, double delta, bint check_model, double c1, double Ec1,
-               double gC, double unit, double eta):
+               double gC, double unit, double eta, xth=None, xdec=None):
     """The referee's per-point quantities of a block of points, from pass C's row sums
     (``ref_matvec``): theta_i = y_i (th_i + t), its rounding bound Eth_i, G_i =
     theta_i + mu r_i - 1, its bound EG_i and the projected gradient p_i (written to
     ``p`` and ``EG``), and the tests of the certified points (``mask``). The same
     float64 operations, in the same order, as the numpy expressions of docs/svm.md
     section 6 (k1 = 1 + 2 g; gamma4 = gamma_4; unit = u; eta = 2^-1074), so the numbers
-    and the bound are those of the vector form.
+    and the bound are those of the vector form. ``xth`` and ``xdec`` (float64, one per
+    point, or None): bounds on the error of theta_i and of the stored model's margin
+    that come from the rows themselves (a kernel approximation's rows against its exact
+    map), added to their rounding bounds.
 
     Returns (threshold, k_room, floor_ok, model_ok, top_p, top_EG): the smallest
     (level_i - r_i)(1 - u) over the certified points (inf without one), the number of
@@ -2460,17 +2469,32 @@ def ref_points(const double[::1] ypm, const double[:] r, const double[:] box,
     cdef Py_ssize_t rs = r.strides[0] // <Py_ssize_t>sizeof(double)
     cdef Py_ssize_t bs = box.strides[0] // <Py_ssize_t>sizeof(double)
     cdef Py_ssize_t ls = level.strides[0] // <Py_ssize_t>sizeof(double)
+    cdef const double[::1] xt
+    cdef const double[::1] xd
+    cdef const double* pxt = NULL
+    cdef const double* pxd = NULL
+    if xth is not None:
+        xt = xth
+        if xt.shape[0] != n:
+            raise ValueError(f"xth has {xt.shape[0]} entries, th {n}: one per point")
+        pxt = &xt[0]
+    if xdec is not None:
+        xd = xdec
+        if xd.shape[0] != n:
+            raise ValueError(f"xdec has {xd.shape[0]} entries, th {n}: one per point")
+        pxd = &xd[0]
     with nogil:
         if P == 1:
             _ref_points_rows(0, n, &ypm[0], &r[0], rs, &box[0], bs, &level[0], ls, &mask[0],
-                             &th[0], &Mth[0], &dec[0], &Md[0], &p[0], &EG[0], t, Et, mu, k1,
-                             gamma4, delta, check_model, c1, Ec1, gC, unit, eta, parts)
+                             &th[0], &Mth[0], &dec[0], &Md[0], pxt, pxd, &p[0], &EG[0], t,
+                             Et, mu, k1, gamma4, delta, check_model, c1, Ec1, gC, unit, eta,
+                             parts)
         else:
             for q in prange(P, schedule="dynamic", num_threads=nt):
                 _ref_points_rows(q * n // P, (q + 1) * n // P, &ypm[0], &r[0], rs, &box[0],
                                  bs, &level[0], ls, &mask[0], &th[0], &Mth[0], &dec[0],
-                                 &Md[0], &p[0], &EG[0], t, Et, mu, k1, gamma4, delta,
-                                 check_model, c1, Ec1, gC, unit, eta, parts + q)
+                                 &Md[0], pxt, pxd, &p[0], &EG[0], t, Et, mu, k1, gamma4,
+                                 delta, check_model, c1, Ec1, gC, unit, eta, parts + q)
         for q in range(P):
             if parts[q].threshold < tot.threshold:
                 tot.threshold = parts[q].threshold

@@ -194,6 +194,8 @@ class _FistaState(_ClaimOffers, SolverState):
     and b = y^T r here. ``box`` is the n-vector of the per-point bounds gamma_i
     (``run_box``; C everywhere for an unweighted run), ``gamma`` the run's C."""
 
+    slack_masks = True  # its certificates come from ``run_certificate``
+
     def __init__(self, data, gamma, mu, L, augmented, power_iterations, box=None,
                  threads="auto", verbose=0):
         n, d = data.n, data.d
