@@ -24,6 +24,7 @@ import contextvars
 import itertools
 import math
 import numbers
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -670,20 +671,20 @@ def _check_dok_values(X, name):
     scipy's private dict gave numpy's "could not convert string to float" naming neither
     X nor the entry)."""
     _check_dok(X, name)
-    # numbers only: numpy reads the string '1.5' as 1.5 (found by review)
-    numeric = all(isinstance(v, (numbers.Number, np.number, np.bool_)) for v in X.values())
-    if numeric:
-        try:
-            np.fromiter(X.values(), dtype=X.dtype, count=len(X))
-            return
-        except (TypeError, ValueError, OverflowError):
-            pass
+    # numbers that the matrix's dtype holds as they are: numpy reads the string '1.5' as
+    # 1.5, drops a complex value's imaginary part, reads 2.75 as 2 in an integer matrix
+    # and a timedelta as its count (found by review)
+    cast = X.dtype.type
     for k, v in X.items():
         try:
-            np.asarray(v, dtype=X.dtype).item()
-            if np.ndim(v) == 0 and isinstance(v, (numbers.Number, np.number, np.bool_)):
-                continue
-        except (TypeError, ValueError, OverflowError):
+            if isinstance(v, (numbers.Number, np.number, np.bool_)) and \
+                    not isinstance(v, (np.timedelta64, np.datetime64)) and np.ndim(v) == 0:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # (numpy's ComplexWarning)
+                    c = cast(v)
+                if complex(c) == complex(v) or (c != c and v != v):
+                    continue
+        except (TypeError, ValueError, OverflowError, ArithmeticError):
             pass
         raise ValueError(f"{name} (DOK): the entry at {tuple(map(int, k))} is {v!r}, not a "
                          f"number of the matrix's dtype {X.dtype}; fix the matrix's values")

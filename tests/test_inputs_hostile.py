@@ -479,11 +479,13 @@ def test_dok_keys_are_checked(key):
         mk.solve(D, y, solver="dcd")
 
 
-@pytest.mark.parametrize("value", ["abc", [1.0, 2.0], "1.5", b"2"])
+@pytest.mark.parametrize("value", ["abc", [1.0, 2.0], "1.5", b"2", np.complex128(5 + 7j),
+                                   np.timedelta64(3, "s")])
 def test_dok_values_are_checked(value):
     """Found by review: a string value put in through scipy's private dict gave numpy's
     "could not convert string to float", naming neither X nor the entry; a string numpy
-    reads as a number ('1.5') was taken as that number."""
+    reads as a number ('1.5') was taken as that number, a complex one as its real part,
+    a timedelta as its count."""
     from marginkit.sklearn import SVMClassifier
 
     Xd = np.random.default_rng(0).standard_normal((40, 3))
@@ -496,6 +498,25 @@ def test_dok_values_are_checked(value):
         with pytest.raises(ValueError, match=r"X \(DOK\): the entry at \(2, 1\) is .*not a "
                                              "number"):
             call()
+
+
+def test_dok_values_the_dtype_cannot_hold_are_refused():
+    """Found by review: 2.75 in an integer DOK was read as 2, 2.5 in a boolean one as
+    True; numbers it holds (a bool, numpy integers, a Fraction in a float matrix) pass."""
+    from fractions import Fraction
+
+    from marginkit._validation import check_X
+
+    for dtype, bad, good in ((np.int64, 2.75, np.int32(3)), (bool, 2.5, True),
+                             (np.float64, 1 + 1j, Fraction(1, 3))):
+        D = sp.dok_matrix((3, 2), dtype=dtype)
+        if not hasattr(D, "_dict"):
+            pytest.skip("this scipy keeps DOK entries elsewhere")
+        D._dict[(0, 0)] = good
+        check_X(D)
+        D._dict[(1, 1)] = bad
+        with pytest.raises(ValueError, match=r"X \(DOK\): the entry at \(1, 1\)"):
+            check_X(D)
 
 
 def test_result_score_checks_the_length_of_y():
