@@ -1325,3 +1325,43 @@ def test_a_linear_run_on_wide_csr_rows_is_read_in_blocks_of_its_entries(monkeypa
     monkeypatch.setattr(R.RowBlocks, "__init__", spy)
     assert res.certificate.check(X, y)
     assert made == [1]
+
+
+def test_a_maps_rows_from_csr_x_are_read_in_blocks_of_the_maps_width(monkeypatch):
+    """Found by review: CSR X of more than BLOCK_ENTRIES stored entries was cut by its
+    entries only, so a map's rows of 400 features came in one block of 262,154 rows
+    (peak memory doubled, and growing with the number of components)."""
+    import marginkit._referee as R
+
+    X = sp.random(5000, 30, density=0.5, random_state=0, format="csr")
+    monkeypatch.setattr(R, "MAP_BLOCK_ENTRIES", 40_000)
+    blocks = R.RowBlocks(X, max_entries=10_000, row_width=400)  # 100 map rows a block
+    sizes = np.diff(blocks._bounds)
+    assert sizes.sum() == 5000 and sizes.max() <= 100
+    assert R.RowBlocks(X, max_entries=10_000)._bounds.size < blocks._bounds.size
+
+
+def test_a_maps_certificate_verifies_whatever_the_blocks(monkeypatch):
+    """Found by review: an ill-conditioned Nystroem certificate verified in one block and
+    was refused ("the stored coefficients are not s * w_bar(r)") when the map's rows were
+    read two at a time: K P of a small block rounds otherwise than the run's blocks, and
+    the coefficients' check did not allow for the rows' own error."""
+    import marginkit._referee as R
+
+    rng = np.random.default_rng(8)
+    n, d = int(rng.integers(8, 40)), int(rng.integers(1, 3))
+    X = rng.normal(size=(n, d)) * rng.choice([0.3, 1, 3])
+    y = rng.integers(0, 2, size=n)
+    y[0], y[1] = 0, 1
+    g, m = float(rng.uniform(0.3, 3)), int(rng.integers(4, min(n, 12)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = mk.solve(X, y, solver="dcd", kernel="nystroem", max_iter=100000, C=1.0,
+                       scale="std", stop=("certified_points", {"fraction": 0.5}),
+                       kernel_params={"n_components": m, "random_state": 8,
+                                      "base_params": {"gamma": g}})
+    cert = res.certificate
+    assert cert.check(X, y)
+    monkeypatch.setattr(R, "MAP_BLOCK_ENTRIES", 2 * m)  # two rows of the map a block
+    verdict = cert.check(X, y)
+    assert verdict, verdict.reason

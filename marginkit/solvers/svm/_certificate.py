@@ -407,6 +407,14 @@ def _referee_certified_points(cert, blocks, ypm, box, mu, level, scale, form, re
                 + (4 * uL + R.UNIT) * np.abs(vS) + eta
             gM = R.gamma(n + d + 32)
             tol = gM * (sS * (sS * (mag + (absm + np.abs(dm)) * R1))) + 2 * EvS + 4 * eta
+            if blocks.row_error is not None:
+                # a map's rows: the run's and the referee's are each within the entry
+                # bounds of the exact map, so a column of X^T u differs by at most
+                # 2 sum_i r_i Err_ij <= 2 T / s_j (T = sum_i r_i ||s Err_i||), and the
+                # coefficient s_j^2 a_j by 2 s_j T (found by review: a block of one row
+                # rounds K P otherwise than the run's blocks of 4096)
+                T_rows = float(np.sum(r * blocks.row_error)) * (1.0 + g)
+                tol = tol + 2.0 * sS * T_rows * (1.0 + 4 * R.UNIT)
         if not np.all(np.abs(coef - vS) <= tol):
             return reject("the stored coefficients are not s * w_bar(r)")
         mcL = mS.astype(LD) @ coef.astype(LD)
