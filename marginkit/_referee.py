@@ -183,6 +183,7 @@ class RowBlocks:
         self._cache_err = None
         self.row_error = None
         self.error_weights = None
+        self._noted = None  # the weights of the bounds in row_error (one cached block)
         if _is_dask(X):
             if X.ndim != 2:
                 raise ValueError(f"X must be 2-D, got a {X.ndim}-D dask array")
@@ -241,7 +242,8 @@ class RowBlocks:
 
     def __iter__(self):
         if self._cache is not None:
-            if self._cache_err is not None:
+            if self._cache_err is not None and self._noted is not self.error_weights:
+                # (the bounds of the same weights are those already noted)
                 self._note_error(self._cache_err, *self._cache[:2])
             yield self._cache
             return
@@ -258,6 +260,7 @@ class RowBlocks:
         if self.row_error is None:
             self.row_error = np.zeros(self.n)
         self.row_error[lo:hi] = row_bounds(err, self.error_weights)
+        self._noted = self.error_weights
 
     def map(self, fn, per_block=(), common=()):
         """``[fn(B, *v_b, *common) for each block B]`` in block order, ``v_b`` the block's

@@ -1,7 +1,9 @@
 """Kernel plug-ins: Gram blocks against scikit-learn, dense/CSR x float32/float64, symmetry
 and PSD, diag, callable-kernel errors, the periodic spline (paper 002) against its Fourier
 series, kernel approximations, pickling."""
+import os
 import pickle
+import sys
 
 import numpy as np
 import pytest
@@ -11,6 +13,9 @@ from numpy.testing import assert_allclose, assert_array_equal
 import marginkit as mk
 from marginkit.kernels._periodic import periodic_cosine_series
 from marginkit.kernels.approximation import NystroemMap, nystroem_projection
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _ill_nystroem as ILL  # noqa: E402
 
 pairwise = pytest.importorskip("sklearn.metrics.pairwise")
 
@@ -1384,12 +1389,6 @@ def test_sparse_products_compact_columns_far_beyond_the_entries(monkeypatch):
             np.testing.assert_array_equal(compact, full)
 
 
-def _rbf_ld(A, C, g):
-    LD = np.longdouble
-    A, C = np.asarray(A, dtype=np.float64).astype(LD), np.asarray(C, dtype=np.float64).astype(LD)
-    return np.exp(-LD(g) * ((A[:, None, :] - C[None, :, :]) ** 2).sum(-1))
-
-
 @pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18, reason="needs extended precision")
 def test_feature_rounding_bounds_the_maps_own_rounding():
     """The rounding bound of an approximation's rows as the referee reads them holds
@@ -1400,17 +1399,15 @@ def test_feature_rounding_bounds_the_maps_own_rounding():
     from marginkit._referee import row_bounds
 
     LD = np.longdouble
-    X = np.array([-5.785810332073745, 0.30916440540321305, -0.16110734287144327,
-                  0.06821348370442785, -0.3891348141092512, 0.3104629683301154,
-                  0.07706536299234616, 0.38471175558517695]).reshape(-1, 1)
-    g = 1.805733285190211
+    X = ILL.X
+    g = ILL.GAMMA
     nys = mk.get_plugin("kernel", "nystroem")(n_components=7, random_state=196,
                                                base_params={"gamma": g})
     nys.fit(X)
     P = np.asarray(nys.normalization_, dtype=np.float64)
     assert np.abs(P).max() > 1e4
     Phi, err = nys.careful_features(X)
-    exact = _rbf_ld(X, nys.components_, g) @ P.astype(LD)
+    exact = ILL.rbf_ld(X, nys.components_, g) @ P.astype(LD)
     assert np.all(np.abs(Phi.astype(LD) - exact) <= err)  # entry by entry
     e = row_bounds(err)
     gap = np.sqrt(np.sum((Phi.astype(LD) - exact) ** 2, axis=1)).astype(np.float64)
@@ -1441,11 +1438,9 @@ def test_a_nystroem_separator_holds_for_the_exact_map(solver):
     normalization, evaluated in extended precision, gave -6e-13. A separator the library
     returns holds for the exact map."""
     LD = np.longdouble
-    X = np.array([-5.785810332073745, 0.30916440540321305, -0.16110734287144327,
-                  0.06821348370442785, -0.3891348141092512, 0.3104629683301154,
-                  0.07706536299234616, 0.38471175558517695]).reshape(-1, 1)
-    y = np.array([1, -1, -1, 1, -1, 1, -1, -1])
-    g = 1.805733285190211
+    X = ILL.X
+    y = ILL.Y
+    g = ILL.GAMMA
     res = mk.solve(X, y, solver=solver, kernel="nystroem", max_iter=20000,
                    kernel_params={"n_components": 7, "random_state": 196,
                                   "base_params": {"gamma": g}})
@@ -1453,7 +1448,7 @@ def test_a_nystroem_separator_holds_for_the_exact_map(solver):
         assert res.certificate is None or res.certificate.kind != "separator"
         return
     km = res.certificate.kernel
-    Phi = _rbf_ld(X, km.components_, g) @ np.asarray(km.normalization_).astype(LD)
+    Phi = ILL.rbf_ld(X, km.components_, g) @ np.asarray(km.normalization_).astype(LD)
     Q = Phi / np.sqrt(np.sum(Phi * Phi, axis=1))[:, None]
     s = np.where(y == res.classes_[1], 1, -1).astype(LD)
     alpha = np.asarray(res.dual_coef_, dtype=np.float64).astype(LD)

@@ -7,6 +7,7 @@ import copy
 import itertools
 import math
 import os
+import sys
 import warnings
 from fractions import Fraction
 
@@ -16,6 +17,9 @@ import scipy.sparse as sp
 
 import marginkit as mk
 from marginkit.solvers.svm import CertifiedPointsCertificate, run_thresholds, scaling_statistics
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _ill_nystroem as ILL  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -1211,20 +1215,6 @@ def test_a_certificate_verifies_in_every_row_layout_of_the_same_numbers(solver, 
             assert verdict, verdict.reason
 
 
-def _rbf_ld(A, C, g):
-    LD = np.longdouble
-    A, C = np.asarray(A, dtype=np.float64).astype(LD), np.asarray(C, dtype=np.float64).astype(LD)
-    return np.exp(-LD(g) * ((A[:, None, :] - C[None, :, :]) ** 2).sum(-1))
-
-
-#: 8 points under a Nystroem map whose K_CC is ill-conditioned (|K_CC^{-1/2}| ~ 1e5)
-_ILL_X = np.array([-5.785810332073745, 0.30916440540321305, -0.16110734287144327,
-                   0.06821348370442785, -0.3891348141092512, 0.3104629683301154,
-                   0.07706536299234616, 0.38471175558517695]).reshape(-1, 1)
-_ILL_Y = np.array([1, -1, -1, 1, -1, 1, -1, -1])
-_ILL_G = 1.805733285190211
-
-
 @pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18, reason="needs extended precision")
 @pytest.mark.parametrize("solver", ["dcd", "fista_svm", "fista"])
 def test_the_bound_holds_for_the_exact_map_of_an_ill_conditioned_nystroem(solver):
@@ -1234,19 +1224,20 @@ def test_the_bound_holds_for_the_exact_map_of_an_ill_conditioned_nystroem(solver
     evaluated in extended precision (found by review: the SVM referee took the rows as
     exact, its bound 3e-12 where the exact map's projected gradient gave 2.6e-10)."""
     LD = np.longdouble
-    res = mk.solve(_ILL_X, _ILL_Y, solver=solver, kernel="nystroem", max_iter=200_000,
+    res = mk.solve(ILL.X, ILL.Y, solver=solver, kernel="nystroem", max_iter=200_000,
                    stop=("certified_points", {"fraction": 0.9}), C=1.0,
                    kernel_params={"n_components": 7, "random_state": 196,
-                                  "base_params": {"gamma": _ILL_G}})
+                                  "base_params": {"gamma": ILL.GAMMA}})
     c = res.certificate
     assert c is not None and c.kind == "certified_points"
     km = c.kernel
     assert np.abs(km.normalization_).max() > 1e4
-    v = c.check(_ILL_X, _ILL_Y)
+    v = c.check(ILL.X, ILL.Y)
     assert v.ok, v.reason
-    Phi = _rbf_ld(_ILL_X, km.components_, _ILL_G) @ np.asarray(km.normalization_).astype(LD)
+    K = ILL.rbf_ld(ILL.X, km.components_, ILL.GAMMA)
+    Phi = K @ np.asarray(km.normalization_).astype(LD)
     r, mu = c.r.astype(LD), LD(c.mu)
-    ypm = np.where(_ILL_Y == res.classes_[1], 1, -1).astype(LD)
+    ypm = np.where(ILL.Y == res.classes_[1], 1, -1).astype(LD)
     Z = (Phi - c.means.astype(LD)) * c.inv_std.astype(LD)
     t = np.sum(ypm * r) if c.formulation == "hsvm" else LD(c.t_bar)
     G = ypm * (Z @ (Z.T @ (ypm * r)) + t) + mu * r - 1
